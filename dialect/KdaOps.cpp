@@ -1,0 +1,784 @@
+//===- KdaOps.cpp - kda operations and their verifiers --------------------===//
+//
+// Every verifier speaks in the terms of SPEC.md: named dimensions (B, T, H,
+// K, HV, V, N, ...) are bound by the first operand that carries them and
+// checked against every later one, so a diagnostic says which operand, which
+// dimension, what was expected and where that expectation came from.
+//
+//===----------------------------------------------------------------------===//
+
+#include "dialect/KdaOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace mlir::kda;
+
+#define GET_OP_CLASSES
+#include "dialect/KdaOps.cpp.inc"
+
+namespace {
+
+/// Element types the checks accept, spelled for diagnostics.
+enum class ElemKind { Activation, GateValue, Float32, State, Integer };
+
+bool isAllowed(Type t, ElemKind kind) {
+  switch (kind) {
+  case ElemKind::Activation: // q, k, v, o: what the reference kernels take
+  case ElemKind::GateValue:  // g, beta, z, A_log, dt_bias
+    return t.isF32() || t.isBF16() || t.isF16();
+  case ElemKind::Float32:
+    return t.isF32();
+  case ElemKind::State: // the recurrent state: fp32, or bf16 as an option
+    return t.isF32() || t.isBF16();
+  case ElemKind::Integer:
+    return t.isSignlessInteger(32) || t.isSignlessInteger(64);
+  }
+  return false;
+}
+
+StringRef describe(ElemKind kind) {
+  switch (kind) {
+  case ElemKind::Activation:
+  case ElemKind::GateValue:
+    return "f32, bf16 or f16";
+  case ElemKind::Float32:
+    return "f32";
+  case ElemKind::State:
+    return "f32 or bf16";
+  case ElemKind::Integer:
+    return "i32 or i64";
+  }
+  return "";
+}
+
+std::string formatDims(ArrayRef<StringRef> dims) {
+  std::string s = "[";
+  llvm::raw_string_ostream os(s);
+  llvm::interleaveComma(dims, os);
+  os << "]";
+  return s;
+}
+
+/// Binds named dimensions to sizes and checks later uses against them.
+class ShapeChecker {
+public:
+  explicit ShapeChecker(Operation *op) : op(op) {}
+
+  /// Checks that `value` has rank dims.size() and an allowed element type,
+  /// binding or checking each named dimension. `what` names the value
+  /// ("operand 'q'", "result 'o'").
+  LogicalResult check(StringRef what, Value value, ArrayRef<StringRef> dims,
+                      ElemKind kind) {
+    return check(what, value.getType(), dims, kind);
+  }
+
+  LogicalResult check(StringRef what, Type type, ArrayRef<StringRef> dims,
+                      ElemKind kind) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor)
+      return op->emitOpError() << what << ": expected a ranked tensor, found "
+                               << type;
+    if (tensor.getRank() != static_cast<int64_t>(dims.size()))
+      return op->emitOpError()
+             << what << ": expected rank " << dims.size() << " "
+             << formatDims(dims) << ", found rank " << tensor.getRank() << " ("
+             << type << ")";
+    if (!isAllowed(tensor.getElementType(), kind))
+      return op->emitOpError()
+             << what << ": expected element type " << describe(kind)
+             << ", found " << tensor.getElementType();
+    for (auto [axis, name] : llvm::enumerate(dims))
+      if (failed(bind(what, axis, name, tensor.getDimSize(axis))))
+        return failure();
+    return success();
+  }
+
+  /// Binds `name` to `size` (from `what`, axis `axis`) or checks it.
+  LogicalResult bind(StringRef what, size_t axis, StringRef name,
+                     int64_t size) {
+    if (ShapedType::isDynamic(size))
+      return success(); // nothing to check statically
+    auto it = sizes.find(name);
+    if (it == sizes.end()) {
+      sizes[name] = {size, what.str()};
+      return success();
+    }
+    if (it->second.first != size)
+      return op->emitOpError()
+             << what << ": dimension " << axis << " (" << name << ") is "
+             << size << ", but " << it->second.second << " has " << name
+             << " = " << it->second.first;
+    return success();
+  }
+
+  /// The static size bound to `name`, if any.
+  std::optional<int64_t> get(StringRef name) const {
+    auto it = sizes.find(name);
+    if (it == sizes.end())
+      return std::nullopt;
+    return it->second.first;
+  }
+
+  /// Where `name` was bound (for diagnostics).
+  std::string source(StringRef name) const {
+    auto it = sizes.find(name);
+    return it == sizes.end() ? std::string() : it->second.second;
+  }
+
+  /// Checks `multiple % base == 0` when both are static.
+  LogicalResult checkMultiple(StringRef multiple, StringRef base) {
+    auto m = get(multiple), b = get(base);
+    if (m && b && (*b == 0 || *m % *b != 0))
+      return op->emitOpError()
+             << multiple << " = " << *m << " (from " << source(multiple)
+             << ") must be a multiple of " << base << " = " << *b << " (from "
+             << source(base) << ")";
+    return success();
+  }
+
+private:
+  Operation *op;
+  llvm::StringMap<std::pair<int64_t, std::string>> sizes;
+};
+
+std::string operandName(StringRef name) {
+  return ("operand '" + name + "'").str();
+}
+std::string resultName(StringRef name) {
+  return ("result '" + name + "'").str();
+}
+
+Type elementTypeOf(Value v) {
+  return cast<ShapedType>(v.getType()).getElementType();
+}
+
+/// The names of the state's last two axes in a layout.
+SmallVector<StringRef, 2> stateAxes(StateLayout layout) {
+  if (layout == StateLayout::v_major)
+    return {"V", "K"};
+  return {"K", "V"};
+}
+
+/// Dimension names of a gate operand given the leading (token) axes.
+SmallVector<StringRef> gateDims(ArrayRef<StringRef> tokenAxes,
+                                GateGranularity granularity) {
+  SmallVector<StringRef> dims(tokenAxes);
+  dims.push_back("HV");
+  if (granularity == GateGranularity::channel)
+    dims.push_back("K");
+  return dims;
+}
+
+/// Shared rules of the recurrence prologue (gated_delta and decode_step):
+/// gate, beta, A_log / dt_bias and the activation attributes. `tokenAxes` are
+/// the leading axes of per-token operands ([B, T] or [N]).
+LogicalResult verifyPrologue(Operation *op, ShapeChecker &shapes,
+                             ArrayRef<StringRef> tokenAxes, StringRef gateName,
+                             Value gate,
+                             Value beta, Value aLog, Value dtBias,
+                             UpdateRule update, BetaActivation betaActivation,
+                             GateActivation gateActivation,
+                             std::optional<double> lowerBound,
+                             std::optional<GateGranularity> granularity) {
+  if (gate) {
+    if (!granularity) {
+      int64_t rank = cast<ShapedType>(gate.getType()).getRank();
+      SmallVector<StringRef> head = gateDims(tokenAxes, GateGranularity::head);
+      SmallVector<StringRef> chan =
+          gateDims(tokenAxes, GateGranularity::channel);
+      return op->emitOpError()
+             << operandName(gateName) << ": expected rank " << head.size() << " "
+             << formatDims(head) << " (head-wise) or rank " << chan.size()
+             << " " << formatDims(chan) << " (channel-wise), found rank "
+             << rank;
+    }
+    if (failed(shapes.check(operandName(gateName), gate,
+                            gateDims(tokenAxes, *granularity),
+                            ElemKind::GateValue)))
+      return failure();
+  }
+
+  if (beta) {
+    if (update == UpdateRule::additive)
+      return op->emitOpError()
+             << "operand 'beta': the additive update writes k v^T with "
+                "strength 1 and takes no beta (use update 'delta')";
+    SmallVector<StringRef> dims(tokenAxes);
+    dims.push_back("HV");
+    if (failed(shapes.check(operandName("beta"), beta, dims,
+                            ElemKind::GateValue)))
+      return failure();
+  } else if (betaActivation != BetaActivation::none) {
+    return op->emitOpError()
+           << "attribute 'beta_activation' = "
+           << stringifyBetaActivation(betaActivation)
+           << " needs the 'beta' operand (the logits it activates)";
+  }
+
+  bool activated = gateActivation != GateActivation::none;
+  if (activated && !gate)
+    return op->emitOpError()
+           << "attribute 'gate_activation' = "
+           << stringifyGateActivation(gateActivation)
+           << " needs the '" << gateName
+           << "' operand (the raw gates it activates)";
+  if (!activated && (aLog || dtBias))
+    return op->emitOpError()
+           << "operand '" << (aLog ? "A_log" : "dt_bias")
+           << "' is only meaningful with a 'gate_activation' (found none)";
+  if (aLog && failed(shapes.check(operandName("A_log"), aLog, {"HV"},
+                                  ElemKind::GateValue)))
+    return failure();
+  if (dtBias && granularity) {
+    SmallVector<StringRef> dims = {"HV"};
+    if (*granularity == GateGranularity::channel)
+      dims.push_back("K");
+    if (failed(shapes.check(operandName("dt_bias"), dtBias, dims,
+                            ElemKind::GateValue)))
+      return failure();
+  }
+
+  if (gateActivation == GateActivation::lower_bound) {
+    if (!lowerBound)
+      return op->emitOpError() << "gate_activation = lower_bound needs the "
+                                  "'lower_bound' attribute (in [-5, 0))";
+    if (!(*lowerBound >= -5.0 && *lowerBound < 0.0))
+      return op->emitOpError()
+             << "attribute 'lower_bound': expected a value in [-5, 0), found "
+             << *lowerBound;
+  } else if (lowerBound) {
+    return op->emitOpError()
+           << "attribute 'lower_bound' is only meaningful with "
+              "gate_activation = lower_bound (found "
+           << stringifyGateActivation(gateActivation) << ")";
+  }
+  return success();
+}
+
+LogicalResult verifyScale(Operation *op, std::optional<double> scale) {
+  if (scale && !(std::isfinite(*scale) && *scale > 0.0))
+    return op->emitOpError()
+           << "attribute 'scale': expected a finite positive value, found "
+           << *scale;
+  return success();
+}
+
+/// Varlen operand: rank 1 integers [N + 1], which requires B = 1.
+LogicalResult verifyCuSeqlens(Operation *op, ShapeChecker &shapes,
+                              Value cuSeqlens, Value batchCarrier) {
+  if (!cuSeqlens)
+    return success();
+  if (failed(shapes.check(operandName("cu_seqlens"), cuSeqlens, {"N+1"},
+                          ElemKind::Integer)))
+    return failure();
+  int64_t b = cast<ShapedType>(batchCarrier.getType()).getDimSize(0);
+  if (!ShapedType::isDynamic(b) && b != 1)
+    return op->emitOpError()
+           << "operand 'cu_seqlens': variable-length batches pack every "
+              "sequence into one row, so B must be 1, found B = "
+           << b;
+  int64_t n1 = cast<ShapedType>(cuSeqlens.getType()).getDimSize(0);
+  if (!ShapedType::isDynamic(n1)) {
+    if (n1 < 2)
+      return op->emitOpError()
+             << "operand 'cu_seqlens': expected at least 2 offsets (N + 1 "
+                "with N >= 1 sequences), found "
+             << n1;
+    if (failed(shapes.bind(operandName("cu_seqlens"), 0, "N", n1 - 1)))
+      return failure();
+  }
+  return success();
+}
+
+/// Tile attribute rules that depend on the op (the attribute verifies its
+/// own fields).
+LogicalResult verifyTileAgainst(Operation *op, std::optional<TileAttr> tile,
+                                ShapeChecker &shapes) {
+  if (!tile || !*tile)
+    return success();
+  if (auto v = shapes.get("V"); v && tile->getVBlock() > *v)
+    return op->emitOpError()
+           << "attribute 'tile': v_block = " << tile->getVBlock()
+           << " exceeds V = " << *v;
+  return success();
+}
+
+std::optional<GateGranularity> granularityFromRank(Value gate,
+                                                   int64_t headWiseRank) {
+  if (!gate)
+    return std::nullopt;
+  int64_t rank = cast<ShapedType>(gate.getType()).getRank();
+  if (rank == headWiseRank)
+    return GateGranularity::head;
+  if (rank == headWiseRank + 1)
+    return GateGranularity::channel;
+  return std::nullopt;
+}
+
+double defaultScale(Value q) {
+  int64_t k = cast<ShapedType>(q.getType()).getShape().back();
+  return ShapedType::isDynamic(k) ? 0.0 : 1.0 / std::sqrt(double(k));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// GatedDeltaOp
+//===----------------------------------------------------------------------===//
+
+std::optional<GateGranularity> GatedDeltaOp::getGateGranularity() {
+  return granularityFromRank(getGate(), /*headWiseRank=*/3);
+}
+
+double GatedDeltaOp::getScaleOrDefault() {
+  if (auto s = getScale())
+    return s->convertToDouble();
+  return defaultScale(getQ());
+}
+
+LogicalResult GatedDeltaOp::verify() {
+  Operation *op = getOperation();
+  ShapeChecker shapes(op);
+  if (failed(shapes.check(operandName("q"), getQ(), {"B", "T", "H", "K"},
+                          ElemKind::Activation)) ||
+      failed(shapes.check(operandName("k"), getK(), {"B", "T", "H", "K"},
+                          ElemKind::Activation)) ||
+      failed(shapes.check(operandName("v"), getV(), {"B", "T", "HV", "V"},
+                          ElemKind::Activation)))
+    return failure();
+  if (elementTypeOf(getK()) != elementTypeOf(getQ()) ||
+      elementTypeOf(getV()) != elementTypeOf(getQ()))
+    return emitOpError() << "operands 'q', 'k', 'v' must share one element "
+                            "type, found "
+                         << elementTypeOf(getQ()) << ", "
+                         << elementTypeOf(getK()) << ", "
+                         << elementTypeOf(getV());
+  if (failed(shapes.checkMultiple("HV", "H")))
+    return failure();
+
+  std::optional<double> lowerBound;
+  if (auto lb = getLowerBound())
+    lowerBound = lb->convertToDouble();
+  if (failed(verifyPrologue(op, shapes, {"B", "T"}, "gate", getGate(), getBeta(),
+                            getALog(), getDtBias(), getUpdate(),
+                            getBetaActivation(), getGateActivation(),
+                            lowerBound, getGateGranularity())))
+    return failure();
+  std::optional<double> scale;
+  if (auto s = getScale())
+    scale = s->convertToDouble();
+  if (failed(verifyScale(op, scale)))
+    return failure();
+
+  // N: number of sequences, from cu_seqlens when varlen, else B.
+  if (getCuSeqlens()) {
+    if (failed(verifyCuSeqlens(op, shapes, getCuSeqlens(), getQ())))
+      return failure();
+  } else if (auto b = shapes.get("B")) {
+    if (failed(shapes.bind("operand 'q'", 0, "N", *b)))
+      return failure();
+  }
+
+  SmallVector<StringRef, 2> axes = stateAxes(getStateLayout());
+  SmallVector<StringRef> stateDims = {"N", "HV", axes[0], axes[1]};
+  if (getInitialState() &&
+      failed(shapes.check(operandName("initial_state"), getInitialState(),
+                          stateDims, ElemKind::State)))
+    return failure();
+
+  if (failed(shapes.check(resultName("o"), getO(), {"B", "T", "HV", "V"},
+                          ElemKind::Activation)))
+    return failure();
+  if (elementTypeOf(getO()) != elementTypeOf(getV()))
+    return emitOpError() << "result 'o': expected element type "
+                         << elementTypeOf(getV()) << " (that of 'v'), found "
+                         << elementTypeOf(getO());
+
+  if (getFinalState()) {
+    if (failed(shapes.check(resultName("final_state"), getFinalState(),
+                            stateDims, ElemKind::State)))
+      return failure();
+    if (getInitialState() &&
+        elementTypeOf(getFinalState()) != elementTypeOf(getInitialState()))
+      return emitOpError() << "result 'final_state': expected element type "
+                           << elementTypeOf(getInitialState())
+                           << " (that of 'initial_state'), found "
+                           << elementTypeOf(getFinalState());
+  }
+
+  std::optional<int64_t> interval = getBoundaryInterval();
+  if (getBoundaryStates()) {
+    if (!interval)
+      return emitOpError() << "result 'boundary_states' needs the "
+                              "'boundary_interval' attribute (tokens between "
+                              "two recorded states)";
+    if (*interval <= 0)
+      return emitOpError()
+             << "attribute 'boundary_interval': expected a positive number "
+                "of tokens, found "
+             << *interval;
+    // NT is known statically only without varlen (ceil(T / interval)).
+    if (auto t = shapes.get("T"); t && !getCuSeqlens())
+      if (failed(shapes.bind("'boundary_interval' and T", 0, "NT",
+                             (*t + *interval - 1) / *interval)))
+        return failure();
+    SmallVector<StringRef> dims = {"N", "NT", "HV", axes[0], axes[1]};
+    if (failed(shapes.check(resultName("boundary_states"),
+                            getBoundaryStates(), dims, ElemKind::State)))
+      return failure();
+    if (auto tile = getTile(); tile && *interval % tile->getChunk() != 0)
+      return emitOpError()
+             << "attribute 'tile': chunk = " << tile->getChunk()
+             << " must divide boundary_interval = " << *interval
+             << " so that every recorded state falls on a chunk boundary";
+  } else if (interval) {
+    return emitOpError() << "attribute 'boundary_interval' is set but the "
+                            "op has no 'boundary_states' result";
+  }
+  return verifyTileAgainst(op, getTile(), shapes);
+}
+
+//===----------------------------------------------------------------------===//
+// GateOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult GateOp::verify() {
+  Operation *op = getOperation();
+  if (getActivation() == GateActivation::none)
+    return emitOpError() << "attribute 'activation': expected softplus or "
+                            "lower_bound (none would be the identity)";
+  auto input = cast<RankedTensorType>(getInput().getType());
+  bool channel = getGranularity() == GateGranularity::channel;
+  int64_t minRank = channel ? 2 : 1;
+  if (input.getRank() < minRank)
+    return emitOpError() << "operand 'input': " << (channel ? "channel" : "head")
+                         << "-wise gates need rank >= " << minRank
+                         << (channel ? " [..., HV, K]" : " [..., HV]")
+                         << ", found rank " << input.getRank();
+  // Name the leading axes generically; only HV (and K) are constrained.
+  SmallVector<std::string> leadingNames;
+  int64_t leading = input.getRank() - minRank;
+  for (int64_t i = 0; i < leading; ++i)
+    leadingNames.push_back("d" + std::to_string(i));
+  SmallVector<StringRef> leadingRefs(leadingNames.begin(), leadingNames.end());
+  SmallVector<StringRef> dims = gateDims(leadingRefs, getGranularity());
+
+  ShapeChecker shapes(op);
+  std::optional<double> lowerBound;
+  if (auto lb = getLowerBound())
+    lowerBound = lb->convertToDouble();
+  if (failed(verifyPrologue(op, shapes, leadingRefs, "input", getInput(),
+                            /*beta=*/Value(), getALog(), getDtBias(),
+                            UpdateRule::delta, BetaActivation::none,
+                            getActivation(), lowerBound, getGranularity())))
+    return failure();
+  if (failed(shapes.check(resultName("result"), getResult(), dims,
+                          ElemKind::Float32)))
+    return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// DecodeStepOp
+//===----------------------------------------------------------------------===//
+
+std::optional<GateGranularity> DecodeStepOp::getGateGranularity() {
+  return granularityFromRank(getGate(), /*headWiseRank=*/2);
+}
+
+double DecodeStepOp::getScaleOrDefault() {
+  if (auto s = getScale())
+    return s->convertToDouble();
+  return defaultScale(getQ());
+}
+
+MutableOperandRange DecodeStepOp::getDpsInitsMutable() {
+  // o_init and state_pool are the last two operands.
+  return MutableOperandRange(getOperation(), getOperation()->getNumOperands() - 2,
+                             2);
+}
+
+LogicalResult DecodeStepOp::verify() {
+  Operation *op = getOperation();
+  ShapeChecker shapes(op);
+  if (failed(shapes.check(operandName("q"), getQ(), {"N", "H", "K"},
+                          ElemKind::Activation)) ||
+      failed(shapes.check(operandName("k"), getK(), {"N", "H", "K"},
+                          ElemKind::Activation)) ||
+      failed(shapes.check(operandName("v"), getV(), {"N", "HV", "V"},
+                          ElemKind::Activation)))
+    return failure();
+  if (elementTypeOf(getK()) != elementTypeOf(getQ()) ||
+      elementTypeOf(getV()) != elementTypeOf(getQ()))
+    return emitOpError() << "operands 'q', 'k', 'v' must share one element "
+                            "type, found "
+                         << elementTypeOf(getQ()) << ", "
+                         << elementTypeOf(getK()) << ", "
+                         << elementTypeOf(getV());
+  if (failed(shapes.checkMultiple("HV", "H")))
+    return failure();
+  std::optional<double> lowerBound;
+  if (auto lb = getLowerBound())
+    lowerBound = lb->convertToDouble();
+  if (failed(verifyPrologue(op, shapes, {"N"}, "gate", getGate(), getBeta(),
+                            getALog(), getDtBias(), getUpdate(),
+                            getBetaActivation(), getGateActivation(),
+                            lowerBound, getGateGranularity())))
+    return failure();
+  std::optional<double> scale;
+  if (auto s = getScale())
+    scale = s->convertToDouble();
+  if (failed(verifyScale(op, scale)))
+    return failure();
+  if (failed(shapes.check(operandName("indices"), getIndices(), {"N"},
+                          ElemKind::Integer)))
+    return failure();
+  if (failed(shapes.check(operandName("o_init"), getOInit(), {"N", "HV", "V"},
+                          ElemKind::Activation)))
+    return failure();
+  if (elementTypeOf(getOInit()) != elementTypeOf(getV()))
+    return emitOpError() << "operand 'o_init': expected element type "
+                         << elementTypeOf(getV()) << " (that of 'v'), found "
+                         << elementTypeOf(getOInit());
+  SmallVector<StringRef, 2> axes = stateAxes(getStateLayout());
+  if (failed(shapes.check(operandName("state_pool"), getStatePool(),
+                          {"P", "HV", axes[0], axes[1]}, ElemKind::State)))
+    return failure();
+  return verifyTileAgainst(op, getTile(), shapes);
+}
+
+//===----------------------------------------------------------------------===//
+// WindowAttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult WindowAttentionOp::verify() {
+  Operation *op = getOperation();
+  ShapeChecker shapes(op);
+  if (failed(shapes.check(operandName("q"), getQ(), {"B", "T", "HQ", "K"},
+                          ElemKind::Activation)) ||
+      failed(shapes.check(operandName("k"), getK(), {"B", "T", "HK", "K"},
+                          ElemKind::Activation)) ||
+      failed(shapes.check(operandName("v"), getV(), {"B", "T", "HV", "V"},
+                          ElemKind::Activation)))
+    return failure();
+  if (elementTypeOf(getK()) != elementTypeOf(getQ()) ||
+      elementTypeOf(getV()) != elementTypeOf(getQ()))
+    return emitOpError() << "operands 'q', 'k', 'v' must share one element "
+                            "type, found "
+                         << elementTypeOf(getQ()) << ", "
+                         << elementTypeOf(getK()) << ", "
+                         << elementTypeOf(getV());
+  // Output heads: HO = max(HQ, HV); each head count must divide it.
+  if (auto hq = shapes.get("HQ"), hv = shapes.get("HV"); hq && hv) {
+    if (failed(shapes.bind("max(HQ, HV)", 0, "HO", std::max(*hq, *hv))))
+      return failure();
+    for (StringRef h : {"HQ", "HK", "HV"})
+      if (failed(shapes.checkMultiple("HO", h)))
+        return failure();
+  }
+
+  bool perOp = getWindow().has_value();
+  bool perPosition = static_cast<bool>(getWindowSizes());
+  if (perOp == perPosition)
+    return emitOpError() << "expected exactly one window: the 'window' "
+                            "attribute (per op) or the 'window_sizes' "
+                            "operand (per position), found "
+                         << (perOp ? "both" : "neither");
+  if (perOp && *getWindow() < 1)
+    return emitOpError()
+           << "attribute 'window': expected at least 1 position, found "
+           << *getWindow();
+  if (perPosition && failed(shapes.check(operandName("window_sizes"),
+                                         getWindowSizes(), {"T"},
+                                         ElemKind::Integer)))
+    return failure();
+  if (failed(verifyCuSeqlens(op, shapes, getCuSeqlens(), getQ())))
+    return failure();
+  std::optional<double> scale;
+  if (auto s = getScale())
+    scale = s->convertToDouble();
+  if (failed(verifyScale(op, scale)))
+    return failure();
+  if (failed(shapes.check(resultName("o"), getO(), {"B", "T", "HO", "V"},
+                          ElemKind::Activation)))
+    return failure();
+  if (elementTypeOf(getO()) != elementTypeOf(getV()))
+    return emitOpError() << "result 'o': expected element type "
+                         << elementTypeOf(getV()) << " (that of 'v'), found "
+                         << elementTypeOf(getO());
+  return verifyTileAgainst(op, getTile(), shapes);
+}
+
+//===----------------------------------------------------------------------===//
+// HybridOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult HybridOp::verify() {
+  Operation *op = getOperation();
+  ShapeChecker shapes(op);
+  if (failed(shapes.check(resultName("o"), getO(), {"B", "T", "HV", "V"},
+                          ElemKind::Activation)))
+    return failure();
+  size_t n = getBranches().size();
+  if (n < 2)
+    return emitOpError() << "expected at least 2 branches to combine, found "
+                         << n;
+  for (auto [i, branch] : llvm::enumerate(getBranches()))
+    if (branch.getType() != getO().getType())
+      return emitOpError() << "branch " << i << ": expected type "
+                           << getO().getType() << " (the result's), found "
+                           << branch.getType();
+  if (getMode() == CombineMode::sum) {
+    if (getZ())
+      return emitOpError() << "operand 'gate': a 'sum' combination takes no "
+                              "gate (use 'gated')";
+    return success();
+  }
+  if (n != 2)
+    return emitOpError() << "a 'gated' combination mixes exactly 2 branches "
+                            "(sigmoid(z) * first + (1 - sigmoid(z)) * "
+                            "second), found "
+                         << n;
+  if (!getZ())
+    return emitOpError() << "a 'gated' combination needs the 'gate' operand z "
+                            "[B, T, HV] or [B, T, HV, V]";
+  int64_t rank = cast<ShapedType>(getZ().getType()).getRank();
+  SmallVector<StringRef> dims = {"B", "T", "HV"};
+  if (rank == 4)
+    dims.push_back("V");
+  else if (rank != 3)
+    return emitOpError() << "operand 'gate': expected rank 3 [B, T, HV] "
+                            "(head-wise) or rank 4 [B, T, HV, V] "
+                            "(channel-wise), found rank "
+                         << rank;
+  return shapes.check(operandName("gate"), getZ(), dims, ElemKind::GateValue);
+}
+
+//===----------------------------------------------------------------------===//
+// MultiScaleOp
+//===----------------------------------------------------------------------===//
+
+int64_t MultiScaleOp::getNumScales() {
+  if (auto scales = getDecayScales())
+    return scales->size();
+  return getGates().size();
+}
+
+LogicalResult MultiScaleOp::verify() {
+  Operation *op = getOperation();
+  ShapeChecker shapes(op);
+  if (failed(shapes.check(operandName("q"), getQ(), {"B", "T", "H", "K"},
+                          ElemKind::Activation)) ||
+      failed(shapes.check(operandName("k"), getK(), {"B", "T", "H", "K"},
+                          ElemKind::Activation)) ||
+      failed(shapes.check(operandName("v"), getV(), {"B", "T", "HV", "V"},
+                          ElemKind::Activation)))
+    return failure();
+  if (elementTypeOf(getK()) != elementTypeOf(getQ()) ||
+      elementTypeOf(getV()) != elementTypeOf(getQ()))
+    return emitOpError() << "operands 'q', 'k', 'v' must share one element "
+                            "type, found "
+                         << elementTypeOf(getQ()) << ", "
+                         << elementTypeOf(getK()) << ", "
+                         << elementTypeOf(getV());
+  if (failed(shapes.checkMultiple("HV", "H")))
+    return failure();
+
+  size_t numGates = getGates().size();
+  if (auto scales = getDecayScales()) {
+    if (numGates != 1)
+      return emitOpError() << "with 'decay_scales' expected exactly 1 gate "
+                              "tensor (scaled per state), found "
+                           << numGates;
+    if (scales->size() < 2)
+      return emitOpError() << "attribute 'decay_scales': expected at least 2 "
+                              "scales, found "
+                           << scales->size();
+    for (auto [i, c] : llvm::enumerate(scales->getAsValueRange<FloatAttr>()))
+      if (!(c.convertToDouble() >= 0.0) || !std::isfinite(c.convertToDouble()))
+        return emitOpError()
+               << "attribute 'decay_scales': scale " << i
+               << " must be finite and >= 0 (a negative scale would grow the "
+                  "state), found "
+               << c.convertToDouble();
+  } else if (numGates < 2) {
+    return emitOpError() << "expected at least 2 gate tensors (one per "
+                            "state) or 1 gate with 'decay_scales', found "
+                         << numGates;
+  }
+  for (auto [i, gate] : llvm::enumerate(getGates())) {
+    std::optional<GateGranularity> g = granularityFromRank(gate, 3);
+    std::string what = "operand 'gates'[" + std::to_string(i) + "]";
+    if (!g)
+      return emitOpError() << what << ": expected rank 3 [B, T, HV] "
+                           << "(head-wise) or rank 4 [B, T, HV, K] "
+                              "(channel-wise), found rank "
+                           << cast<ShapedType>(gate.getType()).getRank();
+    if (gate.getType() != getGates()[0].getType())
+      return emitOpError() << what << ": expected the type of gate 0, "
+                           << getGates()[0].getType() << ", found "
+                           << gate.getType();
+    if (failed(shapes.check(what, gate, gateDims({"B", "T"}, *g),
+                            ElemKind::GateValue)))
+      return failure();
+  }
+  if (failed(verifyPrologue(op, shapes, {"B", "T"}, "gates", Value(),
+                            getBeta(),
+                            Value(), Value(), getUpdate(),
+                            getBetaActivation(), GateActivation::none,
+                            std::nullopt, std::nullopt)))
+    return failure();
+  std::optional<double> scale;
+  if (auto s = getScale())
+    scale = s->convertToDouble();
+  if (failed(verifyScale(op, scale)))
+    return failure();
+
+  if (getCuSeqlens()) {
+    if (failed(verifyCuSeqlens(op, shapes, getCuSeqlens(), getQ())))
+      return failure();
+  } else if (auto b = shapes.get("B")) {
+    if (failed(shapes.bind("operand 'q'", 0, "N", *b)))
+      return failure();
+  }
+  if (failed(shapes.bind("the number of scales", 0, "M", getNumScales())))
+    return failure();
+
+  if (getMode() == CombineMode::gated) {
+    if (!getZ())
+      return emitOpError() << "a 'gated' combination needs the 'z' operand "
+                              "[B, T, HV, M]";
+    if (failed(shapes.check(operandName("z"), getZ(), {"B", "T", "HV", "M"},
+                            ElemKind::GateValue)))
+      return failure();
+  } else if (getZ()) {
+    return emitOpError() << "operand 'z': a 'sum' combination takes no gate";
+  }
+
+  SmallVector<StringRef, 2> axes = stateAxes(getStateLayout());
+  SmallVector<StringRef> stateDims = {"M", "N", "HV", axes[0], axes[1]};
+  if (getInitialStates() &&
+      failed(shapes.check(operandName("initial_states"), getInitialStates(),
+                          stateDims, ElemKind::State)))
+    return failure();
+  if (failed(shapes.check(resultName("o"), getO(), {"B", "T", "HV", "V"},
+                          ElemKind::Activation)))
+    return failure();
+  if (elementTypeOf(getO()) != elementTypeOf(getV()))
+    return emitOpError() << "result 'o': expected element type "
+                         << elementTypeOf(getV()) << " (that of 'v'), found "
+                         << elementTypeOf(getO());
+  if (getFinalStates() &&
+      failed(shapes.check(resultName("final_states"), getFinalStates(),
+                          stateDims, ElemKind::State)))
+    return failure();
+  return verifyTileAgainst(op, getTile(), shapes);
+}

@@ -3,6 +3,8 @@
 #include "tools/Registration.h"
 
 #include "dialect/KdaDialect.h"
+#include "lowering/CpuPipeline.h"
+#include "passes/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -14,4 +16,6 @@ void kda::registerEverything(mlir::DialectRegistry &registry) {
   mlir::registerAllExtensions(registry);
   mlir::registerAllPasses();
   registry.insert<mlir::kda::KdaDialect>();
+  mlir::kda::registerKdaPasses();
+  mlir::kda::registerCpuPipeline();
 }

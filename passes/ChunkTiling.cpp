@@ -1,0 +1,528 @@
+//===- ChunkTiling.cpp - kda ops -> chunkwise tiled form ------------------===//
+//
+// Distributes each kda op over programs and walks its sequence in chunks:
+//
+//   scf.forall (n, hv) in (N, HV)          one program per (sequence, head)
+//     S = initial state                    [K, V] f32
+//     scf.for c in chunks(sequence n)      sequential: carries S
+//       tiles = load q, k, v, g, beta of chunk c (zero past the end)
+//       (O, S) = emitGatedDeltaChunk(tiles, S)
+//       store O rows; record S at boundaries
+//     store S as the final state
+//
+// The per-chunk computation lives in GatedDeltaKernel.cpp; this file only
+// says where tiles come from and go to.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/GatedDeltaKernel.h"
+#include "passes/Passes.h"
+#include "passes/TileBuilder.h"
+#include "passes/WindowAttentionKernel.h"
+
+#include "dialect/KdaOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+
+namespace mlir::kda {
+#define GEN_PASS_DEF_KDATILECHUNKS
+#include "passes/Passes.h.inc"
+} // namespace mlir::kda
+
+using namespace mlir;
+using namespace mlir::kda;
+
+namespace {
+
+int64_t dimOf(Value v, unsigned d) {
+  return cast<RankedTensorType>(v.getType()).getDimSize(d);
+}
+
+Value dimValue(ImplicitLocOpBuilder &b, Value v, unsigned d) {
+  return tensor::DimOp::create(b, v, d);
+}
+
+/// Reads element `i` of an integer tensor as an index.
+Value extractIndex(ImplicitLocOpBuilder &b, Value t, Value i) {
+  Value e = tensor::ExtractOp::create(b, t, ValueRange{i});
+  return arith::IndexCastOp::create(b, b.getIndexType(), e);
+}
+
+/// Reads element `indices` of a float tensor as f32.
+Value extractF32(ImplicitLocOpBuilder &b, Value t, ValueRange indices) {
+  Value e = tensor::ExtractOp::create(b, t, indices);
+  if (e.getType().isF32())
+    return e;
+  return arith::ExtFOp::create(b, b.getF32Type(), e);
+}
+
+/// Chunk and sub-chunk of an op: its #kda.tile, else the pass options.
+std::pair<int64_t, int64_t> tileSizes(std::optional<TileAttr> tile,
+                                      int64_t chunk, int64_t subChunk) {
+  if (tile && *tile)
+    return {tile->getChunk(), tile->getSubChunk()};
+  return {chunk, std::min(subChunk, chunk)};
+}
+
+/// The state tile [K, V] of a state tensor slice, whichever its layout.
+Value loadState(TileBuilder &tb, Value src, ArrayRef<OpFoldResult> offsets,
+                int64_t firstStateDim, bool vMajor, int64_t kd, int64_t vd) {
+  int64_t rows = vMajor ? vd : kd, cols = vMajor ? kd : vd;
+  Value t = tb.load(src, offsets, {firstStateDim, firstStateDim + 1},
+                    {rows, cols}, tb.index(rows));
+  return vMajor ? tb.transpose(t) : t;
+}
+
+Value storeState(TileBuilder &tb, Value state, Value dest,
+                 ArrayRef<OpFoldResult> offsets, int64_t firstStateDim,
+                 bool vMajor) {
+  Value t = vMajor ? tb.transpose(state) : state;
+  int64_t rows = cast<RankedTensorType>(t.getType()).getDimSize(0);
+  return tb.store(t, dest, offsets, {firstStateDim, firstStateDim + 1},
+                  tb.index(rows));
+}
+
+/// Prologue parameters of one value head: A_log as a scalar, dt_bias as a
+/// [K] row (head-wise dt_bias broadcast to every channel).
+void loadGateParams(TileBuilder &tb, Value aLog, Value dtBias, Value hv,
+                    bool channelWise, int64_t kd, Value &aLogOut,
+                    Value &dtBiasOut) {
+  ImplicitLocOpBuilder &b = tb.builder();
+  if (aLog)
+    aLogOut = extractF32(b, aLog, hv);
+  if (!dtBias)
+    return;
+  if (channelWise) {
+    dtBiasOut = tb.load(dtBias, {hv, b.getIndexAttr(0)}, {1}, {kd},
+                        tb.index(kd));
+    return;
+  }
+  Value scalar = extractF32(b, dtBias, hv);
+  dtBiasOut = tb.map({kd}, {}, [&](ImplicitLocOpBuilder &, ValueRange,
+                                   ValueRange) { return scalar; });
+}
+
+template <typename RecurrenceOp>
+ChunkConfig makeConfig(RecurrenceOp op, int64_t chunk, int64_t subChunk, int64_t kd,
+                       int64_t vd) {
+  ChunkConfig config;
+  config.chunk = chunk;
+  config.subChunk = subChunk;
+  config.keyDim = kd;
+  config.valueDim = vd;
+  config.update = op.getUpdate();
+  config.scale = op.getScaleOrDefault();
+  config.qkL2Norm = op.getQkL2norm();
+  config.hasGate = static_cast<bool>(op.getGate());
+  config.betaActivation = op.getBetaActivation();
+  config.gateActivation = op.getGateActivation();
+  if (auto lb = op.getLowerBound())
+    config.lowerBound = lb->convertToDouble();
+  return config;
+}
+
+LogicalResult requireStatic(PatternRewriter &rewriter, Operation *op,
+                            ArrayRef<std::pair<Value, unsigned>> dims) {
+  for (auto [v, d] : dims)
+    if (ShapedType::isDynamic(dimOf(v, d)))
+      return rewriter.notifyMatchFailure(
+          op, "heads and head dimensions must be static to tile");
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// kda.gated_delta
+//===----------------------------------------------------------------------===//
+
+struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
+  TileGatedDelta(MLIRContext *ctx, int64_t chunk, int64_t subChunk)
+      : OpRewritePattern(ctx), chunk(chunk), subChunk(subChunk) {}
+
+  LogicalResult matchAndRewrite(GatedDeltaOp op,
+                                PatternRewriter &rewriter) const override {
+    Value q = op.getQ(), v = op.getV();
+    if (failed(requireStatic(rewriter, op,
+                             {{q, 2}, {q, 3}, {v, 2}, {v, 3}})))
+      return failure();
+    if (op.getBoundaryStates() &&
+        ShapedType::isDynamic(dimOf(op.getBoundaryStates(), 1)))
+      return rewriter.notifyMatchFailure(op, "boundary_states needs a static NT");
+
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    TileBuilder tb(b);
+    auto [cTile, subTile] = tileSizes(op.getTile(), chunk, subChunk);
+    const int64_t c = cTile, sub = subTile;
+    const int64_t h = dimOf(q, 2), kd = dimOf(q, 3), hv = dimOf(v, 2),
+                  vd = dimOf(v, 3);
+    const bool vMajor = op.getStateLayout() == StateLayout::v_major;
+    const bool varlen = static_cast<bool>(op.getCuSeqlens());
+    ChunkConfig config = makeConfig(op, c, sub, kd, vd);
+    std::optional<GateGranularity> granularity = op.getGateGranularity();
+    bool channelGate = granularity == GateGranularity::channel;
+
+    // Result tensors, written by the programs.
+    Value batch = dimValue(b, q, 0), tokens = dimValue(b, q, 1);
+    Value numSeqs =
+        varlen ? Value(arith::SubIOp::create(
+                     b, dimValue(b, op.getCuSeqlens(), 0), tb.index(1)))
+               : batch;
+    auto oType = cast<RankedTensorType>(op.getO().getType());
+    SmallVector<Value> outs;
+    outs.push_back(tb.emptyOfType(
+        oType, {batch, tokens, b.getIndexAttr(hv), b.getIndexAttr(vd)}));
+    Value finalState = op.getFinalState();
+    if (finalState) {
+      auto type = cast<RankedTensorType>(finalState.getType());
+      outs.push_back(tb.emptyOfType(type, {numSeqs, {}, {}, {}}));
+    }
+    Value boundary = op.getBoundaryStates();
+    int64_t numBoundaries = 0, interval = 0;
+    if (boundary) {
+      auto type = cast<RankedTensorType>(boundary.getType());
+      numBoundaries = type.getDimSize(1);
+      interval = *op.getBoundaryInterval();
+      // Entries past a shorter sequence's end stay zero.
+      Value empty = tb.emptyOfType(type, {numSeqs, {}, {}, {}, {}});
+      Value zero = arith::ConstantOp::create(
+          b, b.getZeroAttr(type.getElementType()));
+      outs.push_back(
+          linalg::FillOp::create(b, ValueRange{zero}, ValueRange{empty})
+              .getResult(0));
+    }
+
+    auto forall = scf::ForallOp::create(
+        b, ArrayRef<OpFoldResult>{numSeqs, b.getIndexAttr(hv)}, outs,
+        std::nullopt);
+    Block *body = forall.getBody();
+    b.setInsertionPointToStart(body);
+    Value n = forall.getInductionVar(0), head = forall.getInductionVar(1);
+    ValueRange shared = forall.getRegionIterArgs();
+
+    // Where program n's tokens are.
+    Value zero = tb.index(0), one = tb.index(1);
+    Value row = varlen ? zero : n;
+    Value start = varlen ? extractIndex(b, op.getCuSeqlens(), n) : zero;
+    Value end = varlen ? extractIndex(b, op.getCuSeqlens(),
+                                      arith::AddIOp::create(b, n, one))
+                       : tokens;
+    Value length = arith::SubIOp::create(b, end, start);
+    Value qkHead = arith::DivUIOp::create(b, head, tb.index(hv / h));
+
+    Value state =
+        op.getInitialState()
+            ? loadState(tb, op.getInitialState(), {n, head, zero, zero}, 2,
+                        vMajor, kd, vd)
+            : tb.filled({kd, vd}, 0.0);
+    Value aLog, dtBias;
+    loadGateParams(tb, op.getALog(), op.getDtBias(), head, channelGate, kd,
+                   aLog, dtBias);
+
+    // This program's slices of the outputs ([length, V] and [NT, ., .]).
+    auto oRegionType =
+        RankedTensorType::get({ShapedType::kDynamic, vd}, oType.getElementType());
+    Value oRegion = tensor::ExtractSliceOp::create(
+        b, oRegionType, shared[0],
+        ArrayRef<OpFoldResult>{row, start, head, zero},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), length, b.getIndexAttr(1),
+                               b.getIndexAttr(vd)},
+        SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+    SmallVector<Value> iterInit = {state, oRegion};
+    Value bRegion;
+    SmallVector<OpFoldResult> bOffsets, bSizes;
+    if (boundary) {
+      auto type = cast<RankedTensorType>(boundary.getType());
+      bOffsets = {n, zero, head, zero, zero};
+      bSizes = {b.getIndexAttr(1), b.getIndexAttr(numBoundaries),
+                b.getIndexAttr(1), b.getIndexAttr(type.getDimSize(3)),
+                b.getIndexAttr(type.getDimSize(4))};
+      bRegion = tensor::ExtractSliceOp::create(
+          b,
+          RankedTensorType::get({numBoundaries, type.getDimSize(3),
+                                 type.getDimSize(4)},
+                                type.getElementType()),
+          shared.back(), bOffsets, bSizes,
+          SmallVector<OpFoldResult>(5, b.getIndexAttr(1)));
+      iterInit.push_back(bRegion);
+    }
+
+    Value cIdx = tb.index(c);
+    Value numChunks = arith::CeilDivUIOp::create(b, length, cIdx);
+    auto loop = scf::ForOp::create(
+        b, zero, numChunks, one, iterInit,
+        [&](OpBuilder &nested, Location loc, Value chunkIdx, ValueRange iter) {
+          ImplicitLocOpBuilder ib(loc, nested);
+          TileBuilder itb(ib);
+          Value s = iter[0];
+          Value local = arith::MulIOp::create(ib, chunkIdx, cIdx);
+          Value t0 = arith::AddIOp::create(ib, start, local);
+          Value valid = arith::MinUIOp::create(
+              ib, cIdx, arith::SubIOp::create(ib, length, local));
+          Value z = itb.index(0);
+
+          SmallVector<Value> results;
+          Value bAcc;
+          if (boundary) {
+            // Record the state before every `interval` tokens.
+            Value atBoundary = arith::CmpIOp::create(
+                ib, arith::CmpIPredicate::eq,
+                arith::RemUIOp::create(ib, local, itb.index(interval)), z);
+            auto ifOp = scf::IfOp::create(
+                ib, atBoundary,
+                [&](OpBuilder &tb2, Location l2) {
+                  ImplicitLocOpBuilder bb(l2, tb2);
+                  TileBuilder btb(bb);
+                  Value slot = arith::DivUIOp::create(
+                      bb, local, btb.index(interval));
+                  Value stored = storeState(btb, s, iter.back(),
+                                            {slot, z, z}, 1, vMajor);
+                  scf::YieldOp::create(bb, stored);
+                },
+                [&](OpBuilder &tb2, Location l2) {
+                  scf::YieldOp::create(tb2, l2, iter.back());
+                });
+            bAcc = ifOp.getResult(0);
+          }
+
+          ChunkInputs in;
+          in.validRows = valid;
+          in.q = itb.load(q, {row, t0, qkHead, z}, {1, 3}, {c, kd}, valid);
+          in.k = itb.load(op.getK(), {row, t0, qkHead, z}, {1, 3}, {c, kd},
+                          valid);
+          in.v = itb.load(v, {row, t0, head, z}, {1, 3}, {c, vd}, valid);
+          if (Value g = op.getGate()) {
+            if (channelGate) {
+              in.gate = itb.load(g, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
+            } else {
+              Value gh = itb.load(g, {row, t0, head}, {1}, {c}, valid);
+              in.gate = itb.map({c, kd}, {perRow(gh)},
+                                [](ImplicitLocOpBuilder &, ValueRange s,
+                                   ValueRange) { return s[0]; });
+            }
+          }
+          if (Value beta = op.getBeta())
+            in.beta = itb.load(beta, {row, t0, head}, {1}, {c}, valid);
+          in.aLog = aLog;
+          in.dtBias = dtBias;
+
+          ChunkOutputs out = emitGatedDeltaChunk(itb, config, in, s);
+          Value oNext = itb.store(out.o, iter[1], {local, z}, {0, 1}, valid);
+          results = {out.nextState, oNext};
+          if (boundary)
+            results.push_back(bAcc);
+          scf::YieldOp::create(ib, results);
+        });
+
+    // Publish this program's slices.
+    Value lastState = loop.getResult(0);
+    b.setInsertionPoint(forall.getTerminator());
+    Value finalTile;
+    if (finalState) {
+      auto type = cast<RankedTensorType>(finalState.getType());
+      Value t = vMajor ? tb.transpose(lastState) : lastState;
+      finalTile = tb.convert(t, type.getElementType());
+    }
+    b.setInsertionPointToStart(forall.getTerminator().getBody());
+    tensor::ParallelInsertSliceOp::create(
+        b, loop.getResult(1), shared[0],
+        ArrayRef<OpFoldResult>{row, start, head, zero},
+        ArrayRef<OpFoldResult>{b.getIndexAttr(1), length, b.getIndexAttr(1),
+                               b.getIndexAttr(vd)},
+        SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+    if (finalState) {
+      auto type = cast<RankedTensorType>(finalState.getType());
+      tensor::ParallelInsertSliceOp::create(
+          b, finalTile, shared[1],
+          ArrayRef<OpFoldResult>{n, head, zero, zero},
+          ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                                 b.getIndexAttr(type.getDimSize(2)),
+                                 b.getIndexAttr(type.getDimSize(3))},
+          SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+    }
+    if (boundary)
+      tensor::ParallelInsertSliceOp::create(
+          b, loop.getResults().back(), shared.back(), bOffsets, bSizes,
+          SmallVector<OpFoldResult>(5, b.getIndexAttr(1)));
+
+    // Results in op order: o, final_state?, boundary_states?.
+    SmallVector<Value> replacements;
+    replacements.push_back(forall.getResult(0));
+    if (finalState)
+      replacements.push_back(forall.getResult(1));
+    if (boundary)
+      replacements.push_back(forall.getResults().back());
+    rewriter.replaceOp(op, replacements);
+    return success();
+  }
+
+  int64_t chunk, subChunk;
+};
+
+//===----------------------------------------------------------------------===//
+// kda.decode_step
+//===----------------------------------------------------------------------===//
+
+/// One token step per (sequence, head) on its pool slot: the chunk step with
+/// C = 1. Sequences run one after another here (their slots are distinct and
+/// the work per step is one K x V state), which keeps the pool update in
+/// place after bufferization and makes skipped sequences a plain branch.
+struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(DecodeStepOp op,
+                                PatternRewriter &rewriter) const override {
+    Value q = op.getQ(), v = op.getV();
+    if (failed(requireStatic(rewriter, op,
+                             {{q, 1}, {q, 2}, {v, 1}, {v, 2}})))
+      return failure();
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    TileBuilder tb(b);
+    const int64_t h = dimOf(q, 1), kd = dimOf(q, 2), hv = dimOf(v, 1),
+                  vd = dimOf(v, 2);
+    const bool vMajor = op.getStateLayout() == StateLayout::v_major;
+    ChunkConfig config = makeConfig(op, 1, 1, kd, vd);
+    bool channelGate = op.getGateGranularity() == GateGranularity::channel;
+    Value zero = tb.index(0), one = tb.index(1);
+
+    Value numSeqs = dimValue(b, q, 0);
+    auto outer = scf::ForOp::create(
+        b, zero, numSeqs, one, ValueRange{op.getOInit(), op.getStatePool()},
+        [&](OpBuilder &n1, Location l1, Value n, ValueRange seqIter) {
+          ImplicitLocOpBuilder b1(l1, n1);
+          TileBuilder tb1(b1);
+          Value rawSlot = tensor::ExtractOp::create(b1, op.getIndices(), n);
+          Value zeroInt = arith::ConstantOp::create(
+              b1, b1.getZeroAttr(rawSlot.getType()));
+          Value skip = arith::CmpIOp::create(b1, arith::CmpIPredicate::slt,
+                                             rawSlot, zeroInt);
+          auto ifOp = scf::IfOp::create(
+              b1, skip,
+              [&](OpBuilder &n2, Location l2) {
+                // Skipped sequence: zero output row, pool untouched.
+                ImplicitLocOpBuilder b2(l2, n2);
+                TileBuilder tb2(b2);
+                Value rows = tb2.filled({hv, vd}, 0.0);
+                Value o = tb2.store(rows, seqIter[0],
+                                    {n, tb2.index(0), tb2.index(0)}, {1, 2},
+                                    tb2.index(hv));
+                scf::YieldOp::create(b2, ValueRange{o, seqIter[1]});
+              },
+              [&](OpBuilder &n2, Location l2) {
+                ImplicitLocOpBuilder b2(l2, n2);
+                TileBuilder tb2(b2);
+                Value slot = arith::IndexCastOp::create(b2, b2.getIndexType(),
+                                                        rawSlot);
+                auto heads = scf::ForOp::create(
+                    b2, tb2.index(0), tb2.index(hv), tb2.index(1), seqIter,
+                    [&](OpBuilder &n3, Location l3, Value head,
+                        ValueRange iter) {
+                      ImplicitLocOpBuilder b3(l3, n3);
+                      TileBuilder tb3(b3);
+                      Value z = tb3.index(0), o1 = tb3.index(1);
+                      Value qkHead =
+                          arith::DivUIOp::create(b3, head, tb3.index(hv / h));
+                      ChunkInputs in;
+                      in.validRows = o1;
+                      in.q = tb3.load(q, {n, qkHead, z}, {0, 2}, {1, kd}, o1);
+                      in.k = tb3.load(op.getK(), {n, qkHead, z}, {0, 2},
+                                      {1, kd}, o1);
+                      in.v = tb3.load(v, {n, head, z}, {0, 2}, {1, vd}, o1);
+                      if (Value g = op.getGate()) {
+                        if (channelGate) {
+                          in.gate = tb3.load(g, {n, head, z}, {0, 2}, {1, kd}, o1);
+                        } else {
+                          Value gh = tb3.load(g, {n, head}, {0}, {1}, o1);
+                          in.gate = tb3.map({1, kd}, {perRow(gh)},
+                                            [](ImplicitLocOpBuilder &,
+                                               ValueRange s, ValueRange) {
+                                              return s[0];
+                                            });
+                        }
+                      }
+                      if (Value beta = op.getBeta())
+                        in.beta = tb3.load(beta, {n, head}, {0}, {1}, o1);
+                      loadGateParams(tb3, op.getALog(), op.getDtBias(), head,
+                                     channelGate, kd, in.aLog, in.dtBias);
+                      Value s = loadState(tb3, iter[1], {slot, head, z, z}, 2,
+                                          vMajor, kd, vd);
+                      ChunkOutputs out = emitGatedDeltaChunk(tb3, config, in, s);
+                      Value o = tb3.store(out.o, iter[0], {n, head, z}, {0, 2},
+                                          o1);
+                      Value pool = storeState(tb3, out.nextState, iter[1],
+                                              {slot, head, z, z}, 2, vMajor);
+                      scf::YieldOp::create(b3, ValueRange{o, pool});
+                    });
+                scf::YieldOp::create(b2, heads.getResults());
+              });
+          scf::YieldOp::create(b1, ifOp.getResults());
+        });
+    rewriter.replaceOp(op, outer.getResults());
+    return success();
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// kda.window_attention
+//===----------------------------------------------------------------------===//
+
+struct TileWindowAttention : OpRewritePattern<WindowAttentionOp> {
+  TileWindowAttention(MLIRContext *ctx, int64_t chunk)
+      : OpRewritePattern(ctx), chunk(chunk) {}
+
+  LogicalResult matchAndRewrite(WindowAttentionOp op,
+                                PatternRewriter &rewriter) const override {
+    Value q = op.getQ(), k = op.getK(), v = op.getV();
+    if (failed(requireStatic(rewriter, op,
+                             {{q, 2}, {q, 3}, {k, 2}, {v, 2}, {v, 3}})))
+      return failure();
+    ImplicitLocOpBuilder b(op.getLoc(), rewriter);
+    auto [c, sub] = tileSizes(op.getTile(), std::max<int64_t>(chunk, 16), 16);
+    (void)sub;
+    rewriter.replaceOp(op, emitWindowAttention(b, op, c));
+    return success();
+  }
+
+  int64_t chunk;
+};
+
+struct KdaTileChunksPass
+    : mlir::kda::impl::KdaTileChunksBase<KdaTileChunksPass> {
+  using KdaTileChunksBase::KdaTileChunksBase;
+
+  void runOnOperation() override {
+    if (chunk < 1 || (chunk > 1 && (subChunk < 1 || chunk % subChunk != 0))) {
+      getOperation().emitError()
+          << "kda-tile-chunks: chunk must be >= 1 and a multiple of "
+             "sub-chunk, found chunk="
+          << chunk << " sub-chunk=" << subChunk;
+      return signalPassFailure();
+    }
+    RewritePatternSet patterns(&getContext());
+    patterns.add<TileGatedDelta>(&getContext(), chunk, subChunk);
+    patterns.add<TileDecodeStep>(&getContext());
+    patterns.add<TileWindowAttention>(&getContext(), chunk);
+    GreedyRewriteConfig config;
+    config.setStrictness(GreedyRewriteStrictness::ExistingOps);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
+                                     config)))
+      return signalPassFailure();
+    // Whatever is left could not be tiled: say why instead of miscompiling.
+    WalkResult result = getOperation().walk([&](Operation *op) {
+      if (isa<GatedDeltaOp, DecodeStepOp, WindowAttentionOp>(op)) {
+        op->emitError() << "kda-tile-chunks: cannot tile this op (heads, "
+                           "head dimensions and the number of boundary "
+                           "states must be static)";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,323 @@
+//===- GatedDeltaKernel.cpp - the chunkwise gated delta rule, once --------===//
+//
+// Notation of SPEC.md section 3. Within a chunk, G is the inclusive prefix
+// sum of the log-decays (per key channel) and Gamma = exp(G).
+//
+//   L_ij = beta_i sum_d k_id k_jd exp(G_id - G_jd)   (j < i)
+//   P_ij =        sum_d q_id k_jd exp(G_id - G_jd)   (j <= i, q pre-scaled)
+//   A    = (I + L)^-1
+//   W    = A (beta Gamma K),  U = A (beta V),  V_new = U - W S
+//   O    = (Gamma Q) S + P V_new
+//   S'   = Diag(Gamma_last) S + (exp(G_last - G) K)^T V_new
+//
+// Numerics: exp(G_i - G_j) <= 1 for j <= i, but exp(G_i) and exp(-G_j) taken
+// separately overflow for channel-wise gates over a long chunk. The chunk is
+// therefore cut into sub-chunks; the block of rows I against earlier columns
+// is measured from the first row r of I:
+//   exp(G_i - G_j) = exp(G_i - G_r) * exp(G_r - G_j),  both exponents <= 0,
+// which turns the block into one tile matmul. Pairs inside a sub-chunk are
+// computed pairwise with the exact exponent G_i - G_j <= 0. Every exponent in
+// this file is <= 0, so nothing overflows for any valid gate.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/GatedDeltaKernel.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mlir::kda;
+
+namespace {
+using utils::IteratorType;
+
+Value cst(ImplicitLocOpBuilder &b, double v) {
+  return arith::ConstantOp::create(b, b.getF32FloatAttr(v));
+}
+
+Value sigmoid(ImplicitLocOpBuilder &b, Value x) {
+  // 1 / (1 + exp(-x)): exp(-x) = inf for very negative x gives exactly 0.
+  Value e = math::ExpOp::create(b, arith::NegFOp::create(b, x));
+  return arith::DivFOp::create(b, cst(b, 1.0),
+                               arith::AddFOp::create(b, cst(b, 1.0), e));
+}
+
+/// x * rsqrt(sum_d x_d^2 + 1e-6) for every row of an [M, D] tile.
+Value l2NormalizeRows(TileBuilder &tb, Value x) {
+  auto shape = cast<RankedTensorType>(x.getType()).getShape();
+  Value squares = tb.map(shape, {x}, [](ImplicitLocOpBuilder &b, ValueRange s,
+                                        ValueRange) -> Value {
+    return arith::MulFOp::create(b, s[0], s[0]);
+  });
+  Value norms = tb.rowSum(squares);
+  return tb.map(shape, {x, perRow(norms)},
+                [](ImplicitLocOpBuilder &b, ValueRange s, ValueRange) -> Value {
+                  Value inv = math::RsqrtOp::create(
+                      b, arith::AddFOp::create(b, s[1], cst(b, 1e-6)));
+                  return arith::MulFOp::create(b, s[0], inv);
+                });
+}
+
+/// out[i, j] = sum_d a[i, d] b[j, d] exp(G[i, d] - G[j, d]) for j < i
+/// (j <= i when `inclusive`), zero elsewhere. The exponent is <= 0 on every
+/// kept pair; it is clamped so that discarded pairs cannot produce inf.
+Value pairwiseDecayed(TileBuilder &tb, Value a, Value bt, Value g,
+                      bool inclusive) {
+  ImplicitLocOpBuilder &b = tb.builder();
+  MLIRContext *ctx = b.getContext();
+  int64_t m = cast<RankedTensorType>(a.getType()).getShape()[0];
+  AffineExpr i = b.getAffineDimExpr(0), d = b.getAffineDimExpr(1),
+             j = b.getAffineDimExpr(2);
+  SmallVector<AffineMap> maps = {
+      AffineMap::get(3, 0, {i, d}, ctx), AffineMap::get(3, 0, {j, d}, ctx),
+      AffineMap::get(3, 0, {i, d}, ctx), AffineMap::get(3, 0, {j, d}, ctx),
+      AffineMap::get(3, 0, {i, j}, ctx)};
+  Value init = tb.filled({m, m}, 0.0);
+  auto op = linalg::GenericOp::create(
+      b, TypeRange{init.getType()}, ValueRange{a, bt, g, g}, ValueRange{init},
+      maps,
+      {IteratorType::parallel, IteratorType::reduction,
+       IteratorType::parallel},
+      [&](OpBuilder &nested, Location loc, ValueRange s) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        Value row = linalg::IndexOp::create(ib, 0);
+        Value col = linalg::IndexOp::create(ib, 2);
+        Value keep = arith::CmpIOp::create(
+            ib, inclusive ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
+            col, row);
+        Value exponent = arith::MinimumFOp::create(
+            ib, arith::SubFOp::create(ib, s[2], s[3]), cst(ib, 0.0));
+        Value term = arith::MulFOp::create(
+            ib, arith::MulFOp::create(ib, s[0], s[1]),
+            math::ExpOp::create(ib, exponent));
+        Value kept = arith::SelectOp::create(ib, keep, term, cst(ib, 0.0));
+        linalg::YieldOp::create(ib, ValueRange{arith::AddFOp::create(ib, s[4], kept)});
+      });
+  return op.getResult(0);
+}
+
+/// Gate activation of SPEC.md: raw gates [C, K] -> log-decays [C, K].
+Value activateGate(TileBuilder &tb, const ChunkConfig &config, Value raw,
+                   Value aLog, Value dtBias) {
+  auto shape = cast<RankedTensorType>(raw.getType()).getShape();
+  SmallVector<TileOperand> operands = {raw};
+  if (dtBias)
+    operands.push_back(perColumn(dtBias));
+  return tb.map(shape, operands, [&](ImplicitLocOpBuilder &b, ValueRange s,
+                                     ValueRange) -> Value {
+    return activateGateValue(b, config.gateActivation, config.lowerBound, s[0],
+                             aLog, dtBias ? s[1] : Value());
+  });
+}
+
+Value activateBeta(TileBuilder &tb, const ChunkConfig &config, Value beta) {
+  if (config.betaActivation == BetaActivation::none)
+    return beta;
+  auto shape = cast<RankedTensorType>(beta.getType()).getShape();
+  return tb.map(shape, {beta}, [&](ImplicitLocOpBuilder &b, ValueRange s,
+                                   ValueRange) -> Value {
+    return activateBetaValue(b, config.betaActivation, s[0]);
+  });
+}
+
+/// (I + L)^-1 for strictly lower triangular L by forward substitution:
+/// row i of A is e_i - L[i, :] A (L[i, j] = 0 for j >= i, so the rows of A
+/// not yet computed never contribute).
+Value invertUnitLower(TileBuilder &tb, Value l) {
+  ImplicitLocOpBuilder &b = tb.builder();
+  int64_t c = cast<RankedTensorType>(l.getType()).getShape()[0];
+  Value a0 = tb.filled({c, c}, 0.0);
+  auto loop = scf::ForOp::create(
+      b, tb.index(0), tb.index(c), tb.index(1), ValueRange{a0},
+      [&](OpBuilder &nested, Location loc, Value i, ValueRange iter) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        TileBuilder itb(ib);
+        Value lRow = itb.rowOf(l, i);
+        Value prod = itb.vecmat(lRow, iter[0]);
+        Value row = itb.map({c}, {prod}, [&](ImplicitLocOpBuilder &bb,
+                                             ValueRange s, ValueRange ivs) {
+          Value diag = arith::CmpIOp::create(bb, arith::CmpIPredicate::eq,
+                                             ivs[0], i);
+          Value one = arith::UIToFPOp::create(bb, bb.getF32Type(), diag);
+          return Value(arith::SubFOp::create(bb, one, s[0]));
+        });
+        Value next = tensor::InsertSliceOp::create(
+            ib, row, iter[0], ArrayRef<OpFoldResult>{i, ib.getIndexAttr(0)},
+            ArrayRef<OpFoldResult>{ib.getIndexAttr(1), ib.getIndexAttr(c)},
+            ArrayRef<OpFoldResult>{ib.getIndexAttr(1), ib.getIndexAttr(1)});
+        scf::YieldOp::create(ib, next);
+      });
+  return loop.getResult(0);
+}
+
+Value mul(TileBuilder &tb, ArrayRef<int64_t> shape, ArrayRef<TileOperand> ops) {
+  return tb.map(shape, ops, [](ImplicitLocOpBuilder &b, ValueRange s,
+                               ValueRange) -> Value {
+    Value r = s[0];
+    for (Value x : s.drop_front())
+      r = arith::MulFOp::create(b, r, x);
+    return r;
+  });
+}
+
+/// a * exp(g - ref) (ref per column) or a * exp(ref - g) when `refFirst`.
+Value decayed(TileBuilder &tb, Value a, Value g, Value ref, bool refFirst) {
+  auto shape = cast<RankedTensorType>(a.getType()).getShape();
+  return tb.map(shape, {a, g, perColumn(ref)},
+                [&](ImplicitLocOpBuilder &b, ValueRange s, ValueRange) -> Value {
+                  Value e = refFirst ? arith::SubFOp::create(b, s[2], s[1])
+                                     : arith::SubFOp::create(b, s[1], s[2]);
+                  return arith::MulFOp::create(b, s[0],
+                                               math::ExpOp::create(b, e));
+                });
+}
+
+} // namespace
+
+Value mlir::kda::activateGateValue(ImplicitLocOpBuilder &b,
+                                   GateActivation activation,
+                                   double lowerBound, Value x, Value aLog,
+                                   Value dtBias) {
+  if (dtBias)
+    x = arith::AddFOp::create(b, x, dtBias);
+  Value expA = aLog ? Value(math::ExpOp::create(b, aLog)) : Value();
+  if (activation == GateActivation::softplus) {
+    // softplus(x) = log(1 + e^x), taken as x above 20 (SPEC.md).
+    Value soft = math::Log1pOp::create(b, math::ExpOp::create(b, x));
+    Value big =
+        arith::CmpFOp::create(b, arith::CmpFPredicate::OGT, x, cst(b, 20.0));
+    Value sp = arith::SelectOp::create(b, big, x, soft);
+    Value factor = expA ? expA : cst(b, 1.0);
+    return arith::NegFOp::create(b, arith::MulFOp::create(b, factor, sp));
+  }
+  // Lower-bound form: every per-token decay stays >= exp(lowerBound).
+  Value arg = expA ? Value(arith::MulFOp::create(b, expA, x)) : x;
+  return arith::MulFOp::create(b, cst(b, lowerBound), sigmoid(b, arg));
+}
+
+Value mlir::kda::activateBetaValue(ImplicitLocOpBuilder &b,
+                                   BetaActivation activation, Value x) {
+  if (activation == BetaActivation::none)
+    return x;
+  Value sg = sigmoid(b, x);
+  if (activation == BetaActivation::sigmoid_neg_eigval)
+    return arith::MulFOp::create(b, sg, cst(b, 2.0));
+  return sg;
+}
+
+ChunkOutputs mlir::kda::emitGatedDeltaChunk(TileBuilder &tb,
+                                            const ChunkConfig &config,
+                                            const ChunkInputs &in,
+                                            Value state) {
+  ImplicitLocOpBuilder &b = tb.builder();
+  const int64_t c = config.chunk, kd = config.keyDim, vd = config.valueDim;
+  const int64_t sub = std::min(config.subChunk, c);
+  const bool delta = config.update == UpdateRule::delta;
+
+  // Prologue: l2 norm over K, the scale folded into q, beta, gate.
+  Value q = in.q, k = in.k;
+  if (config.qkL2Norm) {
+    q = l2NormalizeRows(tb, q);
+    k = l2NormalizeRows(tb, k);
+  }
+  Value scale = cst(b, config.scale);
+  q = tb.map({c, kd}, {q}, [&](ImplicitLocOpBuilder &bb, ValueRange s,
+                               ValueRange) -> Value {
+    return arith::MulFOp::create(bb, s[0], scale);
+  });
+  Value beta = in.beta ? activateBeta(tb, config, in.beta) : Value();
+
+  Value g;
+  if (in.gate) {
+    g = in.gate;
+    if (config.gateActivation != GateActivation::none)
+      g = activateGate(tb, config, g, in.aLog, in.dtBias);
+    // Rows past the sequence end must not decay: their gate is zero, so the
+    // last row of G is the cumulative decay of the real tokens.
+    Value valid = in.validRows;
+    g = tb.map({c, kd}, {g}, [&](ImplicitLocOpBuilder &bb, ValueRange s,
+                                 ValueRange ivs) -> Value {
+      Value real = arith::CmpIOp::create(bb, arith::CmpIPredicate::ult, ivs[0],
+                                         valid);
+      return arith::SelectOp::create(bb, real, s[0], cst(bb, 0.0));
+    });
+  } else {
+    g = tb.filled({c, kd}, 0.0);
+  }
+  Value G = tb.prefixSumRows(g);
+  Value gamma = tb.map({c, kd}, {G}, [](ImplicitLocOpBuilder &bb, ValueRange s,
+                                        ValueRange) -> Value {
+    return math::ExpOp::create(bb, s[0]);
+  });
+  Value gLast = tb.rowOf(G, b.getIndexAttr(c - 1));
+
+  // Intra-chunk matrices, one row block (sub-chunk) at a time.
+  Value P = tb.filled({c, c}, 0.0);
+  Value L = delta ? tb.filled({c, c}, 0.0) : Value();
+  for (int64_t r = 0; r < c; r += sub) {
+    Value qI = tb.subTile(q, {r, 0}, {sub, kd});
+    Value kI = tb.subTile(k, {r, 0}, {sub, kd});
+    Value gI = tb.subTile(G, {r, 0}, {sub, kd});
+    if (r > 0) {
+      Value gRef = tb.rowOf(G, b.getIndexAttr(r));
+      Value kBefore = decayed(tb, tb.subTile(k, {0, 0}, {r, kd}),
+                              tb.subTile(G, {0, 0}, {r, kd}), gRef,
+                              /*refFirst=*/true);
+      Value qRel = decayed(tb, qI, gI, gRef, /*refFirst=*/false);
+      P = tb.insertSubTile(tb.matmul(qRel, kBefore, false, true), P, {r, 0});
+      if (delta) {
+        Value kRel = decayed(tb, kI, gI, gRef, /*refFirst=*/false);
+        L = tb.insertSubTile(tb.matmul(kRel, kBefore, false, true), L, {r, 0});
+      }
+    }
+    P = tb.insertSubTile(pairwiseDecayed(tb, qI, kI, gI, /*inclusive=*/true),
+                         P, {r, r});
+    if (delta)
+      L = tb.insertSubTile(pairwiseDecayed(tb, kI, kI, gI, /*inclusive=*/false),
+                           L, {r, r});
+  }
+
+  // New values: what each token writes after erasing what the state (and
+  // the earlier tokens of the chunk) already predict for its key.
+  Value vNew = in.v;
+  if (delta) {
+    if (beta)
+      L = mul(tb, {c, c}, {L, perRow(beta)});
+    Value A = invertUnitLower(tb, L);
+    Value kScaled = beta ? mul(tb, {c, kd}, {k, gamma, perRow(beta)})
+                         : mul(tb, {c, kd}, {k, gamma});
+    Value vScaled = beta ? mul(tb, {c, vd}, {in.v, perRow(beta)}) : in.v;
+    Value W = tb.matmul(A, kScaled);
+    Value U = tb.matmul(A, vScaled);
+    Value WS = tb.matmul(W, state);
+    vNew = tb.map({c, vd}, {U, WS}, [](ImplicitLocOpBuilder &bb, ValueRange s,
+                                       ValueRange) -> Value {
+      return arith::SubFOp::create(bb, s[0], s[1]);
+    });
+  }
+
+  // Output: the decayed start state read by q, plus the chunk's own writes.
+  Value qDecayed = mul(tb, {c, kd}, {q, gamma});
+  Value fromState = tb.matmul(qDecayed, state);
+  Value fromChunk = tb.matmul(P, vNew);
+  Value o = tb.map({c, vd}, {fromState, fromChunk},
+                   [](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange) -> Value {
+                     return arith::AddFOp::create(bb, s[0], s[1]);
+                   });
+
+  // State at the chunk end.
+  Value kToEnd = decayed(tb, k, G, gLast, /*refFirst=*/true);
+  Value written = tb.matmul(kToEnd, vNew, /*transA=*/true);
+  Value next = tb.map({kd, vd}, {state, perRow(gLast), written},
+                      [](ImplicitLocOpBuilder &bb, ValueRange s,
+                         ValueRange) -> Value {
+                        Value kept = arith::MulFOp::create(
+                            bb, s[0], math::ExpOp::create(bb, s[1]));
+                        return arith::AddFOp::create(bb, kept, s[2]);
+                      });
+  return {o, next};
+}

@@ -1,0 +1,24 @@
+//===- Passes.h - kda -> kda transformations --------------------*- C++ -*-===//
+
+#ifndef KDA_PASSES_PASSES_H
+#define KDA_PASSES_PASSES_H
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::kda {
+
+#define GEN_PASS_DECL
+#include "passes/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "passes/Passes.h.inc"
+
+} // namespace mlir::kda
+
+#endif // KDA_PASSES_PASSES_H

@@ -1,0 +1,65 @@
+//===- Passes.td - kda -> kda transformations --------------*- tablegen -*-===//
+
+#ifndef KDA_PASSES_PASSES_TD
+#define KDA_PASSES_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def KdaTileChunks : Pass<"kda-tile-chunks", "func::FuncOp"> {
+  let summary = "Rewrite kda ops into their chunkwise, tiled form";
+  let description = [{
+    Rewrites `kda.gated_delta` into the chunkwise form of SPEC.md section 3:
+    an `scf.forall` over (sequence, value head) programs, a sequential
+    `scf.for` over chunks carrying the fp32 state, and per chunk the tile
+    computation of passes/GatedDeltaKernel.cpp (gate cumsum, intra-chunk
+    matrices with sub-chunk reference points, the UT transform, WY factors,
+    output and state update) on static f32 tiles. Partial last chunks,
+    varlen, GVA, initial / final / boundary states and the fused prologue
+    are handled here. `kda.decode_step` becomes one token step per
+    (sequence, head) on its pool slot, `kda.window_attention` a tiled
+    online-softmax loop over key blocks.
+
+    The chunk size comes from the op's `#kda.tile` attribute, else from the
+    `chunk` option. `chunk=1` gives the token-by-token recurrence (the
+    sequence-level form). The output is target-independent (tensor, linalg,
+    scf, arith, math).
+  }];
+  let options = [
+    Option<"chunk", "chunk", "int64_t", /*default=*/"64",
+           "tokens per chunk when the op has no #kda.tile (1: recurrence)">,
+    Option<"subChunk", "sub-chunk", "int64_t", /*default=*/"16",
+           "tokens per sub-chunk when the op has no #kda.tile">,
+  ];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",
+    "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def KdaDecompose : Pass<"kda-decompose", "func::FuncOp"> {
+  let summary = "Express kda.gate, kda.hybrid and kda.multi_scale with simpler ops";
+  let description = [{
+    `kda.multi_scale` becomes one `kda.gated_delta` per scale (its gate
+    scaled by the constant or taken from its own tensor) and an elementwise
+    combination; `kda.gate` and `kda.hybrid` become elementwise
+    `linalg.generic` ops.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::math::MathDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def KdaFusePrologue : Pass<"kda-fuse-prologue", "func::FuncOp"> {
+  let summary = "Fold gate activations into the recurrence that consumes them";
+  let description = [{
+    A `kda.gate` whose only use is the gate operand of a `kda.gated_delta` or
+    `kda.decode_step` without its own activation is folded into that op
+    (`gate_activation`, `A_log`, `dt_bias`, `lower_bound`), so the activation
+    runs inside the kernel on the tile it loads instead of as a separate
+    pass over memory.
+  }];
+}
+
+#endif // KDA_PASSES_PASSES_TD

@@ -1,0 +1,324 @@
+//===- TileBuilder.cpp - the tile primitives kda kernels are written in ---===//
+
+#include "passes/TileBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+
+using namespace mlir;
+using namespace mlir::kda;
+
+namespace {
+using utils::IteratorType;
+
+RankedTensorType tensorOf(ArrayRef<int64_t> shape, Type elem) {
+  return RankedTensorType::get(shape, elem);
+}
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+} // namespace
+
+Value TileBuilder::index(int64_t v) {
+  return arith::ConstantIndexOp::create(b, v);
+}
+
+Value TileBuilder::constantF32(double v) {
+  return arith::ConstantOp::create(b, b.getF32FloatAttr(v));
+}
+
+Value TileBuilder::emptyOfType(RankedTensorType type,
+                               ArrayRef<OpFoldResult> sizes) {
+  SmallVector<OpFoldResult> mixed;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    mixed.push_back(type.isDynamicDim(d)
+                        ? sizes[d]
+                        : OpFoldResult(b.getIndexAttr(type.getDimSize(d))));
+  return tensor::EmptyOp::create(b, mixed, type.getElementType());
+}
+
+Value TileBuilder::filled(ArrayRef<int64_t> shape, double value) {
+  Value empty = tensor::EmptyOp::create(b, shape, f32());
+  return linalg::FillOp::create(b, ValueRange{constantF32(value)},
+                                ValueRange{empty})
+      .getResult(0);
+}
+
+Value TileBuilder::map(ArrayRef<int64_t> shape, ArrayRef<TileOperand> operands,
+                       MapBody body, Type resultType) {
+  MLIRContext *ctx = b.getContext();
+  unsigned rank = shape.size();
+  if (!resultType)
+    resultType = f32();
+  SmallVector<AffineMap> maps;
+  SmallVector<Value> inputs;
+  for (const TileOperand &operand : operands) {
+    inputs.push_back(operand.value);
+    switch (operand.broadcast) {
+    case Broadcast::None:
+      maps.push_back(AffineMap::getMultiDimIdentityMap(rank, ctx));
+      break;
+    case Broadcast::AlongColumns: // [M] read at the row index
+      maps.push_back(AffineMap::get(rank, 0, {b.getAffineDimExpr(0)}, ctx));
+      break;
+    case Broadcast::AlongRows: // [N] read at the column index
+      maps.push_back(
+          AffineMap::get(rank, 0, {b.getAffineDimExpr(rank - 1)}, ctx));
+      break;
+    }
+  }
+  maps.push_back(AffineMap::getMultiDimIdentityMap(rank, ctx));
+  Value init = tensor::EmptyOp::create(b, shape, resultType);
+  SmallVector<IteratorType> iterators(rank, IteratorType::parallel);
+  auto op = linalg::GenericOp::create(
+      b, TypeRange{init.getType()}, inputs, ValueRange{init}, maps, iterators,
+      [&](OpBuilder &nested, Location loc, ValueRange args) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        SmallVector<Value> ivs;
+        for (unsigned d = 0; d < rank; ++d)
+          ivs.push_back(linalg::IndexOp::create(ib, d));
+        Value r = body(ib, args.drop_back(), ivs);
+        linalg::YieldOp::create(ib, r);
+      });
+  return op.getResult(0);
+}
+
+Value TileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
+  MLIRContext *ctx = b.getContext();
+  ArrayRef<int64_t> as = shapeOf(a), bs = shapeOf(bTile);
+  int64_t m = transA ? as[1] : as[0];
+  int64_t n = transB ? bs[0] : bs[1];
+  // Loop dims (d0, d1, d2) = (i, k, j): j innermost, see the file comment.
+  AffineExpr i = b.getAffineDimExpr(0), k = b.getAffineDimExpr(1),
+             j = b.getAffineDimExpr(2);
+  SmallVector<AffineMap> maps = {
+      AffineMap::get(3, 0, transA ? ArrayRef<AffineExpr>{k, i}
+                                  : ArrayRef<AffineExpr>{i, k},
+                     ctx),
+      AffineMap::get(3, 0, transB ? ArrayRef<AffineExpr>{j, k}
+                                  : ArrayRef<AffineExpr>{k, j},
+                     ctx),
+      AffineMap::get(3, 0, {i, j}, ctx)};
+  Value init = filled({m, n}, 0.0);
+  auto op = linalg::GenericOp::create(
+      b, TypeRange{init.getType()}, ValueRange{a, bTile}, ValueRange{init},
+      maps,
+      {IteratorType::parallel, IteratorType::reduction,
+       IteratorType::parallel},
+      [&](OpBuilder &nested, Location loc, ValueRange args) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        Value prod = arith::MulFOp::create(ib, args[0], args[1]);
+        linalg::YieldOp::create(ib,
+                                ValueRange{arith::AddFOp::create(ib, args[2], prod)});
+      });
+  return op.getResult(0);
+}
+
+Value TileBuilder::vecmat(Value x, Value a) {
+  MLIRContext *ctx = b.getContext();
+  int64_t n = shapeOf(a)[1];
+  AffineExpr i = b.getAffineDimExpr(0), j = b.getAffineDimExpr(1);
+  SmallVector<AffineMap> maps = {AffineMap::get(2, 0, {i}, ctx),
+                                 AffineMap::get(2, 0, {i, j}, ctx),
+                                 AffineMap::get(2, 0, {j}, ctx)};
+  Value init = filled({n}, 0.0);
+  auto op = linalg::GenericOp::create(
+      b, TypeRange{init.getType()}, ValueRange{x, a}, ValueRange{init}, maps,
+      {IteratorType::reduction, IteratorType::parallel},
+      [&](OpBuilder &nested, Location loc, ValueRange args) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        Value prod = arith::MulFOp::create(ib, args[0], args[1]);
+        linalg::YieldOp::create(ib,
+                                ValueRange{arith::AddFOp::create(ib, args[2], prod)});
+      });
+  return op.getResult(0);
+}
+
+static Value rowReduce(ImplicitLocOpBuilder &b, TileBuilder &tb, Value a,
+                       double init, bool isMax) {
+  MLIRContext *ctx = b.getContext();
+  int64_t m = shapeOf(a)[0];
+  AffineExpr i = b.getAffineDimExpr(0), j = b.getAffineDimExpr(1);
+  Value acc = tb.filled({m}, init);
+  auto op = linalg::GenericOp::create(
+      b, TypeRange{acc.getType()}, ValueRange{a}, ValueRange{acc},
+      {AffineMap::get(2, 0, {i, j}, ctx), AffineMap::get(2, 0, {i}, ctx)},
+      {IteratorType::parallel, IteratorType::reduction},
+      [&](OpBuilder &nested, Location loc, ValueRange args) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        Value r = isMax ? Value(arith::MaximumFOp::create(ib, args[1], args[0]))
+                        : Value(arith::AddFOp::create(ib, args[1], args[0]));
+        linalg::YieldOp::create(ib, ValueRange{r});
+      });
+  return op.getResult(0);
+}
+
+Value TileBuilder::rowSum(Value a) { return rowReduce(b, *this, a, 0.0, false); }
+
+Value TileBuilder::rowMax(Value a) {
+  return rowReduce(b, *this, a, -std::numeric_limits<double>::infinity(), true);
+}
+
+Value TileBuilder::prefixSumRows(Value a) {
+  int64_t m = shapeOf(a)[0];
+  Value lowerOnes = map({m, m}, {}, [&](ImplicitLocOpBuilder &ib, ValueRange,
+                                        ValueRange ivs) -> Value {
+    Value keep =
+        arith::CmpIOp::create(ib, arith::CmpIPredicate::ule, ivs[1], ivs[0]);
+    return arith::UIToFPOp::create(ib, ib.getF32Type(), keep);
+  });
+  return matmul(lowerOnes, a);
+}
+
+Value TileBuilder::subTile(Value tile, ArrayRef<int64_t> offsets,
+                           ArrayRef<int64_t> sizes) {
+  SmallVector<OpFoldResult> offs, szs, strides;
+  for (auto [o, s] : llvm::zip(offsets, sizes)) {
+    offs.push_back(b.getIndexAttr(o));
+    szs.push_back(b.getIndexAttr(s));
+    strides.push_back(b.getIndexAttr(1));
+  }
+  auto type = RankedTensorType::get(
+      sizes, cast<RankedTensorType>(tile.getType()).getElementType());
+  return tensor::ExtractSliceOp::create(b, type, tile, offs, szs, strides);
+}
+
+Value TileBuilder::insertSubTile(Value sub, Value tile,
+                                 ArrayRef<int64_t> offsets) {
+  SmallVector<OpFoldResult> offs, sizes, strides;
+  for (auto [o, s] : llvm::zip(offsets, shapeOf(sub))) {
+    offs.push_back(b.getIndexAttr(o));
+    sizes.push_back(b.getIndexAttr(s));
+    strides.push_back(b.getIndexAttr(1));
+  }
+  return tensor::InsertSliceOp::create(b, sub, tile, offs, sizes, strides);
+}
+
+Value TileBuilder::rowOf(Value tile, OpFoldResult row) {
+  int64_t n = shapeOf(tile)[1];
+  auto type = tensorOf({n}, cast<RankedTensorType>(tile.getType()).getElementType());
+  return tensor::ExtractSliceOp::create(
+      b, type, tile, ArrayRef<OpFoldResult>{row, b.getIndexAttr(0)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(n)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
+}
+
+Value TileBuilder::convert(Value t, Type elementType) {
+  auto type = cast<RankedTensorType>(t.getType());
+  Type from = type.getElementType();
+  if (from == elementType)
+    return t;
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, b.getLoc(), t);
+  Value init = tensor::EmptyOp::create(b, sizes, elementType);
+  unsigned rank = type.getRank();
+  auto identity = AffineMap::getMultiDimIdentityMap(rank, b.getContext());
+  SmallVector<IteratorType> iterators(rank, IteratorType::parallel);
+  auto op = linalg::GenericOp::create(
+      b, TypeRange{init.getType()}, ValueRange{t}, ValueRange{init},
+      {identity, identity}, iterators,
+      [&](OpBuilder &nested, Location loc, ValueRange args) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        Value r;
+        if (isa<IntegerType>(from))
+          r = arith::SIToFPOp::create(ib, elementType, args[0]);
+        else if (from.getIntOrFloatBitWidth() <
+                 elementType.getIntOrFloatBitWidth())
+          r = arith::ExtFOp::create(ib, elementType, args[0]);
+        else
+          r = arith::TruncFOp::create(ib, elementType, args[0]);
+        linalg::YieldOp::create(ib, ValueRange{r});
+      });
+  return op.getResult(0);
+}
+
+/// Offsets/sizes/strides of the src region a tile covers, and the rank-
+/// reduced type of that region with `rows` rows.
+static void tileRegion(ImplicitLocOpBuilder &b, Value src,
+                       ArrayRef<int64_t> tileDims, ArrayRef<int64_t> tileShape,
+                       Value rows, SmallVectorImpl<OpFoldResult> &sizes,
+                       SmallVectorImpl<OpFoldResult> &strides,
+                       RankedTensorType &regionType, Type elementType) {
+  auto srcType = cast<RankedTensorType>(src.getType());
+  SmallVector<int64_t> regionShape;
+  for (int64_t d = 0; d < srcType.getRank(); ++d) {
+    strides.push_back(b.getIndexAttr(1));
+    auto it = llvm::find(tileDims, d);
+    if (it == tileDims.end()) {
+      sizes.push_back(b.getIndexAttr(1));
+      continue;
+    }
+    size_t tileDim = it - tileDims.begin();
+    if (tileDim == 0) {
+      sizes.push_back(getAsOpFoldResult(rows));
+      regionShape.push_back(ShapedType::kDynamic);
+    } else {
+      sizes.push_back(b.getIndexAttr(tileShape[tileDim]));
+      regionShape.push_back(tileShape[tileDim]);
+    }
+  }
+  regionType = RankedTensorType::get(regionShape, elementType);
+}
+
+Value TileBuilder::load(Value src, ArrayRef<OpFoldResult> offsets,
+                        ArrayRef<int64_t> tileDims,
+                        ArrayRef<int64_t> tileShape, Value validRows) {
+  auto srcType = cast<RankedTensorType>(src.getType());
+  SmallVector<OpFoldResult> sizes, strides;
+  RankedTensorType regionType;
+  tileRegion(b, src, tileDims, tileShape, validRows, sizes, strides,
+             regionType, srcType.getElementType());
+  Value region = tensor::ExtractSliceOp::create(b, regionType, src, offsets,
+                                                sizes, strides);
+  region = convert(region, f32());
+  // Rows past validRows read as zero: a zero row contributes nothing to any
+  // product, so partial chunks need no other special case.
+  Value tile = filled(tileShape, 0.0);
+  SmallVector<OpFoldResult> zeroOffsets(tileShape.size(), b.getIndexAttr(0));
+  SmallVector<OpFoldResult> regionSizes =
+      tensor::getMixedSizes(b, b.getLoc(), region);
+  SmallVector<OpFoldResult> unitStrides(tileShape.size(), b.getIndexAttr(1));
+  return tensor::InsertSliceOp::create(b, region, tile, zeroOffsets,
+                                       regionSizes, unitStrides);
+}
+
+Value TileBuilder::store(Value tile, Value dest, ArrayRef<OpFoldResult> offsets,
+                         ArrayRef<int64_t> tileDims, Value validRows) {
+  auto destType = cast<RankedTensorType>(dest.getType());
+  ArrayRef<int64_t> tileShape = shapeOf(tile);
+  SmallVector<OpFoldResult> tileOffsets(tileShape.size(), b.getIndexAttr(0));
+  SmallVector<OpFoldResult> tileSizes, unitStrides;
+  for (auto [i, s] : llvm::enumerate(tileShape)) {
+    tileSizes.push_back(i == 0 ? getAsOpFoldResult(validRows)
+                               : OpFoldResult(b.getIndexAttr(s)));
+    unitStrides.push_back(b.getIndexAttr(1));
+  }
+  Value rows = tensor::ExtractSliceOp::create(b, tile, tileOffsets, tileSizes,
+                                              unitStrides);
+  rows = convert(rows, destType.getElementType());
+  SmallVector<OpFoldResult> sizes, strides;
+  RankedTensorType regionType;
+  tileRegion(b, dest, tileDims, tileShape, validRows, sizes, strides,
+             regionType, destType.getElementType());
+  return tensor::InsertSliceOp::create(b, rows, dest, offsets, sizes, strides);
+}
+
+Value TileBuilder::transpose(Value a) {
+  ArrayRef<int64_t> s = shapeOf(a);
+  MLIRContext *ctx = b.getContext();
+  AffineExpr i = b.getAffineDimExpr(0), j = b.getAffineDimExpr(1);
+  Value init = tensor::EmptyOp::create(
+      b, ArrayRef<int64_t>{s[1], s[0]},
+      cast<RankedTensorType>(a.getType()).getElementType());
+  auto op = linalg::GenericOp::create(
+      b, TypeRange{init.getType()}, ValueRange{a}, ValueRange{init},
+      {AffineMap::get(2, 0, {j, i}, ctx), AffineMap::get(2, 0, {i, j}, ctx)},
+      {IteratorType::parallel, IteratorType::parallel},
+      [&](OpBuilder &nested, Location loc, ValueRange args) {
+        linalg::YieldOp::create(nested, loc, ValueRange{args[0]});
+      });
+  return op.getResult(0);
+}

@@ -1,0 +1,222 @@
+//===- WindowAttentionKernel.cpp - sliding-window attention tiles ---------===//
+//
+// Causal sliding-window attention (SPEC.md section 5) in the same tile
+// primitives as the gated delta kernel. Per query block of C tokens:
+//
+//   m = -1e30, l = 0, acc = 0
+//   for each key block the window reaches:
+//     s   = (scale Q) K^T, -inf where the key is outside the window
+//     m'  = max(m, rowmax(s));  p = exp(s - m');  r = exp(m - m')
+//     l   = r l + rowsum(p);    acc = r acc + p V;  m = m'
+//   O = acc / l
+//
+// m starts finite so that a row whose keys so far are all masked keeps
+// r = 1 and p = 0 instead of exp(-inf + inf).
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/WindowAttentionKernel.h"
+#include "passes/TileBuilder.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+using namespace mlir;
+using namespace mlir::kda;
+
+namespace {
+Value f32c(ImplicitLocOpBuilder &b, double v) {
+  return arith::ConstantOp::create(b, b.getF32FloatAttr(v));
+}
+int64_t dimOf(Value v, unsigned d) {
+  return cast<RankedTensorType>(v.getType()).getDimSize(d);
+}
+Value toIndex(ImplicitLocOpBuilder &b, Value i) {
+  return arith::IndexCastOp::create(b, b.getIndexType(), i);
+}
+} // namespace
+
+Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
+                                     WindowAttentionOp op, int64_t c) {
+  TileBuilder tb(b);
+  Value q = op.getQ(), k = op.getK(), v = op.getV();
+  const int64_t hq = dimOf(q, 2), kd = dimOf(q, 3), hk = dimOf(k, 2),
+                hvIn = dimOf(v, 2), vd = dimOf(v, 3);
+  const int64_t ho = std::max(hq, hvIn);
+  const bool varlen = static_cast<bool>(op.getCuSeqlens());
+  const bool perPosition = static_cast<bool>(op.getWindowSizes());
+  const double scale =
+      op.getScale() ? op.getScale()->convertToDouble() : 1.0 / std::sqrt(double(kd));
+  auto oType = cast<RankedTensorType>(op.getO().getType());
+
+  Value zero = tb.index(0), one = tb.index(1), cIdx = tb.index(c);
+  Value batch = tensor::DimOp::create(b, q, 0);
+  Value tokens = tensor::DimOp::create(b, q, 1);
+  Value numSeqs =
+      varlen ? Value(arith::SubIOp::create(
+                   b, tensor::DimOp::create(b, op.getCuSeqlens(), 0), one))
+             : batch;
+  Value out = tb.emptyOfType(
+      oType, {batch, tokens, b.getIndexAttr(ho), b.getIndexAttr(vd)});
+
+  auto forall = scf::ForallOp::create(
+      b, ArrayRef<OpFoldResult>{numSeqs, b.getIndexAttr(ho)}, ValueRange{out},
+      std::nullopt);
+  b.setInsertionPointToStart(forall.getBody());
+  Value n = forall.getInductionVar(0), head = forall.getInductionVar(1);
+  Value shared = forall.getRegionIterArgs()[0];
+  Value row = varlen ? zero : n;
+  Value start =
+      varlen ? toIndex(b, tensor::ExtractOp::create(b, op.getCuSeqlens(), n))
+             : zero;
+  Value end = varlen ? toIndex(b, tensor::ExtractOp::create(
+                                      b, op.getCuSeqlens(),
+                                      ValueRange{arith::AddIOp::create(b, n, one)}))
+                     : tokens;
+  Value length = arith::SubIOp::create(b, end, start);
+  Value qHead = arith::DivUIOp::create(b, head, tb.index(ho / hq));
+  Value kHead = arith::DivUIOp::create(b, head, tb.index(ho / hk));
+  Value vHead = arith::DivUIOp::create(b, head, tb.index(ho / hvIn));
+
+  auto regionType =
+      RankedTensorType::get({ShapedType::kDynamic, vd}, oType.getElementType());
+  SmallVector<OpFoldResult> regionOffsets = {row, start, head, zero};
+  SmallVector<OpFoldResult> regionSizes = {b.getIndexAttr(1), length,
+                                           b.getIndexAttr(1),
+                                           b.getIndexAttr(vd)};
+  SmallVector<OpFoldResult> unit(4, b.getIndexAttr(1));
+  Value region = tensor::ExtractSliceOp::create(b, regionType, shared,
+                                                regionOffsets, regionSizes, unit);
+
+  Value numBlocks = arith::CeilDivUIOp::create(b, length, cIdx);
+  auto queryLoop = scf::ForOp::create(
+      b, zero, numBlocks, one, ValueRange{region},
+      [&](OpBuilder &n1, Location l1, Value qb, ValueRange qIter) {
+        ImplicitLocOpBuilder b1(l1, n1);
+        TileBuilder tb1(b1);
+        Value z = tb1.index(0);
+        Value q0 = arith::MulIOp::create(b1, qb, cIdx);
+        Value validQ = arith::MinUIOp::create(
+            b1, cIdx, arith::SubIOp::create(b1, length, q0));
+        Value qAbs = arith::AddIOp::create(b1, start, q0);
+        Value qTile = tb1.load(q, {row, qAbs, qHead, z},
+                               {1, 3}, {c, kd}, validQ);
+        Value scaleV = f32c(b1, scale);
+        qTile = tb1.map({c, kd}, {qTile}, [&](ImplicitLocOpBuilder &bb,
+                                              ValueRange s, ValueRange) {
+          return Value(arith::MulFOp::create(bb, s[0], scaleV));
+        });
+        // Window per query row (f32 holds the integer sizes exactly).
+        Value windows;
+        Value firstBlock = z;
+        if (perPosition) {
+          windows = tb1.load(op.getWindowSizes(),
+                             {qAbs}, {0}, {c},
+                             validQ);
+        } else {
+          int64_t w = *op.getWindow();
+          windows = tb1.filled({c}, double(w));
+          // First key block the window reaches from this query block.
+          Value reach = tb1.index(w - 1);
+          Value lowest = arith::SelectOp::create(
+              b1,
+              arith::CmpIOp::create(b1, arith::CmpIPredicate::ugt, q0, reach),
+              arith::SubIOp::create(b1, q0, reach), z);
+          firstBlock = arith::DivUIOp::create(b1, lowest, cIdx);
+        }
+        Value m0 = tb1.filled({c}, -1e30);
+        Value l0 = tb1.filled({c}, 0.0);
+        Value acc0 = tb1.filled({c, vd}, 0.0);
+        auto keyLoop = scf::ForOp::create(
+            b1, firstBlock, arith::AddIOp::create(b1, qb, tb1.index(1)),
+            tb1.index(1), ValueRange{m0, l0, acc0},
+            [&](OpBuilder &n2, Location l2, Value kb, ValueRange it) {
+              ImplicitLocOpBuilder b2(l2, n2);
+              TileBuilder tb2(b2);
+              Value z2 = tb2.index(0);
+              Value k0 = arith::MulIOp::create(b2, kb, cIdx);
+              Value validK = arith::MinUIOp::create(
+                  b2, cIdx, arith::SubIOp::create(b2, length, k0));
+              Value kAbs = arith::AddIOp::create(b2, start, k0);
+              Value kTile = tb2.load(k, {row, kAbs, kHead, z2}, {1, 3},
+                                     {c, kd}, validK);
+              Value vTile = tb2.load(v, {row, kAbs, vHead, z2}, {1, 3},
+                                     {c, vd}, validK);
+              Value scores = tb2.matmul(qTile, kTile, false, true);
+              Value masked = tb2.map(
+                  {c, c}, {scores, perRow(windows)},
+                  [&](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange ivs) {
+                    Value qi = arith::AddIOp::create(bb, q0, ivs[0]);
+                    Value kj = arith::AddIOp::create(bb, k0, ivs[1]);
+                    Value w = arith::IndexCastOp::create(
+                        bb, bb.getIndexType(),
+                        arith::FPToSIOp::create(bb, bb.getI64Type(), s[1]));
+                    // kj <= qi, kj < length, qi - kj < w
+                    Value causal = arith::CmpIOp::create(
+                        bb, arith::CmpIPredicate::ule, kj, qi);
+                    Value inSeq = arith::CmpIOp::create(
+                        bb, arith::CmpIPredicate::ult, kj, length);
+                    Value dist = arith::SubIOp::create(bb, qi, kj);
+                    Value inWindow = arith::CmpIOp::create(
+                        bb, arith::CmpIPredicate::slt, dist, w);
+                    Value keep = arith::AndIOp::create(
+                        bb, arith::AndIOp::create(bb, causal, inSeq), inWindow);
+                    return Value(arith::SelectOp::create(
+                        bb, keep, s[0],
+                        f32c(bb, -std::numeric_limits<double>::infinity())));
+                  });
+              Value blockMax = tb2.rowMax(masked);
+              Value mNew = tb2.map({c}, {it[0], blockMax},
+                                   [](ImplicitLocOpBuilder &bb, ValueRange s,
+                                      ValueRange) {
+                                     return Value(arith::MaximumFOp::create(
+                                         bb, s[0], s[1]));
+                                   });
+              Value p = tb2.map({c, c}, {masked, perRow(mNew)},
+                                [](ImplicitLocOpBuilder &bb, ValueRange s,
+                                   ValueRange) {
+                                  return Value(math::ExpOp::create(
+                                      bb, arith::SubFOp::create(bb, s[0], s[1])));
+                                });
+              Value rescale = tb2.map({c}, {it[0], mNew},
+                                      [](ImplicitLocOpBuilder &bb, ValueRange s,
+                                         ValueRange) {
+                                        return Value(math::ExpOp::create(
+                                            bb, arith::SubFOp::create(bb, s[0],
+                                                                      s[1])));
+                                      });
+              Value lNew = tb2.map({c}, {it[1], rescale, tb2.rowSum(p)},
+                                   [](ImplicitLocOpBuilder &bb, ValueRange s,
+                                      ValueRange) {
+                                     return Value(arith::AddFOp::create(
+                                         bb, arith::MulFOp::create(bb, s[0], s[1]),
+                                         s[2]));
+                                   });
+              Value pv = tb2.matmul(p, vTile);
+              Value accNew = tb2.map({c, vd}, {it[2], perRow(rescale), pv},
+                                     [](ImplicitLocOpBuilder &bb, ValueRange s,
+                                        ValueRange) {
+                                       return Value(arith::AddFOp::create(
+                                           bb,
+                                           arith::MulFOp::create(bb, s[0], s[1]),
+                                           s[2]));
+                                     });
+              scf::YieldOp::create(b2, ValueRange{mNew, lNew, accNew});
+            });
+        Value o = tb1.map({c, vd},
+                          {keyLoop.getResult(2), perRow(keyLoop.getResult(1))},
+                          [](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange) {
+                            return Value(arith::DivFOp::create(bb, s[0], s[1]));
+                          });
+        Value next = tb1.store(o, qIter[0], {q0, z}, {0, 1}, validQ);
+        scf::YieldOp::create(b1, next);
+      });
+
+  b.setInsertionPointToStart(forall.getTerminator().getBody());
+  tensor::ParallelInsertSliceOp::create(b, queryLoop.getResult(0), shared,
+                                        regionOffsets, regionSizes, unit);
+  b.setInsertionPointAfter(forall);
+  return forall.getResult(0);
+}

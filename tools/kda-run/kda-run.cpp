@@ -1,0 +1,407 @@
+//===- kda-run.cpp - compile a kda function for the CPU and run it --------===//
+//
+//   kda-run model.mlir [--function=f] [--input=I=path.npy]... [--seed=S]
+//           [--seqlens=a,b,c] [--chunk=C] [--output-dir=DIR] [--check]
+//
+// Compiles `f` with the CPU pipeline (kda-lower-to-cpu), runs it in process
+// with MLIR's ExecutionEngine on .npy inputs or seeded random inputs with
+// the right distributions, writes the outputs as .npy, and with --check
+// compares every output with the float64 oracle (relative RMSE and max abs
+// error), exiting non-zero above SPEC.md's bars.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/CpuPipeline.h"
+#include "tools/Registration.h"
+#include "tools/kda-run/Inputs.h"
+#include "tools/kda-run/Npy.h"
+#include "tools/kda-run/OracleEval.h"
+#include "test/oracle/Oracle.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir>"),
+                                      cl::Required);
+static cl::opt<std::string> functionName(
+    "function", cl::desc("function to run (default: the only public one)"));
+static cl::list<std::string>
+    inputPaths("input", cl::desc("INDEX=PATH: argument INDEX from a .npy file "
+                                 "(others are random)"));
+static cl::opt<uint64_t> seed("seed", cl::desc("seed of random inputs"),
+                              cl::init(0));
+static cl::list<int64_t>
+    seqlens("seqlens", cl::CommaSeparated,
+            cl::desc("sequence lengths for random cu_seqlens"));
+static cl::opt<std::string>
+    outputDir("output-dir", cl::desc("write outputs as DIR/out<i>.npy"));
+static cl::opt<bool> check("check",
+                           cl::desc("compare outputs with the float64 oracle "
+                                    "and fail above SPEC.md's bars"));
+static cl::opt<int64_t> chunk("chunk",
+                              cl::desc("chunk size for ops without #kda.tile "
+                                       "(1: token recurrence)"),
+                              cl::init(64));
+static cl::opt<int64_t> subChunk("sub-chunk",
+                                 cl::desc("sub-chunk for ops without #kda.tile"),
+                                 cl::init(16));
+static cl::opt<bool> serial("serial",
+                            cl::desc("run programs on one thread (no OpenMP)"));
+static cl::opt<std::string>
+    ompLibrary("omp-library", cl::desc("path of the OpenMP runtime"),
+               cl::init(KDA_OMP_LIBRARY));
+
+namespace {
+
+int fail(const llvm::Twine &message) {
+  llvm::errs() << "kda-run: error: " << message << "\n";
+  return 1;
+}
+
+/// A memref descriptor {allocated, aligned, offset, sizes[R], strides[R]}
+/// (every field 8 bytes) over a contiguous buffer.
+struct Buffer {
+  RankedTensorType type;
+  std::vector<uint8_t> bytes;
+  std::vector<int64_t> descriptor;
+  void *descriptorPtr = nullptr;
+
+  void init(RankedTensorType t) {
+    type = t;
+    size_t width = (t.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+    bytes.assign(t.getNumElements() * width, 0);
+    int64_t rank = t.getRank();
+    descriptor.assign(3 + 2 * rank, 0);
+    auto base = reinterpret_cast<int64_t>(bytes.data());
+    descriptor[0] = base;
+    descriptor[1] = base;
+    int64_t stride = 1;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      descriptor[3 + d] = t.getDimSize(d);
+      descriptor[3 + rank + d] = stride;
+      stride *= t.getDimSize(d);
+    }
+    descriptorPtr = descriptor.data();
+  }
+
+  void fill(const std::vector<double> &values) {
+    Type e = type.getElementType();
+    for (size_t i = 0; i < values.size(); ++i) {
+      double x = values[i];
+      if (e.isF32()) {
+        float f = static_cast<float>(x);
+        std::memcpy(&bytes[4 * i], &f, 4);
+      } else if (e.isBF16()) {
+        float f = static_cast<float>(x); // already rounded to bf16
+        uint32_t bits;
+        std::memcpy(&bits, &f, 4);
+        uint16_t top = static_cast<uint16_t>(bits >> 16);
+        std::memcpy(&bytes[2 * i], &top, 2);
+      } else if (e.isF16()) {
+        uint16_t h = ::kda::npy::doubleToHalfBits(x);
+        std::memcpy(&bytes[2 * i], &h, 2);
+      } else if (e.isInteger(32)) {
+        int32_t v = static_cast<int32_t>(x);
+        std::memcpy(&bytes[4 * i], &v, 4);
+      } else {
+        int64_t v = static_cast<int64_t>(x);
+        std::memcpy(&bytes[8 * i], &v, 8);
+      }
+    }
+  }
+
+  std::vector<double> values() const {
+    Type e = type.getElementType();
+    size_t n = type.getNumElements();
+    std::vector<double> out(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (e.isF32()) {
+        float f;
+        std::memcpy(&f, &bytes[4 * i], 4);
+        out[i] = f;
+      } else if (e.isBF16()) {
+        uint16_t top;
+        std::memcpy(&top, &bytes[2 * i], 2);
+        uint32_t bits = uint32_t(top) << 16;
+        float f;
+        std::memcpy(&f, &bits, 4);
+        out[i] = f;
+      } else if (e.isF16()) {
+        uint16_t h;
+        std::memcpy(&h, &bytes[2 * i], 2);
+        out[i] = ::kda::npy::halfBitsToDouble(h);
+      } else if (e.isInteger(32)) {
+        int32_t v;
+        std::memcpy(&v, &bytes[4 * i], 4);
+        out[i] = v;
+      } else {
+        int64_t v;
+        std::memcpy(&v, &bytes[8 * i], 8);
+        out[i] = double(v);
+      }
+    }
+    return out;
+  }
+};
+
+std::string typeString(Type t) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << t;
+  return s;
+}
+std::string describe(RankedTensorType t) { return typeString(t); }
+
+::kda::npy::DType npyTypeOf(Type e) {
+  if (e.isF16())
+    return ::kda::npy::DType::F16;
+  if (e.isInteger(32))
+    return ::kda::npy::DType::I32;
+  if (e.isInteger(64))
+    return ::kda::npy::DType::I64;
+  return ::kda::npy::DType::F32; // f32 and bf16 (NumPy has no bf16)
+}
+
+/// SPEC.md section 6: 1e-4 for fp32 inputs, 5e-3 when any float input is
+/// bf16 or fp16.
+double accuracyBar(func::FuncOp f) {
+  for (Type t : f.getArgumentTypes())
+    if (auto rt = dyn_cast<RankedTensorType>(t))
+      if (rt.getElementType().isBF16() || rt.getElementType().isF16())
+        return 5e-3;
+  return 1e-4;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM initLLVM(argc, argv);
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  cl::ParseCommandLineOptions(argc, argv, "kda CPU runner\n");
+
+  DialectRegistry registry;
+  ::kda::registerEverything(registry);
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  registerOpenMPDialectTranslation(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  std::string error;
+  auto file = openInputFile(inputFile, &error);
+  if (!file)
+    return fail(error);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return fail("could not parse " + inputFile);
+
+  func::FuncOp f;
+  for (auto fn : module->getOps<func::FuncOp>()) {
+    if (fn.isExternal())
+      continue;
+    if (!functionName.empty() ? fn.getSymName() == functionName
+                              : fn.isPublic()) {
+      if (f && functionName.empty())
+        return fail("several public functions: choose one with --function");
+      f = fn;
+    }
+  }
+  if (!f)
+    return fail(functionName.empty()
+                    ? "no public function with a body in " + inputFile
+                    : "no function named '" + functionName + "'");
+  for (Type t : f.getResultTypes()) {
+    auto rt = dyn_cast<RankedTensorType>(t);
+    if (!rt || !rt.hasStaticShape())
+      return fail("result type " + typeString(t) +
+                  " must be a statically shaped tensor to run");
+  }
+
+  // Inputs: roles, then .npy files or seeded random values.
+  std::vector<::kda::run::InputSpec> specs;
+  if (failed(::kda::run::inferInputSpecs(f, specs, error)))
+    return fail(error);
+  std::vector<std::vector<double>> inputs;
+  error = ::kda::run::makeRandomInputs(f, specs, seed,
+                                     std::vector<int64_t>(seqlens.begin(),
+                                                          seqlens.end()),
+                                     inputs);
+  if (!error.empty())
+    return fail(error);
+  for (const std::string &spec : inputPaths) {
+    auto [indexText, path] = llvm::StringRef(spec).split('=');
+    unsigned index;
+    if (path.empty() || indexText.getAsInteger(10, index) ||
+        index >= specs.size())
+      return fail("--input=" + spec + ": expected INDEX=PATH with INDEX < " +
+                  std::to_string(specs.size()));
+    ::kda::npy::Array array;
+    error = ::kda::npy::read(path.str(), array);
+    if (!error.empty())
+      return fail(error);
+    RankedTensorType type = specs[index].type;
+    std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+    if (array.shape != shape) {
+      std::string got;
+      for (int64_t d : array.shape)
+        got += (got.empty() ? "" : "x") + std::to_string(d);
+      return fail("argument " + std::to_string(index) + " (" +
+                  ::kda::run::roleName(specs[index].role) + ") from " + path +
+                  ": expected shape " + describe(type) + ", found [" + got +
+                  "] (" + ::kda::npy::dtypeName(array.dtype) + ")");
+    }
+    bool wantInt = isa<IntegerType>(type.getElementType());
+    bool isInt = array.dtype == ::kda::npy::DType::I32 ||
+                 array.dtype == ::kda::npy::DType::I64;
+    if (wantInt != isInt)
+      return fail("argument " + std::to_string(index) + " from " + path +
+                  ": expected " + (wantInt ? "integer" : "floating-point") +
+                  " data for " + describe(type) + ", found dtype " +
+                  ::kda::npy::dtypeName(array.dtype));
+    std::vector<double> values = ::kda::npy::toDoubles(array);
+    ::kda::run::roundToElementType(type.getElementType(), values);
+    inputs[index] = std::move(values);
+  }
+  for (size_t i = 0; i < specs.size(); ++i) {
+    error = ::kda::run::validateInput(specs[i], i, inputs[i]);
+    if (!error.empty())
+      return fail(error);
+  }
+
+  // The oracle reads the kda-level function before it is lowered.
+  std::vector<std::vector<double>> expected;
+  double bar = accuracyBar(f);
+  if (check) {
+    error = ::kda::run::evaluateWithOracle(f, inputs, expected);
+    if (!error.empty())
+      return fail("oracle: " + error);
+  }
+
+  // Compile.
+  std::string name = f.getSymName().str();
+  SmallVector<RankedTensorType> resultTypes;
+  for (Type t : f.getResultTypes())
+    resultTypes.push_back(cast<RankedTensorType>(t));
+  f->setAttr("llvm.emit_c_interface", UnitAttr::get(&context));
+  auto compileStart = std::chrono::steady_clock::now();
+  PassManager pm(&context);
+  mlir::kda::CpuPipelineOptions options;
+  options.chunk = chunk;
+  options.subChunk = subChunk;
+  options.parallel = !serial;
+  mlir::kda::buildCpuPipeline(pm, options);
+  if (failed(pm.run(*module)))
+    return fail("compilation failed (see the diagnostics above)");
+  // The calling convention kda-run relies on: one descriptor pointer per
+  // argument and per result, nothing returned.
+  auto entry = module->lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_" + name);
+  if (!entry || !isa<LLVM::LLVMVoidType>(entry.getFunctionType().getReturnType()) ||
+      entry.getFunctionType().getNumParams() !=
+          specs.size() + resultTypes.size())
+    return fail("internal: the lowered @" + name +
+                " does not take one memref per argument and result");
+  ExecutionEngineOptions engineOptions;
+  auto optimize = makeOptimizingTransformer(3, 0, nullptr);
+  engineOptions.transformer = optimize;
+  // memrefCopy lives in MLIR's C runner utilities.
+  SmallVector<StringRef> libs = {KDA_C_RUNNER_UTILS};
+  if (!serial)
+    libs.push_back(ompLibrary);
+  engineOptions.sharedLibPaths = libs;
+  auto engine = ExecutionEngine::create(*module, engineOptions);
+  if (!engine)
+    return fail("JIT: " + llvm::toString(engine.takeError()));
+
+  // Run.
+  std::vector<Buffer> buffers(specs.size() + resultTypes.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    buffers[i].init(specs[i].type);
+    buffers[i].fill(inputs[i]);
+  }
+  for (size_t r = 0; r < resultTypes.size(); ++r)
+    buffers[specs.size() + r].init(resultTypes[r]);
+  SmallVector<void *> packed;
+  for (Buffer &b : buffers)
+    packed.push_back(&b.descriptorPtr);
+  // Look the entry up first: the JIT compiles on first lookup, which belongs
+  // to the compile time, not the run time.
+  auto packedEntry = (*engine)->lookupPacked("_mlir_ciface_" + name);
+  if (!packedEntry)
+    return fail("JIT: " + llvm::toString(packedEntry.takeError()));
+  auto compileEnd = std::chrono::steady_clock::now();
+  auto runStart = std::chrono::steady_clock::now();
+  (*packedEntry)(packed.data());
+  auto runEnd = std::chrono::steady_clock::now();
+  auto ms = [](auto a, auto b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
+  llvm::outs() << llvm::format("kda-run: @%s compiled in %.1f ms, ran in %.3f ms\n",
+                               name.c_str(), ms(compileStart, compileEnd),
+                               ms(runStart, runEnd));
+
+  // Outputs.
+  bool ok = true;
+  for (size_t r = 0; r < resultTypes.size(); ++r) {
+    const Buffer &out = buffers[specs.size() + r];
+    std::vector<double> values = out.values();
+    size_t nonFinite = 0;
+    for (double x : values)
+      nonFinite += !std::isfinite(x);
+    llvm::outs() << "  result " << r << ": " << describe(resultTypes[r]);
+    if (nonFinite) {
+      llvm::outs() << "  " << nonFinite << " non-finite values";
+      ok = false;
+    }
+    if (check) {
+      double rmse = ::kda::oracle::relativeRmse(values, expected[r]);
+      double maxAbs = ::kda::oracle::maxAbsError(values, expected[r]);
+      bool pass = rmse <= bar && std::isfinite(rmse);
+      ok &= pass;
+      llvm::outs() << llvm::format("  rel_rmse=%.3e max_abs=%.3e bar=%.0e %s",
+                                   rmse, maxAbs, bar, pass ? "ok" : "FAIL");
+    }
+    llvm::outs() << "\n";
+    if (!outputDir.empty()) {
+      std::vector<int64_t> shape(resultTypes[r].getShape().begin(),
+                                 resultTypes[r].getShape().end());
+      std::string path = outputDir + "/out" + std::to_string(r) + ".npy";
+      error = ::kda::npy::write(
+          path, ::kda::npy::fromDoubles(values, shape,
+                                      npyTypeOf(resultTypes[r].getElementType())));
+      if (!error.empty())
+        return fail(error);
+    }
+  }
+  if (!ok) {
+    llvm::errs() << "kda-run: error: output check failed\n";
+    return 2;
+  }
+  return 0;
+}

@@ -273,18 +273,21 @@ LogicalResult verifyScale(Operation *op, std::optional<double> scale) {
 
 /// Varlen operand: rank 1 integers [N + 1], which requires B = 1.
 LogicalResult verifyCuSeqlens(Operation *op, ShapeChecker &shapes,
-                              Value cuSeqlens, Value batchCarrier) {
+                              Value cuSeqlens) {
   if (!cuSeqlens)
     return success();
   if (failed(shapes.check(operandName("cu_seqlens"), cuSeqlens, {"N+1"},
                           ElemKind::Integer)))
     return failure();
-  int64_t b = cast<ShapedType>(batchCarrier.getType()).getDimSize(0);
-  if (!ShapedType::isDynamic(b) && b != 1)
+  // B as bound by every operand checked so far (q's B may be dynamic while
+  // k's or v's is not); binding B = 1 then holds later ones (o) to it.
+  if (auto b = shapes.get("B"); b && *b != 1)
     return op->emitOpError()
            << "operand 'cu_seqlens': variable-length batches pack every "
               "sequence into one row, so B must be 1, found B = "
-           << b;
+           << *b << " (from " << shapes.source("B") << ")";
+  if (failed(shapes.bind(operandName("cu_seqlens"), 0, "B", 1)))
+    return failure();
   int64_t n1 = cast<ShapedType>(cuSeqlens.getType()).getDimSize(0);
   if (!ShapedType::isDynamic(n1)) {
     if (n1 < 2)
@@ -380,7 +383,7 @@ LogicalResult GatedDeltaOp::verify() {
 
   // N: number of sequences, from cu_seqlens when varlen, else B.
   if (getCuSeqlens()) {
-    if (failed(verifyCuSeqlens(op, shapes, getCuSeqlens(), getQ())))
+    if (failed(verifyCuSeqlens(op, shapes, getCuSeqlens())))
       return failure();
   } else if (auto b = shapes.get("B")) {
     if (failed(shapes.bind("operand 'q'", 0, "N", *b)))
@@ -425,10 +428,12 @@ LogicalResult GatedDeltaOp::verify() {
              << "attribute 'boundary_interval': expected a positive number "
                 "of tokens, found "
              << *interval;
-    // NT is known statically only without varlen (ceil(T / interval)).
+    // NT is known statically only without varlen (ceil(T / interval)),
+    // computed without forming T + interval - 1, which overflows for a large
+    // interval.
     if (auto t = shapes.get("T"); t && !getCuSeqlens())
       if (failed(shapes.bind("'boundary_interval' and T", 0, "NT",
-                             (*t + *interval - 1) / *interval)))
+                             *t == 0 ? 0 : (*t - 1) / *interval + 1)))
         return failure();
     SmallVector<StringRef> dims = {"N", "NT", "HV", axes[0], axes[1]};
     if (failed(shapes.check(resultName("boundary_states"),
@@ -443,6 +448,13 @@ LogicalResult GatedDeltaOp::verify() {
     return emitOpError() << "attribute 'boundary_interval' is set but the "
                             "op has no 'boundary_states' result";
   }
+  // Rules across dimensions again, now that every operand and result has
+  // bound its own (q's, k's, v's may be dynamic where a later one's is not).
+  if (failed(shapes.checkMultiple("HV", "H")))
+    return failure();
+  if (auto b = shapes.get("B"); b && !getCuSeqlens())
+    if (failed(shapes.bind(shapes.source("B"), 0, "N", *b)))
+      return failure();
   return verifyTileAgainst(op, getTile(), shapes);
 }
 
@@ -552,6 +564,9 @@ LogicalResult DecodeStepOp::verify() {
   if (failed(shapes.check(operandName("state_pool"), getStatePool(),
                           {"P", "HV", axes[0], axes[1]}, ElemKind::State)))
     return failure();
+  // Again, now that every operand has bound HV (v's may be dynamic).
+  if (failed(shapes.checkMultiple("HV", "H")))
+    return failure();
   return verifyTileAgainst(op, getTile(), shapes);
 }
 
@@ -592,15 +607,17 @@ LogicalResult WindowAttentionOp::verify() {
                             "attribute (per op) or the 'window_sizes' "
                             "operand (per position), found "
                          << (perOp ? "both" : "neither");
-  if (perOp && *getWindow() < 1)
+  // getWindow() is unsigned (I64Attr): read the signed value, or a negative
+  // window would pass as a huge one.
+  if (perOp && getWindowAttr().getInt() < 1)
     return emitOpError()
            << "attribute 'window': expected at least 1 position, found "
-           << *getWindow();
+           << getWindowAttr().getInt();
   if (perPosition && failed(shapes.check(operandName("window_sizes"),
                                          getWindowSizes(), {"T"},
                                          ElemKind::Integer)))
     return failure();
-  if (failed(verifyCuSeqlens(op, shapes, getCuSeqlens(), getQ())))
+  if (failed(verifyCuSeqlens(op, shapes, getCuSeqlens())))
     return failure();
   std::optional<double> scale;
   if (auto s = getScale())
@@ -614,6 +631,10 @@ LogicalResult WindowAttentionOp::verify() {
     return emitOpError() << "result 'o': expected element type "
                          << elementTypeOf(getV()) << " (that of 'v'), found "
                          << elementTypeOf(getO());
+  // Again with HO from the result, when HQ or HV is dynamic.
+  for (StringRef h : {"HQ", "HK", "HV"})
+    if (failed(shapes.checkMultiple("HO", h)))
+      return failure();
   return verifyTileAgainst(op, getTile(), shapes);
 }
 
@@ -743,7 +764,7 @@ LogicalResult MultiScaleOp::verify() {
     return failure();
 
   if (getCuSeqlens()) {
-    if (failed(verifyCuSeqlens(op, shapes, getCuSeqlens(), getQ())))
+    if (failed(verifyCuSeqlens(op, shapes, getCuSeqlens())))
       return failure();
   } else if (auto b = shapes.get("B")) {
     if (failed(shapes.bind("operand 'q'", 0, "N", *b)))
@@ -776,9 +797,23 @@ LogicalResult MultiScaleOp::verify() {
     return emitOpError() << "result 'o': expected element type "
                          << elementTypeOf(getV()) << " (that of 'v'), found "
                          << elementTypeOf(getO());
-  if (getFinalStates() &&
-      failed(shapes.check(resultName("final_states"), getFinalStates(),
-                          stateDims, ElemKind::State)))
+  if (getFinalStates()) {
+    if (failed(shapes.check(resultName("final_states"), getFinalStates(),
+                            stateDims, ElemKind::State)))
+      return failure();
+    if (getInitialStates() &&
+        elementTypeOf(getFinalStates()) != elementTypeOf(getInitialStates()))
+      return emitOpError() << "result 'final_states': expected element type "
+                           << elementTypeOf(getInitialStates())
+                           << " (that of 'initial_states'), found "
+                           << elementTypeOf(getFinalStates());
+  }
+  // Rules across dimensions again, now that every operand and result has
+  // bound its own (q's, k's, v's may be dynamic where a later one's is not).
+  if (failed(shapes.checkMultiple("HV", "H")))
     return failure();
+  if (auto b = shapes.get("B"); b && !getCuSeqlens())
+    if (failed(shapes.bind(shapes.source("B"), 0, "N", *b)))
+      return failure();
   return verifyTileAgainst(op, getTile(), shapes);
 }

@@ -58,11 +58,11 @@ def Kda_GatedDeltaOp : Kda_Op<"gated_delta",
     %o, %s = kda.gated_delta delta %q, %k, %v
         gate(%g : tensor<1x8192x32x128xf32>) beta(%b : tensor<1x8192x32xf32>)
         A_log(%a : tensor<32xf32>) dt_bias(%d : tensor<32x128xf32>)
-        {qk_l2norm, beta_activation = #kda.beta<sigmoid>,
-         gate_activation = #kda.gate<lower_bound>, lower_bound = -5.0 : f64}
+        {qk_l2norm, beta_activation = #kda<beta sigmoid>,
+         gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64}
         : tensor<1x8192x32x128xbf16>, tensor<1x8192x32x128xbf16>,
           tensor<1x8192x32x128xbf16>
-        -> tensor<1x8192x32x128xbf16>, final_state tensor<1x32x128x128xf32>
+        -> tensor<1x8192x32x128xbf16> final_state tensor<1x32x128x128xf32>
     ```
   }];
   let arguments = (ins
@@ -99,8 +99,8 @@ def Kda_GatedDeltaOp : Kda_Op<"gated_delta",
     (`A_log` `(` $A_log^ `:` type($A_log) `)`)?
     (`dt_bias` `(` $dt_bias^ `:` type($dt_bias) `)`)?
     attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type($o)
-    (`,` `final_state` type($final_state)^)?
-    (`,` `boundary_states` type($boundary_states)^)?
+    (`final_state` type($final_state)^)?
+    (`boundary_states` type($boundary_states)^)?
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{
@@ -354,7 +354,7 @@ def Kda_MultiScaleOp : Kda_Op<"multi_scale",
     (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
     (`z` `(` $z^ `:` type($z) `)`)?
     attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type($o)
-    (`,` `final_states` type($final_states)^)?
+    (`final_states` type($final_states)^)?
   }];
   let hasVerifier = 1;
   let extraClassDeclaration = [{

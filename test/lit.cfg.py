@@ -21,5 +21,5 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.kda_tools_dir, config.llvm_tools_dir]
-tools = ["kda-opt", "kda-oracle-tests"]
+tools = ["kda-opt", "kda-run"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

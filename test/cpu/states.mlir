@@ -1,0 +1,54 @@
+// Initial, final and chunk-boundary states (both layouts, fp32 and bf16), and
+// variable-length batches with uneven sequences, including length 1.
+// RUN: kda-run %s --function=no_initial_state --chunk=32 --check | FileCheck %s
+// RUN: kda-run %s --function=initial_state --chunk=32 --check | FileCheck %s
+// RUN: kda-run %s --function=initial_state_v_major --chunk=16 --check | FileCheck %s
+// RUN: kda-run %s --function=bf16_state --chunk=32 --check | FileCheck %s
+// RUN: kda-run %s --function=boundary_states --chunk=32 --check | FileCheck %s
+// RUN: kda-run %s --function=boundary_states --chunk=16 --check | FileCheck %s
+// RUN: kda-run %s --function=boundary_states_v_major --chunk=64 --check | FileCheck %s
+// RUN: kda-run %s --function=varlen --chunk=16 --seqlens=37,1,64,26 --check | FileCheck %s
+// RUN: kda-run %s --function=varlen --chunk=64 --seqlens=1,1,1,125 --check | FileCheck %s
+// RUN: kda-run %s --function=varlen_boundary --chunk=32 --seqlens=37,27,64 --check | FileCheck %s
+// CHECK: result 0: {{.*}} ok
+// CHECK-NOT: FAIL
+
+func.func @no_initial_state(%q: tensor<2x70x2x32xf32>, %k: tensor<2x70x2x32xf32>, %v: tensor<2x70x2x32xf32>, %g: tensor<2x70x2x32xf32>, %b: tensor<2x70x2xf32>) -> (tensor<2x70x2x32xf32>, tensor<2x2x32x32xf32>) {
+  %o, %s = kda.gated_delta delta %q, %k, %v gate(%g : tensor<2x70x2x32xf32>) beta(%b : tensor<2x70x2xf32>) : tensor<2x70x2x32xf32>, tensor<2x70x2x32xf32>, tensor<2x70x2x32xf32> -> tensor<2x70x2x32xf32> final_state tensor<2x2x32x32xf32>
+  return %o, %s : tensor<2x70x2x32xf32>, tensor<2x2x32x32xf32>
+}
+
+func.func @initial_state(%q: tensor<2x70x2x32xf32>, %k: tensor<2x70x2x32xf32>, %v: tensor<2x70x2x32xf32>, %g: tensor<2x70x2x32xf32>, %b: tensor<2x70x2xf32>, %s0: tensor<2x2x32x32xf32>) -> (tensor<2x70x2x32xf32>, tensor<2x2x32x32xf32>) {
+  %o, %s = kda.gated_delta delta %q, %k, %v gate(%g : tensor<2x70x2x32xf32>) beta(%b : tensor<2x70x2xf32>) initial_state(%s0 : tensor<2x2x32x32xf32>) : tensor<2x70x2x32xf32>, tensor<2x70x2x32xf32>, tensor<2x70x2x32xf32> -> tensor<2x70x2x32xf32> final_state tensor<2x2x32x32xf32>
+  return %o, %s : tensor<2x70x2x32xf32>, tensor<2x2x32x32xf32>
+}
+
+func.func @initial_state_v_major(%q: tensor<2x70x2x32xf32>, %k: tensor<2x70x2x32xf32>, %v: tensor<2x70x2x16xf32>, %g: tensor<2x70x2x32xf32>, %b: tensor<2x70x2xf32>, %s0: tensor<2x2x16x32xf32>) -> (tensor<2x70x2x16xf32>, tensor<2x2x16x32xf32>) {
+  %o, %s = kda.gated_delta delta %q, %k, %v gate(%g : tensor<2x70x2x32xf32>) beta(%b : tensor<2x70x2xf32>) initial_state(%s0 : tensor<2x2x16x32xf32>) {state_layout = #kda<layout v_major>} : tensor<2x70x2x32xf32>, tensor<2x70x2x32xf32>, tensor<2x70x2x16xf32> -> tensor<2x70x2x16xf32> final_state tensor<2x2x16x32xf32>
+  return %o, %s : tensor<2x70x2x16xf32>, tensor<2x2x16x32xf32>
+}
+
+func.func @bf16_state(%q: tensor<1x70x2x32xf32>, %k: tensor<1x70x2x32xf32>, %v: tensor<1x70x2x32xf32>, %g: tensor<1x70x2x32xf32>, %b: tensor<1x70x2xf32>, %s0: tensor<1x2x32x32xbf16>) -> (tensor<1x70x2x32xf32>, tensor<1x2x32x32xbf16>) {
+  %o, %s = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x70x2x32xf32>) beta(%b : tensor<1x70x2xf32>) initial_state(%s0 : tensor<1x2x32x32xbf16>) : tensor<1x70x2x32xf32>, tensor<1x70x2x32xf32>, tensor<1x70x2x32xf32> -> tensor<1x70x2x32xf32> final_state tensor<1x2x32x32xbf16>
+  return %o, %s : tensor<1x70x2x32xf32>, tensor<1x2x32x32xbf16>
+}
+
+func.func @boundary_states(%q: tensor<2x100x2x32xf32>, %k: tensor<2x100x2x32xf32>, %v: tensor<2x100x2x32xf32>, %g: tensor<2x100x2x32xf32>, %b: tensor<2x100x2xf32>, %s0: tensor<2x2x32x32xf32>) -> (tensor<2x100x2x32xf32>, tensor<2x2x32x32xf32>, tensor<2x4x2x32x32xf32>) {
+  %o, %s, %bs = kda.gated_delta delta %q, %k, %v gate(%g : tensor<2x100x2x32xf32>) beta(%b : tensor<2x100x2xf32>) initial_state(%s0 : tensor<2x2x32x32xf32>) {boundary_interval = 32 : i64} : tensor<2x100x2x32xf32>, tensor<2x100x2x32xf32>, tensor<2x100x2x32xf32> -> tensor<2x100x2x32xf32> final_state tensor<2x2x32x32xf32> boundary_states tensor<2x4x2x32x32xf32>
+  return %o, %s, %bs : tensor<2x100x2x32xf32>, tensor<2x2x32x32xf32>, tensor<2x4x2x32x32xf32>
+}
+
+func.func @boundary_states_v_major(%q: tensor<1x100x2x32xf32>, %k: tensor<1x100x2x32xf32>, %v: tensor<1x100x2x16xf32>, %g: tensor<1x100x2xf32>, %b: tensor<1x100x2xf32>, %s0: tensor<1x2x16x32xf32>) -> (tensor<1x100x2x16xf32>, tensor<1x2x16x32xf32>, tensor<1x2x2x16x32xf32>) {
+  %o, %s, %bs = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x100x2xf32>) beta(%b : tensor<1x100x2xf32>) initial_state(%s0 : tensor<1x2x16x32xf32>) {state_layout = #kda<layout v_major>, boundary_interval = 64 : i64} : tensor<1x100x2x32xf32>, tensor<1x100x2x32xf32>, tensor<1x100x2x16xf32> -> tensor<1x100x2x16xf32> final_state tensor<1x2x16x32xf32> boundary_states tensor<1x2x2x16x32xf32>
+  return %o, %s, %bs : tensor<1x100x2x16xf32>, tensor<1x2x16x32xf32>, tensor<1x2x2x16x32xf32>
+}
+
+func.func @varlen(%q: tensor<1x128x2x32xf32>, %k: tensor<1x128x2x32xf32>, %v: tensor<1x128x2x32xf32>, %g: tensor<1x128x2x32xf32>, %b: tensor<1x128x2xf32>, %s0: tensor<4x2x32x32xf32>, %cu: tensor<5xi32>) -> (tensor<1x128x2x32xf32>, tensor<4x2x32x32xf32>) {
+  %o, %s = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x128x2x32xf32>) beta(%b : tensor<1x128x2xf32>) initial_state(%s0 : tensor<4x2x32x32xf32>) cu_seqlens(%cu : tensor<5xi32>) : tensor<1x128x2x32xf32>, tensor<1x128x2x32xf32>, tensor<1x128x2x32xf32> -> tensor<1x128x2x32xf32> final_state tensor<4x2x32x32xf32>
+  return %o, %s : tensor<1x128x2x32xf32>, tensor<4x2x32x32xf32>
+}
+
+func.func @varlen_boundary(%q: tensor<1x128x2x32xf32>, %k: tensor<1x128x2x32xf32>, %v: tensor<1x128x2x32xf32>, %g: tensor<1x128x2x32xf32>, %b: tensor<1x128x2xf32>, %s0: tensor<3x2x32x32xf32>, %cu: tensor<4xi32>) -> (tensor<1x128x2x32xf32>, tensor<3x2x32x32xf32>, tensor<3x2x2x32x32xf32>) {
+  %o, %s, %bs = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x128x2x32xf32>) beta(%b : tensor<1x128x2xf32>) initial_state(%s0 : tensor<3x2x32x32xf32>) cu_seqlens(%cu : tensor<4xi32>) {boundary_interval = 32 : i64} : tensor<1x128x2x32xf32>, tensor<1x128x2x32xf32>, tensor<1x128x2x32xf32> -> tensor<1x128x2x32xf32> final_state tensor<3x2x32x32xf32> boundary_states tensor<3x2x2x32x32xf32>
+  return %o, %s, %bs : tensor<1x128x2x32xf32>, tensor<3x2x32x32xf32>, tensor<3x2x2x32x32xf32>
+}

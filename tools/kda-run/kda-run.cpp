@@ -16,6 +16,7 @@
 #include "tools/kda-run/Inputs.h"
 #include "tools/kda-run/Npy.h"
 #include "tools/kda-run/OracleEval.h"
+#include "dialect/KdaOps.h"
 #include "test/oracle/Oracle.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -304,6 +305,23 @@ int main(int argc, char **argv) {
       return fail("oracle: " + error);
   }
 
+  // Decode steps whose pool is an argument and whose updated pool is
+  // returned: every slot no sequence names must come back bit-exact.
+  struct PoolCheck {
+    unsigned poolArg, indicesArg, result;
+  };
+  std::vector<PoolCheck> poolChecks;
+  f.walk([&](mlir::kda::DecodeStepOp op) {
+    auto pool = dyn_cast<BlockArgument>(op.getStatePool());
+    auto idx = dyn_cast<BlockArgument>(op.getIndices());
+    if (!pool || !idx)
+      return;
+    for (OpOperand &use : op.getNewStatePool().getUses())
+      if (isa<func::ReturnOp>(use.getOwner()))
+        poolChecks.push_back(
+            {pool.getArgNumber(), idx.getArgNumber(), use.getOperandNumber()});
+  });
+
   // Compile only `f`: other functions of the file are other test cases.
   for (auto other : llvm::make_early_inc_range(module->getOps<func::FuncOp>()))
     if (other != f)
@@ -401,6 +419,28 @@ int main(int argc, char **argv) {
       if (!error.empty())
         return fail(error);
     }
+  }
+  for (const PoolCheck &pc : poolChecks) {
+    const Buffer &before = buffers[pc.poolArg];
+    const Buffer &after = buffers[specs.size() + pc.result];
+    int64_t slots = before.type.getDimSize(0);
+    size_t slotBytes = before.bytes.size() / slots;
+    std::vector<bool> named(slots, false);
+    for (double i : inputs[pc.indicesArg])
+      if (i >= 0 && i < slots)
+        named[static_cast<int64_t>(i)] = true;
+    int64_t changed = 0, untouched = 0;
+    for (int64_t s = 0; s < slots; ++s) {
+      if (named[s])
+        continue;
+      ++untouched;
+      changed += std::memcmp(&before.bytes[s * slotBytes],
+                             &after.bytes[s * slotBytes], slotBytes) != 0;
+    }
+    llvm::outs() << "  pool (result " << pc.result << "): " << untouched
+                 << " unnamed slots, " << changed << " changed "
+                 << (changed ? "FAIL" : "ok") << "\n";
+    ok &= changed == 0;
   }
   if (!ok) {
     llvm::errs() << "kda-run: error: output check failed\n";

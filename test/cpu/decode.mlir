@@ -1,0 +1,29 @@
+// The decode step on a state pool: one token per sequence, slots picked by
+// indices (one of them -1: skipped). kda-run also checks that every pool slot
+// no sequence names is bit-exact unchanged.
+// RUN: kda-run %s --function=decode_kda --check | FileCheck %s
+// RUN: kda-run %s --function=decode_v_major_gva --check | FileCheck %s
+// RUN: kda-run %s --function=decode_prologue_bf16 --check | FileCheck %s
+// RUN: kda-run %s --function=decode_no_gate --check | FileCheck %s
+// CHECK: result 0: {{.*}} ok
+// CHECK-NOT: FAIL
+
+func.func @decode_kda(%q: tensor<8x2x32xf32>, %k: tensor<8x2x32xf32>, %v: tensor<8x2x32xf32>, %g: tensor<8x2x32xf32>, %b: tensor<8x2xf32>, %idx: tensor<8xi32>, %o0: tensor<8x2x32xf32>, %pool: tensor<16x2x32x32xf32>) -> (tensor<8x2x32xf32>, tensor<16x2x32x32xf32>) {
+  %o, %p = kda.decode_step delta %q, %k, %v gate(%g : tensor<8x2x32xf32>) beta(%b : tensor<8x2xf32>) indices(%idx : tensor<8xi32>) outs(%o0, %pool : tensor<8x2x32xf32>, tensor<16x2x32x32xf32>) : tensor<8x2x32xf32>, tensor<8x2x32xf32>, tensor<8x2x32xf32>
+  return %o, %p : tensor<8x2x32xf32>, tensor<16x2x32x32xf32>
+}
+
+func.func @decode_v_major_gva(%q: tensor<8x2x32xf32>, %k: tensor<8x2x32xf32>, %v: tensor<8x4x16xf32>, %g: tensor<8x4xf32>, %b: tensor<8x4xf32>, %idx: tensor<8xi64>, %o0: tensor<8x4x16xf32>, %pool: tensor<12x4x16x32xf32>) -> (tensor<8x4x16xf32>, tensor<12x4x16x32xf32>) {
+  %o, %p = kda.decode_step delta %q, %k, %v gate(%g : tensor<8x4xf32>) beta(%b : tensor<8x4xf32>) indices(%idx : tensor<8xi64>) outs(%o0, %pool : tensor<8x4x16xf32>, tensor<12x4x16x32xf32>) {state_layout = #kda<layout v_major>} : tensor<8x2x32xf32>, tensor<8x2x32xf32>, tensor<8x4x16xf32>
+  return %o, %p : tensor<8x4x16xf32>, tensor<12x4x16x32xf32>
+}
+
+func.func @decode_prologue_bf16(%q: tensor<6x2x64xbf16>, %k: tensor<6x2x64xbf16>, %v: tensor<6x2x64xbf16>, %g: tensor<6x2x64xf32>, %b: tensor<6x2xf32>, %a: tensor<2xf32>, %d: tensor<2x64xf32>, %idx: tensor<6xi32>, %o0: tensor<6x2x64xbf16>, %pool: tensor<10x2x64x64xf32>) -> (tensor<6x2x64xbf16>, tensor<10x2x64x64xf32>) {
+  %o, %p = kda.decode_step delta %q, %k, %v gate(%g : tensor<6x2x64xf32>) beta(%b : tensor<6x2xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x64xf32>) indices(%idx : tensor<6xi32>) outs(%o0, %pool : tensor<6x2x64xbf16>, tensor<10x2x64x64xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64} : tensor<6x2x64xbf16>, tensor<6x2x64xbf16>, tensor<6x2x64xbf16>
+  return %o, %p : tensor<6x2x64xbf16>, tensor<10x2x64x64xf32>
+}
+
+func.func @decode_no_gate(%q: tensor<5x1x32xf32>, %k: tensor<5x1x32xf32>, %v: tensor<5x1x32xf32>, %b: tensor<5x1xf32>, %idx: tensor<5xi32>, %o0: tensor<5x1x32xf32>, %pool: tensor<5x1x32x32xf32>) -> (tensor<5x1x32xf32>, tensor<5x1x32x32xf32>) {
+  %o, %p = kda.decode_step delta %q, %k, %v beta(%b : tensor<5x1xf32>) indices(%idx : tensor<5xi32>) outs(%o0, %pool : tensor<5x1x32xf32>, tensor<5x1x32x32xf32>) : tensor<5x1x32xf32>, tensor<5x1x32xf32>, tensor<5x1x32xf32>
+  return %o, %p : tensor<5x1x32xf32>, tensor<5x1x32x32xf32>
+}

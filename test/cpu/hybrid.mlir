@@ -1,0 +1,54 @@
+// Hybrids (linear + window attention, summed or gated with head-wise and
+// channel-wise gates), multi-scale states (scaled decays and separate gates),
+// and a standalone kda.gate folded into the recurrence by kda-fuse-prologue.
+// RUN: kda-run %s --function=sum_linear_window --chunk=32 --check | FileCheck %s
+// RUN: kda-run %s --function=gated_head --chunk=16 --check | FileCheck %s
+// RUN: kda-run %s --function=gated_channel_bf16 --chunk=64 --check | FileCheck %s
+// RUN: kda-run %s --function=multi_scale_decays --chunk=32 --check | FileCheck %s
+// RUN: kda-run %s --function=multi_scale_gated --chunk=16 --check | FileCheck %s
+// RUN: kda-run %s --function=gate_then_recurrence --chunk=32 --check | FileCheck %s
+// RUN: kda-run %s --function=gate_alone --check | FileCheck %s
+// CHECK: result 0: {{.*}} ok
+// CHECK-NOT: FAIL
+
+func.func @sum_linear_window(%q: tensor<1x90x2x32xf32>, %k: tensor<1x90x2x32xf32>, %v: tensor<1x90x2x16xf32>, %g: tensor<1x90x2x32xf32>, %b: tensor<1x90x2xf32>) -> tensor<1x90x2x16xf32> {
+  %lin = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x90x2x32xf32>) beta(%b : tensor<1x90x2xf32>) : tensor<1x90x2x32xf32>, tensor<1x90x2x32xf32>, tensor<1x90x2x16xf32> -> tensor<1x90x2x16xf32>
+  %win = kda.window_attention %q, %k, %v {window = 16 : i64} : tensor<1x90x2x32xf32>, tensor<1x90x2x32xf32>, tensor<1x90x2x16xf32> -> tensor<1x90x2x16xf32>
+  %o = kda.hybrid sum %lin, %win : tensor<1x90x2x16xf32>, tensor<1x90x2x16xf32> -> tensor<1x90x2x16xf32>
+  return %o : tensor<1x90x2x16xf32>
+}
+
+func.func @gated_head(%q: tensor<1x70x2x32xf32>, %k: tensor<1x70x2x32xf32>, %v: tensor<1x70x4x16xf32>, %g: tensor<1x70x4xf32>, %b: tensor<1x70x4xf32>, %z: tensor<1x70x4xf32>) -> tensor<1x70x4x16xf32> {
+  %lin = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x70x4xf32>) beta(%b : tensor<1x70x4xf32>) : tensor<1x70x2x32xf32>, tensor<1x70x2x32xf32>, tensor<1x70x4x16xf32> -> tensor<1x70x4x16xf32>
+  %win = kda.window_attention %q, %k, %v {window = 8 : i64} : tensor<1x70x2x32xf32>, tensor<1x70x2x32xf32>, tensor<1x70x4x16xf32> -> tensor<1x70x4x16xf32>
+  %o = kda.hybrid gated %lin, %win gate(%z : tensor<1x70x4xf32>) : tensor<1x70x4x16xf32>, tensor<1x70x4x16xf32> -> tensor<1x70x4x16xf32>
+  return %o : tensor<1x70x4x16xf32>
+}
+
+func.func @gated_channel_bf16(%q: tensor<2x64x2x32xbf16>, %k: tensor<2x64x2x32xbf16>, %v: tensor<2x64x2x32xbf16>, %g: tensor<2x64x2x32xf32>, %b: tensor<2x64x2xf32>, %z: tensor<2x64x2x32xf32>) -> tensor<2x64x2x32xbf16> {
+  %lin = kda.gated_delta delta %q, %k, %v gate(%g : tensor<2x64x2x32xf32>) beta(%b : tensor<2x64x2xf32>) : tensor<2x64x2x32xbf16>, tensor<2x64x2x32xbf16>, tensor<2x64x2x32xbf16> -> tensor<2x64x2x32xbf16>
+  %win = kda.window_attention %q, %k, %v {window = 20 : i64} : tensor<2x64x2x32xbf16>, tensor<2x64x2x32xbf16>, tensor<2x64x2x32xbf16> -> tensor<2x64x2x32xbf16>
+  %o = kda.hybrid gated %lin, %win gate(%z : tensor<2x64x2x32xf32>) : tensor<2x64x2x32xbf16>, tensor<2x64x2x32xbf16> -> tensor<2x64x2x32xbf16>
+  return %o : tensor<2x64x2x32xbf16>
+}
+
+func.func @multi_scale_decays(%q: tensor<1x80x2x32xf32>, %k: tensor<1x80x2x32xf32>, %v: tensor<1x80x2x16xf32>, %g: tensor<1x80x2x32xf32>, %b: tensor<1x80x2xf32>, %s0: tensor<3x1x2x32x16xf32>) -> (tensor<1x80x2x16xf32>, tensor<3x1x2x32x16xf32>) {
+  %o, %s = kda.multi_scale delta sum %q, %k, %v gates(%g : tensor<1x80x2x32xf32>) beta(%b : tensor<1x80x2xf32>) initial_states(%s0 : tensor<3x1x2x32x16xf32>) {decay_scales = [1.0, 0.5, 0.0]} : tensor<1x80x2x32xf32>, tensor<1x80x2x32xf32>, tensor<1x80x2x16xf32> -> tensor<1x80x2x16xf32> final_states tensor<3x1x2x32x16xf32>
+  return %o, %s : tensor<1x80x2x16xf32>, tensor<3x1x2x32x16xf32>
+}
+
+func.func @multi_scale_gated(%q: tensor<1x50x2x32xf32>, %k: tensor<1x50x2x32xf32>, %v: tensor<1x50x2x16xf32>, %g0: tensor<1x50x2xf32>, %g1: tensor<1x50x2xf32>, %b: tensor<1x50x2xf32>, %z: tensor<1x50x2x2xf32>) -> tensor<1x50x2x16xf32> {
+  %o = kda.multi_scale delta gated %q, %k, %v gates(%g0, %g1 : tensor<1x50x2xf32>, tensor<1x50x2xf32>) beta(%b : tensor<1x50x2xf32>) z(%z : tensor<1x50x2x2xf32>) : tensor<1x50x2x32xf32>, tensor<1x50x2x32xf32>, tensor<1x50x2x16xf32> -> tensor<1x50x2x16xf32>
+  return %o : tensor<1x50x2x16xf32>
+}
+
+func.func @gate_then_recurrence(%q: tensor<1x60x2x32xf32>, %k: tensor<1x60x2x32xf32>, %v: tensor<1x60x2x16xf32>, %graw: tensor<1x60x2x32xf32>, %a: tensor<2xf32>, %d: tensor<2x32xf32>, %b: tensor<1x60x2xf32>) -> tensor<1x60x2x16xf32> {
+  %g = kda.gate lower_bound channel %graw A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x32xf32>) {lower_bound = -3.0 : f64} : tensor<1x60x2x32xf32> -> tensor<1x60x2x32xf32>
+  %o = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x60x2x32xf32>) beta(%b : tensor<1x60x2xf32>) : tensor<1x60x2x32xf32>, tensor<1x60x2x32xf32>, tensor<1x60x2x16xf32> -> tensor<1x60x2x16xf32>
+  return %o : tensor<1x60x2x16xf32>
+}
+
+func.func @gate_alone(%graw: tensor<1x60x4xbf16>, %a: tensor<4xf32>, %d: tensor<4xf32>) -> tensor<1x60x4xf32> {
+  %g = kda.gate softplus head %graw A_log(%a : tensor<4xf32>) dt_bias(%d : tensor<4xf32>) : tensor<1x60x4xbf16> -> tensor<1x60x4xf32>
+  return %g : tensor<1x60x4xf32>
+}

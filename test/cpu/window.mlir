@@ -1,0 +1,41 @@
+// Causal sliding-window attention: windows of 1, 64, larger than T and per
+// position; GQA and the KDA head grouping; varlen never crossing sequences.
+// RUN: kda-run %s --function=window_1 --check | FileCheck %s
+// RUN: kda-run %s --function=window_64 --chunk=32 --check | FileCheck %s
+// RUN: kda-run %s --function=window_64 --chunk=64 --check | FileCheck %s
+// RUN: kda-run %s --function=window_past_t --check | FileCheck %s
+// RUN: kda-run %s --function=window_per_position --chunk=16 --check | FileCheck %s
+// RUN: kda-run %s --function=window_gqa_varlen --chunk=16 --seqlens=50,1,99 --check | FileCheck %s
+// RUN: kda-run %s --function=window_kda_grouping_bf16 --chunk=32 --check | FileCheck %s
+// CHECK: result 0: {{.*}} ok
+// CHECK-NOT: FAIL
+
+func.func @window_1(%q: tensor<2x100x2x32xf32>, %k: tensor<2x100x2x32xf32>, %v: tensor<2x100x2x32xf32>) -> tensor<2x100x2x32xf32> {
+  %o = kda.window_attention %q, %k, %v  {window = 1 : i64} : tensor<2x100x2x32xf32>, tensor<2x100x2x32xf32>, tensor<2x100x2x32xf32> -> tensor<2x100x2x32xf32>
+  return %o : tensor<2x100x2x32xf32>
+}
+
+func.func @window_64(%q: tensor<2x200x2x32xf32>, %k: tensor<2x200x2x32xf32>, %v: tensor<2x200x2x32xf32>) -> tensor<2x200x2x32xf32> {
+  %o = kda.window_attention %q, %k, %v  {window = 64 : i64} : tensor<2x200x2x32xf32>, tensor<2x200x2x32xf32>, tensor<2x200x2x32xf32> -> tensor<2x200x2x32xf32>
+  return %o : tensor<2x200x2x32xf32>
+}
+
+func.func @window_past_t(%q: tensor<1x100x2x32xf32>, %k: tensor<1x100x2x32xf32>, %v: tensor<1x100x2x32xf32>) -> tensor<1x100x2x32xf32> {
+  %o = kda.window_attention %q, %k, %v  {window = 1000 : i64} : tensor<1x100x2x32xf32>, tensor<1x100x2x32xf32>, tensor<1x100x2x32xf32> -> tensor<1x100x2x32xf32>
+  return %o : tensor<1x100x2x32xf32>
+}
+
+func.func @window_per_position(%q: tensor<2x100x2x32xf32>, %k: tensor<2x100x2x32xf32>, %v: tensor<2x100x2x32xf32>, %w: tensor<100xi32>) -> tensor<2x100x2x32xf32> {
+  %o = kda.window_attention %q, %k, %v window_sizes(%w : tensor<100xi32>) : tensor<2x100x2x32xf32>, tensor<2x100x2x32xf32>, tensor<2x100x2x32xf32> -> tensor<2x100x2x32xf32>
+  return %o : tensor<2x100x2x32xf32>
+}
+
+func.func @window_gqa_varlen(%q: tensor<1x150x4x32xf32>, %k: tensor<1x150x1x32xf32>, %v: tensor<1x150x1x16xf32>, %cu: tensor<4xi32>) -> tensor<1x150x4x16xf32> {
+  %o = kda.window_attention %q, %k, %v cu_seqlens(%cu : tensor<4xi32>) {window = 20 : i64} : tensor<1x150x4x32xf32>, tensor<1x150x1x32xf32>, tensor<1x150x1x16xf32> -> tensor<1x150x4x16xf32>
+  return %o : tensor<1x150x4x16xf32>
+}
+
+func.func @window_kda_grouping_bf16(%q: tensor<1x90x2x64xbf16>, %k: tensor<1x90x2x64xbf16>, %v: tensor<1x90x4x64xbf16>) -> tensor<1x90x4x64xbf16> {
+  %o = kda.window_attention %q, %k, %v  {window = 33 : i64} : tensor<1x90x2x64xbf16>, tensor<1x90x2x64xbf16>, tensor<1x90x4x64xbf16> -> tensor<1x90x4x64xbf16>
+  return %o : tensor<1x90x4x64xbf16>
+}

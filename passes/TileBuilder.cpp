@@ -253,8 +253,10 @@ static void tileRegion(ImplicitLocOpBuilder &b, Value src,
     }
     size_t tileDim = it - tileDims.begin();
     if (tileDim == 0) {
-      sizes.push_back(getAsOpFoldResult(rows));
-      regionShape.push_back(ShapedType::kDynamic);
+      OpFoldResult size = getAsOpFoldResult(rows);
+      sizes.push_back(size);
+      std::optional<int64_t> known = getConstantIntValue(size);
+      regionShape.push_back(known ? *known : ShapedType::kDynamic);
     } else {
       sizes.push_back(b.getIndexAttr(tileShape[tileDim]));
       regionShape.push_back(tileShape[tileDim]);

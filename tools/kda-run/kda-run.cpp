@@ -249,6 +249,12 @@ int main(int argc, char **argv) {
   std::vector<::kda::run::InputSpec> specs;
   if (failed(::kda::run::inferInputSpecs(f, specs, error)))
     return fail(error);
+  if (!seqlens.empty() &&
+      llvm::none_of(specs, [](const ::kda::run::InputSpec &s) {
+        return s.role == ::kda::run::Role::CuSeqlens;
+      }))
+    return fail("--seqlens given, but @" + f.getSymName().str() +
+                " has no cu_seqlens argument");
   std::vector<std::vector<double>> inputs;
   error = ::kda::run::makeRandomInputs(f, specs, seed,
                                      std::vector<int64_t>(seqlens.begin(),

@@ -10,6 +10,7 @@ packages=(
   llvm-22-dev llvm-22-tools            # LLVM libraries, FileCheck, lit
   libmlir-22-dev mlir-22-tools         # MLIR libraries, mlir-tblgen
   libgtest-dev                         # unit tests
+  libomp-22-dev                        # OpenMP runtime for CPU programs
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -12,6 +12,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
 #include "llvm/ADT/StringMap.h"
@@ -816,4 +818,60 @@ LogicalResult MultiScaleOp::verify() {
     if (failed(shapes.bind(shapes.source("B"), 0, "N", *b)))
       return failure();
   return verifyTileAgainst(op, getTile(), shapes);
+}
+
+//===----------------------------------------------------------------------===//
+// Canonicalization
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// True if `v` is a constant tensor whose every element equals `value`.
+bool isSplatConstant(Value v, double value) {
+  DenseElementsAttr attr;
+  if (!v || !matchPattern(v, m_Constant(&attr)) || !attr.isSplat())
+    return false;
+  auto f = dyn_cast<FloatAttr>(attr.getSplatValue<Attribute>());
+  return f && f.getValueAsDouble() == value;
+}
+
+/// A log-space gate of zeros decays nothing: the op without a gate is the
+/// same computation and skips every exp in the kernel.
+template <typename RecurrenceOp>
+struct DropZeroGate : OpRewritePattern<RecurrenceOp> {
+  using OpRewritePattern<RecurrenceOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(RecurrenceOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getGateActivation() != GateActivation::none ||
+        !isSplatConstant(op.getGate(), 0.0))
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] { op.getGateMutable().clear(); });
+    return success();
+  }
+};
+
+/// beta = 1 is the default of the delta rule.
+template <typename RecurrenceOp>
+struct DropUnitBeta : OpRewritePattern<RecurrenceOp> {
+  using OpRewritePattern<RecurrenceOp>::OpRewritePattern;
+  LogicalResult matchAndRewrite(RecurrenceOp op,
+                                PatternRewriter &rewriter) const override {
+    if (op.getBetaActivation() != BetaActivation::none ||
+        !isSplatConstant(op.getBeta(), 1.0))
+      return failure();
+    rewriter.modifyOpInPlace(op, [&] { op.getBetaMutable().clear(); });
+    return success();
+  }
+};
+
+} // namespace
+
+void GatedDeltaOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                               MLIRContext *context) {
+  results.add<DropZeroGate<GatedDeltaOp>, DropUnitBeta<GatedDeltaOp>>(context);
+}
+
+void DecodeStepOp::getCanonicalizationPatterns(RewritePatternSet &results,
+                                               MLIRContext *context) {
+  results.add<DropZeroGate<DecodeStepOp>, DropUnitBeta<DecodeStepOp>>(context);
 }

@@ -103,6 +103,7 @@ def Kda_GatedDeltaOp : Kda_Op<"gated_delta",
     (`boundary_states` type($boundary_states)^)?
   }];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
   let extraClassDeclaration = [{
     /// Gate granularity implied by the gate operand (nullopt: no gate).
     std::optional<GateGranularity> getGateGranularity();
@@ -218,6 +219,7 @@ def Kda_DecodeStepOp : Kda_Op<"decode_step", [Pure, AttrSizedOperandSegments,
     attr-dict `:` type($q) `,` type($k) `,` type($v)
   }];
   let hasVerifier = 1;
+  let hasCanonicalizer = 1;
   let extraClassDeclaration = [{
     std::optional<GateGranularity> getGateGranularity();
     double getScaleOrDefault();

@@ -118,7 +118,6 @@ ChunkConfig makeConfig(RecurrenceOp op, int64_t chunk, int64_t subChunk, int64_t
   config.update = op.getUpdate();
   config.scale = op.getScaleOrDefault();
   config.qkL2Norm = op.getQkL2norm();
-  config.hasGate = static_cast<bool>(op.getGate());
   config.betaActivation = op.getBetaActivation();
   config.gateActivation = op.getGateActivation();
   if (auto lb = op.getLowerBound())

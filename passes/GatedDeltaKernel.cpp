@@ -100,6 +100,18 @@ Value pairwiseDecayed(TileBuilder &tb, Value a, Value bt, Value g,
   return op.getResult(0);
 }
 
+/// Keeps the lower triangle of a square tile (j <= i, or j < i).
+Value lowerTriangle(TileBuilder &tb, Value a, bool inclusive) {
+  int64_t m = cast<RankedTensorType>(a.getType()).getShape()[0];
+  return tb.map({m, m}, {a}, [&](ImplicitLocOpBuilder &b, ValueRange s,
+                                 ValueRange ivs) -> Value {
+    Value keep = arith::CmpIOp::create(
+        b, inclusive ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
+        ivs[1], ivs[0]);
+    return arith::SelectOp::create(b, keep, s[0], cst(b, 0.0));
+  });
+}
+
 /// Gate activation of SPEC.md: raw gates [C, K] -> log-decays [C, K].
 Value activateGate(TileBuilder &tb, const ChunkConfig &config, Value raw,
                    Value aLog, Value dtBias) {
@@ -231,9 +243,12 @@ ChunkOutputs mlir::kda::emitGatedDeltaChunk(TileBuilder &tb,
   });
   Value beta = in.beta ? activateBeta(tb, config, in.beta) : Value();
 
-  Value g;
-  if (in.gate) {
-    g = in.gate;
+  // Without a gate nothing decays: no prefix sums, no exponentials, and the
+  // intra-chunk matrices are plain masked tile matmuls.
+  const bool decays = static_cast<bool>(in.gate);
+  Value G, gamma, gLast;
+  if (decays) {
+    Value g = in.gate;
     if (config.gateActivation != GateActivation::none)
       g = activateGate(tb, config, g, in.aLog, in.dtBias);
     // Rows past the sequence end must not decay: their gate is zero, so the
@@ -245,40 +260,46 @@ ChunkOutputs mlir::kda::emitGatedDeltaChunk(TileBuilder &tb,
                                          valid);
       return arith::SelectOp::create(bb, real, s[0], cst(bb, 0.0));
     });
-  } else {
-    g = tb.filled({c, kd}, 0.0);
+    G = tb.prefixSumRows(g);
+    gamma = tb.map({c, kd}, {G}, [](ImplicitLocOpBuilder &bb, ValueRange s,
+                                    ValueRange) -> Value {
+      return math::ExpOp::create(bb, s[0]);
+    });
+    gLast = tb.rowOf(G, b.getIndexAttr(c - 1));
   }
-  Value G = tb.prefixSumRows(g);
-  Value gamma = tb.map({c, kd}, {G}, [](ImplicitLocOpBuilder &bb, ValueRange s,
-                                        ValueRange) -> Value {
-    return math::ExpOp::create(bb, s[0]);
-  });
-  Value gLast = tb.rowOf(G, b.getIndexAttr(c - 1));
 
-  // Intra-chunk matrices, one row block (sub-chunk) at a time.
-  Value P = tb.filled({c, c}, 0.0);
-  Value L = delta ? tb.filled({c, c}, 0.0) : Value();
-  for (int64_t r = 0; r < c; r += sub) {
-    Value qI = tb.subTile(q, {r, 0}, {sub, kd});
-    Value kI = tb.subTile(k, {r, 0}, {sub, kd});
-    Value gI = tb.subTile(G, {r, 0}, {sub, kd});
-    if (r > 0) {
-      Value gRef = tb.rowOf(G, b.getIndexAttr(r));
-      Value kBefore = decayed(tb, tb.subTile(k, {0, 0}, {r, kd}),
-                              tb.subTile(G, {0, 0}, {r, kd}), gRef,
-                              /*refFirst=*/true);
-      Value qRel = decayed(tb, qI, gI, gRef, /*refFirst=*/false);
-      P = tb.insertSubTile(tb.matmul(qRel, kBefore, false, true), P, {r, 0});
-      if (delta) {
-        Value kRel = decayed(tb, kI, gI, gRef, /*refFirst=*/false);
-        L = tb.insertSubTile(tb.matmul(kRel, kBefore, false, true), L, {r, 0});
+  Value P, L;
+  if (decays) {
+    // Intra-chunk matrices, one row block (sub-chunk) at a time.
+    P = tb.filled({c, c}, 0.0);
+    L = delta ? tb.filled({c, c}, 0.0) : Value();
+    for (int64_t r = 0; r < c; r += sub) {
+      Value qI = tb.subTile(q, {r, 0}, {sub, kd});
+      Value kI = tb.subTile(k, {r, 0}, {sub, kd});
+      Value gI = tb.subTile(G, {r, 0}, {sub, kd});
+      if (r > 0) {
+        Value gRef = tb.rowOf(G, b.getIndexAttr(r));
+        Value kBefore = decayed(tb, tb.subTile(k, {0, 0}, {r, kd}),
+                                tb.subTile(G, {0, 0}, {r, kd}), gRef,
+                                /*refFirst=*/true);
+        Value qRel = decayed(tb, qI, gI, gRef, /*refFirst=*/false);
+        P = tb.insertSubTile(tb.matmul(qRel, kBefore, false, true), P, {r, 0});
+        if (delta) {
+          Value kRel = decayed(tb, kI, gI, gRef, /*refFirst=*/false);
+          L = tb.insertSubTile(tb.matmul(kRel, kBefore, false, true), L,
+                               {r, 0});
+        }
       }
+      P = tb.insertSubTile(pairwiseDecayed(tb, qI, kI, gI, /*inclusive=*/true),
+                           P, {r, r});
+      if (delta)
+        L = tb.insertSubTile(
+            pairwiseDecayed(tb, kI, kI, gI, /*inclusive=*/false), L, {r, r});
     }
-    P = tb.insertSubTile(pairwiseDecayed(tb, qI, kI, gI, /*inclusive=*/true),
-                         P, {r, r});
+  } else {
+    P = lowerTriangle(tb, tb.matmul(q, k, false, true), /*inclusive=*/true);
     if (delta)
-      L = tb.insertSubTile(pairwiseDecayed(tb, kI, kI, gI, /*inclusive=*/false),
-                           L, {r, r});
+      L = lowerTriangle(tb, tb.matmul(k, k, false, true), /*inclusive=*/false);
   }
 
   // New values: what each token writes after erasing what the state (and
@@ -288,8 +309,12 @@ ChunkOutputs mlir::kda::emitGatedDeltaChunk(TileBuilder &tb,
     if (beta)
       L = mul(tb, {c, c}, {L, perRow(beta)});
     Value A = invertUnitLower(tb, L);
-    Value kScaled = beta ? mul(tb, {c, kd}, {k, gamma, perRow(beta)})
-                         : mul(tb, {c, kd}, {k, gamma});
+    SmallVector<TileOperand> kFactors = {k};
+    if (decays)
+      kFactors.push_back(gamma);
+    if (beta)
+      kFactors.push_back(perRow(beta));
+    Value kScaled = kFactors.size() > 1 ? mul(tb, {c, kd}, kFactors) : k;
     Value vScaled = beta ? mul(tb, {c, vd}, {in.v, perRow(beta)}) : in.v;
     Value W = tb.matmul(A, kScaled);
     Value U = tb.matmul(A, vScaled);
@@ -301,7 +326,7 @@ ChunkOutputs mlir::kda::emitGatedDeltaChunk(TileBuilder &tb,
   }
 
   // Output: the decayed start state read by q, plus the chunk's own writes.
-  Value qDecayed = mul(tb, {c, kd}, {q, gamma});
+  Value qDecayed = decays ? mul(tb, {c, kd}, {q, gamma}) : q;
   Value fromState = tb.matmul(qDecayed, state);
   Value fromChunk = tb.matmul(P, vNew);
   Value o = tb.map({c, vd}, {fromState, fromChunk},
@@ -310,8 +335,16 @@ ChunkOutputs mlir::kda::emitGatedDeltaChunk(TileBuilder &tb,
                    });
 
   // State at the chunk end.
-  Value kToEnd = decayed(tb, k, G, gLast, /*refFirst=*/true);
+  Value kToEnd = decays ? decayed(tb, k, G, gLast, /*refFirst=*/true) : k;
   Value written = tb.matmul(kToEnd, vNew, /*transA=*/true);
+  if (!decays) {
+    Value next = tb.map({kd, vd}, {state, written},
+                        [](ImplicitLocOpBuilder &bb, ValueRange s,
+                           ValueRange) -> Value {
+                          return arith::AddFOp::create(bb, s[0], s[1]);
+                        });
+    return {o, next};
+  }
   Value next = tb.map({kd, vd}, {state, perRow(gLast), written},
                       [](ImplicitLocOpBuilder &bb, ValueRange s,
                          ValueRange) -> Value {

@@ -26,7 +26,6 @@ struct ChunkConfig {
   UpdateRule update = UpdateRule::delta;
   double scale = 1.0;
   bool qkL2Norm = false;
-  bool hasGate = false;
   BetaActivation betaActivation = BetaActivation::none;
   GateActivation gateActivation = GateActivation::none;
   double lowerBound = -5.0;

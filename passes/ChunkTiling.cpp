@@ -194,8 +194,11 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
               .getResult(0));
     }
 
+    // A static batch gives a static program grid.
+    OpFoldResult gridSeqs =
+        varlen ? OpFoldResult(numSeqs) : tensor::getMixedSize(b, b.getLoc(), q, 0);
     auto forall = scf::ForallOp::create(
-        b, ArrayRef<OpFoldResult>{numSeqs, b.getIndexAttr(hv)}, outs,
+        b, ArrayRef<OpFoldResult>{gridSeqs, b.getIndexAttr(hv)}, outs,
         std::nullopt);
     Block *body = forall.getBody();
     b.setInsertionPointToStart(body);

@@ -178,8 +178,10 @@ struct DecomposeMultiScale : OpRewritePattern<MultiScaleOp> {
 
     for (int64_t i = 0; i < m; ++i) {
       Value gate;
-      if (auto scales = op.getDecayScales()) {
-        double c = cast<FloatAttr>((*scales)[i]).getValueAsDouble();
+      double c = 1.0;
+      if (auto scales = op.getDecayScales())
+        c = cast<FloatAttr>((*scales)[i]).getValueAsDouble();
+      if (op.getDecayScales() && c != 1.0) {
         Value g = op.getGates()[0];
         auto gType = cast<RankedTensorType>(g.getType());
         Value cv = arith::ConstantOp::create(b, b.getF32FloatAttr(c));
@@ -188,7 +190,7 @@ struct DecomposeMultiScale : OpRewritePattern<MultiScaleOp> {
                              return Value(arith::MulFOp::create(ib, s[0], cv));
                            });
       } else {
-        gate = op.getGates()[i];
+        gate = op.getGates()[op.getDecayScales() ? 0 : i];
       }
       Value init;
       if (Value all = op.getInitialStates()) {

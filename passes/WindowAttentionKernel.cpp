@@ -61,8 +61,10 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
   Value out = tb.emptyOfType(
       oType, {batch, tokens, b.getIndexAttr(ho), b.getIndexAttr(vd)});
 
+  OpFoldResult gridSeqs =
+      varlen ? OpFoldResult(numSeqs) : tensor::getMixedSize(b, b.getLoc(), q, 0);
   auto forall = scf::ForallOp::create(
-      b, ArrayRef<OpFoldResult>{numSeqs, b.getIndexAttr(ho)}, ValueRange{out},
+      b, ArrayRef<OpFoldResult>{gridSeqs, b.getIndexAttr(ho)}, ValueRange{out},
       std::nullopt);
   b.setInsertionPointToStart(forall.getBody());
   Value n = forall.getInductionVar(0), head = forall.getInductionVar(1);

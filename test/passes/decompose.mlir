@@ -1,0 +1,36 @@
+// RUN: kda-opt %s --kda-decompose | FileCheck %s
+
+// multi_scale: one recurrence per scale, on the scaled gate, then a sum.
+// CHECK-LABEL: func.func @multi_scale
+// CHECK: %[[O0:.*]], %{{.*}} = kda.gated_delta delta %arg0, %arg1, %arg2 gate(%arg3
+// CHECK: linalg.generic
+// CHECK: arith.mulf
+// CHECK: %[[O1:.*]], %{{.*}} = kda.gated_delta delta
+// CHECK: linalg.generic {{.*}} ins(%[[O0]], %[[O1]]
+// CHECK: arith.addf
+// CHECK-NOT: kda.multi_scale
+func.func @multi_scale(%q: tensor<1x32x2x16xf32>, %k: tensor<1x32x2x16xf32>, %v: tensor<1x32x2x8xf32>, %g: tensor<1x32x2xf32>) -> (tensor<1x32x2x8xf32>, tensor<2x1x2x16x8xf32>) {
+  %o, %s = kda.multi_scale delta sum %q, %k, %v gates(%g : tensor<1x32x2xf32>) {decay_scales = [1.0, 0.25]} : tensor<1x32x2x16xf32>, tensor<1x32x2x16xf32>, tensor<1x32x2x8xf32> -> tensor<1x32x2x8xf32> final_states tensor<2x1x2x16x8xf32>
+  return %o, %s : tensor<1x32x2x8xf32>, tensor<2x1x2x16x8xf32>
+}
+
+// hybrid gated: sigmoid(z) * a + (1 - sigmoid(z)) * b, z per head.
+// CHECK-LABEL: func.func @hybrid
+// CHECK: linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}, #[[ZMAP:.*]], #{{.*}}]
+// CHECK: math.exp
+// CHECK-NOT: kda.hybrid
+func.func @hybrid(%a: tensor<1x32x2x8xf32>, %b: tensor<1x32x2x8xf32>, %z: tensor<1x32x2xf32>) -> tensor<1x32x2x8xf32> {
+  %o = kda.hybrid gated %a, %b gate(%z : tensor<1x32x2xf32>) : tensor<1x32x2x8xf32>, tensor<1x32x2x8xf32> -> tensor<1x32x2x8xf32>
+  return %o : tensor<1x32x2x8xf32>
+}
+
+// gate: softplus form with the threshold at 20.
+// CHECK-LABEL: func.func @gate
+// CHECK: linalg.generic
+// CHECK: math.log1p
+// CHECK: arith.cmpf ogt, {{.*}}, %{{.*}}
+// CHECK-NOT: kda.gate
+func.func @gate(%raw: tensor<1x32x2x16xf32>, %a: tensor<2xf32>) -> tensor<1x32x2x16xf32> {
+  %g = kda.gate softplus channel %raw A_log(%a : tensor<2xf32>) : tensor<1x32x2x16xf32> -> tensor<1x32x2x16xf32>
+  return %g : tensor<1x32x2x16xf32>
+}

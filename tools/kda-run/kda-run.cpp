@@ -33,6 +33,7 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 
+#include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
@@ -355,7 +356,16 @@ int main(int argc, char **argv) {
     return fail("internal: the lowered @" + name +
                 " does not take one memref per argument and result");
   ExecutionEngineOptions engineOptions;
-  auto optimize = makeOptimizingTransformer(3, 0, nullptr);
+  // Optimize for this host's vector units: without a target machine LLVM's
+  // vectorizers see no vector registers.
+  auto hostBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!hostBuilder)
+    return fail("JIT: " + llvm::toString(hostBuilder.takeError()));
+  hostBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::Aggressive);
+  auto hostMachine = hostBuilder->createTargetMachine();
+  if (!hostMachine)
+    return fail("JIT: " + llvm::toString(hostMachine.takeError()));
+  auto optimize = makeOptimizingTransformer(3, 0, hostMachine->get());
   engineOptions.transformer = optimize;
   // memrefCopy lives in MLIR's C runner utilities.
   SmallVector<StringRef> libs = {KDA_C_RUNNER_UTILS};

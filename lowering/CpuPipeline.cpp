@@ -27,10 +27,11 @@ using namespace mlir;
 
 void mlir::kda::buildCpuPipeline(OpPassManager &pm,
                                  const CpuPipelineOptions &options) {
-  // kda -> target-independent tiles.
+  // kda -> target-independent tiles, one kernel function per configuration.
+  pm.nest<func::FuncOp>().addPass(createKdaDecompose());
+  pm.nest<func::FuncOp>().addPass(createKdaFusePrologue());
+  pm.addPass(createKdaOutlineKernels());
   OpPassManager &fpm = pm.nest<func::FuncOp>();
-  fpm.addPass(createKdaDecompose());
-  fpm.addPass(createKdaFusePrologue());
   KdaTileChunksOptions tiling;
   tiling.chunk = options.chunk;
   tiling.subChunk = std::min<int64_t>(options.subChunk, std::max<int64_t>(options.chunk, 1));

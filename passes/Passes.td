@@ -37,6 +37,19 @@ def KdaTileChunks : Pass<"kda-tile-chunks", "func::FuncOp"> {
   ];
 }
 
+def KdaOutlineKernels : Pass<"kda-outline-kernels", "ModuleOp"> {
+  let summary = "Move each kda op into a kernel function, one per configuration";
+  let description = [{
+    Replaces every `kda.gated_delta`, `kda.decode_step` and
+    `kda.window_attention` with a `func.call` to a private function holding
+    just that op. Ops with the same attributes and types share one function,
+    so a model of twenty identical KDA layers compiles one kernel, and every
+    later stage (tiling, a target's code generation, a bundle's kernel list)
+    sees kernels as functions.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 def KdaDecompose : Pass<"kda-decompose", "func::FuncOp"> {
   let summary = "Express kda.gate, kda.hybrid and kda.multi_scale with simpler ops";
   let description = [{

@@ -16,10 +16,17 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "oracle", 
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%kda_src_root", config.kda_src_root))
+config.substitutions.append(("%kda_obj_root", config.kda_obj_root))
+# The build's libraries (KdaPlugin.so, libKdaCAPI.so).
+config.substitutions.append(("%kda_libs", config.kda_libs_dir))
+config.substitutions.append(("%cmake", config.cmake_command))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.kda_tools_dir, config.llvm_tools_dir]
-tools = ["kda-opt", "kda-run"]
+tools = ["kda-opt", "kda-run", "kda-capi-test"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
+# The stock mlir-opt of the LLVM install (it links libMLIR.so, which the
+# plugin needs), never one found elsewhere on PATH.
+llvm_config.add_tool_substitutions(["mlir-opt"], [config.llvm_tools_dir])

@@ -357,7 +357,9 @@ int main(int argc, char **argv) {
                 " does not take one memref per argument and result");
   ExecutionEngineOptions engineOptions;
   // Optimize for this host's vector units: without a target machine LLVM's
-  // vectorizers see no vector registers.
+  // vectorizers see no vector registers. -O2: as fast as -O3 on these
+  // kernels (measured: 0.73 s either way for T = 8192, H = 4, K = V = 128)
+  // for a third of the compile time.
   auto hostBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!hostBuilder)
     return fail("JIT: " + llvm::toString(hostBuilder.takeError()));
@@ -365,7 +367,7 @@ int main(int argc, char **argv) {
   auto hostMachine = hostBuilder->createTargetMachine();
   if (!hostMachine)
     return fail("JIT: " + llvm::toString(hostMachine.takeError()));
-  auto optimize = makeOptimizingTransformer(3, 0, hostMachine->get());
+  auto optimize = makeOptimizingTransformer(2, 0, hostMachine->get());
   engineOptions.transformer = optimize;
   // memrefCopy lives in MLIR's C runner utilities.
   SmallVector<StringRef> libs = {KDA_C_RUNNER_UTILS};

@@ -25,7 +25,7 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.kda_tools_dir, config.llvm_tools_dir]
-tools = ["kda-opt", "kda-run", "kda-capi-test"]
+tools = ["kda-opt", "kda-run", "kda-model", "kda-capi-test"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 # The stock mlir-opt of the LLVM install (it links libMLIR.so, which the
 # plugin needs), never one found elsewhere on PATH.

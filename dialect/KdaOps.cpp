@@ -162,6 +162,25 @@ Type elementTypeOf(Value v) {
   return cast<ShapedType>(v.getType()).getElementType();
 }
 
+/// q, k and v: their shapes (dimension names per operand) and one shared
+/// element type.
+LogicalResult verifyQueryKeyValue(Operation *op, ShapeChecker &shapes, Value q,
+                                  Value k, Value v, ArrayRef<StringRef> qDims,
+                                  ArrayRef<StringRef> kDims,
+                                  ArrayRef<StringRef> vDims) {
+  if (failed(shapes.check(operandName("q"), q, qDims, ElemKind::Activation)) ||
+      failed(shapes.check(operandName("k"), k, kDims, ElemKind::Activation)) ||
+      failed(shapes.check(operandName("v"), v, vDims, ElemKind::Activation)))
+    return failure();
+  if (elementTypeOf(k) != elementTypeOf(q) ||
+      elementTypeOf(v) != elementTypeOf(q))
+    return op->emitOpError()
+           << "operands 'q', 'k', 'v' must share one element type, found "
+           << elementTypeOf(q) << ", " << elementTypeOf(k) << ", "
+           << elementTypeOf(v);
+  return success();
+}
+
 /// The names of the state's last two axes in a layout.
 SmallVector<StringRef, 2> stateAxes(StateLayout layout) {
   if (layout == StateLayout::v_major)
@@ -352,20 +371,9 @@ double GatedDeltaOp::getScaleOrDefault() {
 LogicalResult GatedDeltaOp::verify() {
   Operation *op = getOperation();
   ShapeChecker shapes(op);
-  if (failed(shapes.check(operandName("q"), getQ(), {"B", "T", "H", "K"},
-                          ElemKind::Activation)) ||
-      failed(shapes.check(operandName("k"), getK(), {"B", "T", "H", "K"},
-                          ElemKind::Activation)) ||
-      failed(shapes.check(operandName("v"), getV(), {"B", "T", "HV", "V"},
-                          ElemKind::Activation)))
+  if (failed(verifyQueryKeyValue(op, shapes, getQ(), getK(), getV(), {"B", "T", "H", "K"},
+                                 {"B", "T", "H", "K"}, {"B", "T", "HV", "V"})))
     return failure();
-  if (elementTypeOf(getK()) != elementTypeOf(getQ()) ||
-      elementTypeOf(getV()) != elementTypeOf(getQ()))
-    return emitOpError() << "operands 'q', 'k', 'v' must share one element "
-                            "type, found "
-                         << elementTypeOf(getQ()) << ", "
-                         << elementTypeOf(getK()) << ", "
-                         << elementTypeOf(getV());
   if (failed(shapes.checkMultiple("HV", "H")))
     return failure();
 
@@ -523,20 +531,9 @@ MutableOperandRange DecodeStepOp::getDpsInitsMutable() {
 LogicalResult DecodeStepOp::verify() {
   Operation *op = getOperation();
   ShapeChecker shapes(op);
-  if (failed(shapes.check(operandName("q"), getQ(), {"N", "H", "K"},
-                          ElemKind::Activation)) ||
-      failed(shapes.check(operandName("k"), getK(), {"N", "H", "K"},
-                          ElemKind::Activation)) ||
-      failed(shapes.check(operandName("v"), getV(), {"N", "HV", "V"},
-                          ElemKind::Activation)))
+  if (failed(verifyQueryKeyValue(op, shapes, getQ(), getK(), getV(), {"N", "H", "K"},
+                                 {"N", "H", "K"}, {"N", "HV", "V"})))
     return failure();
-  if (elementTypeOf(getK()) != elementTypeOf(getQ()) ||
-      elementTypeOf(getV()) != elementTypeOf(getQ()))
-    return emitOpError() << "operands 'q', 'k', 'v' must share one element "
-                            "type, found "
-                         << elementTypeOf(getQ()) << ", "
-                         << elementTypeOf(getK()) << ", "
-                         << elementTypeOf(getV());
   if (failed(shapes.checkMultiple("HV", "H")))
     return failure();
   std::optional<double> lowerBound;
@@ -579,20 +576,9 @@ LogicalResult DecodeStepOp::verify() {
 LogicalResult WindowAttentionOp::verify() {
   Operation *op = getOperation();
   ShapeChecker shapes(op);
-  if (failed(shapes.check(operandName("q"), getQ(), {"B", "T", "HQ", "K"},
-                          ElemKind::Activation)) ||
-      failed(shapes.check(operandName("k"), getK(), {"B", "T", "HK", "K"},
-                          ElemKind::Activation)) ||
-      failed(shapes.check(operandName("v"), getV(), {"B", "T", "HV", "V"},
-                          ElemKind::Activation)))
+  if (failed(verifyQueryKeyValue(op, shapes, getQ(), getK(), getV(), {"B", "T", "HQ", "K"},
+                                 {"B", "T", "HK", "K"}, {"B", "T", "HV", "V"})))
     return failure();
-  if (elementTypeOf(getK()) != elementTypeOf(getQ()) ||
-      elementTypeOf(getV()) != elementTypeOf(getQ()))
-    return emitOpError() << "operands 'q', 'k', 'v' must share one element "
-                            "type, found "
-                         << elementTypeOf(getQ()) << ", "
-                         << elementTypeOf(getK()) << ", "
-                         << elementTypeOf(getV());
   // Output heads: HO = max(HQ, HV); each head count must divide it.
   if (auto hq = shapes.get("HQ"), hv = shapes.get("HV"); hq && hv) {
     if (failed(shapes.bind("max(HQ, HV)", 0, "HO", std::max(*hq, *hv))))
@@ -698,20 +684,9 @@ int64_t MultiScaleOp::getNumScales() {
 LogicalResult MultiScaleOp::verify() {
   Operation *op = getOperation();
   ShapeChecker shapes(op);
-  if (failed(shapes.check(operandName("q"), getQ(), {"B", "T", "H", "K"},
-                          ElemKind::Activation)) ||
-      failed(shapes.check(operandName("k"), getK(), {"B", "T", "H", "K"},
-                          ElemKind::Activation)) ||
-      failed(shapes.check(operandName("v"), getV(), {"B", "T", "HV", "V"},
-                          ElemKind::Activation)))
+  if (failed(verifyQueryKeyValue(op, shapes, getQ(), getK(), getV(), {"B", "T", "H", "K"},
+                                 {"B", "T", "H", "K"}, {"B", "T", "HV", "V"})))
     return failure();
-  if (elementTypeOf(getK()) != elementTypeOf(getQ()) ||
-      elementTypeOf(getV()) != elementTypeOf(getQ()))
-    return emitOpError() << "operands 'q', 'k', 'v' must share one element "
-                            "type, found "
-                         << elementTypeOf(getQ()) << ", "
-                         << elementTypeOf(getK()) << ", "
-                         << elementTypeOf(getV());
   if (failed(shapes.checkMultiple("HV", "H")))
     return failure();
 

@@ -23,6 +23,39 @@
 using namespace mlir;
 using namespace mlir::kda;
 
+//===----------------------------------------------------------------------===//
+// Custom assembly: enum keywords right after the op name
+//===----------------------------------------------------------------------===//
+
+/// `kda.gated_delta delta ...`: the enum as a bare keyword (the attribute's
+/// own printer would add a second space, made for `#kda<update delta>`).
+template <typename EnumAttrT>
+static ParseResult parseEnumKeyword(OpAsmParser &parser, EnumAttrT &attr) {
+  using EnumT = decltype(std::declval<EnumAttrT>().getValue());
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return failure();
+  std::optional<EnumT> value = symbolizeEnum<EnumT>(keyword);
+  if (!value) {
+    InFlightDiagnostic diag = parser.emitError(loc);
+    diag << "unknown " << EnumAttrT::getMnemonic() << " '" << keyword
+         << "', expected one of:";
+    // Enum cases are numbered from 0; stringify is empty past the last one.
+    for (uint32_t i = 0; !stringifyEnum(static_cast<EnumT>(i)).empty(); ++i)
+      diag << (i ? ", " : " ") << stringifyEnum(static_cast<EnumT>(i));
+    return diag;
+  }
+  attr = EnumAttrT::get(parser.getContext(), *value);
+  return success();
+}
+
+template <typename EnumAttrT>
+static void printEnumKeyword(OpAsmPrinter &printer, Operation *,
+                             EnumAttrT attr) {
+  printer << stringifyEnum(attr.getValue());
+}
+
 #define GET_OP_CLASSES
 #include "dialect/KdaOps.cpp.inc"
 

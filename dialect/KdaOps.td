@@ -91,7 +91,7 @@ def Kda_GatedDeltaOp : Kda_Op<"gated_delta",
     Optional<AnyRankedTensor>:$boundary_states
   );
   let assemblyFormat = [{
-    $update $q `,` $k `,` $v
+    custom<EnumKeyword>($update) $q `,` $k `,` $v
     (`gate` `(` $gate^ `:` type($gate) `)`)?
     (`beta` `(` $beta^ `:` type($beta) `)`)?
     (`initial_state` `(` $initial_state^ `:` type($initial_state) `)`)?
@@ -146,7 +146,7 @@ def Kda_GateOp : Kda_Op<"gate", [Pure, AttrSizedOperandSegments]> {
   );
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
-    $activation $granularity $input
+    custom<EnumKeyword>($activation) custom<EnumKeyword>($granularity) $input
     (`A_log` `(` $A_log^ `:` type($A_log) `)`)?
     (`dt_bias` `(` $dt_bias^ `:` type($dt_bias) `)`)?
     attr-dict `:` type($input) `->` type($result)
@@ -209,7 +209,7 @@ def Kda_DecodeStepOp : Kda_Op<"decode_step", [Pure, AttrSizedOperandSegments,
   );
   let results = (outs AnyRankedTensor:$o, AnyRankedTensor:$new_state_pool);
   let assemblyFormat = [{
-    $update $q `,` $k `,` $v
+    custom<EnumKeyword>($update) $q `,` $k `,` $v
     (`gate` `(` $gate^ `:` type($gate) `)`)?
     (`beta` `(` $beta^ `:` type($beta) `)`)?
     (`A_log` `(` $A_log^ `:` type($A_log) `)`)?
@@ -297,7 +297,7 @@ def Kda_HybridOp : Kda_Op<"hybrid", [Pure, AttrSizedOperandSegments]> {
   );
   let results = (outs AnyRankedTensor:$o);
   let assemblyFormat = [{
-    $mode $branches (`gate` `(` $z^ `:` type($z) `)`)? attr-dict
+    custom<EnumKeyword>($mode) $branches (`gate` `(` $z^ `:` type($z) `)`)? attr-dict
     `:` type($branches) `->` type($o)
   }];
   let hasVerifier = 1;
@@ -349,7 +349,7 @@ def Kda_MultiScaleOp : Kda_Op<"multi_scale",
     Optional<AnyRankedTensor>:$final_states
   );
   let assemblyFormat = [{
-    $update $mode $q `,` $k `,` $v
+    custom<EnumKeyword>($update) custom<EnumKeyword>($mode) $q `,` $k `,` $v
     `gates` `(` $gates `:` type($gates) `)`
     (`beta` `(` $beta^ `:` type($beta) `)`)?
     (`initial_states` `(` $initial_states^ `:` type($initial_states) `)`)?

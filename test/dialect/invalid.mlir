@@ -156,8 +156,7 @@ func.func @tile_field_not_integer() attributes {t = #kda.tile<chunk = "x">} { re
 // -----
 
 func.func @unknown_update_keyword(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>) {
-  // expected-error @+2 {{custom op 'kda.gated_delta' expected ::mlir::kda::UpdateRule to be one of: delta, additive}}
-  // expected-error @+1 {{failed to parse Kda_UpdateRuleAttr parameter 'value'}}
+  // expected-error @+1 {{custom op 'kda.gated_delta' unknown update 'foo', expected one of: delta, additive}}
   %o = kda.gated_delta foo %q, %q, %v : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x16xf32>
   return
 }
@@ -165,8 +164,7 @@ func.func @unknown_update_keyword(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x1
 // -----
 
 func.func @unknown_combine_keyword(%v: tensor<2x64x4x16xf32>) {
-  // expected-error @+2 {{custom op 'kda.hybrid' expected ::mlir::kda::CombineMode to be one of: sum, gated}}
-  // expected-error @+1 {{failed to parse Kda_CombineModeAttr parameter 'value'}}
+  // expected-error @+1 {{custom op 'kda.hybrid' unknown combine 'mean', expected one of: sum, gated}}
   %o = kda.hybrid mean %v, %v : tensor<2x64x4x16xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x16xf32>
   return
 }

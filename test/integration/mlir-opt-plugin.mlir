@@ -20,8 +20,9 @@
 // TILED-NOT: kda.gated_delta
 
 // CPU: llvm.func @f(
-// CPU-NOT: kda.
+// CPU-NOT: kda.gated_delta
 // CPU-NOT: linalg.
+// CPU-NOT: scf.
 
 // NOPLUGIN: Dialect `kda' not found
 

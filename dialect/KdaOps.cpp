@@ -214,6 +214,36 @@ LogicalResult verifyQueryKeyValue(Operation *op, ShapeChecker &shapes, Value q,
   return success();
 }
 
+/// The output o [B, T, HV, V] (element type of v) and the optional initial
+/// and final states (`stateDims`, one element type between them).
+LogicalResult verifyOutputAndStates(Operation *op, ShapeChecker &shapes,
+                                    Value v, Value o, Value initial,
+                                    StringRef initialName, Value final,
+                                    StringRef finalName,
+                                    ArrayRef<StringRef> stateDims) {
+  if (initial && failed(shapes.check(operandName(initialName), initial,
+                                     stateDims, ElemKind::State)))
+    return failure();
+  if (failed(shapes.check(resultName("o"), o, {"B", "T", "HV", "V"},
+                          ElemKind::Activation)))
+    return failure();
+  if (elementTypeOf(o) != elementTypeOf(v))
+    return op->emitOpError() << "result 'o': expected element type "
+                             << elementTypeOf(v) << " (that of 'v'), found "
+                             << elementTypeOf(o);
+  if (!final)
+    return success();
+  if (failed(shapes.check(resultName(finalName), final, stateDims,
+                          ElemKind::State)))
+    return failure();
+  if (initial && elementTypeOf(final) != elementTypeOf(initial))
+    return op->emitOpError()
+           << "result '" << finalName << "': expected element type "
+           << elementTypeOf(initial) << " (that of '" << initialName
+           << "'), found " << elementTypeOf(final);
+  return success();
+}
+
 /// The names of the state's last two axes in a layout.
 SmallVector<StringRef, 2> stateAxes(StateLayout layout) {
   if (layout == StateLayout::v_major)
@@ -435,30 +465,10 @@ LogicalResult GatedDeltaOp::verify() {
 
   SmallVector<StringRef, 2> axes = stateAxes(getStateLayout());
   SmallVector<StringRef> stateDims = {"N", "HV", axes[0], axes[1]};
-  if (getInitialState() &&
-      failed(shapes.check(operandName("initial_state"), getInitialState(),
-                          stateDims, ElemKind::State)))
+  if (failed(verifyOutputAndStates(op, shapes, getV(), getO(),
+                                   getInitialState(), "initial_state",
+                                   getFinalState(), "final_state", stateDims)))
     return failure();
-
-  if (failed(shapes.check(resultName("o"), getO(), {"B", "T", "HV", "V"},
-                          ElemKind::Activation)))
-    return failure();
-  if (elementTypeOf(getO()) != elementTypeOf(getV()))
-    return emitOpError() << "result 'o': expected element type "
-                         << elementTypeOf(getV()) << " (that of 'v'), found "
-                         << elementTypeOf(getO());
-
-  if (getFinalState()) {
-    if (failed(shapes.check(resultName("final_state"), getFinalState(),
-                            stateDims, ElemKind::State)))
-      return failure();
-    if (getInitialState() &&
-        elementTypeOf(getFinalState()) != elementTypeOf(getInitialState()))
-      return emitOpError() << "result 'final_state': expected element type "
-                           << elementTypeOf(getInitialState())
-                           << " (that of 'initial_state'), found "
-                           << elementTypeOf(getFinalState());
-  }
 
   std::optional<int64_t> interval = getBoundaryInterval();
   if (getBoundaryStates()) {
@@ -796,28 +806,11 @@ LogicalResult MultiScaleOp::verify() {
 
   SmallVector<StringRef, 2> axes = stateAxes(getStateLayout());
   SmallVector<StringRef> stateDims = {"M", "N", "HV", axes[0], axes[1]};
-  if (getInitialStates() &&
-      failed(shapes.check(operandName("initial_states"), getInitialStates(),
-                          stateDims, ElemKind::State)))
+  if (failed(verifyOutputAndStates(op, shapes, getV(), getO(),
+                                   getInitialStates(), "initial_states",
+                                   getFinalStates(), "final_states",
+                                   stateDims)))
     return failure();
-  if (failed(shapes.check(resultName("o"), getO(), {"B", "T", "HV", "V"},
-                          ElemKind::Activation)))
-    return failure();
-  if (elementTypeOf(getO()) != elementTypeOf(getV()))
-    return emitOpError() << "result 'o': expected element type "
-                         << elementTypeOf(getV()) << " (that of 'v'), found "
-                         << elementTypeOf(getO());
-  if (getFinalStates()) {
-    if (failed(shapes.check(resultName("final_states"), getFinalStates(),
-                            stateDims, ElemKind::State)))
-      return failure();
-    if (getInitialStates() &&
-        elementTypeOf(getFinalStates()) != elementTypeOf(getInitialStates()))
-      return emitOpError() << "result 'final_states': expected element type "
-                           << elementTypeOf(getInitialStates())
-                           << " (that of 'initial_states'), found "
-                           << elementTypeOf(getFinalStates());
-  }
   // Rules across dimensions again, now that every operand and result has
   // bound its own (q's, k's, v's may be dynamic where a later one's is not).
   if (failed(shapes.checkMultiple("HV", "H")))

@@ -21,6 +21,13 @@ RankedTensorType tensorOf(ArrayRef<int64_t> shape, Type elem) {
 ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
+
+/// Body of every product: acc + a * b (fp32 accumulation).
+void multiplyAccumulate(OpBuilder &nested, Location loc, ValueRange args) {
+  ImplicitLocOpBuilder ib(loc, nested);
+  Value prod = arith::MulFOp::create(ib, args[0], args[1]);
+  linalg::YieldOp::create(ib, ValueRange{arith::AddFOp::create(ib, args[2], prod)});
+}
 } // namespace
 
 Value TileBuilder::index(int64_t v) {
@@ -109,12 +116,7 @@ Value TileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
       maps,
       {IteratorType::parallel, IteratorType::reduction,
        IteratorType::parallel},
-      [&](OpBuilder &nested, Location loc, ValueRange args) {
-        ImplicitLocOpBuilder ib(loc, nested);
-        Value prod = arith::MulFOp::create(ib, args[0], args[1]);
-        linalg::YieldOp::create(ib,
-                                ValueRange{arith::AddFOp::create(ib, args[2], prod)});
-      });
+      multiplyAccumulate);
   return op.getResult(0);
 }
 
@@ -129,12 +131,7 @@ Value TileBuilder::vecmat(Value x, Value a) {
   auto op = linalg::GenericOp::create(
       b, TypeRange{init.getType()}, ValueRange{x, a}, ValueRange{init}, maps,
       {IteratorType::reduction, IteratorType::parallel},
-      [&](OpBuilder &nested, Location loc, ValueRange args) {
-        ImplicitLocOpBuilder ib(loc, nested);
-        Value prod = arith::MulFOp::create(ib, args[0], args[1]);
-        linalg::YieldOp::create(ib,
-                                ValueRange{arith::AddFOp::create(ib, args[2], prod)});
-      });
+      multiplyAccumulate);
   return op.getResult(0);
 }
 

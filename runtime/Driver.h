@@ -1,0 +1,91 @@
+// The GPU API behind kda_launch: CUDA's driver API (CudaDriver.cpp) or HIP's
+// module API (HipDriver.cpp). Runtime.cpp does every check that needs no
+// driver and drives a launch through this interface, so both vendors share
+// argument packing, symbol binding, module caching and error wording.
+#ifndef KDA_RUNTIME_DRIVER_H
+#define KDA_RUNTIME_DRIVER_H
+
+#include "runtime/Manifest.h"
+#include "runtime/Status.h"
+
+#include <cstdint>
+#include <string>
+
+namespace kda::rt {
+
+struct LaunchConfig {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned sharedBytes;
+  void *stream;
+  void **args; // one pointer to each argument's value, in params order
+};
+
+// Implementations are process-wide, created on first use and never destroyed
+// (modules and primary contexts outlive static destructors otherwise).
+// All methods are thread-safe. Every method except checkDevice expects the
+// device to be current (see DeviceScope).
+class Driver {
+public:
+  virtual ~Driver() = default;
+
+  // "CUDA" or "HIP", for messages.
+  virtual const char *apiName() const = 0;
+
+  // Checks that `device` exists and can run code built for `target`.
+  // KDA_ERROR_NO_DEVICE or KDA_ERROR_WRONG_ARCHITECTURE otherwise.
+  virtual Status checkDevice(int device, const Target &target) = 0;
+
+  // Makes `device` current on the calling thread; `saved` receives what was
+  // current before, for leave().
+  virtual Status enter(int device, uintptr_t &saved) = 0;
+  virtual void leave(uintptr_t saved) = 0;
+
+  // Checks that [ptr, ptr + bytes) is device memory of `device`. Runs on
+  // every launch, so the message naming the tensor is built only on failure,
+  // with tensorName(kernel, position) (Runtime.h).
+  virtual Status checkPointer(const void *ptr, uint64_t bytes, int device,
+                              const Kernel &kernel, size_t position) = 0;
+
+  // Loads the kernel's binary and finds its entry on the current device.
+  virtual Status load(const Target &target, const Kernel &kernel, int device,
+                      void *&module, void *&function) = 0;
+  virtual Status launch(const Kernel &kernel, void *function,
+                        const LaunchConfig &config) = 0;
+  // Best effort: called from kda_bundle_free, which cannot report errors.
+  virtual void unload(void *module) = 0;
+};
+
+// Makes a device current for a scope and restores the caller's context after,
+// so that a launch never changes what the calling framework has current.
+class DeviceScope {
+public:
+  DeviceScope(Driver &driver) : driver_(driver) {}
+  ~DeviceScope() {
+    if (entered_)
+      driver_.leave(saved_);
+  }
+  DeviceScope(const DeviceScope &) = delete;
+  DeviceScope &operator=(const DeviceScope &) = delete;
+
+  Status enter(int device) {
+    Status s = driver_.enter(device, saved_);
+    entered_ = s.isOk();
+    return s;
+  }
+
+private:
+  Driver &driver_;
+  uintptr_t saved_ = 0;
+  bool entered_ = false;
+};
+
+// The driver for `vendor`, loaded on first use: libcuda.so.1 (or the path in
+// KDA_CUDA_LIBRARY) / libamdhip64.so (or KDA_HIP_LIBRARY). The environment is
+// read on every call and each library path is loaded once, so a process may
+// switch paths (the tests do).
+Status getDriver(Vendor vendor, Driver *&out);
+
+} // namespace kda::rt
+
+#endif // KDA_RUNTIME_DRIVER_H

@@ -1,0 +1,516 @@
+// A stand-in for libcuda.so.1 and libamdhip64.so, for the unit tests: the
+// runtime dlopens it through KDA_CUDA_LIBRARY / KDA_HIP_LIBRARY and drives it
+// like a real driver, so CI (no GPU) covers device selection, the chip check,
+// pointer checks, lazy module loading, argument packing and every driver
+// error path.
+//
+// Behaviour is set through the environment, read on each call:
+//   KDA_FAKE_DEVICES  number of devices (default 1; 0 makes cuInit/hipInit
+//                     fail with *_ERROR_NO_DEVICE)
+//   KDA_FAKE_CC       compute capability as major*10+minor (default 90)
+//   KDA_FAKE_GFX      the AMD chip; hipModuleLoadData refuses a code object
+//                     not mentioning it (default gfx942)
+//   KDA_FAKE_FAIL     FUNCTION=CODE: that function returns CODE
+// and through the kda_fake_* functions below (the tests dlsym them).
+// "Device memory" is whatever host memory a test registers.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Allocation {
+  uintptr_t base;
+  size_t size;
+  int device;
+  int memoryType; // CU_MEMORYTYPE_*: 1 host, 2 device
+  bool owned;     // allocated by cuMemAlloc_v2
+};
+
+struct Function {
+  std::string entry;
+};
+
+struct Module {
+  std::string image;
+  std::vector<std::unique_ptr<Function>>
+      functions; // freed with the module, as in a real driver
+};
+
+std::mutex &mutex() {
+  static std::mutex m;
+  return m;
+}
+
+int envInt(const char *name, int fallback) {
+  const char *v = std::getenv(name);
+  return v && *v ? std::atoi(v) : fallback;
+}
+
+// The code KDA_FAKE_FAIL gives `function`, or 0.
+int failure(const char *function) {
+  const char *v = std::getenv("KDA_FAKE_FAIL");
+  if (!v)
+    return 0;
+  std::string s = v;
+  size_t eq = s.find('=');
+  if (eq == std::string::npos || s.compare(0, eq, function) != 0)
+    return 0;
+  return std::atoi(s.c_str() + eq + 1);
+}
+
+bool hasString(const std::string &image, const std::string &s) {
+  return image.find(s) != std::string::npos;
+}
+
+uint16_t elfMachine(const void *image) {
+  const unsigned char *p = static_cast<const unsigned char *>(image);
+  if (std::memcmp(p,
+                  "\x7f"
+                  "ELF",
+                  4) != 0)
+    return 0;
+  return static_cast<uint16_t>(p[18] | (p[19] << 8));
+}
+
+std::vector<Allocation> allocations;
+std::vector<int> argSizes;
+thread_local void *currentContext = nullptr;
+thread_local int currentHipDevice = 0;
+
+void *contextOf(int device) {
+  return reinterpret_cast<void *>(uintptr_t(0x1000) + 0x10 * uintptr_t(device));
+}
+
+} // namespace
+
+extern "C" {
+
+// What the tests read back.
+struct kda_fake_state {
+  int inits, retains, moduleLoads, moduleUnloads, launches, setCurrentCalls;
+  int funcAttribute, funcAttributeValue; // last cuFuncSetAttribute
+  struct {
+    char entry[128];
+    unsigned grid[3], block[3], shared;
+    void *stream;
+    void *context; // CUDA: context current during the launch
+    int hipDevice; // HIP: device current during the launch
+    int numArgs;
+    unsigned char args[16][8];
+  } last;
+};
+
+static kda_fake_state state;
+
+void kda_fake_reset() {
+  std::lock_guard<std::mutex> lock(mutex());
+  for (const Allocation &a : allocations)
+    if (a.owned)
+      std::free(reinterpret_cast<void *>(a.base));
+  allocations.clear();
+  argSizes.clear();
+  state = kda_fake_state();
+  currentContext = nullptr;
+  currentHipDevice = 0;
+}
+
+const kda_fake_state *kda_fake_get_state() { return &state; }
+
+void kda_fake_add_allocation(void *base, size_t size, int device,
+                             int memoryType) {
+  std::lock_guard<std::mutex> lock(mutex());
+  allocations.push_back(
+      {reinterpret_cast<uintptr_t>(base), size, device, memoryType, false});
+}
+
+// The byte size of each kernel argument, so that launches can be recorded.
+void kda_fake_set_arg_sizes(int n, const int *sizes) {
+  std::lock_guard<std::mutex> lock(mutex());
+  argSizes.assign(sizes, sizes + n);
+}
+
+static void recordLaunch(const Function *f, const unsigned grid[3],
+                         const unsigned block[3], unsigned shared, void *stream,
+                         void **args) {
+  std::lock_guard<std::mutex> lock(mutex());
+  ++state.launches;
+  std::snprintf(state.last.entry, sizeof state.last.entry, "%s",
+                f->entry.c_str());
+  std::memcpy(state.last.grid, grid, sizeof state.last.grid);
+  std::memcpy(state.last.block, block, sizeof state.last.block);
+  state.last.shared = shared;
+  state.last.stream = stream;
+  state.last.context = currentContext;
+  state.last.hipDevice = currentHipDevice;
+  state.last.numArgs = static_cast<int>(argSizes.size());
+  std::memset(state.last.args, 0, sizeof state.last.args);
+  for (size_t i = 0; i < argSizes.size() && i < 16; ++i)
+    std::memcpy(state.last.args[i], args[i], static_cast<size_t>(argSizes[i]));
+}
+
+// ---- CUDA driver API ------------------------------------------------------
+
+#define FAIL_IF_ASKED(name)                                                    \
+  if (int code = failure(name))                                                \
+    return code;
+
+int cuGetErrorName(int error, const char **name) {
+  switch (error) {
+  case 0:
+    *name = "CUDA_SUCCESS";
+    return 0;
+  case 1:
+    *name = "CUDA_ERROR_INVALID_VALUE";
+    return 0;
+  case 2:
+    *name = "CUDA_ERROR_OUT_OF_MEMORY";
+    return 0;
+  case 100:
+    *name = "CUDA_ERROR_NO_DEVICE";
+    return 0;
+  case 101:
+    *name = "CUDA_ERROR_INVALID_DEVICE";
+    return 0;
+  case 200:
+    *name = "CUDA_ERROR_INVALID_IMAGE";
+    return 0;
+  case 209:
+    *name = "CUDA_ERROR_NO_BINARY_FOR_GPU";
+    return 0;
+  case 500:
+    *name = "CUDA_ERROR_NOT_FOUND";
+    return 0;
+  case 701:
+    *name = "CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES";
+    return 0;
+  case 719:
+    *name = "CUDA_ERROR_LAUNCH_FAILED";
+    return 0;
+  case 804:
+    *name = "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE";
+    return 0;
+  default:
+    *name = nullptr;
+    return 1;
+  }
+}
+
+int cuInit(unsigned) {
+  FAIL_IF_ASKED("cuInit");
+  ++state.inits;
+  return envInt("KDA_FAKE_DEVICES", 1) == 0 ? 100 : 0;
+}
+
+int cuDriverGetVersion(int *v) {
+  *v = 13000;
+  return 0;
+}
+
+int cuDeviceGetCount(int *count) {
+  FAIL_IF_ASKED("cuDeviceGetCount");
+  *count = envInt("KDA_FAKE_DEVICES", 1);
+  return 0;
+}
+
+int cuDeviceGet(int *device, int ordinal) {
+  FAIL_IF_ASKED("cuDeviceGet");
+  if (ordinal < 0 || ordinal >= envInt("KDA_FAKE_DEVICES", 1))
+    return 101;
+  *device = ordinal;
+  return 0;
+}
+
+int cuDeviceGetAttribute(int *value, int attribute, int) {
+  FAIL_IF_ASKED("cuDeviceGetAttribute");
+  int cc = envInt("KDA_FAKE_CC", 90);
+  switch (attribute) {
+  case 75:
+    *value = cc / 10;
+    return 0;
+  case 76:
+    *value = cc % 10;
+    return 0;
+  case 97:
+    *value = envInt("KDA_FAKE_SMEM_OPTIN", 232448);
+    return 0;
+  default:
+    return 1;
+  }
+}
+
+int cuDeviceGetName(char *name, int length, int device) {
+  std::snprintf(name, static_cast<size_t>(length), "Fake GPU %d", device);
+  return 0;
+}
+
+int cuDevicePrimaryCtxRetain(void **context, int device) {
+  FAIL_IF_ASKED("cuDevicePrimaryCtxRetain");
+  ++state.retains;
+  *context = contextOf(device);
+  return 0;
+}
+
+int cuCtxGetCurrent(void **context) {
+  *context = currentContext;
+  return 0;
+}
+
+int cuCtxSetCurrent(void *context) {
+  FAIL_IF_ASKED("cuCtxSetCurrent");
+  ++state.setCurrentCalls;
+  currentContext = context;
+  return 0;
+}
+
+int cuCtxSynchronize() { return 0; }
+
+int cuModuleLoadData(void **module, const void *image) {
+  FAIL_IF_ASKED("cuModuleLoadData");
+  if (elfMachine(image) != 190)
+    return 200;
+  // The runtime's image is a std::string: NUL-terminated after its bytes,
+  // but may hold NULs inside; the tests put a size in bytes 40..47 (e_shoff,
+  // unused by the fake) so the fake can copy the whole thing.
+  uint64_t size;
+  std::memcpy(&size, static_cast<const char *>(image) + 40, sizeof size);
+  std::lock_guard<std::mutex> lock(mutex());
+  ++state.moduleLoads;
+  *module = new Module{std::string(static_cast<const char *>(image), size), {}};
+  return 0;
+}
+
+int cuModuleUnload(void *module) {
+  std::lock_guard<std::mutex> lock(mutex());
+  ++state.moduleUnloads;
+  delete static_cast<Module *>(module);
+  return 0;
+}
+
+int cuModuleGetFunction(void **function, void *module, const char *name) {
+  FAIL_IF_ASKED("cuModuleGetFunction");
+  if (!hasString(static_cast<Module *>(module)->image,
+                 std::string(1, '\0') + name + '\0'))
+    return 500;
+  auto *m = static_cast<Module *>(module);
+  m->functions.push_back(std::make_unique<Function>(Function{name}));
+  *function = m->functions.back().get();
+  return 0;
+}
+
+int cuFuncSetAttribute(void *, int attribute, int value) {
+  FAIL_IF_ASKED("cuFuncSetAttribute");
+  state.funcAttribute = attribute;
+  state.funcAttributeValue = value;
+  return 0;
+}
+
+int cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
+                   unsigned bx, unsigned by, unsigned bz, unsigned shared,
+                   void *stream, void **args, void **) {
+  FAIL_IF_ASKED("cuLaunchKernel");
+  unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+  recordLaunch(static_cast<Function *>(function), grid, block, shared, stream,
+               args);
+  return 0;
+}
+
+int cuPointerGetAttribute(void *data, int attribute,
+                          unsigned long long pointer) {
+  FAIL_IF_ASKED("cuPointerGetAttribute");
+  std::lock_guard<std::mutex> lock(mutex());
+  for (const Allocation &a : allocations) {
+    if (pointer < a.base || pointer >= a.base + a.size)
+      continue;
+    switch (attribute) {
+    case 2:
+      *static_cast<unsigned *>(data) = static_cast<unsigned>(a.memoryType);
+      return 0;
+    case 8:
+      *static_cast<unsigned *>(data) = 0;
+      return 0;
+    case 9:
+      *static_cast<int *>(data) = a.device;
+      return 0;
+    case 11:
+      *static_cast<unsigned long long *>(data) = a.base;
+      return 0;
+    case 12:
+      *static_cast<size_t *>(data) = a.size;
+      return 0;
+    default:
+      return 1;
+    }
+  }
+  return 1; // CUDA_ERROR_INVALID_VALUE: memory the driver does not know
+}
+
+// Like the real one: memory the driver does not know gets zeros, not an error.
+int cuPointerGetAttributes(unsigned count, int *attributes, void **data,
+                           unsigned long long pointer) {
+  FAIL_IF_ASKED("cuPointerGetAttributes");
+  const Allocation *found = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex());
+    for (const Allocation &a : allocations)
+      if (pointer >= a.base && pointer < a.base + a.size)
+        found = &a;
+  }
+  for (unsigned i = 0; i < count; ++i) {
+    switch (attributes[i]) {
+    case 2:
+      *static_cast<unsigned *>(data[i]) =
+          found ? static_cast<unsigned>(found->memoryType) : 0;
+      break;
+    case 8:
+      *static_cast<unsigned char *>(data[i]) = 0;
+      break; // a bool
+    case 9:
+      *static_cast<int *>(data[i]) = found ? found->device : -2;
+      break;
+    case 11:
+      *static_cast<unsigned long long *>(data[i]) = found ? found->base : 0;
+      break;
+    case 12:
+      *static_cast<size_t *>(data[i]) = found ? found->size : 0;
+      break;
+    default:
+      return 1;
+    }
+  }
+  return 0;
+}
+
+int cuMemAlloc_v2(unsigned long long *pointer, size_t size) {
+  void *p = std::aligned_alloc(256, (size + 255) / 256 * 256);
+  if (!p)
+    return 2;
+  std::lock_guard<std::mutex> lock(mutex());
+  int device = 0;
+  for (int d = 0; d < 16; ++d)
+    if (currentContext == contextOf(d))
+      device = d;
+  allocations.push_back(
+      {reinterpret_cast<uintptr_t>(p), size, device, 2, true});
+  *pointer = reinterpret_cast<uintptr_t>(p);
+  return 0;
+}
+
+int cuMemFree_v2(unsigned long long pointer) {
+  std::lock_guard<std::mutex> lock(mutex());
+  for (size_t i = 0; i < allocations.size(); ++i)
+    if (allocations[i].base == pointer && allocations[i].owned) {
+      std::free(reinterpret_cast<void *>(pointer));
+      allocations.erase(allocations.begin() + static_cast<long>(i));
+      return 0;
+    }
+  return 1;
+}
+
+int cuMemcpyHtoD_v2(unsigned long long dst, const void *src, size_t n) {
+  std::memcpy(reinterpret_cast<void *>(dst), src, n);
+  return 0;
+}
+
+int cuMemcpyDtoH_v2(void *dst, unsigned long long src, size_t n) {
+  std::memcpy(dst, reinterpret_cast<const void *>(src), n);
+  return 0;
+}
+
+// ---- HIP module API -------------------------------------------------------
+
+const char *hipGetErrorName(int error) {
+  switch (error) {
+  case 0:
+    return "hipSuccess";
+  case 1:
+    return "hipErrorInvalidValue";
+  case 100:
+    return "hipErrorNoDevice";
+  case 101:
+    return "hipErrorInvalidDevice";
+  case 200:
+    return "hipErrorInvalidImage";
+  case 209:
+    return "hipErrorNoBinaryForGpu";
+  case 500:
+    return "hipErrorNotFound";
+  case 719:
+    return "hipErrorLaunchFailure";
+  default:
+    return "hipErrorUnknown";
+  }
+}
+
+int hipInit(unsigned) {
+  FAIL_IF_ASKED("hipInit");
+  ++state.inits;
+  return envInt("KDA_FAKE_DEVICES", 1) == 0 ? 100 : 0;
+}
+
+int hipGetDeviceCount(int *count) {
+  *count = envInt("KDA_FAKE_DEVICES", 1);
+  return 0;
+}
+
+int hipDeviceGet(int *device, int ordinal) {
+  *device = ordinal;
+  return 0;
+}
+
+int hipDeviceGetName(char *name, int length, int device) {
+  std::snprintf(name, static_cast<size_t>(length), "Fake AMD GPU %d", device);
+  return 0;
+}
+
+int hipGetDevice(int *device) {
+  *device = currentHipDevice;
+  return 0;
+}
+
+int hipSetDevice(int device) {
+  if (device < 0 || device >= envInt("KDA_FAKE_DEVICES", 1))
+    return 101;
+  ++state.setCurrentCalls;
+  currentHipDevice = device;
+  return 0;
+}
+
+int hipModuleLoadData(void **module, const void *image) {
+  FAIL_IF_ASKED("hipModuleLoadData");
+  if (elfMachine(image) != 224)
+    return 200;
+  uint64_t size;
+  std::memcpy(&size, static_cast<const char *>(image) + 40, sizeof size);
+  std::string copy(static_cast<const char *>(image), size);
+  const char *gfx = std::getenv("KDA_FAKE_GFX");
+  if (!hasString(copy, gfx && *gfx ? gfx : "gfx942"))
+    return 209;
+  std::lock_guard<std::mutex> lock(mutex());
+  ++state.moduleLoads;
+  *module = new Module{copy, {}};
+  return 0;
+}
+
+int hipModuleUnload(void *module) { return cuModuleUnload(module); }
+
+int hipModuleGetFunction(void **function, void *module, const char *name) {
+  return cuModuleGetFunction(function, module, name);
+}
+
+int hipModuleLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
+                          unsigned bx, unsigned by, unsigned bz,
+                          unsigned shared, void *stream, void **args, void **) {
+  FAIL_IF_ASKED("hipModuleLaunchKernel");
+  unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
+  recordLaunch(static_cast<Function *>(function), grid, block, shared, stream,
+               args);
+  return 0;
+}
+
+} // extern "C"

@@ -1,0 +1,744 @@
+#include "runtime/Manifest.h"
+
+#include "runtime/Json.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <initializer_list>
+#include <map>
+#include <set>
+#include <sys/stat.h>
+#include <type_traits>
+#include <unistd.h>
+
+namespace kda::rt {
+
+using json::Value;
+
+const Kernel *Manifest::findKernel(std::string_view name) const {
+  for (const Kernel &k : kernels)
+    if (k.name == name)
+      return &k;
+  return nullptr;
+}
+
+const char *dtypeName(kda_dtype dtype) {
+  switch (dtype) {
+  case KDA_F32:
+    return "f32";
+  case KDA_F16:
+    return "f16";
+  case KDA_BF16:
+    return "bf16";
+  case KDA_I32:
+    return "i32";
+  case KDA_I64:
+    return "i64";
+  }
+  return "unknown dtype";
+}
+
+size_t dtypeSize(kda_dtype dtype) {
+  switch (dtype) {
+  case KDA_F16:
+  case KDA_BF16:
+    return 2;
+  case KDA_F32:
+  case KDA_I32:
+    return 4;
+  case KDA_I64:
+    return 8;
+  }
+  return 0;
+}
+
+const char *vendorName(Vendor vendor) {
+  return vendor == Vendor::Nvidia ? "nvidia" : "amd";
+}
+
+namespace {
+
+// Chips the runtime knows how to check. A chip outside these lists is far
+// more likely a typo than a real target, so it is rejected at load time.
+const char *const kNvidiaChips[] = {"sm_70",  "sm_75",   "sm_80",  "sm_86",
+                                    "sm_87",  "sm_89",   "sm_90",  "sm_90a",
+                                    "sm_100", "sm_100a", "sm_120", "sm_120a"};
+
+// AMD chips and their EF_AMDGPU_MACH value in a code object's e_flags.
+const std::pair<const char *, unsigned> kAmdChips[] = {
+    {"gfx90a", 0x03f}, {"gfx942", 0x04c}, {"gfx1100", 0x041}};
+
+constexpr uint16_t kEmCuda = 190, kEmAmdgpu = 224;
+constexpr size_t kMaxManifestBytes = 16u << 20;
+
+template <class List> std::string joinChips(const List &list) {
+  std::string s;
+  for (const auto &c : list) {
+    if (!s.empty())
+      s += ", ";
+    if constexpr (std::is_same_v<std::decay_t<decltype(c)>, const char *>)
+      s += c;
+    else
+      s += c.first;
+  }
+  return s;
+}
+
+bool isKnownChip(Vendor vendor, const std::string &chip) {
+  if (vendor == Vendor::Nvidia) {
+    for (const char *c : kNvidiaChips)
+      if (chip == c)
+        return true;
+    return false;
+  }
+  for (const auto &c : kAmdChips)
+    if (chip == c.first)
+      return true;
+  return false;
+}
+
+bool isIdentifier(const std::string &s) {
+  if (s.empty() || !(isalpha(static_cast<unsigned char>(s[0])) || s[0] == '_'))
+    return false;
+  for (char c : s)
+    if (!(isalnum(static_cast<unsigned char>(c)) || c == '_'))
+      return false;
+  return true;
+}
+
+std::string quote(const std::string &s) { return "\"" + s + "\""; }
+
+// Walks the JSON tree keeping the field path ("kernels[0].params[2].dtype")
+// so that every message says exactly which field is wrong, and where.
+class Reader {
+public:
+  explicit Reader(const std::string &origin) : origin_(origin) {}
+
+  Status error(const Value &at, const std::string &path,
+               const std::string &message) const {
+    return Status(KDA_ERROR_CORRUPT_BUNDLE,
+                  origin_ + ":" + std::to_string(at.line) + ":" +
+                      std::to_string(at.column) + ": " +
+                      (path.empty() ? "" : path + ": ") + message);
+  }
+
+  // `v` must be an object whose keys are all in `known`.
+  Status object(const Value &v, const std::string &path,
+                std::initializer_list<const char *> known) const {
+    if (!v.isObject())
+      return error(v, path, "expected an object, found " + json::aKind(v.kind));
+    for (const json::Member &m : v.members) {
+      bool ok = false;
+      for (const char *k : known)
+        ok = ok || m.key == k;
+      if (!ok) {
+        std::string list;
+        for (const char *k : known)
+          list += (list.empty() ? "" : ", ") + std::string(k);
+        return error(m.value, join(path, m.key),
+                     "unknown field (expected one of: " + list + ")");
+      }
+    }
+    return Status::ok();
+  }
+
+  Status field(const Value &obj, const std::string &path, const char *key,
+               const Value *&out) const {
+    out = obj.find(key);
+    if (!out)
+      return error(obj, path, std::string("missing field \"") + key + "\"");
+    return Status::ok();
+  }
+
+  Status string(const Value &obj, const std::string &path, const char *key,
+                std::string &out) const {
+    const Value *v;
+    if (Status s = field(obj, path, key, v))
+      return s;
+    if (!v->isString())
+      return error(*v, join(path, key),
+                   "expected a string, found " + json::aKind(v->kind));
+    if (v->string.empty())
+      return error(*v, join(path, key), "must not be empty");
+    out = v->string;
+    return Status::ok();
+  }
+
+  Status integer(const Value &v, const std::string &path, int64_t min,
+                 int64_t max, int64_t &out) const {
+    if (!v.isNumber() || !v.isInteger)
+      return error(v, path,
+                   "expected an integer, found " +
+                       (v.isNumber() ? "the number " + formatNumber(v.number)
+                                     : json::aKind(v.kind)));
+    if (v.integer < min || v.integer > max)
+      return error(v, path,
+                   "expected an integer in [" + std::to_string(min) + ", " +
+                       std::to_string(max) + "], found " +
+                       std::to_string(v.integer));
+    out = v.integer;
+    return Status::ok();
+  }
+
+  static std::string join(const std::string &path, const std::string &key) {
+    return path.empty() ? key : path + "." + key;
+  }
+  static std::string index(const std::string &path, size_t i) {
+    return path + "[" + std::to_string(i) + "]";
+  }
+  // The shortest form that reads back as `d` (1e+39,
+  // not 9.9999999999999994e+38).
+  static std::string formatNumber(double d) {
+    char buf[64];
+    for (int precision = 1; precision <= 17; ++precision) {
+      snprintf(buf, sizeof buf, "%.*g", precision, d);
+      if (strtod(buf, nullptr) == d)
+        break;
+    }
+    return buf;
+  }
+
+private:
+  std::string origin_;
+};
+
+bool parseDtype(const std::string &s, kda_dtype &out) {
+  for (kda_dtype d : {KDA_F32, KDA_F16, KDA_BF16, KDA_I32, KDA_I64})
+    if (s == dtypeName(d)) {
+      out = d;
+      return true;
+    }
+  return false;
+}
+
+// A shape or grid entry: an integer in [min, max] or a symbol name.
+Status parseExtent(const Reader &r, const Value &v, const std::string &path,
+                   int64_t min, Extent &out) {
+  if (v.isString()) {
+    if (!isIdentifier(v.string))
+      return r.error(v, path,
+                     "symbol " + quote(v.string) +
+                         " is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
+    out.symbol = v.string;
+    return Status::ok();
+  }
+  if (v.isNumber())
+    return r.integer(v, path, min, INT64_MAX, out.value);
+  return r.error(v, path,
+                 "expected an integer or a symbol name, found " +
+                     json::aKind(v.kind));
+}
+
+Status parseParam(const Reader &r, const Value &v, const std::string &path,
+                  Param &p) {
+  if (!v.isObject())
+    return r.error(v, path, "expected an object, found " + json::aKind(v.kind));
+  std::string kind;
+  if (Status s = r.string(v, path, "kind", kind))
+    return s;
+  if (Status s = r.string(v, path, "name", p.name))
+    return s;
+  if (!isIdentifier(p.name))
+    return r.error(*v.find("name"), Reader::join(path, "name"),
+                   quote(p.name) +
+                       " is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
+
+  if (kind == "tensor") {
+    p.kind = ParamKind::Tensor;
+    if (Status s =
+            r.object(v, path, {"name", "kind", "dtype", "shape", "alignment"}))
+      return s;
+    std::string dtype;
+    if (Status s = r.string(v, path, "dtype", dtype))
+      return s;
+    if (!parseDtype(dtype, p.dtype))
+      return r.error(*v.find("dtype"), Reader::join(path, "dtype"),
+                     "unknown dtype " + quote(dtype) +
+                         " (expected f32, f16, bf16, i32 or i64)");
+    const Value *shape;
+    if (Status s = r.field(v, path, "shape", shape))
+      return s;
+    std::string shapePath = Reader::join(path, "shape");
+    if (!shape->isArray())
+      return r.error(*shape, shapePath,
+                     "expected an array, found " + json::aKind(shape->kind));
+    for (size_t i = 0; i < shape->array.size(); ++i) {
+      p.shape.emplace_back();
+      if (Status s =
+              parseExtent(r, shape->array[i], Reader::index(shapePath, i), 0,
+                          p.shape.back()))
+        return s;
+    }
+    p.alignment = static_cast<int64_t>(
+        dtypeSize(p.dtype)); // natural alignment unless stated
+    if (const Value *a = v.find("alignment")) {
+      std::string aPath = Reader::join(path, "alignment");
+      if (Status s = r.integer(*a, aPath, 1, 4096, p.alignment))
+        return s;
+      if (p.alignment & (p.alignment - 1))
+        return r.error(*a, aPath,
+                       "must be a power of two, found " +
+                           std::to_string(p.alignment));
+    }
+    return Status::ok();
+  }
+  if (kind == "dim") {
+    p.kind = ParamKind::Dim;
+    return r.object(v, path, {"name", "kind"});
+  }
+  if (kind == "f32" || kind == "i64") {
+    if (Status s = r.object(v, path, {"name", "kind", "value"}))
+      return s;
+    const Value *value;
+    if (Status s = r.field(v, path, "value", value))
+      return s;
+    std::string vPath = Reader::join(path, "value");
+    if (kind == "i64") {
+      p.kind = ParamKind::I64;
+      return r.integer(*value, vPath, INT64_MIN, INT64_MAX, p.i64Value);
+    }
+    p.kind = ParamKind::F32;
+    if (!value->isNumber())
+      return r.error(*value, vPath,
+                     "expected a number, found " + json::aKind(value->kind));
+    if (value->number > 3.4028234663852886e38 ||
+        value->number < -3.4028234663852886e38)
+      return r.error(*value, vPath,
+                     Reader::formatNumber(value->number) +
+                         " does not fit in f32");
+    p.f32Value = value->number;
+    return Status::ok();
+  }
+  return r.error(*v.find("kind"), Reader::join(path, "kind"),
+                 "unknown kind " + quote(kind) +
+                     " (expected tensor, dim, f32 or i64)");
+}
+
+Status parseKernel(const Reader &r, const Value &v, const std::string &path,
+                   Vendor vendor, Kernel &k) {
+  if (Status s = r.object(v, path,
+                          {"name", "binary", "entry", "params", "grid", "block",
+                           "dynamic_shared_memory", "tile"}))
+    return s;
+  if (Status s = r.string(v, path, "name", k.name))
+    return s;
+  if (Status s = r.string(v, path, "entry", k.entry))
+    return s;
+  if (Status s = r.string(v, path, "binary", k.binary))
+    return s;
+  // A plain file name: a bundle is one directory and must not reach outside it.
+  const Value &binary = *v.find("binary");
+  std::string binaryPath = Reader::join(path, "binary");
+  if (k.binary.find('/') != std::string::npos || k.binary == "." ||
+      k.binary == "..")
+    return r.error(binary, binaryPath,
+                   quote(k.binary) +
+                       " must be a file name inside the bundle directory");
+  const char *extension = vendor == Vendor::Nvidia ? ".cubin" : ".hsaco";
+  size_t extLen = strlen(extension);
+  if (k.binary.size() <= extLen ||
+      k.binary.compare(k.binary.size() - extLen, extLen, extension) != 0)
+    return r.error(binary, binaryPath,
+                   quote(k.binary) + " must end in " + extension +
+                       " for vendor " + vendorName(vendor));
+
+  // Parameters.
+  const Value *params;
+  if (Status s = r.field(v, path, "params", params))
+    return s;
+  std::string paramsPath = Reader::join(path, "params");
+  if (!params->isArray())
+    return r.error(*params, paramsPath,
+                   "expected an array, found " + json::aKind(params->kind));
+  std::map<std::string, size_t> paramNames;
+  for (size_t i = 0; i < params->array.size(); ++i) {
+    std::string pPath = Reader::index(paramsPath, i);
+    k.params.emplace_back();
+    Param &p = k.params.back();
+    if (Status s = parseParam(r, params->array[i], pPath, p))
+      return s;
+    auto inserted = paramNames.emplace(p.name, i);
+    if (!inserted.second)
+      return r.error(params->array[i], pPath,
+                     "duplicate parameter name " + quote(p.name) +
+                         " (also params[" +
+                         std::to_string(inserted.first->second) + "])");
+    if (p.kind == ParamKind::Tensor)
+      k.tensorParams.push_back(i);
+  }
+  // Symbols the tensors can bind; a dim or grid symbol outside this set could
+  // never get a value at launch. Indices let a launch bind into a flat array.
+  std::map<std::string, int> symbolIndex;
+  for (Param &p : k.params)
+    for (Extent &e : p.shape)
+      if (e.isSymbol()) {
+        auto inserted =
+            symbolIndex.emplace(e.symbol, static_cast<int>(k.symbols.size()));
+        if (inserted.second)
+          k.symbols.push_back(e.symbol);
+        e.symbolIndex = inserted.first->second;
+      }
+  for (size_t i = 0; i < k.params.size(); ++i) {
+    Param &p = k.params[i];
+    if (p.kind != ParamKind::Dim)
+      continue;
+    auto it = symbolIndex.find(p.name);
+    if (it == symbolIndex.end())
+      return r.error(params->array[i], Reader::index(paramsPath, i),
+                     "dim " + quote(p.name) +
+                         " does not appear in any tensor's shape, so no launch "
+                         "can bind it");
+    p.symbolIndex = it->second;
+  }
+
+  // Launch geometry.
+  const Value *grid, *block;
+  if (Status s = r.field(v, path, "grid", grid))
+    return s;
+  std::string gridPath = Reader::join(path, "grid");
+  if (!grid->isArray() || grid->array.size() != 3)
+    return r.error(*grid, gridPath, "expected an array of 3 entries (x, y, z)");
+  for (size_t i = 0; i < 3; ++i) {
+    std::string gPath = Reader::index(gridPath, i);
+    if (Status s = parseExtent(r, grid->array[i], gPath, 1, k.grid[i]))
+      return s;
+    if (k.grid[i].isSymbol()) {
+      auto it = symbolIndex.find(k.grid[i].symbol);
+      if (it == symbolIndex.end())
+        return r.error(grid->array[i], gPath,
+                       "symbol " + quote(k.grid[i].symbol) +
+                           " does not appear in any tensor's shape");
+      k.grid[i].symbolIndex = it->second;
+    }
+    if (!k.grid[i].isSymbol() && k.grid[i].value > UINT32_MAX)
+      return r.error(grid->array[i], gPath,
+                     "grid size " + std::to_string(k.grid[i].value) +
+                         " does not fit in 32 bits");
+  }
+  if (Status s = r.field(v, path, "block", block))
+    return s;
+  std::string blockPath = Reader::join(path, "block");
+  if (!block->isArray() || block->array.size() != 3)
+    return r.error(*block, blockPath,
+                   "expected an array of 3 integers (x, y, z)");
+  int64_t threads = 1;
+  for (size_t i = 0; i < 3; ++i) {
+    int64_t b;
+    if (Status s =
+            r.integer(block->array[i], Reader::index(blockPath, i), 1, 1024, b))
+      return s;
+    k.block[i] = static_cast<uint32_t>(b);
+    threads *= b;
+  }
+  // Both vendors cap a block at 1024 threads.
+  if (threads > 1024)
+    return r.error(*block, blockPath,
+                   std::to_string(threads) +
+                       " threads per block; the limit is 1024");
+
+  if (const Value *smem = v.find("dynamic_shared_memory")) {
+    int64_t bytes;
+    if (Status s = r.integer(*smem, Reader::join(path, "dynamic_shared_memory"),
+                             0, UINT32_MAX, bytes))
+      return s;
+    k.dynamicSharedMemory = static_cast<uint32_t>(bytes);
+  }
+  if (const Value *tile = v.find("tile")) {
+    std::string tilePath = Reader::join(path, "tile");
+    if (!tile->isObject())
+      return r.error(*tile, tilePath,
+                     "expected an object, found " + json::aKind(tile->kind));
+    for (const json::Member &m : tile->members) {
+      int64_t value;
+      if (Status s = r.integer(m.value, Reader::join(tilePath, m.key), 0,
+                               INT64_MAX, value))
+        return s;
+      k.tile.emplace_back(m.key, value);
+    }
+  }
+  return Status::ok();
+}
+
+[[maybe_unused]] std::string errnoText(int rc, const char *buf) {
+  return rc == 0 ? buf : "unknown error";
+}
+[[maybe_unused]] std::string errnoText(const char *text, const char *) {
+  return text;
+}
+// strerror is not thread-safe; strerror_r has a GNU and an XSI flavour.
+std::string describeErrno(int e) {
+  char buf[256] = {0};
+  return errnoText(strerror_r(e, buf, sizeof buf), buf);
+}
+
+// Reads a whole regular file. `missing` is the code for a file that cannot be
+// opened (the caller knows whether that means a bad argument or a bad bundle).
+Status readFile(const std::string &path, size_t maxBytes, kda_status missing,
+                std::string &out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return Status(missing, path + ": cannot open: " + describeErrno(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status(missing, path + ": not a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > maxBytes) {
+    ::close(fd);
+    return Status(KDA_ERROR_CORRUPT_BUNDLE,
+                  path + ": " + std::to_string(st.st_size) +
+                      " bytes is larger than the limit of " +
+                      std::to_string(maxBytes));
+  }
+  out.resize(static_cast<size_t>(st.st_size));
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::read(fd, &out[done], out.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0) {
+      int e = errno;
+      ::close(fd);
+      return Status(KDA_ERROR_CORRUPT_BUNDLE,
+                    path + ": read failed: " +
+                        (n == 0 ? std::string("file shrank while reading")
+                                : describeErrno(e)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return Status::ok();
+}
+
+uint16_t read16(const std::string &s, size_t at) {
+  return static_cast<uint16_t>(static_cast<unsigned char>(s[at]) |
+                               (static_cast<unsigned char>(s[at + 1]) << 8));
+}
+uint32_t read32(const std::string &s, size_t at) {
+  return static_cast<uint32_t>(read16(s, at)) |
+         (static_cast<uint32_t>(read16(s, at + 2)) << 16);
+}
+
+} // namespace
+
+Status parseManifest(std::string_view text, const std::string &origin,
+                     Manifest &out) {
+  out = Manifest();
+  Value root;
+  std::string jsonError;
+  if (!json::parse(text, root, jsonError))
+    return Status(KDA_ERROR_CORRUPT_BUNDLE, origin + ":" + jsonError);
+  Reader r(origin);
+  if (Status s = r.object(
+          root, "", {"format", "version", "target", "source_hash", "kernels"}))
+    return s;
+
+  std::string format;
+  if (Status s = r.string(root, "", "format", format))
+    return s;
+  if (format != "kda-bundle")
+    return r.error(*root.find("format"), "format",
+                   "expected \"kda-bundle\", found " + quote(format));
+  const Value *version;
+  if (Status s = r.field(root, "", "version", version))
+    return s;
+  if (!version->isNumber() || !version->isInteger || version->integer != 1)
+    return r.error(*version, "version",
+                   "unsupported version " +
+                       (version->isNumber()
+                            ? Reader::formatNumber(version->number)
+                            : json::aKind(version->kind)) +
+                       " (this runtime reads version 1)");
+  out.version = 1;
+
+  const Value *target;
+  if (Status s = r.field(root, "", "target", target))
+    return s;
+  if (Status s = r.object(*target, "target", {"vendor", "chip"}))
+    return s;
+  std::string vendor;
+  if (Status s = r.string(*target, "target", "vendor", vendor))
+    return s;
+  if (vendor == "nvidia")
+    out.target.vendor = Vendor::Nvidia;
+  else if (vendor == "amd")
+    out.target.vendor = Vendor::Amd;
+  else
+    return r.error(*target->find("vendor"), "target.vendor",
+                   "unknown vendor " + quote(vendor) +
+                       " (expected \"nvidia\" or \"amd\")");
+  if (Status s = r.string(*target, "target", "chip", out.target.chip))
+    return s;
+  if (!isKnownChip(out.target.vendor, out.target.chip))
+    return r.error(
+        *target->find("chip"), "target.chip",
+        "unknown " + vendor + " chip " + quote(out.target.chip) + " (known: " +
+            (out.target.vendor == Vendor::Nvidia ? joinChips(kNvidiaChips)
+                                                 : joinChips(kAmdChips)) +
+            ")");
+
+  if (Status s = r.string(root, "", "source_hash", out.sourceHash))
+    return s;
+  bool hex = out.sourceHash.size() == 64;
+  for (char c : out.sourceHash)
+    hex = hex && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
+  if (!hex)
+    return r.error(*root.find("source_hash"), "source_hash",
+                   "expected 64 lowercase hex digits (a SHA-256), found " +
+                       quote(out.sourceHash));
+
+  const Value *kernels;
+  if (Status s = r.field(root, "", "kernels", kernels))
+    return s;
+  if (!kernels->isArray())
+    return r.error(*kernels, "kernels",
+                   "expected an array, found " + json::aKind(kernels->kind));
+  if (kernels->array.empty())
+    return r.error(*kernels, "kernels", "a bundle needs at least one kernel");
+  std::map<std::string, size_t> names;
+  for (size_t i = 0; i < kernels->array.size(); ++i) {
+    std::string kPath = Reader::index("kernels", i);
+    out.kernels.emplace_back();
+    if (Status s = parseKernel(r, kernels->array[i], kPath, out.target.vendor,
+                               out.kernels.back()))
+      return s;
+    auto inserted = names.emplace(out.kernels.back().name, i);
+    if (!inserted.second)
+      return r.error(kernels->array[i], kPath,
+                     "duplicate kernel name " + quote(out.kernels.back().name) +
+                         " (also kernels[" +
+                         std::to_string(inserted.first->second) + "])");
+  }
+  return Status::ok();
+}
+
+Status checkBinaryHeader(const std::string &image, const Target &target,
+                         const std::string &what) {
+  bool nvidia = target.vendor == Vendor::Nvidia;
+  const char *kind = nvidia ? "a cubin" : "an AMDGPU code object";
+  if (image.size() < 64 || image.compare(0, 4,
+                                         "\x7f"
+                                         "ELF") != 0)
+    return Status(KDA_ERROR_CORRUPT_BUNDLE, what + " is not an ELF file (" +
+                                                kind +
+                                                " starts with \\x7fELF)");
+  if (image[4] != 2 || image[5] != 1)
+    return Status(KDA_ERROR_CORRUPT_BUNDLE,
+                  what + " is not a 64-bit little-endian ELF file");
+  uint16_t machine = read16(image, 18);
+  uint16_t expected = nvidia ? kEmCuda : kEmAmdgpu;
+  if (machine != expected)
+    return Status(KDA_ERROR_CORRUPT_BUNDLE,
+                  what + " is an ELF file for machine " +
+                      std::to_string(machine) + ", not " + kind + " (machine " +
+                      std::to_string(expected) + ")");
+  unsigned osAbiVersion = static_cast<unsigned char>(image[8]);
+  uint32_t flags = read32(image, 48);
+  if (nvidia) {
+    // The SM number sits in e_flags; where depends on the cubin ABI version
+    // (LLVM's ELF.h: EF_CUDA_SM before Blackwell-era toolkits, EF_CUDA_SM_MASK
+    // after). The 'a' suffix is not reliably recorded, so only the number is
+    // compared. Unknown ABI versions are not checked.
+    unsigned sm = 0;
+    if (osAbiVersion == 7)
+      sm = flags & 0xff;
+    else if (osAbiVersion == 8)
+      sm = (flags >> 8) & 0xff;
+    std::string digits;
+    for (char c : target.chip)
+      if (c >= '0' && c <= '9')
+        digits += c;
+    if (sm != 0 && std::to_string(sm) != digits)
+      return Status(KDA_ERROR_CORRUPT_BUNDLE,
+                    what + " is a cubin for sm_" + std::to_string(sm) +
+                        ", but target.chip is " + target.chip);
+  } else if (
+      static_cast<unsigned char>(image[7]) == 64 /* ELFOSABI_AMDGPU_HSA */ &&
+      osAbiVersion >= 1) {
+    // Code objects v3 and later record the processor in EF_AMDGPU_MACH.
+    unsigned mach = flags & 0xff;
+    for (const auto &c : kAmdChips) {
+      if (c.second == mach && target.chip != c.first)
+        return Status(KDA_ERROR_CORRUPT_BUNDLE,
+                      what + " is a code object for " + c.first +
+                          ", but target.chip is " + target.chip);
+    }
+  }
+  return Status::ok();
+}
+
+Status loadBundle(const std::string &directory, Manifest &out) {
+  struct stat st;
+  if (::stat(directory.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status(
+        KDA_ERROR_INVALID_ARGUMENT,
+        directory +
+            ": not a directory (a bundle is a directory with manifest.json)");
+  std::string manifestPath = directory + "/manifest.json";
+  std::string text;
+  if (Status s = readFile(manifestPath, kMaxManifestBytes,
+                          KDA_ERROR_CORRUPT_BUNDLE, text))
+    return s;
+  if (Status s = parseManifest(text, manifestPath, out))
+    return s;
+  // Kernels may share one binary (one module with several entries).
+  std::map<std::string, std::string> images;
+  for (size_t i = 0; i < out.kernels.size(); ++i) {
+    Kernel &k = out.kernels[i];
+    auto it = images.find(k.binary);
+    if (it == images.end()) {
+      std::string image;
+      std::string what = directory + "/" + k.binary;
+      if (Status s =
+              readFile(what, size_t(1) << 31, KDA_ERROR_CORRUPT_BUNDLE, image))
+        return s.prefix(manifestPath + ": kernels[" + std::to_string(i) +
+                        "].binary: ");
+      if (Status s = checkBinaryHeader(image, out.target, what))
+        return s.prefix(manifestPath + ": kernels[" + std::to_string(i) +
+                        "].binary: ");
+      it = images.emplace(k.binary, std::move(image)).first;
+    }
+    k.image = it->second;
+  }
+  return Status::ok();
+}
+
+bool nvidiaChipRunsOn(const std::string &chip, int major, int minor,
+                      std::string &why) {
+  // "sm_" + 2 or 3 digits (+ "a"); the last digit is the minor version.
+  size_t end = chip.size();
+  bool archSpecific = end > 0 && chip[end - 1] == 'a';
+  if (archSpecific)
+    --end;
+  int n = 0;
+  bool wellFormed = chip.compare(0, 3, "sm_") == 0 && end >= 5 && end <= 6;
+  for (size_t i = 3; wellFormed && i < end; ++i) {
+    wellFormed = chip[i] >= '0' && chip[i] <= '9';
+    n = n * 10 + (chip[i] - '0');
+  }
+  if (!wellFormed) {
+    why = "cannot read a compute capability from chip " + quote(chip);
+    return false;
+  }
+  int chipMajor = n / 10, chipMinor = n % 10;
+  if (archSpecific ? major == chipMajor && minor == chipMinor
+                   : major == chipMajor && minor >= chipMinor)
+    return true;
+  std::string device = "compute capability " + std::to_string(major) + "." +
+                       std::to_string(minor);
+  std::string needed =
+      std::to_string(chipMajor) + "." + std::to_string(chipMinor);
+  if (archSpecific)
+    why = chip + " code runs only on compute capability " + needed +
+          ", not on " + device;
+  else
+    why = chip + " code runs only on compute capability " + needed + " to " +
+          std::to_string(chipMajor) +
+          ".x (same major version, minor >= " + std::to_string(chipMinor) +
+          "), not on " + device;
+  return false;
+}
+
+} // namespace kda::rt

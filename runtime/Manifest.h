@@ -1,0 +1,108 @@
+// The bundle manifest (runtime/BUNDLE.md): what the compiler promises about
+// each kernel binary: its parameters (the kernel ABI), launch geometry and
+// target chip. Parsing validates everything that can be checked without a
+// driver, so that a bad bundle fails at load time with the field named,
+// not at launch time with a driver error code.
+#ifndef KDA_RUNTIME_MANIFEST_H
+#define KDA_RUNTIME_MANIFEST_H
+
+#include "runtime/Status.h"
+#include "runtime/kda_runtime.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kda::rt {
+
+enum class Vendor { Nvidia, Amd };
+
+enum class ParamKind { Tensor, Dim, F32, I64 };
+
+// One entry of a shape or of the grid: a fixed size, or a symbol whose value
+// the tensors bind at launch.
+struct Extent {
+  std::string symbol; // empty for a fixed size
+  int64_t value = 0;
+  int symbolIndex = -1; // into Kernel::symbols
+
+  bool isSymbol() const { return !symbol.empty(); }
+  std::string str() const {
+    return isSymbol() ? symbol : std::to_string(value);
+  }
+};
+
+struct Param {
+  std::string name;
+  ParamKind kind = ParamKind::Tensor;
+  // kind == Tensor
+  kda_dtype dtype = KDA_F32;
+  std::vector<Extent> shape;
+  int64_t alignment = 0; // bytes, a power of two
+  // kind == Dim: the symbol whose value is passed (named like the param)
+  int symbolIndex = -1;
+  // kind == F32 / I64: the constant baked into the manifest
+  double f32Value = 0;
+  int64_t i64Value = 0;
+};
+
+struct Kernel {
+  std::string name;                 // what kda_launch is called with
+  std::string binary;               // file name inside the bundle directory
+  std::string entry;                // symbol inside the binary
+  std::vector<Param> params;        // one kernel argument each, in this order
+  std::vector<size_t> tensorParams; // indices of the tensor params, in order
+  std::vector<std::string>
+      symbols; // every shape symbol, in order of first appearance
+  Extent grid[3];
+  uint32_t block[3] = {1, 1, 1};
+  uint32_t dynamicSharedMemory = 0;                  // bytes
+  std::vector<std::pair<std::string, int64_t>> tile; // informational
+  std::string image; // the binary's bytes (filled by loadBundle)
+};
+
+struct Target {
+  Vendor vendor = Vendor::Nvidia;
+  std::string chip; // "sm_90a", "gfx942", ...
+};
+
+struct Manifest {
+  int64_t version = 0;
+  Target target;
+  std::string sourceHash;
+  std::vector<Kernel> kernels;
+
+  const Kernel *findKernel(std::string_view name) const;
+};
+
+// Parses and validates manifest text; touches no files. `origin` starts every
+// message ("DIR/manifest.json"). Errors are KDA_ERROR_CORRUPT_BUNDLE and read
+// "ORIGIN:LINE:COLUMN: FIELD.PATH: what is wrong".
+Status parseManifest(std::string_view text, const std::string &origin,
+                     Manifest &out);
+
+// Reads DIR/manifest.json and every binary it names, checking that each
+// binary is an ELF file for the manifest's vendor and chip.
+Status loadBundle(const std::string &directory, Manifest &out);
+
+// Checks that a binary's ELF header matches the target (machine, and the chip
+// where the header records one). `what` names the binary in messages.
+Status checkBinaryHeader(const std::string &image, const Target &target,
+                         const std::string &what);
+
+const char *dtypeName(kda_dtype dtype);
+size_t dtypeSize(kda_dtype dtype);
+const char *vendorName(Vendor vendor);
+
+// CUDA's rules for running a cubin: one built for sm_XY runs on compute
+// capability X.Z with Z >= Y; one built for an arch-specific target (sm_90a)
+// runs only on exactly X.Y. Returns true when `chip` runs on `major.minor`;
+// otherwise `why` says which rule fails.
+bool nvidiaChipRunsOn(const std::string &chip, int major, int minor,
+                      std::string &why);
+
+} // namespace kda::rt
+
+#endif // KDA_RUNTIME_MANIFEST_H

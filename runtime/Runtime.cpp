@@ -1,0 +1,446 @@
+// The C API (kda_runtime.h) and the driver-independent half of a launch.
+#include "runtime/Runtime.h"
+
+#include "runtime/CudaDriver.h"
+#include "runtime/Driver.h"
+#include "runtime/HipDriver.h"
+
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+namespace kda::rt {
+
+std::string shapeString(const std::vector<Extent> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + shape[i].str();
+  return s + "]";
+}
+
+std::string tensorName(const Kernel &kernel, size_t position) {
+  return "tensor " + std::to_string(position) + " ('" +
+         kernel.params[kernel.tensorParams[position]].name + "')";
+}
+
+namespace {
+
+// The integer in a C enum field. C callers may store any int there; loading
+// an out-of-range value as the C++ enum type would be undefined behaviour.
+template <class Enum> int rawValue(const Enum &e) {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized here");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+// a * b, or false when it overflows `limit`.
+bool multiply(uint64_t a, uint64_t b, uint64_t limit, uint64_t &out) {
+  if (b != 0 && a > limit / b)
+    return false;
+  out = a * b;
+  return true;
+}
+
+} // namespace
+
+// Runs on every launch: nothing is allocated unless something is wrong
+// (messages are built only on failure), beyond the Binding's vectors.
+Status bindTensors(const Kernel &kernel, const kda_tensor *tensors,
+                   int32_t count, Binding &out) {
+  size_t expected = kernel.tensorParams.size();
+  if (count < 0 || static_cast<size_t>(count) != expected) {
+    std::string names;
+    for (size_t i : kernel.tensorParams)
+      names += (names.empty() ? "" : ", ") + kernel.params[i].name;
+    return Status(KDA_ERROR_INVALID_ARGUMENT,
+                  "kernel '" + kernel.name + "' takes " +
+                      std::to_string(expected) +
+                      (expected == 1 ? " tensor" : " tensors") +
+                      (names.empty() ? "" : " (" + names + ")") + ", got " +
+                      std::to_string(count));
+  }
+  if (count > 0 && !tensors)
+    return Status(KDA_ERROR_INVALID_ARGUMENT, "tensors is NULL, but kernel '" +
+                                                  kernel.name + "' takes " +
+                                                  std::to_string(count));
+
+  out.symbols.assign(kernel.symbols.size(), -1);
+  out.bytes.assign(expected, 0);
+  out.device = -1;
+  // Which tensor dimension bound each symbol, for messages.
+  out.boundAt.resize(kernel.symbols.size());
+  size_t deviceTensor = 0;
+
+  for (size_t i = 0; i < expected; ++i) {
+    const Param &p = kernel.params[kernel.tensorParams[i]];
+    const kda_tensor &t = tensors[i];
+    auto bad = [&](const std::string &problem) {
+      return Status(KDA_ERROR_BAD_TENSOR, tensorName(kernel, i) + problem);
+    };
+    auto expects = [&] {
+      return ", but kernel '" + kernel.name + "' expects ";
+    };
+
+    int dtype = rawValue(t.dtype);
+    if (dtype < KDA_F32 || dtype > KDA_I64)
+      return bad(" has dtype " + std::to_string(dtype) +
+                 ", which is not a kda_dtype");
+    if (t.dtype != p.dtype)
+      return bad(std::string(" has dtype ") + dtypeName(t.dtype) + expects() +
+                 dtypeName(p.dtype));
+    if (t.rank < 0 || static_cast<size_t>(t.rank) != p.shape.size())
+      return bad(" has rank " + std::to_string(t.rank) + expects() + "rank " +
+                 std::to_string(p.shape.size()) + " " + shapeString(p.shape));
+    if (t.rank > 0 && !t.shape)
+      return Status(KDA_ERROR_INVALID_ARGUMENT,
+                    tensorName(kernel, i) + " has rank " +
+                        std::to_string(t.rank) + " but a NULL shape");
+
+    uint64_t elements = 1;
+    for (size_t d = 0; d < p.shape.size(); ++d) {
+      int64_t size = t.shape[d];
+      const Extent &e = p.shape[d];
+      auto dimension = [&] { return " dimension " + std::to_string(d); };
+      if (size < 0)
+        return bad(dimension() + " is " + std::to_string(size) + " (negative)");
+      if (!e.isSymbol()) {
+        if (size != e.value)
+          return bad(dimension() + " is " + std::to_string(size) + expects() +
+                     std::to_string(e.value) + " (shape " +
+                     shapeString(p.shape) + ")");
+      } else if (out.symbols[e.symbolIndex] < 0) {
+        out.symbols[e.symbolIndex] = size;
+        out.boundAt[e.symbolIndex] = {i, d};
+      } else if (out.symbols[e.symbolIndex] != size) {
+        auto [ti, td] = out.boundAt[e.symbolIndex];
+        return bad(dimension() + " (symbol " + e.symbol + ") is " +
+                   std::to_string(size) + ", but " + tensorName(kernel, ti) +
+                   " dimension " + std::to_string(td) + " bound " + e.symbol +
+                   " = " + std::to_string(out.symbols[e.symbolIndex]));
+      }
+      if (!multiply(elements, static_cast<uint64_t>(size), uint64_t(1) << 62,
+                    elements))
+        return bad(" has more than 2^62 elements");
+    }
+    if (!multiply(elements, dtypeSize(p.dtype), uint64_t(1) << 62,
+                  out.bytes[i]))
+      return bad(" spans more than 2^62 bytes");
+
+    // The kernel gets a bare pointer and computes row-major offsets itself.
+    // Like PyTorch's is_contiguous, size-1 dimensions may have any stride and
+    // an empty tensor any strides.
+    if (t.strides && elements > 0) {
+      int64_t stride = 1;
+      for (size_t d = p.shape.size(); d-- > 0;) {
+        if (t.shape[d] != 1 && t.strides[d] != stride)
+          return bad(" is not contiguous: dimension " + std::to_string(d) +
+                     " has stride " + std::to_string(t.strides[d]) +
+                     ", row-major needs " + std::to_string(stride) +
+                     " (the kernel takes a bare pointer: make the tensor "
+                     "contiguous first)");
+        stride *= t.shape[d];
+      }
+    }
+    if (elements > 0) {
+      if (!t.data)
+        return bad(" has a NULL data pointer");
+      if (reinterpret_cast<uintptr_t>(t.data) %
+              static_cast<uint64_t>(p.alignment) !=
+          0) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%p", t.data);
+        return bad(std::string(" data pointer ") + buf + " is not aligned to " +
+                   std::to_string(p.alignment) + " bytes, as kernel '" +
+                   kernel.name + "' requires");
+      }
+    }
+
+    if (t.device == -1)
+      return bad(" is in host memory (device -1); kernel '" + kernel.name +
+                 "' needs device memory");
+    if (t.device < -1)
+      return bad(" has device " + std::to_string(t.device) +
+                 " (expected a device ordinal >= 0, or -1 for host memory)");
+    if (out.device < 0) {
+      out.device = t.device;
+      deviceTensor = i;
+    } else if (t.device != out.device) {
+      return bad(" is on device " + std::to_string(t.device) + ", but " +
+                 tensorName(kernel, deviceTensor) + " is on device " +
+                 std::to_string(out.device) + "; a launch runs on one device");
+    }
+  }
+
+  static const char axes[] = "xyz";
+  for (int a = 0; a < 3; ++a) {
+    const Extent &e = kernel.grid[a];
+    // Every grid symbol occurs in some tensor's shape (the manifest checks),
+    // so it is bound by now.
+    int64_t value = e.isSymbol() ? out.symbols[e.symbolIndex] : e.value;
+    if (value > static_cast<int64_t>(UINT32_MAX))
+      return Status(KDA_ERROR_BAD_TENSOR,
+                    std::string("grid ") + axes[a] + " is " + e.symbol + " = " +
+                        std::to_string(value) +
+                        ", which does not fit in 32 bits");
+    out.grid[a] = static_cast<unsigned>(value);
+  }
+  return Status::ok();
+}
+
+void packArguments(const Kernel &kernel, const kda_tensor *tensors,
+                   const Binding &binding, std::vector<uint64_t> &storage,
+                   std::vector<void *> &args) {
+  // Each argument gets an 8-byte slot; the driver reads as many bytes as the
+  // kernel's parameter has (8 for pointers and i64, 4 for f32), from the
+  // slot's start, which is where memcpy puts them.
+  storage.assign(kernel.params.size(), 0);
+  args.assign(kernel.params.size(), nullptr);
+  size_t tensor = 0;
+  for (size_t i = 0; i < kernel.params.size(); ++i) {
+    const Param &p = kernel.params[i];
+    switch (p.kind) {
+    case ParamKind::Tensor:
+      storage[i] = static_cast<uint64_t>(
+          reinterpret_cast<uintptr_t>(tensors[tensor++].data));
+      break;
+    case ParamKind::Dim: {
+      int64_t v = binding.symbols[p.symbolIndex];
+      std::memcpy(&storage[i], &v, sizeof v);
+      break;
+    }
+    case ParamKind::F32: {
+      float f = static_cast<float>(p.f32Value);
+      std::memcpy(&storage[i], &f, sizeof f);
+      break;
+    }
+    case ParamKind::I64:
+      std::memcpy(&storage[i], &p.i64Value, sizeof p.i64Value);
+      break;
+    }
+    args[i] = &storage[i];
+  }
+}
+
+Status getDriver(Vendor vendor, Driver *&out) {
+  return vendor == Vendor::Nvidia ? cuda::getDriver(out) : hip::getDriver(out);
+}
+
+} // namespace kda::rt
+
+using namespace kda::rt;
+
+struct kda_bundle {
+  std::string directory;
+  Manifest manifest;
+
+  // Modules loaded so far: one per (driver, kernel, device), loaded on first
+  // launch and unloaded by kda_bundle_free.
+  struct Loaded {
+    Driver *driver;
+    size_t kernel;
+    int device;
+    void *module;
+    void *function;
+  };
+  std::mutex mutex;
+  std::vector<Loaded> loaded;
+
+  // The kernel's function on `device`, loading its module on first use.
+  // The device must be current.
+  Status function(Driver &driver, size_t kernel, int device, void *&out) {
+    std::lock_guard<std::mutex> lock(mutex);
+    for (const Loaded &l : loaded)
+      if (l.driver == &driver && l.kernel == kernel && l.device == device) {
+        out = l.function;
+        return Status::ok();
+      }
+    void *module = nullptr;
+    if (Status s = driver.load(manifest.target, manifest.kernels[kernel],
+                               device, module, out))
+      return s;
+    loaded.push_back({&driver, kernel, device, module, out});
+    return Status::ok();
+  }
+};
+
+namespace {
+
+thread_local std::string lastError;
+
+kda_status finish(const Status &s) {
+  lastError = s.message();
+  return s.code();
+}
+
+Status findKernel(const kda_bundle *bundle, const char *name, size_t &index) {
+  if (!bundle)
+    return Status(KDA_ERROR_INVALID_ARGUMENT, "bundle is NULL");
+  if (!name)
+    return Status(KDA_ERROR_INVALID_ARGUMENT, "kernel name is NULL");
+  const std::vector<Kernel> &kernels = bundle->manifest.kernels;
+  for (size_t i = 0; i < kernels.size(); ++i)
+    if (kernels[i].name == name) {
+      index = i;
+      return Status::ok();
+    }
+  std::string names;
+  for (const Kernel &k : kernels)
+    names += (names.empty() ? "" : ", ") + k.name;
+  return Status(KDA_ERROR_NOT_FOUND, "bundle " + bundle->directory +
+                                         " has no kernel '" + name +
+                                         "' (it has: " + names + ")");
+}
+
+Status launch(kda_bundle *bundle, const char *name, const kda_tensor *tensors,
+              int32_t count, void *stream) {
+  size_t index = 0;
+  if (Status s = findKernel(bundle, name, index))
+    return s;
+  const Kernel &kernel = bundle->manifest.kernels[index];
+  // Reused by this thread's launches, so that a launch allocates nothing.
+  thread_local Binding binding;
+  thread_local std::vector<uint64_t> storage;
+  thread_local std::vector<void *> args;
+  if (Status s = bindTensors(kernel, tensors, count, binding))
+    return s;
+
+  Driver *driver = nullptr;
+  if (Status s = getDriver(bundle->manifest.target.vendor, driver))
+    return s;
+  int device = binding.device < 0 ? 0 : binding.device;
+  if (Status s = driver->checkDevice(device, bundle->manifest.target))
+    return s;
+  DeviceScope scope(*driver);
+  if (Status s = scope.enter(device))
+    return s;
+  for (size_t i = 0; i < binding.bytes.size(); ++i)
+    if (binding.bytes[i] > 0)
+      if (Status s = driver->checkPointer(tensors[i].data, binding.bytes[i],
+                                          device, kernel, i))
+        return s;
+  // An empty batch: nothing to run (a zero grid is an error to the drivers).
+  if (binding.emptyGrid())
+    return Status::ok();
+
+  void *function = nullptr;
+  if (Status s = bundle->function(*driver, index, device, function))
+    return s;
+  packArguments(kernel, tensors, binding, storage, args);
+  LaunchConfig config{{binding.grid[0], binding.grid[1], binding.grid[2]},
+                      {kernel.block[0], kernel.block[1], kernel.block[2]},
+                      kernel.dynamicSharedMemory,
+                      stream,
+                      args.data()};
+  return driver->launch(kernel, function, config);
+}
+
+} // namespace
+
+extern "C" {
+
+kda_status kda_bundle_load(const char *directory, kda_bundle **out) {
+  if (out)
+    *out = nullptr;
+  if (!directory || !out)
+    return finish(Status(KDA_ERROR_INVALID_ARGUMENT,
+                         !directory ? "directory is NULL" : "out is NULL"));
+  auto *bundle = new kda_bundle;
+  bundle->directory = directory;
+  if (Status s = loadBundle(directory, bundle->manifest)) {
+    delete bundle;
+    return finish(s);
+  }
+  *out = bundle;
+  return finish(Status::ok());
+}
+
+void kda_bundle_free(kda_bundle *bundle) {
+  if (!bundle)
+    return;
+  for (const kda_bundle::Loaded &l : bundle->loaded) {
+    DeviceScope scope(*l.driver);
+    if (scope.enter(l.device).isOk())
+      l.driver->unload(l.module);
+  }
+  delete bundle;
+}
+
+int32_t kda_bundle_num_kernels(const kda_bundle *bundle) {
+  if (!bundle) {
+    finish(Status(KDA_ERROR_INVALID_ARGUMENT, "bundle is NULL"));
+    return -1;
+  }
+  finish(Status::ok());
+  return static_cast<int32_t>(bundle->manifest.kernels.size());
+}
+
+const char *kda_bundle_kernel_name(const kda_bundle *bundle, int32_t i) {
+  if (!bundle) {
+    finish(Status(KDA_ERROR_INVALID_ARGUMENT, "bundle is NULL"));
+    return nullptr;
+  }
+  const auto &kernels = bundle->manifest.kernels;
+  if (i < 0 || static_cast<size_t>(i) >= kernels.size()) {
+    finish(Status(KDA_ERROR_INVALID_ARGUMENT,
+                  "kernel index " + std::to_string(i) +
+                      " is out of range (the bundle has " +
+                      std::to_string(kernels.size()) + " kernels)"));
+    return nullptr;
+  }
+  finish(Status::ok());
+  return kernels[i].name.c_str();
+}
+
+const char *kda_bundle_target_chip(const kda_bundle *bundle) {
+  if (!bundle) {
+    finish(Status(KDA_ERROR_INVALID_ARGUMENT, "bundle is NULL"));
+    return nullptr;
+  }
+  finish(Status::ok());
+  return bundle->manifest.target.chip.c_str();
+}
+
+kda_status kda_check_tensors(const kda_bundle *bundle, const char *kernel,
+                             const kda_tensor *tensors, int32_t num_tensors) {
+  size_t index = 0;
+  if (Status s = findKernel(bundle, kernel, index))
+    return finish(s);
+  thread_local Binding binding; // reused: checking allocates nothing
+  return finish(bindTensors(bundle->manifest.kernels[index], tensors,
+                            num_tensors, binding));
+}
+
+kda_status kda_launch(kda_bundle *bundle, const char *kernel,
+                      const kda_tensor *tensors, int32_t num_tensors,
+                      void *stream) {
+  return finish(launch(bundle, kernel, tensors, num_tensors, stream));
+}
+
+const char *kda_last_error(void) { return lastError.c_str(); }
+
+const char *kda_status_name(kda_status status) {
+  switch (rawValue(status)) {
+  case KDA_OK:
+    return "KDA_OK";
+  case KDA_ERROR_INVALID_ARGUMENT:
+    return "KDA_ERROR_INVALID_ARGUMENT";
+  case KDA_ERROR_NO_DRIVER:
+    return "KDA_ERROR_NO_DRIVER";
+  case KDA_ERROR_NO_DEVICE:
+    return "KDA_ERROR_NO_DEVICE";
+  case KDA_ERROR_WRONG_ARCHITECTURE:
+    return "KDA_ERROR_WRONG_ARCHITECTURE";
+  case KDA_ERROR_CORRUPT_BUNDLE:
+    return "KDA_ERROR_CORRUPT_BUNDLE";
+  case KDA_ERROR_NOT_FOUND:
+    return "KDA_ERROR_NOT_FOUND";
+  case KDA_ERROR_BAD_TENSOR:
+    return "KDA_ERROR_BAD_TENSOR";
+  case KDA_ERROR_LAUNCH_FAILED:
+    return "KDA_ERROR_LAUNCH_FAILED";
+  }
+  return "KDA_STATUS_UNKNOWN";
+}
+
+} // extern "C"

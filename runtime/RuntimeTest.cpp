@@ -1,0 +1,1506 @@
+// Unit tests of the runtime, on the CPU: the JSON parser, manifest
+// validation, symbol binding and tensor checks, the C API, the no-driver
+// path, and every driver path against FakeDriver.cpp (a stand-in for
+// libcuda.so.1 / libamdhip64.so loaded through KDA_CUDA_LIBRARY /
+// KDA_HIP_LIBRARY).
+#include "runtime/Runtime.h"
+#include "runtime/Json.h"
+#include "runtime/Manifest.h"
+#include "runtime/kda_runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <dlfcn.h>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace kda::rt;
+
+// Counts heap allocations, so that a test can check that a launch makes none
+// (the runtime's objects are linked into this executable and use these).
+static std::atomic<long> heapAllocations{0};
+void *operator new(size_t size) {
+  heapAllocations.fetch_add(1, std::memory_order_relaxed);
+  if (void *p = std::malloc(size ? size : 1))
+    return p;
+  std::abort();
+}
+void operator delete(void *p) noexcept { std::free(p); }
+void operator delete(void *p, size_t) noexcept { std::free(p); }
+
+namespace {
+
+// ---- helpers ----------------------------------------------------------------
+
+// "LINE:COLUMN" of the first occurrence of `needle` in `text`.
+std::string positionOf(const std::string &text, const std::string &needle) {
+  size_t at = text.find(needle);
+  EXPECT_NE(at, std::string::npos) << needle;
+  int line = 1;
+  size_t lineStart = 0;
+  for (size_t i = 0; i < at; ++i)
+    if (text[i] == '\n') {
+      ++line;
+      lineStart = i + 1;
+    }
+  return std::to_string(line) + ":" + std::to_string(at - lineStart + 1);
+}
+
+std::string replaced(std::string s, const std::string &from,
+                     const std::string &to) {
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos)
+      << "test bug: '" << from << "' not in the manifest";
+  if (at != std::string::npos)
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+// A minimal 64-bit ELF file: header, then the strings NUL-separated (entry
+// names, chip names, as a real binary's string table has them). FakeDriver
+// reads the total size from e_shoff (bytes 40..47), which it otherwise ignores.
+std::string elfImage(uint16_t machine, unsigned char osAbi,
+                     unsigned char abiVersion, uint32_t flags,
+                     const std::vector<std::string> &strings) {
+  std::string image(64, '\0');
+  image[0] = 0x7f, image[1] = 'E', image[2] = 'L', image[3] = 'F';
+  image[4] = 2; // ELFCLASS64
+  image[5] = 1; // little endian
+  image[6] = 1;
+  image[7] = static_cast<char>(osAbi);
+  image[8] = static_cast<char>(abiVersion);
+  image[18] = static_cast<char>(machine & 0xff);
+  image[19] = static_cast<char>(machine >> 8);
+  std::memcpy(&image[48], &flags, 4);
+  image += '\0';
+  for (const std::string &s : strings)
+    image += s + '\0';
+  uint64_t size = image.size();
+  std::memcpy(&image[40], &size, 8);
+  return image;
+}
+
+// A cubin header as nvcc 13 writes it (ABI version 8: SM number in bits 8..15).
+std::string cubin(unsigned sm, const std::vector<std::string> &entries) {
+  return elfImage(190, 51, 8, (sm << 8) | 0x6000004u, entries);
+}
+
+// An AMDGPU code object v4 header (EF_AMDGPU_MACH in the low byte).
+std::string hsaco(unsigned mach, const std::string &chip,
+                  std::vector<std::string> entries) {
+  entries.push_back(chip);
+  return elfImage(224, 64, 2, mach, entries);
+}
+
+class TempDir {
+public:
+  TempDir() {
+    const char *tmp = std::getenv("TMPDIR");
+    std::string pattern =
+        std::string(tmp && *tmp ? tmp : "/tmp") + "/kda-runtime-test-XXXXXX";
+    std::vector<char> buf(pattern.begin(), pattern.end());
+    buf.push_back('\0');
+    EXPECT_NE(mkdtemp(buf.data()), nullptr);
+    path_ = buf.data();
+  }
+  ~TempDir() {
+    for (const std::string &f : files_)
+      ::unlink((path_ + "/" + f).c_str());
+    ::rmdir(path_.c_str());
+  }
+  void write(const std::string &name, const std::string &content) {
+    std::ofstream(path_ + "/" + name, std::ios::binary) << content;
+    files_.push_back(name);
+  }
+  void remove(const std::string &name) {
+    ::unlink((path_ + "/" + name).c_str());
+  }
+  const std::string &path() const { return path_; }
+
+private:
+  std::string path_;
+  std::vector<std::string> files_;
+};
+
+const char *const kHash =
+    "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+// The reference bundle: a KDA-shaped kernel with every parameter kind, and a
+// small one without dynamic shared memory.
+std::string nvidiaManifest() {
+  return std::string(R"({
+  "format": "kda-bundle",
+  "version": 1,
+  "target": {"vendor": "nvidia", "chip": "sm_90a"},
+  "source_hash": ")") +
+         kHash + R"(",
+  "kernels": [
+    {
+      "name": "kda_gated_delta_kernel",
+      "binary": "kda_gated_delta_kernel.sm_90a.cubin",
+      "entry": "kda_gated_delta_kernel",
+      "params": [
+        {"name": "q", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", 32, 128], "alignment": 16},
+        {"name": "k", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", 32, 128], "alignment": 16},
+        {"name": "g", "kind": "tensor", "dtype": "f32",
+         "shape": ["B", "T", 32, 128]},
+        {"name": "o", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", 32, 128], "alignment": 16},
+        {"name": "T", "kind": "dim"},
+        {"name": "scale", "kind": "f32", "value": 0.088},
+        {"name": "chunks", "kind": "i64", "value": -7}
+      ],
+      "grid": ["B", 32, 1],
+      "block": [128, 1, 1],
+      "dynamic_shared_memory": 49152,
+      "tile": {"chunk": 64, "sub_chunk": 16}
+    },
+    {
+      "name": "kda_small",
+      "binary": "small.sm_90a.cubin",
+      "entry": "small_entry",
+      "params": [
+        {"name": "x", "kind": "tensor", "dtype": "f32", "shape": ["N"]}
+      ],
+      "grid": ["N", 1, 1],
+      "block": [64, 1, 1]
+    }
+  ]
+}
+)";
+}
+
+std::string amdManifest() {
+  return std::string(R"({
+  "format": "kda-bundle", "version": 1,
+  "target": {"vendor": "amd", "chip": "gfx942"},
+  "source_hash": ")") +
+         kHash + R"(",
+  "kernels": [{
+    "name": "axpy", "binary": "axpy.gfx942.hsaco", "entry": "axpy_entry",
+    "params": [
+      {"name": "x", "kind": "tensor", "dtype": "f32", "shape": ["N", 4]},
+      {"name": "N", "kind": "dim"},
+      {"name": "a", "kind": "f32", "value": 2.5}
+    ],
+    "grid": ["N", 1, 1], "block": [256, 1, 1], "dynamic_shared_memory": 1024
+  }]
+}
+)";
+}
+
+// A bundle directory with the reference manifest (or `manifest`) and binaries.
+struct BundleDir {
+  TempDir dir;
+  explicit BundleDir(const std::string &manifest = nvidiaManifest()) {
+    dir.write("manifest.json", manifest);
+    dir.write("kda_gated_delta_kernel.sm_90a.cubin",
+              cubin(90, {"kda_gated_delta_kernel"}));
+    dir.write("small.sm_90a.cubin", cubin(90, {"small_entry"}));
+    dir.write("axpy.gfx942.hsaco", hsaco(0x04c, "gfx942", {"axpy_entry"}));
+  }
+  const std::string &path() const { return dir.path(); }
+};
+
+kda_status load(const BundleDir &b, kda_bundle **out) {
+  return kda_bundle_load(b.path().c_str(), out);
+}
+
+// Owns a tensor's shape, strides and (host) storage; `view()` is what the C
+// API takes. Storage is 256-byte aligned so alignment tests control offsets.
+struct Tensor {
+  std::vector<int64_t> shape, strides;
+  kda_dtype dtype;
+  int32_t device = 0;
+  void *data = nullptr;
+  size_t bytes = 0;
+  size_t offset = 0;
+
+  Tensor(kda_dtype dtype, std::vector<int64_t> shape)
+      : shape(std::move(shape)), dtype(dtype) {
+    size_t n = 1;
+    for (int64_t d : this->shape)
+      n *= static_cast<size_t>(d);
+    bytes = n * dtypeSize(dtype);
+    data = std::aligned_alloc(256, (bytes + 256) / 256 * 256 + 256);
+  }
+  ~Tensor() { std::free(data); }
+  Tensor(const Tensor &) = delete;
+
+  kda_tensor view() const {
+    kda_tensor t;
+    t.data = bytes ? static_cast<char *>(data) + offset : nullptr;
+    t.dtype = dtype;
+    t.rank = static_cast<int32_t>(shape.size());
+    t.shape = shape.data();
+    t.strides = strides.empty() ? nullptr : strides.data();
+    t.device = device;
+    return t;
+  }
+};
+
+// q, k, g, o of the reference kernel, [B, T, 32, 128].
+struct KdaTensors {
+  Tensor q, k, g, o;
+  KdaTensors(int64_t b = 2, int64_t t = 100)
+      : q(KDA_BF16, {b, t, 32, 128}), k(KDA_BF16, {b, t, 32, 128}),
+        g(KDA_F32, {b, t, 32, 128}), o(KDA_BF16, {b, t, 32, 128}) {}
+  std::vector<kda_tensor> views() const {
+    return {q.view(), k.view(), g.view(), o.view()};
+  }
+};
+
+const char *const kKda = "kda_gated_delta_kernel";
+
+// ---- JSON -----------------------------------------------------------------
+
+TEST(Json, ParsesValuesWithPositions) {
+  json::Value v;
+  std::string error;
+  ASSERT_TRUE(json::parse(
+      "{\"a\": [1, -2.5e1, \"x\\u00e9\\ud83d\\ude00\\n\"],\n \"b\": {\"c\": "
+      "true, \"d\": null},\n"
+      " \"big\": 123456789012345678901234, \"min\": -9223372036854775808}",
+      v, error))
+      << error;
+  ASSERT_TRUE(v.isObject());
+  const json::Value *a = v.find("a");
+  ASSERT_TRUE(a && a->isArray());
+  ASSERT_EQ(a->array.size(), 3u);
+  EXPECT_TRUE(a->array[0].isInteger);
+  EXPECT_EQ(a->array[0].integer, 1);
+  EXPECT_FALSE(a->array[1].isInteger);
+  EXPECT_DOUBLE_EQ(a->array[1].number, -25.0);
+  EXPECT_EQ(a->array[2].string, "x\xc3\xa9\xf0\x9f\x98\x80\n");
+  EXPECT_EQ(a->array[2].line, 1);
+  EXPECT_EQ(a->array[2].column, 19);
+  const json::Value *b = v.find("b");
+  ASSERT_TRUE(b && b->isObject());
+  EXPECT_EQ(b->line, 2);
+  EXPECT_EQ(b->column, 7);
+  EXPECT_TRUE(b->find("c")->boolean);
+  EXPECT_TRUE(b->find("d")->isNull());
+  EXPECT_FALSE(v.find("big")->isInteger); // beyond int64: only the double
+  EXPECT_TRUE(v.find("min")->isInteger);
+  EXPECT_EQ(v.find("min")->integer, INT64_MIN);
+  EXPECT_EQ(v.find("nope"), nullptr);
+}
+
+TEST(Json, ErrorsSayWhereAndWhat) {
+  struct Case {
+    std::string text, expected;
+  } cases[] = {
+      {"", "1:1: expected a JSON value, found end of input"},
+      {"{\"a\": 1,}", "1:9: trailing comma before '}'"},
+      {"[1, 2,]", "1:7: trailing comma before ']'"},
+      {"{\"a\": 1, \"a\": 2}", "1:10: duplicate key \"a\" (first at 1:2)"},
+      {"{\n  \"a\": 1 // the answer\n}",
+       "2:10: comments are not allowed in JSON"},
+      {"{\"a\": 01}", "1:8: leading zeros are not allowed"},
+      {"{\"a\": NaN}", "1:7: unknown literal 'NaN'"},
+      {"{\n  \"ok\": tru\n}", "2:9: unknown literal 'tru'"},
+      {"{'a': 1}", "1:2: expected a key in double quotes, found '''"},
+      {"{\"a\" 1}", "1:6: expected ':' after key \"a\", found '1'"},
+      {"[1 2]", "1:4: expected ',' or ']' in array, found '2'"},
+      {"{\"a\": 1 \"b\": 2}", "1:9: expected ',' or '}' in object, found '\"'"},
+      {"[1, 2", "1:6: unterminated array"},
+      {"\"abc", "1:5: unterminated string"},
+      {"\"a\tb\"", "1:3: control character byte 0x09 in string"},
+      {"\"\\q\"", "1:3: invalid escape \\q"},
+      {"\"\\ud800x\"",
+       "high surrogate \\u escape not followed by a low surrogate"},
+      {"\"\\udc00\"", "unpaired low surrogate"},
+      {"\"\\u12g4\"", "expected 4 hex digits after \\u, found 'g'"},
+      {"\"\xff\"", "1:2: invalid UTF-8 byte 0xFF in string"},
+      {"\"\xc3", "truncated UTF-8 sequence"},
+      {"\"\xc0\xaf\"", "1:2: invalid UTF-8 byte 0xC0"},
+      {"\"\xed\xa0\x80\"", "invalid UTF-8 sequence"}, // an encoded surrogate
+      {"{} x", "1:4: unexpected 'x' after the JSON value"},
+      {"-", "1:2: expected a digit after '-'"},
+      {"1.", "1:3: expected a digit after '.'"},
+      {"1e+", "1:4: expected a digit in the exponent"},
+      {"1e999", "1:1: number 1e999 is out of range"},
+      {"\xEF\xBB\xBF{}", "byte order mark"},
+      {std::string(100, '['), "1:65: nesting deeper than 64 levels"},
+  };
+  for (const Case &c : cases) {
+    json::Value v;
+    std::string error;
+    EXPECT_FALSE(json::parse(c.text, v, error)) << c.text;
+    EXPECT_NE(error.find(c.expected), std::string::npos)
+        << "input: " << c.text << "\nerror: " << error
+        << "\nexpected: " << c.expected;
+  }
+}
+
+TEST(Json, NumbersIgnoreTheProcessLocale) {
+  // A host application may run under a locale with ',' as decimal point.
+  const char *old = setlocale(LC_NUMERIC, nullptr);
+  std::string saved = old ? old : "C";
+  bool switched = setlocale(LC_NUMERIC, "de_DE.UTF-8") != nullptr;
+  json::Value v;
+  std::string error;
+  ASSERT_TRUE(json::parse("0.25", v, error)) << error;
+  EXPECT_DOUBLE_EQ(v.number, 0.25);
+  setlocale(LC_NUMERIC, saved.c_str());
+  if (!switched)
+    GTEST_LOG_(INFO)
+        << "de_DE.UTF-8 locale not installed; checked under the C locale only";
+}
+
+// ---- manifest ---------------------------------------------------------------
+
+TEST(Manifest, ParsesTheReferenceBundle) {
+  Manifest m;
+  Status s = parseManifest(nvidiaManifest(), "m.json", m);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(m.target.vendor, Vendor::Nvidia);
+  EXPECT_EQ(m.target.chip, "sm_90a");
+  EXPECT_EQ(m.sourceHash, kHash);
+  ASSERT_EQ(m.kernels.size(), 2u);
+  const Kernel &k = m.kernels[0];
+  EXPECT_EQ(k.entry, "kda_gated_delta_kernel");
+  ASSERT_EQ(k.params.size(), 7u);
+  EXPECT_EQ(k.tensorParams, (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_EQ(k.symbols, (std::vector<std::string>{"B", "T"}));
+  EXPECT_EQ(k.params[0].dtype, KDA_BF16);
+  EXPECT_EQ(k.params[0].alignment, 16);
+  EXPECT_EQ(k.params[2].alignment, 4); // natural alignment of f32 by default
+  EXPECT_EQ(shapeString(k.params[0].shape), "[B, T, 32, 128]");
+  EXPECT_EQ(k.params[4].kind, ParamKind::Dim);
+  EXPECT_EQ(k.params[4].symbolIndex, 1);
+  EXPECT_EQ(k.params[5].kind, ParamKind::F32);
+  EXPECT_DOUBLE_EQ(k.params[5].f32Value, 0.088);
+  EXPECT_EQ(k.params[6].i64Value, -7);
+  EXPECT_EQ(k.grid[0].symbolIndex, 0);
+  EXPECT_EQ(k.grid[1].value, 32);
+  EXPECT_EQ(k.block[0], 128u);
+  EXPECT_EQ(k.dynamicSharedMemory, 49152u);
+  EXPECT_EQ(k.tile, (std::vector<std::pair<std::string, int64_t>>{
+                        {"chunk", 64}, {"sub_chunk", 16}}));
+  EXPECT_EQ(m.kernels[1].dynamicSharedMemory, 0u);
+  EXPECT_NE(m.findKernel("kda_small"), nullptr);
+
+  Manifest amd;
+  s = parseManifest(amdManifest(), "a.json", amd);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(amd.target.vendor, Vendor::Amd);
+}
+
+// Each case edits the reference manifest once; the message must name the
+// field (and where it is) and what is wrong.
+TEST(Manifest, ErrorsNameTheField) {
+  struct Case {
+    std::string from, to, expected;
+  } cases[] = {
+      {"\"kda-bundle\"", "\"kda-blob\"",
+       "format: expected \"kda-bundle\", found \"kda-blob\""},
+      {"\"version\": 1", "\"version\": 2",
+       "version: unsupported version 2 (this runtime reads version 1)"},
+      {"\"version\": 1,", "", ": missing field \"version\""},
+      {"\"nvidia\"", "\"intel\"",
+       "target.vendor: unknown vendor \"intel\" (expected \"nvidia\" or "
+       "\"amd\")"},
+      {"\"sm_90a\"}", "\"sm_91\"}",
+       "target.chip: unknown nvidia chip \"sm_91\" (known: sm_70, sm_75"},
+      {"\"vendor\": \"nvidia\", \"chip\": \"sm_90a\"",
+       "\"vendor\": \"amd\", \"chip\": \"gfx9999\"",
+       "target.chip: unknown amd chip \"gfx9999\" (known: gfx90a, gfx942, "
+       "gfx1100)"},
+      {"\"chip\": \"sm_90a\"", "\"chip\": \"sm_90a\", \"os\": \"linux\"",
+       "target.os: unknown field (expected one of: vendor, chip)"},
+      {kHash, "abc",
+       "source_hash: expected 64 lowercase hex digits (a SHA-256), found "
+       "\"abc\""},
+      {"\"dtype\": \"bf16\"", "\"dtype\": \"bf8\"",
+       "kernels[0].params[0].dtype: unknown dtype \"bf8\" (expected f32, f16, "
+       "bf16, i32 or i64)"},
+      {"\"dtype\": \"bf16\"", "\"dtype\": 16",
+       "kernels[0].params[0].dtype: expected a string, found a number"},
+      {"\"entry\": \"kda_gated_delta_kernel\",", "",
+       "kernels[0]: missing field \"entry\""},
+      {"\"dynamic_shared_memory\": 49152", "\"dynamic_shared_mem\": 49152",
+       "kernels[0].dynamic_shared_mem: unknown field"},
+      {"\"dynamic_shared_memory\": 49152", "\"dynamic_shared_memory\": -1",
+       "kernels[0].dynamic_shared_memory: expected an integer in [0, "
+       "4294967295], found -1"},
+      {"\"kind\": \"tensor\"", "\"kind\": \"tensr\"",
+       "kernels[0].params[0].kind: unknown kind \"tensr\" (expected tensor, "
+       "dim, f32 or i64)"},
+      {"[\"B\", \"T\", 32, 128], \"alignment\": 16}",
+       "[\"B\", \"T\", -32, 128], \"alignment\": 16}",
+       "kernels[0].params[0].shape[2]: expected an integer in [0, "
+       "9223372036854775807], found -32"},
+      {"[\"B\", \"T\", 32, 128], \"alignment\": 16}",
+       "[\"B\", \"T-1\", 32, 128], \"alignment\": 16}",
+       "kernels[0].params[0].shape[1]: symbol \"T-1\" is not an identifier"},
+      {"[\"B\", \"T\", 32, 128], \"alignment\": 16}",
+       "[\"B\", \"T\", 32.5, 128], \"alignment\": 16}",
+       "kernels[0].params[0].shape[2]: expected an integer, found the number "
+       "32.5"},
+      {"\"alignment\": 16", "\"alignment\": 24",
+       "kernels[0].params[0].alignment: must be a power of two, found 24"},
+      {"{\"name\": \"T\", \"kind\": \"dim\"}",
+       "{\"name\": \"X\", \"kind\": \"dim\"}",
+       "kernels[0].params[4]: dim \"X\" does not appear in any tensor's shape"},
+      {"{\"name\": \"T\", \"kind\": \"dim\"}",
+       "{\"name\": \"q\", \"kind\": \"dim\"}",
+       "kernels[0].params[4]: duplicate parameter name \"q\" (also params[0])"},
+      {"{\"name\": \"T\", \"kind\": \"dim\"}",
+       "{\"name\": \"T\", \"kind\": \"dim\", \"value\": 3}",
+       "kernels[0].params[4].value: unknown field (expected one of: name, "
+       "kind)"},
+      {"\"value\": 0.088", "\"value\": \"0.088\"",
+       "kernels[0].params[5].value: expected a number, found a string"},
+      {"\"value\": 0.088", "\"value\": 1e39",
+       "kernels[0].params[5].value: 1e+39 does not fit in f32"},
+      {"\"value\": -7", "\"value\": 1.5",
+       "kernels[0].params[6].value: expected an integer, found the number 1.5"},
+      {"{\"name\": \"chunks\", \"kind\": \"i64\", \"value\": -7}",
+       "{\"name\": \"chunks\", \"kind\": \"i64\"}",
+       "kernels[0].params[6]: missing field \"value\""},
+      {"\"grid\": [\"B\", 32, 1]", "\"grid\": [\"Z\", 32, 1]",
+       "kernels[0].grid[0]: symbol \"Z\" does not appear in any tensor's "
+       "shape"},
+      {"\"grid\": [\"B\", 32, 1]", "\"grid\": [\"B\", 32]",
+       "kernels[0].grid: expected an array of 3 entries"},
+      {"\"grid\": [\"B\", 32, 1]", "\"grid\": [\"B\", 0, 1]",
+       "kernels[0].grid[1]: expected an integer in [1, 9223372036854775807], "
+       "found 0"},
+      {"\"grid\": [\"B\", 32, 1]", "\"grid\": [\"B\", 4294967296, 1]",
+       "kernels[0].grid[1]: grid size 4294967296 does not fit in 32 bits"},
+      {"\"block\": [128, 1, 1]", "\"block\": [2048, 1, 1]",
+       "kernels[0].block[0]: expected an integer in [1, 1024], found 2048"},
+      {"\"block\": [128, 1, 1]", "\"block\": [128, 16, 1]",
+       "kernels[0].block: 2048 threads per block; the limit is 1024"},
+      {"\"binary\": \"kda_gated_delta_kernel.sm_90a.cubin\"",
+       "\"binary\": \"../kernel.cubin\"",
+       "kernels[0].binary: \"../kernel.cubin\" must be a file name inside the "
+       "bundle directory"},
+      {"\"binary\": \"kda_gated_delta_kernel.sm_90a.cubin\"",
+       "\"binary\": \"kernel.hsaco\"",
+       "kernels[0].binary: \"kernel.hsaco\" must end in .cubin for vendor "
+       "nvidia"},
+      {"\"name\": \"kda_small\"", "\"name\": \"kda_gated_delta_kernel\"",
+       "kernels[1]: duplicate kernel name \"kda_gated_delta_kernel\" (also "
+       "kernels[0])"},
+      {"\"tile\": {\"chunk\": 64", "\"tile\": {\"chunk\": \"64\"",
+       "kernels[0].tile.chunk: expected an integer"},
+  };
+  for (const Case &c : cases) {
+    std::string text = replaced(nvidiaManifest(), c.from, c.to);
+    Manifest m;
+    Status s = parseManifest(text, "dir/manifest.json", m);
+    EXPECT_EQ(s.code(), KDA_ERROR_CORRUPT_BUNDLE) << c.to;
+    EXPECT_NE(s.message().find(c.expected), std::string::npos)
+        << "edit: " << c.from << " -> " << c.to << "\nmessage:  " << s.message()
+        << "\nexpected: " << c.expected;
+    EXPECT_EQ(s.message().rfind("dir/manifest.json:", 0), 0u) << s.message();
+  }
+}
+
+TEST(Manifest, ErrorsPointAtTheValue) {
+  std::string text =
+      replaced(nvidiaManifest(), "\"dtype\": \"f32\"", "\"dtype\": \"f64\"");
+  Manifest m;
+  Status s = parseManifest(text, "m.json", m);
+  EXPECT_EQ(s.message(), "m.json:" + positionOf(text, "\"f64\"") +
+                             ": kernels[0].params[2].dtype: unknown dtype "
+                             "\"f64\" (expected f32, f16, bf16, i32 or i64)");
+  // A missing field points at the object that lacks it.
+  text = replaced(nvidiaManifest(), "\"block\": [64, 1, 1]",
+                  "\"blocks\": [64, 1, 1]");
+  s = parseManifest(text, "m.json", m);
+  EXPECT_NE(s.message().find("kernels[1].blocks: unknown field"),
+            std::string::npos)
+      << s.message();
+}
+
+TEST(Manifest, RejectsOtherTopLevels) {
+  Manifest m;
+  EXPECT_NE(parseManifest("[]", "m", m)
+                .message()
+                .find("m:1:1: expected an object, found an array"),
+            std::string::npos);
+  std::string noKernels =
+      replaced(nvidiaManifest(), "\"kernels\": [", "\"kernels\": [], \"x\": [");
+  EXPECT_NE(parseManifest(noKernels, "m", m).message().find("unknown field"),
+            std::string::npos);
+  std::string empty =
+      std::string("{\"format\": \"kda-bundle\", \"version\": 1, \"target\": "
+                  "{\"vendor\": \"amd\", "
+                  "\"chip\": \"gfx90a\"}, \"source_hash\": \"") +
+      kHash + "\", \"kernels\": []}";
+  EXPECT_NE(parseManifest(empty, "m", m)
+                .message()
+                .find("kernels: a bundle needs at least one kernel"),
+            std::string::npos);
+}
+
+TEST(Manifest, NvidiaChipCompatibility) {
+  struct Case {
+    const char *chip;
+    int major, minor;
+    bool runs;
+  } cases[] = {
+      {"sm_90a", 9, 0, true},    {"sm_90a", 9, 1, false},
+      {"sm_90a", 8, 0, false},   {"sm_90a", 10, 0, false},
+      {"sm_90", 9, 0, true},     {"sm_90", 10, 0, false},
+      {"sm_80", 8, 0, true},     {"sm_80", 8, 6, true},
+      {"sm_80", 8, 9, true},     {"sm_80", 7, 5, false},
+      {"sm_80", 9, 0, false},    {"sm_86", 8, 9, true},
+      {"sm_86", 8, 0, false},    {"sm_100a", 10, 0, true},
+      {"sm_100a", 10, 3, false}, {"sm_120", 12, 1, true},
+  };
+  for (const Case &c : cases) {
+    std::string why;
+    EXPECT_EQ(nvidiaChipRunsOn(c.chip, c.major, c.minor, why), c.runs)
+        << c.chip << " on " << c.major << "." << c.minor << ": " << why;
+    if (!c.runs)
+      EXPECT_NE(why.find(c.chip), std::string::npos) << why;
+  }
+  std::string why;
+  EXPECT_FALSE(nvidiaChipRunsOn("sm_80", 9, 0, why));
+  EXPECT_EQ(why, "sm_80 code runs only on compute capability 8.0 to 8.x (same "
+                 "major version, minor >= 0), "
+                 "not on compute capability 9.0");
+  EXPECT_FALSE(nvidiaChipRunsOn("gfx942", 9, 0, why));
+  EXPECT_NE(why.find("cannot read a compute capability"), std::string::npos);
+}
+
+TEST(Manifest, BinaryHeaders) {
+  Target sm90{Vendor::Nvidia, "sm_90a"}, gfx942{Vendor::Amd, "gfx942"};
+  EXPECT_TRUE(checkBinaryHeader(cubin(90, {}), sm90, "f").isOk());
+  // The layout of nvcc <= 12.x (ABI version 7: SM number in the low byte).
+  EXPECT_TRUE(
+      checkBinaryHeader(elfImage(190, 51, 7, 0x5a055a, {}), sm90, "f").isOk());
+  EXPECT_NE(checkBinaryHeader(elfImage(190, 51, 7, 0x500550, {}), sm90, "f")
+                .message()
+                .find("cubin for sm_80"),
+            std::string::npos);
+  EXPECT_EQ(checkBinaryHeader(cubin(80, {}), sm90, "f").message(),
+            "f is a cubin for sm_80, but target.chip is sm_90a");
+  EXPECT_EQ(checkBinaryHeader("hello", sm90, "f").message(),
+            "f is not an ELF file (a cubin starts with \\x7fELF)");
+  EXPECT_EQ(checkBinaryHeader(elfImage(62, 0, 0, 0, {}), sm90, "f").message(),
+            "f is an ELF file for machine 62, not a cubin (machine 190)");
+  EXPECT_TRUE(
+      checkBinaryHeader(hsaco(0x04c, "gfx942", {}), gfx942, "f").isOk());
+  EXPECT_EQ(
+      checkBinaryHeader(hsaco(0x03f, "gfx90a", {}), gfx942, "f").message(),
+      "f is a code object for gfx90a, but target.chip is gfx942");
+  EXPECT_NE(checkBinaryHeader(cubin(90, {}), gfx942, "f")
+                .message()
+                .find("not an AMDGPU code object"),
+            std::string::npos);
+}
+
+// ---- loading bundles through the C API --------------------------------------
+
+TEST(Bundle, LoadsAndDescribesItself) {
+  BundleDir b;
+  kda_bundle *bundle = nullptr;
+  ASSERT_EQ(load(b, &bundle), KDA_OK) << kda_last_error();
+  EXPECT_STREQ(kda_last_error(), "");
+  EXPECT_EQ(kda_bundle_num_kernels(bundle), 2);
+  EXPECT_STREQ(kda_bundle_kernel_name(bundle, 0), kKda);
+  EXPECT_STREQ(kda_bundle_kernel_name(bundle, 1), "kda_small");
+  EXPECT_EQ(kda_bundle_kernel_name(bundle, 2), nullptr);
+  EXPECT_STREQ(kda_last_error(),
+               "kernel index 2 is out of range (the bundle has 2 kernels)");
+  EXPECT_EQ(kda_bundle_kernel_name(bundle, -1), nullptr);
+  EXPECT_STREQ(kda_bundle_target_chip(bundle), "sm_90a");
+  kda_bundle_free(bundle);
+}
+
+TEST(Bundle, NullArguments) {
+  kda_bundle *bundle = reinterpret_cast<kda_bundle *>(0x1);
+  EXPECT_EQ(kda_bundle_load(nullptr, &bundle), KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(bundle, nullptr);
+  EXPECT_STREQ(kda_last_error(), "directory is NULL");
+  EXPECT_EQ(kda_bundle_load("/tmp", nullptr), KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kda_bundle_num_kernels(nullptr), -1);
+  EXPECT_EQ(kda_bundle_kernel_name(nullptr, 0), nullptr);
+  EXPECT_EQ(kda_bundle_target_chip(nullptr), nullptr);
+  EXPECT_EQ(kda_check_tensors(nullptr, kKda, nullptr, 0),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(kda_last_error(), "bundle is NULL");
+  EXPECT_EQ(kda_launch(nullptr, kKda, nullptr, 0, nullptr),
+            KDA_ERROR_INVALID_ARGUMENT);
+  kda_bundle_free(nullptr); // a no-op
+  EXPECT_STREQ(kda_status_name(KDA_ERROR_BAD_TENSOR), "KDA_ERROR_BAD_TENSOR");
+  // kda_status_name of a value outside the enum: capi_smoke.c (valid in C
+  // only).
+}
+
+TEST(Bundle, MissingOrCorruptFiles) {
+  kda_bundle *bundle;
+  EXPECT_EQ(kda_bundle_load("/nonexistent/bundle", &bundle),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kda_last_error())
+                .find("/nonexistent/bundle: not a directory"),
+            std::string::npos);
+
+  {
+    TempDir empty;
+    EXPECT_EQ(kda_bundle_load(empty.path().c_str(), &bundle),
+              KDA_ERROR_CORRUPT_BUNDLE);
+    EXPECT_EQ(std::string(kda_last_error()),
+              empty.path() +
+                  "/manifest.json: cannot open: No such file or directory");
+  }
+  {
+    // Corrupt JSON: the message has the file, line and column.
+    BundleDir b("{\n  \"format\": \"kda-bundle\",\n  \"version\": 1\n  "
+                "\"target\": {}\n}\n");
+    EXPECT_EQ(load(b, &bundle), KDA_ERROR_CORRUPT_BUNDLE);
+    EXPECT_EQ(
+        std::string(kda_last_error()),
+        b.path() +
+            "/manifest.json:4:3: expected ',' or '}' in object, found '\"'");
+  }
+  {
+    BundleDir b;
+    b.dir.remove("small.sm_90a.cubin");
+    EXPECT_EQ(load(b, &bundle), KDA_ERROR_CORRUPT_BUNDLE);
+    EXPECT_EQ(
+        std::string(kda_last_error()),
+        b.path() + "/manifest.json: kernels[1].binary: " + b.path() +
+            "/small.sm_90a.cubin: cannot open: No such file or directory");
+  }
+  {
+    BundleDir b;
+    b.dir.write("small.sm_90a.cubin", "not a cubin");
+    EXPECT_EQ(load(b, &bundle), KDA_ERROR_CORRUPT_BUNDLE);
+    EXPECT_NE(std::string(kda_last_error())
+                  .find("small.sm_90a.cubin is not an ELF file"),
+              std::string::npos)
+        << kda_last_error();
+  }
+  {
+    BundleDir b;
+    b.dir.write("small.sm_90a.cubin", cubin(80, {"small_entry"}));
+    EXPECT_EQ(load(b, &bundle), KDA_ERROR_CORRUPT_BUNDLE);
+    EXPECT_NE(std::string(kda_last_error())
+                  .find("is a cubin for sm_80, but target.chip is sm_90a"),
+              std::string::npos)
+        << kda_last_error();
+  }
+  {
+    BundleDir b(replaced(nvidiaManifest(), "\"dtype\": \"bf16\"",
+                         "\"dtype\": \"complex64\""));
+    EXPECT_EQ(load(b, &bundle), KDA_ERROR_CORRUPT_BUNDLE);
+    EXPECT_NE(std::string(kda_last_error()).find("unknown dtype \"complex64\""),
+              std::string::npos);
+    EXPECT_EQ(bundle, nullptr);
+  }
+}
+
+// ---- tensor checks and symbol binding (no driver) ---------------------------
+
+class Tensors : public ::testing::Test {
+protected:
+  void SetUp() override {
+    ASSERT_EQ(load(dir, &bundle), KDA_OK) << kda_last_error();
+  }
+  void TearDown() override { kda_bundle_free(bundle); }
+
+  kda_status check(const std::vector<kda_tensor> &views,
+                   const char *kernel = kKda) {
+    return kda_check_tensors(bundle, kernel, views.data(),
+                             static_cast<int32_t>(views.size()));
+  }
+  std::string error() const { return kda_last_error(); }
+
+  BundleDir dir;
+  kda_bundle *bundle = nullptr;
+};
+
+TEST_F(Tensors, ConsistentShapesBindSymbols) {
+  KdaTensors t(2, 100);
+  EXPECT_EQ(check(t.views()), KDA_OK) << error();
+  EXPECT_EQ(error(), "");
+
+  Manifest m;
+  ASSERT_TRUE(parseManifest(nvidiaManifest(), "m", m).isOk());
+  Binding binding;
+  std::vector<kda_tensor> views = t.views();
+  ASSERT_TRUE(bindTensors(m.kernels[0], views.data(), 4, binding).isOk());
+  EXPECT_EQ(binding.symbols, (std::vector<int64_t>{2, 100}));
+  EXPECT_EQ(binding.device, 0);
+  EXPECT_EQ(binding.grid[0], 2u);
+  EXPECT_EQ(binding.grid[1], 32u);
+  EXPECT_EQ(binding.bytes[0], 2u * 100 * 32 * 128 * 2);
+  EXPECT_EQ(binding.bytes[2], 2u * 100 * 32 * 128 * 4);
+
+  // Arguments in params order: 4 pointers, T as i64, scale as f32, chunks.
+  std::vector<uint64_t> storage;
+  std::vector<void *> args;
+  packArguments(m.kernels[0], views.data(), binding, storage, args);
+  ASSERT_EQ(args.size(), 7u);
+  EXPECT_EQ(*static_cast<void **>(args[0]), views[0].data);
+  EXPECT_EQ(*static_cast<void **>(args[3]), views[3].data);
+  EXPECT_EQ(*static_cast<int64_t *>(args[4]), 100);
+  EXPECT_EQ(*static_cast<float *>(args[5]), 0.088f);
+  EXPECT_EQ(*static_cast<int64_t *>(args[6]), -7);
+}
+
+TEST_F(Tensors, InconsistentSymbolNamesBothTensors) {
+  KdaTensors t(2, 100);
+  t.k.shape[1] = 64;
+  EXPECT_EQ(check(t.views()), KDA_ERROR_BAD_TENSOR);
+  EXPECT_EQ(error(), "tensor 1 ('k') dimension 1 (symbol T) is 64, but tensor "
+                     "0 ('q') dimension 1 bound T = 100");
+  t.k.shape[1] = 100;
+  t.o.shape[0] = 3;
+  EXPECT_EQ(check(t.views()), KDA_ERROR_BAD_TENSOR);
+  EXPECT_EQ(error(), "tensor 3 ('o') dimension 0 (symbol B) is 3, but tensor 0 "
+                     "('q') dimension 0 bound B = 2");
+}
+
+TEST_F(Tensors, FixedDimensionRankAndDtype) {
+  KdaTensors t;
+  t.q.shape[2] = 16;
+  EXPECT_EQ(check(t.views()), KDA_ERROR_BAD_TENSOR);
+  EXPECT_EQ(error(), "tensor 0 ('q') dimension 2 is 16, but kernel "
+                     "'kda_gated_delta_kernel' expects 32 (shape [B, T, "
+                     "32, 128])");
+  t.q.shape = {2, 100, 4096};
+  EXPECT_EQ(check(t.views()), KDA_ERROR_BAD_TENSOR);
+  EXPECT_EQ(error(), "tensor 0 ('q') has rank 3, but kernel "
+                     "'kda_gated_delta_kernel' expects rank 4 [B, T, 32, 128]");
+  KdaTensors u;
+  u.g.dtype = KDA_BF16;
+  EXPECT_EQ(check(u.views()), KDA_ERROR_BAD_TENSOR);
+  EXPECT_EQ(error(), "tensor 2 ('g') has dtype bf16, but kernel "
+                     "'kda_gated_delta_kernel' expects f32");
+  std::vector<kda_tensor> views = u.views();
+  int notADtype = 17; // what a C caller can store in the field
+  std::memcpy(&views[2].dtype, &notADtype, sizeof notADtype);
+  EXPECT_EQ(check(views), KDA_ERROR_BAD_TENSOR);
+  EXPECT_EQ(error(), "tensor 2 ('g') has dtype 17, which is not a kda_dtype");
+  KdaTensors v;
+  v.k.shape[3] = -128;
+  EXPECT_EQ(check(v.views()), KDA_ERROR_BAD_TENSOR);
+  EXPECT_EQ(error(), "tensor 1 ('k') dimension 3 is -128 (negative)");
+}
+
+TEST_F(Tensors, Strides) {
+  KdaTensors t(2, 100);
+  t.q.strides = {409600, 4096, 128, 1}; // explicit but contiguous
+  t.k.shape = {2, 1, 32, 128};
+  t.k.strides = {4096, 999, 128, 1}; // a size-1 dimension may have any stride
+  t.g.shape[1] = t.o.shape[1] = 1;
+  t.q.shape[1] = 1;
+  t.q.strides = {4096, 4096, 128, 1};
+  EXPECT_EQ(check(t.views()), KDA_OK) << error();
+
+  KdaTensors u(2, 100);
+  u.o.strides = {409600, 4096, 1, 32}; // last two dimensions transposed
+  EXPECT_EQ(check(u.views()), KDA_ERROR_BAD_TENSOR);
+  EXPECT_EQ(error(), "tensor 3 ('o') is not contiguous: dimension 3 has stride "
+                     "32, row-major needs 1 (the kernel "
+                     "takes a bare pointer: make the tensor contiguous first)");
+  u.o.strides = {819200, 4096, 128, 1}; // a slice of a larger batch
+  EXPECT_EQ(check(u.views()), KDA_ERROR_BAD_TENSOR);
+  EXPECT_NE(
+      error().find("dimension 0 has stride 819200, row-major needs 409600"),
+      std::string::npos)
+      << error();
+}
+
+TEST_F(Tensors, PointersAlignmentAndDevices) {
+  KdaTensors t;
+  t.k.offset = 2; // bf16-aligned, but the manifest asks for 16 bytes
+  EXPECT_EQ(check(t.views()), KDA_ERROR_BAD_TENSOR);
+  EXPECT_NE(error().find("tensor 1 ('k') data pointer 0x"), std::string::npos)
+      << error();
+  EXPECT_NE(error().find(" is not aligned to 16 bytes, as kernel "
+                         "'kda_gated_delta_kernel' requires"),
+            std::string::npos)
+      << error();
+  t.k.offset = 0;
+  t.g.offset = 4; // f32 keeps its natural 4-byte alignment
+  EXPECT_EQ(check(t.views()), KDA_OK) << error();
+
+  KdaTensors h;
+  h.g.device = -1;
+  EXPECT_EQ(check(h.views()), KDA_ERROR_BAD_TENSOR);
+  EXPECT_EQ(error(), "tensor 2 ('g') is in host memory (device -1); kernel "
+                     "'kda_gated_delta_kernel' needs device memory");
+  h.g.device = -3;
+  EXPECT_EQ(check(h.views()), KDA_ERROR_BAD_TENSOR);
+  EXPECT_NE(error().find("has device -3"), std::string::npos);
+
+  KdaTensors d;
+  d.o.device = 1;
+  EXPECT_EQ(check(d.views()), KDA_ERROR_BAD_TENSOR);
+  EXPECT_EQ(error(), "tensor 3 ('o') is on device 1, but tensor 0 ('q') is on "
+                     "device 0; a launch runs on one device");
+
+  KdaTensors n;
+  std::vector<kda_tensor> views = n.views();
+  views[1].data = nullptr;
+  EXPECT_EQ(check(views), KDA_ERROR_BAD_TENSOR);
+  EXPECT_EQ(error(), "tensor 1 ('k') has a NULL data pointer");
+  views = n.views();
+  views[0].shape = nullptr;
+  EXPECT_EQ(check(views), KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(error(), "tensor 0 ('q') has rank 4 but a NULL shape");
+
+  // Empty tensors need no storage.
+  KdaTensors e(0, 100);
+  EXPECT_EQ(check(e.views()), KDA_OK) << error();
+}
+
+TEST_F(Tensors, CountAndKernelName) {
+  KdaTensors t;
+  std::vector<kda_tensor> views = t.views();
+  views.pop_back();
+  EXPECT_EQ(check(views), KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(
+      error(),
+      "kernel 'kda_gated_delta_kernel' takes 4 tensors (q, k, g, o), got 3");
+  EXPECT_EQ(kda_check_tensors(bundle, kKda, nullptr, 4),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(error(),
+            "tensors is NULL, but kernel 'kda_gated_delta_kernel' takes 4");
+  EXPECT_EQ(check(t.views(), "kda_nope"), KDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(error(), "bundle " + dir.path() +
+                         " has no kernel 'kda_nope' (it has: "
+                         "kda_gated_delta_kernel, kda_small)");
+  EXPECT_EQ(kda_check_tensors(bundle, nullptr, nullptr, 0),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(error(), "kernel name is NULL");
+}
+
+TEST_F(Tensors, LastErrorIsPerThread) {
+  KdaTensors t;
+  t.q.dtype = KDA_F32;
+  EXPECT_EQ(check(t.views()), KDA_ERROR_BAD_TENSOR);
+  std::string other;
+  std::thread([&] { other = kda_last_error(); }).join();
+  EXPECT_EQ(other, "");
+  EXPECT_NE(error(), "");
+}
+
+// ---- drivers ----------------------------------------------------------------
+
+// Sets an environment variable for one test.
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const std::string &value) : name_(name) {
+    const char *old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_)
+      old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_, old_.c_str(), 1);
+    else
+      unsetenv(name_);
+  }
+
+private:
+  const char *name_;
+  bool had_;
+  std::string old_;
+};
+
+TEST(NoDriver, LaunchSaysWhichLibraryIsMissing) {
+  ScopedEnv env("KDA_CUDA_LIBRARY", "/nonexistent/libcuda.so.1");
+  BundleDir b;
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK); // loading needs no driver
+  KdaTensors t;
+  EXPECT_EQ(kda_check_tensors(bundle, kKda, t.views().data(), 4), KDA_OK);
+  EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr),
+            KDA_ERROR_NO_DRIVER);
+  std::string error = kda_last_error();
+  EXPECT_NE(
+      error.find(
+          "cannot load the CUDA driver library /nonexistent/libcuda.so.1"),
+      std::string::npos)
+      << error;
+  EXPECT_NE(error.find("(named by KDA_CUDA_LIBRARY)"), std::string::npos)
+      << error;
+  // Tensor errors come first: they need no driver.
+  t.q.dtype = KDA_F16;
+  EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr),
+            KDA_ERROR_BAD_TENSOR);
+  kda_bundle_free(bundle);
+}
+
+TEST(NoDriver, LibraryWithoutTheDriverApi) {
+  ScopedEnv env("KDA_CUDA_LIBRARY", "libm.so.6");
+  BundleDir b;
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK);
+  KdaTensors t;
+  EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr),
+            KDA_ERROR_NO_DRIVER);
+  EXPECT_STREQ(kda_last_error(), "the CUDA driver library libm.so.6 has no "
+                                 "cuGetErrorName (driver too old?)");
+  kda_bundle_free(bundle);
+}
+
+TEST(NoDriver, Hip) {
+  ScopedEnv env("KDA_HIP_LIBRARY", "/nonexistent/libamdhip64.so");
+  BundleDir b(amdManifest());
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK) << kda_last_error();
+  Tensor x(KDA_F32, {10, 4});
+  kda_tensor view = x.view();
+  EXPECT_EQ(kda_launch(bundle, "axpy", &view, 1, nullptr), KDA_ERROR_NO_DRIVER);
+  EXPECT_NE(std::string(kda_last_error())
+                .find("cannot load the HIP runtime library "
+                      "(/nonexistent/libamdhip64.so"),
+            std::string::npos)
+      << kda_last_error();
+  kda_bundle_free(bundle);
+}
+
+// The fake driver's bookkeeping (FakeDriver.cpp).
+struct FakeState {
+  int inits, retains, moduleLoads, moduleUnloads, launches, setCurrentCalls;
+  int funcAttribute, funcAttributeValue;
+  struct {
+    char entry[128];
+    unsigned grid[3], block[3], shared;
+    void *stream;
+    void *context;
+    int hipDevice;
+    int numArgs;
+    unsigned char args[16][8];
+  } last;
+};
+
+// Runs against FakeDriver.cpp. The runtime caches one driver (and what it
+// learnt about each device) per library path, so every test loads the fake
+// under a path spelling of its own ("dir/././lib...so"): same library, fresh
+// runtime state, as a new process would have.
+class Fake : public ::testing::Test {
+protected:
+  void SetUp() override {
+    handle = dlopen(KDA_FAKE_DRIVER, RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(handle, nullptr) << dlerror();
+    reset = reinterpret_cast<void (*)()>(dlsym(handle, "kda_fake_reset"));
+    getState = reinterpret_cast<const FakeState *(*)()>(
+        dlsym(handle, "kda_fake_get_state"));
+    addAllocation = reinterpret_cast<void (*)(void *, size_t, int, int)>(
+        dlsym(handle, "kda_fake_add_allocation"));
+    setArgSizes = reinterpret_cast<void (*)(int, const int *)>(
+        dlsym(handle, "kda_fake_set_arg_sizes"));
+    ctxSetCurrent =
+        reinterpret_cast<int (*)(void *)>(dlsym(handle, "cuCtxSetCurrent"));
+    ctxGetCurrent =
+        reinterpret_cast<int (*)(void **)>(dlsym(handle, "cuCtxGetCurrent"));
+    hipSetDevice =
+        reinterpret_cast<int (*)(int)>(dlsym(handle, "hipSetDevice"));
+    hipGetDevice =
+        reinterpret_cast<int (*)(int *)>(dlsym(handle, "hipGetDevice"));
+    reset();
+    for (const char *v : {"KDA_FAKE_DEVICES", "KDA_FAKE_CC", "KDA_FAKE_GFX",
+                          "KDA_FAKE_FAIL", "KDA_FAKE_SMEM_OPTIN"})
+      unsetenv(v);
+    static int counter = 0;
+    std::string path = KDA_FAKE_DRIVER;
+    size_t slash = path.rfind('/');
+    std::string spelled = path.substr(0, slash);
+    for (int i = 0, n = ++counter; i < n; ++i)
+      spelled += "/.";
+    spelled += path.substr(slash);
+    cudaEnv = std::make_unique<ScopedEnv>("KDA_CUDA_LIBRARY", spelled);
+    hipEnv = std::make_unique<ScopedEnv>("KDA_HIP_LIBRARY", spelled);
+  }
+  void TearDown() override {
+    for (const char *v : {"KDA_FAKE_DEVICES", "KDA_FAKE_CC", "KDA_FAKE_GFX",
+                          "KDA_FAKE_FAIL", "KDA_FAKE_SMEM_OPTIN"})
+      unsetenv(v);
+    ctxSetCurrent(nullptr);
+  }
+
+  // Registers the tensors' storage as device memory of `device`.
+  void onDevice(const Tensor &t, int device = 0, int memoryType = 2) {
+    addAllocation(t.data, t.bytes + t.offset, device, memoryType);
+  }
+  void onDevice(const KdaTensors &t) {
+    for (const Tensor *x : {&t.q, &t.k, &t.g, &t.o})
+      onDevice(*x);
+  }
+  const FakeState &state() { return *getState(); }
+
+  void *handle = nullptr;
+  void (*reset)();
+  const FakeState *(*getState)();
+  void (*addAllocation)(void *, size_t, int, int);
+  void (*setArgSizes)(int, const int *);
+  int (*ctxSetCurrent)(void *);
+  int (*ctxGetCurrent)(void **);
+  int (*hipSetDevice)(int);
+  int (*hipGetDevice)(int *);
+  std::unique_ptr<ScopedEnv> cudaEnv, hipEnv;
+};
+
+void *const kStream = reinterpret_cast<void *>(0x5700);
+void *const kForeignContext = reinterpret_cast<void *>(0xabc0);
+void *const kDevice0Context =
+    reinterpret_cast<void *>(0x1000); // FakeDriver's contextOf(0)
+
+TEST_F(Fake, LaunchPassesTheKernelAbi) {
+  BundleDir b;
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK);
+  KdaTensors t(3, 100);
+  onDevice(t);
+  const int sizes[] = {8, 8, 8, 8, 8, 4, 8};
+  setArgSizes(7, sizes);
+  ctxSetCurrent(kForeignContext); // the caller's own context
+
+  std::vector<kda_tensor> views = t.views();
+  ASSERT_EQ(kda_launch(bundle, kKda, views.data(), 4, kStream), KDA_OK)
+      << kda_last_error();
+  EXPECT_STREQ(kda_last_error(), "");
+  const FakeState &s = state();
+  EXPECT_EQ(s.launches, 1);
+  EXPECT_STREQ(s.last.entry, "kda_gated_delta_kernel");
+  EXPECT_EQ(s.last.grid[0], 3u);
+  EXPECT_EQ(s.last.grid[1], 32u);
+  EXPECT_EQ(s.last.grid[2], 1u);
+  EXPECT_EQ(s.last.block[0], 128u);
+  EXPECT_EQ(s.last.shared, 49152u);
+  EXPECT_EQ(s.last.stream, kStream);
+  EXPECT_EQ(s.last.context,
+            kDevice0Context); // launched in device 0's primary context
+  EXPECT_EQ(s.funcAttribute,
+            8); // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+  EXPECT_EQ(s.funcAttributeValue, 49152);
+  for (int i = 0; i < 4; ++i) {
+    void *p;
+    std::memcpy(&p, s.last.args[i], 8);
+    EXPECT_EQ(p, views[i].data) << "argument " << i;
+  }
+  int64_t T, chunks;
+  float scale;
+  std::memcpy(&T, s.last.args[4], 8);
+  std::memcpy(&scale, s.last.args[5], 4);
+  std::memcpy(&chunks, s.last.args[6], 8);
+  EXPECT_EQ(T, 100);
+  EXPECT_EQ(scale, 0.088f);
+  EXPECT_EQ(chunks, -7);
+
+  // The caller's context is current again.
+  void *current = nullptr;
+  ctxGetCurrent(&current);
+  EXPECT_EQ(current, kForeignContext);
+
+  // The module loads once, on first use; the context is retained once.
+  ASSERT_EQ(kda_launch(bundle, kKda, views.data(), 4, nullptr), KDA_OK)
+      << kda_last_error();
+  EXPECT_EQ(state().launches, 2);
+  EXPECT_EQ(state().moduleLoads, 1);
+  EXPECT_EQ(state().retains, 1);
+
+  // A kernel without dynamic shared memory does not touch the attribute.
+  Tensor x(KDA_F32, {1000});
+  onDevice(x);
+  setArgSizes(1, sizes);
+  kda_tensor xv = x.view();
+  ASSERT_EQ(kda_launch(bundle, "kda_small", &xv, 1, nullptr), KDA_OK)
+      << kda_last_error();
+  EXPECT_EQ(state().last.grid[0], 1000u);
+  EXPECT_STREQ(state().last.entry, "small_entry");
+  EXPECT_EQ(state().funcAttributeValue, 49152); // unchanged
+  EXPECT_EQ(state().moduleLoads, 2);
+
+  kda_bundle_free(bundle);
+  EXPECT_EQ(state().moduleUnloads, 2);
+}
+
+// Decode runs hundreds of small launches per token: after the first launch
+// (driver, device and module set up), a launch must not touch the heap.
+TEST_F(Fake, LaunchAllocatesNothing) {
+  BundleDir b;
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK);
+  KdaTensors t;
+  onDevice(t);
+  std::vector<kda_tensor> views = t.views();
+  ASSERT_EQ(kda_launch(bundle, kKda, views.data(), 4, nullptr), KDA_OK)
+      << kda_last_error();
+  long before = heapAllocations.load();
+  for (int i = 0; i < 10; ++i)
+    ASSERT_EQ(kda_launch(bundle, kKda, views.data(), 4, nullptr), KDA_OK)
+        << kda_last_error();
+  EXPECT_EQ(kda_check_tensors(bundle, kKda, views.data(), 4), KDA_OK);
+  EXPECT_EQ(heapAllocations.load() - before, 0);
+  kda_bundle_free(bundle);
+}
+
+TEST_F(Fake, ConcurrentLaunchesLoadOnce) {
+  BundleDir b;
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK);
+  KdaTensors t;
+  onDevice(t);
+  std::vector<kda_tensor> views = t.views();
+  std::vector<std::thread> threads;
+  std::vector<int> failures(8, 0);
+  for (int i = 0; i < 8; ++i)
+    threads.emplace_back([&, i] {
+      for (int j = 0; j < 50; ++j)
+        failures[i] +=
+            kda_launch(bundle, kKda, views.data(), 4, nullptr) != KDA_OK;
+    });
+  for (std::thread &th : threads)
+    th.join();
+  for (int f : failures)
+    EXPECT_EQ(f, 0);
+  EXPECT_EQ(state().launches, 400);
+  EXPECT_EQ(state().moduleLoads, 1);
+  kda_bundle_free(bundle);
+}
+
+TEST_F(Fake, WrongArchitecture) {
+  setenv("KDA_FAKE_CC", "80", 1);
+  BundleDir b;
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK);
+  KdaTensors t;
+  onDevice(t);
+  EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr),
+            KDA_ERROR_WRONG_ARCHITECTURE);
+  EXPECT_STREQ(kda_last_error(), "the bundle is built for sm_90a, but CUDA "
+                                 "device 0 (Fake GPU 0) is sm_80: sm_90a "
+                                 "code runs only on compute capability 9.0, "
+                                 "not on compute capability 8.0");
+  EXPECT_EQ(state().retains, 0); // refused before creating a context
+  EXPECT_EQ(state().moduleLoads, 0);
+  kda_bundle_free(bundle);
+}
+
+TEST_F(Fake, CompatibleNewerMinor) {
+  setenv("KDA_FAKE_CC", "89", 1);
+  BundleDir b(
+      replaced(replaced(replaced(nvidiaManifest(), "\"chip\": \"sm_90a\"",
+                                 "\"chip\": \"sm_80\""),
+                        "\"small.sm_90a.cubin\"", "\"small.sm_80.cubin\""),
+               "\"binary\": \"kda_gated_delta_kernel.sm_90a.cubin\"",
+               "\"binary\": \"kda_gated_delta_kernel.sm_80.cubin\""));
+  b.dir.write("kda_gated_delta_kernel.sm_80.cubin",
+              cubin(80, {"kda_gated_delta_kernel"}));
+  b.dir.write("small.sm_80.cubin", cubin(80, {"small_entry"}));
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK) << kda_last_error();
+  KdaTensors t;
+  onDevice(t);
+  EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr), KDA_OK)
+      << kda_last_error();
+  kda_bundle_free(bundle);
+}
+
+TEST_F(Fake, NoDevice) {
+  setenv("KDA_FAKE_DEVICES", "0", 1);
+  BundleDir b;
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK);
+  KdaTensors t;
+  EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr),
+            KDA_ERROR_NO_DEVICE);
+  EXPECT_NE(
+      std::string(kda_last_error())
+          .find("did not initialise: cuInit failed: CUDA_ERROR_NO_DEVICE"),
+      std::string::npos)
+      << kda_last_error();
+  kda_bundle_free(bundle);
+}
+
+TEST_F(Fake, DeviceOrdinalOutOfRange) {
+  BundleDir b;
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK);
+  KdaTensors t;
+  for (Tensor *x : {&t.q, &t.k, &t.g, &t.o})
+    x->device = 1;
+  EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr),
+            KDA_ERROR_NO_DEVICE);
+  EXPECT_STREQ(kda_last_error(),
+               "CUDA device 1 does not exist (the driver sees 1 device)");
+  kda_bundle_free(bundle);
+}
+
+TEST_F(Fake, DriverInitialisationFails) {
+  setenv("KDA_FAKE_FAIL", "cuInit=804", 1);
+  BundleDir b;
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK);
+  KdaTensors t;
+  EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr),
+            KDA_ERROR_NO_DRIVER);
+  EXPECT_NE(
+      std::string(kda_last_error())
+          .find("cuInit failed: CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE"),
+      std::string::npos)
+      << kda_last_error();
+  kda_bundle_free(bundle);
+}
+
+TEST_F(Fake, PointerChecks) {
+  BundleDir b;
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK);
+  {
+    KdaTensors t; // nothing registered: plain host memory
+    EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr),
+              KDA_ERROR_BAD_TENSOR);
+    std::string error = kda_last_error();
+    EXPECT_EQ(error.rfind("tensor 0 ('q') data pointer 0x", 0), 0u) << error;
+    EXPECT_NE(error.find(" is not memory the CUDA driver knows (plain host "
+                         "memory?); the kernel needs device memory"),
+              std::string::npos)
+        << error;
+  }
+  {
+    KdaTensors t;
+    onDevice(t);
+    reset();
+    onDevice(t.q);
+    onDevice(t.k);
+    onDevice(t.g, 0, /*CU_MEMORYTYPE_HOST*/ 1);
+    onDevice(t.o);
+    EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr),
+              KDA_ERROR_BAD_TENSOR);
+    EXPECT_NE(
+        std::string(kda_last_error()).find("tensor 2 ('g') data pointer 0x"),
+        std::string::npos);
+    EXPECT_NE(std::string(kda_last_error())
+                  .find("is page-locked host memory, not device memory"),
+              std::string::npos);
+  }
+  {
+    setenv("KDA_FAKE_DEVICES", "2", 1);
+    KdaTensors t;
+    reset();
+    onDevice(t.q);
+    onDevice(t.k, 1);
+    onDevice(t.g);
+    onDevice(t.o);
+    EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr),
+              KDA_ERROR_BAD_TENSOR);
+    EXPECT_NE(
+        std::string(kda_last_error())
+            .find("tensor 1 ('k') says device 0, but its data pointer 0x"),
+        std::string::npos)
+        << kda_last_error();
+    EXPECT_NE(std::string(kda_last_error()).find("is memory of CUDA device 1"),
+              std::string::npos);
+  }
+  {
+    KdaTensors t;
+    reset();
+    onDevice(t.q);
+    onDevice(t.k);
+    onDevice(t.g);
+    addAllocation(t.o.data, t.o.bytes - 256, 0,
+                  2); // an allocation too small for the shape
+    EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr),
+              KDA_ERROR_BAD_TENSOR);
+    EXPECT_EQ(std::string(kda_last_error()),
+              "tensor 3 ('o') spans " + std::to_string(t.o.bytes) +
+                  " bytes from its data pointer, but its allocation has only " +
+                  std::to_string(t.o.bytes - 256) + " bytes from there");
+  }
+  EXPECT_EQ(state().launches, 0);
+  kda_bundle_free(bundle);
+}
+
+TEST_F(Fake, EmptyGridLaunchesNothing) {
+  BundleDir b;
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK);
+  KdaTensors t(0, 100); // B = 0: empty tensors, NULL data
+  EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr), KDA_OK)
+      << kda_last_error();
+  EXPECT_EQ(state().launches, 0);
+  EXPECT_EQ(state().moduleLoads, 0);
+  kda_bundle_free(bundle);
+}
+
+TEST_F(Fake, ModuleAndLaunchErrors) {
+  struct Case {
+    const char *fail;
+    kda_status status;
+    const char *expected;
+  } cases[] = {
+      {"cuModuleLoadData=209", KDA_ERROR_WRONG_ARCHITECTURE,
+       "kernel 'kda_gated_delta_kernel' (kda_gated_delta_kernel.sm_90a.cubin) "
+       "on CUDA device 0 (Fake GPU 0): the "
+       "sm_90a binary does not run here: cuModuleLoadData failed: "
+       "CUDA_ERROR_NO_BINARY_FOR_GPU"},
+      {"cuModuleLoadData=200", KDA_ERROR_CORRUPT_BUNDLE,
+       "cuModuleLoadData failed: CUDA_ERROR_INVALID_IMAGE"},
+      {"cuModuleLoadData=2", KDA_ERROR_LAUNCH_FAILED,
+       "cuModuleLoadData failed: CUDA_ERROR_OUT_OF_MEMORY"},
+      {"cuFuncSetAttribute=1", KDA_ERROR_LAUNCH_FAILED,
+       "allowing 49152 bytes of dynamic shared memory: cuFuncSetAttribute "
+       "failed: CUDA_ERROR_INVALID_VALUE"},
+      {"cuLaunchKernel=701", KDA_ERROR_LAUNCH_FAILED,
+       "kernel 'kda_gated_delta_kernel' (grid [2, 32, 1], block [128, 1, 1], "
+       "49152 bytes of dynamic shared "
+       "memory): cuLaunchKernel failed: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES"},
+      {"cuLaunchKernel=12345", KDA_ERROR_LAUNCH_FAILED,
+       "cuLaunchKernel failed: CUresult 12345"},
+      {"cuPointerGetAttributes=3", KDA_ERROR_BAD_TENSOR,
+       "cannot be checked: cuPointerGetAttributes failed: CUresult 3"},
+      {"cuCtxSetCurrent=201", KDA_ERROR_LAUNCH_FAILED,
+       "making the primary context of CUDA device 0 current: cuCtxSetCurrent "
+       "failed: CUresult 201"},
+  };
+  KdaTensors t;
+  onDevice(t);
+  for (const Case &c : cases) {
+    ScopedEnv fail("KDA_FAKE_FAIL", c.fail);
+    BundleDir b;
+    kda_bundle *bundle;
+    ASSERT_EQ(load(b, &bundle), KDA_OK);
+    EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr), c.status)
+        << c.fail;
+    EXPECT_NE(std::string(kda_last_error()).find(c.expected), std::string::npos)
+        << c.fail << "\nmessage:  " << kda_last_error()
+        << "\nexpected: " << c.expected;
+    kda_bundle_free(bundle);
+  }
+}
+
+// Its own test: the primary context is retained once per process and device.
+TEST_F(Fake, ContextRetainFails) {
+  setenv("KDA_FAKE_FAIL", "cuDevicePrimaryCtxRetain=2", 1);
+  BundleDir b;
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK);
+  KdaTensors t;
+  onDevice(t);
+  EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr),
+            KDA_ERROR_NO_DEVICE);
+  EXPECT_STREQ(kda_last_error(),
+               "cannot use CUDA device 0 (Fake GPU 0): "
+               "cuDevicePrimaryCtxRetain failed: CUDA_ERROR_OUT_OF_MEMORY");
+  kda_bundle_free(bundle);
+}
+
+TEST_F(Fake, EntryMissingFromBinary) {
+  BundleDir b(replaced(nvidiaManifest(), "\"entry\": \"small_entry\"",
+                       "\"entry\": \"renamed_entry\""));
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK);
+  Tensor x(KDA_F32, {10});
+  onDevice(x);
+  kda_tensor v = x.view();
+  EXPECT_EQ(kda_launch(bundle, "kda_small", &v, 1, nullptr),
+            KDA_ERROR_CORRUPT_BUNDLE);
+  EXPECT_STREQ(
+      kda_last_error(),
+      "kernel 'kda_small' (small.sm_90a.cubin) on CUDA device 0 (Fake GPU 0): "
+      "entry "
+      "'renamed_entry': cuModuleGetFunction failed: CUDA_ERROR_NOT_FOUND");
+  EXPECT_EQ(state().moduleUnloads, 1); // the module that lacked it is not kept
+  kda_bundle_free(bundle);
+}
+
+TEST_F(Fake, SharedMemoryAboveTheDeviceLimit) {
+  setenv("KDA_FAKE_SMEM_OPTIN", "32768", 1);
+  BundleDir b;
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK);
+  KdaTensors t;
+  onDevice(t);
+  EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr),
+            KDA_ERROR_LAUNCH_FAILED);
+  EXPECT_NE(std::string(kda_last_error())
+                .find("needs 49152 bytes of dynamic shared memory; the device "
+                      "allows 32768 "
+                      "per block"),
+            std::string::npos)
+      << kda_last_error();
+  kda_bundle_free(bundle);
+}
+
+TEST_F(Fake, HipLaunch) {
+  setenv("KDA_FAKE_DEVICES", "2", 1);
+  BundleDir b(amdManifest());
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK) << kda_last_error();
+  Tensor x(KDA_F32, {10, 4});
+  x.device = 1;
+  kda_tensor v = x.view();
+  const int sizes[] = {8, 8, 4};
+  setArgSizes(3, sizes);
+  ASSERT_EQ(kda_launch(bundle, "axpy", &v, 1, kStream), KDA_OK)
+      << kda_last_error();
+  const FakeState &s = state();
+  EXPECT_STREQ(s.last.entry, "axpy_entry");
+  EXPECT_EQ(s.last.hipDevice, 1); // launched on the tensors' device
+  EXPECT_EQ(s.last.grid[0], 10u);
+  EXPECT_EQ(s.last.block[0], 256u);
+  EXPECT_EQ(s.last.shared, 1024u);
+  EXPECT_EQ(s.last.stream, kStream);
+  void *p;
+  int64_t n;
+  float a;
+  std::memcpy(&p, s.last.args[0], 8);
+  std::memcpy(&n, s.last.args[1], 8);
+  std::memcpy(&a, s.last.args[2], 4);
+  EXPECT_EQ(p, v.data);
+  EXPECT_EQ(n, 10);
+  EXPECT_EQ(a, 2.5f);
+  int current = -1;
+  hipGetDevice(&current);
+  EXPECT_EQ(current, 0); // the caller's device is current again
+  kda_bundle_free(bundle);
+  EXPECT_EQ(state().moduleUnloads, 1);
+}
+
+TEST_F(Fake, HipWrongArchitecture) {
+  setenv("KDA_FAKE_GFX", "gfx90a", 1);
+  BundleDir b(amdManifest());
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK);
+  Tensor x(KDA_F32, {10, 4});
+  kda_tensor v = x.view();
+  EXPECT_EQ(kda_launch(bundle, "axpy", &v, 1, nullptr),
+            KDA_ERROR_WRONG_ARCHITECTURE);
+  EXPECT_STREQ(
+      kda_last_error(),
+      "kernel 'axpy' (axpy.gfx942.hsaco) on HIP device 0 (Fake AMD GPU 0): the "
+      "gfx942 "
+      "code object does not run on this device: hipModuleLoadData failed: "
+      "hipErrorNoBinaryForGpu");
+  kda_bundle_free(bundle);
+}
+
+TEST_F(Fake, HipNoDevice) {
+  setenv("KDA_FAKE_DEVICES", "0", 1);
+  BundleDir b(amdManifest());
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK);
+  Tensor x(KDA_F32, {10, 4});
+  kda_tensor v = x.view();
+  EXPECT_EQ(kda_launch(bundle, "axpy", &v, 1, nullptr), KDA_ERROR_NO_DEVICE);
+  EXPECT_NE(
+      std::string(kda_last_error()).find("hipInit failed: hipErrorNoDevice"),
+      std::string::npos)
+      << kda_last_error();
+  kda_bundle_free(bundle);
+}
+
+} // namespace

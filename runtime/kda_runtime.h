@@ -1,0 +1,118 @@
+/*
+ * kda runtime: loads an ahead-of-time kernel bundle (runtime/BUNDLE.md) and
+ * launches its kernels through the GPU driver API.
+ *
+ * The header is plain C (C99) so that any language with a C FFI (ctypes,
+ * Rust, Go, ...) can bind it. The library needs neither MLIR nor the CUDA/HIP
+ * toolkits: the driver (libcuda.so.1 / libamdhip64.so) is dlopen'ed on the
+ * first launch, so a machine without a GPU can load and check bundles and gets
+ * KDA_ERROR_NO_DRIVER, never a crash, when it tries to launch.
+ *
+ * Errors: every function except kda_bundle_free, kda_last_error and
+ * kda_status_name sets a thread-local message, read with kda_last_error():
+ * "" after a success, otherwise a sentence naming exactly what was wrong (the
+ * tensor and dimension with the expected and found values, the manifest file,
+ * line, column and field, the driver call and its error name). No function
+ * aborts on bad input.
+ *
+ * Environment: KDA_CUDA_LIBRARY / KDA_HIP_LIBRARY name the driver library to
+ * dlopen instead of libcuda.so.1 / libamdhip64.so.
+ *
+ * Threads: a bundle may be used from several threads at once (kernels are
+ * loaded under a lock); kda_bundle_free must not race with other calls on the
+ * same bundle.
+ */
+#ifndef KDA_RUNTIME_H
+#define KDA_RUNTIME_H
+
+#include <stdint.h>
+
+#if defined(KDA_RUNTIME_BUILDING)
+#define KDA_API __attribute__((visibility("default")))
+#else
+#define KDA_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+  KDA_OK = 0,
+  KDA_ERROR_INVALID_ARGUMENT, /* NULL where a value is needed, wrong tensor
+                                 count, ... */
+  KDA_ERROR_NO_DRIVER, /* libcuda.so.1 / libamdhip64.so missing, too old or
+                          failing to initialise */
+  KDA_ERROR_NO_DEVICE, /* the driver sees no device, or not the requested
+                          ordinal */
+  KDA_ERROR_WRONG_ARCHITECTURE, /* the bundle's chip cannot run on the device */
+  KDA_ERROR_CORRUPT_BUNDLE, /* manifest.json or a binary is missing, malformed
+                               or inconsistent */
+  KDA_ERROR_NOT_FOUND,      /* no kernel of that name in the bundle */
+  KDA_ERROR_BAD_TENSOR,     /* a tensor does not match the kernel's parameter */
+  KDA_ERROR_LAUNCH_FAILED /* a driver call failed while loading or launching */
+} kda_status;
+
+typedef enum { KDA_F32, KDA_F16, KDA_BF16, KDA_I32, KDA_I64 } kda_dtype;
+
+/* A tensor argument, described like DLPack: the runtime reads it, never owns
+ * it. */
+typedef struct {
+  void *data; /* first element */
+  kda_dtype dtype;
+  int32_t rank;
+  const int64_t *shape;   /* rank entries (may be NULL when rank == 0) */
+  const int64_t *strides; /* in elements; NULL = contiguous row-major */
+  int32_t device;         /* CUDA/HIP device ordinal, -1 = host memory */
+} kda_tensor;
+
+typedef struct kda_bundle kda_bundle;
+
+/* Parses and validates directory/manifest.json and reads every binary it names.
+ * Needs no driver. On failure *out is set to NULL. */
+KDA_API kda_status kda_bundle_load(const char *directory, kda_bundle **out);
+/* Unloads the bundle's modules from every device they were loaded on. NULL is a
+ * no-op. */
+KDA_API void kda_bundle_free(kda_bundle *bundle);
+
+/* -1 for a NULL bundle. */
+KDA_API int32_t kda_bundle_num_kernels(const kda_bundle *bundle);
+/* NULL for a NULL bundle or an index out of range (kda_last_error says which).
+ * The string lives as long as the bundle. */
+KDA_API const char *kda_bundle_kernel_name(const kda_bundle *bundle, int32_t i);
+/* "sm_90a", "gfx942", ...; NULL for a NULL bundle. Lives as long as the bundle.
+ */
+KDA_API const char *kda_bundle_target_chip(const kda_bundle *bundle);
+
+/* Checks `tensors` (one per `tensor` parameter of `kernel`, in order) against
+ * the manifest: rank, dtype, fixed dimensions, symbol binding, contiguity,
+ * alignment, and that all are device memory on one device. Needs no driver. */
+KDA_API kda_status kda_check_tensors(const kda_bundle *bundle,
+                                     const char *kernel,
+                                     const kda_tensor *tensors,
+                                     int32_t num_tensors);
+
+/* kda_check_tensors, then asks the driver that every pointer is device memory
+ * on the tensor's device, loads the kernel's module on that device on first
+ * use and launches it on `stream` (a CUstream / hipStream_t of that device;
+ * NULL = the legacy default stream). Asynchronous like any kernel launch: a
+ * fault inside the kernel shows up at the caller's next synchronisation.
+ * A grid with a zero dimension (e.g. an empty batch) launches nothing and
+ * returns KDA_OK. */
+KDA_API kda_status kda_launch(kda_bundle *bundle, const char *kernel,
+                              const kda_tensor *tensors, int32_t num_tensors,
+                              void *stream);
+
+/* The message of this thread's last kda_status-returning call ("" after a
+ * success). Valid until the thread's next call into the runtime. Never NULL. */
+KDA_API const char *kda_last_error(void);
+
+/* "KDA_ERROR_BAD_TENSOR", ... ("KDA_STATUS_UNKNOWN" for values outside the
+ * enum). */
+KDA_API const char *kda_status_name(kda_status status);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* KDA_RUNTIME_H */

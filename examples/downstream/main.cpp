@@ -11,6 +11,7 @@
 // kda's headers are included as in kda's own tree.
 #include "dialect/KdaDialect.h"
 #include "lowering/CpuPipeline.h"
+#include "runtime/kda_runtime.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -78,5 +79,13 @@ int main(int argc, char **argv) {
     llvm::errs() << "downstream: no function was lowered\n";
     return 1;
   }
+
+  // The runtime a serving process links: a missing bundle is a clear error.
+  kda_bundle *bundle = nullptr;
+  kda_status status = kda_bundle_load("/nonexistent-kda-bundle", &bundle);
+  llvm::outs() << "downstream (runtime): " << kda_status_name(status) << ": "
+               << kda_last_error() << "\n";
+  if (status == KDA_OK || bundle)
+    return 1;
   return 0;
 }

@@ -40,7 +40,13 @@ struct KdaOutlineKernelsPass
     llvm::StringMap<func::FuncOp> kernels;
     SmallVector<Operation *> ops;
     module.walk([&](Operation *op) {
+      // Kernels return their results through caller-allocated buffers,
+      // which needs static result shapes; other ops stay where they are.
+      bool staticResults = llvm::all_of(op->getResultTypes(), [](Type t) {
+        return cast<ShapedType>(t).hasStaticShape();
+      });
       if (isa<GatedDeltaOp, DecodeStepOp, WindowAttentionOp>(op) &&
+          staticResults &&
           !op->getParentOfType<func::FuncOp>()->hasAttr("kda.kernel"))
         ops.push_back(op);
     });

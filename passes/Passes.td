@@ -45,7 +45,8 @@ def KdaOutlineKernels : Pass<"kda-outline-kernels", "ModuleOp"> {
     just that op. Ops with the same attributes and types share one function,
     so a model of twenty identical KDA layers compiles one kernel, and every
     later stage (tiling, a target's code generation, a bundle's kernel list)
-    sees kernels as functions.
+    sees kernels as functions. Ops with dynamically shaped results stay in
+    place (kernels return results through caller-allocated buffers).
   }];
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }

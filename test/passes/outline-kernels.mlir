@@ -1,5 +1,15 @@
 // RUN: kda-opt %s --kda-outline-kernels | FileCheck %s
 
+// Dynamically shaped results stay inline: kernels return through
+// caller-allocated buffers, which need static shapes.
+// CHECK-LABEL: func.func @dynamic
+// CHECK: kda.gated_delta delta
+// CHECK-NOT: call
+func.func @dynamic(%q: tensor<1x?x2x16xf32>, %v: tensor<1x?x2x8xf32>) -> tensor<1x?x2x8xf32> {
+  %o = kda.gated_delta delta %q, %q, %v : tensor<1x?x2x16xf32>, tensor<1x?x2x16xf32>, tensor<1x?x2x8xf32> -> tensor<1x?x2x8xf32>
+  return %o : tensor<1x?x2x8xf32>
+}
+
 // Two layers with the same configuration share one kernel; a different
 // configuration (here: another window) gets its own.
 // CHECK-LABEL: func.func @two_layers

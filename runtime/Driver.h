@@ -21,6 +21,19 @@ struct LaunchConfig {
   void **args; // one pointer to each argument's value, in params order
 };
 
+/// "kernel 'k' (grid [..], block [..], N bytes of dynamic shared memory)":
+/// how every driver names a failed launch.
+inline std::string describeLaunch(const std::string &kernel,
+                                  const LaunchConfig &c) {
+  auto dims = [](const unsigned (&d)[3]) {
+    return "[" + std::to_string(d[0]) + ", " + std::to_string(d[1]) + ", " +
+           std::to_string(d[2]) + "]";
+  };
+  return "kernel '" + kernel + "' (grid " + dims(c.grid) + ", block " +
+         dims(c.block) + ", " + std::to_string(c.sharedBytes) +
+         " bytes of dynamic shared memory)";
+}
+
 // Implementations are process-wide, created on first use and never destroyed
 // (modules and primary contexts outlive static destructors otherwise).
 // All methods are thread-safe. Every method except checkDevice expects the

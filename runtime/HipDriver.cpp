@@ -134,13 +134,7 @@ public:
     if (e != hipSuccess)
       return Status(
           KDA_ERROR_LAUNCH_FAILED,
-          "kernel '" + kernel.name + "' (grid [" + std::to_string(c.grid[0]) +
-              ", " + std::to_string(c.grid[1]) + ", " +
-              std::to_string(c.grid[2]) + "], block [" +
-              std::to_string(c.block[0]) + ", " + std::to_string(c.block[1]) +
-              ", " + std::to_string(c.block[2]) + "], " +
-              std::to_string(c.sharedBytes) +
-              " bytes of dynamic shared memory): " +
+          describeLaunch(kernel.name, c) + ": " +
               api_.describe("hipModuleLaunchKernel", e));
     return Status::ok();
   }

@@ -40,14 +40,14 @@ struct KdaOutlineKernelsPass
     llvm::StringMap<func::FuncOp> kernels;
     SmallVector<Operation *> ops;
     module.walk([&](Operation *op) {
+      if (!isa<GatedDeltaOp, DecodeStepOp, WindowAttentionOp>(op) ||
+          op->getParentOfType<func::FuncOp>()->hasAttr("kda.kernel"))
+        return;
       // Kernels return their results through caller-allocated buffers,
       // which needs static result shapes; other ops stay where they are.
-      bool staticResults = llvm::all_of(op->getResultTypes(), [](Type t) {
-        return cast<ShapedType>(t).hasStaticShape();
-      });
-      if (isa<GatedDeltaOp, DecodeStepOp, WindowAttentionOp>(op) &&
-          staticResults &&
-          !op->getParentOfType<func::FuncOp>()->hasAttr("kda.kernel"))
+      if (llvm::all_of(op->getResultTypes(), [](Type t) {
+            return cast<ShapedType>(t).hasStaticShape();
+          }))
         ops.push_back(op);
     });
     for (Operation *op : ops) {

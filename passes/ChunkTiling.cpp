@@ -17,6 +17,7 @@
 
 #include "passes/GatedDeltaKernel.h"
 #include "passes/Passes.h"
+#include "passes/Sequences.h"
 #include "passes/TileBuilder.h"
 #include "passes/WindowAttentionKernel.h"
 
@@ -45,12 +46,6 @@ int64_t dimOf(Value v, unsigned d) {
 
 Value dimValue(ImplicitLocOpBuilder &b, Value v, unsigned d) {
   return tensor::DimOp::create(b, v, d);
-}
-
-/// Reads element `i` of an integer tensor as an index.
-Value extractIndex(ImplicitLocOpBuilder &b, Value t, Value i) {
-  Value e = tensor::ExtractOp::create(b, t, ValueRange{i});
-  return arith::IndexCastOp::create(b, b.getIndexType(), e);
 }
 
 /// Reads element `indices` of a float tensor as f32.
@@ -159,21 +154,18 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     const int64_t h = dimOf(q, 2), kd = dimOf(q, 3), hv = dimOf(v, 2),
                   vd = dimOf(v, 3);
     const bool vMajor = op.getStateLayout() == StateLayout::v_major;
-    const bool varlen = static_cast<bool>(op.getCuSeqlens());
     ChunkConfig config = makeConfig(op, c, sub, kd, vd);
     std::optional<GateGranularity> granularity = op.getGateGranularity();
     bool channelGate = granularity == GateGranularity::channel;
 
     // Result tensors, written by the programs.
-    Value batch = dimValue(b, q, 0), tokens = dimValue(b, q, 1);
-    Value numSeqs =
-        varlen ? Value(arith::SubIOp::create(
-                     b, dimValue(b, op.getCuSeqlens(), 0), tb.index(1)))
-               : batch;
+    SequenceLayout sequences(b, q, op.getCuSeqlens());
+    Value numSeqs = sequences.numSequences();
     auto oType = cast<RankedTensorType>(op.getO().getType());
     SmallVector<Value> outs;
     outs.push_back(tb.emptyOfType(
-        oType, {batch, tokens, b.getIndexAttr(hv), b.getIndexAttr(vd)}));
+        oType, {sequences.batch(), sequences.tokens(), b.getIndexAttr(hv),
+                b.getIndexAttr(vd)}));
     Value finalState = op.getFinalState();
     if (finalState) {
       auto type = cast<RankedTensorType>(finalState.getType());
@@ -194,11 +186,9 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
               .getResult(0));
     }
 
-    // A static batch gives a static program grid.
-    OpFoldResult gridSeqs =
-        varlen ? OpFoldResult(numSeqs) : tensor::getMixedSize(b, b.getLoc(), q, 0);
     auto forall = scf::ForallOp::create(
-        b, ArrayRef<OpFoldResult>{gridSeqs, b.getIndexAttr(hv)}, outs,
+        b, ArrayRef<OpFoldResult>{sequences.gridSize(), b.getIndexAttr(hv)},
+        outs,
         std::nullopt);
     Block *body = forall.getBody();
     b.setInsertionPointToStart(body);
@@ -207,12 +197,8 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
 
     // Where program n's tokens are.
     Value zero = tb.index(0), one = tb.index(1);
-    Value row = varlen ? zero : n;
-    Value start = varlen ? extractIndex(b, op.getCuSeqlens(), n) : zero;
-    Value end = varlen ? extractIndex(b, op.getCuSeqlens(),
-                                      arith::AddIOp::create(b, n, one))
-                       : tokens;
-    Value length = arith::SubIOp::create(b, end, start);
+    SequenceLayout::Bounds where = sequences.bounds(b, n);
+    Value row = where.row, start = where.start, length = where.length;
     Value qkHead = arith::DivUIOp::create(b, head, tb.index(hv / h));
 
     Value state =
@@ -262,8 +248,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
           Value s = iter[0];
           Value local = arith::MulIOp::create(ib, chunkIdx, cIdx);
           Value t0 = arith::AddIOp::create(ib, start, local);
-          Value valid = arith::MinUIOp::create(
-              ib, cIdx, arith::SubIOp::create(ib, length, local));
+          Value valid = validRows(ib, cIdx, length, local);
           Value z = itb.index(0);
 
           SmallVector<Value> results;

@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/WindowAttentionKernel.h"
+#include "passes/Sequences.h"
 #include "passes/TileBuilder.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -33,9 +34,6 @@ Value f32c(ImplicitLocOpBuilder &b, double v) {
 int64_t dimOf(Value v, unsigned d) {
   return cast<RankedTensorType>(v.getType()).getDimSize(d);
 }
-Value toIndex(ImplicitLocOpBuilder &b, Value i) {
-  return arith::IndexCastOp::create(b, b.getIndexType(), i);
-}
 } // namespace
 
 Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
@@ -45,39 +43,24 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
   const int64_t hq = dimOf(q, 2), kd = dimOf(q, 3), hk = dimOf(k, 2),
                 hvIn = dimOf(v, 2), vd = dimOf(v, 3);
   const int64_t ho = std::max(hq, hvIn);
-  const bool varlen = static_cast<bool>(op.getCuSeqlens());
   const bool perPosition = static_cast<bool>(op.getWindowSizes());
   const double scale =
       op.getScale() ? op.getScale()->convertToDouble() : 1.0 / std::sqrt(double(kd));
   auto oType = cast<RankedTensorType>(op.getO().getType());
 
   Value zero = tb.index(0), one = tb.index(1), cIdx = tb.index(c);
-  Value batch = tensor::DimOp::create(b, q, 0);
-  Value tokens = tensor::DimOp::create(b, q, 1);
-  Value numSeqs =
-      varlen ? Value(arith::SubIOp::create(
-                   b, tensor::DimOp::create(b, op.getCuSeqlens(), 0), one))
-             : batch;
-  Value out = tb.emptyOfType(
-      oType, {batch, tokens, b.getIndexAttr(ho), b.getIndexAttr(vd)});
+  SequenceLayout sequences(b, q, op.getCuSeqlens());
+  Value out = tb.emptyOfType(oType, {sequences.batch(), sequences.tokens(),
+                                     b.getIndexAttr(ho), b.getIndexAttr(vd)});
 
-  OpFoldResult gridSeqs =
-      varlen ? OpFoldResult(numSeqs) : tensor::getMixedSize(b, b.getLoc(), q, 0);
   auto forall = scf::ForallOp::create(
-      b, ArrayRef<OpFoldResult>{gridSeqs, b.getIndexAttr(ho)}, ValueRange{out},
-      std::nullopt);
+      b, ArrayRef<OpFoldResult>{sequences.gridSize(), b.getIndexAttr(ho)},
+      ValueRange{out}, std::nullopt);
   b.setInsertionPointToStart(forall.getBody());
   Value n = forall.getInductionVar(0), head = forall.getInductionVar(1);
   Value shared = forall.getRegionIterArgs()[0];
-  Value row = varlen ? zero : n;
-  Value start =
-      varlen ? toIndex(b, tensor::ExtractOp::create(b, op.getCuSeqlens(), n))
-             : zero;
-  Value end = varlen ? toIndex(b, tensor::ExtractOp::create(
-                                      b, op.getCuSeqlens(),
-                                      ValueRange{arith::AddIOp::create(b, n, one)}))
-                     : tokens;
-  Value length = arith::SubIOp::create(b, end, start);
+  SequenceLayout::Bounds where = sequences.bounds(b, n);
+  Value row = where.row, start = where.start, length = where.length;
   Value qHead = arith::DivUIOp::create(b, head, tb.index(ho / hq));
   Value kHead = arith::DivUIOp::create(b, head, tb.index(ho / hk));
   Value vHead = arith::DivUIOp::create(b, head, tb.index(ho / hvIn));
@@ -100,8 +83,7 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
         TileBuilder tb1(b1);
         Value z = tb1.index(0);
         Value q0 = arith::MulIOp::create(b1, qb, cIdx);
-        Value validQ = arith::MinUIOp::create(
-            b1, cIdx, arith::SubIOp::create(b1, length, q0));
+        Value validQ = validRows(b1, cIdx, length, q0);
         Value qAbs = arith::AddIOp::create(b1, start, q0);
         Value qTile = tb1.load(q, {row, qAbs, qHead, z},
                                {1, 3}, {c, kd}, validQ);
@@ -139,8 +121,7 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
               TileBuilder tb2(b2);
               Value z2 = tb2.index(0);
               Value k0 = arith::MulIOp::create(b2, kb, cIdx);
-              Value validK = arith::MinUIOp::create(
-                  b2, cIdx, arith::SubIOp::create(b2, length, k0));
+              Value validK = validRows(b2, cIdx, length, k0);
               Value kAbs = arith::AddIOp::create(b2, start, k0);
               Value kTile = tb2.load(k, {row, kAbs, kHead, z2}, {1, 3},
                                      {c, kd}, validK);

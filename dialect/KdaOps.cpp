@@ -13,6 +13,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "mlir/IR/PatternMatch.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallString.h"
@@ -112,8 +113,14 @@ public:
   /// ("operand 'q'", "result 'o'").
   LogicalResult check(StringRef what, Value value, ArrayRef<StringRef> dims,
                       ElemKind kind) {
+    if (dimensionRecorder)
+      (*dimensionRecorder)[value] = {
+          what.str(), SmallVector<std::string>(dims.begin(), dims.end())};
     return check(what, value.getType(), dims, kind);
   }
+
+  /// Set while kda::nameDimensions re-runs a verifier to learn its names.
+  static thread_local DimensionNames *dimensionRecorder;
 
   LogicalResult check(StringRef what, Type type, ArrayRef<StringRef> dims,
                       ElemKind kind) {
@@ -183,6 +190,8 @@ private:
   Operation *op;
   llvm::StringMap<std::pair<int64_t, std::string>> sizes;
 };
+
+thread_local DimensionNames *ShapeChecker::dimensionRecorder = nullptr;
 
 std::string operandName(StringRef name) {
   return ("operand '" + name + "'").str();
@@ -875,4 +884,22 @@ void GatedDeltaOp::getCanonicalizationPatterns(RewritePatternSet &results,
 void DecodeStepOp::getCanonicalizationPatterns(RewritePatternSet &results,
                                                MLIRContext *context) {
   results.add<DropZeroGate<DecodeStepOp>, DropUnitBeta<DecodeStepOp>>(context);
+}
+
+//===----------------------------------------------------------------------===//
+// Dimension names
+//===----------------------------------------------------------------------===//
+
+DimensionNames mlir::kda::nameDimensions(Operation *op) {
+  DimensionNames names;
+  ShapeChecker::dimensionRecorder = &names;
+  LogicalResult verified =
+      llvm::TypeSwitch<Operation *, LogicalResult>(op)
+          .Case<GatedDeltaOp, DecodeStepOp, WindowAttentionOp, GateOp,
+                HybridOp, MultiScaleOp>([](auto typed) { return typed.verify(); })
+          .Default([](Operation *) { return failure(); });
+  ShapeChecker::dimensionRecorder = nullptr;
+  if (failed(verified))
+    names.clear();
+  return names;
 }

@@ -16,4 +16,21 @@
 #define GET_OP_CLASSES
 #include "dialect/KdaOps.h.inc"
 
+#include "llvm/ADT/DenseMap.h"
+
+namespace mlir::kda {
+/// How the verifier names an operand or result ("operand 'q'") and each of
+/// its dimensions ("B", "T", "H", "K"; "N+1" for cu_seqlens).
+struct DimensionNaming {
+  std::string what;
+  SmallVector<std::string> dims;
+};
+using DimensionNames = llvm::DenseMap<Value, DimensionNaming>;
+
+/// The names the op's verifier gives each shaped operand and result; empty
+/// for ops without named dimensions or that do not verify. Kernel ABIs use
+/// them to turn dynamic sizes into shared symbols.
+DimensionNames nameDimensions(Operation *op);
+} // namespace mlir::kda
+
 #endif // KDA_DIALECT_KDAOPS_H

@@ -48,6 +48,13 @@ Value dimValue(ImplicitLocOpBuilder &b, Value v, unsigned d) {
   return tensor::DimOp::create(b, v, d);
 }
 
+/// Dimension `d` of `v`: an attribute when static, else a tensor.dim.
+OpFoldResult sizeOf(ImplicitLocOpBuilder &b, Value v, unsigned d) {
+  if (!ShapedType::isDynamic(dimOf(v, d)))
+    return b.getIndexAttr(dimOf(v, d));
+  return dimValue(b, v, d);
+}
+
 /// Reads element `indices` of a float tensor as f32.
 Value extractF32(ImplicitLocOpBuilder &b, Value t, ValueRange indices) {
   Value e = tensor::ExtractOp::create(b, t, indices);
@@ -140,8 +147,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
   LogicalResult matchAndRewrite(GatedDeltaOp op,
                                 PatternRewriter &rewriter) const override {
     Value q = op.getQ(), v = op.getV();
-    if (failed(requireStatic(rewriter, op,
-                             {{q, 2}, {q, 3}, {v, 2}, {v, 3}})))
+    if (failed(requireStatic(rewriter, op, {{q, 3}, {v, 3}})))
       return failure();
     if (op.getBoundaryStates() &&
         ShapedType::isDynamic(dimOf(op.getBoundaryStates(), 1)))
@@ -151,8 +157,13 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     TileBuilder tb(b);
     auto [cTile, subTile] = tileSizes(op.getTile(), chunk, subChunk);
     const int64_t c = cTile, sub = subTile;
-    const int64_t h = dimOf(q, 2), kd = dimOf(q, 3), hv = dimOf(v, 2),
-                  vd = dimOf(v, 3);
+    // Head counts may be dynamic (a GPU kernel serves any number of heads);
+    // head dimensions size the tiles and are static.
+    const int64_t kd = dimOf(q, 3), vd = dimOf(v, 3);
+    OpFoldResult hv = sizeOf(b, v, 2);
+    Value headsPerQueryHead = arith::DivUIOp::create(
+        b, getValueOrCreateConstantIndexOp(b, b.getLoc(), hv),
+        getValueOrCreateConstantIndexOp(b, b.getLoc(), sizeOf(b, q, 2)));
     const bool vMajor = op.getStateLayout() == StateLayout::v_major;
     ChunkConfig config = makeConfig(op, c, sub, kd, vd);
     std::optional<GateGranularity> granularity = op.getGateGranularity();
@@ -164,12 +175,12 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     auto oType = cast<RankedTensorType>(op.getO().getType());
     SmallVector<Value> outs;
     outs.push_back(tb.emptyOfType(
-        oType, {sequences.batch(), sequences.tokens(), b.getIndexAttr(hv),
+        oType, {sequences.batch(), sequences.tokens(), hv,
                 b.getIndexAttr(vd)}));
     Value finalState = op.getFinalState();
     if (finalState) {
       auto type = cast<RankedTensorType>(finalState.getType());
-      outs.push_back(tb.emptyOfType(type, {numSeqs, {}, {}, {}}));
+      outs.push_back(tb.emptyOfType(type, {numSeqs, hv, {}, {}}));
     }
     Value boundary = op.getBoundaryStates();
     int64_t numBoundaries = 0, interval = 0;
@@ -178,7 +189,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
       numBoundaries = type.getDimSize(1);
       interval = *op.getBoundaryInterval();
       // Entries past a shorter sequence's end stay zero.
-      Value empty = tb.emptyOfType(type, {numSeqs, {}, {}, {}, {}});
+      Value empty = tb.emptyOfType(type, {numSeqs, {}, hv, {}, {}});
       Value zero = arith::ConstantOp::create(
           b, b.getZeroAttr(type.getElementType()));
       outs.push_back(
@@ -187,7 +198,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     }
 
     auto forall = scf::ForallOp::create(
-        b, ArrayRef<OpFoldResult>{sequences.gridSize(), b.getIndexAttr(hv)},
+        b, ArrayRef<OpFoldResult>{sequences.gridSize(), hv},
         outs,
         std::nullopt);
     Block *body = forall.getBody();
@@ -199,7 +210,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     Value zero = tb.index(0), one = tb.index(1);
     SequenceLayout::Bounds where = sequences.bounds(b, n);
     Value row = where.row, start = where.start, length = where.length;
-    Value qkHead = arith::DivUIOp::create(b, head, tb.index(hv / h));
+    Value qkHead = arith::DivUIOp::create(b, head, headsPerQueryHead);
 
     Value state =
         op.getInitialState()

@@ -4,7 +4,10 @@
 
 #include "dialect/KdaOps.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringMap.h"
@@ -34,6 +37,8 @@ std::string configurationKey(Operation *op) {
 
 struct KdaOutlineKernelsPass
     : mlir::kda::impl::KdaOutlineKernelsBase<KdaOutlineKernelsPass> {
+  using KdaOutlineKernelsBase::KdaOutlineKernelsBase;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
@@ -44,18 +49,28 @@ struct KdaOutlineKernelsPass
           op->getParentOfType<func::FuncOp>()->hasAttr("kda.kernel"))
         return;
       // Kernels return their results through caller-allocated buffers,
-      // which needs static result shapes; other ops stay where they are.
-      if (llvm::all_of(op->getResultTypes(), [](Type t) {
+      // which needs static result shapes unless the caller passes them
+      // (destination style); other ops stay where they are.
+      if (destinationStyle ||
+          llvm::all_of(op->getResultTypes(), [](Type t) {
             return cast<ShapedType>(t).hasStaticShape();
           }))
         ops.push_back(op);
     });
     for (Operation *op : ops) {
+      // Results a destination-style op already writes into an operand need
+      // no extra argument.
+      SmallVector<Value> destinations;
+      if (destinationStyle && !isa<DestinationStyleOpInterface>(op))
+        destinations.append(op->result_begin(), op->result_end());
+
       func::FuncOp &kernel = kernels[configurationKey(op)];
       if (!kernel) {
         OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-        auto type = b.getFunctionType(op->getOperandTypes(),
-                                      op->getResultTypes());
+        SmallVector<Type> argTypes(op->getOperandTypes());
+        for (Value d : destinations)
+          argTypes.push_back(d.getType());
+        auto type = b.getFunctionType(argTypes, op->getResultTypes());
         std::string name =
             "kda_" + op->getName().stripDialect().str() + "_kernel";
         kernel = func::FuncOp::create(b, op->getLoc(), name, type);
@@ -65,16 +80,114 @@ struct KdaOutlineKernelsPass
         Block *entry = kernel.addEntryBlock();
         b.setInsertionPointToStart(entry);
         IRMapping mapping;
-        mapping.map(op->getOperands(), entry->getArguments());
+        mapping.map(op->getOperands(),
+                    entry->getArguments().take_front(op->getNumOperands()));
         Operation *clone = b.clone(*op, mapping);
         func::ReturnOp::create(b, op->getLoc(), clone->getResults());
+        if (destinationStyle) {
+          SmallVector<Value> described(op->getOperands());
+          described.append(destinations);
+          kernel->setAttr("kda.abi", describeArguments(b, op, described));
+        }
       }
       OpBuilder b(op);
-      auto call = func::CallOp::create(b, op->getLoc(), kernel,
-                                       op->getOperands());
+      SmallVector<Value> args(op->getOperands());
+      for (Value d : destinations) {
+        auto type = cast<RankedTensorType>(d.getType());
+        SmallVector<Value> dynamicSizes;
+        for (int64_t i = 0; i < type.getRank(); ++i)
+          if (type.isDynamicDim(i)) {
+            Value size = dynamicSizeOf(b, op, d, i);
+            if (!size) {
+              op->emitOpError() << "kda-outline-kernels: cannot tell the "
+                                   "size of result dimension " << i;
+              return signalPassFailure();
+            }
+            dynamicSizes.push_back(size);
+          }
+        args.push_back(tensor::EmptyOp::create(b, op->getLoc(), type.getShape(),
+                                               type.getElementType(),
+                                               dynamicSizes));
+      }
+      auto call = func::CallOp::create(b, op->getLoc(), kernel, args);
       op->replaceAllUsesWith(call.getResults());
       op->erase();
     }
+  }
+
+  /// [{name, dims}] per kernel argument: dims hold static sizes as integers
+  /// and dynamic ones as the verifier's dimension names.
+  static ArrayAttr describeArguments(OpBuilder &b, Operation *op,
+                                     ArrayRef<Value> values) {
+    DimensionNames names = nameDimensions(op);
+    // Without cu_seqlens the number of sequences N is the batch B: one
+    // symbol, so that a launch checks they agree.
+    bool varlen = llvm::any_of(names, [](auto &entry) {
+      return llvm::is_contained(entry.second.dims, "N+1");
+    });
+    if (!varlen)
+      for (auto &entry : names)
+        for (std::string &d : entry.second.dims)
+          if (d == "N")
+            d = "B";
+    SmallVector<Attribute> entries;
+    for (auto [i, v] : llvm::enumerate(values)) {
+      auto type = cast<ShapedType>(v.getType());
+      auto it = names.find(v);
+      std::string name = "arg" + std::to_string(i);
+      if (it != names.end()) {
+        StringRef what = it->second.what;
+        size_t open = what.find('\''), close = what.rfind('\'');
+        if (open != StringRef::npos && close > open)
+          name = what.substr(open + 1, close - open - 1).str();
+      }
+      SmallVector<Attribute> dims;
+      for (int64_t d = 0; d < type.getRank(); ++d) {
+        if (!type.isDynamicDim(d)) {
+          dims.push_back(b.getI64IntegerAttr(type.getDimSize(d)));
+        } else if (it != names.end() && d < (int64_t)it->second.dims.size()) {
+          dims.push_back(b.getStringAttr(it->second.dims[d]));
+        } else {
+          dims.push_back(
+              b.getStringAttr(name + "_" + std::to_string(d)));
+        }
+      }
+      entries.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("name", b.getStringAttr(name)),
+           b.getNamedAttr("dims", b.getArrayAttr(dims))}));
+    }
+    return b.getArrayAttr(entries);
+  }
+
+  /// A dynamic size of result `r` from an operand dimension with the same
+  /// name (every result dimension of a kda op is named after an operand's;
+  /// N, the number of sequences, is cu_seqlens' N+1 minus one, else B).
+  /// Null when there is none.
+  static Value dynamicSizeOf(OpBuilder &b, Operation *op, Value r,
+                             int64_t dim) {
+    DimensionNames names = nameDimensions(op);
+    auto it = names.find(r);
+    if (it == names.end() || dim >= (int64_t)it->second.dims.size())
+      return {};
+    Location loc = op->getLoc();
+    auto find = [&](StringRef want) -> Value {
+      for (Value operand : op->getOperands()) {
+        auto o = names.find(operand);
+        if (o == names.end())
+          continue;
+        for (auto [d, n] : llvm::enumerate(o->second.dims))
+          if (n == want)
+            return tensor::DimOp::create(b, loc, operand, d);
+      }
+      return {};
+    };
+    StringRef want = it->second.dims[dim];
+    if (want != "N")
+      return find(want);
+    if (Value n1 = find("N+1"))
+      return arith::SubIOp::create(b, loc, n1,
+                                   arith::ConstantIndexOp::create(b, loc, 1));
+    return find("B");
   }
 };
 

@@ -47,8 +47,19 @@ def KdaOutlineKernels : Pass<"kda-outline-kernels", "ModuleOp"> {
     later stage (tiling, a target's code generation, a bundle's kernel list)
     sees kernels as functions. Ops with dynamically shaped results stay in
     place (kernels return results through caller-allocated buffers).
+
+    With `destination-style`, every such op is outlined whatever its shapes:
+    the kernel takes one extra argument per result that is not already a
+    destination operand (the buffer it writes), and carries `kda.abi`, the
+    name and dimension names of each argument (from the op's verifier), which
+    GPU kernels turn into their parameter list.
   }];
-  let dependentDialects = ["::mlir::func::FuncDialect"];
+  let options = [
+    Option<"destinationStyle", "destination-style", "bool", /*default=*/"false",
+           "Outline every kda op, with result buffers as arguments">,
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 def KdaDecompose : Pass<"kda-decompose", "func::FuncOp"> {

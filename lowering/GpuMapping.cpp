@@ -1,0 +1,869 @@
+//===- GpuMapping.cpp - chunkwise tile IR -> one GPU kernel per kda op ----===//
+//
+// The GPU targets receive the same tile IR as the CPU (kda-tile-chunks) and
+// differ only in how a tile primitive runs. After bufferization every tile
+// is a small static buffer and every primitive a loop nest; here
+//
+//   * a program (sequence, head) of the scf.forall becomes a thread block,
+//   * every tile primitive (an outermost scf.parallel) is spread over the
+//     block's threads, with a barrier between primitives,
+//   * tiles live in shared memory: one arena, offsets planned from the
+//     tiles' live ranges, so tiles that are never live together share bytes,
+//   * the kernel takes bare pointers plus the dynamic sizes it needs, named
+//     after the op's dimensions (B, T, H, HV, N+1), and the launch geometry
+//     is recorded on the module for the bundle's manifest.
+//
+// Tile matmuls are lowered to tensor-core instructions before this pass
+// (kda-gpu-tile-matmuls); everything else stays target-neutral until
+// convert-gpu-to-nvvm / -rocdl.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/GpuPipeline.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Interfaces/ValueBoundsOpInterface.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Pass/Pass.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+
+namespace {
+
+constexpr StringLiteral kKernelAttr = "kda.kernel";
+constexpr StringLiteral kAbiAttr = "kda.abi";
+
+//===----------------------------------------------------------------------===//
+// kda-gpu-bind-destinations: results are written into the kernel's arguments
+//===----------------------------------------------------------------------===//
+
+/// Outlined destination-style kernels return what their scf.forall wrote into
+/// fresh tensors; make the forall write into the result arguments instead, so
+/// that bufferization writes the caller's buffers in place.
+struct BindDestinationsPass
+    : PassWrapper<BindDestinationsPass, OperationPass<func::FuncOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(BindDestinationsPass)
+  StringRef getArgument() const override { return "kda-gpu-bind-destinations"; }
+  StringRef getDescription() const override {
+    return "Make destination-style kda kernels write their result arguments";
+  }
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (!func->hasAttr(kAbiAttr) || func.isExternal())
+      return;
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    unsigned firstDest = func.getNumArguments() - ret.getNumOperands();
+    for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+      Value dest = func.getArgument(firstDest + i);
+      Value v = value;
+      while (auto cast = v.getDefiningOp<tensor::CastOp>())
+        v = cast.getSource();
+      if (v == dest)
+        continue;
+      auto forall = v.getDefiningOp<scf::ForallOp>();
+      if (!forall) {
+        // In-place destination ops (decode_step) already return their args.
+        func.emitError() << "kda-gpu-bind-destinations: result " << i
+                         << " is not written by the kernel's program grid";
+        return signalPassFailure();
+      }
+      OpOperand &init =
+          forall.getOutputsMutable()[cast<OpResult>(v).getResultNumber()];
+      Value initValue = init.get();
+      Value destCast = dest;
+      OpBuilder b(forall);
+      if (dest.getType() != initValue.getType())
+        destCast = tensor::CastOp::create(b, forall.getLoc(),
+                                          initValue.getType(), dest);
+      if (initValue.getDefiningOp<tensor::EmptyOp>()) {
+        init.set(destCast);
+      } else if (auto fill = initValue.getDefiningOp<linalg::FillOp>();
+                 fill && fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>()) {
+        b.setInsertionPoint(fill);
+        if (dest.getType() != initValue.getType())
+          destCast = tensor::CastOp::create(b, fill.getLoc(),
+                                            initValue.getType(), dest);
+        fill.getOutputsMutable()[0].set(destCast);
+      } else {
+        func.emitError() << "kda-gpu-bind-destinations: result " << i
+                         << " starts from a value the kernel cannot write in "
+                            "place";
+        return signalPassFailure();
+      }
+    }
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// kda-gpu-prepare-tiles: every tile primitive a loop nest of one shape
+//===----------------------------------------------------------------------===//
+
+/// memref.copy becomes linalg.copy (a loop nest like every other primitive),
+/// and reductions move innermost, so that each primitive lowers to one
+/// scf.parallel over its output elements with a sequential reduction inside:
+/// the shape kda-gpu-map-kernels spreads over threads.
+struct PrepareTilesPass
+    : PassWrapper<PrepareTilesPass, OperationPass<func::FuncOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PrepareTilesPass)
+  StringRef getArgument() const override { return "kda-gpu-prepare-tiles"; }
+  StringRef getDescription() const override {
+    return "Copies as linalg.copy and reductions innermost, for GPU mapping";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<linalg::LinalgDialect>();
+  }
+
+  void runOnOperation() override {
+    IRRewriter rewriter(&getContext());
+    SmallVector<memref::CopyOp> copies;
+    getOperation().walk([&](memref::CopyOp c) { copies.push_back(c); });
+    for (memref::CopyOp c : copies) {
+      rewriter.setInsertionPoint(c);
+      linalg::CopyOp::create(rewriter, c.getLoc(), c.getSource(),
+                             c.getTarget());
+      rewriter.eraseOp(c);
+    }
+    SmallVector<linalg::GenericOp> generics;
+    getOperation().walk([&](linalg::GenericOp g) { generics.push_back(g); });
+    for (linalg::GenericOp g : generics) {
+      SmallVector<utils::IteratorType> iters = g.getIteratorTypesArray();
+      SmallVector<unsigned> order;
+      for (unsigned i = 0; i < iters.size(); ++i)
+        if (iters[i] == utils::IteratorType::parallel)
+          order.push_back(i);
+      for (unsigned i = 0; i < iters.size(); ++i)
+        if (iters[i] != utils::IteratorType::parallel)
+          order.push_back(i);
+      if (llvm::equal(order, llvm::seq<unsigned>(0, iters.size())))
+        continue;
+      rewriter.setInsertionPoint(g);
+      if (failed(linalg::interchangeGenericOp(rewriter, g, order))) {
+        g.emitError("kda-gpu-prepare-tiles: cannot move reductions innermost");
+        return signalPassFailure();
+      }
+    }
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// kda-gpu-map-kernels
+//===----------------------------------------------------------------------===//
+
+/// Elementwise copy src -> dst of one static shape, as an scf.parallel nest
+/// (spread over threads like every primitive).
+void emitCopyLoop(OpBuilder &b, Location loc, Value src, Value dst) {
+  auto type = cast<MemRefType>(dst.getType());
+  SmallVector<Value> lbs, ubs, steps;
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    lbs.push_back(arith::ConstantIndexOp::create(b, loc, 0));
+    ubs.push_back(memref::DimOp::create(b, loc, dst, d));
+    steps.push_back(arith::ConstantIndexOp::create(b, loc, 1));
+  }
+  scf::ParallelOp::create(
+      b, loc, lbs, ubs, steps,
+      [&](OpBuilder &nb, Location l, ValueRange ivs) {
+        Value x = memref::LoadOp::create(nb, l, src, ivs);
+        memref::StoreOp::create(nb, l, x, dst, ivs);
+      });
+}
+
+/// Loop-carried tiles (the recurrent state) are updated in one buffer: the
+/// carried value lives in a buffer allocated before the loop, and the new
+/// value is copied into it at the end of each iteration. Without this, the
+/// arena would give the next iteration's new tile the bytes of the tile the
+/// iteration reads.
+LogicalResult carryInPlace(scf::ForOp loop) {
+  OpBuilder b(loop);
+  Location loc = loop.getLoc();
+  auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
+  SmallVector<unsigned> memrefArgs;
+  for (auto [i, arg] : llvm::enumerate(loop.getRegionIterArgs()))
+    if (isa<MemRefType>(arg.getType()))
+      memrefArgs.push_back(i);
+  if (memrefArgs.empty())
+    return success();
+  for (unsigned i : memrefArgs) {
+    Value arg = loop.getRegionIterArgs()[i];
+    Value init = loop.getInitArgs()[i];
+    Value next = yield.getOperand(i);
+    Value carrier = init;
+    if (next != arg) {
+      auto type = dyn_cast<MemRefType>(arg.getType());
+      if (!type || !type.hasStaticShape() || !type.getLayout().isIdentity())
+        return loop.emitError("kda-gpu-map-kernels: a loop carries a tile "
+                              "of dynamic shape");
+      // A fresh carrier unless the initial value is a tile no one else uses.
+      Operation *initDef = init.getDefiningOp();
+      bool reusable = initDef && isa<memref::AllocOp>(initDef) &&
+                      initDef->getBlock() == loop->getBlock() &&
+                      llvm::all_of(init.getUsers(), [&](Operation *u) {
+                        return u == loop.getOperation() ||
+                               (u->getBlock() == loop->getBlock() &&
+                                u->isBeforeInBlock(loop));
+                      });
+      if (!reusable) {
+        carrier = memref::AllocOp::create(b, loc, type);
+        emitCopyLoop(b, loc, init, carrier);
+      }
+      OpBuilder end(yield);
+      emitCopyLoop(end, loc, next, carrier);
+    }
+    arg.replaceAllUsesWith(carrier);
+    loop.getResult(i).replaceAllUsesWith(carrier);
+  }
+  // Rebuild the loop without the memref iter_args.
+  SmallVector<Value> keptInits;
+  SmallVector<unsigned> kept;
+  for (unsigned i = 0; i < loop.getNumRegionIterArgs(); ++i)
+    if (!llvm::is_contained(memrefArgs, i)) {
+      kept.push_back(i);
+      keptInits.push_back(loop.getInitArgs()[i]);
+    }
+  auto newLoop = scf::ForOp::create(b, loc, loop.getLowerBound(),
+                                    loop.getUpperBound(), loop.getStep(),
+                                    keptInits);
+  Block *newBody = newLoop.getBody();
+  if (newBody->mightHaveTerminator())
+    newBody->getTerminator()->erase();
+  SmallVector<Value> argMap;
+  argMap.push_back(newLoop.getInductionVar());
+  unsigned k = 0;
+  for (unsigned i = 0; i < loop.getNumRegionIterArgs(); ++i)
+    argMap.push_back(llvm::is_contained(memrefArgs, i)
+                         ? Value()
+                         : newLoop.getRegionIterArgs()[k++]);
+  Block *oldBody = loop.getBody();
+  for (auto [oldArg, newArg] : llvm::zip(oldBody->getArguments(), argMap))
+    if (newArg)
+      oldArg.replaceAllUsesWith(newArg);
+  newBody->getOperations().splice(newBody->end(), oldBody->getOperations());
+  auto oldYield = cast<scf::YieldOp>(newBody->getTerminator());
+  SmallVector<Value> yielded;
+  for (unsigned i : kept)
+    yielded.push_back(oldYield.getOperand(i));
+  OpBuilder yb(oldYield);
+  scf::YieldOp::create(yb, oldYield.getLoc(), yielded);
+  oldYield.erase();
+  for (auto [j, i] : llvm::enumerate(kept))
+    loop.getResult(i).replaceAllUsesWith(newLoop.getResult(j));
+  loop.erase();
+  return success();
+}
+
+/// scf.if results that are the same buffer on both sides are that buffer.
+LogicalResult forwardIfResults(scf::IfOp ifOp) {
+  if (ifOp.getNumResults() == 0)
+    return success();
+  for (OpResult r : ifOp.getResults()) {
+    if (!isa<MemRefType>(r.getType()))
+      continue;
+    Value thenV = ifOp.thenYield().getOperand(r.getResultNumber());
+    Value elseV = ifOp.elseYield().getOperand(r.getResultNumber());
+    // A branch that writes in place into the other branch's buffer yields
+    // the same value; anything else would need a copy.
+    if (thenV != elseV ||
+        !thenV.getParentRegion()->isProperAncestor(&ifOp.getThenRegion()))
+      return ifOp.emitError("kda-gpu-map-kernels: a branch produces a new "
+                            "tile buffer");
+    r.replaceAllUsesWith(thenV);
+  }
+  return success();
+}
+
+bool isInsideParallel(Operation *op, Operation *limit) {
+  for (Operation *p = op->getParentOp(); p && p != limit; p = p->getParentOp())
+    if (isa<scf::ParallelOp>(p))
+      return true;
+  return false;
+}
+
+void barrierBefore(OpBuilder &b, Operation *op) {
+  if (Operation *prev = op->getPrevNode(); prev && isa<gpu::BarrierOp>(prev))
+    return;
+  b.setInsertionPoint(op);
+  gpu::BarrierOp::create(b, op->getLoc());
+}
+
+void barrierAfter(OpBuilder &b, Operation *op) {
+  if (Operation *next = op->getNextNode(); next && isa<gpu::BarrierOp>(next))
+    return;
+  b.setInsertionPointAfter(op);
+  gpu::BarrierOp::create(b, op->getLoc());
+}
+
+/// Spreads one primitive's iteration space over the block's threads:
+/// for (i = tid; i < count; i += threads) body(delinearize(i)).
+void distribute(scf::ParallelOp par, Value tid, Value threads) {
+  OpBuilder b(par);
+  Location loc = par.getLoc();
+  SmallVector<Value> counts;
+  Value total = arith::ConstantIndexOp::create(b, loc, 1);
+  for (auto [lb, ub, step] : llvm::zip(par.getLowerBound(), par.getUpperBound(),
+                                       par.getStep())) {
+    Value span = arith::SubIOp::create(b, loc, ub, lb);
+    Value count = arith::CeilDivUIOp::create(b, loc, span, step);
+    counts.push_back(count);
+    total = arith::MulIOp::create(b, loc, total, count);
+  }
+  auto loop = scf::ForOp::create(b, loc, tid, total, threads);
+  OpBuilder ib = OpBuilder::atBlockBegin(loop.getBody());
+  Value rest = loop.getInductionVar();
+  SmallVector<Value> ivs(counts.size());
+  for (int64_t d = counts.size() - 1; d >= 0; --d) {
+    Value local = d == 0 ? rest : arith::RemUIOp::create(ib, loc, rest, counts[d]);
+    if (d > 0)
+      rest = arith::DivUIOp::create(ib, loc, rest, counts[d]);
+    Value scaled = arith::MulIOp::create(ib, loc, local, par.getStep()[d]);
+    ivs[d] = arith::AddIOp::create(ib, loc, par.getLowerBound()[d], scaled);
+  }
+  IRMapping map;
+  map.map(par.getInductionVars(), ivs);
+  for (Operation &op : par.getBody()->without_terminator())
+    ib.clone(op, map);
+  par.erase();
+}
+
+int64_t elementBytes(Type t) {
+  return std::max<int64_t>(1, t.getIntOrFloatBitWidth() / 8);
+}
+
+/// A constant upper bound of an index value: constants, and the min with a
+/// constant that bounds every tile's row count (kda::validRows).
+std::optional<int64_t> constantUpperBound(Value v) {
+  if (auto c = getConstantIntValue(v))
+    return *c;
+  Operation *def = v.getDefiningOp();
+  if (def && isa<arith::MinUIOp, arith::MinSIOp>(def)) {
+    std::optional<int64_t> best;
+    for (Value operand : def->getOperands())
+      if (auto bound = constantUpperBound(operand))
+        best = best ? std::min(*best, *bound) : *bound;
+    return best;
+  }
+  FailureOr<int64_t> bound = ValueBoundsConstraintSet::computeConstantBound(
+      presburger::BoundType::UB, v, /*stopCondition=*/nullptr,
+      /*closedUB=*/true);
+  if (failed(bound))
+    return std::nullopt;
+  return *bound;
+}
+
+/// Bytes an alloc needs in the arena: dynamic sizes are bounded statically
+/// (tiles of a sequence's last chunk are at most a chunk long).
+FailureOr<int64_t> arenaBytes(memref::AllocOp alloc) {
+  MemRefType type = alloc.getType();
+  int64_t elements = 1;
+  unsigned dyn = 0;
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    int64_t size = type.getDimSize(d);
+    if (ShapedType::isDynamic(size)) {
+      std::optional<int64_t> bound =
+          constantUpperBound(alloc.getDynamicSizes()[dyn++]);
+      if (!bound)
+        return failure();
+      size = *bound;
+    }
+    elements *= size;
+  }
+  return elements * elementBytes(type.getElementType());
+}
+
+/// All ops that use `root` or a view of it.
+void collectUsers(Value root, SmallVectorImpl<Operation *> &users) {
+  SmallVector<Value> work = {root};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    for (Operation *u : v.getUsers()) {
+      users.push_back(u);
+      if (isa<ViewLikeOpInterface>(u) || isa<memref::CastOp>(u))
+        for (Value r : u->getResults())
+          if (isa<MemRefType>(r.getType()))
+            work.push_back(r);
+    }
+  }
+}
+
+/// Shared-memory arena: each tile gets an offset such that tiles live at the
+/// same time never overlap. Live ranges are intervals of a pre-order
+/// numbering of the program body; a use inside a nested loop keeps the tile
+/// alive for the whole loop.
+FailureOr<int64_t> planArena(Block &body, Value base, int64_t alignment) {
+  DenseMap<Operation *, int64_t> position, subtreeEnd;
+  int64_t counter = 0;
+  std::function<void(Operation *)> number = [&](Operation *op) {
+    position[op] = counter++;
+    for (Region &r : op->getRegions())
+      for (Block &blk : r)
+        for (Operation &nested : blk)
+          number(&nested);
+    subtreeEnd[op] = counter - 1;
+  };
+  for (Operation &op : body)
+    number(&op);
+
+  struct Slot {
+    memref::AllocOp alloc;
+    int64_t start, end, bytes, offset = -1;
+  };
+  SmallVector<Slot> slots;
+  WalkResult walked = body.getParentOp()->walk([&](memref::AllocOp alloc) {
+    FailureOr<int64_t> bytes = arenaBytes(alloc);
+    if (failed(bytes)) {
+      alloc.emitError("kda-gpu-map-kernels: cannot bound the size of this "
+                      "tile");
+      return WalkResult::interrupt();
+    }
+    SmallVector<Operation *> users;
+    collectUsers(alloc.getResult(), users);
+    int64_t end = position[alloc];
+    Block *scope = alloc->getBlock();
+    for (Operation *u : users) {
+      Operation *a = scope->findAncestorOpInBlock(*u);
+      if (!a) {
+        alloc.emitError("kda-gpu-map-kernels: a tile escapes its block");
+        return WalkResult::interrupt();
+      }
+      end = std::max(end, subtreeEnd[a]);
+    }
+    slots.push_back({alloc, position[alloc], end,
+                     static_cast<int64_t>(llvm::alignTo(*bytes, alignment))});
+    return WalkResult::advance();
+  });
+  if (walked.wasInterrupted())
+    return failure();
+
+  // First fit, in order of first use.
+  llvm::sort(slots, [](const Slot &a, const Slot &b) { return a.start < b.start; });
+  int64_t arenaSize = 0;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    SmallVector<std::pair<int64_t, int64_t>> busy;
+    for (size_t j = 0; j < i; ++j)
+      if (slots[j].start <= slots[i].end && slots[i].start <= slots[j].end)
+        busy.push_back({slots[j].offset, slots[j].offset + slots[j].bytes});
+    llvm::sort(busy);
+    int64_t offset = 0;
+    for (auto [lo, hi] : busy) {
+      if (offset + slots[i].bytes <= lo)
+        break;
+      offset = std::max(offset, hi);
+    }
+    slots[i].offset = offset;
+    arenaSize = std::max(arenaSize, offset + slots[i].bytes);
+  }
+
+  // Each tile becomes a view of the arena, seen through the generic address
+  // space so that its users keep their types (the backend infers the shared
+  // address space back).
+  for (Slot &s : slots) {
+    OpBuilder b(s.alloc);
+    Location loc = s.alloc.getLoc();
+    MemRefType type = s.alloc.getType();
+    auto shared = MemRefType::get(
+        type.getShape(), type.getElementType(), MemRefLayoutAttrInterface{},
+        gpu::AddressSpaceAttr::get(b.getContext(),
+                                   gpu::AddressSpace::Workgroup));
+    Value offset = arith::ConstantIndexOp::create(b, loc, s.offset);
+    Value view = memref::ViewOp::create(b, loc, shared, base, offset,
+                                        s.alloc.getDynamicSizes());
+    Value generic = memref::MemorySpaceCastOp::create(b, loc, type, view);
+    s.alloc.replaceAllUsesWith(generic);
+    s.alloc.erase();
+  }
+  return arenaSize;
+}
+
+/// A grid extent as the manifest writes it: an integer or a symbol. Extents
+/// of the form `symbol - c` launch `symbol` programs (the kernel's guard
+/// skips the extra ones).
+FailureOr<Attribute> gridExtent(Value extent, ArrayAttr abi, Builder &b) {
+  if (auto c = getConstantIntValue(extent))
+    return Attribute(b.getI64IntegerAttr(*c));
+  if (auto sub = extent.getDefiningOp<arith::SubIOp>())
+    if (getConstantIntValue(sub.getRhs()))
+      return gridExtent(sub.getLhs(), abi, b);
+  if (auto dim = extent.getDefiningOp<memref::DimOp>()) {
+    auto arg = dyn_cast<BlockArgument>(dim.getSource());
+    auto index = getConstantIntValue(dim.getIndex());
+    if (arg && index && arg.getArgNumber() < abi.size()) {
+      auto dims = cast<ArrayAttr>(
+          cast<DictionaryAttr>(abi[arg.getArgNumber()]).get("dims"));
+      return dims[*index];
+    }
+  }
+  return failure();
+}
+
+/// "N+1" -> "N_plus_1": symbols are identifiers in the manifest.
+std::string symbolName(StringRef dim) {
+  std::string s;
+  for (char c : dim) {
+    if (c == '+')
+      s += "_plus_";
+    else if (isalnum(static_cast<unsigned char>(c)) || c == '_')
+      s += c;
+    else
+      s += '_';
+  }
+  return s;
+}
+
+StringRef dtypeName(Type t) {
+  if (t.isF32())
+    return "f32";
+  if (t.isF16())
+    return "f16";
+  if (t.isBF16())
+    return "bf16";
+  if (t.isInteger(32))
+    return "i32";
+  if (t.isInteger(64))
+    return "i64";
+  return "";
+}
+
+struct MapKernelsPass
+    : PassWrapper<MapKernelsPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(MapKernelsPass)
+  MapKernelsPass() = default;
+  MapKernelsPass(const MapKernelsPass &other) : PassWrapper(other) {}
+  explicit MapKernelsPass(int64_t threads) { this->threads = threads; }
+  StringRef getArgument() const override { return "kda-gpu-map-kernels"; }
+  StringRef getDescription() const override {
+    return "Map bufferized kda kernels to GPU kernels (programs -> blocks, "
+           "tile primitives -> threads, tiles -> shared memory)";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<gpu::GPUDialect, LLVM::LLVMDialect, scf::SCFDialect,
+                    memref::MemRefDialect, arith::ArithDialect>();
+  }
+  Option<int64_t> threads{*this, "threads",
+                          llvm::cl::desc("Threads per block"),
+                          llvm::cl::init(128)};
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<func::FuncOp> kernels;
+    for (auto f : module.getOps<func::FuncOp>())
+      if (f->hasAttr(kKernelAttr) && !f.isExternal())
+        kernels.push_back(f);
+    SmallVector<Attribute> launches;
+    for (func::FuncOp f : kernels) {
+      FailureOr<DictionaryAttr> launch = mapKernel(f);
+      if (failed(launch))
+        return signalPassFailure();
+      launches.push_back(*launch);
+    }
+    // Host functions call kernels that now live on the device: they are not
+    // part of the GPU output (the runtime launches kernels directly).
+    for (auto f : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+      f.erase();
+    module->setAttr("gpu.container_module", UnitAttr::get(&getContext()));
+    module->setAttr("kda.launches",
+                    ArrayAttr::get(&getContext(), launches));
+  }
+
+  FailureOr<DictionaryAttr> mapKernel(func::FuncOp f) {
+    MLIRContext *ctx = f.getContext();
+    auto abi = f->getAttrOfType<ArrayAttr>(kAbiAttr);
+    if (!abi || abi.size() != f.getNumArguments())
+      return f.emitError("kda-gpu-map-kernels: kernel without a 'kda.abi' "
+                         "description of its arguments (outline with "
+                         "destination-style)");
+    SmallVector<scf::ForallOp> grids;
+    for (Operation &op : f.getBody().front())
+      if (auto forall = dyn_cast<scf::ForallOp>(op))
+        grids.push_back(forall);
+    if (grids.size() != 1 || grids[0].getRank() > 3)
+      return f.emitError("kda-gpu-map-kernels: expected one program grid "
+                         "(scf.forall of rank <= 3) per kernel");
+    scf::ForallOp forall = grids[0];
+    if (!forall.getOutputs().empty())
+      return forall.emitError("kda-gpu-map-kernels: the grid still has tensor "
+                              "outputs (bufferize first)");
+
+    // 1. Buffers carried by loops and branches are updated in place.
+    SmallVector<scf::ForOp> loops;
+    forall.walk([&](scf::ForOp l) { loops.push_back(l); });
+    for (scf::ForOp l : loops)
+      if (failed(carryInPlace(l)))
+        return failure();
+    SmallVector<scf::IfOp> ifs;
+    forall.walk([&](scf::IfOp i) { ifs.push_back(i); });
+    for (scf::IfOp i : ifs)
+      if (failed(forwardIfResults(i)))
+        return failure();
+
+    // 2. The launch grid, read before the body moves.
+    Builder builder(ctx);
+    SmallVector<Attribute> grid;
+    for (OpFoldResult ub : forall.getMixedUpperBound()) {
+      OpBuilder ob(forall);
+      Value v = getValueOrCreateConstantIndexOp(ob, forall.getLoc(), ub);
+      FailureOr<Attribute> e = gridExtent(v, abi, builder);
+      if (failed(e))
+        return forall.emitError("kda-gpu-map-kernels: a grid extent is not "
+                                "a dimension of an argument");
+      if (auto s = dyn_cast<StringAttr>(*e))
+        e = builder.getStringAttr(symbolName(s.getValue()));
+      grid.push_back(*e);
+    }
+    while (grid.size() < 3)
+      grid.push_back(builder.getI64IntegerAttr(1));
+
+    // 3. A gpu.func with the same arguments, the program body guarded by
+    //    block ids.
+    OpBuilder mb = OpBuilder::atBlockEnd(cast<ModuleOp>(f->getParentOp()).getBody());
+    std::string name = f.getSymName().str();
+    auto gpuModule = gpu::GPUModuleOp::create(mb, f.getLoc(), name + "_module");
+    OpBuilder gb = OpBuilder::atBlockBegin(gpuModule.getBody());
+    auto gpuFunc =
+        gpu::GPUFuncOp::create(gb, f.getLoc(), name, f.getFunctionType());
+    gpuFunc->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
+                     UnitAttr::get(ctx));
+    gpuFunc.setKnownBlockSizeAttr(
+        DenseI32ArrayAttr::get(ctx, {static_cast<int32_t>(threads), 1, 1}));
+    Block &entry = gpuFunc.getBody().front();
+    Block &oldEntry = f.getBody().front();
+    for (auto [o, n] : llvm::zip(oldEntry.getArguments(), entry.getArguments()))
+      o.replaceAllUsesWith(n);
+    entry.getOperations().splice(entry.end(), oldEntry.getOperations());
+    Operation *ret = entry.getTerminator();
+    OpBuilder rb(ret);
+    gpu::ReturnOp::create(rb, ret->getLoc());
+    ret->erase();
+
+    OpBuilder b(forall);
+    Location loc = forall.getLoc();
+    Value inGrid = arith::ConstantIntOp::create(b, loc, 1, 1);
+    SmallVector<Value> ids;
+    const gpu::Dimension dims[] = {gpu::Dimension::x, gpu::Dimension::y,
+                                   gpu::Dimension::z};
+    for (auto [d, ub] : llvm::enumerate(forall.getMixedUpperBound())) {
+      Value id = gpu::BlockIdOp::create(b, loc, dims[d]);
+      Value bound = getValueOrCreateConstantIndexOp(b, loc, ub);
+      Value lb = getValueOrCreateConstantIndexOp(b, loc,
+                                                 forall.getMixedLowerBound()[d]);
+      Value step =
+          getValueOrCreateConstantIndexOp(b, loc, forall.getMixedStep()[d]);
+      Value iv = arith::AddIOp::create(b, loc, lb,
+                                       arith::MulIOp::create(b, loc, id, step));
+      inGrid = arith::AndIOp::create(
+          b, loc, inGrid,
+          arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, iv, bound));
+      ids.push_back(iv);
+    }
+    auto guard = scf::IfOp::create(b, loc, inGrid, /*withElse=*/false);
+    Block *programBody = forall.getBody();
+    for (auto [iv, id] : llvm::zip(forall.getInductionVars(), ids))
+      iv.replaceAllUsesWith(id);
+    programBody->getTerminator()->erase();
+    Block *guardBody = guard.thenBlock();
+    guardBody->getOperations().splice(guardBody->begin(),
+                                      programBody->getOperations());
+    forall.erase();
+
+    // 4. Tile primitives over threads, barriers between them; stores
+    //    outside any primitive are made by one thread.
+    OpBuilder tb = OpBuilder::atBlockBegin(&entry);
+    Value tid = gpu::ThreadIdOp::create(tb, loc, gpu::Dimension::x);
+    Value numThreads = arith::ConstantIndexOp::create(tb, loc, threads);
+    SmallVector<scf::ParallelOp> primitives;
+    guard.walk([&](scf::ParallelOp p) {
+      if (!isInsideParallel(p, guard))
+        primitives.push_back(p);
+    });
+    OpBuilder bb(ctx);
+    for (scf::ParallelOp p : primitives) {
+      barrierBefore(bb, p);
+      barrierAfter(bb, p);
+      distribute(p, tid, numThreads);
+    }
+    if (failed(singleThreadStores(guard, tid)))
+      return failure();
+
+    // 5. Tiles -> shared-memory arena.
+    OpBuilder sb = OpBuilder::atBlockBegin(&entry);
+    auto byteArena = MemRefType::get(
+        {ShapedType::kDynamic}, sb.getI8Type(), MemRefLayoutAttrInterface{},
+        gpu::AddressSpaceAttr::get(ctx, gpu::AddressSpace::Workgroup));
+    Value base = gpu::DynamicSharedMemoryOp::create(sb, loc, byteArena);
+    FailureOr<int64_t> arena = planArena(*guardBody, base, /*alignment=*/16);
+    if (failed(arena))
+      return failure();
+    bool anyAlloc = false;
+    gpuFunc.walk([&](memref::AllocOp) { anyAlloc = true; });
+    if (anyAlloc)
+      return gpuFunc.emitError("kda-gpu-map-kernels: a buffer is allocated "
+                               "outside the program body");
+
+    // 6. Bare pointers and named sizes (the manifest's kernel ABI).
+    FailureOr<SmallVector<Attribute>> params = rewriteAbi(gpuFunc, abi);
+    if (failed(params))
+      return failure();
+    f.erase();
+
+    SmallVector<NamedAttribute> launch = {
+        builder.getNamedAttr("name", builder.getStringAttr(name)),
+        builder.getNamedAttr("module", builder.getStringAttr(name + "_module")),
+        builder.getNamedAttr("params", builder.getArrayAttr(*params)),
+        builder.getNamedAttr("grid", builder.getArrayAttr(grid)),
+        builder.getNamedAttr(
+            "block", builder.getI64ArrayAttr({threads, 1, 1})),
+        builder.getNamedAttr("dynamic_shared_memory",
+                             builder.getI64IntegerAttr(*arena))};
+    return builder.getDictionaryAttr(launch);
+  }
+
+  /// Stores that no primitive spreads over threads (0-d tiles, scalars) are
+  /// made by thread 0, then published with a barrier.
+  LogicalResult singleThreadStores(scf::IfOp guard, Value tid) {
+    SmallVector<memref::StoreOp> stores;
+    guard.walk([&](memref::StoreOp s) {
+      // Distributed primitives are scf.for loops stepping by the thread
+      // count from the thread id.
+      for (Operation *p = s->getParentOp(); p != guard; p = p->getParentOp())
+        if (auto loop = dyn_cast<scf::ForOp>(p))
+          if (loop.getLowerBound() == tid)
+            return;
+      stores.push_back(s);
+    });
+    OpBuilder b(guard.getContext());
+    for (memref::StoreOp s : stores) {
+      b.setInsertionPoint(s);
+      Value zero = arith::ConstantIndexOp::create(b, s.getLoc(), 0);
+      Value first = arith::CmpIOp::create(b, s.getLoc(),
+                                          arith::CmpIPredicate::eq, tid, zero);
+      auto one = scf::IfOp::create(b, s.getLoc(), first, false);
+      s->moveBefore(one.thenBlock()->getTerminator());
+      barrierAfter(b, one);
+    }
+    return success();
+  }
+
+  /// Memref arguments -> !llvm.ptr, then one i64 per dynamic dimension
+  /// symbol; the memrefs are rebuilt from them (row-major, contiguous).
+  FailureOr<SmallVector<Attribute>> rewriteAbi(gpu::GPUFuncOp func,
+                                               ArrayAttr abi) {
+    MLIRContext *ctx = func.getContext();
+    Builder builder(ctx);
+    Block &entry = func.getBody().front();
+    unsigned numTensors = entry.getNumArguments();
+    auto ptrType = LLVM::LLVMPointerType::get(ctx);
+    auto i64 = IntegerType::get(ctx, 64);
+    SmallVector<Attribute> params;
+    SmallVector<std::string> symbols;
+    for (unsigned i = 0; i < numTensors; ++i) {
+      auto dict = cast<DictionaryAttr>(abi[i]);
+      auto type = dyn_cast<MemRefType>(entry.getArgument(i).getType());
+      if (!type || !type.getLayout().isIdentity())
+        return func.emitError("kda-gpu-map-kernels: argument ")
+               << i << " is not an identity-layout buffer";
+      StringRef dtype = dtypeName(type.getElementType());
+      if (dtype.empty())
+        return func.emitError("kda-gpu-map-kernels: argument ")
+               << i << " has an element type the runtime cannot describe";
+      SmallVector<Attribute> shape;
+      for (auto [d, dim] :
+           llvm::enumerate(cast<ArrayAttr>(dict.get("dims")))) {
+        if (auto s = dyn_cast<StringAttr>(dim)) {
+          std::string sym = symbolName(s.getValue());
+          shape.push_back(builder.getStringAttr(sym));
+          if (!llvm::is_contained(symbols, sym))
+            symbols.push_back(sym);
+        } else {
+          shape.push_back(dim);
+        }
+      }
+      params.push_back(builder.getDictionaryAttr(
+          {builder.getNamedAttr("name", dict.get("name")),
+           builder.getNamedAttr("kind", builder.getStringAttr("tensor")),
+           builder.getNamedAttr("dtype", builder.getStringAttr(dtype)),
+           builder.getNamedAttr("shape", builder.getArrayAttr(shape)),
+           builder.getNamedAttr(
+               "alignment",
+               builder.getI64IntegerAttr(elementBytes(type.getElementType())))}));
+    }
+    for (const std::string &s : symbols)
+      params.push_back(builder.getDictionaryAttr(
+          {builder.getNamedAttr("name", builder.getStringAttr(s)),
+           builder.getNamedAttr("kind", builder.getStringAttr("dim"))}));
+
+    // New arguments.
+    Location loc = func.getLoc();
+    SmallVector<BlockArgument> ptrs, sizes;
+    for (unsigned i = 0; i < numTensors; ++i)
+      ptrs.push_back(entry.addArgument(ptrType, loc));
+    for (size_t i = 0; i < symbols.size(); ++i)
+      sizes.push_back(entry.addArgument(i64, loc));
+
+    OpBuilder b = OpBuilder::atBlockBegin(&entry);
+    for (unsigned i = 0; i < numTensors; ++i) {
+      BlockArgument old = entry.getArgument(i);
+      auto type = cast<MemRefType>(old.getType());
+      int64_t rank = type.getRank();
+      auto arrayType = LLVM::LLVMArrayType::get(i64, rank);
+      auto descType = LLVM::LLVMStructType::getLiteral(
+          ctx, {ptrType, ptrType, i64, arrayType, arrayType});
+      Value desc = LLVM::PoisonOp::create(b, loc, descType);
+      desc = LLVM::InsertValueOp::create(b, loc, desc, ptrs[i], ArrayRef<int64_t>{0});
+      desc = LLVM::InsertValueOp::create(b, loc, desc, ptrs[i], ArrayRef<int64_t>{1});
+      Value zero = LLVM::ConstantOp::create(b, loc, i64, 0);
+      desc = LLVM::InsertValueOp::create(b, loc, desc, zero, ArrayRef<int64_t>{2});
+      auto dims = cast<ArrayAttr>(cast<DictionaryAttr>(abi[i]).get("dims"));
+      SmallVector<Value> extents(rank);
+      for (int64_t d = 0; d < rank; ++d) {
+        if (auto s = dyn_cast<StringAttr>(dims[d]))
+          extents[d] = sizes[llvm::find(symbols, symbolName(s.getValue())) -
+                             symbols.begin()];
+        else
+          extents[d] = LLVM::ConstantOp::create(
+              b, loc, i64, cast<IntegerAttr>(dims[d]).getInt());
+      }
+      Value stride = LLVM::ConstantOp::create(b, loc, i64, 1);
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        desc = LLVM::InsertValueOp::create(b, loc, desc, extents[d],
+                                           ArrayRef<int64_t>{3, d});
+        desc = LLVM::InsertValueOp::create(b, loc, desc, stride,
+                                           ArrayRef<int64_t>{4, d});
+        if (d > 0)
+          stride = LLVM::MulOp::create(b, loc, stride, extents[d]);
+      }
+      Value memref =
+          UnrealizedConversionCastOp::create(b, loc, type, desc).getResult(0);
+      old.replaceAllUsesWith(memref);
+    }
+    entry.eraseArguments(0, numTensors);
+    SmallVector<Type> argTypes(entry.getArgumentTypes());
+    func.setFunctionType(FunctionType::get(ctx, argTypes, {}));
+    return params;
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> mlir::kda::createGpuBindDestinationsPass() {
+  return std::make_unique<BindDestinationsPass>();
+}
+std::unique_ptr<Pass> mlir::kda::createGpuPrepareTilesPass() {
+  return std::make_unique<PrepareTilesPass>();
+}
+std::unique_ptr<Pass> mlir::kda::createGpuMapKernelsPass(int64_t threads) {
+  return std::make_unique<MapKernelsPass>(threads);
+}
+void mlir::kda::registerGpuMappingPasses() {
+  PassRegistration<BindDestinationsPass>();
+  PassRegistration<PrepareTilesPass>();
+  PassRegistration<MapKernelsPass>();
+}

@@ -1,0 +1,234 @@
+//===- kda-compile.cpp - kda module -> GPU bundle -------------------------===//
+//
+// The compile driver: runs the target's pipeline on a module of kda ops and
+// writes a bundle (runtime/BUNDLE.md): one binary per kernel and a
+// manifest.json with each kernel's parameters (named after the op's
+// dimensions), launch geometry, shared memory and tiles, the target chip and
+// the SHA-256 of the source. Bundles are built here, on any host; GPU
+// servers need only libkda_runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/GpuPipeline.h"
+#include "tools/Registration.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputFile(cl::Positional,
+                                      cl::desc("<module of kda ops .mlir>"),
+                                      cl::Required);
+static cl::opt<std::string> outputDir("o", cl::desc("bundle directory"),
+                                      cl::Required);
+static cl::opt<std::string> chip("chip",
+                                 cl::desc("NVIDIA chip: sm_80 or sm_90a"),
+                                 cl::init("sm_90a"));
+static cl::opt<int64_t> chunk("chunk",
+                              cl::desc("chunk size for ops without #kda.tile"),
+                              cl::init(32));
+static cl::opt<int64_t> subChunk("sub-chunk", cl::desc("sub-chunk size"),
+                                 cl::init(16));
+static cl::opt<int64_t> threads("block-threads", cl::desc("threads per block"),
+                                cl::init(128));
+static cl::opt<bool> noTensorCores("no-tensor-cores",
+                                   cl::desc("tile matmuls without mma.sync"),
+                                   cl::init(false));
+static cl::opt<std::string> toolkit("toolkit",
+                                    cl::desc("CUDA toolkit root (ptxas)"),
+                                    cl::init(""));
+static cl::opt<bool> keepPtx("keep-ptx",
+                             cl::desc("also write each kernel's PTX"),
+                             cl::init(false));
+
+namespace {
+
+int fail(const llvm::Twine &message) {
+  llvm::errs() << "kda-compile: " << message << "\n";
+  return 1;
+}
+
+bool isSupportedChip(StringRef c) { return c == "sm_80" || c == "sm_90a"; }
+
+llvm::json::Value toJson(Attribute attr) {
+  if (auto i = dyn_cast<IntegerAttr>(attr))
+    return i.getInt();
+  if (auto s = dyn_cast<StringAttr>(attr))
+    return s.getValue().str();
+  if (auto a = dyn_cast<ArrayAttr>(attr)) {
+    llvm::json::Array out;
+    for (Attribute e : a)
+      out.push_back(toJson(e));
+    return out;
+  }
+  if (auto d = dyn_cast<DenseI64ArrayAttr>(attr)) {
+    llvm::json::Array out;
+    for (int64_t e : d.asArrayRef())
+      out.push_back(e);
+    return out;
+  }
+  if (auto d = dyn_cast<DictionaryAttr>(attr)) {
+    llvm::json::Object out;
+    for (NamedAttribute n : d)
+      out[n.getName().str()] = toJson(n.getValue());
+    return out;
+  }
+  return nullptr;
+}
+
+bool writeFile(StringRef path, StringRef bytes) {
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
+  if (ec)
+    return false;
+  os << bytes;
+  return !os.has_error();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv,
+                              "kda compile driver: module -> GPU bundle\n");
+  if (!isSupportedChip(chip))
+    return fail("unsupported chip '" + chip + "' (expected sm_80 or sm_90a)");
+
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> source =
+      openInputFile(inputFile, &error);
+  if (!source)
+    return fail(error);
+
+  DialectRegistry registry;
+  ::kda::registerEverything(registry);
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(
+                                   source->getBuffer(), inputFile),
+                               llvm::SMLoc());
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return fail("cannot parse " + inputFile);
+
+  auto runPipeline = [&](ModuleOp m, StringRef format) {
+    PassManager pm(&context);
+    mlir::kda::NvvmPipelineOptions options;
+    options.chip = chip;
+    options.chunk = chunk;
+    options.subChunk = subChunk;
+    options.threads = threads;
+    options.tensorCores = !noTensorCores;
+    options.format = format.str();
+    options.toolkit = toolkit;
+    mlir::kda::buildNvvmPipeline(pm, options);
+    return pm.run(m);
+  };
+
+  OwningOpRef<ModuleOp> ptxModule;
+  if (keepPtx)
+    ptxModule = module->clone();
+  if (failed(runPipeline(*module, "bin")))
+    return fail("compilation failed (see the errors above)");
+  auto launches = (*module)->getAttrOfType<ArrayAttr>("kda.launches");
+  if (!launches || launches.empty())
+    return fail(inputFile + " holds no kda op to compile");
+
+  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+    return fail("cannot create " + outputDir + ": " + ec.message());
+
+  llvm::StringMap<std::string> ptxByModule;
+  if (keepPtx) {
+    if (failed(runPipeline(*ptxModule, "isa")))
+      return fail("PTX generation failed");
+    for (auto bin : ptxModule->getOps<gpu::BinaryOp>())
+      for (Attribute o : bin.getObjects())
+        ptxByModule[bin.getSymName()] =
+            cast<gpu::ObjectAttr>(o).getObject().getValue().str();
+  }
+
+  llvm::StringMap<std::string> binaries;
+  for (auto bin : module->getOps<gpu::BinaryOp>()) {
+    if (bin.getObjects().size() != 1)
+      return fail("expected one object per kernel module");
+    binaries[bin.getSymName()] =
+        cast<gpu::ObjectAttr>(bin.getObjects()[0]).getObject().getValue().str();
+  }
+
+  llvm::json::Array kernels;
+  for (Attribute a : launches) {
+    auto launch = cast<DictionaryAttr>(a);
+    std::string name = cast<StringAttr>(launch.get("name")).str();
+    std::string moduleName = cast<StringAttr>(launch.get("module")).str();
+    auto it = binaries.find(moduleName);
+    if (it == binaries.end())
+      return fail("no binary for kernel " + name);
+    std::string file = name + "." + chip + ".cubin";
+    llvm::SmallString<256> path(outputDir);
+    llvm::sys::path::append(path, file);
+    if (!writeFile(path, it->second))
+      return fail("cannot write " + path);
+    if (keepPtx) {
+      llvm::SmallString<256> ptxPath(outputDir);
+      llvm::sys::path::append(ptxPath, name + "." + chip + ".ptx");
+      if (!writeFile(ptxPath, ptxByModule[moduleName]))
+        return fail("cannot write " + ptxPath);
+    }
+    llvm::json::Object kernel;
+    kernel["name"] = name;
+    kernel["binary"] = file;
+    kernel["entry"] = name;
+    kernel["params"] = toJson(launch.get("params"));
+    kernel["grid"] = toJson(launch.get("grid"));
+    kernel["block"] = toJson(launch.get("block"));
+    kernel["dynamic_shared_memory"] = toJson(launch.get("dynamic_shared_memory"));
+    llvm::json::Object tile;
+    if (auto t = launch.get("tile"))
+      tile = *toJson(t).getAsObject();
+    tile["chunk"] = static_cast<int64_t>(chunk);
+    tile["sub_chunk"] = static_cast<int64_t>(subChunk);
+    tile["threads"] = static_cast<int64_t>(threads);
+    tile["tensor_cores"] = noTensorCores ? 0 : 1;
+    kernel["tile"] = std::move(tile);
+    kernels.push_back(std::move(kernel));
+  }
+
+  llvm::json::Object manifest;
+  manifest["format"] = "kda-bundle";
+  manifest["version"] = 1;
+  manifest["target"] = llvm::json::Object{{"vendor", "nvidia"}, {"chip", chip}};
+  manifest["source_hash"] = llvm::toHex(
+      llvm::SHA256::hash(llvm::arrayRefFromStringRef(source->getBuffer())),
+      /*LowerCase=*/true);
+  manifest["kernels"] = std::move(kernels);
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
+  llvm::SmallString<256> manifestPath(outputDir);
+  llvm::sys::path::append(manifestPath, "manifest.json");
+  if (!writeFile(manifestPath, text))
+    return fail("cannot write " + manifestPath);
+  llvm::outs() << "kda-compile: wrote " << outputDir << " (" << launches.size()
+               << " kernel" << (launches.size() == 1 ? "" : "s") << ", "
+               << chip << ")\n";
+  return 0;
+}

@@ -63,6 +63,36 @@ struct BindDestinationsPass
     func::FuncOp func = getOperation();
     if (!func->hasAttr(kAbiAttr) || func.isExternal())
       return;
+    // CSE merges every empty (and zero-filled) tile of one shape into one
+    // value, hoisted to its first use; every op writing into it would then
+    // share one buffer live for the whole program, or copy it into its own.
+    // One empty / fill per use bufferizes each in place.
+    SmallVector<tensor::EmptyOp> empties;
+    func.walk([&](tensor::EmptyOp e) {
+      if (!e->getResult(0).hasOneUse())
+        empties.push_back(e);
+    });
+    for (tensor::EmptyOp e : empties)
+      for (OpOperand &use :
+           llvm::make_early_inc_range(e->getResult(0).getUses())) {
+        OpBuilder b(use.getOwner());
+        use.set(b.clone(*e)->getResult(0));
+      }
+    SmallVector<linalg::FillOp> fills;
+    func.walk([&](linalg::FillOp f) {
+      if (f.hasPureTensorSemantics() && !f->getResult(0).hasOneUse())
+        fills.push_back(f);
+    });
+    for (linalg::FillOp f : fills) {
+      for (OpOperand &use :
+           llvm::make_early_inc_range(f->getResult(0).getUses())) {
+        OpBuilder b(use.getOwner());
+        IRMapping map;
+        if (auto empty = f.getOutputs()[0].getDefiningOp<tensor::EmptyOp>())
+          map.map(empty.getResult(), b.clone(*empty)->getResult(0));
+        use.set(b.clone(*f, map)->getResult(0));
+      }
+    }
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     unsigned firstDest = func.getNumArguments() - ret.getNumOperands();
     for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
@@ -463,6 +493,10 @@ FailureOr<int64_t> planArena(Block &body, Value base, int64_t alignment) {
     arenaSize = std::max(arenaSize, offset + slots[i].bytes);
   }
 
+  if (getenv("KDA_DEBUG_ARENA"))
+    for (Slot &s : slots)
+      llvm::errs() << "slot [" << s.start << "," << s.end << "] " << s.bytes
+                   << " @" << s.offset << " " << s.alloc << "\n";
   // Each tile becomes a view of the arena, seen through the generic address
   // space so that its users keep their types (the backend infers the shared
   // address space back).

@@ -54,10 +54,11 @@ void mlir::kda::buildNvvmPipeline(OpPassManager &pm,
   tiling.chunk = options.chunk;
   tiling.subChunk =
       std::min<int64_t>(options.subChunk, std::max<int64_t>(options.chunk, 1));
+  tiling.vBlock = options.vBlock;
   pm.nest<func::FuncOp>().addPass(createKdaTileChunks(tiling));
-  pm.nest<func::FuncOp>().addPass(createGpuBindDestinationsPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  pm.nest<func::FuncOp>().addPass(createGpuBindDestinationsPass());
 
   // Tensors -> buffers; kernels write their argument buffers in place.
   bufferization::OneShotBufferizePassOptions bufferize;

@@ -29,6 +29,10 @@ struct NvvmPipelineOptions : public PassPipelineOptions<NvvmPipelineOptions> {
       llvm::cl::init(32)};
   PassOptions::Option<int64_t> subChunk{
       *this, "sub-chunk", llvm::cl::desc("Sub-chunk size"), llvm::cl::init(16)};
+  PassOptions::Option<int64_t> vBlock{
+      *this, "v-block",
+      llvm::cl::desc("Columns of V per program for ops without #kda.tile"),
+      llvm::cl::init(32)};
   PassOptions::Option<int64_t> threads{
       *this, "threads", llvm::cl::desc("Threads per block"),
       llvm::cl::init(128)};

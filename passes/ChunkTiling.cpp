@@ -141,8 +141,10 @@ LogicalResult requireStatic(PatternRewriter &rewriter, Operation *op,
 //===----------------------------------------------------------------------===//
 
 struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
-  TileGatedDelta(MLIRContext *ctx, int64_t chunk, int64_t subChunk)
-      : OpRewritePattern(ctx), chunk(chunk), subChunk(subChunk) {}
+  TileGatedDelta(MLIRContext *ctx, int64_t chunk, int64_t subChunk,
+                 int64_t vBlock)
+      : OpRewritePattern(ctx), chunk(chunk), subChunk(subChunk),
+        vBlock(vBlock) {}
 
   LogicalResult matchAndRewrite(GatedDeltaOp op,
                                 PatternRewriter &rewriter) const override {
@@ -165,7 +167,18 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
         b, getValueOrCreateConstantIndexOp(b, b.getLoc(), hv),
         getValueOrCreateConstantIndexOp(b, b.getLoc(), sizeOf(b, q, 2)));
     const bool vMajor = op.getStateLayout() == StateLayout::v_major;
-    ChunkConfig config = makeConfig(op, c, sub, kd, vd);
+    // V splits over programs (v_block columns each): every column of the
+    // state, the values and the output evolves independently; the parts that
+    // depend only on q, k, gates and beta are recomputed per block.
+    int64_t vb = vd;
+    if (auto tile = op.getTile(); tile && *tile && tile->getVBlock() > 0)
+      vb = tile->getVBlock();
+    else if (vBlock > 0 && vBlock < vd && vd % vBlock == 0)
+      vb = vBlock;
+    if (vd % vb != 0)
+      return rewriter.notifyMatchFailure(op, "v_block must divide V");
+    const bool splitV = vb < vd;
+    ChunkConfig config = makeConfig(op, c, sub, kd, vb);
     std::optional<GateGranularity> granularity = op.getGateGranularity();
     bool channelGate = granularity == GateGranularity::channel;
 
@@ -197,13 +210,16 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
               .getResult(0));
     }
 
-    auto forall = scf::ForallOp::create(
-        b, ArrayRef<OpFoldResult>{sequences.gridSize(), hv},
-        outs,
-        std::nullopt);
+    SmallVector<OpFoldResult> grid = {sequences.gridSize(), hv};
+    if (splitV)
+      grid.push_back(b.getIndexAttr(vd / vb));
+    auto forall = scf::ForallOp::create(b, grid, outs, std::nullopt);
     Block *body = forall.getBody();
     b.setInsertionPointToStart(body);
     Value n = forall.getInductionVar(0), head = forall.getInductionVar(1);
+    Value vCol = splitV ? arith::MulIOp::create(b, forall.getInductionVar(2),
+                                                tb.index(vb))
+                        : tb.index(0);
     ValueRange shared = forall.getRegionIterArgs();
 
     // Where program n's tokens are.
@@ -214,35 +230,37 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
 
     Value state =
         op.getInitialState()
-            ? loadState(tb, op.getInitialState(), {n, head, zero, zero}, 2,
-                        vMajor, kd, vd)
-            : tb.filled({kd, vd}, 0.0);
+            ? loadState(tb, op.getInitialState(),
+                        vMajor ? ArrayRef<OpFoldResult>{n, head, vCol, zero}
+                               : ArrayRef<OpFoldResult>{n, head, zero, vCol},
+                        2, vMajor, kd, vb)
+            : tb.filled({kd, vb}, 0.0);
     Value aLog, dtBias;
     loadGateParams(tb, op.getALog(), op.getDtBias(), head, channelGate, kd,
                    aLog, dtBias);
 
     // This program's slices of the outputs ([length, V] and [NT, ., .]).
     auto oRegionType =
-        RankedTensorType::get({ShapedType::kDynamic, vd}, oType.getElementType());
+        RankedTensorType::get({ShapedType::kDynamic, vb}, oType.getElementType());
     Value oRegion = tensor::ExtractSliceOp::create(
         b, oRegionType, shared[0],
-        ArrayRef<OpFoldResult>{row, start, head, zero},
+        ArrayRef<OpFoldResult>{row, start, head, vCol},
         ArrayRef<OpFoldResult>{b.getIndexAttr(1), length, b.getIndexAttr(1),
-                               b.getIndexAttr(vd)},
+                               b.getIndexAttr(vb)},
         SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
     SmallVector<Value> iterInit = {state, oRegion};
     Value bRegion;
     SmallVector<OpFoldResult> bOffsets, bSizes;
     if (boundary) {
       auto type = cast<RankedTensorType>(boundary.getType());
-      bOffsets = {n, zero, head, zero, zero};
+      int64_t rows = vMajor ? vb : kd, cols = vMajor ? kd : vb;
+      bOffsets = {n, zero, head, vMajor ? OpFoldResult(vCol) : zero,
+                  vMajor ? zero : OpFoldResult(vCol)};
       bSizes = {b.getIndexAttr(1), b.getIndexAttr(numBoundaries),
-                b.getIndexAttr(1), b.getIndexAttr(type.getDimSize(3)),
-                b.getIndexAttr(type.getDimSize(4))};
+                b.getIndexAttr(1), b.getIndexAttr(rows), b.getIndexAttr(cols)};
       bRegion = tensor::ExtractSliceOp::create(
           b,
-          RankedTensorType::get({numBoundaries, type.getDimSize(3),
-                                 type.getDimSize(4)},
+          RankedTensorType::get({numBoundaries, rows, cols},
                                 type.getElementType()),
           shared.back(), bOffsets, bSizes,
           SmallVector<OpFoldResult>(5, b.getIndexAttr(1)));
@@ -291,7 +309,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
           in.q = itb.load(q, {row, t0, qkHead, z}, {1, 3}, {c, kd}, valid);
           in.k = itb.load(op.getK(), {row, t0, qkHead, z}, {1, 3}, {c, kd},
                           valid);
-          in.v = itb.load(v, {row, t0, head, z}, {1, 3}, {c, vd}, valid);
+          in.v = itb.load(v, {row, t0, head, vCol}, {1, 3}, {c, vb}, valid);
           if (Value g = op.getGate()) {
             if (channelGate) {
               in.gate = itb.load(g, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
@@ -327,18 +345,18 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     b.setInsertionPointToStart(forall.getTerminator().getBody());
     tensor::ParallelInsertSliceOp::create(
         b, loop.getResult(1), shared[0],
-        ArrayRef<OpFoldResult>{row, start, head, zero},
+        ArrayRef<OpFoldResult>{row, start, head, vCol},
         ArrayRef<OpFoldResult>{b.getIndexAttr(1), length, b.getIndexAttr(1),
-                               b.getIndexAttr(vd)},
+                               b.getIndexAttr(vb)},
         SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
     if (finalState) {
-      auto type = cast<RankedTensorType>(finalState.getType());
       tensor::ParallelInsertSliceOp::create(
           b, finalTile, shared[1],
-          ArrayRef<OpFoldResult>{n, head, zero, zero},
+          vMajor ? ArrayRef<OpFoldResult>{n, head, vCol, zero}
+                 : ArrayRef<OpFoldResult>{n, head, zero, vCol},
           ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
-                                 b.getIndexAttr(type.getDimSize(2)),
-                                 b.getIndexAttr(type.getDimSize(3))},
+                                 b.getIndexAttr(vMajor ? vb : kd),
+                                 b.getIndexAttr(vMajor ? kd : vb)},
           SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
     }
     if (boundary)
@@ -357,7 +375,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     return success();
   }
 
-  int64_t chunk, subChunk;
+  int64_t chunk, subChunk, vBlock;
 };
 
 //===----------------------------------------------------------------------===//
@@ -500,7 +518,7 @@ struct KdaTileChunksPass
       return signalPassFailure();
     }
     RewritePatternSet patterns(&getContext());
-    patterns.add<TileGatedDelta>(&getContext(), chunk, subChunk);
+    patterns.add<TileGatedDelta>(&getContext(), chunk, subChunk, vBlock);
     patterns.add<TileDecodeStep>(&getContext());
     patterns.add<TileWindowAttention>(&getContext(), chunk);
     GreedyRewriteConfig config;

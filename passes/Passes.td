@@ -29,6 +29,9 @@ def KdaTileChunks : Pass<"kda-tile-chunks", "func::FuncOp"> {
            "tokens per chunk when the op has no #kda.tile (1: recurrence)">,
     Option<"subChunk", "sub-chunk", "int64_t", /*default=*/"16",
            "tokens per sub-chunk when the op has no #kda.tile">,
+    Option<"vBlock", "v-block", "int64_t", /*default=*/"0",
+           "columns of V per program when the op's #kda.tile sets none "
+           "(0: all of V; ignored where it does not divide V)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",

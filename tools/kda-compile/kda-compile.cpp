@@ -47,6 +47,9 @@ static cl::opt<int64_t> chunk("chunk",
                               cl::init(32));
 static cl::opt<int64_t> subChunk("sub-chunk", cl::desc("sub-chunk size"),
                                  cl::init(16));
+static cl::opt<int64_t> vBlock("v-block",
+                               cl::desc("columns of V per program"),
+                               cl::init(32));
 static cl::opt<int64_t> threads("block-threads", cl::desc("threads per block"),
                                 cl::init(128));
 static cl::opt<bool> noTensorCores("no-tensor-cores",
@@ -137,6 +140,7 @@ int main(int argc, char **argv) {
     options.chunk = chunk;
     options.subChunk = subChunk;
     options.threads = threads;
+    options.vBlock = vBlock;
     options.tensorCores = !noTensorCores;
     options.format = format.str();
     options.toolkit = toolkit;
@@ -206,6 +210,7 @@ int main(int argc, char **argv) {
       tile = *toJson(t).getAsObject();
     tile["chunk"] = static_cast<int64_t>(chunk);
     tile["sub_chunk"] = static_cast<int64_t>(subChunk);
+    tile["v_block"] = static_cast<int64_t>(vBlock);
     tile["threads"] = static_cast<int64_t>(threads);
     tile["tensor_cores"] = noTensorCores ? 0 : 1;
     kernel["tile"] = std::move(tile);

@@ -724,6 +724,12 @@ struct MapKernelsPass
       barrierAfter(bb, p);
       distribute(p, tid, numThreads);
     }
+    guard.walk([&](scf::ForOp loop) {
+      if (loop->hasAttr(kda::kWarpDistributedAttr)) {
+        barrierBefore(bb, loop);
+        barrierAfter(bb, loop);
+      }
+    });
     if (failed(singleThreadStores(guard, tid)))
       return failure();
 
@@ -769,7 +775,8 @@ struct MapKernelsPass
       // count from the thread id.
       for (Operation *p = s->getParentOp(); p != guard; p = p->getParentOp())
         if (auto loop = dyn_cast<scf::ForOp>(p))
-          if (loop.getLowerBound() == tid)
+          if (loop.getLowerBound() == tid ||
+              loop->hasAttr(kda::kWarpDistributedAttr))
             return;
       stores.push_back(s);
     });

@@ -72,7 +72,7 @@ void mlir::kda::buildNvvmPipeline(OpPassManager &pm,
 
   // Target tile primitives, then blocks / threads / shared memory.
   if (options.tensorCores)
-    pm.nest<func::FuncOp>().addPass(createGpuTileMatmulsPass());
+    pm.nest<func::FuncOp>().addPass(createGpuTileMatmulsPass(options.threads));
   pm.nest<func::FuncOp>().addPass(createGpuPrepareTilesPass());
   addUpstream(pm, "func.func(convert-linalg-to-parallel-loops)");
   pm.addPass(createGpuMapKernelsPass(options.threads));
@@ -103,6 +103,7 @@ void mlir::kda::buildNvvmPipeline(OpPassManager &pm,
 
 void mlir::kda::registerGpuPipelines() {
   registerGpuMappingPasses();
+  registerGpuTileMatmulsPass();
   PassPipelineRegistration<NvvmPipelineOptions>(
       "kda-lower-to-nvvm",
       "Lower kda ops to NVIDIA GPU kernels (tensor-core tile matmuls, "

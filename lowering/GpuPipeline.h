@@ -16,7 +16,14 @@ namespace mlir::kda {
 
 std::unique_ptr<Pass> createGpuBindDestinationsPass();
 std::unique_ptr<Pass> createGpuPrepareTilesPass();
-std::unique_ptr<Pass> createGpuTileMatmulsPass();
+std::unique_ptr<Pass> createGpuTileMatmulsPass(int64_t threads);
+void registerGpuTileMatmulsPass();
+
+/// Marks a loop whose iterations a target primitive already spread over the
+/// block's threads (warps of a tile matmul): kda-gpu-map-kernels fences it
+/// with barriers like any primitive and leaves its body alone.
+inline constexpr llvm::StringLiteral kWarpDistributedAttr =
+    "kda.warp_distributed";
 std::unique_ptr<Pass> createGpuMapKernelsPass(int64_t threads);
 void registerGpuMappingPasses();
 

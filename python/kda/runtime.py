@@ -1,0 +1,344 @@
+"""ctypes binding of libkda_runtime.so (runtime/kda_runtime.h).
+
+No compiled extension and no torch at import time: tensors are read through
+their ``data_ptr()``, ``dtype``, ``shape``, ``stride()`` and ``device``
+attributes (torch tensors, or anything that looks like one).
+
+The library is found as, in order: ``$KDA_RUNTIME_LIBRARY``;
+``libkda_runtime.so`` next to this package; the repository's
+``build/lib/libkda_runtime.so`` or ``build/runtime/libkda_runtime.so``;
+finally the dynamic loader's search path.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import threading
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
+
+__all__ = ["KdaError", "Bundle", "load_library", "library_path", "STATUS_NAMES"]
+
+# kda_status
+STATUS_NAMES = (
+    "KDA_OK",
+    "KDA_ERROR_INVALID_ARGUMENT",
+    "KDA_ERROR_NO_DRIVER",
+    "KDA_ERROR_NO_DEVICE",
+    "KDA_ERROR_WRONG_ARCHITECTURE",
+    "KDA_ERROR_CORRUPT_BUNDLE",
+    "KDA_ERROR_NOT_FOUND",
+    "KDA_ERROR_BAD_TENSOR",
+    "KDA_ERROR_LAUNCH_FAILED",
+)
+
+# kda_dtype
+KDA_F32, KDA_F16, KDA_BF16, KDA_I32, KDA_I64 = range(5)
+_DTYPE_CODES = {
+    "float32": KDA_F32, "float": KDA_F32, "f32": KDA_F32,
+    "float16": KDA_F16, "half": KDA_F16, "f16": KDA_F16,
+    "bfloat16": KDA_BF16, "bf16": KDA_BF16,
+    "int32": KDA_I32, "int": KDA_I32, "i32": KDA_I32,
+    "int64": KDA_I64, "long": KDA_I64, "i64": KDA_I64,
+}
+# manifest dtype names
+_MANIFEST_DTYPES = {"f32": KDA_F32, "f16": KDA_F16, "bf16": KDA_BF16, "i32": KDA_I32, "i64": KDA_I64}
+
+
+class KdaError(RuntimeError):
+    """A failed runtime call: ``status`` is the kda_status name (e.g.
+    ``KDA_ERROR_BAD_TENSOR``), ``message`` the runtime's kda_last_error()."""
+
+    def __init__(self, status: str, message: str, call: str = ""):
+        self.status = status
+        self.message = message
+        self.call = call
+        where = f"{call}: " if call else ""
+        super().__init__(f"{where}{status}: {message}" if message else f"{where}{status}")
+
+
+class _KdaTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("dtype", ctypes.c_int),
+        ("rank", ctypes.c_int32),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("device", ctypes.c_int32),
+    ]
+
+
+_lib = None
+_lib_path = None
+_lib_lock = threading.Lock()
+
+
+def _candidates() -> List[str]:
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.dirname(here))
+    out = []
+    env = os.environ.get("KDA_RUNTIME_LIBRARY")
+    if env:
+        return [env]
+    out.append(os.path.join(here, "libkda_runtime.so"))
+    out.append(os.path.join(repo, "build", "lib", "libkda_runtime.so"))
+    out.append(os.path.join(repo, "build", "runtime", "libkda_runtime.so"))
+    return out
+
+
+def library_path() -> Optional[str]:
+    """The path of the loaded (or, before loading, the one that would be) library."""
+    if _lib_path:
+        return _lib_path
+    for c in _candidates():
+        if os.path.isfile(c):
+            return c
+    return None
+
+
+def load_library():
+    """Loads libkda_runtime.so once per process and declares its C API."""
+    global _lib, _lib_path
+    with _lib_lock:
+        if _lib is not None:
+            return _lib
+        tried = []
+        lib = None
+        for c in _candidates():
+            tried.append(c)
+            if os.path.isfile(c) or os.environ.get("KDA_RUNTIME_LIBRARY"):
+                try:
+                    lib = ctypes.CDLL(c)
+                    _lib_path = c
+                    break
+                except OSError as e:
+                    raise KdaError("KDA_ERROR_NO_RUNTIME", f"cannot load {c}: {e}", "load_library")
+        if lib is None:
+            try:
+                lib = ctypes.CDLL("libkda_runtime.so")
+                _lib_path = "libkda_runtime.so"
+            except OSError:
+                raise KdaError(
+                    "KDA_ERROR_NO_RUNTIME",
+                    "libkda_runtime.so not found (tried " + ", ".join(tried) +
+                    " and the loader's path). Build it with `g++ -std=c++17 -O2 -shared -fPIC -I. "
+                    "runtime/CudaDriver.cpp runtime/HipDriver.cpp runtime/Json.cpp runtime/Manifest.cpp "
+                    "runtime/Runtime.cpp -o libkda_runtime.so -ldl -lpthread` in the repository and set "
+                    "KDA_RUNTIME_LIBRARY to its path.", "load_library")
+        c_int, c_char_p, c_void_p, c_int32 = ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int32
+        lib.kda_bundle_load.argtypes = [c_char_p, ctypes.POINTER(c_void_p)]
+        lib.kda_bundle_load.restype = c_int
+        lib.kda_bundle_free.argtypes = [c_void_p]
+        lib.kda_bundle_free.restype = None
+        lib.kda_bundle_num_kernels.argtypes = [c_void_p]
+        lib.kda_bundle_num_kernels.restype = c_int32
+        lib.kda_bundle_kernel_name.argtypes = [c_void_p, c_int32]
+        lib.kda_bundle_kernel_name.restype = c_char_p
+        lib.kda_bundle_target_chip.argtypes = [c_void_p]
+        lib.kda_bundle_target_chip.restype = c_char_p
+        lib.kda_check_tensors.argtypes = [c_void_p, c_char_p, ctypes.POINTER(_KdaTensor), c_int32]
+        lib.kda_check_tensors.restype = c_int
+        lib.kda_launch.argtypes = [c_void_p, c_char_p, ctypes.POINTER(_KdaTensor), c_int32, c_void_p]
+        lib.kda_launch.restype = c_int
+        lib.kda_last_error.argtypes = []
+        lib.kda_last_error.restype = c_char_p
+        lib.kda_status_name.argtypes = [c_int]
+        lib.kda_status_name.restype = c_char_p
+        _lib = lib
+        return lib
+
+
+def _raise(lib, status: int, call: str):
+    name = lib.kda_status_name(status).decode()
+    msg = (lib.kda_last_error() or b"").decode(errors="replace")
+    raise KdaError(name, msg, call)
+
+
+def dtype_code(dtype: Any) -> int:
+    """kda_dtype of a torch dtype (torch.bfloat16, ...), numpy dtype or name."""
+    name = str(dtype)
+    for prefix in ("torch.", "numpy."):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    if name not in _DTYPE_CODES:
+        raise KdaError("KDA_ERROR_BAD_TENSOR",
+                       f"dtype {dtype} is not supported (float32, float16, bfloat16, int32, int64)",
+                       "dtype_code")
+    return _DTYPE_CODES[name]
+
+
+def _device_index(t: Any) -> int:
+    dev = getattr(t, "device", None)
+    if dev is None:
+        return -1
+    if isinstance(dev, int):
+        return dev
+    if getattr(dev, "type", "cpu") in ("cuda", "hip"):
+        idx = dev.index
+        if idx is None:  # 'cuda' without an index: the current device
+            import torch  # only reachable with torch tensors
+            idx = torch.cuda.current_device()
+        return int(idx)
+    return -1
+
+
+class _Marshalled:
+    """Keeps the ctypes arrays behind a kda_tensor array alive."""
+
+    def __init__(self, tensors: Sequence[Any]):
+        n = len(tensors)
+        self.array = (_KdaTensor * max(n, 1))()
+        self.keep = []
+        self.devices = set()
+        for i, t in enumerate(tensors):
+            shape = [int(s) for s in t.shape]
+            strides = [int(s) for s in t.stride()] if callable(getattr(t, "stride", None)) else None
+            rank = len(shape)
+            shape_arr = (ctypes.c_int64 * max(rank, 1))(*shape)
+            self.keep.append(shape_arr)
+            strides_ptr = None
+            if strides is not None:
+                strides_arr = (ctypes.c_int64 * max(rank, 1))(*strides)
+                self.keep.append(strides_arr)
+                strides_ptr = strides_arr
+            dev = _device_index(t)
+            self.devices.add(dev)
+            e = self.array[i]
+            e.data = ctypes.c_void_p(int(t.data_ptr()))
+            e.dtype = dtype_code(t.dtype)
+            e.rank = rank
+            e.shape = ctypes.cast(shape_arr, ctypes.POINTER(ctypes.c_int64))
+            e.strides = ctypes.cast(strides_ptr, ctypes.POINTER(ctypes.c_int64)) if strides_ptr else None
+            e.device = dev
+        self.count = n
+
+
+def _stream_handle(stream: Any, device: int) -> Optional[int]:
+    if stream is None:
+        if device < 0:
+            return None
+        try:
+            import torch
+        except ImportError:
+            return None
+        return int(torch.cuda.current_stream(device).cuda_stream)
+    if isinstance(stream, int):
+        return stream
+    handle = getattr(stream, "cuda_stream", None)
+    if handle is not None:
+        return int(handle)
+    if isinstance(stream, ctypes.c_void_p):
+        return stream.value
+    raise TypeError(f"stream: expected None, an int handle or a torch.cuda.Stream, got {type(stream)}")
+
+
+class Bundle:
+    """A loaded kda bundle (manifest.json + kernel binaries).
+
+    ``kernels`` maps each kernel name to its manifest entry (params, grid,
+    block, dynamic_shared_memory, tile). ``launch(name, tensors)`` takes one
+    tensor per ``tensor`` parameter, in manifest order (a list), or a dict
+    keyed by parameter name; ``dim`` parameters are bound by the runtime from
+    the tensor shapes.
+    """
+
+    def __init__(self, path: Union[str, os.PathLike]):
+        self.path = os.fspath(path)
+        self._lib = load_library()
+        self._handle = None
+        handle = ctypes.c_void_p()
+        status = self._lib.kda_bundle_load(self.path.encode(), ctypes.byref(handle))
+        if status != 0:
+            _raise(self._lib, status, f"kda_bundle_load({self.path})")
+        self._handle = handle
+        with open(os.path.join(self.path, "manifest.json")) as f:
+            self.manifest = json.load(f)
+        self.kernels: Dict[str, Dict[str, Any]] = {k["name"]: k for k in self.manifest["kernels"]}
+        self.chip = self._lib.kda_bundle_target_chip(self._handle).decode()
+        names = [self._lib.kda_bundle_kernel_name(self._handle, i).decode()
+                 for i in range(self._lib.kda_bundle_num_kernels(self._handle))]
+        if sorted(names) != sorted(self.kernels):
+            raise KdaError("KDA_ERROR_CORRUPT_BUNDLE",
+                           f"runtime kernels {names} differ from manifest.json's {list(self.kernels)}",
+                           "Bundle")
+
+    def __repr__(self):
+        return f"Bundle({self.path!r}, chip={self.chip!r}, kernels={list(self.kernels)})"
+
+    def close(self):
+        h = getattr(self, "_handle", None)
+        if h is not None and h.value:
+            self._lib.kda_bundle_free(h)
+        self._handle = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def tensor_params(self, kernel: str) -> List[Dict[str, Any]]:
+        """The kernel's tensor parameters, in the order launch() takes them."""
+        return [p for p in self._kernel(kernel)["params"] if p["kind"] == "tensor"]
+
+    def _kernel(self, kernel: str) -> Dict[str, Any]:
+        if kernel not in self.kernels:
+            raise KdaError("KDA_ERROR_NOT_FOUND",
+                           f"no kernel '{kernel}' in {self.path} (kernels: {', '.join(self.kernels)})",
+                           "Bundle")
+        return self.kernels[kernel]
+
+    def _order(self, kernel: str, tensors: Union[Sequence[Any], Mapping[str, Any]]) -> List[Any]:
+        params = self.tensor_params(kernel)
+        if isinstance(tensors, Mapping):
+            names = [p["name"] for p in params]
+            missing = [n for n in names if n not in tensors]
+            extra = [n for n in tensors if n not in names]
+            if missing or extra:
+                raise KdaError("KDA_ERROR_INVALID_ARGUMENT",
+                               f"kernel '{kernel}' takes tensors {names}; missing {missing}, unknown {extra}",
+                               "launch")
+            return [tensors[n] for n in names]
+        tensors = list(tensors)
+        if len(tensors) != len(params):
+            raise KdaError("KDA_ERROR_INVALID_ARGUMENT",
+                           f"kernel '{kernel}' takes {len(params)} tensors "
+                           f"({', '.join(p['name'] for p in params)}), got {len(tensors)}", "launch")
+        return tensors
+
+    def check(self, kernel: str, tensors: Union[Sequence[Any], Mapping[str, Any]]) -> None:
+        """kda_check_tensors: validates tensors against the manifest (no driver)."""
+        ordered = self._order(kernel, tensors)
+        m = _Marshalled(ordered)
+        status = self._lib.kda_check_tensors(self._handle, kernel.encode(), m.array, m.count)
+        if status != 0:
+            _raise(self._lib, status, f"kda_check_tensors({kernel})")
+
+    def launch(self, kernel: str, tensors: Union[Sequence[Any], Mapping[str, Any]],
+               stream: Any = None) -> None:
+        """Launches kernel on stream (default: torch's current stream of the
+        tensors' device). Asynchronous, like any kernel launch."""
+        ordered = self._order(kernel, tensors)
+        m = _Marshalled(ordered)
+        devices = [d for d in m.devices if d >= 0]
+        handle = _stream_handle(stream, devices[0] if devices else -1)
+        status = self._lib.kda_launch(self._handle, kernel.encode(), m.array, m.count,
+                                      ctypes.c_void_p(handle) if handle else None)
+        if status != 0:
+            _raise(self._lib, status, f"kda_launch({kernel})")
+
+
+_bundle_cache: Dict[str, Bundle] = {}
+_bundle_cache_lock = threading.Lock()
+
+
+def load_bundle(path: Union[str, os.PathLike]) -> Bundle:
+    """Loads a bundle once per process (kernels stay loaded on the device)."""
+    key = os.path.realpath(os.fspath(path))
+    with _bundle_cache_lock:
+        b = _bundle_cache.get(key)
+        if b is None:
+            b = Bundle(key)
+            _bundle_cache[key] = b
+        return b

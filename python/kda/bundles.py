@@ -1,0 +1,548 @@
+"""Kernel configurations, their MLIR, and the on-disk bundle cache.
+
+A *configuration* is everything a compiled kda kernel fixes: the op
+(``gated_delta`` or ``decode_step``), the head dims K and V, every tensor's
+dtype, the gate form and activation, beta activation, l2 norm, scale, state
+layout and which optional tensors are present. Batch, length, head counts,
+number of sequences and pool size are dynamic (``?`` in the MLIR, symbols in
+the manifest), so one bundle serves all of them.
+
+A configuration is a plain dict (JSON-serialisable, canonical); its stable
+hash together with the chip names the bundle directory::
+
+    <cache dir>/<op>-k<K>-v<V>-<qk dtype>-<hash16>.<chip>/
+        manifest.json, *.cubin      (written by kda-compile)
+        source.mlir, config.json    (written here, for provenance)
+
+Cache directories: every entry of ``KDA_BUNDLE_PATH`` (colon separated), then
+``~/.cache/kda/bundles`` (``KDA_CACHE_DIR`` overrides it). A missing bundle is
+compiled into the first writable one of ``KDA_BUNDLE_PATH`` / the cache
+directory when ``kda-compile`` is found (``KDA_COMPILE``, else on PATH, else in
+the repository's ``build/bin``); otherwise ``BundleNotFoundError`` gives the
+exact command to run.
+
+Nothing here needs torch or a GPU.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import tempfile
+from typing import Any, Dict, List, Optional
+
+# Bumped whenever the generated MLIR for a configuration changes, so that old
+# bundles are not picked up for a new meaning.
+GENERATOR_VERSION = 1
+
+DTYPES = ("f32", "f16", "bf16", "i32", "i64")
+CHIPS = ("sm_80", "sm_90a")
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+class BundleNotFoundError(RuntimeError):
+    """No bundle for a configuration and no kda-compile to build one."""
+
+
+class CompileError(RuntimeError):
+    """kda-compile failed on a configuration."""
+
+
+# ---------------------------------------------------------------------------
+# Configurations
+# ---------------------------------------------------------------------------
+
+def default_chunk(K: int, V: int) -> int:
+    """Chunk size used when the caller does not ask for one (kwarg chunk_size).
+
+    32, kda-compile's default. The chunkwise kernel keeps its tiles in shared
+    memory, which grows with K, V and the chunk (kda-compile of 2026-11-30,
+    sm_90a, K = V = 128: 132 KiB at chunk 32, 264 KiB at chunk 64); an
+    H100/H200 block may opt in to 227 KiB, an A100 to 163 KiB. prebuild warns
+    about bundles over the limit.
+    """
+    return 32
+
+
+def gated_delta_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
+                       gate: Optional[Dict[str, str]] = None,
+                       beta_dtype: Optional[str] = None,
+                       update: str = "delta",
+                       qk_l2norm: bool = False,
+                       beta_activation: str = "none",
+                       gate_activation: str = "none",
+                       lower_bound: Optional[float] = None,
+                       A_log_dtype: Optional[str] = None,
+                       dt_bias_dtype: Optional[str] = None,
+                       scale: Optional[float] = None,
+                       state_layout: str = "k_major",
+                       initial_state_dtype: Optional[str] = None,
+                       final_state_dtype: Optional[str] = None,
+                       cu_seqlens_dtype: Optional[str] = None,
+                       chunk: Optional[int] = None,
+                       sub_chunk: Optional[int] = None) -> Dict[str, Any]:
+    """Canonical configuration of one ``kda.gated_delta`` kernel.
+
+    gate: None, or {"form": "channel" | "head", "dtype": ...}.
+    scale: None means the op's default 1/sqrt(K) (a value equal to it is
+    normalised to None so that both spellings share one bundle).
+    """
+    cfg = {
+        "op": "gated_delta",
+        "update": update,
+        "K": int(K), "V": int(V),
+        "qk_dtype": qk_dtype, "v_dtype": v_dtype,
+        "gate": dict(gate) if gate else None,
+        "beta_dtype": beta_dtype,
+        "qk_l2norm": bool(qk_l2norm),
+        "beta_activation": beta_activation,
+        "gate_activation": gate_activation,
+        "lower_bound": None if lower_bound is None else float(lower_bound),
+        "A_log_dtype": A_log_dtype,
+        "dt_bias_dtype": dt_bias_dtype,
+        "scale": _normalise_scale(scale, K),
+        "state_layout": state_layout,
+        "initial_state_dtype": initial_state_dtype,
+        "final_state_dtype": final_state_dtype,
+        "cu_seqlens_dtype": cu_seqlens_dtype,
+        "chunk": int(chunk) if chunk else default_chunk(K, V),
+        "sub_chunk": int(sub_chunk) if sub_chunk else 16,
+    }
+    if cfg["sub_chunk"] > cfg["chunk"]:
+        cfg["sub_chunk"] = cfg["chunk"]
+    # The layout only means something when a state crosses the boundary.
+    if initial_state_dtype is None and final_state_dtype is None:
+        cfg["state_layout"] = "k_major"
+    validate(cfg)
+    return cfg
+
+
+def decode_step_config(*, K: int, V: int, H: int, HV: int, qk_dtype: str, v_dtype: str,
+                       gate: Optional[Dict[str, str]] = None,
+                       beta_dtype: Optional[str] = None,
+                       update: str = "delta",
+                       qk_l2norm: bool = False,
+                       beta_activation: str = "none",
+                       gate_activation: str = "none",
+                       lower_bound: Optional[float] = None,
+                       A_log_dtype: Optional[str] = None,
+                       dt_bias_dtype: Optional[str] = None,
+                       scale: Optional[float] = None,
+                       state_layout: str = "k_major",
+                       state_dtype: str = "f32",
+                       indices_dtype: str = "i32") -> Dict[str, Any]:
+    """Canonical configuration of one ``kda.decode_step`` kernel (state pool).
+
+    Unlike gated_delta, the decode step is tiled only with static head counts
+    (kda-tile-chunks: "heads, head dimensions ... must be static"), so H and
+    HV are part of the configuration; N (sequences) and P (pool slots) stay
+    dynamic.
+    """
+    cfg = {
+        "op": "decode_step",
+        "update": update,
+        "K": int(K), "V": int(V), "H": int(H), "HV": int(HV),
+        "qk_dtype": qk_dtype, "v_dtype": v_dtype,
+        "gate": dict(gate) if gate else None,
+        "beta_dtype": beta_dtype,
+        "qk_l2norm": bool(qk_l2norm),
+        "beta_activation": beta_activation,
+        "gate_activation": gate_activation,
+        "lower_bound": None if lower_bound is None else float(lower_bound),
+        "A_log_dtype": A_log_dtype,
+        "dt_bias_dtype": dt_bias_dtype,
+        "scale": _normalise_scale(scale, K),
+        "state_layout": state_layout,
+        "state_dtype": state_dtype,
+        "indices_dtype": indices_dtype,
+    }
+    validate(cfg)
+    return cfg
+
+
+def _normalise_scale(scale: Optional[float], K: int) -> Optional[float]:
+    if scale is None:
+        return None
+    scale = float(scale)
+    if scale == float(K) ** -0.5 or scale == 1.0 / math.sqrt(K):
+        return None
+    return scale
+
+
+def validate(cfg: Dict[str, Any]) -> None:
+    """Raises ValueError for a configuration the kda ops cannot express."""
+    def dtype(name, allowed=("f32", "f16", "bf16"), optional=True):
+        value = cfg.get(name)
+        if value is None and optional:
+            return
+        if value not in allowed:
+            raise ValueError(f"{name}: expected one of {allowed}, got {value!r}")
+
+    if cfg["op"] not in ("gated_delta", "decode_step"):
+        raise ValueError(f"op: unknown {cfg['op']!r}")
+    if cfg["update"] not in ("delta", "additive"):
+        raise ValueError(f"update: expected delta or additive, got {cfg['update']!r}")
+    for d in ("K", "V"):
+        if not isinstance(cfg[d], int) or cfg[d] <= 0:
+            raise ValueError(f"{d}: expected a positive integer, got {cfg[d]!r}")
+    dtype("qk_dtype", optional=False)
+    dtype("v_dtype", optional=False)
+    if cfg["gate"] is not None:
+        if cfg["gate"].get("form") not in ("channel", "head"):
+            raise ValueError(f"gate.form: expected channel or head, got {cfg['gate'].get('form')!r}")
+        if cfg["gate"].get("dtype") not in ("f32", "f16", "bf16"):
+            raise ValueError(f"gate.dtype: expected f32, f16 or bf16, got {cfg['gate'].get('dtype')!r}")
+    dtype("beta_dtype")
+    dtype("A_log_dtype")
+    dtype("dt_bias_dtype")
+    if cfg["beta_activation"] not in ("none", "sigmoid", "sigmoid_neg_eigval"):
+        raise ValueError(f"beta_activation: unknown {cfg['beta_activation']!r}")
+    if cfg["beta_activation"] != "none" and cfg["beta_dtype"] is None:
+        raise ValueError("beta_activation needs a beta tensor")
+    if cfg["gate_activation"] not in ("none", "softplus", "lower_bound"):
+        raise ValueError(f"gate_activation: unknown {cfg['gate_activation']!r}")
+    if cfg["gate_activation"] != "none" and cfg["gate"] is None:
+        raise ValueError("gate_activation needs a gate tensor")
+    if cfg["gate_activation"] == "none" and (cfg["A_log_dtype"] or cfg["dt_bias_dtype"]):
+        raise ValueError("A_log / dt_bias are only used with a gate activation")
+    if cfg["gate_activation"] == "lower_bound":
+        lb = cfg["lower_bound"]
+        if lb is None or not (-5.0 <= lb < 0.0):
+            raise ValueError(f"lower_bound: the lower-bound gate needs a value in [-5, 0), got {lb!r}")
+    elif cfg["lower_bound"] is not None:
+        raise ValueError("lower_bound is only used with the lower_bound gate activation")
+    if cfg["update"] == "additive" and cfg["beta_dtype"] is not None:
+        raise ValueError("the additive update takes no beta")
+    if cfg["state_layout"] not in ("k_major", "v_major"):
+        raise ValueError(f"state_layout: expected k_major or v_major, got {cfg['state_layout']!r}")
+    if cfg["op"] == "gated_delta":
+        dtype("initial_state_dtype")
+        dtype("final_state_dtype")
+        dtype("cu_seqlens_dtype", allowed=("i32", "i64"))
+        if cfg["chunk"] not in (16, 32, 64):
+            raise ValueError(f"chunk: expected 16, 32 or 64, got {cfg['chunk']}")
+        if cfg["sub_chunk"] <= 0 or cfg["chunk"] % cfg["sub_chunk"]:
+            raise ValueError(f"sub_chunk {cfg['sub_chunk']} must divide chunk {cfg['chunk']}")
+    else:
+        for d in ("H", "HV"):
+            if not isinstance(cfg.get(d), int) or cfg[d] <= 0:
+                raise ValueError(f"{d}: expected a positive integer, got {cfg.get(d)!r}")
+        if cfg["HV"] % cfg["H"]:
+            raise ValueError(f"HV = {cfg['HV']} must be a multiple of H = {cfg['H']}")
+        dtype("state_dtype", optional=False)
+        dtype("indices_dtype", allowed=("i32", "i64"), optional=False)
+
+
+def config_hash(cfg: Dict[str, Any], chip: str) -> str:
+    blob = json.dumps({"generator": GENERATOR_VERSION, "chip": chip, "config": cfg},
+                      sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def bundle_name(cfg: Dict[str, Any], chip: str) -> str:
+    return (f"{cfg['op']}-k{cfg['K']}-v{cfg['V']}-{cfg['qk_dtype']}-"
+            f"{config_hash(cfg, chip)[:16]}.{chip}")
+
+
+def describe(cfg: Dict[str, Any]) -> str:
+    """A short human-readable summary of a configuration."""
+    parts = [cfg["op"], cfg["update"], f"K={cfg['K']}", f"V={cfg['V']}"]
+    if cfg["op"] == "decode_step":
+        parts += [f"H={cfg['H']}", f"HV={cfg['HV']}"]
+    parts += [
+             f"qk={cfg['qk_dtype']}", f"v={cfg['v_dtype']}"]
+    if cfg["gate"]:
+        parts.append(f"gate={cfg['gate']['form']}:{cfg['gate']['dtype']}")
+    if cfg["beta_dtype"]:
+        parts.append(f"beta={cfg['beta_dtype']}")
+    if cfg["qk_l2norm"]:
+        parts.append("l2norm")
+    if cfg["beta_activation"] != "none":
+        parts.append(f"beta_act={cfg['beta_activation']}")
+    if cfg["gate_activation"] != "none":
+        ga = cfg["gate_activation"]
+        if ga == "lower_bound":
+            ga += f"({cfg['lower_bound']:g})"
+        parts.append(f"gate_act={ga}")
+        if cfg["A_log_dtype"]:
+            parts.append("A_log")
+        if cfg["dt_bias_dtype"]:
+            parts.append("dt_bias")
+    if cfg["scale"] is not None:
+        parts.append(f"scale={cfg['scale']:g}")
+    if cfg["op"] == "gated_delta":
+        if cfg["initial_state_dtype"]:
+            parts.append(f"h0={cfg['initial_state_dtype']}")
+        if cfg["final_state_dtype"]:
+            parts.append(f"ht={cfg['final_state_dtype']}")
+        if cfg["initial_state_dtype"] or cfg["final_state_dtype"]:
+            parts.append(cfg["state_layout"])
+        if cfg["cu_seqlens_dtype"]:
+            parts.append(f"varlen={cfg['cu_seqlens_dtype']}")
+        parts.append(f"chunk={cfg['chunk']}")
+    else:
+        parts.append(f"pool={cfg['state_dtype']}:{cfg['state_layout']}")
+        parts.append(f"indices={cfg['indices_dtype']}")
+    return " ".join(parts)
+
+
+# ---------------------------------------------------------------------------
+# MLIR
+# ---------------------------------------------------------------------------
+
+def _tensor(dims: List[Any], dtype: str) -> str:
+    return "tensor<" + "x".join("?" if d is None else str(d) for d in dims) + "x" + dtype + ">"
+
+
+def _f64(x: float) -> str:
+    # MLIR float literals need a '.'; %.17e round-trips every double.
+    return "%.17e" % x
+
+
+def _prologue_attrs(cfg: Dict[str, Any]) -> List[str]:
+    attrs = []
+    if cfg["qk_l2norm"]:
+        attrs.append("qk_l2norm")
+    if cfg["beta_activation"] != "none":
+        attrs.append(f"beta_activation = #kda<beta {cfg['beta_activation']}>")
+    if cfg["gate_activation"] != "none":
+        attrs.append(f"gate_activation = #kda<gate {cfg['gate_activation']}>")
+    if cfg["lower_bound"] is not None:
+        attrs.append(f"lower_bound = {_f64(cfg['lower_bound'])} : f64")
+    if cfg["scale"] is not None:
+        attrs.append(f"scale = {_f64(cfg['scale'])} : f64")
+    if cfg["state_layout"] != "k_major":
+        attrs.append(f"state_layout = #kda<layout {cfg['state_layout']}>")
+    return attrs
+
+
+def to_mlir(cfg: Dict[str, Any]) -> str:
+    """The module (one function, one kda op) kda-compile turns into the bundle."""
+    validate(cfg)
+    if cfg["op"] == "gated_delta":
+        return _gated_delta_mlir(cfg)
+    return _decode_step_mlir(cfg)
+
+
+def _gated_delta_mlir(cfg: Dict[str, Any]) -> str:
+    K, V = cfg["K"], cfg["V"]
+    varlen = cfg["cu_seqlens_dtype"] is not None
+    B = 1 if varlen else None  # cu_seqlens requires B = 1
+    state_tail = [K, V] if cfg["state_layout"] == "k_major" else [V, K]
+    tq = _tensor([B, None, None, K], cfg["qk_dtype"])
+    tv = _tensor([B, None, None, V], cfg["v_dtype"])
+    args, operands, results = [], [], []
+    args += [f"%q: {tq}", f"%k: {tq}", f"%v: {tv}"]
+    if cfg["gate"]:
+        dims = [B, None, None, K] if cfg["gate"]["form"] == "channel" else [B, None, None]
+        tg = _tensor(dims, cfg["gate"]["dtype"])
+        args.append(f"%g: {tg}")
+        operands.append(f"gate(%g : {tg})")
+    if cfg["beta_dtype"]:
+        tb = _tensor([B, None, None], cfg["beta_dtype"])
+        args.append(f"%beta: {tb}")
+        operands.append(f"beta(%beta : {tb})")
+    if cfg["initial_state_dtype"]:
+        ts0 = _tensor([None, None] + state_tail, cfg["initial_state_dtype"])
+        args.append(f"%h0: {ts0}")
+        operands.append(f"initial_state(%h0 : {ts0})")
+    if varlen:
+        tcu = _tensor([None], cfg["cu_seqlens_dtype"])
+        args.append(f"%cu_seqlens: {tcu}")
+        operands.append(f"cu_seqlens(%cu_seqlens : {tcu})")
+    if cfg["A_log_dtype"]:
+        ta = _tensor([None], cfg["A_log_dtype"])
+        args.append(f"%A_log: {ta}")
+        operands.append(f"A_log(%A_log : {ta})")
+    if cfg["dt_bias_dtype"]:
+        dims = [None, K] if cfg["gate"]["form"] == "channel" else [None]
+        td = _tensor(dims, cfg["dt_bias_dtype"])
+        args.append(f"%dt_bias: {td}")
+        operands.append(f"dt_bias(%dt_bias : {td})")
+    attrs = _prologue_attrs(cfg)
+    attrs.append(f"tile = #kda.tile<chunk = {cfg['chunk']}, sub_chunk = {cfg['sub_chunk']}>")
+    results.append(("%o", tv))
+    result_types = f"-> {tv}"
+    if cfg["final_state_dtype"]:
+        tsf = _tensor([None, None] + state_tail, cfg["final_state_dtype"])
+        results.append(("%ht", tsf))
+        result_types += f" final_state {tsf}"
+    names = ", ".join(r[0] for r in results)
+    types = ", ".join(r[1] for r in results)
+    op = (f"  {names} = kda.gated_delta {cfg['update']} %q, %k, %v"
+          + "".join(" " + o for o in operands)
+          + " {" + ", ".join(attrs) + "}"
+          + f" : {tq}, {tq}, {tv} {result_types}")
+    return (f"// kda configuration: {describe(cfg)}\n"
+            f"func.func @kda_gated_delta({', '.join(args)}) -> ({types}) {{\n"
+            f"{op}\n"
+            f"  return {names} : {types}\n"
+            "}\n")
+
+
+def _decode_step_mlir(cfg: Dict[str, Any]) -> str:
+    K, V, H, HV = cfg["K"], cfg["V"], cfg["H"], cfg["HV"]
+    state_tail = [K, V] if cfg["state_layout"] == "k_major" else [V, K]
+    tq = _tensor([None, H, K], cfg["qk_dtype"])
+    tv = _tensor([None, HV, V], cfg["v_dtype"])
+    args, operands = [f"%q: {tq}", f"%k: {tq}", f"%v: {tv}"], []
+    if cfg["gate"]:
+        dims = [None, HV, K] if cfg["gate"]["form"] == "channel" else [None, HV]
+        tg = _tensor(dims, cfg["gate"]["dtype"])
+        args.append(f"%g: {tg}")
+        operands.append(f"gate(%g : {tg})")
+    if cfg["beta_dtype"]:
+        tb = _tensor([None, HV], cfg["beta_dtype"])
+        args.append(f"%beta: {tb}")
+        operands.append(f"beta(%beta : {tb})")
+    if cfg["A_log_dtype"]:
+        ta = _tensor([HV], cfg["A_log_dtype"])
+        args.append(f"%A_log: {ta}")
+        operands.append(f"A_log(%A_log : {ta})")
+    if cfg["dt_bias_dtype"]:
+        dims = [HV, K] if cfg["gate"]["form"] == "channel" else [HV]
+        td = _tensor(dims, cfg["dt_bias_dtype"])
+        args.append(f"%dt_bias: {td}")
+        operands.append(f"dt_bias(%dt_bias : {td})")
+    ti = _tensor([None], cfg["indices_dtype"])
+    # (H, HV are static here; see decode_step_config)
+    tp = _tensor([None, HV] + state_tail, cfg["state_dtype"])
+    args += [f"%indices: {ti}", f"%o_init: {tv}", f"%state_pool: {tp}"]
+    operands.append(f"indices(%indices : {ti})")
+    operands.append(f"outs(%o_init, %state_pool : {tv}, {tp})")
+    attrs = _prologue_attrs(cfg)
+    attr_text = (" {" + ", ".join(attrs) + "}") if attrs else ""
+    op = (f"  %o, %new_state_pool = kda.decode_step {cfg['update']} %q, %k, %v"
+          + "".join(" " + o for o in operands) + attr_text
+          + f" : {tq}, {tq}, {tv}")
+    return (f"// kda configuration: {describe(cfg)}\n"
+            f"func.func @kda_decode_step({', '.join(args)}) -> ({tv}, {tp}) {{\n"
+            f"{op}\n"
+            f"  return %o, %new_state_pool : {tv}, {tp}\n"
+            "}\n")
+
+
+# ---------------------------------------------------------------------------
+# Cache and compilation
+# ---------------------------------------------------------------------------
+
+def cache_dirs() -> List[str]:
+    """Directories searched for bundles, in order."""
+    dirs = [d for d in os.environ.get("KDA_BUNDLE_PATH", "").split(":") if d]
+    default = os.environ.get("KDA_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "kda", "bundles")
+    dirs.append(default)
+    return dirs
+
+
+def find_bundle(cfg: Dict[str, Any], chip: str) -> Optional[str]:
+    name = bundle_name(cfg, chip)
+    for d in cache_dirs():
+        path = os.path.join(d, name)
+        if os.path.isfile(os.path.join(path, "manifest.json")):
+            return path
+    return None
+
+
+def find_compiler() -> Optional[str]:
+    env = os.environ.get("KDA_COMPILE")
+    if env:
+        return env if os.path.isfile(env) and os.access(env, os.X_OK) else shutil.which(env)
+    found = shutil.which("kda-compile")
+    if found:
+        return found
+    repo = os.path.join(_REPO_ROOT, "build", "bin", "kda-compile")
+    if os.path.isfile(repo) and os.access(repo, os.X_OK):
+        return repo
+    return None
+
+
+def _writable_cache_dir() -> str:
+    for d in cache_dirs():
+        try:
+            os.makedirs(d, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(d, os.W_OK):
+            return d
+    raise BundleNotFoundError("no writable bundle directory in KDA_BUNDLE_PATH or ~/.cache/kda/bundles")
+
+
+def compile_bundle(cfg: Dict[str, Any], chip: str, out_root: Optional[str] = None,
+                   compiler: Optional[str] = None, timeout: float = 600.0) -> str:
+    """Compiles cfg for chip into out_root/<bundle_name> and returns its path.
+
+    The bundle is written to a temporary sibling directory and renamed into
+    place, so concurrent processes never see a half-written bundle.
+    """
+    compiler = compiler or find_compiler()
+    if compiler is None:
+        raise BundleNotFoundError("kda-compile not found (set KDA_COMPILE or put it on PATH)")
+    out_root = out_root or _writable_cache_dir()
+    os.makedirs(out_root, exist_ok=True)
+    final = os.path.join(out_root, bundle_name(cfg, chip))
+    if os.path.isfile(os.path.join(final, "manifest.json")):
+        return final
+    tmp = tempfile.mkdtemp(prefix=".tmp-" + os.path.basename(final) + "-", dir=out_root)
+    try:
+        src = os.path.join(tmp, "source.mlir")
+        with open(src, "w") as f:
+            f.write(to_mlir(cfg))
+        with open(os.path.join(tmp, "config.json"), "w") as f:
+            json.dump({"generator": GENERATOR_VERSION, "chip": chip, "config": cfg}, f,
+                      indent=1, sort_keys=True)
+            f.write("\n")
+        cmd = [compiler, src, "-o", tmp, f"--chip={chip}"]
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise CompileError(f"kda-compile failed for [{describe(cfg)}] on {chip}:\n"
+                               f"  {' '.join(cmd)}\n{proc.stdout.strip()}")
+        try:
+            os.rename(tmp, final)
+        except OSError:
+            # Someone else finished first.
+            if not os.path.isfile(os.path.join(final, "manifest.json")):
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)
+        return final
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def get_bundle_dir(cfg: Dict[str, Any], chip: str, build: bool = True) -> str:
+    """The bundle directory for cfg on chip: found in the cache, or built."""
+    found = find_bundle(cfg, chip)
+    if found:
+        return found
+    if build and os.environ.get("KDA_NO_COMPILE", "") not in ("1", "true", "yes"):
+        if find_compiler() is not None:
+            return compile_bundle(cfg, chip)
+    name = bundle_name(cfg, chip)
+    dirs = cache_dirs()
+    raise BundleNotFoundError(
+        f"no kda bundle for [{describe(cfg)}] on {chip}.\n"
+        f"Searched: {', '.join(os.path.join(d, name) for d in dirs)}.\n"
+        f"kda-compile is not available here or KDA_NO_COMPILE is set (set KDA_COMPILE or put it on PATH to build it "
+        f"automatically). To build it on a machine that has kda-compile, save this module as "
+        f"{name}.mlir:\n\n{to_mlir(cfg)}\nand run\n\n"
+        f"  kda-compile {name}.mlir -o <DIR>/{name} --chip={chip}\n\n"
+        f"(or `python3 -m kda.prebuild --chip {chip} --out <DIR>` for the common configurations), "
+        f"then copy <DIR> here and set KDA_BUNDLE_PATH=<DIR>.")
+
+
+def dump_config(cfg: Dict[str, Any]) -> str:
+    return json.dumps(cfg, sort_keys=True)
+
+
+def load_config(text: str) -> Dict[str, Any]:
+    cfg = json.loads(text)
+    validate(cfg)
+    return copy.deepcopy(cfg)

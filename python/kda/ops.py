@@ -1,0 +1,507 @@
+"""Drop-in replacements for flash-linear-attention's KDA entry points.
+
+``chunk_kda`` and ``fused_recurrent_kda`` take the same arguments, in the same
+order, with the same layouts and defaults as ``fla.ops.kda.chunk_kda`` /
+``fla.ops.kda.fused_recurrent_kda``, and return ``(o, final_state)``. Each call
+derives a kernel configuration from its arguments (head dims K and V, dtypes,
+gate form and activation, beta sigmoid, l2 norm, state layout, which states
+and whether cu_seqlens are present), finds the matching precompiled bundle
+(see ``kda.bundles``), allocates the outputs and launches the kernel on the
+current CUDA stream. Batch, length, head counts and the number of sequences
+are dynamic in the bundle.
+
+Forward only: there is no backward. Both functions compute the recurrence of
+SPEC.md section 2 with a K x V fp32 state:
+``fused_recurrent_kda`` without ``ssm_state_indices`` is the same function as
+``chunk_kda`` (FLA's fused recurrent kernel is a token-by-token evaluation of
+it), so it runs the same chunkwise ``kda.gated_delta`` kernel; the results
+agree to rounding. With ``ssm_state_indices`` (a vLLM-style extension) it is a
+``kda.decode_step`` on a state pool.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import warnings
+from typing import Any, Dict, Optional, Tuple
+
+from . import bundles as _bundles
+from .runtime import KdaError, load_bundle
+
+__all__ = ["chunk_kda", "fused_recurrent_kda", "chunk_kda_config", "fused_recurrent_kda_config",
+           "chip_for_device"]
+
+_DTYPE_NAMES = {
+    "float32": "f32", "float16": "f16", "bfloat16": "bf16", "int32": "i32", "int64": "i64",
+    "f32": "f32", "f16": "f16", "bf16": "bf16", "i32": "i32", "i64": "i64",
+}
+
+
+def _dt(x: Any) -> str:
+    name = str(getattr(x, "dtype", x))
+    if name.startswith("torch."):
+        name = name[len("torch."):]
+    if name not in _DTYPE_NAMES:
+        raise TypeError(f"dtype {name} is not supported by kda (float32, float16, bfloat16; "
+                        f"int32/int64 for indices)")
+    return _DTYPE_NAMES[name]
+
+
+def _shape(x: Any) -> Tuple[int, ...]:
+    return tuple(int(s) for s in x.shape)
+
+
+def _numel(x: Any) -> int:
+    n = 1
+    for s in _shape(x):
+        n *= s
+    return n
+
+
+# ---------------------------------------------------------------------------
+# Configuration from FLA-style arguments (works on anything with .shape and
+# .dtype, so tests and prebuild can derive configurations without torch)
+# ---------------------------------------------------------------------------
+
+def chunk_kda_config(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                     use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+                     use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False,
+                     lower_bound=None, state_v_first=False, cu_seqlens=None, A_log=None,
+                     dt_bias=None, chunk_size=None) -> Dict[str, Any]:
+    """The kda.gated_delta configuration chunk_kda would run for these arguments.
+
+    Also validates shapes as FLA does (ValueError with the offending argument).
+    """
+    if len(_shape(q)) != 4:
+        raise ValueError(f"q: expected [B, T, H, K], got shape {list(_shape(q))}")
+    B, T, H, K = _shape(q)
+    if _shape(k) != _shape(q):
+        raise ValueError(f"q and k must have the same shape, got q={list(_shape(q))} vs k={list(_shape(k))}")
+    if len(_shape(v)) != 4 or _shape(v)[:2] != (B, T):
+        raise ValueError(f"v: expected [B, T, HV, V] = [{B}, {T}, HV, V], got {list(_shape(v))}")
+    HV, V = _shape(v)[2], _shape(v)[3]
+    if HV % H:
+        raise ValueError(f"For GVA, num_v_heads (HV={HV}) must be evenly divisible by num_qk_heads (H={H})")
+    if g is None:
+        raise ValueError("g is required: chunk_kda takes channel-wise gates [B, T, HV, K]")
+    if _shape(g) != (B, T, HV, K):
+        raise ValueError(f"g must have shape [B, T, HV, K]={[B, T, HV, K]}, got {list(_shape(g))}")
+    if beta is None:
+        raise ValueError("beta is required")
+    if _shape(beta) != (B, T, HV):
+        if _shape(beta) == (B, T, HV, V):
+            raise NotImplementedError("kda: head-wise vector beta [B, T, HV, V] is not supported "
+                                      "(only [B, T, HV])")
+        raise ValueError(f"beta must have shape [B, T, HV]={[B, T, HV]}, got {list(_shape(beta))}")
+    if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
+        raise ValueError("`allow_neg_eigval=True` requires `use_beta_sigmoid_in_kernel=True`.")
+    if chunk_size is not None and chunk_size not in (16, 32, 64):
+        raise ValueError(f"`chunk_size` must be 16, 32 or 64 for kda, got {chunk_size}.")
+
+    state_tail = (V, K) if state_v_first else (K, V)
+    if cu_seqlens is not None:
+        if B != 1:
+            raise ValueError(f"The batch size is expected to be 1 rather than {B} when using `cu_seqlens`."
+                             f"Please flatten variable-length inputs before processing.")
+        if len(_shape(cu_seqlens)) != 1 or _shape(cu_seqlens)[0] < 1:
+            raise ValueError(f"cu_seqlens: expected [N+1], got shape {list(_shape(cu_seqlens))}")
+        N = _shape(cu_seqlens)[0] - 1
+    else:
+        N = B
+    if initial_state is not None:
+        if _shape(initial_state) != (N, HV) + state_tail:
+            if cu_seqlens is not None and _shape(initial_state)[0] != N:
+                raise ValueError(
+                    f"The number of initial states is expected to be equal to the number of input "
+                    f"sequences, i.e., {N} rather than {_shape(initial_state)[0]}.")
+            raise ValueError(f"initial_state: expected {'[N, HV, V, K]' if state_v_first else '[N, HV, K, V]'}"
+                             f" = {[N, HV, *state_tail]}, got {list(_shape(initial_state))}")
+        if _dt(initial_state) != "f32":
+            raise ValueError("initial_state must be in float32.")
+
+    gate_activation = "none"
+    A_log_dtype = dt_bias_dtype = None
+    lb = None
+    if use_gate_in_kernel:
+        if A_log is None and lower_bound is None:
+            raise ValueError("`A_log` must be provided when `use_gate_in_kernel=True` and `lower_bound` is not set.")
+        if safe_gate and lower_bound is None:
+            raise ValueError("`lower_bound` must be specified when `safe_gate=True` and `use_gate_in_kernel=True`.")
+        if lower_bound is not None:
+            if not (-5 <= lower_bound < 0):
+                raise ValueError(f"`lower_bound` must be in [-5, 0) for kda's lower-bound gate, got {lower_bound}.")
+            gate_activation, lb = "lower_bound", float(lower_bound)
+        else:
+            gate_activation = "softplus"
+        if A_log is not None:
+            if _numel(A_log) != HV:
+                raise ValueError(f"A_log: expected {HV} values (one per value head), got shape {list(_shape(A_log))}")
+            A_log_dtype = _dt(A_log)
+        if dt_bias is not None:
+            if _numel(dt_bias) != HV * K:
+                raise ValueError(f"dt_bias: expected [HV * K] = {HV * K} values, got shape {list(_shape(dt_bias))}")
+            dt_bias_dtype = _dt(dt_bias)
+
+    return _bundles.gated_delta_config(
+        K=K, V=V, qk_dtype=_dt(q), v_dtype=_dt(v),
+        gate={"form": "channel", "dtype": _dt(g)},
+        beta_dtype=_dt(beta),
+        update="delta",
+        qk_l2norm=bool(use_qk_l2norm_in_kernel),
+        beta_activation=("sigmoid_neg_eigval" if allow_neg_eigval else "sigmoid")
+        if use_beta_sigmoid_in_kernel else "none",
+        gate_activation=gate_activation, lower_bound=lb,
+        A_log_dtype=A_log_dtype, dt_bias_dtype=dt_bias_dtype,
+        scale=scale,
+        state_layout="v_major" if state_v_first else "k_major",
+        initial_state_dtype="f32" if initial_state is not None else None,
+        final_state_dtype="f32" if output_final_state else None,
+        cu_seqlens_dtype=_dt(cu_seqlens) if cu_seqlens is not None else None,
+        chunk=chunk_size)
+
+
+def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale=None,
+                               initial_state=None, output_final_state=False,
+                               use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+                               use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                               lower_bound=None, state_v_first=False, cu_seqlens=None,
+                               ssm_state_indices=None) -> Dict[str, Any]:
+    """The configuration fused_recurrent_kda would run (gated_delta, or
+    decode_step with ssm_state_indices)."""
+    if use_gate_in_kernel and lower_bound is None and A_log is None:
+        # FLA's kernel would use exp(1) as the factor; kda's softplus form has
+        # no such default, so ask for A_log like chunk_kda does.
+        raise ValueError("`A_log` must be provided when `use_gate_in_kernel=True` and `lower_bound` is not set.")
+    if ssm_state_indices is None:
+        return chunk_kda_config(q, k, v, g, beta, scale=scale, initial_state=initial_state,
+                                output_final_state=output_final_state,
+                                use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                                use_gate_in_kernel=use_gate_in_kernel,
+                                use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+                                allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound,
+                                state_v_first=state_v_first, cu_seqlens=cu_seqlens,
+                                A_log=A_log, dt_bias=dt_bias)
+    B, T, H, K = _shape(q)
+    HV, V = _shape(v)[2], _shape(v)[3]
+    if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
+        raise ValueError("`allow_neg_eigval=True` requires `use_beta_sigmoid_in_kernel=True`.")
+    if initial_state is None:
+        raise ValueError("ssm_state_indices names slots of a state pool: pass the pool as initial_state "
+                         "([P, HV, K, V], or [P, HV, V, K] with state_v_first)")
+    if len(_shape(ssm_state_indices)) != 1:
+        raise NotImplementedError("kda: 2-D ssm_state_indices (speculative decoding) are not supported")
+    gate_activation, lb = "none", None
+    if use_gate_in_kernel:
+        gate_activation = "lower_bound" if lower_bound is not None else "softplus"
+        lb = float(lower_bound) if lower_bound is not None else None
+    return _bundles.decode_step_config(
+        K=K, V=V, H=H, HV=HV, qk_dtype=_dt(q), v_dtype=_dt(v),
+        gate={"form": "channel", "dtype": _dt(g)}, beta_dtype=_dt(beta),
+        qk_l2norm=bool(use_qk_l2norm_in_kernel),
+        beta_activation=("sigmoid_neg_eigval" if allow_neg_eigval else "sigmoid")
+        if use_beta_sigmoid_in_kernel else "none",
+        gate_activation=gate_activation, lower_bound=lb,
+        A_log_dtype=_dt(A_log) if (use_gate_in_kernel and A_log is not None) else None,
+        dt_bias_dtype=_dt(dt_bias) if (use_gate_in_kernel and dt_bias is not None) else None,
+        scale=scale, state_layout="v_major" if state_v_first else "k_major",
+        state_dtype=_dt(initial_state), indices_dtype=_dt(ssm_state_indices))
+
+
+# ---------------------------------------------------------------------------
+# Device, bundles, launch
+# ---------------------------------------------------------------------------
+
+def chip_for_device(device=None) -> str:
+    """The bundle chip for a CUDA device: ``$KDA_CHIP`` if set, else sm_90a for
+    compute capability 9.0 and sm_80 for 8.x (the chips kda-compile targets)."""
+    env = os.environ.get("KDA_CHIP")
+    if env:
+        return env
+    import torch
+    major, minor = torch.cuda.get_device_capability(device)
+    if (major, minor) == (9, 0):
+        return "sm_90a"
+    if major == 8:
+        return "sm_80"
+    raise KdaError("KDA_ERROR_WRONG_ARCHITECTURE",
+                   f"device {device} has compute capability {major}.{minor}; kda bundles are built for "
+                   f"sm_80 (8.x) and sm_90a (9.0). Set KDA_CHIP to override.", "chip_for_device")
+
+
+_resolved: Dict[Tuple[str, str], Tuple[Any, str]] = {}
+_resolved_lock = threading.Lock()
+
+
+def _bundle_for(cfg: Dict[str, Any], chip: str):
+    key = (json.dumps(cfg, sort_keys=True), chip)
+    hit = _resolved.get(key)
+    if hit is not None:
+        return hit
+    with _resolved_lock:
+        hit = _resolved.get(key)
+        if hit is not None:
+            return hit
+        path = _bundles.get_bundle_dir(cfg, chip)
+        bundle = load_bundle(path)
+        prefix = "kda_" + cfg["op"]
+        names = [n for n in bundle.kernels if n.startswith(prefix)] or list(bundle.kernels)
+        if len(names) != 1:
+            raise KdaError("KDA_ERROR_CORRUPT_BUNDLE",
+                           f"{path}: expected one {prefix} kernel, found {list(bundle.kernels)}", "kda.ops")
+        hit = (bundle, names[0])
+        _resolved[key] = hit
+        return hit
+
+
+def _launch(cfg, chip, named: Dict[str, Any]):
+    bundle, kernel = _bundle_for(cfg, chip)
+    params = bundle.tensor_params(kernel)
+    missing = [p["name"] for p in params if p["name"] not in named or named[p["name"]] is None]
+    if missing:
+        raise KdaError("KDA_ERROR_CORRUPT_BUNDLE",
+                       f"{bundle.path}: kernel {kernel} takes tensors {[p['name'] for p in params]}, "
+                       f"but the call has nothing for {missing}", "kda.ops")
+    bundle.launch(kernel, [named[p["name"]] for p in params])
+
+
+def _alloc(shape, dtype, device):
+    """Allocates an output (tests replace it to poison outputs with NaN)."""
+    import torch
+    return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _check_no_grad(*tensors):
+    import torch
+    if torch.is_grad_enabled() and any(t is not None and getattr(t, "requires_grad", False) for t in tensors):
+        raise NotImplementedError("kda kernels are forward only (no backward): call them under "
+                                  "torch.no_grad() / torch.inference_mode(), or detach the inputs")
+
+
+def _contig(x):
+    return None if x is None else x.contiguous()
+
+
+# ---------------------------------------------------------------------------
+# FLA API
+# ---------------------------------------------------------------------------
+
+def chunk_kda(
+    q,
+    k,
+    v,
+    g,
+    beta,
+    scale: float | None = None,
+    initial_state=None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_gate_in_kernel: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    safe_gate: bool = False,
+    lower_bound: float | None = None,
+    disable_recompute: bool = False,
+    return_intermediate_states: bool = False,
+    state_v_first: bool = False,
+    cu_seqlens=None,
+    cu_seqlens_cpu=None,
+    cp_context=None,
+    **kwargs,
+):
+    r"""Chunkwise KDA, argument-compatible with ``fla.ops.kda.chunk_kda``.
+
+    Args (as FLA):
+        q, k: ``[B, T, H, K]``; v: ``[B, T, HV, V]`` (GVA when HV > H).
+        g: ``[B, T, HV, K]`` log-space decay, or the raw gate with
+            ``use_gate_in_kernel=True``: ``-exp(A_log) * softplus(g + dt_bias)``,
+            or ``lower_bound * sigmoid(exp(A_log) * (g + dt_bias))`` when
+            ``lower_bound`` is set (``lower_bound * sigmoid(g + dt_bias)``
+            without ``A_log``); ``A_log`` ``[HV]`` and ``dt_bias``
+            ``[HV * K]`` are passed as keyword arguments, as in FLA.
+        beta: ``[B, T, HV]``; logits with ``use_beta_sigmoid_in_kernel``
+            (``2 * sigmoid`` with ``allow_neg_eigval``).
+        scale: default ``1 / sqrt(K)``.
+        initial_state: fp32 ``[N, HV, K, V]`` (``[N, HV, V, K]`` with
+            ``state_v_first``).
+        output_final_state: also return the final fp32 state.
+        use_qk_l2norm_in_kernel: l2-normalise q and k over K (eps 1e-6).
+        cu_seqlens: ``[N + 1]`` int32/int64 offsets with B = 1.
+        safe_gate: accepted (an implementation choice in FLA; kda keeps every
+            exponent <= 0 anyway); requires ``lower_bound`` with the gate in
+            kernel, as in FLA.
+        disable_recompute, cu_seqlens_cpu: accepted and ignored (they concern
+            FLA's backward pass and host-side chunk indexing).
+        chunk_size (kwarg): kda's chunk (16, 32 or 64); default by head size.
+
+    Not supported (NotImplementedError): ``return_intermediate_states``,
+    ``cp_context``, gradients (forward only).
+
+    Returns:
+        ``(o, final_state)``: o ``[B, T, HV, V]`` in q's dtype (FLA returns
+        ``o.type_as(q)``), final_state fp32 or None.
+    """
+    if "transpose_state_layout" in kwargs:
+        if state_v_first:
+            raise ValueError("Cannot pass both `state_v_first` and the deprecated `transpose_state_layout`.")
+        warnings.warn("`transpose_state_layout` is deprecated and renamed to `state_v_first`.",
+                      DeprecationWarning, stacklevel=2)
+        state_v_first = kwargs.pop("transpose_state_layout")
+    if return_intermediate_states:
+        raise NotImplementedError("kda.chunk_kda: return_intermediate_states is not supported "
+                                  "(kda.gated_delta's boundary_states are [N, NT, HV, K, V], not FLA's layout)")
+    if cp_context is not None:
+        raise NotImplementedError("kda.chunk_kda: context parallelism (cp_context) is not supported")
+    A_log = kwargs.pop("A_log", None) if use_gate_in_kernel else None
+    dt_bias = kwargs.pop("dt_bias", None) if use_gate_in_kernel else None
+    kwargs.pop("A_log", None)
+    kwargs.pop("dt_bias", None)
+    chunk_size = kwargs.pop("chunk_size", None)
+    if kwargs:
+        raise TypeError(f"kda.chunk_kda: unknown keyword arguments {sorted(kwargs)}")
+
+    cfg = chunk_kda_config(q, k, v, g, beta, scale=scale, initial_state=initial_state,
+                           output_final_state=output_final_state,
+                           use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                           use_gate_in_kernel=use_gate_in_kernel,
+                           use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+                           allow_neg_eigval=allow_neg_eigval, safe_gate=safe_gate,
+                           lower_bound=lower_bound, state_v_first=state_v_first,
+                           cu_seqlens=cu_seqlens, A_log=A_log, dt_bias=dt_bias,
+                           chunk_size=chunk_size)
+    return _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias)
+
+
+def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias):
+    import torch
+    _check_no_grad(q, k, v, g, beta, initial_state, A_log, dt_bias)
+    if q.device.type != "cuda":
+        raise ValueError(f"kda: inputs must be CUDA tensors, q is on {q.device}")
+    chip = chip_for_device(q.device)
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    q, k, v, g, beta = (_contig(x) for x in (q, k, v, g, beta))
+    if cu_seqlens is not None and cu_seqlens.device != q.device:
+        cu_seqlens = cu_seqlens.to(q.device)
+    named = {"q": q, "k": k, "v": v, "gate": g, "beta": beta,
+             "initial_state": _contig(initial_state), "cu_seqlens": _contig(cu_seqlens),
+             "A_log": A_log.reshape(HV).contiguous() if A_log is not None else None,
+             "dt_bias": dt_bias.reshape(HV, K).contiguous() if dt_bias is not None else None}
+    o = _alloc((B, T, HV, V), v.dtype, q.device)
+    named["o"] = o
+    final_state = None
+    if cfg["final_state_dtype"]:
+        tail = (K, V) if cfg["state_layout"] == "k_major" else (V, K)
+        final_state = _alloc((N, HV) + tail, torch.float32, q.device)
+        named["final_state"] = final_state
+    with torch.cuda.device(q.device):
+        _launch(cfg, chip, named)
+    if o.dtype != q.dtype:
+        o = o.to(q.dtype)
+    return o, final_state
+
+
+def fused_recurrent_kda(
+    q,
+    k,
+    v,
+    g,
+    beta,
+    A_log=None,
+    dt_bias=None,
+    scale: float | None = None,
+    initial_state=None,
+    output_final_state: bool = False,
+    use_qk_l2norm_in_kernel: bool = False,
+    use_gate_in_kernel: bool = False,
+    use_beta_sigmoid_in_kernel: bool = False,
+    allow_neg_eigval: bool = False,
+    lower_bound: float | None = None,
+    state_v_first: bool = False,
+    cu_seqlens=None,
+    **kwargs,
+):
+    r"""KDA recurrence, argument-compatible with ``fla.ops.kda.fused_recurrent_kda``.
+
+    Same arguments and layouts as FLA (``A_log`` ``[HV]``, ``dt_bias``
+    ``[HV * K]`` are positional here, as in FLA). FLA evaluates the
+    recurrence token by token; the result is the same function as
+    ``chunk_kda``, so kda runs its chunkwise ``kda.gated_delta`` kernel (a
+    bundle holds no chunk-size-1 kernel). Outputs agree to rounding, not
+    bit for bit. A non-fp32 ``initial_state`` is converted to fp32, as FLA's
+    kernel loads it.
+
+    Extension (vLLM-style decode on a state pool): ``ssm_state_indices=[N]``
+    (int32/int64, negative = skip) makes ``initial_state`` a pool
+    ``[P, HV, K, V]`` updated in place, one token per sequence (q ``[N, 1, H,
+    K]``, or ``[1, N, H, K]`` with ``cu_seqlens = arange(N + 1)``); returns
+    ``(o, initial_state)``. This runs ``kda.decode_step``.
+
+    Returns:
+        ``(o, final_state)``: o ``[B, T, HV, V]``, final_state fp32 or None.
+    """
+    if "transpose_state_layout" in kwargs:
+        if state_v_first:
+            raise ValueError("Cannot pass both `state_v_first` and the deprecated `transpose_state_layout`.")
+        warnings.warn("`transpose_state_layout` is deprecated and renamed to `state_v_first`.",
+                      DeprecationWarning, stacklevel=2)
+        state_v_first = kwargs.pop("transpose_state_layout")
+    ssm_state_indices = kwargs.pop("ssm_state_indices", None)
+    if kwargs.get("num_accepted_tokens") is not None:
+        raise NotImplementedError("kda: speculative decoding (num_accepted_tokens) is not supported")
+    if cu_seqlens is not None:
+        if q.shape[0] != 1:
+            raise ValueError(f"The batch size is expected to be 1 rather than {q.shape[0]} when using `cu_seqlens`."
+                             f"Please flatten variable-length inputs before processing.")
+        if ssm_state_indices is None and initial_state is not None and initial_state.shape[0] != len(cu_seqlens) - 1:
+            raise ValueError(
+                f"The number of initial states is expected to be equal to the number of input sequences, "
+                f"i.e., {len(cu_seqlens) - 1} rather than {initial_state.shape[0]}.")
+    import torch
+    if ssm_state_indices is None and initial_state is not None and initial_state.dtype != torch.float32:
+        initial_state = initial_state.float()
+    cfg = fused_recurrent_kda_config(q, k, v, g, beta, A_log=A_log, dt_bias=dt_bias, scale=scale,
+                                     initial_state=initial_state, output_final_state=output_final_state,
+                                     use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                                     use_gate_in_kernel=use_gate_in_kernel,
+                                     use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+                                     allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound,
+                                     state_v_first=state_v_first, cu_seqlens=cu_seqlens,
+                                     ssm_state_indices=ssm_state_indices)
+    if not use_gate_in_kernel:
+        A_log = dt_bias = None
+    if ssm_state_indices is None:
+        return _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias)
+    return _run_decode(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, ssm_state_indices)
+
+
+def _run_decode(cfg, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indices):
+    import torch
+    _check_no_grad(q, k, v, g, beta, A_log, dt_bias)
+    chip = chip_for_device(q.device)
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    N = B * T
+    if cu_seqlens is not None and cu_seqlens.shape[0] - 1 != N:
+        raise ValueError(f"decode with ssm_state_indices: every sequence has one token, so cu_seqlens must "
+                         f"have N + 1 = {N + 1} entries, got {cu_seqlens.shape[0]}")
+    if cu_seqlens is None and T != 1:
+        raise ValueError(f"decode with ssm_state_indices: expected one token per sequence (T = 1), got T = {T}")
+    if indices.shape[0] != N:
+        raise ValueError(f"ssm_state_indices: expected {N} entries, got {indices.shape[0]}")
+    if not pool.is_contiguous():
+        raise ValueError("the state pool (initial_state) must be contiguous: it is updated in place")
+    o = _alloc((N, HV, V), v.dtype, q.device)
+    named = {"q": q.reshape(N, H, K).contiguous(), "k": k.reshape(N, H, K).contiguous(),
+             "v": v.reshape(N, HV, V).contiguous(), "gate": g.reshape(N, HV, K).contiguous(),
+             "beta": beta.reshape(N, HV).contiguous(),
+             "A_log": A_log.reshape(HV).contiguous() if A_log is not None else None,
+             "dt_bias": dt_bias.reshape(HV, K).contiguous() if dt_bias is not None else None,
+             "indices": indices.to(q.device).contiguous(),
+             "o_init": o, "o": o, "state_pool": pool, "new_state_pool": pool}
+    with torch.cuda.device(q.device):
+        _launch(cfg, chip, named)
+    return o.reshape(B, T, HV, V).to(q.dtype), pool

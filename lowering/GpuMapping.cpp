@@ -20,9 +20,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
+#include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -102,6 +104,11 @@ struct BindDestinationsPass
         v = cast.getSource();
       if (v == dest)
         continue;
+      // Program loop nests (decode) update their destination operands in
+      // place already.
+      if (auto loop = v.getDefiningOp<scf::ForOp>();
+          loop && loop->hasAttr(kda::kProgramLoopAttr))
+        continue;
       auto forall = v.getDefiningOp<scf::ForallOp>();
       if (!forall) {
         // In-place destination ops (decode_step) already return their args.
@@ -117,8 +124,32 @@ struct BindDestinationsPass
       if (dest.getType() != initValue.getType())
         destCast = tensor::CastOp::create(b, forall.getLoc(),
                                           initValue.getType(), dest);
-      if (initValue.getDefiningOp<tensor::EmptyOp>()) {
+      if (auto empty = initValue.getDefiningOp<tensor::EmptyOp>()) {
         init.set(destCast);
+        // A grid extent that sized the result (window attention's output
+        // heads, max(HQ, HV)) is that dimension of the destination: a
+        // symbol of the kernel's ABI.
+        SmallVector<OpFoldResult> ubs = forall.getMixedUpperBound();
+        bool changed = false;
+        for (OpFoldResult &ub : ubs) {
+          auto v = dyn_cast<Value>(ub);
+          if (!v)
+            continue;
+          for (int64_t d = 0, e = empty.getType().getRank(); d < e; ++d)
+            if (empty.getType().isDynamicDim(d) && empty.getDynamicSize(d) == v) {
+              ub = tensor::DimOp::create(b, forall.getLoc(), dest, d)
+                       .getResult();
+              changed = true;
+              break;
+            }
+        }
+        if (changed) {
+          SmallVector<Value> dynamicUbs;
+          SmallVector<int64_t> staticUbs;
+          dispatchIndexOpFoldResults(ubs, dynamicUbs, staticUbs);
+          forall.getDynamicUpperBoundMutable().assign(dynamicUbs);
+          forall.setStaticUpperBound(staticUbs);
+        }
       } else if (auto fill = initValue.getDefiningOp<linalg::FillOp>();
                  fill && fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>()) {
         b.setInsertionPoint(fill);
@@ -214,7 +245,7 @@ void emitCopyLoop(OpBuilder &b, Location loc, Value src, Value dst) {
 /// value is copied into it at the end of each iteration. Without this, the
 /// arena would give the next iteration's new tile the bytes of the tile the
 /// iteration reads.
-LogicalResult carryInPlace(scf::ForOp loop) {
+FailureOr<scf::ForOp> carryInPlace(scf::ForOp loop) {
   OpBuilder b(loop);
   Location loc = loop.getLoc();
   auto yield = cast<scf::YieldOp>(loop.getBody()->getTerminator());
@@ -223,7 +254,7 @@ LogicalResult carryInPlace(scf::ForOp loop) {
     if (isa<MemRefType>(arg.getType()))
       memrefArgs.push_back(i);
   if (memrefArgs.empty())
-    return success();
+    return loop;
   for (unsigned i : memrefArgs) {
     Value arg = loop.getRegionIterArgs()[i];
     Value init = loop.getInitArgs()[i];
@@ -264,6 +295,7 @@ LogicalResult carryInPlace(scf::ForOp loop) {
   auto newLoop = scf::ForOp::create(b, loc, loop.getLowerBound(),
                                     loop.getUpperBound(), loop.getStep(),
                                     keptInits);
+  newLoop->setDiscardableAttrs(loop->getDiscardableAttrDictionary());
   Block *newBody = newLoop.getBody();
   if (newBody->mightHaveTerminator())
     newBody->getTerminator()->erase();
@@ -289,7 +321,7 @@ LogicalResult carryInPlace(scf::ForOp loop) {
   for (auto [j, i] : llvm::enumerate(kept))
     loop.getResult(i).replaceAllUsesWith(newLoop.getResult(j));
   loop.erase();
-  return success();
+  return newLoop;
 }
 
 /// scf.if results that are the same buffer on both sides are that buffer.
@@ -615,6 +647,8 @@ struct MapKernelsPass
       return f.emitError("kda-gpu-map-kernels: kernel without a 'kda.abi' "
                          "description of its arguments (outline with "
                          "destination-style)");
+    if (failed(programLoopsToGrid(f)))
+      return failure();
     SmallVector<scf::ForallOp> grids;
     for (Operation &op : f.getBody().front())
       if (auto forall = dyn_cast<scf::ForallOp>(op))
@@ -764,6 +798,63 @@ struct MapKernelsPass
         builder.getNamedAttr("dynamic_shared_memory",
                              builder.getI64IntegerAttr(*arena))};
     return builder.getDictionaryAttr(launch);
+  }
+
+  /// A nest of program loops (kda.program_loop, updating buffers in place)
+  /// becomes the program grid, like the scf.forall other kernels have.
+  LogicalResult programLoopsToGrid(func::FuncOp f) {
+    SmallVector<scf::ForOp> nest;
+    for (Operation &op : f.getBody().front())
+      if (auto loop = dyn_cast<scf::ForOp>(op);
+          loop && loop->hasAttr(kda::kProgramLoopAttr))
+        nest.push_back(loop);
+    if (nest.empty())
+      return success();
+    if (nest.size() != 1)
+      return f.emitError("kda-gpu-map-kernels: expected one program loop nest");
+    // Perfectly nested program loops, each with its buffers carried in place.
+    while (true) {
+      FailureOr<scf::ForOp> inner = carryInPlace(nest.back());
+      if (failed(inner))
+        return failure();
+      nest.back() = *inner;
+      Block *body = inner->getBody();
+      scf::ForOp next;
+      for (Operation &op : *body)
+        if (auto l = dyn_cast<scf::ForOp>(op);
+            l && l->hasAttr(kda::kProgramLoopAttr))
+          next = l;
+      if (!next)
+        break;
+      if (body->getOperations().size() != 2 || nest.size() == 3)
+        return inner->emitError("kda-gpu-map-kernels: program loops must be "
+                                "perfectly nested (at most 3)");
+      nest.push_back(next);
+    }
+    SmallVector<OpFoldResult> lbs, ubs, steps;
+    for (scf::ForOp l : nest) {
+      if (!l.getUpperBound().getParentRegion()->isAncestor(
+              &f.getBody()) ||
+          (l != nest.front() &&
+           nest.front()->isAncestor(l.getUpperBound().getDefiningOp())))
+        return l.emitError("kda-gpu-map-kernels: a program loop's bound "
+                           "depends on an outer program");
+      lbs.push_back(l.getLowerBound());
+      ubs.push_back(l.getUpperBound());
+      steps.push_back(l.getStep());
+    }
+    OpBuilder b(nest.front());
+    auto forall = scf::ForallOp::create(b, nest.front().getLoc(), lbs, ubs,
+                                        steps, ValueRange{}, std::nullopt);
+    Block *innermost = nest.back().getBody();
+    for (auto [l, iv] : llvm::zip(nest, forall.getInductionVars()))
+      l.getInductionVar().replaceAllUsesWith(iv);
+    innermost->getTerminator()->erase();
+    Block *target = forall.getBody();
+    target->getOperations().splice(target->begin(),
+                                   innermost->getOperations());
+    nest.front().erase();
+    return success();
   }
 
   /// Stores that no primitive spreads over threads (0-d tiles, scalars) are

@@ -383,64 +383,65 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
 //===----------------------------------------------------------------------===//
 
 /// One token step per (sequence, head) on its pool slot: the chunk step with
-/// C = 1. Sequences run one after another here (their slots are distinct and
-/// the work per step is one K x V state), which keeps the pool update in
-/// place after bufferization and makes skipped sequences a plain branch.
+/// C = 1. Programs (sequence, head) are a loop nest here, marked
+/// `kda.program_loop`: the CPU runs it in order, which keeps the pool update
+/// in place after bufferization and makes skipped sequences a plain branch;
+/// GPU targets turn the marked nest into their grid (slots are distinct, so
+/// programs are independent).
 struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
   using OpRewritePattern::OpRewritePattern;
 
   LogicalResult matchAndRewrite(DecodeStepOp op,
                                 PatternRewriter &rewriter) const override {
     Value q = op.getQ(), v = op.getV();
-    if (failed(requireStatic(rewriter, op,
-                             {{q, 1}, {q, 2}, {v, 1}, {v, 2}})))
+    if (failed(requireStatic(rewriter, op, {{q, 2}, {v, 2}})))
       return failure();
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     TileBuilder tb(b);
-    const int64_t h = dimOf(q, 1), kd = dimOf(q, 2), hv = dimOf(v, 1),
-                  vd = dimOf(v, 2);
+    const int64_t kd = dimOf(q, 2), vd = dimOf(v, 2);
     const bool vMajor = op.getStateLayout() == StateLayout::v_major;
     ChunkConfig config = makeConfig(op, 1, 1, kd, vd);
     bool channelGate = op.getGateGranularity() == GateGranularity::channel;
     Value zero = tb.index(0), one = tb.index(1);
+    Value hv = getValueOrCreateConstantIndexOp(b, b.getLoc(), sizeOf(b, v, 1));
+    Value headsPerQueryHead = arith::DivUIOp::create(
+        b, hv, getValueOrCreateConstantIndexOp(b, b.getLoc(), sizeOf(b, q, 1)));
 
     Value numSeqs = dimValue(b, q, 0);
     auto outer = scf::ForOp::create(
         b, zero, numSeqs, one, ValueRange{op.getOInit(), op.getStatePool()},
         [&](OpBuilder &n1, Location l1, Value n, ValueRange seqIter) {
           ImplicitLocOpBuilder b1(l1, n1);
-          TileBuilder tb1(b1);
-          Value rawSlot = tensor::ExtractOp::create(b1, op.getIndices(), n);
-          Value zeroInt = arith::ConstantOp::create(
-              b1, b1.getZeroAttr(rawSlot.getType()));
-          Value skip = arith::CmpIOp::create(b1, arith::CmpIPredicate::slt,
-                                             rawSlot, zeroInt);
-          auto ifOp = scf::IfOp::create(
-              b1, skip,
-              [&](OpBuilder &n2, Location l2) {
-                // Skipped sequence: zero output row, pool untouched.
+          auto heads = scf::ForOp::create(
+              b1, zero, hv, one, seqIter,
+              [&](OpBuilder &n2, Location l2, Value head, ValueRange iter) {
                 ImplicitLocOpBuilder b2(l2, n2);
-                TileBuilder tb2(b2);
-                Value rows = tb2.filled({hv, vd}, 0.0);
-                Value o = tb2.store(rows, seqIter[0],
-                                    {n, tb2.index(0), tb2.index(0)}, {1, 2},
-                                    tb2.index(hv));
-                scf::YieldOp::create(b2, ValueRange{o, seqIter[1]});
-              },
-              [&](OpBuilder &n2, Location l2) {
-                ImplicitLocOpBuilder b2(l2, n2);
-                TileBuilder tb2(b2);
-                Value slot = arith::IndexCastOp::create(b2, b2.getIndexType(),
-                                                        rawSlot);
-                auto heads = scf::ForOp::create(
-                    b2, tb2.index(0), tb2.index(hv), tb2.index(1), seqIter,
-                    [&](OpBuilder &n3, Location l3, Value head,
-                        ValueRange iter) {
+                Value rawSlot =
+                    tensor::ExtractOp::create(b2, op.getIndices(), n);
+                Value zeroInt = arith::ConstantOp::create(
+                    b2, b2.getZeroAttr(rawSlot.getType()));
+                Value skip = arith::CmpIOp::create(
+                    b2, arith::CmpIPredicate::slt, rawSlot, zeroInt);
+                auto ifOp = scf::IfOp::create(
+                    b2, skip,
+                    [&](OpBuilder &n3, Location l3) {
+                      // Skipped sequence: zero output row, pool untouched.
                       ImplicitLocOpBuilder b3(l3, n3);
                       TileBuilder tb3(b3);
+                      Value row = tb3.filled({1, vd}, 0.0);
+                      Value o = tb3.store(row, iter[0],
+                                          {n, head, tb3.index(0)}, {0, 2},
+                                          tb3.index(1));
+                      scf::YieldOp::create(b3, ValueRange{o, iter[1]});
+                    },
+                    [&](OpBuilder &n3, Location l3) {
+                      ImplicitLocOpBuilder b3(l3, n3);
+                      TileBuilder tb3(b3);
+                      Value slot = arith::IndexCastOp::create(
+                          b3, b3.getIndexType(), rawSlot);
                       Value z = tb3.index(0), o1 = tb3.index(1);
                       Value qkHead =
-                          arith::DivUIOp::create(b3, head, tb3.index(hv / h));
+                          arith::DivUIOp::create(b3, head, headsPerQueryHead);
                       ChunkInputs in;
                       in.validRows = o1;
                       in.q = tb3.load(q, {n, qkHead, z}, {0, 2}, {1, kd}, o1);
@@ -449,7 +450,8 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
                       in.v = tb3.load(v, {n, head, z}, {0, 2}, {1, vd}, o1);
                       if (Value g = op.getGate()) {
                         if (channelGate) {
-                          in.gate = tb3.load(g, {n, head, z}, {0, 2}, {1, kd}, o1);
+                          in.gate =
+                              tb3.load(g, {n, head, z}, {0, 2}, {1, kd}, o1);
                         } else {
                           Value gh = tb3.load(g, {n, head}, {0}, {1}, o1);
                           in.gate = tb3.map({1, kd}, {perRow(gh)},
@@ -465,17 +467,20 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
                                      channelGate, kd, in.aLog, in.dtBias);
                       Value s = loadState(tb3, iter[1], {slot, head, z, z}, 2,
                                           vMajor, kd, vd);
-                      ChunkOutputs out = emitGatedDeltaChunk(tb3, config, in, s);
+                      ChunkOutputs out =
+                          emitGatedDeltaChunk(tb3, config, in, s);
                       Value o = tb3.store(out.o, iter[0], {n, head, z}, {0, 2},
                                           o1);
                       Value pool = storeState(tb3, out.nextState, iter[1],
                                               {slot, head, z, z}, 2, vMajor);
                       scf::YieldOp::create(b3, ValueRange{o, pool});
                     });
-                scf::YieldOp::create(b2, heads.getResults());
+                scf::YieldOp::create(b2, ifOp.getResults());
               });
-          scf::YieldOp::create(b1, ifOp.getResults());
+          heads->setAttr(kProgramLoopAttr, b1.getUnitAttr());
+          scf::YieldOp::create(b1, heads.getResults());
         });
+    outer->setAttr(kProgramLoopAttr, b.getUnitAttr());
     rewriter.replaceOp(op, outer.getResults());
     return success();
   }
@@ -492,8 +497,7 @@ struct TileWindowAttention : OpRewritePattern<WindowAttentionOp> {
   LogicalResult matchAndRewrite(WindowAttentionOp op,
                                 PatternRewriter &rewriter) const override {
     Value q = op.getQ(), k = op.getK(), v = op.getV();
-    if (failed(requireStatic(rewriter, op,
-                             {{q, 2}, {q, 3}, {k, 2}, {v, 2}, {v, 3}})))
+    if (failed(requireStatic(rewriter, op, {{q, 3}, {v, 3}})))
       return failure();
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     auto [c, sub] = tileSizes(op.getTile(), std::max<int64_t>(chunk, 16), 16);
@@ -529,9 +533,9 @@ struct KdaTileChunksPass
     // Whatever is left could not be tiled: say why instead of miscompiling.
     WalkResult result = getOperation().walk([&](Operation *op) {
       if (isa<GatedDeltaOp, DecodeStepOp, WindowAttentionOp>(op)) {
-        op->emitError() << "kda-tile-chunks: cannot tile this op (heads, "
-                           "head dimensions and the number of boundary "
-                           "states must be static)";
+        op->emitError() << "kda-tile-chunks: cannot tile this op (head "
+                           "dimensions K and V and the number of boundary "
+                           "states must be static; v_block must divide V)";
         return WalkResult::interrupt();
       }
       return WalkResult::advance();

@@ -182,6 +182,12 @@ struct KdaOutlineKernelsPass
       return {};
     };
     StringRef want = it->second.dims[dim];
+    if (want == "HO") { // window attention's output heads: max(HQ, HV)
+      Value hq = find("HQ"), hv = find("HV");
+      if (!hq || !hv)
+        return {};
+      return arith::MaxUIOp::create(b, loc, hq, hv);
+    }
     if (want != "N")
       return find(want);
     if (Value n1 = find("N+1"))

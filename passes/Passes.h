@@ -19,6 +19,11 @@ namespace mlir::kda {
 #define GEN_PASS_REGISTRATION
 #include "passes/Passes.h.inc"
 
+/// Marks an scf.for whose iterations are independent programs that a target
+/// may run in parallel (the decode step's sequence and head loops, which
+/// update distinct pool slots in place).
+inline constexpr llvm::StringLiteral kProgramLoopAttr = "kda.program_loop";
+
 } // namespace mlir::kda
 
 #endif // KDA_PASSES_PASSES_H

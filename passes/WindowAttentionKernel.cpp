@@ -40,9 +40,15 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
                                      WindowAttentionOp op, int64_t c) {
   TileBuilder tb(b);
   Value q = op.getQ(), k = op.getK(), v = op.getV();
-  const int64_t hq = dimOf(q, 2), kd = dimOf(q, 3), hk = dimOf(k, 2),
-                hvIn = dimOf(v, 2), vd = dimOf(v, 3);
-  const int64_t ho = std::max(hq, hvIn);
+  const int64_t kd = dimOf(q, 3), vd = dimOf(v, 3);
+  // Head counts may be dynamic (one GPU kernel serves any head count).
+  auto heads = [&](Value t) -> Value {
+    if (!ShapedType::isDynamic(dimOf(t, 2)))
+      return tb.index(dimOf(t, 2));
+    return tensor::DimOp::create(b, t, 2);
+  };
+  Value hq = heads(q), hk = heads(k), hvIn = heads(v);
+  Value ho = arith::MaxUIOp::create(b, hq, hvIn);
   const bool perPosition = static_cast<bool>(op.getWindowSizes());
   const double scale =
       op.getScale() ? op.getScale()->convertToDouble() : 1.0 / std::sqrt(double(kd));
@@ -51,19 +57,19 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
   Value zero = tb.index(0), one = tb.index(1), cIdx = tb.index(c);
   SequenceLayout sequences(b, q, op.getCuSeqlens());
   Value out = tb.emptyOfType(oType, {sequences.batch(), sequences.tokens(),
-                                     b.getIndexAttr(ho), b.getIndexAttr(vd)});
+                                     ho, b.getIndexAttr(vd)});
 
   auto forall = scf::ForallOp::create(
-      b, ArrayRef<OpFoldResult>{sequences.gridSize(), b.getIndexAttr(ho)},
+      b, ArrayRef<OpFoldResult>{sequences.gridSize(), getAsOpFoldResult(ho)},
       ValueRange{out}, std::nullopt);
   b.setInsertionPointToStart(forall.getBody());
   Value n = forall.getInductionVar(0), head = forall.getInductionVar(1);
   Value shared = forall.getRegionIterArgs()[0];
   SequenceLayout::Bounds where = sequences.bounds(b, n);
   Value row = where.row, start = where.start, length = where.length;
-  Value qHead = arith::DivUIOp::create(b, head, tb.index(ho / hq));
-  Value kHead = arith::DivUIOp::create(b, head, tb.index(ho / hk));
-  Value vHead = arith::DivUIOp::create(b, head, tb.index(ho / hvIn));
+  Value qHead = arith::DivUIOp::create(b, head, arith::DivUIOp::create(b, ho, hq));
+  Value kHead = arith::DivUIOp::create(b, head, arith::DivUIOp::create(b, ho, hk));
+  Value vHead = arith::DivUIOp::create(b, head, arith::DivUIOp::create(b, ho, hvIn));
 
   auto regionType =
       RankedTensorType::get({ShapedType::kDynamic, vd}, oType.getElementType());

@@ -10,6 +10,10 @@
 // RUN: kda-run %s --function=varlen --chunk=16 --seqlens=37,1,64,26 --check | FileCheck %s
 // RUN: kda-run %s --function=varlen --chunk=64 --seqlens=1,1,1,125 --check | FileCheck %s
 // RUN: kda-run %s --function=varlen_boundary --chunk=32 --seqlens=37,27,64 --check | FileCheck %s
+// V split over programs (v_block, as GPU kernels run it): every state layout
+// and boundary state still matches the oracle.
+// RUN: kda-run %s --function=boundary_states_v_major_v_block --check | FileCheck %s
+// RUN: kda-run %s --function=varlen_boundary_v_block --seqlens=37,27,64 --check | FileCheck %s
 // CHECK: result 0: {{.*}} ok
 // CHECK-NOT: FAIL
 
@@ -50,5 +54,15 @@ func.func @varlen(%q: tensor<1x128x2x32xf32>, %k: tensor<1x128x2x32xf32>, %v: te
 
 func.func @varlen_boundary(%q: tensor<1x128x2x32xf32>, %k: tensor<1x128x2x32xf32>, %v: tensor<1x128x2x32xf32>, %g: tensor<1x128x2x32xf32>, %b: tensor<1x128x2xf32>, %s0: tensor<3x2x32x32xf32>, %cu: tensor<4xi32>) -> (tensor<1x128x2x32xf32>, tensor<3x2x32x32xf32>, tensor<3x2x2x32x32xf32>) {
   %o, %s, %bs = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x128x2x32xf32>) beta(%b : tensor<1x128x2xf32>) initial_state(%s0 : tensor<3x2x32x32xf32>) cu_seqlens(%cu : tensor<4xi32>) {boundary_interval = 32 : i64} : tensor<1x128x2x32xf32>, tensor<1x128x2x32xf32>, tensor<1x128x2x32xf32> -> tensor<1x128x2x32xf32> final_state tensor<3x2x32x32xf32> boundary_states tensor<3x2x2x32x32xf32>
+  return %o, %s, %bs : tensor<1x128x2x32xf32>, tensor<3x2x32x32xf32>, tensor<3x2x2x32x32xf32>
+}
+
+func.func @boundary_states_v_major_v_block(%q: tensor<1x100x2x32xf32>, %k: tensor<1x100x2x32xf32>, %v: tensor<1x100x2x16xf32>, %g: tensor<1x100x2xf32>, %b: tensor<1x100x2xf32>, %s0: tensor<1x2x16x32xf32>) -> (tensor<1x100x2x16xf32>, tensor<1x2x16x32xf32>, tensor<1x2x2x16x32xf32>) {
+  %o, %s, %bs = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x100x2xf32>) beta(%b : tensor<1x100x2xf32>) initial_state(%s0 : tensor<1x2x16x32xf32>) {state_layout = #kda<layout v_major>, boundary_interval = 64 : i64, tile = #kda.tile<chunk = 32, v_block = 8>} : tensor<1x100x2x32xf32>, tensor<1x100x2x32xf32>, tensor<1x100x2x16xf32> -> tensor<1x100x2x16xf32> final_state tensor<1x2x16x32xf32> boundary_states tensor<1x2x2x16x32xf32>
+  return %o, %s, %bs : tensor<1x100x2x16xf32>, tensor<1x2x16x32xf32>, tensor<1x2x2x16x32xf32>
+}
+
+func.func @varlen_boundary_v_block(%q: tensor<1x128x2x32xf32>, %k: tensor<1x128x2x32xf32>, %v: tensor<1x128x2x32xf32>, %g: tensor<1x128x2x32xf32>, %b: tensor<1x128x2xf32>, %s0: tensor<3x2x32x32xf32>, %cu: tensor<4xi32>) -> (tensor<1x128x2x32xf32>, tensor<3x2x32x32xf32>, tensor<3x2x2x32x32xf32>) {
+  %o, %s, %bs = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x128x2x32xf32>) beta(%b : tensor<1x128x2xf32>) initial_state(%s0 : tensor<3x2x32x32xf32>) cu_seqlens(%cu : tensor<4xi32>) {boundary_interval = 32 : i64, tile = #kda.tile<chunk = 16, v_block = 16>} : tensor<1x128x2x32xf32>, tensor<1x128x2x32xf32>, tensor<1x128x2x32xf32> -> tensor<1x128x2x32xf32> final_state tensor<3x2x32x32xf32> boundary_states tensor<3x2x2x32x32xf32>
   return %o, %s, %bs : tensor<1x128x2x32xf32>, tensor<3x2x32x32xf32>, tensor<3x2x2x32x32xf32>
 }

@@ -632,7 +632,23 @@ struct MapKernelsPass
       launches.push_back(*launch);
     }
     // Host functions call kernels that now live on the device: they are not
-    // part of the GPU output (the runtime launches kernels directly).
+    // part of the GPU output (the runtime launches kernels directly). Work
+    // they do themselves (a hybrid's combine, say) would be lost: refuse it.
+    for (auto f : module.getOps<func::FuncOp>()) {
+      WalkResult r = f.walk([&](Operation *op) {
+        if (isa<linalg::LinalgOp>(op) ||
+            op->getDialect()->getNamespace() == "math" ||
+            isa<arith::AddFOp, arith::MulFOp, arith::SubFOp, arith::DivFOp>(op)) {
+          op->emitError("kda-gpu-map-kernels: this computation is outside "
+                        "every kda kernel; a GPU bundle holds only kda "
+                        "kernels (compute it with kda ops, or on the host)");
+          return WalkResult::interrupt();
+        }
+        return WalkResult::advance();
+      });
+      if (r.wasInterrupted())
+        return signalPassFailure();
+    }
     for (auto f : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
       f.erase();
     module->setAttr("gpu.container_module", UnitAttr::get(&getContext()));
@@ -700,8 +716,8 @@ struct MapKernelsPass
         gpu::GPUFuncOp::create(gb, f.getLoc(), name, f.getFunctionType());
     gpuFunc->setAttr(gpu::GPUDialect::getKernelFuncAttrName(),
                      UnitAttr::get(ctx));
-    gpuFunc.setKnownBlockSizeAttr(
-        DenseI32ArrayAttr::get(ctx, {static_cast<int32_t>(threads), 1, 1}));
+    // No known_block_size: the .maxntid it implies makes ptxas trade
+    // registers for occupancy and spill (the block size is in the manifest).
     Block &entry = gpuFunc.getBody().front();
     Block &oldEntry = f.getBody().front();
     for (auto [o, n] : llvm::zip(oldEntry.getArguments(), entry.getArguments()))

@@ -25,8 +25,17 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.kda_tools_dir, config.llvm_tools_dir]
-tools = ["kda-opt", "kda-run", "kda-model", "kda-capi-test"]
+tools = ["kda-opt", "kda-run", "kda-model", "kda-capi-test", "kda-compile"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 # The stock mlir-opt of the LLVM install (it links libMLIR.so, which the
 # plugin needs), never one found elsewhere on PATH.
 llvm_config.add_tool_substitutions(["mlir-opt"], [config.llvm_tools_dir])
+
+# The CUDA toolkit's ptxas serializes cubins (kda-lower-to-nvvm format=bin,
+# kda-compile) and reports registers and spills. Tests that need it say
+# `REQUIRES: ptxas`.
+cuda_root = os.environ.get("CUDA_ROOT", "/usr/local/cuda")
+ptxas = os.path.join(cuda_root, "bin", "ptxas")
+if os.path.exists(ptxas):
+    config.available_features.add("ptxas")
+    config.substitutions.append(("%ptxas", ptxas))

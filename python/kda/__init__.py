@@ -9,7 +9,7 @@ calling the ops needs torch with CUDA and libkda_runtime.so.
 
 from .runtime import Bundle, KdaError, load_bundle, load_library
 from .bundles import BundleNotFoundError, CompileError
-from .ops import chunk_kda, fused_recurrent_kda
+from .ops import chunk_kda, fused_recurrent_kda, window_attention
 
-__all__ = ["chunk_kda", "fused_recurrent_kda", "Bundle", "KdaError", "load_bundle",
+__all__ = ["chunk_kda", "fused_recurrent_kda", "window_attention", "Bundle", "KdaError", "load_bundle",
            "load_library", "BundleNotFoundError", "CompileError"]

@@ -1,7 +1,7 @@
 """Kernel configurations, their MLIR, and the on-disk bundle cache.
 
 A *configuration* is everything a compiled kda kernel fixes: the op
-(``gated_delta`` or ``decode_step``), the head dims K and V, every tensor's
+(``gated_delta``, ``decode_step`` or ``window_attention``), the head dims K and V, every tensor's
 dtype, the gate form and activation, beta activation, l2 norm, scale, state
 layout and which optional tensors are present. Batch, length, head counts,
 number of sequences and pool size are dynamic (``?`` in the MLIR, symbols in
@@ -123,7 +123,7 @@ def gated_delta_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
     return cfg
 
 
-def decode_step_config(*, K: int, V: int, H: int, HV: int, qk_dtype: str, v_dtype: str,
+def decode_step_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
                        gate: Optional[Dict[str, str]] = None,
                        beta_dtype: Optional[str] = None,
                        update: str = "delta",
@@ -139,15 +139,13 @@ def decode_step_config(*, K: int, V: int, H: int, HV: int, qk_dtype: str, v_dtyp
                        indices_dtype: str = "i32") -> Dict[str, Any]:
     """Canonical configuration of one ``kda.decode_step`` kernel (state pool).
 
-    Unlike gated_delta, the decode step is tiled only with static head counts
-    (kda-tile-chunks: "heads, head dimensions ... must be static"), so H and
-    HV are part of the configuration; N (sequences) and P (pool slots) stay
-    dynamic.
+    Like gated_delta, everything but K and V is dynamic: N (sequences), H,
+    HV (heads) and P (pool slots) are symbols of the bundle's manifest.
     """
     cfg = {
         "op": "decode_step",
         "update": update,
-        "K": int(K), "V": int(V), "H": int(H), "HV": int(HV),
+        "K": int(K), "V": int(V),
         "qk_dtype": qk_dtype, "v_dtype": v_dtype,
         "gate": dict(gate) if gate else None,
         "beta_dtype": beta_dtype,
@@ -161,6 +159,26 @@ def decode_step_config(*, K: int, V: int, H: int, HV: int, qk_dtype: str, v_dtyp
         "state_layout": state_layout,
         "state_dtype": state_dtype,
         "indices_dtype": indices_dtype,
+    }
+    validate(cfg)
+    return cfg
+
+
+def window_attention_config(*, K: int, V: int, qk_dtype: str, v_dtype: str, window: int,
+                            scale: Optional[float] = None,
+                            cu_seqlens_dtype: Optional[str] = None) -> Dict[str, Any]:
+    """Canonical configuration of one ``kda.window_attention`` kernel.
+
+    The window W is the op's attribute, so it is part of the configuration;
+    B, T and the head counts HQ, HK, HV, HO are dynamic.
+    """
+    cfg = {
+        "op": "window_attention",
+        "K": int(K), "V": int(V),
+        "qk_dtype": qk_dtype, "v_dtype": v_dtype,
+        "window": window,
+        "scale": _normalise_scale(scale, K),
+        "cu_seqlens_dtype": cu_seqlens_dtype,
     }
     validate(cfg)
     return cfg
@@ -184,13 +202,21 @@ def validate(cfg: Dict[str, Any]) -> None:
         if value not in allowed:
             raise ValueError(f"{name}: expected one of {allowed}, got {value!r}")
 
-    if cfg["op"] not in ("gated_delta", "decode_step"):
-        raise ValueError(f"op: unknown {cfg['op']!r}")
+    if cfg.get("op") not in ("gated_delta", "decode_step", "window_attention"):
+        raise ValueError(f"op: unknown {cfg.get('op')!r}")
+    for d in ("K", "V"):
+        if not isinstance(cfg.get(d), int) or isinstance(cfg.get(d), bool) or cfg[d] <= 0:
+            raise ValueError(f"{d}: expected a positive integer, got {cfg.get(d)!r}")
+    if cfg["op"] == "window_attention":
+        dtype("qk_dtype", optional=False)
+        dtype("v_dtype", optional=False)
+        w = cfg.get("window")
+        if not isinstance(w, int) or isinstance(w, bool) or w < 1:
+            raise ValueError(f"window: expected an integer >= 1, got {w!r}")
+        dtype("cu_seqlens_dtype", allowed=("i32", "i64"))
+        return
     if cfg["update"] not in ("delta", "additive"):
         raise ValueError(f"update: expected delta or additive, got {cfg['update']!r}")
-    for d in ("K", "V"):
-        if not isinstance(cfg[d], int) or cfg[d] <= 0:
-            raise ValueError(f"{d}: expected a positive integer, got {cfg[d]!r}")
     dtype("qk_dtype", optional=False)
     dtype("v_dtype", optional=False)
     if cfg["gate"] is not None:
@@ -230,11 +256,6 @@ def validate(cfg: Dict[str, Any]) -> None:
         if cfg["sub_chunk"] <= 0 or cfg["chunk"] % cfg["sub_chunk"]:
             raise ValueError(f"sub_chunk {cfg['sub_chunk']} must divide chunk {cfg['chunk']}")
     else:
-        for d in ("H", "HV"):
-            if not isinstance(cfg.get(d), int) or cfg[d] <= 0:
-                raise ValueError(f"{d}: expected a positive integer, got {cfg.get(d)!r}")
-        if cfg["HV"] % cfg["H"]:
-            raise ValueError(f"HV = {cfg['HV']} must be a multiple of H = {cfg['H']}")
         dtype("state_dtype", optional=False)
         dtype("indices_dtype", allowed=("i32", "i64"), optional=False)
 
@@ -252,10 +273,15 @@ def bundle_name(cfg: Dict[str, Any], chip: str) -> str:
 
 def describe(cfg: Dict[str, Any]) -> str:
     """A short human-readable summary of a configuration."""
-    parts = [cfg["op"], cfg["update"], f"K={cfg['K']}", f"V={cfg['V']}"]
-    if cfg["op"] == "decode_step":
-        parts += [f"H={cfg['H']}", f"HV={cfg['HV']}"]
-    parts += [
+    if cfg["op"] == "window_attention":
+        parts = [cfg["op"], f"K={cfg['K']}", f"V={cfg['V']}", f"qk={cfg['qk_dtype']}",
+                 f"v={cfg['v_dtype']}", f"window={cfg['window']}"]
+        if cfg["scale"] is not None:
+            parts.append(f"scale={cfg['scale']:g}")
+        if cfg["cu_seqlens_dtype"]:
+            parts.append(f"varlen={cfg['cu_seqlens_dtype']}")
+        return " ".join(parts)
+    parts = [cfg["op"], cfg["update"], f"K={cfg['K']}", f"V={cfg['V']}",
              f"qk={cfg['qk_dtype']}", f"v={cfg['v_dtype']}"]
     if cfg["gate"]:
         parts.append(f"gate={cfg['gate']['form']}:{cfg['gate']['dtype']}")
@@ -327,6 +353,8 @@ def to_mlir(cfg: Dict[str, Any]) -> str:
     validate(cfg)
     if cfg["op"] == "gated_delta":
         return _gated_delta_mlir(cfg)
+    if cfg["op"] == "window_attention":
+        return _window_attention_mlir(cfg)
     return _decode_step_mlir(cfg)
 
 
@@ -387,7 +415,8 @@ def _gated_delta_mlir(cfg: Dict[str, Any]) -> str:
 
 
 def _decode_step_mlir(cfg: Dict[str, Any]) -> str:
-    K, V, H, HV = cfg["K"], cfg["V"], cfg["H"], cfg["HV"]
+    K, V = cfg["K"], cfg["V"]
+    H = HV = None  # dynamic head counts
     state_tail = [K, V] if cfg["state_layout"] == "k_major" else [V, K]
     tq = _tensor([None, H, K], cfg["qk_dtype"])
     tv = _tensor([None, HV, V], cfg["v_dtype"])
@@ -411,7 +440,6 @@ def _decode_step_mlir(cfg: Dict[str, Any]) -> str:
         args.append(f"%dt_bias: {td}")
         operands.append(f"dt_bias(%dt_bias : {td})")
     ti = _tensor([None], cfg["indices_dtype"])
-    # (H, HV are static here; see decode_step_config)
     tp = _tensor([None, HV] + state_tail, cfg["state_dtype"])
     args += [f"%indices: {ti}", f"%o_init: {tv}", f"%state_pool: {tp}"]
     operands.append(f"indices(%indices : {ti})")
@@ -425,6 +453,30 @@ def _decode_step_mlir(cfg: Dict[str, Any]) -> str:
             f"func.func @kda_decode_step({', '.join(args)}) -> ({tv}, {tp}) {{\n"
             f"{op}\n"
             f"  return %o, %new_state_pool : {tv}, {tp}\n"
+            "}\n")
+
+
+def _window_attention_mlir(cfg: Dict[str, Any]) -> str:
+    K, V = cfg["K"], cfg["V"]
+    varlen = cfg["cu_seqlens_dtype"] is not None
+    B = 1 if varlen else None  # cu_seqlens requires B = 1
+    tq = _tensor([B, None, None, K], cfg["qk_dtype"])
+    tv = _tensor([B, None, None, V], cfg["v_dtype"])
+    args = [f"%q: {tq}", f"%k: {tq}", f"%v: {tv}"]
+    operands = []
+    if varlen:
+        tcu = _tensor([None], cfg["cu_seqlens_dtype"])
+        args.append(f"%cu_seqlens: {tcu}")
+        operands.append(f"cu_seqlens(%cu_seqlens : {tcu})")
+    attrs = [f"window = {cfg['window']} : i64"]
+    if cfg["scale"] is not None:
+        attrs.append(f"scale = {_f64(cfg['scale'])} : f64")
+    op = (f"  %o = kda.window_attention %q, %k, %v" + "".join(" " + o for o in operands)
+          + " {" + ", ".join(attrs) + "}" + f" : {tq}, {tq}, {tv} -> {tv}")
+    return (f"// kda configuration: {describe(cfg)}\n"
+            f"func.func @kda_window_attention({', '.join(args)}) -> {tv} {{\n"
+            f"{op}\n"
+            f"  return %o : {tv}\n"
             "}\n")
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import operator
 import os
 import threading
 import warnings
@@ -31,8 +32,8 @@ from typing import Any, Dict, Optional, Tuple
 from . import bundles as _bundles
 from .runtime import KdaError, load_bundle
 
-__all__ = ["chunk_kda", "fused_recurrent_kda", "chunk_kda_config", "fused_recurrent_kda_config",
-           "chip_for_device"]
+__all__ = ["chunk_kda", "fused_recurrent_kda", "window_attention", "chunk_kda_config",
+           "fused_recurrent_kda_config", "window_attention_config", "chip_for_device"]
 
 _DTYPE_NAMES = {
     "float32": "f32", "float16": "f16", "bfloat16": "bf16", "int32": "i32", "int64": "i64",
@@ -184,8 +185,27 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
                                 allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound,
                                 state_v_first=state_v_first, cu_seqlens=cu_seqlens,
                                 A_log=A_log, dt_bias=dt_bias)
+    if len(_shape(q)) != 4:
+        raise ValueError(f"q: expected [B, T, H, K], got shape {list(_shape(q))}")
     B, T, H, K = _shape(q)
+    if _shape(k) != _shape(q):
+        raise ValueError(f"q and k must have the same shape, got q={list(_shape(q))} vs k={list(_shape(k))}")
+    if len(_shape(v)) != 4 or _shape(v)[:2] != (B, T):
+        raise ValueError(f"v: expected [B, T, HV, V] = [{B}, {T}, HV, V], got {list(_shape(v))}")
     HV, V = _shape(v)[2], _shape(v)[3]
+    if HV % H:
+        raise ValueError(f"For GVA, num_v_heads (HV={HV}) must be evenly divisible by num_qk_heads (H={H})")
+    if g is None:
+        raise ValueError("g is required: fused_recurrent_kda takes channel-wise gates [B, T, HV, K]")
+    if _shape(g) != (B, T, HV, K):
+        raise ValueError(f"g must have shape [B, T, HV, K]={[B, T, HV, K]}, got {list(_shape(g))}")
+    if beta is None:
+        raise ValueError("beta is required")
+    if _shape(beta) != (B, T, HV):
+        if _shape(beta) == (B, T, HV, V):
+            raise NotImplementedError("kda: head-wise vector beta [B, T, HV, V] is not supported "
+                                      "(only [B, T, HV])")
+        raise ValueError(f"beta must have shape [B, T, HV]={[B, T, HV]}, got {list(_shape(beta))}")
     if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
         raise ValueError("`allow_neg_eigval=True` requires `use_beta_sigmoid_in_kernel=True`.")
     if initial_state is None:
@@ -193,21 +213,87 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
                          "([P, HV, K, V], or [P, HV, V, K] with state_v_first)")
     if len(_shape(ssm_state_indices)) != 1:
         raise NotImplementedError("kda: 2-D ssm_state_indices (speculative decoding) are not supported")
+    N = B * T
+    if _shape(ssm_state_indices)[0] != N:
+        raise ValueError(f"ssm_state_indices: expected one index per token ({N} = B * T), "
+                         f"got {_shape(ssm_state_indices)[0]}")
+    if cu_seqlens is not None and _shape(cu_seqlens) != (N + 1,):
+        raise ValueError(f"decode with ssm_state_indices: every sequence has one token, so cu_seqlens must "
+                         f"have N + 1 = {N + 1} entries, got shape {list(_shape(cu_seqlens))}")
+    if cu_seqlens is None and T != 1:
+        raise ValueError(f"decode with ssm_state_indices: expected one token per sequence (T = 1), got T = {T}")
+    tail = (V, K) if state_v_first else (K, V)
+    pool_shape = _shape(initial_state)
+    if len(pool_shape) != 4 or pool_shape[1:] != (HV,) + tail:
+        raise ValueError(f"initial_state (the state pool): expected "
+                         f"{'[P, HV, V, K]' if state_v_first else '[P, HV, K, V]'} = [P, {HV}, {tail[0]}, "
+                         f"{tail[1]}], got {list(pool_shape)}")
     gate_activation, lb = "none", None
+    A_log_dtype = dt_bias_dtype = None
     if use_gate_in_kernel:
-        gate_activation = "lower_bound" if lower_bound is not None else "softplus"
-        lb = float(lower_bound) if lower_bound is not None else None
+        if lower_bound is not None:
+            if not (-5 <= lower_bound < 0):
+                raise ValueError(f"`lower_bound` must be in [-5, 0) for kda's lower-bound gate, got {lower_bound}.")
+            gate_activation, lb = "lower_bound", float(lower_bound)
+        else:
+            gate_activation = "softplus"
+        if A_log is not None:
+            if _numel(A_log) != HV:
+                raise ValueError(f"A_log: expected {HV} values (one per value head), got shape {list(_shape(A_log))}")
+            A_log_dtype = _dt(A_log)
+        if dt_bias is not None:
+            if _numel(dt_bias) != HV * K:
+                raise ValueError(f"dt_bias: expected [HV * K] = {HV * K} values, got shape {list(_shape(dt_bias))}")
+            dt_bias_dtype = _dt(dt_bias)
     return _bundles.decode_step_config(
-        K=K, V=V, H=H, HV=HV, qk_dtype=_dt(q), v_dtype=_dt(v),
+        K=K, V=V, qk_dtype=_dt(q), v_dtype=_dt(v),
         gate={"form": "channel", "dtype": _dt(g)}, beta_dtype=_dt(beta),
         qk_l2norm=bool(use_qk_l2norm_in_kernel),
         beta_activation=("sigmoid_neg_eigval" if allow_neg_eigval else "sigmoid")
         if use_beta_sigmoid_in_kernel else "none",
         gate_activation=gate_activation, lower_bound=lb,
-        A_log_dtype=_dt(A_log) if (use_gate_in_kernel and A_log is not None) else None,
-        dt_bias_dtype=_dt(dt_bias) if (use_gate_in_kernel and dt_bias is not None) else None,
+        A_log_dtype=A_log_dtype, dt_bias_dtype=dt_bias_dtype,
         scale=scale, state_layout="v_major" if state_v_first else "k_major",
         state_dtype=_dt(initial_state), indices_dtype=_dt(ssm_state_indices))
+
+
+def window_attention_config(q, k, v, window, scale=None, cu_seqlens=None) -> Dict[str, Any]:
+    """The kda.window_attention configuration window_attention would run for
+    these arguments; validates shapes (ValueError naming the argument)."""
+    if len(_shape(q)) != 4:
+        raise ValueError(f"q: expected [B, T, HQ, K], got shape {list(_shape(q))}")
+    B, T, HQ, K = _shape(q)
+    if len(_shape(k)) != 4 or _shape(k)[:2] != (B, T) or _shape(k)[3] != K:
+        raise ValueError(f"k: expected [B, T, HK, K] = [{B}, {T}, HK, {K}], got {list(_shape(k))}")
+    if len(_shape(v)) != 4 or _shape(v)[:2] != (B, T):
+        raise ValueError(f"v: expected [B, T, HV, V] = [{B}, {T}, HV, V], got {list(_shape(v))}")
+    HK, HV, V = _shape(k)[2], _shape(v)[2], _shape(v)[3]
+    HO = max(HQ, HV)
+    for name, h in (("HQ", HQ), ("HK", HK), ("HV", HV)):
+        if h < 1 or HO % h:
+            raise ValueError(f"head grouping: the output has HO = max(HQ, HV) = {HO} heads, which must be a "
+                             f"multiple of {name} = {h} (q has HQ = {HQ}, k HK = {HK}, v HV = {HV})")
+    if _dt(q) != _dt(k):
+        raise ValueError(f"q and k must have the same dtype, got {_dt(q)} and {_dt(k)}")
+    try:
+        if isinstance(window, bool):
+            raise TypeError
+        window = operator.index(window)
+    except TypeError:
+        raise ValueError(f"window: expected an integer >= 1, got {window!r}") from None
+    if window < 1:
+        raise ValueError(f"window: expected an integer >= 1, got {window}")
+    if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale: expected a finite positive number, got {scale!r}")
+    if cu_seqlens is not None:
+        if B != 1:
+            raise ValueError(f"The batch size is expected to be 1 rather than {B} when using `cu_seqlens`."
+                             f"Please flatten variable-length inputs before processing.")
+        if len(_shape(cu_seqlens)) != 1 or _shape(cu_seqlens)[0] < 1:
+            raise ValueError(f"cu_seqlens: expected [N+1], got shape {list(_shape(cu_seqlens))}")
+    return _bundles.window_attention_config(
+        K=K, V=V, qk_dtype=_dt(q), v_dtype=_dt(v), window=int(window), scale=scale,
+        cu_seqlens_dtype=_dt(cu_seqlens) if cu_seqlens is not None else None)
 
 
 # ---------------------------------------------------------------------------
@@ -485,13 +571,11 @@ def _run_decode(cfg, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indices
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     N = B * T
-    if cu_seqlens is not None and cu_seqlens.shape[0] - 1 != N:
-        raise ValueError(f"decode with ssm_state_indices: every sequence has one token, so cu_seqlens must "
-                         f"have N + 1 = {N + 1} entries, got {cu_seqlens.shape[0]}")
-    if cu_seqlens is None and T != 1:
-        raise ValueError(f"decode with ssm_state_indices: expected one token per sequence (T = 1), got T = {T}")
-    if indices.shape[0] != N:
-        raise ValueError(f"ssm_state_indices: expected {N} entries, got {indices.shape[0]}")
+    if q.device.type != "cuda":
+        raise ValueError(f"kda: inputs must be CUDA tensors, q is on {q.device}")
+    if pool.device != q.device:
+        raise ValueError(f"the state pool (initial_state) must be on {q.device} (it is updated in place), "
+                         f"it is on {pool.device}")
     if not pool.is_contiguous():
         raise ValueError("the state pool (initial_state) must be contiguous: it is updated in place")
     o = _alloc((N, HV, V), v.dtype, q.device)
@@ -505,3 +589,47 @@ def _run_decode(cfg, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indices
     with torch.cuda.device(q.device):
         _launch(cfg, chip, named)
     return o.reshape(B, T, HV, V).to(q.dtype), pool
+
+
+# ---------------------------------------------------------------------------
+# Sliding-window attention
+# ---------------------------------------------------------------------------
+
+def window_attention(q, k, v, window: int, scale: float | None = None, cu_seqlens=None):
+    r"""Causal sliding-window softmax attention (``kda.window_attention``).
+
+    Token ``t`` attends to ``max(start, t - window + 1) .. t`` of its own
+    sequence with ``softmax(scale * q k^T) v`` (SPEC.md section 5).
+
+    Args:
+        q: ``[B, T, HQ, K]``; k: ``[B, T, HK, K]`` (q's dtype);
+            v: ``[B, T, HV, V]`` (FLA's layout). The output has
+            ``HO = max(HQ, HV)`` heads; each of HQ, HK, HV must divide HO and
+            output head ``h`` reads q head ``h / (HO / HQ)``, k head
+            ``h / (HO / HK)``, v head ``h / (HO / HV)`` (GQA: HQ > HK = HV).
+        window: W >= 1 positions, the current one included (a window >= T is
+            full causal attention). Part of the bundle.
+        scale: default ``1 / sqrt(K)`` (a non-default scale is a separate bundle).
+        cu_seqlens: ``[N + 1]`` int32/int64 offsets with B = 1; no token
+            attends across a sequence boundary.
+
+    Returns:
+        o ``[B, T, HO, V]`` in v's dtype. Forward only.
+    """
+    cfg = window_attention_config(q, k, v, window, scale=scale, cu_seqlens=cu_seqlens)
+    import torch
+    _check_no_grad(q, k, v)
+    if q.device.type != "cuda":
+        raise ValueError(f"kda: inputs must be CUDA tensors, q is on {q.device}")
+    chip = chip_for_device(q.device)
+    B, T, HQ, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    HO = max(HQ, HV)
+    q, k, v = (_contig(x) for x in (q, k, v))
+    if cu_seqlens is not None and cu_seqlens.device != q.device:
+        cu_seqlens = cu_seqlens.to(q.device)
+    o = _alloc((B, T, HO, V), v.dtype, q.device)
+    named = {"q": q, "k": k, "v": v, "cu_seqlens": _contig(cu_seqlens), "o": o}
+    with torch.cuda.device(q.device):
+        _launch(cfg, chip, named)
+    return o

@@ -3,6 +3,7 @@
     import oracle
     o, ht = oracle.gated_delta(q, k, v, g, beta, initial_state=h0, qk_l2norm=True, ...)
     o, pool = oracle.decode_step(q, k, v, g, beta, state_pool=pool, indices=idx, ...)
+    o = oracle.window_attention(q, k, v, window=64, cu_seqlens=cu, ...)
 
 Inputs are numpy arrays (any float dtype, converted to float64) or None;
 outputs are float64 numpy arrays. Bad arguments raise OracleError with the
@@ -12,7 +13,7 @@ from the repository root with
 
     g++ -std=c++17 -O2 -shared -fPIC -I. test/oracle/Oracle.cpp test/oracle/OracleC.cpp -o liboracle.so
 
-The low-level ``run_gated_delta`` / ``run_decode_step`` take and return flat
+The low-level ``run_gated_delta`` / ``run_decode_step`` / ``run_window_attention`` take and return flat
 ``array('d')`` buffers with shapes, so they work without numpy.
 """
 
@@ -24,8 +25,8 @@ import math
 import os
 from typing import Any, List, Optional, Sequence, Tuple
 
-__all__ = ["OracleError", "gated_delta", "decode_step", "relative_rmse", "load",
-           "run_gated_delta", "run_decode_step"]
+__all__ = ["OracleError", "gated_delta", "decode_step", "window_attention", "relative_rmse", "load",
+           "run_gated_delta", "run_decode_step", "run_window_attention"]
 
 
 class OracleError(ValueError):
@@ -78,6 +79,10 @@ def load(path: Optional[str] = None):
         [_Tensor] * 6 + [P(ctypes.c_int64), ctypes.c_int64] + [_Tensor] * 2 + [P(_Options)]
         + [P(ctypes.c_double), ctypes.c_int64, P(ctypes.c_int64)] * 2)
     lib.kda_oracle_decode_step.restype = ctypes.c_char_p
+    lib.kda_oracle_window_attention.argtypes = (
+        [_Tensor] * 3 + [ctypes.c_int64, P(ctypes.c_int64), ctypes.c_int64, P(ctypes.c_int64), ctypes.c_int64,
+                         ctypes.c_int32, ctypes.c_double, P(ctypes.c_double), ctypes.c_int64, P(ctypes.c_int64)])
+    lib.kda_oracle_window_attention.restype = ctypes.c_char_p
     _lib = lib
     return lib
 
@@ -200,6 +205,33 @@ def run_decode_step(q, q_shape, k, k_shape, v, v_shape, g=None, g_shape=None, be
     return [(o_buf, o_shape), (p_buf, list(state_pool_shape))]
 
 
+def run_window_attention(q, q_shape, k, k_shape, v, v_shape, *, window: int = 0,
+                         window_sizes: Optional[Sequence[int]] = None,
+                         cu_seqlens: Optional[Sequence[int]] = None, scale=None):
+    """Flat array('d') in/out: returns (o, o_shape) with o [B, T, max(HQ, HV), V]."""
+    lib = load()
+    keep = _Keep()
+    B, T = q_shape[0], q_shape[1]
+    HO = max(q_shape[2], v_shape[2])
+    o_shape = [B, T, HO, v_shape[3]]
+    o_buf, o_ptr = _out(_prod(o_shape))
+    ws = None
+    if window_sizes is not None:
+        ws = (ctypes.c_int64 * max(len(window_sizes), 1))(*[int(w) for w in window_sizes])
+    cu = None
+    if cu_seqlens is not None:
+        cu = (ctypes.c_int64 * max(len(cu_seqlens), 1))(*[int(c) for c in cu_seqlens])
+    shape = (ctypes.c_int64 * 4)()
+    err = lib.kda_oracle_window_attention(
+        _tensor(keep, q, q_shape), _tensor(keep, k, k_shape), _tensor(keep, v, v_shape), int(window),
+        ws, len(window_sizes) if window_sizes is not None else 0,
+        cu, len(cu_seqlens) if cu_seqlens is not None else 0,
+        scale is not None, float(scale or 0.0), o_ptr, len(o_buf), shape)
+    if err is not None:
+        raise OracleError(err.decode())
+    return o_buf, list(shape)
+
+
 # --- numpy API --------------------------------------------------------------
 
 def _np_in(x):
@@ -256,6 +288,17 @@ def decode_step(q, k, v, g=None, beta=None, *, state_pool, indices, A_log=None, 
                           beta_activation=beta_activation, gate_activation=gate_activation,
                           lower_bound=lower_bound)
     return _np_out(res[0]), _np_out(res[1])
+
+
+def window_attention(q, k, v, *, window=0, window_sizes=None, cu_seqlens=None, scale=None):
+    """kda.window_attention in float64. Returns o [B, T, max(HQ, HV), V]."""
+    import numpy as np
+    args = [_np_in(x) for x in (q, k, v)]
+    ws = None if window_sizes is None else [int(w) for w in np.asarray(window_sizes).reshape(-1)]
+    cu = None if cu_seqlens is None else [int(c) for c in np.asarray(cu_seqlens).reshape(-1)]
+    res = run_window_attention(args[0][0], args[0][1], args[1][0], args[1][1], args[2][0], args[2][1],
+                               window=window, window_sizes=ws, cu_seqlens=cu, scale=scale)
+    return _np_out(res)
 
 
 def relative_rmse(out, ref) -> float:

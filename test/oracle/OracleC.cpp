@@ -1,10 +1,10 @@
 //===- OracleC.cpp - C ABI over the float64 oracle ------------------------===//
 //
 // Converts the C arguments of oracle_c.h to the oracle's Tensor / *Args
-// structs, runs kda::oracle::gatedDelta / decodeStep unchanged, and copies
-// the results into the caller's buffers. All validation of the operation's
-// arguments is the oracle's own; this layer only checks what it adds (enum
-// values, null pointers, buffer capacities).
+// structs, runs kda::oracle::gatedDelta / decodeStep / windowAttention
+// unchanged, and copies the results into the caller's buffers. All
+// validation of the operation's arguments is the oracle's own; this layer
+// only checks what it adds (enum values, null pointers, buffer capacities).
 //
 //===----------------------------------------------------------------------===//
 
@@ -186,6 +186,36 @@ extern "C" const char *kda_oracle_decode_step(
   KDA_C_TRY(copyOut("o", r.o, o, o_capacity, o_shape, 3));
   KDA_C_TRY(copyOut("new_pool", r.statePool, new_pool, pool_capacity,
                     pool_shape, 4));
+  lastError.clear();
+  return nullptr;
+}
+
+extern "C" const char *kda_oracle_window_attention(
+    kda_oracle_tensor q, kda_oracle_tensor k, kda_oracle_tensor v,
+    int64_t window, const int64_t *window_sizes, int64_t num_window_sizes,
+    const int64_t *cu_seqlens, int64_t num_cu_seqlens, int32_t has_scale,
+    double scale, double *o, int64_t o_capacity, int64_t *o_shape) {
+  WindowArgs a;
+  KDA_C_TRY(toTensor("q", q, a.q));
+  KDA_C_TRY(toTensor("k", k, a.k));
+  KDA_C_TRY(toTensor("v", v, a.v));
+  a.window = window;
+  if (num_window_sizes < 0 || (num_window_sizes > 0 && !window_sizes))
+    return error("window_sizes: NULL or negative count");
+  if (num_window_sizes > 0)
+    a.windowPerPosition.assign(window_sizes, window_sizes + num_window_sizes);
+  if (num_cu_seqlens < 0 || (num_cu_seqlens > 0 && !cu_seqlens))
+    return error("cu_seqlens: NULL or negative count");
+  if (num_cu_seqlens > 0)
+    a.cuSeqlens.assign(cu_seqlens, cu_seqlens + num_cu_seqlens);
+  if (has_scale)
+    a.scale = scale;
+
+  Tensor out;
+  Status s = windowAttention(a, out);
+  if (!s.ok())
+    return error(s.message);
+  KDA_C_TRY(copyOut("o", out, o, o_capacity, o_shape, 4));
   lastError.clear();
   return nullptr;
 }

@@ -77,6 +77,18 @@ const char *kda_oracle_decode_step(
     int64_t *o_shape, double *new_pool, int64_t pool_capacity,
     int64_t *pool_shape);
 
+/* kda.window_attention (SPEC.md section 5). q [B,T,HQ,K]; k [B,T,HK,K];
+ * v [B,T,HV,V]; exactly one window form: window >= 1 (per op, then
+ * num_window_sizes = 0) or window = 0 and window_sizes, num_window_sizes = T
+ * entries (per position); cu_seqlens: num_cu_seqlens = N + 1 offsets (0 =
+ * absent); has_scale = 0: scale = 1/sqrt(K). Output: o [B,T,HO,V] with
+ * HO = max(HQ, HV) (o_shape[4]). */
+const char *kda_oracle_window_attention(
+    kda_oracle_tensor q, kda_oracle_tensor k, kda_oracle_tensor v,
+    int64_t window, const int64_t *window_sizes, int64_t num_window_sizes,
+    const int64_t *cu_seqlens, int64_t num_cu_seqlens, int32_t has_scale,
+    double scale, double *o, int64_t o_capacity, int64_t *o_shape);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -1,0 +1,670 @@
+#!/usr/bin/env python3
+"""kda against flash-linear-attention (FLA), side by side in one process on the GPU.
+
+The cases and the configuration are ../shared/BENCH.md's (H200, bf16, K = V = 128,
+forward only): q/k L2 norm, beta sigmoid and the gate activation inside the
+kernel, lower-bound gate -5 (safe_gate, A_log fp32 [H], dt_bias fp32 [H * K]),
+fp32 initial and final state, V-major state (state_v_first).
+
+  forward  FLA ``chunk_kda`` against ``kda.chunk_kda`` on the same tensors:
+           T=8192 with H=32/64/96, T=8192 as 6 sequences (cu_seqlens) with H=64,
+           T=32768 with H=32, and 8 x 4096 (batch B=8) with H=32.
+  decode   one token per sequence on a state pool of P = 2N slots, N = 64/256/1024
+           sequences x 32 heads, distinct random slots (int32 ssm_state_indices),
+           pool updated in place: FLA's ``fused_recurrent_kda_fwd(...,
+           ssm_state_indices=idx, inplace_final_state=True)`` (the vLLM form; FLA's
+           public ``fused_recurrent_kda`` does not pass ssm_state_indices on) against
+           ``kda.fused_recurrent_kda(..., initial_state=pool, ssm_state_indices=idx)``.
+  decode-seq  the per-sequence form without a pool: both ``fused_recurrent_kda``
+           with q [N, 1, H, K], initial_state [N, H, V, K], output_final_state.
+
+Method (BENCH.md, METHOD.md): every case first checks ours against FLA on fresh
+random inputs (never zeros), with kda's outputs poisoned with NaN before the
+launch; relative RMSE of o and of the final state / updated pool slots is
+printed (and untouched pool slots must stay bit-identical). Then each side is
+timed with CUDA events around every call after a warm-up, FLA and kda
+alternating over ``--passes`` passes, median over all calls; inputs rotate over
+several sets so that one set plus its outputs never sits in L2. A second number
+(``b2b``, in the JSON) is the mean of back-to-back calls between one pair of
+events (throughput without per-call event gaps).
+
+Floor (BENCH.md): max(bytes / 4.25 TB/s, flops / 802 TFLOP/s); forward bytes =
+q, k, v, g, o in bf16 + beta (1.28 KB per token per head at K = V = 128; the
+states are left out, as in BENCH.md), flops = 2 (5 C^2 K + 3 C K V) per chunk
+per head with C = 64 (chunks counted per sequence). Decode bytes = the fp32
+state read and written once + q, k, v, g, beta, o (as BENCH.md's decode floor).
+"floor/x" is floor / time (1.0 = at the floor).
+
+    bench/run.sh BUNDLES_DIR FLA_DIR [args]          # on the GPU machine
+    python3 bench/bench_kda.py --print-configs       # kda kernel configurations (JSON; no torch)
+    python3 bench/bench_kda.py --list                # case names
+Options: --cases SUBSTR[,SUBSTR] (substring filter), --quick, --reps, --warmup,
+--passes, --json PATH, --no-fla, --no-kda, --chunk (kda chunk size),
+--strict (skip timing a case whose check fails).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import inspect
+import json
+import math
+import os
+import re
+import statistics
+import sys
+import time
+import traceback
+import types
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import kda.ops as kops  # noqa: E402  (needs no torch at import)
+
+HBM_BYTES_PER_S = 4.25e12   # BENCH.md: device-to-device copy, bytes read + written
+PEAK_FLOPS = 802e12         # BENCH.md: bf16 8192^3 matmul
+FLOOR_CHUNK = 64            # C in BENCH.md's flop count
+KV = 128
+LOWER_BOUND = -5.0
+BF16 = 2
+CHECK_BAR = 1e-2            # relative RMSE ours vs FLA (both bf16 outputs; each ~1e-3..5e-3 off exact)
+VARLEN6 = [1300, 547, 2048, 963, 271, 3063]
+
+# FLA-compatible keyword arguments shared by both libraries (BENCH.md's configuration).
+PROLOGUE = dict(use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                use_beta_sigmoid_in_kernel=True, lower_bound=LOWER_BOUND, state_v_first=True)
+
+
+class Case:
+    def __init__(self, name, kind, H, B=1, T=None, seqlens=None, N=None):
+        self.name, self.kind, self.H = name, kind, H
+        self.B, self.T, self.seqlens, self.N = B, T, seqlens, N
+        if seqlens is not None:
+            self.B, self.T = 1, sum(seqlens)
+        if kind != "fwd":
+            self.B, self.T = N, 1
+
+    @property
+    def nseq(self):
+        return len(self.seqlens) if self.seqlens is not None else self.B
+
+    def lengths(self):
+        return list(self.seqlens) if self.seqlens is not None else [self.T] * self.B
+
+    def floor(self):
+        """(floor ms, bytes, flops) by BENCH.md's formula."""
+        H, K, V = self.H, KV, KV
+        if self.kind == "fwd":
+            tokens = sum(self.lengths())
+            nbytes = tokens * H * ((3 * K + 2 * V) * BF16 + BF16)
+            chunks = sum(-(-L // FLOOR_CHUNK) for L in self.lengths())
+            C = FLOOR_CHUNK
+            flops = 2 * (5 * C * C * K + 3 * C * K * V) * chunks * H
+        else:
+            N = self.N
+            nbytes = 2 * N * H * K * V * 4 + N * H * ((3 * K + 2 * V) * BF16 + BF16)
+            flops = N * H * 8 * K * V  # decay, k^T S, rank-1 update, q^T S: negligible
+        t = max(nbytes / HBM_BYTES_PER_S, flops / PEAK_FLOPS) * 1e3
+        return t, nbytes, flops
+
+
+def all_cases():
+    cases = [
+        Case("fwd T=8192 H=32", "fwd", 32, B=1, T=8192),
+        Case("fwd T=8192 H=64", "fwd", 64, B=1, T=8192),
+        Case("fwd T=8192 H=96", "fwd", 96, B=1, T=8192),
+        Case("fwd varlen6 T=8192 H=64", "fwd", 64, seqlens=VARLEN6),
+        Case("fwd T=32768 H=32", "fwd", 32, B=1, T=32768),
+        Case("fwd 8x4096 H=32", "fwd", 32, B=8, T=4096),
+    ]
+    for N in (64, 256, 1024):
+        cases.append(Case(f"decode pool N={N} H=32", "decode", 32, N=N))
+    for N in (64, 256, 1024):
+        cases.append(Case(f"decode-seq N={N} H=32", "decode-seq", 32, N=N))
+    return cases
+
+
+def select(cases, spec):
+    if not spec:
+        return cases
+    subs = [s.strip() for s in spec.split(",") if s.strip()]
+    return [c for c in cases if any(s in c.name for s in subs)]
+
+
+# ---------------------------------------------------------------------------
+# kda configurations (derived by kda.ops itself, without torch)
+# ---------------------------------------------------------------------------
+
+class Meta:
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
+def kda_config(case, chunk=None):
+    H, K, V, B, T = case.H, KV, KV, case.B, case.T
+    q = Meta((B, T, H, K), "bf16")
+    v = Meta((B, T, H, V), "bf16")
+    g = Meta((B, T, H, K), "bf16")
+    beta = Meta((B, T, H), "bf16")
+    A_log, dt_bias = Meta((H,), "f32"), Meta((H * K,), "f32")
+    if case.kind == "fwd":
+        cu = Meta((case.nseq + 1,), "i64") if case.seqlens is not None else None
+        h0 = Meta((case.nseq, H, V, K), "f32")
+        return kops.chunk_kda_config(q, q, v, g, beta, initial_state=h0, output_final_state=True,
+                                     safe_gate=True, cu_seqlens=cu, A_log=A_log, dt_bias=dt_bias,
+                                     chunk_size=chunk, **PROLOGUE)
+    if case.kind == "decode":
+        pool = Meta((2 * case.N, H, V, K), "f32")
+        idx = Meta((case.N,), "i32")
+        return kops.fused_recurrent_kda_config(q, q, v, g, beta, A_log=A_log, dt_bias=dt_bias,
+                                               initial_state=pool, ssm_state_indices=idx, **PROLOGUE)
+    h0 = Meta((case.N, H, V, K), "f32")
+    return kops.fused_recurrent_kda_config(q, q, v, g, beta, A_log=A_log, dt_bias=dt_bias,
+                                           initial_state=h0, output_final_state=True, **PROLOGUE)
+
+
+def unique_configs(cases, chunk=None):
+    seen, out = set(), []
+    for c in cases:
+        cfg = kda_config(c, chunk)
+        key = json.dumps(cfg, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append(cfg)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# FLA import
+# ---------------------------------------------------------------------------
+
+def import_fla(mode):
+    """Returns (chunk_kda, fused_recurrent_kda, fused_recurrent_kda_fwd or None, info).
+
+    mode "light" (default) registers the packages ``fla`` and ``fla.ops`` as bare
+    packages (their ``__init__`` not run) and imports ``fla.ops.kda`` only: FLA's
+    top-level ``__init__`` imports fla.layers / fla.models (transformers) and
+    ``fla.ops.__init__`` every op family, none of which KDA needs. "full" is the
+    plain ``from fla.ops.kda import ...``. "auto" tries light, then full.
+    """
+    info = {"mode": mode}
+    if mode in ("light", "auto"):
+        try:
+            spec = importlib.util.find_spec("fla")
+            if spec is None or not spec.submodule_search_locations:
+                raise ImportError("package fla not found on sys.path (PYTHONPATH must hold FLA_DIR)")
+            pkg_dir = list(spec.submodule_search_locations)[0]
+            if "fla" not in sys.modules:
+                m = types.ModuleType("fla")
+                m.__path__ = [pkg_dir]
+                m.__file__ = os.path.join(pkg_dir, "__init__.py")
+                m.__version__ = _fla_version(pkg_dir)
+                m.__package__ = "fla"
+                sys.modules["fla"] = m
+                ops = types.ModuleType("fla.ops")
+                ops.__path__ = [os.path.join(pkg_dir, "ops")]
+                ops.__file__ = os.path.join(pkg_dir, "ops", "__init__.py")
+                ops.__package__ = "fla.ops"
+                sys.modules["fla.ops"] = ops
+                m.ops = ops
+            info["mode"] = "light"
+            return _import_fla_kda(info)
+        except Exception as e:  # noqa: BLE001
+            if mode == "light":
+                raise
+            info["light_error"] = f"{type(e).__name__}: {e}"
+            for name in [n for n in sys.modules if n == "fla" or n.startswith("fla.")]:
+                del sys.modules[name]
+    info["mode"] = "full"
+    return _import_fla_kda(info)
+
+
+def _fla_version(pkg_dir):
+    try:
+        with open(os.path.join(pkg_dir, "__init__.py")) as f:
+            m = re.search(r"__version__\s*=\s*['\"]([^'\"]+)", f.read())
+        return m.group(1) if m else "0"
+    except OSError:
+        return "0"
+
+
+def _import_fla_kda(info):
+    from fla.ops.kda import chunk_kda, fused_recurrent_kda
+    fwd = None
+    try:
+        from fla.ops.kda.fused_recurrent import fused_recurrent_kda_fwd as fwd
+        try:
+            params = inspect.signature(fwd).parameters
+        except (TypeError, ValueError):
+            params = None  # cannot tell: try it
+        if params is not None and "ssm_state_indices" not in params:
+            info["pool"] = "fused_recurrent_kda_fwd has no ssm_state_indices"
+            fwd = None
+    except ImportError as e:
+        info["pool"] = f"no fused_recurrent_kda_fwd: {e}"
+    import fla
+    pkg_dir = os.path.dirname(os.path.abspath(fla.__path__[0]))
+    info["path"] = fla.__path__[0]
+    info["version"] = getattr(fla, "__version__", "?")
+    for cand in (os.path.join(pkg_dir, "FLA_COMMIT"), os.path.join(fla.__path__[0], "FLA_COMMIT")):
+        if os.path.isfile(cand):
+            with open(cand) as f:
+                info["commit"] = f.read().strip()
+            break
+    return chunk_kda, fused_recurrent_kda, fwd, info
+
+
+# ---------------------------------------------------------------------------
+# Inputs, checks, timing (torch from here on)
+# ---------------------------------------------------------------------------
+
+def make_set(case, torch, seed):
+    """One input set on the GPU: raw gate and beta logits (the kernels apply the prologue)."""
+    dev = "cuda"
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    H, K, V, B, T = case.H, KV, KV, case.B, case.T
+    bf = torch.bfloat16
+
+    def randn(shape, scale=1.0, dtype=bf):
+        return (torch.randn(shape, generator=gen, device=dev, dtype=torch.float32) * scale).to(dtype)
+
+    x = dict(q=randn((B, T, H, K)), k=randn((B, T, H, K)), v=randn((B, T, H, V)),
+             g=randn((B, T, H, K)), beta=randn((B, T, H)))
+    x["A_log"] = torch.log(1.0 + 15.0 * torch.rand((H,), generator=gen, device=dev))
+    x["dt_bias"] = randn((H * K,), 0.5, torch.float32)
+    if case.kind == "fwd":
+        x["h0"] = randn((case.nseq, H, V, K), 0.5, torch.float32)
+        if case.seqlens is not None:
+            cu = [0]
+            for L in case.seqlens:
+                cu.append(cu[-1] + L)
+            x["cu_cpu"] = torch.tensor(cu, dtype=torch.int64)
+            x["cu"] = x["cu_cpu"].to(dev)
+    elif case.kind == "decode":
+        P = 2 * case.N
+        x["idx"] = torch.randperm(P, generator=gen, device=dev)[:case.N].to(torch.int32)
+    else:
+        x["h0"] = randn((case.N, H, V, K), 0.5, torch.float32)
+    return x
+
+
+def set_bytes(x):
+    return sum(t.numel() * t.element_size() for n, t in x.items() if n != "cu_cpu")
+
+
+def rel_rmse(torch, out, ref):
+    a, b = out.double(), ref.double()
+    den = torch.sqrt(torch.mean(b * b)).item()
+    num = torch.sqrt(torch.mean((a - b) ** 2)).item()
+    return num / den if den > 0 else (0.0 if num == 0 else math.inf)
+
+
+class Runner:
+    """Callables for one case: fla(i) / ours(i) run input set i."""
+
+    def __init__(self, case, torch, fla, kda_mod, sets, chunk):
+        self.case, self.torch, self.fla, self.kda, self.sets = case, torch, fla, kda_mod, sets
+        self.chunk = chunk
+        self.pool_fla = self.pool_kda = None
+        if case.kind == "decode":
+            gen = torch.Generator(device="cuda").manual_seed(7)
+            P, H = 2 * case.N, case.H
+            pool = (torch.randn((P, H, KV, KV), generator=gen, device="cuda") * 0.5)
+            self.pool0 = pool
+            self.pool_fla = pool.clone()
+            self.pool_kda = pool.clone()
+
+    def fla_call(self, i, pool=None):
+        x, c = self.sets[i], self.case
+        chunk_kda, frk, frk_fwd = self.fla
+        if c.kind == "fwd":
+            return chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], initial_state=x["h0"],
+                             output_final_state=True, safe_gate=True, cu_seqlens=x.get("cu"),
+                             cu_seqlens_cpu=x.get("cu_cpu"), A_log=x["A_log"], dt_bias=x["dt_bias"],
+                             **PROLOGUE)
+        if c.kind == "decode":
+            pool = self.pool_fla if pool is None else pool
+            return frk_fwd(q=x["q"], k=x["k"], v=x["v"], g=x["g"], beta=x["beta"], A_log=x["A_log"],
+                           dt_bias=x["dt_bias"], scale=KV ** -0.5, initial_state=pool,
+                           inplace_final_state=True, ssm_state_indices=x["idx"], **PROLOGUE)
+        return frk(x["q"], x["k"], x["v"], x["g"], x["beta"], A_log=x["A_log"], dt_bias=x["dt_bias"],
+                   initial_state=x["h0"], output_final_state=True, **PROLOGUE)
+
+    def kda_call(self, i, pool=None):
+        x, c = self.sets[i], self.case
+        if c.kind == "fwd":
+            extra = {"chunk_size": self.chunk} if self.chunk else {}
+            return self.kda.chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], initial_state=x["h0"],
+                                      output_final_state=True, safe_gate=True, cu_seqlens=x.get("cu"),
+                                      cu_seqlens_cpu=x.get("cu_cpu"), A_log=x["A_log"],
+                                      dt_bias=x["dt_bias"], **PROLOGUE, **extra)
+        if c.kind == "decode":
+            pool = self.pool_kda if pool is None else pool
+            return self.kda.fused_recurrent_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], x["A_log"],
+                                                x["dt_bias"], initial_state=pool,
+                                                ssm_state_indices=x["idx"], **PROLOGUE)
+        return self.kda.fused_recurrent_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], x["A_log"],
+                                            x["dt_bias"], initial_state=x["h0"], output_final_state=True,
+                                            **PROLOGUE)
+
+    def check(self):
+        """Ours against FLA on set 0 (fresh pools for decode); kda outputs poisoned with NaN."""
+        torch, c = self.torch, self.case
+        kops_mod = sys.modules["kda.ops"]
+        orig = kops_mod._alloc
+        kops_mod._alloc = lambda shape, dtype, device: torch.full(shape, float("nan"), dtype=dtype,
+                                                                   device=device)
+        try:
+            if c.kind == "decode":
+                pf, pk = self.pool0.clone(), self.pool0.clone()
+                o_f, _ = self.fla_call(0, pool=pf)
+                o_k, _ = self.kda_call(0, pool=pk)
+            else:
+                o_f, s_f = self.fla_call(0)
+                o_k, s_k = self.kda_call(0)
+            torch.cuda.synchronize()
+        finally:
+            kops_mod._alloc = orig
+        res = {"o_shape_ok": tuple(o_k.shape) == tuple(o_f.shape)}
+        if not res["o_shape_ok"]:
+            res["problem"] = f"o shape {tuple(o_k.shape)} vs FLA {tuple(o_f.shape)}"
+            return res
+        res["o_nonfinite"] = int((~torch.isfinite(o_k.float())).sum())
+        res["o_rel_rmse"] = rel_rmse(torch, o_k, o_f)
+        if c.kind == "decode":
+            idx = self.sets[0]["idx"].long()
+            res["state_rel_rmse"] = rel_rmse(torch, pk[idx], pf[idx])
+            res["state_nonfinite"] = int((~torch.isfinite(pk[idx])).sum())
+            mask = torch.ones(pk.shape[0], dtype=torch.bool, device=pk.device)
+            mask[idx] = False
+            res["untouched_slots_equal"] = bool(torch.equal(pk[mask], self.pool0[mask]))
+            res["fla_untouched_slots_equal"] = bool(torch.equal(pf[mask], self.pool0[mask]))
+            del pf, pk
+        else:
+            if s_k is None or tuple(s_k.shape) != tuple(s_f.shape):
+                res["problem"] = f"final state {None if s_k is None else tuple(s_k.shape)} vs FLA {tuple(s_f.shape)}"
+                return res
+            res["state_rel_rmse"] = rel_rmse(torch, s_k, s_f)
+            res["state_nonfinite"] = int((~torch.isfinite(s_k)).sum())
+        problems = []
+        if res["o_nonfinite"] or res["state_nonfinite"]:
+            problems.append(f"{res['o_nonfinite']} o / {res['state_nonfinite']} state elements not "
+                            f"written or not finite")
+        for key in ("o_rel_rmse", "state_rel_rmse"):
+            if not res[key] <= CHECK_BAR:
+                problems.append(f"{key} {res[key]:.3e} > {CHECK_BAR:g}")
+        if c.kind == "decode" and not res["untouched_slots_equal"]:
+            problems.append("kda changed pool slots that no sequence names")
+        if problems:
+            res["problem"] = "; ".join(problems)
+        return res
+
+
+def time_calls(torch, fn, nsets, warmup, reps):
+    for i in range(warmup):
+        fn(i % nsets)
+    torch.cuda.synchronize()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+    for i, (s, e) in enumerate(ev):
+        s.record()
+        fn(i % nsets)
+        e.record()
+    torch.cuda.synchronize()
+    per_call = [s.elapsed_time(e) for s, e in ev]
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    for i in range(reps):
+        fn(i % nsets)
+    e.record()
+    torch.cuda.synchronize()
+    return per_call, s.elapsed_time(e) / reps
+
+
+def summarize(passes):
+    allc = [t for p in passes for t in p[0]]
+    return {"median_ms": statistics.median(allc), "min_ms": min(allc),
+            "pass_medians_ms": [statistics.median(p[0]) for p in passes],
+            "b2b_mean_ms": [p[1] for p in passes], "calls": len(allc)}
+
+
+def run_case(case, torch, fla, kda_mod, args, l2_bytes):
+    floor_ms, nbytes, flops = case.floor()
+    row = {"case": case.name, "kind": case.kind, "H": case.H, "B": case.B, "T": case.T,
+           "seqlens": case.lengths() if case.kind == "fwd" else None, "N": case.N,
+           "floor_ms": floor_ms, "floor_bytes": nbytes, "floor_flops": flops}
+    if case.kind == "decode" and fla is not None and fla[2] is None:
+        row["fla_note"] = "FLA has no state-pool fused_recurrent_kda_fwd: FLA not timed for this case"
+    # Enough sets that one pass over them is at least 3x L2 (one set of these cases already is).
+    x0 = make_set(case, torch, args.seed)
+    per_set = set_bytes(x0) + (case.N * case.H * KV * KV * 4 * 2 if case.kind == "decode" else 0)
+    nsets = args.sets or max(2, min(8, math.ceil(3 * l2_bytes / max(per_set, 1))))
+    sets = [x0] + [make_set(case, torch, args.seed + 1000 * j) for j in range(1, nsets)]
+    row["input_sets"], row["set_bytes"] = nsets, per_set
+    fla_fns = fla[:3] if fla is not None else None
+    r = Runner(case, torch, fla_fns, kda_mod, sets, args.chunk)
+    use_fla = fla is not None and not (case.kind == "decode" and fla[2] is None)
+    use_kda = kda_mod is not None
+    # Check first (needs both sides).
+    if use_fla and use_kda:
+        try:
+            row["check"] = r.check()
+        except Exception as e:  # noqa: BLE001
+            row["check"] = {"problem": f"{type(e).__name__}: {e}"}
+            if args.traceback:
+                row["check"]["traceback"] = traceback.format_exc()
+            _sync(torch, row)
+    else:
+        row["check"] = {"problem": "not checked (only one side available)"}
+    chk = row["check"]
+    print(f"  check: " + (", ".join(f"{k}={_fmt(v)}" for k, v in chk.items() if k != "traceback")),
+          flush=True)
+    if chk.get("traceback"):
+        print("    " + chk["traceback"].replace("\n", "\n    "), flush=True)
+    ok = "problem" not in chk
+    if args.strict and not ok:
+        row["skipped"] = "check failed (--strict)"
+        return row
+    sides = []
+    if use_fla:
+        sides.append(("fla", r.fla_call))
+    if use_kda:
+        sides.append(("kda", r.kda_call))
+    passes = {name: [] for name, _ in sides}
+    failed = {}
+    for _ in range(args.passes):
+        for name, fn in sides:
+            if name in failed:
+                continue
+            try:
+                passes[name].append(time_calls(torch, fn, nsets, args.warmup, args.reps))
+            except Exception as e:  # noqa: BLE001
+                failed[name] = f"{type(e).__name__}: {e}"
+                if args.traceback:
+                    failed[name] += "\n" + traceback.format_exc()
+                _sync(torch, row)
+    for name, _ in sides:
+        if passes[name]:
+            row[name] = summarize(passes[name])
+            row[name]["floor_fraction"] = floor_ms / row[name]["median_ms"]
+        if name in failed:
+            row[name + "_error"] = failed[name]
+            print(f"  {name}: {failed[name]}", flush=True)
+    if "fla" in row and "kda" in row:
+        row["ratio_kda_over_fla"] = row["kda"]["median_ms"] / row["fla"]["median_ms"]
+    for name, _ in sides:
+        if name in row:
+            s = row[name]
+            print(f"  {name}: median {s['median_ms']:.4f} ms (passes "
+                  f"{', '.join(f'{t:.4f}' for t in s['pass_medians_ms'])}; b2b "
+                  f"{', '.join(f'{t:.4f}' for t in s['b2b_mean_ms'])}; min {s['min_ms']:.4f})", flush=True)
+    del r, sets, x0
+    return row
+
+
+def _sync(torch, row):
+    try:
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001
+        row["cuda_context_error"] = f"{type(e).__name__}: {e}"
+
+
+def _fmt(v):
+    if isinstance(v, float):
+        return f"{v:.3e}"
+    return str(v)
+
+
+def table(rows):
+    def ms(r, side):
+        if side in r:
+            return f"{r[side]['median_ms']:.3f}"
+        if r.get(side + "_error"):
+            return "error"
+        return "n/a"
+
+    lines = ["| case | FLA ms | kda ms | kda/FLA | floor ms | floor/kda | floor/FLA | o rel RMSE | state rel RMSE |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        chk = r.get("check", {})
+        ratio = f"{r['ratio_kda_over_fla']:.2f}" if "ratio_kda_over_fla" in r else "-"
+        fk = f"{r['kda']['floor_fraction']:.3f}" if "kda" in r else "-"
+        ff = f"{r['fla']['floor_fraction']:.3f}" if "fla" in r else "-"
+        orm = f"{chk['o_rel_rmse']:.1e}" if "o_rel_rmse" in chk else "-"
+        srm = f"{chk['state_rel_rmse']:.1e}" if "state_rel_rmse" in chk else "-"
+        if "problem" in chk:
+            srm += " (!)"
+        lines.append(f"| {r['case']} | {ms(r, 'fla')} | {ms(r, 'kda')} | {ratio} | {r['floor_ms']:.3f} | "
+                     f"{fk} | {ff} | {orm} | {srm} |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--print-configs", action="store_true",
+                    help="print the kda kernel configurations the selected cases need (JSON) and exit")
+    ap.add_argument("--list", action="store_true", help="print the case names and floors and exit")
+    ap.add_argument("--cases", default="", help="comma-separated substrings; run cases whose name has one")
+    ap.add_argument("--quick", action="store_true", help="warm-up 3, 20 timed calls, 1 pass")
+    ap.add_argument("--reps", type=int, default=None, help="timed calls per pass and side (default 100)")
+    ap.add_argument("--warmup", type=int, default=None, help="untimed calls before each pass (default 10)")
+    ap.add_argument("--passes", type=int, default=None, help="alternating FLA/kda passes (default 2)")
+    ap.add_argument("--sets", type=int, default=0, help="input sets to rotate (default: enough for 3x L2, >= 2)")
+    ap.add_argument("--seed", type=int, default=20261130)
+    ap.add_argument("--chunk", type=int, default=None, help="kda chunk size (16/32/64; default kda's)")
+    ap.add_argument("--json", default=None, help="write all results to this path")
+    ap.add_argument("--no-fla", action="store_true", help="time kda only")
+    ap.add_argument("--no-kda", action="store_true", help="time FLA only")
+    ap.add_argument("--fla-import", choices=("auto", "light", "full"), default="auto",
+                    help="how to import FLA (see import_fla; default auto: light, then full)")
+    ap.add_argument("--strict", action="store_true", help="do not time a case whose check failed")
+    ap.add_argument("--traceback", action="store_true", help="print tracebacks of errors")
+    args = ap.parse_args(argv)
+    args.reps = args.reps or (20 if args.quick else 100)
+    args.warmup = args.warmup if args.warmup is not None else (3 if args.quick else 10)
+    args.passes = args.passes or (1 if args.quick else 2)
+
+    cases = select(all_cases(), args.cases)
+    if args.print_configs:
+        print(json.dumps(unique_configs(cases, args.chunk), indent=1, sort_keys=True))
+        return 0
+    if args.list:
+        for c in cases:
+            f, b, fl = c.floor()
+            print(f"{c.name:28s} floor {f:.3f} ms ({b / 1e6:.1f} MB, {fl / 1e9:.1f} GFLOP)")
+        return 0
+    if not cases:
+        print(f"no case matches --cases {args.cases!r}", file=sys.stderr)
+        return 2
+
+    try:
+        import torch
+    except ImportError:
+        print("SKIP: torch is not installed")
+        return 0
+    if not torch.cuda.is_available():
+        print("SKIP: no CUDA GPU")
+        return 0
+    import triton  # noqa: F401  (FLA needs it; report its version)
+
+    props = torch.cuda.get_device_properties(0)
+    l2 = getattr(props, "L2_cache_size", 0) or 60 * 2 ** 20
+    meta = {"date": time.strftime("%Y-%m-%d %H:%M:%S %Z"), "device": torch.cuda.get_device_name(0),
+            "capability": ".".join(map(str, torch.cuda.get_device_capability(0))),
+            "sms": props.multi_processor_count, "l2_bytes": l2, "torch": torch.__version__,
+            "triton": triton.__version__, "argv": sys.argv[1:],
+            "reps": args.reps, "warmup": args.warmup, "passes": args.passes,
+            "env": {k: os.environ.get(k) for k in ("KDA_BUNDLE_PATH", "KDA_RUNTIME_LIBRARY", "KDA_NO_COMPILE",
+                                                   "FLA_FLASH_KDA", "FLA_TILELANG",
+                                                   "FLA_DISABLE_BACKEND_DISPATCH")}}
+    fla = None
+    if not args.no_fla:
+        try:
+            fla = import_fla(args.fla_import)
+            meta["fla"] = fla[3]
+        except Exception as e:  # noqa: BLE001
+            meta["fla_error"] = f"{type(e).__name__}: {e}"
+            print(f"FLA import failed: {meta['fla_error']}", flush=True)
+            if args.traceback:
+                traceback.print_exc()
+    kda_mod = None
+    if not args.no_kda:
+        import kda as kda_mod
+        meta["kda_chip"] = kops.chip_for_device(0)
+        meta["kda_runtime"] = kda_mod.runtime.library_path()
+    print(f"device: {meta['device']} (cc {meta['capability']}, {meta['sms']} SMs, L2 {l2 / 2 ** 20:.0f} MiB); "
+          f"torch {meta['torch']}, triton {meta['triton']}; FLA "
+          f"{json.dumps(meta.get('fla', meta.get('fla_error', 'off')))}; kda chip {meta.get('kda_chip')}, "
+          f"runtime {meta.get('kda_runtime')}", flush=True)
+    print(f"timing: CUDA events per call, warm-up {args.warmup}, {args.reps} calls x {args.passes} passes "
+          f"per side (FLA, kda alternating), median", flush=True)
+
+    rows = []
+    t_start = time.time()
+    with torch.inference_mode():
+        for case in cases:
+            print(f"== {case.name}", flush=True)
+            t0 = time.time()
+            try:
+                row = run_case(case, torch, fla, kda_mod, args, l2)
+            except Exception as e:  # noqa: BLE001
+                row = {"case": case.name, "kind": case.kind, "floor_ms": case.floor()[0],
+                       "error": f"{type(e).__name__}: {e}"}
+                print(f"  error: {row['error']}", flush=True)
+                if args.traceback:
+                    traceback.print_exc()
+                _sync(torch, row)
+            row["seconds"] = round(time.time() - t0, 1)
+            rows.append(row)
+            torch.cuda.empty_cache()
+            if args.json:  # keep what we have if a later case dies
+                _write_json(args.json, meta, rows)
+    meta["seconds"] = round(time.time() - t_start, 1)
+    if args.json:
+        _write_json(args.json, meta, rows)
+    print()
+    print(f"{meta['device']}, {meta['date']}; bf16, K=V={KV}, l2norm + beta sigmoid + lower-bound gate "
+          f"{LOWER_BOUND:g} in kernel, fp32 h0/ht V-major; median of {args.reps * args.passes} calls; "
+          f"floor = max(bytes/4.25 TB/s, flops/802 TFLOP/s); floor/x = floor / time")
+    print(table(rows))
+    bad = [r["case"] for r in rows if "problem" in r.get("check", {}) or "error" in r]
+    if bad:
+        print("check problems or errors: " + ", ".join(bad))
+    return 1 if bad else 0
+
+
+def _write_json(path, meta, rows):
+    d = os.path.dirname(os.path.abspath(path))
+    os.makedirs(d, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=1, sort_keys=True, default=str)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

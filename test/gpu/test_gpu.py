@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""GPU test suite: kda.chunk_kda / kda.fused_recurrent_kda against the float64 oracle.
+"""GPU test suite: kda.chunk_kda / kda.fused_recurrent_kda / kda.window_attention against the float64 oracle.
 
 Runs on a machine with an NVIDIA GPU, PyTorch and prebuilt bundles (no MLIR):
 
@@ -13,7 +13,12 @@ Every case draws fresh seeded inputs, rounds them to the case's dtype, fills
 the outputs with NaN before the launch (kda.ops._alloc), and compares o and
 the final state against test/oracle (float64, evaluated on the rounded
 inputs) by relative RMSE with SPEC.md's bars: 1e-4 for fp32 inputs, 5e-3
-for bf16/fp16. Every output element must be written and finite. One line per
+for bf16/fp16. Every output element must be written and finite. Decode
+cases (fused_recurrent_kda with ssm_state_indices on a pool of P > N slots,
+some indices negative) compare o and the named pool slots with the oracle's
+decodeStep, and require skipped rows of o to be exactly zero and the slots
+not named to be bit-exact copies. Window cases compare kda.window_attention
+with the oracle's windowAttention. One line per
 case, a summary, exit 1 on any failure. Without torch or a CUDA GPU: prints
 "SKIP: no CUDA GPU" and exits 0.
 
@@ -101,6 +106,85 @@ class Case:
         return kops.chunk_kda_config(q, q, v, g, beta, initial_state=h0, cu_seqlens=cu,
                                      A_log=A_log, dt_bias=dt_bias, **kw)
 
+    def run(self, torch, oracle):
+        return run_case(self, torch, oracle)
+
+
+class DecodeCase(Case):
+    """fused_recurrent_kda(..., initial_state=pool, ssm_state_indices=idx): one
+    token per sequence on a pool of P slots; every third index is -1 (skip).
+    form "batch": q [N, 1, H, K]; "varlen": q [1, N, H, K] with cu_seqlens =
+    arange(N + 1)."""
+
+    def __init__(self, name, dtype, KV, N=6, P=16, H=2, HV=None, layout="k_major", prologue="none",
+                 g_dtype=None, idx_dtype="i32", form="batch", seed=0):
+        super().__init__(name, dtype, KV, B=N, T=1, H=H, HV=HV, layout=layout, prologue=prologue,
+                         g_dtype=g_dtype, api="recurrent", seed=seed)
+        assert P > N
+        self.Nseq, self.P, self.idx_dtype, self.form = N, P, idx_dtype, form
+        if form == "varlen":
+            self.B, self.T = 1, N
+
+    def shapes(self):
+        s = super().shapes()
+        HV, K, V = self.HV, self.K, self.V
+        s["h0"] = (self.P, HV, K, V) if self.layout == "k_major" else (self.P, HV, V, K)
+        s["cu"] = (self.Nseq + 1,)
+        s["idx"] = (self.Nseq,)
+        return s
+
+    def indices(self):
+        """Distinct slots spread over the pool (deterministic), every third -1."""
+        N, P = self.Nseq, self.P
+        step = max(1, P // N)
+        slots = [(self.seed * 7 + 3 + i * step) % P for i in range(N)]
+        assert len(set(slots)) == N
+        return [-1 if i % 3 == 1 else slots[i] for i in range(N)]
+
+    def config(self):
+        s = self.shapes()
+        q = Meta(s["q"], self.dtype)
+        g = Meta(s["g"], self.g_dtype)
+        v = Meta(s["v"], self.dtype)
+        A_log = Meta(s["A_log"], "f32") if self.prologue in ("kimi_lb", "kimi_softplus") else None
+        dt_bias = Meta(s["dt_bias"], "f32") if self.prologue != "none" else None
+        cu = Meta(s["cu"], "i64") if self.form == "varlen" else None
+        return kops.fused_recurrent_kda_config(q, q, v, g, Meta(s["beta"], self.dtype), A_log=A_log,
+                                               dt_bias=dt_bias, initial_state=Meta(s["h0"], "f32"),
+                                               cu_seqlens=cu, ssm_state_indices=Meta(s["idx"], self.idx_dtype),
+                                               **self.kwargs())
+
+    def run(self, torch, oracle):
+        return run_decode_case(self, torch, oracle)
+
+
+class WindowCase:
+    """kda.window_attention(q, k, v, window, scale, cu_seqlens)."""
+
+    def __init__(self, name, dtype, KV, window, B=2, T=100, HQ=4, HK=None, HV=None, V=None, seqlens=None,
+                 cu_dtype="i64", scale=None, seed=0):
+        self.name, self.dtype, self.K, self.V, self.window = name, dtype, KV, V or KV, window
+        self.B, self.T, self.HQ = B, T, HQ
+        self.HK, self.HV = HK or HQ, HV or HK or HQ
+        self.seqlens, self.cu_dtype, self.scale, self.seed = seqlens, cu_dtype, scale, seed
+        if seqlens is not None:
+            self.B, self.T = 1, sum(seqlens)
+
+    def shapes(self):
+        B, T, K, V = self.B, self.T, self.K, self.V
+        return dict(q=(B, T, self.HQ, K), k=(B, T, self.HK, K), v=(B, T, self.HV, V),
+                    cu=(len(self.seqlens) + 1,) if self.seqlens is not None else None)
+
+    def config(self):
+        s = self.shapes()
+        cu = Meta(s["cu"], self.cu_dtype) if self.seqlens is not None else None
+        return kops.window_attention_config(Meta(s["q"], self.dtype), Meta(s["k"], self.dtype),
+                                            Meta(s["v"], self.dtype), self.window, scale=self.scale,
+                                            cu_seqlens=cu)
+
+    def run(self, torch, oracle):
+        return run_window_case(self, torch, oracle)
+
 
 class Meta:
     def __init__(self, shape, dtype):
@@ -136,6 +220,46 @@ def all_cases():
         Case("f32-k64-neg-eigval-scale0.3-T100-ht", "f32", 64, B=2, T=100, H=2, ht=True, neg_eigval=True,
              scale=0.3),
     ]
+    cases += decode_cases() + window_cases()
+    return cases
+
+
+def decode_cases():
+    cases = []
+    for dt in ("f32", "bf16"):
+        for kv in (64, 128):
+            p = f"{dt}-k{kv}-decode"
+            cases += [
+                DecodeCase(f"{p}-N6-P16-H4", dt, kv, N=6, P=16, H=4),
+                DecodeCase(f"{p}-gva-H2-HV8-vmajor-kimi-lb-i64", dt, kv, N=7, P=19, H=2, HV=8,
+                           layout="v_major", prologue="kimi_lb", idx_dtype="i64"),
+                DecodeCase(f"{p}-varlen-form-kimi-softplus-N33-P40-H1-HV2", dt, kv, N=33, P=40, H=1, HV=2,
+                           prologue="kimi_softplus", g_dtype="f32", form="varlen"),
+            ]
+    cases += [
+        DecodeCase("f32-k64-decode-lb-noAlog-vmajor-N4-P9", "f32", 64, N=4, P=9, H=3, HV=3, layout="v_major",
+                   prologue="lb_no_A_log"),
+    ]
+    return cases
+
+
+def window_cases():
+    cases = []
+    for dt in ("f32", "bf16"):
+        for kv in (64, 128):
+            p = f"{dt}-k{kv}-window"
+            cases += [
+                WindowCase(f"{p}-W1-B2-T100-H4", dt, kv, 1, B=2, T=100, HQ=4),
+                WindowCase(f"{p}-W64-gqa-HQ8-HK2-T300", dt, kv, 64, B=2, T=300, HQ=8, HK=2),
+                WindowCase(f"{p}-W4096-gtT-B1-T200-H2", dt, kv, 4096, B=1, T=200, HQ=2),
+                WindowCase(f"{p}-W64-varlen-37,1,130,64-gqa-HQ4-HK1", dt, kv, 64, seqlens=[37, 1, 130, 64],
+                           HQ=4, HK=1),
+            ]
+    cases += [
+        WindowCase("bf16-k128-window-W64-varlen-i32-kda-grouping-HQ2-HV4", "bf16", 128, 64, seqlens=[100, 3, 70],
+                   HQ=2, HK=2, HV=4, cu_dtype="i32"),
+        WindowCase("f32-k64-window-W7-scale0.3-T50", "f32", 64, 7, B=3, T=50, HQ=2, scale=0.3),
+    ]
     return cases
 
 
@@ -145,6 +269,9 @@ def sanitize_cases():
         Case("san-bf16-k128-kimi-lb-varlen-h0-ht", "bf16", 128, seqlens=[17, 1, 30], H=2, h0=True, ht=True,
              prologue="kimi_lb"),
         Case("san-bf16-k64-gva-vmajor-ht", "bf16", 64, B=1, T=33, H=1, HV=2, ht=True, layout="v_major"),
+        DecodeCase("san-bf16-k128-decode-gva-vmajor-kimi-lb", "bf16", 128, N=4, P=7, H=1, HV=2,
+                   layout="v_major", prologue="kimi_lb"),
+        WindowCase("san-bf16-k64-window-W16-varlen-gqa", "bf16", 64, 16, seqlens=[20, 1, 45], HQ=2, HK=1),
     ]
 
 
@@ -264,6 +391,135 @@ def run_case(case, torch, oracle):
     return problems, metrics, bar
 
 
+def _to_torch_inputs(torch, x, dtypes):
+    gpu, ref = {}, {}
+    for n, t in x.items():
+        r = t.to(getattr(torch, TORCH_DTYPES[dtypes[n]]))
+        gpu[n] = r.cuda()
+        ref[n] = r.to(torch.float64).numpy()
+    return gpu, ref
+
+
+def _compare(torch, oracle, name, out, r, bar, problems, metrics):
+    """Relative RMSE of out (torch) against r (numpy float64); every element finite."""
+    if tuple(out.shape) != tuple(r.shape):
+        problems.append(f"{name}: shape {tuple(out.shape)}, expected {tuple(r.shape)}")
+        return
+    bad = int((~torch.isfinite(out.float())).sum())
+    if bad:
+        problems.append(f"{name}: {bad} of {out.numel()} elements not written or not finite")
+        return
+    err = oracle.relative_rmse(out.double().cpu().numpy(), r)
+    metrics.append(f"{name}={err:.2e}")
+    if not err <= bar:
+        problems.append(f"{name}: relative RMSE {err:.3e} > {bar:g}")
+
+
+def run_decode_case(case, torch, oracle):
+    import kda
+    import numpy as np
+    gen = torch.Generator().manual_seed(1000 + case.seed + zlib.crc32(case.name.encode()) % 100000)
+    s = case.shapes()
+    F = torch.nn.functional
+
+    def randn(shape, scale=1.0):
+        return torch.randn(shape, generator=gen, dtype=torch.float64) * scale
+
+    p = case.prologue
+    x = {"q": randn(s["q"]), "k": randn(s["k"]), "v": randn(s["v"])}
+    if p == "none":
+        x["q"], x["k"] = F.normalize(x["q"], dim=-1), F.normalize(x["k"], dim=-1)
+        x["g"] = F.logsigmoid(randn(s["g"], 2.0))
+        x["beta"] = torch.rand(s["beta"], generator=gen, dtype=torch.float64)
+    else:
+        x["g"], x["beta"] = randn(s["g"]), randn(s["beta"])
+    x["pool"] = randn(s["h0"], 0.5)
+    if p in ("kimi_lb", "kimi_softplus"):
+        x["A_log"] = torch.log(1.0 + 15.0 * torch.rand(s["A_log"], generator=gen, dtype=torch.float64))
+    if p != "none":
+        x["dt_bias"] = randn(s["dt_bias"], 0.5)
+    dtypes = {"q": case.dtype, "k": case.dtype, "v": case.dtype, "g": case.g_dtype, "beta": case.dtype,
+              "pool": "f32", "A_log": "f32", "dt_bias": "f32"}
+    gpu, ref = _to_torch_inputs(torch, x, dtypes)
+    idx = case.indices()
+    idx_t = torch.tensor(idx, dtype=torch.int32 if case.idx_dtype == "i32" else torch.int64).cuda()
+    cu = torch.arange(case.Nseq + 1, dtype=torch.int64).cuda() if case.form == "varlen" else None
+    pool = gpu["pool"]
+    pool_before = pool.clone()
+    kw = case.kwargs()
+    kw.pop("output_final_state")
+    with torch.inference_mode():
+        o, pool_out = kda.fused_recurrent_kda(gpu["q"], gpu["k"], gpu["v"], gpu["g"], gpu["beta"],
+                                              A_log=gpu.get("A_log"), dt_bias=gpu.get("dt_bias"),
+                                              initial_state=pool, cu_seqlens=cu, ssm_state_indices=idx_t, **kw)
+        torch.cuda.synchronize()
+    N, H, HV, K, V = case.Nseq, case.H, case.HV, case.K, case.V
+    ref_o, ref_pool = oracle.decode_step(
+        ref["q"].reshape(N, H, K), ref["k"].reshape(N, H, K), ref["v"].reshape(N, HV, V),
+        ref["g"].reshape(N, HV, K), ref["beta"].reshape(N, HV), state_pool=ref["pool"], indices=idx,
+        A_log=ref.get("A_log"), dt_bias=ref.get("dt_bias"), scale=kw["scale"], state_layout=case.layout,
+        qk_l2norm=kw["use_qk_l2norm_in_kernel"],
+        beta_activation="sigmoid" if kw["use_beta_sigmoid_in_kernel"] else "none",
+        gate_activation={"none": "none", "kimi_lb": "lower_bound", "lb_no_A_log": "lower_bound",
+                         "kimi_softplus": "softplus"}[p],
+        lower_bound=kw.get("lower_bound", -5.0))
+    problems, metrics = [], []
+    bar = BARS[case.dtype]
+    if pool_out is not pool:
+        problems.append("the returned pool is not initial_state (the update must be in place)")
+    if tuple(o.shape) != tuple(s["v"]):
+        problems.append(f"o: shape {tuple(o.shape)}, expected {tuple(s['v'])}")
+        return problems, metrics, bar
+    o = o.reshape(N, HV, V)
+    run = [n for n in range(N) if idx[n] >= 0]
+    skipped = [n for n in range(N) if idx[n] < 0]
+    named = [idx[n] for n in run]
+    unnamed = [i for i in range(case.P) if i not in named]
+    if skipped:
+        rows = o[skipped].float()
+        if not bool((rows == 0).all()):
+            problems.append(f"o: rows of skipped sequences {skipped} are not zero "
+                            f"({int((rows != 0).sum())} elements nonzero or NaN)")
+    _compare(torch, oracle, "o", o[run], ref_o[run], bar, problems, metrics)
+    _compare(torch, oracle, "pool", pool[named], ref_pool[named], bar, problems, metrics)
+    if unnamed:
+        a = pool[unnamed].contiguous().view(torch.int32)
+        b = pool_before[unnamed].contiguous().view(torch.int32)
+        diff = int((a != b).sum())
+        if diff:
+            problems.append(f"pool: {diff} elements of the {len(unnamed)} slots not named changed "
+                            f"(must be bit-exact)")
+    # The oracle keeps unnamed slots too (a check of the oracle call itself).
+    assert np.array_equal(ref_pool[unnamed], ref["pool"][unnamed])
+    return problems, metrics, bar
+
+
+def run_window_case(case, torch, oracle):
+    import kda
+    gen = torch.Generator().manual_seed(1000 + case.seed + zlib.crc32(case.name.encode()) % 100000)
+    s = case.shapes()
+    x = {n: torch.randn(s[n], generator=gen, dtype=torch.float64) for n in ("q", "k", "v")}
+    gpu, ref = _to_torch_inputs(torch, x, {n: case.dtype for n in x})
+    cu = None
+    if case.seqlens is not None:
+        cu = [0]
+        for L in case.seqlens:
+            cu.append(cu[-1] + L)
+    cu_t = None if cu is None else torch.tensor(
+        cu, dtype=torch.int64 if case.cu_dtype == "i64" else torch.int32).cuda()
+    with torch.inference_mode():
+        o = kda.window_attention(gpu["q"], gpu["k"], gpu["v"], case.window, scale=case.scale, cu_seqlens=cu_t)
+        torch.cuda.synchronize()
+    ref_o = oracle.window_attention(ref["q"], ref["k"], ref["v"], window=case.window, cu_seqlens=cu,
+                                    scale=case.scale)
+    problems, metrics = [], []
+    bar = BARS[case.dtype]
+    if o.dtype != gpu["v"].dtype:
+        problems.append(f"o: dtype {o.dtype}, expected v's {gpu['v'].dtype}")
+    _compare(torch, oracle, "o", o, ref_o, bar, problems, metrics)
+    return problems, metrics, bar
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sanitize", action="store_true",
@@ -306,7 +562,7 @@ def main():
     for case in cases:
         t0 = time.time()
         try:
-            problems, metrics, bar = run_case(case, torch, oracle)
+            problems, metrics, bar = case.run(torch, oracle)
         except Exception as e:  # report and continue with the next case
             msg = f"{type(e).__name__}: {e}"
             if os.environ.get("KDA_TEST_TRACEBACK"):

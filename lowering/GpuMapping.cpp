@@ -119,6 +119,10 @@ struct BindDestinationsPass
       OpOperand &init =
           forall.getOutputsMutable()[cast<OpResult>(v).getResultNumber()];
       Value initValue = init.get();
+      while (auto cast = initValue.getDefiningOp<tensor::CastOp>())
+        initValue = cast.getSource();
+      if (initValue == dest)
+        continue; // already writes the destination (elementwise kernels)
       Value destCast = dest;
       OpBuilder b(forall);
       if (dest.getType() != initValue.getType())

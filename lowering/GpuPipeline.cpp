@@ -50,6 +50,7 @@ void mlir::kda::buildNvvmPipeline(OpPassManager &pm,
   KdaOutlineKernelsOptions outline;
   outline.destinationStyle = true;
   pm.addPass(createKdaOutlineKernels(outline));
+  pm.addPass(createGpuOutlineElementwisePass());
   KdaTileChunksOptions tiling;
   tiling.chunk = options.chunk;
   tiling.subChunk =
@@ -104,6 +105,7 @@ void mlir::kda::buildNvvmPipeline(OpPassManager &pm,
 void mlir::kda::registerGpuPipelines() {
   registerGpuMappingPasses();
   registerGpuTileMatmulsPass();
+  registerGpuOutlineElementwisePass();
   PassPipelineRegistration<NvvmPipelineOptions>(
       "kda-lower-to-nvvm",
       "Lower kda ops to NVIDIA GPU kernels (tensor-core tile matmuls, "

@@ -16,6 +16,8 @@ namespace mlir::kda {
 
 std::unique_ptr<Pass> createGpuBindDestinationsPass();
 std::unique_ptr<Pass> createGpuPrepareTilesPass();
+std::unique_ptr<Pass> createGpuOutlineElementwisePass();
+void registerGpuOutlineElementwisePass();
 std::unique_ptr<Pass> createGpuTileMatmulsPass(int64_t threads);
 void registerGpuTileMatmulsPass();
 

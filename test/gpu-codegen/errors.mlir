@@ -1,12 +1,13 @@
 // RUN: kda-opt %s --split-input-file --kda-lower-to-nvvm="format=none" --verify-diagnostics
 
-// A hybrid's combine would run outside every kernel and be lost: refused.
-func.func @hybrid(%q: tensor<1x90x2x32xf32>, %k: tensor<1x90x2x32xf32>, %v: tensor<1x90x2x16xf32>) -> tensor<1x90x2x16xf32> {
+// Work between kda ops that is not elementwise (a matmul here) would run
+// outside every kernel and be lost: refused.
+func.func @matmul_between(%q: tensor<1x90x2x32xf32>, %k: tensor<1x90x2x32xf32>, %v: tensor<1x90x2x16xf32>, %a: tensor<16x16xf32>, %b: tensor<16x16xf32>) -> (tensor<1x90x2x16xf32>, tensor<16x16xf32>) {
   %lin = kda.gated_delta additive %q, %k, %v : tensor<1x90x2x32xf32>, tensor<1x90x2x32xf32>, tensor<1x90x2x16xf32> -> tensor<1x90x2x16xf32>
-  %win = kda.window_attention %q, %k, %v {window = 16 : i64} : tensor<1x90x2x32xf32>, tensor<1x90x2x32xf32>, tensor<1x90x2x16xf32> -> tensor<1x90x2x16xf32>
+  %z = tensor.empty() : tensor<16x16xf32>
   // expected-error @+1 {{outside every kda kernel}}
-  %o = kda.hybrid sum %lin, %win : tensor<1x90x2x16xf32>, tensor<1x90x2x16xf32> -> tensor<1x90x2x16xf32>
-  return %o : tensor<1x90x2x16xf32>
+  %m = linalg.matmul ins(%a, %b : tensor<16x16xf32>, tensor<16x16xf32>) outs(%z : tensor<16x16xf32>) -> tensor<16x16xf32>
+  return %lin, %m : tensor<1x90x2x16xf32>, tensor<16x16xf32>
 }
 
 // -----

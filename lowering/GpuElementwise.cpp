@@ -1,0 +1,183 @@
+//===- GpuElementwise.cpp - elementwise work between kda ops as kernels ---===//
+//
+// A bundle holds kernels only: whatever a model computes between kda ops
+// must be a kernel too. kda-decompose leaves such work as elementwise
+// linalg.generic ops (a hybrid's sum or sigmoid-gated combine, a
+// multi-scale sum); this pass moves each one into a kernel function of its
+// own, tiled into one program per row of its leading dimensions
+// (scf.forall), which the GPU mapping then treats like any kda kernel.
+//
+// Kernel arguments are the op's inputs and its destination; the dimensions
+// of the iteration space are named D0, D1, ... so that every argument's
+// shape is described in the same symbols (a launch checks they agree).
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/GpuPipeline.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/TileUsingInterface.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Transforms/RegionUtils.h"
+
+using namespace mlir;
+
+namespace {
+
+bool isElementwise(linalg::GenericOp g) {
+  return g.hasPureTensorSemantics() && g.getNumDpsInits() == 1 &&
+         llvm::all_of(g.getIteratorTypesArray(),
+                      [](utils::IteratorType t) {
+                        return t == utils::IteratorType::parallel;
+                      }) &&
+         llvm::all_of(g.getIndexingMapsArray(), [](AffineMap m) {
+           return m.isProjectedPermutation();
+         });
+}
+
+/// [{name, dims}] per argument, dims named after the loops they walk.
+ArrayAttr describe(OpBuilder &b, linalg::GenericOp g) {
+  SmallVector<Attribute> entries;
+  auto entry = [&](StringRef name, Value v, AffineMap map) {
+    auto type = cast<RankedTensorType>(v.getType());
+    SmallVector<Attribute> dims;
+    for (auto [d, expr] : llvm::enumerate(map.getResults())) {
+      if (!type.isDynamicDim(d))
+        dims.push_back(b.getI64IntegerAttr(type.getDimSize(d)));
+      else
+        dims.push_back(b.getStringAttr(
+            "D" + std::to_string(cast<AffineDimExpr>(expr).getPosition())));
+    }
+    entries.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("name", b.getStringAttr(name)),
+         b.getNamedAttr("dims", b.getArrayAttr(dims))}));
+  };
+  SmallVector<AffineMap> maps = g.getIndexingMapsArray();
+  for (auto [i, in] : llvm::enumerate(g.getDpsInputs()))
+    entry("in" + std::to_string(i), in, maps[i]);
+  entry("out", g.getDpsInits()[0], maps.back());
+  return b.getArrayAttr(entries);
+}
+
+struct OutlineElementwisePass
+    : PassWrapper<OutlineElementwisePass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(OutlineElementwisePass)
+  StringRef getArgument() const override {
+    return "kda-gpu-outline-elementwise";
+  }
+  StringRef getDescription() const override {
+    return "Move elementwise work between kda kernels into kernels of its own";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<scf::SCFDialect, tensor::TensorDialect,
+                    linalg::LinalgDialect>();
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    SmallVector<linalg::GenericOp> ops;
+    for (auto f : module.getOps<func::FuncOp>())
+      if (!f->hasAttr("kda.kernel"))
+        f.walk([&](linalg::GenericOp g) {
+          if (isElementwise(g))
+            ops.push_back(g);
+        });
+    // Other work between kda ops (a matmul, a reduction) would run outside
+    // every kernel of the bundle and be lost: refuse it here, where its
+    // location is still the user's.
+    for (auto f : module.getOps<func::FuncOp>()) {
+      if (f->hasAttr("kda.kernel"))
+        continue;
+      WalkResult r = f.walk([&](Operation *op) {
+        if (op->getParentOfType<linalg::LinalgOp>())
+          return WalkResult::advance(); // a body: judged with its op
+        bool elementwise = false;
+        if (auto g = dyn_cast<linalg::GenericOp>(op))
+          elementwise = isElementwise(g);
+        if (!elementwise &&
+            (isa<linalg::LinalgOp>(op) ||
+             op->getDialect()->getNamespace() == "math")) {
+          op->emitError("kda-gpu-outline-elementwise: this computation is "
+                        "outside every kda kernel; a GPU bundle holds only "
+                        "kernels (kda ops and elementwise work between them)");
+          return WalkResult::interrupt();
+        }
+        return WalkResult::advance();
+      });
+      if (r.wasInterrupted())
+        return signalPassFailure();
+    }
+    IRRewriter rewriter(&getContext());
+    for (linalg::GenericOp g : ops) {
+      Location loc = g.getLoc();
+      OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+      SmallVector<Value> args(g.getDpsInputs());
+      args.push_back(g.getDpsInits()[0]);
+      auto type = b.getFunctionType(ValueRange(args).getTypes(),
+                                    g->getResultTypes());
+      auto kernel = func::FuncOp::create(b, loc, "kda_elementwise_kernel", type);
+      kernel.setPrivate();
+      kernel->setAttr("kda.kernel", b.getUnitAttr());
+      kernel->setAttr("kda.abi", describe(b, g));
+      symbols.insert(kernel);
+      Block *entry = kernel.addEntryBlock();
+      b.setInsertionPointToStart(entry);
+      IRMapping map;
+      map.map(args, entry->getArguments());
+      // Constants the body captures come along (the kernel is isolated).
+      llvm::SetVector<Value> captured;
+      getUsedValuesDefinedAbove(g.getRegion(), captured);
+      for (Value c : captured) {
+        Operation *def = c.getDefiningOp();
+        if (!def || !def->hasTrait<OpTrait::ConstantLike>()) {
+          g.emitError("kda-gpu-outline-elementwise: the op's body uses a "
+                      "value computed outside it");
+          return signalPassFailure();
+        }
+        map.map(c, b.clone(*def)->getResult(0));
+      }
+      auto clone = cast<linalg::GenericOp>(b.clone(*g, map));
+      auto ret = func::ReturnOp::create(b, loc, clone->getResults());
+
+      // One program per row of the leading dimensions; each program's
+      // elementwise tile is spread over its threads.
+      int64_t rank = clone.getNumLoops();
+      SmallVector<OpFoldResult> tileSizes(rank, b.getIndexAttr(0));
+      for (int64_t d = 0; d + 2 < rank; ++d)
+        tileSizes[d] = b.getIndexAttr(1);
+      if (rank <= 2)
+        tileSizes[0] = b.getIndexAttr(1);
+      scf::SCFTilingOptions options;
+      options.setTileSizes(tileSizes);
+      options.setLoopType(scf::SCFTilingOptions::LoopType::ForallOp);
+      rewriter.setInsertionPoint(clone);
+      FailureOr<scf::SCFTilingResult> tiled = scf::tileUsingSCF(
+          rewriter, cast<TilingInterface>(clone.getOperation()), options);
+      if (failed(tiled)) {
+        g.emitError("kda-gpu-outline-elementwise: cannot tile this op");
+        return signalPassFailure();
+      }
+      rewriter.replaceOp(clone, tiled->replacements);
+      (void)ret;
+
+      rewriter.setInsertionPoint(g);
+      auto call = func::CallOp::create(rewriter, loc, kernel, args);
+      rewriter.replaceOp(g, call.getResults());
+    }
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> mlir::kda::createGpuOutlineElementwisePass() {
+  return std::make_unique<OutlineElementwisePass>();
+}
+void mlir::kda::registerGpuOutlineElementwisePass() {
+  PassRegistration<OutlineElementwisePass>();
+}

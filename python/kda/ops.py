@@ -546,8 +546,7 @@ def fused_recurrent_kda(
             raise ValueError(
                 f"The number of initial states is expected to be equal to the number of input sequences, "
                 f"i.e., {len(cu_seqlens) - 1} rather than {initial_state.shape[0]}.")
-    import torch
-    if ssm_state_indices is None and initial_state is not None and initial_state.dtype != torch.float32:
+    if ssm_state_indices is None and initial_state is not None and _dt(initial_state) != "f32":
         initial_state = initial_state.float()
     cfg = fused_recurrent_kda_config(q, k, v, g, beta, A_log=A_log, dt_bias=dt_bias, scale=scale,
                                      initial_state=initial_state, output_final_state=output_final_state,

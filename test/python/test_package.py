@@ -1,0 +1,472 @@
+#!/usr/bin/env python3
+"""CI test of the pure-Python parts of the kda package (python/kda): no GPU,
+no torch, no numpy; python3 and the build's tools only.
+
+    test_package.py --kda-opt BIN [--tmp DIR]                       # part "pure"
+    test_package.py --bundles --kda-compile BIN --runtime LIB --tmp DIR
+
+Part "pure" (always): importing kda pulls in neither torch nor numpy; the
+MLIR generated for many configurations (gated_delta, decode_step with dynamic
+heads, window_attention) parses and verifies with kda-opt; the FLA-compatible
+argument validation raises the documented ValueError / NotImplementedError
+before touching torch; a missing bundle's BundleNotFoundError names the
+kda-compile command, and a failing compiler's CompileError its output.
+
+Part "bundles" (needs kda-compile, i.e. ptxas): compiles a decode_step, a
+window_attention and a gated_delta bundle through the package's own cache
+path, loads them with libkda_runtime.so through kda.runtime, and runs
+kda_check_tensors on fake tensor descriptions (good ones, and bad shapes,
+dtypes, strides, alignment), which needs no driver.
+
+Prints one line per check and "ALL OK"; exits 1 on the first failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+_checks = 0
+
+
+def check(cond, what):
+    global _checks
+    if not cond:
+        print(f"FAIL: {what}", flush=True)
+        sys.exit(1)
+    _checks += 1
+
+
+def raises(exc, fn, *args, contains=(), what="", **kwargs):
+    """fn(*args, **kwargs) must raise exc whose message contains every string in contains."""
+    try:
+        fn(*args, **kwargs)
+    except exc as e:
+        msg = str(e)
+        for c in ([contains] if isinstance(contains, str) else contains):
+            check(c in msg, f"{what}: message {msg!r} lacks {c!r}")
+        print(f"ok   {what}: {type(e).__name__}: {msg.splitlines()[0][:110]}")
+        return e
+    except Exception as e:  # the wrong exception type
+        check(False, f"{what}: expected {exc.__name__}, got {type(e).__name__}: {e}")
+    check(False, f"{what}: expected {exc.__name__}, nothing raised")
+
+
+class Meta:
+    """What kda's validation reads from a tensor: .shape and .dtype."""
+
+    def __init__(self, shape, dtype="bfloat16"):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
+class FakeTensor(Meta):
+    """A tensor description for kda_check_tensors: no memory behind it."""
+
+    _next = 0x7f0000000000
+
+    def __init__(self, shape, dtype, strides=None, ptr=None, device=0):
+        super().__init__(shape, dtype)
+        if strides is None:
+            strides, acc = [], 1
+            for s in reversed(self.shape):
+                strides.insert(0, acc)
+                acc *= max(s, 1)
+        self._strides = tuple(strides)
+        if ptr is None:
+            FakeTensor._next += 1 << 20
+            ptr = FakeTensor._next
+        self._ptr, self.device = ptr, device
+
+    def stride(self):
+        return self._strides
+
+    def data_ptr(self):
+        return self._ptr
+
+
+# ---------------------------------------------------------------------------
+# Part "pure"
+# ---------------------------------------------------------------------------
+
+def configs():
+    from kda import bundles as b
+    out = []
+    for dt in ("bf16", "f32", "f16"):
+        for KV in (64, 128):
+            out.append(b.gated_delta_config(K=KV, V=KV, qk_dtype=dt, v_dtype=dt,
+                                            gate={"form": "channel", "dtype": dt}, beta_dtype=dt))
+    out += [
+        b.gated_delta_config(K=128, V=128, qk_dtype="bf16", v_dtype="bf16", gate={"form": "channel", "dtype": "f32"},
+                             beta_dtype="bf16", qk_l2norm=True, beta_activation="sigmoid",
+                             gate_activation="lower_bound", lower_bound=-5.0, A_log_dtype="f32",
+                             dt_bias_dtype="f32", initial_state_dtype="f32", final_state_dtype="f32",
+                             state_layout="v_major", cu_seqlens_dtype="i64", chunk=64),
+        b.gated_delta_config(K=64, V=32, qk_dtype="f32", v_dtype="f32", gate={"form": "head", "dtype": "f32"},
+                             beta_dtype="f32", gate_activation="softplus", A_log_dtype="f32", dt_bias_dtype="f32",
+                             scale=0.3, final_state_dtype="f32", cu_seqlens_dtype="i32", chunk=16),
+        b.gated_delta_config(K=64, V=64, qk_dtype="bf16", v_dtype="bf16", update="additive",
+                             gate={"form": "channel", "dtype": "bf16"}),
+    ]
+    for dt in ("bf16", "f32"):
+        for KV in (64, 128):
+            for layout in ("k_major", "v_major"):
+                out.append(b.decode_step_config(K=KV, V=KV, qk_dtype=dt, v_dtype=dt,
+                                                gate={"form": "channel", "dtype": dt}, beta_dtype=dt,
+                                                state_layout=layout))
+                out.append(b.decode_step_config(K=KV, V=KV, qk_dtype=dt, v_dtype=dt,
+                                                gate={"form": "channel", "dtype": "f32"}, beta_dtype=dt,
+                                                qk_l2norm=True, beta_activation="sigmoid",
+                                                gate_activation="lower_bound", lower_bound=-5.0,
+                                                A_log_dtype="f32", dt_bias_dtype="f32", state_layout=layout,
+                                                indices_dtype="i64"))
+    out.append(b.decode_step_config(K=64, V=64, qk_dtype="f32", v_dtype="f32", gate={"form": "head", "dtype": "f32"},
+                                    beta_dtype="f32", gate_activation="softplus", A_log_dtype="f32",
+                                    dt_bias_dtype="f32", scale=0.25))
+    for dt in ("bf16", "f32"):
+        for w, cu in ((1, None), (64, "i64"), (4096, "i32")):
+            out.append(b.window_attention_config(K=128, V=128, qk_dtype=dt, v_dtype=dt, window=w,
+                                                 cu_seqlens_dtype=cu))
+    out.append(b.window_attention_config(K=64, V=32, qk_dtype="f16", v_dtype="f16", window=7, scale=0.3))
+    return out
+
+
+def part_pure(kda_opt, tmp):
+    import kda
+    from kda import bundles as b
+    from kda import ops
+    check("torch" not in sys.modules and "numpy" not in sys.modules, "import kda pulls in torch or numpy")
+    print("ok   import kda: no torch, no numpy")
+
+    # Generated MLIR parses and verifies; decode and window modules keep every head count dynamic.
+    cfgs = configs()
+    names = set()
+    for i, cfg in enumerate(cfgs):
+        text = b.to_mlir(cfg)
+        if cfg["op"] in ("decode_step", "window_attention"):
+            sig = text.split("func.func", 1)[1].split("{", 1)[0]
+            for arg in sig.split("%")[1:]:
+                name, ty = arg.split(":", 1)
+                if name in ("q", "k", "v", "g", "beta", "o_init", "state_pool"):
+                    dims = ty.split("<", 1)[1].split(">", 1)[0].split("x")
+                    heads = dims[2] if cfg["op"] == "window_attention" else dims[1]
+                    check(heads == "?", f"{b.describe(cfg)}: %{name} has a static head count: {ty.strip()}")
+        path = os.path.join(tmp, f"cfg{i}.mlir")
+        with open(path, "w") as f:
+            f.write(text)
+        p = subprocess.run([kda_opt, path, "-o", os.devnull], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        check(p.returncode == 0, f"kda-opt rejects the module of [{b.describe(cfg)}]:\n{text}\n{p.stdout}")
+        names.add(b.bundle_name(cfg, "sm_90a"))
+        # the configuration survives its JSON form
+        check(b.load_config(b.dump_config(cfg)) == cfg, f"config JSON round trip: {cfg}")
+    check(len(names) == len(cfgs), "two configurations share a bundle name")
+    print(f"ok   kda-opt parses and verifies the modules of {len(cfgs)} configurations")
+
+    # Decode bundles do not depend on head counts; the default scale has one spelling.
+    bf = "bfloat16"
+
+    def dec(H, HV, P=10, N=3, **kw):
+        return ops.fused_recurrent_kda_config(
+            Meta((N, 1, H, 128), bf), Meta((N, 1, H, 128), bf), Meta((N, 1, HV, 128), bf),
+            Meta((N, 1, HV, 128), bf), Meta((N, 1, HV), bf), initial_state=Meta((P, HV, 128, 128), "float32"),
+            ssm_state_indices=Meta((N,), "int32"), **kw)
+    check(dec(1, 1) == dec(4, 16, P=100, N=7), "decode configurations differ by head count")
+    check(dec(2, 2) == dec(2, 2, scale=128 ** -0.5), "the default scale makes a separate decode bundle")
+    check(dec(2, 2) != dec(2, 2, scale=0.5), "a non-default scale shares the default's bundle")
+    check("H" not in dec(2, 2) and "HV" not in dec(2, 2), "decode configuration holds head counts")
+    w = ops.window_attention_config(Meta((2, 9, 8, 64)), Meta((2, 9, 2, 64)), Meta((2, 9, 2, 64)), 16)
+    check(w == ops.window_attention_config(Meta((1, 3, 1, 64)), Meta((1, 3, 1, 64)), Meta((1, 3, 1, 64)), 16),
+          "window configurations differ by batch, length or head count")
+    print("ok   one decode / window bundle for every batch, length and head count")
+
+    # FLA-compatible validation, through the public entry points (no torch needed to fail).
+    B, T, H, HV, K, V = 2, 10, 2, 4, 64, 64
+    q, v = Meta((B, T, H, K)), Meta((B, T, HV, V))
+    g, beta = Meta((B, T, HV, K)), Meta((B, T, HV))
+    raises(ValueError, kda.chunk_kda, q, q, Meta((B, T, 3, V)), Meta((B, T, 3, K)), Meta((B, T, 3)),
+           contains="num_v_heads (HV=3) must be evenly divisible by num_qk_heads (H=2)", what="chunk_kda GVA")
+    raises(ValueError, kda.chunk_kda, q, Meta((B, T, H, 32)), v, g, beta, contains="q and k must have the same shape",
+           what="chunk_kda k shape")
+    raises(ValueError, kda.chunk_kda, q, q, v, Meta((B, T, HV)), beta, contains="g must have shape [B, T, HV, K]",
+           what="chunk_kda g shape")
+    raises(NotImplementedError, kda.chunk_kda, q, q, v, g, Meta((B, T, HV, V)), contains="vector beta",
+           what="chunk_kda vector beta")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, cu_seqlens=Meta((3,), "int64"),
+           contains="The batch size is expected to be 1 rather than 2 when using `cu_seqlens`",
+           what="chunk_kda cu_seqlens with B > 1")
+    q1, v1, g1, b1 = Meta((1, T, H, K)), Meta((1, T, HV, V)), Meta((1, T, HV, K)), Meta((1, T, HV))
+    raises(ValueError, kda.chunk_kda, q1, q1, v1, g1, b1, cu_seqlens=Meta((4,), "int64"),
+           initial_state=Meta((2, HV, K, V), "float32"),
+           contains="The number of initial states is expected to be equal to the number of input sequences, "
+                    "i.e., 3 rather than 2", what="chunk_kda initial states vs cu_seqlens")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, initial_state=Meta((B, HV, K, V), "bfloat16"),
+           contains="initial_state must be in float32", what="chunk_kda initial_state dtype")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, allow_neg_eigval=True,
+           contains="`allow_neg_eigval=True` requires `use_beta_sigmoid_in_kernel=True`",
+           what="chunk_kda allow_neg_eigval")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, use_gate_in_kernel=True,
+           contains="`A_log` must be provided when `use_gate_in_kernel=True` and `lower_bound` is not set",
+           what="chunk_kda gate without A_log")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, use_gate_in_kernel=True, safe_gate=True,
+           A_log=Meta((HV,), "float32"),
+           contains="`lower_bound` must be specified when `safe_gate=True` and `use_gate_in_kernel=True`",
+           what="chunk_kda safe_gate")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, use_gate_in_kernel=True, lower_bound=-6.0,
+           contains="`lower_bound` must be in [-5, 0)", what="chunk_kda lower_bound range")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, use_gate_in_kernel=True, A_log=Meta((H,), "float32"),
+           contains="A_log: expected 4 values", what="chunk_kda A_log size")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, chunk_size=48, contains="`chunk_size` must be 16, 32 or 64",
+           what="chunk_kda chunk_size")
+    raises(NotImplementedError, kda.chunk_kda, q, q, v, g, beta, return_intermediate_states=True,
+           contains="return_intermediate_states", what="chunk_kda intermediate states")
+    raises(TypeError, kda.chunk_kda, q, q, v, g, beta, bogus=1, contains="bogus", what="chunk_kda unknown kwarg")
+    raises(TypeError, kda.chunk_kda, Meta((B, T, H, K), "float64"), q, v, g, beta, contains="float64",
+           what="chunk_kda dtype")
+    raises(ValueError, kda.fused_recurrent_kda, q, q, v, g, beta, use_gate_in_kernel=True,
+           contains="`A_log` must be provided", what="fused_recurrent_kda gate without A_log")
+    raises(ValueError, kda.fused_recurrent_kda, q, q, v, g, beta, cu_seqlens=Meta((3,), "int64"),
+           contains="The batch size is expected to be 1 rather than 2", what="fused_recurrent_kda cu_seqlens, B > 1")
+    raises(NotImplementedError, kda.fused_recurrent_kda, q, q, v, g, beta, num_accepted_tokens=Meta((2,), "int32"),
+           contains="speculative decoding", what="fused_recurrent_kda num_accepted_tokens")
+
+    # Decode on a state pool (ssm_state_indices).
+    N, P = 3, 8
+    dq, dv, dg, db = Meta((N, 1, H, K)), Meta((N, 1, HV, V)), Meta((N, 1, HV, K)), Meta((N, 1, HV))
+    pool, idx = Meta((P, HV, K, V), "float32"), Meta((N,), "int32")
+    raises(ValueError, kda.fused_recurrent_kda, dq, dq, dv, dg, db, ssm_state_indices=idx,
+           contains="pass the pool as initial_state", what="decode without a pool")
+    raises(ValueError, kda.fused_recurrent_kda, dq, dq, dv, dg, db, initial_state=pool,
+           ssm_state_indices=Meta((N + 1,), "int32"), contains="ssm_state_indices: expected one index per token",
+           what="decode indices count")
+    raises(ValueError, kda.fused_recurrent_kda, Meta((N, 2, H, K)), Meta((N, 2, H, K)), Meta((N, 2, HV, V)),
+           Meta((N, 2, HV, K)), Meta((N, 2, HV)), initial_state=pool, ssm_state_indices=Meta((2 * N,), "int32"),
+           contains="expected one token per sequence (T = 1)", what="decode T > 1")
+    raises(ValueError, kda.fused_recurrent_kda, Meta((1, N, H, K)), Meta((1, N, H, K)), Meta((1, N, HV, V)),
+           Meta((1, N, HV, K)), Meta((1, N, HV)), initial_state=pool, ssm_state_indices=idx,
+           cu_seqlens=Meta((3,), "int64"), contains="cu_seqlens must have N + 1 = 4 entries",
+           what="decode cu_seqlens count")
+    raises(ValueError, kda.fused_recurrent_kda, dq, dq, Meta((N, 1, HV, 32)), dg, db,
+           initial_state=Meta((P, HV, K, 32), "float32"), ssm_state_indices=idx, state_v_first=True,
+           contains="[P, HV, V, K] = [P, 4, 32, 64], got [8, 4, 64, 32]", what="decode pool layout")
+    raises(ValueError, kda.fused_recurrent_kda, dq, dq, dv, dg, db, initial_state=Meta((P, H, K, V), "float32"),
+           ssm_state_indices=idx, contains="got [8, 2, 64, 64]", what="decode pool heads")
+    raises(ValueError, kda.fused_recurrent_kda, dq, dq, Meta((N, 1, 3, V)), Meta((N, 1, 3, K)), Meta((N, 1, 3)),
+           initial_state=Meta((P, 3, K, V), "float32"), ssm_state_indices=idx,
+           contains="num_v_heads (HV=3) must be evenly divisible", what="decode GVA")
+    raises(ValueError, kda.fused_recurrent_kda, dq, dq, dv, dg, db, initial_state=pool, ssm_state_indices=idx,
+           use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True, A_log=Meta((HV,), "float32"),
+           dt_bias=Meta((HV,), "float32"), contains="dt_bias: expected [HV * K] = 256 values",
+           what="decode dt_bias size")
+    raises(NotImplementedError, kda.fused_recurrent_kda, dq, dq, dv, dg, db, initial_state=pool,
+           ssm_state_indices=Meta((N, 2), "int32"), contains="2-D ssm_state_indices", what="decode 2-D indices")
+    cfg = ops.fused_recurrent_kda_config(dq, dq, dv, dg, db, initial_state=pool, ssm_state_indices=idx,
+                                         use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+                                         use_qk_l2norm_in_kernel=True, lower_bound=-5.0,
+                                         A_log=Meta((HV,), "float32"), dt_bias=Meta((HV * K,), "float32"))
+    check(cfg["op"] == "decode_step" and cfg["gate_activation"] == "lower_bound" and cfg["qk_l2norm"]
+          and cfg["A_log_dtype"] == "f32" and cfg["indices_dtype"] == "i32", f"Kimi decode configuration: {cfg}")
+    print("ok   Kimi decode configuration")
+
+    # Window attention.
+    wq, wk = Meta((B, T, 8, K)), Meta((B, T, 2, K))
+    raises(ValueError, kda.window_attention, wq, Meta((B, T, 3, K)), Meta((B, T, 3, V)), 4,
+           contains="must be a multiple of HK = 3", what="window GQA grouping")
+    raises(ValueError, kda.window_attention, wq, wk, Meta((B, T, 3, V)), 4, contains="HO = max(HQ, HV) = 8",
+           what="window HV grouping")
+    raises(ValueError, kda.window_attention, wq, wk, wk, 0, contains="window: expected an integer >= 1",
+           what="window 0")
+    raises(ValueError, kda.window_attention, wq, wk, wk, 2.5, contains="window: expected an integer >= 1",
+           what="window 2.5")
+    raises(ValueError, kda.window_attention, wq, Meta((B, T + 1, 2, K)), wk, 4, contains="k: expected [B, T, HK, K]",
+           what="window k length")
+    raises(ValueError, kda.window_attention, wq, Meta((B, T, 2, K), "float32"), wk, 4,
+           contains="q and k must have the same dtype", what="window q/k dtype")
+    raises(ValueError, kda.window_attention, wq, wk, wk, 4, cu_seqlens=Meta((3,), "int64"),
+           contains="The batch size is expected to be 1 rather than 2", what="window cu_seqlens, B > 1")
+    raises(ValueError, kda.window_attention, wq, wk, wk, 4, scale=-1.0, contains="scale", what="window scale")
+
+    # Configuration validation (kda.bundles).
+    raises(ValueError, b.decode_step_config, K=64, V=64, qk_dtype="bf16", v_dtype="bf16", gate_activation="softplus",
+           contains="gate_activation needs a gate tensor", what="decode config without gate")
+    raises(ValueError, b.window_attention_config, K=64, V=64, qk_dtype="bf16", v_dtype="bf16", window=0,
+           contains="window", what="window config 0")
+    raises(ValueError, b.load_config, json.dumps({"op": "nope"}), contains="op: unknown", what="load_config op")
+
+    # Missing bundle, no compiler allowed: the message gives the MLIR and the exact command.
+    env = dict(os.environ)
+    try:
+        os.environ["KDA_BUNDLE_PATH"] = os.path.join(tmp, "empty-a") + ":" + os.path.join(tmp, "empty-b")
+        os.environ["KDA_CACHE_DIR"] = os.path.join(tmp, "cache")
+        os.environ["KDA_NO_COMPILE"] = "1"
+        cfg = dec(2, 4)
+        name = b.bundle_name(cfg, "sm_90a")
+        e = raises(b.BundleNotFoundError, b.get_bundle_dir, cfg, "sm_90a",
+                   contains=[f"kda-compile {name}.mlir -o <DIR>/{name} --chip=sm_90a", "KDA_BUNDLE_PATH=<DIR>",
+                             "kda.decode_step", os.path.join(tmp, "empty-a", name), "python3 -m kda.prebuild"],
+                   what="missing bundle")
+        check(name.startswith("decode_step-k128-v128-bf16-") and name.endswith(".sm_90a"), f"bundle name {name}")
+        # The module in the message is the one kda-compile would get.
+        check(b.to_mlir(cfg) in str(e), "missing-bundle message lacks the module")
+
+        # A failing compiler: CompileError with the command and its output; nothing left behind.
+        fake = os.path.join(tmp, "fake-kda-compile")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\necho 'kda-compile: error: something specific' >&2\nexit 1\n")
+        os.chmod(fake, 0o755)
+        out = os.path.join(tmp, "fail-out")
+        raises(b.CompileError, b.compile_bundle, cfg, "sm_90a", out_root=out, compiler=fake,
+               contains=["kda-compile failed for [decode_step", "something specific", fake], what="compile error")
+        check(os.listdir(out) == [], f"a failed compile left {os.listdir(out)}")
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
+
+
+# ---------------------------------------------------------------------------
+# Part "bundles"
+# ---------------------------------------------------------------------------
+
+def part_bundles(kda_compile, runtime, tmp):
+    from kda import bundles as b
+    from kda import ops
+    from kda.runtime import Bundle, KdaError
+    os.environ["KDA_RUNTIME_LIBRARY"] = runtime
+    os.environ["KDA_COMPILE"] = kda_compile
+    cache = os.path.join(tmp, "bundles")
+    os.environ["KDA_BUNDLE_PATH"] = cache
+    os.environ["KDA_CACHE_DIR"] = os.path.join(tmp, "cache")
+    os.environ.pop("KDA_NO_COMPILE", None)
+
+    def F(shape, dtype, **kw):
+        return FakeTensor(shape, dtype, **kw)
+
+    def bad(bundle, kernel, tensors, contains, what):
+        e = raises(KdaError, bundle.check, kernel, tensors, contains=contains, what=what)
+        check(e.status == "KDA_ERROR_BAD_TENSOR", f"{what}: status {e.status}")
+
+    # --- decode step, Kimi prologue, V-major pool, dynamic heads -------------
+    N, P, H, HV, K = 3, 10, 2, 4, 128
+    bf, f32 = "bfloat16", "float32"
+    cfg = ops.fused_recurrent_kda_config(
+        Meta((N, 1, H, K), bf), Meta((N, 1, H, K), bf), Meta((N, 1, HV, K), bf), Meta((N, 1, HV, K), f32),
+        Meta((N, 1, HV), bf), A_log=Meta((HV,), f32), dt_bias=Meta((HV * K,), f32),
+        initial_state=Meta((P, HV, K, K), f32), ssm_state_indices=Meta((N,), "int64"), state_v_first=True,
+        use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True, lower_bound=-5.0)
+    path = b.get_bundle_dir(cfg, "sm_90a")
+    check(os.path.dirname(path) == cache and os.path.basename(path) == b.bundle_name(cfg, "sm_90a"),
+          f"bundle built at {path}")
+    for f in ("manifest.json", "source.mlir", "config.json"):
+        check(os.path.isfile(os.path.join(path, f)), f"{path} lacks {f}")
+    check(b.get_bundle_dir(cfg, "sm_90a") == path, "the built bundle is not found again")
+    print(f"ok   decode bundle built by kda-compile: {os.path.basename(path)}")
+    bundle = Bundle(path)
+    check(bundle.chip == "sm_90a", f"chip {bundle.chip}")
+    kernel = [n for n in bundle.kernels if n.startswith("kda_decode_step")]
+    check(len(kernel) == 1, f"kernels {list(bundle.kernels)}")
+    kernel = kernel[0]
+    pnames = [p["name"] for p in bundle.tensor_params(kernel)]
+    check(pnames == ["q", "k", "v", "gate", "beta", "A_log", "dt_bias", "indices", "o_init", "state_pool"],
+          f"decode tensor params {pnames} (kda.ops._run_decode supplies these names)")
+
+    def dec_tensors(H=H, HV=HV, N=N, P=P, **over):
+        t = {"q": F((N, H, K), bf), "k": F((N, H, K), bf), "v": F((N, HV, K), bf), "gate": F((N, HV, K), f32),
+             "beta": F((N, HV), bf), "A_log": F((HV,), f32), "dt_bias": F((HV, K), f32),
+             "indices": F((N,), "int64"), "o_init": F((N, HV, K), bf), "state_pool": F((P, HV, K, K), f32)}
+        t.update(over)
+        return t
+    for h, hv, n, p in ((H, HV, N, P), (1, 1, 1, 1), (4, 32, 64, 1000), (8, 8, 5, 6)):
+        bundle.check(kernel, dec_tensors(H=h, HV=hv, N=n, P=p))
+        bundle.check(kernel, [dec_tensors(H=h, HV=hv, N=n, P=p)[x] for x in pnames])
+    print("ok   kda_check_tensors accepts decode tensors for H/HV = 2/4, 1/1, 4/32, 8/8 (one bundle)")
+    bad(bundle, kernel, dec_tensors(k=F((N, H + 1, K), bf)), ["('k')", "H"], "decode k heads")
+    bad(bundle, kernel, dec_tensors(v=F((N, HV, 64), bf)), ["('v')", "128"], "decode v head dim")
+    bad(bundle, kernel, dec_tensors(state_pool=F((P, HV + 1, K, K), f32)), ["state_pool", "HV"],
+        "decode pool heads")
+    bad(bundle, kernel, dec_tensors(indices=F((N + 1,), "int64")), ["indices"], "decode indices count")
+    bad(bundle, kernel, dec_tensors(indices=F((N,), "int32")), ["indices"], "decode indices dtype")
+    bad(bundle, kernel, dec_tensors(o_init=F((N, HV, K), f32)), ["o_init"], "decode o dtype")
+    bad(bundle, kernel, dec_tensors(q=F((N, H, K), bf, strides=(H * K, 1, H))), ["q"], "decode q strides")
+    bad(bundle, kernel, dec_tensors(q=F((N, H, K), bf, ptr=0x7f0000000001)), ["q"], "decode q alignment")
+    bad(bundle, kernel, dec_tensors(gate=F((N, HV, K), f32, device=1)), ["gate"], "decode device mix")
+    raises(KdaError, bundle.check, kernel, [dec_tensors()[x] for x in pnames[:-1]], contains="takes 10 tensors",
+           what="decode tensor count")
+
+    # --- window attention, varlen ---------------------------------------------
+    wcfg = ops.window_attention_config(Meta((1, 50, 8, 64), bf), Meta((1, 50, 2, 64), bf), Meta((1, 50, 2, 64), bf),
+                                       64, cu_seqlens=Meta((4,), "int32"))
+    wpath = b.get_bundle_dir(wcfg, "sm_90a")
+    wb = Bundle(wpath)
+    wk = [n for n in wb.kernels if n.startswith("kda_window_attention")][0]
+    wnames = [p["name"] for p in wb.tensor_params(wk)]
+    check(wnames == ["q", "k", "v", "cu_seqlens", "o"], f"window tensor params {wnames}")
+
+    def win(T=50, HQ=8, HK=2, HV=2, N=3, **over):
+        HO = max(HQ, HV)
+        t = {"q": F((1, T, HQ, 64), bf), "k": F((1, T, HK, 64), bf), "v": F((1, T, HV, 64), bf),
+             "cu_seqlens": F((N + 1,), "int32"), "o": F((1, T, HO, 64), bf)}
+        t.update(over)
+        return t
+    for args in ({}, dict(T=1, HQ=1, HK=1, HV=1, N=1), dict(T=4096, HQ=2, HK=2, HV=4, N=9)):
+        wb.check(wk, win(**args))
+    print(f"ok   window bundle {os.path.basename(wpath)}: kda_check_tensors accepts GQA / KDA grouping shapes")
+    bad(wb, wk, win(o=F((1, 50, 8, 64), bf, ptr=None), v=F((1, 49, 2, 64), bf)), ["('v')", "T"], "window v length")
+    bad(wb, wk, win(q=F((2, 50, 8, 64), bf)), ["('q')"], "window B = 2 with cu_seqlens")
+    bad(wb, wk, win(cu_seqlens=F((4,), "int64")), ["cu_seqlens"], "window cu_seqlens dtype")
+    bad(wb, wk, win(o=F((1, 50, 8, 32), bf)), ["('o')"], "window o head dim")
+
+    # --- gated_delta through chunk_kda's configuration --------------------------
+    gcfg = ops.chunk_kda_config(Meta((1, 40, 2, 64), bf), Meta((1, 40, 2, 64), bf), Meta((1, 40, 4, 64), bf),
+                                Meta((1, 40, 4, 64), f32), Meta((1, 40, 4), bf),
+                                initial_state=Meta((2, 4, 64, 64), f32), output_final_state=True,
+                                cu_seqlens=Meta((3,), "int64"), chunk_size=16)
+    gb = Bundle(b.get_bundle_dir(gcfg, "sm_90a"))
+    gk = [n for n in gb.kernels if n.startswith("kda_gated_delta")][0]
+    gnames = [p["name"] for p in gb.tensor_params(gk)]
+    check(set(gnames) <= {"q", "k", "v", "gate", "beta", "initial_state", "cu_seqlens", "A_log", "dt_bias", "o",
+                          "final_state"}, f"gated_delta tensor params {gnames} (kda.ops supplies these names)")
+
+    def gd(T=40, H=2, HV=4, N=2, **over):
+        t = {"q": F((1, T, H, 64), bf), "k": F((1, T, H, 64), bf), "v": F((1, T, HV, 64), bf),
+             "gate": F((1, T, HV, 64), f32), "beta": F((1, T, HV), bf), "initial_state": F((N, HV, 64, 64), f32),
+             "cu_seqlens": F((N + 1,), "int64"), "o": F((1, T, HV, 64), bf), "final_state": F((N, HV, 64, 64), f32)}
+        t.update(over)
+        return {n: t[n] for n in gnames}
+    gb.check(gk, gd())
+    gb.check(gk, gd(T=1000, H=1, HV=16, N=7))
+    bad(gb, gk, gd(final_state=F((3, 4, 64, 64), f32)), ["final_state"], "gated_delta final_state count")
+    print("ok   gated_delta bundle: kda_check_tensors good and bad shapes")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kda-opt", help="kda-opt binary (part pure)")
+    ap.add_argument("--bundles", action="store_true", help="run part bundles instead")
+    ap.add_argument("--kda-compile", help="kda-compile binary (part bundles)")
+    ap.add_argument("--runtime", help="libkda_runtime.so (part bundles)")
+    ap.add_argument("--tmp", help="scratch directory (default: a fresh temporary one)")
+    args = ap.parse_args()
+    tmp = args.tmp or tempfile.mkdtemp(prefix="kda-package-test-")
+    os.makedirs(tmp, exist_ok=True)
+    if args.bundles:
+        if not (args.kda_compile and args.runtime):
+            ap.error("--bundles needs --kda-compile and --runtime")
+        part_bundles(os.path.abspath(args.kda_compile), os.path.abspath(args.runtime), tmp)
+    else:
+        if not args.kda_opt:
+            ap.error("--kda-opt is required")
+        part_pure(os.path.abspath(args.kda_opt), tmp)
+    check("torch" not in sys.modules and "numpy" not in sys.modules, "the test imported torch or numpy")
+    print(f"ALL OK ({_checks} checks)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

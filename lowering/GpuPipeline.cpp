@@ -1,9 +1,11 @@
-//===- GpuPipeline.cpp - kda -> NVVM -> cubin -----------------------------===//
+//===- GpuPipeline.cpp - kda -> NVVM / ROCDL -> cubin / HSACO -------------===//
 //
-// The NVIDIA pipeline. The first half (kda -> tiles -> buffers) is the CPU's;
-// the target-specific part is small: tile matmuls on tensor cores, the
-// mapping to blocks/threads/shared memory (GpuMapping.cpp), and upstream's
-// NVVM lowering and serialization (ptxas from the CUDA toolkit).
+// The GPU pipelines. The first half (kda -> tiles -> buffers) is the CPU's;
+// what differs per target is small: the matrix instruction of the tile
+// matmul (GpuTileMatmuls.cpp), the warp size, and upstream's NVVM or ROCDL
+// lowering and serialization (ptxas from the CUDA toolkit; ld.lld for
+// HSACO). The mapping to blocks, threads and shared memory
+// (GpuMapping.cpp) is the same for both vendors.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +23,7 @@
 #include <cstdlib>
 
 using namespace mlir;
+using mlir::kda::GpuTarget;
 
 namespace {
 
@@ -34,17 +37,38 @@ void addUpstream(OpPassManager &pm, StringRef pipeline) {
                              pipeline + "': " + errors);
 }
 
-std::string defaultToolkit() {
+std::string defaultCudaToolkit() {
   if (const char *root = std::getenv("CUDA_ROOT"))
     return root;
   return "/usr/local/cuda";
 }
 
+/// gpu-module-to-binary links HSACO with <toolkit>/llvm/bin/ld.lld (ROCm's
+/// layout); kda's build makes such a folder around Debian's ld.lld.
+std::string defaultRocmToolkit() {
+  if (const char *root = std::getenv("ROCM_PATH"))
+    return root;
+  return KDA_ROCM_TOOLKIT_DIR;
+}
+
 } // namespace
 
-void mlir::kda::buildNvvmPipeline(OpPassManager &pm,
-                                  const NvvmPipelineOptions &options) {
-  // kda -> tiles, one destination-style kernel function per configuration.
+std::optional<mlir::kda::GpuTarget>
+mlir::kda::gpuTargetForChip(llvm::StringRef chip) {
+  using V = GpuTarget::Vendor;
+  if (chip == "sm_80" || chip == "sm_90a")
+    return GpuTarget{V::Nvidia, chip.str(), 32, "mma_sync"};
+  if (chip == "gfx90a" || chip == "gfx942")
+    return GpuTarget{V::Amd, chip.str(), 64, "mfma"};
+  if (chip == "gfx1100")
+    return GpuTarget{V::Amd, chip.str(), 32, "wmma"};
+  return std::nullopt;
+}
+
+void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
+                                 const GpuPipelineOptions &options) {
+  // kda -> tiles, one destination-style kernel function per configuration;
+  // elementwise work between kda ops gets kernels of its own.
   pm.nest<func::FuncOp>().addPass(createKdaDecompose());
   pm.nest<func::FuncOp>().addPass(createKdaFusePrologue());
   KdaOutlineKernelsOptions outline;
@@ -71,44 +95,75 @@ void mlir::kda::buildNvvmPipeline(OpPassManager &pm,
   pm.addPass(bufferization::createDropEquivalentBufferResultsPass());
   pm.addPass(createCanonicalizerPass());
 
-  // Target tile primitives, then blocks / threads / shared memory.
+  // The target's tile primitives, then blocks / threads / shared memory.
   if (options.tensorCores)
-    pm.nest<func::FuncOp>().addPass(createGpuTileMatmulsPass(options.threads));
+    pm.nest<func::FuncOp>().addPass(
+        createGpuTileMatmulsPass(options.threads, target.matrixInstructions));
   pm.nest<func::FuncOp>().addPass(createGpuPrepareTilesPass());
   addUpstream(pm, "func.func(convert-linalg-to-parallel-loops)");
   pm.addPass(createGpuMapKernelsPass(options.threads));
   addUpstream(pm, "gpu.module(scf-parallel-for-to-nested-fors)");
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-
-  // -> NVVM -> PTX / cubin.
-  std::string chip = options.chip;
-  // sm_90a's wgmma/setmaxnreg need PTX 8.0; sm_80 is fine with 7.0 but 8.0
-  // is what CUDA 12+ ptxas reads for both.
-  std::string attach = "nvvm-attach-target{chip=" + chip +
-                       " features=+ptx80 O=3}";
   addUpstream(pm, "gpu.module(expand-strided-metadata,lower-affine,"
                   "convert-scf-to-cf)");
-  addUpstream(pm, attach);
-  addUpstream(pm, "gpu.module(convert-nvgpu-to-nvvm,convert-gpu-to-nvvm{"
-                  "index-bitwidth=64},canonicalize,cse)");
+
+  std::string chip = target.chip;
+  std::string toolkit = options.toolkit;
+  if (target.vendor == GpuTarget::Vendor::Nvidia) {
+    // -> NVVM -> PTX / cubin. sm_90a needs PTX 8.0 (CUDA 12+ ptxas reads it
+    // for sm_80 as well).
+    addUpstream(pm, "nvvm-attach-target{chip=" + chip + " features=+ptx80 O=3}");
+    addUpstream(pm, "gpu.module(convert-nvgpu-to-nvvm,convert-gpu-to-nvvm{"
+                    "index-bitwidth=64},canonicalize,cse)");
+    if (toolkit.empty())
+      toolkit = defaultCudaToolkit();
+  } else {
+    // -> ROCDL -> HSACO. Math lowers to LLVM intrinsics (no device library
+    // needed); the wave size follows the chip.
+    std::string wave64 = target.warpSize == 64 ? "true" : "false";
+    addUpstream(pm, "rocdl-attach-target{chip=" + chip + " O=3 wave64=" +
+                        wave64 + "}");
+    addUpstream(pm, "gpu.module(convert-amdgpu-to-rocdl{chipset=" + chip +
+                        "},convert-math-to-llvm,convert-gpu-to-rocdl{chipset=" +
+                        chip + " index-bitwidth=64},canonicalize,cse)");
+    if (toolkit.empty())
+      toolkit = defaultRocmToolkit();
+  }
   addUpstream(pm, "reconcile-unrealized-casts");
-  if (options.format != "none") {
-    std::string toolkit =
-        options.toolkit.empty() ? defaultToolkit() : std::string(options.toolkit);
+  if (options.format != "none")
     addUpstream(pm, "gpu-module-to-binary{format=" +
                         std::string(options.format) + " toolkit=" + toolkit +
                         "}");
-  }
 }
+
+namespace {
+template <GpuTarget::Vendor vendor>
+void buildForVendor(OpPassManager &pm,
+                    const mlir::kda::GpuPipelineOptions &options) {
+  std::string chip = options.chip;
+  if (chip.empty())
+    chip = vendor == GpuTarget::Vendor::Nvidia ? "sm_90a" : "gfx942";
+  std::optional<GpuTarget> target = mlir::kda::gpuTargetForChip(chip);
+  if (!target || target->vendor != vendor)
+    llvm::report_fatal_error(llvm::Twine("kda: unknown chip '") + chip +
+                             "' for this pipeline");
+  mlir::kda::buildGpuPipeline(pm, *target, options);
+}
+} // namespace
 
 void mlir::kda::registerGpuPipelines() {
   registerGpuMappingPasses();
   registerGpuTileMatmulsPass();
   registerGpuOutlineElementwisePass();
-  PassPipelineRegistration<NvvmPipelineOptions>(
+  PassPipelineRegistration<GpuPipelineOptions>(
       "kda-lower-to-nvvm",
-      "Lower kda ops to NVIDIA GPU kernels (tensor-core tile matmuls, "
-      "shared-memory tiles) and serialize them (PTX or cubin)",
-      buildNvvmPipeline);
+      "Lower kda ops to NVIDIA GPU kernels (chip=sm_80|sm_90a; tensor-core "
+      "tile matmuls, shared-memory tiles) and serialize them (PTX or cubin)",
+      buildForVendor<GpuTarget::Vendor::Nvidia>);
+  PassPipelineRegistration<GpuPipelineOptions>(
+      "kda-lower-to-rocdl",
+      "Lower kda ops to AMD GPU kernels (chip=gfx90a|gfx942|gfx1100; MFMA or "
+      "WMMA tile matmuls, LDS tiles) and serialize them (HSACO)",
+      buildForVendor<GpuTarget::Vendor::Amd>);
 }

@@ -12,13 +12,17 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
 
+#include <optional>
+#include <string>
+
 namespace mlir::kda {
 
 std::unique_ptr<Pass> createGpuBindDestinationsPass();
 std::unique_ptr<Pass> createGpuPrepareTilesPass();
 std::unique_ptr<Pass> createGpuOutlineElementwisePass();
 void registerGpuOutlineElementwisePass();
-std::unique_ptr<Pass> createGpuTileMatmulsPass(int64_t threads);
+std::unique_ptr<Pass> createGpuTileMatmulsPass(int64_t threads,
+                                               StringRef instructions);
 void registerGpuTileMatmulsPass();
 
 /// Marks a loop whose iterations a target primitive already spread over the
@@ -29,10 +33,13 @@ inline constexpr llvm::StringLiteral kWarpDistributedAttr =
 std::unique_ptr<Pass> createGpuMapKernelsPass(int64_t threads);
 void registerGpuMappingPasses();
 
-struct NvvmPipelineOptions : public PassPipelineOptions<NvvmPipelineOptions> {
+/// Options of the GPU pipelines (kda-lower-to-nvvm, kda-lower-to-rocdl).
+struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
   PassOptions::Option<std::string> chip{
-      *this, "chip", llvm::cl::desc("NVIDIA target: sm_80 or sm_90a"),
-      llvm::cl::init("sm_90a")};
+      *this, "chip",
+      llvm::cl::desc("Target chip: sm_80, sm_90a (NVIDIA); gfx90a, gfx942, "
+                     "gfx1100 (AMD)"),
+      llvm::cl::init("")};
   PassOptions::Option<int64_t> chunk{
       *this, "chunk", llvm::cl::desc("Chunk size for ops without #kda.tile"),
       llvm::cl::init(32)};
@@ -47,23 +54,39 @@ struct NvvmPipelineOptions : public PassPipelineOptions<NvvmPipelineOptions> {
       llvm::cl::init(128)};
   PassOptions::Option<bool> tensorCores{
       *this, "tensor-cores",
-      llvm::cl::desc("Tile matmuls on tensor cores (mma.sync)"),
+      llvm::cl::desc("Tile matmuls on the matrix units (mma.sync, MFMA, "
+                     "WMMA)"),
       llvm::cl::init(true)};
   PassOptions::Option<std::string> format{
       *this, "format",
-      llvm::cl::desc("Binary format: isa (PTX), bin (cubin), or none (stop "
-                     "at the NVVM dialect)"),
+      llvm::cl::desc("Binary format: bin (cubin / HSACO), isa (PTX / AMDGPU "
+                     "assembly), or none (stop at the NVVM / ROCDL dialect)"),
       llvm::cl::init("bin")};
   PassOptions::Option<std::string> toolkit{
       *this, "toolkit",
-      llvm::cl::desc("CUDA toolkit (ptxas, libdevice); default $CUDA_ROOT or "
-                     "/usr/local/cuda"),
+      llvm::cl::desc("NVIDIA: the CUDA toolkit (ptxas, libdevice; default "
+                     "$CUDA_ROOT or /usr/local/cuda). AMD: a folder with "
+                     "llvm/bin/ld.lld (default $ROCM_PATH, else the one kda "
+                     "builds)"),
       llvm::cl::init("")};
 };
 
-/// kda ops -> gpu.module kernels for an NVIDIA chip, plus a `kda.launches`
-/// module attribute describing each kernel's parameters and launch geometry.
-void buildNvvmPipeline(OpPassManager &pm, const NvvmPipelineOptions &options);
+/// The target of a GPU pipeline: vendor, chip and what its tile primitives
+/// use.
+struct GpuTarget {
+  enum class Vendor { Nvidia, Amd } vendor;
+  std::string chip;
+  int64_t warpSize;
+  std::string matrixInstructions; // kda-gpu-tile-matmuls' instructions
+};
+/// The target for `chip`, or nullopt for an unknown chip.
+std::optional<GpuTarget> gpuTargetForChip(llvm::StringRef chip);
+
+/// kda ops -> gpu.module kernels for the target chip, serialized as the
+/// options say, plus a `kda.launches` module attribute describing each
+/// kernel's parameters and launch geometry.
+void buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
+                      const GpuPipelineOptions &options);
 void registerGpuPipelines();
 
 } // namespace mlir::kda

@@ -1,15 +1,19 @@
 //===- GpuTileMatmuls.cpp - tile matmuls on NVIDIA tensor cores -----------===//
 //
-// The tile matmul primitive ([M, K] x [K, N] += , operands possibly read
-// transposed; TileBuilder::matmul) on NVIDIA GPUs: each warp of the block
-// takes 16 x 8 output tiles in turn and accumulates them with
-// `nvgpu.mma.sync` (m16n8k8, tf32 operands, fp32 accumulators) reading
-// fragments straight from the shared-memory tiles.
+// The tile matmul primitive ([M, K] x [K, N] +=, operands possibly read
+// transposed; TileBuilder::matmul) on GPU matrix units, written once
+// (emitTileMatmul: warps take output tiles in turn, accumulate over K,
+// write back) against a MatrixInstruction that says which elements each lane
+// holds and which instruction multiplies them. Fragments are read straight
+// from the shared-memory tiles.
 //
-// Precision: kernels with bf16/fp16 inputs use one tf32 product (operand
-// rounding 2^-11, well under the 5e-3 bar); kernels with fp32 inputs use
-// three (hi*hi + hi*lo + lo*hi, the "3xTF32" split), which keeps fp32
-// accuracy (the 1e-4 bar) on the same instructions.
+//   NVIDIA sm_80/sm_90a: mma.sync m16n8k8, tf32 operands. Kernels with
+//     bf16/fp16 inputs use one tf32 product (operand rounding 2^-11, well
+//     under the 5e-3 bar); fp32 kernels use three (hi*hi + hi*lo + lo*hi,
+//     "3xTF32"), which keeps fp32 accuracy (the 1e-4 bar).
+//   AMD gfx90a/gfx942 (wave64): v_mfma_f32_16x16x4f32, fp32 operands.
+//   AMD gfx1100 (wave32): v_wmma_f32_16x16x16_bf16 for kernels with 16-bit
+//     inputs; fp32 kernels keep their matmuls on the vector ALUs.
 //
 // Matmuls whose sizes are not multiples of the instruction shape (K = 60,
 // say) stay scalar: kda-gpu-map-kernels spreads them over threads like any
@@ -19,6 +23,7 @@
 
 #include "lowering/GpuPipeline.h"
 
+#include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -113,101 +118,221 @@ std::pair<Value, Value> splitTf32(OpBuilder &b, Location loc, Value x) {
   return {hi, lo};
 }
 
-void emitMma(OpBuilder &b, Location loc, const TileMatmul &mm, int64_t threads,
-             bool precise) {
-  auto idx = [&](int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); };
-  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-  Value lane = arith::RemUIOp::create(b, loc, tid, idx(32));
-  Value warp = arith::DivUIOp::create(b, loc, tid, idx(32));
-  Value group = arith::DivUIOp::create(b, loc, lane, idx(4));  // row in 8
-  Value inGroup = arith::RemUIOp::create(b, loc, lane, idx(4)); // col in 4
-  const int64_t tilesN = mm.n / 8, tiles = (mm.m / 16) * tilesN;
+using IndexFn = llvm::function_ref<Value(int64_t)>;
+using ElementFn = llvm::function_ref<Value(OpBuilder &, Value row, Value col)>;
 
-  auto loop = scf::ForOp::create(b, loc, warp, idx(tiles),
-                                 idx(std::max<int64_t>(threads / 32, 1)));
-  loop->setAttr(kWarpDistributedAttr, b.getUnitAttr());
-  b.setInsertionPoint(loop); // constants (idx) go before the loop
-  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
-  Value tile = loop.getInductionVar();
-  Value rowBase = arith::MulIOp::create(
-      lb, loc, arith::DivUIOp::create(lb, loc, tile, idx(tilesN)), idx(16));
-  Value colBase = arith::MulIOp::create(
-      lb, loc, arith::RemUIOp::create(lb, loc, tile, idx(tilesN)), idx(8));
-  auto add = [&](OpBuilder &ob, Value x, Value y) -> Value {
-    return arith::AddIOp::create(ob, loc, x, y);
-  };
-  auto addc = [&](OpBuilder &ob, Value x, int64_t c) -> Value {
-    return c == 0 ? x : add(ob, x, idx(c));
-  };
-  Value r0 = add(lb, rowBase, group), r1 = addc(lb, r0, 8);
-  Value c0 = add(lb, colBase,
-                 arith::MulIOp::create(lb, loc, inGroup, idx(2)));
-  Value c1 = addc(lb, c0, 1);
-  auto vec = [&](OpBuilder &ob, ArrayRef<int64_t> shape, ValueRange elts) {
-    return vector::FromElementsOp::create(
-        ob, loc, VectorType::get(shape, ob.getF32Type()), elts);
-  };
-  auto load = [&](OpBuilder &ob, Value mem, Value r, Value c) -> Value {
-    return memref::LoadOp::create(ob, loc, mem, ValueRange{r, c});
-  };
-  Value acc = vec(lb, {2, 2},
-                  {load(lb, mm.out, r0, c0), load(lb, mm.out, r0, c1),
-                   load(lb, mm.out, r1, c0), load(lb, mm.out, r1, c1)});
+/// One matrix instruction of a target: its shape, the lanes of one warp
+/// (wave), which output elements each lane accumulates, and how it
+/// multiplies fragments read through element accessors.
+struct MatrixInstruction {
+  int64_t warpSize, m, n, k;
+  VectorType accType;
+  virtual ~MatrixInstruction() = default;
+  /// (row, col) in the m x n output tile of accumulator element i.
+  virtual std::pair<Value, Value> accElement(OpBuilder &b, Location loc,
+                                             Value lane, int64_t i) const = 0;
+  /// acc += A[rows, kk:kk+k] * B[kk:kk+k, cols], reading operands through
+  /// aAt(row, kcol) / bAt(krow, col) with tile-local row/col bases added.
+  virtual Value multiply(OpBuilder &b, Location loc, Value lane, Value rowBase,
+                         Value colBase, Value kk, ElementFn aAt, ElementFn bAt,
+                         Value acc) const = 0;
+};
 
-  auto kLoop = scf::ForOp::create(lb, loc, idx(0), idx(mm.k), idx(8),
-                                  ValueRange{acc});
-  OpBuilder kb = OpBuilder::atBlockBegin(kLoop.getBody());
-  Value kk = kLoop.getInductionVar();
-  Value kA = add(kb, kk, inGroup), kB = addc(kb, kA, 4);
-  auto aAt = [&](Value row, Value col) {
-    return mm.transA ? load(kb, mm.a, col, row) : load(kb, mm.a, row, col);
-  };
-  auto bAt = [&](Value row, Value col) {
-    return mm.transB ? load(kb, mm.b, col, row) : load(kb, mm.b, row, col);
-  };
-  Value bCol = add(kb, colBase, group);
-  SmallVector<Value> aElts = {aAt(r0, kA), aAt(r1, kA), aAt(r0, kB),
-                              aAt(r1, kB)};
-  SmallVector<Value> bElts = {bAt(kA, bCol), bAt(kB, bCol)};
-  Value sum = kLoop.getRegionIterArgs()[0];
-  auto mma = [&](ValueRange a, ValueRange bv, Value c) -> Value {
-    return nvgpu::MmaSyncOp::create(kb, loc, vec(kb, {4, 1}, a),
-                                    vec(kb, {2, 1}, bv), c,
-                                    ArrayRef<int64_t>{16, 8, 8},
-                                    /*tf32Enabled=*/true)
-        .getResult();
-  };
-  if (precise) {
+Value constIndex(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+Value addIndex(OpBuilder &b, Location loc, Value x, Value y) {
+  return arith::AddIOp::create(b, loc, x, y);
+}
+Value addIndex(OpBuilder &b, Location loc, Value x, int64_t c) {
+  return c == 0 ? x : addIndex(b, loc, x, constIndex(b, loc, c));
+}
+Value vectorOf(OpBuilder &b, Location loc, VectorType type, ValueRange elts) {
+  return vector::FromElementsOp::create(b, loc, type, elts);
+}
+
+/// NVIDIA mma.sync m16n8k8 with tf32 operands (sm_80, sm_90a). Lane layout
+/// from the PTX ISA: g = lane / 4 picks rows, t = lane % 4 columns.
+struct MmaSyncTf32 : MatrixInstruction {
+  bool precise;
+  MmaSyncTf32(MLIRContext *ctx, bool precise) : precise(precise) {
+    warpSize = 32, m = 16, n = 8, k = 8;
+    accType = VectorType::get({2, 2}, Float32Type::get(ctx));
+  }
+  std::pair<Value, Value> accElement(OpBuilder &b, Location loc, Value lane,
+                                     int64_t i) const override {
+    Value g = arith::DivUIOp::create(b, loc, lane, constIndex(b, loc, 4));
+    Value t = arith::RemUIOp::create(b, loc, lane, constIndex(b, loc, 4));
+    Value row = addIndex(b, loc, g, (i / 2) * 8);
+    Value col = addIndex(
+        b, loc, arith::MulIOp::create(b, loc, t, constIndex(b, loc, 2)), i % 2);
+    return {row, col};
+  }
+  Value multiply(OpBuilder &b, Location loc, Value lane, Value rowBase,
+                 Value colBase, Value kk, ElementFn aAt, ElementFn bAt,
+                 Value acc) const override {
+    Value g = arith::DivUIOp::create(b, loc, lane, constIndex(b, loc, 4));
+    Value t = arith::RemUIOp::create(b, loc, lane, constIndex(b, loc, 4));
+    Value r0 = addIndex(b, loc, rowBase, g), r1 = addIndex(b, loc, r0, 8);
+    Value k0 = addIndex(b, loc, kk, t), k1 = addIndex(b, loc, k0, 4);
+    Value col = addIndex(b, loc, colBase, g);
+    SmallVector<Value> a = {aAt(b, r0, k0), aAt(b, r1, k0), aAt(b, r0, k1),
+                            aAt(b, r1, k1)};
+    SmallVector<Value> bv = {bAt(b, k0, col), bAt(b, k1, col)};
+    Type f32 = b.getF32Type();
+    auto mma = [&](ValueRange x, ValueRange y, Value c) -> Value {
+      return nvgpu::MmaSyncOp::create(
+                 b, loc, vectorOf(b, loc, VectorType::get({4, 1}, f32), x),
+                 vectorOf(b, loc, VectorType::get({2, 1}, f32), y), c,
+                 ArrayRef<int64_t>{16, 8, 8}, /*tf32Enabled=*/true)
+          .getResult();
+    };
+    if (!precise)
+      return mma(a, bv, acc);
     SmallVector<Value> aHi, aLo, bHi, bLo;
-    for (Value e : aElts) {
-      auto [h, l] = splitTf32(kb, loc, e);
+    for (Value e : a) {
+      auto [h, l] = splitTf32(b, loc, e);
       aHi.push_back(h);
       aLo.push_back(l);
     }
-    for (Value e : bElts) {
-      auto [h, l] = splitTf32(kb, loc, e);
+    for (Value e : bv) {
+      auto [h, l] = splitTf32(b, loc, e);
       bHi.push_back(h);
       bLo.push_back(l);
     }
-    // Small terms first.
-    sum = mma(aLo, bHi, sum);
-    sum = mma(aHi, bLo, sum);
-    sum = mma(aHi, bHi, sum);
-  } else {
-    sum = mma(aElts, bElts, sum);
+    acc = mma(aLo, bHi, acc); // small terms first
+    acc = mma(aHi, bLo, acc);
+    return mma(aHi, bHi, acc);
   }
+};
+
+/// AMD CDNA (gfx90a, gfx942) v_mfma_f32_16x16x4f32, wave64: full fp32
+/// operands. Lane l holds A[l % 16][l / 16], B[l / 16][l % 16] and the
+/// outputs C[4 (l / 16) + i][l % 16], i < 4.
+struct MfmaF32 : MatrixInstruction {
+  explicit MfmaF32(MLIRContext *ctx) {
+    warpSize = 64, m = 16, n = 16, k = 4;
+    accType = VectorType::get({4}, Float32Type::get(ctx));
+  }
+  std::pair<Value, Value> accElement(OpBuilder &b, Location loc, Value lane,
+                                     int64_t i) const override {
+    Value quad = arith::DivUIOp::create(b, loc, lane, constIndex(b, loc, 16));
+    Value row = addIndex(
+        b, loc, arith::MulIOp::create(b, loc, quad, constIndex(b, loc, 4)), i);
+    Value col = arith::RemUIOp::create(b, loc, lane, constIndex(b, loc, 16));
+    return {row, col};
+  }
+  Value multiply(OpBuilder &b, Location loc, Value lane, Value rowBase,
+                 Value colBase, Value kk, ElementFn aAt, ElementFn bAt,
+                 Value acc) const override {
+    Value r = arith::RemUIOp::create(b, loc, lane, constIndex(b, loc, 16));
+    Value q = arith::DivUIOp::create(b, loc, lane, constIndex(b, loc, 16));
+    Value kIdx = addIndex(b, loc, kk, q);
+    Value a = aAt(b, addIndex(b, loc, rowBase, r), kIdx);
+    Value bv = bAt(b, kIdx, addIndex(b, loc, colBase, r));
+    return amdgpu::MFMAOp::create(b, loc, acc.getType(), /*m=*/16, /*n=*/16,
+                                  /*k=*/4, /*blocks=*/1, a, bv, acc)
+        .getResult();
+  }
+};
+
+/// AMD RDNA3 (gfx1100) v_wmma_f32_16x16x16_bf16, wave32: bf16 operands
+/// (kernels with 16-bit inputs only), fp32 accumulators. Lane l holds row
+/// l % 16 of A and column l % 16 of B (all 16 k), and C[2 i + l / 16][l % 16].
+struct WmmaBf16 : MatrixInstruction {
+  explicit WmmaBf16(MLIRContext *ctx) {
+    warpSize = 32, m = 16, n = 16, k = 16;
+    accType = VectorType::get({8}, Float32Type::get(ctx));
+  }
+  std::pair<Value, Value> accElement(OpBuilder &b, Location loc, Value lane,
+                                     int64_t i) const override {
+    Value half = arith::DivUIOp::create(b, loc, lane, constIndex(b, loc, 16));
+    Value row = addIndex(b, loc, half, 2 * i);
+    Value col = arith::RemUIOp::create(b, loc, lane, constIndex(b, loc, 16));
+    return {row, col};
+  }
+  Value multiply(OpBuilder &b, Location loc, Value lane, Value rowBase,
+                 Value colBase, Value kk, ElementFn aAt, ElementFn bAt,
+                 Value acc) const override {
+    Value r = arith::RemUIOp::create(b, loc, lane, constIndex(b, loc, 16));
+    Type bf16 = b.getBF16Type();
+    SmallVector<Value> a, bv;
+    for (int64_t j = 0; j < 16; ++j) {
+      Value kj = addIndex(b, loc, kk, j);
+      a.push_back(arith::TruncFOp::create(
+          b, loc, bf16, aAt(b, addIndex(b, loc, rowBase, r), kj)));
+      bv.push_back(arith::TruncFOp::create(
+          b, loc, bf16, bAt(b, kj, addIndex(b, loc, colBase, r))));
+    }
+    auto type = VectorType::get({16}, bf16);
+    return amdgpu::WMMAOp::create(b, loc, acc.getType(), /*m=*/16, /*n=*/16,
+                                  /*k=*/16, vectorOf(b, loc, type, a),
+                                  vectorOf(b, loc, type, bv), acc)
+        .getResult();
+  }
+};
+
+/// The tile matmul written once: warps (waves) take output tiles of the
+/// instruction's shape in turn, accumulate over K, and write back.
+void emitTileMatmul(OpBuilder &b, Location loc, const TileMatmul &mm,
+                    int64_t threads, const MatrixInstruction &inst) {
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value lane = arith::RemUIOp::create(b, loc, tid, constIndex(b, loc, inst.warpSize));
+  Value warp = arith::DivUIOp::create(b, loc, tid, constIndex(b, loc, inst.warpSize));
+  const int64_t tilesN = mm.n / inst.n, tiles = (mm.m / inst.m) * tilesN;
+  Value numTiles = constIndex(b, loc, tiles);
+  Value numWarps =
+      constIndex(b, loc, std::max<int64_t>(threads / inst.warpSize, 1));
+  auto loop = scf::ForOp::create(b, loc, warp, numTiles, numWarps);
+  loop->setAttr(kWarpDistributedAttr, b.getUnitAttr());
+  OpBuilder lb = OpBuilder::atBlockBegin(loop.getBody());
+  Value tile = loop.getInductionVar();
+  Value rowBase = arith::MulIOp::create(
+      lb, loc, arith::DivUIOp::create(lb, loc, tile, constIndex(lb, loc, tilesN)),
+      constIndex(lb, loc, inst.m));
+  Value colBase = arith::MulIOp::create(
+      lb, loc, arith::RemUIOp::create(lb, loc, tile, constIndex(lb, loc, tilesN)),
+      constIndex(lb, loc, inst.n));
+  int64_t count = inst.accType.getNumElements();
+  SmallVector<std::pair<Value, Value>> where;
+  SmallVector<Value> accElts;
+  for (int64_t i = 0; i < count; ++i) {
+    auto [r, c] = inst.accElement(lb, loc, lane, i);
+    where.push_back({addIndex(lb, loc, rowBase, r), addIndex(lb, loc, colBase, c)});
+    accElts.push_back(memref::LoadOp::create(
+        lb, loc, mm.out, ValueRange{where.back().first, where.back().second}));
+  }
+  Value acc = vectorOf(lb, loc, inst.accType, accElts);
+
+  auto kLoop = scf::ForOp::create(lb, loc, constIndex(lb, loc, 0),
+                                  constIndex(lb, loc, mm.k),
+                                  constIndex(lb, loc, inst.k), ValueRange{acc});
+  OpBuilder kb = OpBuilder::atBlockBegin(kLoop.getBody());
+  auto load = [&](OpBuilder &ob, Value mem, Value r, Value c) -> Value {
+    return memref::LoadOp::create(ob, loc, mem, ValueRange{r, c});
+  };
+  auto aAt = [&](OpBuilder &ob, Value row, Value col) {
+    return mm.transA ? load(ob, mm.a, col, row) : load(ob, mm.a, row, col);
+  };
+  auto bAt = [&](OpBuilder &ob, Value row, Value col) {
+    return mm.transB ? load(ob, mm.b, col, row) : load(ob, mm.b, row, col);
+  };
+  Value sum = inst.multiply(kb, loc, lane, rowBase, colBase,
+                            kLoop.getInductionVar(), aAt, bAt,
+                            kLoop.getRegionIterArgs()[0]);
   scf::YieldOp::create(kb, loc, sum);
 
-  Value result = kLoop.getResult(0);
-  auto store = [&](int64_t i, int64_t j, Value r, Value c) {
-    Value e = vector::ExtractOp::create(lb, loc, result,
-                                        ArrayRef<int64_t>{i, j});
-    memref::StoreOp::create(lb, loc, e, mm.out, ValueRange{r, c});
-  };
-  store(0, 0, r0, c0);
-  store(0, 1, r0, c1);
-  store(1, 0, r1, c0);
-  store(1, 1, r1, c1);
+  SmallVector<int64_t> shape(inst.accType.getShape());
+  for (int64_t i = 0; i < count; ++i) {
+    SmallVector<int64_t> pos(shape.size());
+    for (int64_t d = shape.size() - 1, rest = i; d >= 0; --d) {
+      pos[d] = rest % shape[d];
+      rest /= shape[d];
+    }
+    Value e = vector::ExtractOp::create(lb, loc, kLoop.getResult(0), pos);
+    memref::StoreOp::create(lb, loc, e, mm.out,
+                            ValueRange{where[i].first, where[i].second});
+  }
 }
 
 struct TileMatmulsPass
@@ -215,19 +340,28 @@ struct TileMatmulsPass
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(TileMatmulsPass)
   TileMatmulsPass() = default;
   TileMatmulsPass(const TileMatmulsPass &other) : PassWrapper(other) {}
-  explicit TileMatmulsPass(int64_t threads) { this->threads = threads; }
+  TileMatmulsPass(int64_t threads, StringRef instructions) {
+    this->threads = threads;
+    this->instructions = instructions.str();
+  }
   StringRef getArgument() const override { return "kda-gpu-tile-matmuls"; }
   StringRef getDescription() const override {
-    return "Run tile matmuls on NVIDIA tensor cores (nvgpu.mma.sync, tf32)";
+    return "Run tile matmuls on the target's matrix instructions (NVIDIA "
+           "mma.sync, AMD MFMA or WMMA)";
   }
   void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<gpu::GPUDialect, nvgpu::NVGPUDialect, vector::VectorDialect,
+    registry.insert<gpu::GPUDialect, nvgpu::NVGPUDialect,
+                    amdgpu::AMDGPUDialect, vector::VectorDialect,
                     scf::SCFDialect, arith::ArithDialect,
                     memref::MemRefDialect>();
   }
   Option<int64_t> threads{*this, "threads",
                           llvm::cl::desc("Threads per block"),
                           llvm::cl::init(128)};
+  Option<std::string> instructions{
+      *this, "instructions",
+      llvm::cl::desc("mma_sync (NVIDIA), mfma (AMD CDNA) or wmma (AMD RDNA3)"),
+      llvm::cl::init("mma_sync")};
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -238,15 +372,38 @@ struct TileMatmulsPass
       auto m = dyn_cast<MemRefType>(t);
       return m && (m.getElementType().isBF16() || m.getElementType().isF16());
     });
+    MLIRContext *ctx = &getContext();
+    std::unique_ptr<MatrixInstruction> inst;
+    if (instructions == "mma_sync")
+      inst = std::make_unique<MmaSyncTf32>(ctx, precise);
+    else if (instructions == "mfma")
+      inst = std::make_unique<MfmaF32>(ctx);
+    else if (instructions == "wmma")
+      inst = precise ? nullptr : std::make_unique<WmmaBf16>(ctx);
+    else {
+      func.emitError() << "kda-gpu-tile-matmuls: unknown instructions '"
+                       << instructions << "'";
+      return signalPassFailure();
+    }
+    // WMMA's bf16 operands would not keep an fp32 kernel's accuracy: those
+    // stay on the vector ALUs.
+    if (!inst)
+      return;
+    if (threads % inst->warpSize != 0) {
+      func.emitError() << "kda-gpu-tile-matmuls: " << threads
+                       << " threads are not whole warps of " << inst->warpSize;
+      return signalPassFailure();
+    }
     SmallVector<std::pair<linalg::GenericOp, TileMatmul>> matmuls;
     func.walk([&](linalg::GenericOp g) {
-      if (auto mm = matchTileMatmul(g);
-          mm && mm->m % 16 == 0 && mm->n % 8 == 0 && mm->k % 8 == 0)
+      if (auto mm = matchTileMatmul(g); mm && mm->m % inst->m == 0 &&
+                                        mm->n % inst->n == 0 &&
+                                        mm->k % inst->k == 0)
         matmuls.push_back({g, *mm});
     });
     for (auto &[g, mm] : matmuls) {
       OpBuilder b(g);
-      emitMma(b, g.getLoc(), mm, threads, precise);
+      emitTileMatmul(b, g.getLoc(), mm, threads, *inst);
       g.erase();
     }
   }
@@ -254,8 +411,9 @@ struct TileMatmulsPass
 
 } // namespace
 
-std::unique_ptr<Pass> mlir::kda::createGpuTileMatmulsPass(int64_t threads) {
-  return std::make_unique<TileMatmulsPass>(threads);
+std::unique_ptr<Pass>
+mlir::kda::createGpuTileMatmulsPass(int64_t threads, StringRef instructions) {
+  return std::make_unique<TileMatmulsPass>(threads, instructions);
 }
 
 void mlir::kda::registerGpuTileMatmulsPass() {

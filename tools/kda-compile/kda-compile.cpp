@@ -39,9 +39,11 @@ static cl::opt<std::string> inputFile(cl::Positional,
                                       cl::Required);
 static cl::opt<std::string> outputDir("o", cl::desc("bundle directory"),
                                       cl::Required);
-static cl::opt<std::string> chip("chip",
-                                 cl::desc("NVIDIA chip: sm_80 or sm_90a"),
-                                 cl::init("sm_90a"));
+static cl::opt<std::string>
+    chip("chip",
+         cl::desc("target chip: sm_80, sm_90a (NVIDIA); gfx90a, gfx942, "
+                  "gfx1100 (AMD)"),
+         cl::init("sm_90a"));
 static cl::opt<int64_t> chunk("chunk",
                               cl::desc("chunk size for ops without #kda.tile"),
                               cl::init(32));
@@ -52,14 +54,18 @@ static cl::opt<int64_t> vBlock("v-block",
                                cl::init(32));
 static cl::opt<int64_t> threads("block-threads", cl::desc("threads per block"),
                                 cl::init(128));
-static cl::opt<bool> noTensorCores("no-tensor-cores",
-                                   cl::desc("tile matmuls without mma.sync"),
-                                   cl::init(false));
-static cl::opt<std::string> toolkit("toolkit",
-                                    cl::desc("CUDA toolkit root (ptxas)"),
-                                    cl::init(""));
+static cl::opt<bool> noTensorCores(
+    "no-tensor-cores",
+    cl::desc("tile matmuls on the vector ALUs (no mma.sync / MFMA / WMMA)"),
+    cl::init(false));
+static cl::opt<std::string>
+    toolkit("toolkit",
+            cl::desc("CUDA toolkit root (ptxas) or, for AMD, a folder with "
+                     "llvm/bin/ld.lld"),
+            cl::init(""));
 static cl::opt<bool> keepPtx("keep-ptx",
-                             cl::desc("also write each kernel's PTX"),
+                             cl::desc("also write each kernel's assembly "
+                                      "(PTX, or AMDGPU assembly as .s)"),
                              cl::init(false));
 
 namespace {
@@ -68,8 +74,6 @@ int fail(const llvm::Twine &message) {
   llvm::errs() << "kda-compile: " << message << "\n";
   return 1;
 }
-
-bool isSupportedChip(StringRef c) { return c == "sm_80" || c == "sm_90a"; }
 
 llvm::json::Value toJson(Attribute attr) {
   if (auto i = dyn_cast<IntegerAttr>(attr))
@@ -112,8 +116,12 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv,
                               "kda compile driver: module -> GPU bundle\n");
-  if (!isSupportedChip(chip))
-    return fail("unsupported chip '" + chip + "' (expected sm_80 or sm_90a)");
+  std::optional<mlir::kda::GpuTarget> target =
+      mlir::kda::gpuTargetForChip(chip);
+  if (!target)
+    return fail("unsupported chip '" + chip +
+                "' (expected sm_80, sm_90a, gfx90a, gfx942 or gfx1100)");
+  const bool amd = target->vendor == mlir::kda::GpuTarget::Vendor::Amd;
 
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> source =
@@ -135,7 +143,7 @@ int main(int argc, char **argv) {
 
   auto runPipeline = [&](ModuleOp m, StringRef format) {
     PassManager pm(&context);
-    mlir::kda::NvvmPipelineOptions options;
+    mlir::kda::GpuPipelineOptions options;
     options.chip = chip;
     options.chunk = chunk;
     options.subChunk = subChunk;
@@ -144,7 +152,7 @@ int main(int argc, char **argv) {
     options.tensorCores = !noTensorCores;
     options.format = format.str();
     options.toolkit = toolkit;
-    mlir::kda::buildNvvmPipeline(pm, options);
+    mlir::kda::buildGpuPipeline(pm, *target, options);
     return pm.run(m);
   };
 
@@ -163,7 +171,7 @@ int main(int argc, char **argv) {
   llvm::StringMap<std::string> ptxByModule;
   if (keepPtx) {
     if (failed(runPipeline(*ptxModule, "isa")))
-      return fail("PTX generation failed");
+      return fail("assembly generation failed");
     for (auto bin : ptxModule->getOps<gpu::BinaryOp>())
       for (Attribute o : bin.getObjects())
         ptxByModule[bin.getSymName()] =
@@ -186,14 +194,15 @@ int main(int argc, char **argv) {
     auto it = binaries.find(moduleName);
     if (it == binaries.end())
       return fail("no binary for kernel " + name);
-    std::string file = name + "." + chip + ".cubin";
+    std::string file = name + "." + chip + (amd ? ".hsaco" : ".cubin");
     llvm::SmallString<256> path(outputDir);
     llvm::sys::path::append(path, file);
     if (!writeFile(path, it->second))
       return fail("cannot write " + path);
     if (keepPtx) {
       llvm::SmallString<256> ptxPath(outputDir);
-      llvm::sys::path::append(ptxPath, name + "." + chip + ".ptx");
+      llvm::sys::path::append(ptxPath,
+                              name + "." + chip + (amd ? ".s" : ".ptx"));
       if (!writeFile(ptxPath, ptxByModule[moduleName]))
         return fail("cannot write " + ptxPath);
     }
@@ -220,7 +229,8 @@ int main(int argc, char **argv) {
   llvm::json::Object manifest;
   manifest["format"] = "kda-bundle";
   manifest["version"] = 1;
-  manifest["target"] = llvm::json::Object{{"vendor", "nvidia"}, {"chip", chip}};
+  manifest["target"] =
+      llvm::json::Object{{"vendor", amd ? "amd" : "nvidia"}, {"chip", chip}};
   manifest["source_hash"] = llvm::toHex(
       llvm::SHA256::hash(llvm::arrayRefFromStringRef(source->getBuffer())),
       /*LowerCase=*/true);

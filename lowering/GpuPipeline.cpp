@@ -57,11 +57,11 @@ std::optional<mlir::kda::GpuTarget>
 mlir::kda::gpuTargetForChip(llvm::StringRef chip) {
   using V = GpuTarget::Vendor;
   if (chip == "sm_80" || chip == "sm_90a")
-    return GpuTarget{V::Nvidia, chip.str(), 32, "mma_sync"};
+    return GpuTarget{V::Nvidia, chip.str(), 32, "mma_sync", 32, 32};
   if (chip == "gfx90a" || chip == "gfx942")
-    return GpuTarget{V::Amd, chip.str(), 64, "mfma"};
+    return GpuTarget{V::Amd, chip.str(), 64, "mfma", 16, 16};
   if (chip == "gfx1100")
-    return GpuTarget{V::Amd, chip.str(), 32, "wmma"};
+    return GpuTarget{V::Amd, chip.str(), 32, "wmma", 16, 16};
   return std::nullopt;
 }
 
@@ -76,10 +76,10 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   pm.addPass(createKdaOutlineKernels(outline));
   pm.addPass(createGpuOutlineElementwisePass());
   KdaTileChunksOptions tiling;
-  tiling.chunk = options.chunk;
+  tiling.chunk = options.chunk > 0 ? options.chunk : target.defaultChunk;
   tiling.subChunk =
-      std::min<int64_t>(options.subChunk, std::max<int64_t>(options.chunk, 1));
-  tiling.vBlock = options.vBlock;
+      std::min<int64_t>(options.subChunk, std::max<int64_t>(tiling.chunk, 1));
+  tiling.vBlock = options.vBlock > 0 ? options.vBlock : target.defaultVBlock;
   pm.nest<func::FuncOp>().addPass(createKdaTileChunks(tiling));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

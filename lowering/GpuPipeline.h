@@ -41,14 +41,17 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
                      "gfx1100 (AMD)"),
       llvm::cl::init("")};
   PassOptions::Option<int64_t> chunk{
-      *this, "chunk", llvm::cl::desc("Chunk size for ops without #kda.tile"),
-      llvm::cl::init(32)};
+      *this, "chunk",
+      llvm::cl::desc("Chunk size for ops without #kda.tile (0: the "
+                     "target's default)"),
+      llvm::cl::init(0)};
   PassOptions::Option<int64_t> subChunk{
       *this, "sub-chunk", llvm::cl::desc("Sub-chunk size"), llvm::cl::init(16)};
   PassOptions::Option<int64_t> vBlock{
       *this, "v-block",
-      llvm::cl::desc("Columns of V per program for ops without #kda.tile"),
-      llvm::cl::init(32)};
+      llvm::cl::desc("Columns of V per program for ops without #kda.tile (0: "
+                     "the target's default)"),
+      llvm::cl::init(0)};
   PassOptions::Option<int64_t> threads{
       *this, "threads", llvm::cl::desc("Threads per block"),
       llvm::cl::init(128)};
@@ -78,6 +81,9 @@ struct GpuTarget {
   std::string chip;
   int64_t warpSize;
   std::string matrixInstructions; // kda-gpu-tile-matmuls' instructions
+  // Default tiles: what fits the chip's shared memory at K = V = 128
+  // (227 KB on sm_90a; 64 KB of LDS on AMD).
+  int64_t defaultChunk, defaultVBlock;
 };
 /// The target for `chip`, or nullopt for an unknown chip.
 std::optional<GpuTarget> gpuTargetForChip(llvm::StringRef chip);

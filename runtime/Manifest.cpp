@@ -320,7 +320,7 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
                    Vendor vendor, Kernel &k) {
   if (Status s = r.object(v, path,
                           {"name", "binary", "entry", "params", "grid", "block",
-                           "dynamic_shared_memory", "tile"}))
+                           "dynamic_shared_memory", "tile", "resources"}))
     return s;
   if (Status s = r.string(v, path, "name", k.name))
     return s;
@@ -445,17 +445,25 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
       return s;
     k.dynamicSharedMemory = static_cast<uint32_t>(bytes);
   }
-  if (const Value *tile = v.find("tile")) {
-    std::string tilePath = Reader::join(path, "tile");
-    if (!tile->isObject())
-      return r.error(*tile, tilePath,
-                     "expected an object, found " + json::aKind(tile->kind));
-    for (const json::Member &m : tile->members) {
+  // Informational name -> integer objects: the tile configuration and the
+  // resources the compiler reported (registers, spills, scratch).
+  for (auto [field, out] :
+       {std::pair<const char *, std::vector<std::pair<std::string, int64_t>> *>{
+            "tile", &k.tile},
+        {"resources", &k.resources}}) {
+    const Value *obj = v.find(field);
+    if (!obj)
+      continue;
+    std::string objPath = Reader::join(path, field);
+    if (!obj->isObject())
+      return r.error(*obj, objPath,
+                     "expected an object, found " + json::aKind(obj->kind));
+    for (const json::Member &m : obj->members) {
       int64_t value;
-      if (Status s = r.integer(m.value, Reader::join(tilePath, m.key), 0,
+      if (Status s = r.integer(m.value, Reader::join(objPath, m.key), 0,
                                INT64_MAX, value))
         return s;
-      k.tile.emplace_back(m.key, value);
+      out->emplace_back(m.key, value);
     }
   }
   return Status::ok();

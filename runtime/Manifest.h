@@ -60,6 +60,7 @@ struct Kernel {
   uint32_t block[3] = {1, 1, 1};
   uint32_t dynamicSharedMemory = 0;                  // bytes
   std::vector<std::pair<std::string, int64_t>> tile; // informational
+  std::vector<std::pair<std::string, int64_t>> resources; // informational
   std::string image; // the binary's bytes (filled by loadBundle)
 };
 

@@ -161,7 +161,8 @@ std::string nvidiaManifest() {
       "grid": ["B", 32, 1],
       "block": [128, 1, 1],
       "dynamic_shared_memory": 49152,
-      "tile": {"chunk": 64, "sub_chunk": 16}
+      "tile": {"chunk": 64, "sub_chunk": 16},
+      "resources": {"vgpr_count": 96, "private_segment_fixed_size": 0}
     },
     {
       "name": "kda_small",
@@ -386,6 +387,9 @@ TEST(Manifest, ParsesTheReferenceBundle) {
   EXPECT_EQ(k.dynamicSharedMemory, 49152u);
   EXPECT_EQ(k.tile, (std::vector<std::pair<std::string, int64_t>>{
                         {"chunk", 64}, {"sub_chunk", 16}}));
+  EXPECT_EQ(k.resources, (std::vector<std::pair<std::string, int64_t>>{
+                             {"vgpr_count", 96},
+                             {"private_segment_fixed_size", 0}}));
   EXPECT_EQ(m.kernels[1].dynamicSharedMemory, 0u);
   EXPECT_NE(m.findKernel("kda_small"), nullptr);
 
@@ -494,6 +498,10 @@ TEST(Manifest, ErrorsNameTheField) {
        "kernels[0])"},
       {"\"tile\": {\"chunk\": 64", "\"tile\": {\"chunk\": \"64\"",
        "kernels[0].tile.chunk: expected an integer"},
+      {"\"resources\": {\"vgpr_count\": 96", "\"resources\": {\"vgpr_count\": -1",
+       "kernels[0].resources.vgpr_count:"},
+      {"\"resources\": {\"vgpr_count\": 96, \"private_segment_fixed_size\": 0}",
+       "\"resources\": [96, 0]", "kernels[0].resources: expected an object"},
   };
   for (const Case &c : cases) {
     std::string text = replaced(nvidiaManifest(), c.from, c.to);

@@ -20,6 +20,9 @@
 #include "mlir/Support/FileUtilities.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/BinaryFormat/ELF.h"
+#include "llvm/BinaryFormat/MsgPackDocument.h"
+#include "llvm/Object/ELF.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -44,14 +47,18 @@ static cl::opt<std::string>
          cl::desc("target chip: sm_80, sm_90a (NVIDIA); gfx90a, gfx942, "
                   "gfx1100 (AMD)"),
          cl::init("sm_90a"));
-static cl::opt<int64_t> chunk("chunk",
-                              cl::desc("chunk size for ops without #kda.tile"),
-                              cl::init(32));
+static cl::opt<int64_t>
+    chunk("chunk",
+          cl::desc("chunk size for ops without #kda.tile (0: the chip's "
+                   "default, 32 on NVIDIA, 16 on AMD)"),
+          cl::init(0));
 static cl::opt<int64_t> subChunk("sub-chunk", cl::desc("sub-chunk size"),
                                  cl::init(16));
-static cl::opt<int64_t> vBlock("v-block",
-                               cl::desc("columns of V per program"),
-                               cl::init(32));
+static cl::opt<int64_t>
+    vBlock("v-block",
+           cl::desc("columns of V per program (0: the chip's default, 32 on "
+                    "NVIDIA, 16 on AMD)"),
+           cl::init(0));
 static cl::opt<int64_t> threads("block-threads", cl::desc("threads per block"),
                                 cl::init(128));
 static cl::opt<bool> noTensorCores(
@@ -100,6 +107,72 @@ llvm::json::Value toJson(Attribute attr) {
   }
   return nullptr;
 }
+
+/// What the AMDGPU backend reports about a kernel (the HSACO's
+/// NT_AMDGPU_METADATA note): registers, spills, scratch and static LDS.
+FailureOr<llvm::json::Object> amdResources(StringRef hsaco, StringRef kernel,
+                                           std::string &error) {
+  auto elf = llvm::object::ELF64LEFile::create(hsaco);
+  if (!elf) {
+    error = llvm::toString(elf.takeError());
+    return failure();
+  }
+  auto sections = elf->sections();
+  if (!sections) {
+    error = llvm::toString(sections.takeError());
+    return failure();
+  }
+  for (const auto &section : *sections) {
+    if (section.sh_type != llvm::ELF::SHT_NOTE)
+      continue;
+    llvm::Error err = llvm::Error::success();
+    for (auto note : elf->notes(section, err)) {
+      if (note.getName() != "AMDGPU" ||
+          note.getType() != llvm::ELF::NT_AMDGPU_METADATA)
+        continue;
+      llvm::msgpack::Document doc;
+      if (!doc.readFromBlob(llvm::toStringRef(note.getDesc(section.sh_addralign)),
+                            /*Multi=*/false))
+        continue;
+      auto &root = doc.getRoot().getMap(/*Convert=*/true);
+      for (auto &k : root["amdhsa.kernels"].getArray(/*Convert=*/true)) {
+        auto &map = k.getMap(/*Convert=*/true);
+        if (map[".name"].getString() != kernel)
+          continue;
+        llvm::json::Object out;
+        for (StringRef key :
+             {"vgpr_count", "agpr_count", "sgpr_count", "vgpr_spill_count",
+              "sgpr_spill_count", "private_segment_fixed_size",
+              "group_segment_fixed_size"}) {
+          auto it = map.find(("." + key).str());
+          if (it != map.end() && it->second.getKind() == llvm::msgpack::Type::UInt)
+            out[key] = static_cast<int64_t>(it->second.getUInt());
+          else if (it != map.end() &&
+                   it->second.getKind() == llvm::msgpack::Type::Int)
+            out[key] = it->second.getInt();
+        }
+        consumeError(std::move(err));
+        return out;
+      }
+    }
+    if (err)
+      consumeError(std::move(err));
+  }
+  error = "no AMDGPU metadata for kernel " + kernel.str();
+  return failure();
+}
+
+/// Shared memory (LDS) a block of this chip may use, in bytes.
+int64_t sharedMemoryLimit(StringRef chip) {
+  if (chip == "sm_90a")
+    return 227 * 1024;
+  if (chip == "sm_80")
+    return 163 * 1024;
+  return 64 * 1024; // gfx90a, gfx942, gfx1100
+}
+
+/// Vector registers a lane may use (gfx90a/gfx942 unify VGPRs and AGPRs).
+int64_t vgprLimit(StringRef chip) { return chip == "gfx1100" ? 256 : 512; }
 
 bool writeFile(StringRef path, StringRef bytes) {
   std::error_code ec;
@@ -206,6 +279,29 @@ int main(int argc, char **argv) {
       if (!writeFile(ptxPath, ptxByModule[moduleName]))
         return fail("cannot write " + ptxPath);
     }
+    // The chip must hold what the kernel asks for: refuse here rather than
+    // at launch on a machine far away.
+    int64_t smem = cast<IntegerAttr>(launch.get("dynamic_shared_memory")).getInt();
+    llvm::json::Object resources;
+    if (amd) {
+      std::string error;
+      FailureOr<llvm::json::Object> r = amdResources(it->second, name, error);
+      if (failed(r))
+        return fail("cannot read the resources of " + name + ": " + error);
+      resources = std::move(*r);
+      smem += resources.getInteger("group_segment_fixed_size").value_or(0);
+      int64_t vgprs = resources.getInteger("vgpr_count").value_or(0) +
+                      resources.getInteger("agpr_count").value_or(0);
+      if (vgprs > vgprLimit(chip))
+        return fail(name + " needs " + llvm::Twine(vgprs) +
+                    " vector registers; " + chip + " has " +
+                    llvm::Twine(vgprLimit(chip)));
+    }
+    if (smem > sharedMemoryLimit(chip))
+      return fail(name + " needs " + llvm::Twine(smem) +
+                  " bytes of shared memory; " + chip + " gives a block " +
+                  llvm::Twine(sharedMemoryLimit(chip)) +
+                  " (use smaller tiles: --chunk, --v-block)");
     llvm::json::Object kernel;
     kernel["name"] = name;
     kernel["binary"] = file;
@@ -217,12 +313,17 @@ int main(int argc, char **argv) {
     llvm::json::Object tile;
     if (auto t = launch.get("tile"))
       tile = *toJson(t).getAsObject();
-    tile["chunk"] = static_cast<int64_t>(chunk);
-    tile["sub_chunk"] = static_cast<int64_t>(subChunk);
-    tile["v_block"] = static_cast<int64_t>(vBlock);
+    // The defaults ops without #kda.tile were tiled with.
+    int64_t c = chunk > 0 ? static_cast<int64_t>(chunk) : target->defaultChunk;
+    tile["chunk"] = c;
+    tile["sub_chunk"] = std::min<int64_t>(subChunk, c);
+    tile["v_block"] =
+        vBlock > 0 ? static_cast<int64_t>(vBlock) : target->defaultVBlock;
     tile["threads"] = static_cast<int64_t>(threads);
     tile["tensor_cores"] = noTensorCores ? 0 : 1;
     kernel["tile"] = std::move(tile);
+    if (!resources.empty())
+      kernel["resources"] = std::move(resources);
     kernels.push_back(std::move(kernel));
   }
 

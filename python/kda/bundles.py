@@ -38,10 +38,10 @@ from typing import Any, Dict, List, Optional
 
 # Bumped whenever the generated MLIR for a configuration changes, so that old
 # bundles are not picked up for a new meaning.
-GENERATOR_VERSION = 1
+GENERATOR_VERSION = 2
 
 DTYPES = ("f32", "f16", "bf16", "i32", "i64")
-CHIPS = ("sm_80", "sm_90a")
+CHIPS = ("sm_80", "sm_90a", "gfx90a", "gfx942", "gfx1100")
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -59,15 +59,14 @@ class CompileError(RuntimeError):
 # ---------------------------------------------------------------------------
 
 def default_chunk(K: int, V: int) -> int:
-    """Chunk size used when the caller does not ask for one (kwarg chunk_size).
-
-    32, kda-compile's default. The chunkwise kernel keeps its tiles in shared
-    memory, which grows with K, V and the chunk (kda-compile of 2026-11-30,
-    sm_90a, K = V = 128: 132 KiB at chunk 32, 264 KiB at chunk 64); an
-    H100/H200 block may opt in to 227 KiB, an A100 to 163 KiB. prebuild warns
-    about bundles over the limit.
+    """Chunk size used when the caller does not ask for one (kwarg chunk_size):
+    0, "the target's default", which kda-compile picks per chip so that the
+    tiles fit its shared memory (32 with V blocks of 32 on NVIDIA, whose
+    blocks may opt in to 227 KiB on an H100/H200 and 163 KiB on an A100; 16
+    with V blocks of 16 on AMD, whose LDS is 64 KiB). The op then carries no
+    #kda.tile. prebuild warns about bundles over the limit.
     """
-    return 32
+    return 0
 
 
 def gated_delta_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
@@ -114,7 +113,7 @@ def gated_delta_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
         "chunk": int(chunk) if chunk else default_chunk(K, V),
         "sub_chunk": int(sub_chunk) if sub_chunk else 16,
     }
-    if cfg["sub_chunk"] > cfg["chunk"]:
+    if cfg["chunk"] and cfg["sub_chunk"] > cfg["chunk"]:
         cfg["sub_chunk"] = cfg["chunk"]
     # The layout only means something when a state crosses the boundary.
     if initial_state_dtype is None and final_state_dtype is None:
@@ -251,9 +250,9 @@ def validate(cfg: Dict[str, Any]) -> None:
         dtype("initial_state_dtype")
         dtype("final_state_dtype")
         dtype("cu_seqlens_dtype", allowed=("i32", "i64"))
-        if cfg["chunk"] not in (16, 32, 64):
+        if cfg["chunk"] not in (0, 16, 32, 64):
             raise ValueError(f"chunk: expected 16, 32 or 64, got {cfg['chunk']}")
-        if cfg["sub_chunk"] <= 0 or cfg["chunk"] % cfg["sub_chunk"]:
+        if cfg["sub_chunk"] <= 0 or (cfg["chunk"] and cfg["chunk"] % cfg["sub_chunk"]):
             raise ValueError(f"sub_chunk {cfg['sub_chunk']} must divide chunk {cfg['chunk']}")
     else:
         dtype("state_dtype", optional=False)
@@ -311,7 +310,7 @@ def describe(cfg: Dict[str, Any]) -> str:
             parts.append(cfg["state_layout"])
         if cfg["cu_seqlens_dtype"]:
             parts.append(f"varlen={cfg['cu_seqlens_dtype']}")
-        parts.append(f"chunk={cfg['chunk']}")
+        parts.append(f"chunk={cfg['chunk'] or 'default'}")
     else:
         parts.append(f"pool={cfg['state_dtype']}:{cfg['state_layout']}")
         parts.append(f"indices={cfg['indices_dtype']}")
@@ -394,7 +393,8 @@ def _gated_delta_mlir(cfg: Dict[str, Any]) -> str:
         args.append(f"%dt_bias: {td}")
         operands.append(f"dt_bias(%dt_bias : {td})")
     attrs = _prologue_attrs(cfg)
-    attrs.append(f"tile = #kda.tile<chunk = {cfg['chunk']}, sub_chunk = {cfg['sub_chunk']}>")
+    if cfg["chunk"]:
+        attrs.append(f"tile = #kda.tile<chunk = {cfg['chunk']}, sub_chunk = {cfg['sub_chunk']}>")
     results.append(("%o", tv))
     result_types = f"-> {tv}"
     if cfg["final_state_dtype"]:

@@ -19,11 +19,39 @@
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Transforms.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
+
+namespace {
+/// Programs run in parallel on the CPU (OpenMP over the outermost grid);
+/// grids nested inside a program (the columns of TileBuilder's triangular
+/// solve) run in order within it.
+struct SequentialNestedGridsPass
+    : PassWrapper<SequentialNestedGridsPass, OperationPass<func::FuncOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SequentialNestedGridsPass)
+  StringRef getArgument() const override {
+    return "kda-cpu-sequential-nested-grids";
+  }
+  void runOnOperation() override {
+    SmallVector<scf::ForallOp> nested;
+    getOperation().walk([&](scf::ForallOp f) {
+      if (f->getParentOfType<scf::ForallOp>())
+        nested.push_back(f);
+    });
+    IRRewriter rewriter(&getContext());
+    for (scf::ForallOp f : nested) {
+      rewriter.setInsertionPoint(f);
+      if (failed(scf::forallToForLoop(rewriter, f)))
+        return signalPassFailure();
+    }
+  }
+};
+} // namespace
 
 void mlir::kda::buildCpuPipeline(OpPassManager &pm,
                                  const CpuPipelineOptions &options) {
@@ -56,6 +84,7 @@ void mlir::kda::buildCpuPipeline(OpPassManager &pm,
 
   // Tiles -> loops; programs -> OpenMP.
   pm.nest<func::FuncOp>().addPass(createConvertLinalgToLoopsPass());
+  pm.nest<func::FuncOp>().addPass(std::make_unique<SequentialNestedGridsPass>());
   pm.addPass(createForallToParallelLoopPass());
   if (options.parallel)
     pm.addPass(createConvertSCFToOpenMPPass());

@@ -32,11 +32,13 @@
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/SCF/Transforms/Transforms.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/ValueBoundsOpInterface.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/Pass.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/STLExtras.h"
 
 using namespace mlir;
@@ -168,6 +170,44 @@ struct BindDestinationsPass
         return signalPassFailure();
       }
     }
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// kda-gpu-fuse-tiles: fewer, larger elementwise primitives
+//===----------------------------------------------------------------------===//
+
+/// On a GPU every tile primitive is a phase of the block, fenced by
+/// barriers, and every intermediate tile a shared-memory buffer. Chains of
+/// elementwise maps (gating, activations, masks) fuse into one primitive;
+/// matmuls keep their plain multiply-accumulate bodies (they run on the
+/// matrix units), so only elementwise consumers take producers in.
+struct FuseTilesPass : PassWrapper<FuseTilesPass, OperationPass<func::FuncOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(FuseTilesPass)
+  StringRef getArgument() const override { return "kda-gpu-fuse-tiles"; }
+  StringRef getDescription() const override {
+    return "Fuse chains of elementwise tile maps (fewer GPU phases and tiles)";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<linalg::LinalgDialect, tensor::TensorDialect>();
+  }
+  void runOnOperation() override {
+    RewritePatternSet patterns(&getContext());
+    linalg::ControlFusionFn control = [](OpOperand *fused) {
+      auto consumer = dyn_cast<linalg::GenericOp>(fused->getOwner());
+      auto producer = fused->get().getDefiningOp<linalg::GenericOp>();
+      if (!consumer || !producer)
+        return false;
+      auto allParallel = [](linalg::GenericOp g) {
+        return llvm::all_of(g.getIteratorTypesArray(), [](auto t) {
+          return t == utils::IteratorType::parallel;
+        });
+      };
+      return allParallel(consumer) && allParallel(producer);
+    };
+    linalg::populateElementwiseOpsFusionPatterns(patterns, control);
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+      return signalPassFailure();
   }
 };
 
@@ -762,8 +802,21 @@ struct MapKernelsPass
                                       programBody->getOperations());
     forall.erase();
 
-    // 4. Tile primitives over threads, barriers between them; stores
-    //    outside any primitive are made by one thread.
+    // 4. Grids nested in a program (the columns of a triangular solve) are
+    //    primitives like the others. Then tile primitives over threads,
+    //    barriers between them; stores outside any primitive are made by one
+    //    thread.
+    SmallVector<scf::ForallOp> nestedGrids;
+    guard.walk([&](scf::ForallOp f) { nestedGrids.push_back(f); });
+    IRRewriter rewriter(ctx);
+    for (scf::ForallOp f : nestedGrids) {
+      if (!f.getOutputs().empty())
+        return f.emitError("kda-gpu-map-kernels: a nested grid still has "
+                           "tensor outputs");
+      rewriter.setInsertionPoint(f);
+      if (failed(scf::forallToParallelLoop(rewriter, f)))
+        return f.emitError("kda-gpu-map-kernels: cannot map a nested grid");
+    }
     OpBuilder tb = OpBuilder::atBlockBegin(&entry);
     Value tid = gpu::ThreadIdOp::create(tb, loc, gpu::Dimension::x);
     Value numThreads = arith::ConstantIndexOp::create(tb, loc, threads);
@@ -1008,6 +1061,9 @@ struct MapKernelsPass
 std::unique_ptr<Pass> mlir::kda::createGpuBindDestinationsPass() {
   return std::make_unique<BindDestinationsPass>();
 }
+std::unique_ptr<Pass> mlir::kda::createGpuFuseTilesPass() {
+  return std::make_unique<FuseTilesPass>();
+}
 std::unique_ptr<Pass> mlir::kda::createGpuPrepareTilesPass() {
   return std::make_unique<PrepareTilesPass>();
 }
@@ -1017,5 +1073,6 @@ std::unique_ptr<Pass> mlir::kda::createGpuMapKernelsPass(int64_t threads) {
 void mlir::kda::registerGpuMappingPasses() {
   PassRegistration<BindDestinationsPass>();
   PassRegistration<PrepareTilesPass>();
+  PassRegistration<FuseTilesPass>();
   PassRegistration<MapKernelsPass>();
 }

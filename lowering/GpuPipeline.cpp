@@ -81,6 +81,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
       std::min<int64_t>(options.subChunk, std::max<int64_t>(tiling.chunk, 1));
   tiling.vBlock = options.vBlock > 0 ? options.vBlock : target.defaultVBlock;
   pm.nest<func::FuncOp>().addPass(createKdaTileChunks(tiling));
+  pm.nest<func::FuncOp>().addPass(createGpuFuseTilesPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
   pm.nest<func::FuncOp>().addPass(createGpuBindDestinationsPass());

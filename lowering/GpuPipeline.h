@@ -18,6 +18,7 @@
 namespace mlir::kda {
 
 std::unique_ptr<Pass> createGpuBindDestinationsPass();
+std::unique_ptr<Pass> createGpuFuseTilesPass();
 std::unique_ptr<Pass> createGpuPrepareTilesPass();
 std::unique_ptr<Pass> createGpuOutlineElementwisePass();
 void registerGpuOutlineElementwisePass();

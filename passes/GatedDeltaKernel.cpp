@@ -136,36 +136,6 @@ Value activateBeta(TileBuilder &tb, const ChunkConfig &config, Value beta) {
   });
 }
 
-/// (I + L)^-1 for strictly lower triangular L by forward substitution:
-/// row i of A is e_i - L[i, :] A (L[i, j] = 0 for j >= i, so the rows of A
-/// not yet computed never contribute).
-Value invertUnitLower(TileBuilder &tb, Value l) {
-  ImplicitLocOpBuilder &b = tb.builder();
-  int64_t c = cast<RankedTensorType>(l.getType()).getShape()[0];
-  Value a0 = tb.filled({c, c}, 0.0);
-  auto loop = scf::ForOp::create(
-      b, tb.index(0), tb.index(c), tb.index(1), ValueRange{a0},
-      [&](OpBuilder &nested, Location loc, Value i, ValueRange iter) {
-        ImplicitLocOpBuilder ib(loc, nested);
-        TileBuilder itb(ib);
-        Value lRow = itb.rowOf(l, i);
-        Value prod = itb.vecmat(lRow, iter[0]);
-        Value row = itb.map({c}, {prod}, [&](ImplicitLocOpBuilder &bb,
-                                             ValueRange s, ValueRange ivs) {
-          Value diag = arith::CmpIOp::create(bb, arith::CmpIPredicate::eq,
-                                             ivs[0], i);
-          Value one = arith::UIToFPOp::create(bb, bb.getF32Type(), diag);
-          return Value(arith::SubFOp::create(bb, one, s[0]));
-        });
-        Value next = tensor::InsertSliceOp::create(
-            ib, row, iter[0], ArrayRef<OpFoldResult>{i, ib.getIndexAttr(0)},
-            ArrayRef<OpFoldResult>{ib.getIndexAttr(1), ib.getIndexAttr(c)},
-            ArrayRef<OpFoldResult>{ib.getIndexAttr(1), ib.getIndexAttr(1)});
-        scf::YieldOp::create(ib, next);
-      });
-  return loop.getResult(0);
-}
-
 Value mul(TileBuilder &tb, ArrayRef<int64_t> shape, ArrayRef<TileOperand> ops) {
   return tb.map(shape, ops, [](ImplicitLocOpBuilder &b, ValueRange s,
                                ValueRange) -> Value {
@@ -273,6 +243,13 @@ ChunkOutputs mlir::kda::emitGatedDeltaChunk(TileBuilder &tb,
     // Intra-chunk matrices, one row block (sub-chunk) at a time.
     P = tb.filled({c, c}, 0.0);
     L = delta ? tb.filled({c, c}, 0.0) : Value();
+    // Within a sub-chunk, exact pairwise decays exp(G_i - G_j) (every
+    // exponent <= 0) work for any gate; with lower-bounded gates
+    // (g >= lb per token) the sub-chunk's own reference point keeps every
+    // factor within e^{|lb| (sub - 1)} <= e^80, and the block is a matmul.
+    const bool boundedSubChunk =
+        config.gateActivation == GateActivation::lower_bound &&
+        -config.lowerBound * double(sub - 1) <= 80.0;
     for (int64_t r = 0; r < c; r += sub) {
       Value qI = tb.subTile(q, {r, 0}, {sub, kd});
       Value kI = tb.subTile(k, {r, 0}, {sub, kd});
@@ -289,6 +266,26 @@ ChunkOutputs mlir::kda::emitGatedDeltaChunk(TileBuilder &tb,
           L = tb.insertSubTile(tb.matmul(kRel, kBefore, false, true), L,
                                {r, 0});
         }
+      }
+      if (boundedSubChunk) {
+        // Lower-bounded gates: measured from the sub-chunk's first row,
+        // q and k factors stay within [e^{lb (sub - 1)}, e^{-lb (sub - 1)}],
+        // finite in f32, so the diagonal block is a tile matmul too.
+        Value gFirst = tb.rowOf(G, b.getIndexAttr(r));
+        Value kFromFirst = decayed(tb, kI, gI, gFirst, /*refFirst=*/true);
+        Value qToFirst = decayed(tb, qI, gI, gFirst, /*refFirst=*/false);
+        P = tb.insertSubTile(
+            lowerTriangle(tb, tb.matmul(qToFirst, kFromFirst, false, true),
+                          /*inclusive=*/true),
+            P, {r, r});
+        if (delta) {
+          Value kToFirst = decayed(tb, kI, gI, gFirst, /*refFirst=*/false);
+          L = tb.insertSubTile(
+              lowerTriangle(tb, tb.matmul(kToFirst, kFromFirst, false, true),
+                            /*inclusive=*/false),
+              L, {r, r});
+        }
+        continue;
       }
       P = tb.insertSubTile(pairwiseDecayed(tb, qI, kI, gI, /*inclusive=*/true),
                            P, {r, r});
@@ -308,7 +305,7 @@ ChunkOutputs mlir::kda::emitGatedDeltaChunk(TileBuilder &tb,
   if (delta) {
     if (beta)
       L = mul(tb, {c, c}, {L, perRow(beta)});
-    Value A = invertUnitLower(tb, L);
+    Value A = tb.invertUnitLower(L);
     SmallVector<TileOperand> kFactors = {k};
     if (decays)
       kFactors.push_back(gamma);

@@ -5,6 +5,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 
@@ -193,6 +194,50 @@ Value TileBuilder::insertSubTile(Value sub, Value tile,
     strides.push_back(b.getIndexAttr(1));
   }
   return tensor::InsertSliceOp::create(b, sub, tile, offs, sizes, strides);
+}
+
+Value TileBuilder::invertUnitLower(Value l) {
+  int64_t c = shapeOf(l)[0];
+  Value zero = index(0), one = index(1), cIdx = index(c);
+  Value init = emptyOfType(tensorOf({c, c}, f32()), {});
+  auto columns = scf::ForallOp::create(
+      b, ArrayRef<OpFoldResult>{b.getIndexAttr(c)}, ValueRange{init},
+      std::nullopt);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(columns.getBody());
+  Value j = columns.getInductionVar(0);
+  Value out = columns.getRegionIterArgs()[0];
+  // Column j of the result, written in place row by row.
+  auto colType = tensorOf({c}, f32());
+  SmallVector<OpFoldResult> colOffsets = {b.getIndexAttr(0), j};
+  SmallVector<OpFoldResult> colSizes = {b.getIndexAttr(c), b.getIndexAttr(1)};
+  SmallVector<OpFoldResult> unit = {b.getIndexAttr(1), b.getIndexAttr(1)};
+  Value col0 = tensor::ExtractSliceOp::create(b, colType, out, colOffsets,
+                                              colSizes, unit);
+  auto rows = scf::ForOp::create(
+      b, zero, cIdx, one, ValueRange{col0},
+      [&](OpBuilder &nb, Location loc, Value i, ValueRange iter) {
+        ImplicitLocOpBuilder ib(loc, nb);
+        auto sum = scf::ForOp::create(
+            ib, zero, i, one, ValueRange{constantF32(0.0)},
+            [&](OpBuilder &mb, Location l2, Value m, ValueRange acc) {
+              ImplicitLocOpBuilder jb(l2, mb);
+              Value lim = tensor::ExtractOp::create(jb, l, ValueRange{i, m});
+              Value xm = tensor::ExtractOp::create(jb, iter[0], ValueRange{m});
+              Value prod = arith::MulFOp::create(jb, lim, xm);
+              scf::YieldOp::create(jb, ValueRange{arith::AddFOp::create(
+                                           jb, acc[0], prod)});
+            });
+        Value diag = arith::CmpIOp::create(ib, arith::CmpIPredicate::eq, i, j);
+        Value unitValue = arith::UIToFPOp::create(ib, ib.getF32Type(), diag);
+        Value x = arith::SubFOp::create(ib, unitValue, sum.getResult(0));
+        Value next = tensor::InsertOp::create(ib, x, iter[0], ValueRange{i});
+        scf::YieldOp::create(ib, next);
+      });
+  b.setInsertionPointToStart(columns.getTerminator().getBody());
+  tensor::ParallelInsertSliceOp::create(b, rows.getResult(0), out, colOffsets,
+                                        colSizes, unit);
+  return columns.getResult(0);
 }
 
 Value TileBuilder::rowOf(Value tile, OpFoldResult row) {

@@ -81,6 +81,14 @@ public:
   /// tile: the same tile matmul every target accelerates).
   Value prefixSumRows(Value a);
 
+  /// (I + L)^-1 for a strictly lower triangular [C, C] tile L, by forward
+  /// substitution. Each column of the inverse depends only on L and itself
+  /// (x_i = [i == j] - sum_{m < i} L[i, m] x_m), so columns are independent
+  /// programs (an scf.forall nested in the caller's) and rows within a
+  /// column are sequential: a GPU solves all columns at once with no
+  /// barrier, a CPU one after another.
+  Value invertUnitLower(Value l);
+
   /// Static sub-tile [offsets, offsets + sizes) of the same rank.
   Value subTile(Value tile, ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes);
   /// Writes `sub` into `tile` at `offsets`.

@@ -389,7 +389,8 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
 /// GPU targets turn the marked nest into their grid (slots are distinct, so
 /// programs are independent).
 struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
-  using OpRewritePattern::OpRewritePattern;
+  TileDecodeStep(MLIRContext *ctx, int64_t vBlock)
+      : OpRewritePattern(ctx), vBlock(vBlock) {}
 
   LogicalResult matchAndRewrite(DecodeStepOp op,
                                 PatternRewriter &rewriter) const override {
@@ -400,7 +401,16 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
     TileBuilder tb(b);
     const int64_t kd = dimOf(q, 2), vd = dimOf(v, 2);
     const bool vMajor = op.getStateLayout() == StateLayout::v_major;
-    ChunkConfig config = makeConfig(op, 1, 1, kd, vd);
+    // V splits over programs like the chunk kernel's (v_block columns of
+    // the state, values and output each).
+    int64_t vb = vd;
+    if (auto tile = op.getTile(); tile && *tile && tile->getVBlock() > 0)
+      vb = tile->getVBlock();
+    else if (vBlock > 0 && vBlock < vd && vd % vBlock == 0)
+      vb = vBlock;
+    if (vd % vb != 0)
+      return rewriter.notifyMatchFailure(op, "v_block must divide V");
+    ChunkConfig config = makeConfig(op, 1, 1, kd, vb);
     bool channelGate = op.getGateGranularity() == GateGranularity::channel;
     Value zero = tb.index(0), one = tb.index(1);
     Value hv = getValueOrCreateConstantIndexOp(b, b.getLoc(), sizeOf(b, v, 1));
@@ -414,8 +424,14 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
           ImplicitLocOpBuilder b1(l1, n1);
           auto heads = scf::ForOp::create(
               b1, zero, hv, one, seqIter,
-              [&](OpBuilder &n2, Location l2, Value head, ValueRange iter) {
+              [&](OpBuilder &nh, Location lh, Value head, ValueRange headIter) {
+                ImplicitLocOpBuilder bh(lh, nh);
+                auto blocks = scf::ForOp::create(
+                    bh, zero, tb.index(vd / vb), one, headIter,
+                    [&](OpBuilder &n2, Location l2, Value block,
+                        ValueRange iter) {
                 ImplicitLocOpBuilder b2(l2, n2);
+                Value vCol = arith::MulIOp::create(b2, block, tb.index(vb));
                 Value rawSlot =
                     tensor::ExtractOp::create(b2, op.getIndices(), n);
                 Value zeroInt = arith::ConstantOp::create(
@@ -428,9 +444,8 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
                       // Skipped sequence: zero output row, pool untouched.
                       ImplicitLocOpBuilder b3(l3, n3);
                       TileBuilder tb3(b3);
-                      Value row = tb3.filled({1, vd}, 0.0);
-                      Value o = tb3.store(row, iter[0],
-                                          {n, head, tb3.index(0)}, {0, 2},
+                      Value row = tb3.filled({1, vb}, 0.0);
+                      Value o = tb3.store(row, iter[0], {n, head, vCol}, {0, 2},
                                           tb3.index(1));
                       scf::YieldOp::create(b3, ValueRange{o, iter[1]});
                     },
@@ -447,7 +462,7 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
                       in.q = tb3.load(q, {n, qkHead, z}, {0, 2}, {1, kd}, o1);
                       in.k = tb3.load(op.getK(), {n, qkHead, z}, {0, 2},
                                       {1, kd}, o1);
-                      in.v = tb3.load(v, {n, head, z}, {0, 2}, {1, vd}, o1);
+                      in.v = tb3.load(v, {n, head, vCol}, {0, 2}, {1, vb}, o1);
                       if (Value g = op.getGate()) {
                         if (channelGate) {
                           in.gate =
@@ -465,17 +480,22 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
                         in.beta = tb3.load(beta, {n, head}, {0}, {1}, o1);
                       loadGateParams(tb3, op.getALog(), op.getDtBias(), head,
                                      channelGate, kd, in.aLog, in.dtBias);
-                      Value s = loadState(tb3, iter[1], {slot, head, z, z}, 2,
-                                          vMajor, kd, vd);
+                      SmallVector<OpFoldResult> at =
+                          vMajor ? SmallVector<OpFoldResult>{slot, head, vCol, z}
+                                 : SmallVector<OpFoldResult>{slot, head, z, vCol};
+                      Value s = loadState(tb3, iter[1], at, 2, vMajor, kd, vb);
                       ChunkOutputs out =
                           emitGatedDeltaChunk(tb3, config, in, s);
-                      Value o = tb3.store(out.o, iter[0], {n, head, z}, {0, 2},
-                                          o1);
-                      Value pool = storeState(tb3, out.nextState, iter[1],
-                                              {slot, head, z, z}, 2, vMajor);
+                      Value o = tb3.store(out.o, iter[0], {n, head, vCol},
+                                          {0, 2}, o1);
+                      Value pool = storeState(tb3, out.nextState, iter[1], at,
+                                              2, vMajor);
                       scf::YieldOp::create(b3, ValueRange{o, pool});
                     });
                 scf::YieldOp::create(b2, ifOp.getResults());
+                    });
+                blocks->setAttr(kProgramLoopAttr, bh.getUnitAttr());
+                scf::YieldOp::create(bh, blocks.getResults());
               });
           heads->setAttr(kProgramLoopAttr, b1.getUnitAttr());
           scf::YieldOp::create(b1, heads.getResults());
@@ -484,6 +504,8 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
     rewriter.replaceOp(op, outer.getResults());
     return success();
   }
+
+  int64_t vBlock;
 };
 
 //===----------------------------------------------------------------------===//
@@ -523,7 +545,7 @@ struct KdaTileChunksPass
     }
     RewritePatternSet patterns(&getContext());
     patterns.add<TileGatedDelta>(&getContext(), chunk, subChunk, vBlock);
-    patterns.add<TileDecodeStep>(&getContext());
+    patterns.add<TileDecodeStep>(&getContext(), vBlock);
     patterns.add<TileWindowAttention>(&getContext(), chunk);
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);

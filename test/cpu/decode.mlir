@@ -5,6 +5,8 @@
 // RUN: kda-run %s --function=decode_v_major_gva --check | FileCheck %s
 // RUN: kda-run %s --function=decode_prologue_bf16 --check | FileCheck %s
 // RUN: kda-run %s --function=decode_no_gate --check | FileCheck %s
+// V split over programs (v_block, as GPU kernels run it):
+// RUN: kda-run %s --function=decode_v_major_gva_v_block --check | FileCheck %s
 // CHECK: result 0: {{.*}} ok
 // CHECK-NOT: FAIL
 
@@ -26,4 +28,9 @@ func.func @decode_prologue_bf16(%q: tensor<6x2x64xbf16>, %k: tensor<6x2x64xbf16>
 func.func @decode_no_gate(%q: tensor<5x1x32xf32>, %k: tensor<5x1x32xf32>, %v: tensor<5x1x32xf32>, %b: tensor<5x1xf32>, %idx: tensor<5xi32>, %o0: tensor<5x1x32xf32>, %pool: tensor<5x1x32x32xf32>) -> (tensor<5x1x32xf32>, tensor<5x1x32x32xf32>) {
   %o, %p = kda.decode_step delta %q, %k, %v beta(%b : tensor<5x1xf32>) indices(%idx : tensor<5xi32>) outs(%o0, %pool : tensor<5x1x32xf32>, tensor<5x1x32x32xf32>) : tensor<5x1x32xf32>, tensor<5x1x32xf32>, tensor<5x1x32xf32>
   return %o, %p : tensor<5x1x32xf32>, tensor<5x1x32x32xf32>
+}
+
+func.func @decode_v_major_gva_v_block(%q: tensor<8x2x32xf32>, %k: tensor<8x2x32xf32>, %v: tensor<8x4x16xf32>, %g: tensor<8x4xf32>, %b: tensor<8x4xf32>, %idx: tensor<8xi64>, %o0: tensor<8x4x16xf32>, %pool: tensor<12x4x16x32xf32>) -> (tensor<8x4x16xf32>, tensor<12x4x16x32xf32>) {
+  %o, %p = kda.decode_step delta %q, %k, %v gate(%g : tensor<8x4xf32>) beta(%b : tensor<8x4xf32>) indices(%idx : tensor<8xi64>) outs(%o0, %pool : tensor<8x4x16xf32>, tensor<12x4x16x32xf32>) {state_layout = #kda<layout v_major>, tile = #kda.tile<chunk = 16, v_block = 8>} : tensor<8x2x32xf32>, tensor<8x2x32xf32>, tensor<8x4x16xf32>
+  return %o, %p : tensor<8x4x16xf32>, tensor<12x4x16x32xf32>
 }

@@ -35,9 +35,7 @@ mkdir -p "$work"
 cd "$root"
 
 echo "== build libkda_runtime.so ($cxx) in $work"
-"$cxx" -std=c++17 -O2 -shared -fPIC -fvisibility=hidden -DKDA_RUNTIME_BUILDING -I. \
-  runtime/CudaDriver.cpp runtime/HipDriver.cpp runtime/Json.cpp runtime/Manifest.cpp runtime/Runtime.cpp \
-  -o "$work/libkda_runtime.so" -ldl -lpthread
+CXX=$cxx runtime/gpu/build-runtime.sh "$work"
 
 export KDA_RUNTIME_LIBRARY=$work/libkda_runtime.so
 export KDA_BUNDLE_PATH=$bundles

@@ -10,6 +10,7 @@
 
 #include "lowering/CpuPipeline.h"
 
+#include "lowering/Bufferization.h"
 #include "passes/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -69,12 +70,7 @@ void mlir::kda::buildCpuPipeline(OpPassManager &pm,
 
   // Tensors -> buffers. Loop-carried tiles are new values each chunk, hence
   // allow-return-allocs-from-loops; deallocation frees every tile buffer.
-  bufferization::OneShotBufferizePassOptions bufferize;
-  bufferize.bufferizeFunctionBoundaries = true;
-  bufferize.functionBoundaryTypeConversion =
-      bufferization::LayoutMapOption::IdentityLayoutMap;
-  bufferize.allowReturnAllocsFromLoops = true;
-  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  addTileBufferization(pm);
   // Results become caller-provided out-parameters (callers own every buffer).
   bufferization::BufferResultsToOutParamsPassOptions outParams;
   outParams.modifyPublicFunctions = true;

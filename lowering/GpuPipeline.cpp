@@ -11,6 +11,7 @@
 
 #include "lowering/GpuPipeline.h"
 
+#include "lowering/Bufferization.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
@@ -87,12 +88,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   pm.nest<func::FuncOp>().addPass(createGpuBindDestinationsPass());
 
   // Tensors -> buffers; kernels write their argument buffers in place.
-  bufferization::OneShotBufferizePassOptions bufferize;
-  bufferize.bufferizeFunctionBoundaries = true;
-  bufferize.functionBoundaryTypeConversion =
-      bufferization::LayoutMapOption::IdentityLayoutMap;
-  bufferize.allowReturnAllocsFromLoops = true;
-  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  addTileBufferization(pm);
   pm.addPass(bufferization::createDropEquivalentBufferResultsPass());
   pm.addPass(createCanonicalizerPass());
 

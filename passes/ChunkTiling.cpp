@@ -71,6 +71,23 @@ std::pair<int64_t, int64_t> tileSizes(std::optional<TileAttr> tile,
   return {chunk, std::min(subChunk, chunk)};
 }
 
+/// Columns of V per program: the op's #kda.tile v_block, else the pass
+/// option where it divides V, else all of V. Every column of the state, the
+/// values and the output evolves independently, so V splits over programs;
+/// what depends only on q, k, gates and beta is recomputed per block.
+/// nullopt when the op's v_block does not divide V.
+std::optional<int64_t> valueBlock(std::optional<TileAttr> tile,
+                                  int64_t option, int64_t vd) {
+  int64_t vb = vd;
+  if (tile && *tile && tile->getVBlock() > 0)
+    vb = tile->getVBlock();
+  else if (option > 0 && option < vd && vd % option == 0)
+    vb = option;
+  if (vd % vb != 0)
+    return std::nullopt;
+  return vb;
+}
+
 /// The state tile [K, V] of a state tensor slice, whichever its layout.
 Value loadState(TileBuilder &tb, Value src, ArrayRef<OpFoldResult> offsets,
                 int64_t firstStateDim, bool vMajor, int64_t kd, int64_t vd) {
@@ -167,16 +184,10 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
         b, getValueOrCreateConstantIndexOp(b, b.getLoc(), hv),
         getValueOrCreateConstantIndexOp(b, b.getLoc(), sizeOf(b, q, 2)));
     const bool vMajor = op.getStateLayout() == StateLayout::v_major;
-    // V splits over programs (v_block columns each): every column of the
-    // state, the values and the output evolves independently; the parts that
-    // depend only on q, k, gates and beta are recomputed per block.
-    int64_t vb = vd;
-    if (auto tile = op.getTile(); tile && *tile && tile->getVBlock() > 0)
-      vb = tile->getVBlock();
-    else if (vBlock > 0 && vBlock < vd && vd % vBlock == 0)
-      vb = vBlock;
-    if (vd % vb != 0)
+    std::optional<int64_t> vBlocked = valueBlock(op.getTile(), vBlock, vd);
+    if (!vBlocked)
       return rewriter.notifyMatchFailure(op, "v_block must divide V");
+    const int64_t vb = *vBlocked;
     const bool splitV = vb < vd;
     ChunkConfig config = makeConfig(op, c, sub, kd, vb);
     std::optional<GateGranularity> granularity = op.getGateGranularity();
@@ -401,15 +412,11 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
     TileBuilder tb(b);
     const int64_t kd = dimOf(q, 2), vd = dimOf(v, 2);
     const bool vMajor = op.getStateLayout() == StateLayout::v_major;
-    // V splits over programs like the chunk kernel's (v_block columns of
-    // the state, values and output each).
-    int64_t vb = vd;
-    if (auto tile = op.getTile(); tile && *tile && tile->getVBlock() > 0)
-      vb = tile->getVBlock();
-    else if (vBlock > 0 && vBlock < vd && vd % vBlock == 0)
-      vb = vBlock;
-    if (vd % vb != 0)
+    // V splits over programs like the chunk kernel's.
+    std::optional<int64_t> vBlocked = valueBlock(op.getTile(), vBlock, vd);
+    if (!vBlocked)
       return rewriter.notifyMatchFailure(op, "v_block must divide V");
+    const int64_t vb = *vBlocked;
     ChunkConfig config = makeConfig(op, 1, 1, kd, vb);
     bool channelGate = op.getGateGranularity() == GateGranularity::channel;
     Value zero = tb.index(0), one = tb.index(1);

@@ -27,9 +27,7 @@ mkdir -p "$work"
 cd "$root"
 
 echo "== build libkda_runtime.so and liboracle.so ($cxx) in $work"
-"$cxx" -std=c++17 -O2 -shared -fPIC -fvisibility=hidden -DKDA_RUNTIME_BUILDING -I. \
-  runtime/CudaDriver.cpp runtime/HipDriver.cpp runtime/Json.cpp runtime/Manifest.cpp runtime/Runtime.cpp \
-  -o "$work/libkda_runtime.so" -ldl -lpthread &
+CXX=$cxx runtime/gpu/build-runtime.sh "$work" &
 runtime_pid=$!
 "$cxx" -std=c++17 -O2 -shared -fPIC -I. test/oracle/Oracle.cpp test/oracle/OracleC.cpp \
   -o "$work/liboracle.so" &

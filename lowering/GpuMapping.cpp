@@ -20,6 +20,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
+
+#include "dialect/KdaAttrs.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -859,6 +861,7 @@ struct MapKernelsPass
     FailureOr<SmallVector<Attribute>> params = rewriteAbi(gpuFunc, abi);
     if (failed(params))
       return failure();
+    Attribute opTile = f->getAttr("kda.tile");
     f.erase();
 
     SmallVector<NamedAttribute> launch = {
@@ -870,6 +873,18 @@ struct MapKernelsPass
             "block", builder.getI64ArrayAttr({threads, 1, 1})),
         builder.getNamedAttr("dynamic_shared_memory",
                              builder.getI64IntegerAttr(*arena))};
+    if (auto tile = dyn_cast_or_null<kda::TileAttr>(opTile)) {
+      // What the op asked for (#kda.tile); the driver adds the defaults.
+      launch.push_back(builder.getNamedAttr(
+          "tile",
+          builder.getDictionaryAttr(
+              {builder.getNamedAttr("chunk",
+                                    builder.getI64IntegerAttr(tile.getChunk())),
+               builder.getNamedAttr(
+                   "sub_chunk", builder.getI64IntegerAttr(tile.getSubChunk())),
+               builder.getNamedAttr(
+                   "v_block", builder.getI64IntegerAttr(tile.getVBlock()))})));
+    }
     return builder.getDictionaryAttr(launch);
   }
 

@@ -88,6 +88,9 @@ struct KdaOutlineKernelsPass
           SmallVector<Value> described(op->getOperands());
           described.append(destinations);
           kernel->setAttr("kda.abi", describeArguments(b, op, described));
+          // The op's own tiles, for the bundle manifest.
+          if (Attribute tile = op->getAttr("tile"))
+            kernel->setAttr("kda.tile", tile);
         }
       }
       OpBuilder b(op);

@@ -310,15 +310,18 @@ int main(int argc, char **argv) {
     kernel["grid"] = toJson(launch.get("grid"));
     kernel["block"] = toJson(launch.get("block"));
     kernel["dynamic_shared_memory"] = toJson(launch.get("dynamic_shared_memory"));
+    // The tiles the kernel was built with: the op's #kda.tile where it has
+    // one (a v_block of 0 there means the default), else the defaults.
     llvm::json::Object tile;
-    if (auto t = launch.get("tile"))
-      tile = *toJson(t).getAsObject();
-    // The defaults ops without #kda.tile were tiled with.
     int64_t c = chunk > 0 ? static_cast<int64_t>(chunk) : target->defaultChunk;
     tile["chunk"] = c;
     tile["sub_chunk"] = std::min<int64_t>(subChunk, c);
     tile["v_block"] =
         vBlock > 0 ? static_cast<int64_t>(vBlock) : target->defaultVBlock;
+    if (auto t = launch.get("tile"))
+      for (auto &[key, value] : *toJson(t).getAsObject())
+        if (key != "v_block" || value.getAsInteger().value_or(0) > 0)
+          tile[key] = value;
     tile["threads"] = static_cast<int64_t>(threads);
     tile["tensor_cores"] = noTensorCores ? 0 : 1;
     kernel["tile"] = std::move(tile);

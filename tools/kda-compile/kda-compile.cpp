@@ -318,10 +318,12 @@ int main(int argc, char **argv) {
     tile["sub_chunk"] = std::min<int64_t>(subChunk, c);
     tile["v_block"] =
         vBlock > 0 ? static_cast<int64_t>(vBlock) : target->defaultVBlock;
-    if (auto t = launch.get("tile"))
-      for (auto &[key, value] : *toJson(t).getAsObject())
+    if (auto t = launch.get("tile")) {
+      llvm::json::Value opTile = toJson(t);
+      for (auto &[key, value] : *opTile.getAsObject())
         if (key != "v_block" || value.getAsInteger().value_or(0) > 0)
           tile[key] = value;
+    }
     tile["threads"] = static_cast<int64_t>(threads);
     tile["tensor_cores"] = noTensorCores ? 0 : 1;
     kernel["tile"] = std::move(tile);

@@ -82,8 +82,10 @@ struct GpuTarget {
   std::string chip;
   int64_t warpSize;
   std::string matrixInstructions; // kda-gpu-tile-matmuls' instructions
-  // Default tiles: what fits the chip's shared memory at K = V = 128
-  // (227 KB on sm_90a; 64 KB of LDS on AMD).
+  // Default tiles at K = V = 128: on NVIDIA C = 16 with V blocks of 32
+  // (72 KB: three blocks per H200 multiprocessor, measured faster than C =
+  // 32 at one block, bench/RESULTS.md); on AMD C = 16 with V blocks of 16,
+  // which fit 64 KB of LDS.
   int64_t defaultChunk, defaultVBlock;
 };
 /// The target for `chip`, or nullopt for an unknown chip.

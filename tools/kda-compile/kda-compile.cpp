@@ -50,7 +50,7 @@ static cl::opt<std::string>
 static cl::opt<int64_t>
     chunk("chunk",
           cl::desc("chunk size for ops without #kda.tile (0: the chip's "
-                   "default, 32 on NVIDIA, 16 on AMD)"),
+                   "default, 16)"),
           cl::init(0));
 static cl::opt<int64_t> subChunk("sub-chunk", cl::desc("sub-chunk size"),
                                  cl::init(16));

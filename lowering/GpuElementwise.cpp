@@ -15,6 +15,7 @@
 
 #include "lowering/GpuPipeline.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -88,31 +89,6 @@ struct OutlineElementwisePass
           if (isElementwise(g))
             ops.push_back(g);
         });
-    // Other work between kda ops (a matmul, a reduction) would run outside
-    // every kernel of the bundle and be lost: refuse it here, where its
-    // location is still the user's.
-    for (auto f : module.getOps<func::FuncOp>()) {
-      if (f->hasAttr("kda.kernel"))
-        continue;
-      WalkResult r = f.walk([&](Operation *op) {
-        if (op->getParentOfType<linalg::LinalgOp>())
-          return WalkResult::advance(); // a body: judged with its op
-        bool elementwise = false;
-        if (auto g = dyn_cast<linalg::GenericOp>(op))
-          elementwise = isElementwise(g);
-        if (!elementwise &&
-            (isa<linalg::LinalgOp>(op) ||
-             op->getDialect()->getNamespace() == "math")) {
-          op->emitError("kda-gpu-outline-elementwise: this computation is "
-                        "outside every kda kernel; a GPU bundle holds only "
-                        "kernels (kda ops and elementwise work between them)");
-          return WalkResult::interrupt();
-        }
-        return WalkResult::advance();
-      });
-      if (r.wasInterrupted())
-        return signalPassFailure();
-    }
     IRRewriter rewriter(&getContext());
     for (linalg::GenericOp g : ops) {
       Location loc = g.getLoc();
@@ -170,10 +146,40 @@ struct OutlineElementwisePass
       auto call = func::CallOp::create(rewriter, loc, kernel, args);
       rewriter.replaceOp(g, call.getResults());
     }
+    // Other work between kda ops (a matmul, a reduction) would run outside
+    // every kernel of the bundle and be lost: refuse it here, where its
+    // location is still the user's.
+    if (failed(kda::refuseWorkOutsideKernels(module, getArgument())))
+      return signalPassFailure();
   }
 };
 
 } // namespace
+
+LogicalResult mlir::kda::refuseWorkOutsideKernels(ModuleOp module,
+                                                  StringRef pass) {
+  for (auto f : module.getOps<func::FuncOp>()) {
+    if (f->hasAttr("kda.kernel"))
+      continue;
+    WalkResult r = f.walk([&](Operation *op) {
+      if (op->getParentOfType<linalg::LinalgOp>())
+        return WalkResult::advance(); // a body: judged with its op
+      if (isa<linalg::LinalgOp>(op) ||
+          op->getDialect()->getNamespace() == "math" ||
+          isa<arith::AddFOp, arith::MulFOp, arith::SubFOp, arith::DivFOp>(op)) {
+        op->emitError() << pass
+                        << ": this computation is outside every kda kernel; a "
+                           "GPU bundle holds only kernels (kda ops and "
+                           "elementwise work between them)";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (r.wasInterrupted())
+      return failure();
+  }
+  return success();
+}
 
 std::unique_ptr<Pass> mlir::kda::createGpuOutlineElementwisePass() {
   return std::make_unique<OutlineElementwisePass>();

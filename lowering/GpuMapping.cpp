@@ -115,7 +115,6 @@ struct BindDestinationsPass
         continue;
       auto forall = v.getDefiningOp<scf::ForallOp>();
       if (!forall) {
-        // In-place destination ops (decode_step) already return their args.
         func.emitError() << "kda-gpu-bind-destinations: result " << i
                          << " is not written by the kernel's program grid";
         return signalPassFailure();
@@ -127,49 +126,49 @@ struct BindDestinationsPass
         initValue = cast.getSource();
       if (initValue == dest)
         continue; // already writes the destination (elementwise kernels)
-      Value destCast = dest;
-      OpBuilder b(forall);
-      if (dest.getType() != initValue.getType())
-        destCast = tensor::CastOp::create(b, forall.getLoc(),
-                                          initValue.getType(), dest);
-      if (auto empty = initValue.getDefiningOp<tensor::EmptyOp>()) {
-        init.set(destCast);
-        // A grid extent that sized the result (window attention's output
-        // heads, max(HQ, HV)) is that dimension of the destination: a
-        // symbol of the kernel's ABI.
-        SmallVector<OpFoldResult> ubs = forall.getMixedUpperBound();
-        bool changed = false;
-        for (OpFoldResult &ub : ubs) {
-          auto v = dyn_cast<Value>(ub);
-          if (!v)
-            continue;
-          for (int64_t d = 0, e = empty.getType().getRank(); d < e; ++d)
-            if (empty.getType().isDynamicDim(d) && empty.getDynamicSize(d) == v) {
-              ub = tensor::DimOp::create(b, forall.getLoc(), dest, d)
-                       .getResult();
-              changed = true;
-              break;
-            }
-        }
-        if (changed) {
-          SmallVector<Value> dynamicUbs;
-          SmallVector<int64_t> staticUbs;
-          dispatchIndexOpFoldResults(ubs, dynamicUbs, staticUbs);
-          forall.getDynamicUpperBoundMutable().assign(dynamicUbs);
-          forall.setStaticUpperBound(staticUbs);
-        }
-      } else if (auto fill = initValue.getDefiningOp<linalg::FillOp>();
-                 fill && fill.getOutputs()[0].getDefiningOp<tensor::EmptyOp>()) {
-        b.setInsertionPoint(fill);
-        if (dest.getType() != initValue.getType())
-          destCast = tensor::CastOp::create(b, fill.getLoc(),
-                                            initValue.getType(), dest);
-        fill.getOutputsMutable()[0].set(destCast);
-      } else {
+      // The grid starts from an empty tensor, or one filled with a constant
+      // (boundary states): that empty becomes the destination.
+      auto fill = initValue.getDefiningOp<linalg::FillOp>();
+      Value start = fill ? fill.getOutputs()[0] : initValue;
+      auto empty = start.getDefiningOp<tensor::EmptyOp>();
+      if (!empty) {
         func.emitError() << "kda-gpu-bind-destinations: result " << i
                          << " starts from a value the kernel cannot write in "
                             "place";
         return signalPassFailure();
+      }
+      OpBuilder b(fill ? fill.getOperation() : forall.getOperation());
+      Value destCast = dest;
+      if (dest.getType() != empty.getType())
+        destCast = tensor::CastOp::create(b, forall.getLoc(), empty.getType(),
+                                          dest);
+      if (fill) {
+        fill.getOutputsMutable()[0].set(destCast);
+        continue;
+      }
+      init.set(destCast);
+      // A grid extent that sized the result (window attention's output
+      // heads, max(HQ, HV)) is that dimension of the destination: a symbol
+      // of the kernel's ABI.
+      SmallVector<OpFoldResult> ubs = forall.getMixedUpperBound();
+      bool changed = false;
+      for (OpFoldResult &ub : ubs) {
+        auto v = dyn_cast<Value>(ub);
+        if (!v)
+          continue;
+        for (int64_t d = 0, e = empty.getType().getRank(); d < e; ++d)
+          if (empty.getType().isDynamicDim(d) && empty.getDynamicSize(d) == v) {
+            ub = tensor::DimOp::create(b, forall.getLoc(), dest, d).getResult();
+            changed = true;
+            break;
+          }
+      }
+      if (changed) {
+        SmallVector<Value> dynamicUbs;
+        SmallVector<int64_t> staticUbs;
+        dispatchIndexOpFoldResults(ubs, dynamicUbs, staticUbs);
+        forall.getDynamicUpperBoundMutable().assign(dynamicUbs);
+        forall.setStaticUpperBound(staticUbs);
       }
     }
   }
@@ -571,10 +570,6 @@ FailureOr<int64_t> planArena(Block &body, Value base, int64_t alignment) {
     arenaSize = std::max(arenaSize, offset + slots[i].bytes);
   }
 
-  if (getenv("KDA_DEBUG_ARENA"))
-    for (Slot &s : slots)
-      llvm::errs() << "slot [" << s.start << "," << s.end << "] " << s.bytes
-                   << " @" << s.offset << " " << s.alloc << "\n";
   // Each tile becomes a view of the arena, seen through the generic address
   // space so that its users keep their types (the backend infers the shared
   // address space back).
@@ -679,22 +674,10 @@ struct MapKernelsPass
     }
     // Host functions call kernels that now live on the device: they are not
     // part of the GPU output (the runtime launches kernels directly). Work
-    // they do themselves (a hybrid's combine, say) would be lost: refuse it.
-    for (auto f : module.getOps<func::FuncOp>()) {
-      WalkResult r = f.walk([&](Operation *op) {
-        if (isa<linalg::LinalgOp>(op) ||
-            op->getDialect()->getNamespace() == "math" ||
-            isa<arith::AddFOp, arith::MulFOp, arith::SubFOp, arith::DivFOp>(op)) {
-          op->emitError("kda-gpu-map-kernels: this computation is outside "
-                        "every kda kernel; a GPU bundle holds only kda "
-                        "kernels (compute it with kda ops, or on the host)");
-          return WalkResult::interrupt();
-        }
-        return WalkResult::advance();
-      });
-      if (r.wasInterrupted())
-        return signalPassFailure();
-    }
+    // they do themselves (a matmul between kda ops, say) would be lost:
+    // refuse it.
+    if (failed(kda::refuseWorkOutsideKernels(module, getArgument())))
+      return signalPassFailure();
     for (auto f : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
       f.erase();
     module->setAttr("gpu.container_module", UnitAttr::get(&getContext()));

@@ -9,6 +9,7 @@
 #ifndef KDA_LOWERING_GPUPIPELINE_H
 #define KDA_LOWERING_GPUPIPELINE_H
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
 
@@ -21,6 +22,9 @@ std::unique_ptr<Pass> createGpuBindDestinationsPass();
 std::unique_ptr<Pass> createGpuFuseTilesPass();
 std::unique_ptr<Pass> createGpuPrepareTilesPass();
 std::unique_ptr<Pass> createGpuOutlineElementwisePass();
+/// Refuses work in host functions (outside every kda.kernel function) that
+/// a bundle of kernels would drop, with an error at the first such op.
+LogicalResult refuseWorkOutsideKernels(ModuleOp module, llvm::StringRef pass);
 void registerGpuOutlineElementwisePass();
 std::unique_ptr<Pass> createGpuTileMatmulsPass(int64_t threads,
                                                StringRef instructions);

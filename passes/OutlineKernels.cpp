@@ -63,6 +63,9 @@ struct KdaOutlineKernelsPass
       SmallVector<Value> destinations;
       if (destinationStyle && !isa<DestinationStyleOpInterface>(op))
         destinations.append(op->result_begin(), op->result_end());
+      DimensionNames names;
+      if (destinationStyle)
+        names = nameDimensions(op);
 
       func::FuncOp &kernel = kernels[configurationKey(op)];
       if (!kernel) {
@@ -87,7 +90,7 @@ struct KdaOutlineKernelsPass
         if (destinationStyle) {
           SmallVector<Value> described(op->getOperands());
           described.append(destinations);
-          kernel->setAttr("kda.abi", describeArguments(b, op, described));
+          kernel->setAttr("kda.abi", describeArguments(b, names, described));
           // The op's own tiles, for the bundle manifest.
           if (Attribute tile = op->getAttr("tile"))
             kernel->setAttr("kda.tile", tile);
@@ -100,7 +103,7 @@ struct KdaOutlineKernelsPass
         SmallVector<Value> dynamicSizes;
         for (int64_t i = 0; i < type.getRank(); ++i)
           if (type.isDynamicDim(i)) {
-            Value size = dynamicSizeOf(b, op, d, i);
+            Value size = dynamicSizeOf(b, op, names, d, i);
             if (!size) {
               op->emitOpError() << "kda-outline-kernels: cannot tell the "
                                    "size of result dimension " << i;
@@ -120,9 +123,8 @@ struct KdaOutlineKernelsPass
 
   /// [{name, dims}] per kernel argument: dims hold static sizes as integers
   /// and dynamic ones as the verifier's dimension names.
-  static ArrayAttr describeArguments(OpBuilder &b, Operation *op,
+  static ArrayAttr describeArguments(OpBuilder &b, DimensionNames names,
                                      ArrayRef<Value> values) {
-    DimensionNames names = nameDimensions(op);
     // Without cu_seqlens the number of sequences N is the batch B: one
     // symbol, so that a launch checks they agree.
     bool varlen = llvm::any_of(names, [](auto &entry) {
@@ -166,9 +168,9 @@ struct KdaOutlineKernelsPass
   /// name (every result dimension of a kda op is named after an operand's;
   /// N, the number of sequences, is cu_seqlens' N+1 minus one, else B).
   /// Null when there is none.
-  static Value dynamicSizeOf(OpBuilder &b, Operation *op, Value r,
+  static Value dynamicSizeOf(OpBuilder &b, Operation *op,
+                             const DimensionNames &names, Value r,
                              int64_t dim) {
-    DimensionNames names = nameDimensions(op);
     auto it = names.find(r);
     if (it == names.end() || dim >= (int64_t)it->second.dims.size())
       return {};

@@ -69,6 +69,28 @@ def default_chunk(K: int, V: int) -> int:
     return 0
 
 
+def _recurrence_fields(update, K, V, qk_dtype, v_dtype, gate, beta_dtype, qk_l2norm,
+                       beta_activation, gate_activation, lower_bound, A_log_dtype,
+                       dt_bias_dtype, scale, state_layout) -> Dict[str, Any]:
+    """The configuration fields a recurrence (gated_delta, decode_step) has:
+    update rule, head dims, dtypes, prologue, scale and state layout."""
+    return {
+        "update": update,
+        "K": int(K), "V": int(V),
+        "qk_dtype": qk_dtype, "v_dtype": v_dtype,
+        "gate": dict(gate) if gate else None,
+        "beta_dtype": beta_dtype,
+        "qk_l2norm": bool(qk_l2norm),
+        "beta_activation": beta_activation,
+        "gate_activation": gate_activation,
+        "lower_bound": None if lower_bound is None else float(lower_bound),
+        "A_log_dtype": A_log_dtype,
+        "dt_bias_dtype": dt_bias_dtype,
+        "scale": _normalise_scale(scale, K),
+        "state_layout": state_layout,
+    }
+
+
 def gated_delta_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
                        gate: Optional[Dict[str, str]] = None,
                        beta_dtype: Optional[str] = None,
@@ -94,19 +116,9 @@ def gated_delta_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
     """
     cfg = {
         "op": "gated_delta",
-        "update": update,
-        "K": int(K), "V": int(V),
-        "qk_dtype": qk_dtype, "v_dtype": v_dtype,
-        "gate": dict(gate) if gate else None,
-        "beta_dtype": beta_dtype,
-        "qk_l2norm": bool(qk_l2norm),
-        "beta_activation": beta_activation,
-        "gate_activation": gate_activation,
-        "lower_bound": None if lower_bound is None else float(lower_bound),
-        "A_log_dtype": A_log_dtype,
-        "dt_bias_dtype": dt_bias_dtype,
-        "scale": _normalise_scale(scale, K),
-        "state_layout": state_layout,
+        **_recurrence_fields(update, K, V, qk_dtype, v_dtype, gate, beta_dtype, qk_l2norm,
+                             beta_activation, gate_activation, lower_bound, A_log_dtype,
+                             dt_bias_dtype, scale, state_layout),
         "initial_state_dtype": initial_state_dtype,
         "final_state_dtype": final_state_dtype,
         "cu_seqlens_dtype": cu_seqlens_dtype,
@@ -143,19 +155,9 @@ def decode_step_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
     """
     cfg = {
         "op": "decode_step",
-        "update": update,
-        "K": int(K), "V": int(V),
-        "qk_dtype": qk_dtype, "v_dtype": v_dtype,
-        "gate": dict(gate) if gate else None,
-        "beta_dtype": beta_dtype,
-        "qk_l2norm": bool(qk_l2norm),
-        "beta_activation": beta_activation,
-        "gate_activation": gate_activation,
-        "lower_bound": None if lower_bound is None else float(lower_bound),
-        "A_log_dtype": A_log_dtype,
-        "dt_bias_dtype": dt_bias_dtype,
-        "scale": _normalise_scale(scale, K),
-        "state_layout": state_layout,
+        **_recurrence_fields(update, K, V, qk_dtype, v_dtype, gate, beta_dtype, qk_l2norm,
+                             beta_activation, gate_activation, lower_bound, A_log_dtype,
+                             dt_bias_dtype, scale, state_layout),
         "state_dtype": state_dtype,
         "indices_dtype": indices_dtype,
     }

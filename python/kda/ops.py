@@ -67,15 +67,9 @@ def _numel(x: Any) -> int:
 # .dtype, so tests and prebuild can derive configurations without torch)
 # ---------------------------------------------------------------------------
 
-def chunk_kda_config(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
-                     use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
-                     use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False,
-                     lower_bound=None, state_v_first=False, cu_seqlens=None, A_log=None,
-                     dt_bias=None, chunk_size=None) -> Dict[str, Any]:
-    """The kda.gated_delta configuration chunk_kda would run for these arguments.
-
-    Also validates shapes as FLA does (ValueError with the offending argument).
-    """
+def _check_inputs(q, k, v, g, beta, allow_neg_eigval, use_beta_sigmoid_in_kernel, api):
+    """The shape checks chunk_kda and fused_recurrent_kda share (FLA's messages);
+    returns B, T, H, K, HV, V."""
     if len(_shape(q)) != 4:
         raise ValueError(f"q: expected [B, T, H, K], got shape {list(_shape(q))}")
     B, T, H, K = _shape(q)
@@ -87,7 +81,7 @@ def chunk_kda_config(q, k, v, g, beta, scale=None, initial_state=None, output_fi
     if HV % H:
         raise ValueError(f"For GVA, num_v_heads (HV={HV}) must be evenly divisible by num_qk_heads (H={H})")
     if g is None:
-        raise ValueError("g is required: chunk_kda takes channel-wise gates [B, T, HV, K]")
+        raise ValueError(f"g is required: {api} takes channel-wise gates [B, T, HV, K]")
     if _shape(g) != (B, T, HV, K):
         raise ValueError(f"g must have shape [B, T, HV, K]={[B, T, HV, K]}, got {list(_shape(g))}")
     if beta is None:
@@ -99,6 +93,20 @@ def chunk_kda_config(q, k, v, g, beta, scale=None, initial_state=None, output_fi
         raise ValueError(f"beta must have shape [B, T, HV]={[B, T, HV]}, got {list(_shape(beta))}")
     if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
         raise ValueError("`allow_neg_eigval=True` requires `use_beta_sigmoid_in_kernel=True`.")
+    return B, T, H, K, HV, V
+
+
+def chunk_kda_config(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
+                     use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+                     use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False,
+                     lower_bound=None, state_v_first=False, cu_seqlens=None, A_log=None,
+                     dt_bias=None, chunk_size=None) -> Dict[str, Any]:
+    """The kda.gated_delta configuration chunk_kda would run for these arguments.
+
+    Also validates shapes as FLA does (ValueError with the offending argument).
+    """
+    B, T, H, K, HV, V = _check_inputs(q, k, v, g, beta, allow_neg_eigval,
+                                      use_beta_sigmoid_in_kernel, "chunk_kda")
     if chunk_size is not None and chunk_size not in (16, 32, 64):
         raise ValueError(f"`chunk_size` must be 16, 32 or 64 for kda, got {chunk_size}.")
 
@@ -185,29 +193,8 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
                                 allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound,
                                 state_v_first=state_v_first, cu_seqlens=cu_seqlens,
                                 A_log=A_log, dt_bias=dt_bias)
-    if len(_shape(q)) != 4:
-        raise ValueError(f"q: expected [B, T, H, K], got shape {list(_shape(q))}")
-    B, T, H, K = _shape(q)
-    if _shape(k) != _shape(q):
-        raise ValueError(f"q and k must have the same shape, got q={list(_shape(q))} vs k={list(_shape(k))}")
-    if len(_shape(v)) != 4 or _shape(v)[:2] != (B, T):
-        raise ValueError(f"v: expected [B, T, HV, V] = [{B}, {T}, HV, V], got {list(_shape(v))}")
-    HV, V = _shape(v)[2], _shape(v)[3]
-    if HV % H:
-        raise ValueError(f"For GVA, num_v_heads (HV={HV}) must be evenly divisible by num_qk_heads (H={H})")
-    if g is None:
-        raise ValueError("g is required: fused_recurrent_kda takes channel-wise gates [B, T, HV, K]")
-    if _shape(g) != (B, T, HV, K):
-        raise ValueError(f"g must have shape [B, T, HV, K]={[B, T, HV, K]}, got {list(_shape(g))}")
-    if beta is None:
-        raise ValueError("beta is required")
-    if _shape(beta) != (B, T, HV):
-        if _shape(beta) == (B, T, HV, V):
-            raise NotImplementedError("kda: head-wise vector beta [B, T, HV, V] is not supported "
-                                      "(only [B, T, HV])")
-        raise ValueError(f"beta must have shape [B, T, HV]={[B, T, HV]}, got {list(_shape(beta))}")
-    if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
-        raise ValueError("`allow_neg_eigval=True` requires `use_beta_sigmoid_in_kernel=True`.")
+    B, T, H, K, HV, V = _check_inputs(q, k, v, g, beta, allow_neg_eigval,
+                                      use_beta_sigmoid_in_kernel, "fused_recurrent_kda")
     if initial_state is None:
         raise ValueError("ssm_state_indices names slots of a state pool: pass the pool as initial_state "
                          "([P, HV, K, V], or [P, HV, V, K] with state_v_first)")

@@ -64,6 +64,7 @@ void mlir::kda::buildCpuPipeline(OpPassManager &pm,
   KdaTileChunksOptions tiling;
   tiling.chunk = options.chunk;
   tiling.subChunk = std::min<int64_t>(options.subChunk, std::max<int64_t>(options.chunk, 1));
+  tiling.schedule = options.schedule;
   fpm.addPass(createKdaTileChunks(tiling));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

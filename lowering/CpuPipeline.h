@@ -20,6 +20,11 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
                            llvm::cl::desc("tokens per sub-chunk for ops "
                                           "without #kda.tile"),
                            llvm::cl::init(16)};
+  Option<std::string> schedule{
+      *this, "schedule",
+      llvm::cl::desc("kda-tile-chunks' schedule: sequential or "
+                     "chunk-parallel (the GPU's, run on the CPU)"),
+      llvm::cl::init("sequential")};
   Option<bool> parallel{*this, "parallel",
                         llvm::cl::desc("run (sequence, head) programs on "
                                        "OpenMP threads"),

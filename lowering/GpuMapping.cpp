@@ -591,6 +591,9 @@ FailureOr<int64_t> planArena(Block &body, Value base, int64_t alignment) {
   return arenaSize;
 }
 
+std::string symbolName(StringRef dim) { return kda::manifestSymbol(dim); }
+StringRef dtypeName(Type t) { return kda::manifestDtype(t); }
+
 /// A grid extent as the manifest writes it: an integer or a symbol. Extents
 /// of the form `symbol - c` launch `symbol` programs (the kernel's guard
 /// skips the extra ones).
@@ -600,6 +603,18 @@ FailureOr<Attribute> gridExtent(Value extent, ArrayAttr abi, Builder &b) {
   if (auto sub = extent.getDefiningOp<arith::SubIOp>())
     if (getConstantIntValue(sub.getRhs()))
       return gridExtent(sub.getLhs(), abi, b);
+  // ceil(symbol / c): the chunk-parallel schedule's chunks per sequence.
+  if (auto div = extent.getDefiningOp<arith::CeilDivUIOp>())
+    if (auto c = getConstantIntValue(div.getRhs())) {
+      FailureOr<Attribute> inner = gridExtent(div.getLhs(), abi, b);
+      if (failed(inner) || !isa<StringAttr>(*inner))
+        return failure();
+      return Attribute(b.getDictionaryAttr(
+          {b.getNamedAttr("symbol",
+                          b.getStringAttr(symbolName(
+                              cast<StringAttr>(*inner).getValue()))),
+           b.getNamedAttr("ceil_div", b.getI64IntegerAttr(*c))}));
+    }
   if (auto dim = extent.getDefiningOp<memref::DimOp>()) {
     auto arg = dyn_cast<BlockArgument>(dim.getSource());
     auto index = getConstantIntValue(dim.getIndex());
@@ -612,33 +627,6 @@ FailureOr<Attribute> gridExtent(Value extent, ArrayAttr abi, Builder &b) {
   return failure();
 }
 
-/// "N+1" -> "N_plus_1": symbols are identifiers in the manifest.
-std::string symbolName(StringRef dim) {
-  std::string s;
-  for (char c : dim) {
-    if (c == '+')
-      s += "_plus_";
-    else if (isalnum(static_cast<unsigned char>(c)) || c == '_')
-      s += c;
-    else
-      s += '_';
-  }
-  return s;
-}
-
-StringRef dtypeName(Type t) {
-  if (t.isF32())
-    return "f32";
-  if (t.isF16())
-    return "f16";
-  if (t.isBF16())
-    return "bf16";
-  if (t.isInteger(32))
-    return "i32";
-  if (t.isInteger(64))
-    return "i64";
-  return "";
-}
 
 struct MapKernelsPass
     : PassWrapper<MapKernelsPass, OperationPass<ModuleOp>> {

@@ -81,10 +81,13 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   tiling.subChunk =
       std::min<int64_t>(options.subChunk, std::max<int64_t>(tiling.chunk, 1));
   tiling.vBlock = options.vBlock > 0 ? options.vBlock : target.defaultVBlock;
+  tiling.schedule = options.schedule;
   pm.nest<func::FuncOp>().addPass(createKdaTileChunks(tiling));
   pm.nest<func::FuncOp>().addPass(createGpuFuseTilesPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // Multi-grid schedules: one kernel per grid, the order a bundle entry.
+  pm.addPass(createGpuSplitSchedulePass());
   pm.nest<func::FuncOp>().addPass(createGpuBindDestinationsPass());
 
   // Tensors -> buffers; kernels write their argument buffers in place.
@@ -151,6 +154,7 @@ void buildForVendor(OpPassManager &pm,
 
 void mlir::kda::registerGpuPipelines() {
   registerGpuMappingPasses();
+  registerGpuSplitSchedulePass();
   registerGpuTileMatmulsPass();
   registerGpuOutlineElementwisePass();
   PassPipelineRegistration<GpuPipelineOptions>(

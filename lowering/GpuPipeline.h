@@ -36,6 +36,14 @@ void registerGpuTileMatmulsPass();
 inline constexpr llvm::StringLiteral kWarpDistributedAttr =
     "kda.warp_distributed";
 std::unique_ptr<Pass> createGpuMapKernelsPass(int64_t threads);
+/// One kernel per program grid of a multi-grid kernel function (the
+/// chunk-parallel schedule), recorded as a bundle entry (`kda.entries`).
+std::unique_ptr<Pass> createGpuSplitSchedulePass();
+void registerGpuSplitSchedulePass();
+/// A dimension name as a manifest symbol ("N+1" -> "N_plus_1").
+std::string manifestSymbol(llvm::StringRef dim);
+/// An element type as a manifest dtype ("" when the runtime has none).
+llvm::StringRef manifestDtype(Type t);
 void registerGpuMappingPasses();
 
 /// Options of the GPU pipelines (kda-lower-to-nvvm, kda-lower-to-rocdl).
@@ -57,6 +65,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("Columns of V per program for ops without #kda.tile (0: "
                      "the target's default)"),
       llvm::cl::init(0)};
+  PassOptions::Option<std::string> schedule{
+      *this, "schedule",
+      llvm::cl::desc("kda.gated_delta's chunk schedule: chunk-parallel "
+                     "(default: an intra-chunk kernel over every chunk, then "
+                     "the state pass) or sequential (one kernel)"),
+      llvm::cl::init("chunk-parallel")};
   PassOptions::Option<int64_t> threads{
       *this, "threads", llvm::cl::desc("Threads per block"),
       llvm::cl::init(128)};

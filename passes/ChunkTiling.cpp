@@ -10,6 +10,10 @@
 //       store O rows; record S at boundaries
 //     store S as the final state
 //
+// With schedule=chunk-parallel a grid over (sequence, chunk, head) first
+// writes each chunk's emitIntraChunk results into workspaces, and the chunk
+// loop above only loads them and runs emitStateStep.
+//
 // The per-chunk computation lives in GatedDeltaKernel.cpp; this file only
 // says where tiles come from and go to.
 //
@@ -153,15 +157,176 @@ LogicalResult requireStatic(PatternRewriter &rewriter, Operation *op,
   return success();
 }
 
+
+//===----------------------------------------------------------------------===//
+// The chunk-parallel schedule's intra-chunk grid
+//===----------------------------------------------------------------------===//
+
+/// What the intra-chunk grid hands the state pass, one f32 tensor per
+/// emitIntraChunk result, indexed like the tokens ([B, T, HV, .]): the rows
+/// of chunk c of sequence n sit at the chunk's own token rows, so sequences
+/// never overlap and varlen needs no chunk offsets. gLast ([K] per chunk) is
+/// stored in the chunk's first row of `g`.
+struct IntraWorkspaces {
+  Value w, u, q, k, p, g; // w and g may be null (no delta rule, no gate)
+};
+
+/// A [1, N] tile from an [N] vector.
+Value asRow(TileBuilder &tb, Value vec) {
+  int64_t n = cast<RankedTensorType>(vec.getType()).getDimSize(0);
+  return tb.map({1, n}, {perColumn(vec)},
+                [](ImplicitLocOpBuilder &, ValueRange s, ValueRange) {
+                  return s[0];
+                });
+}
+
+IntraWorkspaces emitIntraChunkGrid(ImplicitLocOpBuilder &b, GatedDeltaOp op,
+                                   const ChunkConfig &config,
+                                   const SequenceLayout &sequences,
+                                   OpFoldResult hv, Value headsPerQueryHead) {
+  TileBuilder tb(b);
+  const int64_t c = config.chunk, kd = config.keyDim, vd = config.valueDim;
+  const bool delta = config.update == UpdateRule::delta;
+  const bool decays = static_cast<bool>(op.getGate());
+  bool channelGate = op.getGateGranularity() == GateGranularity::channel;
+  Value q = op.getQ(), v = op.getV();
+
+  // Workspaces, in the order of IntraWorkspaces.
+  SmallVector<int64_t> widths;
+  if (delta)
+    widths.push_back(kd);
+  widths.append({vd, kd, kd, c});
+  if (decays)
+    widths.push_back(kd);
+  SmallVector<Value> outs;
+  for (int64_t width : widths)
+    outs.push_back(tb.emptyOfType(
+        RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic,
+                               ShapedType::kDynamic, width},
+                              tb.f32()),
+        {sequences.batch(), sequences.tokens(), hv}));
+
+  Value cIdx = tb.index(c);
+  Value maxChunks = arith::CeilDivUIOp::create(b, sequences.tokens(), cIdx);
+  auto forall = scf::ForallOp::create(
+      b, SmallVector<OpFoldResult>{sequences.gridSize(), maxChunks, hv}, outs,
+      std::nullopt);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(forall.getBody());
+  Value n = forall.getInductionVar(0), chunkIdx = forall.getInductionVar(1),
+        head = forall.getInductionVar(2);
+  ValueRange shared = forall.getRegionIterArgs();
+  SequenceLayout::Bounds where = sequences.bounds(b, n);
+  Value local = arith::MulIOp::create(b, chunkIdx, cIdx);
+  Value t0 = arith::AddIOp::create(b, where.start, local);
+  Value z = tb.index(0);
+  // A sequence shorter than the longest has no chunk here: its program
+  // writes nothing (empty regions).
+  Value clamped = arith::MinUIOp::create(b, local, where.length);
+  Value valid = validRows(b, cIdx, where.length, clamped);
+  Value firstRow = arith::MinUIOp::create(b, valid, tb.index(1));
+
+  // This program's rows of each workspace.
+  SmallVector<Value> regions;
+  SmallVector<SmallVector<OpFoldResult>> regionSizes;
+  for (auto [i, width] : llvm::enumerate(widths)) {
+    bool gRow = decays && i + 1 == widths.size();
+    SmallVector<OpFoldResult> sizes = {
+        b.getIndexAttr(1), gRow ? firstRow : valid, b.getIndexAttr(1),
+        b.getIndexAttr(width)};
+    regions.push_back(tensor::ExtractSliceOp::create(
+        b, RankedTensorType::get({ShapedType::kDynamic, width}, tb.f32()),
+        shared[i], ArrayRef<OpFoldResult>{where.row, t0, head, z}, sizes,
+        SmallVector<OpFoldResult>(4, b.getIndexAttr(1))));
+    regionSizes.push_back(sizes);
+  }
+
+  // Programs past their sequence's end run on zero rows (valid = 0) and
+  // store nothing; branching around them would make the workspace regions
+  // branch results, which GPU bufferization copies.
+  SmallVector<Value> written;
+  {
+    ImplicitLocOpBuilder &ib = b;
+    TileBuilder &itb = tb;
+    Value qkHead = arith::DivUIOp::create(ib, head, headsPerQueryHead);
+    Value row = where.row;
+    ChunkInputs in;
+    in.validRows = valid;
+    in.q = itb.load(q, {row, t0, qkHead, z}, {1, 3}, {c, kd}, valid);
+    in.k = itb.load(op.getK(), {row, t0, qkHead, z}, {1, 3}, {c, kd}, valid);
+    in.v = itb.load(v, {row, t0, head, z}, {1, 3}, {c, vd}, valid);
+    if (Value g = op.getGate()) {
+      if (channelGate) {
+        in.gate = itb.load(g, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
+      } else {
+        Value gh = itb.load(g, {row, t0, head}, {1}, {c}, valid);
+        in.gate = itb.map({c, kd}, {perRow(gh)},
+                          [](ImplicitLocOpBuilder &, ValueRange s,
+                             ValueRange) { return s[0]; });
+      }
+    }
+    if (Value beta = op.getBeta())
+      in.beta = itb.load(beta, {row, t0, head}, {1}, {c}, valid);
+    loadGateParams(itb, op.getALog(), op.getDtBias(), head, channelGate, kd,
+                   in.aLog, in.dtBias);
+    IntraChunk intra = emitIntraChunk(itb, config, in);
+    SmallVector<Value> tiles;
+    if (delta)
+      tiles.push_back(intra.w);
+    tiles.append({intra.u, intra.qDecayed, intra.kToEnd, intra.p});
+    if (decays)
+      tiles.push_back(asRow(itb, intra.gLast));
+    for (auto [i, tile] : llvm::enumerate(tiles)) {
+      bool gRow = decays && i + 1 == tiles.size();
+      written.push_back(itb.store(tile, regions[i], {z, z}, {0, 1},
+                                  gRow ? firstRow : valid));
+    }
+  }
+
+  b.setInsertionPointToStart(forall.getTerminator().getBody());
+  for (auto [i, sizes] : llvm::enumerate(regionSizes))
+    tensor::ParallelInsertSliceOp::create(
+        b, written[i], shared[i],
+        ArrayRef<OpFoldResult>{where.row, t0, head, z}, sizes,
+        SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+
+  IntraWorkspaces ws;
+  unsigned i = 0;
+  ws.w = delta ? forall.getResult(i++) : Value();
+  ws.u = forall.getResult(i++);
+  ws.q = forall.getResult(i++);
+  ws.k = forall.getResult(i++);
+  ws.p = forall.getResult(i++);
+  ws.g = decays ? forall.getResult(i++) : Value();
+  return ws;
+}
+
+/// The state pass's view of chunk `t0`: the intra-chunk tiles of one V block.
+IntraChunk loadIntraChunk(TileBuilder &tb, const IntraWorkspaces &ws,
+                          Value row, Value t0, Value head, Value vCol,
+                          Value valid, int64_t c, int64_t kd, int64_t vb) {
+  Value z = tb.index(0);
+  IntraChunk intra;
+  if (ws.w)
+    intra.w = tb.load(ws.w, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
+  intra.u = tb.load(ws.u, {row, t0, head, vCol}, {1, 3}, {c, vb}, valid);
+  intra.qDecayed = tb.load(ws.q, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
+  intra.kToEnd = tb.load(ws.k, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
+  intra.p = tb.load(ws.p, {row, t0, head, z}, {1, 3}, {c, c}, valid);
+  if (ws.g)
+    intra.gLast = tb.load(ws.g, {row, t0, head, z}, {3}, {kd}, tb.index(kd));
+  return intra;
+}
+
 //===----------------------------------------------------------------------===//
 // kda.gated_delta
 //===----------------------------------------------------------------------===//
 
 struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
   TileGatedDelta(MLIRContext *ctx, int64_t chunk, int64_t subChunk,
-                 int64_t vBlock)
+                 int64_t vBlock, bool chunkParallel)
       : OpRewritePattern(ctx), chunk(chunk), subChunk(subChunk),
-        vBlock(vBlock) {}
+        vBlock(vBlock), chunkParallel(chunkParallel) {}
 
   LogicalResult matchAndRewrite(GatedDeltaOp op,
                                 PatternRewriter &rewriter) const override {
@@ -221,10 +386,24 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
               .getResult(0));
     }
 
+    // Chunk-parallel schedule: the state-independent part of every chunk
+    // first, over (sequence, chunk, head) programs, into workspaces.
+    IntraWorkspaces ws;
+    if (chunkParallel) {
+      ChunkConfig full = makeConfig(op, c, sub, kd, vd);
+      ws = emitIntraChunkGrid(b, op, full, sequences, hv, headsPerQueryHead);
+    }
+
     SmallVector<OpFoldResult> grid = {sequences.gridSize(), hv};
     if (splitV)
       grid.push_back(b.getIndexAttr(vd / vb));
     auto forall = scf::ForallOp::create(b, grid, outs, std::nullopt);
+    if (chunkParallel) {
+      // Canonicalization rebuilds grids (dropping attributes): the names of
+      // the schedule's grids, in order, go on the function.
+      if (auto f = forall->getParentOfType<FunctionOpInterface>())
+        f->setAttr(kPhaseAttr, b.getStrArrayAttr({"intra", "state"}));
+    }
     Block *body = forall.getBody();
     b.setInsertionPointToStart(body);
     Value n = forall.getInductionVar(0), head = forall.getInductionVar(1);
@@ -315,6 +494,13 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
             bAcc = ifOp.getResult(0);
           }
 
+          ChunkOutputs out;
+          if (chunkParallel) {
+            out = emitStateStep(
+                itb, loadIntraChunk(itb, ws, row, t0, head, vCol, valid, c, kd,
+                                    vb),
+                s);
+          } else {
           ChunkInputs in;
           in.validRows = valid;
           in.q = itb.load(q, {row, t0, qkHead, z}, {1, 3}, {c, kd}, valid);
@@ -336,7 +522,8 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
           in.aLog = aLog;
           in.dtBias = dtBias;
 
-          ChunkOutputs out = emitGatedDeltaChunk(itb, config, in, s);
+          out = emitGatedDeltaChunk(itb, config, in, s);
+          }
           Value oNext = itb.store(out.o, iter[1], {local, z}, {0, 1}, valid);
           results = {out.nextState, oNext};
           if (boundary)
@@ -387,6 +574,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
   }
 
   int64_t chunk, subChunk, vBlock;
+  bool chunkParallel;
 };
 
 //===----------------------------------------------------------------------===//
@@ -550,8 +738,16 @@ struct KdaTileChunksPass
           << chunk << " sub-chunk=" << subChunk;
       return signalPassFailure();
     }
+    if (schedule != "sequential" && schedule != "chunk-parallel") {
+      getOperation().emitError()
+          << "kda-tile-chunks: schedule must be 'sequential' or "
+             "'chunk-parallel', found '"
+          << schedule << "'";
+      return signalPassFailure();
+    }
     RewritePatternSet patterns(&getContext());
-    patterns.add<TileGatedDelta>(&getContext(), chunk, subChunk, vBlock);
+    patterns.add<TileGatedDelta>(&getContext(), chunk, subChunk, vBlock,
+                                 schedule == "chunk-parallel");
     patterns.add<TileDecodeStep>(&getContext(), vBlock);
     patterns.add<TileWindowAttention>(&getContext(), chunk);
     GreedyRewriteConfig config;

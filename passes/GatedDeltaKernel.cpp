@@ -191,10 +191,9 @@ Value mlir::kda::activateBetaValue(ImplicitLocOpBuilder &b,
   return sg;
 }
 
-ChunkOutputs mlir::kda::emitGatedDeltaChunk(TileBuilder &tb,
-                                            const ChunkConfig &config,
-                                            const ChunkInputs &in,
-                                            Value state) {
+IntraChunk mlir::kda::emitIntraChunk(TileBuilder &tb,
+                                     const ChunkConfig &config,
+                                     const ChunkInputs &in) {
   ImplicitLocOpBuilder &b = tb.builder();
   const int64_t c = config.chunk, kd = config.keyDim, vd = config.valueDim;
   const int64_t sub = std::min(config.subChunk, c);
@@ -299,9 +298,13 @@ ChunkOutputs mlir::kda::emitGatedDeltaChunk(TileBuilder &tb,
       L = lowerTriangle(tb, tb.matmul(k, k, false, true), /*inclusive=*/false);
   }
 
-  // New values: what each token writes after erasing what the state (and
-  // the earlier tokens of the chunk) already predict for its key.
-  Value vNew = in.v;
+  IntraChunk out;
+  out.p = P;
+  out.gLast = gLast;
+  // The UT transform: what each token writes is U - W S, after erasing what
+  // the state (and the earlier tokens of the chunk) already predict for its
+  // key.
+  out.u = in.v;
   if (delta) {
     if (beta)
       L = mul(tb, {c, c}, {L, perRow(beta)});
@@ -313,28 +316,44 @@ ChunkOutputs mlir::kda::emitGatedDeltaChunk(TileBuilder &tb,
       kFactors.push_back(perRow(beta));
     Value kScaled = kFactors.size() > 1 ? mul(tb, {c, kd}, kFactors) : k;
     Value vScaled = beta ? mul(tb, {c, vd}, {in.v, perRow(beta)}) : in.v;
-    Value W = tb.matmul(A, kScaled);
-    Value U = tb.matmul(A, vScaled);
-    Value WS = tb.matmul(W, state);
-    vNew = tb.map({c, vd}, {U, WS}, [](ImplicitLocOpBuilder &bb, ValueRange s,
-                                       ValueRange) -> Value {
+    out.w = tb.matmul(A, kScaled);
+    out.u = tb.matmul(A, vScaled);
+  }
+  // The start state as q reads it, and k as the chunk end sees it.
+  out.qDecayed = decays ? mul(tb, {c, kd}, {q, gamma}) : q;
+  out.kToEnd = decays ? decayed(tb, k, G, gLast, /*refFirst=*/true) : k;
+  return out;
+}
+
+ChunkOutputs mlir::kda::emitStateStep(TileBuilder &tb,
+                                      const IntraChunk &intra, Value state) {
+  auto shapeOf = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  };
+  const int64_t c = shapeOf(intra.u)[0], vd = shapeOf(intra.u)[1];
+  const int64_t kd = shapeOf(state)[0];
+
+  // New values: V_new = U - W S (delta rule), V otherwise.
+  Value vNew = intra.u;
+  if (intra.w) {
+    Value WS = tb.matmul(intra.w, state);
+    vNew = tb.map({c, vd}, {intra.u, WS}, [](ImplicitLocOpBuilder &bb,
+                                             ValueRange s, ValueRange) -> Value {
       return arith::SubFOp::create(bb, s[0], s[1]);
     });
   }
 
   // Output: the decayed start state read by q, plus the chunk's own writes.
-  Value qDecayed = decays ? mul(tb, {c, kd}, {q, gamma}) : q;
-  Value fromState = tb.matmul(qDecayed, state);
-  Value fromChunk = tb.matmul(P, vNew);
+  Value fromState = tb.matmul(intra.qDecayed, state);
+  Value fromChunk = tb.matmul(intra.p, vNew);
   Value o = tb.map({c, vd}, {fromState, fromChunk},
                    [](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange) -> Value {
                      return arith::AddFOp::create(bb, s[0], s[1]);
                    });
 
   // State at the chunk end.
-  Value kToEnd = decays ? decayed(tb, k, G, gLast, /*refFirst=*/true) : k;
-  Value written = tb.matmul(kToEnd, vNew, /*transA=*/true);
-  if (!decays) {
+  Value written = tb.matmul(intra.kToEnd, vNew, /*transA=*/true);
+  if (!intra.gLast) {
     Value next = tb.map({kd, vd}, {state, written},
                         [](ImplicitLocOpBuilder &bb, ValueRange s,
                            ValueRange) -> Value {
@@ -342,7 +361,7 @@ ChunkOutputs mlir::kda::emitGatedDeltaChunk(TileBuilder &tb,
                         });
     return {o, next};
   }
-  Value next = tb.map({kd, vd}, {state, perRow(gLast), written},
+  Value next = tb.map({kd, vd}, {state, perRow(intra.gLast), written},
                       [](ImplicitLocOpBuilder &bb, ValueRange s,
                          ValueRange) -> Value {
                         Value kept = arith::MulFOp::create(
@@ -350,4 +369,11 @@ ChunkOutputs mlir::kda::emitGatedDeltaChunk(TileBuilder &tb,
                         return arith::AddFOp::create(bb, kept, s[2]);
                       });
   return {o, next};
+}
+
+ChunkOutputs mlir::kda::emitGatedDeltaChunk(TileBuilder &tb,
+                                            const ChunkConfig &config,
+                                            const ChunkInputs &in,
+                                            Value state) {
+  return emitStateStep(tb, emitIntraChunk(tb, config, in), state);
 }

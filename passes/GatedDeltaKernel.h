@@ -60,6 +60,30 @@ Value activateBetaValue(ImplicitLocOpBuilder &b, BetaActivation activation,
 
 /// Applies the prologue (l2 norm, scale, beta and gate activations) and one
 /// chunk of the chunkwise gated delta rule to `state` ([K, V] f32).
+/// What a chunk contributes independently of the state entering it: every
+/// chunk of every sequence can compute it at once. Shapes for chunk C, key
+/// dimension K and the V columns of `inputs.v`.
+struct IntraChunk {
+  Value w;        // [C, K] A (beta Gamma K); null without the delta rule
+  Value u;        // [C, V] A (beta V); V itself without the delta rule
+  Value qDecayed; // [C, K] Gamma Q, scaled
+  Value kToEnd;   // [C, K] exp(G_last - G) K
+  Value p;        // [C, C] the masked, decayed Q K^T of the chunk
+  Value gLast;    // [K] the chunk's total log-decay; null without a gate
+};
+
+/// The state-independent part of a chunk (prologue, gate cumsum, intra-chunk
+/// matrices, UT transform, W and U, decayed q and k).
+IntraChunk emitIntraChunk(TileBuilder &tb, const ChunkConfig &config,
+                          const ChunkInputs &inputs);
+
+/// The sequential part: V_new = U - W S, O = (Gamma Q) S + P V_new,
+/// S' = Diag(exp(G_last)) S + (exp(G_last - G) K)^T V_new. The V columns are
+/// those of `intra.u` and `state` (a V block of the intra-chunk's).
+ChunkOutputs emitStateStep(TileBuilder &tb, const IntraChunk &intra,
+                           Value state);
+
+/// One chunk: emitIntraChunk then emitStateStep.
 ChunkOutputs emitGatedDeltaChunk(TileBuilder &tb, const ChunkConfig &config,
                                  const ChunkInputs &inputs, Value state);
 

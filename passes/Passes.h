@@ -23,6 +23,11 @@ namespace mlir::kda {
 /// may run in parallel (the decode step's sequence and head loops, which
 /// update distinct pool slots in place).
 inline constexpr llvm::StringLiteral kProgramLoopAttr = "kda.program_loop";
+/// On a function: the names of its program grids, in order, when a
+/// multi-grid schedule made them (kda-tile-chunks schedule=chunk-parallel:
+/// "intra", then "state"); GPU targets make each grid a kernel of its own,
+/// named after it.
+inline constexpr llvm::StringLiteral kPhaseAttr = "kda.phase";
 
 } // namespace mlir::kda
 

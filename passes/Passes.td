@@ -21,7 +21,10 @@ def KdaTileChunks : Pass<"kda-tile-chunks", "func::FuncOp"> {
 
     The chunk size comes from the op's `#kda.tile` attribute, else from the
     `chunk` option. `chunk=1` gives the token-by-token recurrence (the
-    sequence-level form). The output is target-independent (tensor, linalg,
+    sequence-level form). With `schedule=chunk-parallel` the chunk step is
+    split in two grids (GatedDeltaKernel.h: emitIntraChunk, emitStateStep):
+    the intra-chunk work of every chunk runs in parallel and only the state
+    step stays on the sequential chain. The output is target-independent (tensor, linalg,
     scf, arith, math).
   }];
   let options = [
@@ -32,6 +35,13 @@ def KdaTileChunks : Pass<"kda-tile-chunks", "func::FuncOp"> {
     Option<"vBlock", "v-block", "int64_t", /*default=*/"0",
            "columns of V per program when the op's #kda.tile sets none "
            "(0: all of V; ignored where it does not divide V)">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"sequential\"",
+           "how kda.gated_delta's chunks are scheduled: 'sequential' (one "
+           "program per (sequence, head, V block) walks its chunks) or "
+           "'chunk-parallel' (a grid over every (sequence, chunk, head) "
+           "computes the state-independent part of each chunk into f32 "
+           "workspaces; the sequential pass then carries only the state "
+           "step and the output)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",

@@ -332,15 +332,46 @@ int main(int argc, char **argv) {
     kernels.push_back(std::move(kernel));
   }
 
+  // Schedules of several kernels (the chunk-parallel gated delta rule):
+  // entries the runtime runs behind one call, with their workspaces.
+  llvm::json::Array entries;
+  if (auto list = (*module)->getAttrOfType<ArrayAttr>("kda.entries")) {
+    for (Attribute a : list) {
+      auto entry = cast<DictionaryAttr>(a);
+      llvm::json::Object e;
+      e["name"] = cast<StringAttr>(entry.get("name")).str();
+      llvm::json::Array params;
+      for (Attribute p : cast<ArrayAttr>(entry.get("params"))) {
+        auto param = cast<DictionaryAttr>(p);
+        StringRef dtype = cast<StringAttr>(param.get("dtype")).getValue();
+        int64_t bytes = dtype == "f32" || dtype == "i32" ? 4
+                        : dtype == "i64"                 ? 8
+                                                         : 2;
+        params.push_back(llvm::json::Object{
+            {"name", toJson(param.get("name"))},
+            {"kind", "tensor"},
+            {"dtype", dtype.str()},
+            {"shape", toJson(param.get("shape"))},
+            {"alignment", bytes}});
+      }
+      e["params"] = std::move(params);
+      e["workspaces"] = toJson(entry.get("workspaces"));
+      e["launches"] = toJson(entry.get("launches"));
+      entries.push_back(std::move(e));
+    }
+  }
+
   llvm::json::Object manifest;
   manifest["format"] = "kda-bundle";
-  manifest["version"] = 1;
+  manifest["version"] = entries.empty() ? 1 : 2;
   manifest["target"] =
       llvm::json::Object{{"vendor", amd ? "amd" : "nvidia"}, {"chip", chip}};
   manifest["source_hash"] = llvm::toHex(
       llvm::SHA256::hash(llvm::arrayRefFromStringRef(source->getBuffer())),
       /*LowerCase=*/true);
   manifest["kernels"] = std::move(kernels);
+  if (!entries.empty())
+    manifest["entries"] = std::move(entries);
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";

@@ -71,6 +71,11 @@ static cl::opt<int64_t> chunk("chunk",
 static cl::opt<int64_t> subChunk("sub-chunk",
                                  cl::desc("sub-chunk for ops without #kda.tile"),
                                  cl::init(16));
+static cl::opt<std::string>
+    schedule("schedule",
+             cl::desc("chunk schedule of kda.gated_delta: sequential "
+                      "(default) or chunk-parallel (the GPU's)"),
+             cl::init("sequential"));
 static cl::opt<bool> serial("serial",
                             cl::desc("run programs on one thread (no OpenMP)"));
 static cl::opt<std::string>
@@ -343,6 +348,7 @@ int main(int argc, char **argv) {
   mlir::kda::CpuPipelineOptions options;
   options.chunk = chunk;
   options.subChunk = subChunk;
+  options.schedule = schedule;
   options.parallel = !serial;
   mlir::kda::buildCpuPipeline(pm, options);
   if (failed(pm.run(*module)))

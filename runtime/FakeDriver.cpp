@@ -142,6 +142,9 @@ void kda_fake_reset() {
 
 const kda_fake_state *kda_fake_get_state() { return &state; }
 
+// state.events, for tests that do not mirror the struct (test_package.py).
+const char *kda_fake_events() { return state.events; }
+
 void kda_fake_add_allocation(void *base, size_t size, int device,
                              int memoryType) {
   std::lock_guard<std::mutex> lock(mutex());

@@ -219,7 +219,7 @@ static void recordLaunch(const Function *f, const unsigned grid[3],
 
 // Stream-ordered allocation: host memory registered as device memory of the
 // current device, 256-byte aligned like the real allocators.
-static int allocAsync(void **pointer, size_t size, void *stream, int device) {
+[[maybe_unused]] static int allocAsync(void **pointer, size_t size, void *stream, int device) {
   void *p = std::aligned_alloc(256, (size + 255) / 256 * 256);
   if (!p)
     return 2;
@@ -237,7 +237,7 @@ static int allocAsync(void **pointer, size_t size, void *stream, int device) {
   return 0;
 }
 
-static int freeAsync(void *pointer, void *stream) {
+[[maybe_unused]] static int freeAsync(void *pointer, void *stream) {
   std::lock_guard<std::mutex> lock(mutex());
   for (size_t i = 0; i < allocations.size(); ++i)
     if (allocations[i].base == reinterpret_cast<uintptr_t>(pointer) &&

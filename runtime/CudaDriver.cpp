@@ -228,11 +228,45 @@ public:
     return Status::ok();
   }
 
+  Status allocAsync(uint64_t bytes, void *stream, void *&out) override {
+    out = nullptr;
+    if (!api_.memAllocAsync || !api_.memFreeAsync)
+      return missingAsync(!api_.memAllocAsync ? "cuMemAllocAsync"
+                                              : "cuMemFreeAsync");
+    CUdeviceptr ptr = 0;
+    if (CUresult r = api_.memAllocAsync(&ptr, static_cast<size_t>(bytes),
+                                        static_cast<CUstream>(stream)))
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    api_.describe("cuMemAllocAsync", r));
+    out = reinterpret_cast<void *>(static_cast<uintptr_t>(ptr));
+    return Status::ok();
+  }
+
+  Status freeAsync(void *ptr, void *stream) override {
+    if (!api_.memFreeAsync)
+      return missingAsync("cuMemFreeAsync");
+    if (CUresult r = api_.memFreeAsync(
+            static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(ptr)),
+            static_cast<CUstream>(stream)))
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    api_.describe("cuMemFreeAsync", r));
+    return Status::ok();
+  }
+
   void unload(void *module) override {
     (void)api_.moduleUnload(static_cast<CUmodule>(module));
   }
 
 private:
+  Status missingAsync(const char *symbol) const {
+    return Status(KDA_ERROR_NO_DRIVER,
+                  "the CUDA driver library " + api_.library + " has no " +
+                      symbol +
+                      " (driver older than CUDA 11.2?), which entries with "
+                      "workspaces need (kda_launch_with_workspace takes "
+                      "caller-owned memory instead)");
+  }
+
   struct DeviceInfo {
     CUdevice handle = 0;
     int major = 0, minor = 0;
@@ -319,6 +353,10 @@ Status loadLibrary(const std::string &path, Api &api) {
   }
   KDA_CUDA_DRIVER_FUNCTIONS(KDA_CUDA_RESOLVE)
 #undef KDA_CUDA_RESOLVE
+#define KDA_CUDA_RESOLVE_OPTIONAL(member, name, symbol, ...)                   \
+  api.member = reinterpret_cast<Api::member##_fn *>(dlsym(handle, symbol));
+  KDA_CUDA_OPTIONAL_FUNCTIONS(KDA_CUDA_RESOLVE_OPTIONAL)
+#undef KDA_CUDA_RESOLVE_OPTIONAL
   if (CUresult r = api.init(0))
     return Status(r == CUDA_ERROR_NO_DEVICE ? KDA_ERROR_NO_DEVICE
                                             : KDA_ERROR_NO_DRIVER,

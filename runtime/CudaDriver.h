@@ -105,6 +105,17 @@ enum : int {
     CUresult(void *, CUdeviceptr, size_t))
 // clang-format on
 
+// Functions only entries need (stream-ordered allocation, CUDA 11.2+):
+// resolved when present, so that a driver without them still launches
+// kernels; an entry launch then fails with KDA_ERROR_NO_DRIVER.
+// clang-format off
+#define KDA_CUDA_OPTIONAL_FUNCTIONS(X)                                         \
+  X(memAllocAsync, cuMemAllocAsync, "cuMemAllocAsync",                         \
+    CUresult(CUdeviceptr *, size_t, CUstream))                                 \
+  X(memFreeAsync, cuMemFreeAsync, "cuMemFreeAsync",                            \
+    CUresult(CUdeviceptr, CUstream))
+// clang-format on
+
 // The dlopen'ed driver. memAlloc/memFree/memcpy*/ctxSynchronize and the
 // singular pointerGetAttribute are not used by launches; they are here so that
 // tests (runtime/gpu/smoke.cpp) can manage device memory through the very same
@@ -114,6 +125,7 @@ struct Api {
   using member##_fn = __VA_ARGS__;                                             \
   member##_fn *member = nullptr;
   KDA_CUDA_DRIVER_FUNCTIONS(KDA_CUDA_MEMBER)
+  KDA_CUDA_OPTIONAL_FUNCTIONS(KDA_CUDA_MEMBER)
 #undef KDA_CUDA_MEMBER
 
   std::string library; // the path it was loaded from

@@ -65,6 +65,12 @@ public:
                       void *&module, void *&function) = 0;
   virtual Status launch(const Kernel &kernel, void *function,
                         const LaunchConfig &config) = 0;
+  // Stream-ordered device memory for an entry's workspaces (cuMemAllocAsync /
+  // hipMallocAsync, cuMemFreeAsync / hipFreeAsync): usable by work enqueued on
+  // `stream` after the call, returned to the pool after the work enqueued
+  // before the free. KDA_ERROR_NO_DRIVER when the driver library lacks them.
+  virtual Status allocAsync(uint64_t bytes, void *stream, void *&out) = 0;
+  virtual Status freeAsync(void *ptr, void *stream) = 0;
   // Best effort: called from kda_bundle_free, which cannot report errors.
   virtual void unload(void *module) = 0;
 };

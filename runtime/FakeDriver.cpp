@@ -12,6 +12,9 @@
 //                     not mentioning it (default gfx942)
 //   KDA_FAKE_FAIL     FUNCTION=CODE: that function returns CODE
 // and through the kda_fake_* functions below (the tests dlsym them).
+// Built twice: kda-fake-driver, and kda-fake-driver-noasync with
+// KDA_FAKE_NO_ASYNC_ALLOC, a driver older than stream-ordered allocation
+// (no cuMemAllocAsync / cuMemFreeAsync / hipMallocAsync / hipFreeAsync).
 // "Device memory" is whatever host memory a test registers.
 #include <cstdint>
 #include <cstdio>
@@ -104,9 +107,25 @@ struct kda_fake_state {
     int numArgs;
     unsigned char args[16][8];
   } last;
+  // Stream-ordered allocations (cuMemAllocAsync, hipMallocAsync) and frees.
+  int allocs, frees;
+  unsigned long long lastAllocBytes;
+  void *lastAllocStream, *lastAllocPointer;
+  void *lastFreeStream, *lastFreePointer;
+  // Every launch, in order (the first 16), with its first 8 arguments (8
+  // bytes each, as kda_fake_set_arg_sizes says).
+  int historyCount;
+  struct {
+    char entry[64];
+    void *stream;
+    unsigned long long args[8];
+  } history[16];
+  // "alloc launch:ENTRY free ..." in call order, for ordering checks.
+  char events[1024];
 };
 
 static kda_fake_state state;
+static int launchesBeforeFailure = -1; // kda_fake_fail_launches_after
 
 void kda_fake_reset() {
   std::lock_guard<std::mutex> lock(mutex());
@@ -116,17 +135,51 @@ void kda_fake_reset() {
   allocations.clear();
   argSizes.clear();
   state = kda_fake_state();
+  launchesBeforeFailure = -1;
   currentContext = nullptr;
   currentHipDevice = 0;
 }
 
 const kda_fake_state *kda_fake_get_state() { return &state; }
 
+// state.events, for tests that do not mirror the struct (test_package.py).
+const char *kda_fake_events() { return state.events; }
+
 void kda_fake_add_allocation(void *base, size_t size, int device,
                              int memoryType) {
   std::lock_guard<std::mutex> lock(mutex());
   allocations.push_back(
       {reinterpret_cast<uintptr_t>(base), size, device, memoryType, false});
+}
+
+// After `n` more successful launches, every launch fails with error 719
+// (CUDA_ERROR_LAUNCH_FAILED / hipErrorLaunchFailure); -1: never.
+void kda_fake_fail_launches_after(int n) {
+  std::lock_guard<std::mutex> lock(mutex());
+  launchesBeforeFailure = n;
+}
+
+// Appends "WHAT" or "WHAT:DETAIL" to state.events. Caller holds mutex().
+// Uses no heap (the tests count the runtime's heap allocations, and this
+// library's operator new resolves to the test executable's).
+static void event(const char *what, const char *detail = nullptr) {
+  size_t used = std::strlen(state.events);
+  std::snprintf(state.events + used, sizeof state.events - used, "%s%s%s%s",
+                used ? " " : "", what, detail ? ":" : "",
+                detail ? detail : "");
+}
+
+// Whether this launch fails (kda_fake_fail_launches_after).
+static bool launchFails() {
+  std::lock_guard<std::mutex> lock(mutex());
+  if (launchesBeforeFailure < 0)
+    return false;
+  if (launchesBeforeFailure == 0) {
+    event("launch-failed");
+    return true;
+  }
+  --launchesBeforeFailure;
+  return false;
 }
 
 // The byte size of each kernel argument, so that launches can be recorded.
@@ -152,6 +205,52 @@ static void recordLaunch(const Function *f, const unsigned grid[3],
   std::memset(state.last.args, 0, sizeof state.last.args);
   for (size_t i = 0; i < argSizes.size() && i < 16; ++i)
     std::memcpy(state.last.args[i], args[i], static_cast<size_t>(argSizes[i]));
+  event("launch", f->entry.c_str());
+  if (state.historyCount < 16) {
+    auto &h = state.history[state.historyCount];
+    std::snprintf(h.entry, sizeof h.entry, "%s", f->entry.c_str());
+    h.stream = stream;
+    std::memset(h.args, 0, sizeof h.args);
+    for (size_t i = 0; i < argSizes.size() && i < 8; ++i)
+      std::memcpy(&h.args[i], args[i], static_cast<size_t>(argSizes[i]));
+  }
+  ++state.historyCount;
+}
+
+// Stream-ordered allocation: host memory registered as device memory of the
+// current device, 256-byte aligned like the real allocators.
+[[maybe_unused]] static int allocAsync(void **pointer, size_t size, void *stream, int device) {
+  void *p = std::aligned_alloc(256, (size + 255) / 256 * 256);
+  if (!p)
+    return 2;
+  std::lock_guard<std::mutex> lock(mutex());
+  allocations.push_back(
+      {reinterpret_cast<uintptr_t>(p), size, device, 2, true});
+  ++state.allocs;
+  state.lastAllocBytes = size;
+  state.lastAllocStream = stream;
+  state.lastAllocPointer = p;
+  char bytes[32];
+  std::snprintf(bytes, sizeof bytes, "%zu", size);
+  event("alloc", bytes);
+  *pointer = p;
+  return 0;
+}
+
+[[maybe_unused]] static int freeAsync(void *pointer, void *stream) {
+  std::lock_guard<std::mutex> lock(mutex());
+  for (size_t i = 0; i < allocations.size(); ++i)
+    if (allocations[i].base == reinterpret_cast<uintptr_t>(pointer) &&
+        allocations[i].owned) {
+      std::free(pointer);
+      allocations.erase(allocations.begin() + static_cast<long>(i));
+      ++state.frees;
+      state.lastFreeStream = stream;
+      state.lastFreePointer = pointer;
+      event("free");
+      return 0;
+    }
+  return 1; // not an allocation of this driver
 }
 
 // ---- CUDA driver API ------------------------------------------------------
@@ -314,6 +413,8 @@ int cuLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
                    unsigned bx, unsigned by, unsigned bz, unsigned shared,
                    void *stream, void **args, void **) {
   FAIL_IF_ASKED("cuLaunchKernel");
+  if (launchFails())
+    return 719;
   unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
   recordLaunch(static_cast<Function *>(function), grid, block, shared, stream,
                args);
@@ -412,6 +513,25 @@ int cuMemFree_v2(unsigned long long pointer) {
   return 1;
 }
 
+#ifndef KDA_FAKE_NO_ASYNC_ALLOC
+int cuMemAllocAsync(unsigned long long *pointer, size_t size, void *stream) {
+  FAIL_IF_ASKED("cuMemAllocAsync");
+  int device = 0;
+  for (int d = 0; d < 16; ++d)
+    if (currentContext == contextOf(d))
+      device = d;
+  void *p = nullptr;
+  int r = allocAsync(&p, size, stream, device);
+  *pointer = reinterpret_cast<uintptr_t>(p);
+  return r;
+}
+
+int cuMemFreeAsync(unsigned long long pointer, void *stream) {
+  FAIL_IF_ASKED("cuMemFreeAsync");
+  return freeAsync(reinterpret_cast<void *>(pointer), stream);
+}
+#endif
+
 int cuMemcpyHtoD_v2(unsigned long long dst, const void *src, size_t n) {
   std::memcpy(reinterpret_cast<void *>(dst), src, n);
   return 0;
@@ -497,6 +617,18 @@ int hipModuleLoadData(void **module, const void *image) {
   return 0;
 }
 
+#ifndef KDA_FAKE_NO_ASYNC_ALLOC
+int hipMallocAsync(void **pointer, size_t size, void *stream) {
+  FAIL_IF_ASKED("hipMallocAsync");
+  return allocAsync(pointer, size, stream, currentHipDevice);
+}
+
+int hipFreeAsync(void *pointer, void *stream) {
+  FAIL_IF_ASKED("hipFreeAsync");
+  return freeAsync(pointer, stream);
+}
+#endif
+
 int hipModuleUnload(void *module) { return cuModuleUnload(module); }
 
 int hipModuleGetFunction(void **function, void *module, const char *name) {
@@ -507,6 +639,8 @@ int hipModuleLaunchKernel(void *function, unsigned gx, unsigned gy, unsigned gz,
                           unsigned bx, unsigned by, unsigned bz,
                           unsigned shared, void *stream, void **args, void **) {
   FAIL_IF_ASKED("hipModuleLaunchKernel");
+  if (launchFails())
+    return 719;
   unsigned grid[3] = {gx, gy, gz}, block[3] = {bx, by, bz};
   recordLaunch(static_cast<Function *>(function), grid, block, shared, stream,
                args);

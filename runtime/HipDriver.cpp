@@ -139,11 +139,42 @@ public:
     return Status::ok();
   }
 
+  Status allocAsync(uint64_t bytes, void *stream, void *&out) override {
+    out = nullptr;
+    if (!api_.mallocAsync || !api_.freeAsync)
+      return missingAsync(!api_.mallocAsync ? "hipMallocAsync"
+                                            : "hipFreeAsync");
+    if (hipError_t e = api_.mallocAsync(&out, static_cast<size_t>(bytes),
+                                        static_cast<hipStream_t>(stream))) {
+      out = nullptr;
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    api_.describe("hipMallocAsync", e));
+    }
+    return Status::ok();
+  }
+
+  Status freeAsync(void *ptr, void *stream) override {
+    if (!api_.freeAsync)
+      return missingAsync("hipFreeAsync");
+    if (hipError_t e = api_.freeAsync(ptr, static_cast<hipStream_t>(stream)))
+      return Status(KDA_ERROR_LAUNCH_FAILED, api_.describe("hipFreeAsync", e));
+    return Status::ok();
+  }
+
   void unload(void *module) override {
     (void)api_.moduleUnload(static_cast<hipModule_t>(module));
   }
 
 private:
+  Status missingAsync(const char *symbol) const {
+    return Status(KDA_ERROR_NO_DRIVER,
+                  "the HIP runtime library " + api_.library + " has no " +
+                      symbol +
+                      " (ROCm older than 5.2?), which entries with "
+                      "workspaces need (kda_launch_with_workspace takes "
+                      "caller-owned memory instead)");
+  }
+
   const Api &api_;
   std::mutex mutex_;
   std::map<int, std::string> names_; // checked devices and their names
@@ -180,6 +211,10 @@ Status loadLibrary(const std::vector<std::string> &candidates,
   }
   KDA_HIP_FUNCTIONS(KDA_HIP_RESOLVE)
 #undef KDA_HIP_RESOLVE
+#define KDA_HIP_RESOLVE_OPTIONAL(member, symbol, ...)                          \
+  api.member = reinterpret_cast<Api::member##_fn *>(dlsym(handle, symbol));
+  KDA_HIP_OPTIONAL_FUNCTIONS(KDA_HIP_RESOLVE_OPTIONAL)
+#undef KDA_HIP_RESOLVE_OPTIONAL
   if (hipError_t e = api.init(0))
     return Status(is(api, e, "hipErrorNoDevice") ? KDA_ERROR_NO_DEVICE
                                                  : KDA_ERROR_NO_DRIVER,

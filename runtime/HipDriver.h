@@ -8,6 +8,7 @@
 #include "runtime/Driver.h"
 #include "runtime/Status.h"
 
+#include <cstddef>
 #include <string>
 
 struct ihipModule_t;
@@ -42,11 +43,20 @@ enum : int { hipSuccess = 0 };
                unsigned, unsigned, unsigned, hipStream_t, void **, void **))
 // clang-format on
 
+// Only entries need these (stream-ordered allocation, ROCm 5.2+): resolved
+// when present; an entry launch without them is KDA_ERROR_NO_DRIVER.
+// clang-format off
+#define KDA_HIP_OPTIONAL_FUNCTIONS(X)                                          \
+  X(mallocAsync, "hipMallocAsync", hipError_t(void **, size_t, hipStream_t))   \
+  X(freeAsync, "hipFreeAsync", hipError_t(void *, hipStream_t))
+// clang-format on
+
 struct Api {
 #define KDA_HIP_MEMBER(member, symbol, ...)                                    \
   using member##_fn = __VA_ARGS__;                                             \
   member##_fn *member = nullptr;
   KDA_HIP_FUNCTIONS(KDA_HIP_MEMBER)
+  KDA_HIP_OPTIONAL_FUNCTIONS(KDA_HIP_MEMBER)
 #undef KDA_HIP_MEMBER
 
   std::string library;

@@ -2,6 +2,7 @@
 
 #include "runtime/Json.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -21,6 +22,13 @@ const Kernel *Manifest::findKernel(std::string_view name) const {
   for (const Kernel &k : kernels)
     if (k.name == name)
       return &k;
+  return nullptr;
+}
+
+const Entry *Manifest::findEntry(std::string_view name) const {
+  for (const Entry &e : entries)
+    if (e.name == name)
+      return &e;
   return nullptr;
 }
 
@@ -469,6 +477,249 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
   return Status::ok();
 }
 
+std::string shapeText(const std::vector<Extent> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + shape[i].str();
+  return s + "]";
+}
+
+bool sameShape(const std::vector<Extent> &a, const std::vector<Extent> &b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].isSymbol() != b[i].isSymbol() || a[i].symbol != b[i].symbol ||
+        (!a[i].isSymbol() && a[i].value != b[i].value))
+      return false;
+  return true;
+}
+
+// An array field; `optional` fields that are absent give `out` = nullptr.
+Status arrayField(const Reader &r, const Value &obj, const std::string &path,
+                  const char *key, bool optional, const Value *&out) {
+  out = obj.find(key);
+  if (!out) {
+    if (optional)
+      return Status::ok();
+    return r.error(obj, path, std::string("missing field \"") + key + "\"");
+  }
+  if (!out->isArray())
+    return r.error(*out, Reader::join(path, key),
+                   "expected an array, found " + json::aKind(out->kind));
+  return Status::ok();
+}
+
+// Version 2's entries[i]: the caller's tensors, the workspaces, and the
+// kernels to launch in order with their arguments (BUNDLE.md, "Entries").
+Status parseEntry(const Reader &r, const Value &v, const std::string &path,
+                  const std::vector<Kernel> &kernels, Entry &e) {
+  if (Status s =
+          r.object(v, path, {"name", "params", "workspaces", "launches"}))
+    return s;
+  if (Status s = r.string(v, path, "name", e.name))
+    return s;
+  Kernel &sig = e.signature;
+  sig.name = e.name;
+  sig.what = "entry";
+  for (Extent &g : sig.grid)
+    g.value = 1;
+
+  // Names of params and workspaces share one namespace.
+  std::map<std::string, std::string> names; // name -> "params[i]" / ...
+  const Value *params;
+  if (Status s = arrayField(r, v, path, "params", false, params))
+    return s;
+  std::string paramsPath = Reader::join(path, "params");
+  for (size_t i = 0; i < params->array.size(); ++i) {
+    std::string pPath = Reader::index(paramsPath, i);
+    sig.params.emplace_back();
+    Param &p = sig.params.back();
+    if (Status s = parseParam(r, params->array[i], pPath, p))
+      return s;
+    if (p.kind != ParamKind::Tensor)
+      return r.error(*params->array[i].find("kind"), Reader::join(pPath, "kind"),
+                     "an entry's parameters are tensors only (its kernels "
+                     "bind their dims from the tensors they receive)");
+    auto inserted = names.emplace(p.name, Reader::index("params", i));
+    if (!inserted.second)
+      return r.error(params->array[i], pPath,
+                     "duplicate name " + quote(p.name) + " (also " +
+                         inserted.first->second + ")");
+    sig.tensorParams.push_back(i);
+  }
+  std::map<std::string, int> symbolIndex;
+  for (Param &p : sig.params)
+    for (Extent &x : p.shape)
+      if (x.isSymbol()) {
+        auto inserted =
+            symbolIndex.emplace(x.symbol, static_cast<int>(sig.symbols.size()));
+        if (inserted.second)
+          sig.symbols.push_back(x.symbol);
+        x.symbolIndex = inserted.first->second;
+      }
+
+  const Value *workspaces;
+  if (Status s = arrayField(r, v, path, "workspaces", true, workspaces))
+    return s;
+  std::string wsPath = Reader::join(path, "workspaces");
+  for (size_t i = 0; workspaces && i < workspaces->array.size(); ++i) {
+    const Value &w = workspaces->array[i];
+    std::string wPath = Reader::index(wsPath, i);
+    if (Status s = r.object(w, wPath, {"name", "dtype", "shape", "alignment"}))
+      return s;
+    e.workspaces.emplace_back();
+    Workspace &ws = e.workspaces.back();
+    if (Status s = r.string(w, wPath, "name", ws.name))
+      return s;
+    if (!isIdentifier(ws.name))
+      return r.error(*w.find("name"), Reader::join(wPath, "name"),
+                     quote(ws.name) +
+                         " is not an identifier ([A-Za-z_][A-Za-z0-9_]*)");
+    auto inserted = names.emplace(ws.name, Reader::index("workspaces", i));
+    if (!inserted.second)
+      return r.error(w, wPath,
+                     "duplicate name " + quote(ws.name) + " (also " +
+                         inserted.first->second + ")");
+    std::string dtype;
+    if (Status s = r.string(w, wPath, "dtype", dtype))
+      return s;
+    if (!parseDtype(dtype, ws.dtype))
+      return r.error(*w.find("dtype"), Reader::join(wPath, "dtype"),
+                     "unknown dtype " + quote(dtype) +
+                         " (expected f32, f16, bf16, i32 or i64)");
+    const Value *shape;
+    if (Status s = arrayField(r, w, wPath, "shape", false, shape))
+      return s;
+    std::string shapePath = Reader::join(wPath, "shape");
+    for (size_t d = 0; d < shape->array.size(); ++d) {
+      std::string dPath = Reader::index(shapePath, d);
+      ws.shape.emplace_back();
+      Extent &x = ws.shape.back();
+      if (Status s = parseExtent(r, shape->array[d], dPath, 0, x))
+        return s;
+      if (x.isSymbol()) {
+        auto it = symbolIndex.find(x.symbol);
+        if (it == symbolIndex.end())
+          return r.error(shape->array[d], dPath,
+                         "symbol " + quote(x.symbol) +
+                             " does not appear in any entry parameter's "
+                             "shape, so no launch can bind it");
+        x.symbolIndex = it->second;
+      }
+    }
+    if (const Value *a = w.find("alignment")) {
+      std::string aPath = Reader::join(wPath, "alignment");
+      if (Status s = r.integer(*a, aPath, 1, 4096, ws.alignment))
+        return s;
+      if (ws.alignment & (ws.alignment - 1))
+        return r.error(*a, aPath,
+                       "must be a power of two, found " +
+                           std::to_string(ws.alignment));
+    }
+    ws.effectiveAlignment = ws.alignment;
+  }
+
+  const Value *launches;
+  if (Status s = arrayField(r, v, path, "launches", false, launches))
+    return s;
+  std::string launchesPath = Reader::join(path, "launches");
+  if (launches->array.empty())
+    return r.error(*launches, launchesPath,
+                   "an entry needs at least one launch");
+  for (size_t i = 0; i < launches->array.size(); ++i) {
+    const Value &l = launches->array[i];
+    std::string lPath = Reader::index(launchesPath, i);
+    if (Status s = r.object(l, lPath, {"kernel", "args"}))
+      return s;
+    e.launches.emplace_back();
+    EntryLaunch &launch = e.launches.back();
+    std::string kernelName;
+    if (Status s = r.string(l, lPath, "kernel", kernelName))
+      return s;
+    bool found = false;
+    for (size_t k = 0; k < kernels.size() && !found; ++k)
+      if (kernels[k].name == kernelName) {
+        launch.kernel = k;
+        found = true;
+      }
+    if (!found) {
+      std::string list;
+      for (const Kernel &k : kernels)
+        list += (list.empty() ? "" : ", ") + k.name;
+      return r.error(*l.find("kernel"), Reader::join(lPath, "kernel"),
+                     "no kernel " + quote(kernelName) +
+                         " in this bundle (kernels: " + list + ")");
+    }
+    const Kernel &kernel = kernels[launch.kernel];
+    const Value *args;
+    if (Status s = arrayField(r, l, lPath, "args", false, args))
+      return s;
+    std::string argsPath = Reader::join(lPath, "args");
+    std::string expectedNames;
+    for (size_t t : kernel.tensorParams)
+      expectedNames +=
+          (expectedNames.empty() ? "" : ", ") + kernel.params[t].name;
+    if (args->array.size() != kernel.tensorParams.size())
+      return r.error(*args, argsPath,
+                     "kernel " + quote(kernel.name) + " takes " +
+                         std::to_string(kernel.tensorParams.size()) +
+                         " tensors (" + expectedNames + "), found " +
+                         std::to_string(args->array.size()) + " args");
+    for (size_t j = 0; j < args->array.size(); ++j) {
+      const Value &a = args->array[j];
+      std::string aPath = Reader::index(argsPath, j);
+      if (!a.isString())
+        return r.error(a, aPath,
+                       "expected a string (an entry parameter or workspace "
+                       "name), found " +
+                           json::aKind(a.kind));
+      LaunchArg arg;
+      const std::vector<Extent> *shape = nullptr;
+      kda_dtype dtype = KDA_F32;
+      const char *what = "";
+      for (size_t p = 0; p < sig.params.size() && !shape; ++p)
+        if (sig.params[p].name == a.string) {
+          arg = {false, p};
+          shape = &sig.params[p].shape;
+          dtype = sig.params[p].dtype;
+          what = "entry parameter";
+        }
+      for (size_t w = 0; w < e.workspaces.size() && !shape; ++w)
+        if (e.workspaces[w].name == a.string) {
+          arg = {true, w};
+          shape = &e.workspaces[w].shape;
+          dtype = e.workspaces[w].dtype;
+          what = "workspace";
+        }
+      if (!shape) {
+        std::string list;
+        for (const auto &n : names)
+          list += (list.empty() ? "" : ", ") + n.first;
+        return r.error(a, aPath,
+                       "unknown name " + quote(a.string) +
+                           " (expected an entry parameter or workspace" +
+                           (list.empty() ? "" : ": " + list) + ")");
+      }
+      const Param &target = kernel.params[kernel.tensorParams[j]];
+      if (dtype != target.dtype || !sameShape(*shape, target.shape))
+        return r.error(
+            a, aPath,
+            "entry " + quote(e.name) + " launch " + std::to_string(i) +
+                " arg " + std::to_string(j) + ": " + what + " " +
+                quote(a.string) + " is " + dtypeName(dtype) + " " +
+                shapeText(*shape) + ", but kernel " + quote(kernel.name) +
+                " parameter " + quote(target.name) + " is " +
+                dtypeName(target.dtype) + " " + shapeText(target.shape));
+      if (arg.isWorkspace) {
+        Workspace &ws = e.workspaces[arg.index];
+        ws.effectiveAlignment = std::max(ws.effectiveAlignment, target.alignment);
+      }
+      launch.args.push_back(arg);
+    }
+  }
+  return Status::ok();
+}
+
 [[maybe_unused]] std::string errnoText(int rc, const char *buf) {
   return rc == 0 ? buf : "unknown error";
 }
@@ -539,8 +790,9 @@ Status parseManifest(std::string_view text, const std::string &origin,
   if (!json::parse(text, root, jsonError))
     return Status(KDA_ERROR_CORRUPT_BUNDLE, origin + ":" + jsonError);
   Reader r(origin);
-  if (Status s = r.object(
-          root, "", {"format", "version", "target", "source_hash", "kernels"}))
+  if (Status s = r.object(root, "",
+                          {"format", "version", "target", "source_hash",
+                           "kernels", "entries"}))
     return s;
 
   std::string format;
@@ -552,14 +804,15 @@ Status parseManifest(std::string_view text, const std::string &origin,
   const Value *version;
   if (Status s = r.field(root, "", "version", version))
     return s;
-  if (!version->isNumber() || !version->isInteger || version->integer != 1)
+  if (!version->isNumber() || !version->isInteger ||
+      (version->integer != 1 && version->integer != 2))
     return r.error(*version, "version",
                    "unsupported version " +
                        (version->isNumber()
                             ? Reader::formatNumber(version->number)
                             : json::aKind(version->kind)) +
-                       " (this runtime reads version 1)");
-  out.version = 1;
+                       " (this runtime reads versions 1 and 2)");
+  out.version = version->integer;
 
   const Value *target;
   if (Status s = r.field(root, "", "target", target))
@@ -617,6 +870,33 @@ Status parseManifest(std::string_view text, const std::string &origin,
       return r.error(kernels->array[i], kPath,
                      "duplicate kernel name " + quote(out.kernels.back().name) +
                          " (also kernels[" +
+                         std::to_string(inserted.first->second) + "])");
+  }
+
+  const Value *entries = root.find("entries");
+  if (entries && out.version < 2)
+    return r.error(*entries, "entries",
+                   "entries need version 2 (this manifest is version " +
+                       std::to_string(out.version) + ")");
+  if (Status s = arrayField(r, root, "", "entries", true, entries))
+    return s;
+  std::map<std::string, size_t> entryNames;
+  for (size_t i = 0; entries && i < entries->array.size(); ++i) {
+    std::string ePath = Reader::index("entries", i);
+    out.entries.emplace_back();
+    Entry &e = out.entries.back();
+    if (Status s = parseEntry(r, entries->array[i], ePath, out.kernels, e))
+      return s;
+    auto kernel = names.find(e.name);
+    if (kernel != names.end())
+      return r.error(entries->array[i], ePath,
+                     "entry name " + quote(e.name) +
+                         " is also the name of kernels[" +
+                         std::to_string(kernel->second) + "]");
+    auto inserted = entryNames.emplace(e.name, i);
+    if (!inserted.second)
+      return r.error(entries->array[i], ePath,
+                     "duplicate entry name " + quote(e.name) + " (also entries[" +
                          std::to_string(inserted.first->second) + "])");
   }
   return Status::ok();

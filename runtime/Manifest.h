@@ -50,6 +50,7 @@ struct Param {
 
 struct Kernel {
   std::string name;                 // what kda_launch is called with
+  const char *what = "kernel";      // "kernel", or "entry" for Entry::signature
   std::string binary;               // file name inside the bundle directory
   std::string entry;                // symbol inside the binary
   std::vector<Param> params;        // one kernel argument each, in this order
@@ -64,6 +65,41 @@ struct Kernel {
   std::string image; // the binary's bytes (filled by loadBundle)
 };
 
+// A buffer an entry allocates for each call and passes between its launches.
+struct Workspace {
+  std::string name;
+  kda_dtype dtype = KDA_F32;
+  std::vector<Extent> shape; // symbolIndex into the entry's signature.symbols
+  int64_t alignment = 256;   // bytes, a power of two, as declared
+  // At least `alignment` and every alignment of a kernel parameter it feeds:
+  // what the runtime rounds the workspace's offset up to.
+  int64_t effectiveAlignment = 256;
+};
+
+// One argument of an entry launch: an entry parameter (the index of the
+// caller's tensor) or a workspace.
+struct LaunchArg {
+  bool isWorkspace = false;
+  size_t index = 0;
+};
+
+struct EntryLaunch {
+  size_t kernel = 0;            // into Manifest::kernels
+  std::vector<LaunchArg> args;  // one per tensor param of that kernel
+};
+
+// Version 2: one callable made of kernels run in order on one stream, passing
+// intermediates through workspaces (BUNDLE.md, "Entries").
+struct Entry {
+  std::string name;
+  // The caller's tensors as a kernel signature (tensor params only, grid
+  // [1, 1, 1], what = "entry"), so that bindTensors checks them with the
+  // same messages as a kernel's.
+  Kernel signature;
+  std::vector<Workspace> workspaces;
+  std::vector<EntryLaunch> launches;
+};
+
 struct Target {
   Vendor vendor = Vendor::Nvidia;
   std::string chip; // "sm_90a", "gfx942", ...
@@ -74,8 +110,10 @@ struct Manifest {
   Target target;
   std::string sourceHash;
   std::vector<Kernel> kernels;
+  std::vector<Entry> entries; // version 2 only
 
   const Kernel *findKernel(std::string_view name) const;
+  const Entry *findEntry(std::string_view name) const;
 };
 
 // Parses and validates manifest text; touches no files. `origin` starts every

@@ -5,6 +5,7 @@
 #include "runtime/Driver.h"
 #include "runtime/HipDriver.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <mutex>
@@ -34,6 +35,11 @@ template <class Enum> int rawValue(const Enum &e) {
   return v;
 }
 
+// "kernel 'k'" or "entry 'e'", for messages.
+std::string label(const Kernel &kernel) {
+  return std::string(kernel.what) + " '" + kernel.name + "'";
+}
+
 // a * b, or false when it overflows `limit`.
 bool multiply(uint64_t a, uint64_t b, uint64_t limit, uint64_t &out) {
   if (b != 0 && a > limit / b)
@@ -54,15 +60,15 @@ Status bindTensors(const Kernel &kernel, const kda_tensor *tensors,
     for (size_t i : kernel.tensorParams)
       names += (names.empty() ? "" : ", ") + kernel.params[i].name;
     return Status(KDA_ERROR_INVALID_ARGUMENT,
-                  "kernel '" + kernel.name + "' takes " +
+                  label(kernel) + " takes " +
                       std::to_string(expected) +
                       (expected == 1 ? " tensor" : " tensors") +
                       (names.empty() ? "" : " (" + names + ")") + ", got " +
                       std::to_string(count));
   }
   if (count > 0 && !tensors)
-    return Status(KDA_ERROR_INVALID_ARGUMENT, "tensors is NULL, but kernel '" +
-                                                  kernel.name + "' takes " +
+    return Status(KDA_ERROR_INVALID_ARGUMENT, "tensors is NULL, but " +
+                                                  label(kernel) + " takes " +
                                                   std::to_string(count));
 
   out.symbols.assign(kernel.symbols.size(), -1);
@@ -79,7 +85,7 @@ Status bindTensors(const Kernel &kernel, const kda_tensor *tensors,
       return Status(KDA_ERROR_BAD_TENSOR, tensorName(kernel, i) + problem);
     };
     auto expects = [&] {
-      return ", but kernel '" + kernel.name + "' expects ";
+      return ", but " + label(kernel) + " expects ";
     };
 
     int dtype = rawValue(t.dtype);
@@ -151,14 +157,14 @@ Status bindTensors(const Kernel &kernel, const kda_tensor *tensors,
         char buf[32];
         std::snprintf(buf, sizeof buf, "%p", t.data);
         return bad(std::string(" data pointer ") + buf + " is not aligned to " +
-                   std::to_string(p.alignment) + " bytes, as kernel '" +
-                   kernel.name + "' requires");
+                   std::to_string(p.alignment) + " bytes, as " +
+                   label(kernel) + " requires");
       }
     }
 
     if (t.device == -1)
-      return bad(" is in host memory (device -1); kernel '" + kernel.name +
-                 "' needs device memory");
+      return bad(" is in host memory (device -1); " + label(kernel) +
+                 " needs device memory");
     if (t.device < -1)
       return bad(" has device " + std::to_string(t.device) +
                  " (expected a device ordinal >= 0, or -1 for host memory)");
@@ -222,6 +228,54 @@ void packArguments(const Kernel &kernel, const kda_tensor *tensors,
   }
 }
 
+Status layoutWorkspaces(const Entry &entry, const Binding &binding,
+                        WorkspaceLayout &out) {
+  constexpr uint64_t kLimit = uint64_t(1) << 62;
+  size_t dims = 0;
+  for (const Workspace &w : entry.workspaces)
+    dims += w.shape.size();
+  out.shapes.resize(dims);
+  out.offsets.resize(entry.workspaces.size());
+  out.bytes.resize(entry.workspaces.size());
+  out.total = 0;
+  out.alignment = 1;
+  size_t at = 0;
+  for (size_t i = 0; i < entry.workspaces.size(); ++i) {
+    const Workspace &w = entry.workspaces[i];
+    auto tooLarge = [&](const char *what) {
+      std::string values;
+      for (size_t d = 0; d < w.shape.size(); ++d)
+        if (w.shape[d].isSymbol())
+          values += std::string(values.empty() ? " with " : ", ") +
+                    w.shape[d].symbol + " = " +
+                    std::to_string(binding.symbols[w.shape[d].symbolIndex]);
+      return Status(KDA_ERROR_BAD_TENSOR,
+                    "workspace '" + w.name + "' of entry '" + entry.name +
+                        "' (" + dtypeName(w.dtype) + " " +
+                        shapeString(w.shape) + values + ") " + what +
+                        " more than 2^62 bytes");
+    };
+    uint64_t bytes = dtypeSize(w.dtype);
+    for (const Extent &e : w.shape) {
+      // Every workspace symbol occurs in some entry parameter's shape (the
+      // manifest checks), so bindTensors bound it.
+      int64_t size = e.isSymbol() ? binding.symbols[e.symbolIndex] : e.value;
+      out.shapes[at++] = size;
+      if (!multiply(bytes, static_cast<uint64_t>(size), kLimit, bytes))
+        return tooLarge("needs");
+    }
+    uint64_t align = static_cast<uint64_t>(w.effectiveAlignment);
+    out.alignment = std::max(out.alignment, align);
+    uint64_t offset = (out.total + align - 1) / align * align; // total <= 2^62
+    if (offset > kLimit || bytes > kLimit - offset)
+      return tooLarge("brings the workspaces to");
+    out.offsets[i] = offset;
+    out.bytes[i] = bytes;
+    out.total = offset + bytes;
+  }
+  return Status::ok();
+}
+
 Status getDriver(Vendor vendor, Driver *&out) {
   return vendor == Vendor::Nvidia ? cuda::getDriver(out) : hip::getDriver(out);
 }
@@ -273,31 +327,51 @@ kda_status finish(const Status &s) {
   return s.code();
 }
 
-Status findKernel(const kda_bundle *bundle, const char *name, size_t &index) {
+// A name kda_launch accepts: a kernel or (version 2) an entry.
+struct Callable {
+  const Kernel *kernel = nullptr; // set for a kernel
+  size_t kernelIndex = 0;
+  const Entry *entry = nullptr; // set for an entry
+  const Kernel &signature() const { return entry ? entry->signature : *kernel; }
+};
+
+Status findCallable(const kda_bundle *bundle, const char *name,
+                    Callable &out) {
   if (!bundle)
     return Status(KDA_ERROR_INVALID_ARGUMENT, "bundle is NULL");
   if (!name)
     return Status(KDA_ERROR_INVALID_ARGUMENT, "kernel name is NULL");
-  const std::vector<Kernel> &kernels = bundle->manifest.kernels;
-  for (size_t i = 0; i < kernels.size(); ++i)
-    if (kernels[i].name == name) {
-      index = i;
+  out = Callable();
+  const Manifest &m = bundle->manifest;
+  for (size_t i = 0; i < m.kernels.size(); ++i)
+    if (m.kernels[i].name == name) {
+      out.kernel = &m.kernels[i];
+      out.kernelIndex = i;
       return Status::ok();
     }
-  std::string names;
-  for (const Kernel &k : kernels)
-    names += (names.empty() ? "" : ", ") + k.name;
-  return Status(KDA_ERROR_NOT_FOUND, "bundle " + bundle->directory +
-                                         " has no kernel '" + name +
-                                         "' (it has: " + names + ")");
+  for (const Entry &e : m.entries)
+    if (e.name == name) {
+      out.entry = &e;
+      return Status::ok();
+    }
+  std::string kernels, entries;
+  for (const Kernel &k : m.kernels)
+    kernels += (kernels.empty() ? "" : ", ") + k.name;
+  for (const Entry &e : m.entries)
+    entries += (entries.empty() ? "" : ", ") + e.name;
+  if (entries.empty())
+    return Status(KDA_ERROR_NOT_FOUND, "bundle " + bundle->directory +
+                                           " has no kernel '" + name +
+                                           "' (it has: " + kernels + ")");
+  return Status(KDA_ERROR_NOT_FOUND,
+                "bundle " + bundle->directory + " has no kernel or entry '" +
+                    name + "' (kernels: " + kernels + "; entries: " + entries +
+                    ")");
 }
 
-Status launch(kda_bundle *bundle, const char *name, const kda_tensor *tensors,
-              int32_t count, void *stream) {
-  size_t index = 0;
-  if (Status s = findKernel(bundle, name, index))
-    return s;
-  const Kernel &kernel = bundle->manifest.kernels[index];
+Status launchKernel(kda_bundle *bundle, const Callable &callable,
+                    const kda_tensor *tensors, int32_t count, void *stream) {
+  const Kernel &kernel = *callable.kernel;
   // Reused by this thread's launches, so that a launch allocates nothing.
   thread_local Binding binding;
   thread_local std::vector<uint64_t> storage;
@@ -324,7 +398,8 @@ Status launch(kda_bundle *bundle, const char *name, const kda_tensor *tensors,
     return Status::ok();
 
   void *function = nullptr;
-  if (Status s = bundle->function(*driver, index, device, function))
+  if (Status s = bundle->function(*driver, callable.kernelIndex, device,
+                                  function))
     return s;
   packArguments(kernel, tensors, binding, storage, args);
   LaunchConfig config{{binding.grid[0], binding.grid[1], binding.grid[2]},
@@ -333,6 +408,192 @@ Status launch(kda_bundle *bundle, const char *name, const kda_tensor *tensors,
                       stream,
                       args.data()};
   return driver->launch(kernel, function, config);
+}
+
+// What the device allocators guarantee for the start of an allocation
+// (cuMemAllocAsync, hipMallocAsync, cudaMalloc, PyTorch's caching allocator).
+constexpr uint64_t kAllocatorAlignment = 256;
+
+// "0x7f...", for messages.
+std::string pointerText(const void *p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%p", p);
+  return buf;
+}
+
+// An entry: check the caller's tensors, lay out the workspaces, allocate them
+// on `stream` (unless the caller passes `workspace`), launch every kernel in
+// order on `stream`, free on `stream`.
+Status launchEntry(kda_bundle *bundle, const Entry &entry,
+                   const kda_tensor *tensors, int32_t count, void *stream,
+                   bool callerWorkspace, void *workspace,
+                   uint64_t workspaceBytes) {
+  const Kernel &signature = entry.signature;
+  const std::vector<Kernel> &kernels = bundle->manifest.kernels;
+  // Reused by this thread's launches, so that a launch allocates nothing
+  // after its first.
+  thread_local Binding binding, kernelBinding;
+  thread_local WorkspaceLayout layout;
+  thread_local std::vector<void *> functions;
+  thread_local std::vector<kda_tensor> kernelTensors;
+  thread_local std::vector<uint64_t> storage;
+  thread_local std::vector<void *> args;
+  thread_local std::vector<size_t> shapeStart;
+  if (Status s = bindTensors(signature, tensors, count, binding))
+    return s;
+  if (Status s = layoutWorkspaces(entry, binding, layout))
+    return s;
+  auto entryLabel = [&] { return "entry '" + entry.name + "'"; };
+  if (callerWorkspace) {
+    if (workspaceBytes < layout.total)
+      return Status(KDA_ERROR_INVALID_ARGUMENT,
+                    entryLabel() + " needs " + std::to_string(layout.total) +
+                        " bytes of workspace for these tensors "
+                        "(kda_entry_workspace_bytes), got " +
+                        std::to_string(workspaceBytes));
+    if (layout.total > 0 && !workspace)
+      return Status(KDA_ERROR_INVALID_ARGUMENT,
+                    "workspace is NULL, but " + entryLabel() + " needs " +
+                        std::to_string(layout.total) + " bytes");
+    if (layout.total > 0 &&
+        reinterpret_cast<uintptr_t>(workspace) % layout.alignment != 0)
+      return Status(KDA_ERROR_INVALID_ARGUMENT,
+                    "workspace " + pointerText(workspace) +
+                        " is not aligned to " +
+                        std::to_string(layout.alignment) + " bytes, as " +
+                        entryLabel() + " requires");
+  }
+
+  Driver *driver = nullptr;
+  if (Status s = getDriver(bundle->manifest.target.vendor, driver))
+    return s;
+  int device = binding.device < 0 ? 0 : binding.device;
+  if (Status s = driver->checkDevice(device, bundle->manifest.target))
+    return s;
+  DeviceScope scope(*driver);
+  if (Status s = scope.enter(device))
+    return s;
+  for (size_t i = 0; i < binding.bytes.size(); ++i)
+    if (binding.bytes[i] > 0)
+      if (Status s = driver->checkPointer(tensors[i].data, binding.bytes[i],
+                                          device, signature, i))
+        return s;
+  if (callerWorkspace && layout.total > 0) {
+    static const Kernel *const workspaceView = [] {
+      auto *k = new Kernel;
+      k->name = "workspace";
+      k->params.emplace_back();
+      k->params.back().name = "workspace";
+      k->tensorParams.push_back(0);
+      return k;
+    }();
+    if (Status s = driver->checkPointer(workspace, layout.total, device,
+                                        *workspaceView, 0))
+      return s.prefix(entryLabel() + ": ");
+  }
+
+  // Modules first, so that a missing entry point fails before anything is
+  // allocated or enqueued.
+  functions.assign(entry.launches.size(), nullptr);
+  for (size_t l = 0; l < entry.launches.size(); ++l)
+    if (Status s = bundle->function(*driver, entry.launches[l].kernel, device,
+                                    functions[l]))
+      return s.prefix(entryLabel() + " launch " + std::to_string(l) + ": ");
+
+  void *allocation = nullptr;
+  char *base = static_cast<char *>(workspace);
+  if (!callerWorkspace) {
+    base = nullptr;
+    if (layout.total > 0) {
+      // Over-allocate when a workspace wants more than the allocator's
+      // alignment, and align the start by hand.
+      uint64_t extra = layout.alignment > kAllocatorAlignment
+                           ? layout.alignment - kAllocatorAlignment
+                           : 0;
+      if (Status s =
+              driver->allocAsync(layout.total + extra, stream, allocation))
+        return s.prefix(entryLabel() + ": allocating " +
+                        std::to_string(layout.total + extra) +
+                        " bytes of workspace: ");
+      uintptr_t start = reinterpret_cast<uintptr_t>(allocation);
+      start = (start + layout.alignment - 1) / layout.alignment *
+              layout.alignment;
+      base = reinterpret_cast<char *>(start);
+    }
+  }
+  shapeStart.resize(entry.workspaces.size());
+  for (size_t w = 0, at = 0; w < entry.workspaces.size(); ++w) {
+    shapeStart[w] = at;
+    at += entry.workspaces[w].shape.size();
+  }
+
+  Status result;
+  for (size_t l = 0; l < entry.launches.size() && result.isOk(); ++l) {
+    const EntryLaunch &launch = entry.launches[l];
+    const Kernel &kernel = kernels[launch.kernel];
+    kernelTensors.resize(launch.args.size());
+    for (size_t a = 0; a < launch.args.size(); ++a) {
+      const LaunchArg &arg = launch.args[a];
+      if (!arg.isWorkspace) {
+        kernelTensors[a] = tensors[arg.index];
+        continue;
+      }
+      const Workspace &w = entry.workspaces[arg.index];
+      kda_tensor &t = kernelTensors[a];
+      t.data = base && layout.bytes[arg.index] > 0
+                   ? base + layout.offsets[arg.index]
+                   : nullptr;
+      t.dtype = w.dtype;
+      t.rank = static_cast<int32_t>(w.shape.size());
+      t.shape = layout.shapes.data() + shapeStart[arg.index];
+      t.strides = nullptr;
+      t.device = device;
+    }
+    auto where = [&] {
+      return entryLabel() + " launch " + std::to_string(l) + " of " +
+             std::to_string(entry.launches.size()) + " (kernel '" +
+             kernel.name + "'): ";
+    };
+    if (Status s = bindTensors(kernel, kernelTensors.data(),
+                               static_cast<int32_t>(kernelTensors.size()),
+                               kernelBinding)) {
+      result = s.prefix(where());
+      break;
+    }
+    if (kernelBinding.emptyGrid())
+      continue;
+    packArguments(kernel, kernelTensors.data(), kernelBinding, storage, args);
+    LaunchConfig config{
+        {kernelBinding.grid[0], kernelBinding.grid[1], kernelBinding.grid[2]},
+        {kernel.block[0], kernel.block[1], kernel.block[2]},
+        kernel.dynamicSharedMemory,
+        stream,
+        args.data()};
+    if (Status s = driver->launch(kernel, functions[l], config))
+      result = Status(s.code(),
+                      where() + s.message() +
+                          (l == 0 ? std::string()
+                                  : " (launches 0.." + std::to_string(l - 1) +
+                                        " were enqueued before it)"));
+  }
+  // Stream-ordered: the memory is reused only after the launches above.
+  if (allocation)
+    if (Status s = driver->freeAsync(allocation, stream))
+      if (result.isOk())
+        result = s.prefix(entryLabel() + ": freeing the workspace: ");
+  return result;
+}
+
+Status launch(kda_bundle *bundle, const char *name, const kda_tensor *tensors,
+              int32_t count, void *stream, bool callerWorkspace = false,
+              void *workspace = nullptr, uint64_t workspaceBytes = 0) {
+  Callable callable;
+  if (Status s = findCallable(bundle, name, callable))
+    return s;
+  if (callable.entry)
+    return launchEntry(bundle, *callable.entry, tensors, count, stream,
+                       callerWorkspace, workspace, workspaceBytes);
+  return launchKernel(bundle, callable, tensors, count, stream);
 }
 
 } // namespace
@@ -403,18 +664,76 @@ const char *kda_bundle_target_chip(const kda_bundle *bundle) {
 
 kda_status kda_check_tensors(const kda_bundle *bundle, const char *kernel,
                              const kda_tensor *tensors, int32_t num_tensors) {
-  size_t index = 0;
-  if (Status s = findKernel(bundle, kernel, index))
+  Callable callable;
+  if (Status s = findCallable(bundle, kernel, callable))
     return finish(s);
   thread_local Binding binding; // reused: checking allocates nothing
-  return finish(bindTensors(bundle->manifest.kernels[index], tensors,
-                            num_tensors, binding));
+  return finish(
+      bindTensors(callable.signature(), tensors, num_tensors, binding));
 }
 
 kda_status kda_launch(kda_bundle *bundle, const char *kernel,
                       const kda_tensor *tensors, int32_t num_tensors,
                       void *stream) {
   return finish(launch(bundle, kernel, tensors, num_tensors, stream));
+}
+
+int32_t kda_bundle_num_entries(const kda_bundle *bundle) {
+  if (!bundle) {
+    finish(Status(KDA_ERROR_INVALID_ARGUMENT, "bundle is NULL"));
+    return -1;
+  }
+  finish(Status::ok());
+  return static_cast<int32_t>(bundle->manifest.entries.size());
+}
+
+const char *kda_bundle_entry_name(const kda_bundle *bundle, int32_t i) {
+  if (!bundle) {
+    finish(Status(KDA_ERROR_INVALID_ARGUMENT, "bundle is NULL"));
+    return nullptr;
+  }
+  const auto &entries = bundle->manifest.entries;
+  if (i < 0 || static_cast<size_t>(i) >= entries.size()) {
+    finish(Status(KDA_ERROR_INVALID_ARGUMENT,
+                  "entry index " + std::to_string(i) +
+                      " is out of range (the bundle has " +
+                      std::to_string(entries.size()) + " entries)"));
+    return nullptr;
+  }
+  finish(Status::ok());
+  return entries[i].name.c_str();
+}
+
+kda_status kda_entry_workspace_bytes(const kda_bundle *bundle,
+                                     const char *entry,
+                                     const kda_tensor *tensors,
+                                     int32_t num_tensors, uint64_t *bytes) {
+  if (bytes)
+    *bytes = 0;
+  Callable callable;
+  if (Status s = findCallable(bundle, entry, callable))
+    return finish(s);
+  if (!bytes)
+    return finish(Status(KDA_ERROR_INVALID_ARGUMENT, "bytes is NULL"));
+  thread_local Binding binding;
+  thread_local WorkspaceLayout layout;
+  if (Status s =
+          bindTensors(callable.signature(), tensors, num_tensors, binding))
+    return finish(s);
+  if (callable.entry) { // a kernel needs no workspace
+    if (Status s = layoutWorkspaces(*callable.entry, binding, layout))
+      return finish(s);
+    *bytes = layout.total;
+  }
+  return finish(Status::ok());
+}
+
+kda_status kda_launch_with_workspace(kda_bundle *bundle, const char *name,
+                                     const kda_tensor *tensors,
+                                     int32_t num_tensors, void *workspace,
+                                     uint64_t workspace_bytes, void *stream) {
+  return finish(launch(bundle, name, tensors, num_tensors, stream,
+                       /*callerWorkspace=*/true, workspace, workspace_bytes));
 }
 
 const char *kda_last_error(void) { return lastError.c_str(); }

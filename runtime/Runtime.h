@@ -43,6 +43,23 @@ void packArguments(const Kernel &kernel, const kda_tensor *tensors,
                    const Binding &binding, std::vector<uint64_t> &storage,
                    std::vector<void *> &args);
 
+// Where an entry's workspaces lie in the one allocation of a call, for the
+// symbols the entry's tensors bound (bindTensors of Entry::signature).
+struct WorkspaceLayout {
+  std::vector<int64_t> shapes;  // every workspace's sizes, concatenated
+  std::vector<uint64_t> offsets; // from the allocation's start, aligned
+  std::vector<uint64_t> bytes;   // each workspace's size
+  uint64_t total = 0;            // bytes the allocation needs
+  uint64_t alignment = 1;        // what the allocation's start must be aligned to
+};
+
+// Computes the layout: each workspace's offset is the previous end rounded up
+// to its (effective) alignment. All arithmetic is overflow-checked: a
+// workspace or a total beyond 2^62 bytes is KDA_ERROR_BAD_TENSOR naming the
+// workspace and the symbols' values.
+Status layoutWorkspaces(const Entry &entry, const Binding &binding,
+                        WorkspaceLayout &out);
+
 // "tensor 1 ('k')": the `position`-th tensor argument, for messages.
 std::string tensorName(const Kernel &kernel, size_t position);
 

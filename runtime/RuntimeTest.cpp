@@ -207,6 +207,9 @@ struct BundleDir {
               cubin(90, {"kda_gated_delta_kernel"}));
     dir.write("small.sm_90a.cubin", cubin(90, {"small_entry"}));
     dir.write("axpy.gfx942.hsaco", hsaco(0x04c, "gfx942", {"axpy_entry"}));
+    // The kernels of entriesManifest().
+    dir.write("intra.sm_90a.cubin", cubin(90, {"intra_entry"}));
+    dir.write("state.sm_90a.cubin", cubin(90, {"state_entry"}));
   }
   const std::string &path() const { return dir.path(); }
 };
@@ -407,8 +410,8 @@ TEST(Manifest, ErrorsNameTheField) {
   } cases[] = {
       {"\"kda-bundle\"", "\"kda-blob\"",
        "format: expected \"kda-bundle\", found \"kda-blob\""},
-      {"\"version\": 1", "\"version\": 2",
-       "version: unsupported version 2 (this runtime reads version 1)"},
+      {"\"version\": 1", "\"version\": 3",
+       "version: unsupported version 3 (this runtime reads versions 1 and 2)"},
       {"\"version\": 1,", "", ": missing field \"version\""},
       {"\"nvidia\"", "\"intel\"",
        "target.vendor: unknown vendor \"intel\" (expected \"nvidia\" or "
@@ -991,6 +994,17 @@ struct FakeState {
     int numArgs;
     unsigned char args[16][8];
   } last;
+  int allocs, frees;
+  unsigned long long lastAllocBytes;
+  void *lastAllocStream, *lastAllocPointer;
+  void *lastFreeStream, *lastFreePointer;
+  int historyCount;
+  struct {
+    char entry[64];
+    void *stream;
+    unsigned long long args[8];
+  } history[16];
+  char events[1024];
 };
 
 // Runs against FakeDriver.cpp. The runtime caches one driver (and what it
@@ -1009,6 +1023,8 @@ protected:
         dlsym(handle, "kda_fake_add_allocation"));
     setArgSizes = reinterpret_cast<void (*)(int, const int *)>(
         dlsym(handle, "kda_fake_set_arg_sizes"));
+    failLaunchesAfter = reinterpret_cast<void (*)(int)>(
+        dlsym(handle, "kda_fake_fail_launches_after"));
     ctxSetCurrent =
         reinterpret_cast<int (*)(void *)>(dlsym(handle, "cuCtxSetCurrent"));
     ctxGetCurrent =
@@ -1053,6 +1069,7 @@ protected:
   const FakeState *(*getState)();
   void (*addAllocation)(void *, size_t, int, int);
   void (*setArgSizes)(int, const int *);
+  void (*failLaunchesAfter)(int);
   int (*ctxSetCurrent)(void *);
   int (*ctxGetCurrent)(void **);
   int (*hipSetDevice)(int);
@@ -1508,6 +1525,717 @@ TEST_F(Fake, HipNoDevice) {
       std::string(kda_last_error()).find("hipInit failed: hipErrorNoDevice"),
       std::string::npos)
       << kda_last_error();
+  kda_bundle_free(bundle);
+}
+
+// ---- version 2: entries -----------------------------------------------------
+
+// Two kernels that run as one entry: "intra" writes the workspaces ws0 and
+// ws1, "state" reads them; and an entry that runs kda_small twice, the second
+// time on a workspace.
+std::string entriesManifest() {
+  return std::string(R"({
+  "format": "kda-bundle",
+  "version": 2,
+  "target": {"vendor": "nvidia", "chip": "sm_90a"},
+  "source_hash": ")") +
+         kHash + R"(",
+  "kernels": [
+    {
+      "name": "kda_small",
+      "binary": "small.sm_90a.cubin",
+      "entry": "small_entry",
+      "params": [
+        {"name": "x", "kind": "tensor", "dtype": "f32", "shape": ["N"]}
+      ],
+      "grid": ["N", 1, 1],
+      "block": [64, 1, 1]
+    },
+    {
+      "name": "kda_ws_intra",
+      "binary": "intra.sm_90a.cubin",
+      "entry": "intra_entry",
+      "params": [
+        {"name": "q", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16},
+        {"name": "k", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16},
+        {"name": "w", "kind": "tensor", "dtype": "f32",
+         "shape": ["B", "T", "H", 64]},
+        {"name": "c", "kind": "tensor", "dtype": "i32", "shape": [3]},
+        {"name": "T", "kind": "dim"}
+      ],
+      "grid": ["B", "H", 1],
+      "block": [128, 1, 1]
+    },
+    {
+      "name": "kda_ws_state",
+      "binary": "state.sm_90a.cubin",
+      "entry": "state_entry",
+      "params": [
+        {"name": "q", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16},
+        {"name": "w", "kind": "tensor", "dtype": "f32",
+         "shape": ["B", "T", "H", 64], "alignment": 512},
+        {"name": "c", "kind": "tensor", "dtype": "i32", "shape": [3]},
+        {"name": "o", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16},
+        {"name": "H", "kind": "dim"}
+      ],
+      "grid": ["T", 1, 1],
+      "block": [64, 1, 1],
+      "dynamic_shared_memory": 1024
+    }
+  ],
+  "entries": [
+    {
+      "name": "kda_ws",
+      "params": [
+        {"name": "q", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16},
+        {"name": "k", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16},
+        {"name": "o", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16}
+      ],
+      "workspaces": [
+        {"name": "ws0", "dtype": "f32", "shape": ["B", "T", "H", 64]},
+        {"name": "ws1", "dtype": "i32", "shape": [3], "alignment": 1024}
+      ],
+      "launches": [
+        {"kernel": "kda_ws_intra", "args": ["q", "k", "ws0", "ws1"]},
+        {"kernel": "kda_ws_state", "args": ["q", "ws0", "ws1", "o"]}
+      ]
+    },
+    {
+      "name": "kda_small_twice",
+      "params": [
+        {"name": "x", "kind": "tensor", "dtype": "f32", "shape": ["N"]}
+      ],
+      "workspaces": [{"name": "tmp", "dtype": "f32", "shape": ["N"]}],
+      "launches": [
+        {"kernel": "kda_small", "args": ["x"]},
+        {"kernel": "kda_small", "args": ["tmp"]}
+      ]
+    }
+  ]
+}
+)";
+}
+
+// q, k, o of entry kda_ws, [B, T, H, 128].
+struct WsTensors {
+  Tensor q, k, o;
+  WsTensors(int64_t b, int64_t t, int64_t h)
+      : q(KDA_BF16, {b, t, h, 128}), k(KDA_BF16, {b, t, h, 128}),
+        o(KDA_BF16, {b, t, h, 128}) {}
+  std::vector<kda_tensor> views() const { return {q.view(), k.view(), o.view()}; }
+};
+
+TEST(Entries, ParsesVersion2) {
+  Manifest m;
+  Status s = parseManifest(entriesManifest(), "m", m);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(m.version, 2);
+  ASSERT_EQ(m.entries.size(), 2u);
+  const Entry &e = m.entries[0];
+  EXPECT_EQ(e.name, "kda_ws");
+  EXPECT_EQ(m.findEntry("kda_small_twice"), &m.entries[1]);
+  EXPECT_EQ(m.findEntry("kda_ws_intra"), nullptr);
+  EXPECT_EQ(e.signature.name, "kda_ws");
+  EXPECT_STREQ(e.signature.what, "entry");
+  EXPECT_EQ(e.signature.tensorParams, (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(e.signature.symbols, (std::vector<std::string>{"B", "T", "H"}));
+  ASSERT_EQ(e.workspaces.size(), 2u);
+  EXPECT_EQ(e.workspaces[0].name, "ws0");
+  EXPECT_EQ(e.workspaces[0].dtype, KDA_F32);
+  EXPECT_EQ(e.workspaces[0].alignment, 256); // the default
+  // Raised to what kernel kda_ws_state's parameter w needs.
+  EXPECT_EQ(e.workspaces[0].effectiveAlignment, 512);
+  EXPECT_EQ(e.workspaces[0].shape[2].symbolIndex, 2);
+  EXPECT_EQ(e.workspaces[1].alignment, 1024);
+  ASSERT_EQ(e.launches.size(), 2u);
+  EXPECT_EQ(e.launches[0].kernel, 1u);
+  EXPECT_EQ(e.launches[1].kernel, 2u);
+  ASSERT_EQ(e.launches[1].args.size(), 4u);
+  EXPECT_FALSE(e.launches[1].args[0].isWorkspace);
+  EXPECT_EQ(e.launches[1].args[0].index, 0u);
+  EXPECT_TRUE(e.launches[1].args[1].isWorkspace);
+  EXPECT_EQ(e.launches[1].args[1].index, 0u);
+  EXPECT_TRUE(e.launches[1].args[2].isWorkspace);
+  EXPECT_EQ(e.launches[1].args[2].index, 1u);
+  EXPECT_EQ(e.launches[1].args[3].index, 2u);
+
+  // Entries are optional in version 2, and may be empty.
+  size_t at = entriesManifest().find(",\n  \"entries\"");
+  std::string none = entriesManifest().substr(0, at) + "\n}\n";
+  s = parseManifest(none, "m", m);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  EXPECT_TRUE(m.entries.empty());
+  s = parseManifest(none.substr(0, none.rfind('}')) + ", \"entries\": []}", "m",
+                    m);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  s = parseManifest(none.substr(0, none.rfind('}')) + ", \"entries\": {}}", "m",
+                    m);
+  EXPECT_NE(s.message().find("entries: expected an array, found an object"),
+            std::string::npos)
+      << s.message();
+  // Version 1 stays as it was.
+  s = parseManifest(nvidiaManifest(), "m", m);
+  EXPECT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(m.version, 1);
+}
+
+TEST(Entries, ErrorsNameTheField) {
+  struct Case {
+    std::string from, to, expected;
+  } cases[] = {
+      {"\"kernel\": \"kda_ws_intra\"", "\"kernel\": \"kda_ws_intro\"",
+       "entries[0].launches[0].kernel: no kernel \"kda_ws_intro\" in this "
+       "bundle (kernels: kda_small, kda_ws_intra, kda_ws_state)"},
+      {"\"args\": [\"q\", \"k\", \"ws0\", \"ws1\"]",
+       "\"args\": [\"q\", \"k\", \"ws0\"]",
+       "entries[0].launches[0].args: kernel \"kda_ws_intra\" takes 4 tensors "
+       "(q, k, w, c), found 3 args"},
+      {"\"args\": [\"q\", \"k\", \"ws0\", \"ws1\"]",
+       "\"args\": [\"q\", \"k\", \"ws0\", \"ws1\", \"o\"]",
+       "kernel \"kda_ws_intra\" takes 4 tensors (q, k, w, c), found 5 args"},
+      {"\"args\": [\"q\", \"k\", \"ws0\", \"ws1\"]",
+       "\"args\": [\"q\", \"k\", \"ws9\", \"ws1\"]",
+       "entries[0].launches[0].args[2]: unknown name \"ws9\" (expected an "
+       "entry parameter or workspace: k, o, q, ws0, ws1)"},
+      {"\"args\": [\"q\", \"k\", \"ws0\", \"ws1\"]",
+       "\"args\": [\"q\", \"k\", 2, \"ws1\"]",
+       "entries[0].launches[0].args[2]: expected a string"},
+      // dtype mismatch: a bf16 parameter where the kernel takes f32.
+      {"\"args\": [\"q\", \"k\", \"ws0\", \"ws1\"]",
+       "\"args\": [\"q\", \"k\", \"o\", \"ws1\"]",
+       "entries[0].launches[0].args[2]: entry \"kda_ws\" launch 0 arg 2: entry "
+       "parameter \"o\" is bf16 [B, T, H, 128], but kernel \"kda_ws_intra\" "
+       "parameter \"w\" is f32 [B, T, H, 64]"},
+      // shape mismatch: a fixed size.
+      {"{\"name\": \"ws0\", \"dtype\": \"f32\", \"shape\": [\"B\", \"T\", \"H\", "
+       "64]}",
+       "{\"name\": \"ws0\", \"dtype\": \"f32\", \"shape\": [\"B\", \"T\", \"H\", "
+       "32]}",
+       "entries[0].launches[0].args[2]: entry \"kda_ws\" launch 0 arg 2: "
+       "workspace \"ws0\" is f32 [B, T, H, 32], but kernel \"kda_ws_intra\" "
+       "parameter \"w\" is f32 [B, T, H, 64]"},
+      // shape mismatch: another symbol of the same entry.
+      {"{\"name\": \"ws0\", \"dtype\": \"f32\", \"shape\": [\"B\", \"T\", \"H\", "
+       "64]}",
+       "{\"name\": \"ws0\", \"dtype\": \"f32\", \"shape\": [\"B\", \"H\", \"T\", "
+       "64]}",
+       "workspace \"ws0\" is f32 [B, H, T, 64], but kernel \"kda_ws_intra\" "
+       "parameter \"w\" is f32 [B, T, H, 64]"},
+      // shape mismatch: rank.
+      {"{\"name\": \"ws1\", \"dtype\": \"i32\", \"shape\": [3]",
+       "{\"name\": \"ws1\", \"dtype\": \"i32\", \"shape\": [3, 1]",
+       "workspace \"ws1\" is i32 [3, 1], but kernel \"kda_ws_intra\" parameter "
+       "\"c\" is i32 [3]"},
+      {"{\"name\": \"ws1\", \"dtype\": \"i32\", \"shape\": [3]",
+       "{\"name\": \"ws1\", \"dtype\": \"i32\", \"shape\": [\"S\"]",
+       "entries[0].workspaces[1].shape[0]: symbol \"S\" does not appear in any "
+       "entry parameter's shape, so no launch can bind it"},
+      {"{\"name\": \"ws1\", \"dtype\": \"i32\"", "{\"name\": \"q\", \"dtype\": \"i32\"",
+       "entries[0].workspaces[1]: duplicate name \"q\" (also params[0])"},
+      {"{\"name\": \"ws1\", \"dtype\": \"i32\"",
+       "{\"name\": \"ws0\", \"dtype\": \"i32\"",
+       "entries[0].workspaces[1]: duplicate name \"ws0\" (also workspaces[0])"},
+      {"{\"name\": \"o\", \"kind\": \"tensor\", \"dtype\": \"bf16\",\n         "
+       "\"shape\": [\"B\", \"T\", \"H\", 128], \"alignment\": 16}\n      ],\n     "
+       " \"workspaces\"",
+       "{\"name\": \"k\", \"kind\": \"tensor\", \"dtype\": \"bf16\",\n         "
+       "\"shape\": [\"B\", \"T\", \"H\", 128], \"alignment\": 16}\n      ],\n     "
+       " \"workspaces\"",
+       "entries[0].params[2]: duplicate name \"k\" (also params[1])"},
+      {"\"name\": \"kda_small_twice\"", "\"name\": \"kda_ws\"",
+       "entries[1]: duplicate entry name \"kda_ws\" (also entries[0])"},
+      {"\"name\": \"kda_small_twice\"", "\"name\": \"kda_small\"",
+       "entries[1]: entry name \"kda_small\" is also the name of kernels[0]"},
+      {"\"version\": 2", "\"version\": 1",
+       "entries: entries need version 2 (this manifest is version 1)"},
+      {"\"launches\": [\n        {\"kernel\": \"kda_small\", \"args\": "
+       "[\"x\"]},\n        {\"kernel\": \"kda_small\", \"args\": [\"tmp\"]}\n   "
+       "   ]",
+       "\"launches\": []",
+       "entries[1].launches: an entry needs at least one launch"},
+      {"\"workspaces\": [{\"name\": \"tmp\", \"dtype\": \"f32\", \"shape\": "
+       "[\"N\"]}],",
+       "\"workspaces\": [{\"name\": \"tmp\", \"dtype\": \"f32\", \"shape\": "
+       "[\"N\"], \"alignment\": 48}],",
+       "entries[1].workspaces[0].alignment: must be a power of two, found 48"},
+      {"\"workspaces\": [{\"name\": \"tmp\", \"dtype\": \"f32\", \"shape\": "
+       "[\"N\"]}],",
+       "\"workspaces\": [{\"name\": \"tmp\", \"dtype\": \"f64\", \"shape\": "
+       "[\"N\"]}],",
+       "entries[1].workspaces[0].dtype: unknown dtype \"f64\""},
+      {"\"workspaces\": [{\"name\": \"tmp\", \"dtype\": \"f32\", \"shape\": "
+       "[\"N\"]}],",
+       "\"workspaces\": [{\"name\": \"tmp\", \"dtype\": \"f32\", \"shape\": "
+       "[\"N\"], \"bytes\": 4}],",
+       "entries[1].workspaces[0].bytes: unknown field (expected one of: name, "
+       "dtype, shape, alignment)"},
+      {"{\"kernel\": \"kda_small\", \"args\": [\"x\"]}",
+       "{\"kernel\": \"kda_small\", \"args\": [\"x\"], \"grid\": [1, 1, 1]}",
+       "entries[1].launches[0].grid: unknown field (expected one of: kernel, "
+       "args)"},
+      {"\"name\": \"kda_small_twice\",",
+       "\"name\": \"kda_small_twice\", \"stream\": 0,",
+       "entries[1].stream: unknown field (expected one of: name, params, "
+       "workspaces, launches)"},
+      {"\"params\": [\n        {\"name\": \"x\", \"kind\": \"tensor\", "
+       "\"dtype\": \"f32\", \"shape\": [\"N\"]}\n      ],\n      \"workspaces\"",
+       "\"params\": [\n        {\"name\": \"x\", \"kind\": \"tensor\", "
+       "\"dtype\": \"f32\", \"shape\": [\"N\"]}, {\"name\": \"N\", \"kind\": "
+       "\"dim\"}\n      ],\n      \"workspaces\"",
+       "entries[1].params[1].kind: an entry's parameters are tensors only"},
+  };
+  for (const Case &c : cases) {
+    std::string text = replaced(entriesManifest(), c.from, c.to);
+    Manifest m;
+    Status s = parseManifest(text, "dir/manifest.json", m);
+    EXPECT_EQ(s.code(), KDA_ERROR_CORRUPT_BUNDLE) << c.to;
+    EXPECT_NE(s.message().find(c.expected), std::string::npos)
+        << "edit: " << c.from << " -> " << c.to << "\nmessage:  " << s.message()
+        << "\nexpected: " << c.expected;
+    EXPECT_EQ(s.message().rfind("dir/manifest.json:", 0), 0u) << s.message();
+  }
+}
+
+TEST(Entries, CApiListsAndChecks) {
+  BundleDir b(entriesManifest());
+  kda_bundle *bundle = nullptr;
+  ASSERT_EQ(load(b, &bundle), KDA_OK) << kda_last_error();
+  EXPECT_EQ(kda_bundle_num_kernels(bundle), 3);
+  EXPECT_EQ(kda_bundle_num_entries(bundle), 2);
+  EXPECT_STREQ(kda_bundle_entry_name(bundle, 0), "kda_ws");
+  EXPECT_STREQ(kda_bundle_entry_name(bundle, 1), "kda_small_twice");
+  EXPECT_EQ(kda_bundle_entry_name(bundle, 2), nullptr);
+  EXPECT_STREQ(kda_last_error(),
+               "entry index 2 is out of range (the bundle has 2 entries)");
+  EXPECT_EQ(kda_bundle_num_entries(nullptr), -1);
+  EXPECT_EQ(kda_bundle_entry_name(nullptr, 0), nullptr);
+
+  // kda_check_tensors takes an entry name; messages say "entry".
+  WsTensors t(1, 3, 5);
+  std::vector<kda_tensor> views = t.views();
+  EXPECT_EQ(kda_check_tensors(bundle, "kda_ws", views.data(), 3), KDA_OK)
+      << kda_last_error();
+  EXPECT_EQ(kda_check_tensors(bundle, "kda_ws", views.data(), 2),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(kda_last_error(), "entry 'kda_ws' takes 3 tensors (q, k, o), got 2");
+  WsTensors other(1, 4, 5);
+  views[2] = other.o.view();
+  EXPECT_EQ(kda_check_tensors(bundle, "kda_ws", views.data(), 3),
+            KDA_ERROR_BAD_TENSOR);
+  EXPECT_STREQ(kda_last_error(),
+               "tensor 2 ('o') dimension 1 (symbol T) is 4, but tensor 0 ('q') "
+               "dimension 1 bound T = 3");
+  EXPECT_EQ(kda_check_tensors(bundle, "kda_nope", views.data(), 3),
+            KDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(std::string(kda_last_error()),
+            "bundle " + b.path() +
+                " has no kernel or entry 'kda_nope' (kernels: kda_small, "
+                "kda_ws_intra, kda_ws_state; entries: kda_ws, "
+                "kda_small_twice)");
+  // Kernels called by entries stay launchable by name.
+  views = t.views();
+  Tensor w(KDA_F32, {1, 3, 5, 64}), c(KDA_I32, {3});
+  std::vector<kda_tensor> intra = {views[0], views[1], w.view(), c.view()};
+  EXPECT_EQ(kda_check_tensors(bundle, "kda_ws_intra", intra.data(), 4), KDA_OK)
+      << kda_last_error();
+  kda_bundle_free(bundle);
+}
+
+TEST(Entries, WorkspaceBytes) {
+  BundleDir b(entriesManifest());
+  kda_bundle *bundle = nullptr;
+  ASSERT_EQ(load(b, &bundle), KDA_OK) << kda_last_error();
+  WsTensors t(1, 3, 5);
+  std::vector<kda_tensor> views = t.views();
+  uint64_t bytes = 99;
+  // ws0: 1*3*5*64 f32 = 3840 bytes at 0; ws1: 12 bytes at 4096 (aligned to
+  // 1024).
+  ASSERT_EQ(kda_entry_workspace_bytes(bundle, "kda_ws", views.data(), 3, &bytes),
+            KDA_OK)
+      << kda_last_error();
+  EXPECT_EQ(bytes, 4096u + 12);
+  // An empty batch: ws0 is empty, ws1 is fixed.
+  WsTensors e(0, 3, 5);
+  views = e.views();
+  ASSERT_EQ(kda_entry_workspace_bytes(bundle, "kda_ws", views.data(), 3, &bytes),
+            KDA_OK);
+  EXPECT_EQ(bytes, 12u);
+  Tensor x(KDA_F32, {0});
+  kda_tensor xv = x.view();
+  ASSERT_EQ(kda_entry_workspace_bytes(bundle, "kda_small_twice", &xv, 1, &bytes),
+            KDA_OK);
+  EXPECT_EQ(bytes, 0u);
+  // A kernel needs none.
+  ASSERT_EQ(kda_entry_workspace_bytes(bundle, "kda_small", &xv, 1, &bytes),
+            KDA_OK);
+  EXPECT_EQ(bytes, 0u);
+  // Tensor errors are reported as by kda_check_tensors; bytes is 0.
+  bytes = 5;
+  views = t.views();
+  views[1].dtype = KDA_F16;
+  EXPECT_EQ(kda_entry_workspace_bytes(bundle, "kda_ws", views.data(), 3, &bytes),
+            KDA_ERROR_BAD_TENSOR);
+  EXPECT_EQ(bytes, 0u);
+  EXPECT_STREQ(kda_last_error(),
+               "tensor 1 ('k') has dtype f16, but entry 'kda_ws' expects bf16");
+  EXPECT_EQ(kda_entry_workspace_bytes(bundle, "kda_ws", t.views().data(), 3,
+                                      nullptr),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(kda_last_error(), "bytes is NULL");
+  kda_bundle_free(bundle);
+
+  // Overflow: one workspace beyond 2^62 bytes, and a total beyond it.
+  Manifest m;
+  std::string big = replaced(
+      entriesManifest(), "\"workspaces\": [\n",
+      "\"workspaces\": [\n{\"name\": \"big\", \"dtype\": \"i64\", \"shape\": "
+      "[\"T\", \"T\", \"T\", \"T\"]},\n");
+  ASSERT_TRUE(parseManifest(big, "m", m).isOk());
+  WsTensors huge(0, 65536, 1); // empty tensors, T = 2^16: 2^64 elements
+  views = huge.views();
+  Binding binding;
+  ASSERT_TRUE(bindTensors(m.entries[0].signature, views.data(), 3, binding)
+                  .isOk());
+  WorkspaceLayout layout;
+  Status s = layoutWorkspaces(m.entries[0], binding, layout);
+  EXPECT_EQ(s.code(), KDA_ERROR_BAD_TENSOR);
+  EXPECT_EQ(s.message(), "workspace 'big' of entry 'kda_ws' (i64 [T, T, T, T] "
+                         "with T = 65536, T = 65536, T = 65536, T = 65536) "
+                         "needs more than 2^62 bytes");
+  std::string three = replaced(
+      entriesManifest(), "\"workspaces\": [\n",
+      "\"workspaces\": [\n"
+      "{\"name\": \"a\", \"dtype\": \"i64\", \"shape\": [\"T\", \"T\", \"T\", 2]},"
+      "{\"name\": \"b\", \"dtype\": \"i64\", \"shape\": [\"T\", \"T\", \"T\", 2]},"
+      "{\"name\": \"c\", \"dtype\": \"i64\", \"shape\": [\"T\", \"T\", \"T\", 2]},"
+      "\n");
+  ASSERT_TRUE(parseManifest(three, "m", m).isOk());
+  WsTensors t19(0, 524288, 1); // each workspace 2^61 bytes
+  views = t19.views();
+  ASSERT_TRUE(bindTensors(m.entries[0].signature, views.data(), 3, binding)
+                  .isOk());
+  s = layoutWorkspaces(m.entries[0], binding, layout);
+  EXPECT_EQ(s.code(), KDA_ERROR_BAD_TENSOR);
+  EXPECT_NE(s.message().find("workspace 'c' of entry 'kda_ws' (i64 [T, T, T, "
+                             "2] with T = 524288, T = 524288, T = 524288) "
+                             "brings the workspaces to more than 2^62 bytes"),
+            std::string::npos)
+      << s.message();
+  // Through the C API too.
+  BundleDir bb(big);
+  ASSERT_EQ(load(bb, &bundle), KDA_OK) << kda_last_error();
+  views = huge.views();
+  EXPECT_EQ(kda_entry_workspace_bytes(bundle, "kda_ws", views.data(), 3, &bytes),
+            KDA_ERROR_BAD_TENSOR);
+  kda_bundle_free(bundle);
+}
+
+// Registers entry tensors with the fake driver and loads the bundle.
+class FakeEntries : public Fake {
+protected:
+  void SetUp() override {
+    Fake::SetUp();
+    ASSERT_EQ(load(dir, &bundle), KDA_OK) << kda_last_error();
+    for (const Tensor *x : {&t.q, &t.k, &t.o})
+      onDevice(*x);
+    const int sizes[] = {8, 8, 8, 8, 8};
+    setArgSizes(5, sizes);
+  }
+  void TearDown() override {
+    kda_bundle_free(bundle);
+    Fake::TearDown();
+  }
+  void *arg(int launch, int i) {
+    return reinterpret_cast<void *>(
+        static_cast<uintptr_t>(state().history[launch].args[i]));
+  }
+  int64_t dim(int launch, int i) {
+    return static_cast<int64_t>(state().history[launch].args[i]);
+  }
+
+  BundleDir dir{entriesManifest()};
+  kda_bundle *bundle = nullptr;
+  WsTensors t{1, 3, 5};
+};
+
+TEST_F(FakeEntries, LaunchesInOrderWithWorkspaces) {
+  ctxSetCurrent(kForeignContext);
+  std::vector<kda_tensor> views = t.views();
+  ASSERT_EQ(kda_launch(bundle, "kda_ws", views.data(), 3, kStream), KDA_OK)
+      << kda_last_error();
+  const FakeState &s = state();
+  // One allocation for both workspaces: 4108 bytes, plus 768 to align the
+  // start to 1024 (ws1's alignment) within a 256-aligned allocation.
+  EXPECT_STREQ(s.events,
+               "alloc:4876 launch:intra_entry launch:state_entry free");
+  EXPECT_EQ(s.allocs, 1);
+  EXPECT_EQ(s.frees, 1);
+  EXPECT_EQ(s.lastAllocStream, kStream);
+  EXPECT_EQ(s.lastFreeStream, kStream);
+  EXPECT_EQ(s.lastFreePointer, s.lastAllocPointer);
+  ASSERT_EQ(s.historyCount, 2);
+  EXPECT_EQ(s.history[0].stream, kStream);
+  EXPECT_EQ(s.history[1].stream, kStream);
+  auto base = reinterpret_cast<uintptr_t>(s.lastAllocPointer);
+  auto ws0 = reinterpret_cast<uintptr_t>(arg(0, 2));
+  EXPECT_EQ(ws0 % 1024, 0u);
+  EXPECT_GE(ws0, base);
+  EXPECT_LT(ws0, base + 1024);
+  // intra(q, k, ws0, ws1, T)
+  EXPECT_EQ(arg(0, 0), views[0].data);
+  EXPECT_EQ(arg(0, 1), views[1].data);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(arg(0, 3)), ws0 + 4096);
+  EXPECT_EQ(dim(0, 4), 3); // T
+  // state(q, ws0, ws1, o, H)
+  EXPECT_EQ(arg(1, 0), views[0].data);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(arg(1, 1)), ws0);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(arg(1, 2)), ws0 + 4096);
+  EXPECT_EQ(arg(1, 3), views[2].data);
+  EXPECT_EQ(dim(1, 4), 5); // H
+  // Each kernel's own geometry: state's grid is [T, 1, 1] with 1024 bytes
+  // of dynamic shared memory.
+  EXPECT_STREQ(s.last.entry, "state_entry");
+  EXPECT_EQ(s.last.grid[0], 3u);
+  EXPECT_EQ(s.last.block[0], 64u);
+  EXPECT_EQ(s.last.shared, 1024u);
+  EXPECT_EQ(s.last.context, kDevice0Context);
+  void *current = nullptr;
+  ctxGetCurrent(&current);
+  EXPECT_EQ(current, kForeignContext);
+  EXPECT_EQ(s.moduleLoads, 2);
+
+  // Warm: the same again loads nothing and allocates nothing on the heap.
+  long before = heapAllocations.load();
+  for (int i = 0; i < 5; ++i)
+    ASSERT_EQ(kda_launch(bundle, "kda_ws", views.data(), 3, kStream), KDA_OK)
+        << kda_last_error();
+  EXPECT_EQ(heapAllocations.load() - before, 0);
+  EXPECT_EQ(state().moduleLoads, 2);
+  EXPECT_EQ(state().allocs, 6);
+  EXPECT_EQ(state().frees, 6);
+  EXPECT_EQ(state().launches, 12);
+}
+
+TEST_F(FakeEntries, WorkspaceAsAKernelsOnlyTensor) {
+  Tensor x(KDA_F32, {100});
+  onDevice(x);
+  kda_tensor xv = x.view();
+  ASSERT_EQ(kda_launch(bundle, "kda_small_twice", &xv, 1, nullptr), KDA_OK)
+      << kda_last_error();
+  const FakeState &s = state();
+  EXPECT_STREQ(s.events, "alloc:400 launch:small_entry launch:small_entry free");
+  EXPECT_EQ(arg(0, 0), xv.data);
+  EXPECT_EQ(arg(1, 0), s.lastAllocPointer);
+  EXPECT_EQ(s.last.grid[0], 100u);
+  EXPECT_EQ(s.lastAllocStream, nullptr);
+
+  // Zero bytes allocate nothing; empty grids launch nothing.
+  Tensor empty(KDA_F32, {0});
+  kda_tensor ev = empty.view();
+  ASSERT_EQ(kda_launch(bundle, "kda_small_twice", &ev, 1, nullptr), KDA_OK)
+      << kda_last_error();
+  EXPECT_EQ(state().allocs, 1);
+  EXPECT_EQ(state().launches, 2);
+}
+
+TEST_F(FakeEntries, FailedLaunchFreesTheWorkspace) {
+  std::vector<kda_tensor> views = t.views();
+  failLaunchesAfter(1); // the second launch fails
+  EXPECT_EQ(kda_launch(bundle, "kda_ws", views.data(), 3, kStream),
+            KDA_ERROR_LAUNCH_FAILED);
+  EXPECT_STREQ(kda_last_error(),
+               "entry 'kda_ws' launch 1 of 2 (kernel 'kda_ws_state'): kernel "
+               "'kda_ws_state' (grid [3, 1, 1], block [64, 1, 1], 1024 bytes "
+               "of dynamic shared memory): cuLaunchKernel failed: "
+               "CUDA_ERROR_LAUNCH_FAILED (launches 0..0 were enqueued before "
+               "it)");
+  EXPECT_STREQ(state().events,
+               "alloc:4876 launch:intra_entry launch-failed free");
+  EXPECT_EQ(state().frees, 1);
+  EXPECT_EQ(state().lastFreeStream, kStream);
+
+  reset();
+  for (const Tensor *x : {&t.q, &t.k, &t.o})
+    onDevice(*x);
+  failLaunchesAfter(0); // the first launch fails
+  EXPECT_EQ(kda_launch(bundle, "kda_ws", views.data(), 3, kStream),
+            KDA_ERROR_LAUNCH_FAILED);
+  EXPECT_NE(std::string(kda_last_error())
+                .find("entry 'kda_ws' launch 0 of 2 (kernel 'kda_ws_intra'): "),
+            std::string::npos)
+      << kda_last_error();
+  EXPECT_STREQ(state().events, "alloc:4876 launch-failed free");
+}
+
+TEST_F(FakeEntries, AllocationAndFreeErrors) {
+  std::vector<kda_tensor> views = t.views();
+  setenv("KDA_FAKE_FAIL", "cuMemAllocAsync=2", 1);
+  EXPECT_EQ(kda_launch(bundle, "kda_ws", views.data(), 3, kStream),
+            KDA_ERROR_LAUNCH_FAILED);
+  EXPECT_STREQ(kda_last_error(),
+               "entry 'kda_ws': allocating 4876 bytes of workspace: "
+               "cuMemAllocAsync failed: CUDA_ERROR_OUT_OF_MEMORY");
+  EXPECT_EQ(state().launches, 0);
+  setenv("KDA_FAKE_FAIL", "cuMemFreeAsync=1", 1);
+  EXPECT_EQ(kda_launch(bundle, "kda_ws", views.data(), 3, kStream),
+            KDA_ERROR_LAUNCH_FAILED);
+  EXPECT_STREQ(kda_last_error(), "entry 'kda_ws': freeing the workspace: "
+                                 "cuMemFreeAsync failed: "
+                                 "CUDA_ERROR_INVALID_VALUE");
+  EXPECT_EQ(state().launches, 2);
+  unsetenv("KDA_FAKE_FAIL");
+  // Tensor errors come before anything is allocated.
+  views[1].dtype = KDA_F32;
+  EXPECT_EQ(kda_launch(bundle, "kda_ws", views.data(), 3, kStream),
+            KDA_ERROR_BAD_TENSOR);
+  EXPECT_STREQ(kda_last_error(),
+               "tensor 1 ('k') has dtype f32, but entry 'kda_ws' expects bf16");
+  // And pointer checks, naming the entry's tensor.
+  Tensor host(KDA_BF16, {1, 3, 5, 128});
+  views = t.views();
+  views[2] = host.view();
+  EXPECT_EQ(kda_launch(bundle, "kda_ws", views.data(), 3, kStream),
+            KDA_ERROR_BAD_TENSOR);
+  EXPECT_NE(std::string(kda_last_error())
+                .find("tensor 2 ('o') data pointer"),
+            std::string::npos)
+      << kda_last_error();
+  EXPECT_EQ(state().allocs, 1); // the failed allocation is not counted
+}
+
+TEST_F(FakeEntries, CallerOwnedWorkspace) {
+  std::vector<kda_tensor> views = t.views();
+  void *ws = std::aligned_alloc(1024, 8192);
+  addAllocation(ws, 8192, 0, 2);
+  EXPECT_EQ(kda_launch_with_workspace(bundle, "kda_ws", views.data(), 3, ws,
+                                      4107, kStream),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(kda_last_error(),
+               "entry 'kda_ws' needs 4108 bytes of workspace for these tensors "
+               "(kda_entry_workspace_bytes), got 4107");
+  EXPECT_EQ(kda_launch_with_workspace(bundle, "kda_ws", views.data(), 3,
+                                      nullptr, 4108, kStream),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(kda_last_error(),
+               "workspace is NULL, but entry 'kda_ws' needs 4108 bytes");
+  EXPECT_EQ(kda_launch_with_workspace(bundle, "kda_ws", views.data(), 3,
+                                      static_cast<char *>(ws) + 512, 4108,
+                                      kStream),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kda_last_error())
+                .find("is not aligned to 1024 bytes, as entry 'kda_ws' "
+                      "requires"),
+            std::string::npos)
+      << kda_last_error();
+  EXPECT_EQ(state().launches, 0);
+
+  ASSERT_EQ(kda_launch_with_workspace(bundle, "kda_ws", views.data(), 3, ws,
+                                      8192, kStream),
+            KDA_OK)
+      << kda_last_error();
+  EXPECT_STREQ(state().events, "launch:intra_entry launch:state_entry");
+  EXPECT_EQ(state().allocs, 0);
+  EXPECT_EQ(arg(0, 2), ws);
+  EXPECT_EQ(arg(0, 3), static_cast<char *>(ws) + 4096);
+  EXPECT_EQ(arg(1, 1), ws);
+
+  // The workspace is checked with the driver like a tensor.
+  void *host = std::aligned_alloc(1024, 8192);
+  EXPECT_EQ(kda_launch_with_workspace(bundle, "kda_ws", views.data(), 3, host,
+                                      8192, kStream),
+            KDA_ERROR_BAD_TENSOR);
+  EXPECT_NE(std::string(kda_last_error())
+                .find("entry 'kda_ws': tensor 0 ('workspace') data pointer"),
+            std::string::npos)
+      << kda_last_error();
+  std::free(host);
+  // A workspace too small for its allocation.
+  EXPECT_EQ(kda_launch_with_workspace(bundle, "kda_ws", views.data(), 3,
+                                      static_cast<char *>(ws) + 5120, 4108,
+                                      kStream),
+            KDA_ERROR_BAD_TENSOR);
+
+  // A kernel name ignores the workspace.
+  Tensor x(KDA_F32, {10});
+  onDevice(x);
+  kda_tensor xv = x.view();
+  EXPECT_EQ(kda_launch_with_workspace(bundle, "kda_small", &xv, 1, nullptr, 0,
+                                      nullptr),
+            KDA_OK)
+      << kda_last_error();
+  std::free(ws);
+}
+
+TEST_F(Fake, EntryNeedsStreamOrderedAllocation) {
+  // A driver without cuMemAllocAsync (CUDA < 11.2) still launches kernels
+  // and entries with caller-owned workspace.
+  ScopedEnv env("KDA_CUDA_LIBRARY", KDA_FAKE_DRIVER_NOASYNC);
+  void *old = dlopen(KDA_FAKE_DRIVER_NOASYNC, RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(old, nullptr) << dlerror();
+  auto oldAddAllocation = reinterpret_cast<void (*)(void *, size_t, int, int)>(
+      dlsym(old, "kda_fake_add_allocation"));
+  ASSERT_EQ(dlsym(old, "cuMemAllocAsync"), nullptr);
+  BundleDir b(entriesManifest());
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK) << kda_last_error();
+  Tensor x(KDA_F32, {10});
+  oldAddAllocation(x.data, x.bytes, 0, 2);
+  kda_tensor xv = x.view();
+  EXPECT_EQ(kda_launch(bundle, "kda_small", &xv, 1, nullptr), KDA_OK)
+      << kda_last_error();
+  std::vector<char> ws(1024);
+  void *aligned = reinterpret_cast<void *>(
+      (reinterpret_cast<uintptr_t>(ws.data()) + 255) / 256 * 256);
+  oldAddAllocation(aligned, 512, 0, 2);
+  EXPECT_EQ(kda_launch_with_workspace(bundle, "kda_small_twice", &xv, 1,
+                                      aligned, 512, nullptr),
+            KDA_OK)
+      << kda_last_error();
+  EXPECT_EQ(kda_launch(bundle, "kda_small_twice", &xv, 1, nullptr),
+            KDA_ERROR_NO_DRIVER);
+  EXPECT_EQ(std::string(kda_last_error()),
+            std::string("entry 'kda_small_twice': allocating 40 bytes of "
+                        "workspace: the CUDA driver library ") +
+                KDA_FAKE_DRIVER_NOASYNC +
+                " has no cuMemAllocAsync (driver older than CUDA 11.2?), "
+                "which entries with workspaces need (kda_launch_with_workspace "
+                "takes caller-owned memory instead)");
+  kda_bundle_free(bundle);
+}
+
+TEST_F(Fake, HipEntry) {
+  std::string manifest = replaced(
+      replaced(amdManifest(), "\"version\": 1", "\"version\": 2"),
+      "\"dynamic_shared_memory\": 1024\n  }]",
+      "\"dynamic_shared_memory\": 1024\n  }],\n"
+      "  \"entries\": [{\"name\": \"axpy2\", \"params\": [{\"name\": \"x\", "
+      "\"kind\": \"tensor\", \"dtype\": \"f32\", \"shape\": [\"N\", 4]}],"
+      " \"workspaces\": [{\"name\": \"t\", \"dtype\": \"f32\", \"shape\": "
+      "[\"N\", 4]}], \"launches\": [{\"kernel\": \"axpy\", \"args\": [\"x\"]}, "
+      "{\"kernel\": \"axpy\", \"args\": [\"t\"]}]}]");
+  BundleDir b(manifest);
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK) << kda_last_error();
+  Tensor x(KDA_F32, {10, 4});
+  kda_tensor v = x.view();
+  const int sizes[] = {8, 8, 4};
+  setArgSizes(3, sizes);
+  ASSERT_EQ(kda_launch(bundle, "axpy2", &v, 1, kStream), KDA_OK)
+      << kda_last_error();
+  EXPECT_STREQ(state().events,
+               "alloc:160 launch:axpy_entry launch:axpy_entry free");
+  EXPECT_EQ(state().lastAllocStream, kStream);
+  EXPECT_EQ(state().lastFreeStream, kStream);
+  EXPECT_EQ(reinterpret_cast<void *>(
+                static_cast<uintptr_t>(state().history[1].args[0])),
+            state().lastAllocPointer);
   kda_bundle_free(bundle);
 }
 

@@ -85,6 +85,8 @@ int main(void) {
     CHECK(strcmp(kda_bundle_kernel_name(bundle, 0), "scale") == 0);
     CHECK(kda_bundle_kernel_name(bundle, 1) == NULL);
     CHECK(strcmp(kda_bundle_target_chip(bundle), "sm_80") == 0);
+    CHECK(kda_bundle_num_entries(bundle) == 0); /* a version 1 bundle */
+    CHECK(kda_bundle_entry_name(bundle, 0) == NULL);
 
     x.data = data;
     x.dtype = KDA_F32;
@@ -94,6 +96,12 @@ int main(void) {
     x.device = 0;
     CHECK(kda_check_tensors(bundle, "scale", &x, 1) == KDA_OK);
     CHECK(strcmp(kda_last_error(), "") == 0);
+    {
+      uint64_t bytes = 1;
+      CHECK(kda_entry_workspace_bytes(bundle, "scale", &x, 1, &bytes) ==
+            KDA_OK);
+      CHECK(bytes == 0); /* a kernel needs no workspace */
+    }
 
     x.dtype = KDA_F16;
     CHECK(kda_check_tensors(bundle, "scale", &x, 1) == KDA_ERROR_BAD_TENSOR);
@@ -117,6 +125,8 @@ int main(void) {
     /* No driver: a clear status, not a crash. */
     setenv("KDA_CUDA_LIBRARY", "/nonexistent/libcuda.so.1", 1);
     CHECK(kda_launch(bundle, "scale", &x, 1, NULL) == KDA_ERROR_NO_DRIVER);
+    CHECK(kda_launch_with_workspace(bundle, "scale", &x, 1, NULL, 0, NULL) ==
+          KDA_ERROR_NO_DRIVER);
     CHECK(strstr(kda_last_error(), "/nonexistent/libcuda.so.1") != NULL);
     printf("launch without a driver: %s\n", kda_last_error());
     kda_bundle_free(bundle);

@@ -10,14 +10,18 @@ readelf=${3:-readelf}
 [ -n "$nm" ] || nm=nm
 [ -n "$readelf" ] || readelf=readelf
 
-expected="kda_bundle_free
+expected="kda_bundle_entry_name
+kda_bundle_free
 kda_bundle_kernel_name
 kda_bundle_load
+kda_bundle_num_entries
 kda_bundle_num_kernels
 kda_bundle_target_chip
 kda_check_tensors
+kda_entry_workspace_bytes
 kda_last_error
 kda_launch
+kda_launch_with_workspace
 kda_status_name"
 exported=$("$nm" -D --defined-only "$lib" | awk '{print $NF}' | sort)
 if [ "$exported" != "$expected" ]; then

@@ -48,7 +48,7 @@ typedef enum {
   KDA_ERROR_WRONG_ARCHITECTURE, /* the bundle's chip cannot run on the device */
   KDA_ERROR_CORRUPT_BUNDLE, /* manifest.json or a binary is missing, malformed
                                or inconsistent */
-  KDA_ERROR_NOT_FOUND,      /* no kernel of that name in the bundle */
+  KDA_ERROR_NOT_FOUND,      /* no kernel or entry of that name in the bundle */
   KDA_ERROR_BAD_TENSOR,     /* a tensor does not match the kernel's parameter */
   KDA_ERROR_LAUNCH_FAILED /* a driver call failed while loading or launching */
 } kda_status;
@@ -84,6 +84,18 @@ KDA_API const char *kda_bundle_kernel_name(const kda_bundle *bundle, int32_t i);
  */
 KDA_API const char *kda_bundle_target_chip(const kda_bundle *bundle);
 
+/* Entries (manifest version 2, runtime/BUNDLE.md "Entries"): one callable
+ * made of several kernels launched in order on one stream, passing
+ * intermediates through workspaces the runtime allocates per call. Every
+ * function below that takes a kernel name also takes an entry name; the
+ * tensors are then the entry's `params`, in order. */
+
+/* The number of entries (0 for a version 1 bundle); -1 for a NULL bundle. */
+KDA_API int32_t kda_bundle_num_entries(const kda_bundle *bundle);
+/* NULL for a NULL bundle or an index out of range (kda_last_error says which).
+ * The string lives as long as the bundle. */
+KDA_API const char *kda_bundle_entry_name(const kda_bundle *bundle, int32_t i);
+
 /* Checks `tensors` (one per `tensor` parameter of `kernel`, in order) against
  * the manifest: rank, dtype, fixed dimensions, symbol binding, contiguity,
  * alignment, and that all are device memory on one device. Needs no driver. */
@@ -102,6 +114,38 @@ KDA_API kda_status kda_check_tensors(const kda_bundle *bundle,
 KDA_API kda_status kda_launch(kda_bundle *bundle, const char *kernel,
                               const kda_tensor *tensors, int32_t num_tensors,
                               void *stream);
+
+/* For an entry, kda_launch also: computes each workspace's size from the
+ * symbols the tensors bind, allocates all of them as one stream-ordered
+ * allocation on `stream` (cuMemAllocAsync / hipMallocAsync; each workspace at
+ * an offset rounded up to its alignment, nothing allocated for 0 bytes),
+ * launches the entry's kernels in order on `stream`, and frees the allocation
+ * on `stream` (cuMemFreeAsync / hipFreeAsync), also when a launch fails; the
+ * message then names the launch that failed. Capturable into a CUDA graph. */
+
+/* The bytes of workspace `entry` needs for these tensors (checked as by
+ * kda_check_tensors); 0 for a kernel name. Needs no driver. *bytes is 0 on
+ * failure. */
+KDA_API kda_status kda_entry_workspace_bytes(const kda_bundle *bundle,
+                                             const char *entry,
+                                             const kda_tensor *tensors,
+                                             int32_t num_tensors,
+                                             uint64_t *bytes);
+
+/* kda_launch with caller-owned workspace memory: `workspace` (device memory
+ * of the tensors' device, aligned to 256 bytes or to the largest alignment a
+ * workspace declares) must hold at least kda_entry_workspace_bytes bytes;
+ * a smaller `workspace_bytes`, a NULL or misaligned pointer is
+ * KDA_ERROR_INVALID_ARGUMENT. The runtime allocates and frees nothing; the
+ * memory must stay valid until the launches on `stream` finish. For a kernel
+ * name the workspace is ignored. */
+KDA_API kda_status kda_launch_with_workspace(kda_bundle *bundle,
+                                             const char *name,
+                                             const kda_tensor *tensors,
+                                             int32_t num_tensors,
+                                             void *workspace,
+                                             uint64_t workspace_bytes,
+                                             void *stream);
 
 /* The message of this thread's last kda_status-returning call ("" after a
  * success). Valid until the thread's next call into the runtime. Never NULL. */

@@ -141,6 +141,18 @@ def load_library():
         lib.kda_check_tensors.restype = c_int
         lib.kda_launch.argtypes = [c_void_p, c_char_p, ctypes.POINTER(_KdaTensor), c_int32, c_void_p]
         lib.kda_launch.restype = c_int
+        # Version 2 (entries); absent from libraries built before it.
+        if hasattr(lib, "kda_bundle_num_entries"):
+            lib.kda_bundle_num_entries.argtypes = [c_void_p]
+            lib.kda_bundle_num_entries.restype = c_int32
+            lib.kda_bundle_entry_name.argtypes = [c_void_p, c_int32]
+            lib.kda_bundle_entry_name.restype = c_char_p
+            lib.kda_entry_workspace_bytes.argtypes = [c_void_p, c_char_p, ctypes.POINTER(_KdaTensor), c_int32,
+                                                      ctypes.POINTER(ctypes.c_uint64)]
+            lib.kda_entry_workspace_bytes.restype = c_int
+            lib.kda_launch_with_workspace.argtypes = [c_void_p, c_char_p, ctypes.POINTER(_KdaTensor), c_int32,
+                                                      c_void_p, ctypes.c_uint64, c_void_p]
+            lib.kda_launch_with_workspace.restype = c_int
         lib.kda_last_error.argtypes = []
         lib.kda_last_error.restype = c_char_p
         lib.kda_status_name.argtypes = [c_int]
@@ -236,11 +248,14 @@ def _stream_handle(stream: Any, device: int) -> Optional[int]:
 class Bundle:
     """A loaded kda bundle (manifest.json + kernel binaries).
 
-    ``kernels`` maps each kernel name to its manifest entry (params, grid,
-    block, dynamic_shared_memory, tile). ``launch(name, tensors)`` takes one
-    tensor per ``tensor`` parameter, in manifest order (a list), or a dict
+    ``kernels`` maps each name to call to its manifest object: every entry
+    (manifest version 2: several kernels run in order with runtime-allocated
+    workspaces, behind one name) and every kernel that no entry launches.
+    ``entries`` holds the entries, ``all_kernels`` every kernel (those an entry
+    launches can still be launched by name). ``launch(name, tensors)`` takes
+    one tensor per ``tensor`` parameter, in manifest order (a list), or a dict
     keyed by parameter name; ``dim`` parameters are bound by the runtime from
-    the tensor shapes.
+    the tensor shapes. An entry name works wherever a kernel name does.
     """
 
     def __init__(self, path: Union[str, os.PathLike]):
@@ -254,13 +269,25 @@ class Bundle:
         self._handle = handle
         with open(os.path.join(self.path, "manifest.json")) as f:
             self.manifest = json.load(f)
-        self.kernels: Dict[str, Dict[str, Any]] = {k["name"]: k for k in self.manifest["kernels"]}
+        self.all_kernels: Dict[str, Dict[str, Any]] = {k["name"]: k for k in self.manifest["kernels"]}
+        self.entries: Dict[str, Dict[str, Any]] = {e["name"]: e for e in self.manifest.get("entries", [])}
+        launched = {l["kernel"] for e in self.entries.values() for l in e.get("launches", [])}
+        self.kernels: Dict[str, Dict[str, Any]] = dict(self.entries)
+        self.kernels.update((n, k) for n, k in self.all_kernels.items() if n not in launched)
         self.chip = self._lib.kda_bundle_target_chip(self._handle).decode()
         names = [self._lib.kda_bundle_kernel_name(self._handle, i).decode()
                  for i in range(self._lib.kda_bundle_num_kernels(self._handle))]
-        if sorted(names) != sorted(self.kernels):
+        if sorted(names) != sorted(self.all_kernels):
             raise KdaError("KDA_ERROR_CORRUPT_BUNDLE",
-                           f"runtime kernels {names} differ from manifest.json's {list(self.kernels)}",
+                           f"runtime kernels {names} differ from manifest.json's {list(self.all_kernels)}",
+                           "Bundle")
+        entry_names = []
+        if hasattr(self._lib, "kda_bundle_num_entries"):
+            entry_names = [self._lib.kda_bundle_entry_name(self._handle, i).decode()
+                           for i in range(self._lib.kda_bundle_num_entries(self._handle))]
+        if sorted(entry_names) != sorted(self.entries):
+            raise KdaError("KDA_ERROR_CORRUPT_BUNDLE",
+                           f"runtime entries {entry_names} differ from manifest.json's {list(self.entries)}",
                            "Bundle")
 
     def __repr__(self):
@@ -283,11 +310,15 @@ class Bundle:
         return [p for p in self._kernel(kernel)["params"] if p["kind"] == "tensor"]
 
     def _kernel(self, kernel: str) -> Dict[str, Any]:
-        if kernel not in self.kernels:
+        found = self.kernels.get(kernel) or self.all_kernels.get(kernel)
+        if found is None:
             raise KdaError("KDA_ERROR_NOT_FOUND",
                            f"no kernel '{kernel}' in {self.path} (kernels: {', '.join(self.kernels)})",
                            "Bundle")
-        return self.kernels[kernel]
+        return found
+
+    def _what(self, name: str) -> str:
+        return "entry" if name in self.entries else "kernel"
 
     def _order(self, kernel: str, tensors: Union[Sequence[Any], Mapping[str, Any]]) -> List[Any]:
         params = self.tensor_params(kernel)
@@ -297,13 +328,14 @@ class Bundle:
             extra = [n for n in tensors if n not in names]
             if missing or extra:
                 raise KdaError("KDA_ERROR_INVALID_ARGUMENT",
-                               f"kernel '{kernel}' takes tensors {names}; missing {missing}, unknown {extra}",
+                               f"{self._what(kernel)} '{kernel}' takes tensors {names}; "
+                               f"missing {missing}, unknown {extra}",
                                "launch")
             return [tensors[n] for n in names]
         tensors = list(tensors)
         if len(tensors) != len(params):
             raise KdaError("KDA_ERROR_INVALID_ARGUMENT",
-                           f"kernel '{kernel}' takes {len(params)} tensors "
+                           f"{self._what(kernel)} '{kernel}' takes {len(params)} tensors "
                            f"({', '.join(p['name'] for p in params)}), got {len(tensors)}", "launch")
         return tensors
 
@@ -315,18 +347,50 @@ class Bundle:
         if status != 0:
             _raise(self._lib, status, f"kda_check_tensors({kernel})")
 
+    def _need_entries(self, call: str) -> None:
+        if not hasattr(self._lib, "kda_entry_workspace_bytes"):
+            raise KdaError("KDA_ERROR_NO_RUNTIME",
+                           f"{library_path()} predates manifest version 2 (no {call}); rebuild it", call)
+
+    def workspace_bytes(self, name: str, tensors: Union[Sequence[Any], Mapping[str, Any]]) -> int:
+        """kda_entry_workspace_bytes: the workspace an entry needs for these
+        tensors (0 for a kernel). No driver needed."""
+        self._need_entries("kda_entry_workspace_bytes")
+        m = _Marshalled(self._order(name, tensors))
+        out = ctypes.c_uint64(0)
+        status = self._lib.kda_entry_workspace_bytes(self._handle, name.encode(), m.array, m.count,
+                                                     ctypes.byref(out))
+        if status != 0:
+            _raise(self._lib, status, f"kda_entry_workspace_bytes({name})")
+        return int(out.value)
+
     def launch(self, kernel: str, tensors: Union[Sequence[Any], Mapping[str, Any]],
-               stream: Any = None) -> None:
-        """Launches kernel on stream (default: torch's current stream of the
-        tensors' device). Asynchronous, like any kernel launch."""
+               stream: Any = None, workspace: Any = None) -> None:
+        """Launches a kernel or an entry on stream (default: torch's current
+        stream of the tensors' device). Asynchronous, like any kernel launch.
+        An entry allocates its workspaces on the stream, unless ``workspace``
+        (a device tensor of at least workspace_bytes() bytes, or a
+        ``(pointer, bytes)`` pair) is given: kda_launch_with_workspace."""
         ordered = self._order(kernel, tensors)
         m = _Marshalled(ordered)
         devices = [d for d in m.devices if d >= 0]
         handle = _stream_handle(stream, devices[0] if devices else -1)
-        status = self._lib.kda_launch(self._handle, kernel.encode(), m.array, m.count,
-                                      ctypes.c_void_p(handle) if handle else None)
+        stream_arg = ctypes.c_void_p(handle) if handle else None
+        if workspace is None:
+            status = self._lib.kda_launch(self._handle, kernel.encode(), m.array, m.count, stream_arg)
+            call = "kda_launch"
+        else:
+            self._need_entries("kda_launch_with_workspace")
+            if isinstance(workspace, tuple):
+                ptr, size = int(workspace[0]), int(workspace[1])
+            else:
+                ptr = int(workspace.data_ptr())
+                size = int(workspace.numel()) * int(workspace.element_size())
+            status = self._lib.kda_launch_with_workspace(self._handle, kernel.encode(), m.array, m.count,
+                                                         ctypes.c_void_p(ptr) if ptr else None, size, stream_arg)
+            call = "kda_launch_with_workspace"
         if status != 0:
-            _raise(self._lib, status, f"kda_launch({kernel})")
+            _raise(self._lib, status, f"{call}({kernel})")
 
 
 _bundle_cache: Dict[str, Bundle] = {}

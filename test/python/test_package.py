@@ -4,6 +4,7 @@ no torch, no numpy; python3 and the build's tools only.
 
     test_package.py --kda-opt BIN [--tmp DIR]                       # part "pure"
     test_package.py --bundles --kda-compile BIN --runtime LIB --tmp DIR
+    test_package.py --entries --runtime LIB --fake-driver LIB [--tmp DIR]
 
 Part "pure" (always): importing kda pulls in neither torch nor numpy; the
 MLIR generated for many configurations (gated_delta, decode_step with dynamic
@@ -17,6 +18,13 @@ window_attention and a gated_delta bundle through the package's own cache
 path, loads them with libkda_runtime.so through kda.runtime, and runs
 kda_check_tensors on fake tensor descriptions (good ones, and bad shapes,
 dtypes, strides, alignment), which needs no driver.
+
+Part "entries" (needs only libkda_runtime.so and the unit tests' fake CUDA
+driver, runtime/FakeDriver.cpp): a hand-written version 2 bundle whose entry
+runs two kernels through a workspace; kda.runtime lists the entry where ops.py
+looks for kernel names, checks and launches it by name (the fake driver
+records the stream-ordered allocation, both launches in order and the free),
+sizes its workspace, and launches it on a caller-owned workspace.
 
 Prints one line per check and "ALL OK"; exits 1 on the first failure.
 """
@@ -445,17 +453,121 @@ def part_bundles(kda_compile, runtime, tmp):
     print("ok   gated_delta bundle: kda_check_tensors good and bad shapes")
 
 
+# ---------------------------------------------------------------------------
+# Part "entries"
+# ---------------------------------------------------------------------------
+
+def _fake_cubin(entry):
+    """A cubin header for sm_90 (ELF ABI version 8) and the entry's name, as
+    runtime/RuntimeTest.cpp's cubin() writes it for the fake driver."""
+    image = bytearray(64)
+    image[0:4] = b"\x7fELF"
+    image[4], image[5], image[6], image[7], image[8] = 2, 1, 1, 51, 8
+    image[18:20] = (190).to_bytes(2, "little")
+    image[48:52] = ((90 << 8) | 0x6000004).to_bytes(4, "little")
+    image += b"\0" + entry.encode() + b"\0"
+    image[40:48] = len(image).to_bytes(8, "little")
+    return bytes(image)
+
+
+def part_entries(runtime, fake_driver, tmp):
+    import ctypes
+    os.environ["KDA_RUNTIME_LIBRARY"] = runtime
+    os.environ["KDA_CUDA_LIBRARY"] = fake_driver
+    from kda.runtime import Bundle, KdaError
+    fake = ctypes.CDLL(fake_driver)  # the very instance the runtime dlopens
+    fake.kda_fake_events.restype = ctypes.c_char_p
+    fake.kda_fake_add_allocation.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
+
+    def events():
+        return fake.kda_fake_events().decode()
+
+    bf = "bfloat16"
+    qkv = {"kind": "tensor", "dtype": "bf16", "shape": ["B", "T", "H", 128], "alignment": 16}
+    w = {"kind": "tensor", "dtype": "f32", "shape": ["B", "T", "H", 64]}
+    manifest = {
+        "format": "kda-bundle", "version": 2, "target": {"vendor": "nvidia", "chip": "sm_90a"},
+        "source_hash": "ab" * 32,
+        "kernels": [
+            {"name": "kda_gated_delta_kernel_intra", "binary": "intra.sm_90a.cubin", "entry": "intra_entry",
+             "params": [dict(qkv, name="q"), dict(qkv, name="k"), dict(w, name="w"), {"name": "T", "kind": "dim"}],
+             "grid": ["B", "H", 1], "block": [128, 1, 1]},
+            {"name": "kda_gated_delta_kernel_state", "binary": "state.sm_90a.cubin", "entry": "state_entry",
+             "params": [dict(qkv, name="q"), dict(w, name="w"), dict(qkv, name="o"), {"name": "H", "kind": "dim"}],
+             "grid": ["T", 1, 1], "block": [64, 1, 1]},
+        ],
+        "entries": [{
+            "name": "kda_gated_delta_kernel",
+            "params": [dict(qkv, name="q"), dict(qkv, name="k"), dict(qkv, name="o")],
+            "workspaces": [{"name": "ws0", "dtype": "f32", "shape": ["B", "T", "H", 64]}],
+            "launches": [{"kernel": "kda_gated_delta_kernel_intra", "args": ["q", "k", "ws0"]},
+                         {"kernel": "kda_gated_delta_kernel_state", "args": ["q", "ws0", "o"]}],
+        }],
+    }
+    path = os.path.join(tmp, "entries.kda")
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    for name, entry in (("intra", "intra_entry"), ("state", "state_entry")):
+        with open(os.path.join(path, f"{name}.sm_90a.cubin"), "wb") as f:
+            f.write(_fake_cubin(entry))
+
+    bundle = Bundle(path)
+    name = "kda_gated_delta_kernel"
+    check(list(bundle.entries) == [name], f"entries {list(bundle.entries)}")
+    # Where ops.py looks for the op's kernel: the entry, not the kernels it runs.
+    found = [n for n in bundle.kernels if n.startswith("kda_gated_delta")]
+    check(found == [name], f"kernels {list(bundle.kernels)}")
+    check(sorted(bundle.all_kernels) == [name + "_intra", name + "_state"], f"all {list(bundle.all_kernels)}")
+    check([p["name"] for p in bundle.tensor_params(name)] == ["q", "k", "o"], "entry params")
+    print("ok   version 2 bundle lists entry kda_gated_delta_kernel where kernels are looked up")
+
+    B, T, H = 2, 3, 4
+    ts = {n: FakeTensor((B, T, H, 128), bf) for n in ("q", "k", "o")}
+    for t in ts.values():
+        fake.kda_fake_add_allocation(t.data_ptr(), B * T * H * 128 * 2, 0, 2)
+    bundle.check(name, ts)
+    ws = bundle.workspace_bytes(name, ts)
+    check(ws == B * T * H * 64 * 4, f"workspace bytes {ws}")
+    bundle.launch(name, ts, stream=0x5700)
+    check(events() == f"alloc:{ws} launch:intra_entry launch:state_entry free", f"events {events()!r}")
+    print(f"ok   entry launched by name: {events()}")
+    e = raises(KdaError, bundle.launch, name, [ts["q"], ts["k"]], contains="entry 'kda_gated_delta_kernel' takes 3",
+               what="entry tensor count")
+    bad = dict(ts, k=FakeTensor((B, T + 1, H, 128), bf))
+    e = raises(KdaError, bundle.check, name, bad, contains="tensor 1 ('k') dimension 1 (symbol T) is 4",
+               what="entry bad shape")
+    check(e.status == "KDA_ERROR_BAD_TENSOR", e.status)
+
+    mem = FakeTensor((ws,), "int32")
+    fake.kda_fake_add_allocation(mem.data_ptr(), ws, 0, 2)
+    before = events()
+    bundle.launch(name, ts, stream=0x5700, workspace=(mem.data_ptr(), ws))
+    check(events() == before + " launch:intra_entry launch:state_entry", f"events {events()!r}")
+    e = raises(KdaError, bundle.launch, name, ts, workspace=(mem.data_ptr(), ws - 1),
+               contains=f"needs {ws} bytes of workspace", what="caller workspace too small")
+    check(e.status == "KDA_ERROR_INVALID_ARGUMENT", e.status)
+    print("ok   entry launched on a caller-owned workspace")
+    bundle.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--kda-opt", help="kda-opt binary (part pure)")
     ap.add_argument("--bundles", action="store_true", help="run part bundles instead")
     ap.add_argument("--kda-compile", help="kda-compile binary (part bundles)")
     ap.add_argument("--runtime", help="libkda_runtime.so (part bundles)")
+    ap.add_argument("--entries", action="store_true", help="run part entries instead")
+    ap.add_argument("--fake-driver", help="libkda-fake-driver.so (part entries)")
     ap.add_argument("--tmp", help="scratch directory (default: a fresh temporary one)")
     args = ap.parse_args()
     tmp = args.tmp or tempfile.mkdtemp(prefix="kda-package-test-")
     os.makedirs(tmp, exist_ok=True)
-    if args.bundles:
+    if args.entries:
+        if not (args.runtime and args.fake_driver):
+            ap.error("--entries needs --runtime and --fake-driver")
+        part_entries(os.path.abspath(args.runtime), os.path.abspath(args.fake_driver), tmp)
+    elif args.bundles:
         if not (args.kda_compile and args.runtime):
             ap.error("--bundles needs --kda-compile and --runtime")
         part_bundles(os.path.abspath(args.kda_compile), os.path.abspath(args.runtime), tmp)

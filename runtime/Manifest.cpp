@@ -410,8 +410,29 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
     return r.error(*grid, gridPath, "expected an array of 3 entries (x, y, z)");
   for (size_t i = 0; i < 3; ++i) {
     std::string gPath = Reader::index(gridPath, i);
-    if (Status s = parseExtent(r, grid->array[i], gPath, 1, k.grid[i]))
+    const Value &g = grid->array[i];
+    if (g.isObject()) {
+      // {"symbol": "T", "ceil_div": 64}: ceil(T / 64) programs.
+      if (Status s = r.object(g, gPath, {"symbol", "ceil_div"}))
+        return s;
+      const Value *sym, *div;
+      if (Status s = r.field(g, gPath, "symbol", sym))
+        return s;
+      if (!sym->isString())
+        return r.error(*sym, Reader::join(gPath, "symbol"),
+                       "expected a symbol name, found " +
+                           json::aKind(sym->kind));
+      if (Status s = parseExtent(r, *sym, Reader::join(gPath, "symbol"), 1,
+                                 k.grid[i]))
+        return s;
+      if (Status s = r.field(g, gPath, "ceil_div", div))
+        return s;
+      if (Status s = r.integer(*div, Reader::join(gPath, "ceil_div"), 1,
+                               UINT32_MAX, k.grid[i].ceilDiv))
+        return s;
+    } else if (Status s = parseExtent(r, g, gPath, 1, k.grid[i])) {
       return s;
+    }
     if (k.grid[i].isSymbol()) {
       auto it = symbolIndex.find(k.grid[i].symbol);
       if (it == symbolIndex.end())

@@ -27,10 +27,17 @@ struct Extent {
   std::string symbol; // empty for a fixed size
   int64_t value = 0;
   int symbolIndex = -1; // into Kernel::symbols
+  // Grid entries only: the extent is ceil(symbol / ceilDiv) (a grid over the
+  // chunks of T tokens, say). 1 for every shape entry.
+  int64_t ceilDiv = 1;
 
   bool isSymbol() const { return !symbol.empty(); }
   std::string str() const {
-    return isSymbol() ? symbol : std::to_string(value);
+    if (!isSymbol())
+      return std::to_string(value);
+    return ceilDiv == 1 ? symbol
+                        : "ceil(" + symbol + " / " + std::to_string(ceilDiv) +
+                              ")";
   }
 };
 

@@ -184,9 +184,11 @@ Status bindTensors(const Kernel &kernel, const kda_tensor *tensors,
     // Every grid symbol occurs in some tensor's shape (the manifest checks),
     // so it is bound by now.
     int64_t value = e.isSymbol() ? out.symbols[e.symbolIndex] : e.value;
+    if (e.isSymbol() && e.ceilDiv > 1) // value >= 0: no overflow
+      value = value / e.ceilDiv + (value % e.ceilDiv != 0);
     if (value > static_cast<int64_t>(UINT32_MAX))
       return Status(KDA_ERROR_BAD_TENSOR,
-                    std::string("grid ") + axes[a] + " is " + e.symbol + " = " +
+                    std::string("grid ") + axes[a] + " is " + e.str() + " = " +
                         std::to_string(value) +
                         ", which does not fit in 32 bits");
     out.grid[a] = static_cast<unsigned>(value);

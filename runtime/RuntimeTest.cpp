@@ -2240,3 +2240,39 @@ TEST_F(Fake, HipEntry) {
 }
 
 } // namespace
+
+// A grid of ceil(N / d) programs (one per chunk of d tokens): the launch
+// rounds up, and a malformed extent is named.
+TEST_F(Fake, CeilDivGrid) {
+  BundleDir b(replaced(nvidiaManifest(), "\"grid\": [\"N\", 1, 1]",
+                       "\"grid\": [{\"symbol\": \"N\", \"ceil_div\": 64}, 1, 1]"));
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK) << kda_last_error();
+  for (int64_t n : {1, 64, 65, 1000}) {
+    Tensor x(KDA_F32, {n});
+    onDevice(x);
+    kda_tensor xv = x.view();
+    ASSERT_EQ(kda_launch(bundle, "kda_small", &xv, 1, nullptr), KDA_OK)
+        << kda_last_error();
+    EXPECT_EQ(state().last.grid[0], static_cast<unsigned>((n + 63) / 64))
+        << "N = " << n;
+  }
+  kda_bundle_free(bundle);
+
+  for (auto [extent, message] :
+       {std::pair<std::string, std::string>{
+            "{\"symbol\": \"N\", \"ceil_div\": 0}",
+            "kernels[1].grid[0].ceil_div: expected an integer in [1,"},
+        {"{\"symbol\": \"M\", \"ceil_div\": 4}",
+         "symbol \"M\" does not appear in any tensor's shape"},
+        {"{\"symbol\": \"N\", \"div\": 4}", "kernels[1].grid[0].div: unknown field"},
+        {"{\"symbol\": 3, \"ceil_div\": 4}",
+         "kernels[1].grid[0].symbol: expected a symbol name"}}) {
+    BundleDir bad(replaced(nvidiaManifest(), "\"grid\": [\"N\", 1, 1]",
+                           "\"grid\": [" + extent + ", 1, 1]"));
+    kda_bundle *out = nullptr;
+    EXPECT_EQ(load(bad, &out), KDA_ERROR_CORRUPT_BUNDLE) << extent;
+    EXPECT_NE(std::string(kda_last_error()).find(message), std::string::npos)
+        << kda_last_error();
+  }
+}

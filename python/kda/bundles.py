@@ -38,7 +38,7 @@ from typing import Any, Dict, List, Optional
 
 # Bumped whenever the generated MLIR for a configuration changes, so that old
 # bundles are not picked up for a new meaning.
-GENERATOR_VERSION = 2
+GENERATOR_VERSION = 3
 
 DTYPES = ("f32", "f16", "bf16", "i32", "i64")
 CHIPS = ("sm_80", "sm_90a", "gfx90a", "gfx942", "gfx1100")

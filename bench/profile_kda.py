@@ -14,6 +14,9 @@ import kda
 p = argparse.ArgumentParser()
 p.add_argument("--T", type=int, default=2048)
 p.add_argument("--H", type=int, default=32)
+p.add_argument("--torch-profile", action="store_true",
+               help="time 10 calls under torch.profiler and print the GPU time "
+                    "of each kernel (an entry's launches one by one)")
 a = p.parse_args()
 dev = "cuda"
 B, T, H, K = 1, a.T, a.H, 128
@@ -30,5 +33,19 @@ with torch.no_grad():
                           use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
                           A_log=A_log, dt_bias=dt_bias, lower_bound=-5.0,
                           use_beta_sigmoid_in_kernel=True, state_v_first=True, safe_gate=True)
+    if a.torch_profile:
+        run = lambda: kda.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True,
+                                    use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                                    A_log=A_log, dt_bias=dt_bias, lower_bound=-5.0,
+                                    use_beta_sigmoid_in_kernel=True, state_v_first=True,
+                                    safe_gate=True)
+        run()
+        torch.cuda.synchronize()
+        from torch.profiler import profile, ProfilerActivity
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(10):
+                run()
+            torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=12))
 torch.cuda.synchronize()
 print("ok", o.shape, ht.shape, torch.isfinite(o).all().item())

@@ -58,7 +58,7 @@ std::optional<mlir::kda::GpuTarget>
 mlir::kda::gpuTargetForChip(llvm::StringRef chip) {
   using V = GpuTarget::Vendor;
   if (chip == "sm_80" || chip == "sm_90a")
-    return GpuTarget{V::Nvidia, chip.str(), 32, "mma_sync", 16, 32};
+    return GpuTarget{V::Nvidia, chip.str(), 32, "mma_sync", 16, 16};
   if (chip == "gfx90a" || chip == "gfx942")
     return GpuTarget{V::Amd, chip.str(), 64, "mfma", 16, 16};
   if (chip == "gfx1100")

@@ -100,10 +100,10 @@ struct GpuTarget {
   std::string chip;
   int64_t warpSize;
   std::string matrixInstructions; // kda-gpu-tile-matmuls' instructions
-  // Default tiles at K = V = 128: on NVIDIA C = 16 with V blocks of 32
-  // (72 KB: three blocks per H200 multiprocessor, measured faster than C =
-  // 32 at one block, bench/RESULTS.md); on AMD C = 16 with V blocks of 16,
-  // which fit 64 KB of LDS.
+  // Default tiles at K = V = 128: C = 16 with V blocks of 16 on both
+  // vendors. On the H200 the chunk-parallel state pass is latency-bound, and
+  // V blocks of 16 (256 programs at H = 32) beat 8, 32 and 64 over BENCH.md's
+  // cases (bench/RESULTS.md, 2026-12-01); on AMD they also fit 64 KB of LDS.
   int64_t defaultChunk, defaultVBlock;
 };
 /// The target for `chip`, or nullopt for an unknown chip.

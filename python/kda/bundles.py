@@ -61,7 +61,7 @@ class CompileError(RuntimeError):
 def default_chunk(K: int, V: int) -> int:
     """Chunk size used when the caller does not ask for one (kwarg chunk_size):
     0, "the target's default", which kda-compile picks per chip so that the
-    tiles fit its shared memory (16 with V blocks of 32 on NVIDIA, whose
+    tiles fit its shared memory (16 with V blocks of 16 on NVIDIA, whose
     blocks may opt in to 227 KiB on an H100/H200 and 163 KiB on an A100; 16
     with V blocks of 16 on AMD, whose LDS is 64 KiB). The op then carries no
     #kda.tile. prebuild warns about bundles over the limit.

@@ -56,9 +56,15 @@ static cl::opt<int64_t> subChunk("sub-chunk", cl::desc("sub-chunk size"),
                                  cl::init(16));
 static cl::opt<int64_t>
     vBlock("v-block",
-           cl::desc("columns of V per program (0: the chip's default, 32 on "
-                    "NVIDIA, 16 on AMD)"),
+           cl::desc("columns of V per program (0: the chip's default, 16)"),
            cl::init(0));
+static cl::opt<std::string>
+    schedule("schedule",
+             cl::desc("chunk schedule of kda.gated_delta: chunk-parallel "
+                      "(default: an intra-chunk kernel over every chunk, then "
+                      "the state kernel, run as one bundle entry) or "
+                      "sequential (one kernel)"),
+             cl::init("chunk-parallel"));
 static cl::opt<int64_t> threads("block-threads", cl::desc("threads per block"),
                                 cl::init(128));
 static cl::opt<bool> noTensorCores(
@@ -189,6 +195,9 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv,
                               "kda compile driver: module -> GPU bundle\n");
+  if (schedule != "chunk-parallel" && schedule != "sequential")
+    return fail("unknown --schedule '" + schedule +
+                "' (expected chunk-parallel or sequential)");
   std::optional<mlir::kda::GpuTarget> target =
       mlir::kda::gpuTargetForChip(chip);
   if (!target)
@@ -223,6 +232,7 @@ int main(int argc, char **argv) {
     options.threads = threads;
     options.vBlock = vBlock;
     options.tensorCores = !noTensorCores;
+    options.schedule = schedule;
     options.format = format.str();
     options.toolkit = toolkit;
     mlir::kda::buildGpuPipeline(pm, *target, options);

@@ -310,23 +310,75 @@ static void tileRegion(ImplicitLocOpBuilder &b, Value src,
 Value TileBuilder::load(Value src, ArrayRef<OpFoldResult> offsets,
                         ArrayRef<int64_t> tileDims,
                         ArrayRef<int64_t> tileShape, Value validRows) {
+  // One elementwise primitive: read, convert to f32, and zero the rows past
+  // validRows (a zero row contributes nothing to any product, so partial
+  // chunks need no other special case). Read rows are clamped into the
+  // valid ones, so nothing past the source's end is touched; on GPUs this
+  // is one phase instead of a copy, a conversion, a fill and an insert.
   auto srcType = cast<RankedTensorType>(src.getType());
-  SmallVector<OpFoldResult> sizes, strides;
-  RankedTensorType regionType;
-  tileRegion(b, src, tileDims, tileShape, validRows, sizes, strides,
-             regionType, srcType.getElementType());
-  Value region = tensor::ExtractSliceOp::create(b, regionType, src, offsets,
-                                                sizes, strides);
-  region = convert(region, f32());
-  // Rows past validRows read as zero: a zero row contributes nothing to any
-  // product, so partial chunks need no other special case.
-  Value tile = filled(tileShape, 0.0);
-  SmallVector<OpFoldResult> zeroOffsets(tileShape.size(), b.getIndexAttr(0));
-  SmallVector<OpFoldResult> regionSizes =
-      tensor::getMixedSizes(b, b.getLoc(), region);
-  SmallVector<OpFoldResult> unitStrides(tileShape.size(), b.getIndexAttr(1));
-  return tensor::InsertSliceOp::create(b, region, tile, zeroOffsets,
-                                       regionSizes, unitStrides);
+  Type from = srcType.getElementType();
+  Value zero = index(0), one = index(1);
+  // The last row that may be read: validRows - 1, or 0 when there is none
+  // (the source's first row of this region then; the value is discarded).
+  Value lastValid = arith::SubIOp::create(
+      b, arith::MaxUIOp::create(b, validRows, one), one);
+  Value srcRows;
+  if (!tileDims.empty()) {
+    int64_t rowDim = tileDims[0];
+    srcRows = tensor::DimOp::create(b, src, rowDim);
+  }
+  Value init = tensor::EmptyOp::create(b, tileShape, f32());
+  unsigned rank = tileShape.size();
+  auto identity = AffineMap::getMultiDimIdentityMap(rank, b.getContext());
+  SmallVector<IteratorType> iterators(rank, IteratorType::parallel);
+  SmallVector<Value> offsetValues;
+  for (OpFoldResult o : offsets)
+    offsetValues.push_back(getValueOrCreateConstantIndexOp(b, b.getLoc(), o));
+  auto op = linalg::GenericOp::create(
+      b, TypeRange{init.getType()}, ValueRange{}, ValueRange{init},
+      ArrayRef<AffineMap>{identity}, iterators,
+      [&](OpBuilder &nested, Location loc, ValueRange) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        SmallVector<Value> ivs;
+        for (unsigned d = 0; d < rank; ++d)
+          ivs.push_back(linalg::IndexOp::create(ib, d));
+        SmallVector<Value> idx;
+        for (int64_t d = 0; d < srcType.getRank(); ++d) {
+          auto it = llvm::find(tileDims, d);
+          if (it == tileDims.end()) {
+            idx.push_back(offsetValues[d]);
+            continue;
+          }
+          size_t t = it - tileDims.begin();
+          Value iv = ivs[t];
+          if (t == 0) {
+            iv = arith::MinUIOp::create(ib, iv, lastValid);
+            Value row = arith::AddIOp::create(ib, offsetValues[d], iv);
+            // Stay inside the source even for an empty region at its end.
+            Value last = arith::SubIOp::create(
+                ib, arith::MaxUIOp::create(ib, srcRows, one), one);
+            idx.push_back(arith::MinUIOp::create(ib, row, last));
+            continue;
+          }
+          idx.push_back(arith::AddIOp::create(ib, offsetValues[d], iv));
+        }
+        Value v = tensor::ExtractOp::create(ib, src, idx);
+        if (from != ib.getF32Type()) {
+          if (isa<IntegerType>(from))
+            v = arith::SIToFPOp::create(ib, ib.getF32Type(), v);
+          else if (from.getIntOrFloatBitWidth() < 32)
+            v = arith::ExtFOp::create(ib, ib.getF32Type(), v);
+          else
+            v = arith::TruncFOp::create(ib, ib.getF32Type(), v);
+        }
+        Value real = arith::CmpIOp::create(ib, arith::CmpIPredicate::ult,
+                                           ivs[0], validRows);
+        Value zeroF = arith::ConstantOp::create(ib, ib.getF32FloatAttr(0.0));
+        linalg::YieldOp::create(
+            ib, ValueRange{arith::SelectOp::create(ib, real, v, zeroF)});
+      });
+  (void)zero;
+  return op.getResult(0);
 }
 
 Value TileBuilder::store(Value tile, Value dest, ArrayRef<OpFoldResult> offsets,

@@ -9,7 +9,7 @@
 // The default (chunk-parallel) schedule: an intra-chunk kernel over
 // (sequence, chunk, head) writes f32 workspaces that the state kernel, over
 // (sequence, head, V block), reads; the entry runs both in order.
-// CHECK: kda.entries = [{launches = [{args = ["q", "k", "v", "gate", "beta", "initial_state", "A_log", "dt_bias", "ws0", "ws1", "ws2", "ws3", "ws4", "ws5"], kernel = "kda_gated_delta_kernel_intra"}, {args = ["q", "k", "v", "gate", "beta", "initial_state", "A_log", "dt_bias", "ws0", "ws1", "ws2", "ws3", "ws4", "ws5", "o", "final_state"], kernel = "kda_gated_delta_kernel_state"}], name = "kda_gated_delta_kernel"
+// CHECK: kda.entries = [{launches = [{args = ["q", "k", "v", "gate", "beta", "initial_state", "A_log", "dt_bias", "ws0", "ws1", "ws2", "ws3", "ws4", "ws5"], kernel = "kda_gated_delta_kernel_intra"}, {args = ["q", "k", "v", "gate", "beta", "initial_state", "A_log", "dt_bias", "ws0", "ws2", "ws3", "ws4", "ws1", "ws5", "o", "final_state"], kernel = "kda_gated_delta_kernel_state"}], name = "kda_gated_delta_kernel"
 // CHECK-SAME: workspaces = [{dtype = "f32", name = "ws0", shape = ["B", "T", "HV", 128]}
 // CHECK-SAME: {dtype = "f32", name = "ws4", shape = ["B", "T", "HV", 16]}
 // CHECK-SAME: kda.launches = [{block = [128, 1, 1], dynamic_shared_memory = {{[0-9]+}} : i64, grid = ["B", {ceil_div = 16 : i64, symbol = "T"}, "HV"], module = "kda_gated_delta_kernel_intra_module", name = "kda_gated_delta_kernel_intra"

@@ -778,7 +778,8 @@ struct MapKernelsPass
     // 4. Grids nested in a program (the columns of a triangular solve) are
     //    primitives like the others. Then tile primitives over threads,
     //    barriers between them; stores outside any primitive are made by one
-    //    thread.
+    //    thread. Kernels that say what each thread does are left alone.
+    bool explicitThreads = f->hasAttr(kda::kExplicitThreadsAttr);
     SmallVector<scf::ForallOp> nestedGrids;
     guard.walk([&](scf::ForallOp f) { nestedGrids.push_back(f); });
     IRRewriter rewriter(ctx);
@@ -790,28 +791,30 @@ struct MapKernelsPass
       if (failed(scf::forallToParallelLoop(rewriter, f)))
         return f.emitError("kda-gpu-map-kernels: cannot map a nested grid");
     }
-    OpBuilder tb = OpBuilder::atBlockBegin(&entry);
-    Value tid = gpu::ThreadIdOp::create(tb, loc, gpu::Dimension::x);
-    Value numThreads = arith::ConstantIndexOp::create(tb, loc, threads);
-    SmallVector<scf::ParallelOp> primitives;
-    guard.walk([&](scf::ParallelOp p) {
-      if (!isInsideParallel(p, guard))
-        primitives.push_back(p);
-    });
-    OpBuilder bb(ctx);
-    for (scf::ParallelOp p : primitives) {
-      barrierBefore(bb, p);
-      barrierAfter(bb, p);
-      distribute(p, tid, numThreads);
-    }
-    guard.walk([&](scf::ForOp loop) {
-      if (loop->hasAttr(kda::kWarpDistributedAttr)) {
-        barrierBefore(bb, loop);
-        barrierAfter(bb, loop);
+    if (!explicitThreads) {
+      OpBuilder tb = OpBuilder::atBlockBegin(&entry);
+      Value tid = gpu::ThreadIdOp::create(tb, loc, gpu::Dimension::x);
+      Value numThreads = arith::ConstantIndexOp::create(tb, loc, threads);
+      SmallVector<scf::ParallelOp> primitives;
+      guard.walk([&](scf::ParallelOp p) {
+        if (!isInsideParallel(p, guard))
+          primitives.push_back(p);
+      });
+      OpBuilder bb(ctx);
+      for (scf::ParallelOp p : primitives) {
+        barrierBefore(bb, p);
+        barrierAfter(bb, p);
+        distribute(p, tid, numThreads);
       }
-    });
-    if (failed(singleThreadStores(guard, tid)))
-      return failure();
+      guard.walk([&](scf::ForOp loop) {
+        if (loop->hasAttr(kda::kWarpDistributedAttr)) {
+          barrierBefore(bb, loop);
+          barrierAfter(bb, loop);
+        }
+      });
+      if (failed(singleThreadStores(guard, tid)))
+        return failure();
+    }
 
     // 5. Tiles -> shared-memory arena.
     OpBuilder sb = OpBuilder::atBlockBegin(&entry);

@@ -95,6 +95,12 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   pm.addPass(bufferization::createDropEquivalentBufferResultsPass());
   pm.addPass(createCanonicalizerPass());
 
+  // NVIDIA: the state pass of a chunk-parallel schedule keeps the state in
+  // tensor-core accumulators (a kernel of its own, GpuStateRegisters.cpp).
+  if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
+      options.stateRegisters)
+    pm.nest<func::FuncOp>().addPass(
+        createGpuStateRegistersPass(options.threads));
   // The target's tile primitives, then blocks / threads / shared memory.
   if (options.tensorCores)
     pm.nest<func::FuncOp>().addPass(
@@ -156,6 +162,7 @@ void mlir::kda::registerGpuPipelines() {
   registerGpuMappingPasses();
   registerGpuSplitSchedulePass();
   registerGpuTileMatmulsPass();
+  registerGpuStateRegistersPass();
   registerGpuOutlineElementwisePass();
   PassPipelineRegistration<GpuPipelineOptions>(
       "kda-lower-to-nvvm",

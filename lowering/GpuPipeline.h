@@ -36,6 +36,23 @@ void registerGpuTileMatmulsPass();
 inline constexpr llvm::StringLiteral kWarpDistributedAttr =
     "kda.warp_distributed";
 std::unique_ptr<Pass> createGpuMapKernelsPass(int64_t threads);
+/// Marks a kernel whose program body already says what each thread does
+/// (gpu.thread_id, barriers, registers; kda-gpu-state-registers):
+/// kda-gpu-map-kernels maps its grid, shared memory and arguments and leaves
+/// its body alone.
+inline constexpr llvm::StringLiteral kExplicitThreadsAttr =
+    "kda.explicit_threads";
+/// acc (vector<2x2xf32>) += A * B on one NVIDIA mma.sync m16n8k8 with tf32
+/// operands: `a` the lane's 4 A elements (rows g, g+8 x cols t, t+4), `b` its
+/// 2 B elements (rows t, t+4 x col g), g = lane / 4, t = lane % 4. `precise`
+/// splits each operand into its tf32 part and the rest (3 products,
+/// "3xTF32", fp32 accuracy).
+Value emitMmaSyncTf32(OpBuilder &b, Location loc, ValueRange a, ValueRange bv,
+                      Value acc, bool precise);
+/// Lowers the state grid of a chunk-parallel schedule (kda.state_pass) to a
+/// kernel that keeps the state in registers (NVIDIA mma.sync).
+std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads);
+void registerGpuStateRegistersPass();
 /// One kernel per program grid of a multi-grid kernel function (the
 /// chunk-parallel schedule), recorded as a bundle entry (`kda.entries`).
 std::unique_ptr<Pass> createGpuSplitSchedulePass();
@@ -74,6 +91,11 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
   PassOptions::Option<int64_t> threads{
       *this, "threads", llvm::cl::desc("Threads per block"),
       llvm::cl::init(128)};
+  PassOptions::Option<bool> stateRegisters{
+      *this, "state-registers",
+      llvm::cl::desc("NVIDIA: the chunk-parallel state pass with the state "
+                     "in tensor-core registers (false: the tile lowering)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> tensorCores{
       *this, "tensor-cores",
       llvm::cl::desc("Tile matmuls on the matrix units (mma.sync, MFMA, "

@@ -260,6 +260,9 @@ struct SplitSchedulePass
       kernel->setAttr(kAbiAttr, b.getArrayAttr(argAbi));
       if (Attribute tile = f->getAttr("kda.tile"))
         kernel->setAttr("kda.tile", tile);
+      if (Attribute state = f->getAttr(kda::kStatePassAttr);
+          state && suffix == "_state")
+        kernel->setAttr(kda::kStatePassAttr, state);
       Block *entry = kernel.addEntryBlock();
       IRMapping map;
       unsigned next = 0;
@@ -343,6 +346,7 @@ struct SplitSchedulePass
     f->removeAttr(kAbiAttr);
     f->removeAttr("kda.tile");
     f->removeAttr(kda::kPhaseAttr);
+    f->removeAttr(kda::kStatePassAttr);
 
     // The bundle entry: the op's parameters as its kernel would have had
     // them, the workspaces, the launches.

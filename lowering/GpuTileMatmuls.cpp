@@ -118,6 +118,41 @@ std::pair<Value, Value> splitTf32(OpBuilder &b, Location loc, Value x) {
   return {hi, lo};
 }
 
+} // namespace
+
+Value mlir::kda::emitMmaSyncTf32(OpBuilder &b, Location loc, ValueRange a,
+                                 ValueRange bv, Value acc, bool precise) {
+  Type f32 = b.getF32Type();
+  auto mma = [&](ValueRange x, ValueRange y, Value c) -> Value {
+    return nvgpu::MmaSyncOp::create(
+               b, loc,
+               vector::FromElementsOp::create(
+                   b, loc, VectorType::get({4, 1}, f32), x),
+               vector::FromElementsOp::create(
+                   b, loc, VectorType::get({2, 1}, f32), y),
+               c, ArrayRef<int64_t>{16, 8, 8}, /*tf32Enabled=*/true)
+        .getResult();
+  };
+  if (!precise)
+    return mma(a, bv, acc);
+  SmallVector<Value> aHi, aLo, bHi, bLo;
+  for (Value e : a) {
+    auto [h, l] = splitTf32(b, loc, e);
+    aHi.push_back(h);
+    aLo.push_back(l);
+  }
+  for (Value e : bv) {
+    auto [h, l] = splitTf32(b, loc, e);
+    bHi.push_back(h);
+    bLo.push_back(l);
+  }
+  acc = mma(aLo, bHi, acc); // small terms first
+  acc = mma(aHi, bLo, acc);
+  return mma(aHi, bHi, acc);
+}
+
+namespace {
+
 using IndexFn = llvm::function_ref<Value(int64_t)>;
 using ElementFn = llvm::function_ref<Value(OpBuilder &, Value row, Value col)>;
 
@@ -179,30 +214,7 @@ struct MmaSyncTf32 : MatrixInstruction {
     SmallVector<Value> a = {aAt(b, r0, k0), aAt(b, r1, k0), aAt(b, r0, k1),
                             aAt(b, r1, k1)};
     SmallVector<Value> bv = {bAt(b, k0, col), bAt(b, k1, col)};
-    Type f32 = b.getF32Type();
-    auto mma = [&](ValueRange x, ValueRange y, Value c) -> Value {
-      return nvgpu::MmaSyncOp::create(
-                 b, loc, vectorOf(b, loc, VectorType::get({4, 1}, f32), x),
-                 vectorOf(b, loc, VectorType::get({2, 1}, f32), y), c,
-                 ArrayRef<int64_t>{16, 8, 8}, /*tf32Enabled=*/true)
-          .getResult();
-    };
-    if (!precise)
-      return mma(a, bv, acc);
-    SmallVector<Value> aHi, aLo, bHi, bLo;
-    for (Value e : a) {
-      auto [h, l] = splitTf32(b, loc, e);
-      aHi.push_back(h);
-      aLo.push_back(l);
-    }
-    for (Value e : bv) {
-      auto [h, l] = splitTf32(b, loc, e);
-      bHi.push_back(h);
-      bLo.push_back(l);
-    }
-    acc = mma(aLo, bHi, acc); // small terms first
-    acc = mma(aHi, bLo, acc);
-    return mma(aHi, bHi, acc);
+    return kda::emitMmaSyncTf32(b, loc, a, bv, acc, precise);
   }
 };
 

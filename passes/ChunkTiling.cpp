@@ -401,8 +401,25 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     if (chunkParallel) {
       // Canonicalization rebuilds grids (dropping attributes): the names of
       // the schedule's grids, in order, go on the function.
-      if (auto f = forall->getParentOfType<FunctionOpInterface>())
+      if (auto f = forall->getParentOfType<FunctionOpInterface>()) {
         f->setAttr(kPhaseAttr, b.getStrArrayAttr({"intra", "state"}));
+        SmallVector<StringRef> roles;
+        if (ws.w)
+          roles.push_back("w");
+        roles.append({"u", "q", "k", "p"});
+        if (ws.g)
+          roles.push_back("g");
+        f->setAttr(kStatePassAttr,
+                   b.getDictionaryAttr(
+                       {b.getNamedAttr("chunk", b.getI64IntegerAttr(c)),
+                        b.getNamedAttr("key_dim", b.getI64IntegerAttr(kd)),
+                        b.getNamedAttr("v_block", b.getI64IntegerAttr(vb)),
+                        b.getNamedAttr("v_major", b.getBoolAttr(vMajor)),
+                        b.getNamedAttr("boundary",
+                                       b.getBoolAttr(bool(boundary))),
+                        b.getNamedAttr("workspaces",
+                                       b.getStrArrayAttr(roles))}));
+      }
     }
     Block *body = forall.getBody();
     b.setInsertionPointToStart(body);

@@ -28,6 +28,13 @@ inline constexpr llvm::StringLiteral kProgramLoopAttr = "kda.program_loop";
 /// "intra", then "state"); GPU targets make each grid a kernel of its own,
 /// named after it.
 inline constexpr llvm::StringLiteral kPhaseAttr = "kda.phase";
+/// On a function with a chunk-parallel schedule: what its state grid
+/// computes, for targets that lower the state pass with a kernel of their
+/// own (kda-gpu-state-registers): {chunk, key_dim, v_block, v_major,
+/// boundary, workspaces}, the last naming the intra-chunk workspaces in
+/// order ("w" = A(beta Gamma K), "u", "q" = Gamma Q, "k" = the decayed k,
+/// "p", "g" = the chunk's total log-decay in its first row).
+inline constexpr llvm::StringLiteral kStatePassAttr = "kda.state_pass";
 
 } // namespace mlir::kda
 

@@ -774,6 +774,8 @@ struct MapKernelsPass
     guardBody->getOperations().splice(guardBody->begin(),
                                       programBody->getOperations());
     forall.erase();
+    if (failed(skipEmptyChunks(f, gpuFunc, abi, guard, ids)))
+      return failure();
 
     // 4. Grids nested in a program (the columns of a triangular solve) are
     //    primitives like the others. Then tile primitives over threads,
@@ -860,6 +862,48 @@ struct MapKernelsPass
                    "v_block", builder.getI64IntegerAttr(tile.getVBlock()))})));
     }
     return builder.getDictionaryAttr(launch);
+  }
+
+  /// Chunk grids over varlen sequences (kda.chunk_grid = C: programs
+  /// (sequence n, chunk c, ...)) launch max-length chunks for every sequence;
+  /// a program past its sequence's end would compute a whole chunk of
+  /// zeros and store nothing. It returns at once instead.
+  LogicalResult skipEmptyChunks(func::FuncOp f, gpu::GPUFuncOp gpuFunc,
+                                ArrayAttr abi, scf::IfOp guard,
+                                ArrayRef<Value> ids) {
+    auto chunk = f->getAttrOfType<IntegerAttr>(kda::kChunkGridAttr);
+    if (!chunk || ids.size() < 2)
+      return success();
+    Value cu;
+    for (auto [i, a] : llvm::enumerate(abi))
+      if (auto d = dyn_cast<DictionaryAttr>(a))
+        if (auto name = d.getAs<StringAttr>("name");
+            name && name.getValue() == "cu_seqlens")
+          cu = gpuFunc.getArgument(i);
+    if (!cu)
+      return success();
+    Block *body = guard.thenBlock();
+    OpBuilder b = OpBuilder::atBlockBegin(body);
+    Location loc = guard.getLoc();
+    auto offset = [&](Value i) -> Value {
+      Value e = memref::LoadOp::create(b, loc, cu, ValueRange{i});
+      return arith::IndexCastOp::create(b, loc, b.getIndexType(), e);
+    };
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    Value length = arith::SubIOp::create(
+        b, loc, offset(arith::AddIOp::create(b, loc, ids[0], one)),
+        offset(ids[0]));
+    Value first = arith::MulIOp::create(
+        b, loc, ids[1],
+        arith::ConstantIndexOp::create(b, loc, chunk.getInt()));
+    Value nonEmpty = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                           first, length);
+    auto inner = scf::IfOp::create(b, loc, nonEmpty, /*withElse=*/false);
+    Block *innerBody = inner.thenBlock();
+    innerBody->getOperations().splice(
+        innerBody->begin(), body->getOperations(),
+        std::next(inner->getIterator()), std::prev(body->end()));
+    return success();
   }
 
   /// A nest of program loops (kda.program_loop, updating buffers in place)

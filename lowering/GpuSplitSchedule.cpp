@@ -260,9 +260,12 @@ struct SplitSchedulePass
       kernel->setAttr(kAbiAttr, b.getArrayAttr(argAbi));
       if (Attribute tile = f->getAttr("kda.tile"))
         kernel->setAttr("kda.tile", tile);
-      if (Attribute state = f->getAttr(kda::kStatePassAttr);
-          state && suffix == "_state")
-        kernel->setAttr(kda::kStatePassAttr, state);
+      if (auto state = f->getAttrOfType<DictionaryAttr>(kda::kStatePassAttr)) {
+        if (suffix == "_state")
+          kernel->setAttr(kda::kStatePassAttr, state);
+        if (suffix == "_intra")
+          kernel->setAttr(kda::kChunkGridAttr, state.get("chunk"));
+      }
       Block *entry = kernel.addEntryBlock();
       IRMapping map;
       unsigned next = 0;

@@ -35,6 +35,10 @@ inline constexpr llvm::StringLiteral kPhaseAttr = "kda.phase";
 /// order ("w" = A(beta Gamma K), "u", "q" = Gamma Q, "k" = the decayed k,
 /// "p", "g" = the chunk's total log-decay in its first row).
 inline constexpr llvm::StringLiteral kStatePassAttr = "kda.state_pass";
+/// On a kernel whose grid is (sequence, chunk, ...) with chunks of the given
+/// size: programs past their sequence's end have nothing to do (GPU targets
+/// return from them at once).
+inline constexpr llvm::StringLiteral kChunkGridAttr = "kda.chunk_grid";
 
 } // namespace mlir::kda
 

@@ -1,0 +1,57 @@
+// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s
+// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-registers=false" | FileCheck %s --check-prefix=TILES
+// RUN: kda-opt %S/Inputs/boundary_states.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=TILES
+// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_80 format=none" | FileCheck %s --check-prefix=F32
+// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" --mlir-print-ir-after=kda-gpu-map-kernels 2>&1 >/dev/null | FileCheck %s --check-prefix=SKIP
+
+// The chunk-parallel state pass on NVIDIA (kda-gpu-state-registers): the
+// state stays in mma.sync accumulators for the whole sequence, and a chunk
+// step is the products against it, one barrier before the partial sums are
+// reduced and one before V_new is read back as an operand. Shared memory
+// holds only those: 4 warps x 2 products x C=16 x (16 + 1) + 2 x 16 x (16 + 4)
+// f32 = 11264 bytes.
+// CHECK: {block = [128, 1, 1], dynamic_shared_memory = 11264 : i64, grid = [{{.*}}], module = "kda_gated_delta_kernel_state_module"
+// CHECK-LABEL: gpu.module @kda_gated_delta_kernel_state_module
+// CHECK: nvvm.mma.sync
+// CHECK-COUNT-2: nvvm.barrier
+// CHECK-NOT: nvvm.barrier
+// CHECK: nvvm.mma.sync
+// CHECK-NOT: nvvm.barrier
+// CHECK: llvm.return
+
+// The tile lowering stays where the pass is switched off and where the
+// program does what it does not cover (boundary states): a barrier per
+// primitive.
+// TILES-LABEL: gpu.module @kda_gated_delta_kernel_state_module
+// TILES-COUNT-8: nvvm.barrier
+
+// fp32 inputs keep fp32 accuracy: three tf32 products per product
+// (3xTF32), here with K = 64 (2 accumulator tiles per warp), V blocks of 32
+// (2 row tiles) and no gate; shared memory 4 x 2 x 16 x 33 + 2 x 32 x 20 f32.
+// F32: dynamic_shared_memory = 22016 : i64, grid = [2, 2, 2], module = "kda_gated_delta_kernel_state_module"
+// F32-LABEL: gpu.module @kda_gated_delta_kernel_state_module
+// F32-COUNT-3: nvvm.mma.sync
+// F32: nvvm.barrier
+// F32: llvm.return
+
+// Varlen chunk grids launch every sequence's chunks up to the longest: a
+// program past its sequence's end returns before doing anything.
+// SKIP-LABEL: gpu.func @kda_gated_delta_kernel_intra
+// SKIP: scf.if
+// SKIP-NEXT: arith.constant 1 : index
+// SKIP: memref.load {{.*}} : memref<?xi32>
+// SKIP: memref.load {{.*}} : memref<?xi32>
+// SKIP: arith.muli %{{.*}}, %c16
+// SKIP: arith.cmpi ult
+// SKIP-NEXT: scf.if
+func.func @f32_k64(%q: tensor<2x?x2x64xf32>, %k: tensor<2x?x2x64xf32>,
+                   %v: tensor<2x?x2x64xf32>, %b: tensor<2x?x2xf32>,
+                   %h0: tensor<2x2x64x64xf32>)
+    -> (tensor<2x?x2x64xf32>, tensor<2x2x64x64xf32>) {
+  %o, %ht = kda.gated_delta delta %q, %k, %v beta(%b : tensor<2x?x2xf32>)
+      initial_state(%h0 : tensor<2x2x64x64xf32>)
+      {tile = #kda.tile<chunk = 16, sub_chunk = 16, v_block = 32>}
+      : tensor<2x?x2x64xf32>, tensor<2x?x2x64xf32>, tensor<2x?x2x64xf32>
+      -> tensor<2x?x2x64xf32> final_state tensor<2x2x64x64xf32>
+  return %o, %ht : tensor<2x?x2x64xf32>, tensor<2x2x64x64xf32>
+}

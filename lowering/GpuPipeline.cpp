@@ -93,6 +93,11 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   // Tensors -> buffers; kernels write their argument buffers in place.
   addTileBufferization(pm);
   pm.addPass(bufferization::createDropEquivalentBufferResultsPass());
+  // A program's results are written in place, then "inserted" where they
+  // already are: CSE makes those copies copy a view onto itself, which the
+  // canonicalizer drops (each would be a phase of the block and a round trip
+  // through global memory).
+  pm.addPass(createCSEPass());
   pm.addPass(createCanonicalizerPass());
 
   // NVIDIA: the state pass of a chunk-parallel schedule keeps the state in

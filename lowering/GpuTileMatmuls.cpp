@@ -284,10 +284,34 @@ struct WmmaBf16 : MatrixInstruction {
   }
 };
 
+/// The linalg.fill of zero into `out` that `op` follows with no other use
+/// of `out` in between, if any. Matmul outputs are whole static tiles that
+/// every warp tile covers, so such a fill only sets the starting value.
+linalg::FillOp zeroFillBefore(Operation *op, Value out) {
+  for (Operation *prev = op->getPrevNode(); prev; prev = prev->getPrevNode()) {
+    if (auto fill = dyn_cast<linalg::FillOp>(prev);
+        fill && fill.getOutputs()[0] == out) {
+      auto c = fill.getInputs()[0].getDefiningOp<arith::ConstantOp>();
+      auto f = c ? dyn_cast<FloatAttr>(c.getValue()) : FloatAttr();
+      return f && f.getValue().isZero() && !f.getValue().isNegative()
+                 ? fill
+                 : linalg::FillOp();
+    }
+    bool touches = false;
+    prev->walk([&](Operation *inner) {
+      touches |= llvm::is_contained(inner->getOperands(), out);
+    });
+    if (touches)
+      return {};
+  }
+  return {};
+}
+
 /// The tile matmul written once: warps (waves) take output tiles of the
 /// instruction's shape in turn, accumulate over K, and write back.
 void emitTileMatmul(OpBuilder &b, Location loc, const TileMatmul &mm,
-                    int64_t threads, const MatrixInstruction &inst) {
+                    int64_t threads, const MatrixInstruction &inst,
+                    bool zeroInit) {
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   Value lane = arith::RemUIOp::create(b, loc, tid, constIndex(b, loc, inst.warpSize));
   Value warp = arith::DivUIOp::create(b, loc, tid, constIndex(b, loc, inst.warpSize));
@@ -311,8 +335,14 @@ void emitTileMatmul(OpBuilder &b, Location loc, const TileMatmul &mm,
   for (int64_t i = 0; i < count; ++i) {
     auto [r, c] = inst.accElement(lb, loc, lane, i);
     where.push_back({addIndex(lb, loc, rowBase, r), addIndex(lb, loc, colBase, c)});
-    accElts.push_back(memref::LoadOp::create(
-        lb, loc, mm.out, ValueRange{where.back().first, where.back().second}));
+    accElts.push_back(
+        zeroInit ? arith::ConstantOp::create(
+                       lb, loc, lb.getZeroAttr(inst.accType.getElementType()))
+                       .getResult()
+                 : memref::LoadOp::create(
+                       lb, loc, mm.out,
+                       ValueRange{where.back().first, where.back().second})
+                       .getResult());
   }
   Value acc = vectorOf(lb, loc, inst.accType, accElts);
 
@@ -415,8 +445,13 @@ struct TileMatmulsPass
     });
     for (auto &[g, mm] : matmuls) {
       OpBuilder b(g);
-      emitTileMatmul(b, g.getLoc(), mm, threads, *inst);
+      // A zero fill of the output just before (TileBuilder::matmul's fresh
+      // accumulator) becomes zero accumulators: one phase fewer.
+      linalg::FillOp fill = zeroFillBefore(g, mm.out);
+      emitTileMatmul(b, g.getLoc(), mm, threads, *inst, /*zeroInit=*/!!fill);
       g.erase();
+      if (fill)
+        fill.erase();
     }
   }
 };

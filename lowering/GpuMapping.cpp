@@ -35,8 +35,6 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/SCF/Transforms/Transforms.h"
-#include "mlir/Dialect/SCF/Utils/Utils.h"
-#include "mlir/Interfaces/LoopLikeInterface.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/ValueBoundsOpInterface.h"
 #include "mlir/IR/IRMapping.h"
@@ -414,10 +412,6 @@ void barrierAfter(OpBuilder &b, Operation *op) {
 
 /// Spreads one primitive's iteration space over the block's threads:
 /// for (i = tid; i < count; i += threads) body(delinearize(i)).
-/// Rounds of a distributed primitive unrolled together (more would trade
-/// registers for spills in the intra-chunk kernel).
-constexpr int64_t kUnrolledRounds = 4;
-
 void distribute(scf::ParallelOp par, Value tid, Value threads) {
   OpBuilder b(par);
   Location loc = par.getLoc();
@@ -430,50 +424,9 @@ void distribute(scf::ParallelOp par, Value tid, Value threads) {
     counts.push_back(count);
     total = arith::MulIOp::create(b, loc, total, count);
   }
-  // With static sizes, each thread's trip count is a constant (the last
-  // round guarded where the block does not divide the primitive): LLVM can
-  // then unroll the loop and issue its loads together instead of waiting for
-  // each element's in turn.
-  std::optional<int64_t> staticTotal = 1;
-  for (auto [lb, ub, step] : llvm::zip(par.getLowerBound(), par.getUpperBound(),
-                                       par.getStep())) {
-    auto l = getConstantIntValue(lb), u = getConstantIntValue(ub),
-         s = getConstantIntValue(step);
-    if (!l || !u || !s || !staticTotal) {
-      staticTotal = std::nullopt;
-      continue;
-    }
-    *staticTotal *= llvm::divideCeil(*u - *l, *s);
-  }
-  std::optional<int64_t> blockSize = getConstantIntValue(threads);
-  OpBuilder ib(b.getContext());
-  scf::ForOp unrolled;
-  Value rest;
-  if (staticTotal && blockSize) {
-    int64_t trips = llvm::divideCeil(*staticTotal, *blockSize);
-    auto loop = scf::ForOp::create(
-        b, loc, arith::ConstantIndexOp::create(b, loc, 0),
-        arith::ConstantIndexOp::create(b, loc, trips),
-        arith::ConstantIndexOp::create(b, loc, 1));
-    unrolled = loop;
-    ib.setInsertionPointToStart(loop.getBody());
-    rest = arith::AddIOp::create(
-        ib, loc, tid,
-        arith::MulIOp::create(ib, loc, loop.getInductionVar(), threads));
-    if (*staticTotal % *blockSize != 0) {
-      auto inRange = scf::IfOp::create(
-          ib, loc,
-          arith::CmpIOp::create(ib, loc, arith::CmpIPredicate::ult, rest,
-                                arith::ConstantIndexOp::create(
-                                    ib, loc, *staticTotal)),
-          /*withElse=*/false);
-      ib.setInsertionPointToStart(inRange.thenBlock());
-    }
-  } else {
-    auto loop = scf::ForOp::create(b, loc, tid, total, threads);
-    ib.setInsertionPointToStart(loop.getBody());
-    rest = loop.getInductionVar();
-  }
+  auto loop = scf::ForOp::create(b, loc, tid, total, threads);
+  OpBuilder ib = OpBuilder::atBlockBegin(loop.getBody());
+  Value rest = loop.getInductionVar();
   SmallVector<Value> ivs(counts.size());
   for (int64_t d = counts.size() - 1; d >= 0; --d) {
     Value local = d == 0 ? rest : arith::RemUIOp::create(ib, loc, rest, counts[d]);
@@ -487,19 +440,6 @@ void distribute(scf::ParallelOp par, Value tid, Value threads) {
   for (Operation &op : par.getBody()->without_terminator())
     ib.clone(op, map);
   par.erase();
-  // Short rounds of loop-free elementwise bodies are unrolled here (LLVM
-  // leaves most of them rolled): a thread's loads of every round are then in
-  // flight at once.
-  if (unrolled) {
-    bool hasLoop = false;
-    unrolled.getBody()->walk([&](Operation *op) {
-      hasLoop |= isa<LoopLikeOpInterface>(op);
-    });
-    int64_t trips = *getConstantIntValue(unrolled.getUpperBound());
-    if (!hasLoop && trips > 1)
-      (void)loopUnrollByFactor(unrolled,
-                               std::min<int64_t>(trips, kUnrolledRounds));
-  }
 }
 
 int64_t elementBytes(Type t) {

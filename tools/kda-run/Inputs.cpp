@@ -708,6 +708,16 @@ std::string validateInput(const InputSpec &spec, unsigned argIndex,
     }
     break;
   }
+  case Role::Gate:
+    // SPEC.md: a log-space gate is g <= 0 (alpha = exp(g) in (0, 1]); a
+    // positive one grows the state, and the chunkwise form (whose exponents
+    // are kept <= 0 by that rule) no longer computes the recurrence.
+    for (int64_t i = 0; i < numel; ++i)
+      if (values[i] > 0)
+        return bad(i, "is positive: log-space gates must be <= 0 "
+                      "(alpha = exp(g) <= 1; raw gates need a "
+                      "gate_activation)");
+    break;
   case Role::WindowSizes:
     for (int64_t i = 0; i < numel; ++i)
       if (values[i] < 1)

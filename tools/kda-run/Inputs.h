@@ -109,7 +109,8 @@ void roundToElementType(mlir::Type elementType, std::vector<double> &values);
 /// matches the type; every value of a float role is finite; values of
 /// integer roles (and of integer-typed arguments) are integers in the
 /// type's range; cu_seqlens starts at 0, never decreases and ends at T;
-/// indices are < P and the non-negative ones distinct; window_sizes >= 1.
+/// indices are < P and the non-negative ones distinct; window_sizes >= 1;
+/// log-space gates (Role::Gate) <= 0.
 /// Returns "" or a message naming the argument (position and role) and the
 /// offending element (multi-index and value).
 std::string validateInput(const InputSpec &spec, unsigned argIndex,

@@ -895,6 +895,21 @@ TEST_F(MlirTest, ValidateInputNamesTheOffendingElement) {
   EXPECT_NE(err.find("repeats element [1]"), std::string::npos) << err;
   EXPECT_EQ(validateInput(specs[5], 5, {8, 1, 2, -1, -1, 0}), "");
 
+  // A positive log-space gate (alpha = exp(g) > 1) is not a decay: refused,
+  // not run to a wrong o. 0 (no decay) is fine.
+  mlir::func::FuncOp gdn = parse(kGdnModule, "gdn");
+  ASSERT_TRUE(gdn);
+  ASSERT_TRUE(mlir::succeeded(inferInputSpecs(gdn, specs, err))) << err;
+  ASSERT_EQ(specs[3].role, Role::Gate);
+  std::vector<double> g(40, -0.5);
+  g[5] = 0.0;
+  EXPECT_EQ(validateInput(specs[3], 3, g), "");
+  g[5] = 0.25; // [0, 2, 1]
+  err = validateInput(specs[3], 3, g);
+  EXPECT_NE(err.find("argument #3 (gate)"), std::string::npos) << err;
+  EXPECT_NE(err.find("element [0, 2, 1] = 2.5"), std::string::npos) << err;
+  EXPECT_NE(err.find("log-space gates must be <= 0"), std::string::npos) << err;
+
   mlir::func::FuncOp h = parse(kHybridModule, "hyb");
   ASSERT_TRUE(h);
   ASSERT_TRUE(mlir::succeeded(inferInputSpecs(h, specs, err))) << err;

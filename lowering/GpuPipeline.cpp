@@ -78,8 +78,9 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   pm.addPass(createGpuOutlineElementwisePass());
   KdaTileChunksOptions tiling;
   tiling.chunk = options.chunk > 0 ? options.chunk : target.defaultChunk;
-  tiling.subChunk =
-      std::min<int64_t>(options.subChunk, std::max<int64_t>(tiling.chunk, 1));
+  // No sub-chunks in the recurrence (chunk 1); otherwise kda-tile-chunks
+  // checks the pair instead of clamping a sub-chunk larger than the chunk.
+  tiling.subChunk = tiling.chunk > 1 ? options.subChunk : tiling.chunk;
   tiling.vBlock = options.vBlock > 0 ? options.vBlock : target.defaultVBlock;
   tiling.schedule = options.schedule;
   pm.nest<func::FuncOp>().addPass(createKdaTileChunks(tiling));

@@ -734,11 +734,9 @@ struct KdaTileChunksPass
   using KdaTileChunksBase::KdaTileChunksBase;
 
   void runOnOperation() override {
-    if (chunk < 1 || (chunk > 1 && (subChunk < 1 || chunk % subChunk != 0))) {
-      getOperation().emitError()
-          << "kda-tile-chunks: chunk must be >= 1 and a multiple of "
-             "sub-chunk, found chunk="
-          << chunk << " sub-chunk=" << subChunk;
+    std::string invalid = checkTileOptions(chunk, subChunk, vBlock);
+    if (!invalid.empty()) {
+      getOperation().emitError() << "kda-tile-chunks: option " << invalid;
       return signalPassFailure();
     }
     if (schedule != "sequential" && schedule != "chunk-parallel") {

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
+#include "passes/Passes.h"
 #include "tools/Registration.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -204,6 +205,24 @@ int main(int argc, char **argv) {
     return fail("unsupported chip '" + chip +
                 "' (expected sm_80, sm_90a, gfx90a, gfx942 or gfx1100)");
   const bool amd = target->vendor == mlir::kda::GpuTarget::Vendor::Amd;
+  // Before anything slow: tiles are static, so an unbounded --chunk would
+  // build (and allocate) chunk x chunk tiles. 0 stands for the chip's default.
+  int64_t resolvedChunk = chunk > 0 ? static_cast<int64_t>(chunk)
+                          : chunk == 0 ? target->defaultChunk
+                                       : static_cast<int64_t>(chunk);
+  std::string invalid =
+      mlir::kda::checkTileOptions(resolvedChunk, subChunk, vBlock, "--");
+  if (!invalid.empty())
+    return fail(invalid + (chunk == 0 && llvm::StringRef(invalid).contains(
+                                             "--chunk (")
+                               ? " (--chunk=0: the chip's default, " +
+                                     std::to_string(resolvedChunk) + ")"
+                               : std::string()));
+  if (threads < 1 || threads > 1024 || threads % target->warpSize != 0)
+    return fail("--block-threads must be a positive multiple of the warp "
+                "size (" +
+                llvm::Twine(target->warpSize) + " on " + chip +
+                "), at most 1024, found " + llvm::Twine(threads));
 
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> source =

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/CpuPipeline.h"
+#include "passes/Passes.h"
 #include "tools/Registration.h"
 #include "tools/kda-run/Inputs.h"
 #include "tools/kda-run/Npy.h"
@@ -210,6 +211,14 @@ int main(int argc, char **argv) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
   cl::ParseCommandLineOptions(argc, argv, "kda CPU runner\n");
+  // Before anything slow: tiles are static, so an unbounded --chunk would
+  // build (and allocate) chunk x chunk tiles for minutes.
+  std::string invalid = mlir::kda::checkTileOptions(chunk, subChunk, 0, "--");
+  if (!invalid.empty())
+    return fail(invalid);
+  if (schedule != "sequential" && schedule != "chunk-parallel")
+    return fail("--schedule must be 'sequential' or 'chunk-parallel', "
+                "found '" + schedule + "'");
 
   DialectRegistry registry;
   ::kda::registerEverything(registry);

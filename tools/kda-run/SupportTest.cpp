@@ -643,6 +643,32 @@ TEST_F(MlirTest, RolesOfGdnDecodeHybridMultiScale) {
                                Role::Beta, Role::InitialState, Role::Z}));
 }
 
+// Element counts are checked products: getNumElements() wraps, and a
+// wrapped count sized a tiny host buffer that the kernel then overran.
+TEST_F(MlirTest, HugeShapesAreErrors) {
+  mlir::func::FuncOp f = parse(R"mlir(
+func.func @huge(%a: tensor<4611686018427387904x4611686018427387904x1x16xf32>,
+                %b: tensor<2305843009213693952x2xf32>,
+                %c: tensor<1152921504606846976x1xf32>) {
+  return
+}
+)mlir",
+                               "huge");
+  ASSERT_TRUE(f);
+  auto type = [&](unsigned i) {
+    return mlir::cast<mlir::RankedTensorType>(f.getArgument(i).getType());
+  };
+  EXPECT_EQ(checkedNumElements(type(0)), std::nullopt);
+  EXPECT_EQ(checkedNumElements(type(1)), int64_t(1) << 62);
+  EXPECT_EQ(checkedByteSize(type(1)), std::nullopt); // 2^64 bytes
+  EXPECT_EQ(checkedByteSize(type(2)), int64_t(1) << 62);
+  std::vector<InputSpec> specs;
+  std::string err;
+  EXPECT_TRUE(mlir::failed(inferInputSpecs(f, specs, err)));
+  EXPECT_EQ(err, "argument #0: tensor<4611686018427387904x4611686018427387904x"
+                 "1x16xf32> has more elements than a 64-bit count holds");
+}
+
 TEST_F(MlirTest, RoleConflictsAndBadTypesAreErrors) {
   // %q feeds q, k and v at once: v is incompatible with q.
   mlir::func::FuncOp f = parse(R"mlir(

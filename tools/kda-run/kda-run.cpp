@@ -35,7 +35,9 @@
 #include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
@@ -44,6 +46,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <unistd.h>
 
 using namespace mlir;
 namespace cl = llvm::cl;
@@ -258,6 +261,9 @@ int main(int argc, char **argv) {
     if (!rt || !rt.hasStaticShape())
       return fail("result type " + typeString(t) +
                   " must be a statically shaped tensor to run");
+    if (!::kda::run::checkedByteSize(rt))
+      return fail("result type " + typeString(t) +
+                  " has more bytes than a 64-bit size holds");
   }
 
   // Inputs: roles, then .npy files or seeded random values.
@@ -270,6 +276,40 @@ int main(int argc, char **argv) {
       }))
     return fail("--seqlens given, but @" + f.getSymName().str() +
                 " has no cu_seqlens argument");
+  // Host memory, before any of it is allocated: every argument and result
+  // as float64 values (inputs, outputs, the oracle's) and as a buffer of its
+  // element type. Sizes are checked products (inferInputSpecs and above).
+  {
+    uint64_t need = 0;
+    bool overflow = false;
+    auto add = [&](RankedTensorType t, int64_t valueCopies) {
+      int64_t n = *::kda::run::checkedNumElements(t);
+      int64_t bytes = *::kda::run::checkedByteSize(t);
+      std::optional<int64_t> values = llvm::checkedMul<int64_t>(n, 8 * valueCopies);
+      overflow |= !values ||
+                  __builtin_add_overflow(need, uint64_t(*values), &need) ||
+                  __builtin_add_overflow(need, uint64_t(bytes), &need);
+    };
+    for (const ::kda::run::InputSpec &spec : specs)
+      add(spec.type, 1);
+    for (Type t : f.getResultTypes())
+      add(cast<RankedTensorType>(t), check ? 2 : 1);
+    long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+    uint64_t have = pages > 0 && pageSize > 0
+                        ? uint64_t(pages) * uint64_t(pageSize)
+                        : UINT64_MAX;
+    if (overflow || need > have)
+      return fail("@" + f.getSymName().str() + "'s arguments and results need " +
+                  (overflow ? std::string("more than 2^64")
+                            : std::to_string(need)) +
+                  " bytes of host memory; this machine has " +
+                  std::to_string(have));
+  }
+  // Where outputs go exists before anything is compiled or run.
+  if (!outputDir.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+      return fail("--output-dir=" + outputDir + ": cannot create it: " +
+                  ec.message());
   std::vector<std::vector<double>> inputs;
   error = ::kda::run::makeRandomInputs(f, specs, seed,
                                      std::vector<int64_t>(seqlens.begin(),
@@ -457,7 +497,8 @@ int main(int argc, char **argv) {
     const Buffer &before = buffers[pc.poolArg];
     const Buffer &after = buffers[specs.size() + pc.result];
     int64_t slots = before.type.getDimSize(0);
-    size_t slotBytes = before.bytes.size() / slots;
+    // An empty pool (P = 0) has no slot to compare.
+    size_t slotBytes = slots > 0 ? before.bytes.size() / slots : 0;
     std::vector<bool> named(slots, false);
     for (double i : inputs[pc.indicesArg])
       if (i >= 0 && i < slots)

@@ -54,10 +54,28 @@ int main(int argc, char **argv) {
                  << "description:\n" << errors;
     return 1;
   }
+  // Overrides obey the description's bounds (0: no override).
+  if (tokens < 0 || tokens > kda::model::kMaxTokens ||
+      batch < 0 || batch > kda::model::kMaxBatch) {
+    llvm::errs() << "kda-model: error: "
+                 << (tokens < 0 || tokens > kda::model::kMaxTokens
+                         ? "--tokens=" + std::to_string(tokens) +
+                               ": expected 1 to " +
+                               std::to_string(kda::model::kMaxTokens)
+                         : "--batch=" + std::to_string(batch) +
+                               ": expected 1 to " +
+                               std::to_string(kda::model::kMaxBatch))
+                 << "\n";
+    return 1;
+  }
   if (tokens > 0)
     model.tokens = tokens;
   if (batch > 0)
     model.batch = batch;
+  if (std::string sizes = kda::model::checkTensorSizes(model); !sizes.empty()) {
+    llvm::errs() << "kda-model: error: with --tokens / --batch:\n" << sizes;
+    return 1;
+  }
 
   // Parse and verify what we generate: the module that leaves is valid IR.
   mlir::DialectRegistry registry;

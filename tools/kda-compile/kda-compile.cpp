@@ -181,6 +181,67 @@ int64_t sharedMemoryLimit(StringRef chip) {
 /// Vector registers a lane may use (gfx90a/gfx942 unify VGPRs and AGPRs).
 int64_t vgprLimit(StringRef chip) { return chip == "gfx1100" ? 256 : 512; }
 
+/// Where the bundle's files are written before they are put in place: a new
+/// directory next to the bundle directory (same file system, so the final
+/// renames cannot fail half-way for lack of space), removed on any exit that
+/// did not commit. A failed compile leaves the target as it was.
+class Staging {
+public:
+  ~Staging() {
+    if (!dir.empty())
+      (void)llvm::sys::fs::remove_directories(dir);
+  }
+
+  /// Creates the staging directory next to `target`.
+  std::error_code create(StringRef target) {
+    StringRef parent = llvm::sys::path::parent_path(target);
+    if (!parent.empty())
+      if (std::error_code ec = llvm::sys::fs::create_directories(parent))
+        return ec;
+    llvm::SmallString<256> prefix(parent);
+    llvm::sys::path::append(prefix,
+                            "." + llvm::sys::path::filename(target) + ".tmp");
+    // createUniqueDirectory puts a relative prefix in the system's temporary
+    // directory, not next to the target.
+    if (std::error_code ec = llvm::sys::fs::make_absolute(prefix))
+      return ec;
+    llvm::SmallString<256> created;
+    if (std::error_code ec =
+            llvm::sys::fs::createUniqueDirectory(prefix, created))
+      return ec;
+    dir = created.str().str();
+    return {};
+  }
+
+  std::string path(StringRef file) const {
+    llvm::SmallString<256> p(dir);
+    llvm::sys::path::append(p, file);
+    return p.str().str();
+  }
+
+  /// Puts the files in place: the whole directory at once when `target`
+  /// does not exist, else file by file into it with manifest.json last (a
+  /// reader that sees the new manifest sees the new binaries).
+  std::error_code commit(StringRef target, ArrayRef<std::string> files) {
+    if (!llvm::sys::fs::exists(target)) {
+      if (std::error_code ec = llvm::sys::fs::rename(dir, target))
+        return ec;
+      dir.clear();
+      return {};
+    }
+    for (const std::string &file : files) {
+      llvm::SmallString<256> to(target);
+      llvm::sys::path::append(to, file);
+      if (std::error_code ec = llvm::sys::fs::rename(path(file), to))
+        return ec;
+    }
+    return {};
+  }
+
+private:
+  std::string dir;
+};
+
 bool writeFile(StringRef path, StringRef bytes) {
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
@@ -223,6 +284,15 @@ int main(int argc, char **argv) {
                 "size (" +
                 llvm::Twine(target->warpSize) + " on " + chip +
                 "), at most 1024, found " + llvm::Twine(threads));
+
+  // The bundle directory, without trailing separators (its staging
+  // directory is named after it); it may exist, but as a directory.
+  std::string bundleDir = outputDir;
+  while (bundleDir.size() > 1 && llvm::sys::path::is_separator(bundleDir.back()))
+    bundleDir.pop_back();
+  if (llvm::sys::fs::exists(bundleDir) &&
+      !llvm::sys::fs::is_directory(bundleDir))
+    return fail("-o " + outputDir + ": exists and is not a directory");
 
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> source =
@@ -267,8 +337,12 @@ int main(int argc, char **argv) {
   if (!launches || launches.empty())
     return fail(inputFile + " holds no kda op to compile");
 
-  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
-    return fail("cannot create " + outputDir + ": " + ec.message());
+  Staging staging;
+  if (std::error_code ec = staging.create(bundleDir))
+    return fail("cannot create a directory next to " + outputDir + ": " +
+                ec.message());
+  // In the order they are put in place (manifest.json last).
+  std::vector<std::string> written;
 
   llvm::StringMap<std::string> ptxByModule;
   if (keepPtx) {
@@ -297,16 +371,14 @@ int main(int argc, char **argv) {
     if (it == binaries.end())
       return fail("no binary for kernel " + name);
     std::string file = name + "." + chip + (amd ? ".hsaco" : ".cubin");
-    llvm::SmallString<256> path(outputDir);
-    llvm::sys::path::append(path, file);
-    if (!writeFile(path, it->second))
-      return fail("cannot write " + path);
+    if (!writeFile(staging.path(file), it->second))
+      return fail("cannot write " + staging.path(file));
+    written.push_back(file);
     if (keepPtx) {
-      llvm::SmallString<256> ptxPath(outputDir);
-      llvm::sys::path::append(ptxPath,
-                              name + "." + chip + (amd ? ".s" : ".ptx"));
-      if (!writeFile(ptxPath, ptxByModule[moduleName]))
-        return fail("cannot write " + ptxPath);
+      std::string ptxFile = name + "." + chip + (amd ? ".s" : ".ptx");
+      if (!writeFile(staging.path(ptxFile), ptxByModule[moduleName]))
+        return fail("cannot write " + staging.path(ptxFile));
+      written.push_back(ptxFile);
     }
     // The chip must hold what the kernel asks for: refuse here rather than
     // at launch on a machine far away.
@@ -404,10 +476,12 @@ int main(int argc, char **argv) {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
-  llvm::SmallString<256> manifestPath(outputDir);
-  llvm::sys::path::append(manifestPath, "manifest.json");
-  if (!writeFile(manifestPath, text))
-    return fail("cannot write " + manifestPath);
+  if (!writeFile(staging.path("manifest.json"), text))
+    return fail("cannot write " + staging.path("manifest.json"));
+  written.push_back("manifest.json");
+  if (std::error_code ec = staging.commit(bundleDir, written))
+    return fail("cannot put the bundle in place at " + outputDir + ": " +
+                ec.message());
   llvm::outs() << "kda-compile: wrote " << outputDir << " (" << launches.size()
                << " kernel" << (launches.size() == 1 ? "" : "s") << ", "
                << chip << ")\n";

@@ -38,49 +38,52 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
+// Only these are listed by --help (LLVM and MLIR register hundreds more).
+static cl::OptionCategory compileCategory("kda-compile options");
+
 static cl::opt<std::string> inputFile(cl::Positional,
                                       cl::desc("<module of kda ops .mlir>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(compileCategory));
 static cl::opt<std::string> outputDir("o", cl::desc("bundle directory"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(compileCategory));
 static cl::opt<std::string>
     chip("chip",
          cl::desc("target chip: sm_80, sm_90a (NVIDIA); gfx90a, gfx942, "
                   "gfx1100 (AMD)"),
-         cl::init("sm_90a"));
+         cl::init("sm_90a"), cl::cat(compileCategory));
 static cl::opt<int64_t>
     chunk("chunk",
           cl::desc("chunk size for ops without #kda.tile (0: the chip's "
                    "default, 16)"),
-          cl::init(0));
+          cl::init(0), cl::cat(compileCategory));
 static cl::opt<int64_t> subChunk("sub-chunk", cl::desc("sub-chunk size"),
-                                 cl::init(16));
+                                 cl::init(16), cl::cat(compileCategory));
 static cl::opt<int64_t>
     vBlock("v-block",
            cl::desc("columns of V per program (0: the chip's default, 16)"),
-           cl::init(0));
+           cl::init(0), cl::cat(compileCategory));
 static cl::opt<std::string>
     schedule("schedule",
              cl::desc("chunk schedule of kda.gated_delta: chunk-parallel "
                       "(default: an intra-chunk kernel over every chunk, then "
                       "the state kernel, run as one bundle entry) or "
                       "sequential (one kernel)"),
-             cl::init("chunk-parallel"));
+             cl::init("chunk-parallel"), cl::cat(compileCategory));
 static cl::opt<int64_t> threads("block-threads", cl::desc("threads per block"),
-                                cl::init(128));
+                                cl::init(128), cl::cat(compileCategory));
 static cl::opt<bool> noTensorCores(
     "no-tensor-cores",
     cl::desc("tile matmuls on the vector ALUs (no mma.sync / MFMA / WMMA)"),
-    cl::init(false));
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<std::string>
     toolkit("toolkit",
             cl::desc("CUDA toolkit root (ptxas) or, for AMD, a folder with "
                      "llvm/bin/ld.lld"),
-            cl::init(""));
+            cl::init(""), cl::cat(compileCategory));
 static cl::opt<bool> keepPtx("keep-ptx",
                              cl::desc("also write each kernel's assembly "
                                       "(PTX, or AMDGPU assembly as .s)"),
-                             cl::init(false));
+                             cl::init(false), cl::cat(compileCategory));
 
 namespace {
 
@@ -255,6 +258,7 @@ bool writeFile(StringRef path, StringRef bytes) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(compileCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "kda compile driver: module -> GPU bundle\n");
   if (schedule != "chunk-parallel" && schedule != "sequential")
@@ -288,7 +292,8 @@ int main(int argc, char **argv) {
   // The bundle directory, without trailing separators (its staging
   // directory is named after it); it may exist, but as a directory.
   std::string bundleDir = outputDir;
-  while (bundleDir.size() > 1 && llvm::sys::path::is_separator(bundleDir.back()))
+  while (bundleDir.size() > 1 &&
+         llvm::sys::path::is_separator(bundleDir.back()))
     bundleDir.pop_back();
   if (llvm::sys::fs::exists(bundleDir) &&
       !llvm::sys::fs::is_directory(bundleDir))

@@ -25,20 +25,24 @@
 
 namespace cl = llvm::cl;
 
+// Only these are listed by --help (LLVM and MLIR register hundreds more).
+static cl::OptionCategory modelCategory("kda-model options");
+
 static cl::opt<std::string> inputFile(cl::Positional,
                                       cl::desc("<model description .json>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(modelCategory));
 static cl::opt<std::string> outputFile("o", cl::desc("output .mlir file"),
-                                       cl::init("-"));
+                                       cl::init("-"), cl::cat(modelCategory));
 static cl::opt<int64_t> tokens("tokens",
                                cl::desc("override the description's tokens"),
-                               cl::init(0));
+                               cl::init(0), cl::cat(modelCategory));
 static cl::opt<int64_t> batch("batch",
                               cl::desc("override the description's batch"),
-                              cl::init(0));
+                              cl::init(0), cl::cat(modelCategory));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  cl::HideUnrelatedOptions(modelCategory);
   cl::ParseCommandLineOptions(argc, argv, "kda model description driver\n");
 
   auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(inputFile);

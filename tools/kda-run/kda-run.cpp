@@ -51,40 +51,52 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
+// Only these are listed by --help (LLVM and MLIR register hundreds more).
+static cl::OptionCategory runCategory("kda-run options");
+
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir>"),
-                                      cl::Required);
-static cl::opt<std::string> functionName(
-    "function", cl::desc("function to run (default: the only public one)"));
+                                      cl::Required, cl::cat(runCategory));
+static cl::opt<std::string>
+    functionName("function",
+                 cl::desc("function to run (default: the only public one)"),
+                 cl::cat(runCategory));
 static cl::list<std::string>
-    inputPaths("input", cl::desc("INDEX=PATH: argument INDEX from a .npy file "
-                                 "(others are random)"));
+    inputPaths("input",
+               cl::desc("INDEX=PATH: argument INDEX from a .npy file "
+                        "(others are random)"),
+               cl::cat(runCategory));
 static cl::opt<uint64_t> seed("seed", cl::desc("seed of random inputs"),
-                              cl::init(0));
+                              cl::init(0), cl::cat(runCategory));
 static cl::list<int64_t>
     seqlens("seqlens", cl::CommaSeparated,
-            cl::desc("sequence lengths for random cu_seqlens"));
+            cl::desc("sequence lengths for random cu_seqlens"),
+            cl::cat(runCategory));
 static cl::opt<std::string>
-    outputDir("output-dir", cl::desc("write outputs as DIR/out<i>.npy"));
+    outputDir("output-dir", cl::desc("write outputs as DIR/out<i>.npy"),
+              cl::cat(runCategory));
 static cl::opt<bool> check("check",
                            cl::desc("compare outputs with the float64 oracle "
-                                    "and fail above SPEC.md's bars"));
+                                    "and fail above SPEC.md's bars"),
+                           cl::cat(runCategory));
 static cl::opt<int64_t> chunk("chunk",
                               cl::desc("chunk size for ops without #kda.tile "
                                        "(1: token recurrence)"),
-                              cl::init(64));
-static cl::opt<int64_t> subChunk("sub-chunk",
-                                 cl::desc("sub-chunk for ops without #kda.tile"),
-                                 cl::init(16));
+                              cl::init(64), cl::cat(runCategory));
+static cl::opt<int64_t>
+    subChunk("sub-chunk", cl::desc("sub-chunk for ops without #kda.tile"),
+             cl::init(16), cl::cat(runCategory));
 static cl::opt<std::string>
     schedule("schedule",
              cl::desc("chunk schedule of kda.gated_delta: sequential "
                       "(default) or chunk-parallel (the GPU's)"),
-             cl::init("sequential"));
+             cl::init("sequential"), cl::cat(runCategory));
 static cl::opt<bool> serial("serial",
-                            cl::desc("run programs on one thread (no OpenMP)"));
-static cl::opt<std::string>
-    ompLibrary("omp-library", cl::desc("path of the OpenMP runtime"),
-               cl::init(KDA_OMP_LIBRARY));
+                            cl::desc("run programs on one thread (no OpenMP)"),
+                            cl::cat(runCategory));
+static cl::opt<std::string> ompLibrary("omp-library",
+                                       cl::desc("path of the OpenMP runtime"),
+                                       cl::init(KDA_OMP_LIBRARY),
+                                       cl::cat(runCategory));
 
 namespace {
 
@@ -213,6 +225,7 @@ int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
+  cl::HideUnrelatedOptions(runCategory);
   cl::ParseCommandLineOptions(argc, argv, "kda CPU runner\n");
   // Before anything slow: tiles are static, so an unbounded --chunk would
   // build (and allocate) chunk x chunk tiles for minutes.
@@ -285,7 +298,8 @@ int main(int argc, char **argv) {
     auto add = [&](RankedTensorType t, int64_t valueCopies) {
       int64_t n = *::kda::run::checkedNumElements(t);
       int64_t bytes = *::kda::run::checkedByteSize(t);
-      std::optional<int64_t> values = llvm::checkedMul<int64_t>(n, 8 * valueCopies);
+      std::optional<int64_t> values =
+          llvm::checkedMul<int64_t>(n, 8 * valueCopies);
       overflow |= !values ||
                   __builtin_add_overflow(need, uint64_t(*values), &need) ||
                   __builtin_add_overflow(need, uint64_t(bytes), &need);
@@ -299,11 +313,10 @@ int main(int argc, char **argv) {
                         ? uint64_t(pages) * uint64_t(pageSize)
                         : UINT64_MAX;
     if (overflow || need > have)
-      return fail("@" + f.getSymName().str() + "'s arguments and results need " +
-                  (overflow ? std::string("more than 2^64")
-                            : std::to_string(need)) +
-                  " bytes of host memory; this machine has " +
-                  std::to_string(have));
+      return fail(
+          "@" + f.getSymName().str() + "'s arguments and results need " +
+          (overflow ? std::string("more than 2^64") : std::to_string(need)) +
+          " bytes of host memory; this machine has " + std::to_string(have));
   }
   // Where outputs go exists before anything is compiled or run.
   if (!outputDir.empty())

@@ -247,6 +247,8 @@ def part_pure(kda_opt, tmp):
     raises(NotImplementedError, kda.chunk_kda, q, q, v, g, beta, return_intermediate_states=True,
            contains="return_intermediate_states", what="chunk_kda intermediate states")
     raises(TypeError, kda.chunk_kda, q, q, v, g, beta, bogus=1, contains="bogus", what="chunk_kda unknown kwarg")
+    raises(ValueError, kda.Bundle, "bundles/a\0b", contains="contains a NUL character",
+           what="bundle path with a NUL")
     # SPEC.md: log-space gates are <= 0; a positive one would give a wrong o, not an error.
     raises(ValueError, kda.chunk_kda, q, q, v, Valued((B, T, HV, K), 0.5), beta,
            contains="g: log-space gates must be <= 0 (alpha = exp(g) <= 1), found max(g) = 0.5",

@@ -753,9 +753,14 @@ struct KdaTileChunksPass
     patterns.add<TileWindowAttention>(&getContext(), chunk);
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);
+    // Never a failure without a message: kda-compile would exit 1 with
+    // nothing to show (a pattern that created ops and then failed did that).
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
-                                     config)))
+                                     config))) {
+      getOperation().emitError()
+          << "kda-tile-chunks: internal error: the rewrite did not converge";
       return signalPassFailure();
+    }
     // Whatever is left could not be tiled: say why instead of miscompiling.
     WalkResult result = getOperation().walk([&](Operation *op) {
       if (isa<GatedDeltaOp, DecodeStepOp, WindowAttentionOp>(op)) {

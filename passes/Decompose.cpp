@@ -325,8 +325,13 @@ struct KdaDecomposePass : mlir::kda::impl::KdaDecomposeBase<KdaDecomposePass> {
     RewritePatternSet patterns(&getContext());
     patterns.add<DecomposeGate, DecomposeHybrid, DecomposeMultiScale>(
         &getContext());
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    // A failure always comes with a message (tools print "see the errors
+    // above").
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+      getOperation().emitError()
+          << "kda-decompose: internal error: the rewrite did not converge";
       signalPassFailure();
+    }
   }
 };
 

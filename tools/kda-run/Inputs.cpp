@@ -604,7 +604,9 @@ std::string makeRandomInputs(func::FuncOp f,
           if (len < 0)
             return argText(i, spec.role) + ": sequence length " +
                    std::to_string(len) + " is negative";
-          sum += len;
+          if (__builtin_add_overflow(sum, len, &sum))
+            return argText(i, spec.role) +
+                   ": the sequence lengths sum to more than 2^63 - 1";
         }
         if (t >= 0 && sum != t)
           return argText(i, spec.role) +

@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <set>
 #include <unistd.h>
@@ -839,6 +840,10 @@ TEST_F(MlirTest, RandomInputsOfTheFullPrologue) {
   EXPECT_NE(err.find("T = 12"), std::string::npos) << err;
   err = makeRandomInputs(f, specs, 5, {12}, v);
   EXPECT_NE(err.find("N = 2"), std::string::npos) << err;
+  // A sum past int64 is an error, not a wrapped (maybe matching) total.
+  err = makeRandomInputs(f, specs, 5,
+                         {std::numeric_limits<int64_t>::max(), 1}, v);
+  EXPECT_NE(err.find("sum to more than 2^63 - 1"), std::string::npos) << err;
 }
 
 TEST_F(MlirTest, RandomDecodeAndWindowInputs) {

@@ -291,6 +291,8 @@ int main(int argc, char **argv) {
 
   // The bundle directory, without trailing separators (its staging
   // directory is named after it); it may exist, but as a directory.
+  if (outputDir.empty())
+    return fail("-o: expected the bundle directory, found an empty path");
   std::string bundleDir = outputDir;
   while (bundleDir.size() > 1 &&
          llvm::sys::path::is_separator(bundleDir.back()))

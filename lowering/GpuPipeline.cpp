@@ -160,6 +160,15 @@ LogicalResult buildForVendor(
         llvm::Twine(nvidia ? "kda-lower-to-nvvm" : "kda-lower-to-rocdl") +
         ": unsupported chip '" + chip + "' (expected " +
         (nvidia ? "sm_80 or sm_90a" : "gfx90a, gfx942 or gfx1100") + ")");
+  // Threads per block: whole warps, within the hardware's 1024 (0 made
+  // kernels of block [0, 1, 1]).
+  int64_t threads = options.threads;
+  if (threads < 1 || threads > 1024 || threads % target->warpSize != 0)
+    return errorHandler(
+        llvm::Twine(nvidia ? "kda-lower-to-nvvm" : "kda-lower-to-rocdl") +
+        ": threads must be a positive multiple of the warp size (" +
+        llvm::Twine(target->warpSize) + " on " + chip + "), at most 1024, "
+        "found " + llvm::Twine(threads));
   mlir::kda::buildGpuPipeline(pm, *target, options);
   return success();
 }

@@ -150,14 +150,14 @@ public:
       return success(); // nothing to check statically
     auto it = sizes.find(name);
     if (it == sizes.end()) {
-      sizes[name] = {size, what.str()};
+      sizes[name] = {size, what.str(), axis};
       return success();
     }
-    if (it->second.first != size)
+    if (it->second.size != size)
       return op->emitOpError()
              << what << ": dimension " << axis << " (" << name << ") is "
-             << size << ", but " << it->second.second << " has " << name
-             << " = " << it->second.first;
+             << size << ", but " << it->second.source << " has " << name
+             << " = " << it->second.size;
     return success();
   }
 
@@ -166,13 +166,13 @@ public:
     auto it = sizes.find(name);
     if (it == sizes.end())
       return std::nullopt;
-    return it->second.first;
+    return it->second.size;
   }
 
   /// Where `name` was bound (for diagnostics).
   std::string source(StringRef name) const {
     auto it = sizes.find(name);
-    return it == sizes.end() ? std::string() : it->second.second;
+    return it == sizes.end() ? std::string() : it->second.source;
   }
 
   /// Checks `multiple % base == 0` when both are static.
@@ -186,12 +186,35 @@ public:
     return success();
   }
 
+  /// Rejects a static size of 0 for each of `names` (head counts, head
+  /// dimensions): kernels divide by them and size tiles with them, so an
+  /// empty one reaches a division by zero (SIGFPE) or an empty tile instead
+  /// of a diagnostic. Token and batch counts may be 0 (nothing to do).
+  LogicalResult checkNonEmpty(ArrayRef<StringRef> names) {
+    for (StringRef name : names) {
+      auto it = sizes.find(name);
+      if (it != sizes.end() && it->second.size == 0)
+        return op->emitOpError()
+               << it->second.source << ": dimension " << it->second.axis
+               << " (" << name << ") must be at least 1, found 0";
+    }
+    return success();
+  }
+
 private:
+  struct Binding {
+    int64_t size;
+    std::string source; // the operand or result that bound it
+    size_t axis;        // its axis there
+  };
   Operation *op;
-  llvm::StringMap<std::pair<int64_t, std::string>> sizes;
+  llvm::StringMap<Binding> sizes;
 };
 
 thread_local DimensionNames *ShapeChecker::dimensionRecorder = nullptr;
+
+/// Dimensions of the recurrences that must not be empty (checkNonEmpty).
+constexpr StringRef kHeadsAndHeadDims[] = {"H", "HV", "K", "V"};
 
 std::string operandName(StringRef name) {
   return ("operand '" + name + "'").str();
@@ -400,10 +423,19 @@ LogicalResult verifyTileAgainst(Operation *op, std::optional<TileAttr> tile,
                                 ShapeChecker &shapes) {
   if (!tile || !*tile)
     return success();
-  if (auto v = shapes.get("V"); v && tile->getVBlock() > *v)
+  auto v = shapes.get("V");
+  if (!v || tile->getVBlock() == 0)
+    return success();
+  if (tile->getVBlock() > *v)
     return op->emitOpError()
            << "attribute 'tile': v_block = " << tile->getVBlock()
            << " exceeds V = " << *v;
+  // Programs split V into equal blocks; a remainder would be left unwritten.
+  if (*v % tile->getVBlock() != 0)
+    return op->emitOpError()
+           << "attribute 'tile': v_block = " << tile->getVBlock()
+           << " must divide V = " << *v << " (from " << shapes.source("V")
+           << ")";
   return success();
 }
 
@@ -445,6 +477,8 @@ LogicalResult GatedDeltaOp::verify() {
   ShapeChecker shapes(op);
   if (failed(verifyQueryKeyValue(op, shapes, getQ(), getK(), getV(), {"B", "T", "H", "K"},
                                  {"B", "T", "H", "K"}, {"B", "T", "HV", "V"})))
+    return failure();
+  if (failed(shapes.checkNonEmpty(kHeadsAndHeadDims)))
     return failure();
   if (failed(shapes.checkMultiple("HV", "H")))
     return failure();
@@ -512,7 +546,8 @@ LogicalResult GatedDeltaOp::verify() {
   }
   // Rules across dimensions again, now that every operand and result has
   // bound its own (q's, k's, v's may be dynamic where a later one's is not).
-  if (failed(shapes.checkMultiple("HV", "H")))
+  if (failed(shapes.checkNonEmpty(kHeadsAndHeadDims)) ||
+      failed(shapes.checkMultiple("HV", "H")))
     return failure();
   if (auto b = shapes.get("B"); b && !getCuSeqlens())
     if (failed(shapes.bind(shapes.source("B"), 0, "N", *b)))
@@ -586,6 +621,8 @@ LogicalResult DecodeStepOp::verify() {
   if (failed(verifyQueryKeyValue(op, shapes, getQ(), getK(), getV(), {"N", "H", "K"},
                                  {"N", "H", "K"}, {"N", "HV", "V"})))
     return failure();
+  if (failed(shapes.checkNonEmpty(kHeadsAndHeadDims)))
+    return failure();
   if (failed(shapes.checkMultiple("HV", "H")))
     return failure();
   std::optional<double> lowerBound;
@@ -616,7 +653,8 @@ LogicalResult DecodeStepOp::verify() {
                           {"P", "HV", axes[0], axes[1]}, ElemKind::State)))
     return failure();
   // Again, now that every operand has bound HV (v's may be dynamic).
-  if (failed(shapes.checkMultiple("HV", "H")))
+  if (failed(shapes.checkNonEmpty(kHeadsAndHeadDims)) ||
+      failed(shapes.checkMultiple("HV", "H")))
     return failure();
   return verifyTileAgainst(op, getTile(), shapes);
 }
@@ -630,6 +668,8 @@ LogicalResult WindowAttentionOp::verify() {
   ShapeChecker shapes(op);
   if (failed(verifyQueryKeyValue(op, shapes, getQ(), getK(), getV(), {"B", "T", "HQ", "K"},
                                  {"B", "T", "HK", "K"}, {"B", "T", "HV", "V"})))
+    return failure();
+  if (failed(shapes.checkNonEmpty({"HQ", "HK", "HV", "K", "V"})))
     return failure();
   // Output heads: HO = max(HQ, HV); each head count must divide it.
   if (auto hq = shapes.get("HQ"), hv = shapes.get("HV"); hq && hv) {
@@ -672,6 +712,8 @@ LogicalResult WindowAttentionOp::verify() {
                          << elementTypeOf(getV()) << " (that of 'v'), found "
                          << elementTypeOf(getO());
   // Again with HO from the result, when HQ or HV is dynamic.
+  if (failed(shapes.checkNonEmpty({"HO", "V"})))
+    return failure();
   for (StringRef h : {"HQ", "HK", "HV"})
     if (failed(shapes.checkMultiple("HO", h)))
       return failure();
@@ -738,6 +780,8 @@ LogicalResult MultiScaleOp::verify() {
   ShapeChecker shapes(op);
   if (failed(verifyQueryKeyValue(op, shapes, getQ(), getK(), getV(), {"B", "T", "H", "K"},
                                  {"B", "T", "H", "K"}, {"B", "T", "HV", "V"})))
+    return failure();
+  if (failed(shapes.checkNonEmpty(kHeadsAndHeadDims)))
     return failure();
   if (failed(shapes.checkMultiple("HV", "H")))
     return failure();
@@ -822,7 +866,8 @@ LogicalResult MultiScaleOp::verify() {
     return failure();
   // Rules across dimensions again, now that every operand and result has
   // bound its own (q's, k's, v's may be dynamic where a later one's is not).
-  if (failed(shapes.checkMultiple("HV", "H")))
+  if (failed(shapes.checkNonEmpty(kHeadsAndHeadDims)) ||
+      failed(shapes.checkMultiple("HV", "H")))
     return failure();
   if (auto b = shapes.get("B"); b && !getCuSeqlens())
     if (failed(shapes.bind(shapes.source("B"), 0, "N", *b)))

@@ -63,7 +63,10 @@ void mlir::kda::buildCpuPipeline(OpPassManager &pm,
   OpPassManager &fpm = pm.nest<func::FuncOp>();
   KdaTileChunksOptions tiling;
   tiling.chunk = options.chunk;
-  tiling.subChunk = std::min<int64_t>(options.subChunk, std::max<int64_t>(options.chunk, 1));
+  // The recurrence (chunk 1) has no sub-chunks; otherwise kda-tile-chunks
+  // checks the pair (a sub-chunk larger than the chunk is an error, not
+  // clamped).
+  tiling.subChunk = options.chunk > 1 ? options.subChunk : options.chunk;
   tiling.schedule = options.schedule;
   fpm.addPass(createKdaTileChunks(tiling));
   pm.addPass(createCanonicalizerPass());

@@ -91,6 +91,13 @@ struct OutlineElementwisePass
         });
     IRRewriter rewriter(&getContext());
     for (linalg::GenericOp g : ops) {
+      // An empty iteration space (a static size of 0) writes no element: its
+      // result is its destination, and no kernel is needed (tiling it would
+      // crash inside scf::tileUsingSCF).
+      if (llvm::is_contained(g.getStaticLoopRanges(), 0)) {
+        rewriter.replaceOp(g, g.getDpsInits()[0]);
+        continue;
+      }
       Location loc = g.getLoc();
       OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
       SmallVector<Value> args(g.getDpsInputs());

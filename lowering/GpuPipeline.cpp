@@ -78,8 +78,9 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   pm.addPass(createGpuOutlineElementwisePass());
   KdaTileChunksOptions tiling;
   tiling.chunk = options.chunk > 0 ? options.chunk : target.defaultChunk;
-  tiling.subChunk =
-      std::min<int64_t>(options.subChunk, std::max<int64_t>(tiling.chunk, 1));
+  // No sub-chunks in the recurrence (chunk 1); otherwise kda-tile-chunks
+  // checks the pair instead of clamping a sub-chunk larger than the chunk.
+  tiling.subChunk = tiling.chunk > 1 ? options.subChunk : tiling.chunk;
   tiling.vBlock = options.vBlock > 0 ? options.vBlock : target.defaultVBlock;
   tiling.schedule = options.schedule;
   pm.nest<func::FuncOp>().addPass(createKdaTileChunks(tiling));
@@ -149,17 +150,47 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
 }
 
 namespace {
+/// Parses the options and builds the vendor's pipeline. An unknown chip (or
+/// another vendor's) is reported through the pipeline parser's error
+/// handler, so the tool prints a diagnostic and fails instead of aborting in
+/// report_fatal_error with a stack dump.
 template <GpuTarget::Vendor vendor>
-void buildForVendor(OpPassManager &pm,
-                    const mlir::kda::GpuPipelineOptions &options) {
+LogicalResult buildForVendor(
+    OpPassManager &pm, StringRef optionsText,
+    function_ref<LogicalResult(const Twine &)> errorHandler) {
+  mlir::kda::GpuPipelineOptions options;
+  if (failed(options.parseFromString(optionsText)))
+    return failure();
+  bool nvidia = vendor == GpuTarget::Vendor::Nvidia;
   std::string chip = options.chip;
   if (chip.empty())
-    chip = vendor == GpuTarget::Vendor::Nvidia ? "sm_90a" : "gfx942";
+    chip = nvidia ? "sm_90a" : "gfx942";
   std::optional<GpuTarget> target = mlir::kda::gpuTargetForChip(chip);
   if (!target || target->vendor != vendor)
-    llvm::report_fatal_error(llvm::Twine("kda: unknown chip '") + chip +
-                             "' for this pipeline");
+    return errorHandler(
+        llvm::Twine(nvidia ? "kda-lower-to-nvvm" : "kda-lower-to-rocdl") +
+        ": unsupported chip '" + chip + "' (expected " +
+        (nvidia ? "sm_80 or sm_90a" : "gfx90a, gfx942 or gfx1100") + ")");
+  // Threads per block: whole warps, within the hardware's 1024 (0 made
+  // kernels of block [0, 1, 1]).
+  int64_t threads = options.threads;
+  if (threads < 1 || threads > 1024 || threads % target->warpSize != 0)
+    return errorHandler(
+        llvm::Twine(nvidia ? "kda-lower-to-nvvm" : "kda-lower-to-rocdl") +
+        ": threads must be a positive multiple of the warp size (" +
+        llvm::Twine(target->warpSize) + " on " + chip + "), at most 1024, "
+        "found " + llvm::Twine(threads));
   mlir::kda::buildGpuPipeline(pm, *target, options);
+  return success();
+}
+
+template <GpuTarget::Vendor vendor>
+void registerForVendor(StringRef name, StringRef description) {
+  registerPassPipeline(
+      name, description, buildForVendor<vendor>,
+      [](function_ref<void(const detail::PassOptions &)> printOptions) {
+        printOptions(mlir::kda::GpuPipelineOptions());
+      });
 }
 } // namespace
 
@@ -169,14 +200,12 @@ void mlir::kda::registerGpuPipelines() {
   registerGpuTileMatmulsPass();
   registerGpuStateRegistersPass();
   registerGpuOutlineElementwisePass();
-  PassPipelineRegistration<GpuPipelineOptions>(
+  registerForVendor<GpuTarget::Vendor::Nvidia>(
       "kda-lower-to-nvvm",
       "Lower kda ops to NVIDIA GPU kernels (chip=sm_80|sm_90a; tensor-core "
-      "tile matmuls, shared-memory tiles) and serialize them (PTX or cubin)",
-      buildForVendor<GpuTarget::Vendor::Nvidia>);
-  PassPipelineRegistration<GpuPipelineOptions>(
+      "tile matmuls, shared-memory tiles) and serialize them (PTX or cubin)");
+  registerForVendor<GpuTarget::Vendor::Amd>(
       "kda-lower-to-rocdl",
       "Lower kda ops to AMD GPU kernels (chip=gfx90a|gfx942|gfx1100; MFMA or "
-      "WMMA tile matmuls, LDS tiles) and serialize them (HSACO)",
-      buildForVendor<GpuTarget::Vendor::Amd>);
+      "WMMA tile matmuls, LDS tiles) and serialize them (HSACO)");
 }

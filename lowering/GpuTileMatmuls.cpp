@@ -432,7 +432,9 @@ struct TileMatmulsPass
     if (!inst)
       return;
     if (threads % inst->warpSize != 0) {
-      func.emitError() << "kda-gpu-tile-matmuls: " << threads
+      // The option cast to its value: streamed as is, 100 printed as 'd'.
+      func.emitError() << "kda-gpu-tile-matmuls: "
+                       << static_cast<int64_t>(threads)
                        << " threads are not whole warps of " << inst->warpSize;
       return signalPassFailure();
     }

@@ -87,7 +87,7 @@ std::optional<int64_t> valueBlock(std::optional<TileAttr> tile,
     vb = tile->getVBlock();
   else if (option > 0 && option < vd && vd % option == 0)
     vb = option;
-  if (vd % vb != 0)
+  if (vb <= 0 || vd % vb != 0)
     return std::nullopt;
   return vb;
 }
@@ -337,21 +337,24 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
         ShapedType::isDynamic(dimOf(op.getBoundaryStates(), 1)))
       return rewriter.notifyMatchFailure(op, "boundary_states needs a static NT");
 
+    // Head counts may be dynamic (a GPU kernel serves any number of heads);
+    // head dimensions size the tiles and are static.
+    const int64_t kd = dimOf(q, 3), vd = dimOf(v, 3);
+    // Every check before the first op is created: a pattern that creates ops
+    // and then fails leaves them behind, and the driver never converges.
+    std::optional<int64_t> vBlocked = valueBlock(op.getTile(), vBlock, vd);
+    if (!vBlocked)
+      return rewriter.notifyMatchFailure(op, "v_block must divide V");
+
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     TileBuilder tb(b);
     auto [cTile, subTile] = tileSizes(op.getTile(), chunk, subChunk);
     const int64_t c = cTile, sub = subTile;
-    // Head counts may be dynamic (a GPU kernel serves any number of heads);
-    // head dimensions size the tiles and are static.
-    const int64_t kd = dimOf(q, 3), vd = dimOf(v, 3);
     OpFoldResult hv = sizeOf(b, v, 2);
     Value headsPerQueryHead = arith::DivUIOp::create(
         b, getValueOrCreateConstantIndexOp(b, b.getLoc(), hv),
         getValueOrCreateConstantIndexOp(b, b.getLoc(), sizeOf(b, q, 2)));
     const bool vMajor = op.getStateLayout() == StateLayout::v_major;
-    std::optional<int64_t> vBlocked = valueBlock(op.getTile(), vBlock, vd);
-    if (!vBlocked)
-      return rewriter.notifyMatchFailure(op, "v_block must divide V");
     const int64_t vb = *vBlocked;
     const bool splitV = vb < vd;
     ChunkConfig config = makeConfig(op, c, sub, kd, vb);
@@ -748,11 +751,9 @@ struct KdaTileChunksPass
   using KdaTileChunksBase::KdaTileChunksBase;
 
   void runOnOperation() override {
-    if (chunk < 1 || (chunk > 1 && (subChunk < 1 || chunk % subChunk != 0))) {
-      getOperation().emitError()
-          << "kda-tile-chunks: chunk must be >= 1 and a multiple of "
-             "sub-chunk, found chunk="
-          << chunk << " sub-chunk=" << subChunk;
+    std::string invalid = checkTileOptions(chunk, subChunk, vBlock);
+    if (!invalid.empty()) {
+      getOperation().emitError() << "kda-tile-chunks: option " << invalid;
       return signalPassFailure();
     }
     if (schedule != "sequential" && schedule != "chunk-parallel") {
@@ -769,9 +770,14 @@ struct KdaTileChunksPass
     patterns.add<TileWindowAttention>(&getContext(), chunk);
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);
+    // Never a failure without a message: kda-compile would exit 1 with
+    // nothing to show (a pattern that created ops and then failed did that).
     if (failed(applyPatternsGreedily(getOperation(), std::move(patterns),
-                                     config)))
+                                     config))) {
+      getOperation().emitError()
+          << "kda-tile-chunks: internal error: the rewrite did not converge";
       return signalPassFailure();
+    }
     // Whatever is left could not be tiled: say why instead of miscompiling.
     WalkResult result = getOperation().walk([&](Operation *op) {
       if (isa<GatedDeltaOp, DecodeStepOp, WindowAttentionOp>(op)) {

@@ -170,11 +170,11 @@ struct DecomposeMultiScale : OpRewritePattern<MultiScaleOp> {
             ? cast<RankedTensorType>(op.getFinalStates().getType())
             : RankedTensorType();
     SmallVector<Value> outputs;
+    // The stacked final states [M, N, HV, ., .], created once the first
+    // recurrence exists: its dynamic sizes are read from that recurrence's
+    // final state, never from op's own result (which is defined after any
+    // op created here, and replaced by `states` below).
     Value states;
-    if (statesType)
-      states = tensor::EmptyOp::create(
-          b, tensor::getMixedSizes(b, b.getLoc(), op.getFinalStates()),
-          statesType.getElementType());
 
     for (int64_t i = 0; i < m; ++i) {
       Value gate;
@@ -243,6 +243,13 @@ struct DecomposeMultiScale : OpRewritePattern<MultiScaleOp> {
       Operation *recurrence = b.create(state);
       outputs.push_back(recurrence->getResult(0));
       if (statesType) {
+        if (!states) {
+          SmallVector<OpFoldResult> sizes = {b.getIndexAttr(m)};
+          llvm::append_range(sizes, tensor::getMixedSizes(
+                                        b, b.getLoc(), recurrence->getResult(1)));
+          states = tensor::EmptyOp::create(b, sizes,
+                                           statesType.getElementType());
+        }
         SmallVector<OpFoldResult> offsets(5, b.getIndexAttr(0));
         offsets[0] = b.getIndexAttr(i);
         SmallVector<OpFoldResult> sizes =
@@ -302,8 +309,12 @@ struct DecomposeMultiScale : OpRewritePattern<MultiScaleOp> {
                       });
     }
     SmallVector<Value> replacements = {o};
-    if (statesType)
+    if (statesType) {
+      // M is static here; the result may spell it '?'.
+      if (states.getType() != statesType)
+        states = tensor::CastOp::create(b, statesType, states);
       replacements.push_back(states);
+    }
     rewriter.replaceOp(op, replacements);
     return success();
   }
@@ -314,8 +325,13 @@ struct KdaDecomposePass : mlir::kda::impl::KdaDecomposeBase<KdaDecomposePass> {
     RewritePatternSet patterns(&getContext());
     patterns.add<DecomposeGate, DecomposeHybrid, DecomposeMultiScale>(
         &getContext());
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    // A failure always comes with a message (tools print "see the errors
+    // above").
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+      getOperation().emitError()
+          << "kda-decompose: internal error: the rewrite did not converge";
       signalPassFailure();
+    }
   }
 };
 

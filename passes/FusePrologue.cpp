@@ -51,8 +51,13 @@ struct KdaFuseProloguePass
     RewritePatternSet patterns(&getContext());
     patterns.add<FoldGateActivation<GatedDeltaOp>,
                  FoldGateActivation<DecodeStepOp>>(&getContext());
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
+    // A failure always comes with a message (tools print "see the errors
+    // above").
+    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns)))) {
+      getOperation().emitError()
+          << "kda-fuse-prologue: internal error: the rewrite did not converge";
       signalPassFailure();
+    }
   }
 };
 

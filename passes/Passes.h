@@ -40,6 +40,16 @@ inline constexpr llvm::StringLiteral kStatePassAttr = "kda.state_pass";
 /// return from them at once).
 inline constexpr llvm::StringLiteral kChunkGridAttr = "kda.chunk_grid";
 
+/// Checks tile sizes given as options (kda-tile-chunks, kda-run, kda-compile)
+/// for ops without #kda.tile: `chunk` is 1 (the token recurrence) or one of
+/// the attribute's 16, 32, 64, and, unless it is 1, `subChunk` a positive
+/// divisor of it; `vBlock` >= 0 (0: all of V). Tiles are static, so an
+/// unbounded chunk would build (and allocate) chunk x chunk tiles. Returns ""
+/// or a message that spells each option as `prefix` + its name ("--" for a
+/// tool's flags).
+std::string checkTileOptions(int64_t chunk, int64_t subChunk, int64_t vBlock,
+                             llvm::StringRef prefix = "");
+
 } // namespace mlir::kda
 
 #endif // KDA_PASSES_PASSES_H

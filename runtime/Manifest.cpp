@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fcntl.h>
 #include <initializer_list>
@@ -344,6 +345,18 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
     return r.error(binary, binaryPath,
                    quote(k.binary) +
                        " must be a file name inside the bundle directory");
+  // open() stops at a NUL: "k\u0000.cubin" would pass the suffix check below
+  // and open "k". Control characters have no place in a file name either.
+  for (size_t i = 0; i < k.binary.size(); ++i) {
+    unsigned char c = static_cast<unsigned char>(k.binary[i]);
+    if (c < 0x20 || c == 0x7f) {
+      char code[8];
+      std::snprintf(code, sizeof code, "0x%02x", c);
+      return r.error(binary, binaryPath,
+                     "must be a plain file name, found the control character " +
+                         std::string(code) + " at byte " + std::to_string(i));
+    }
+  }
   const char *extension = vendor == Vendor::Nvidia ? ".cubin" : ".hsaco";
   size_t extLen = strlen(extension);
   if (k.binary.size() <= extLen ||
@@ -757,7 +770,10 @@ std::string describeErrno(int e) {
 // opened (the caller knows whether that means a bad argument or a bad bundle).
 Status readFile(const std::string &path, size_t maxBytes, kda_status missing,
                 std::string &out) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO for reading would wait for a writer forever,
+  // before the S_ISREG check below could refuse it (no effect on regular
+  // files).
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0)
     return Status(missing, path + ": cannot open: " + describeErrno(errno));
   struct stat st;

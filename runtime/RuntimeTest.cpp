@@ -16,6 +16,7 @@
 #include <dlfcn.h>
 #include <fstream>
 #include <string>
+#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -492,6 +493,16 @@ TEST(Manifest, ErrorsNameTheField) {
        "\"binary\": \"../kernel.cubin\"",
        "kernels[0].binary: \"../kernel.cubin\" must be a file name inside the "
        "bundle directory"},
+      // A NUL would end the path open() sees ("kernel"), past the suffix
+      // check.
+      {"\"binary\": \"kda_gated_delta_kernel.sm_90a.cubin\"",
+       "\"binary\": \"kernel\\u0000.cubin\"",
+       "kernels[0].binary: must be a plain file name, found the control "
+       "character 0x00 at byte 6"},
+      {"\"binary\": \"kda_gated_delta_kernel.sm_90a.cubin\"",
+       "\"binary\": \"kernel\\n.cubin\"",
+       "kernels[0].binary: must be a plain file name, found the control "
+       "character 0x0a at byte 6"},
       {"\"binary\": \"kda_gated_delta_kernel.sm_90a.cubin\"",
        "\"binary\": \"kernel.hsaco\"",
        "kernels[0].binary: \"kernel.hsaco\" must end in .cubin for vendor "
@@ -686,6 +697,25 @@ TEST(Bundle, MissingOrCorruptFiles) {
         std::string(kda_last_error()),
         b.path() + "/manifest.json: kernels[1].binary: " + b.path() +
             "/small.sm_90a.cubin: cannot open: No such file or directory");
+  }
+  {
+    // A FIFO is refused as not a regular file; opening it must not wait for
+    // a writer (it blocked forever).
+    BundleDir b;
+    b.dir.remove("manifest.json");
+    ASSERT_EQ(::mkfifo((b.path() + "/manifest.json").c_str(), 0600), 0);
+    EXPECT_EQ(load(b, &bundle), KDA_ERROR_CORRUPT_BUNDLE);
+    EXPECT_EQ(std::string(kda_last_error()),
+              b.path() + "/manifest.json: not a regular file");
+  }
+  {
+    BundleDir b;
+    b.dir.remove("small.sm_90a.cubin");
+    ASSERT_EQ(::mkfifo((b.path() + "/small.sm_90a.cubin").c_str(), 0600), 0);
+    EXPECT_EQ(load(b, &bundle), KDA_ERROR_CORRUPT_BUNDLE);
+    EXPECT_EQ(std::string(kda_last_error()),
+              b.path() + "/manifest.json: kernels[1].binary: " + b.path() +
+                  "/small.sm_90a.cubin: not a regular file");
   }
   {
     BundleDir b;

@@ -78,6 +78,9 @@ def _check_inputs(q, k, v, g, beta, allow_neg_eigval, use_beta_sigmoid_in_kernel
     if len(_shape(v)) != 4 or _shape(v)[:2] != (B, T):
         raise ValueError(f"v: expected [B, T, HV, V] = [{B}, {T}, HV, V], got {list(_shape(v))}")
     HV, V = _shape(v)[2], _shape(v)[3]
+    for name, size in (("H", H), ("K", K), ("HV", HV), ("V", V)):
+        if size < 1:
+            raise ValueError(f"{name} must be at least 1, got q={list(_shape(q))}, v={list(_shape(v))}")
     if HV % H:
         raise ValueError(f"For GVA, num_v_heads (HV={HV}) must be evenly divisible by num_qk_heads (H={H})")
     if g is None:
@@ -94,6 +97,20 @@ def _check_inputs(q, k, v, g, beta, allow_neg_eigval, use_beta_sigmoid_in_kernel
     if allow_neg_eigval and not use_beta_sigmoid_in_kernel:
         raise ValueError("`allow_neg_eigval=True` requires `use_beta_sigmoid_in_kernel=True`.")
     return B, T, H, K, HV, V
+
+
+def _check_log_space_gate(g):
+    """SPEC.md: log-space gates are g <= 0 (alpha = exp(g) in (0, 1]). A positive g
+    grows the state, and the chunkwise kernel (whose exponents that rule keeps <= 0)
+    no longer computes the recurrence: refuse it rather than return a wrong o.
+    Checked where there are values (tensors: one reduction, one host sync);
+    shape-and-dtype descriptions (prebuild, tests) have none."""
+    if not callable(getattr(g, "max", None)) or _numel(g) == 0:
+        return
+    largest = float(g.max())
+    if largest > 0:
+        raise ValueError(f"g: log-space gates must be <= 0 (alpha = exp(g) <= 1), found max(g) = {largest} "
+                         f"(raw gates need use_gate_in_kernel=True)")
 
 
 def chunk_kda_config(q, k, v, g, beta, scale=None, initial_state=None, output_final_state=False,
@@ -134,6 +151,8 @@ def chunk_kda_config(q, k, v, g, beta, scale=None, initial_state=None, output_fi
     gate_activation = "none"
     A_log_dtype = dt_bias_dtype = None
     lb = None
+    if not use_gate_in_kernel:
+        _check_log_space_gate(g)
     if use_gate_in_kernel:
         if A_log is None and lower_bound is None:
             raise ValueError("`A_log` must be provided when `use_gate_in_kernel=True` and `lower_bound` is not set.")
@@ -217,6 +236,8 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
                          f"{tail[1]}], got {list(pool_shape)}")
     gate_activation, lb = "none", None
     A_log_dtype = dt_bias_dtype = None
+    if not use_gate_in_kernel:
+        _check_log_space_gate(g)
     if use_gate_in_kernel:
         if lower_bound is not None:
             if not (-5 <= lower_bound < 0):

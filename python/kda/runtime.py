@@ -260,6 +260,10 @@ class Bundle:
 
     def __init__(self, path: Union[str, os.PathLike]):
         self.path = os.fspath(path)
+        if "\0" in self.path:
+            # The C API reads a C string: it would load the bundle named by
+            # the part before the NUL.
+            raise ValueError(f"bundle path {self.path!r} contains a NUL character")
         self._lib = load_library()
         self._handle = None
         handle = ctypes.c_void_p()

@@ -486,8 +486,44 @@ func.func @gd_gva_from_gate(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x?x16xf32>
 // -----
 
 func.func @gd_zero_heads(%q: tensor<2x64x0x32xf32>, %v: tensor<2x64x0x16xf32>) {
-  // expected-error @+1 {{HV = 0 (from operand 'v') must be a multiple of H = 0 (from operand 'q')}}
+  // expected-error @+1 {{operand 'q': dimension 2 (H) must be at least 1, found 0}}
   %o = kda.gated_delta delta %q, %q, %v : tensor<2x64x0x32xf32>, tensor<2x64x0x32xf32>, tensor<2x64x0x16xf32> -> tensor<2x64x0x16xf32>
+  return
+}
+
+// -----
+
+// Empty head dimensions and head counts: the tiling divides by them (V = 0
+// was a SIGFPE in kda-tile-chunks). Empty B or T is fine (nothing to do).
+func.func @gd_zero_v(%q: tensor<1x16x1x16xf32>, %v: tensor<1x16x1x0xf32>) {
+  // expected-error @+1 {{'kda.gated_delta' op operand 'v': dimension 3 (V) must be at least 1, found 0}}
+  %o = kda.gated_delta additive %q, %q, %v : tensor<1x16x1x16xf32>, tensor<1x16x1x16xf32>, tensor<1x16x1x0xf32> -> tensor<1x16x1x0xf32>
+  return
+}
+
+// -----
+
+func.func @gd_zero_k(%q: tensor<1x16x1x0xf32>, %v: tensor<1x16x1x16xf32>) {
+  // expected-error @+1 {{operand 'q': dimension 3 (K) must be at least 1, found 0}}
+  %o = kda.gated_delta additive %q, %q, %v : tensor<1x16x1x0xf32>, tensor<1x16x1x0xf32>, tensor<1x16x1x16xf32> -> tensor<1x16x1x16xf32>
+  return
+}
+
+// -----
+
+// HV = 0 is a multiple of any H: refused as empty.
+func.func @gd_zero_value_heads(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x0x16xf32>) {
+  // expected-error @+1 {{operand 'v': dimension 2 (HV) must be at least 1, found 0}}
+  %o = kda.gated_delta delta %q, %q, %v : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x0x16xf32> -> tensor<2x64x0x16xf32>
+  return
+}
+
+// -----
+
+// V bound only by the result (v's is dynamic): still refused, naming it.
+func.func @gd_zero_v_from_result(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x?xf32>) {
+  // expected-error @+1 {{result 'o': dimension 3 (V) must be at least 1, found 0}}
+  %o = kda.gated_delta delta %q, %q, %v : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x?xf32> -> tensor<2x64x4x0xf32>
   return
 }
 
@@ -1085,6 +1121,16 @@ func.func @gd_boundary_interval_without_states(%q: tensor<2x64x4x32xf32>, %v: te
 
 // -----
 
+// A v_block that does not divide V would leave the last columns unwritten
+// (kda-compile used to fail with no message).
+func.func @gd_tile_v_block_not_divisor(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>) {
+  // expected-error @+1 {{attribute 'tile': v_block = 12 must divide V = 16 (from operand 'v')}}
+  %o = kda.gated_delta delta %q, %q, %v {tile = #kda.tile<v_block = 12>} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x16xf32>
+  return
+}
+
+// -----
+
 func.func @gd_tile_v_block(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>) {
   // expected-error @+1 {{attribute 'tile': v_block = 32 exceeds V = 16}}
   %o = kda.gated_delta delta %q, %q, %v {tile = #kda.tile<v_block = 32>} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x16xf32>
@@ -1487,6 +1533,39 @@ func.func @decode_pool_layout(%q: tensor<8x4x32xf32>, %v: tensor<8x4x16xf32>, %i
 
 // -----
 
+func.func @decode_zero_v(%q: tensor<8x4x32xf32>, %v: tensor<8x4x0xf32>, %i: tensor<8xi32>, %o0: tensor<8x4x0xf32>, %p: tensor<32x4x32x0xf32>) {
+  // expected-error @+1 {{'kda.decode_step' op operand 'v': dimension 2 (V) must be at least 1, found 0}}
+  %o, %p2 = kda.decode_step delta %q, %q, %v indices(%i : tensor<8xi32>) outs(%o0, %p : tensor<8x4x0xf32>, tensor<32x4x32x0xf32>) : tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8x4x0xf32>
+  return
+}
+
+// -----
+
+func.func @decode_zero_k(%q: tensor<8x4x0xf32>, %v: tensor<8x4x16xf32>, %i: tensor<8xi32>, %o0: tensor<8x4x16xf32>, %p: tensor<32x4x0x16xf32>) {
+  // expected-error @+1 {{operand 'q': dimension 2 (K) must be at least 1, found 0}}
+  %o, %p2 = kda.decode_step delta %q, %q, %v indices(%i : tensor<8xi32>) outs(%o0, %p : tensor<8x4x16xf32>, tensor<32x4x0x16xf32>) : tensor<8x4x0xf32>, tensor<8x4x0xf32>, tensor<8x4x16xf32>
+  return
+}
+
+// -----
+
+// HV bound only by the pool (v's is dynamic).
+func.func @decode_zero_value_heads_from_pool(%q: tensor<8x4x32xf32>, %v: tensor<8x?x16xf32>, %i: tensor<8xi32>, %o0: tensor<8x?x16xf32>, %p: tensor<32x0x32x16xf32>) {
+  // expected-error @+1 {{operand 'state_pool': dimension 1 (HV) must be at least 1, found 0}}
+  %o, %p2 = kda.decode_step delta %q, %q, %v indices(%i : tensor<8xi32>) outs(%o0, %p : tensor<8x?x16xf32>, tensor<32x0x32x16xf32>) : tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8x?x16xf32>
+  return
+}
+
+// -----
+
+func.func @decode_tile_v_block_not_divisor(%q: tensor<8x4x32xf32>, %v: tensor<8x4x16xf32>, %i: tensor<8xi32>, %o0: tensor<8x4x16xf32>, %p: tensor<32x4x32x16xf32>) {
+  // expected-error @+1 {{attribute 'tile': v_block = 6 must divide V = 16 (from operand 'v')}}
+  %o, %p2 = kda.decode_step delta %q, %q, %v indices(%i : tensor<8xi32>) outs(%o0, %p : tensor<8x4x16xf32>, tensor<32x4x32x16xf32>) {tile = #kda.tile<v_block = 6>} : tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8x4x16xf32>
+  return
+}
+
+// -----
+
 func.func @decode_tile_v_block(%q: tensor<8x4x32xf32>, %v: tensor<8x4x16xf32>, %i: tensor<8xi32>, %o0: tensor<8x4x16xf32>, %p: tensor<32x4x32x16xf32>) {
   // expected-error @+1 {{attribute 'tile': v_block = 64 exceeds V = 16}}
   %o, %p2 = kda.decode_step delta %q, %q, %v indices(%i : tensor<8xi32>) outs(%o0, %p : tensor<8x4x16xf32>, tensor<32x4x32x16xf32>) {tile = #kda.tile<v_block = 64>} : tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8x4x16xf32>
@@ -1724,6 +1803,22 @@ func.func @win_o_rank(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>) {
 func.func @win_o_element_type(%q: tensor<2x64x4x32xbf16>, %v: tensor<2x64x4x16xbf16>) {
   // expected-error @+1 {{result 'o': expected element type 'bf16' (that of 'v'), found 'f16'}}
   %o = kda.window_attention %q, %q, %v {window = 8 : i64} : tensor<2x64x4x32xbf16>, tensor<2x64x4x32xbf16>, tensor<2x64x4x16xbf16> -> tensor<2x64x4x16xf16>
+  return
+}
+
+// -----
+
+func.func @win_zero_v(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x0xf32>) {
+  // expected-error @+1 {{'kda.window_attention' op operand 'v': dimension 3 (V) must be at least 1, found 0}}
+  %o = kda.window_attention %q, %q, %v {window = 8 : i64} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x0xf32> -> tensor<2x64x4x0xf32>
+  return
+}
+
+// -----
+
+func.func @win_zero_k(%q: tensor<2x64x4x0xf32>, %v: tensor<2x64x4x16xf32>) {
+  // expected-error @+1 {{operand 'q': dimension 3 (K) must be at least 1, found 0}}
+  %o = kda.window_attention %q, %q, %v {window = 8 : i64} : tensor<2x64x4x0xf32>, tensor<2x64x4x0xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x16xf32>
   return
 }
 
@@ -2191,5 +2286,21 @@ func.func @ms_final_states_element_type(%q: tensor<2x64x4x32xf32>, %v: tensor<2x
 func.func @ms_tile_v_block(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>, %g: tensor<2x64x4xf32>) {
   // expected-error @+1 {{attribute 'tile': v_block = 128 exceeds V = 16}}
   %o = kda.multi_scale delta sum %q, %q, %v gates(%g, %g : tensor<2x64x4xf32>, tensor<2x64x4xf32>) {tile = #kda.tile<v_block = 128>} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @ms_zero_v(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x0xf32>, %g: tensor<2x64x4xf32>) {
+  // expected-error @+1 {{'kda.multi_scale' op operand 'v': dimension 3 (V) must be at least 1, found 0}}
+  %o = kda.multi_scale delta sum %q, %q, %v gates(%g, %g : tensor<2x64x4xf32>, tensor<2x64x4xf32>) : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x0xf32> -> tensor<2x64x4x0xf32>
+  return
+}
+
+// -----
+
+func.func @ms_tile_v_block_not_divisor(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>, %g: tensor<2x64x4xf32>) {
+  // expected-error @+1 {{attribute 'tile': v_block = 5 must divide V = 16 (from operand 'v')}}
+  %o = kda.multi_scale delta sum %q, %q, %v gates(%g, %g : tensor<2x64x4xf32>, tensor<2x64x4xf32>) {tile = #kda.tile<v_block = 5>} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x16xf32>
   return
 }

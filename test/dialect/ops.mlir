@@ -1,6 +1,7 @@
 // RUN: kda-opt %s | FileCheck %s
 // RUN: kda-opt %s | kda-opt | FileCheck %s
 // RUN: kda-opt %s --mlir-print-op-generic | kda-opt | FileCheck %s
+// RUN: kda-opt %s --kda-decompose | FileCheck %s --check-prefix=DECOMPOSE
 
 // Round trip of every kda op, attribute and enum value (custom form, printed
 // form parsed again, and the generic form parsed back). Shapes: B = 2,
@@ -749,6 +750,17 @@ func.func @multi_scale_full(%q: tensor<1x100x4x32xf16>, %k: tensor<1x100x4x32xf1
 }
 
 // Three head-wise gate tensors, summed, i64 varlen, dynamic dims, no beta.
+// Decomposed, its stacked final states are sized from the first recurrence's
+// final state (which dominates them), not from the op's own result.
+// DECOMPOSE-LABEL: func.func @multi_scale_dynamic
+// DECOMPOSE: %{{.*}}, %[[S0:.*]] = kda.gated_delta delta
+// DECOMPOSE: %[[N:.*]] = tensor.dim %[[S0]], %{{.*}} : tensor<?x?x?x?xf32>
+// DECOMPOSE: %[[ALL:.*]] = tensor.empty(%[[N]], {{.*}}) : tensor<3x?x?x?x?xf32>
+// DECOMPOSE: tensor.insert_slice %[[S0]] into %[[ALL]][0, 0, 0, 0, 0]
+// DECOMPOSE: kda.gated_delta delta
+// DECOMPOSE: kda.gated_delta delta
+// DECOMPOSE: %[[STATES:.*]] = tensor.cast %{{.*}} : tensor<3x?x?x?x?xf32> to tensor<?x?x?x?x?xf32>
+// DECOMPOSE: return %{{.*}}, %[[STATES]]
 // CHECK-LABEL: func.func @multi_scale_dynamic
 // CHECK: kda.multi_scale delta sum %arg0, %arg0, %arg1
 // CHECK-SAME: gates(%arg2, %arg2, %arg2 : tensor<?x?x?xf32>, tensor<?x?x?xf32>, tensor<?x?x?xf32>)

@@ -75,6 +75,17 @@ class Meta:
         self.shape, self.dtype = tuple(shape), dtype
 
 
+class Valued(Meta):
+    """A description that also has values, as a tensor's .max() reads them."""
+
+    def __init__(self, shape, largest, dtype="bfloat16"):
+        super().__init__(shape, dtype)
+        self.largest = largest
+
+    def max(self):
+        return self.largest
+
+
 class FakeTensor(Meta):
     """A tensor description for kda_check_tensors: no memory behind it."""
 
@@ -236,6 +247,23 @@ def part_pure(kda_opt, tmp):
     raises(NotImplementedError, kda.chunk_kda, q, q, v, g, beta, return_intermediate_states=True,
            contains="return_intermediate_states", what="chunk_kda intermediate states")
     raises(TypeError, kda.chunk_kda, q, q, v, g, beta, bogus=1, contains="bogus", what="chunk_kda unknown kwarg")
+    raises(ValueError, kda.Bundle, "bundles/a\0b", contains="contains a NUL character",
+           what="bundle path with a NUL")
+    # SPEC.md: log-space gates are <= 0; a positive one would give a wrong o, not an error.
+    raises(ValueError, kda.chunk_kda, q, q, v, Valued((B, T, HV, K), 0.5), beta,
+           contains="g: log-space gates must be <= 0 (alpha = exp(g) <= 1), found max(g) = 0.5",
+           what="chunk_kda positive log-space gate")
+    raises(ValueError, kda.fused_recurrent_kda, q, q, v, Valued((B, T, HV, K), 2.0), beta,
+           contains="log-space gates must be <= 0", what="fused_recurrent_kda positive log-space gate")
+    check(ops.chunk_kda_config(q, q, v, Valued((B, T, HV, K), 0.0), beta)["gate"]["form"] == "channel",
+          "a log-space gate of 0 is refused")
+    check(ops.chunk_kda_config(q, q, v, Valued((B, T, HV, K), 3.0), beta, use_gate_in_kernel=True,
+                               A_log=Meta((HV,), "float32"))["gate_activation"] == "softplus",
+          "raw gates (use_gate_in_kernel) are held to the log-space rule")
+    raises(ValueError, kda.chunk_kda, q, q, Meta((B, T, HV, 0)), g, beta, contains="V must be at least 1",
+           what="chunk_kda V = 0")
+    raises(ValueError, kda.chunk_kda, Meta((B, T, 0, K)), Meta((B, T, 0, K)), v, g, beta,
+           contains="H must be at least 1", what="chunk_kda H = 0")
     raises(TypeError, kda.chunk_kda, Meta((B, T, H, K), "float64"), q, v, g, beta, contains="float64",
            what="chunk_kda dtype")
     raises(ValueError, kda.fused_recurrent_kda, q, q, v, g, beta, use_gate_in_kernel=True,
@@ -251,6 +279,8 @@ def part_pure(kda_opt, tmp):
     pool, idx = Meta((P, HV, K, V), "float32"), Meta((N,), "int32")
     raises(ValueError, kda.fused_recurrent_kda, dq, dq, dv, dg, db, ssm_state_indices=idx,
            contains="pass the pool as initial_state", what="decode without a pool")
+    raises(ValueError, kda.fused_recurrent_kda, dq, dq, dv, Valued((N, 1, HV, K), 1e-3), db, initial_state=pool,
+           ssm_state_indices=idx, contains="log-space gates must be <= 0", what="decode positive log-space gate")
     raises(ValueError, kda.fused_recurrent_kda, dq, dq, dv, dg, db, initial_state=pool,
            ssm_state_indices=Meta((N + 1,), "int32"), contains="ssm_state_indices: expected one index per token",
            what="decode indices count")

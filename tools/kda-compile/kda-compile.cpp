@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
+#include "passes/Passes.h"
 #include "tools/Registration.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -37,49 +38,52 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
+// Only these are listed by --help (LLVM and MLIR register hundreds more).
+static cl::OptionCategory compileCategory("kda-compile options");
+
 static cl::opt<std::string> inputFile(cl::Positional,
                                       cl::desc("<module of kda ops .mlir>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(compileCategory));
 static cl::opt<std::string> outputDir("o", cl::desc("bundle directory"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(compileCategory));
 static cl::opt<std::string>
     chip("chip",
          cl::desc("target chip: sm_80, sm_90a (NVIDIA); gfx90a, gfx942, "
                   "gfx1100 (AMD)"),
-         cl::init("sm_90a"));
+         cl::init("sm_90a"), cl::cat(compileCategory));
 static cl::opt<int64_t>
     chunk("chunk",
           cl::desc("chunk size for ops without #kda.tile (0: the chip's "
                    "default, 16)"),
-          cl::init(0));
+          cl::init(0), cl::cat(compileCategory));
 static cl::opt<int64_t> subChunk("sub-chunk", cl::desc("sub-chunk size"),
-                                 cl::init(16));
+                                 cl::init(16), cl::cat(compileCategory));
 static cl::opt<int64_t>
     vBlock("v-block",
            cl::desc("columns of V per program (0: the chip's default, 16)"),
-           cl::init(0));
+           cl::init(0), cl::cat(compileCategory));
 static cl::opt<std::string>
     schedule("schedule",
              cl::desc("chunk schedule of kda.gated_delta: chunk-parallel "
                       "(default: an intra-chunk kernel over every chunk, then "
                       "the state kernel, run as one bundle entry) or "
                       "sequential (one kernel)"),
-             cl::init("chunk-parallel"));
+             cl::init("chunk-parallel"), cl::cat(compileCategory));
 static cl::opt<int64_t> threads("block-threads", cl::desc("threads per block"),
-                                cl::init(128));
+                                cl::init(128), cl::cat(compileCategory));
 static cl::opt<bool> noTensorCores(
     "no-tensor-cores",
     cl::desc("tile matmuls on the vector ALUs (no mma.sync / MFMA / WMMA)"),
-    cl::init(false));
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<std::string>
     toolkit("toolkit",
             cl::desc("CUDA toolkit root (ptxas) or, for AMD, a folder with "
                      "llvm/bin/ld.lld"),
-            cl::init(""));
+            cl::init(""), cl::cat(compileCategory));
 static cl::opt<bool> keepPtx("keep-ptx",
                              cl::desc("also write each kernel's assembly "
                                       "(PTX, or AMDGPU assembly as .s)"),
-                             cl::init(false));
+                             cl::init(false), cl::cat(compileCategory));
 
 namespace {
 
@@ -180,6 +184,67 @@ int64_t sharedMemoryLimit(StringRef chip) {
 /// Vector registers a lane may use (gfx90a/gfx942 unify VGPRs and AGPRs).
 int64_t vgprLimit(StringRef chip) { return chip == "gfx1100" ? 256 : 512; }
 
+/// Where the bundle's files are written before they are put in place: a new
+/// directory next to the bundle directory (same file system, so the final
+/// renames cannot fail half-way for lack of space), removed on any exit that
+/// did not commit. A failed compile leaves the target as it was.
+class Staging {
+public:
+  ~Staging() {
+    if (!dir.empty())
+      (void)llvm::sys::fs::remove_directories(dir);
+  }
+
+  /// Creates the staging directory next to `target`.
+  std::error_code create(StringRef target) {
+    StringRef parent = llvm::sys::path::parent_path(target);
+    if (!parent.empty())
+      if (std::error_code ec = llvm::sys::fs::create_directories(parent))
+        return ec;
+    llvm::SmallString<256> prefix(parent);
+    llvm::sys::path::append(prefix,
+                            "." + llvm::sys::path::filename(target) + ".tmp");
+    // createUniqueDirectory puts a relative prefix in the system's temporary
+    // directory, not next to the target.
+    if (std::error_code ec = llvm::sys::fs::make_absolute(prefix))
+      return ec;
+    llvm::SmallString<256> created;
+    if (std::error_code ec =
+            llvm::sys::fs::createUniqueDirectory(prefix, created))
+      return ec;
+    dir = created.str().str();
+    return {};
+  }
+
+  std::string path(StringRef file) const {
+    llvm::SmallString<256> p(dir);
+    llvm::sys::path::append(p, file);
+    return p.str().str();
+  }
+
+  /// Puts the files in place: the whole directory at once when `target`
+  /// does not exist, else file by file into it with manifest.json last (a
+  /// reader that sees the new manifest sees the new binaries).
+  std::error_code commit(StringRef target, ArrayRef<std::string> files) {
+    if (!llvm::sys::fs::exists(target)) {
+      if (std::error_code ec = llvm::sys::fs::rename(dir, target))
+        return ec;
+      dir.clear();
+      return {};
+    }
+    for (const std::string &file : files) {
+      llvm::SmallString<256> to(target);
+      llvm::sys::path::append(to, file);
+      if (std::error_code ec = llvm::sys::fs::rename(path(file), to))
+        return ec;
+    }
+    return {};
+  }
+
+private:
+  std::string dir;
+};
+
 bool writeFile(StringRef path, StringRef bytes) {
   std::error_code ec;
   llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
@@ -193,6 +258,7 @@ bool writeFile(StringRef path, StringRef bytes) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(compileCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "kda compile driver: module -> GPU bundle\n");
   if (schedule != "chunk-parallel" && schedule != "sequential")
@@ -204,6 +270,36 @@ int main(int argc, char **argv) {
     return fail("unsupported chip '" + chip +
                 "' (expected sm_80, sm_90a, gfx90a, gfx942 or gfx1100)");
   const bool amd = target->vendor == mlir::kda::GpuTarget::Vendor::Amd;
+  // Before anything slow: tiles are static, so an unbounded --chunk would
+  // build (and allocate) chunk x chunk tiles. 0 stands for the chip's default.
+  int64_t resolvedChunk = chunk > 0 ? static_cast<int64_t>(chunk)
+                          : chunk == 0 ? target->defaultChunk
+                                       : static_cast<int64_t>(chunk);
+  std::string invalid =
+      mlir::kda::checkTileOptions(resolvedChunk, subChunk, vBlock, "--");
+  if (!invalid.empty())
+    return fail(invalid + (chunk == 0 && llvm::StringRef(invalid).contains(
+                                             "--chunk (")
+                               ? " (--chunk=0: the chip's default, " +
+                                     std::to_string(resolvedChunk) + ")"
+                               : std::string()));
+  if (threads < 1 || threads > 1024 || threads % target->warpSize != 0)
+    return fail("--block-threads must be a positive multiple of the warp "
+                "size (" +
+                llvm::Twine(target->warpSize) + " on " + chip +
+                "), at most 1024, found " + llvm::Twine(threads));
+
+  // The bundle directory, without trailing separators (its staging
+  // directory is named after it); it may exist, but as a directory.
+  if (outputDir.empty())
+    return fail("-o: expected the bundle directory, found an empty path");
+  std::string bundleDir = outputDir;
+  while (bundleDir.size() > 1 &&
+         llvm::sys::path::is_separator(bundleDir.back()))
+    bundleDir.pop_back();
+  if (llvm::sys::fs::exists(bundleDir) &&
+      !llvm::sys::fs::is_directory(bundleDir))
+    return fail("-o " + outputDir + ": exists and is not a directory");
 
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> source =
@@ -248,8 +344,12 @@ int main(int argc, char **argv) {
   if (!launches || launches.empty())
     return fail(inputFile + " holds no kda op to compile");
 
-  if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
-    return fail("cannot create " + outputDir + ": " + ec.message());
+  Staging staging;
+  if (std::error_code ec = staging.create(bundleDir))
+    return fail("cannot create a directory next to " + outputDir + ": " +
+                ec.message());
+  // In the order they are put in place (manifest.json last).
+  std::vector<std::string> written;
 
   llvm::StringMap<std::string> ptxByModule;
   if (keepPtx) {
@@ -278,16 +378,14 @@ int main(int argc, char **argv) {
     if (it == binaries.end())
       return fail("no binary for kernel " + name);
     std::string file = name + "." + chip + (amd ? ".hsaco" : ".cubin");
-    llvm::SmallString<256> path(outputDir);
-    llvm::sys::path::append(path, file);
-    if (!writeFile(path, it->second))
-      return fail("cannot write " + path);
+    if (!writeFile(staging.path(file), it->second))
+      return fail("cannot write " + staging.path(file));
+    written.push_back(file);
     if (keepPtx) {
-      llvm::SmallString<256> ptxPath(outputDir);
-      llvm::sys::path::append(ptxPath,
-                              name + "." + chip + (amd ? ".s" : ".ptx"));
-      if (!writeFile(ptxPath, ptxByModule[moduleName]))
-        return fail("cannot write " + ptxPath);
+      std::string ptxFile = name + "." + chip + (amd ? ".s" : ".ptx");
+      if (!writeFile(staging.path(ptxFile), ptxByModule[moduleName]))
+        return fail("cannot write " + staging.path(ptxFile));
+      written.push_back(ptxFile);
     }
     // The chip must hold what the kernel asks for: refuse here rather than
     // at launch on a machine far away.
@@ -385,10 +483,12 @@ int main(int argc, char **argv) {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << llvm::formatv("{0:2}", llvm::json::Value(std::move(manifest))) << "\n";
-  llvm::SmallString<256> manifestPath(outputDir);
-  llvm::sys::path::append(manifestPath, "manifest.json");
-  if (!writeFile(manifestPath, text))
-    return fail("cannot write " + manifestPath);
+  if (!writeFile(staging.path("manifest.json"), text))
+    return fail("cannot write " + staging.path("manifest.json"));
+  written.push_back("manifest.json");
+  if (std::error_code ec = staging.commit(bundleDir, written))
+    return fail("cannot put the bundle in place at " + outputDir + ": " +
+                ec.message());
   llvm::outs() << "kda-compile: wrote " << outputDir << " (" << launches.size()
                << " kernel" << (launches.size() == 1 ? "" : "s") << ", "
                << chip << ")\n";

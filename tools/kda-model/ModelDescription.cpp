@@ -4,10 +4,12 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 using namespace kda::model;
@@ -40,8 +42,10 @@ public:
     return object ? object->get(key) : nullptr;
   }
 
-  /// A positive integer field; `required` fields must be present.
-  void positive(llvm::StringRef key, int64_t &out, bool required) {
+  /// A positive integer field up to `max`; `required` fields must be
+  /// present.
+  void positive(llvm::StringRef key, int64_t &out, bool required,
+                int64_t max) {
     const json::Value *v = get(key);
     if (!v) {
       if (required && object)
@@ -51,6 +55,10 @@ public:
     std::optional<int64_t> i = v->getAsInteger();
     if (!i || *i <= 0) {
       error(key, "expected a positive integer, found " + render(*v));
+      return;
+    }
+    if (*i > max) {
+      error(key, llvm::formatv("expected at most {0}, found {1}", max, *i));
       return;
     }
     out = *i;
@@ -125,12 +133,12 @@ private:
 };
 
 void readLinear(ObjectReader &r, LinearConfig &c) {
-  r.positive("heads", c.heads, true);
+  r.positive("heads", c.heads, true, kMaxHeads);
   c.valueHeads = c.heads;
-  r.positive("value_heads", c.valueHeads, false);
-  r.positive("head_dim", c.keyDim, true);
+  r.positive("value_heads", c.valueHeads, false, kMaxHeads);
+  r.positive("head_dim", c.keyDim, true, kMaxHeadDim);
   c.valueDim = c.keyDim;
-  r.positive("value_dim", c.valueDim, false);
+  r.positive("value_dim", c.valueDim, false, kMaxHeadDim);
   r.choice("update", c.update, {"delta", "additive"});
   r.choice("gate", c.gate, {"channel", "head", "none"});
   r.choice("gate_activation", c.gateActivation,
@@ -140,7 +148,7 @@ void readLinear(ObjectReader &r, LinearConfig &c) {
   r.choice("beta", c.beta, {"none", "sigmoid", "sigmoid_neg_eigval", "absent"});
   r.choice("state_layout", c.stateLayout, {"k_major", "v_major"});
   r.boolean("output_final_state", c.outputFinalState);
-  r.positive("chunk", c.chunk, false);
+  r.positive("chunk", c.chunk, false, std::numeric_limits<int64_t>::max());
   r.finish();
   if (c.heads > 0 && c.valueHeads % c.heads != 0)
     r.error("value_heads", llvm::formatv("{0} must be a multiple of heads "
@@ -162,12 +170,12 @@ void readLinear(ObjectReader &r, LinearConfig &c) {
 }
 
 void readAttention(ObjectReader &r, AttentionConfig &c) {
-  r.positive("heads", c.heads, true);
+  r.positive("heads", c.heads, true, kMaxHeads);
   c.kvHeads = c.heads;
-  r.positive("kv_heads", c.kvHeads, false);
-  r.positive("head_dim", c.headDim, true);
+  r.positive("kv_heads", c.kvHeads, false, kMaxHeads);
+  r.positive("head_dim", c.headDim, true, kMaxHeadDim);
   int64_t window = 0;
-  r.positive("window", window, false);
+  r.positive("window", window, false, kMaxTokens);
   if (window)
     c.window = window;
   r.finish();
@@ -178,7 +186,7 @@ void readAttention(ObjectReader &r, AttentionConfig &c) {
 }
 
 void readHybrid(ObjectReader &r, HybridConfig &c) {
-  r.positive("window", c.window, true);
+  r.positive("window", c.window, true, kMaxTokens);
   r.choice("combine", c.combine, {"sum", "gated_head", "gated_channel"});
   r.finish();
 }
@@ -195,7 +203,69 @@ LayerKind kindOf(llvm::StringRef s) {
 
 } // namespace
 
+/// The line and column where arrays and objects nest deeper than `limit`,
+/// if they do. llvm::json::parse recurses once per level (and so does
+/// destroying the value): 50,000 '[' overflowed the stack.
+static std::optional<std::pair<int, int>> tooDeep(const std::string &text,
+                                           int limit) {
+  int depth = 0, line = 1, column = 0;
+  bool inString = false, escaped = false;
+  for (char ch : text) {
+    ++column;
+    if (ch == '\n') {
+      ++line;
+      column = 0;
+    }
+    if (inString) {
+      if (escaped)
+        escaped = false;
+      else if (ch == '\\')
+        escaped = true;
+      else if (ch == '"')
+        inString = false;
+      continue;
+    }
+    if (ch == '"')
+      inString = true;
+    else if (ch == '[' || ch == '{') {
+      if (++depth > limit)
+        return std::make_pair(line, column);
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string kda::model::checkTensorSizes(const Model &model) {
+  std::string errors;
+  auto check = [&](const char *section, int64_t heads, int64_t dim) {
+    std::optional<int64_t> n = llvm::checkedMul(model.batch, model.tokens);
+    if (n)
+      n = llvm::checkedMul(*n, heads);
+    if (n)
+      n = llvm::checkedMul(*n, dim);
+    if (!n || *n > kMaxTensorElements)
+      errors += llvm::formatv("model.{0}: batch ({1}) x tokens ({2}) x heads "
+                              "({3}) x head dim ({4}) is more than 2^48 "
+                              "elements per tensor\n",
+                              section, model.batch, model.tokens, heads, dim)
+                    .str();
+  };
+  if (model.kda)
+    check("kda", std::max(model.kda->heads, model.kda->valueHeads),
+          std::max(model.kda->keyDim, model.kda->valueDim));
+  if (model.attention)
+    check("attention", model.attention->heads, model.attention->headDim);
+  return errors;
+}
+
 std::string kda::model::parseModel(const std::string &text, Model &model) {
+  if (auto at = tooDeep(text, kMaxJsonDepth))
+    return llvm::formatv("model: not valid JSON: arrays and objects nest "
+                         "deeper than {0} levels at line {1}, column {2}\n",
+                         kMaxJsonDepth, at->first, at->second)
+        .str();
   llvm::Expected<json::Value> parsed = json::parse(text);
   if (!parsed)
     return "model: not valid JSON: " + llvm::toString(parsed.takeError());
@@ -203,19 +273,24 @@ std::string kda::model::parseModel(const std::string &text, Model &model) {
   ObjectReader root(&*parsed, "model", errors);
   if (root.valid()) {
     if (const json::Value *v = root.get("name")) {
-      if (auto s = v->getAsString(); s && !s->empty() &&
-                                     llvm::all_of(*s, [](char ch) {
-                                       return std::isalnum(ch) || ch == '_';
-                                     }))
+      // The function's symbol: an MLIR bare identifier starts with a letter
+      // or '_' ("1model" made a module that does not parse).
+      if (auto s = v->getAsString();
+          s && !s->empty() &&
+          (std::isalpha(static_cast<unsigned char>(s->front())) ||
+           s->front() == '_') &&
+          llvm::all_of(*s, [](char ch) {
+            return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_';
+          }))
         model.name = s->str();
       else
-        root.error("name", "expected a non-empty identifier ([A-Za-z0-9_]), "
+        root.error("name", "expected an identifier ([A-Za-z_][A-Za-z0-9_]*), "
                            "found " + ObjectReader::render(*v));
     } else {
       root.error("name", "missing (expected the function name)");
     }
-    root.positive("batch", model.batch, false);
-    root.positive("tokens", model.tokens, true);
+    root.positive("batch", model.batch, false, kMaxBatch);
+    root.positive("tokens", model.tokens, true, kMaxTokens);
     root.choice("activation_dtype", model.activationDtype,
                 {"bf16", "f16", "f32"});
 
@@ -250,14 +325,19 @@ std::string kda::model::parseModel(const std::string &text, Model &model) {
     } else if (const json::Array *list = layers->getAsArray()) {
       if (list->empty())
         root.error("layers", "expected at least one layer");
-      for (auto [i, item] : llvm::enumerate(*list))
-        kinds.push_back({"model.layers[" + std::to_string(i) + "]",
-                         kindText(item)});
+      else if (list->size() > static_cast<size_t>(kMaxLayers))
+        root.error("layers", llvm::formatv("expected at most {0} layers, "
+                                           "found {1}",
+                                           kMaxLayers, list->size()));
+      else
+        for (auto [i, item] : llvm::enumerate(*list))
+          kinds.push_back({"model.layers[" + std::to_string(i) + "]",
+                           kindText(item)});
     } else {
       ObjectReader r(layers, "model.layers", errors);
       if (r.valid()) {
         int64_t count = 0;
-        r.positive("count", count, true);
+        r.positive("count", count, true, kMaxLayers);
         const json::Value *pattern = r.get("pattern");
         r.finish();
         const json::Array *list = pattern ? pattern->getAsArray() : nullptr;
@@ -299,6 +379,8 @@ std::string kda::model::parseModel(const std::string &text, Model &model) {
   std::string all;
   for (const std::string &e : errors)
     all += e + "\n";
+  if (all.empty())
+    all = checkTensorSizes(model);
   return all;
 }
 

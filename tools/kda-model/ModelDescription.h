@@ -61,6 +61,25 @@ struct Model {
   std::vector<LayerKind> layers;
 };
 
+/// Bounds of a description's sizes: far above any model's, low enough that
+/// the module stays small and every size is a plain int64 (a description of
+/// 2^63 - 1 tokens or a million layers is a mistake to report, not a module
+/// to build).
+inline constexpr int64_t kMaxBatch = int64_t(1) << 16;
+inline constexpr int64_t kMaxTokens = (int64_t(1) << 31) - 1; // i32 offsets
+inline constexpr int64_t kMaxHeads = 1024;
+inline constexpr int64_t kMaxHeadDim = 1024;
+inline constexpr int64_t kMaxLayers = 4096;
+/// Elements of the largest tensor (batch x tokens x heads x head dim).
+inline constexpr int64_t kMaxTensorElements = int64_t(1) << 48;
+/// Nesting of JSON arrays and objects; the parser recurses per level.
+inline constexpr int kMaxJsonDepth = 256;
+
+/// Checks the product bound (kMaxTensorElements) for `model`'s batch and
+/// tokens; "" or one message per line. parseModel applies it; call it again
+/// after overriding batch or tokens.
+std::string checkTensorSizes(const Model &model);
+
 /// Parses and validates `json`. Returns "" on success, else one message per
 /// line, each starting with the offending field's path.
 std::string parseModel(const std::string &json, Model &model);

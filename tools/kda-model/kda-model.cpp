@@ -25,20 +25,24 @@
 
 namespace cl = llvm::cl;
 
+// Only these are listed by --help (LLVM and MLIR register hundreds more).
+static cl::OptionCategory modelCategory("kda-model options");
+
 static cl::opt<std::string> inputFile(cl::Positional,
                                       cl::desc("<model description .json>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(modelCategory));
 static cl::opt<std::string> outputFile("o", cl::desc("output .mlir file"),
-                                       cl::init("-"));
+                                       cl::init("-"), cl::cat(modelCategory));
 static cl::opt<int64_t> tokens("tokens",
                                cl::desc("override the description's tokens"),
-                               cl::init(0));
+                               cl::init(0), cl::cat(modelCategory));
 static cl::opt<int64_t> batch("batch",
                               cl::desc("override the description's batch"),
-                              cl::init(0));
+                              cl::init(0), cl::cat(modelCategory));
 
 int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
+  cl::HideUnrelatedOptions(modelCategory);
   cl::ParseCommandLineOptions(argc, argv, "kda model description driver\n");
 
   auto buffer = llvm::MemoryBuffer::getFileOrSTDIN(inputFile);
@@ -54,10 +58,28 @@ int main(int argc, char **argv) {
                  << "description:\n" << errors;
     return 1;
   }
+  // Overrides obey the description's bounds (0: no override).
+  if (tokens < 0 || tokens > kda::model::kMaxTokens ||
+      batch < 0 || batch > kda::model::kMaxBatch) {
+    llvm::errs() << "kda-model: error: "
+                 << (tokens < 0 || tokens > kda::model::kMaxTokens
+                         ? "--tokens=" + std::to_string(tokens) +
+                               ": expected 1 to " +
+                               std::to_string(kda::model::kMaxTokens)
+                         : "--batch=" + std::to_string(batch) +
+                               ": expected 1 to " +
+                               std::to_string(kda::model::kMaxBatch))
+                 << "\n";
+    return 1;
+  }
   if (tokens > 0)
     model.tokens = tokens;
   if (batch > 0)
     model.batch = batch;
+  if (std::string sizes = kda::model::checkTensorSizes(model); !sizes.empty()) {
+    llvm::errs() << "kda-model: error: with --tokens / --batch:\n" << sizes;
+    return 1;
+  }
 
   // Parse and verify what we generate: the module that leaves is valid IR.
   mlir::DialectRegistry registry;

@@ -8,6 +8,7 @@
 
 #include "llvm/ADT/APFloat.h"
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
@@ -350,6 +351,31 @@ bool isIntegerRole(Role r) {
 } // namespace
 
 //===----------------------------------------------------------------------===//
+// Sizes
+//===----------------------------------------------------------------------===//
+
+std::optional<int64_t> checkedNumElements(RankedTensorType type) {
+  int64_t n = 1;
+  for (int64_t d : type.getShape()) {
+    if (ShapedType::isDynamic(d) || d < 0)
+      return std::nullopt;
+    std::optional<int64_t> next = llvm::checkedMul(n, d);
+    if (!next)
+      return std::nullopt;
+    n = *next;
+  }
+  return n;
+}
+
+std::optional<int64_t> checkedByteSize(RankedTensorType type) {
+  std::optional<int64_t> n = checkedNumElements(type);
+  if (!n)
+    return std::nullopt;
+  int64_t width = (type.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+  return llvm::checkedMul(*n, width);
+}
+
+//===----------------------------------------------------------------------===//
 // inferInputSpecs
 //===----------------------------------------------------------------------===//
 
@@ -372,6 +398,13 @@ LogicalResult inferInputSpecs(func::FuncOp f, std::vector<InputSpec> &specs,
       error = "argument #" + std::to_string(i) +
               ": expected a statically shaped ranked tensor, found " +
               typeString(arg.getType());
+      specs.clear();
+      return failure();
+    }
+    if (!checkedNumElements(type)) {
+      error = "argument #" + std::to_string(i) + ": " +
+              typeString(arg.getType()) +
+              " has more elements than a 64-bit count holds";
       specs.clear();
       return failure();
     }
@@ -571,7 +604,9 @@ std::string makeRandomInputs(func::FuncOp f,
           if (len < 0)
             return argText(i, spec.role) + ": sequence length " +
                    std::to_string(len) + " is negative";
-          sum += len;
+          if (__builtin_add_overflow(sum, len, &sum))
+            return argText(i, spec.role) +
+                   ": the sequence lengths sum to more than 2^63 - 1";
         }
         if (t >= 0 && sum != t)
           return argText(i, spec.role) +
@@ -708,6 +743,16 @@ std::string validateInput(const InputSpec &spec, unsigned argIndex,
     }
     break;
   }
+  case Role::Gate:
+    // SPEC.md: a log-space gate is g <= 0 (alpha = exp(g) in (0, 1]); a
+    // positive one grows the state, and the chunkwise form (whose exponents
+    // are kept <= 0 by that rule) no longer computes the recurrence.
+    for (int64_t i = 0; i < numel; ++i)
+      if (values[i] > 0)
+        return bad(i, "is positive: log-space gates must be <= 0 "
+                      "(alpha = exp(g) <= 1; raw gates need a "
+                      "gate_activation)");
+    break;
   case Role::WindowSizes:
     for (int64_t i = 0; i < numel; ++i)
       if (values[i] < 1)

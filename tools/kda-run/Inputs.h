@@ -15,6 +15,7 @@
 #include "mlir/Support/LogicalResult.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,9 +66,16 @@ struct InputSpec {
   int64_t poolSlots = -1;
 };
 
+/// The element count of a static tensor type, or nullopt when a dimension is
+/// dynamic or the product overflows int64 (getNumElements() wraps silently:
+/// tensor<2^62 x 2^62 x ...> would be an empty buffer).
+std::optional<int64_t> checkedNumElements(mlir::RankedTensorType type);
+/// The same in bytes of its element type.
+std::optional<int64_t> checkedByteSize(mlir::RankedTensorType type);
+
 /// Infers one InputSpec per argument of `f`, in order. Fails with `error`
 /// set if an argument is not a statically shaped ranked tensor of float or
-/// integer elements, or is used by two operands in incompatible roles
+/// integer elements (whose element count fits in int64), or is used by two operands in incompatible roles
 /// (compatible: equal roles, q with k, initial_state with state_pool, v with
 /// z, and anything with Other; two cu_seqlens / window_sizes uses must agree
 /// on T and two indices uses on P).
@@ -109,7 +117,8 @@ void roundToElementType(mlir::Type elementType, std::vector<double> &values);
 /// matches the type; every value of a float role is finite; values of
 /// integer roles (and of integer-typed arguments) are integers in the
 /// type's range; cu_seqlens starts at 0, never decreases and ends at T;
-/// indices are < P and the non-negative ones distinct; window_sizes >= 1.
+/// indices are < P and the non-negative ones distinct; window_sizes >= 1;
+/// log-space gates (Role::Gate) <= 0.
 /// Returns "" or a message naming the argument (position and role) and the
 /// offending element (multi-index and value).
 std::string validateInput(const InputSpec &spec, unsigned argIndex,

@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <set>
 #include <unistd.h>
@@ -643,6 +644,32 @@ TEST_F(MlirTest, RolesOfGdnDecodeHybridMultiScale) {
                                Role::Beta, Role::InitialState, Role::Z}));
 }
 
+// Element counts are checked products: getNumElements() wraps, and a
+// wrapped count sized a tiny host buffer that the kernel then overran.
+TEST_F(MlirTest, HugeShapesAreErrors) {
+  mlir::func::FuncOp f = parse(R"mlir(
+func.func @huge(%a: tensor<4611686018427387904x4611686018427387904x1x16xf32>,
+                %b: tensor<2305843009213693952x2xf32>,
+                %c: tensor<1152921504606846976x1xf32>) {
+  return
+}
+)mlir",
+                               "huge");
+  ASSERT_TRUE(f);
+  auto type = [&](unsigned i) {
+    return mlir::cast<mlir::RankedTensorType>(f.getArgument(i).getType());
+  };
+  EXPECT_EQ(checkedNumElements(type(0)), std::nullopt);
+  EXPECT_EQ(checkedNumElements(type(1)), int64_t(1) << 62);
+  EXPECT_EQ(checkedByteSize(type(1)), std::nullopt); // 2^64 bytes
+  EXPECT_EQ(checkedByteSize(type(2)), int64_t(1) << 62);
+  std::vector<InputSpec> specs;
+  std::string err;
+  EXPECT_TRUE(mlir::failed(inferInputSpecs(f, specs, err)));
+  EXPECT_EQ(err, "argument #0: tensor<4611686018427387904x4611686018427387904x"
+                 "1x16xf32> has more elements than a 64-bit count holds");
+}
+
 TEST_F(MlirTest, RoleConflictsAndBadTypesAreErrors) {
   // %q feeds q, k and v at once: v is incompatible with q.
   mlir::func::FuncOp f = parse(R"mlir(
@@ -813,6 +840,10 @@ TEST_F(MlirTest, RandomInputsOfTheFullPrologue) {
   EXPECT_NE(err.find("T = 12"), std::string::npos) << err;
   err = makeRandomInputs(f, specs, 5, {12}, v);
   EXPECT_NE(err.find("N = 2"), std::string::npos) << err;
+  // A sum past int64 is an error, not a wrapped (maybe matching) total.
+  err = makeRandomInputs(f, specs, 5,
+                         {std::numeric_limits<int64_t>::max(), 1}, v);
+  EXPECT_NE(err.find("sum to more than 2^63 - 1"), std::string::npos) << err;
 }
 
 TEST_F(MlirTest, RandomDecodeAndWindowInputs) {
@@ -894,6 +925,21 @@ TEST_F(MlirTest, ValidateInputNamesTheOffendingElement) {
   err = validateInput(specs[5], 5, {0, 1, 2, 1, -1, -1});
   EXPECT_NE(err.find("repeats element [1]"), std::string::npos) << err;
   EXPECT_EQ(validateInput(specs[5], 5, {8, 1, 2, -1, -1, 0}), "");
+
+  // A positive log-space gate (alpha = exp(g) > 1) is not a decay: refused,
+  // not run to a wrong o. 0 (no decay) is fine.
+  mlir::func::FuncOp gdn = parse(kGdnModule, "gdn");
+  ASSERT_TRUE(gdn);
+  ASSERT_TRUE(mlir::succeeded(inferInputSpecs(gdn, specs, err))) << err;
+  ASSERT_EQ(specs[3].role, Role::Gate);
+  std::vector<double> g(40, -0.5);
+  g[5] = 0.0;
+  EXPECT_EQ(validateInput(specs[3], 3, g), "");
+  g[5] = 0.25; // [0, 2, 1]
+  err = validateInput(specs[3], 3, g);
+  EXPECT_NE(err.find("argument #3 (gate)"), std::string::npos) << err;
+  EXPECT_NE(err.find("element [0, 2, 1] = 2.5"), std::string::npos) << err;
+  EXPECT_NE(err.find("log-space gates must be <= 0"), std::string::npos) << err;
 
   mlir::func::FuncOp h = parse(kHybridModule, "hyb");
   ASSERT_TRUE(h);

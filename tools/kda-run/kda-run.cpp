@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/CpuPipeline.h"
+#include "passes/Passes.h"
 #include "tools/Registration.h"
 #include "tools/kda-run/Inputs.h"
 #include "tools/kda-run/Npy.h"
@@ -34,7 +35,9 @@
 #include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/TargetSelect.h"
@@ -43,44 +46,57 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <unistd.h>
 
 using namespace mlir;
 namespace cl = llvm::cl;
 
+// Only these are listed by --help (LLVM and MLIR register hundreds more).
+static cl::OptionCategory runCategory("kda-run options");
+
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input .mlir>"),
-                                      cl::Required);
-static cl::opt<std::string> functionName(
-    "function", cl::desc("function to run (default: the only public one)"));
+                                      cl::Required, cl::cat(runCategory));
+static cl::opt<std::string>
+    functionName("function",
+                 cl::desc("function to run (default: the only public one)"),
+                 cl::cat(runCategory));
 static cl::list<std::string>
-    inputPaths("input", cl::desc("INDEX=PATH: argument INDEX from a .npy file "
-                                 "(others are random)"));
+    inputPaths("input",
+               cl::desc("INDEX=PATH: argument INDEX from a .npy file "
+                        "(others are random)"),
+               cl::cat(runCategory));
 static cl::opt<uint64_t> seed("seed", cl::desc("seed of random inputs"),
-                              cl::init(0));
+                              cl::init(0), cl::cat(runCategory));
 static cl::list<int64_t>
     seqlens("seqlens", cl::CommaSeparated,
-            cl::desc("sequence lengths for random cu_seqlens"));
+            cl::desc("sequence lengths for random cu_seqlens"),
+            cl::cat(runCategory));
 static cl::opt<std::string>
-    outputDir("output-dir", cl::desc("write outputs as DIR/out<i>.npy"));
+    outputDir("output-dir", cl::desc("write outputs as DIR/out<i>.npy"),
+              cl::cat(runCategory));
 static cl::opt<bool> check("check",
                            cl::desc("compare outputs with the float64 oracle "
-                                    "and fail above SPEC.md's bars"));
+                                    "and fail above SPEC.md's bars"),
+                           cl::cat(runCategory));
 static cl::opt<int64_t> chunk("chunk",
                               cl::desc("chunk size for ops without #kda.tile "
                                        "(1: token recurrence)"),
-                              cl::init(64));
-static cl::opt<int64_t> subChunk("sub-chunk",
-                                 cl::desc("sub-chunk for ops without #kda.tile"),
-                                 cl::init(16));
+                              cl::init(64), cl::cat(runCategory));
+static cl::opt<int64_t>
+    subChunk("sub-chunk", cl::desc("sub-chunk for ops without #kda.tile"),
+             cl::init(16), cl::cat(runCategory));
 static cl::opt<std::string>
     schedule("schedule",
              cl::desc("chunk schedule of kda.gated_delta: sequential "
                       "(default) or chunk-parallel (the GPU's)"),
-             cl::init("sequential"));
+             cl::init("sequential"), cl::cat(runCategory));
 static cl::opt<bool> serial("serial",
-                            cl::desc("run programs on one thread (no OpenMP)"));
-static cl::opt<std::string>
-    ompLibrary("omp-library", cl::desc("path of the OpenMP runtime"),
-               cl::init(KDA_OMP_LIBRARY));
+                            cl::desc("run programs on one thread (no OpenMP)"),
+                            cl::cat(runCategory));
+static cl::opt<std::string> ompLibrary("omp-library",
+                                       cl::desc("path of the OpenMP runtime"),
+                                       cl::init(KDA_OMP_LIBRARY),
+                                       cl::cat(runCategory));
 
 namespace {
 
@@ -209,7 +225,16 @@ int main(int argc, char **argv) {
   llvm::InitLLVM initLLVM(argc, argv);
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
+  cl::HideUnrelatedOptions(runCategory);
   cl::ParseCommandLineOptions(argc, argv, "kda CPU runner\n");
+  // Before anything slow: tiles are static, so an unbounded --chunk would
+  // build (and allocate) chunk x chunk tiles for minutes.
+  std::string invalid = mlir::kda::checkTileOptions(chunk, subChunk, 0, "--");
+  if (!invalid.empty())
+    return fail(invalid);
+  if (schedule != "sequential" && schedule != "chunk-parallel")
+    return fail("--schedule must be 'sequential' or 'chunk-parallel', "
+                "found '" + schedule + "'");
 
   DialectRegistry registry;
   ::kda::registerEverything(registry);
@@ -249,6 +274,9 @@ int main(int argc, char **argv) {
     if (!rt || !rt.hasStaticShape())
       return fail("result type " + typeString(t) +
                   " must be a statically shaped tensor to run");
+    if (!::kda::run::checkedByteSize(rt))
+      return fail("result type " + typeString(t) +
+                  " has more bytes than a 64-bit size holds");
   }
 
   // Inputs: roles, then .npy files or seeded random values.
@@ -261,6 +289,40 @@ int main(int argc, char **argv) {
       }))
     return fail("--seqlens given, but @" + f.getSymName().str() +
                 " has no cu_seqlens argument");
+  // Host memory, before any of it is allocated: every argument and result
+  // as float64 values (inputs, outputs, the oracle's) and as a buffer of its
+  // element type. Sizes are checked products (inferInputSpecs and above).
+  {
+    uint64_t need = 0;
+    bool overflow = false;
+    auto add = [&](RankedTensorType t, int64_t valueCopies) {
+      int64_t n = *::kda::run::checkedNumElements(t);
+      int64_t bytes = *::kda::run::checkedByteSize(t);
+      std::optional<int64_t> values =
+          llvm::checkedMul<int64_t>(n, 8 * valueCopies);
+      overflow |= !values ||
+                  __builtin_add_overflow(need, uint64_t(*values), &need) ||
+                  __builtin_add_overflow(need, uint64_t(bytes), &need);
+    };
+    for (const ::kda::run::InputSpec &spec : specs)
+      add(spec.type, 1);
+    for (Type t : f.getResultTypes())
+      add(cast<RankedTensorType>(t), check ? 2 : 1);
+    long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+    uint64_t have = pages > 0 && pageSize > 0
+                        ? uint64_t(pages) * uint64_t(pageSize)
+                        : UINT64_MAX;
+    if (overflow || need > have)
+      return fail(
+          "@" + f.getSymName().str() + "'s arguments and results need " +
+          (overflow ? std::string("more than 2^64") : std::to_string(need)) +
+          " bytes of host memory; this machine has " + std::to_string(have));
+  }
+  // Where outputs go exists before anything is compiled or run.
+  if (!outputDir.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+      return fail("--output-dir=" + outputDir + ": cannot create it: " +
+                  ec.message());
   std::vector<std::vector<double>> inputs;
   error = ::kda::run::makeRandomInputs(f, specs, seed,
                                      std::vector<int64_t>(seqlens.begin(),
@@ -448,7 +510,8 @@ int main(int argc, char **argv) {
     const Buffer &before = buffers[pc.poolArg];
     const Buffer &after = buffers[specs.size() + pc.result];
     int64_t slots = before.type.getDimSize(0);
-    size_t slotBytes = before.bytes.size() / slots;
+    // An empty pool (P = 0) has no slot to compare.
+    size_t slotBytes = slots > 0 ? before.bytes.size() / slots : 0;
     std::vector<bool> named(slots, false);
     for (double i : inputs[pc.indicesArg])
       if (i >= 0 && i < slots)

@@ -1,0 +1,4 @@
+func.func @big(%q: tensor<1x1073741824x1048576x16xf32>, %v: tensor<1x1073741824x1048576x16xf32>) -> tensor<1x1073741824x1048576x16xf32> {
+  %o = kda.gated_delta delta %q, %q, %v : tensor<1x1073741824x1048576x16xf32>, tensor<1x1073741824x1048576x16xf32>, tensor<1x1073741824x1048576x16xf32> -> tensor<1x1073741824x1048576x16xf32>
+  return %o : tensor<1x1073741824x1048576x16xf32>
+}

@@ -871,8 +871,11 @@ struct MapKernelsPass
   LogicalResult skipEmptyChunks(func::FuncOp f, gpu::GPUFuncOp gpuFunc,
                                 ArrayAttr abi, scf::IfOp guard,
                                 ArrayRef<Value> ids) {
+    // A grid that lost dimensions of extent 1 to canonicalization (one
+    // sequence, one head) keeps its programs: (sequence, chunk) are known
+    // positions only in the full grid.
     auto chunk = f->getAttrOfType<IntegerAttr>(kda::kChunkGridAttr);
-    if (!chunk || ids.size() < 2)
+    if (!chunk || ids.size() != 3)
       return success();
     Value cu;
     for (auto [i, a] : llvm::enumerate(abi))

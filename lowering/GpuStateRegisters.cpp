@@ -63,6 +63,7 @@ struct StatePassConfig {
   int64_t chunk = 0, keyDim = 0, vBlock = 0;
   bool vMajor = false, boundary = false;
   SmallVector<std::string> roles; // workspace roles, in workspace order
+  SmallVector<int64_t> grid;      // (sequence, head[, V block]); -1 dynamic
 };
 
 std::optional<StatePassConfig> readConfig(DictionaryAttr d) {
@@ -88,6 +89,11 @@ std::optional<StatePassConfig> readConfig(DictionaryAttr d) {
     return std::nullopt;
   for (Attribute r : roles)
     c.roles.push_back(cast<StringAttr>(r).getValue().str());
+  auto grid = d.getAs<ArrayAttr>("grid");
+  if (!grid || grid.size() < 2 || grid.size() > 3)
+    return std::nullopt;
+  for (Attribute e : grid)
+    c.grid.push_back(cast<IntegerAttr>(e).getInt());
   return c;
 }
 
@@ -195,11 +201,13 @@ struct StateProgram {
   /// The lane's V row of accumulator element e of V tile mt.
   Value vRow(int64_t mt, int64_t e) { return add(g, mt * 16 + (e / 2) * 8); }
 
+  /// `ivs`: the program's (sequence, head, V block) coordinates, 0 where
+  /// the grid has no such dimension.
   void emit(ArrayRef<Value> ivs) {
     Type f32Type = b.getF32Type();
     n = ivs[0];
     head = ivs[1];
-    vCol = ivs.size() > 2 ? mul(ivs[2], VB) : idx(0);
+    vCol = mul(ivs[2], VB);
     tokens = memref::DimOp::create(b, o, 1);
     if (cuSeqlens) {
       auto offset = [&](Value i) -> Value {
@@ -521,8 +529,16 @@ struct StateRegistersPass
       auto m = dyn_cast<MemRefType>(t);
       return m && (m.getElementType().isBF16() || m.getElementType().isF16());
     });
+    // The grid's dimensions of extent 1 were folded away: the remaining
+    // induction variables are the other coordinates, in order.
+    SmallVector<int64_t> kept;
+    for (auto [d, extent] : llvm::enumerate(cfg->grid))
+      if (extent != 1)
+        kept.push_back(d);
+    if (kept.size() != static_cast<size_t>(forall.getRank()))
+      return;
     Block *body = forall.getBody();
-    SmallVector<Value> ivs(forall.getInductionVars());
+    SmallVector<Value> ivs;
     SmallVector<Operation *> old;
     for (Operation &op : body->without_terminator())
       old.push_back(&op);
@@ -532,6 +548,10 @@ struct StateRegistersPass
     }
     ImplicitLocOpBuilder b(forall.getLoc(), &getContext());
     b.setInsertionPoint(body->getTerminator());
+    Value zero = arith::ConstantIndexOp::create(b, 0);
+    ivs.assign(3, zero);
+    for (auto [i, d] : llvm::enumerate(kept))
+      ivs[d] = forall.getInductionVar(i);
     StateProgram prog(b, *cfg, threads, precise);
     static const char *const kRoles[] = {"w", "u", "q", "k", "p", "g"};
     for (auto [i, role] : llvm::enumerate(cfg->roles)) {

@@ -406,6 +406,21 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
       // the schedule's grids, in order, go on the function.
       if (auto f = forall->getParentOfType<FunctionOpInterface>()) {
         f->setAttr(kPhaseAttr, b.getStrArrayAttr({"intra", "state"}));
+        // The state grid's extents where static (-1: dynamic), in order
+        // (sequence, head, V block): canonicalization drops the dimensions
+        // of extent 1, and a target that reads the grid needs to know which.
+        auto staticOr = [](int64_t d) {
+          return ShapedType::isDynamic(d) ? int64_t(-1) : d;
+        };
+        int64_t numSeqsStatic = staticOr(dimOf(q, 0));
+        if (Value cu = op.getCuSeqlens()) {
+          int64_t offsets = dimOf(cu, 0);
+          numSeqsStatic = ShapedType::isDynamic(offsets) ? -1 : offsets - 1;
+        }
+        SmallVector<int64_t> gridExtents = {numSeqsStatic,
+                                            staticOr(dimOf(v, 2))};
+        if (splitV)
+          gridExtents.push_back(vd / vb);
         SmallVector<StringRef> roles;
         if (ws.w)
           roles.push_back("w");
@@ -421,7 +436,8 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
                         b.getNamedAttr("boundary",
                                        b.getBoolAttr(bool(boundary))),
                         b.getNamedAttr("workspaces",
-                                       b.getStrArrayAttr(roles))}));
+                                       b.getStrArrayAttr(roles)),
+                        b.getNamedAttr("grid", b.getI64ArrayAttr(gridExtents))}));
       }
     }
     Block *body = forall.getBody();

@@ -3,6 +3,8 @@
 // RUN: kda-opt %S/Inputs/boundary_states.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=TILES
 // RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_80 format=none" | FileCheck %s --check-prefix=F32
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" --mlir-print-ir-after=kda-gpu-map-kernels 2>&1 >/dev/null | FileCheck %s --check-prefix=SKIP
+// RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=UNIT
+// RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_80 format=none state-registers=false" | FileCheck %s --check-prefix=UNITTILES
 
 // The chunk-parallel state pass on NVIDIA (kda-gpu-state-registers): the
 // state stays in mma.sync accumulators for the whole sequence, and a chunk
@@ -44,6 +46,11 @@
 // SKIP: arith.muli %{{.*}}, %c16
 // SKIP: arith.cmpi ult
 // SKIP-NEXT: scf.if
+// A grid whose sequence and head dimensions have extent 1 (folded away):
+// the remaining dimension is the V block (K = V = 64, 4 V blocks of 16).
+// UNIT: {block = [128, 1, 1], dynamic_shared_memory = 11264 : i64, grid = [4, 1, 1], module = "kda_gated_delta_kernel_state_module"
+// UNITTILES: grid = [4, 1, 1], module = "kda_gated_delta_kernel_state_module"
+
 func.func @f32_k64(%q: tensor<2x?x2x64xf32>, %k: tensor<2x?x2x64xf32>,
                    %v: tensor<2x?x2x64xf32>, %b: tensor<2x?x2xf32>,
                    %h0: tensor<2x2x64x64xf32>)

@@ -779,6 +779,27 @@ struct KdaTileChunksPass
           << schedule << "'";
       return signalPassFailure();
     }
+    // Boundary states are recorded where a chunk starts: an interval the
+    // chunks do not end on would leave boundaries inside chunks unwritten
+    // (zeros), a silent wrong answer. Refuse it, naming what would work.
+    WalkResult badInterval = getOperation().walk([&](GatedDeltaOp op) {
+      std::optional<int64_t> interval = op.getBoundaryInterval();
+      if (!op.getBoundaryStates() || !interval)
+        return WalkResult::advance();
+      int64_t c = tileSizes(op.getTile(), chunk, subChunk).first;
+      if (c > 0 && *interval % c != 0) {
+        op.emitError() << "kda-tile-chunks: boundary_interval " << *interval
+                       << " is not a multiple of the chunk " << c
+                       << ": boundary states are taken where chunks start "
+                          "(use an interval that is a multiple of "
+                       << c << ", or a chunk that divides " << *interval
+                       << ")";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (badInterval.wasInterrupted())
+      return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     patterns.add<TileGatedDelta>(&getContext(), chunk, subChunk, vBlock,
                                  schedule == "chunk-parallel");

@@ -7,6 +7,10 @@
 // RUN: kda-run %s --function=boundary_states --chunk=32 --check | FileCheck %s
 // RUN: kda-run %s --function=boundary_states --chunk=16 --check | FileCheck %s
 // RUN: kda-run %s --function=boundary_states_v_major --chunk=64 --check | FileCheck %s
+// An interval that chunks do not end on is refused (it used to come back as
+// zero states for the boundaries inside chunks):
+// RUN: not kda-run %s --function=boundary_states --chunk=64 --check 2>&1 | FileCheck %s --check-prefix=INTERVAL
+// INTERVAL: error: kda-tile-chunks: boundary_interval 32 is not a multiple of the chunk 64
 // RUN: kda-run %s --function=varlen --chunk=16 --seqlens=37,1,64,26 --check | FileCheck %s
 // RUN: kda-run %s --function=varlen --chunk=64 --seqlens=1,1,1,125 --check | FileCheck %s
 // RUN: kda-run %s --function=varlen_boundary --chunk=32 --seqlens=37,27,64 --check | FileCheck %s

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -50,6 +51,17 @@ std::string defaultRocmToolkit() {
   if (const char *root = std::getenv("ROCM_PATH"))
     return root;
   return KDA_ROCM_TOOLKIT_DIR;
+}
+
+/// The canonicalizer, except that program grids keep their dimensions of
+/// extent 1 (one sequence, one head, one chunk): a grid folded away
+/// entirely would leave a kernel without the grid its mapping needs, and the
+/// positions of a grid's coordinates are what the kernels read.
+std::unique_ptr<Pass> createGridPreservingCanonicalizer() {
+  return createCanonicalizerPass(
+      GreedyRewriteConfig(),
+      /*disabledPatterns=*/{"(anonymous namespace)::"
+                            "ForallOpSingleOrZeroIterationDimsFolder"});
 }
 
 } // namespace
@@ -85,7 +97,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   tiling.schedule = options.schedule;
   pm.nest<func::FuncOp>().addPass(createKdaTileChunks(tiling));
   pm.nest<func::FuncOp>().addPass(createGpuFuseTilesPass());
-  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createGridPreservingCanonicalizer());
   pm.addPass(createCSEPass());
   // Multi-grid schedules: one kernel per grid, the order a bundle entry.
   pm.addPass(createGpuSplitSchedulePass());
@@ -99,7 +111,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   // canonicalizer drops (each would be a phase of the block and a round trip
   // through global memory).
   pm.addPass(createCSEPass());
-  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createGridPreservingCanonicalizer());
 
   // NVIDIA: the state pass of a chunk-parallel schedule keeps the state in
   // tensor-core accumulators (a kernel of its own, GpuStateRegisters.cpp).

@@ -529,11 +529,12 @@ struct StateRegistersPass
       auto m = dyn_cast<MemRefType>(t);
       return m && (m.getElementType().isBF16() || m.getElementType().isF16());
     });
-    // The grid's dimensions of extent 1 were folded away: the remaining
-    // induction variables are the other coordinates, in order.
+    // The GPU pipelines keep a grid's dimensions of extent 1; where a
+    // canonicalizer folded them away, the remaining induction variables are
+    // the other coordinates, in order.
     SmallVector<int64_t> kept;
     for (auto [d, extent] : llvm::enumerate(cfg->grid))
-      if (extent != 1)
+      if (extent != 1 || forall.getRank() == static_cast<int64_t>(cfg->grid.size()))
         kept.push_back(d);
     if (kept.size() != static_cast<size_t>(forall.getRank()))
       return;

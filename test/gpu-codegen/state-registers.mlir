@@ -5,6 +5,8 @@
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" --mlir-print-ir-after=kda-gpu-map-kernels 2>&1 >/dev/null | FileCheck %s --check-prefix=SKIP
 // RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=UNIT
 // RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_80 format=none state-registers=false" | FileCheck %s --check-prefix=UNITTILES
+// RUN: kda-opt %S/../tools/Inputs/gated.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=ONE
+// RUN: kda-opt %S/../tools/Inputs/gated.mlir --kda-lower-to-rocdl="chip=gfx942 format=none" | FileCheck %s --check-prefix=ONE
 
 // The chunk-parallel state pass on NVIDIA (kda-gpu-state-registers): the
 // state stays in mma.sync accumulators for the whole sequence, and a chunk
@@ -46,10 +48,16 @@
 // SKIP: arith.muli %{{.*}}, %c16
 // SKIP: arith.cmpi ult
 // SKIP-NEXT: scf.if
-// A grid whose sequence and head dimensions have extent 1 (folded away):
-// the remaining dimension is the V block (K = V = 64, 4 V blocks of 16).
-// UNIT: {block = [128, 1, 1], dynamic_shared_memory = 11264 : i64, grid = [4, 1, 1], module = "kda_gated_delta_kernel_state_module"
-// UNITTILES: grid = [4, 1, 1], module = "kda_gated_delta_kernel_state_module"
+// A grid whose sequence and head dimensions have extent 1 (kept: program
+// grids keep their unit dimensions):
+// (1, 1, 4 V blocks of 16), K = V = 64.
+// UNIT: {block = [128, 1, 1], dynamic_shared_memory = 11264 : i64, grid = [1, 1, 4], module = "kda_gated_delta_kernel_state_module"
+// UNITTILES: grid = [1, 1, 4], module = "kda_gated_delta_kernel_state_module"
+
+// All static, one program per grid (1 x 16 x 1 x 16): the grids stay (they
+// used to be folded away, and the kernels had no grid to map).
+// ONE: grid = [1, 1, 1], module = "kda_gated_delta_kernel_intra_module"
+// ONE: grid = [1, 1, 1], module = "kda_gated_delta_kernel_state_module"
 
 func.func @f32_k64(%q: tensor<2x?x2x64xf32>, %k: tensor<2x?x2x64xf32>,
                    %v: tensor<2x?x2x64xf32>, %b: tensor<2x?x2xf32>,

@@ -4,8 +4,13 @@
 // writes a bundle (runtime/BUNDLE.md): one binary per kernel and a
 // manifest.json with each kernel's parameters (named after the op's
 // dimensions), launch geometry, shared memory and tiles, the target chip and
-// the SHA-256 of the source. Bundles are built here, on any host; GPU
-// servers need only libkda_runtime.
+// the SHA-256 of the source and the compiler's fingerprint. Bundles are
+// built here, on any host; GPU servers need only libkda_runtime.
+//
+// `kda-compile --fingerprint` prints the fingerprint alone: caches of
+// bundles (python/kda/bundles.py) and the tuning database (python/kda/tune.py)
+// key on it, so that a rebuilt or upgraded compiler never reuses their
+// entries.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,6 +25,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 
+#include "llvm-c/Core.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/BinaryFormat/ELF.h"
 #include "llvm/BinaryFormat/MsgPackDocument.h"
@@ -80,6 +86,12 @@ static cl::opt<std::string>
             cl::desc("CUDA toolkit root (ptxas) or, for AMD, a folder with "
                      "llvm/bin/ld.lld"),
             cl::init(""), cl::cat(compileCategory));
+// Handled before parsing (main); declared so that --help lists it.
+static cl::opt<bool> fingerprintOnly(
+    "fingerprint",
+    cl::desc("print the compiler's fingerprint (what bundle caches and the "
+             "tuning database key on) and exit"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> keepPtx("keep-ptx",
                              cl::desc("also write each kernel's assembly "
                                       "(PTX, or AMDGPU assembly as .s)"),
@@ -172,6 +184,35 @@ FailureOr<llvm::json::Object> amdResources(StringRef hsaco, StringRef kernel,
   return failure();
 }
 
+/// A stable string naming this compiler build: "kda-<hash>-llvm<x.y.z>".
+///
+/// <hash> is the SHA-256 (first 16 hex digits) of this executable's bytes.
+/// Every kda library (dialect, passes, lowering) is linked statically into
+/// it, so any change of kda's code, committed or not, and any rebuild
+/// against other LLVM headers changes it; a git revision baked in at
+/// configure time would miss uncommitted edits and builds that skipped
+/// reconfiguring. What the bytes do not cover are the shared libLLVM /
+/// libMLIR the executable loads: their version, as the loaded library
+/// reports it (LLVMGetVersion, not the headers'), is the suffix, so a
+/// Debian LLVM upgrade under an unchanged binary changes the fingerprint
+/// too. (Not covered: the CUDA toolkit's ptxas, found per call.)
+std::string compilerFingerprint(const char *argv0) {
+  static int anchor;
+  std::string exe = llvm::sys::fs::getMainExecutable(
+      argv0, reinterpret_cast<void *>(&anchor));
+  std::string hash = "unknown";
+  if (auto bytes = llvm::MemoryBuffer::getFile(exe, /*IsText=*/false,
+                                               /*RequiresNullTerminator=*/false))
+    hash = llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(
+                           (*bytes)->getBuffer())),
+                       /*LowerCase=*/true)
+               .substr(0, 16);
+  unsigned major = 0, minor = 0, patch = 0;
+  LLVMGetVersion(&major, &minor, &patch);
+  return llvm::formatv("kda-{0}-llvm{1}.{2}.{3}", hash, major, minor, patch)
+      .str();
+}
+
 /// Shared memory (LDS) a block of this chip may use, in bytes.
 int64_t sharedMemoryLimit(StringRef chip) {
   if (chip == "sm_90a")
@@ -258,6 +299,14 @@ bool writeFile(StringRef path, StringRef bytes) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // Before option parsing: the input and -o are required for compiling,
+  // not for asking which compiler this is.
+  for (int i = 1; i < argc; ++i)
+    if (llvm::StringRef(argv[i]) == "--fingerprint" ||
+        llvm::StringRef(argv[i]) == "-fingerprint") {
+      llvm::outs() << compilerFingerprint(argv[0]) << "\n";
+      return 0;
+    }
   cl::HideUnrelatedOptions(compileCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "kda compile driver: module -> GPU bundle\n");
@@ -477,6 +526,7 @@ int main(int argc, char **argv) {
   manifest["source_hash"] = llvm::toHex(
       llvm::SHA256::hash(llvm::arrayRefFromStringRef(source->getBuffer())),
       /*LowerCase=*/true);
+  manifest["compiler_fingerprint"] = compilerFingerprint(argv[0]);
   manifest["kernels"] = std::move(kernels);
   if (!entries.empty())
     manifest["entries"] = std::move(entries);

@@ -671,12 +671,12 @@ def compile_bundle(cfg: Dict[str, Any], chip: str, out_root: Optional[str] = Non
         raise BundleNotFoundError("kda-compile not found (set KDA_COMPILE or put it on PATH)")
     if tile is not None and (cfg.get("op") != "gated_delta" or cfg.get("chunk")):
         raise ValueError("a tuned tile applies to gated_delta configurations with chunk 0 only")
+    out_root = out_root or _writable_cache_dir()
+    os.makedirs(out_root, exist_ok=True)
     try:
         fingerprint = compiler_fingerprint(compiler)
     except CompileError as e:
         raise CompileError(f"kda-compile failed for [{describe(cfg)}] on {chip}: {e}") from e
-    out_root = out_root or _writable_cache_dir()
-    os.makedirs(out_root, exist_ok=True)
     final = os.path.join(out_root, bundle_name(cfg, chip, tile, fingerprint))
     if os.path.isfile(os.path.join(final, "manifest.json")):
         return final

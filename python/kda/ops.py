@@ -358,6 +358,9 @@ def _bundle_for(cfg: Dict[str, Any], chip: str, tile: Optional[Dict[str, int]] =
                 path = _bundles.get_bundle_dir(cfg, chip, tile=tile)
             except _bundles.BundleNotFoundError:
                 path = None
+            except _bundles.CompileError as e:
+                warnings.warn(f"kda: the tuned tile {tile} did not compile; using the default tile:\n{e}")
+                path = None
         if path is None:
             path = _bundles.get_bundle_dir(cfg, chip)
         bundle = load_bundle(path)

@@ -14,7 +14,7 @@ kernel has per V block) in power-of-two ranges too.
 The **database** is one plain JSON file::
 
     {"format": "kda-tuning-db", "version": 1,
-     "entries": {"<key>": {"config": {...}, "config_hash": "...", "chip": "sm_90a",
+     "entries": {"<key>": {"config": {...}, "config_hash": "...", "source_hash": "<sha256>", "chip": "sm_90a",
                            "compiler_fingerprint": "kda-...", "bucket": "T4096-8191/NHV32-63",
                            "shapes": [{"T": 8192, "N": 1, "H": 32, "HV": 32}],
                            "candidates": [{"tile": {...}, "median_ms": 2.7, "times_ms": [...],
@@ -23,7 +23,10 @@ The **database** is one plain JSON file::
 
 keyed by (configuration hash, chip, compiler fingerprint, shape bucket); the
 configuration hash is bundles.config_hash (it covers GENERATOR_VERSION and
-the chip). Entries of another compiler fingerprint are kept (the database can
+the chip). ``source_hash`` is the SHA-256 of the module bundles.to_mlir
+generates for the configuration: ``kda-compile --tuning-db=FILE
+--tuning-shape=T,N,HV`` reads the same file and matches on it (kda-compile
+sees modules, not configurations). Entries of another compiler fingerprint are kept (the database can
 serve several builds) but never used for this one: a rebuilt compiler makes
 other kernels, whose times say nothing about the new ones. The key is
 readable on purpose (``<hash16>|<chip>|<fingerprint>|<bucket>``), so that a
@@ -38,6 +41,7 @@ assumed); ``kda-tune time`` measures all candidates of a shape in one run.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import tempfile
@@ -224,6 +228,8 @@ class TuningDB:
         key = entry_key(h, chip, fingerprint, bucket)
         new = {"config": copy.deepcopy(cfg), "config_hash": h, "chip": chip,
                "compiler_fingerprint": fingerprint, "bucket": bucket,
+               # What kda-compile --tuning-db matches: it sees the module, not cfg.
+               "source_hash": hashlib.sha256(_b.to_mlir(cfg).encode()).hexdigest(),
                "shapes": [dict(shape)], "candidates": copy.deepcopy(candidates)}
         new["winner"] = _winner(new["candidates"])
         self._merge_entry(key, new)

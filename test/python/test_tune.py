@@ -368,6 +368,28 @@ def part_flow(kda_tune, kda_compile, runtime, tmp):
     finally:
         os.environ.clear()
         os.environ.update(saved)
+    # kda-compile reads the same database: the module's tile for a bucket.
+    src = os.path.join(plan, cands[0]["bundle"], "source.mlir")
+    out = run([kda_compile, src, "-o", os.path.join(tmp, "tuned"), "--chip=sm_90a", f"--tuning-db={db}",
+               "--tuning-shape=300,2,2"], env)
+    with open(os.path.join(tmp, "tuned", "manifest.json")) as f:
+        chunks = {k["tile"]["chunk"] for k in json.load(f)["kernels"]}
+    check("tuned tile for bucket T256-511/NHV4-7: chunk=32" in out and chunks == {32}, f"{out} {chunks}")
+    out = run([kda_compile, src, "-o", os.path.join(tmp, "untuned"), "--chip=sm_90a", f"--tuning-db={db}",
+               "--tuning-shape=20,2,2"], env)
+    with open(os.path.join(tmp, "untuned", "manifest.json")) as f:
+        chunks = {k["tile"]["chunk"] for k in json.load(f)["kernels"]}
+    check("no tuned tile" in out and chunks == {16}, f"{out} {chunks}")
+    with open(db) as f:
+        other = json.load(f)
+    for e in other["entries"].values():
+        e["compiler_fingerprint"] = "kda-0000000000000000-llvm22.1.0"
+    with open(os.path.join(tmp, "other.json"), "w") as f:
+        json.dump(other, f)
+    out = run([kda_compile, src, "-o", os.path.join(tmp, "other"), "--chip=sm_90a",
+               f"--tuning-db={os.path.join(tmp, 'other.json')}", "--tuning-shape=300,2,2"], env)
+    check("no tuned tile" in out, out)
+    ok("kda-compile --tuning-db: the winner for the bucket, defaults elsewhere and for another compiler")
     out = run([kda_tune, "db", "show", "--db", db, "--fingerprint", fp], env)
     check(out.count("T") >= 2, out)
     ok("kda-tune pick: database winner chunk 32, lookup by the package, other fingerprints ignored")

@@ -829,7 +829,7 @@ Status parseManifest(std::string_view text, const std::string &origin,
   Reader r(origin);
   if (Status s = r.object(root, "",
                           {"format", "version", "target", "source_hash",
-                           "kernels", "entries"}))
+                           "compiler_fingerprint", "kernels", "entries"}))
     return s;
 
   std::string format;
@@ -886,6 +886,15 @@ Status parseManifest(std::string_view text, const std::string &origin,
     return r.error(*root.find("source_hash"), "source_hash",
                    "expected 64 lowercase hex digits (a SHA-256), found " +
                        quote(out.sourceHash));
+
+  // Which compiler build wrote the bundle (kda-compile --fingerprint):
+  // provenance for caches and the tuning database, not used to launch, so
+  // only its type is checked. Optional: older bundles lack it.
+  if (root.find("compiler_fingerprint")) {
+    std::string fingerprint;
+    if (Status s = r.string(root, "", "compiler_fingerprint", fingerprint))
+      return s;
+  }
 
   const Value *kernels;
   if (Status s = r.field(root, "", "kernels", kernels))

@@ -184,6 +184,7 @@ std::string amdManifest() {
   return std::string(R"({
   "format": "kda-bundle", "version": 1,
   "target": {"vendor": "amd", "chip": "gfx942"},
+  "compiler_fingerprint": "kda-0123456789abcdef-llvm22.1.0",
   "source_hash": ")") +
          kHash + R"(",
   "kernels": [{
@@ -428,6 +429,8 @@ TEST(Manifest, ErrorsNameTheField) {
       {kHash, "abc",
        "source_hash: expected 64 lowercase hex digits (a SHA-256), found "
        "\"abc\""},
+      {"\"source_hash\"", "\"compiler_fingerprint\": 7, \"source_hash\"",
+       "compiler_fingerprint: expected a string, found a number"},
       {"\"dtype\": \"bf16\"", "\"dtype\": \"bf8\"",
        "kernels[0].params[0].dtype: unknown dtype \"bf8\" (expected f32, f16, "
        "bf16, i32 or i64)"},

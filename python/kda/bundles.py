@@ -8,11 +8,19 @@ number of sequences and pool size are dynamic (``?`` in the MLIR, symbols in
 the manifest), so one bundle serves all of them.
 
 A configuration is a plain dict (JSON-serialisable, canonical); its stable
-hash together with the chip names the bundle directory::
+hash (with the chip and, for tuned bundles, the tile) and the compiler's
+fingerprint name the bundle directory::
 
-    <cache dir>/<op>-k<K>-v<V>-<qk dtype>-<hash16>.<chip>/
+    <cache dir>/<op>-k<K>-v<V>-<qk dtype>-<hash16>-<compiler12>.<chip>/
         manifest.json, *.cubin      (written by kda-compile)
         source.mlir, config.json    (written here, for provenance)
+
+<compiler12> is a hash of ``kda-compile --fingerprint`` (a hash of the
+executable and the LLVM it loads): a rebuilt or upgraded compiler looks for,
+and builds, new bundles instead of reusing what the old one wrote. Where no
+compiler is available (a GPU server fed by ``kda.prebuild``), the
+fingerprint is ``$KDA_COMPILER_FINGERPRINT`` if set, else unknown, and then
+any bundle of the configuration is accepted (the newest).
 
 Cache directories: every entry of ``KDA_BUNDLE_PATH`` (colon separated), then
 ``~/.cache/kda/bundles`` (``KDA_CACHE_DIR`` overrides it). A missing bundle is
@@ -27,6 +35,7 @@ Nothing here needs torch or a GPU.
 from __future__ import annotations
 
 import copy
+import glob
 import hashlib
 import json
 import math
@@ -261,15 +270,53 @@ def validate(cfg: Dict[str, Any]) -> None:
         dtype("indices_dtype", allowed=("i32", "i64"), optional=False)
 
 
-def config_hash(cfg: Dict[str, Any], chip: str) -> str:
-    blob = json.dumps({"generator": GENERATOR_VERSION, "chip": chip, "config": cfg},
-                      sort_keys=True, separators=(",", ":"))
+TILE_KEYS = ("chunk", "sub_chunk", "v_block", "threads")
+
+
+def normalise_tile(tile: Optional[Dict[str, int]]) -> Optional[Dict[str, int]]:
+    """A tuned tile as kda-compile's flags take it (chunk, sub_chunk,
+    v_block, block threads), or None for the chip's defaults."""
+    if tile is None:
+        return None
+    out = {k: int(tile[k]) for k in TILE_KEYS if k in tile}
+    if set(out) != set(TILE_KEYS):
+        raise ValueError(f"tile: expected the keys {TILE_KEYS}, got {sorted(tile)}")
+    return out
+
+
+def config_hash(cfg: Dict[str, Any], chip: str, tile: Optional[Dict[str, int]] = None) -> str:
+    what = {"generator": GENERATOR_VERSION, "chip": chip, "config": cfg}
+    if tile is not None:  # absent for default tiles: their hash is unchanged
+        what["tile"] = normalise_tile(tile)
+    blob = json.dumps(what, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def bundle_name(cfg: Dict[str, Any], chip: str) -> str:
+# bundle_name's default: the fingerprint of the compiler this process would use.
+CURRENT = object()
+
+
+def fingerprint_tag(fingerprint: str) -> str:
+    """The short form of a compiler fingerprint used in directory names."""
+    return hashlib.sha256(fingerprint.encode()).hexdigest()[:12]
+
+
+def bundle_stem(cfg: Dict[str, Any], chip: str, tile: Optional[Dict[str, int]] = None) -> str:
     return (f"{cfg['op']}-k{cfg['K']}-v{cfg['V']}-{cfg['qk_dtype']}-"
-            f"{config_hash(cfg, chip)[:16]}.{chip}")
+            f"{config_hash(cfg, chip, tile)[:16]}")
+
+
+def bundle_name(cfg: Dict[str, Any], chip: str, tile: Optional[Dict[str, int]] = None,
+                fingerprint: Any = CURRENT) -> str:
+    """The bundle directory's name. The compiler fingerprint is part of it
+    (the cache key); with an unknown fingerprint (no compiler here) the name
+    has none, which is also what a bundle built by hand is called."""
+    if fingerprint is CURRENT:
+        fingerprint = current_fingerprint()
+    stem = bundle_stem(cfg, chip, tile)
+    if fingerprint:
+        return f"{stem}-{fingerprint_tag(fingerprint)}.{chip}"
+    return f"{stem}.{chip}"
 
 
 def describe(cfg: Dict[str, Any]) -> str:
@@ -495,13 +542,83 @@ def cache_dirs() -> List[str]:
     return dirs
 
 
-def find_bundle(cfg: Dict[str, Any], chip: str) -> Optional[str]:
-    name = bundle_name(cfg, chip)
+def find_bundle(cfg: Dict[str, Any], chip: str, tile: Optional[Dict[str, int]] = None,
+                fingerprint: Any = CURRENT) -> Optional[str]:
+    """The cached bundle for cfg (and tile) on chip built by the compiler
+    with this fingerprint; with an unknown fingerprint (no compiler here),
+    the newest bundle of cfg by any compiler."""
+    if fingerprint is CURRENT:
+        fingerprint = current_fingerprint()
+    if fingerprint:
+        name = bundle_name(cfg, chip, tile, fingerprint)
+        for d in cache_dirs():
+            path = os.path.join(d, name)
+            if os.path.isfile(os.path.join(path, "manifest.json")):
+                return path
+        return None
+    stem = bundle_stem(cfg, chip, tile)
     for d in cache_dirs():
-        path = os.path.join(d, name)
-        if os.path.isfile(os.path.join(path, "manifest.json")):
-            return path
+        found = []
+        for pattern in (f"{stem}.{chip}", f"{stem}-*.{chip}"):
+            for path in glob.glob(os.path.join(glob.escape(d), pattern)):
+                manifest = os.path.join(path, "manifest.json")
+                if os.path.isfile(manifest):
+                    found.append((os.path.getmtime(manifest), path))
+        if found:
+            return max(found)[1]
     return None
+
+
+_fingerprints: Dict[Any, str] = {}
+
+
+def compiler_fingerprint(compiler: str, timeout: float = 60.0) -> str:
+    """What ``compiler --fingerprint`` prints, cached per executable (path,
+    size and modification time: a rebuilt compiler is asked again).
+    Raises CompileError if it cannot say (a kda-compile older than the
+    option, or not kda-compile at all)."""
+    try:
+        st = os.stat(compiler)
+        key = (os.path.realpath(compiler), st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = (compiler,)
+    hit = _fingerprints.get(key)
+    if hit:
+        return hit
+    cmd = [compiler, "--fingerprint"]
+    try:
+        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=timeout)
+    except OSError as e:
+        raise CompileError(f"cannot run {' '.join(cmd)}: {e}") from e
+    text = proc.stdout.strip()
+    if proc.returncode != 0 or not text or len(text.splitlines()) != 1:
+        raise CompileError(f"{' '.join(cmd)} did not print a fingerprint (a kda-compile without "
+                           f"--fingerprint is too old for this package):\n{text}")
+    _fingerprints[key] = text
+    return text
+
+
+def current_fingerprint() -> Optional[str]:
+    """The fingerprint bundles are looked up with: ``$KDA_COMPILER_FINGERPRINT``
+    if set; else, unless KDA_NO_COMPILE is set, that of the kda-compile
+    find_compiler() finds; else None (unknown)."""
+    env = os.environ.get("KDA_COMPILER_FINGERPRINT")
+    if env:
+        return env
+    if _no_compile():
+        return None
+    compiler = find_compiler()
+    if compiler is None:
+        return None
+    try:
+        return compiler_fingerprint(compiler)
+    except CompileError:
+        return None
+
+
+def _no_compile() -> bool:
+    return os.environ.get("KDA_NO_COMPILE", "") in ("1", "true", "yes")
 
 
 def find_compiler() -> Optional[str]:
@@ -528,9 +645,23 @@ def _writable_cache_dir() -> str:
     raise BundleNotFoundError("no writable bundle directory in KDA_BUNDLE_PATH or ~/.cache/kda/bundles")
 
 
+def tile_flags(tile: Optional[Dict[str, int]]) -> List[str]:
+    """kda-compile's options for a tuned tile (none for the defaults)."""
+    if tile is None:
+        return []
+    t = normalise_tile(tile)
+    return [f"--chunk={t['chunk']}", f"--sub-chunk={t['sub_chunk']}", f"--v-block={t['v_block']}",
+            f"--block-threads={t['threads']}"]
+
+
 def compile_bundle(cfg: Dict[str, Any], chip: str, out_root: Optional[str] = None,
-                   compiler: Optional[str] = None, timeout: float = 600.0) -> str:
+                   compiler: Optional[str] = None, timeout: float = 600.0,
+                   tile: Optional[Dict[str, int]] = None) -> str:
     """Compiles cfg for chip into out_root/<bundle_name> and returns its path.
+
+    tile: a tuned tile (kda.tune) for a configuration whose chunk is 0 (the
+    target's default; an op with its own #kda.tile keeps it), given to
+    kda-compile as flags.
 
     The bundle is written to a temporary sibling directory and renamed into
     place, so concurrent processes never see a half-written bundle.
@@ -538,9 +669,15 @@ def compile_bundle(cfg: Dict[str, Any], chip: str, out_root: Optional[str] = Non
     compiler = compiler or find_compiler()
     if compiler is None:
         raise BundleNotFoundError("kda-compile not found (set KDA_COMPILE or put it on PATH)")
+    if tile is not None and (cfg.get("op") != "gated_delta" or cfg.get("chunk")):
+        raise ValueError("a tuned tile applies to gated_delta configurations with chunk 0 only")
     out_root = out_root or _writable_cache_dir()
     os.makedirs(out_root, exist_ok=True)
-    final = os.path.join(out_root, bundle_name(cfg, chip))
+    try:
+        fingerprint = compiler_fingerprint(compiler)
+    except CompileError as e:
+        raise CompileError(f"kda-compile failed for [{describe(cfg)}] on {chip}: {e}") from e
+    final = os.path.join(out_root, bundle_name(cfg, chip, tile, fingerprint))
     if os.path.isfile(os.path.join(final, "manifest.json")):
         return final
     tmp = tempfile.mkdtemp(prefix=".tmp-" + os.path.basename(final) + "-", dir=out_root)
@@ -549,10 +686,11 @@ def compile_bundle(cfg: Dict[str, Any], chip: str, out_root: Optional[str] = Non
         with open(src, "w") as f:
             f.write(to_mlir(cfg))
         with open(os.path.join(tmp, "config.json"), "w") as f:
-            json.dump({"generator": GENERATOR_VERSION, "chip": chip, "config": cfg}, f,
+            json.dump({"generator": GENERATOR_VERSION, "chip": chip, "config": cfg,
+                       "tile": normalise_tile(tile), "compiler_fingerprint": fingerprint}, f,
                       indent=1, sort_keys=True)
             f.write("\n")
-        cmd = [compiler, src, "-o", tmp, f"--chip={chip}"]
+        cmd = [compiler, src, "-o", tmp, f"--chip={chip}"] + tile_flags(tile)
         proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, timeout=timeout)
         if proc.returncode != 0:
@@ -571,15 +709,18 @@ def compile_bundle(cfg: Dict[str, Any], chip: str, out_root: Optional[str] = Non
         raise
 
 
-def get_bundle_dir(cfg: Dict[str, Any], chip: str, build: bool = True) -> str:
-    """The bundle directory for cfg on chip: found in the cache, or built."""
-    found = find_bundle(cfg, chip)
+def get_bundle_dir(cfg: Dict[str, Any], chip: str, build: bool = True,
+                   tile: Optional[Dict[str, int]] = None) -> str:
+    """The bundle directory for cfg (and a tuned tile) on chip: found in
+    the cache for the current compiler, or built."""
+    fingerprint = current_fingerprint()
+    found = find_bundle(cfg, chip, tile, fingerprint)
     if found:
         return found
-    if build and os.environ.get("KDA_NO_COMPILE", "") not in ("1", "true", "yes"):
+    if build and not _no_compile():
         if find_compiler() is not None:
-            return compile_bundle(cfg, chip)
-    name = bundle_name(cfg, chip)
+            return compile_bundle(cfg, chip, tile=tile)
+    name = bundle_name(cfg, chip, tile, fingerprint)
     dirs = cache_dirs()
     raise BundleNotFoundError(
         f"no kda bundle for [{describe(cfg)}] on {chip}.\n"
@@ -587,7 +728,8 @@ def get_bundle_dir(cfg: Dict[str, Any], chip: str, build: bool = True) -> str:
         f"kda-compile is not available here or KDA_NO_COMPILE is set (set KDA_COMPILE or put it on PATH to build it "
         f"automatically). To build it on a machine that has kda-compile, save this module as "
         f"{name}.mlir:\n\n{to_mlir(cfg)}\nand run\n\n"
-        f"  kda-compile {name}.mlir -o <DIR>/{name} --chip={chip}\n\n"
+        f"  kda-compile {name}.mlir -o <DIR>/{name} --chip={chip}"
+        f"{''.join(' ' + f for f in tile_flags(tile))}\n\n"
         f"(or `python3 -m kda.prebuild --chip {chip} --out <DIR>` for the common configurations), "
         f"then copy <DIR> here and set KDA_BUNDLE_PATH=<DIR>.")
 

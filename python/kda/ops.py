@@ -30,6 +30,7 @@ import warnings
 from typing import Any, Dict, Optional, Tuple
 
 from . import bundles as _bundles
+from . import tune as _tune
 from .runtime import KdaError, load_bundle
 
 __all__ = ["chunk_kda", "fused_recurrent_kda", "window_attention", "chunk_kda_config",
@@ -340,8 +341,8 @@ _resolved: Dict[Tuple[str, str], Tuple[Any, str]] = {}
 _resolved_lock = threading.Lock()
 
 
-def _bundle_for(cfg: Dict[str, Any], chip: str):
-    key = (json.dumps(cfg, sort_keys=True), chip)
+def _bundle_for(cfg: Dict[str, Any], chip: str, tile: Optional[Dict[str, int]] = None):
+    key = (json.dumps(cfg, sort_keys=True), chip, json.dumps(tile, sort_keys=True))
     hit = _resolved.get(key)
     if hit is not None:
         return hit
@@ -349,7 +350,19 @@ def _bundle_for(cfg: Dict[str, Any], chip: str):
         hit = _resolved.get(key)
         if hit is not None:
             return hit
-        path = _bundles.get_bundle_dir(cfg, chip)
+        path = None
+        if tile is not None:
+            # A tuned tile (kda.tune) whose bundle is neither cached nor
+            # buildable here: the chip's default tile still computes the same.
+            try:
+                path = _bundles.get_bundle_dir(cfg, chip, tile=tile)
+            except _bundles.BundleNotFoundError:
+                path = None
+            except _bundles.CompileError as e:
+                warnings.warn(f"kda: the tuned tile {tile} did not compile; using the default tile:\n{e}")
+                path = None
+        if path is None:
+            path = _bundles.get_bundle_dir(cfg, chip)
         bundle = load_bundle(path)
         prefix = "kda_" + cfg["op"]
         names = [n for n in bundle.kernels if n.startswith(prefix)] or list(bundle.kernels)
@@ -361,8 +374,8 @@ def _bundle_for(cfg: Dict[str, Any], chip: str):
         return hit
 
 
-def _launch(cfg, chip, named: Dict[str, Any]):
-    bundle, kernel = _bundle_for(cfg, chip)
+def _launch(cfg, chip, named: Dict[str, Any], tile: Optional[Dict[str, int]] = None):
+    bundle, kernel = _bundle_for(cfg, chip, tile)
     params = bundle.tensor_params(kernel)
     missing = [p["name"] for p in params if p["name"] not in named or named[p["name"]] is None]
     if missing:
@@ -502,8 +515,11 @@ def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt
         tail = (K, V) if cfg["state_layout"] == "k_major" else (V, K)
         final_state = _alloc((N, HV) + tail, torch.float32, q.device)
         named["final_state"] = final_state
+    # The tuning database's tile for this shape bucket (kda.tune), if any.
+    T_seq = T if cu_seqlens is None else max(1, (B * T) // max(1, N))
+    tile = _tune.tuned_tile(cfg, chip, T_seq, N, HV)
     with torch.cuda.device(q.device):
-        _launch(cfg, chip, named)
+        _launch(cfg, chip, named, tile)
     if o.dtype != q.dtype:
         o = o.to(q.dtype)
     return o, final_state

@@ -77,10 +77,13 @@ def build(cfgs: List[Dict[str, Any]], chips: List[str], out_dir: str, jobs: int,
     os.makedirs(out_dir, exist_ok=True)
     tasks = [(c, chip) for chip in chips for c in cfgs]
     results = []
+    # Bundles are named after the compiler that builds them (the cache key).
+    compiler = compiler or _b.find_compiler()
+    fingerprint = _b.compiler_fingerprint(compiler) if compiler else None
 
     def one(task):
         cfg, chip = task
-        name = _b.bundle_name(cfg, chip)
+        name = _b.bundle_name(cfg, chip, fingerprint=fingerprint)
         existing = os.path.join(out_dir, name)
         t0 = time.time()
         if os.path.isfile(os.path.join(existing, "manifest.json")):
@@ -117,6 +120,7 @@ def build(cfgs: List[Dict[str, Any]], chips: List[str], out_dir: str, jobs: int,
                 if entry["error"]:
                     print("        " + entry["error"].replace("\n", "\n        ")[:4000], flush=True)
     report = {"out": os.path.abspath(out_dir), "chips": chips, "results": results,
+              "compiler_fingerprint": fingerprint,
               "failed": sum(r["status"] == "failed" for r in results),
               "smem_warnings": sum(1 for r in results if r.get("warning"))}
     with open(os.path.join(out_dir, "prebuild-report.json"), "w") as f:

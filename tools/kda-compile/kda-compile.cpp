@@ -4,8 +4,13 @@
 // writes a bundle (runtime/BUNDLE.md): one binary per kernel and a
 // manifest.json with each kernel's parameters (named after the op's
 // dimensions), launch geometry, shared memory and tiles, the target chip and
-// the SHA-256 of the source. Bundles are built here, on any host; GPU
-// servers need only libkda_runtime.
+// the SHA-256 of the source and the compiler's fingerprint. Bundles are
+// built here, on any host; GPU servers need only libkda_runtime.
+//
+// `kda-compile --fingerprint` prints the fingerprint alone: caches of
+// bundles (python/kda/bundles.py) and the tuning database (python/kda/tune.py)
+// key on it, so that a rebuilt or upgraded compiler never reuses their
+// entries.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,7 +25,9 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 
+#include "llvm-c/Core.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/BinaryFormat/ELF.h"
 #include "llvm/BinaryFormat/MsgPackDocument.h"
 #include "llvm/Object/ELF.h"
@@ -80,6 +87,23 @@ static cl::opt<std::string>
             cl::desc("CUDA toolkit root (ptxas) or, for AMD, a folder with "
                      "llvm/bin/ld.lld"),
             cl::init(""), cl::cat(compileCategory));
+// Handled before parsing (main); declared so that --help lists it.
+static cl::opt<bool> fingerprintOnly(
+    "fingerprint",
+    cl::desc("print the compiler's fingerprint (what bundle caches and the "
+             "tuning database key on) and exit"),
+    cl::init(false), cl::cat(compileCategory));
+static cl::opt<std::string> tuningDb(
+    "tuning-db",
+    cl::desc("kda-tune's database (python/kda/tune.py): its tile for this "
+             "module, chip, compiler and --tuning-shape replaces the chip's "
+             "default (tile options given here still win)"),
+    cl::init(""), cl::cat(compileCategory));
+static cl::opt<std::string> tuningShape(
+    "tuning-shape",
+    cl::desc("T,N,HV: tokens per sequence, sequences, value heads of the "
+             "calls to tune for (with --tuning-db)"),
+    cl::init(""), cl::cat(compileCategory));
 static cl::opt<bool> keepPtx("keep-ptx",
                              cl::desc("also write each kernel's assembly "
                                       "(PTX, or AMDGPU assembly as .s)"),
@@ -172,6 +196,84 @@ FailureOr<llvm::json::Object> amdResources(StringRef hsaco, StringRef kernel,
   return failure();
 }
 
+/// A stable string naming this compiler build: "kda-<hash>-llvm<x.y.z>".
+///
+/// <hash> is the SHA-256 (first 16 hex digits) of this executable's bytes.
+/// Every kda library (dialect, passes, lowering) is linked statically into
+/// it, so any change of kda's code, committed or not, and any rebuild
+/// against other LLVM headers changes it; a git revision baked in at
+/// configure time would miss uncommitted edits and builds that skipped
+/// reconfiguring. What the bytes do not cover are the shared libLLVM /
+/// libMLIR the executable loads: their version, as the loaded library
+/// reports it (LLVMGetVersion, not the headers'), is the suffix, so a
+/// Debian LLVM upgrade under an unchanged binary changes the fingerprint
+/// too. (Not covered: the CUDA toolkit's ptxas, found per call.)
+std::string compilerFingerprint(const char *argv0) {
+  static int anchor;
+  std::string exe = llvm::sys::fs::getMainExecutable(
+      argv0, reinterpret_cast<void *>(&anchor));
+  std::string hash = "unknown";
+  if (auto bytes = llvm::MemoryBuffer::getFile(exe, /*IsText=*/false,
+                                               /*RequiresNullTerminator=*/false))
+    hash = llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(
+                           (*bytes)->getBuffer())),
+                       /*LowerCase=*/true)
+               .substr(0, 16);
+  unsigned major = 0, minor = 0, patch = 0;
+  LLVMGetVersion(&major, &minor, &patch);
+  return llvm::formatv("kda-{0}-llvm{1}.{2}.{3}", hash, major, minor, patch)
+      .str();
+}
+
+/// kda.tune.shape_bucket: T and N x HV in power-of-two ranges.
+std::string shapeBucket(int64_t t, int64_t n, int64_t hv) {
+  auto range = [](int64_t x) {
+    uint64_t lo = llvm::bit_floor(static_cast<uint64_t>(std::max<int64_t>(x, 1)));
+    return std::to_string(lo) + "-" + std::to_string(2 * lo - 1);
+  };
+  return "T" + range(t) + "/NHV" + range(n * hv);
+}
+
+/// The winning tile of kda-tune's database (python/kda/tune.py documents the
+/// file) for this source (entries record the SHA-256 of the module the
+/// Python package generates, which is what kda-compile gets), chip,
+/// compiler fingerprint and shape bucket. Entries of another compiler are
+/// never used: their times were measured on other kernels. Returns
+/// std::nullopt when there is none; fails on an unreadable database.
+FailureOr<std::optional<llvm::json::Object>>
+lookupTunedTile(StringRef path, StringRef sourceHash, StringRef chipName,
+                StringRef fingerprint, StringRef bucket, std::string &error) {
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer) {
+    error = "cannot read " + path.str() + ": " + buffer.getError().message();
+    return failure();
+  }
+  llvm::Expected<llvm::json::Value> root =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!root) {
+    error = path.str() + ": " + llvm::toString(root.takeError());
+    return failure();
+  }
+  const llvm::json::Object *db = root->getAsObject();
+  if (!db || db->getString("format") != "kda-tuning-db" ||
+      db->getInteger("version") != 1 || !db->getObject("entries")) {
+    error = path.str() + ": not a version 1 kda tuning database";
+    return failure();
+  }
+  for (const auto &kv : *db->getObject("entries")) {
+    const llvm::json::Object *e = kv.second.getAsObject();
+    if (!e || e->getString("source_hash") != sourceHash ||
+        e->getString("chip") != chipName ||
+        e->getString("compiler_fingerprint") != fingerprint ||
+        e->getString("bucket") != bucket)
+      continue;
+    const llvm::json::Object *winner = e->getObject("winner");
+    if (winner && winner->getObject("tile"))
+      return std::optional<llvm::json::Object>(*winner->getObject("tile"));
+  }
+  return std::optional<llvm::json::Object>();
+}
+
 /// Shared memory (LDS) a block of this chip may use, in bytes.
 int64_t sharedMemoryLimit(StringRef chip) {
   if (chip == "sm_90a")
@@ -258,6 +360,14 @@ bool writeFile(StringRef path, StringRef bytes) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // Before option parsing: the input and -o are required for compiling,
+  // not for asking which compiler this is.
+  for (int i = 1; i < argc; ++i)
+    if (llvm::StringRef(argv[i]) == "--fingerprint" ||
+        llvm::StringRef(argv[i]) == "-fingerprint") {
+      llvm::outs() << compilerFingerprint(argv[0]) << "\n";
+      return 0;
+    }
   cl::HideUnrelatedOptions(compileCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "kda compile driver: module -> GPU bundle\n");
@@ -270,6 +380,49 @@ int main(int argc, char **argv) {
     return fail("unsupported chip '" + chip +
                 "' (expected sm_80, sm_90a, gfx90a, gfx942 or gfx1100)");
   const bool amd = target->vendor == mlir::kda::GpuTarget::Vendor::Amd;
+  if (!tuningDb.empty()) {
+    int64_t t = 0, n = 0, hv = 0;
+    llvm::SmallVector<StringRef> parts;
+    StringRef(tuningShape).split(parts, ',');
+    if (parts.size() != 3 || parts[0].getAsInteger(10, t) ||
+        parts[1].getAsInteger(10, n) || parts[2].getAsInteger(10, hv) ||
+        t < 1 || n < 1 || hv < 1)
+      return fail("--tuning-db needs --tuning-shape=T,N,HV (positive "
+                  "integers), found '" + tuningShape + "'");
+    std::string error;
+    auto input = llvm::MemoryBuffer::getFileOrSTDIN(inputFile);
+    if (!input)
+      return fail("cannot read " + inputFile + ": " +
+                  input.getError().message());
+    std::string hash = llvm::toHex(
+        llvm::SHA256::hash(llvm::arrayRefFromStringRef((*input)->getBuffer())),
+        /*LowerCase=*/true);
+    std::string bucket = shapeBucket(t, n, hv);
+    auto tile = lookupTunedTile(tuningDb, hash, chip, compilerFingerprint(argv[0]),
+                                bucket, error);
+    if (failed(tile))
+      return fail(error);
+    if (!*tile) {
+      llvm::outs() << "kda-compile: no tuned tile for this module on " << chip
+                   << " in bucket " << bucket << ": the chip's defaults\n";
+    } else {
+      // Options given on the command line win over the database.
+      auto take = [&](cl::opt<int64_t> &opt, StringRef key) {
+        if (opt.getNumOccurrences() == 0)
+          if (std::optional<int64_t> v = (*tile)->getInteger(key))
+            opt = *v;
+      };
+      take(chunk, "chunk");
+      take(subChunk, "sub_chunk");
+      take(vBlock, "v_block");
+      take(threads, "threads");
+      llvm::outs() << "kda-compile: tuned tile for bucket " << bucket
+                   << ": chunk=" << chunk << " sub_chunk=" << subChunk
+                   << " v_block=" << vBlock << " threads=" << threads << "\n";
+    }
+  } else if (!tuningShape.empty()) {
+    return fail("--tuning-shape is only used with --tuning-db");
+  }
   // Before anything slow: tiles are static, so an unbounded --chunk would
   // build (and allocate) chunk x chunk tiles. 0 stands for the chip's default.
   int64_t resolvedChunk = chunk > 0 ? static_cast<int64_t>(chunk)
@@ -477,6 +630,7 @@ int main(int argc, char **argv) {
   manifest["source_hash"] = llvm::toHex(
       llvm::SHA256::hash(llvm::arrayRefFromStringRef(source->getBuffer())),
       /*LowerCase=*/true);
+  manifest["compiler_fingerprint"] = compilerFingerprint(argv[0]);
   manifest["kernels"] = std::move(kernels);
   if (!entries.empty())
     manifest["entries"] = std::move(entries);

@@ -1,0 +1,344 @@
+"""Tile autotuning: the candidate space, shared-memory pruning, shape buckets
+and the tuning database (tools/kda-tune drives them; kda.ops reads the
+database). Nothing here needs torch or a GPU.
+
+The **tile** of a gated_delta bundle is what kda-compile's flags choose:
+``{"chunk", "sub_chunk", "v_block", "threads"}`` (chunk in {16, 32, 64},
+v_block a multiple of 16 dividing V, threads per block in {128, 256}). The
+best one depends on the shape (bench/RESULTS.md: small V blocks win where
+programs are scarce, large ones where heads are many), so measurements are
+kept per **shape bucket**: tokens per sequence T in power-of-two ranges
+[2^k, 2^(k+1)) and sequences x value heads (N * HV, the programs the state
+kernel has per V block) in power-of-two ranges too.
+
+The **database** is one plain JSON file::
+
+    {"format": "kda-tuning-db", "version": 1,
+     "entries": {"<key>": {"config": {...}, "config_hash": "...", "source_hash": "<sha256>", "chip": "sm_90a",
+                           "compiler_fingerprint": "kda-...", "bucket": "T4096-8191/NHV32-63",
+                           "shapes": [{"T": 8192, "N": 1, "H": 32, "HV": 32}],
+                           "candidates": [{"tile": {...}, "median_ms": 2.7, "times_ms": [...],
+                                           "status": "ok", "measured": "<UTC time>", "device": "..."}],
+                           "winner": {"tile": {...}, "median_ms": 2.7}}}}
+
+keyed by (configuration hash, chip, compiler fingerprint, shape bucket); the
+configuration hash is bundles.config_hash (it covers GENERATOR_VERSION and
+the chip). ``source_hash`` is the SHA-256 of the module bundles.to_mlir
+generates for the configuration: ``kda-compile --tuning-db=FILE
+--tuning-shape=T,N,HV`` reads the same file and matches on it (kda-compile
+sees modules, not configurations). Entries of another compiler fingerprint are kept (the database can
+serve several builds) but never used for this one: a rebuilt compiler makes
+other kernels, whose times say nothing about the new ones. The key is
+readable on purpose (``<hash16>|<chip>|<fingerprint>|<bucket>``), so that a
+person can grep a database.
+
+Merging keeps every candidate's latest measurement (by tile) and recomputes
+the winner: the fastest candidate whose output was checked correct. Times
+from different runs are compared as they are (one machine type per chip is
+assumed); ``kda-tune time`` measures all candidates of a shape in one run.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from typing import Any, Dict, Iterable, List, Optional, Tuple
+
+from . import bundles as _b
+
+DB_FORMAT = "kda-tuning-db"
+DB_VERSION = 1
+
+# Shared memory one block may use (bytes): what kda-compile checks too
+# (tools/kda-compile, sharedMemoryLimit). NVIDIA blocks opt in to more than
+# the 48 KiB default; AMD's LDS is 64 KiB.
+SMEM_LIMITS = {"sm_80": 163 * 1024, "sm_90a": 227 * 1024,
+               "gfx90a": 64 * 1024, "gfx942": 64 * 1024, "gfx1100": 64 * 1024}
+
+CHUNKS = (16, 32, 64)
+THREADS = (128, 256)
+SUB_CHUNK = 16
+
+
+# ---------------------------------------------------------------------------
+# The candidate space
+# ---------------------------------------------------------------------------
+
+def v_blocks(V: int) -> List[int]:
+    """The V blocks the GPU schedules take: multiples of 16 that divide V."""
+    return [vb for vb in range(16, V + 1, 16) if V % vb == 0]
+
+
+def make_tile(chunk: int, v_block: int, threads: int, sub_chunk: int = SUB_CHUNK) -> Dict[str, int]:
+    return {"chunk": int(chunk), "sub_chunk": min(int(sub_chunk), int(chunk)),
+            "v_block": int(v_block), "threads": int(threads)}
+
+
+def enumerate_space(cfg: Dict[str, Any], chunks: Iterable[int] = CHUNKS,
+                    vblocks: Optional[Iterable[int]] = None,
+                    threads: Iterable[int] = THREADS) -> List[Dict[str, int]]:
+    """Every legal tile for a gated_delta configuration, restricted to the
+    given chunks / V blocks / thread counts (illegal ones given there are
+    dropped, not an error, so a command line can narrow the space)."""
+    if cfg.get("op") != "gated_delta":
+        raise ValueError(f"only gated_delta configurations are tuned, not {cfg.get('op')!r}")
+    if cfg.get("chunk"):
+        raise ValueError(f"the configuration fixes its chunk ({cfg['chunk']}): nothing to tune "
+                         f"(tune its chunk 0 form)")
+    legal_v = v_blocks(cfg["V"])
+    vb = legal_v if vblocks is None else [v for v in vblocks if v in legal_v]
+    out = []
+    for c in chunks:
+        if c not in CHUNKS:
+            continue
+        for v in vb:
+            for t in threads:
+                if t in THREADS:
+                    out.append(make_tile(c, v, t))
+    return out
+
+
+def default_tile(chip: str) -> Dict[str, int]:
+    """The tile kda-compile uses without flags (GpuTarget's defaults: C = 16,
+    V blocks of 16, 128 threads on every chip today)."""
+    return make_tile(16, 16, 128)
+
+
+def bundle_shared_memory(manifest: Dict[str, Any]) -> int:
+    """The most shared memory one of the bundle's kernels needs (bytes):
+    its dynamic shared memory, plus static LDS where the AMD backend
+    reports it."""
+    most = 0
+    for k in manifest.get("kernels", []):
+        smem = int(k.get("dynamic_shared_memory", 0))
+        smem += int(k.get("resources", {}).get("group_segment_fixed_size", 0))
+        most = max(most, smem)
+    return most
+
+
+def prune_reason(manifest: Dict[str, Any], chip: str) -> Optional[str]:
+    """Why a compiled candidate cannot run on the chip, or None."""
+    smem = bundle_shared_memory(manifest)
+    limit = SMEM_LIMITS.get(chip)
+    if limit is not None and smem > limit:
+        return f"needs {smem} bytes of shared memory, {chip} gives a block {limit}"
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Shape buckets
+# ---------------------------------------------------------------------------
+
+def _pow2_range(x: int) -> Tuple[int, int]:
+    x = max(1, int(x))
+    lo = 1 << (x.bit_length() - 1)
+    return lo, 2 * lo - 1
+
+
+def shape_bucket(T: int, N: int, HV: int) -> str:
+    """The bucket of a call: tokens per sequence T (for varlen batches the
+    mean length) and sequences x value heads, each in a power-of-two range:
+    ``T4096-8191/NHV32-63``."""
+    t0, t1 = _pow2_range(T)
+    p0, p1 = _pow2_range(int(N) * int(HV))
+    return f"T{t0}-{t1}/NHV{p0}-{p1}"
+
+
+# ---------------------------------------------------------------------------
+# The database
+# ---------------------------------------------------------------------------
+
+def config_key(cfg: Dict[str, Any], chip: str) -> str:
+    return _b.config_hash(cfg, chip)[:16]
+
+
+def entry_key(cfg_hash16: str, chip: str, fingerprint: str, bucket: str) -> str:
+    return f"{cfg_hash16}|{chip}|{fingerprint}|{bucket}"
+
+
+def _tile_id(tile: Dict[str, int]) -> str:
+    return json.dumps(_b.normalise_tile(tile), sort_keys=True)
+
+
+def _winner(candidates: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    ok = [c for c in candidates if c.get("status") == "ok" and c.get("median_ms") is not None]
+    if not ok:
+        return None
+    best = min(ok, key=lambda c: (c["median_ms"], _tile_id(c["tile"])))
+    return {"tile": dict(best["tile"]), "median_ms": best["median_ms"]}
+
+
+class TuningDB:
+    """The tuning database in memory; load / save / merge / export / import
+    and lookup. Plain dicts inside (``entries``), as in the file."""
+
+    def __init__(self, entries: Optional[Dict[str, Any]] = None):
+        self.entries: Dict[str, Dict[str, Any]] = entries or {}
+
+    # -- files ---------------------------------------------------------------
+    @classmethod
+    def load(cls, path: str, missing_ok: bool = True) -> "TuningDB":
+        if missing_ok and not os.path.exists(path):
+            return cls()
+        with open(path) as f:
+            data = json.load(f)
+        if not isinstance(data, dict) or data.get("format") != DB_FORMAT:
+            raise ValueError(f"{path}: not a kda tuning database (format {DB_FORMAT!r})")
+        if data.get("version") != DB_VERSION:
+            raise ValueError(f"{path}: tuning database version {data.get('version')!r}; "
+                             f"this package reads version {DB_VERSION}")
+        entries = data.get("entries")
+        if not isinstance(entries, dict):
+            raise ValueError(f"{path}: 'entries' must be an object")
+        for key, e in entries.items():
+            for field in ("config", "config_hash", "chip", "compiler_fingerprint", "bucket", "candidates"):
+                if field not in e:
+                    raise ValueError(f"{path}: entry {key!r} lacks {field!r}")
+        return cls(entries)
+
+    def to_json(self) -> Dict[str, Any]:
+        return {"format": DB_FORMAT, "version": DB_VERSION, "entries": self.entries}
+
+    def save(self, path: str) -> None:
+        """Writes the file atomically (a temporary sibling renamed over it)."""
+        d = os.path.dirname(os.path.abspath(path))
+        os.makedirs(d, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-" + os.path.basename(path), dir=d)
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.to_json(), f, indent=1, sort_keys=True)
+                f.write("\n")
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    # -- updates -------------------------------------------------------------
+    def add(self, cfg: Dict[str, Any], chip: str, fingerprint: str, shape: Dict[str, int],
+            candidates: List[Dict[str, Any]]) -> str:
+        """Adds one shape's measurements (a list of {"tile", "status",
+        "median_ms", ...}); returns the entry's key."""
+        bucket = shape_bucket(shape["T"], shape["N"], shape.get("HV", shape.get("H", 1)))
+        h = config_key(cfg, chip)
+        key = entry_key(h, chip, fingerprint, bucket)
+        new = {"config": copy.deepcopy(cfg), "config_hash": h, "chip": chip,
+               "compiler_fingerprint": fingerprint, "bucket": bucket,
+               # What kda-compile --tuning-db matches: it sees the module, not cfg.
+               "source_hash": hashlib.sha256(_b.to_mlir(cfg).encode()).hexdigest(),
+               "shapes": [dict(shape)], "candidates": copy.deepcopy(candidates)}
+        new["winner"] = _winner(new["candidates"])
+        self._merge_entry(key, new)
+        return key
+
+    def _merge_entry(self, key: str, new: Dict[str, Any]) -> None:
+        old = self.entries.get(key)
+        if old is None:
+            self.entries[key] = copy.deepcopy(new)
+            self.entries[key]["winner"] = _winner(self.entries[key]["candidates"])
+            return
+        by_tile = {_tile_id(c["tile"]): c for c in old["candidates"]}
+        for c in new["candidates"]:
+            by_tile[_tile_id(c["tile"])] = copy.deepcopy(c)  # the latest measurement wins
+        old["candidates"] = [by_tile[k] for k in sorted(by_tile)]
+        shapes = old.setdefault("shapes", [])
+        for s in new.get("shapes", []):
+            if s not in shapes:
+                shapes.append(dict(s))
+        old["winner"] = _winner(old["candidates"])
+
+    def merge(self, other: "TuningDB") -> "TuningDB":
+        for key, e in other.entries.items():
+            self._merge_entry(key, e)
+        return self
+
+    def select(self, chip: Optional[str] = None, fingerprint: Optional[str] = None) -> "TuningDB":
+        """The entries of one chip and / or one compiler (a copy)."""
+        return TuningDB({k: copy.deepcopy(e) for k, e in self.entries.items()
+                         if (chip is None or e["chip"] == chip)
+                         and (fingerprint is None or e["compiler_fingerprint"] == fingerprint)})
+
+    def export(self, path: str, chip: Optional[str] = None, fingerprint: Optional[str] = None) -> int:
+        """Writes the selected entries to path; returns how many."""
+        sub = self.select(chip, fingerprint)
+        sub.save(path)
+        return len(sub.entries)
+
+    def import_(self, path: str) -> int:
+        """Merges another database file in; returns how many entries it had."""
+        other = TuningDB.load(path, missing_ok=False)
+        self.merge(other)
+        return len(other.entries)
+
+    # -- lookup --------------------------------------------------------------
+    def lookup_entry(self, cfg: Dict[str, Any], chip: str, fingerprint: Optional[str],
+                     T: int, N: int, HV: int) -> Optional[Dict[str, Any]]:
+        """The entry for this call, or None. With a known fingerprint only
+        that compiler's entries count; with an unknown one (no compiler on
+        this machine: the bundles were prebuilt) an entry of any compiler
+        does, the one measured last (its bundles are the ones found)."""
+        h = config_key(cfg, chip)
+        bucket = shape_bucket(T, N, HV)
+        if fingerprint:
+            e = self.entries.get(entry_key(h, chip, fingerprint, bucket))
+            return e if e and e.get("winner") else None
+        found = [e for e in self.entries.values()
+                 if e["config_hash"] == h and e["chip"] == chip and e["bucket"] == bucket and e.get("winner")]
+        if not found:
+            return None
+        return max(found, key=lambda e: max((c.get("measured", "") for c in e["candidates"]), default=""))
+
+    def lookup(self, cfg: Dict[str, Any], chip: str, fingerprint: Optional[str],
+               T: int, N: int, HV: int) -> Optional[Dict[str, int]]:
+        """The tuned tile for this call (replacing the chip's default), or None."""
+        e = self.lookup_entry(cfg, chip, fingerprint, T, N, HV)
+        return dict(e["winner"]["tile"]) if e else None
+
+
+# ---------------------------------------------------------------------------
+# What kda.ops asks
+# ---------------------------------------------------------------------------
+
+_cache: Dict[str, Tuple[Any, TuningDB]] = {}
+_cache_lock = threading.Lock()
+
+
+def db_path() -> Optional[str]:
+    """``$KDA_TUNING_DB`` (empty: tuning off), else ~/.cache/kda/tuning.json
+    if it exists."""
+    env = os.environ.get("KDA_TUNING_DB")
+    if env is not None:
+        return env or None
+    default = os.path.join(os.path.expanduser("~"), ".cache", "kda", "tuning.json")
+    return default if os.path.isfile(default) else None
+
+
+def _loaded(path: str) -> TuningDB:
+    try:
+        st = os.stat(path)
+        stamp = (st.st_size, st.st_mtime_ns)
+    except OSError:
+        return TuningDB()
+    with _cache_lock:
+        hit = _cache.get(path)
+        if hit and hit[0] == stamp:
+            return hit[1]
+        db = TuningDB.load(path)
+        _cache[path] = (stamp, db)
+        return db
+
+
+def tuned_tile(cfg: Dict[str, Any], chip: str, T: int, N: int, HV: int) -> Optional[Dict[str, int]]:
+    """The database's tile for a call of cfg (a gated_delta configuration
+    with chunk 0, the target's default; a caller-chosen chunk is kept), or
+    None: then the chip's default tile is used."""
+    if cfg.get("op") != "gated_delta" or cfg.get("chunk"):
+        return None
+    path = db_path()
+    if not path:
+        return None
+    return _loaded(path).lookup(cfg, chip, _b.current_fingerprint(), T, N, HV)

@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""CI test of autotuning (python/kda/tune.py, tools/kda-tune) and of the
+compiler fingerprint in the bundle cache key (python/kda/bundles.py). No GPU.
+
+    test_tune.py --tmp DIR                                              # part "unit"
+    test_tune.py --flow --kda-tune BIN --kda-compile BIN --runtime LIB --tmp DIR
+
+Part "unit" (python3 only; fake kda-compile scripts): the tile space and its
+narrowing, shared-memory pruning from manifests, shape buckets, the tuning
+database (add, merge, save / load, export / import, lookup, entries of
+another compiler fingerprint ignored, unknown fingerprint), kda.ops' lookup
+through KDA_TUNING_DB; bundles: the fingerprint is part of the bundle name,
+a compiler with another fingerprint builds a new bundle instead of reusing
+the old one, a tuned tile reaches kda-compile as flags, a compiler without
+--fingerprint is refused, no compiler finds the newest bundle; kda-tune
+compile prunes candidates kda-compile refuses or whose manifest exceeds the
+chip.
+
+Part "flow" (needs kda-compile, i.e. ptxas, and libkda_runtime.so): kda-tune
+compile -> time --fake-timer -> pick on a tiny configuration with two real
+candidates; the database's winner, lookup, and invalidation by fingerprint.
+
+Prints one line per check and "ALL OK"; exits 1 on the first failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+from kda import bundles as B  # noqa: E402
+from kda import tune as TU  # noqa: E402
+
+
+def check(cond, what):
+    if not cond:
+        print(f"FAIL: {what}", flush=True)
+        sys.exit(1)
+
+
+def ok(what):
+    print(f"ok   {what}", flush=True)
+
+
+# A kda-compile stand-in: prints its fingerprint, or writes a bundle whose
+# manifest records it, the flags it got (argv.json) and a shared-memory size
+# that grows with --chunk (so pruning has something to prune).
+FAKE = r'''#!/usr/bin/env python3
+import json, os, sys
+FP = "@FP@"
+if "--fingerprint" in sys.argv:
+    print(FP)
+    sys.exit(0)
+args = sys.argv[1:]
+out = args[args.index("-o") + 1]
+flags = dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
+chunk = int(flags.get("chunk", "0") or 0) or 16
+if chunk == 64 and os.environ.get("FAKE_REFUSE_64"):
+    print("kda-compile: kda_gated_delta_kernel_intra needs 276480 bytes of shared memory; sm_90a gives a block 232448")
+    sys.exit(1)
+os.makedirs(out, exist_ok=True)
+json.dump(sys.argv[1:], open(os.path.join(out, "argv.json"), "w"))
+json.dump({"format": "kda-bundle", "version": 1, "compiler_fingerprint": FP,
+           "kernels": [{"name": "kda_gated_delta_kernel", "dynamic_shared_memory": chunk * 4096}]},
+          open(os.path.join(out, "manifest.json"), "w"))
+'''
+
+
+def fake_compiler(tmp, name, fp):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        f.write(FAKE.replace("@FP@", fp))
+    os.chmod(path, 0o755)
+    return path
+
+
+def small_cfg(V=64, **kw):
+    return B.gated_delta_config(K=64, V=V, qk_dtype="bf16", v_dtype="bf16",
+                                gate={"form": "channel", "dtype": "f32"}, beta_dtype="bf16", **kw)
+
+
+# ---------------------------------------------------------------------------
+# Part "unit"
+# ---------------------------------------------------------------------------
+
+def part_unit(tmp):
+    cfg = small_cfg(V=128)
+    # --- the space -----------------------------------------------------------
+    check(TU.v_blocks(128) == [16, 32, 64, 128], f"v_blocks(128) {TU.v_blocks(128)}")
+    check(TU.v_blocks(96) == [16, 32, 48, 96], f"v_blocks(96) {TU.v_blocks(96)}")
+    check(TU.v_blocks(8) == [], "v_blocks(8)")
+    space = TU.enumerate_space(cfg)
+    check(len(space) == 3 * 4 * 2, f"space size {len(space)}")
+    check(all(t["sub_chunk"] == 16 for t in space), "sub_chunk 16")
+    check({t["chunk"] for t in space} == {16, 32, 64} and {t["threads"] for t in space} == {128, 256},
+          "chunks and threads")
+    narrow = TU.enumerate_space(cfg, chunks=[16, 32, 8], vblocks=[16, 24, 256], threads=[128, 100])
+    check(narrow == [TU.make_tile(16, 16, 128), TU.make_tile(32, 16, 128)], f"narrowed space {narrow}")
+    for bad, what in ((small_cfg(chunk=32), "fixed chunk"),
+                      (B.decode_step_config(K=64, V=64, qk_dtype="bf16", v_dtype="bf16"), "decode")):
+        try:
+            TU.enumerate_space(bad)
+            check(False, f"enumerate_space accepted a {what} configuration")
+        except ValueError:
+            pass
+    ok(f"tile space: {len(space)} candidates for V = 128, narrowed by flags, illegal values dropped")
+
+    # --- pruning -------------------------------------------------------------
+    m = {"kernels": [{"dynamic_shared_memory": 100 * 1024}, {"dynamic_shared_memory": 200 * 1024}]}
+    check(TU.bundle_shared_memory(m) == 200 * 1024, "bundle smem is the largest kernel's")
+    check(TU.prune_reason(m, "sm_90a") is None, "200 KB fits sm_90a (227 KB)")
+    check("163" in str(TU.SMEM_LIMITS["sm_80"] // 1024) and TU.prune_reason(m, "sm_80"), "200 KB > sm_80")
+    amd = {"kernels": [{"dynamic_shared_memory": 60 * 1024, "resources": {"group_segment_fixed_size": 8192}}]}
+    check(TU.prune_reason(amd, "gfx942") and TU.prune_reason({"kernels": [{"dynamic_shared_memory": 60 * 1024}]},
+                                                            "gfx942") is None,
+          "AMD: static LDS counts towards the 64 KB")
+    ok("pruning: sm_80 163 KB, sm_90a 227 KB, AMD 64 KB (dynamic + static LDS)")
+
+    # --- buckets -------------------------------------------------------------
+    check(TU.shape_bucket(8192, 1, 32) == "T8192-16383/NHV32-63", TU.shape_bucket(8192, 1, 32))
+    check(TU.shape_bucket(8191, 2, 16) == "T4096-8191/NHV32-63", TU.shape_bucket(8191, 2, 16))
+    check(TU.shape_bucket(1, 1, 1) == "T1-1/NHV1-1", TU.shape_bucket(1, 1, 1))
+    check(TU.shape_bucket(5000, 8, 32) == TU.shape_bucket(4096, 16, 16), "same bucket")
+    ok("shape buckets: powers of two of T and of N x HV")
+
+    # --- the database --------------------------------------------------------
+    fa, fb = "kda-aaaaaaaaaaaaaaaa-llvm22.1.0", "kda-bbbbbbbbbbbbbbbb-llvm22.1.0"
+    t16, t32, t32w = TU.make_tile(16, 16, 128), TU.make_tile(32, 32, 128), TU.make_tile(16, 32, 256)
+    shape = {"T": 8192, "N": 1, "H": 32, "HV": 32}
+    db = TU.TuningDB()
+    k1 = db.add(cfg, "sm_90a", fa, shape, [
+        {"tile": t16, "status": "ok", "median_ms": 2.7, "measured": "2026-12-01T01:00:00Z"},
+        {"tile": t32, "status": "ok", "median_ms": 2.5, "measured": "2026-12-01T01:00:00Z"},
+        {"tile": t32w, "status": "wrong", "median_ms": None, "measured": "2026-12-01T01:00:00Z"}])
+    check(db.entries[k1]["winner"]["tile"] == t32, "winner is the fastest correct candidate")
+    check(db.lookup(cfg, "sm_90a", fa, 9000, 1, 32) == t32, "lookup in the bucket")
+    check(db.lookup(cfg, "sm_90a", fa, 100, 1, 32) is None, "no entry for another bucket")
+    check(db.lookup(cfg, "sm_80", fa, 8192, 1, 32) is None, "no entry for another chip")
+    check(db.lookup(small_cfg(V=64), "sm_90a", fa, 8192, 1, 32) is None, "no entry for another configuration")
+    check(db.lookup(cfg, "sm_90a", fb, 8192, 1, 32) is None, "another compiler fingerprint is ignored")
+    check(db.lookup(cfg, "sm_90a", None, 8192, 1, 32) == t32, "unknown fingerprint: any compiler's entry")
+    # merge: a newer measurement of a tile replaces the old one; the winner is recomputed
+    other = TU.TuningDB()
+    other.add(cfg, "sm_90a", fa, {"T": 16000, "N": 1, "H": 32, "HV": 32}, [
+        {"tile": t32, "status": "ok", "median_ms": 3.0, "measured": "2026-12-01T02:00:00Z"}])
+    k2 = other.add(cfg, "sm_90a", fb, shape, [
+        {"tile": t16, "status": "ok", "median_ms": 2.0, "measured": "2026-12-01T03:00:00Z"}])
+    db.merge(other)
+    e = db.entries[k1]
+    check(e["winner"]["tile"] == t16 and len(e["candidates"]) == 3 and len(e["shapes"]) == 2,
+          f"merged entry {e['winner']} {len(e['candidates'])} {e['shapes']}")
+    check(db.lookup(cfg, "sm_90a", fa, 8192, 1, 32) == t16, "merge recomputes the winner")
+    check(db.lookup(cfg, "sm_90a", fb, 8192, 1, 32) == t16 and k2 in db.entries, "compiler B's entry merged")
+    check(db.lookup_entry(cfg, "sm_90a", None, 8192, 1, 32)["compiler_fingerprint"] == fb,
+          "unknown fingerprint: the entry measured last")
+    path = os.path.join(tmp, "db.json")
+    db.save(path)
+    again = TU.TuningDB.load(path)
+    check(again.entries == db.entries, "save / load round trip")
+    n = again.export(os.path.join(tmp, "db-b.json"), chip="sm_90a", fingerprint=fb)
+    check(n == 1 and list(TU.TuningDB.load(os.path.join(tmp, "db-b.json")).entries) == [k2], "export one compiler")
+    fresh = TU.TuningDB()
+    check(fresh.import_(path) == 2 and fresh.entries == db.entries, "import")
+    check(TU.TuningDB.load(os.path.join(tmp, "nope.json")).entries == {}, "a missing database is empty")
+    with open(os.path.join(tmp, "bad.json"), "w") as f:
+        json.dump({"format": "kda-tuning-db", "version": 9, "entries": {}}, f)
+    try:
+        TU.TuningDB.load(os.path.join(tmp, "bad.json"))
+        check(False, "a version 9 database loaded")
+    except ValueError as ex:
+        check("version 9" in str(ex), str(ex))
+    ok("tuning database: add, merge, save / load, export / import, lookup by bucket, chip, configuration; "
+       "other fingerprints ignored")
+
+    # --- fingerprints in the bundle cache key ------------------------------------
+    env = dict(os.environ)
+    try:
+        for var in ("KDA_COMPILER_FINGERPRINT", "KDA_NO_COMPILE", "KDA_TUNING_DB"):
+            os.environ.pop(var, None)
+        cache = os.path.join(tmp, "cache")
+        os.environ["KDA_BUNDLE_PATH"] = cache
+        os.environ["KDA_CACHE_DIR"] = os.path.join(tmp, "cache-default")
+        ca = fake_compiler(tmp, "kda-compile-a", fa)
+        cb = fake_compiler(tmp, "kda-compile-b", fb)
+        check(B.compiler_fingerprint(ca) == fa and B.compiler_fingerprint(cb) == fb, "fingerprints read")
+        os.environ["KDA_COMPILE"] = ca
+        check(B.current_fingerprint() == fa, "current fingerprint: KDA_COMPILE's")
+        pa = B.get_bundle_dir(cfg, "sm_90a")
+        check(os.path.basename(pa) == B.bundle_name(cfg, "sm_90a", fingerprint=fa)
+              and B.fingerprint_tag(fa) in pa, f"bundle named after compiler A: {pa}")
+        with open(os.path.join(pa, "config.json")) as f:
+            check(json.load(f)["compiler_fingerprint"] == fa, "config.json records the fingerprint")
+        check(B.get_bundle_dir(cfg, "sm_90a") == pa, "compiler A finds its bundle again")
+        time.sleep(0.02)
+        os.environ["KDA_COMPILE"] = cb
+        pb = B.get_bundle_dir(cfg, "sm_90a")
+        check(pb != pa and B.fingerprint_tag(fb) in pb, f"compiler B does not reuse A's bundle: {pb}")
+        with open(os.path.join(pb, "manifest.json")) as f:
+            check(json.load(f)["compiler_fingerprint"] == fb, "B's manifest")
+        # The same path rewritten (a rebuilt compiler): asked again, new bundle.
+        time.sleep(0.02)
+        fc = "kda-cccccccccccccccc-llvm22.1.0"
+        fake_compiler(tmp, "kda-compile-b", fc)
+        pc = B.get_bundle_dir(cfg, "sm_90a")
+        check(pc not in (pa, pb) and B.fingerprint_tag(fc) in pc, "a rebuilt compiler at the same path: new bundle")
+        # No compiler here: the newest bundle of the configuration, whoever built it.
+        os.environ["KDA_NO_COMPILE"] = "1"
+        check(B.current_fingerprint() is None, "KDA_NO_COMPILE: unknown fingerprint")
+        check(B.get_bundle_dir(cfg, "sm_90a") == pc, "unknown fingerprint: the newest bundle")
+        os.environ["KDA_COMPILER_FINGERPRINT"] = fa
+        check(B.get_bundle_dir(cfg, "sm_90a") == pa, "KDA_COMPILER_FINGERPRINT pins compiler A's bundle")
+        del os.environ["KDA_COMPILER_FINGERPRINT"], os.environ["KDA_NO_COMPILE"]
+        ok("fingerprint in the cache key: compilers A, B and a rebuilt B build three bundles; "
+           "without a compiler the newest (or the pinned) one is used")
+
+        # A tuned tile: its own bundle, built with kda-compile's flags.
+        os.environ["KDA_COMPILE"] = ca
+        tile = TU.make_tile(32, 32, 256)
+        pt = B.get_bundle_dir(cfg, "sm_90a", tile=tile)
+        check(pt != pa, "a tuned tile has its own bundle")
+        with open(os.path.join(pt, "argv.json")) as f:
+            argv = json.load(f)
+        check(all(f in argv for f in ("--chunk=32", "--sub-chunk=16", "--v-block=32", "--block-threads=256")),
+              f"tile flags {argv}")
+        with open(os.path.join(pa, "argv.json")) as f:
+            check(not any(a.startswith("--chunk") for a in json.load(f)), "default bundles get no tile flags")
+        try:
+            B.compile_bundle(small_cfg(chunk=32), "sm_90a", tile=tile)
+            check(False, "a tile for a configuration with its own chunk was accepted")
+        except ValueError:
+            pass
+        ok("tuned tile: own bundle, passed as --chunk/--sub-chunk/--v-block/--block-threads")
+
+        # kda.ops' lookup: KDA_TUNING_DB, this compiler's entries only.
+        tdb = TU.TuningDB()
+        tdb.add(cfg, "sm_90a", fa, shape, [{"tile": tile, "status": "ok", "median_ms": 1.0}])
+        tdb.save(os.path.join(tmp, "tuning.json"))
+        os.environ["KDA_TUNING_DB"] = os.path.join(tmp, "tuning.json")
+        check(TU.tuned_tile(cfg, "sm_90a", 8192, 1, 32) == tile, "tuned_tile with compiler A")
+        check(TU.tuned_tile(small_cfg(V=128, chunk=16), "sm_90a", 8192, 1, 32) is None,
+              "a caller's chunk is kept")
+        os.environ["KDA_COMPILE"] = cb
+        check(TU.tuned_tile(cfg, "sm_90a", 8192, 1, 32) is None, "tuned_tile: compiler B ignores A's entry")
+        os.environ["KDA_TUNING_DB"] = ""
+        os.environ["KDA_COMPILE"] = ca
+        check(TU.tuned_tile(cfg, "sm_90a", 8192, 1, 32) is None, "KDA_TUNING_DB empty: tuning off")
+        ok("kda.ops lookup (tune.tuned_tile): KDA_TUNING_DB, current compiler only")
+
+        # Old compilers, and pruning in kda-tune compile.
+        old = os.path.join(tmp, "kda-compile-old")
+        with open(old, "w") as f:
+            f.write("#!/bin/sh\necho 'kda-compile: Unknown command line argument --fingerprint' >&2\nexit 1\n")
+        os.chmod(old, 0o755)
+        try:
+            B.compile_bundle(cfg, "sm_90a", out_root=os.path.join(tmp, "old"), compiler=old)
+            check(False, "a compiler without --fingerprint was used")
+        except B.CompileError as ex:
+            check("--fingerprint" in str(ex) and "too old" in str(ex), str(ex))
+        ok("a kda-compile without --fingerprint is refused (CompileError)")
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
+
+    tool = os.path.join(ROOT, "tools", "kda-tune", "kda-tune")
+    cfg_file = os.path.join(tmp, "cfg.json")
+    with open(cfg_file, "w") as f:
+        json.dump(small_cfg(V=64), f)
+    plan = os.path.join(tmp, "plan-fake")
+    # chunk 16: 64 KB (fits); chunk 32: 128 KB (manifest over sm_80's 163? no: fits);
+    # chunk 64: refused by the "compiler" (shared memory) -> pruned.
+    proc = subprocess.run([sys.executable, tool, "compile", "--chip", "sm_80", "--config", cfg_file,
+                           "--kda-compile", ca, "--out", plan, "--threads", "128", "--v-blocks", "64",
+                           "--shape", "T=64,N=1,H=2", "--jobs", "2"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          env=dict(os.environ, FAKE_REFUSE_64="1"))
+    check(proc.returncode == 0, f"kda-tune compile with a fake compiler:\n{proc.stdout}")
+    with open(os.path.join(plan, "plan.json")) as f:
+        p = json.load(f)
+    st = {(c["tile"]["chunk"], c["tile"]["v_block"]): c["status"] for c in p["configs"][0]["candidates"]}
+    check(st == {(16, 16): "ok", (16, 64): "ok", (32, 64): "ok", (64, 64): "pruned"}, f"statuses {st}")
+    check(p["compiler_fingerprint"] == fa, "plan records the fingerprint")
+    # The manifest check: the same bundles on AMD (64 KB) prune chunk 32 (128 KB) and chunk 16 (64 KB fits).
+    plan2 = os.path.join(tmp, "plan-amd")
+    proc = subprocess.run([sys.executable, tool, "compile", "--chip", "gfx942", "--config", cfg_file,
+                           "--kda-compile", ca, "--out", plan2, "--threads", "128", "--v-blocks", "64",
+                           "--chunks", "16,32", "--shape", "T=64,N=1,H=2"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    with open(os.path.join(plan2, "plan.json")) as f:
+        p2 = json.load(f)
+    st2 = {(c["tile"]["chunk"], c["tile"]["v_block"]): c["status"] for c in p2["configs"][0]["candidates"]}
+    check(proc.returncode == 0 and st2 == {(16, 16): "ok", (16, 64): "ok", (32, 64): "pruned"},
+          f"manifest pruning on gfx942: {st2}\n{proc.stdout}")
+    ok("kda-tune compile prunes what kda-compile refuses and what the manifest says exceeds the chip")
+
+
+# ---------------------------------------------------------------------------
+# Part "flow"
+# ---------------------------------------------------------------------------
+
+def run(cmd, env=None):
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    check(proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout}")
+    return proc.stdout
+
+
+def part_flow(kda_tune, kda_compile, runtime, tmp):
+    env = dict(os.environ, KDA_RUNTIME_LIBRARY=runtime, KDA_COMPILE=kda_compile)
+    env.pop("KDA_NO_COMPILE", None)
+    fp = run([kda_compile, "--fingerprint"]).strip()
+    check(fp == run([kda_compile, "--fingerprint"]).strip() and fp.startswith("kda-"), f"fingerprint {fp!r}")
+    cfg = B.gated_delta_config(K=32, V=32, qk_dtype="f32", v_dtype="f32",
+                               gate={"form": "head", "dtype": "f32"}, beta_dtype="f32")
+    cfg_file = os.path.join(tmp, "tiny.json")
+    with open(cfg_file, "w") as f:
+        json.dump(cfg, f)
+    plan = os.path.join(tmp, "plan")
+    out = run([kda_tune, "compile", "--chip", "sm_90a", "--config", cfg_file, "--out", plan,
+               "--chunks", "16,32", "--v-blocks", "16", "--threads", "128", "--jobs", "2",
+               "--shape", "T=256,N=2,H=2", "--shape", "T=4096,N=1,H=4"], env)
+    with open(os.path.join(plan, "plan.json")) as f:
+        p = json.load(f)
+    cands = p["configs"][0]["candidates"]
+    check([c["status"] for c in cands] == ["ok", "ok"] and p["compiler_fingerprint"] == fp, out)
+    for c in cands:
+        with open(os.path.join(plan, c["bundle"], "manifest.json")) as f:
+            m = json.load(f)
+        check(m["compiler_fingerprint"] == fp, "the manifest records kda-compile's fingerprint")
+        tiles = {k["tile"]["chunk"] for k in m["kernels"]}
+        check(tiles == {c["tile"]["chunk"]}, f"bundle built with chunk {c['tile']['chunk']}: {tiles}")
+    ok(f"kda-tune compile: 2 real candidates (chunk 16, 32) for {B.describe(cfg)}")
+    out = run([kda_tune, "time", plan, "--fake-timer", "--check-bundles", "--reps", "5"], env)
+    check(out.count(" ok ") == 4, f"4 fake measurements:\n{out}")
+    ok("kda-tune time --fake-timer: every candidate loaded by libkda_runtime, 2 shapes x 2 candidates")
+    db = os.path.join(tmp, "tuning.json")
+    try:
+        subprocess.run([kda_tune, "pick", plan, "--db", db], check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, env=env)
+        check(False, "pick stored fake measurements without --allow-fake")
+    except subprocess.CalledProcessError:
+        pass
+    out = run([kda_tune, "pick", plan, "--db", db, "--allow-fake"], env)
+    print("\n".join("     | " + line for line in out.splitlines()))
+    check("C=32 vb=16 thr=128" in out and "speedup" in out, "summary table names the winner")
+    tdb = TU.TuningDB.load(db)
+    check(len(tdb.entries) == 2, f"{len(tdb.entries)} entries")
+    check(tdb.lookup(cfg, "sm_90a", fp, 256, 2, 2) == TU.make_tile(32, 16, 128), "winner: chunk 32 (fake timer)")
+    check(tdb.lookup(cfg, "sm_90a", "kda-0000000000000000-llvm22.1.0", 256, 2, 2) is None,
+          "another compiler's fingerprint finds nothing")
+    # The package uses it: the tuned bundle is the plan's (same name, same compiler).
+    saved = dict(os.environ)
+    try:
+        os.environ.update(KDA_TUNING_DB=db, KDA_COMPILE=kda_compile,
+                          KDA_BUNDLE_PATH=os.path.join(plan, "bundles"), KDA_CACHE_DIR=os.path.join(tmp, "c"))
+        tile = TU.tuned_tile(cfg, "sm_90a", 4096, 1, 4)
+        check(tile == TU.make_tile(32, 16, 128), f"tuned_tile {tile}")
+        path = B.find_bundle(cfg, "sm_90a", tile)
+        check(path is not None and os.path.dirname(path) == os.path.join(plan, "bundles"),
+              f"the plan's bundle is the cache's: {path}")
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    # kda-compile reads the same database: the module's tile for a bucket.
+    src = os.path.join(plan, cands[0]["bundle"], "source.mlir")
+    out = run([kda_compile, src, "-o", os.path.join(tmp, "tuned"), "--chip=sm_90a", f"--tuning-db={db}",
+               "--tuning-shape=300,2,2"], env)
+    with open(os.path.join(tmp, "tuned", "manifest.json")) as f:
+        chunks = {k["tile"]["chunk"] for k in json.load(f)["kernels"]}
+    check("tuned tile for bucket T256-511/NHV4-7: chunk=32" in out and chunks == {32}, f"{out} {chunks}")
+    out = run([kda_compile, src, "-o", os.path.join(tmp, "untuned"), "--chip=sm_90a", f"--tuning-db={db}",
+               "--tuning-shape=20,2,2"], env)
+    with open(os.path.join(tmp, "untuned", "manifest.json")) as f:
+        chunks = {k["tile"]["chunk"] for k in json.load(f)["kernels"]}
+    check("no tuned tile" in out and chunks == {16}, f"{out} {chunks}")
+    with open(db) as f:
+        other = json.load(f)
+    for e in other["entries"].values():
+        e["compiler_fingerprint"] = "kda-0000000000000000-llvm22.1.0"
+    with open(os.path.join(tmp, "other.json"), "w") as f:
+        json.dump(other, f)
+    out = run([kda_compile, src, "-o", os.path.join(tmp, "other"), "--chip=sm_90a",
+               f"--tuning-db={os.path.join(tmp, 'other.json')}", "--tuning-shape=300,2,2"], env)
+    check("no tuned tile" in out, out)
+    ok("kda-compile --tuning-db: the winner for the bucket, defaults elsewhere and for another compiler")
+    out = run([kda_tune, "db", "show", "--db", db, "--fingerprint", fp], env)
+    check(out.count("T") >= 2, out)
+    ok("kda-tune pick: database winner chunk 32, lookup by the package, other fingerprints ignored")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tmp", required=True)
+    ap.add_argument("--flow", action="store_true")
+    ap.add_argument("--kda-tune")
+    ap.add_argument("--kda-compile")
+    ap.add_argument("--runtime")
+    args = ap.parse_args()
+    tmp = os.path.abspath(args.tmp)
+    os.makedirs(tmp, exist_ok=True)
+    if args.flow:
+        part_flow(os.path.abspath(args.kda_tune), os.path.abspath(args.kda_compile),
+                  os.path.abspath(args.runtime), tmp)
+    else:
+        part_unit(tmp)
+    print("ALL OK")
+
+
+if __name__ == "__main__":
+    main()

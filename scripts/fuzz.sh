@@ -64,7 +64,8 @@ seed() { # TARGET DIR: copies the tree's inputs for TARGET into DIR
   esac
 }
 
-export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0}
+# allow_user_poisoning=0: see scripts/sanitize.sh (mixed instrumentation).
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:allow_user_poisoning=0}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 status=0
 for t in "${targets[@]}"; do

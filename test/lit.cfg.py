@@ -12,7 +12,7 @@ config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.kda_obj_root, "test")
-config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "oracle", "Inputs"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "oracle", "Inputs", "seeds", "regressions"]
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%kda_src_root", config.kda_src_root))
@@ -26,6 +26,9 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.kda_tools_dir, config.llvm_tools_dir]
 tools = ["kda-opt", "kda-run", "kda-model", "kda-capi-test", "kda-compile"]
+# Fuzz targets linked with a replay main (test/fuzz), in builds without KDA_FUZZ.
+if not config.kda_fuzz:
+    tools += ["kda-replay-" + t for t in ("ir", "model", "npy", "manifest")]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 # The stock mlir-opt of the LLVM install (it links libMLIR.so, which the
 # plugin needs), never one found elsewhere on PATH.
@@ -39,3 +42,14 @@ ptxas = os.path.join(cuda_root, "bin", "ptxas")
 if os.path.exists(ptxas):
     config.available_features.add("ptxas")
     config.substitutions.append(("%ptxas", ptxas))
+
+# An ASan + UBSan build (scripts/sanitize.sh): tests that load kda's libraries
+# into an uninstrumented host (stock mlir-opt, python, a downstream build
+# without the sanitizer flags) say `UNSUPPORTED: asan`.
+if config.kda_sanitize:
+    config.available_features.add("asan")
+if config.kda_fuzz:
+    config.available_features.add("fuzz")
+    for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
+        if var in os.environ:
+            config.environment[var] = os.environ[var]

@@ -1,3 +1,5 @@
+// UNSUPPORTED: asan
+// (asan: the sanitized plugin cannot load into the uninstrumented mlir-opt)
 // Debian's stock mlir-opt (it links libMLIR.so) loads KdaPlugin.so: the kda
 // dialect as a dialect plugin, kda's passes and pipelines as a pass plugin.
 

@@ -302,6 +302,41 @@ std::string shapeString(const std::vector<int64_t> &shape) {
 
 } // namespace
 
+namespace {
+/// Where read() and parse() take their bytes from: a file (the data section
+/// is only read once the header says how large it must be) or memory.
+struct Source {
+  uint64_t size = 0;
+  virtual ~Source() = default;
+  /// Reads the next `n` bytes into `dst`; false when fewer remain.
+  virtual bool next(void *dst, size_t n) = 0;
+};
+
+struct FileSource : Source {
+  std::FILE *f;
+  explicit FileSource(std::FILE *f) : f(f) {}
+  bool next(void *dst, size_t n) override {
+    return std::fread(dst, 1, n, f) == n;
+  }
+};
+
+struct MemorySource : Source {
+  const uint8_t *data;
+  uint64_t pos = 0;
+  MemorySource(const uint8_t *data, size_t n) : data(data) { size = n; }
+  bool next(void *dst, size_t n) override {
+    if (n > size - pos)
+      return false;
+    if (n)
+      std::memcpy(dst, data + pos, n);
+    pos += n;
+    return true;
+  }
+};
+
+std::string readFrom(Source &src, const std::string &name, Array &out);
+} // namespace
+
 std::string read(const std::string &path, Array &out) {
   auto fail = [&](const std::string &what) { return path + ": " + what; };
   std::FILE *f = std::fopen(path.c_str(), "rb");
@@ -313,10 +348,24 @@ std::string read(const std::string &path, Array &out) {
   long endPos = std::ftell(f);
   if (endPos < 0 || std::fseek(f, 0, SEEK_SET) != 0)
     return fail("cannot determine the file size");
-  uint64_t fileSize = static_cast<uint64_t>(endPos);
+  FileSource src(f);
+  src.size = static_cast<uint64_t>(endPos);
+  return readFrom(src, path, out);
+}
+
+std::string parse(const uint8_t *data, size_t size, const std::string &name,
+                  Array &out) {
+  MemorySource src(data, size);
+  return readFrom(src, name, out);
+}
+
+namespace {
+std::string readFrom(Source &src, const std::string &path, Array &out) {
+  auto fail = [&](const std::string &what) { return path + ": " + what; };
+  uint64_t fileSize = src.size;
 
   unsigned char prefix[8];
-  if (fileSize < 10 || std::fread(prefix, 1, 8, f) != 8)
+  if (fileSize < 10 || !src.next(prefix, 8))
     return fail("not a .npy file: too short (" + std::to_string(fileSize) +
                 " bytes)");
   static const unsigned char magic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
@@ -328,7 +377,7 @@ std::string read(const std::string &path, Array &out) {
                 "." + std::to_string(minor) + " (supported: 1.0, 2.0, 3.0)");
   size_t lenBytes = major == 1 ? 2 : 4;
   unsigned char lenBuf[4] = {0, 0, 0, 0};
-  if (std::fread(lenBuf, 1, lenBytes, f) != lenBytes)
+  if (!src.next(lenBuf, lenBytes))
     return fail("truncated header length");
   uint64_t headerLen = static_cast<uint64_t>(lenBuf[0]) |
                        (static_cast<uint64_t>(lenBuf[1]) << 8) |
@@ -339,7 +388,7 @@ std::string read(const std::string &path, Array &out) {
     return fail("truncated header: expected " + std::to_string(headerLen) +
                 " bytes found " + std::to_string(fileSize - 8 - lenBytes));
   std::string header(headerLen, '\0');
-  if (headerLen && std::fread(header.data(), 1, headerLen, f) != headerLen)
+  if (headerLen && !src.next(header.data(), headerLen))
     return fail("cannot read the header");
 
   std::map<std::string, Value> dict;
@@ -398,11 +447,12 @@ std::string read(const std::string &path, Array &out) {
   a.dtype = dtype;
   a.shape = shape;
   a.bytes.resize(expected);
-  if (expected && std::fread(a.bytes.data(), 1, expected, f) != expected)
+  if (expected && !src.next(a.bytes.data(), expected))
     return fail("read error in the data section");
   out = std::move(a);
   return "";
 }
+} // namespace
 
 std::string write(const std::string &path, const Array &a) {
   auto fail = [&](const std::string &what) { return path + ": " + what; };

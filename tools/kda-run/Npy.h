@@ -39,6 +39,10 @@ int64_t numElements(const std::vector<int64_t> &shape);
 /// expected N bytes found M, ...). `out` is only written on success.
 std::string read(const std::string &path, Array &out);
 
+/// The same for a file's bytes in memory; `name` starts every message.
+std::string parse(const uint8_t *data, size_t size, const std::string &name,
+                  Array &out);
+
 /// Writes `a` to `path` as format version 1.0. Returns "" on success, else a
 /// message (bytes.size() not matching the shape, I/O error).
 std::string write(const std::string &path, const Array &a);

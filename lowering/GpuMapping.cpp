@@ -877,14 +877,10 @@ struct MapKernelsPass
     auto chunk = f->getAttrOfType<IntegerAttr>(kda::kChunkGridAttr);
     if (!chunk || ids.size() != 3)
       return success();
-    Value cu;
-    for (auto [i, a] : llvm::enumerate(abi))
-      if (auto d = dyn_cast<DictionaryAttr>(a))
-        if (auto name = d.getAs<StringAttr>("name");
-            name && name.getValue() == "cu_seqlens")
-          cu = gpuFunc.getArgument(i);
-    if (!cu)
+    std::optional<unsigned> cuIndex = kda::abiArgumentIndex(abi, "cu_seqlens");
+    if (!cuIndex)
       return success();
+    Value cu = gpuFunc.getArgument(*cuIndex);
     Block *body = guard.thenBlock();
     OpBuilder b = OpBuilder::atBlockBegin(body);
     Location loc = guard.getLoc();
@@ -1111,4 +1107,13 @@ void mlir::kda::registerGpuMappingPasses() {
   PassRegistration<PrepareTilesPass>();
   PassRegistration<FuseTilesPass>();
   PassRegistration<MapKernelsPass>();
+}
+
+std::optional<unsigned> mlir::kda::abiArgumentIndex(ArrayAttr abi,
+                                                    llvm::StringRef name) {
+  for (auto [i, a] : llvm::enumerate(abi))
+    if (auto d = dyn_cast<DictionaryAttr>(a))
+      if (auto s = d.getAs<StringAttr>("name"); s && s.getValue() == name)
+        return static_cast<unsigned>(i);
+  return std::nullopt;
 }

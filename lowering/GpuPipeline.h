@@ -49,6 +49,12 @@ inline constexpr llvm::StringLiteral kExplicitThreadsAttr =
 /// "3xTF32", fp32 accuracy).
 Value emitMmaSyncTf32(OpBuilder &b, Location loc, ValueRange a, ValueRange bv,
                       Value acc, bool precise);
+/// Index of the kernel argument named `name` in a `kda.abi` description, if
+/// any.
+std::optional<unsigned> abiArgumentIndex(ArrayAttr abi, llvm::StringRef name);
+/// Whether a kernel with these argument types keeps fp32 accuracy in its
+/// products (no 16-bit float argument: 3xTF32 on NVIDIA, no bf16 WMMA).
+bool keepsFp32Accuracy(TypeRange argumentTypes);
 /// Lowers the state grid of a chunk-parallel schedule (kda.state_pass) to a
 /// kernel that keeps the state in registers (NVIDIA mma.sync).
 std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads);

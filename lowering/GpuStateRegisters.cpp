@@ -518,17 +518,11 @@ struct StateRegistersPass
 
     // Arguments by name.
     auto byName = [&](StringRef name) -> Value {
-      for (auto [i, a] : llvm::enumerate(abi))
-        if (auto d = dyn_cast<DictionaryAttr>(a))
-          if (auto s = d.getAs<StringAttr>("name"); s && s.getValue() == name)
-            return func.getArgument(i);
-      return {};
+      std::optional<unsigned> i = kda::abiArgumentIndex(abi, name);
+      return i ? func.getArgument(*i) : Value();
     };
     // fp32 kernels (no 16-bit float argument) keep fp32 accuracy (3xTF32).
-    bool precise = llvm::none_of(func.getArgumentTypes(), [](Type t) {
-      auto m = dyn_cast<MemRefType>(t);
-      return m && (m.getElementType().isBF16() || m.getElementType().isF16());
-    });
+    bool precise = kda::keepsFp32Accuracy(func.getArgumentTypes());
     // The GPU pipelines keep a grid's dimensions of extent 1; where a
     // canonicalizer folded them away, the remaining induction variables are
     // the other coordinates, in order.

@@ -120,6 +120,13 @@ std::pair<Value, Value> splitTf32(OpBuilder &b, Location loc, Value x) {
 
 } // namespace
 
+bool mlir::kda::keepsFp32Accuracy(TypeRange argumentTypes) {
+  return llvm::none_of(argumentTypes, [](Type t) {
+    auto m = dyn_cast<MemRefType>(t);
+    return m && (m.getElementType().isBF16() || m.getElementType().isF16());
+  });
+}
+
 Value mlir::kda::emitMmaSyncTf32(OpBuilder &b, Location loc, ValueRange a,
                                  ValueRange bv, Value acc, bool precise) {
   Type f32 = b.getF32Type();
@@ -410,10 +417,7 @@ struct TileMatmulsPass
     if (!func->hasAttr("kda.kernel"))
       return;
     // fp32 kernels (no 16-bit float argument) keep fp32 accuracy.
-    bool precise = llvm::none_of(func.getArgumentTypes(), [](Type t) {
-      auto m = dyn_cast<MemRefType>(t);
-      return m && (m.getElementType().isBF16() || m.getElementType().isF16());
-    });
+    bool precise = kda::keepsFp32Accuracy(func.getArgumentTypes());
     MLIRContext *ctx = &getContext();
     std::unique_ptr<MatrixInstruction> inst;
     if (instructions == "mma_sync")

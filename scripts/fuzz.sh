@@ -28,23 +28,9 @@ case "$which" in
      exit 2 ;;
 esac
 
-# The sanitizer and libFuzzer runtimes (not in scripts/setup.sh: only these
-# scripts need them).
-if ! dpkg-query -W -f='${Status}' libclang-rt-22-dev 2>/dev/null | grep -q "install ok installed"; then
-  sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
-  $sudo apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends libclang-rt-22-dev
-fi
-if [ ! -f "$build/build.ninja" ]; then
-  cmake -G Ninja -S "$root" -B "$build" \
-    -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
-    -DLLVM_USE_LINKER=lld \
-    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
-    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
-    -DKDA_FUZZ=ON
-fi
-cmake --build "$build" -j "$jobs" --target $(printf 'kda-fuzz-%s ' "${targets[@]}")
+# shellcheck source=scripts/clang-rt.sh
+. "$root/scripts/clang-rt.sh"
+KDA_BUILD_DIR=$build KDA_CMAKE_ARGS=-DKDA_FUZZ=ON "$root/scripts/build.sh" -j "$jobs" --target $(printf 'kda-fuzz-%s ' "${targets[@]}")
 
 seed() { # TARGET DIR: copies the tree's inputs for TARGET into DIR
   local t=$1 dir=$2 f

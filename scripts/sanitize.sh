@@ -12,23 +12,9 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${KDA_ASAN_BUILD_DIR:-$root/build-asan}
 jobs=${KDA_JOBS:-2}
-# The sanitizer and libFuzzer runtimes (not in scripts/setup.sh: only these
-# scripts need them).
-if ! dpkg-query -W -f='${Status}' libclang-rt-22-dev 2>/dev/null | grep -q "install ok installed"; then
-  sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
-  $sudo apt-get update -q
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends libclang-rt-22-dev
-fi
-if [ ! -f "$build/build.ninja" ]; then
-  cmake -G Ninja -S "$root" -B "$build" \
-    -DCMAKE_BUILD_TYPE=Release \
-    -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
-    -DLLVM_USE_LINKER=lld \
-    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
-    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit \
-    -DKDA_SANITIZE=ON
-fi
-cmake --build "$build" -j "$jobs"
+# shellcheck source=scripts/clang-rt.sh
+. "$root/scripts/clang-rt.sh"
+KDA_BUILD_DIR=$build KDA_CMAKE_ARGS=-DKDA_SANITIZE=ON "$root/scripts/build.sh" -j "$jobs"
 # No leak checking (upstream MLIR's exit-time allocations would drown it).
 # allow_user_poisoning=0: LLVM's inline BumpPtrAllocator, compiled into kda's
 # instrumented code, poisons slabs that the uninstrumented libMLIR then reads

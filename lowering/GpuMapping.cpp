@@ -1030,7 +1030,12 @@ struct MapKernelsPass
            builder.getNamedAttr("shape", builder.getArrayAttr(shape)),
            builder.getNamedAttr(
                "alignment",
-               builder.getI64IntegerAttr(elementBytes(type.getElementType())))}));
+               builder.getI64IntegerAttr(std::max<int64_t>(
+                   elementBytes(type.getElementType()),
+                   // A kernel that reads rows as vectors states more.
+                   dict.getAs<IntegerAttr>("alignment")
+                       ? dict.getAs<IntegerAttr>("alignment").getInt()
+                       : 0)))}));
     }
     for (const std::string &s : symbols)
       params.push_back(builder.getDictionaryAttr(

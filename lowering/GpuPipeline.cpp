@@ -119,6 +119,12 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
       options.stateRegisters)
     pm.nest<func::FuncOp>().addPass(
         createGpuStateRegistersPass(options.threads));
+  // ... and its intra-chunk grid keeps its tiles in registers
+  // (GpuIntraRegisters.cpp).
+  if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
+      options.intraRegisters)
+    pm.nest<func::FuncOp>().addPass(
+        createGpuIntraRegistersPass(options.threads));
   // The target's tile primitives, then blocks / threads / shared memory.
   if (options.tensorCores)
     pm.nest<func::FuncOp>().addPass(
@@ -211,6 +217,7 @@ void mlir::kda::registerGpuPipelines() {
   registerGpuSplitSchedulePass();
   registerGpuTileMatmulsPass();
   registerGpuStateRegistersPass();
+  registerGpuIntraRegistersPass();
   registerGpuOutlineElementwisePass();
   registerForVendor<GpuTarget::Vendor::Nvidia>(
       "kda-lower-to-nvvm",

@@ -59,6 +59,10 @@ bool keepsFp32Accuracy(TypeRange argumentTypes);
 /// kernel that keeps the state in registers (NVIDIA mma.sync).
 std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads);
 void registerGpuStateRegistersPass();
+/// Lowers the intra-chunk grid of a chunk-parallel schedule (kda.intra_pass)
+/// to a kernel with its tiles in registers (NVIDIA mma.sync).
+std::unique_ptr<Pass> createGpuIntraRegistersPass(int64_t threads);
+void registerGpuIntraRegistersPass();
 /// One kernel per program grid of a multi-grid kernel function (the
 /// chunk-parallel schedule), recorded as a bundle entry (`kda.entries`).
 std::unique_ptr<Pass> createGpuSplitSchedulePass();
@@ -101,6 +105,11 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       *this, "state-registers",
       llvm::cl::desc("NVIDIA: the chunk-parallel state pass with the state "
                      "in tensor-core registers (false: the tile lowering)"),
+      llvm::cl::init(true)};
+  PassOptions::Option<bool> intraRegisters{
+      *this, "intra-registers",
+      llvm::cl::desc("NVIDIA: the chunk-parallel intra-chunk grid with its "
+                     "tiles in registers (false: the tile lowering)"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> tensorCores{
       *this, "tensor-cores",

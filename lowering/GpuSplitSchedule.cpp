@@ -266,6 +266,9 @@ struct SplitSchedulePass
         if (suffix == "_intra")
           kernel->setAttr(kda::kChunkGridAttr, state.get("chunk"));
       }
+      if (auto intra = f->getAttrOfType<DictionaryAttr>(kda::kIntraPassAttr))
+        if (suffix == "_intra")
+          kernel->setAttr(kda::kIntraPassAttr, intra);
       Block *entry = kernel.addEntryBlock();
       IRMapping map;
       unsigned next = 0;
@@ -350,6 +353,7 @@ struct SplitSchedulePass
     f->removeAttr("kda.tile");
     f->removeAttr(kda::kPhaseAttr);
     f->removeAttr(kda::kStatePassAttr);
+    f->removeAttr(kda::kIntraPassAttr);
 
     // The bundle entry: the op's parameters as its kernel would have had
     // them, the workspaces, the launches.

@@ -438,6 +438,38 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
                         b.getNamedAttr("workspaces",
                                        b.getStrArrayAttr(roles)),
                         b.getNamedAttr("grid", b.getI64ArrayAttr(gridExtents))}));
+        // The intra-chunk grid: (sequence, chunk, head).
+        int64_t tokensStatic = staticOr(dimOf(q, 1));
+        int64_t chunksStatic =
+            tokensStatic < 0 ? -1 : (tokensStatic + c - 1) / c;
+        StringRef gateKind = !op.getGate() ? "none"
+                             : channelGate ? "channel"
+                                           : "head";
+        f->setAttr(
+            kIntraPassAttr,
+            b.getDictionaryAttr(
+                {b.getNamedAttr("chunk", b.getI64IntegerAttr(c)),
+                 b.getNamedAttr("sub_chunk", b.getI64IntegerAttr(sub)),
+                 b.getNamedAttr("key_dim", b.getI64IntegerAttr(kd)),
+                 b.getNamedAttr("value_dim", b.getI64IntegerAttr(vd)),
+                 b.getNamedAttr("delta", b.getBoolAttr(config.update ==
+                                                       UpdateRule::delta)),
+                 b.getNamedAttr("gate", b.getStringAttr(gateKind)),
+                 b.getNamedAttr("gate_activation",
+                                b.getStringAttr(stringifyGateActivation(
+                                    config.gateActivation))),
+                 b.getNamedAttr("lower_bound",
+                                b.getF64FloatAttr(config.lowerBound)),
+                 b.getNamedAttr("beta", b.getBoolAttr(bool(op.getBeta()))),
+                 b.getNamedAttr("beta_activation",
+                                b.getStringAttr(stringifyBetaActivation(
+                                    config.betaActivation))),
+                 b.getNamedAttr("l2norm", b.getBoolAttr(config.qkL2Norm)),
+                 b.getNamedAttr("scale", b.getF64FloatAttr(config.scale)),
+                 b.getNamedAttr("workspaces", b.getStrArrayAttr(roles)),
+                 b.getNamedAttr("grid",
+                                b.getI64ArrayAttr({gridExtents[0], chunksStatic,
+                                                   gridExtents[1]}))}));
       }
     }
     Block *body = forall.getBody();

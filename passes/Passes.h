@@ -35,6 +35,13 @@ inline constexpr llvm::StringLiteral kPhaseAttr = "kda.phase";
 /// order ("w" = A(beta Gamma K), "u", "q" = Gamma Q, "k" = the decayed k,
 /// "p", "g" = the chunk's total log-decay in its first row).
 inline constexpr llvm::StringLiteral kStatePassAttr = "kda.state_pass";
+/// On a function with a chunk-parallel schedule: what its intra-chunk grid
+/// computes, for targets that lower it with a kernel of their own
+/// (kda-gpu-intra-registers): {chunk, sub_chunk, key_dim, value_dim, delta,
+/// gate ("none", "channel", "head"), gate_activation, lower_bound, beta,
+/// beta_activation, l2norm, scale, workspaces (as in kda.state_pass), grid
+/// (sequence, chunk, head extents; -1 dynamic)}.
+inline constexpr llvm::StringLiteral kIntraPassAttr = "kda.intra_pass";
 /// On a kernel whose grid is (sequence, chunk, ...) with chunks of the given
 /// size: programs past their sequence's end have nothing to do (GPU targets
 /// return from them at once).

@@ -1,0 +1,734 @@
+//===- GpuIntraRegisters.cpp - the intra-chunk grid in registers ----------===//
+//
+// The chunk-parallel schedule's intra-chunk grid runs one program per
+// (sequence, chunk, value head) and computes everything of a chunk that does
+// not depend on the state entering it (passes/GatedDeltaKernel.cpp,
+// emitIntraChunk, is the definition): the prologue (l2 norm, scale, beta and
+// gate activations), the gate's prefix sum G, the decayed products
+//
+//   P = tril(Q_r K_r^T),  L = beta * strict_tril(K'_r K_r^T),  A = (I + L)^-1
+//   W = A (beta Gamma K),  U = A (beta V)
+//
+// measured from the chunk's first row r (Q_r = Q exp(G - G_r),
+// K_r = K exp(G_r - G), K'_r = K exp(G - G_r)), and the decayed q and k the
+// state pass reads. Lowered like every tile program, each of these steps is
+// a phase over shared memory fenced by barriers (64 per chunk). This pass
+// writes the program for NVIDIA tensor cores with the tiles in registers.
+//
+// Layout (g = lane / 4, t = lane % 4): the K columns are split over the
+// warps (K / warps each) and, within a warp, over t: lane (g, t) holds rows
+// g and g + 8 of its warp's columns t * KL .. t * KL + KL - 1 (KL = K /
+// warps / 4), so every global row access is one 16-byte vector. The
+// mma.sync m16n8k8 operand fragments of the products over K come straight
+// from these registers: k-step s takes the lane's columns 2s and 2s + 1 as
+// the fragment's k indices t and t + 4 (any bijection works for a
+// contracted index, as long as A and B use the same one). The prefix sum
+// over rows is a shuffle scan over g; row sums (the l2 norm) are shuffles
+// over t and one exchange between warps.
+//
+// Shared memory holds what crosses warps: the warps' partial P and L (their
+// sum is the product over all of K), beta and the full L, A as an operand
+// fragment, and beta Gamma K and beta V transposed for W and U (the
+// products over chunk rows want the row index where the first products
+// had the column). Four barriers per chunk.
+//
+// Programs it does not cover (more than one sub-chunk per chunk, a chunk
+// other than 16, gates without a lower bound, which need pairwise decays,
+// sizes that do not split over the warps) keep the tile lowering.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/GpuPipeline.h"
+
+#include "passes/GatedDeltaKernel.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/Pass/Pass.h"
+
+using namespace mlir;
+using namespace mlir::kda;
+
+namespace {
+
+struct IntraPassConfig {
+  int64_t chunk = 0, subChunk = 0, keyDim = 0, valueDim = 0;
+  bool delta = false, beta = false, l2norm = false;
+  std::string gate; // none, channel, head
+  GateActivation gateActivation = GateActivation::none;
+  BetaActivation betaActivation = BetaActivation::none;
+  double lowerBound = -5.0, scale = 1.0;
+  SmallVector<std::string> roles;
+  SmallVector<int64_t> grid; // (sequence, chunk, head); -1 dynamic
+};
+
+std::optional<IntraPassConfig> readConfig(DictionaryAttr d) {
+  if (!d)
+    return std::nullopt;
+  IntraPassConfig c;
+  auto i64 = [&](StringRef name, int64_t &out) {
+    auto a = d.getAs<IntegerAttr>(name);
+    if (a)
+      out = a.getInt();
+    return static_cast<bool>(a);
+  };
+  auto f64 = [&](StringRef name, double &out) {
+    auto a = d.getAs<FloatAttr>(name);
+    if (a)
+      out = a.getValueAsDouble();
+    return static_cast<bool>(a);
+  };
+  auto flag = [&](StringRef name, bool &out) {
+    auto a = d.getAs<BoolAttr>(name);
+    if (a)
+      out = a.getValue();
+    return static_cast<bool>(a);
+  };
+  auto str = [&](StringRef name) -> std::optional<StringRef> {
+    auto a = d.getAs<StringAttr>(name);
+    if (!a)
+      return std::nullopt;
+    return a.getValue();
+  };
+  if (!i64("chunk", c.chunk) || !i64("sub_chunk", c.subChunk) ||
+      !i64("key_dim", c.keyDim) || !i64("value_dim", c.valueDim) ||
+      !flag("delta", c.delta) || !flag("beta", c.beta) ||
+      !flag("l2norm", c.l2norm) || !f64("lower_bound", c.lowerBound) ||
+      !f64("scale", c.scale))
+    return std::nullopt;
+  auto gate = str("gate");
+  auto gateAct = str("gate_activation");
+  auto betaAct = str("beta_activation");
+  if (!gate || !gateAct || !betaAct)
+    return std::nullopt;
+  c.gate = gate->str();
+  auto ga = symbolizeGateActivation(*gateAct);
+  auto ba = symbolizeBetaActivation(*betaAct);
+  if (!ga || !ba)
+    return std::nullopt;
+  c.gateActivation = *ga;
+  c.betaActivation = *ba;
+  auto roles = d.getAs<ArrayAttr>("workspaces");
+  auto grid = d.getAs<ArrayAttr>("grid");
+  if (!roles || !grid || grid.size() != 3)
+    return std::nullopt;
+  for (Attribute r : roles)
+    c.roles.push_back(cast<StringAttr>(r).getValue().str());
+  for (Attribute e : grid)
+    c.grid.push_back(cast<IntegerAttr>(e).getInt());
+  return c;
+}
+
+/// Emits one program of the intra-chunk grid. Sizes: C = 16 (chunk), K, V,
+/// NW warps, KW = K / NW and VW = V / NW columns per warp, KL = KW / 4 and
+/// VL = VW / 4 per lane and row.
+struct IntraProgram {
+  ImplicitLocOpBuilder &b;
+  const IntraPassConfig &cfg;
+  int64_t C, K, V, NW, KW, VW, KL, VL, threads;
+  bool precise;
+  // Arguments.
+  Value q, k, v, gate, beta, aLog, dtBias, cuSeqlens;
+  Value ws[6]; // w, u, q, k, p, g (null when absent)
+  // Lane coordinates.
+  Value tid, lane, warp, g, t, colK, colV;
+
+  IntraProgram(ImplicitLocOpBuilder &b, const IntraPassConfig &cfg,
+               int64_t threads, bool precise)
+      : b(b), cfg(cfg), C(cfg.chunk), K(cfg.keyDim), V(cfg.valueDim),
+        NW(threads / 32), KW(cfg.keyDim / (threads / 32)),
+        VW(cfg.valueDim / (threads / 32)), KL(KW / 4), VL(VW / 4),
+        threads(threads), precise(precise) {}
+
+  Value idx(int64_t x) { return arith::ConstantIndexOp::create(b, x); }
+  Value i32(int64_t x) {
+    return arith::ConstantOp::create(b, b.getI32IntegerAttr(x));
+  }
+  Value f32(double x) {
+    return arith::ConstantOp::create(b, b.getF32FloatAttr(x));
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value add(Value x, int64_t c) { return c == 0 ? x : add(x, idx(c)); }
+  Value mul(Value x, int64_t c) {
+    return c == 1 ? x : arith::MulIOp::create(b, x, idx(c));
+  }
+  Value minu(Value x, Value y) { return arith::MinUIOp::create(b, x, y); }
+  Value ult(Value x, Value y) {
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, x, y);
+  }
+  Value select(Value c, Value x, Value y) {
+    return arith::SelectOp::create(b, c, x, y);
+  }
+  Value fadd(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
+  Value fsub(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
+  Value fmul(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
+  Value exp(Value x) { return math::ExpOp::create(b, x); }
+  Value toF32(Value x) {
+    return x.getType().isF32() ? x
+                               : arith::ExtFOp::create(b, b.getF32Type(), x);
+  }
+  Value element(Value acc, int64_t e) {
+    return vector::ExtractOp::create(b, acc, ArrayRef<int64_t>{e / 2, e % 2});
+  }
+  Value zeroAcc() {
+    Value z = f32(0.0);
+    return vector::FromElementsOp::create(
+        b, VectorType::get({2, 2}, b.getF32Type()), ValueRange{z, z, z, z});
+  }
+  Value mma(ArrayRef<Value> a, ArrayRef<Value> bv, Value acc) {
+    return kda::emitMmaSyncTf32(b, b.getLoc(), a, bv, acc, precise);
+  }
+  Value shuffle(Value x, Value offset, gpu::ShuffleMode mode) {
+    return gpu::ShuffleOp::create(b, x, offset, i32(32), mode).getResult(0);
+  }
+  Value laneI32(Value x) {
+    return arith::IndexCastOp::create(b, b.getI32Type(), x);
+  }
+  /// Runs `body` only where `cond` holds.
+  void when(Value cond, llvm::function_ref<void()> body) {
+    auto op = scf::IfOp::create(b, cond, false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(op.thenBlock());
+    body();
+  }
+
+  /// `width` consecutive elements of `mem` at (prefix..., col) as f32, with
+  /// the widest vector loads up to 16 bytes; zeros where `keep` is false.
+  SmallVector<Value> loadRow(Value mem, ValueRange prefix, Value col,
+                             int64_t width, Value keep) {
+    Type elem = cast<MemRefType>(mem.getType()).getElementType();
+    int64_t bytes = elem.getIntOrFloatBitWidth() / 8;
+    int64_t vec = 1;
+    while (vec * 2 <= width && width % (vec * 2) == 0 && vec * 2 * bytes <= 16)
+      vec *= 2;
+    SmallVector<Value> out;
+    for (int64_t i = 0; i < width; i += vec) {
+      SmallVector<Value> indices(prefix.begin(), prefix.end());
+      indices.push_back(add(col, i));
+      if (vec == 1) {
+        out.push_back(toF32(memref::LoadOp::create(b, mem, indices)));
+        continue;
+      }
+      Value x = vector::LoadOp::create(b, VectorType::get({vec}, elem), mem,
+                                       indices, /*nontemporal=*/false,
+                                       llvm::MaybeAlign(vec * bytes));
+      for (int64_t e = 0; e < vec; ++e)
+        out.push_back(
+            toF32(vector::ExtractOp::create(b, x, ArrayRef<int64_t>{e})));
+    }
+    if (keep)
+      for (Value &x : out)
+        x = select(keep, x, f32(0.0));
+    return out;
+  }
+
+  /// Stores f32 `values` at consecutive columns of `mem` from (prefix...,
+  /// col), 16 bytes at a time where the count allows.
+  void storeRow(Value mem, ValueRange prefix, Value col,
+                ArrayRef<Value> values) {
+    int64_t width = values.size();
+    int64_t vec = width % 4 == 0 ? 4 : (width % 2 == 0 ? 2 : 1);
+    for (int64_t i = 0; i < width; i += vec) {
+      SmallVector<Value> indices(prefix.begin(), prefix.end());
+      indices.push_back(add(col, i));
+      if (vec == 1) {
+        memref::StoreOp::create(b, values[i], mem, indices);
+        continue;
+      }
+      Value x = vector::FromElementsOp::create(
+          b, VectorType::get({vec}, b.getF32Type()), values.slice(i, vec));
+      vector::StoreOp::create(b, x, mem, indices, /*nontemporal=*/false,
+                              llvm::MaybeAlign(vec * 4));
+    }
+  }
+
+  void emit(ArrayRef<Value> ivs) {
+    Value n = ivs[0], chunkIdx = ivs[1], head = ivs[2];
+    Value row, start, length;
+    Value tokens = memref::DimOp::create(b, q, 1);
+    if (cuSeqlens) {
+      auto offset = [&](Value i) -> Value {
+        Value e = memref::LoadOp::create(b, cuSeqlens, ValueRange{i});
+        return arith::IndexCastOp::create(b, b.getIndexType(), e);
+      };
+      row = idx(0);
+      start = offset(n);
+      length = arith::SubIOp::create(b, offset(add(n, 1)), start);
+    } else {
+      row = n;
+      start = idx(0);
+      length = tokens;
+    }
+    Value local = mul(chunkIdx, C);
+    // Chunks past a shorter sequence's end have nothing to do (the
+    // condition is uniform over the block: the barriers inside are safe).
+    when(ult(local, length), [&] { emitChunk(row, add(start, local),
+                                             arith::SubIOp::create(b, length, local),
+                                             head); });
+  }
+
+  void emitChunk(Value row, Value t0, Value remaining, Value head) {
+    Type f32Type = b.getF32Type();
+    const bool delta = cfg.delta;
+    const bool decays = cfg.gate != "none";
+    Value valid = minu(idx(C), remaining);
+    Value lastRow = arith::SubIOp::create(b, valid, idx(1));
+    Value heads = memref::DimOp::create(b, v, 2);
+    Value qkHeads = memref::DimOp::create(b, q, 2);
+    Value qkHead = arith::DivUIOp::create(
+        b, head, arith::DivUIOp::create(b, heads, qkHeads));
+
+    tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    lane = arith::RemUIOp::create(b, tid, idx(32));
+    warp = arith::DivUIOp::create(b, tid, idx(32));
+    g = arith::DivUIOp::create(b, lane, idx(4));
+    t = arith::RemUIOp::create(b, lane, idx(4));
+    colK = add(mul(warp, KW), mul(t, KL));
+    colV = add(mul(warp, VW), mul(t, VL));
+    Value r[2], ok[2], tok[2];
+    for (int h = 0; h < 2; ++h) {
+      r[h] = add(g, 8 * h);
+      ok[h] = ult(r[h], valid);
+      tok[h] = add(t0, minu(r[h], lastRow));
+    }
+
+    // Shared memory (rows padded against bank conflicts).
+    auto alloc = [&](ArrayRef<int64_t> shape) -> Value {
+      return memref::AllocOp::create(b, MemRefType::get(shape, f32Type));
+    };
+    auto pad8 = [](int64_t w) { return w + ((8 - w % 32) % 32 + 32) % 32; };
+    Value norms = cfg.l2norm ? alloc({NW, 2, C}) : Value();
+    Value red = alloc({NW, delta ? 2 : 1, C, C + 1});
+    Value betaS = delta ? alloc({C}) : Value();
+    Value lFull = delta ? alloc({C, C + 4}) : Value();
+    Value aInv = delta ? alloc({NW, C, C + 4}) : Value();
+    Value kT = delta ? alloc({NW, C, pad8(KW)}) : Value();
+    Value vT = delta ? alloc({NW, C, pad8(VW)}) : Value();
+
+    // All global loads first.
+    SmallVector<Value> Q[2], Kx[2], Vx[2], Gr[2];
+    Value betaRaw[2];
+    for (int h = 0; h < 2; ++h) {
+      Q[h] = loadRow(q, {row, tok[h], qkHead}, colK, KL, ok[h]);
+      Kx[h] = loadRow(k, {row, tok[h], qkHead}, colK, KL, ok[h]);
+      Vx[h] = loadRow(v, {row, tok[h], head}, colV, VL, ok[h]);
+      if (cfg.gate == "channel") {
+        Gr[h] = loadRow(gate, {row, tok[h], head}, colK, KL, {});
+      } else if (cfg.gate == "head") {
+        Value x = toF32(
+            memref::LoadOp::create(b, gate, ValueRange{row, tok[h], head}));
+        Gr[h].assign(KL, x);
+      }
+      if (cfg.beta)
+        betaRaw[h] = select(ok[h],
+                            toF32(memref::LoadOp::create(
+                                b, beta, ValueRange{row, tok[h], head})),
+                            f32(0.0));
+    }
+    Value aLogV = aLog ? toF32(memref::LoadOp::create(b, aLog, ValueRange{head}))
+                       : Value();
+    SmallVector<Value> dt;
+    if (dtBias) {
+      if (cast<MemRefType>(dtBias.getType()).getRank() == 2)
+        dt = loadRow(dtBias, {head}, colK, KL, {});
+      else
+        dt.assign(KL, toF32(memref::LoadOp::create(b, dtBias,
+                                                   ValueRange{head})));
+    }
+
+    // l2 norm over K: sums over the lane's columns, over t (shuffles),
+    // then over the warps.
+    if (cfg.l2norm) {
+      SmallVector<Value> *tiles[2] = {Q, Kx};
+      for (int x = 0; x < 2; ++x)
+        for (int h = 0; h < 2; ++h) {
+          Value ss = f32(0.0);
+          for (Value e : tiles[x][h])
+            ss = arith::AddFOp::create(b, ss, fmul(e, e));
+          for (int off : {1, 2})
+            ss = fadd(ss, shuffle(ss, i32(off), gpu::ShuffleMode::XOR));
+          when(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t, idx(0)),
+               [&] {
+                 memref::StoreOp::create(b, ss, norms,
+                                         ValueRange{warp, idx(x), r[h]});
+               });
+        }
+      gpu::BarrierOp::create(b);
+      for (int x = 0; x < 2; ++x)
+        for (int h = 0; h < 2; ++h) {
+          Value sum = f32(0.0);
+          for (int64_t w = 0; w < NW; ++w)
+            sum = fadd(sum, memref::LoadOp::create(
+                                b, norms, ValueRange{idx(w), idx(x), r[h]}));
+          Value inv = math::RsqrtOp::create(b, fadd(sum, f32(1e-6)));
+          for (Value &e : tiles[x][h])
+            e = fmul(e, inv);
+        }
+    }
+    Value scale = f32(cfg.scale);
+    for (int h = 0; h < 2; ++h)
+      for (Value &e : Q[h])
+        e = fmul(e, scale);
+    Value betaV[2];
+    if (cfg.beta)
+      for (int h = 0; h < 2; ++h)
+        betaV[h] = activateBetaValue(b, cfg.betaActivation, betaRaw[h]);
+
+    // Gate: activation, zero past the sequence's end, prefix sum over the
+    // chunk's rows (a shuffle scan over g, then the first half's total into
+    // the second), G at the first and last rows.
+    SmallVector<Value> G[2], gFirst, gLast;
+    if (decays) {
+      for (int h = 0; h < 2; ++h)
+        for (int64_t c = 0; c < KL; ++c) {
+          Value x = Gr[h][c];
+          if (cfg.gateActivation != GateActivation::none)
+            x = activateGateValue(b, cfg.gateActivation, cfg.lowerBound, x,
+                                  aLogV, dt.empty() ? Value() : dt[c]);
+          G[h].push_back(select(ok[h], x, f32(0.0)));
+        }
+      for (int64_t step : {1, 2, 4}) {
+        Value has = arith::CmpIOp::create(b, arith::CmpIPredicate::uge, g,
+                                          idx(step));
+        for (int h = 0; h < 2; ++h)
+          for (Value &x : G[h])
+            x = select(has,
+                       fadd(x, shuffle(x, i32(4 * step), gpu::ShuffleMode::UP)),
+                       x);
+      }
+      Value fromRow7 = laneI32(add(t, 28));
+      for (int64_t c = 0; c < KL; ++c)
+        G[1][c] = fadd(G[1][c], shuffle(G[0][c], fromRow7,
+                                        gpu::ShuffleMode::IDX));
+      Value fromRow0 = laneI32(t);
+      for (int64_t c = 0; c < KL; ++c) {
+        gFirst.push_back(shuffle(G[0][c], fromRow0, gpu::ShuffleMode::IDX));
+        gLast.push_back(shuffle(G[1][c], fromRow7, gpu::ShuffleMode::IDX));
+      }
+    }
+
+    // What the state pass reads: Gamma Q and exp(G_last - G) K (stored
+    // now, their registers are free after), G_last in the chunk's first row.
+    for (int h = 0; h < 2; ++h) {
+      SmallVector<Value> qd, ke;
+      for (int64_t c = 0; c < KL; ++c) {
+        qd.push_back(decays ? fmul(Q[h][c], exp(G[h][c])) : Q[h][c]);
+        ke.push_back(decays ? fmul(Kx[h][c], exp(fsub(gLast[c], G[h][c])))
+                            : Kx[h][c]);
+      }
+      when(ok[h], [&] {
+        storeRow(ws[2], {row, add(t0, r[h]), head}, colK, qd);
+        storeRow(ws[3], {row, add(t0, r[h]), head}, colK, ke);
+      });
+    }
+    if (decays)
+      when(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, g, idx(0)),
+           [&] { storeRow(ws[5], {row, t0, head}, colK, gLast); });
+    if (!delta) {
+      // The additive rule writes V itself.
+      for (int h = 0; h < 2; ++h)
+        when(ok[h],
+             [&] { storeRow(ws[1], {row, add(t0, r[h]), head}, colV, Vx[h]); });
+    }
+
+    // Operands of the products over K, measured from the first row:
+    // Q_r = Q exp(G - G_r), K_r = K exp(G_r - G), K'_r = K exp(G - G_r).
+    SmallVector<Value> qR[2], kR[2], kToR[2];
+    for (int h = 0; h < 2; ++h)
+      for (int64_t c = 0; c < KL; ++c) {
+        if (!decays) {
+          qR[h].push_back(Q[h][c]);
+          kR[h].push_back(Kx[h][c]);
+          kToR[h].push_back(Kx[h][c]);
+          continue;
+        }
+        Value up = exp(fsub(G[h][c], gFirst[c]));
+        qR[h].push_back(fmul(Q[h][c], up));
+        kR[h].push_back(fmul(Kx[h][c], exp(fsub(gFirst[c], G[h][c]))));
+        kToR[h].push_back(fmul(Kx[h][c], up));
+      }
+
+    // Partial P and L over this warp's columns: 16 x 16, two n tiles (rows
+    // g and g + 8 of K_r are the B fragments of tiles 0 and 1).
+    Value accP[2] = {zeroAcc(), zeroAcc()}, accL[2] = {zeroAcc(), zeroAcc()};
+    for (int64_t s = 0; s < KL / 2; ++s) {
+      SmallVector<Value> aQ = {qR[0][2 * s], qR[1][2 * s], qR[0][2 * s + 1],
+                               qR[1][2 * s + 1]};
+      SmallVector<Value> aK = {kToR[0][2 * s], kToR[1][2 * s],
+                               kToR[0][2 * s + 1], kToR[1][2 * s + 1]};
+      for (int nt = 0; nt < 2; ++nt) {
+        SmallVector<Value> bK = {kR[nt][2 * s], kR[nt][2 * s + 1]};
+        accP[nt] = mma(aQ, bK, accP[nt]);
+        if (delta)
+          accL[nt] = mma(aK, bK, accL[nt]);
+      }
+    }
+    for (int nt = 0; nt < 2; ++nt)
+      for (int64_t e = 0; e < 4; ++e) {
+        Value i = add(g, 8 * (e / 2));
+        Value j = add(mul(t, 2), 8 * nt + e % 2);
+        memref::StoreOp::create(b, element(accP[nt], e), red,
+                                ValueRange{warp, idx(0), i, j});
+        if (delta)
+          memref::StoreOp::create(b, element(accL[nt], e), red,
+                                  ValueRange{warp, idx(1), i, j});
+      }
+    if (delta) {
+      // beta per row, and beta Gamma K and beta V transposed for W and U.
+      if (cfg.beta)
+        when(arith::AndIOp::create(
+                 b,
+                 arith::CmpIOp::create(b, arith::CmpIPredicate::eq, warp,
+                                       idx(0)),
+                 arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t, idx(0))),
+             [&] {
+               for (int h = 0; h < 2; ++h)
+                 memref::StoreOp::create(b, betaV[h], betaS, ValueRange{r[h]});
+             });
+      for (int h = 0; h < 2; ++h) {
+        SmallVector<Value> ks, vs;
+        for (int64_t c = 0; c < KL; ++c) {
+          Value x = Kx[h][c];
+          if (decays)
+            x = fmul(x, exp(G[h][c]));
+          if (cfg.beta)
+            x = fmul(x, betaV[h]);
+          ks.push_back(x);
+        }
+        for (int64_t c = 0; c < VL; ++c)
+          vs.push_back(cfg.beta ? fmul(Vx[h][c], betaV[h]) : Vx[h][c]);
+        storeRow(kT, {warp, r[h]}, mul(t, KL), ks);
+        storeRow(vT, {warp, r[h]}, mul(t, VL), vs);
+      }
+    }
+    gpu::BarrierOp::create(b);
+
+    // P: the warps' partial sums, lower triangle (inclusive), rows of the
+    // sequence only. L likewise, strict, times beta, into shared memory.
+    for (int64_t s = 0; s * threads < C * C; ++s) {
+      Value e = add(tid, s * threads);
+      Value i = arith::DivUIOp::create(b, e, idx(C));
+      Value j = arith::RemUIOp::create(b, e, idx(C));
+      auto sumOf = [&](int64_t m) {
+        Value sum = f32(0.0);
+        for (int64_t w = 0; w < NW; ++w)
+          sum = fadd(sum, memref::LoadOp::create(
+                              b, red, ValueRange{idx(w), idx(m), i, j}));
+        return sum;
+      };
+      Value p = select(arith::CmpIOp::create(b, arith::CmpIPredicate::ule, j, i),
+                       sumOf(0), f32(0.0));
+      when(ult(i, valid), [&] {
+        memref::StoreOp::create(b, p, ws[4], ValueRange{row, add(t0, i), head, j});
+      });
+      if (delta) {
+        Value l = sumOf(1);
+        if (cfg.beta)
+          l = fmul(l, memref::LoadOp::create(b, betaS, ValueRange{i}));
+        l = select(ult(j, i), l, f32(0.0));
+        memref::StoreOp::create(b, l, lFull, ValueRange{i, j});
+      }
+    }
+    if (!delta)
+      return;
+    gpu::BarrierOp::create(b);
+
+    // A = (I + L)^-1 by forward substitution, column c = lane % 16 per lane:
+    // A[i][c] = [i == c] - sum_{j < i} L[i][j] A[j][c].
+    Value c16 = arith::RemUIOp::create(b, lane, idx(C));
+    SmallVector<Value> col;
+    for (int64_t i = 0; i < C; ++i) {
+      Value x = select(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, c16,
+                                             idx(i)),
+                       f32(1.0), f32(0.0));
+      for (int64_t j = 0; j < i; ++j)
+        x = fsub(x, fmul(memref::LoadOp::create(b, lFull,
+                                                ValueRange{idx(i), idx(j)}),
+                         col[j]));
+      col.push_back(x);
+    }
+    when(ult(lane, idx(C)), [&] {
+      for (int64_t i = 0; i < C; ++i)
+        memref::StoreOp::create(b, col[i], aInv, ValueRange{warp, idx(i), c16});
+    });
+    gpu::BarrierOp::create(b);
+
+    // W = A (beta Gamma K), U = A (beta V): n tiles of 8 of this warp's
+    // columns, k over the chunk's rows (two steps of 8).
+    SmallVector<SmallVector<Value>> aFrag;
+    for (int64_t kk = 0; kk < C / 8; ++kk) {
+      Value c0 = add(t, 8 * kk), c1 = add(t, 8 * kk + 4);
+      Value g8 = add(g, 8);
+      aFrag.push_back(
+          {memref::LoadOp::create(b, aInv, ValueRange{warp, g, c0}),
+           memref::LoadOp::create(b, aInv, ValueRange{warp, g8, c0}),
+           memref::LoadOp::create(b, aInv, ValueRange{warp, g, c1}),
+           memref::LoadOp::create(b, aInv, ValueRange{warp, g8, c1})});
+    }
+    auto product = [&](Value operand, int64_t width, Value out) {
+      for (int64_t nt = 0; nt < width / 8; ++nt) {
+        Value acc = zeroAcc();
+        Value n = add(g, 8 * nt);
+        for (int64_t kk = 0; kk < C / 8; ++kk)
+          acc = mma(aFrag[kk],
+                    {memref::LoadOp::create(
+                         b, operand, ValueRange{warp, add(t, 8 * kk), n}),
+                     memref::LoadOp::create(
+                         b, operand, ValueRange{warp, add(t, 8 * kk + 4), n})},
+                    acc);
+        Value colOut = add(add(mul(warp, width), 8 * nt), mul(t, 2));
+        for (int h = 0; h < 2; ++h)
+          when(ok[h], [&] {
+            storeRow(out, {row, add(t0, r[h]), head}, colOut,
+                     {element(acc, 2 * h), element(acc, 2 * h + 1)});
+          });
+      }
+    };
+    product(kT, KW, ws[0]);
+    product(vT, VW, ws[1]);
+  }
+};
+
+struct IntraRegistersPass
+    : PassWrapper<IntraRegistersPass, OperationPass<func::FuncOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(IntraRegistersPass)
+  IntraRegistersPass() = default;
+  IntraRegistersPass(const IntraRegistersPass &other) : PassWrapper(other) {}
+  explicit IntraRegistersPass(int64_t threads) { this->threads = threads; }
+  StringRef getArgument() const override { return "kda-gpu-intra-registers"; }
+  StringRef getDescription() const override {
+    return "Lower the intra-chunk grid of a chunk-parallel schedule to an "
+           "NVIDIA kernel with its tiles in registers and mma.sync";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<gpu::GPUDialect, nvgpu::NVGPUDialect,
+                    vector::VectorDialect, math::MathDialect, scf::SCFDialect,
+                    memref::MemRefDialect, arith::ArithDialect>();
+  }
+  Option<int64_t> threads{*this, "threads",
+                          llvm::cl::desc("Threads per block"),
+                          llvm::cl::init(128)};
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    std::optional<IntraPassConfig> cfg = readConfig(
+        func->getAttrOfType<DictionaryAttr>(kda::kIntraPassAttr));
+    auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
+    if (!cfg || !abi || func.isExternal())
+      return;
+    // What this lowering covers; everything else keeps the tile lowering.
+    // One sub-chunk of 16 rows per chunk; decays measured from the chunk's
+    // first row stay finite only for lower-bounded gates (the tile
+    // lowering's criterion, GatedDeltaKernel.cpp).
+    const int64_t warps = threads / 32;
+    const bool decays = cfg->gate != "none";
+    const bool bounded =
+        cfg->gateActivation == GateActivation::lower_bound &&
+        -cfg->lowerBound * double(cfg->subChunk - 1) <= 80.0;
+    if (threads % 32 != 0 || cfg->chunk != 16 || cfg->subChunk != 16 ||
+        (decays && !bounded) || cfg->keyDim % (8 * warps) != 0 ||
+        cfg->valueDim % (8 * warps) != 0 ||
+        (cfg->keyDim / warps / 4) % 2 != 0)
+      return;
+    SmallVector<scf::ForallOp> grids;
+    for (Operation &op : func.getBody().front())
+      if (auto f = dyn_cast<scf::ForallOp>(op))
+        grids.push_back(f);
+    if (grids.size() != 1 || !grids[0].getOutputs().empty())
+      return;
+    scf::ForallOp forall = grids[0];
+
+    auto byName = [&](StringRef name) -> Value {
+      std::optional<unsigned> i = kda::abiArgumentIndex(abi, name);
+      return i ? func.getArgument(*i) : Value();
+    };
+    bool precise = kda::keepsFp32Accuracy(func.getArgumentTypes());
+    // Grid dimensions of extent 1 may have been folded away (as in
+    // GpuStateRegisters.cpp).
+    SmallVector<int64_t> kept;
+    for (auto [d, extent] : llvm::enumerate(cfg->grid))
+      if (extent != 1 || forall.getRank() == 3)
+        kept.push_back(d);
+    if (kept.size() != static_cast<size_t>(forall.getRank()))
+      return;
+
+    Block *body = forall.getBody();
+    SmallVector<Operation *> old;
+    for (Operation &op : body->without_terminator())
+      old.push_back(&op);
+    for (Operation *op : llvm::reverse(old)) {
+      op->dropAllUses();
+      op->erase();
+    }
+    ImplicitLocOpBuilder b(forall.getLoc(), &getContext());
+    b.setInsertionPoint(body->getTerminator());
+    Value zero = arith::ConstantIndexOp::create(b, 0);
+    SmallVector<Value> ivs(3, zero);
+    for (auto [i, d] : llvm::enumerate(kept))
+      ivs[d] = forall.getInductionVar(i);
+
+    IntraProgram prog(b, *cfg, threads, precise);
+    prog.q = byName("q");
+    prog.k = byName("k");
+    prog.v = byName("v");
+    prog.gate = byName("gate");
+    prog.beta = byName("beta");
+    prog.aLog = byName("A_log");
+    prog.dtBias = byName("dt_bias");
+    prog.cuSeqlens = byName("cu_seqlens");
+    static const char *const kRoles[] = {"w", "u", "q", "k", "p", "g"};
+    for (auto [i, role] : llvm::enumerate(cfg->roles)) {
+      Value arg = byName("ws" + std::to_string(i));
+      for (int r = 0; r < 6; ++r)
+        if (role == kRoles[r])
+          prog.ws[r] = arg;
+    }
+    if (!prog.q || !prog.k || !prog.v || !prog.ws[1] || !prog.ws[2] ||
+        !prog.ws[3] || !prog.ws[4] || (cfg->delta && !prog.ws[0]) ||
+        (decays && (!prog.gate || !prog.ws[5])) || (cfg->beta && !prog.beta)) {
+      func.emitError("kda-gpu-intra-registers: the intra-chunk kernel lacks "
+                     "an input or a workspace its description names");
+      return signalPassFailure();
+    }
+    prog.emit(ivs);
+    func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
+    // Inputs read as 16-byte vectors need 16-byte aligned pointers (the
+    // runtime checks what the manifest states).
+    SmallVector<Attribute> entries;
+    for (auto [i, a] : llvm::enumerate(abi)) {
+      auto d = cast<DictionaryAttr>(a);
+      StringRef name = cast<StringAttr>(d.get("name")).getValue();
+      auto type = dyn_cast<MemRefType>(func.getArgument(i).getType());
+      bool vectorRows = name == "q" || name == "k" || name == "v" ||
+                        (name == "gate" && cfg->gate == "channel") ||
+                        (name == "dt_bias" && type && type.getRank() == 2) ||
+                        name.starts_with("ws");
+      if (!vectorRows || !type) {
+        entries.push_back(d);
+        continue;
+      }
+      NamedAttrList attrs(d);
+      attrs.set("alignment", b.getI64IntegerAttr(16));
+      entries.push_back(attrs.getDictionary(&getContext()));
+    }
+    func->setAttr("kda.abi", ArrayAttr::get(&getContext(), entries));
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> mlir::kda::createGpuIntraRegistersPass(int64_t threads) {
+  return std::make_unique<IntraRegistersPass>(threads);
+}
+
+void mlir::kda::registerGpuIntraRegistersPass() {
+  PassRegistration<IntraRegistersPass>();
+}

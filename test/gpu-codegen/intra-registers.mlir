@@ -1,0 +1,63 @@
+// RUN: kda-opt %S/Inputs/kimi_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s
+// RUN: kda-opt %S/Inputs/kimi_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none intra-registers=false" | FileCheck %s --check-prefix=TILES
+// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=TILES
+// RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_80 format=none" | FileCheck %s --check-prefix=NOGATE
+// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=F32
+
+// The chunk-parallel intra-chunk grid on NVIDIA (kda-gpu-intra-registers),
+// here for Kimi's prologue (l2 norm, beta sigmoid, lower-bound gate with
+// A_log and dt_bias): the tiles stay in registers; rows are read as 16-byte
+// vectors (so the manifest asks for 16-byte aligned q, k, v, gate and
+// dt_bias); the gate's prefix sum and the l2 norms are warp shuffles;
+// P and L are mma.sync partial products over each warp's key columns.
+// Four barriers per chunk: the l2 norms, the partial products, the full L,
+// the inverse. Shared memory: norms 4 x 2 x 16, partials 4 x 2 x 16 x 17,
+// beta 16, L 16 x 20, A 4 x 16 x 20, beta Gamma K and beta V 2 x 4 x 16 x 40
+// f32 = 36160 bytes.
+// CHECK: {block = [128, 1, 1], dynamic_shared_memory = 36160 : i64, grid = ["B", {ceil_div = 16 : i64, symbol = "T"}, "HV"], module = "kda_gated_delta_kernel_intra_module", name = "kda_gated_delta_kernel_intra", params = [{alignment = 16 : i64, dtype = "bf16", kind = "tensor", name = "q"
+// CHECK-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
+// CHECK: llvm.load {{.*}} -> vector<8xbf16>
+// CHECK: nvvm.shfl.sync bfly
+// CHECK: nvvm.barrier
+// CHECK: nvvm.shfl.sync up
+// CHECK: nvvm.shfl.sync idx
+// CHECK: nvvm.mma.sync
+// CHECK-COUNT-3: nvvm.barrier
+// CHECK-NOT: nvvm.barrier
+// CHECK: nvvm.mma.sync
+// CHECK-NOT: nvvm.barrier
+// CHECK: llvm.return
+// CHECK-LABEL: gpu.module @kda_gated_delta_kernel_state_module
+
+// Switched off, and for log-space gates without a lower bound (their decays
+// from the chunk's first row may overflow: the tile lowering computes the
+// diagonal block pairwise), the intra-chunk kernel keeps the tile lowering:
+// a barrier per primitive.
+// TILES-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
+// TILES-COUNT-20: nvvm.barrier
+
+// No gate, no prologue (K = V = 64, sm_80): no shuffles for the gate, no
+// barrier for the norms; the partial products, L and the inverse.
+// NOGATE-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
+// NOGATE-NOT: nvvm.shfl.sync
+// NOGATE-COUNT-3: nvvm.barrier
+// NOGATE-NOT: nvvm.barrier
+// NOGATE: llvm.return
+
+// fp32 inputs keep fp32 accuracy: three tf32 products per product (3xTF32).
+// F32-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
+// F32: nvvm.barrier
+// F32-COUNT-3: nvvm.mma.sync
+// F32-COUNT-3: nvvm.barrier
+// F32-NOT: nvvm.barrier
+// F32: llvm.return
+func.func @f32(%q: tensor<2x?x2x64xf32>, %k: tensor<2x?x2x64xf32>, %v: tensor<2x?x2x64xf32>,
+               %g: tensor<2x?x2x64xf32>, %beta: tensor<2x?x2xf32>, %dt_bias: tensor<2x64xf32>)
+    -> tensor<2x?x2x64xf32> {
+  %o = kda.gated_delta delta %q, %k, %v gate(%g : tensor<2x?x2x64xf32>)
+      beta(%beta : tensor<2x?x2xf32>) dt_bias(%dt_bias : tensor<2x64xf32>)
+      {qk_l2norm, beta_activation = #kda<beta sigmoid>,
+       gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64}
+      : tensor<2x?x2x64xf32>, tensor<2x?x2x64xf32>, tensor<2x?x2x64xf32> -> tensor<2x?x2x64xf32>
+  return %o : tensor<2x?x2x64xf32>
+}

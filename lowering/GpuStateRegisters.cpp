@@ -185,6 +185,75 @@ struct StateProgram {
     return out;
   }
 
+  /// 1-D views of the workspaces (flat[i] for ws[i]) and their head count:
+  /// element (row, token, head, col) of a workspace of `width` columns is
+  /// ((row * T + token) * HV + head) * width + col. Addresses are built as
+  /// a per-chunk base plus a per-lane row offset that does not change from
+  /// chunk to chunk (hoisted out of the loop), so a chunk's loads cost a
+  /// few integer instructions instead of a 64-bit index computation each.
+  Value flat[6];
+  Value heads;
+
+  void makeFlatViews() {
+    heads = memref::DimOp::create(b, o, 2);
+    for (int i = 0; i < 6; ++i) {
+      if (!ws[i])
+        continue;
+      Value total = idx(1);
+      for (int d = 0; d < 4; ++d)
+        total = arith::MulIOp::create(b, total,
+                                      memref::DimOp::create(b, ws[i], d));
+      flat[i] = memref::ReinterpretCastOp::create(
+          b, MemRefType::get({ShapedType::kDynamic}, b.getF32Type()), ws[i],
+          OpFoldResult(b.getIndexAttr(0)), ArrayRef<OpFoldResult>{total},
+          ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+    }
+  }
+  int64_t widthOf(int i) {
+    return cast<MemRefType>(ws[i].getType()).getDimSize(3);
+  }
+  /// Element index of chunk row 0, column 0 of workspace i.
+  Value chunkBase(int i, Value t0) {
+    Value r = arith::MulIOp::create(b, row, tokens);
+    r = add(r, t0);
+    r = add(arith::MulIOp::create(b, r, heads), head);
+    return mul(r, widthOf(i));
+  }
+  /// Offset of chunk row r from row 0 in workspace i: computed in 32 bits
+  /// (r < 64, and HV x width < 2^25 for any real head count), so the
+  /// loop-invariant offsets a lane keeps take one register each.
+  Value rowOffset(int i, Value r) {
+    Type i32 = b.getI32Type();
+    Value r32 = arith::IndexCastUIOp::create(b, i32, r);
+    Value h32 = arith::IndexCastUIOp::create(b, i32, heads);
+    Value off = arith::MulIOp::create(
+        b, arith::MulIOp::create(b, r32, h32),
+        arith::ConstantOp::create(b, b.getI32IntegerAttr(widthOf(i))));
+    return arith::IndexCastUIOp::create(b, b.getIndexType(), off);
+  }
+  /// `width` consecutive f32 of workspace i from element `at`, with vector
+  /// loads of up to 4.
+  SmallVector<Value> loadFlat(int i, Value at, int64_t width, Value keep) {
+    int64_t vec = width % 4 == 0 ? 4 : (width % 2 == 0 ? 2 : 1);
+    SmallVector<Value> out;
+    for (int64_t c = 0; c < width; c += vec) {
+      Value a = add(at, c);
+      if (vec == 1) {
+        out.push_back(memref::LoadOp::create(b, flat[i], ValueRange{a}));
+        continue;
+      }
+      Value v = vector::LoadOp::create(
+          b, VectorType::get({vec}, b.getF32Type()), flat[i], ValueRange{a},
+          /*nontemporal=*/false, llvm::MaybeAlign(4 * vec));
+      for (int64_t e = 0; e < vec; ++e)
+        out.push_back(vector::ExtractOp::create(b, v, ArrayRef<int64_t>{e}));
+    }
+    if (keep)
+      for (Value &v : out)
+        v = select(keep, v, f32(0.0));
+    return out;
+  }
+
   Value loadF32(Value w, ValueRange indices, Value keep = {}) {
     Value v = memref::LoadOp::create(b, w, indices);
     return keep ? select(keep, v, f32(0.0)) : v;
@@ -229,13 +298,15 @@ struct StateProgram {
     t = arith::RemUIOp::create(b, lane, idx(4));
     kBase = add(mul(warp, K / NW), mul(t, 2 * J));
 
-    // Shared memory: the warps' partial products (rows padded by one word
-    // against bank conflicts), V_new^T and (Gamma Q) S as A operands (rows
-    // padded by four).
+    // Shared memory: the warps' partial products, V_new^T and (Gamma Q) S
+    // as A operands. Rows are padded against bank conflicts: a partial
+    // product's store puts lane (g, t) at row 2t, column g, so a row length
+    // of 4 mod 16 words spreads the 32 lanes over the 32 banks (8t + g).
     const bool delta = static_cast<bool>(ws[0]);
     const int64_t products = delta ? 2 : 1;
+    const int64_t redRow = VB + (4 - VB % 16 + 16) % 16;
     auto red = memref::AllocOp::create(
-        b, MemRefType::get({NW, products, C, VB + 1}, f32Type));
+        b, MemRefType::get({NW, products, C, redRow}, f32Type));
     auto vnT = memref::AllocOp::create(b, MemRefType::get({VB, C + 4}, f32Type));
     auto oS = memref::AllocOp::create(b, MemRefType::get({VB, C + 4}, f32Type));
 
@@ -254,23 +325,72 @@ struct StateProgram {
         init.push_back(accOf(e));
       }
 
-    Value numChunks = arith::CeilDivUIOp::create(b, length, idx(C));
-    auto loop = scf::ForOp::create(b, idx(0), numChunks, idx(1), init);
+    // Software pipelining: chunk i + 1's global loads are issued before
+    // chunk i's products (the chain of chunk steps is latency: a step that
+    // waits for its own loads waits for memory every time). Full chunks run
+    // in the loop; a partial last chunk, whose rows are clamped and masked,
+    // after it.
+    makeFlatViews();
+    Value numFull = arith::DivUIOp::create(b, length, idx(C));
+    const size_t numState = init.size();
+    auto zerosOr = [&](Value cond, llvm::function_ref<SmallVector<Value>()> f) {
+      auto op = scf::IfOp::create(b, loadTypes(), cond, /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(op.thenBlock());
+      scf::YieldOp::create(b, f());
+      b.setInsertionPointToStart(op.elseBlock());
+      SmallVector<Value> zeros;
+      for (Type type : loadTypes())
+        zeros.push_back(arith::ConstantOp::create(b, b.getZeroAttr(type)));
+      scf::YieldOp::create(b, zeros);
+      return SmallVector<Value>(op.getResults().begin(), op.getResults().end());
+    };
+    llvm::append_range(
+        init, zerosOr(arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
+                                            numFull, idx(0)),
+                      [&] { return loadChunk(idx(0), /*full=*/true); }));
+    auto loop = scf::ForOp::create(b, idx(0), numFull, idx(1), init);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(loop.getBody());
-      SmallVector<Value> S(loop.getRegionIterArgs().begin(),
-                           loop.getRegionIterArgs().end());
-      SmallVector<Value> next = emitChunk(loop.getInductionVar(), S, red, vnT, oS);
+      ValueRange iter = loop.getRegionIterArgs();
+      SmallVector<Value> S(iter.begin(), iter.begin() + numState);
+      SmallVector<Value> loaded(iter.begin() + numState, iter.end());
+      // The last iteration loads its own chunk again (unused): every
+      // address stays inside the sequence.
+      Value nextChunk = minu(add(loop.getInductionVar(), 1),
+                             arith::SubIOp::create(b, numFull, idx(1)));
+      SmallVector<Value> prefetched = loadChunk(nextChunk, /*full=*/true);
+      SmallVector<Value> next =
+          emitChunk(loop.getInductionVar(), loaded, S, red, vnT, oS);
+      next.append(prefetched);
       scf::YieldOp::create(b, next);
     }
+    SmallVector<Value> afterFull(loop.getResults().begin(),
+                                 loop.getResults().begin() + numState);
+    SmallVector<Type> stateTypes;
+    for (Value v : afterFull)
+      stateTypes.push_back(v.getType());
+    auto tail = scf::IfOp::create(
+        b, stateTypes,
+        ult(mul(numFull, C), length), /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(tail.thenBlock());
+      SmallVector<Value> loaded = loadChunk(numFull, /*full=*/false);
+      scf::YieldOp::create(b, emitChunk(numFull, loaded, afterFull, red, vnT, oS));
+      b.setInsertionPointToStart(tail.elseBlock());
+      scf::YieldOp::create(b, afterFull);
+    }
+    SmallVector<Value> finalState(tail.getResults().begin(),
+                                  tail.getResults().end());
 
     // The final state.
     if (ht) {
       Type type = cast<MemRefType>(ht.getType()).getElementType();
       for (int64_t mt = 0; mt < MT; ++mt)
         for (int64_t j = 0; j < J; ++j) {
-          Value acc = loop.getResult(mt * J + j);
+          Value acc = finalState[mt * J + j];
           for (int64_t i = 0; i < 4; ++i)
             memref::StoreOp::create(b, fromF32(element(acc, i), type), ht,
                                     stateIndex(kcol(j, i), vRow(mt, i)));
@@ -278,71 +398,139 @@ struct StateProgram {
     }
   }
 
-  SmallVector<Value> emitChunk(Value chunkIdx, ArrayRef<Value> S, Value red,
-                               Value vnT, Value oS) {
-    Value w = ws[0], u = ws[1], qd = ws[2], kd = ws[3], p = ws[4],
-          gl = ws[5];
-    const bool delta = static_cast<bool>(w);
-    const int64_t products = delta ? 2 : 1;
+  /// Where chunk `chunkIdx`'s rows are: (first token, valid rows).
+  std::pair<Value, Value> chunkRows(Value chunkIdx) {
     Value local = mul(chunkIdx, C);
-    Value t0 = add(start, local);
-    Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
-    Value lastRow = arith::SubIOp::create(b, valid, idx(1));
-    // Token of chunk row r (rows past the end read the last valid row, and
-    // are masked where they matter).
-    auto token = [&](Value r) { return add(t0, minu(r, lastRow)); };
-    auto rowOk = [&](Value r) { return ult(r, valid); };
+    return {add(start, local),
+            minu(idx(C), arith::SubIOp::create(b, length, local))};
+  }
 
-    // All global loads of the chunk first.
+  /// Counts of the values a chunk loads, in loadChunk's order.
+  int64_t numUElements() const { return (VB * C + threads - 1) / threads; }
+  int64_t numPTiles() const { return (MT * NC + NW - 1) / NW; }
+  SmallVector<Type> loadTypes() {
+    const bool delta = static_cast<bool>(ws[0]);
+    int64_t count = (delta ? NC * 2 * J : 0) + NC * 2 * J + NC * J * 2 +
+                    (ws[5] ? 2 * J : 0) + numUElements() +
+                    numPTiles() * NC * 2;
+    return SmallVector<Type>(count, b.getF32Type());
+  }
+
+  /// Every global load of chunk `chunkIdx`, in this order: W rows and
+  /// Gamma Q rows (NC x 2J each, W only with the delta rule), the decayed k
+  /// fragments (NC x 2 x J), the chunk's log-decay (2J, with a gate), U for
+  /// the elements this thread reduces, the P fragments of the output tiles
+  /// this warp owns.
+  SmallVector<Value> loadChunk(Value chunkIdx, bool full) {
+    const bool delta = static_cast<bool>(ws[0]);
+    Value t0, valid;
+    std::tie(t0, valid) = chunkRows(chunkIdx);
+    Value lastRow = arith::SubIOp::create(b, valid, idx(1));
+    // Chunk row r's offset in workspace i. Rows past the end of a partial
+    // chunk read the last valid row, and are masked where they matter; a
+    // full chunk needs neither (and its row offsets are loop-invariant).
+    auto at = [&](int i, Value base, Value r, Value col) {
+      return add(add(base, rowOffset(i, full ? r : minu(r, lastRow))), col);
+    };
+    auto rowOk = [&](Value r) -> Value { return full ? Value() : ult(r, valid); };
+    Value base[6];
+    for (int i = 0; i < 6; ++i)
+      if (ws[i])
+        base[i] = chunkBase(i, t0);
+    SmallVector<Value> out;
+
     // W and Gamma Q rows 8m + g: the lane's 2J key columns.
-    SmallVector<SmallVector<Value>> wRows, qRows;
+    if (delta)
+      for (int64_t m = 0; m < NC; ++m) {
+        Value r = add(g, 8 * m);
+        llvm::append_range(out, loadFlat(0, at(0, base[0], r, kBase), 2 * J,
+                                         rowOk(r)));
+      }
     for (int64_t m = 0; m < NC; ++m) {
       Value r = add(g, 8 * m);
-      if (delta)
-        wRows.push_back(loadRow(w, token(r), kBase, 2 * J, rowOk(r)));
-      qRows.push_back(loadRow(qd, token(r), kBase, 2 * J, {}));
+      llvm::append_range(out, loadFlat(2, at(2, base[2], r, kBase), 2 * J, {}));
     }
     // Decayed k, B operand of S^T += V_new^T k~: rows 8kk + t (+4), the key
     // column of output column g of tile j.
     Value gHalf = arith::DivUIOp::create(b, g, idx(2));
     Value gOdd = arith::RemUIOp::create(b, g, idx(2));
     Value kColOfG = add(add(mul(warp, K / NW), mul(gHalf, 2 * J)), gOdd);
-    SmallVector<Value> kFrag; // [kk][j][2]
     for (int64_t kk = 0; kk < NC; ++kk)
-      for (int64_t j = 0; j < J; ++j)
-        for (int64_t h = 0; h < 2; ++h) {
-          Value r = add(t, 8 * kk + 4 * h);
-          kFrag.push_back(
-              loadF32(kd, {row, token(r), head, add(kColOfG, 2 * j)}, rowOk(r)));
+      for (int64_t h = 0; h < 2; ++h) {
+        Value r = add(t, 8 * kk + 4 * h);
+        Value a = at(3, base[3], r, kColOfG);
+        Value keep = rowOk(r);
+        for (int64_t j = 0; j < J; ++j) {
+          Value x = memref::LoadOp::create(b, flat[3], ValueRange{add(a, 2 * j)});
+          out.push_back(keep ? select(keep, x, f32(0.0)) : x);
         }
-    SmallVector<Value> decay;
-    if (gl)
-      for (Value x : loadRow(gl, t0, kBase, 2 * J, {}))
-        decay.push_back(math::ExpOp::create(b, x));
+      }
+    if (ws[5])
+      llvm::append_range(out, loadFlat(5, add(base[5], kBase), 2 * J, {}));
     // U for the elements this thread reduces: e = tid + s * threads.
-    SmallVector<std::pair<Value, Value>> mine; // (c, v) per element
-    SmallVector<Value> uVals;
-    for (int64_t s = 0; s * threads < VB * C; ++s) {
-      Value e = add(tid, s * threads);
+    for (int64_t s = 0; s < numUElements(); ++s) {
+      Value e = minu(add(tid, s * threads), idx(VB * C - 1));
       Value c = arith::DivUIOp::create(b, e, idx(VB));
       Value v = arith::RemUIOp::create(b, e, idx(VB));
-      mine.push_back({c, v});
-      uVals.push_back(loadF32(u, {row, token(c), head, add(vCol, v)}, rowOk(c)));
+      Value x = memref::LoadOp::create(
+          b, flat[1], ValueRange{at(1, base[1], c, add(vCol, v))});
+      Value keep = rowOk(c);
+      out.push_back(keep ? select(keep, x, f32(0.0)) : x);
     }
     // P fragments of the output tiles this warp owns (tile = warp + s * NW;
     // past the last tile it reads the last one, unused): rows 8 nt + g,
     // columns 8 kk + t (+4).
-    SmallVector<SmallVector<Value>> pFrag; // [s][kk * 2 + h]
-    for (int64_t s = 0; s * NW < MT * NC; ++s) {
+    for (int64_t s = 0; s < numPTiles(); ++s) {
       Value tile = minu(add(warp, s * NW), idx(MT * NC - 1));
       Value pr = add(g, mul(arith::RemUIOp::create(b, tile, idx(NC)), 8));
-      SmallVector<Value> frags;
+      Value a = at(4, base[4], pr, t);
       for (int64_t kk = 0; kk < NC; ++kk)
         for (int64_t h = 0; h < 2; ++h)
-          frags.push_back(
-              loadF32(p, {row, token(pr), head, add(t, 8 * kk + 4 * h)}));
-      pFrag.push_back(frags);
+          out.push_back(memref::LoadOp::create(
+              b, flat[4], ValueRange{add(a, 8 * kk + 4 * h)}));
     }
+    return out;
+  }
+
+  /// One chunk step from its loads (loadChunk's order) and the state.
+  SmallVector<Value> emitChunk(Value chunkIdx, ArrayRef<Value> loaded,
+                               ArrayRef<Value> S, Value red, Value vnT,
+                               Value oS) {
+    Value w = ws[0], o = this->o;
+    const bool delta = static_cast<bool>(w);
+    const int64_t products = delta ? 2 : 1;
+    Value t0, valid;
+    std::tie(t0, valid) = chunkRows(chunkIdx);
+    auto rowOk = [&](Value r) { return ult(r, valid); };
+    // Unpack the loads.
+    size_t at = 0;
+    auto take = [&](int64_t count) {
+      SmallVector<Value> part(loaded.begin() + at,
+                              loaded.begin() + at + count);
+      at += count;
+      return part;
+    };
+    SmallVector<SmallVector<Value>> wRows, qRows;
+    if (delta)
+      for (int64_t m = 0; m < NC; ++m)
+        wRows.push_back(take(2 * J));
+    for (int64_t m = 0; m < NC; ++m)
+      qRows.push_back(take(2 * J));
+    SmallVector<Value> kFrag = take(NC * J * 2); // [kk][2][j]
+    SmallVector<Value> decay;
+    if (ws[5])
+      for (Value x : take(2 * J))
+        decay.push_back(math::ExpOp::create(b, x));
+    SmallVector<std::pair<Value, Value>> mine; // (c, v) per element
+    SmallVector<Value> uVals = take(numUElements());
+    for (int64_t s = 0; s < numUElements(); ++s) {
+      Value e = add(tid, s * threads);
+      mine.push_back({arith::DivUIOp::create(b, e, idx(VB)),
+                      arith::RemUIOp::create(b, e, idx(VB))});
+    }
+    SmallVector<SmallVector<Value>> pFrag; // [s][kk * 2 + h]
+    for (int64_t s = 0; s < numPTiles(); ++s)
+      pFrag.push_back(take(NC * 2));
 
     // 1. Partial products over this warp's key columns:
     //    Y1^T = S^T W^T, Y2^T = S^T (Gamma Q)^T, [VB, C] each.
@@ -432,7 +620,7 @@ struct StateProgram {
         }
         for (int64_t kk = 0; kk < NC; ++kk)
           acc = mma(aFrags[kk],
-                    {kFrag[(kk * J + j) * 2], kFrag[(kk * J + j) * 2 + 1]},
+                    {kFrag[(kk * 2) * J + j], kFrag[(kk * 2 + 1) * J + j]},
                     acc);
         next.push_back(acc);
       }

@@ -11,15 +11,18 @@
 // The chunk-parallel state pass on NVIDIA (kda-gpu-state-registers): the
 // state stays in mma.sync accumulators for the whole sequence, and a chunk
 // step is the products against it, one barrier before the partial sums are
-// reduced and one before V_new is read back as an operand. Shared memory
-// holds only those: 4 warps x 2 products x C=16 x (16 + 1) + 2 x 16 x (16 + 4)
-// f32 = 11264 bytes.
-// CHECK: {block = [128, 1, 1], dynamic_shared_memory = 11264 : i64, grid = [{{.*}}], module = "kda_gated_delta_kernel_state_module"
+// reduced and one before V_new is read back as an operand. Full chunks run
+// in a loop that loads the next chunk while computing this one; a partial
+// last chunk runs after it (the same step, with its rows clamped and
+// masked). Shared memory holds only those: 4 warps x 2 products x C=16 x
+// (16 + 4) + 2 x 16 x (16 + 4) f32 = 12800 bytes.
+// CHECK: {block = [128, 1, 1], dynamic_shared_memory = 12800 : i64, grid = [{{.*}}], module = "kda_gated_delta_kernel_state_module"
 // CHECK-LABEL: gpu.module @kda_gated_delta_kernel_state_module
 // CHECK: nvvm.mma.sync
 // CHECK-COUNT-2: nvvm.barrier
 // CHECK-NOT: nvvm.barrier
 // CHECK: nvvm.mma.sync
+// CHECK-COUNT-2: nvvm.barrier
 // CHECK-NOT: nvvm.barrier
 // CHECK: llvm.return
 
@@ -31,8 +34,8 @@
 
 // fp32 inputs keep fp32 accuracy: three tf32 products per product
 // (3xTF32), here with K = 64 (2 accumulator tiles per warp), V blocks of 32
-// (2 row tiles) and no gate; shared memory 4 x 2 x 16 x 33 + 2 x 32 x 20 f32.
-// F32: dynamic_shared_memory = 22016 : i64, grid = [2, 2, 2], module = "kda_gated_delta_kernel_state_module"
+// (2 row tiles) and no gate; shared memory 4 x 2 x 16 x 36 + 2 x 32 x 20 f32.
+// F32: dynamic_shared_memory = 23552 : i64, grid = [2, 2, 2], module = "kda_gated_delta_kernel_state_module"
 // F32-LABEL: gpu.module @kda_gated_delta_kernel_state_module
 // F32-COUNT-3: nvvm.mma.sync
 // F32: nvvm.barrier
@@ -51,7 +54,7 @@
 // A grid whose sequence and head dimensions have extent 1 (kept: program
 // grids keep their unit dimensions):
 // (1, 1, 4 V blocks of 16), K = V = 64.
-// UNIT: {block = [128, 1, 1], dynamic_shared_memory = 11264 : i64, grid = [1, 1, 4], module = "kda_gated_delta_kernel_state_module"
+// UNIT: {block = [128, 1, 1], dynamic_shared_memory = 12800 : i64, grid = [1, 1, 4], module = "kda_gated_delta_kernel_state_module"
 // UNITTILES: grid = [1, 1, 4], module = "kda_gated_delta_kernel_state_module"
 
 // All static, one program per grid (1 x 16 x 1 x 16): the grids stay (they

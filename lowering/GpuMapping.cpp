@@ -782,6 +782,9 @@ struct MapKernelsPass
     //    barriers between them; stores outside any primitive are made by one
     //    thread. Kernels that say what each thread does are left alone.
     bool explicitThreads = f->hasAttr(kda::kExplicitThreadsAttr);
+    int64_t blockThreads = threads;
+    if (auto a = f->getAttrOfType<IntegerAttr>(kda::kBlockThreadsAttr))
+      blockThreads = a.getInt();
     SmallVector<scf::ForallOp> nestedGrids;
     guard.walk([&](scf::ForallOp f) { nestedGrids.push_back(f); });
     IRRewriter rewriter(ctx);
@@ -846,7 +849,7 @@ struct MapKernelsPass
         builder.getNamedAttr("params", builder.getArrayAttr(*params)),
         builder.getNamedAttr("grid", builder.getArrayAttr(grid)),
         builder.getNamedAttr(
-            "block", builder.getI64ArrayAttr({threads, 1, 1})),
+            "block", builder.getI64ArrayAttr({blockThreads, 1, 1})),
         builder.getNamedAttr("dynamic_shared_memory",
                              builder.getI64IntegerAttr(*arena))};
     if (auto tile = dyn_cast_or_null<kda::TileAttr>(opTile)) {

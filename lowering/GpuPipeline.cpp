@@ -118,7 +118,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
       options.stateRegisters)
     pm.nest<func::FuncOp>().addPass(
-        createGpuStateRegistersPass(options.threads));
+        createGpuStateRegistersPass(options.threads, options.stateWarps));
   // ... and its intra-chunk grid keeps its tiles in registers
   // (GpuIntraRegisters.cpp).
   if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&

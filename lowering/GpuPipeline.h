@@ -42,6 +42,9 @@ std::unique_ptr<Pass> createGpuMapKernelsPass(int64_t threads);
 /// its body alone.
 inline constexpr llvm::StringLiteral kExplicitThreadsAttr =
     "kda.explicit_threads";
+/// On a kernel with explicit threads: its block size when it is not the
+/// pipeline's (kda-gpu-state-registers' warp programs: 32 per 16 V rows).
+inline constexpr llvm::StringLiteral kBlockThreadsAttr = "kda.block_threads";
 /// acc (vector<2x2xf32>) += A * B on one NVIDIA mma.sync m16n8k8 with tf32
 /// operands: `a` the lane's 4 A elements (rows g, g+8 x cols t, t+4), `b` its
 /// 2 B elements (rows t, t+4 x col g), g = lane / 4, t = lane % 4. `precise`
@@ -57,7 +60,8 @@ std::optional<unsigned> abiArgumentIndex(ArrayAttr abi, llvm::StringRef name);
 bool keepsFp32Accuracy(TypeRange argumentTypes);
 /// Lowers the state grid of a chunk-parallel schedule (kda.state_pass) to a
 /// kernel that keeps the state in registers (NVIDIA mma.sync).
-std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads);
+std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads,
+                                                  bool independentWarps);
 void registerGpuStateRegistersPass();
 /// Lowers the intra-chunk grid of a chunk-parallel schedule (kda.intra_pass)
 /// to a kernel with its tiles in registers (NVIDIA mma.sync).
@@ -106,6 +110,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the chunk-parallel state pass with the state "
                      "in tensor-core registers (false: the tile lowering)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> stateWarps{
+      *this, "state-warps",
+      llvm::cl::desc("NVIDIA: the register state kernel as one warp per 16 "
+                     "value rows holding all of K (no barriers) instead of K "
+                     "split over the block's warps"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> intraRegisters{
       *this, "intra-registers",
       llvm::cl::desc("NVIDIA: the chunk-parallel intra-chunk grid with its "

@@ -663,12 +663,365 @@ struct StateProgram {
   }
 };
 
+/// The state pass with one warp per 16 rows of V and no exchange between
+/// warps: each warp holds S^T for its 16 value rows and all of K, so every
+/// product of a chunk step contracts within the warp (no shared memory, no
+/// barrier). Sizes: KT = K / 8 accumulator tiles per lane, KQ = K / 4.
+///
+/// Layout: a lane's accumulator element (tile j, element (r, e)) is
+/// S^T[g + 8r][kc(t, j, e)] with kc(t, j, e) = t KQ + e KT + j. As the A
+/// operand of a product over K, k-step j takes k indices t and t + 4 to
+/// kc(t, j, 0) and kc(t, j, 1); so the B operand's rows (W, Gamma Q) are the
+/// lane's KQ consecutive columns from t KQ, and the decayed k a tile
+/// accumulates (output column g <-> key kc(g / 2, j, g % 2)) is KT
+/// consecutive columns: every workspace row is read with 16-byte loads.
+/// V_new^T comes out of its product as an accumulator (chunk columns 2t,
+/// 2t + 1 of each 8) and is the A operand of the output and state products
+/// when their B rows are read in that order (chunk rows 2t, 2t + 1).
+struct WarpStateProgram {
+  ImplicitLocOpBuilder &b;
+  const StatePassConfig &cfg;
+  int64_t C, K, VB, KT, KQ, NC;
+  bool precise;
+  Value ws[6]; // w, u, q, k, p, g (null when absent)
+  Value o, h0, ht, cuSeqlens;
+  Value n, head, vw, row, start, length, tokens, heads;
+  Value lane, g, t;
+  Value flat[6];
+
+  WarpStateProgram(ImplicitLocOpBuilder &b, const StatePassConfig &cfg,
+                   bool precise)
+      : b(b), cfg(cfg), C(cfg.chunk), K(cfg.keyDim), VB(cfg.vBlock),
+        KT(cfg.keyDim / 8), KQ(cfg.keyDim / 4), NC(cfg.chunk / 8),
+        precise(precise) {}
+
+  static bool covers(const StatePassConfig &cfg) {
+    return !cfg.boundary && cfg.vBlock % 16 == 0 && cfg.keyDim % 32 == 0 &&
+           cfg.chunk % 8 == 0 && cfg.chunk <= 64;
+  }
+  int64_t threads() const { return 32 * (VB / 16); }
+
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
+  Value f32(double v) {
+    return arith::ConstantOp::create(b, b.getF32FloatAttr(v));
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value add(Value x, int64_t c) { return c == 0 ? x : add(x, idx(c)); }
+  Value mul(Value x, int64_t c) {
+    return c == 1 ? x : arith::MulIOp::create(b, x, idx(c));
+  }
+  Value minu(Value x, Value y) { return arith::MinUIOp::create(b, x, y); }
+  Value ult(Value x, Value y) {
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, x, y);
+  }
+  Value select(Value c, Value x, Value y) {
+    return arith::SelectOp::create(b, c, x, y);
+  }
+  Value toF32(Value v) {
+    return v.getType().isF32() ? v : arith::ExtFOp::create(b, b.getF32Type(), v);
+  }
+  Value fromF32(Value v, Type type) {
+    return type.isF32() ? v : arith::TruncFOp::create(b, type, v);
+  }
+  Value element(Value acc, int64_t r, int64_t e) {
+    return vector::ExtractOp::create(b, acc, ArrayRef<int64_t>{r, e});
+  }
+  Value accOf(ArrayRef<Value> e) {
+    return vector::FromElementsOp::create(
+        b, VectorType::get({2, 2}, b.getF32Type()), e);
+  }
+  Value zeroAcc() {
+    Value z = f32(0.0);
+    return accOf({z, z, z, z});
+  }
+  /// An accumulator as the A operand of the next product (rows g, g + 8;
+  /// k indices t, t + 4 <-> its columns 2t, 2t + 1).
+  SmallVector<Value> asA(Value acc) {
+    return {element(acc, 0, 0), element(acc, 1, 0), element(acc, 0, 1),
+            element(acc, 1, 1)};
+  }
+  Value mma(ArrayRef<Value> a, ArrayRef<Value> bv, Value acc) {
+    return kda::emitMmaSyncTf32(b, b.getLoc(), a, bv, acc, precise);
+  }
+  Value kc(Value tt, int64_t j, int64_t e) {
+    return add(mul(tt, KQ), e * KT + j);
+  }
+  SmallVector<Value> stateIndex(Value key, Value v) {
+    return cfg.vMajor ? SmallVector<Value>{n, head, v, key}
+                      : SmallVector<Value>{n, head, key, v};
+  }
+  Value vRow(int64_t r) { return add(add(vw, g), 8 * r); }
+
+  void makeFlatViews() {
+    heads = memref::DimOp::create(b, o, 2);
+    for (int i = 0; i < 6; ++i) {
+      if (!ws[i])
+        continue;
+      Value total = idx(1);
+      for (int d = 0; d < 4; ++d)
+        total = arith::MulIOp::create(b, total,
+                                      memref::DimOp::create(b, ws[i], d));
+      flat[i] = memref::ReinterpretCastOp::create(
+          b, MemRefType::get({ShapedType::kDynamic}, b.getF32Type()), ws[i],
+          OpFoldResult(b.getIndexAttr(0)), ArrayRef<OpFoldResult>{total},
+          ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+    }
+  }
+  int64_t widthOf(int i) {
+    return cast<MemRefType>(ws[i].getType()).getDimSize(3);
+  }
+  Value chunkBase(int i, Value t0) {
+    Value r = add(arith::MulIOp::create(b, row, tokens), t0);
+    r = add(arith::MulIOp::create(b, r, heads), head);
+    return mul(r, widthOf(i));
+  }
+  /// Chunk row r's offset from row 0 (32-bit: loop-invariant offsets take
+  /// one register each).
+  Value rowOffset(int i, Value r) {
+    Type i32 = b.getI32Type();
+    Value off = arith::MulIOp::create(
+        b,
+        arith::MulIOp::create(b, arith::IndexCastUIOp::create(b, i32, r),
+                              arith::IndexCastUIOp::create(b, i32, heads)),
+        arith::ConstantOp::create(b, b.getI32IntegerAttr(widthOf(i))));
+    return arith::IndexCastUIOp::create(b, b.getIndexType(), off);
+  }
+  SmallVector<Value> loadFlat(int i, Value at, int64_t width) {
+    int64_t vec = width % 4 == 0 ? 4 : (width % 2 == 0 ? 2 : 1);
+    SmallVector<Value> out;
+    for (int64_t c = 0; c < width; c += vec) {
+      Value a = add(at, c);
+      if (vec == 1) {
+        out.push_back(memref::LoadOp::create(b, flat[i], ValueRange{a}));
+        continue;
+      }
+      Value v = vector::LoadOp::create(
+          b, VectorType::get({vec}, b.getF32Type()), flat[i], ValueRange{a},
+          /*nontemporal=*/false, llvm::MaybeAlign(4 * vec));
+      for (int64_t e = 0; e < vec; ++e)
+        out.push_back(vector::ExtractOp::create(b, v, ArrayRef<int64_t>{e}));
+    }
+    return out;
+  }
+
+  void emit(ArrayRef<Value> ivs) {
+    n = ivs[0];
+    head = ivs[1];
+    tokens = memref::DimOp::create(b, o, 1);
+    if (cuSeqlens) {
+      auto offset = [&](Value i) -> Value {
+        Value e = memref::LoadOp::create(b, cuSeqlens, ValueRange{i});
+        return arith::IndexCastOp::create(b, b.getIndexType(), e);
+      };
+      row = idx(0);
+      start = offset(n);
+      length = arith::SubIOp::create(b, offset(add(n, 1)), start);
+    } else {
+      row = n;
+      start = idx(0);
+      length = tokens;
+    }
+    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    lane = arith::RemUIOp::create(b, tid, idx(32));
+    Value warp = arith::DivUIOp::create(b, tid, idx(32));
+    g = arith::DivUIOp::create(b, lane, idx(4));
+    t = arith::RemUIOp::create(b, lane, idx(4));
+    vw = add(mul(ivs[2], VB), mul(warp, 16));
+    makeFlatViews();
+
+    // The initial state, in accumulator layout.
+    SmallVector<Value> S;
+    for (int64_t j = 0; j < KT; ++j) {
+      if (!h0) {
+        S.push_back(zeroAcc());
+        continue;
+      }
+      SmallVector<Value> e;
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t c = 0; c < 2; ++c)
+          e.push_back(toF32(memref::LoadOp::create(
+              b, h0, stateIndex(kc(t, j, c), vRow(r)))));
+      S.push_back(accOf(e));
+    }
+
+    // Full chunks in a loop, a partial last chunk after it.
+    Value numFull = arith::DivUIOp::create(b, length, idx(C));
+    auto loop = scf::ForOp::create(b, idx(0), numFull, idx(1), S);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      SmallVector<Value> cur(loop.getRegionIterArgs().begin(),
+                             loop.getRegionIterArgs().end());
+      scf::YieldOp::create(b, emitChunk(loop.getInductionVar(), cur, true));
+    }
+    SmallVector<Value> afterFull(loop.getResults().begin(),
+                                 loop.getResults().end());
+    SmallVector<Type> types;
+    for (Value v : afterFull)
+      types.push_back(v.getType());
+    auto tail = scf::IfOp::create(b, types, ult(mul(numFull, C), length),
+                                  /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(tail.thenBlock());
+      scf::YieldOp::create(b, emitChunk(numFull, afterFull, false));
+      b.setInsertionPointToStart(tail.elseBlock());
+      scf::YieldOp::create(b, afterFull);
+    }
+
+    if (ht) {
+      Type type = cast<MemRefType>(ht.getType()).getElementType();
+      for (int64_t j = 0; j < KT; ++j) {
+        Value acc = tail.getResult(j);
+        for (int64_t r = 0; r < 2; ++r)
+          for (int64_t c = 0; c < 2; ++c)
+            memref::StoreOp::create(b, fromF32(element(acc, r, c), type), ht,
+                                    stateIndex(kc(t, j, c), vRow(r)));
+      }
+    }
+  }
+
+  /// One chunk step. A full chunk needs no clamping and no masks; a partial
+  /// one reads its last valid row for rows past the end, zeroes their
+  /// V_new and stores no output for them.
+  SmallVector<Value> emitChunk(Value chunkIdx, ArrayRef<Value> S, bool full) {
+    const bool delta = static_cast<bool>(ws[0]);
+    Value local = mul(chunkIdx, C);
+    Value t0 = add(start, local);
+    Value valid = full ? idx(C)
+                       : minu(idx(C), arith::SubIOp::create(b, length, local));
+    Value lastRow = arith::SubIOp::create(b, valid, idx(1));
+    auto rowAt = [&](int i, Value base, Value r) {
+      return add(base, rowOffset(i, full ? r : minu(r, lastRow)));
+    };
+    Value base[6];
+    for (int i = 0; i < 6; ++i)
+      if (ws[i])
+        base[i] = chunkBase(i, t0);
+
+    // Loads: W and Gamma Q rows 8m + g (the lane's KQ columns), U^T for
+    // V_new's accumulator elements, P for the output, the decayed k rows
+    // 8kk + 2t + h (KT columns), the chunk's log-decay.
+    Value tq = mul(t, KQ);
+    SmallVector<SmallVector<Value>> wRow, qRow;
+    for (int64_t m = 0; m < NC; ++m) {
+      Value r = add(g, 8 * m);
+      if (delta)
+        wRow.push_back(loadFlat(0, add(rowAt(0, base[0], r), tq), KQ));
+      qRow.push_back(loadFlat(2, add(rowAt(2, base[2], r), tq), KQ));
+    }
+    SmallVector<Value> uVal; // [m][r][e]
+    for (int64_t m = 0; m < NC; ++m)
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value c = add(mul(t, 2), 8 * m + e);
+          uVal.push_back(memref::LoadOp::create(
+              b, flat[1], ValueRange{add(rowAt(1, base[1], c), vRow(r))}));
+        }
+    // (Scalar loads: a pair as a vector would become the mma operand
+    // itself through a shape cast the NVVM lowering does not take.)
+    SmallVector<SmallVector<Value>> pVal(NC * NC); // [ni * NC + kk]
+    for (int64_t ni = 0; ni < NC; ++ni)
+      for (int64_t kk = 0; kk <= ni; ++kk) {
+        Value a =
+            add(rowAt(4, base[4], add(g, 8 * ni)), add(mul(t, 2), 8 * kk));
+        for (int64_t h = 0; h < 2; ++h)
+          pVal[ni * NC + kk].push_back(
+              memref::LoadOp::create(b, flat[4], ValueRange{add(a, h)}));
+      }
+    Value gHalf = arith::DivUIOp::create(b, g, idx(2));
+    Value gOdd = arith::RemUIOp::create(b, g, idx(2));
+    Value keyOfG = add(mul(gHalf, KQ), mul(gOdd, KT));
+    SmallVector<SmallVector<Value>> kRow; // [kk * 2 + h][J]
+    for (int64_t kk = 0; kk < NC; ++kk)
+      for (int64_t h = 0; h < 2; ++h)
+        kRow.push_back(loadFlat(
+            3, add(rowAt(3, base[3], add(mul(t, 2), 8 * kk + h)), keyOfG), KT));
+    SmallVector<Value> decay;
+    if (ws[5])
+      for (Value x : loadFlat(5, add(base[5], tq), KQ))
+        decay.push_back(math::ExpOp::create(b, x));
+
+    // Y1^T = S^T W^T and Y2^T = S^T (Gamma Q)^T, [16 x C] each.
+    SmallVector<Value> y1(NC), y2(NC);
+    for (int64_t m = 0; m < NC; ++m) {
+      Value a1 = zeroAcc(), a2 = zeroAcc();
+      for (int64_t j = 0; j < KT; ++j) {
+        SmallVector<Value> a = asA(S[j]);
+        if (delta)
+          a1 = mma(a, {wRow[m][j], wRow[m][KT + j]}, a1);
+        a2 = mma(a, {qRow[m][j], qRow[m][KT + j]}, a2);
+      }
+      y1[m] = a1;
+      y2[m] = a2;
+    }
+    // V_new^T = U^T - Y1^T (zero past the end of a partial chunk).
+    SmallVector<Value> vn(NC);
+    for (int64_t m = 0; m < NC; ++m) {
+      SmallVector<Value> e4;
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value u = uVal[(m * 2 + r) * 2 + e];
+          Value x = delta ? Value(arith::SubFOp::create(b, u, element(y1[m], r, e)))
+                          : u;
+          if (!full)
+            x = select(ult(add(mul(t, 2), 8 * m + e), valid), x, f32(0.0));
+          e4.push_back(x);
+        }
+      vn[m] = accOf(e4);
+    }
+    // O^T = Y2^T + V_new^T P^T, stored (rows of the chunk 8ni + 2t + e).
+    Type oType = cast<MemRefType>(o.getType()).getElementType();
+    for (int64_t ni = 0; ni < NC; ++ni) {
+      Value acc = y2[ni];
+      for (int64_t kk = 0; kk <= ni; ++kk)
+        acc = mma(asA(vn[kk]), pVal[ni * NC + kk], acc);
+      for (int64_t r = 0; r < 2; ++r)
+        for (int64_t e = 0; e < 2; ++e) {
+          Value c = add(mul(t, 2), 8 * ni + e);
+          auto store = [&] {
+            memref::StoreOp::create(b, fromF32(element(acc, r, e), oType), o,
+                                    ValueRange{row, add(t0, c), head, vRow(r)});
+          };
+          if (full) {
+            store();
+            continue;
+          }
+          auto op = scf::IfOp::create(b, ult(c, valid), false);
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(op.thenBlock());
+          store();
+        }
+    }
+    // S^T <- S^T Diag(exp(g_last)) + V_new^T k~.
+    SmallVector<Value> next;
+    for (int64_t j = 0; j < KT; ++j) {
+      Value acc = S[j];
+      if (!decay.empty()) {
+        SmallVector<Value> e4;
+        for (int64_t r = 0; r < 2; ++r)
+          for (int64_t e = 0; e < 2; ++e)
+            e4.push_back(arith::MulFOp::create(b, element(acc, r, e),
+                                               decay[e * KT + j]));
+        acc = accOf(e4);
+      }
+      for (int64_t kk = 0; kk < NC; ++kk)
+        acc = mma(asA(vn[kk]), {kRow[kk * 2][j], kRow[kk * 2 + 1][j]}, acc);
+      next.push_back(acc);
+    }
+    return next;
+  }
+};
+
 struct StateRegistersPass
     : PassWrapper<StateRegistersPass, OperationPass<func::FuncOp>> {
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(StateRegistersPass)
   StateRegistersPass() = default;
   StateRegistersPass(const StateRegistersPass &other) : PassWrapper(other) {}
-  explicit StateRegistersPass(int64_t threads) { this->threads = threads; }
+  StateRegistersPass(int64_t threads, bool independentWarps) {
+    this->threads = threads;
+    this->independentWarps = independentWarps;
+  }
   StringRef getArgument() const override { return "kda-gpu-state-registers"; }
   StringRef getDescription() const override {
     return "Lower the state grid of a chunk-parallel schedule to an NVIDIA "
@@ -682,6 +1035,11 @@ struct StateRegistersPass
   Option<int64_t> threads{*this, "threads",
                           llvm::cl::desc("Threads per block"),
                           llvm::cl::init(128)};
+  Option<bool> independentWarps{
+      *this, "independent-warps",
+      llvm::cl::desc("One warp per 16 value rows holding all of K (no "
+                     "barriers); false: K split over the block's warps"),
+      llvm::cl::init(false)};
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -692,9 +1050,12 @@ struct StateRegistersPass
       return;
     // What this lowering covers; everything else keeps the tile lowering.
     const int64_t warps = threads / 32;
-    if (cfg->boundary || threads % 32 != 0 || cfg->vBlock % 16 != 0 ||
-        cfg->chunk % 8 != 0 || cfg->chunk > 64 ||
-        cfg->keyDim % (8 * warps) != 0)
+    const bool warpPrograms =
+        independentWarps && WarpStateProgram::covers(*cfg);
+    if (!warpPrograms &&
+        (cfg->boundary || threads % 32 != 0 || cfg->vBlock % 16 != 0 ||
+         cfg->chunk % 8 != 0 || cfg->chunk > 64 ||
+         cfg->keyDim % (8 * warps) != 0))
       return;
     SmallVector<scf::ForallOp> grids;
     for (Operation &op : func.getBody().front())
@@ -752,15 +1113,28 @@ struct StateRegistersPass
                      "workspace or its output");
       return signalPassFailure();
     }
-    prog.emit(ivs);
+    if (warpPrograms) {
+      WarpStateProgram wp(b, *cfg, precise);
+      std::copy(std::begin(prog.ws), std::end(prog.ws), std::begin(wp.ws));
+      wp.o = prog.o;
+      wp.h0 = prog.h0;
+      wp.ht = prog.ht;
+      wp.cuSeqlens = prog.cuSeqlens;
+      wp.emit(ivs);
+      func->setAttr(kda::kBlockThreadsAttr,
+                    b.getI64IntegerAttr(wp.threads()));
+    } else {
+      prog.emit(ivs);
+    }
     func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
   }
 };
 
 } // namespace
 
-std::unique_ptr<Pass> mlir::kda::createGpuStateRegistersPass(int64_t threads) {
-  return std::make_unique<StateRegistersPass>(threads);
+std::unique_ptr<Pass>
+mlir::kda::createGpuStateRegistersPass(int64_t threads, bool independentWarps) {
+  return std::make_unique<StateRegistersPass>(threads, independentWarps);
 }
 
 void mlir::kda::registerGpuStateRegistersPass() {

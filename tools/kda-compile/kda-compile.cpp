@@ -82,6 +82,12 @@ static cl::opt<bool> noTensorCores(
     "no-tensor-cores",
     cl::desc("tile matmuls on the vector ALUs (no mma.sync / MFMA / WMMA)"),
     cl::init(false), cl::cat(compileCategory));
+static cl::opt<bool> stateWarps(
+    "state-warps",
+    cl::desc("NVIDIA: the chunk-parallel state kernel as one warp per 16 "
+             "value rows holding all of K (no barriers; pays where heads x "
+             "V blocks fill the GPU) instead of K split over a block's warps"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<std::string>
     toolkit("toolkit",
             cl::desc("CUDA toolkit root (ptxas) or, for AMD, a folder with "
@@ -481,6 +487,7 @@ int main(int argc, char **argv) {
     options.threads = threads;
     options.vBlock = vBlock;
     options.tensorCores = !noTensorCores;
+    options.stateWarps = stateWarps;
     options.schedule = schedule;
     options.format = format.str();
     options.toolkit = toolkit;
@@ -587,6 +594,8 @@ int main(int argc, char **argv) {
     }
     tile["threads"] = static_cast<int64_t>(threads);
     tile["tensor_cores"] = noTensorCores ? 0 : 1;
+    if (stateWarps)
+      tile["state_warps"] = 1;
     kernel["tile"] = std::move(tile);
     if (!resources.empty())
       kernel["resources"] = std::move(resources);

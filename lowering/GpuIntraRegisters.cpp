@@ -700,6 +700,12 @@ struct IntraRegistersPass
     }
     prog.emit(ivs);
     func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
+    // Four blocks per SM (65536 registers): the program is a chain of
+    // short phases, and more resident blocks hide their latencies. At
+    // K = V = 128 ptxas fits it in 128 registers without spills (156
+    // unbounded; bundle.test checks for spills).
+    func->setAttr(kda::kMaxRegistersAttr,
+                  b.getI32IntegerAttr(65536 / (threads * 4)));
     // Inputs read as 16-byte vectors need 16-byte aligned pointers (the
     // runtime checks what the manifest states).
     SmallVector<Attribute> entries;

@@ -735,6 +735,9 @@ struct MapKernelsPass
                      UnitAttr::get(ctx));
     // No known_block_size: the .maxntid it implies makes ptxas trade
     // registers for occupancy and spill (the block size is in the manifest).
+    // A kernel that knows its register budget states it (NVIDIA .maxnreg).
+    if (auto regs = f->getAttrOfType<IntegerAttr>(kda::kMaxRegistersAttr))
+      gpuFunc->setAttr("nvvm.maxnreg", regs);
     Block &entry = gpuFunc.getBody().front();
     Block &oldEntry = f.getBody().front();
     for (auto [o, n] : llvm::zip(oldEntry.getArguments(), entry.getArguments()))

@@ -45,6 +45,10 @@ inline constexpr llvm::StringLiteral kExplicitThreadsAttr =
 /// On a kernel with explicit threads: its block size when it is not the
 /// pipeline's (kda-gpu-state-registers' warp programs: 32 per 16 V rows).
 inline constexpr llvm::StringLiteral kBlockThreadsAttr = "kda.block_threads";
+/// On a kernel: the registers per thread it is compiled for (NVIDIA
+/// .maxnreg), where its author measured that more blocks per SM pay and
+/// ptxas fits the program without spills.
+inline constexpr llvm::StringLiteral kMaxRegistersAttr = "kda.max_registers";
 /// acc (vector<2x2xf32>) += A * B on one NVIDIA mma.sync m16n8k8 with tf32
 /// operands: `a` the lane's 4 A elements (rows g, g+8 x cols t, t+4), `b` its
 /// 2 B elements (rows t, t+4 x col g), g = lane / 4, t = lane % 4. `precise`

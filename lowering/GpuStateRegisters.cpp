@@ -362,7 +362,8 @@ struct StateProgram {
                              arith::SubIOp::create(b, numFull, idx(1)));
       SmallVector<Value> prefetched = loadChunk(nextChunk, /*full=*/true);
       SmallVector<Value> next =
-          emitChunk(loop.getInductionVar(), loaded, S, red, vnT, oS);
+          emitChunk(loop.getInductionVar(), loaded, S, red, vnT, oS,
+                    /*full=*/true);
       next.append(prefetched);
       scf::YieldOp::create(b, next);
     }
@@ -378,7 +379,8 @@ struct StateProgram {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(tail.thenBlock());
       SmallVector<Value> loaded = loadChunk(numFull, /*full=*/false);
-      scf::YieldOp::create(b, emitChunk(numFull, loaded, afterFull, red, vnT, oS));
+      scf::YieldOp::create(
+          b, emitChunk(numFull, loaded, afterFull, red, vnT, oS, /*full=*/false));
       b.setInsertionPointToStart(tail.elseBlock());
       scf::YieldOp::create(b, afterFull);
     }
@@ -493,15 +495,18 @@ struct StateProgram {
   }
 
   /// One chunk step from its loads (loadChunk's order) and the state.
+  /// A full chunk masks nothing (every row is a token of the sequence).
   SmallVector<Value> emitChunk(Value chunkIdx, ArrayRef<Value> loaded,
                                ArrayRef<Value> S, Value red, Value vnT,
-                               Value oS) {
+                               Value oS, bool full) {
     Value w = ws[0], o = this->o;
     const bool delta = static_cast<bool>(w);
     const int64_t products = delta ? 2 : 1;
     Value t0, valid;
     std::tie(t0, valid) = chunkRows(chunkIdx);
-    auto rowOk = [&](Value r) { return ult(r, valid); };
+    auto rowOk = [&](Value r) -> Value {
+      return full ? Value() : ult(r, valid);
+    };
     // Unpack the loads.
     size_t at = 0;
     auto take = [&](int64_t count) {
@@ -586,7 +591,8 @@ struct StateProgram {
                 b, red, ValueRange{idx(wi), idx(products - 1), c, v}));
       }
       Value vn = delta ? arith::SubFOp::create(b, uVals[s], sum1) : uVals[s];
-      vn = select(rowOk(c), vn, f32(0.0));
+      if (Value ok = rowOk(c))
+        vn = select(ok, vn, f32(0.0));
       memref::StoreOp::create(b, vn, vnT, ValueRange{v, c});
       memref::StoreOp::create(b, sum2, oS, ValueRange{v, c});
     }
@@ -650,9 +656,11 @@ struct StateProgram {
         acc = mma(vnFrag(mt, kk), {pf[kk * 2], pf[kk * 2 + 1]}, acc);
       for (int64_t i = 0; i < 4; ++i) {
         Value c = add(mul(t, 2), 8 * nt + i % 2);
-        auto store = scf::IfOp::create(b, rowOk(c), false);
         OpBuilder::InsertionGuard g2(b);
-        b.setInsertionPointToStart(store.thenBlock());
+        if (Value ok = rowOk(c)) {
+          auto store = scf::IfOp::create(b, ok, false);
+          b.setInsertionPointToStart(store.thenBlock());
+        }
         memref::StoreOp::create(
             b, fromF32(element(acc, i), oType), o,
             ValueRange{row, add(t0, c), head, add(vCol, vRow(mt, i))});

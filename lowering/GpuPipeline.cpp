@@ -118,7 +118,9 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
       options.stateRegisters)
     pm.nest<func::FuncOp>().addPass(
-        createGpuStateRegistersPass(options.threads, options.stateWarps));
+        createGpuStateRegistersPass(options.threads, options.stateWarps,
+                                    options.statePrefetch,
+                                    options.stateMaxRegisters));
   // ... and its intra-chunk grid keeps its tiles in registers
   // (GpuIntraRegisters.cpp).
   if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&

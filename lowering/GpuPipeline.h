@@ -65,7 +65,9 @@ bool keepsFp32Accuracy(TypeRange argumentTypes);
 /// Lowers the state grid of a chunk-parallel schedule (kda.state_pass) to a
 /// kernel that keeps the state in registers (NVIDIA mma.sync).
 std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads,
-                                                  bool independentWarps);
+                                                  bool independentWarps,
+                                                  bool prefetch = true,
+                                                  int64_t maxRegisters = 0);
 void registerGpuStateRegistersPass();
 /// Lowers the intra-chunk grid of a chunk-parallel schedule (kda.intra_pass)
 /// to a kernel with its tiles in registers (NVIDIA mma.sync).
@@ -114,6 +116,18 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the chunk-parallel state pass with the state "
                      "in tensor-core registers (false: the tile lowering)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> statePrefetch{
+      *this, "state-prefetch",
+      llvm::cl::desc("NVIDIA: the register state kernel issues the next "
+                     "chunk's loads before this chunk's products (false: "
+                     "128 registers, 4 blocks per SM instead of 2; slower on "
+                     "the H200 except where blocks come in many waves)"),
+      llvm::cl::init(true)};
+  PassOptions::Option<int64_t> stateMaxRegisters{
+      *this, "state-max-registers",
+      llvm::cl::desc("NVIDIA: registers per thread of the register state "
+                     "kernel (0: ptxas decides)"),
+      llvm::cl::init(0)};
   PassOptions::Option<bool> stateWarps{
       *this, "state-warps",
       llvm::cl::desc("NVIDIA: the register state kernel as one warp per 16 "

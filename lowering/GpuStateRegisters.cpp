@@ -103,6 +103,9 @@ std::optional<StatePassConfig> readConfig(DictionaryAttr d) {
 struct StateProgram {
   ImplicitLocOpBuilder &b;
   const StatePassConfig &cfg;
+  /// Whether chunk i + 1's loads are issued before chunk i's products
+  /// (more registers, fewer resident blocks).
+  bool prefetch = true;
   int64_t C, K, VB, NW, J, MT, NC, threads;
   bool precise;
   // Arguments.
@@ -345,26 +348,34 @@ struct StateProgram {
       scf::YieldOp::create(b, zeros);
       return SmallVector<Value>(op.getResults().begin(), op.getResults().end());
     };
-    llvm::append_range(
-        init, zerosOr(arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
-                                            numFull, idx(0)),
-                      [&] { return loadChunk(idx(0), /*full=*/true); }));
+    if (prefetch)
+      llvm::append_range(
+          init, zerosOr(arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
+                                              numFull, idx(0)),
+                        [&] { return loadChunk(idx(0), /*full=*/true); }));
     auto loop = scf::ForOp::create(b, idx(0), numFull, idx(1), init);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(loop.getBody());
       ValueRange iter = loop.getRegionIterArgs();
       SmallVector<Value> S(iter.begin(), iter.begin() + numState);
-      SmallVector<Value> loaded(iter.begin() + numState, iter.end());
-      // The last iteration loads its own chunk again (unused): every
-      // address stays inside the sequence.
-      Value nextChunk = minu(add(loop.getInductionVar(), 1),
-                             arith::SubIOp::create(b, numFull, idx(1)));
-      SmallVector<Value> prefetched = loadChunk(nextChunk, /*full=*/true);
-      SmallVector<Value> next =
-          emitChunk(loop.getInductionVar(), loaded, S, red, vnT, oS,
-                    /*full=*/true);
-      next.append(prefetched);
+      SmallVector<Value> next;
+      if (prefetch) {
+        SmallVector<Value> loaded(iter.begin() + numState, iter.end());
+        // The last iteration loads its own chunk again (unused): every
+        // address stays inside the sequence.
+        Value nextChunk = minu(add(loop.getInductionVar(), 1),
+                               arith::SubIOp::create(b, numFull, idx(1)));
+        SmallVector<Value> prefetched = loadChunk(nextChunk, /*full=*/true);
+        next = emitChunk(loop.getInductionVar(), loaded, S, red, vnT, oS,
+                         /*full=*/true);
+        next.append(prefetched);
+      } else {
+        SmallVector<Value> loaded =
+            loadChunk(loop.getInductionVar(), /*full=*/true);
+        next = emitChunk(loop.getInductionVar(), loaded, S, red, vnT, oS,
+                         /*full=*/true);
+      }
       scf::YieldOp::create(b, next);
     }
     SmallVector<Value> afterFull(loop.getResults().begin(),
@@ -1043,6 +1054,15 @@ struct StateRegistersPass
   Option<int64_t> threads{*this, "threads",
                           llvm::cl::desc("Threads per block"),
                           llvm::cl::init(128)};
+  Option<bool> prefetch{
+      *this, "prefetch",
+      llvm::cl::desc("Issue the next chunk's loads before this chunk's "
+                     "products"),
+      llvm::cl::init(true)};
+  Option<int64_t> maxRegisters{
+      *this, "max-registers",
+      llvm::cl::desc("Registers per thread (0: ptxas decides)"),
+      llvm::cl::init(0)};
   Option<bool> independentWarps{
       *this, "independent-warps",
       llvm::cl::desc("One warp per 16 value rows holding all of K (no "
@@ -1132,7 +1152,11 @@ struct StateRegistersPass
       func->setAttr(kda::kBlockThreadsAttr,
                     b.getI64IntegerAttr(wp.threads()));
     } else {
+      prog.prefetch = prefetch;
       prog.emit(ivs);
+      if (maxRegisters > 0)
+        func->setAttr(kda::kMaxRegistersAttr,
+                      b.getI32IntegerAttr(maxRegisters));
     }
     func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
   }
@@ -1141,8 +1165,12 @@ struct StateRegistersPass
 } // namespace
 
 std::unique_ptr<Pass>
-mlir::kda::createGpuStateRegistersPass(int64_t threads, bool independentWarps) {
-  return std::make_unique<StateRegistersPass>(threads, independentWarps);
+mlir::kda::createGpuStateRegistersPass(int64_t threads, bool independentWarps,
+                                       bool prefetch, int64_t maxRegisters) {
+  auto pass = std::make_unique<StateRegistersPass>(threads, independentWarps);
+  pass->prefetch = prefetch;
+  pass->maxRegisters = maxRegisters;
+  return pass;
 }
 
 void mlir::kda::registerGpuStateRegistersPass() {

@@ -14,12 +14,23 @@ import kda
 p = argparse.ArgumentParser()
 p.add_argument("--T", type=int, default=2048)
 p.add_argument("--H", type=int, default=32)
+p.add_argument("--B", type=int, default=1, help="batch (sequences of T tokens each)")
+p.add_argument("--seqlens", default="",
+               help="comma-separated sequence lengths: one packed varlen batch (cu_seqlens); "
+                    "T is their sum")
 p.add_argument("--torch-profile", action="store_true",
                help="time 10 calls under torch.profiler and print the GPU time "
                     "of each kernel (an entry's launches one by one)")
 a = p.parse_args()
 dev = "cuda"
-B, T, H, K = 1, a.T, a.H, 128
+B, T, H, K = a.B, a.T, a.H, 128
+cu = None
+if a.seqlens:
+    lens = [int(x) for x in a.seqlens.split(",")]
+    B, T = 1, sum(lens)
+    cu = torch.tensor([0] + list(__import__("itertools").accumulate(lens)),
+                      device=dev, dtype=torch.int32)
+N = len(cu) - 1 if cu is not None else B
 q = torch.randn(B, T, H, K, device=dev, dtype=torch.bfloat16)
 k = torch.randn(B, T, H, K, device=dev, dtype=torch.bfloat16)
 v = torch.randn(B, T, H, K, device=dev, dtype=torch.bfloat16)
@@ -27,18 +38,19 @@ g = torch.randn(B, T, H, K, device=dev, dtype=torch.bfloat16)
 beta = torch.randn(B, T, H, device=dev, dtype=torch.bfloat16)
 A_log = torch.rand(H, device=dev) * math.log(16)
 dt_bias = torch.randn(H, K, device=dev)
-h0 = torch.randn(B, H, K, K, device=dev) * 0.1
+h0 = torch.randn(N, H, K, K, device=dev) * 0.1
 with torch.no_grad():
     o, ht = kda.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True,
                           use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
                           A_log=A_log, dt_bias=dt_bias, lower_bound=-5.0,
-                          use_beta_sigmoid_in_kernel=True, state_v_first=True, safe_gate=True)
+                          use_beta_sigmoid_in_kernel=True, state_v_first=True, safe_gate=True,
+                          cu_seqlens=cu)
     if a.torch_profile:
         run = lambda: kda.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True,
                                     use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
                                     A_log=A_log, dt_bias=dt_bias, lower_bound=-5.0,
                                     use_beta_sigmoid_in_kernel=True, state_v_first=True,
-                                    safe_gate=True)
+                                    safe_gate=True, cu_seqlens=cu)
         run()
         torch.cuda.synchronize()
         from torch.profiler import profile, ProfilerActivity

@@ -231,22 +231,31 @@ struct IntraProgram {
   }
 
   /// Stores f32 `values` at consecutive columns of `mem` from (prefix...,
-  /// col), 16 bytes at a time where the count allows.
+  /// col), converted to mem's element type (bf16 workspaces), 16 bytes at a
+  /// time where the count allows (`col` is a multiple of the vector).
   void storeRow(Value mem, ValueRange prefix, Value col,
                 ArrayRef<Value> values) {
+    Type type = cast<MemRefType>(mem.getType()).getElementType();
+    int64_t bytes = type.getIntOrFloatBitWidth() / 8;
     int64_t width = values.size();
-    int64_t vec = width % 4 == 0 ? 4 : (width % 2 == 0 ? 2 : 1);
+    int64_t vec = 16 / bytes;
+    while (width % vec != 0)
+      vec /= 2;
+    SmallVector<Value> converted;
+    for (Value v : values)
+      converted.push_back(type.isF32() ? v
+                                       : arith::TruncFOp::create(b, type, v));
     for (int64_t i = 0; i < width; i += vec) {
       SmallVector<Value> indices(prefix.begin(), prefix.end());
       indices.push_back(add(col, i));
       if (vec == 1) {
-        memref::StoreOp::create(b, values[i], mem, indices);
+        memref::StoreOp::create(b, converted[i], mem, indices);
         continue;
       }
       Value x = vector::FromElementsOp::create(
-          b, VectorType::get({vec}, b.getF32Type()), values.slice(i, vec));
+          b, VectorType::get({vec}, type), ArrayRef(converted).slice(i, vec));
       vector::StoreOp::create(b, x, mem, indices, /*nontemporal=*/false,
-                              llvm::MaybeAlign(vec * 4));
+                              llvm::MaybeAlign(vec * bytes));
     }
   }
 

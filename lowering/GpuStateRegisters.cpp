@@ -97,6 +97,59 @@ std::optional<StatePassConfig> readConfig(DictionaryAttr d) {
   return c;
 }
 
+/// A 1-D view of workspace `ws` ([rows, tokens, heads, width], any element
+/// type): element (row, token, head, col) is at
+/// ((row * T + token) * HV + head) * width + col.
+Value flatWorkspace(ImplicitLocOpBuilder &b, Value ws) {
+  auto type = cast<MemRefType>(ws.getType());
+  Value total = arith::ConstantIndexOp::create(b, 1);
+  for (int d = 0; d < 4; ++d)
+    total = arith::MulIOp::create(b, total, memref::DimOp::create(b, ws, d));
+  return memref::ReinterpretCastOp::create(
+      b, MemRefType::get({ShapedType::kDynamic}, type.getElementType()), ws,
+      OpFoldResult(b.getIndexAttr(0)), ArrayRef<OpFoldResult>{total},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+}
+
+/// Element `at` of a flat workspace view, as f32.
+Value loadWorkspaceElement(ImplicitLocOpBuilder &b, Value flat, Value at) {
+  Value x = memref::LoadOp::create(b, flat, ValueRange{at});
+  return x.getType().isF32() ? x
+                             : arith::ExtFOp::create(b, b.getF32Type(), x);
+}
+
+/// `width` consecutive elements of a flat workspace view from element `at`
+/// (which the caller keeps aligned to the vector), as f32, with the widest
+/// vector loads of at most 16 bytes that divide `width`: 4 f32 or 8 bf16.
+SmallVector<Value> loadWorkspaceRow(ImplicitLocOpBuilder &b, Value flat,
+                                    Value at, int64_t width) {
+  Type elementType = cast<MemRefType>(flat.getType()).getElementType();
+  int64_t bytes = elementType.getIntOrFloatBitWidth() / 8;
+  int64_t vec = 16 / bytes;
+  while (width % vec != 0)
+    vec /= 2;
+  SmallVector<Value> out;
+  for (int64_t c = 0; c < width; c += vec) {
+    Value a = c == 0 ? at
+                     : arith::AddIOp::create(
+                           b, at, arith::ConstantIndexOp::create(b, c));
+    if (vec == 1) {
+      out.push_back(loadWorkspaceElement(b, flat, a));
+      continue;
+    }
+    Value v = vector::LoadOp::create(
+        b, VectorType::get({vec}, elementType), flat, ValueRange{a},
+        /*nontemporal=*/false, llvm::MaybeAlign(bytes * vec));
+    for (int64_t e = 0; e < vec; ++e) {
+      Value x = vector::ExtractOp::create(b, v, ArrayRef<int64_t>{e});
+      out.push_back(elementType.isF32()
+                        ? x
+                        : arith::ExtFOp::create(b, b.getF32Type(), x));
+    }
+  }
+  return out;
+}
+
 /// Emits one program of the state pass. Sizes: C (chunk), K, VB (V block),
 /// NW warps; J = K / NW / 8 accumulator tiles per warp and V tile, MT = VB /
 /// 16 V tiles, NC = C / 8 row tiles of a chunk.
@@ -162,32 +215,6 @@ struct StateProgram {
   /// Key column of a lane's accumulator element (see the file comment).
   Value kcol(int64_t j, int64_t e) { return add(kBase, 2 * j + e % 2); }
 
-  /// `width` consecutive f32 of workspace `w` at (row, token, head, col),
-  /// read with the widest aligned vector loads.
-  SmallVector<Value> loadRow(Value w, Value token, Value col, int64_t width,
-                             Value keep) {
-    int64_t vec = width % 4 == 0 ? 4 : (width % 2 == 0 ? 2 : 1);
-    SmallVector<Value> out;
-    Value zero = f32(0.0);
-    for (int64_t i = 0; i < width; i += vec) {
-      Value c = add(col, i);
-      if (vec == 1) {
-        out.push_back(memref::LoadOp::create(b, w, ValueRange{row, token, head, c}));
-      } else {
-        Value v = vector::LoadOp::create(
-            b, VectorType::get({vec}, b.getF32Type()), w,
-            ValueRange{row, token, head, c}, /*nontemporal=*/false,
-            llvm::MaybeAlign(4 * vec));
-        for (int64_t e = 0; e < vec; ++e)
-          out.push_back(vector::ExtractOp::create(b, v, ArrayRef<int64_t>{e}));
-      }
-    }
-    if (keep)
-      for (Value &v : out)
-        v = select(keep, v, zero);
-    return out;
-  }
-
   /// 1-D views of the workspaces (flat[i] for ws[i]) and their head count:
   /// element (row, token, head, col) of a workspace of `width` columns is
   /// ((row * T + token) * HV + head) * width + col. Addresses are built as
@@ -199,18 +226,9 @@ struct StateProgram {
 
   void makeFlatViews() {
     heads = memref::DimOp::create(b, o, 2);
-    for (int i = 0; i < 6; ++i) {
-      if (!ws[i])
-        continue;
-      Value total = idx(1);
-      for (int d = 0; d < 4; ++d)
-        total = arith::MulIOp::create(b, total,
-                                      memref::DimOp::create(b, ws[i], d));
-      flat[i] = memref::ReinterpretCastOp::create(
-          b, MemRefType::get({ShapedType::kDynamic}, b.getF32Type()), ws[i],
-          OpFoldResult(b.getIndexAttr(0)), ArrayRef<OpFoldResult>{total},
-          ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
-    }
+    for (int i = 0; i < 6; ++i)
+      if (ws[i])
+        flat[i] = flatWorkspace(b, ws[i]);
   }
   int64_t widthOf(int i) {
     return cast<MemRefType>(ws[i].getType()).getDimSize(3);
@@ -237,20 +255,7 @@ struct StateProgram {
   /// `width` consecutive f32 of workspace i from element `at`, with vector
   /// loads of up to 4.
   SmallVector<Value> loadFlat(int i, Value at, int64_t width, Value keep) {
-    int64_t vec = width % 4 == 0 ? 4 : (width % 2 == 0 ? 2 : 1);
-    SmallVector<Value> out;
-    for (int64_t c = 0; c < width; c += vec) {
-      Value a = add(at, c);
-      if (vec == 1) {
-        out.push_back(memref::LoadOp::create(b, flat[i], ValueRange{a}));
-        continue;
-      }
-      Value v = vector::LoadOp::create(
-          b, VectorType::get({vec}, b.getF32Type()), flat[i], ValueRange{a},
-          /*nontemporal=*/false, llvm::MaybeAlign(4 * vec));
-      for (int64_t e = 0; e < vec; ++e)
-        out.push_back(vector::ExtractOp::create(b, v, ArrayRef<int64_t>{e}));
-    }
+    SmallVector<Value> out = loadWorkspaceRow(b, flat[i], at, width);
     if (keep)
       for (Value &v : out)
         v = select(keep, v, f32(0.0));
@@ -474,7 +479,7 @@ struct StateProgram {
         Value a = at(3, base[3], r, kColOfG);
         Value keep = rowOk(r);
         for (int64_t j = 0; j < J; ++j) {
-          Value x = memref::LoadOp::create(b, flat[3], ValueRange{add(a, 2 * j)});
+          Value x = loadWorkspaceElement(b, flat[3], add(a, 2 * j));
           out.push_back(keep ? select(keep, x, f32(0.0)) : x);
         }
       }
@@ -773,18 +778,9 @@ struct WarpStateProgram {
 
   void makeFlatViews() {
     heads = memref::DimOp::create(b, o, 2);
-    for (int i = 0; i < 6; ++i) {
-      if (!ws[i])
-        continue;
-      Value total = idx(1);
-      for (int d = 0; d < 4; ++d)
-        total = arith::MulIOp::create(b, total,
-                                      memref::DimOp::create(b, ws[i], d));
-      flat[i] = memref::ReinterpretCastOp::create(
-          b, MemRefType::get({ShapedType::kDynamic}, b.getF32Type()), ws[i],
-          OpFoldResult(b.getIndexAttr(0)), ArrayRef<OpFoldResult>{total},
-          ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
-    }
+    for (int i = 0; i < 6; ++i)
+      if (ws[i])
+        flat[i] = flatWorkspace(b, ws[i]);
   }
   int64_t widthOf(int i) {
     return cast<MemRefType>(ws[i].getType()).getDimSize(3);
@@ -806,21 +802,7 @@ struct WarpStateProgram {
     return arith::IndexCastUIOp::create(b, b.getIndexType(), off);
   }
   SmallVector<Value> loadFlat(int i, Value at, int64_t width) {
-    int64_t vec = width % 4 == 0 ? 4 : (width % 2 == 0 ? 2 : 1);
-    SmallVector<Value> out;
-    for (int64_t c = 0; c < width; c += vec) {
-      Value a = add(at, c);
-      if (vec == 1) {
-        out.push_back(memref::LoadOp::create(b, flat[i], ValueRange{a}));
-        continue;
-      }
-      Value v = vector::LoadOp::create(
-          b, VectorType::get({vec}, b.getF32Type()), flat[i], ValueRange{a},
-          /*nontemporal=*/false, llvm::MaybeAlign(4 * vec));
-      for (int64_t e = 0; e < vec; ++e)
-        out.push_back(vector::ExtractOp::create(b, v, ArrayRef<int64_t>{e}));
-    }
-    return out;
+    return loadWorkspaceRow(b, flat[i], at, width);
   }
 
   void emit(ArrayRef<Value> ivs) {
@@ -946,7 +928,7 @@ struct WarpStateProgram {
             add(rowAt(4, base[4], add(g, 8 * ni)), add(mul(t, 2), 8 * kk));
         for (int64_t h = 0; h < 2; ++h)
           pVal[ni * NC + kk].push_back(
-              memref::LoadOp::create(b, flat[4], ValueRange{add(a, h)}));
+              loadWorkspaceElement(b, flat[4], add(a, h)));
       }
     Value gHalf = arith::DivUIOp::create(b, g, idx(2));
     Value gOdd = arith::RemUIOp::create(b, g, idx(2));
@@ -1118,12 +1100,28 @@ struct StateRegistersPass
       op->dropAllUses();
       op->erase();
     }
+    // Blocks start in x-fastest order. The grid's dimensions are reversed
+    // (x = V block, y = head, z = sequence) so that the V blocks of one
+    // (sequence, head) run side by side, at about the same chunk: they read
+    // the same W, Gamma Q and decayed k rows, which then come from L2 once
+    // instead of from DRAM once per V block (in sequence-major order a batch
+    // of 8 x 32 heads fills the chip with V block 0 alone).
+    const int64_t rank = forall.getRank();
+    SmallVector<OpFoldResult> reversedBounds(
+        llvm::reverse(forall.getMixedUpperBound()));
+    OpBuilder gridBuilder(forall);
+    auto reversed = scf::ForallOp::create(gridBuilder, forall.getLoc(),
+                                          reversedBounds, ValueRange{},
+                                          std::nullopt);
+    forall.erase();
+    forall = reversed;
+    body = forall.getBody();
     ImplicitLocOpBuilder b(forall.getLoc(), &getContext());
     b.setInsertionPoint(body->getTerminator());
     Value zero = arith::ConstantIndexOp::create(b, 0);
     ivs.assign(3, zero);
     for (auto [i, d] : llvm::enumerate(kept))
-      ivs[d] = forall.getInductionVar(i);
+      ivs[d] = forall.getInductionVar(rank - 1 - i);
     StateProgram prog(b, *cfg, threads, precise);
     static const char *const kRoles[] = {"w", "u", "q", "k", "p", "g"};
     for (auto [i, role] : llvm::enumerate(cfg->roles)) {

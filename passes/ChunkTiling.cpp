@@ -198,12 +198,27 @@ IntraWorkspaces emitIntraChunkGrid(ImplicitLocOpBuilder &b, GatedDeltaOp op,
   widths.append({vd, kd, kd, c});
   if (decays)
     widths.push_back(kd);
+  // Element types. With 16-bit inputs the three [C, K] workspaces every V
+  // block of the state pass reads (W, Gamma Q, the decayed k) are bf16:
+  // half the bytes of the schedule's largest traffic, for a rounding the
+  // 16-bit bars allow (FLA keeps them in the inputs' type too); bf16 rather
+  // than f16 for its range (W = A beta Gamma K is not bounded by the
+  // inputs). U, P and the chunk decay stay f32, as does everything of fp32
+  // kernels, which keep the 1e-4 bar.
+  bool halfWorkspaces = !isa<Float32Type>(getElementTypeOrSelf(q.getType()));
+  SmallVector<Type> types;
+  for (size_t i = 0; i < widths.size(); ++i) {
+    size_t role = delta ? i : i + 1; // 0 w, 1 u, 2 q, 3 k, 4 p, 5 g
+    bool shared = role == 0 || role == 2 || role == 3;
+    types.push_back(halfWorkspaces && shared ? Type(b.getBF16Type())
+                                             : tb.f32());
+  }
   SmallVector<Value> outs;
-  for (int64_t width : widths)
+  for (auto [width, type] : llvm::zip(widths, types))
     outs.push_back(tb.emptyOfType(
         RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic,
                                ShapedType::kDynamic, width},
-                              tb.f32()),
+                              type),
         {sequences.batch(), sequences.tokens(), hv}));
 
   Value cIdx = tb.index(c);
@@ -235,7 +250,7 @@ IntraWorkspaces emitIntraChunkGrid(ImplicitLocOpBuilder &b, GatedDeltaOp op,
         b.getIndexAttr(1), gRow ? firstRow : valid, b.getIndexAttr(1),
         b.getIndexAttr(width)};
     regions.push_back(tensor::ExtractSliceOp::create(
-        b, RankedTensorType::get({ShapedType::kDynamic, width}, tb.f32()),
+        b, RankedTensorType::get({ShapedType::kDynamic, width}, types[i]),
         shared[i], ArrayRef<OpFoldResult>{where.row, t0, head, z}, sizes,
         SmallVector<OpFoldResult>(4, b.getIndexAttr(1))));
     regionSizes.push_back(sizes);

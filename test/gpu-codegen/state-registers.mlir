@@ -53,8 +53,10 @@
 // SKIP-NEXT: scf.if
 // A grid whose sequence and head dimensions have extent 1 (kept: program
 // grids keep their unit dimensions):
-// (1, 1, 4 V blocks of 16), K = V = 64.
-// UNIT: {block = [128, 1, 1], dynamic_shared_memory = 12800 : i64, grid = [1, 1, 4], module = "kda_gated_delta_kernel_state_module"
+// (1, 1, 4 V blocks of 16), K = V = 64; the register state kernel launches
+// it V block first (x), so that a (sequence, head)'s V blocks run together
+// and share their W, Gamma Q and decayed k reads in L2.
+// UNIT: {block = [128, 1, 1], dynamic_shared_memory = 12800 : i64, grid = [4, 1, 1], module = "kda_gated_delta_kernel_state_module"
 // UNITTILES: grid = [1, 1, 4], module = "kda_gated_delta_kernel_state_module"
 
 // All static, one program per grid (1 x 16 x 1 x 16): the grids stay (they

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# One call on the GPU machine (device tool), batching what belongs together:
+#   bench/device-call.sh STEP [STEP...]
+# Steps, run in order, each with its log under $OUT (default /tmp/kda-out):
+#   suite            test/gpu/run.sh .gpub without the sanitizers
+#   sanitize         compute-sanitizer memcheck and racecheck on the suite's --sanitize subset
+#   bench:NAME:CASES bench/run.sh .benchb .fla --quick --cases CASES --json $OUT/NAME.json
+#                    (CASES: bench_kda.py's comma-separated substrings, e.g. "fwd T=8192 H=32")
+#   kda:NAME:DIR:CASES  the same with --no-fla and bundles from DIR (tile variants)
+#   profile:ARGS     bench/profile_kda.py --torch-profile ARGS (per-kernel times), e.g.
+#                    "profile:--T 8192 --H 32" or "profile:--seqlens 1300,547 --H 64"
+# Carry .gpub, .benchb, .fla and, when it exists, .triton-cache: Triton's kernel
+# cache and autotuning results (TRITON_CACHE_AUTOTUNING=1) from an earlier call,
+# so FLA's autotuning compiles nothing twice. The cache comes back as
+# $OUT/triton-cache.tgz; unpack it into .triton-cache for the next call.
+# KDA_CALL_BUDGET (seconds, default 540): steps that start after it are skipped.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=${OUT:-/tmp/kda-out}
+mkdir -p "$out"
+export TRITON_CACHE_DIR=$root/.triton-cache
+export TRITON_CACHE_AUTOTUNING=1
+export PYTHONUNBUFFERED=1
+mkdir -p "$TRITON_CACHE_DIR"
+budget=${KDA_CALL_BUDGET:-540}
+start=$(date +%s)
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
+status=0
+for step in "$@"; do
+  elapsed=$(( $(date +%s) - start ))
+  if [ "$elapsed" -ge "$budget" ]; then
+    echo "== skipped (budget ${budget}s spent): $step"
+    continue
+  fi
+  left=$(( budget - elapsed ))
+  echo "== [$elapsed s] $step"
+  case "$step" in
+    suite)
+      KDA_SANITIZE=0 timeout "$left" bash test/gpu/run.sh .gpub 2>&1 | tee "$out/suite.log" | tail -25 ;;
+    sanitize)
+      timeout "$left" bash -c '
+        s=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+        work=$(mktemp -d); CXX=g++ runtime/gpu/build-runtime.sh "$work" >/dev/null
+        g++ -std=c++17 -O2 -shared -fPIC -I. test/oracle/Oracle.cpp test/oracle/OracleC.cpp -o "$work/liboracle.so"
+        export KDA_RUNTIME_LIBRARY=$work/libkda_runtime.so KDA_ORACLE_LIBRARY=$work/liboracle.so
+        export KDA_BUNDLE_PATH=$PWD/.gpub KDA_NO_COMPILE=1 PYTHONPATH=$PWD/python
+        for tool in memcheck racecheck; do
+          echo "== compute-sanitizer --tool $tool"
+          "$s" --tool $tool --error-exitcode 3 --target-processes all python3 test/gpu/test_gpu.py --sanitize 2>&1 | tail -6
+        done' 2>&1 | tee "$out/sanitize.log" ;;
+    bench:*)
+      IFS=: read -r _ name cases <<<"$step"
+      timeout "$left" bash bench/run.sh .benchb .fla --quick --cases "$cases" \
+        --json "$out/$name.json" 2>&1 | tee "$out/$name.log" | grep -vE '^\s*$' | tail -15 ;;
+    kda:*)
+      IFS=: read -r _ name dir cases <<<"$step"
+      timeout "$left" bash bench/run.sh "$dir" .fla --quick --no-fla --cases "$cases" \
+        --json "$out/$name.json" 2>&1 | tee "$out/$name.log" | grep -vE '^\s*$' | tail -12 ;;
+    profile:*)
+      args=${step#profile:}
+      timeout "$left" bash -c "
+        work=\$(mktemp -d); CXX=g++ runtime/gpu/build-runtime.sh \"\$work\" >/dev/null
+        KDA_RUNTIME_LIBRARY=\$work/libkda_runtime.so KDA_BUNDLE_PATH=\$PWD/.benchb KDA_NO_COMPILE=1 \
+        PYTHONPATH=\$PWD/python:\$PWD/.fla python3 bench/profile_kda.py --torch-profile $args" \
+        2>&1 | tee -a "$out/profile.log" | tail -20 ;;
+    *)
+      echo "unknown step: $step"; status=2 ;;
+  esac
+  rc=${PIPESTATUS[0]}
+  [ "$rc" -ne 0 ] && { echo "== step '$step' exited $rc"; status=1; }
+done
+tar -czf "$out/triton-cache.tgz" -C "$TRITON_CACHE_DIR" . 2>/dev/null
+ls -la "$out"
+exit $status

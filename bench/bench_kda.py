@@ -459,6 +459,15 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
             _sync(torch, row)
     else:
         row["check"] = {"problem": "not checked (only one side available)"}
+    if use_kda and case.kind == "fwd":
+        # The tile kda's bundle was built with: None is the compiled default
+        # (kda.tune.shape_policy_tile, or a tuning database, chose no other).
+        try:
+            r.kda_call(0)
+            _sync(torch, row)
+            row["kda_tile"] = getattr(kops.last_launch, "bundle_tile", None)
+        except Exception as e:  # noqa: BLE001 (reported by the timing below)
+            row["kda_tile_error"] = f"{type(e).__name__}: {e}"
     chk = row["check"]
     print(f"  check: " + (", ".join(f"{k}={_fmt(v)}" for k, v in chk.items() if k != "traceback")),
           flush=True)

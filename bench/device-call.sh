@@ -7,12 +7,15 @@
 #   bench:NAME:CASES bench/run.sh .benchb .fla --quick --cases CASES --json $OUT/NAME.json
 #                    (CASES: bench_kda.py's comma-separated substrings, e.g. "fwd T=8192 H=32")
 #   kda:NAME:DIR:CASES  the same with --no-fla and bundles from DIR (tile variants)
+#   ncu:KERNEL:ARGS  Nsight Compute (clocks left alone) on the first launch of kernels matching
+#                    the regex KERNEL in bench/profile_kda.py ARGS
 #   profile:ARGS     bench/profile_kda.py --torch-profile ARGS (per-kernel times), e.g.
 #                    "profile:--T 8192 --H 32" or "profile:--seqlens 1300,547 --H 64"
-# Carry .gpub, .benchb, .fla and, when it exists, .triton-cache: Triton's kernel
-# cache and autotuning results (TRITON_CACHE_AUTOTUNING=1) from an earlier call,
-# so FLA's autotuning compiles nothing twice. The cache comes back as
-# $OUT/triton-cache.tgz; unpack it into .triton-cache for the next call.
+# Carry .gpub, .benchb, .fla and, when it exists, .triton-cache.tgz: Triton's
+# kernel cache and autotuning results (TRITON_CACHE_AUTOTUNING=1) from an earlier
+# call, so FLA's autotuning compiles nothing twice. The cache comes back as
+# $OUT/triton-cache.tgz.part-aa, -ab, ... (the device tool returns files of at
+# most 16 MiB); `cat .../triton-cache.tgz.part-* > .triton-cache.tgz` for the next call.
 # KDA_CALL_BUDGET (seconds, default 540): steps that start after it are skipped.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,6 +26,7 @@ export TRITON_CACHE_DIR=$root/.triton-cache
 export TRITON_CACHE_AUTOTUNING=1
 export PYTHONUNBUFFERED=1
 mkdir -p "$TRITON_CACHE_DIR"
+[ -f .triton-cache.tgz ] && tar -xzf .triton-cache.tgz -C "$TRITON_CACHE_DIR"
 budget=${KDA_CALL_BUDGET:-540}
 start=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader || true
@@ -64,12 +68,21 @@ for step in "$@"; do
         KDA_RUNTIME_LIBRARY=\$work/libkda_runtime.so KDA_BUNDLE_PATH=\$PWD/.benchb KDA_NO_COMPILE=1 \
         PYTHONPATH=\$PWD/python:\$PWD/.fla python3 bench/profile_kda.py --torch-profile $args" \
         2>&1 | tee -a "$out/profile.log" | tail -20 ;;
+    ncu:*)
+      IFS=: read -r _ kernel args <<<"$step"
+      timeout "$left" bash -c "
+        work=\$(mktemp -d); CXX=g++ runtime/gpu/build-runtime.sh \"\$work\" >/dev/null
+        KDA_RUNTIME_LIBRARY=\$work/libkda_runtime.so KDA_BUNDLE_PATH=\$PWD/.benchb KDA_NO_COMPILE=1 \
+        PYTHONPATH=\$PWD/python ncu --clock-control none -k regex:$kernel --launch-count 1 \
+          --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
+          --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
+          python3 bench/profile_kda.py $args" 2>&1 | tee -a "$out/ncu.log" | grep -vE '^\s*$' | grep -E 'Duration|Throughput|Occupancy|Registers|Warp Cycles|Issued|Eligible|Stall|Block Limit|Waves|Busy|Hit Rate|^  [a-z_]+' | head -60 ;;
     *)
       echo "unknown step: $step"; status=2 ;;
   esac
   rc=${PIPESTATUS[0]}
   [ "$rc" -ne 0 ] && { echo "== step '$step' exited $rc"; status=1; }
 done
-tar -czf "$out/triton-cache.tgz" -C "$TRITON_CACHE_DIR" . 2>/dev/null
+tar -czf - -C "$TRITON_CACHE_DIR" . 2>/dev/null | split -b 15m - "$out/triton-cache.tgz.part-"
 ls -la "$out"
 exit $status

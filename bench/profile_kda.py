@@ -29,7 +29,7 @@ if a.seqlens:
     lens = [int(x) for x in a.seqlens.split(",")]
     B, T = 1, sum(lens)
     cu = torch.tensor([0] + list(__import__("itertools").accumulate(lens)),
-                      device=dev, dtype=torch.int32)
+                      device=dev, dtype=torch.int64)
 N = len(cu) - 1 if cu is not None else B
 q = torch.randn(B, T, H, K, device=dev, dtype=torch.bfloat16)
 k = torch.randn(B, T, H, K, device=dev, dtype=torch.bfloat16)

@@ -271,16 +271,29 @@ def validate(cfg: Dict[str, Any]) -> None:
 
 
 TILE_KEYS = ("chunk", "sub_chunk", "v_block", "threads")
+# Optional tile keys, kept only where they differ from kda-compile's default
+# (so tiles without them hash as before): state_prefetch 0 is
+# --state-prefetch=false (the NVIDIA register state kernel loads each chunk
+# when it starts: fewer registers, more resident blocks).
+OPTIONAL_TILE_KEYS = {"state_prefetch": 1}
 
 
 def normalise_tile(tile: Optional[Dict[str, int]]) -> Optional[Dict[str, int]]:
     """A tuned tile as kda-compile's flags take it (chunk, sub_chunk,
-    v_block, block threads), or None for the chip's defaults."""
+    v_block, block threads, optionally state_prefetch), or None for the
+    chip's defaults."""
     if tile is None:
         return None
     out = {k: int(tile[k]) for k in TILE_KEYS if k in tile}
     if set(out) != set(TILE_KEYS):
         raise ValueError(f"tile: expected the keys {TILE_KEYS}, got {sorted(tile)}")
+    unknown = set(tile) - set(TILE_KEYS) - set(OPTIONAL_TILE_KEYS)
+    if unknown:
+        raise ValueError(f"tile: unknown keys {sorted(unknown)} (known: {TILE_KEYS} and "
+                         f"{tuple(OPTIONAL_TILE_KEYS)})")
+    for k, default in OPTIONAL_TILE_KEYS.items():
+        if k in tile and int(tile[k]) != default:
+            out[k] = int(tile[k])
     return out
 
 
@@ -650,8 +663,11 @@ def tile_flags(tile: Optional[Dict[str, int]]) -> List[str]:
     if tile is None:
         return []
     t = normalise_tile(tile)
-    return [f"--chunk={t['chunk']}", f"--sub-chunk={t['sub_chunk']}", f"--v-block={t['v_block']}",
-            f"--block-threads={t['threads']}"]
+    flags = [f"--chunk={t['chunk']}", f"--sub-chunk={t['sub_chunk']}", f"--v-block={t['v_block']}",
+             f"--block-threads={t['threads']}"]
+    if t.get("state_prefetch", 1) == 0:
+        flags.append("--state-prefetch=false")
+    return flags
 
 
 def compile_bundle(cfg: Dict[str, Any], chip: str, out_root: Optional[str] = None,

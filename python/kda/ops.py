@@ -337,7 +337,25 @@ def chip_for_device(device=None) -> str:
                    f"sm_80 (8.x) and sm_90a (9.0). Set KDA_CHIP to override.", "chip_for_device")
 
 
+_multiprocessor_counts: Dict[Any, int] = {}
+
+
+def _multiprocessors(device) -> int:
+    """The device's multiprocessor count (cached; 0 if unknown)."""
+    key = str(device)
+    n = _multiprocessor_counts.get(key)
+    if n is None:
+        try:
+            import torch
+            n = int(torch.cuda.get_device_properties(device).multi_processor_count)
+        except Exception:  # noqa: BLE001 (no torch / no device: no policy)
+            n = 0
+        _multiprocessor_counts[key] = n
+    return n
+
+
 _resolved: Dict[Tuple[str, str], Tuple[Any, str]] = {}
+_tiles_used: Dict[str, Dict[str, int]] = {}  # bundle path -> the tuned tile it was built with
 _resolved_lock = threading.Lock()
 
 
@@ -350,12 +368,13 @@ def _bundle_for(cfg: Dict[str, Any], chip: str, tile: Optional[Dict[str, int]] =
         hit = _resolved.get(key)
         if hit is not None:
             return hit
-        path = None
+        path, used_tile = None, None
         if tile is not None:
             # A tuned tile (kda.tune) whose bundle is neither cached nor
             # buildable here: the chip's default tile still computes the same.
             try:
                 path = _bundles.get_bundle_dir(cfg, chip, tile=tile)
+                used_tile = _bundles.normalise_tile(tile)
             except _bundles.BundleNotFoundError:
                 path = None
             except _bundles.CompileError as e:
@@ -371,11 +390,22 @@ def _bundle_for(cfg: Dict[str, Any], chip: str, tile: Optional[Dict[str, int]] =
                            f"{path}: expected one {prefix} kernel, found {list(bundle.kernels)}", "kda.ops")
         hit = (bundle, names[0])
         _resolved[key] = hit
+        if used_tile is not None:
+            _tiles_used[bundle.path] = used_tile
         return hit
+
+
+# The bundle directory and tile the last launch used (per thread), for
+# benchmarks and tests that report which tile a shape got: a tile whose
+# bundle is missing falls back to the default bundle (bundle_tile None).
+last_launch = threading.local()
 
 
 def _launch(cfg, chip, named: Dict[str, Any], tile: Optional[Dict[str, int]] = None):
     bundle, kernel = _bundle_for(cfg, chip, tile)
+    last_launch.bundle = bundle.path
+    last_launch.requested_tile = tile
+    last_launch.bundle_tile = _tiles_used.get(bundle.path)
     params = bundle.tensor_params(kernel)
     missing = [p["name"] for p in params if p["name"] not in named or named[p["name"]] is None]
     if missing:
@@ -515,9 +545,13 @@ def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt
         tail = (K, V) if cfg["state_layout"] == "k_major" else (V, K)
         final_state = _alloc((N, HV) + tail, torch.float32, q.device)
         named["final_state"] = final_state
-    # The tuning database's tile for this shape bucket (kda.tune), if any.
+    # The tuning database's tile for this shape bucket (kda.tune), if any;
+    # else the shape policy's (kda.tune.shape_policy_tile: V blocks by how
+    # many (sequence, head) programs the chip holds at once).
     T_seq = T if cu_seqlens is None else max(1, (B * T) // max(1, N))
     tile = _tune.tuned_tile(cfg, chip, T_seq, N, HV)
+    if tile is None:
+        tile = _tune.shape_policy_tile(cfg, chip, N, HV, _multiprocessors(q.device))
     with torch.cuda.device(q.device):
         _launch(cfg, chip, named, tile)
     if o.dtype != q.dtype:

@@ -35,6 +35,7 @@ import time
 from typing import Any, Dict, List
 
 from . import bundles as _b
+from . import tune as _tune
 
 # Maximum dynamic shared memory one block may opt in to (bytes).
 SMEM_OPTIN = {"sm_80": 166912, "sm_90a": 232448}
@@ -75,26 +76,29 @@ def _unique(cfgs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 def build(cfgs: List[Dict[str, Any]], chips: List[str], out_dir: str, jobs: int,
           compiler: str = None, verbose: bool = True) -> Dict[str, Any]:
     os.makedirs(out_dir, exist_ok=True)
-    tasks = [(c, chip) for chip in chips for c in cfgs]
+    # Each configuration's default bundle, and those of the tiles kda.ops's
+    # shape policy may choose for it (kda.tune.policy_tiles).
+    tasks = [(c, chip, tile) for chip in chips for c in cfgs
+             for tile in [None] + _tune.policy_tiles(c, chip)]
     results = []
     # Bundles are named after the compiler that builds them (the cache key).
     compiler = compiler or _b.find_compiler()
     fingerprint = _b.compiler_fingerprint(compiler) if compiler else None
 
     def one(task):
-        cfg, chip = task
-        name = _b.bundle_name(cfg, chip, fingerprint=fingerprint)
+        cfg, chip, tile = task
+        name = _b.bundle_name(cfg, chip, tile, fingerprint=fingerprint)
         existing = os.path.join(out_dir, name)
         t0 = time.time()
         if os.path.isfile(os.path.join(existing, "manifest.json")):
             status, path, err = "cached", existing, ""
         else:
             try:
-                path = _b.compile_bundle(cfg, chip, out_root=out_dir, compiler=compiler)
+                path = _b.compile_bundle(cfg, chip, out_root=out_dir, compiler=compiler, tile=tile)
                 status, err = "built", ""
             except (_b.CompileError, _b.BundleNotFoundError, OSError) as e:
                 status, path, err = "failed", None, str(e)
-        entry = {"name": name, "chip": chip, "config": cfg, "status": status,
+        entry = {"name": name, "chip": chip, "config": cfg, "tile": tile, "status": status,
                  "seconds": round(time.time() - t0, 2), "error": err}
         if path:
             with open(os.path.join(path, "manifest.json")) as f:
@@ -112,6 +116,8 @@ def build(cfgs: List[Dict[str, Any]], chips: List[str], out_dir: str, jobs: int,
             results.append(entry)
             if verbose:
                 line = f"{entry['status']:7s} {entry['chip']:7s} {_b.describe(entry['config'])}"
+                if entry["tile"]:
+                    line += f"  tile={_b.normalise_tile(entry['tile'])}"
                 if "dynamic_shared_memory" in entry:
                     line += f"  smem={entry['dynamic_shared_memory']}"
                 print(line, flush=True)

@@ -73,9 +73,13 @@ def v_blocks(V: int) -> List[int]:
     return [vb for vb in range(16, V + 1, 16) if V % vb == 0]
 
 
-def make_tile(chunk: int, v_block: int, threads: int, sub_chunk: int = SUB_CHUNK) -> Dict[str, int]:
-    return {"chunk": int(chunk), "sub_chunk": min(int(sub_chunk), int(chunk)),
+def make_tile(chunk: int, v_block: int, threads: int, sub_chunk: int = SUB_CHUNK,
+              state_prefetch: bool = True) -> Dict[str, int]:
+    tile = {"chunk": int(chunk), "sub_chunk": min(int(sub_chunk), int(chunk)),
             "v_block": int(v_block), "threads": int(threads)}
+    if not state_prefetch:
+        tile["state_prefetch"] = 0
+    return tile
 
 
 def enumerate_space(cfg: Dict[str, Any], chunks: Iterable[int] = CHUNKS,
@@ -297,6 +301,64 @@ class TuningDB:
         """The tuned tile for this call (replacing the chip's default), or None."""
         e = self.lookup_entry(cfg, chip, fingerprint, T, N, HV)
         return dict(e["winner"]["tile"]) if e else None
+
+
+# ---------------------------------------------------------------------------
+# The shape policy: the default tile for a call's shape
+# ---------------------------------------------------------------------------
+#
+# The chunk-parallel state kernel runs one block per (sequence, value head,
+# V block) for the whole sequence, so its time is (waves of blocks) x (chunk
+# steps) x (the time of one step), and a step is latency: it barely slows
+# when a block holds twice the V columns. The best tile is therefore the
+# one that puts every block in one wave with as many resident blocks as the
+# chip holds, and bigger V blocks where the programs would otherwise come in
+# several waves. Measured on the H200 (bench/RESULTS.md, 2026-12-01), K = V =
+# 128, 16-bit inputs, C = 16, 128 threads; resident blocks per SM from the
+# state kernel's registers (ptxas): V blocks of 16 with prefetch 2 (202
+# registers), V blocks of 32 with prefetch 2 (238), V blocks of 32 without
+# prefetch 3 (138). Per (sequence, head) "units" of work on S
+# multiprocessors:
+#   units x 8 <= 2 S  -> V blocks of 16 (one wave, the shortest step)
+#   units x 4 <= 2 S  -> V blocks of 32
+#   units x 4 <= 3 S  -> V blocks of 32 without prefetch (3 blocks per SM)
+#   more              -> V blocks of 32 (several waves either way; the
+#                        faster step wins)
+# A tuning database entry (kda-tune) overrides it. Other chips and shapes
+# keep the compiled default until they are measured.
+
+POLICY_CHIPS = ("sm_90a",)
+
+
+def _policy_applies(cfg: Dict[str, Any], chip: str) -> bool:
+    return (chip in POLICY_CHIPS and cfg.get("op") == "gated_delta" and not cfg.get("chunk")
+            and cfg.get("K") == 128 and cfg.get("V") == 128
+            and cfg.get("qk_dtype") in ("bf16", "f16") and cfg.get("update", "delta") == "delta")
+
+
+def policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
+    """Every tile shape_policy_tile may choose for cfg on chip besides the
+    default (what kda.prebuild builds next to the default bundle)."""
+    if not _policy_applies(cfg, chip):
+        return []
+    return [make_tile(16, 32, 128), make_tile(16, 32, 128, state_prefetch=False)]
+
+
+def shape_policy_tile(cfg: Dict[str, Any], chip: str, N: int, HV: int,
+                      multiprocessors: int) -> Optional[Dict[str, int]]:
+    """The tile for a call of N sequences x HV value heads on a chip with
+    that many multiprocessors, or None for the compiled default (V blocks
+    of 16)."""
+    if not _policy_applies(cfg, chip) or multiprocessors <= 0:
+        return None
+    units = max(1, int(N)) * max(1, int(HV))
+    if units * 8 <= 2 * multiprocessors:
+        return None
+    if units * 4 <= 2 * multiprocessors:
+        return make_tile(16, 32, 128)
+    if units * 4 <= 3 * multiprocessors:
+        return make_tile(16, 32, 128, state_prefetch=False)
+    return make_tile(16, 32, 128)
 
 
 # ---------------------------------------------------------------------------

@@ -221,6 +221,17 @@ def all_cases():
              prologue="kimi_lb"),
         Case("f32-k64-neg-eigval-scale0.3-T100-ht", "f32", 64, B=2, T=100, H=2, ht=True, neg_eigval=True,
              scale=0.3),
+        # The shape policy's tiles (kda.tune.shape_policy_tile, H200: 132 multiprocessors): 48 and
+        # 40 (sequence, head) units take V blocks of 32, 80 and 72 units V blocks of 32 without
+        # prefetch; T not a multiple of the chunk, both state layouts, varlen.
+        Case("bf16-k128-kimi-lb-HV48-policy-vb32-T70-h0-ht-vmajor", "bf16", 128, B=1, T=70, H=48,
+             h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
+        Case("bf16-k128-kimi-lb-B2-HV20-policy-vb32-T33-h0-ht", "bf16", 128, B=2, T=33, H=20,
+             h0=True, ht=True, prologue="kimi_lb"),
+        Case("bf16-k128-kimi-lb-HV80-policy-vb32-noprefetch-T150-h0-ht-vmajor", "bf16", 128, B=1,
+             T=150, H=80, h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
+        Case("bf16-k128-kimi-softplus-varlen-HV24-policy-vb32-noprefetch-h0-ht", "bf16", 128,
+             seqlens=[5, 40, 17], H=24, h0=True, ht=True, prologue="kimi_softplus"),
     ]
     cases += decode_cases() + window_cases()
     return cases
@@ -273,6 +284,10 @@ def sanitize_cases():
         Case("san-bf16-k64-gva-vmajor-ht", "bf16", 64, B=1, T=33, H=1, HV=2, ht=True, layout="v_major"),
         Case("san-bf16-k128-kimi-lb-gva-T20-h0-ht", "bf16", 128, B=1, T=20, H=1, HV=2, h0=True, ht=True,
              prologue="kimi_lb"),
+        Case("san-bf16-k128-kimi-lb-HV48-policy-vb32-T20-h0-ht", "bf16", 128, B=1, T=20, H=48, h0=True,
+             ht=True, layout="v_major", prologue="kimi_lb"),
+        Case("san-bf16-k128-kimi-lb-HV80-policy-vb32-noprefetch-T20-h0-ht", "bf16", 128, B=1, T=20,
+             H=80, h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
         DecodeCase("san-bf16-k128-decode-gva-vmajor-kimi-lb", "bf16", 128, N=4, P=7, H=1, HV=2,
                    layout="v_major", prologue="kimi_lb"),
         WindowCase("san-bf16-k64-window-W16-varlen-gqa", "bf16", 64, 16, seqlens=[20, 1, 45], HQ=2, HK=1),
@@ -372,6 +387,15 @@ def run_case(case, torch, oracle):
         lower_bound=kw.get("lower_bound", -5.0))
     problems, metrics = [], []
     bar = BARS[case.dtype]
+    if "policy" in case.name:
+        # The shape policy's tile must be the bundle that ran (kda.ops falls
+        # back to the default tile, silently, where its bundle is missing).
+        tile = getattr(kda.ops.last_launch, "bundle_tile", None)
+        if tile is None:
+            problems.append(f"shape policy: the default tile ran (asked for "
+                            f"{getattr(kda.ops.last_launch, 'requested_tile', None)})")
+        else:
+            metrics.append(f"v_block={tile['v_block']}{'' if tile.get('state_prefetch', 1) else ',np'}")
     for name, out, r in (("o", o, ref_o), ("ht", ht, ref_ht if case.ht else None)):
         if r is None:
             if out is not None:

@@ -132,6 +132,39 @@ def part_unit(tmp):
     check(TU.shape_bucket(5000, 8, 32) == TU.shape_bucket(4096, 16, 16), "same bucket")
     ok("shape buckets: powers of two of T and of N x HV")
 
+    # --- the shape policy (kda.ops's default tile per shape) ----------------
+    kimi = B.gated_delta_config(K=128, V=128, qk_dtype="bf16", v_dtype="bf16",
+                                gate={"form": "channel", "dtype": "bf16"}, beta_dtype="bf16",
+                                qk_l2norm=True, beta_activation="sigmoid",
+                                gate_activation="lower_bound", lower_bound=-5.0,
+                                A_log_dtype="f32", dt_bias_dtype="f32", initial_state_dtype="f32",
+                                final_state_dtype="f32", state_layout="v_major")
+    pol = lambda n, hv, sms=132: TU.shape_policy_tile(kimi, "sm_90a", n, hv, sms)  # noqa: E731
+    vb32 = TU.make_tile(16, 32, 128)
+    vb32np = TU.make_tile(16, 32, 128, state_prefetch=False)
+    check(pol(1, 32) is None, f"H=32 keeps V blocks of 16: {pol(1, 32)}")       # 256 blocks: one wave
+    check(pol(1, 64) == vb32, f"H=64: {pol(1, 64)}")                            # 512 -> 256 blocks
+    check(pol(1, 96) == vb32np, f"H=96: {pol(1, 96)}")                          # 384 blocks, 3 per SM
+    check(pol(6, 64) == vb32 and pol(8, 32) == vb32, "many waves: V blocks of 32")
+    check(pol(1, 64, sms=264) is None, "twice the multiprocessors: V blocks of 16 again")
+    check(TU.shape_policy_tile(kimi, "gfx942", 1, 64, 304) is None, "no policy for unmeasured chips")
+    check(TU.shape_policy_tile(dict(kimi, qk_dtype="f32", v_dtype="f32"), "sm_90a", 1, 64, 132) is None,
+          "fp32 kernels keep the default")
+    check(TU.shape_policy_tile(kimi, "sm_90a", 1, 64, 0) is None, "unknown multiprocessor count")
+    check(TU.policy_tiles(kimi, "sm_90a") == [vb32, vb32np], TU.policy_tiles(kimi, "sm_90a"))
+    check(TU.policy_tiles(kimi, "sm_80") == [], "policy tiles only where the policy applies")
+    check(B.tile_flags(vb32np)[-1] == "--state-prefetch=false" and
+          "--state-prefetch=false" not in B.tile_flags(vb32), B.tile_flags(vb32np))
+    check(B.normalise_tile(dict(vb32, state_prefetch=1)) == vb32, "prefetch 1 is the default")
+    check(B.config_hash(kimi, "sm_90a", vb32) != B.config_hash(kimi, "sm_90a", vb32np),
+          "prefetch is part of the bundle key")
+    try:
+        B.normalise_tile(dict(vb32, warps=8))
+        check(False, "an unknown tile key was accepted")
+    except ValueError:
+        pass
+    ok("shape policy: V blocks of 16 / 32 / 32 without prefetch by (sequence, head) units per multiprocessor")
+
     # --- the database --------------------------------------------------------
     fa, fb = "kda-aaaaaaaaaaaaaaaa-llvm22.1.0", "kda-bbbbbbbbbbbbbbbb-llvm22.1.0"
     t16, t32, t32w = TU.make_tile(16, 16, 128), TU.make_tile(32, 32, 128), TU.make_tile(16, 32, 256)

@@ -88,6 +88,18 @@ static cl::opt<bool> stateWarps(
              "value rows holding all of K (no barriers; pays where heads x "
              "V blocks fill the GPU) instead of K split over a block's warps"),
     cl::init(false), cl::cat(compileCategory));
+static cl::opt<bool> statePrefetch(
+    "state-prefetch",
+    cl::desc("NVIDIA: the register state kernel issues the next chunk's "
+             "loads before this chunk's products (more registers, fewer "
+             "resident blocks); --state-prefetch=false loads each chunk when "
+             "it starts"),
+    cl::init(true), cl::cat(compileCategory));
+static cl::opt<int64_t> stateMaxRegisters(
+    "state-max-registers",
+    cl::desc("NVIDIA: registers per thread of the register state kernel "
+             "(0: ptxas decides); fewer registers, more resident blocks"),
+    cl::init(0), cl::cat(compileCategory));
 static cl::opt<std::string>
     toolkit("toolkit",
             cl::desc("CUDA toolkit root (ptxas) or, for AMD, a folder with "
@@ -488,6 +500,8 @@ int main(int argc, char **argv) {
     options.vBlock = vBlock;
     options.tensorCores = !noTensorCores;
     options.stateWarps = stateWarps;
+    options.statePrefetch = statePrefetch;
+    options.stateMaxRegisters = stateMaxRegisters;
     options.schedule = schedule;
     options.format = format.str();
     options.toolkit = toolkit;
@@ -596,6 +610,10 @@ int main(int argc, char **argv) {
     tile["tensor_cores"] = noTensorCores ? 0 : 1;
     if (stateWarps)
       tile["state_warps"] = 1;
+    if (!statePrefetch)
+      tile["state_prefetch"] = 0;
+    if (stateMaxRegisters > 0)
+      tile["state_max_registers"] = static_cast<int64_t>(stateMaxRegisters);
     kernel["tile"] = std::move(tile);
     if (!resources.empty())
       kernel["resources"] = std::move(resources);

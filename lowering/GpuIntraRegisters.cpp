@@ -440,14 +440,7 @@ struct IntraProgram {
     }
     if (decays)
       when(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, g, idx(0)),
-           [&] {
-             // The chunk's decay factor exp(G_last), taken once here rather
-             // than by every step of the state pass.
-             SmallVector<Value> decay;
-             for (Value x : gLast)
-               decay.push_back(exp(x));
-             storeRow(ws[5], {row, t0, head}, colK, decay);
-           });
+           [&] { storeRow(ws[5], {row, t0, head}, colK, gLast); });
     if (!delta) {
       // The additive rule writes V itself.
       for (int h = 0; h < 2; ++h)

@@ -7,8 +7,6 @@
 //   V_new = U - W S          O = (Gamma Q) S + P V_new
 //   S     <- Diag(exp(g_last)) S + (decayed K)^T V_new
 //
-// (exp(g_last) comes from the intra-chunk grid)
-//
 // (passes/GatedDeltaKernel.cpp, emitStateStep, is the definition). Lowered
 // like every other tile program, each of these products is a phase over
 // shared memory fenced by barriers, and the chain of chunk steps is all
@@ -438,7 +436,7 @@ struct StateProgram {
 
   /// Every global load of chunk `chunkIdx`, in this order: W rows and
   /// Gamma Q rows (NC x 2J each, W only with the delta rule), the decayed k
-  /// fragments (NC x 2 x J), the chunk's decay exp(G_last) (2J, with a gate), U for
+  /// fragments (NC x 2 x J), the chunk's log-decay (2J, with a gate), U for
   /// the elements this thread reduces, the P fragments of the output tiles
   /// this warp owns.
   SmallVector<Value> loadChunk(Value chunkIdx, bool full) {
@@ -543,7 +541,7 @@ struct StateProgram {
     SmallVector<Value> decay;
     if (ws[5])
       for (Value x : take(2 * J))
-        decay.push_back(x); // exp(G_last), from the intra-chunk grid
+        decay.push_back(math::ExpOp::create(b, x));
     SmallVector<std::pair<Value, Value>> mine; // (c, v) per element
     SmallVector<Value> uVals = take(numUElements());
     for (int64_t s = 0; s < numUElements(); ++s) {
@@ -904,7 +902,7 @@ struct WarpStateProgram {
 
     // Loads: W and Gamma Q rows 8m + g (the lane's KQ columns), U^T for
     // V_new's accumulator elements, P for the output, the decayed k rows
-    // 8kk + 2t + h (KT columns), the chunk's decay exp(G_last).
+    // 8kk + 2t + h (KT columns), the chunk's log-decay.
     Value tq = mul(t, KQ);
     SmallVector<SmallVector<Value>> wRow, qRow;
     for (int64_t m = 0; m < NC; ++m) {
@@ -943,7 +941,7 @@ struct WarpStateProgram {
     SmallVector<Value> decay;
     if (ws[5])
       for (Value x : loadFlat(5, add(base[5], tq), KQ))
-        decay.push_back(x); // exp(G_last), from the intra-chunk grid
+        decay.push_back(math::ExpOp::create(b, x));
 
     // Y1^T = S^T W^T and Y2^T = S^T (Gamma Q)^T, [16 x C] each.
     SmallVector<Value> y1(NC), y2(NC);

@@ -165,7 +165,7 @@ LogicalResult requireStatic(PatternRewriter &rewriter, Operation *op,
 /// What the intra-chunk grid hands the state pass, one f32 tensor per
 /// emitIntraChunk result, indexed like the tokens ([B, T, HV, .]): the rows
 /// of chunk c of sequence n sit at the chunk's own token rows, so sequences
-/// never overlap and varlen needs no chunk offsets. exp(G_last) ([K] per chunk) is
+/// never overlap and varlen needs no chunk offsets. gLast ([K] per chunk) is
 /// stored in the chunk's first row of `g`.
 struct IntraWorkspaces {
   Value w, u, q, k, p, g; // w and g may be null (no delta rule, no gate)
@@ -290,7 +290,7 @@ IntraWorkspaces emitIntraChunkGrid(ImplicitLocOpBuilder &b, GatedDeltaOp op,
       tiles.push_back(intra.w);
     tiles.append({intra.u, intra.qDecayed, intra.kToEnd, intra.p});
     if (decays)
-      tiles.push_back(asRow(itb, intra.chunkDecay));
+      tiles.push_back(asRow(itb, intra.gLast));
     for (auto [i, tile] : llvm::enumerate(tiles)) {
       bool gRow = decays && i + 1 == tiles.size();
       written.push_back(itb.store(tile, regions[i], {z, z}, {0, 1},
@@ -329,7 +329,7 @@ IntraChunk loadIntraChunk(TileBuilder &tb, const IntraWorkspaces &ws,
   intra.kToEnd = tb.load(ws.k, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
   intra.p = tb.load(ws.p, {row, t0, head, z}, {1, 3}, {c, c}, valid);
   if (ws.g)
-    intra.chunkDecay = tb.load(ws.g, {row, t0, head, z}, {3}, {kd}, tb.index(kd));
+    intra.gLast = tb.load(ws.g, {row, t0, head, z}, {3}, {kd}, tb.index(kd));
   return intra;
 }
 

@@ -300,12 +300,7 @@ IntraChunk mlir::kda::emitIntraChunk(TileBuilder &tb,
 
   IntraChunk out;
   out.p = P;
-  if (decays)
-    out.chunkDecay = tb.map({kd}, {gLast},
-                            [](ImplicitLocOpBuilder &bb, ValueRange s,
-                               ValueRange) -> Value {
-                              return math::ExpOp::create(bb, s[0]);
-                            });
+  out.gLast = gLast;
   // The UT transform: what each token writes is U - W S, after erasing what
   // the state (and the earlier tokens of the chunk) already predict for its
   // key.
@@ -358,7 +353,7 @@ ChunkOutputs mlir::kda::emitStateStep(TileBuilder &tb,
 
   // State at the chunk end.
   Value written = tb.matmul(intra.kToEnd, vNew, /*transA=*/true);
-  if (!intra.chunkDecay) {
+  if (!intra.gLast) {
     Value next = tb.map({kd, vd}, {state, written},
                         [](ImplicitLocOpBuilder &bb, ValueRange s,
                            ValueRange) -> Value {
@@ -366,10 +361,11 @@ ChunkOutputs mlir::kda::emitStateStep(TileBuilder &tb,
                         });
     return {o, next};
   }
-  Value next = tb.map({kd, vd}, {state, perRow(intra.chunkDecay), written},
+  Value next = tb.map({kd, vd}, {state, perRow(intra.gLast), written},
                       [](ImplicitLocOpBuilder &bb, ValueRange s,
                          ValueRange) -> Value {
-                        Value kept = arith::MulFOp::create(bb, s[0], s[1]);
+                        Value kept = arith::MulFOp::create(
+                            bb, s[0], math::ExpOp::create(bb, s[1]));
                         return arith::AddFOp::create(bb, kept, s[2]);
                       });
   return {o, next};

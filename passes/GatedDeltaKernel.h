@@ -69,9 +69,7 @@ struct IntraChunk {
   Value qDecayed; // [C, K] Gamma Q, scaled
   Value kToEnd;   // [C, K] exp(G_last - G) K
   Value p;        // [C, C] the masked, decayed Q K^T of the chunk
-  Value chunkDecay; // [K] exp(G_last), the chunk's total decay; null without
-                    // a gate (the exponential is taken once per chunk here,
-                    // not per state element by the sequential step)
+  Value gLast;    // [K] the chunk's total log-decay; null without a gate
 };
 
 /// The state-independent part of a chunk (prologue, gate cumsum, intra-chunk

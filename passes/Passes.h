@@ -33,7 +33,7 @@ inline constexpr llvm::StringLiteral kPhaseAttr = "kda.phase";
 /// own (kda-gpu-state-registers): {chunk, key_dim, v_block, v_major,
 /// boundary, workspaces}, the last naming the intra-chunk workspaces in
 /// order ("w" = A(beta Gamma K), "u", "q" = Gamma Q, "k" = the decayed k,
-/// "p", "g" = the chunk's total decay exp(G_last) in its first row).
+/// "p", "g" = the chunk's total log-decay in its first row).
 inline constexpr llvm::StringLiteral kStatePassAttr = "kda.state_pass";
 /// On a function with a chunk-parallel schedule: what its intra-chunk grid
 /// computes, for targets that lower it with a kernel of their own

@@ -482,6 +482,8 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
         sides.append(("fla", r.fla_call))
     if use_kda:
         sides.append(("kda", r.kda_call))
+        for vname, vdir in args.kda_variant:
+            sides.append((f"kda@{vname}", r.kda_call))
     passes = {name: [] for name, _ in sides}
     failed = {}
     for _ in range(args.passes):
@@ -489,7 +491,12 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
             if name in failed:
                 continue
             try:
-                passes[name].append(time_calls(torch, fn, nsets, args.warmup, args.reps))
+                with _bundles_of(name, args):
+                    if name.startswith("kda@") and f"{name}_tile" not in row:
+                        fn(0)
+                        _sync(torch, row)
+                        row[f"{name}_tile"] = getattr(kops.last_launch, "bundle_tile", None)
+                    passes[name].append(time_calls(torch, fn, nsets, args.warmup, args.reps))
             except Exception as e:  # noqa: BLE001
                 failed[name] = f"{type(e).__name__}: {e}"
                 if args.traceback:
@@ -505,6 +512,9 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
     if "fla" in row and "kda" in row:
         row["ratio_kda_over_fla"] = row["kda"]["median_ms"] / row["fla"]["median_ms"]
     for name, _ in sides:
+        if name.startswith("kda@") and name in row and "fla" in row:
+            row[name]["ratio_over_fla"] = row[name]["median_ms"] / row["fla"]["median_ms"]
+    for name, _ in sides:
         if name in row:
             s = row[name]
             print(f"  {name}: median {s['median_ms']:.4f} ms (passes "
@@ -512,6 +522,39 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
                   f"{', '.join(f'{t:.4f}' for t in s['b2b_mean_ms'])}; min {s['min_ms']:.4f})", flush=True)
     del r, sets, x0
     return row
+
+
+_variant_caches = {}
+
+
+class _bundles_of:
+    """While timing side `name` = "kda@VARIANT": kda's bundles come from that
+    variant's directory (--kda-variant VARIANT=DIR), with their own resolved
+    bundle cache, so variants of the compiler run in the same process as FLA
+    and the default build. Other sides: no change."""
+
+    def __init__(self, name, args):
+        self.dir = dict(args.kda_variant).get(name[4:]) if name.startswith("kda@") else None
+        self.name = name
+
+    def __enter__(self):
+        if self.dir is None:
+            return self
+        self.saved = (os.environ.get("KDA_BUNDLE_PATH"), kops._resolved, kops._tiles_used)
+        resolved, tiles = _variant_caches.setdefault(self.name, ({}, {}))
+        os.environ["KDA_BUNDLE_PATH"] = self.dir
+        kops._resolved, kops._tiles_used = resolved, tiles
+        return self
+
+    def __exit__(self, *exc):
+        if self.dir is None:
+            return False
+        path, kops._resolved, kops._tiles_used = self.saved
+        if path is None:
+            os.environ.pop("KDA_BUNDLE_PATH", None)
+        else:
+            os.environ["KDA_BUNDLE_PATH"] = path
+        return False
 
 
 def _sync(torch, row):
@@ -548,6 +591,15 @@ def table(rows):
             srm += " (!)"
         lines.append(f"| {r['case']} | {ms(r, 'fla')} | {ms(r, 'kda')} | {ratio} | {r['floor_ms']:.3f} | "
                      f"{fk} | {ff} | {orm} | {srm} |")
+    variants = sorted({k for r in rows for k in r if k.startswith("kda@") and not k.endswith("_tile")
+                       and not k.endswith("_error")})
+    if variants:
+        lines += ["", "| case | " + " | ".join(f"{v} ms (/FLA)" for v in variants) + " |",
+                  "|---|" + "---|" * len(variants)]
+        for r in rows:
+            cells = [f"{r[v]['median_ms']:.3f} ({r[v].get('ratio_over_fla', float('nan')):.2f})"
+                     if v in r else "-" for v in variants]
+            lines.append(f"| {r['case']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -566,6 +618,11 @@ def main(argv=None):
     ap.add_argument("--chunk", type=int, default=None, help="kda chunk size (16/32/64; default kda's)")
     ap.add_argument("--json", default=None, help="write all results to this path")
     ap.add_argument("--no-fla", action="store_true", help="time kda only")
+    ap.add_argument("--kda-variant", action="append", default=[], metavar="NAME=DIR",
+                    type=lambda s: tuple(s.split("=", 1)) if "=" in s else
+                    (_ for _ in ()).throw(argparse.ArgumentTypeError("expected NAME=DIR")),
+                    help="also time kda with the bundles in DIR (another compiler build or tile "
+                         "set), in the same process and passes (repeatable)")
     ap.add_argument("--no-kda", action="store_true", help="time FLA only")
     ap.add_argument("--fla-import", choices=("auto", "light", "full"), default="auto",
                     help="how to import FLA (see import_fla; default auto: light, then full)")

@@ -2,10 +2,11 @@
 # One call on the GPU machine (device tool), batching what belongs together:
 #   bench/device-call.sh STEP [STEP...]
 # Steps, run in order, each with its log under $OUT (default /tmp/kda-out):
-#   suite            test/gpu/run.sh .gpub without the sanitizers
+#   suite[:DIR]      test/gpu/run.sh .gpub (or DIR) without the sanitizers
 #   sanitize         compute-sanitizer memcheck and racecheck on the suite's --sanitize subset
 #   bench:NAME:CASES bench/run.sh .benchb .fla --quick --cases CASES --json $OUT/NAME.json
-#                    (CASES: bench_kda.py's comma-separated substrings, e.g. "fwd T=8192 H=32")
+#                    (CASES: bench_kda.py's comma-separated substrings, e.g. "fwd T=8192 H=32";
+#                    $BENCH_EXTRA is added, e.g. "--kda-variant acc=$PWD/.var/acc-benchb")
 #   kda:NAME:DIR:CASES  the same with --no-fla and bundles from DIR (tile variants)
 #   ncu:KERNEL:ARGS  Nsight Compute (clocks left alone) on the first launch of kernels matching
 #                    the regex KERNEL in bench/profile_kda.py ARGS
@@ -40,8 +41,9 @@ for step in "$@"; do
   left=$(( budget - elapsed ))
   echo "== [$elapsed s] $step"
   case "$step" in
-    suite)
-      KDA_SANITIZE=0 timeout "$left" bash test/gpu/run.sh .gpub 2>&1 | tee "$out/suite.log" | tail -25 ;;
+    suite|suite:*)
+      dir=.gpub; [ "$step" != suite ] && dir=${step#suite:}
+      KDA_SANITIZE=0 timeout "$left" bash test/gpu/run.sh "$dir" 2>&1 | tee -a "$out/suite.log" | grep -E "^(FAIL|summary)|policy" ;;
     sanitize)
       timeout "$left" bash -c '
         s=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -56,7 +58,7 @@ for step in "$@"; do
     bench:*)
       IFS=: read -r _ name cases <<<"$step"
       timeout "$left" bash bench/run.sh .benchb .fla --quick --cases "$cases" \
-        --json "$out/$name.json" 2>&1 | tee "$out/$name.log" | grep -vE '^\s*$' | tail -15 ;;
+        --json "$out/$name.json" ${BENCH_EXTRA:-} 2>&1 | tee "$out/$name.log" | grep -vE '^\s*$' | tail -24 ;;
     kda:*)
       IFS=: read -r _ name dir cases <<<"$step"
       timeout "$left" bash bench/run.sh "$dir" .fla --quick --no-fla --cases "$cases" \

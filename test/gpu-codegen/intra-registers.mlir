@@ -3,6 +3,8 @@
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=TILES
 // RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_80 format=none" | FileCheck %s --check-prefix=NOGATE
 // RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=F32
+// RUN: kda-opt %S/Inputs/kimi_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=FASTMATH
+// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=ACCURATE
 
 // The chunk-parallel intra-chunk grid on NVIDIA (kda-gpu-intra-registers),
 // here for Kimi's prologue (l2 norm, beta sigmoid, lower-bound gate with
@@ -43,6 +45,19 @@
 // NOGATE-COUNT-3: nvvm.barrier
 // NOGATE-NOT: nvvm.barrier
 // NOGATE: llvm.return
+
+// 16-bit kernels take the approximate exponential and division (gate
+// activation, decays, sigmoids); fp32 kernels keep libdevice's accurate
+// forms for the 1e-4 bar.
+// FASTMATH-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
+// FASTMATH-NOT: @__nv_expf
+// FASTMATH: llvm.call @__nv_fast_expf
+// FASTMATH: llvm.fdiv {{.*}}fastmath<arcp, afn>
+// FASTMATH: gpu.module @kda_gated_delta_kernel_state_module
+// ACCURATE-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
+// ACCURATE-NOT: @__nv_fast_expf
+// ACCURATE-NOT: afn
+// ACCURATE: gpu.module @kda_gated_delta_kernel_state_module
 
 // fp32 inputs keep fp32 accuracy: three tf32 products per product (3xTF32).
 // F32-LABEL: gpu.module @kda_gated_delta_kernel_intra_module

@@ -6,7 +6,8 @@
 #   sanitize         compute-sanitizer memcheck and racecheck on the suite's --sanitize subset
 #   bench:NAME:CASES bench/run.sh .benchb .fla --quick --cases CASES --json $OUT/NAME.json
 #                    (CASES: bench_kda.py's comma-separated substrings, e.g. "fwd T=8192 H=32";
-#                    $BENCH_EXTRA is added, e.g. "--kda-variant acc=$PWD/.var/acc-benchb")
+#                    $BENCH_EXTRA is added, e.g. "--kda-variant acc=$PWD/.var/acc-benchb";
+#                    BENCH_QUICK= (empty) times with bench_kda.py's full method instead of --quick)
 #   kda:NAME:DIR:CASES  the same with --no-fla and bundles from DIR (tile variants)
 #   ncu:KERNEL:ARGS  Nsight Compute (clocks left alone) on the first launch of kernels matching
 #                    the regex KERNEL in bench/profile_kda.py ARGS
@@ -57,7 +58,7 @@ for step in "$@"; do
         done' 2>&1 | tee "$out/sanitize.log" ;;
     bench:*)
       IFS=: read -r _ name cases <<<"$step"
-      timeout "$left" bash bench/run.sh .benchb .fla --quick --cases "$cases" \
+      timeout "$left" bash bench/run.sh .benchb .fla ${BENCH_QUICK---quick} --cases "$cases" \
         --json "$out/$name.json" ${BENCH_EXTRA:-} 2>&1 | tee "$out/$name.log" | grep -vE '^\s*$' | tail -24 ;;
     kda:*)
       IFS=: read -r _ name dir cases <<<"$step"

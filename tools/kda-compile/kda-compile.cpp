@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/KdaAttrs.h"
 #include "lowering/GpuPipeline.h"
 #include "passes/Passes.h"
 #include "tools/Registration.h"
@@ -26,6 +27,7 @@
 #include "mlir/Support/FileUtilities.h"
 
 #include "llvm-c/Core.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/bit.h"
 #include "llvm/BinaryFormat/ELF.h"
@@ -509,6 +511,7 @@ int main(int argc, char **argv) {
     return pm.run(m);
   };
 
+  OwningOpRef<ModuleOp> unlowered = module->clone();
   OwningOpRef<ModuleOp> ptxModule;
   if (keepPtx)
     ptxModule = module->clone();
@@ -517,6 +520,69 @@ int main(int argc, char **argv) {
   auto launches = (*module)->getAttrOfType<ArrayAttr>("kda.launches");
   if (!launches || launches.empty())
     return fail(inputFile + " holds no kda op to compile");
+
+  // Ops may carry their own #kda.tile (a model description's, a hand-written
+  // module's) chosen for another chip. Where a kernel would need more shared
+  // memory than this chip gives a block, the ops' tiles give way to the
+  // chip's, with a remark naming each op, its tile and what it needed; the
+  // check further down still refuses what does not fit even then.
+  int64_t mostSmem = 0;
+  std::string biggest;
+  for (Attribute a : launches) {
+    auto launch = cast<DictionaryAttr>(a);
+    int64_t smem =
+        cast<IntegerAttr>(launch.get("dynamic_shared_memory")).getInt();
+    if (smem > mostSmem) {
+      mostSmem = smem;
+      biggest = cast<StringAttr>(launch.get("name")).str();
+    }
+  }
+  if (mostSmem > sharedMemoryLimit(chip)) {
+    SmallVector<Operation *> tiled;
+    unlowered->walk([&](Operation *op) {
+      if (isa_and_nonnull<mlir::kda::TileAttr>(op->getAttr("tile")))
+        tiled.push_back(op);
+    });
+    if (!tiled.empty()) {
+      // One remark per distinct tile (a model's layers share theirs).
+      llvm::MapVector<Attribute, SmallVector<Operation *>> byTile;
+      for (Operation *op : tiled)
+        byTile[op->getAttr("tile")].push_back(op);
+      for (auto &[tileAttr, ops] : byTile) {
+        auto t = cast<mlir::kda::TileAttr>(tileAttr);
+        std::string loc;
+        llvm::raw_string_ostream os(loc);
+        ops.front()->getLoc().print(os);
+        llvm::errs() << "kda-compile: remark: " << ops.front()->getName()
+                     << " at " << loc;
+        if (ops.size() > 1)
+          llvm::errs() << " (and " << ops.size() - 1 << " more ops)";
+        llvm::errs() << ": its tile (chunk " << t.getChunk() << ", sub_chunk "
+                     << t.getSubChunk() << ", v_block " << t.getVBlock()
+                     << ") needs " << mostSmem << " bytes of shared memory ("
+                     << biggest << "); " << chip << " gives a block "
+                     << sharedMemoryLimit(chip) << ": compiled with " << chip
+                     << "'s tile (chunk " << target->defaultChunk
+                     << ", sub_chunk "
+                     << std::min<int64_t>(subChunk, target->defaultChunk)
+                     << ", v_block "
+                     << (vBlock > 0 ? static_cast<int64_t>(vBlock)
+                                    : target->defaultVBlock)
+                     << ") instead\n";
+        for (Operation *op : ops)
+          op->removeAttr("tile");
+      }
+      module = unlowered->clone();
+      if (keepPtx)
+        ptxModule = unlowered->clone();
+      if (failed(runPipeline(*module, "bin")))
+        return fail("compilation with the chip's tiles failed (see the errors "
+                    "above)");
+      launches = (*module)->getAttrOfType<ArrayAttr>("kda.launches");
+      if (!launches || launches.empty())
+        return fail(inputFile + " holds no kda op to compile");
+    }
+  }
 
   Staging staging;
   if (std::error_code ec = staging.create(bundleDir))

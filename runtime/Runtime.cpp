@@ -179,6 +179,10 @@ Status bindTensors(const Kernel &kernel, const kda_tensor *tensors,
   }
 
   static const char axes[] = "xyz";
+  // What a launch may ask for on both vendors: CUDA's grid limits (2^31 - 1
+  // blocks in x, 65535 in y and z; HIP's are no smaller). Checked here, so a
+  // too-long sequence is named instead of failing in the driver.
+  static const int64_t maxGrid[3] = {2147483647, 65535, 65535};
   for (int a = 0; a < 3; ++a) {
     const Extent &e = kernel.grid[a];
     // Every grid symbol occurs in some tensor's shape (the manifest checks),
@@ -186,11 +190,13 @@ Status bindTensors(const Kernel &kernel, const kda_tensor *tensors,
     int64_t value = e.isSymbol() ? out.symbols[e.symbolIndex] : e.value;
     if (e.isSymbol() && e.ceilDiv > 1) // value >= 0: no overflow
       value = value / e.ceilDiv + (value % e.ceilDiv != 0);
-    if (value > static_cast<int64_t>(UINT32_MAX))
+    if (value > maxGrid[a])
       return Status(KDA_ERROR_BAD_TENSOR,
                     std::string("grid ") + axes[a] + " is " + e.str() + " = " +
-                        std::to_string(value) +
-                        ", which does not fit in 32 bits");
+                        std::to_string(value) + " blocks; a launch takes at "
+                        "most " + std::to_string(maxGrid[a]) + " in " +
+                        axes[a] + " (split the call: fewer tokens per "
+                        "sequence, sequences or heads)");
     out.grid[a] = static_cast<unsigned>(value);
   }
   return Status::ok();

@@ -2292,6 +2292,34 @@ TEST_F(Fake, CeilDivGrid) {
   }
   kda_bundle_free(bundle);
 
+  // Grids past the hardware's limits are named before any driver call: a
+  // sequence of 2^20 tokens in chunks of 16 is 65536 programs, one more than
+  // y holds.
+  {
+    BundleDir big(replaced(nvidiaManifest(), "\"grid\": [\"N\", 1, 1]",
+                           "\"grid\": [1, {\"symbol\": \"N\", \"ceil_div\": 16}, 1]"));
+    ASSERT_EQ(load(big, &bundle), KDA_OK) << kda_last_error();
+    const int launchesBefore = state().launches;
+    for (int64_t n : {int64_t(65535) * 16, int64_t(65536) * 16}) {
+      Tensor x(KDA_F32, {n});
+      onDevice(x);
+      kda_tensor xv = x.view();
+      kda_status s = kda_launch(bundle, "kda_small", &xv, 1, nullptr);
+      if (n == int64_t(65535) * 16) {
+        EXPECT_EQ(s, KDA_OK) << kda_last_error();
+      } else {
+        EXPECT_EQ(s, KDA_ERROR_BAD_TENSOR);
+        EXPECT_NE(std::string(kda_last_error()).find(
+                      "grid y is ceil(N / 16) = 65536 blocks; a launch takes at "
+                      "most 65535 in y"),
+                  std::string::npos)
+            << kda_last_error();
+      }
+    }
+    EXPECT_EQ(state().launches, launchesBefore + 1);
+    kda_bundle_free(bundle);
+  }
+
   for (auto [extent, message] :
        {std::pair<std::string, std::string>{
             "{\"symbol\": \"N\", \"ceil_div\": 0}",

@@ -86,11 +86,22 @@ struct KdaOutlineKernelsPass
         mapping.map(op->getOperands(),
                     entry->getArguments().take_front(op->getNumOperands()));
         Operation *clone = b.clone(*op, mapping);
+        // One argument per operand, also where the op reads one value twice
+        // (q and k the same tensor): the mapping above keeps only the last.
+        clone->setOperands(
+            entry->getArguments().take_front(op->getNumOperands()));
         func::ReturnOp::create(b, op->getLoc(), clone->getResults());
         if (destinationStyle) {
-          SmallVector<Value> described(op->getOperands());
-          described.append(destinations);
-          kernel->setAttr("kda.abi", describeArguments(b, names, described));
+          // Named from the kernel's own op, whose operands are distinct
+          // arguments: an op that reads one value twice (q and k the same
+          // tensor) still gets one name per argument ("q", "k"), which the
+          // GPU lowerings look arguments up by.
+          DimensionNames kernelNames = nameDimensions(clone);
+          SmallVector<Value> described(clone->getOperands());
+          if (!destinations.empty())
+            described.append(clone->result_begin(), clone->result_end());
+          kernel->setAttr("kda.abi",
+                          describeArguments(b, kernelNames, described));
           // The op's own tiles, for the bundle manifest.
           if (Attribute tile = op->getAttr("tile"))
             kernel->setAttr("kda.tile", tile);

@@ -40,7 +40,11 @@ state read and written once + q, k, v, g, beta, o (as BENCH.md's decode floor).
     python3 bench/bench_kda.py --list                # case names
 Options: --cases SUBSTR[,SUBSTR] (substring filter), --quick, --reps, --warmup,
 --passes, --json PATH, --no-fla, --no-kda, --chunk (kda chunk size),
---strict (skip timing a case whose check fails).
+--strict (skip timing a case whose check fails), --kda-variant NAME=DIR (also time kda
+with another bundle build, e.g. another compiler's, in the same process and passes; its
+rows are "kda@NAME" in the JSON). Each fwd row records ``kda_tile``: the tile kda's bundle
+was built with (None: the compiled default; kda.tune.shape_policy_tile or a tuning database
+chose otherwise).
 """
 
 from __future__ import annotations

@@ -727,10 +727,13 @@ struct IntraRegistersPass
     func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
     // Four blocks per SM (65536 registers): the program is a chain of
     // short phases, and more resident blocks hide their latencies. At
-    // K = V = 128 ptxas fits it in 128 registers without spills (156
-    // unbounded; bundle.test checks for spills).
+    // K = V = 128 ptxas fits a 16-bit kernel in 128 registers without
+    // spills (156 unbounded); fp32 kernels (3xTF32 products) spilled there
+    // (4 bytes, the varlen form) and get three blocks per SM, registers
+    // rounded down to ptxas's granule of 8 (bundle.test checks for spills).
+    const int64_t blocksPerSM = precise ? 3 : 4;
     func->setAttr(kda::kMaxRegistersAttr,
-                  b.getI32IntegerAttr(65536 / (threads * 4)));
+                  b.getI32IntegerAttr(65536 / (threads * blocksPerSM) / 8 * 8));
     // Inputs read as 16-byte vectors need 16-byte aligned pointers (the
     // runtime checks what the manifest states).
     SmallVector<Attribute> entries;

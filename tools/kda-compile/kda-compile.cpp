@@ -15,6 +15,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "dialect/KdaAttrs.h"
+#include "dialect/KdaOps.h"
 #include "lowering/GpuPipeline.h"
 #include "passes/Passes.h"
 #include "tools/Registration.h"
@@ -491,6 +492,36 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return fail("cannot parse " + inputFile);
+
+  // --v-block applies to the ops whose V it divides and that have no
+  // v_block of their own; one it cannot apply to anywhere would be ignored
+  // while the manifest recorded it.
+  if (vBlock > 0) {
+    std::string unusable;
+    bool applies = false;
+    module->walk([&](Operation *op) {
+      Value v;
+      if (auto g = dyn_cast<mlir::kda::GatedDeltaOp>(op))
+        v = g.getV();
+      else if (auto d = dyn_cast<mlir::kda::DecodeStepOp>(op))
+        v = d.getV();
+      else
+        return;
+      if (auto t = dyn_cast_or_null<mlir::kda::TileAttr>(op->getAttr("tile")))
+        if (t.getVBlock() > 0)
+          return;
+      int64_t vd = cast<ShapedType>(v.getType()).getShape().back();
+      if (vd % vBlock == 0)
+        applies = true;
+      else if (unusable.empty())
+        unusable = op->getName().getStringRef().str() + " with V = " +
+                   std::to_string(vd);
+    });
+    if (!applies && !unusable.empty())
+      return fail("--v-block=" + std::to_string(vBlock) +
+                  " divides the V of no op (" + unusable +
+                  "): expected a divisor of V");
+  }
 
   auto runPipeline = [&](ModuleOp m, StringRef format) {
     PassManager pm(&context);

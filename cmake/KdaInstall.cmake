@@ -28,9 +28,10 @@ foreach(dir dialect passes lowering)
   install(DIRECTORY ${PROJECT_BINARY_DIR}/${dir}/
     DESTINATION ${KDA_INSTALL_INCLUDE_DIR}/${dir}
     FILES_MATCHING PATTERN "*.h.inc"
-    PATTERN "CMakeFiles" EXCLUDE
-    PATTERN "capi" EXCLUDE)
+    PATTERN "CMakeFiles" EXCLUDE)
 endforeach()
+install(FILES ${PROJECT_SOURCE_DIR}/tools/capi/CAPI.h
+  DESTINATION ${KDA_INSTALL_INCLUDE_DIR}/tools/capi)
 
 # LLVM's helpers give installed binaries only $ORIGIN/../lib as RPATH;
 # libMLIR.so and libLLVM.so live in the LLVM install's library directory.

@@ -23,7 +23,7 @@ echo "== install into $prefix"
 for f in lib/cmake/kda/KdaConfig.cmake lib/cmake/kda/KdaTargets.cmake \
          include/kda/dialect/KdaOps.h include/kda/dialect/KdaOps.h.inc \
          include/kda/passes/Passes.h.inc include/kda/lowering/CpuPipeline.h \
-         include/kda/dialect/capi/CAPI.h lib/libKdaCAPI.so lib/KdaPlugin.so \
+         include/kda/tools/capi/CAPI.h lib/libKdaCAPI.so lib/KdaPlugin.so \
          bin/kda-opt bin/kda-run; do
   [ -e "$prefix/$f" ] || { echo "test-install: missing $prefix/$f" >&2; exit 1; }
 done

@@ -5,7 +5,7 @@
  *
  *===----------------------------------------------------------------------===*/
 
-#include "dialect/capi/CAPI.h"
+#include "tools/capi/CAPI.h"
 
 #include "mlir-c/Dialect/Func.h"
 #include "mlir-c/IR.h"

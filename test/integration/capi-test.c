@@ -8,7 +8,7 @@
  *
  *===----------------------------------------------------------------------===*/
 
-#include "dialect/capi/CAPI.h"
+#include "tools/capi/CAPI.h"
 
 #include "mlir-c/Dialect/Func.h"
 #include "mlir-c/Diagnostics.h"

@@ -1,6 +1,6 @@
 //===- CAPI.cpp - C API of the kda dialect and passes ---------------------===//
 
-#include "dialect/capi/CAPI.h"
+#include "tools/capi/CAPI.h"
 
 #include "dialect/KdaDialect.h"
 #include "lowering/CpuPipeline.h"

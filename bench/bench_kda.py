@@ -544,16 +544,15 @@ class _bundles_of:
     def __enter__(self):
         if self.dir is None:
             return self
-        self.saved = (os.environ.get("KDA_BUNDLE_PATH"), kops._resolved, kops._tiles_used)
-        resolved, tiles = _variant_caches.setdefault(self.name, ({}, {}))
+        self.saved = (os.environ.get("KDA_BUNDLE_PATH"), kops._resolved)
         os.environ["KDA_BUNDLE_PATH"] = self.dir
-        kops._resolved, kops._tiles_used = resolved, tiles
+        kops._resolved = _variant_caches.setdefault(self.name, {})
         return self
 
     def __exit__(self, *exc):
         if self.dir is None:
             return False
-        path, kops._resolved, kops._tiles_used = self.saved
+        path, kops._resolved = self.saved
         if path is None:
             os.environ.pop("KDA_BUNDLE_PATH", None)
         else:

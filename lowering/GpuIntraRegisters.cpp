@@ -206,9 +206,7 @@ struct IntraProgram {
                              int64_t width, Value keep) {
     Type elem = cast<MemRefType>(mem.getType()).getElementType();
     int64_t bytes = elem.getIntOrFloatBitWidth() / 8;
-    int64_t vec = 1;
-    while (vec * 2 <= width && width % (vec * 2) == 0 && vec * 2 * bytes <= 16)
-      vec *= 2;
+    int64_t vec = kda::rowVectorWidth(elem, width);
     SmallVector<Value> out;
     for (int64_t i = 0; i < width; i += vec) {
       SmallVector<Value> indices(prefix.begin(), prefix.end());
@@ -238,9 +236,7 @@ struct IntraProgram {
     Type type = cast<MemRefType>(mem.getType()).getElementType();
     int64_t bytes = type.getIntOrFloatBitWidth() / 8;
     int64_t width = values.size();
-    int64_t vec = 16 / bytes;
-    while (width % vec != 0)
-      vec /= 2;
+    int64_t vec = kda::rowVectorWidth(type, width);
     SmallVector<Value> converted;
     for (Value v : values)
       converted.push_back(type.isF32() ? v

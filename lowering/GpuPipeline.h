@@ -62,6 +62,9 @@ std::optional<unsigned> abiArgumentIndex(ArrayAttr abi, llvm::StringRef name);
 /// Whether a kernel with these argument types keeps fp32 accuracy in its
 /// products (no 16-bit float argument: 3xTF32 on NVIDIA, no bf16 WMMA).
 bool keepsFp32Accuracy(TypeRange argumentTypes);
+/// Elements of `elementType` per vector access of a row of `count` of them:
+/// the most that fit in 16 bytes and divide `count` (4 f32, 8 bf16).
+int64_t rowVectorWidth(Type elementType, int64_t count);
 /// Lowers the state grid of a chunk-parallel schedule (kda.state_pass) to a
 /// kernel that keeps the state in registers (NVIDIA mma.sync).
 std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads,
@@ -120,8 +123,9 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       *this, "state-prefetch",
       llvm::cl::desc("NVIDIA: the register state kernel issues the next "
                      "chunk's loads before this chunk's products (false: "
-                     "128 registers, 4 blocks per SM instead of 2; slower on "
-                     "the H200 except where blocks come in many waves)"),
+                     "fewer registers, 108 instead of 205 at K = V = 128, 4 "
+                     "blocks per SM instead of 2; python/kda/tune.py's shape "
+                     "policy says where that pays on the H200)"),
       llvm::cl::init(true)};
   PassOptions::Option<int64_t> stateMaxRegisters{
       *this, "state-max-registers",

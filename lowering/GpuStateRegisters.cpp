@@ -125,9 +125,7 @@ SmallVector<Value> loadWorkspaceRow(ImplicitLocOpBuilder &b, Value flat,
                                     Value at, int64_t width) {
   Type elementType = cast<MemRefType>(flat.getType()).getElementType();
   int64_t bytes = elementType.getIntOrFloatBitWidth() / 8;
-  int64_t vec = 16 / bytes;
-  while (width % vec != 0)
-    vec /= 2;
+  int64_t vec = kda::rowVectorWidth(elementType, width);
   SmallVector<Value> out;
   for (int64_t c = 0; c < width; c += vec) {
     Value a = c == 0 ? at
@@ -252,8 +250,8 @@ struct StateProgram {
         arith::ConstantOp::create(b, b.getI32IntegerAttr(widthOf(i))));
     return arith::IndexCastUIOp::create(b, b.getIndexType(), off);
   }
-  /// `width` consecutive f32 of workspace i from element `at`, with vector
-  /// loads of up to 4.
+  /// `width` consecutive elements of workspace i from element `at`, as f32
+  /// (loadWorkspaceRow), rows past a partial chunk's end zero where `keep`.
   SmallVector<Value> loadFlat(int i, Value at, int64_t width, Value keep) {
     SmallVector<Value> out = loadWorkspaceRow(b, flat[i], at, width);
     if (keep)

@@ -127,6 +127,13 @@ bool mlir::kda::keepsFp32Accuracy(TypeRange argumentTypes) {
   });
 }
 
+int64_t mlir::kda::rowVectorWidth(Type elementType, int64_t count) {
+  int64_t vec = 16 / (elementType.getIntOrFloatBitWidth() / 8);
+  while (count % vec != 0)
+    vec /= 2;
+  return vec;
+}
+
 Value mlir::kda::emitMmaSyncTf32(OpBuilder &b, Location loc, ValueRange a,
                                  ValueRange bv, Value acc, bool precise) {
   Type f32 = b.getF32Type();

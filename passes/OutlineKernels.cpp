@@ -82,12 +82,10 @@ struct KdaOutlineKernelsPass
         symbols.insert(kernel); // uniques the name
         Block *entry = kernel.addEntryBlock();
         b.setInsertionPointToStart(entry);
-        IRMapping mapping;
-        mapping.map(op->getOperands(),
-                    entry->getArguments().take_front(op->getNumOperands()));
-        Operation *clone = b.clone(*op, mapping);
         // One argument per operand, also where the op reads one value twice
-        // (q and k the same tensor): the mapping above keeps only the last.
+        // (q and k the same tensor), which a value-to-value mapping would
+        // merge (the ops have no regions: operands are all there is to map).
+        Operation *clone = b.clone(*op);
         clone->setOperands(
             entry->getArguments().take_front(op->getNumOperands()));
         func::ReturnOp::create(b, op->getLoc(), clone->getResults());

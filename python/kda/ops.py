@@ -354,8 +354,9 @@ def _multiprocessors(device) -> int:
     return n
 
 
-_resolved: Dict[Tuple[str, str], Tuple[Any, str]] = {}
-_tiles_used: Dict[str, Dict[str, int]] = {}  # bundle path -> the tuned tile it was built with
+# (configuration, chip, tile) -> (bundle, kernel name, the tile its bundle
+# was built with: None for the default, also where a tuned tile fell back).
+_resolved: Dict[Tuple[str, str, str], Tuple[Any, str, Optional[Dict[str, int]]]] = {}
 _resolved_lock = threading.Lock()
 
 
@@ -388,10 +389,8 @@ def _bundle_for(cfg: Dict[str, Any], chip: str, tile: Optional[Dict[str, int]] =
         if len(names) != 1:
             raise KdaError("KDA_ERROR_CORRUPT_BUNDLE",
                            f"{path}: expected one {prefix} kernel, found {list(bundle.kernels)}", "kda.ops")
-        hit = (bundle, names[0])
+        hit = (bundle, names[0], used_tile)
         _resolved[key] = hit
-        if used_tile is not None:
-            _tiles_used[bundle.path] = used_tile
         return hit
 
 
@@ -402,10 +401,10 @@ last_launch = threading.local()
 
 
 def _launch(cfg, chip, named: Dict[str, Any], tile: Optional[Dict[str, int]] = None):
-    bundle, kernel = _bundle_for(cfg, chip, tile)
+    bundle, kernel, used_tile = _bundle_for(cfg, chip, tile)
     last_launch.bundle = bundle.path
     last_launch.requested_tile = tile
-    last_launch.bundle_tile = _tiles_used.get(bundle.path)
+    last_launch.bundle_tile = used_tile
     params = bundle.tensor_params(kernel)
     missing = [p["name"] for p in params if p["name"] not in named or named[p["name"]] is None]
     if missing:

@@ -315,9 +315,9 @@ class TuningDB:
 # chip holds, and bigger V blocks where the programs would otherwise come in
 # several waves. Measured on the H200 (bench/RESULTS.md, 2026-12-01), K = V =
 # 128, 16-bit inputs, C = 16, 128 threads; resident blocks per SM from the
-# state kernel's registers (ptxas): V blocks of 16 with prefetch 2 (202
-# registers), V blocks of 32 with prefetch 2 (238), V blocks of 32 without
-# prefetch 3 (138). Per (sequence, head) "units" of work on S
+# state kernel's registers (ptxas): V blocks of 16 with prefetch 2 (205
+# registers), V blocks of 32 with prefetch 2 (240), V blocks of 32 without
+# prefetch 3 (140). Per (sequence, head) "units" of work on S
 # multiprocessors:
 #   units x 8 <= 2 S  -> V blocks of 16 (one wave, the shortest step)
 #   units x 4 <= 2 S  -> V blocks of 32

@@ -542,6 +542,14 @@ int main(int argc, char **argv) {
     return pm.run(m);
   };
 
+  // The tile of ops without their own #kda.tile: the command line's, else
+  // the chip's defaults (what the pipeline options resolve to).
+  const int64_t flagChunk =
+      chunk > 0 ? static_cast<int64_t>(chunk) : target->defaultChunk;
+  const int64_t flagSubChunk = std::min<int64_t>(subChunk, flagChunk);
+  const int64_t flagVBlock =
+      vBlock > 0 ? static_cast<int64_t>(vBlock) : target->defaultVBlock;
+
   OwningOpRef<ModuleOp> unlowered = module->clone();
   OwningOpRef<ModuleOp> ptxModule;
   if (keepPtx)
@@ -592,14 +600,10 @@ int main(int argc, char **argv) {
                      << t.getSubChunk() << ", v_block " << t.getVBlock()
                      << ") needs " << mostSmem << " bytes of shared memory ("
                      << biggest << "); " << chip << " gives a block "
-                     << sharedMemoryLimit(chip) << ": compiled with " << chip
-                     << "'s tile (chunk " << target->defaultChunk
-                     << ", sub_chunk "
-                     << std::min<int64_t>(subChunk, target->defaultChunk)
-                     << ", v_block "
-                     << (vBlock > 0 ? static_cast<int64_t>(vBlock)
-                                    : target->defaultVBlock)
-                     << ") instead\n";
+                     << sharedMemoryLimit(chip) << ": compiled with the tile "
+                     << "of ops without one (chunk " << flagChunk
+                     << ", sub_chunk " << flagSubChunk << ", v_block "
+                     << flagVBlock << ") instead\n";
         for (Operation *op : ops)
           op->removeAttr("tile");
       }
@@ -607,7 +611,7 @@ int main(int argc, char **argv) {
       if (keepPtx)
         ptxModule = unlowered->clone();
       if (failed(runPipeline(*module, "bin")))
-        return fail("compilation with the chip's tiles failed (see the errors "
+        return fail("compilation without the ops' tiles failed (see the errors "
                     "above)");
       launches = (*module)->getAttrOfType<ArrayAttr>("kda.launches");
       if (!launches || launches.empty())
@@ -692,11 +696,9 @@ int main(int argc, char **argv) {
     // The tiles the kernel was built with: the op's #kda.tile where it has
     // one (a v_block of 0 there means the default), else the defaults.
     llvm::json::Object tile;
-    int64_t c = chunk > 0 ? static_cast<int64_t>(chunk) : target->defaultChunk;
-    tile["chunk"] = c;
-    tile["sub_chunk"] = std::min<int64_t>(subChunk, c);
-    tile["v_block"] =
-        vBlock > 0 ? static_cast<int64_t>(vBlock) : target->defaultVBlock;
+    tile["chunk"] = flagChunk;
+    tile["sub_chunk"] = flagSubChunk;
+    tile["v_block"] = flagVBlock;
     if (auto t = launch.get("tile")) {
       llvm::json::Value opTile = toJson(t);
       for (auto &[key, value] : *opTile.getAsObject())

@@ -204,24 +204,8 @@ struct IntraProgram {
   /// the widest vector loads up to 16 bytes; zeros where `keep` is false.
   SmallVector<Value> loadRow(Value mem, ValueRange prefix, Value col,
                              int64_t width, Value keep) {
-    Type elem = cast<MemRefType>(mem.getType()).getElementType();
-    int64_t bytes = elem.getIntOrFloatBitWidth() / 8;
-    int64_t vec = kda::rowVectorWidth(elem, width);
-    SmallVector<Value> out;
-    for (int64_t i = 0; i < width; i += vec) {
-      SmallVector<Value> indices(prefix.begin(), prefix.end());
-      indices.push_back(add(col, i));
-      if (vec == 1) {
-        out.push_back(toF32(memref::LoadOp::create(b, mem, indices)));
-        continue;
-      }
-      Value x = vector::LoadOp::create(b, VectorType::get({vec}, elem), mem,
-                                       indices, /*nontemporal=*/false,
-                                       llvm::MaybeAlign(vec * bytes));
-      for (int64_t e = 0; e < vec; ++e)
-        out.push_back(
-            toF32(vector::ExtractOp::create(b, x, ArrayRef<int64_t>{e})));
-    }
+    SmallVector<Value> out =
+        kda::loadRowAsF32(b, b.getLoc(), mem, prefix, col, width);
     if (keep)
       for (Value &x : out)
         x = select(keep, x, f32(0.0));
@@ -233,26 +217,7 @@ struct IntraProgram {
   /// time where the count allows (`col` is a multiple of the vector).
   void storeRow(Value mem, ValueRange prefix, Value col,
                 ArrayRef<Value> values) {
-    Type type = cast<MemRefType>(mem.getType()).getElementType();
-    int64_t bytes = type.getIntOrFloatBitWidth() / 8;
-    int64_t width = values.size();
-    int64_t vec = kda::rowVectorWidth(type, width);
-    SmallVector<Value> converted;
-    for (Value v : values)
-      converted.push_back(type.isF32() ? v
-                                       : arith::TruncFOp::create(b, type, v));
-    for (int64_t i = 0; i < width; i += vec) {
-      SmallVector<Value> indices(prefix.begin(), prefix.end());
-      indices.push_back(add(col, i));
-      if (vec == 1) {
-        memref::StoreOp::create(b, converted[i], mem, indices);
-        continue;
-      }
-      Value x = vector::FromElementsOp::create(
-          b, VectorType::get({vec}, type), ArrayRef(converted).slice(i, vec));
-      vector::StoreOp::create(b, x, mem, indices, /*nontemporal=*/false,
-                              llvm::MaybeAlign(vec * bytes));
-    }
+    kda::storeRowFromF32(b, b.getLoc(), mem, prefix, col, values);
   }
 
   void emit(ArrayRef<Value> ivs) {

@@ -65,6 +65,14 @@ bool keepsFp32Accuracy(TypeRange argumentTypes);
 /// Elements of `elementType` per vector access of a row of `count` of them:
 /// the most that fit in 16 bytes and divide `count` (4 f32, 8 bf16).
 int64_t rowVectorWidth(Type elementType, int64_t count);
+/// `width` consecutive elements of `mem` at (prefix..., col + i), as f32,
+/// read rowVectorWidth at a time (`col` a multiple of it).
+SmallVector<Value> loadRowAsF32(OpBuilder &b, Location loc, Value mem,
+                                ValueRange prefix, Value col, int64_t width);
+/// Stores f32 `values` at (prefix..., col + i), converted to mem's element
+/// type, rowVectorWidth at a time (`col` a multiple of it).
+void storeRowFromF32(OpBuilder &b, Location loc, Value mem, ValueRange prefix,
+                     Value col, ArrayRef<Value> values);
 /// Lowers the state grid of a chunk-parallel schedule (kda.state_pass) to a
 /// kernel that keeps the state in registers (NVIDIA mma.sync).
 std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads,

@@ -123,29 +123,7 @@ Value loadWorkspaceElement(ImplicitLocOpBuilder &b, Value flat, Value at) {
 /// vector loads of at most 16 bytes that divide `width`: 4 f32 or 8 bf16.
 SmallVector<Value> loadWorkspaceRow(ImplicitLocOpBuilder &b, Value flat,
                                     Value at, int64_t width) {
-  Type elementType = cast<MemRefType>(flat.getType()).getElementType();
-  int64_t bytes = elementType.getIntOrFloatBitWidth() / 8;
-  int64_t vec = kda::rowVectorWidth(elementType, width);
-  SmallVector<Value> out;
-  for (int64_t c = 0; c < width; c += vec) {
-    Value a = c == 0 ? at
-                     : arith::AddIOp::create(
-                           b, at, arith::ConstantIndexOp::create(b, c));
-    if (vec == 1) {
-      out.push_back(loadWorkspaceElement(b, flat, a));
-      continue;
-    }
-    Value v = vector::LoadOp::create(
-        b, VectorType::get({vec}, elementType), flat, ValueRange{a},
-        /*nontemporal=*/false, llvm::MaybeAlign(bytes * vec));
-    for (int64_t e = 0; e < vec; ++e) {
-      Value x = vector::ExtractOp::create(b, v, ArrayRef<int64_t>{e});
-      out.push_back(elementType.isF32()
-                        ? x
-                        : arith::ExtFOp::create(b, b.getF32Type(), x));
-    }
-  }
-  return out;
+  return kda::loadRowAsF32(b, b.getLoc(), flat, ValueRange{}, at, width);
 }
 
 /// Emits one program of the state pass. Sizes: C (chunk), K, VB (V block),

@@ -134,6 +134,70 @@ int64_t mlir::kda::rowVectorWidth(Type elementType, int64_t count) {
   return vec;
 }
 
+/// (prefix..., col + i); col itself for i = 0.
+static SmallVector<Value> rowIndices(OpBuilder &b, Location loc,
+                                     ValueRange prefix, Value col, int64_t i) {
+  SmallVector<Value> indices(prefix.begin(), prefix.end());
+  indices.push_back(
+      i == 0 ? col
+             : arith::AddIOp::create(b, loc, col,
+                                     arith::ConstantIndexOp::create(b, loc, i))
+                   .getResult());
+  return indices;
+}
+
+SmallVector<Value> mlir::kda::loadRowAsF32(OpBuilder &b, Location loc,
+                                           Value mem, ValueRange prefix,
+                                           Value col, int64_t width) {
+  Type elem = cast<MemRefType>(mem.getType()).getElementType();
+  int64_t bytes = elem.getIntOrFloatBitWidth() / 8;
+  int64_t vec = rowVectorWidth(elem, width);
+  auto toF32 = [&](Value x) -> Value {
+    return elem.isF32() ? x : arith::ExtFOp::create(b, loc, b.getF32Type(), x);
+  };
+  SmallVector<Value> out;
+  for (int64_t i = 0; i < width; i += vec) {
+    SmallVector<Value> indices = rowIndices(b, loc, prefix, col, i);
+    if (vec == 1) {
+      out.push_back(toF32(memref::LoadOp::create(b, loc, mem, indices)));
+      continue;
+    }
+    Value x = vector::LoadOp::create(b, loc, VectorType::get({vec}, elem), mem,
+                                     indices, /*nontemporal=*/false,
+                                     llvm::MaybeAlign(vec * bytes));
+    for (int64_t e = 0; e < vec; ++e)
+      out.push_back(
+          toF32(vector::ExtractOp::create(b, loc, x, ArrayRef<int64_t>{e})));
+  }
+  return out;
+}
+
+void mlir::kda::storeRowFromF32(OpBuilder &b, Location loc, Value mem,
+                                ValueRange prefix, Value col,
+                                ArrayRef<Value> values) {
+  Type type = cast<MemRefType>(mem.getType()).getElementType();
+  int64_t bytes = type.getIntOrFloatBitWidth() / 8;
+  int64_t width = values.size();
+  int64_t vec = rowVectorWidth(type, width);
+  SmallVector<Value> converted;
+  for (Value v : values)
+    converted.push_back(type.isF32()
+                            ? v
+                            : arith::TruncFOp::create(b, loc, type, v)
+                                  .getResult());
+  for (int64_t i = 0; i < width; i += vec) {
+    SmallVector<Value> indices = rowIndices(b, loc, prefix, col, i);
+    if (vec == 1) {
+      memref::StoreOp::create(b, loc, converted[i], mem, indices);
+      continue;
+    }
+    Value x = vector::FromElementsOp::create(
+        b, loc, VectorType::get({vec}, type), ArrayRef(converted).slice(i, vec));
+    vector::StoreOp::create(b, loc, x, mem, indices, /*nontemporal=*/false,
+                            llvm::MaybeAlign(vec * bytes));
+  }
+}
+
 Value mlir::kda::emitMmaSyncTf32(OpBuilder &b, Location loc, ValueRange a,
                                  ValueRange bv, Value acc, bool precise) {
   Type f32 = b.getF32Type();

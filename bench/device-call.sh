@@ -11,6 +11,8 @@
 #   kda:NAME:DIR:CASES  the same with --no-fla and bundles from DIR (tile variants)
 #   ncu:KERNEL:ARGS  Nsight Compute (clocks left alone) on the first launch of kernels matching
 #                    the regex KERNEL in bench/profile_kda.py ARGS
+#   py:SCRIPT        python3 SCRIPT with the package, the runtime and .benchb's bundles
+#                    (host-side measurements, one-off experiments)
 #   profile:ARGS     bench/profile_kda.py --torch-profile ARGS (per-kernel times), e.g.
 #                    "profile:--T 8192 --H 32" or "profile:--seqlens 1300,547 --H 64"
 # Carry .gpub, .benchb, .fla and, when it exists, .triton-cache.tgz: Triton's
@@ -64,6 +66,12 @@ for step in "$@"; do
       IFS=: read -r _ name dir cases <<<"$step"
       timeout "$left" bash bench/run.sh "$dir" .fla --quick --no-fla --cases "$cases" \
         --json "$out/$name.json" 2>&1 | tee "$out/$name.log" | grep -vE '^\s*$' | tail -12 ;;
+    py:*)
+      script=${step#py:}
+      timeout "$left" bash -c "
+        work=\$(mktemp -d); CXX=g++ runtime/gpu/build-runtime.sh \"\$work\" >/dev/null
+        KDA_RUNTIME_LIBRARY=\$work/libkda_runtime.so KDA_BUNDLE_PATH=\$PWD/.benchb KDA_NO_COMPILE=1 \
+        PYTHONPATH=\$PWD/python:\$PWD/.fla python3 $script" 2>&1 | tee -a "$out/py.log" | tail -45 ;;
     profile:*)
       args=${step#profile:}
       timeout "$left" bash -c "

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""One kda.chunk_kda call (BENCH.md's configuration, bf16, K = V = 128) for a
-profiler to look at:
+"""One kda.chunk_kda call (BENCH.md's configuration, bf16, K = V = 128), or with
+--decode N one decode step of N sequences on a pool of 2N fp32 V-major slots
+(bench_kda.py's decode case), for a profiler to look at:
 
     ncu --clock-control none -k regex:kda_ --launch-count 1 --set full \\
         -o prof python3 bench/profile_kda.py --T 2048 --H 32
@@ -18,11 +19,33 @@ p.add_argument("--B", type=int, default=1, help="batch (sequences of T tokens ea
 p.add_argument("--seqlens", default="",
                help="comma-separated sequence lengths: one packed varlen batch (cu_seqlens); "
                     "T is their sum")
+p.add_argument("--decode", type=int, default=0,
+               help="N: one decode step of N sequences (pool of 2N slots) instead of chunk_kda")
 p.add_argument("--torch-profile", action="store_true",
                help="time 10 calls under torch.profiler and print the GPU time "
                     "of each kernel (an entry's launches one by one)")
 a = p.parse_args()
 dev = "cuda"
+if a.decode:
+    N, H, K = a.decode, a.H, 128
+    x = {n: torch.randn(N, 1, H, K, device=dev, dtype=torch.bfloat16) for n in ("q", "k", "v", "g")}
+    beta = torch.randn(N, 1, H, device=dev, dtype=torch.bfloat16)
+    A_log = torch.rand(H, device=dev) * math.log(16)
+    dt_bias = torch.randn(H * K, device=dev)
+    pool = torch.randn(2 * N, H, K, K, device=dev) * 0.5
+    idx = torch.randperm(2 * N, device=dev)[:N].to(torch.int32)
+    step = lambda: kda.fused_recurrent_kda(x["q"], x["k"], x["v"], x["g"], beta, A_log, dt_bias,
+                                           initial_state=pool, use_qk_l2norm_in_kernel=True,
+                                           use_gate_in_kernel=True, lower_bound=-5.0,
+                                           use_beta_sigmoid_in_kernel=True, state_v_first=True,
+                                           ssm_state_indices=idx)
+    with torch.no_grad():
+        o, _ = step()
+        for _ in range(3):
+            step()
+    torch.cuda.synchronize()
+    print("ok", o.shape, torch.isfinite(o).all().item())
+    raise SystemExit(0)
 B, T, H, K = a.B, a.T, a.H, 128
 cu = None
 if a.seqlens:

@@ -113,6 +113,10 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   pm.addPass(createCSEPass());
   pm.addPass(createGridPreservingCanonicalizer());
 
+  // Decode steps stream each state once, in registers (GpuDecodeRegisters.cpp).
+  if (options.decodeRegisters)
+    pm.nest<func::FuncOp>().addPass(
+        createGpuDecodeRegistersPass(target.warpSize));
   // NVIDIA: the state pass of a chunk-parallel schedule keeps the state in
   // tensor-core accumulators (a kernel of its own, GpuStateRegisters.cpp).
   if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
@@ -220,6 +224,7 @@ void mlir::kda::registerGpuPipelines() {
   registerGpuTileMatmulsPass();
   registerGpuStateRegistersPass();
   registerGpuIntraRegistersPass();
+  registerGpuDecodeRegistersPass();
   registerGpuOutlineElementwisePass();
   registerForVendor<GpuTarget::Vendor::Nvidia>(
       "kda-lower-to-nvvm",

@@ -80,6 +80,10 @@ std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads,
                                                   bool prefetch = true,
                                                   int64_t maxRegisters = 0);
 void registerGpuStateRegistersPass();
+/// Lowers a decode step (kda.decode_pass) to a kernel that streams each
+/// state once through registers, reductions by warp shuffles (any vendor).
+std::unique_ptr<Pass> createGpuDecodeRegistersPass(int64_t warpSize);
+void registerGpuDecodeRegistersPass();
 /// Lowers the intra-chunk grid of a chunk-parallel schedule (kda.intra_pass)
 /// to a kernel with its tiles in registers (NVIDIA mma.sync).
 std::unique_ptr<Pass> createGpuIntraRegistersPass(int64_t threads);
@@ -146,6 +150,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
                      "value rows holding all of K (no barriers) instead of K "
                      "split over the block's warps"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> decodeRegisters{
+      *this, "decode-registers",
+      llvm::cl::desc("Decode steps as one pass over each state in registers "
+                     "(warp shuffles, no shared memory; false: the tile "
+                     "lowering of the chunk step at C = 1)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> intraRegisters{
       *this, "intra-registers",
       llvm::cl::desc("NVIDIA: the chunk-parallel intra-chunk grid with its "

@@ -779,6 +779,33 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
           scf::YieldOp::create(b1, heads.getResults());
         });
     outer->setAttr(kProgramLoopAttr, b.getUnitAttr());
+    // What the programs compute, for a target's own decode kernel
+    // (GpuDecodeRegisters.cpp); the loop nest above stays the definition.
+    if (auto f = outer->getParentOfType<func::FuncOp>()) {
+      StringRef gateKind = !op.getGate() ? "none"
+                           : channelGate ? "channel"
+                                         : "head";
+      f->setAttr(
+          kDecodePassAttr,
+          b.getDictionaryAttr(
+              {b.getNamedAttr("key_dim", b.getI64IntegerAttr(kd)),
+               b.getNamedAttr("value_dim", b.getI64IntegerAttr(vd)),
+               b.getNamedAttr("v_major", b.getBoolAttr(vMajor)),
+               b.getNamedAttr("delta", b.getBoolAttr(config.update ==
+                                                     UpdateRule::delta)),
+               b.getNamedAttr("gate", b.getStringAttr(gateKind)),
+               b.getNamedAttr("gate_activation",
+                              b.getStringAttr(stringifyGateActivation(
+                                  config.gateActivation))),
+               b.getNamedAttr("lower_bound",
+                              b.getF64FloatAttr(config.lowerBound)),
+               b.getNamedAttr("beta", b.getBoolAttr(bool(op.getBeta()))),
+               b.getNamedAttr("beta_activation",
+                              b.getStringAttr(stringifyBetaActivation(
+                                  config.betaActivation))),
+               b.getNamedAttr("l2norm", b.getBoolAttr(config.qkL2Norm)),
+               b.getNamedAttr("scale", b.getF64FloatAttr(config.scale))}));
+    }
     rewriter.replaceOp(op, outer.getResults());
     return success();
   }

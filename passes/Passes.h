@@ -42,6 +42,11 @@ inline constexpr llvm::StringLiteral kStatePassAttr = "kda.state_pass";
 /// beta_activation, l2norm, scale, workspaces (as in kda.state_pass), grid
 /// (sequence, chunk, head extents; -1 dynamic)}.
 inline constexpr llvm::StringLiteral kIntraPassAttr = "kda.intra_pass";
+/// On a function with a decode step: what its programs compute, for targets
+/// that lower decode with a kernel of their own (kda-gpu-decode-registers):
+/// {key_dim, value_dim, v_major, delta, gate ("none", "channel", "head"),
+/// gate_activation, lower_bound, beta, beta_activation, l2norm, scale}.
+inline constexpr llvm::StringLiteral kDecodePassAttr = "kda.decode_pass";
 /// On a kernel whose grid is (sequence, chunk, ...) with chunks of the given
 /// size: programs past their sequence's end have nothing to do (GPU targets
 /// return from them at once).

@@ -63,8 +63,9 @@ class _KdaTensor(ctypes.Structure):
         ("data", ctypes.c_void_p),
         ("dtype", ctypes.c_int),
         ("rank", ctypes.c_int32),
-        ("shape", ctypes.POINTER(ctypes.c_int64)),
-        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        # int64_t * (c_void_p: assigned from addresses without a cast)
+        ("shape", ctypes.c_void_p),
+        ("strides", ctypes.c_void_p),
         ("device", ctypes.c_int32),
     ]
 
@@ -195,35 +196,64 @@ def _device_index(t: Any) -> int:
     return -1
 
 
+_dtype_code_of: Dict[Any, int] = {}
+
+
+def _cached_dtype_code(dtype: Any) -> int:
+    code = _dtype_code_of.get(dtype)
+    if code is None:
+        code = dtype_code(dtype)
+        _dtype_code_of[dtype] = code
+    return code
+
+
 class _Marshalled:
-    """Keeps the ctypes arrays behind a kda_tensor array alive."""
+    """Keeps the ctypes arrays behind a kda_tensor array alive.
+
+    Every shape and stride lives in one int64 buffer, addressed by offset:
+    a launch's host cost is what a serving engine pays per layer and token
+    (decode kernels take tens of microseconds), so this avoids a ctypes
+    array and a cast per tensor."""
 
     def __init__(self, tensors: Sequence[Any]):
         n = len(tensors)
-        self.array = (_KdaTensor * max(n, 1))()
-        self.keep = []
+        self.array = array = (_KdaTensor * max(n, 1))()
         self.devices = set()
-        for i, t in enumerate(tensors):
-            shape = [int(s) for s in t.shape]
-            strides = [int(s) for s in t.stride()] if callable(getattr(t, "stride", None)) else None
-            rank = len(shape)
-            shape_arr = (ctypes.c_int64 * max(rank, 1))(*shape)
-            self.keep.append(shape_arr)
-            strides_ptr = None
+        dims: List[int] = []
+        layout = []
+        for t in tensors:
+            shape = tuple(t.shape)
+            stride = getattr(t, "stride", None)
+            strides = tuple(stride()) if callable(stride) else None
+            layout.append((len(shape), strides is not None))
+            dims.extend(shape)
             if strides is not None:
-                strides_arr = (ctypes.c_int64 * max(rank, 1))(*strides)
-                self.keep.append(strides_arr)
-                strides_ptr = strides_arr
+                dims.extend(strides)
+        self.keep = buf = (ctypes.c_int64 * max(len(dims), 1))(*dims)
+        at = ctypes.addressof(buf)
+        for i, t in enumerate(tensors):
+            rank, has_strides = layout[i]
             dev = _device_index(t)
             self.devices.add(dev)
-            e = self.array[i]
-            e.data = ctypes.c_void_p(int(t.data_ptr()))
-            e.dtype = dtype_code(t.dtype)
+            e = array[i]
+            e.data = t.data_ptr()
+            e.dtype = _cached_dtype_code(t.dtype)
             e.rank = rank
-            e.shape = ctypes.cast(shape_arr, ctypes.POINTER(ctypes.c_int64))
-            e.strides = ctypes.cast(strides_ptr, ctypes.POINTER(ctypes.c_int64)) if strides_ptr else None
+            e.shape = at  # never null, as for rank 0 the C API expects
+            at += 8 * rank
+            if has_strides:
+                e.strides = at
+                at += 8 * rank
             e.device = dev
         self.count = n
+
+    def rebind(self, tensors: Sequence[Any]) -> None:
+        """New data pointers for tensors of the same shapes, strides, dtypes
+        and devices as the ones this array was built from (the caller
+        guarantees it: kda.ops' decode plans are keyed on them)."""
+        array = self.array
+        for i, t in enumerate(tensors):
+            array[i].data = t.data_ptr()
 
 
 def _stream_handle(stream: Any, device: int) -> Optional[int]:
@@ -367,6 +397,16 @@ class Bundle:
         if status != 0:
             _raise(self._lib, status, f"kda_entry_workspace_bytes({name})")
         return int(out.value)
+
+    def launch_marshalled(self, kernel: bytes, m: _Marshalled, device: int) -> None:
+        """kda_launch of an already marshalled tensor array (kernel name
+        encoded) on the current stream of `device`: the per-call path of
+        repeated launches with the same shapes (decode steps)."""
+        handle = _stream_handle(None, device)
+        status = self._lib.kda_launch(self._handle, kernel, m.array, m.count,
+                                      ctypes.c_void_p(handle) if handle else None)
+        if status != 0:
+            _raise(self._lib, status, f"kda_launch({kernel.decode()})")
 
     def launch(self, kernel: str, tensors: Union[Sequence[Any], Mapping[str, Any]],
                stream: Any = None, workspace: Any = None) -> None:

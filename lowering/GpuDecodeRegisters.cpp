@@ -1,0 +1,642 @@
+//===- GpuDecodeRegisters.cpp - the decode step as one pass over the state ===//
+//
+// A decode step (kda.decode_step, SPEC.md section 4) reads each named
+// sequence's state from its pool slot, takes one token of the recurrence and
+// writes the state back. Per (sequence, value head) that is 2 K V state
+// elements moved against about 3 (K + V) elements of q, k, v, gate and
+// output: the step is a stream over the state, and the whole game is
+// streaming it once at the memory's bandwidth. Lowered like every tile
+// program (the chunk step at C = 1, ChunkTiling.cpp's loop nest, which stays
+// the definition), each product is a barrier-fenced phase over shared
+// memory and the block waits on each in turn. This pass writes the program
+// per lane instead:
+//
+//   * one warp per (sequence, value head, VW value columns); a lane holds
+//     RK x CL state elements in registers (RK = K / groups, CL = 4 value
+//     columns, below), loaded as 16-byte rows (f32 pool), every load of the
+//     step issued before the first use;
+//   * with d = exp(g) (the token's decay), the step is
+//       S~ = Diag(d) S
+//       a = k^T S~,  b = q^T S~                (two reductions over K)
+//       v_new = beta (v - a)                   (delta rule; v otherwise)
+//       o = b + (q . k) v_new                  (q scaled, q and k normalized)
+//       S' = S~ + k v_new^T
+//     so both reductions read the state once, before the update: a lane
+//     sums its own K rows, then the lanes that share its value columns
+//     meet by warp shuffles (xor). No shared memory, no barrier;
+//   * the prologue is fused and computed once per key within a warp: the NS
+//     lanes that hold the same key rows split them in blocks of 4, each
+//     loads and prepares its blocks (l2 norms of q and k, summed over the
+//     warp by shuffles; the scale; beta's sigmoid; either gate form, SPEC.md
+//     section 2), and the others fetch a key's q, k and decay by an indexed
+//     shuffle when they use it (4x fewer exponentials and live registers
+//     than every lane preparing all of its keys);
+//   * a skipped sequence (negative slot) writes its zero output row and
+//     touches no state.
+//
+// Layouts (lane l of a warp of W lanes; groups G; CL = 4):
+//   K-major pool [P, HV, K, V]: 4 lanes along V (CL columns each, VW = 4 CL
+//     contiguous columns per warp), G = W / 4 groups along K; lane l holds
+//     rows (l / 4) RK + i, i < RK = K / G; its 4 lanes share them (NS = 4).
+//   V-major pool [P, HV, V, K]: 8 lanes along K, G = W / 8 groups along V;
+//     lane l holds key columns 4 (l % 8) + 32 jj + e (jj < K / 32, e < 4)
+//     and value rows CL (l / 8) + j, j < CL (VW = CL G); its G groups share
+//     the key columns (NS = G).
+//
+// Blocks hold up to 8 warps of the same (sequence, head) (one block per
+// (sequence, head) at V = 128); the grid is launched V block fastest, then
+// value heads, then sequences, so that the blocks running together stream
+// whole slots (HV x K x V contiguous in the pool) instead of one head of many
+// random slots: on the H200 that took the step from 0.85 to 0.92 of the
+// copy-bandwidth floor at 1024 x 32 heads (bench/RESULTS.md). Configurations
+// it does not cover (K or V that do not split as above) keep the tile
+// lowering.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/GpuPipeline.h"
+
+#include "passes/GatedDeltaKernel.h"
+#include "passes/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/ImplicitLocOpBuilder.h"
+#include "mlir/Pass/Pass.h"
+
+using namespace mlir;
+using namespace mlir::kda;
+
+namespace {
+
+struct DecodeConfig {
+  int64_t keyDim = 0, valueDim = 0;
+  bool vMajor = false, delta = false, beta = false, l2norm = false;
+  std::string gate; // none, channel, head
+  GateActivation gateActivation = GateActivation::none;
+  BetaActivation betaActivation = BetaActivation::none;
+  double lowerBound = -5.0, scale = 1.0;
+};
+
+std::optional<DecodeConfig> readConfig(DictionaryAttr d) {
+  if (!d)
+    return std::nullopt;
+  DecodeConfig c;
+  auto i64 = [&](StringRef name, int64_t &out) {
+    auto a = d.getAs<IntegerAttr>(name);
+    if (a)
+      out = a.getInt();
+    return static_cast<bool>(a);
+  };
+  auto f64 = [&](StringRef name, double &out) {
+    auto a = d.getAs<FloatAttr>(name);
+    if (a)
+      out = a.getValueAsDouble();
+    return static_cast<bool>(a);
+  };
+  auto flag = [&](StringRef name, bool &out) {
+    auto a = d.getAs<BoolAttr>(name);
+    if (a)
+      out = a.getValue();
+    return static_cast<bool>(a);
+  };
+  auto str = [&](StringRef name) -> std::optional<StringRef> {
+    auto a = d.getAs<StringAttr>(name);
+    if (!a)
+      return std::nullopt;
+    return a.getValue();
+  };
+  if (!i64("key_dim", c.keyDim) || !i64("value_dim", c.valueDim) ||
+      !flag("v_major", c.vMajor) || !flag("delta", c.delta) ||
+      !flag("beta", c.beta) || !flag("l2norm", c.l2norm) ||
+      !f64("lower_bound", c.lowerBound) || !f64("scale", c.scale))
+    return std::nullopt;
+  auto gate = str("gate");
+  auto gateAct = str("gate_activation");
+  auto betaAct = str("beta_activation");
+  if (!gate || !gateAct || !betaAct)
+    return std::nullopt;
+  c.gate = gate->str();
+  auto ga = symbolizeGateActivation(*gateAct);
+  auto ba = symbolizeBetaActivation(*betaAct);
+  if (!ga || !ba)
+    return std::nullopt;
+  c.gateActivation = *ga;
+  c.betaActivation = *ba;
+  return c;
+}
+
+/// The lane layout of a warp of `warpSize` lanes for a configuration (file
+/// comment), or nullopt where K or V does not split that way.
+struct DecodeLayout {
+  int64_t groups = 0;  // lane groups that split K (K-major) or V (V-major)
+  int64_t along = 0;   // lanes per group
+  int64_t rowsK = 0;   // RK: key indices per lane
+  int64_t colsLane = 0; // CL: value columns per lane
+  int64_t colsV = 0;   // VW: value columns per warp
+  int64_t warps = 0;   // warps per block
+  int64_t sharers = 0; // NS: lanes that hold the same key indices
+
+  static std::optional<DecodeLayout> of(const DecodeConfig &c,
+                                        int64_t warpSize, int64_t colsLane) {
+    DecodeLayout l;
+    const int64_t K = c.keyDim, V = c.valueDim;
+    if (warpSize % 8 != 0 || colsLane % 4 != 0 || colsLane <= 0)
+      return std::nullopt;
+    l.colsLane = colsLane;
+    if (c.vMajor) {
+      l.along = 8;
+      l.groups = warpSize / 8;
+      l.colsV = colsLane * l.groups;
+      l.sharers = l.groups;
+      if (K % 32 != 0)
+        return std::nullopt;
+      l.rowsK = K / 8;
+    } else {
+      l.along = 4;
+      l.groups = warpSize / 4;
+      l.colsV = 4 * colsLane;
+      l.sharers = 4;
+      if (K % (4 * l.groups) != 0)
+        return std::nullopt;
+      l.rowsK = K / l.groups;
+    }
+    if (V % l.colsV != 0 || l.rowsK > 64 || l.rowsK % 4 != 0)
+      return std::nullopt;
+    const int64_t programs = V / l.colsV;
+    for (int64_t w : {8, 4, 2, 1})
+      if (programs % w == 0) {
+        l.warps = w;
+        break;
+      }
+    return l;
+  }
+  /// Blocks of 4 key rows per lane, and how many of them a lane prepares
+  /// (block b belongs to sharer b % NS).
+  int64_t keyBlocks() const { return rowsK / 4; }
+  int64_t ownedBlocks() const { return (keyBlocks() + sharers - 1) / sharers; }
+};
+
+struct DecodeProgram {
+  ImplicitLocOpBuilder &b;
+  const DecodeConfig &cfg;
+  const DecodeLayout &lay;
+  int64_t W; // warp size
+  // Arguments.
+  Value q, k, v, gate, beta, aLog, dtBias, indices, o, pool;
+  // Lane coordinates.
+  Value lane, warp, groupOfLane, posInGroup, sharer, vFirst;
+
+  DecodeProgram(ImplicitLocOpBuilder &b, const DecodeConfig &cfg,
+                const DecodeLayout &lay, int64_t warpSize)
+      : b(b), cfg(cfg), lay(lay), W(warpSize) {}
+
+  Value idx(int64_t x) { return arith::ConstantIndexOp::create(b, x); }
+  Value i32(int64_t x) {
+    return arith::ConstantOp::create(b, b.getI32IntegerAttr(x));
+  }
+  Value f32(double x) {
+    return arith::ConstantOp::create(b, b.getF32FloatAttr(x));
+  }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
+  Value add(Value x, int64_t c) { return c == 0 ? x : add(x, idx(c)); }
+  Value mul(Value x, int64_t c) {
+    return arith::MulIOp::create(b, x, idx(c));
+  }
+  Value fadd(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
+  Value fsub(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
+  Value fmul(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
+  Value fma(Value x, Value y, Value acc) {
+    return math::FmaOp::create(b, x, y, acc);
+  }
+  Value toF32(Value x) {
+    return x.getType().isF32() ? x
+                               : arith::ExtFOp::create(b, b.getF32Type(), x);
+  }
+  Value scalar(Value mem, ValueRange at) {
+    return toF32(memref::LoadOp::create(b, mem, at));
+  }
+  Value xorShuffle(Value x, int64_t offset) {
+    return gpu::ShuffleOp::create(b, x, i32(offset), i32(W),
+                                  gpu::ShuffleMode::XOR)
+        .getResult(0);
+  }
+  /// Sum over the lanes that hold the same value columns (the lane groups
+  /// along K): xor shuffles over those bits of the lane index.
+  Value sumOverKeyLanes(Value x) {
+    if (cfg.vMajor) {
+      for (int64_t off = 1; off < lay.along; off *= 2)
+        x = fadd(x, xorShuffle(x, off));
+      return x;
+    }
+    for (int64_t off = lay.along; off < W; off *= 2)
+      x = fadd(x, xorShuffle(x, off));
+    return x;
+  }
+  /// Sum over the whole warp (every key index once: the prepared blocks).
+  Value sumOverWarp(Value x) {
+    for (int64_t off = 1; off < W; off *= 2)
+      x = fadd(x, xorShuffle(x, off));
+    return x;
+  }
+
+  /// Key index of the lane's state row i.
+  Value keyOf(int64_t i) {
+    if (!cfg.vMajor)
+      return add(mul(groupOfLane, lay.rowsK), i);
+    return add(mul(posInGroup, 4), 32 * (i / 4) + i % 4);
+  }
+  /// Key index of row e of the lane's t-th prepared block (clamped to the
+  /// last block where the lane has fewer), and whether the block is real.
+  std::pair<Value, Value> ownedKey(int64_t t) {
+    Value blk = add(sharer, lay.sharers * t);
+    Value real = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, blk,
+                                       idx(lay.keyBlocks()));
+    blk = arith::MinUIOp::create(b, blk, idx(lay.keyBlocks() - 1));
+    Value key = cfg.vMajor ? add(mul(posInGroup, 4), mul(blk, 32))
+                           : add(mul(groupOfLane, lay.rowsK), mul(blk, 4));
+    return {key, real};
+  }
+  /// The lane that prepared key block `blk` of this lane's rows.
+  Value ownerOf(int64_t blk) {
+    int64_t s = blk % lay.sharers;
+    Value l = cfg.vMajor ? add(posInGroup, 8 * s)
+                         : add(mul(groupOfLane, 4), s);
+    return arith::IndexCastOp::create(b, b.getI32Type(), l);
+  }
+  Value fetch(Value x, Value fromLane) {
+    return gpu::ShuffleOp::create(b, x, fromLane, i32(W),
+                                  gpu::ShuffleMode::IDX)
+        .getResult(0);
+  }
+
+  /// State elements S[i][j] (key row i, value column j of the lane), as f32.
+  SmallVector<SmallVector<Value>> loadState(Value slot, Value head) {
+    const int64_t CL = lay.colsLane;
+    SmallVector<SmallVector<Value>> S(lay.rowsK, SmallVector<Value>(CL));
+    if (!cfg.vMajor) {
+      for (int64_t i = 0; i < lay.rowsK; ++i) {
+        SmallVector<Value> row = kda::loadRowAsF32(
+            b, b.getLoc(), pool, ValueRange{slot, head, keyOf(i)}, vFirst, CL);
+        for (int64_t j = 0; j < CL; ++j)
+          S[i][j] = row[j];
+      }
+      return S;
+    }
+    for (int64_t j = 0; j < CL; ++j)
+      for (int64_t jj = 0; jj < cfg.keyDim / 32; ++jj) {
+        SmallVector<Value> row = kda::loadRowAsF32(
+            b, b.getLoc(), pool, ValueRange{slot, head, add(vFirst, j)},
+            add(mul(posInGroup, 4), 32 * jj), 4);
+        for (int64_t e = 0; e < 4; ++e)
+          S[jj * 4 + e][j] = row[e];
+      }
+    return S;
+  }
+
+  void storeState(Value slot, Value head,
+                  ArrayRef<SmallVector<Value>> S) {
+    const int64_t CL = lay.colsLane;
+    if (!cfg.vMajor) {
+      for (int64_t i = 0; i < lay.rowsK; ++i)
+        kda::storeRowFromF32(b, b.getLoc(), pool,
+                             ValueRange{slot, head, keyOf(i)}, vFirst, S[i]);
+      return;
+    }
+    for (int64_t j = 0; j < CL; ++j)
+      for (int64_t jj = 0; jj < cfg.keyDim / 32; ++jj) {
+        SmallVector<Value> row;
+        for (int64_t e = 0; e < 4; ++e)
+          row.push_back(S[jj * 4 + e][j]);
+        kda::storeRowFromF32(b, b.getLoc(), pool,
+                             ValueRange{slot, head, add(vFirst, j)},
+                             add(mul(posInGroup, 4), 32 * jj), row);
+      }
+  }
+
+  /// Runs `then` where `cond` holds, `otherwise` elsewhere.
+  void branch(Value cond, llvm::function_ref<void()> then,
+              llvm::function_ref<void()> otherwise = {}) {
+    auto op = scf::IfOp::create(b, cond, static_cast<bool>(otherwise));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(op.thenBlock());
+    then();
+    if (otherwise) {
+      b.setInsertionPointToStart(op.elseBlock());
+      otherwise();
+    }
+  }
+
+  /// One program: sequence n, value head `head`, the block's V columns from
+  /// `blockCol`.
+  void emit(Value n, Value head, Value blockCol) {
+    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    lane = arith::RemUIOp::create(b, tid, idx(W));
+    warp = arith::DivUIOp::create(b, tid, idx(W));
+    groupOfLane = arith::DivUIOp::create(b, lane, idx(lay.along));
+    posInGroup = arith::RemUIOp::create(b, lane, idx(lay.along));
+    sharer = cfg.vMajor ? groupOfLane : posInGroup;
+    Value warpCol = add(blockCol, mul(warp, lay.colsV));
+    vFirst = add(warpCol, mul(cfg.vMajor ? groupOfLane : posInGroup,
+                              lay.colsLane));
+    // Lanes that hold the first key rows write the output (every lane of a
+    // column set has the same reduced values).
+    Value writesOutput = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::eq, cfg.vMajor ? posInGroup : groupOfLane,
+        idx(0));
+
+    Value rawSlot = memref::LoadOp::create(b, indices, ValueRange{n});
+    Value skip = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::slt, rawSlot,
+        arith::ConstantOp::create(b, b.getZeroAttr(rawSlot.getType())));
+    branch(
+        skip,
+        [&] {
+          // Skipped sequence: a zero output row, the pool untouched.
+          branch(writesOutput, [&] {
+            SmallVector<Value> zeros(lay.colsLane, f32(0.0));
+            kda::storeRowFromF32(b, b.getLoc(), o, ValueRange{n, head},
+                                 vFirst, zeros);
+          });
+        },
+        [&] { emitStep(n, head, rawSlot, writesOutput); });
+  }
+
+  void emitStep(Value n, Value head, Value rawSlot, Value writesOutput) {
+    const int64_t RK = lay.rowsK, CL = lay.colsLane, OB = lay.ownedBlocks();
+    Value slot = arith::IndexCastOp::create(b, b.getIndexType(), rawSlot);
+    // Every global load first: the state (the bulk of the bytes), then the
+    // token's inputs. (Loading the inputs and running the prologue before
+    // the state saves no register that pays: measured, no faster.)
+    SmallVector<SmallVector<Value>> S = loadState(slot, head);
+    Value heads = memref::DimOp::create(b, v, 1);
+    Value qkHeads = memref::DimOp::create(b, q, 1);
+    Value qkHead = arith::DivUIOp::create(
+        b, head, arith::DivUIOp::create(b, heads, qkHeads));
+
+    // The prologue, once per key: the NS lanes that hold the same key rows
+    // split them in blocks of 4 (block b prepared by sharer b % NS), so a
+    // lane loads and activates 4 OB keys of q, k and the gate instead of RK,
+    // and holds 3 x 4 OB prepared values instead of 3 RK while the state is
+    // in flight; the others fetch them by shuffles when they use them.
+    SmallVector<Value> qo, ko, go, dto, realOwned;
+    for (int64_t t = 0; t < OB; ++t) {
+      auto [key, real] = ownedKey(t);
+      realOwned.push_back(real);
+      llvm::append_range(qo, kda::loadRowAsF32(b, b.getLoc(), q,
+                                               ValueRange{n, qkHead}, key, 4));
+      llvm::append_range(ko, kda::loadRowAsF32(b, b.getLoc(), k,
+                                               ValueRange{n, qkHead}, key, 4));
+      if (cfg.gate == "channel")
+        llvm::append_range(go, kda::loadRowAsF32(b, b.getLoc(), gate,
+                                                 ValueRange{n, head}, key, 4));
+      if (dtBias && cast<MemRefType>(dtBias.getType()).getRank() == 2)
+        llvm::append_range(dto, kda::loadRowAsF32(b, b.getLoc(), dtBias,
+                                                  ValueRange{head}, key, 4));
+    }
+    SmallVector<Value> vv = kda::loadRowAsF32(b, b.getLoc(), v,
+                                              ValueRange{n, head}, vFirst, CL);
+    Value gHead, dtHead, aLogV, betaRaw;
+    if (cfg.gate == "head")
+      gHead = scalar(gate, ValueRange{n, head});
+    if (dtBias && cast<MemRefType>(dtBias.getType()).getRank() == 1)
+      dtHead = scalar(dtBias, ValueRange{head});
+    if (aLog)
+      aLogV = scalar(aLog, ValueRange{head});
+    if (cfg.beta)
+      betaRaw = scalar(beta, ValueRange{n, head});
+
+    // l2 norms: squares of the prepared keys (each key of K once over the
+    // warp; blocks a lane does not have count zero), summed over the warp.
+    auto realOr0 = [&](int64_t e, Value x) {
+      return arith::SelectOp::create(b, realOwned[e / 4], x, f32(0.0))
+          .getResult();
+    };
+    if (cfg.l2norm) {
+      for (SmallVector<Value> *x : {&qo, &ko}) {
+        Value ss = f32(0.0);
+        for (auto [e, val] : llvm::enumerate(*x))
+          ss = fma(val, realOr0(e, val), ss);
+        Value inv = math::RsqrtOp::create(b, fadd(sumOverWarp(ss), f32(1e-6)));
+        for (Value &val : *x)
+          val = fmul(val, inv);
+      }
+    }
+    Value scale = f32(cfg.scale);
+    for (Value &val : qo)
+      val = fmul(val, scale);
+    // q . k over K, from the prepared keys.
+    Value qk = f32(0.0);
+    for (auto [e, val] : llvm::enumerate(qo))
+      qk = fma(val, realOr0(e, ko[e]), qk);
+    qk = sumOverWarp(qk);
+    Value betaV = cfg.beta ? activateBetaValue(b, cfg.betaActivation, betaRaw)
+                           : Value();
+    auto activate = [&](Value x, Value dtx) {
+      if (cfg.gateActivation == GateActivation::none)
+        return x;
+      return activateGateValue(b, cfg.gateActivation, cfg.lowerBound, x,
+                               aLogV, dtx);
+    };
+    SmallVector<Value> dOwned; // per prepared key; empty without a gate
+    Value dHead;
+    if (cfg.gate == "channel") {
+      for (size_t e = 0; e < go.size(); ++e)
+        dOwned.push_back(math::ExpOp::create(
+            b, activate(go[e], dto.empty() ? dtHead : dto[e])));
+    } else if (cfg.gate == "head") {
+      dHead = math::ExpOp::create(b, activate(gHead, dtHead));
+    }
+
+    // Per state row: its key's prepared values from their lane, the
+    // decayed state Diag(d) S in place, and the reductions over K against
+    // it (the lane's rows, then the lanes along K).
+    SmallVector<Value> kRow(RK);
+    SmallVector<Value> a(CL, f32(0.0)), bq(CL, f32(0.0));
+    for (int64_t i = 0; i < RK; ++i) {
+      int64_t blk = i / 4, t = blk / lay.sharers, e = t * 4 + i % 4;
+      Value from = ownerOf(blk);
+      Value qi = fetch(qo[e], from);
+      kRow[i] = fetch(ko[e], from);
+      Value di = !dOwned.empty() ? fetch(dOwned[e], from) : dHead;
+      for (int64_t j = 0; j < CL; ++j) {
+        if (di)
+          S[i][j] = fmul(di, S[i][j]);
+        bq[j] = fma(qi, S[i][j], bq[j]);
+        if (cfg.delta)
+          a[j] = fma(kRow[i], S[i][j], a[j]);
+      }
+    }
+    SmallVector<Value> vNew(CL), out(CL);
+    for (int64_t j = 0; j < CL; ++j) {
+      bq[j] = sumOverKeyLanes(bq[j]);
+      vNew[j] = vv[j];
+      if (cfg.delta) {
+        vNew[j] = fsub(vv[j], sumOverKeyLanes(a[j]));
+        if (betaV)
+          vNew[j] = fmul(betaV, vNew[j]);
+      }
+      out[j] = fma(qk, vNew[j], bq[j]);
+    }
+    branch(writesOutput, [&] {
+      kda::storeRowFromF32(b, b.getLoc(), o, ValueRange{n, head}, vFirst,
+                           out);
+    });
+    // S' = Diag(d) S + k v_new^T.
+    for (int64_t i = 0; i < RK; ++i)
+      for (int64_t j = 0; j < CL; ++j)
+        S[i][j] = fma(kRow[i], vNew[j], S[i][j]);
+    storeState(slot, head, S);
+  }
+};
+
+struct DecodeRegistersPass
+    : PassWrapper<DecodeRegistersPass, OperationPass<func::FuncOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(DecodeRegistersPass)
+  DecodeRegistersPass() = default;
+  DecodeRegistersPass(const DecodeRegistersPass &other)
+      : PassWrapper(other) {}
+  explicit DecodeRegistersPass(int64_t warpSize) {
+    this->warpSize = warpSize;
+  }
+  StringRef getArgument() const override { return "kda-gpu-decode-registers"; }
+  StringRef getDescription() const override {
+    return "Lower a decode step to a kernel that streams each state once, "
+           "held in registers, with warp-shuffle reductions";
+  }
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<gpu::GPUDialect, vector::VectorDialect, math::MathDialect,
+                    scf::SCFDialect, memref::MemRefDialect,
+                    arith::ArithDialect>();
+  }
+  Option<int64_t> warpSize{*this, "warp-size",
+                           llvm::cl::desc("Lanes per warp (32; 64 on CDNA)"),
+                           llvm::cl::init(32)};
+  Option<int64_t> valueColumns{
+      *this, "value-columns",
+      llvm::cl::desc("Value columns per lane (a multiple of 4): the state "
+                     "elements a lane holds are K / 8 (V-major) or K / (W / 4) "
+                     "(K-major) times this"),
+      llvm::cl::init(4)};
+  Option<bool> reverseGrid{
+      *this, "reverse-grid",
+      llvm::cl::desc("Launch the V blocks fastest, then heads, then "
+                     "sequences (false: sequences fastest)"),
+      llvm::cl::init(true)};
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    std::optional<DecodeConfig> cfg =
+        readConfig(func->getAttrOfType<DictionaryAttr>(kda::kDecodePassAttr));
+    auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
+    if (!cfg || !abi || func.isExternal())
+      return;
+    std::optional<DecodeLayout> lay =
+        DecodeLayout::of(*cfg, warpSize, valueColumns);
+    if (!lay)
+      return;
+    SmallVector<scf::ForOp> nests;
+    for (Operation &op : func.getBody().front())
+      if (auto l = dyn_cast<scf::ForOp>(op);
+          l && l->hasAttr(kda::kProgramLoopAttr))
+        nests.push_back(l);
+    if (nests.size() != 1 || nests[0].getNumResults() != 0)
+      return;
+    auto byName = [&](StringRef name) -> Value {
+      std::optional<unsigned> i = kda::abiArgumentIndex(abi, name);
+      return i ? func.getArgument(*i) : Value();
+    };
+    ImplicitLocOpBuilder b(nests[0].getLoc(), &getContext());
+    b.setInsertionPoint(nests[0]);
+    DecodeProgram prog(b, *cfg, *lay, warpSize);
+    prog.q = byName("q");
+    prog.k = byName("k");
+    prog.v = byName("v");
+    prog.gate = byName("gate");
+    prog.beta = byName("beta");
+    prog.aLog = byName("A_log");
+    prog.dtBias = byName("dt_bias");
+    prog.indices = byName("indices");
+    prog.o = byName("o_init");
+    prog.pool = byName("state_pool");
+    if (!prog.q || !prog.k || !prog.v || !prog.indices || !prog.o ||
+        !prog.pool || (cfg->gate != "none" && !prog.gate) ||
+        (cfg->beta && !prog.beta)) {
+      func.emitError("kda-gpu-decode-registers: the decode kernel lacks an "
+                     "argument its description names");
+      return signalPassFailure();
+    }
+    // The grid: (sequence, value head, block of V columns), or reversed
+    // (x = V block, y = head, z = sequence: blocks that start together
+    // cover one slot's heads, contiguous in the pool).
+    Value numSeqs = memref::DimOp::create(b, prog.q, 0);
+    Value heads = memref::DimOp::create(b, prog.v, 1);
+    const int64_t blockCols = lay->colsV * lay->warps;
+    Value blocks = arith::ConstantIndexOp::create(b, cfg->valueDim / blockCols);
+    SmallVector<OpFoldResult> bounds = {numSeqs, heads, blocks};
+    if (reverseGrid)
+      std::reverse(bounds.begin(), bounds.end());
+    auto forall = scf::ForallOp::create(b, bounds, ValueRange{}, std::nullopt);
+    nests[0].erase();
+    b.setInsertionPoint(forall.getBody()->getTerminator());
+    Value seqIv = forall.getInductionVar(reverseGrid ? 2 : 0);
+    Value blockIv = forall.getInductionVar(reverseGrid ? 0 : 2);
+    prog.emit(seqIv, forall.getInductionVar(1),
+              arith::MulIOp::create(
+                  b, blockIv, arith::ConstantIndexOp::create(b, blockCols)));
+
+    if (!kda::keepsFp32Accuracy(func.getArgumentTypes())) {
+      // 16-bit kernels: the prologue's exponentials and divisions (two
+      // exps and a division per key of the lane for the gate, measured at
+      // about half of the kernel's instructions with libdevice's accurate
+      // forms) on the approximate hardware paths (ex2.approx, div.approx),
+      // relative error about 2^-22, far under what the 16-bit inputs and
+      // outputs round away; fp32 kernels keep the accurate forms (as the
+      // intra-chunk kernel does, GpuIntraRegisters.cpp).
+      auto fast = arith::FastMathFlagsAttr::get(
+          &getContext(), arith::FastMathFlags::afn | arith::FastMathFlags::arcp);
+      forall.walk([&](Operation *op) {
+        if (isa<math::ExpOp, arith::DivFOp>(op))
+          op->setAttr("fastmath", fast);
+      });
+    }
+    func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
+    func->setAttr(kda::kBlockThreadsAttr,
+                  b.getI64IntegerAttr(lay->warps * warpSize));
+    // Rows read and written as vectors need aligned pointers (the runtime
+    // checks what the manifest states).
+    SmallVector<Attribute> entries;
+    for (auto [i, a] : llvm::enumerate(abi)) {
+      auto d = cast<DictionaryAttr>(a);
+      StringRef name = cast<StringAttr>(d.get("name")).getValue();
+      auto type = dyn_cast<MemRefType>(func.getArgument(i).getType());
+      bool vectorRows = name == "q" || name == "k" || name == "v" ||
+                        name == "o_init" || name == "state_pool" ||
+                        (name == "gate" && cfg->gate == "channel") ||
+                        (name == "dt_bias" && type && type.getRank() == 2);
+      if (!vectorRows || !type) {
+        entries.push_back(d);
+        continue;
+      }
+      NamedAttrList attrs(d);
+      attrs.set("alignment", b.getI64IntegerAttr(16));
+      entries.push_back(attrs.getDictionary(&getContext()));
+    }
+    func->setAttr("kda.abi", ArrayAttr::get(&getContext(), entries));
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> mlir::kda::createGpuDecodeRegistersPass(int64_t warpSize) {
+  return std::make_unique<DecodeRegistersPass>(warpSize);
+}
+
+void mlir::kda::registerGpuDecodeRegistersPass() {
+  PassRegistration<DecodeRegistersPass>();
+}

@@ -1,0 +1,70 @@
+// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s
+// RUN: kda-opt %S/../../examples/decode_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=KMAJOR
+// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none decode-registers=false" | FileCheck %s --check-prefix=TILES
+// RUN: kda-opt %s --kda-lower-to-rocdl="chip=gfx942 format=none" | FileCheck %s --check-prefix=AMD
+// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | grep -o "nvvm.shfl.sync *[a-z]*" | sed "s/  */ /g" | FileCheck %s --check-prefix=SHFL
+// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | grep -o "nvvm.shfl.sync *[a-z]*" | sed "s/  */ /g" | FileCheck %s --check-prefix=BFLY
+// RUN: kda-opt %S/../../examples/decode_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | grep -o "nvvm.shfl.sync *[a-z]*" | sed "s/  */ /g" | FileCheck %s --check-prefix=SHFL
+// RUN: kda-opt %s --kda-lower-to-rocdl="chip=gfx942 format=none" | FileCheck %s --check-prefix=AMDPERM
+
+// The decode step as one pass over each state (kda-gpu-decode-registers):
+// one warp per (sequence, value head, 16 value rows), 8 warps per block (one
+// block per (sequence, head) at V = 128), launched V block fastest, then
+// heads, then sequences; no shared memory and no barrier. The V-major pool
+// [P, HV, V, K] is read and written as 16-byte rows (16 x 4 f32 per lane at
+// K = 128). Shuffles: the 4 lane groups that hold the same keys prepare a
+// block of 4 keys each, and every lane fetches q, k and the decay of its 16
+// keys from their owners (48 indexed shuffles); the norms and q . k are sums
+// over the warp (3 x 5 xor shuffles), k^T S and q^T S per value column of
+// the lane (8) sums over the 8 lanes along K (offsets 1, 2, 4): 24.
+// CHECK: {block = [256, 1, 1], dynamic_shared_memory = 0 : i64, grid = [1, "HV", "B"], module = "kda_decode_step_kernel_module"
+// CHECK-SAME: name = "state_pool", shape = ["P", "HV", 128, 128]
+// CHECK-LABEL: gpu.module @kda_decode_step_kernel_module
+// CHECK-NOT: nvvm.barrier
+// CHECK-COUNT-16: llvm.load {{.*}} -> vector<4xf32>
+// CHECK-NOT: nvvm.barrier
+// CHECK-COUNT-16: llvm.store {{.*}} : vector<4xf32>, !llvm.ptr
+// CHECK-NOT: nvvm.barrier
+// CHECK: llvm.return
+// SHFL-COUNT-48: nvvm.shfl.sync idx
+// SHFL-NOT: nvvm.shfl.sync idx
+// BFLY-COUNT-39: nvvm.shfl.sync bfly
+// BFLY-NOT: nvvm.shfl.sync bfly
+
+// K-major pool [P, HV, K, V]: 4 lanes along V (they share their 16 key
+// rows), 8 groups along K (offsets 4, 8, 16); the same counts.
+// KMAJOR: {block = [256, 1, 1], dynamic_shared_memory = 0 : i64, grid = [1, 4, 16], module = "kda_decode_step_kernel_module"
+// KMAJOR-LABEL: gpu.module @kda_decode_step_kernel_module
+// KMAJOR-NOT: nvvm.barrier
+// KMAJOR: llvm.return
+
+// Switched off, the chunk step at C = 1 keeps the tile lowering: phases over
+// shared memory, fenced by barriers.
+// TILES-LABEL: gpu.module @kda_decode_step_kernel_module
+// TILES-COUNT-8: nvvm.barrier
+
+// AMD (wave64): the same program with 8 groups of 8 lanes along V (32 value
+// rows per wave, 4 waves per block at V = 128); xor shuffles at offsets below
+// 32 are ds_swizzle (39), the indexed ones and xor 32 ds_bpermute (48 + 3).
+// AMD: {block = [256, 1, 1], dynamic_shared_memory = 0 : i64, grid = [1, "HV", "B"], module = "kda_decode_step_kernel_module"
+// AMD-LABEL: gpu.module @kda_decode_step_kernel_module
+// AMD-NOT: rocdl.barrier
+// AMD-COUNT-39: rocdl.ds_swizzle
+// AMD-NOT: rocdl.barrier
+// AMD: llvm.return
+// AMDPERM-COUNT-51: rocdl.ds_bpermute
+// AMDPERM-NOT: rocdl.ds_bpermute
+
+func.func @decode(%q: tensor<?x?x128xbf16>, %k: tensor<?x?x128xbf16>, %v: tensor<?x?x128xbf16>,
+                  %g: tensor<?x?x128xbf16>, %beta: tensor<?x?xbf16>, %A_log: tensor<?xf32>,
+                  %dt_bias: tensor<?x128xf32>, %idx: tensor<?xi32>, %o0: tensor<?x?x128xbf16>,
+                  %pool: tensor<?x?x128x128xf32>)
+    -> (tensor<?x?x128xbf16>, tensor<?x?x128x128xf32>) {
+  %o, %p = kda.decode_step delta %q, %k, %v gate(%g : tensor<?x?x128xbf16>)
+      beta(%beta : tensor<?x?xbf16>) A_log(%A_log : tensor<?xf32>) dt_bias(%dt_bias : tensor<?x128xf32>)
+      indices(%idx : tensor<?xi32>) outs(%o0, %pool : tensor<?x?x128xbf16>, tensor<?x?x128x128xf32>)
+      {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>,
+       lower_bound = -5.0 : f64, state_layout = #kda<layout v_major>}
+      : tensor<?x?x128xbf16>, tensor<?x?x128xbf16>, tensor<?x?x128xbf16>
+  return %o, %p : tensor<?x?x128xbf16>, tensor<?x?x128x128xf32>
+}

@@ -117,11 +117,12 @@ class DecodeCase(Case):
     arange(N + 1)."""
 
     def __init__(self, name, dtype, KV, N=6, P=16, H=2, HV=None, layout="k_major", prologue="none",
-                 g_dtype=None, idx_dtype="i32", form="batch", seed=0):
+                 g_dtype=None, idx_dtype="i32", form="batch", seed=0, pool_dtype="f32"):
         super().__init__(name, dtype, KV, B=N, T=1, H=H, HV=HV, layout=layout, prologue=prologue,
                          g_dtype=g_dtype, api="recurrent", seed=seed)
         assert P > N
         self.Nseq, self.P, self.idx_dtype, self.form = N, P, idx_dtype, form
+        self.pool_dtype = pool_dtype
         if form == "varlen":
             self.B, self.T = 1, N
 
@@ -150,7 +151,7 @@ class DecodeCase(Case):
         dt_bias = Meta(s["dt_bias"], "f32") if self.prologue != "none" else None
         cu = Meta(s["cu"], "i64") if self.form == "varlen" else None
         return kops.fused_recurrent_kda_config(q, q, v, g, Meta(s["beta"], self.dtype), A_log=A_log,
-                                               dt_bias=dt_bias, initial_state=Meta(s["h0"], "f32"),
+                                               dt_bias=dt_bias, initial_state=Meta(s["h0"], self.pool_dtype),
                                                cu_seqlens=cu, ssm_state_indices=Meta(s["idx"], self.idx_dtype),
                                                **self.kwargs())
 
@@ -252,6 +253,10 @@ def decode_cases():
     cases += [
         DecodeCase("f32-k64-decode-lb-noAlog-vmajor-N4-P9", "f32", 64, N=4, P=9, H=3, HV=3, layout="v_major",
                    prologue="lb_no_A_log"),
+        # bf16 state pools (the decode kernel reads and writes 8-byte rows).
+        DecodeCase("bf16-k128-decode-bf16pool-vmajor-kimi-lb-N9-P20", "bf16", 128, N=9, P=20, H=2, HV=4,
+                   layout="v_major", prologue="kimi_lb", pool_dtype="bf16"),
+        DecodeCase("bf16-k64-decode-bf16pool-N5-P11-H3", "bf16", 64, N=5, P=11, H=3, pool_dtype="bf16"),
     ]
     return cases
 
@@ -467,7 +472,7 @@ def run_decode_case(case, torch, oracle):
     if p != "none":
         x["dt_bias"] = randn(s["dt_bias"], 0.5)
     dtypes = {"q": case.dtype, "k": case.dtype, "v": case.dtype, "g": case.g_dtype, "beta": case.dtype,
-              "pool": "f32", "A_log": "f32", "dt_bias": "f32"}
+              "pool": case.pool_dtype, "A_log": "f32", "dt_bias": "f32"}
     gpu, ref = _to_torch_inputs(torch, x, dtypes)
     idx = case.indices()
     idx_t = torch.tensor(idx, dtype=torch.int32 if case.idx_dtype == "i32" else torch.int64).cuda()

@@ -6,6 +6,7 @@
 // RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | grep -o "nvvm.shfl.sync *[a-z]*" | sed "s/  */ /g" | FileCheck %s --check-prefix=BFLY
 // RUN: kda-opt %S/../../examples/decode_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | grep -o "nvvm.shfl.sync *[a-z]*" | sed "s/  */ /g" | FileCheck %s --check-prefix=SHFL
 // RUN: kda-opt %s --kda-lower-to-rocdl="chip=gfx942 format=none" | FileCheck %s --check-prefix=AMDPERM
+// RUN: kda-opt %S/Inputs/decode_head_gate.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=HEAD
 
 // The decode step as one pass over each state (kda-gpu-decode-registers):
 // one warp per (sequence, value head, 16 value rows), 8 warps per block (one
@@ -37,6 +38,13 @@
 // KMAJOR-LABEL: gpu.module @kda_decode_step_kernel_module
 // KMAJOR-NOT: nvvm.barrier
 // KMAJOR: llvm.return
+
+// A head-wise softplus gate with per-head dt_bias (K = 64, V = 128: 8 warps)
+// and the additive rule without beta or gate (K = V = 64: 4 warps) take the
+// same lowering (compiled here; the GPU suite runs the package's KDA forms).
+// HEAD: {block = [256, 1, 1], dynamic_shared_memory = 0 : i64, grid = [1, "HV", "B"]
+// HEAD-SAME: {block = [128, 1, 1], dynamic_shared_memory = 0 : i64, grid = [1, "HV", "B"]
+// HEAD-NOT: nvvm.barrier
 
 // Switched off, the chunk step at C = 1 keeps the tile lowering: phases over
 // shared memory, fenced by barriers.

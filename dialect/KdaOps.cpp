@@ -641,6 +641,10 @@ LogicalResult DecodeStepOp::verify() {
   if (failed(shapes.check(operandName("indices"), getIndices(), {"N"},
                           ElemKind::Integer)))
     return failure();
+  if (getReadIndices() &&
+      failed(shapes.check(operandName("read_indices"), getReadIndices(), {"N"},
+                          ElemKind::Integer)))
+    return failure();
   if (failed(shapes.check(operandName("o_init"), getOInit(), {"N", "HV", "V"},
                           ElemKind::Activation)))
     return failure();

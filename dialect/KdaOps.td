@@ -171,6 +171,12 @@ def Kda_DecodeStepOp : Kda_Op<"decode_step", [Pure, AttrSizedOperandSegments,
     sequence (its output row is zero). Slots not named are untouched,
     bit-exact.
 
+    With `read_indices(%r)` ([N]), sequence `n` reads slot `r[n]` instead
+    (negative: skip) and writes `indices[n]` (negative: the new state is
+    not kept): a speculative step can start from the accepted state and
+    write a slot of its own, never clobbering it. No sequence may read a
+    slot another one writes.
+
     Destination-passing style: `outs(%o_init, %pool)` name the output and the
     pool the results update, so bufferization updates the pool in place.
 
@@ -196,6 +202,7 @@ def Kda_DecodeStepOp : Kda_Op<"decode_step", [Pure, AttrSizedOperandSegments,
     Optional<AnyRankedTensor>:$A_log,
     Optional<AnyRankedTensor>:$dt_bias,
     AnyRankedTensor:$indices,
+    Optional<AnyRankedTensor>:$read_indices,
     AnyRankedTensor:$o_init,
     AnyRankedTensor:$state_pool,
     Kda_UpdateRuleAttr:$update,
@@ -215,6 +222,7 @@ def Kda_DecodeStepOp : Kda_Op<"decode_step", [Pure, AttrSizedOperandSegments,
     (`A_log` `(` $A_log^ `:` type($A_log) `)`)?
     (`dt_bias` `(` $dt_bias^ `:` type($dt_bias) `)`)?
     `indices` `(` $indices `:` type($indices) `)`
+    (`read_indices` `(` $read_indices^ `:` type($read_indices) `)`)?
     `outs` `(` $o_init `,` $state_pool `:` type($o_init) `,` type($state_pool) `)`
     attr-dict `:` type($q) `,` type($k) `,` type($v)
   }];

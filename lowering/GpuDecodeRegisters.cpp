@@ -32,7 +32,8 @@
 //     shuffle when they use it (4x fewer exponentials and live registers
 //     than every lane preparing all of its keys);
 //   * a skipped sequence (negative slot) writes its zero output row and
-//     touches no state.
+//     touches no state; with read_indices the state comes from one slot
+//     and goes to another (indices; negative: not kept).
 //
 // Layouts (lane l of a warp of W lanes; groups G; CL = 4):
 //   K-major pool [P, HV, K, V]: 4 lanes along V (CL columns each, VW = 4 CL
@@ -188,7 +189,7 @@ struct DecodeProgram {
   const DecodeLayout &lay;
   int64_t W; // warp size
   // Arguments.
-  Value q, k, v, gate, beta, aLog, dtBias, indices, o, pool;
+  Value q, k, v, gate, beta, aLog, dtBias, indices, readIndices, o, pool;
   // Lane coordinates.
   Value lane, warp, groupOfLane, posInGroup, sharer, vFirst;
 
@@ -350,7 +351,10 @@ struct DecodeProgram {
         b, arith::CmpIPredicate::eq, cfg.vMajor ? posInGroup : groupOfLane,
         idx(0));
 
-    Value rawSlot = memref::LoadOp::create(b, indices, ValueRange{n});
+    // The slot read (read_indices, else indices); the destination is
+    // indices (with read_indices, negative: the new state is not kept).
+    Value rawSlot = memref::LoadOp::create(
+        b, readIndices ? readIndices : indices, ValueRange{n});
     Value skip = arith::CmpIOp::create(
         b, arith::CmpIPredicate::slt, rawSlot,
         arith::ConstantOp::create(b, b.getZeroAttr(rawSlot.getType())));
@@ -491,7 +495,18 @@ struct DecodeProgram {
     for (int64_t i = 0; i < RK; ++i)
       for (int64_t j = 0; j < CL; ++j)
         S[i][j] = fma(kRow[i], vNew[j], S[i][j]);
-    storeState(slot, head, S);
+    if (!readIndices) {
+      storeState(slot, head, S);
+      return;
+    }
+    Value rawDest = memref::LoadOp::create(b, indices, ValueRange{n});
+    Value keep = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::sge, rawDest,
+        arith::ConstantOp::create(b, b.getZeroAttr(rawDest.getType())));
+    branch(keep, [&] {
+      storeState(arith::IndexCastOp::create(b, b.getIndexType(), rawDest),
+                 head, S);
+    });
   }
 };
 
@@ -501,8 +516,9 @@ struct DecodeRegistersPass
   DecodeRegistersPass() = default;
   DecodeRegistersPass(const DecodeRegistersPass &other)
       : PassWrapper(other) {}
-  explicit DecodeRegistersPass(int64_t warpSize) {
+  DecodeRegistersPass(int64_t warpSize, int64_t maxRegisters) {
     this->warpSize = warpSize;
+    this->maxRegisters = maxRegisters;
   }
   StringRef getArgument() const override { return "kda-gpu-decode-registers"; }
   StringRef getDescription() const override {
@@ -517,6 +533,11 @@ struct DecodeRegistersPass
   Option<int64_t> warpSize{*this, "warp-size",
                            llvm::cl::desc("Lanes per warp (32; 64 on CDNA)"),
                            llvm::cl::init(32)};
+  Option<int64_t> maxRegisters{
+      *this, "max-registers",
+      llvm::cl::desc("Registers per thread (NVIDIA .maxnreg; 0: the "
+                     "backend decides)"),
+      llvm::cl::init(0)};
   Option<int64_t> valueColumns{
       *this, "value-columns",
       llvm::cl::desc("Value columns per lane (a multiple of 4): the state "
@@ -562,6 +583,7 @@ struct DecodeRegistersPass
     prog.aLog = byName("A_log");
     prog.dtBias = byName("dt_bias");
     prog.indices = byName("indices");
+    prog.readIndices = byName("read_indices");
     prog.o = byName("o_init");
     prog.pool = byName("state_pool");
     if (!prog.q || !prog.k || !prog.v || !prog.indices || !prog.o ||
@@ -608,6 +630,12 @@ struct DecodeRegistersPass
     func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
     func->setAttr(kda::kBlockThreadsAttr,
                   b.getI64IntegerAttr(lay->warps * warpSize));
+    // NVIDIA: 16 warps per SM (128 registers; the step is bound by the
+    // state loads in flight, and ptxas fits every configuration there
+    // without spills, bundle.test): a register more would halve the
+    // resident blocks of 8 warps.
+    if (maxRegisters > 0)
+      func->setAttr(kda::kMaxRegistersAttr, b.getI32IntegerAttr(maxRegisters));
     // Rows read and written as vectors need aligned pointers (the runtime
     // checks what the manifest states).
     SmallVector<Attribute> entries;
@@ -633,8 +661,10 @@ struct DecodeRegistersPass
 
 } // namespace
 
-std::unique_ptr<Pass> mlir::kda::createGpuDecodeRegistersPass(int64_t warpSize) {
-  return std::make_unique<DecodeRegistersPass>(warpSize);
+std::unique_ptr<Pass>
+mlir::kda::createGpuDecodeRegistersPass(int64_t warpSize,
+                                        int64_t maxRegisters) {
+  return std::make_unique<DecodeRegistersPass>(warpSize, maxRegisters);
 }
 
 void mlir::kda::registerGpuDecodeRegistersPass() {

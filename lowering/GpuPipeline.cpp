@@ -115,8 +115,9 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
 
   // Decode steps stream each state once, in registers (GpuDecodeRegisters.cpp).
   if (options.decodeRegisters)
-    pm.nest<func::FuncOp>().addPass(
-        createGpuDecodeRegistersPass(target.warpSize));
+    pm.nest<func::FuncOp>().addPass(createGpuDecodeRegistersPass(
+        target.warpSize,
+        target.vendor == GpuTarget::Vendor::Nvidia ? 128 : 0));
   // NVIDIA: the state pass of a chunk-parallel schedule keeps the state in
   // tensor-core accumulators (a kernel of its own, GpuStateRegisters.cpp).
   if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&

@@ -82,7 +82,8 @@ std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads,
 void registerGpuStateRegistersPass();
 /// Lowers a decode step (kda.decode_pass) to a kernel that streams each
 /// state once through registers, reductions by warp shuffles (any vendor).
-std::unique_ptr<Pass> createGpuDecodeRegistersPass(int64_t warpSize);
+std::unique_ptr<Pass> createGpuDecodeRegistersPass(int64_t warpSize,
+                                                   int64_t maxRegisters = 0);
 void registerGpuDecodeRegistersPass();
 /// Lowers the intra-chunk grid of a chunk-parallel schedule (kda.intra_pass)
 /// to a kernel with its tiles in registers (NVIDIA mma.sync).

@@ -710,8 +710,12 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
                         ValueRange iter) {
                 ImplicitLocOpBuilder b2(l2, n2);
                 Value vCol = arith::MulIOp::create(b2, block, tb.index(vb));
-                Value rawSlot =
-                    tensor::ExtractOp::create(b2, op.getIndices(), n);
+                // The slot read (read_indices, else indices) and the one
+                // written (indices; with read_indices negative means none).
+                Value rawSlot = tensor::ExtractOp::create(
+                    b2, op.getReadIndices() ? op.getReadIndices()
+                                            : op.getIndices(),
+                    n);
                 Value zeroInt = arith::ConstantOp::create(
                     b2, b2.getZeroAttr(rawSlot.getType()));
                 Value skip = arith::CmpIOp::create(
@@ -766,9 +770,41 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
                           emitGatedDeltaChunk(tb3, config, in, s);
                       Value o = tb3.store(out.o, iter[0], {n, head, vCol},
                                           {0, 2}, o1);
-                      Value pool = storeState(tb3, out.nextState, iter[1], at,
-                                              2, vMajor);
-                      scf::YieldOp::create(b3, ValueRange{o, pool});
+                      if (!op.getReadIndices()) {
+                        Value pool = storeState(tb3, out.nextState, iter[1],
+                                                at, 2, vMajor);
+                        scf::YieldOp::create(b3, ValueRange{o, pool});
+                        return;
+                      }
+                      Value rawDest =
+                          tensor::ExtractOp::create(b3, op.getIndices(), n);
+                      Value keep = arith::CmpIOp::create(
+                          b3, arith::CmpIPredicate::sge, rawDest,
+                          arith::ConstantOp::create(
+                              b3, b3.getZeroAttr(rawDest.getType())));
+                      auto write = scf::IfOp::create(
+                          b3, keep,
+                          [&](OpBuilder &n4, Location l4) {
+                            ImplicitLocOpBuilder b4(l4, n4);
+                            TileBuilder tb4(b4);
+                            Value dest = arith::IndexCastOp::create(
+                                b4, b4.getIndexType(), rawDest);
+                            Value z4 = tb4.index(0);
+                            SmallVector<OpFoldResult> to =
+                                vMajor
+                                    ? SmallVector<OpFoldResult>{dest, head,
+                                                                vCol, z4}
+                                    : SmallVector<OpFoldResult>{dest, head,
+                                                                z4, vCol};
+                            scf::YieldOp::create(
+                                b4, storeState(tb4, out.nextState, iter[1], to,
+                                               2, vMajor));
+                          },
+                          [&](OpBuilder &n4, Location l4) {
+                            scf::YieldOp::create(n4, l4, iter[1]);
+                          });
+                      scf::YieldOp::create(
+                          b3, ValueRange{o, write.getResult(0)});
                     });
                 scf::YieldOp::create(b2, ifOp.getResults());
                     });

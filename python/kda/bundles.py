@@ -156,11 +156,15 @@ def decode_step_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
                        scale: Optional[float] = None,
                        state_layout: str = "k_major",
                        state_dtype: str = "f32",
-                       indices_dtype: str = "i32") -> Dict[str, Any]:
+                       indices_dtype: str = "i32",
+                       read_indices_dtype: Optional[str] = None) -> Dict[str, Any]:
     """Canonical configuration of one ``kda.decode_step`` kernel (state pool).
 
     Like gated_delta, everything but K and V is dynamic: N (sequences), H,
     HV (heads) and P (pool slots) are symbols of the bundle's manifest.
+    ``read_indices_dtype``: the step reads slot ``read_indices[n]`` and
+    writes ``indices[n]`` (the key is present only then, so configurations
+    without it hash as before).
     """
     cfg = {
         "op": "decode_step",
@@ -170,6 +174,8 @@ def decode_step_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
         "state_dtype": state_dtype,
         "indices_dtype": indices_dtype,
     }
+    if read_indices_dtype is not None:
+        cfg["read_indices_dtype"] = read_indices_dtype
     validate(cfg)
     return cfg
 
@@ -268,6 +274,7 @@ def validate(cfg: Dict[str, Any]) -> None:
     else:
         dtype("state_dtype", optional=False)
         dtype("indices_dtype", allowed=("i32", "i64"), optional=False)
+        dtype("read_indices_dtype", allowed=("i32", "i64"))
 
 
 TILE_KEYS = ("chunk", "sub_chunk", "v_block", "threads")
@@ -376,6 +383,8 @@ def describe(cfg: Dict[str, Any]) -> str:
     else:
         parts.append(f"pool={cfg['state_dtype']}:{cfg['state_layout']}")
         parts.append(f"indices={cfg['indices_dtype']}")
+        if cfg.get("read_indices_dtype"):
+            parts.append(f"read_indices={cfg['read_indices_dtype']}")
     return " ".join(parts)
 
 
@@ -503,8 +512,13 @@ def _decode_step_mlir(cfg: Dict[str, Any]) -> str:
         operands.append(f"dt_bias(%dt_bias : {td})")
     ti = _tensor([None], cfg["indices_dtype"])
     tp = _tensor([None, HV] + state_tail, cfg["state_dtype"])
-    args += [f"%indices: {ti}", f"%o_init: {tv}", f"%state_pool: {tp}"]
+    args.append(f"%indices: {ti}")
     operands.append(f"indices(%indices : {ti})")
+    if cfg.get("read_indices_dtype"):
+        tr = _tensor([None], cfg["read_indices_dtype"])
+        args.append(f"%read_indices: {tr}")
+        operands.append(f"read_indices(%read_indices : {tr})")
+    args += [f"%o_init: {tv}", f"%state_pool: {tp}"]
     operands.append(f"outs(%o_init, %state_pool : {tv}, {tp})")
     attrs = _prologue_attrs(cfg)
     attr_text = (" {" + ", ".join(attrs) + "}") if attrs else ""

@@ -197,7 +197,7 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
                                use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
                                use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
                                lower_bound=None, state_v_first=False, cu_seqlens=None,
-                               ssm_state_indices=None) -> Dict[str, Any]:
+                               ssm_state_indices=None, read_state_indices=None) -> Dict[str, Any]:
     """The configuration fused_recurrent_kda would run (gated_delta, or
     decode_step with ssm_state_indices)."""
     if use_gate_in_kernel and lower_bound is None and A_log is None:
@@ -224,6 +224,9 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
     if _shape(ssm_state_indices)[0] != N:
         raise ValueError(f"ssm_state_indices: expected one index per token ({N} = B * T), "
                          f"got {_shape(ssm_state_indices)[0]}")
+    if read_state_indices is not None and _shape(read_state_indices) != (N,):
+        raise ValueError(f"read_state_indices: expected one slot per sequence, shape [{N}], "
+                         f"got {list(_shape(read_state_indices))}")
     if cu_seqlens is not None and _shape(cu_seqlens) != (N + 1,):
         raise ValueError(f"decode with ssm_state_indices: every sequence has one token, so cu_seqlens must "
                          f"have N + 1 = {N + 1} entries, got shape {list(_shape(cu_seqlens))}")
@@ -264,7 +267,8 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
         gate_activation=gate_activation, lower_bound=lb,
         A_log_dtype=A_log_dtype, dt_bias_dtype=dt_bias_dtype,
         scale=scale, state_layout="v_major" if state_v_first else "k_major",
-        state_dtype=_dt(initial_state), indices_dtype=_dt(ssm_state_indices))
+        state_dtype=_dt(initial_state), indices_dtype=_dt(ssm_state_indices),
+        read_indices_dtype=_dt(read_state_indices) if read_state_indices is not None else None)
 
 
 def window_attention_config(q, k, v, window, scale=None, cu_seqlens=None) -> Dict[str, Any]:
@@ -593,7 +597,12 @@ def fused_recurrent_kda(
     (int32/int64, negative = skip) makes ``initial_state`` a pool
     ``[P, HV, K, V]`` updated in place, one token per sequence (q ``[N, 1, H,
     K]``, or ``[1, N, H, K]`` with ``cu_seqlens = arange(N + 1)``); returns
-    ``(o, initial_state)``. This runs ``kda.decode_step``.
+    ``(o, initial_state)``. This runs ``kda.decode_step``. With
+    ``read_state_indices=[N]`` as well, sequence ``n`` reads slot
+    ``read_state_indices[n]`` (negative: skipped) and writes
+    ``ssm_state_indices[n]`` (negative: the new state is not kept), so a
+    speculative step never clobbers the state it starts from; no sequence may
+    read a slot another one writes.
 
     Returns:
         ``(o, final_state)``: o ``[B, T, HV, V]``, final_state fp32 or None.
@@ -605,6 +614,10 @@ def fused_recurrent_kda(
                       DeprecationWarning, stacklevel=2)
         state_v_first = kwargs.pop("transpose_state_layout")
     ssm_state_indices = kwargs.pop("ssm_state_indices", None)
+    read_state_indices = kwargs.pop("read_state_indices", None)
+    if read_state_indices is not None and ssm_state_indices is None:
+        raise ValueError("read_state_indices names the slots a decode step reads: it needs "
+                         "ssm_state_indices (the slots it writes)")
     if kwargs.get("num_accepted_tokens") is not None:
         raise NotImplementedError("kda: speculative decoding (num_accepted_tokens) is not supported")
     if cu_seqlens is not None:
@@ -628,7 +641,8 @@ def fused_recurrent_kda(
         # bundle).
         key = (_tensor_key(q), _tensor_key(k), _tensor_key(v), _tensor_key(g), _tensor_key(beta),
                _tensor_key(A_log), _tensor_key(dt_bias), _tensor_key(initial_state),
-               _tensor_key(ssm_state_indices), _tensor_key(cu_seqlens), scale, output_final_state,
+               _tensor_key(ssm_state_indices), _tensor_key(read_state_indices), _tensor_key(cu_seqlens),
+               scale, output_final_state,
                use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
                lower_bound, state_v_first, os.environ.get("KDA_CHIP"), os.environ.get("KDA_BUNDLE_PATH"))
         plan = _decode_plans.get(key)
@@ -642,14 +656,16 @@ def fused_recurrent_kda(
                                          use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
                                          allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound,
                                          state_v_first=state_v_first, cu_seqlens=cu_seqlens,
-                                         ssm_state_indices=ssm_state_indices)
+                                         ssm_state_indices=ssm_state_indices,
+                                         read_state_indices=read_state_indices)
     if not use_gate_in_kernel:
         A_log = dt_bias = None
     if ssm_state_indices is None:
         return _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias)
     if plan is None:
         plan = _DecodePlan(cfg)
-    result = _run_decode(plan, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, ssm_state_indices)
+    result = _run_decode(plan, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, ssm_state_indices,
+                         read_state_indices)
     if len(_decode_plans) >= 256:
         _decode_plans.clear()
     _decode_plans[key] = plan
@@ -678,7 +694,7 @@ def _tensor_key(t):
         return (tuple(t.shape), str(getattr(t, "dtype", None)))
 
 
-def _run_decode(plan, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indices):
+def _run_decode(plan, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indices, read_indices=None):
     import torch
     _check_no_grad(q, k, v, g, beta, A_log, dt_bias)
     cfg = plan.cfg
@@ -702,6 +718,7 @@ def _run_decode(plan, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indice
              "A_log": A_log.reshape(HV).contiguous() if A_log is not None else None,
              "dt_bias": dt_bias.reshape(HV, K).contiguous() if dt_bias is not None else None,
              "indices": indices.to(q.device).contiguous(),
+             "read_indices": read_indices.to(q.device).contiguous() if read_indices is not None else None,
              "o_init": o, "o": o, "state_pool": pool, "new_state_pool": pool}
     if plan.resolved is None:
         plan.resolved = _bundle_for(cfg, chip)

@@ -7,6 +7,11 @@
 // RUN: kda-run %s --function=decode_no_gate --check | FileCheck %s
 // V split over programs (v_block, as GPU kernels run it):
 // RUN: kda-run %s --function=decode_v_major_gva_v_block --check | FileCheck %s
+// Read one slot, write another (read_indices): destinations drawn from the
+// first half of the pool, read slots from the second; one read slot -1 (the
+// sequence skipped) and one destination -1 (the state not kept):
+// RUN: kda-run %s --function=decode_read_write --check | FileCheck %s
+// RUN: kda-run %s --function=decode_read_write_v_major_bf16 --check | FileCheck %s
 // CHECK: result 0: {{.*}} ok
 // CHECK-NOT: FAIL
 
@@ -33,4 +38,14 @@ func.func @decode_no_gate(%q: tensor<5x1x32xf32>, %k: tensor<5x1x32xf32>, %v: te
 func.func @decode_v_major_gva_v_block(%q: tensor<8x2x32xf32>, %k: tensor<8x2x32xf32>, %v: tensor<8x4x16xf32>, %g: tensor<8x4xf32>, %b: tensor<8x4xf32>, %idx: tensor<8xi64>, %o0: tensor<8x4x16xf32>, %pool: tensor<12x4x16x32xf32>) -> (tensor<8x4x16xf32>, tensor<12x4x16x32xf32>) {
   %o, %p = kda.decode_step delta %q, %k, %v gate(%g : tensor<8x4xf32>) beta(%b : tensor<8x4xf32>) indices(%idx : tensor<8xi64>) outs(%o0, %pool : tensor<8x4x16xf32>, tensor<12x4x16x32xf32>) {state_layout = #kda<layout v_major>, tile = #kda.tile<chunk = 16, v_block = 8>} : tensor<8x2x32xf32>, tensor<8x2x32xf32>, tensor<8x4x16xf32>
   return %o, %p : tensor<8x4x16xf32>, tensor<12x4x16x32xf32>
+}
+
+func.func @decode_read_write(%q: tensor<8x2x32xf32>, %k: tensor<8x2x32xf32>, %v: tensor<8x2x32xf32>, %g: tensor<8x2x32xf32>, %b: tensor<8x2xf32>, %idx: tensor<8xi32>, %ridx: tensor<8xi32>, %o0: tensor<8x2x32xf32>, %pool: tensor<20x2x32x32xf32>) -> (tensor<8x2x32xf32>, tensor<20x2x32x32xf32>) {
+  %o, %p = kda.decode_step delta %q, %k, %v gate(%g : tensor<8x2x32xf32>) beta(%b : tensor<8x2xf32>) indices(%idx : tensor<8xi32>) read_indices(%ridx : tensor<8xi32>) outs(%o0, %pool : tensor<8x2x32xf32>, tensor<20x2x32x32xf32>) : tensor<8x2x32xf32>, tensor<8x2x32xf32>, tensor<8x2x32xf32>
+  return %o, %p : tensor<8x2x32xf32>, tensor<20x2x32x32xf32>
+}
+
+func.func @decode_read_write_v_major_bf16(%q: tensor<6x2x64xbf16>, %k: tensor<6x2x64xbf16>, %v: tensor<6x4x64xbf16>, %g: tensor<6x4x64xf32>, %b: tensor<6x4xf32>, %a: tensor<4xf32>, %d: tensor<4x64xf32>, %idx: tensor<6xi64>, %ridx: tensor<6xi64>, %o0: tensor<6x4x64xbf16>, %pool: tensor<13x4x64x64xf32>) -> (tensor<6x4x64xbf16>, tensor<13x4x64x64xf32>) {
+  %o, %p = kda.decode_step delta %q, %k, %v gate(%g : tensor<6x4x64xf32>) beta(%b : tensor<6x4xf32>) A_log(%a : tensor<4xf32>) dt_bias(%d : tensor<4x64xf32>) indices(%idx : tensor<6xi64>) read_indices(%ridx : tensor<6xi64>) outs(%o0, %pool : tensor<6x4x64xbf16>, tensor<13x4x64x64xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, state_layout = #kda<layout v_major>} : tensor<6x2x64xbf16>, tensor<6x2x64xbf16>, tensor<6x4x64xbf16>
+  return %o, %p : tensor<6x4x64xbf16>, tensor<13x4x64x64xf32>
 }

@@ -79,6 +79,10 @@ def load(path: Optional[str] = None):
         [_Tensor] * 6 + [P(ctypes.c_int64), ctypes.c_int64] + [_Tensor] * 2 + [P(_Options)]
         + [P(ctypes.c_double), ctypes.c_int64, P(ctypes.c_int64)] * 2)
     lib.kda_oracle_decode_step.restype = ctypes.c_char_p
+    lib.kda_oracle_decode_step_rw.argtypes = (
+        [_Tensor] * 6 + [P(ctypes.c_int64), ctypes.c_int64] * 2 + [_Tensor] * 2 + [P(_Options)]
+        + [P(ctypes.c_double), ctypes.c_int64, P(ctypes.c_int64)] * 2)
+    lib.kda_oracle_decode_step_rw.restype = ctypes.c_char_p
     lib.kda_oracle_window_attention.argtypes = (
         [_Tensor] * 3 + [ctypes.c_int64, P(ctypes.c_int64), ctypes.c_int64, P(ctypes.c_int64), ctypes.c_int64,
                          ctypes.c_int32, ctypes.c_double, P(ctypes.c_double), ctypes.c_int64, P(ctypes.c_int64)])
@@ -183,7 +187,7 @@ def run_decode_step(q, q_shape, k, k_shape, v, v_shape, g=None, g_shape=None, be
                     indices: Sequence[int] = (), A_log=None, A_log_shape=None, dt_bias=None,
                     dt_bias_shape=None, *, update="delta", scale=None, state_layout="k_major",
                     qk_l2norm=False, beta_activation="none", gate_activation="none",
-                    lower_bound=-5.0):
+                    lower_bound=-5.0, read_indices: Optional[Sequence[int]] = None):
     lib = load()
     keep = _Keep()
     N, HV, V = v_shape
@@ -194,10 +198,12 @@ def run_decode_step(q, q_shape, k, k_shape, v, v_shape, g=None, g_shape=None, be
     opts = _options(update, scale, state_layout, qk_l2norm, beta_activation, gate_activation,
                     lower_bound, 0)
     shapes = [(ctypes.c_int64 * 4)() for _ in range(2)]
-    err = lib.kda_oracle_decode_step(
+    reads = [int(i) for i in read_indices] if read_indices is not None else []
+    ridx = (ctypes.c_int64 * max(len(reads), 1))(*reads)
+    err = lib.kda_oracle_decode_step_rw(
         _tensor(keep, q, q_shape), _tensor(keep, k, k_shape), _tensor(keep, v, v_shape),
         _tensor(keep, g, g_shape), _tensor(keep, beta, beta_shape),
-        _tensor(keep, state_pool, state_pool_shape), idx, len(indices),
+        _tensor(keep, state_pool, state_pool_shape), idx, len(indices), ridx, len(reads),
         _tensor(keep, A_log, A_log_shape), _tensor(keep, dt_bias, dt_bias_shape), ctypes.byref(opts),
         o_ptr, len(o_buf), shapes[0], p_ptr, len(p_buf), shapes[1])
     if err is not None:
@@ -274,8 +280,9 @@ def gated_delta(q, k, v, g=None, beta=None, initial_state=None, cu_seqlens=None,
 
 def decode_step(q, k, v, g=None, beta=None, *, state_pool, indices, A_log=None, dt_bias=None,
                 update="delta", scale=None, state_layout="k_major", qk_l2norm=False,
-                beta_activation="none", gate_activation="none", lower_bound=-5.0):
-    """kda.decode_step in float64. Returns (o [N, HV, V], new_pool)."""
+                beta_activation="none", gate_activation="none", lower_bound=-5.0, read_indices=None):
+    """kda.decode_step in float64. Returns (o [N, HV, V], new_pool). With
+    read_indices, sequence n reads slot read_indices[n] and writes indices[n]."""
     import numpy as np
     if dt_bias is not None and g is not None and np.ndim(g) == 3 and np.ndim(dt_bias) == 1:
         dt_bias = np.reshape(dt_bias, (np.shape(g)[1], np.shape(g)[2]))
@@ -286,7 +293,9 @@ def decode_step(q, k, v, g=None, beta=None, *, state_pool, indices, A_log=None, 
                           idx, args[6][0], args[6][1], args[7][0], args[7][1], update=update,
                           scale=scale, state_layout=state_layout, qk_l2norm=qk_l2norm,
                           beta_activation=beta_activation, gate_activation=gate_activation,
-                          lower_bound=lower_bound)
+                          lower_bound=lower_bound,
+                          read_indices=None if read_indices is None
+                          else [int(i) for i in np.asarray(read_indices).reshape(-1)])
     return _np_out(res[0]), _np_out(res[1])
 
 

@@ -117,12 +117,14 @@ class DecodeCase(Case):
     arange(N + 1)."""
 
     def __init__(self, name, dtype, KV, N=6, P=16, H=2, HV=None, layout="k_major", prologue="none",
-                 g_dtype=None, idx_dtype="i32", form="batch", seed=0, pool_dtype="f32"):
+                 g_dtype=None, idx_dtype="i32", form="batch", seed=0, pool_dtype="f32",
+                 read_write=False):
         super().__init__(name, dtype, KV, B=N, T=1, H=H, HV=HV, layout=layout, prologue=prologue,
                          g_dtype=g_dtype, api="recurrent", seed=seed)
         assert P > N
         self.Nseq, self.P, self.idx_dtype, self.form = N, P, idx_dtype, form
         self.pool_dtype = pool_dtype
+        self.read_write = read_write
         if form == "varlen":
             self.B, self.T = 1, N
 
@@ -142,6 +144,20 @@ class DecodeCase(Case):
         assert len(set(slots)) == N
         return [-1 if i % 3 == 1 else slots[i] for i in range(N)]
 
+    def read_indices(self):
+        """read_write cases: the slots the sequences read (read_state_indices):
+        distinct from every destination (two sequences share one), every
+        third from the second one -1 (skipped); else None (read in place)."""
+        if not self.read_write:
+            return None
+        N, P = self.Nseq, self.P
+        writes = {s for s in self.indices() if s >= 0}
+        free = [p for p in range(P) if p not in writes]
+        assert len(free) >= N - 1
+        reads = [free[(i * 5 + 1) % len(free)] for i in range(N)]
+        reads[-1] = reads[0]  # two sequences may read one slot
+        return [-1 if i % 3 == 2 else reads[i] for i in range(N)]
+
     def config(self):
         s = self.shapes()
         q = Meta(s["q"], self.dtype)
@@ -150,9 +166,11 @@ class DecodeCase(Case):
         A_log = Meta(s["A_log"], "f32") if self.prologue in ("kimi_lb", "kimi_softplus") else None
         dt_bias = Meta(s["dt_bias"], "f32") if self.prologue != "none" else None
         cu = Meta(s["cu"], "i64") if self.form == "varlen" else None
+        reads = Meta(s["idx"], self.idx_dtype) if self.read_write else None
         return kops.fused_recurrent_kda_config(q, q, v, g, Meta(s["beta"], self.dtype), A_log=A_log,
                                                dt_bias=dt_bias, initial_state=Meta(s["h0"], self.pool_dtype),
                                                cu_seqlens=cu, ssm_state_indices=Meta(s["idx"], self.idx_dtype),
+                                               read_state_indices=reads,
                                                **self.kwargs())
 
     def run(self, torch, oracle):
@@ -257,6 +275,13 @@ def decode_cases():
         DecodeCase("bf16-k128-decode-bf16pool-vmajor-kimi-lb-N9-P20", "bf16", 128, N=9, P=20, H=2, HV=4,
                    layout="v_major", prologue="kimi_lb", pool_dtype="bf16"),
         DecodeCase("bf16-k64-decode-bf16pool-N5-P11-H3", "bf16", 64, N=5, P=11, H=3, pool_dtype="bf16"),
+        # Read one slot, write another (read_state_indices): one sequence
+        # skipped (read -1, its destination untouched), one whose new state
+        # is not kept (destination -1); read slots stay bit-exact.
+        DecodeCase("bf16-k128-decode-read-write-vmajor-kimi-lb-N9-P24", "bf16", 128, N=9, P=24, H=2, HV=4,
+                   layout="v_major", prologue="kimi_lb", read_write=True),
+        DecodeCase("f32-k64-decode-read-write-i64-N7-P20-H2", "f32", 64, N=7, P=20, H=2, idx_dtype="i64",
+                   read_write=True),
     ]
     return cases
 
@@ -295,6 +320,8 @@ def sanitize_cases():
              H=80, h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
         DecodeCase("san-bf16-k128-decode-gva-vmajor-kimi-lb", "bf16", 128, N=4, P=7, H=1, HV=2,
                    layout="v_major", prologue="kimi_lb"),
+        DecodeCase("san-bf16-k128-decode-read-write-vmajor-kimi-lb", "bf16", 128, N=5, P=12, H=1, HV=2,
+                   layout="v_major", prologue="kimi_lb", read_write=True),
         WindowCase("san-bf16-k64-window-W16-varlen-gqa", "bf16", 64, 16, seqlens=[20, 1, 45], HQ=2, HK=1),
     ]
 
@@ -475,7 +502,13 @@ def run_decode_case(case, torch, oracle):
               "pool": case.pool_dtype, "A_log": "f32", "dt_bias": "f32"}
     gpu, ref = _to_torch_inputs(torch, x, dtypes)
     idx = case.indices()
-    idx_t = torch.tensor(idx, dtype=torch.int32 if case.idx_dtype == "i32" else torch.int64).cuda()
+    idx_type = torch.int32 if case.idx_dtype == "i32" else torch.int64
+    idx_t = torch.tensor(idx, dtype=idx_type).cuda()
+    reads = case.read_indices()
+    if reads is not None:
+        kw_reads = {"read_state_indices": torch.tensor(reads, dtype=idx_type).cuda()}
+    else:
+        kw_reads, reads = {}, idx
     cu = torch.arange(case.Nseq + 1, dtype=torch.int64).cuda() if case.form == "varlen" else None
     pool = gpu["pool"]
     pool_before = pool.clone()
@@ -484,7 +517,8 @@ def run_decode_case(case, torch, oracle):
     with torch.inference_mode():
         o, pool_out = kda.fused_recurrent_kda(gpu["q"], gpu["k"], gpu["v"], gpu["g"], gpu["beta"],
                                               A_log=gpu.get("A_log"), dt_bias=gpu.get("dt_bias"),
-                                              initial_state=pool, cu_seqlens=cu, ssm_state_indices=idx_t, **kw)
+                                              initial_state=pool, cu_seqlens=cu, ssm_state_indices=idx_t,
+                                              **kw_reads, **kw)
         torch.cuda.synchronize()
     N, H, HV, K, V = case.Nseq, case.H, case.HV, case.K, case.V
     ref_o, ref_pool = oracle.decode_step(
@@ -495,7 +529,7 @@ def run_decode_case(case, torch, oracle):
         beta_activation="sigmoid" if kw["use_beta_sigmoid_in_kernel"] else "none",
         gate_activation={"none": "none", "kimi_lb": "lower_bound", "lb_no_A_log": "lower_bound",
                          "kimi_softplus": "softplus"}[p],
-        lower_bound=kw.get("lower_bound", -5.0))
+        lower_bound=kw.get("lower_bound", -5.0), read_indices=reads if kw_reads else None)
     problems, metrics = [], []
     bar = BARS[case.dtype]
     if pool_out is not pool:
@@ -504,9 +538,9 @@ def run_decode_case(case, torch, oracle):
         problems.append(f"o: shape {tuple(o.shape)}, expected {tuple(s['v'])}")
         return problems, metrics, bar
     o = o.reshape(N, HV, V)
-    run = [n for n in range(N) if idx[n] >= 0]
-    skipped = [n for n in range(N) if idx[n] < 0]
-    named = [idx[n] for n in run]
+    run = [n for n in range(N) if reads[n] >= 0]
+    skipped = [n for n in range(N) if reads[n] < 0]
+    named = [idx[n] for n in run if idx[n] >= 0]
     unnamed = [i for i in range(case.P) if i not in named]
     if skipped:
         rows = o[skipped].float()

@@ -661,8 +661,34 @@ Status decodeStep(const DecodeArgs &a, DecodeResult &result) {
                       std::to_string(i) + "]");
   }
 
+  // Where each sequence reads from: readIndices, else its destination.
+  const bool separateReads = !a.readIndices.empty();
+  if (separateReads && static_cast<int64_t>(a.readIndices.size()) != N)
+    return fail("readIndices", "N = " + std::to_string(N) + " entries",
+                std::to_string(a.readIndices.size()));
+  const std::vector<int64_t> &reads = separateReads ? a.readIndices : a.indices;
+  for (size_t i = 0; separateReads && i < reads.size(); ++i) {
+    const int64_t slot = reads[i];
+    if (slot >= P)
+      return fail("readIndices",
+                  "slots in [0, P) = [0, " + std::to_string(P) +
+                      ") or negative (skip)",
+                  "readIndices[" + std::to_string(i) + "] = " +
+                      std::to_string(slot));
+    // A step reads every state before it writes any only within one
+    // sequence: another sequence's destination would be a race.
+    if (slot < 0)
+      continue;
+    if (auto it = firstUse.find(slot); it != firstUse.end() && it->second != i)
+      return fail("readIndices",
+                  "no slot that another sequence writes",
+                  "readIndices[" + std::to_string(i) + "] = " +
+                      std::to_string(slot) + " is indices[" +
+                      std::to_string(it->second) + "]");
+  }
+
   // One step per sequence is the T = 1 sequence-level recurrence with the
-  // named slots as initial states: run exactly that (B = N, T = 1).
+  // read slots as initial states: run exactly that (B = N, T = 1).
   const int64_t slotSize = HV * K * V;
   GatedDeltaArgs s;
   s.q = reshaped(a.q, {N, 1, H, K});
@@ -675,8 +701,8 @@ Status decodeStep(const DecodeArgs &a, DecodeResult &result) {
     s.beta = reshaped(a.beta, {N, 1, HV});
   s.initialState = Tensor(stateShape(a.layout, {N, HV}, K, V));
   for (int64_t i = 0; i < N; ++i)
-    if (a.indices[i] >= 0)
-      std::copy_n(a.statePool.data.begin() + a.indices[i] * slotSize, slotSize,
+    if (reads[i] >= 0)
+      std::copy_n(a.statePool.data.begin() + reads[i] * slotSize, slotSize,
                   s.initialState.data.begin() + i * slotSize);
   s.update = a.update;
   s.scale = a.scale;
@@ -692,12 +718,13 @@ Status decodeStep(const DecodeArgs &a, DecodeResult &result) {
   out.o = reshaped(r.o, {N, HV, V});
   out.statePool = a.statePool; // unnamed slots: bit-exact copies
   for (int64_t i = 0; i < N; ++i) {
-    if (a.indices[i] < 0) {
+    if (reads[i] < 0) {
       std::fill_n(out.o.data.begin() + i * HV * V, HV * V, 0.0);
       continue;
     }
-    std::copy_n(r.finalState.data.begin() + i * slotSize, slotSize,
-                out.statePool.data.begin() + a.indices[i] * slotSize);
+    if (a.indices[i] >= 0)
+      std::copy_n(r.finalState.data.begin() + i * slotSize, slotSize,
+                  out.statePool.data.begin() + a.indices[i] * slotSize);
   }
   result = std::move(out);
   return Status::success();

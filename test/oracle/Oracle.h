@@ -115,6 +115,11 @@ struct DecodeArgs {
   Tensor beta;      // optional [N, HV]
   Tensor statePool; // [P, HV, K, V] or [P, HV, V, K]
   std::vector<int64_t> indices; // [N], negative: skip this sequence
+  /// Optional [N] (empty: `indices`): the slot sequence n reads its state
+  /// from (negative: skip the sequence, its output row zero, nothing
+  /// written); `indices` then names where the new state goes (negative:
+  /// nowhere). A slot one sequence reads may not be another's destination.
+  std::vector<int64_t> readIndices;
 
   Update update = Update::Delta;
   std::optional<double> scale;

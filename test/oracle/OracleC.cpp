@@ -157,6 +157,20 @@ extern "C" const char *kda_oracle_decode_step(
     kda_oracle_tensor dt_bias, const kda_oracle_options *opts, double *o,
     int64_t o_capacity, int64_t *o_shape, double *new_pool,
     int64_t pool_capacity, int64_t *pool_shape) {
+  return kda_oracle_decode_step_rw(q, k, v, g, beta, state_pool, indices,
+                                   num_indices, nullptr, 0, A_log, dt_bias,
+                                   opts, o, o_capacity, o_shape, new_pool,
+                                   pool_capacity, pool_shape);
+}
+
+extern "C" const char *kda_oracle_decode_step_rw(
+    kda_oracle_tensor q, kda_oracle_tensor k, kda_oracle_tensor v,
+    kda_oracle_tensor g, kda_oracle_tensor beta, kda_oracle_tensor state_pool,
+    const int64_t *indices, int64_t num_indices, const int64_t *read_indices,
+    int64_t num_read_indices, kda_oracle_tensor A_log,
+    kda_oracle_tensor dt_bias, const kda_oracle_options *opts, double *o,
+    int64_t o_capacity, int64_t *o_shape, double *new_pool,
+    int64_t pool_capacity, int64_t *pool_shape) {
   DecodeArgs a;
   KDA_C_TRY(options(opts, a.update, a.layout, a.betaActivation,
                     a.gate.activation));
@@ -174,6 +188,9 @@ extern "C" const char *kda_oracle_decode_step(
   if (num_indices < 0 || (num_indices > 0 && !indices))
     return error("indices: NULL or negative count");
   a.indices.assign(indices, indices + num_indices);
+  if (num_read_indices < 0 || (num_read_indices > 0 && !read_indices))
+    return error("read_indices: NULL or negative count");
+  a.readIndices.assign(read_indices, read_indices + num_read_indices);
   if (opts->has_scale)
     a.scale = opts->scale;
   a.qkL2Norm = opts->qk_l2norm != 0;

@@ -825,6 +825,63 @@ TEST(Decode, EqualsOneTokenGatedDeltaOnNamedSlots) {
   EXPECT_FALSE(near(pick(r.statePool, {3}), pick(d.statePool, {3}), 1e-9));
 }
 
+TEST(Decode, ReadsOneSlotWritesAnother) {
+  // Sequence n steps from readIndices[n] into indices[n]: the same as a
+  // step in place on a pool whose destination slot held the read state.
+  constexpr int64_t N = 4, P = 9, H = 1, HV = 2, K = 4, V = 3;
+  Rng rng(93);
+  DecodeArgs d;
+  d.q = rng.normal({N, H, K});
+  d.k = rng.normal({N, H, K});
+  d.v = rng.normal({N, HV, V});
+  d.g = rng.logSigmoid({N, HV, K});
+  d.beta = rng.normal({N, HV});
+  d.betaActivation = BetaActivation::Sigmoid;
+  d.qkL2Norm = true;
+  d.statePool = rng.normal({P, HV, K, V});
+  d.readIndices = {2, 5, -1, 2}; // two sequences may read one slot
+  d.indices = {6, -1, 8, 7};     // -1: no write; sequence 2 is skipped
+  DecodeResult r;
+  Status s = decodeStep(d, r);
+  ASSERT_TRUE(s.ok()) << s.message;
+  const int64_t slot = HV * K * V;
+  for (int64_t n = 0; n < N; ++n) {
+    if (d.readIndices[n] < 0) {
+      for (int64_t i = 0; i < HV * V; ++i)
+        EXPECT_EQ(r.o.data[n * HV * V + i], 0.0);
+      continue;
+    }
+    DecodeArgs inPlace = d;
+    inPlace.readIndices.clear();
+    inPlace.indices = std::vector<int64_t>(N, -1);
+    inPlace.indices[n] = d.readIndices[n];
+    DecodeResult ref;
+    ASSERT_TRUE(decodeStep(inPlace, ref).ok());
+    EXPECT_TRUE(near(pick(r.o, {n}), pick(ref.o, {n}), 0.0)) << "sequence " << n;
+    if (d.indices[n] >= 0)
+      EXPECT_TRUE(near(pick(r.statePool, {d.indices[n]}),
+                       pick(ref.statePool, {d.readIndices[n]}), 0.0));
+  }
+  // Read slots, the unwritten destination of sequence 1 and every other
+  // slot are bit-exact copies.
+  for (int64_t p : {0, 1, 2, 3, 4, 5})
+    EXPECT_EQ(std::memcmp(r.statePool.data.data() + p * slot,
+                          d.statePool.data.data() + p * slot,
+                          sizeof(double) * slot),
+              0)
+        << "slot " << p;
+
+  auto refuses = [&](std::vector<int64_t> reads) {
+    DecodeArgs bad = d;
+    bad.readIndices = std::move(reads);
+    Status st = decodeStep(bad, r);
+    return !st.ok() && st.message.find("readIndices") != std::string::npos;
+  };
+  EXPECT_TRUE(refuses({2, 6, -1, 2})); // reads sequence 0's destination
+  EXPECT_TRUE(refuses({2, 9, -1, 2})); // past the pool
+  EXPECT_TRUE(refuses({2, 5, -1}));    // not N entries
+}
+
 TEST(Decode, VMajorPoolIsTransposed) {
   Rng rng(92);
   DecodeArgs d;

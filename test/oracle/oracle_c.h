@@ -77,6 +77,19 @@ const char *kda_oracle_decode_step(
     int64_t *o_shape, double *new_pool, int64_t pool_capacity,
     int64_t *pool_shape);
 
+/* kda_oracle_decode_step with separate read slots: sequence n reads
+ * read_indices[n] (negative: skip) and writes indices[n] (negative: no
+ * write). num_read_indices 0: read indices[n] (kda_oracle_decode_step). */
+const char *kda_oracle_decode_step_rw(
+    kda_oracle_tensor q, kda_oracle_tensor k, kda_oracle_tensor v,
+    kda_oracle_tensor g, kda_oracle_tensor beta,
+    kda_oracle_tensor state_pool, const int64_t *indices, int64_t num_indices,
+    const int64_t *read_indices, int64_t num_read_indices,
+    kda_oracle_tensor A_log, kda_oracle_tensor dt_bias,
+    const kda_oracle_options *options, double *o, int64_t o_capacity,
+    int64_t *o_shape, double *new_pool, int64_t pool_capacity,
+    int64_t *pool_shape);
+
 /* kda.window_attention (SPEC.md section 5). q [B,T,HQ,K]; k [B,T,HK,K];
  * v [B,T,HV,V]; exactly one window form: window >= 1 (per op, then
  * num_window_sizes = 0) or window = 0 and window_sizes, num_window_sizes = T

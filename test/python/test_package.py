@@ -284,6 +284,19 @@ def part_pure(kda_opt, tmp):
     cfg = kda.ops.fused_recurrent_kda_config(dq, dq, dv, Valued((N, 1, HV, K), 1e-3), db, initial_state=pool,
                                              ssm_state_indices=idx)
     check(cfg["op"] == "decode_step", f"decode with a positive log-space gate: config {cfg}")
+    # Read one slot, write another: the read slots' dtype is part of the
+    # configuration (and only then: the in-place form hashes as before).
+    rw = kda.ops.fused_recurrent_kda_config(dq, dq, dv, dg, db, initial_state=pool, ssm_state_indices=idx,
+                                            read_state_indices=Meta((N,), "int64"))
+    check(rw.get("read_indices_dtype") == "i64" and "read_indices_dtype" not in cfg,
+          f"decode read_state_indices: configs {rw} / {cfg}")
+    check("read_indices(%read_indices : tensor<?xi64>)" in kda.bundles.to_mlir(rw),
+          "decode read_state_indices: the generated module names read_indices")
+    raises(ValueError, kda.ops.fused_recurrent_kda_config, dq, dq, dv, dg, db, initial_state=pool,
+           ssm_state_indices=idx, read_state_indices=Meta((N + 1,), "int32"),
+           contains="read_state_indices: expected one slot per sequence", what="decode read_state_indices count")
+    raises(ValueError, kda.fused_recurrent_kda, dq, dq, dv, dg, db, initial_state=pool,
+           read_state_indices=idx, contains="it needs ssm_state_indices", what="read_state_indices alone")
     raises(ValueError, kda.fused_recurrent_kda, dq, dq, dv, dg, db, initial_state=pool,
            ssm_state_indices=Meta((N + 1,), "int32"), contains="ssm_state_indices: expected one index per token",
            what="decode indices count")

@@ -47,6 +47,8 @@ std::string roleName(Role role) {
     return "dt_bias";
   case Role::Indices:
     return "indices";
+  case Role::ReadIndices:
+    return "read_indices";
   case Role::StatePool:
     return "state_pool";
   case Role::OInit:
@@ -74,6 +76,7 @@ struct UseInfo {
   bool unitRows = false; // Q/K: the consumer does not normalise itself
   int64_t tokens = -1;
   int64_t poolSlots = -1;
+  bool splitPool = false;
 };
 
 /// The ODS name of operand `operandNumber` of `op` (names in ODS order).
@@ -152,7 +155,7 @@ UseInfo classify(OpOperand &operand) {
   if (auto d = dyn_cast<mlir::kda::DecodeStepOp>(op)) {
     name = odsName(d, n,
                    {"q", "k", "v", "gate", "beta", "A_log", "dt_bias",
-                    "indices", "o_init", "state_pool"});
+                    "indices", "read_indices", "o_init", "state_pool"});
     if (name == "q" || name == "k") {
       set(name == "q" ? Role::Q : Role::K);
       info.unitRows = !d.getQkL2norm();
@@ -169,9 +172,10 @@ UseInfo classify(OpOperand &operand) {
       set(Role::ALog);
     } else if (name == "dt_bias") {
       set(Role::DtBias);
-    } else if (name == "indices") {
-      set(Role::Indices);
+    } else if (name == "indices" || name == "read_indices") {
+      set(name == "indices" ? Role::Indices : Role::ReadIndices);
       info.poolSlots = dimOf(d.getStatePool(), 0);
+      info.splitPool = static_cast<bool>(d.getReadIndices());
     } else if (name == "o_init") {
       set(Role::OInit);
     } else if (name == "state_pool") {
@@ -345,7 +349,8 @@ double logSigmoid(double x) {
 }
 
 bool isIntegerRole(Role r) {
-  return r == Role::CuSeqlens || r == Role::Indices || r == Role::WindowSizes;
+  return r == Role::CuSeqlens || r == Role::Indices ||
+         r == Role::ReadIndices || r == Role::WindowSizes;
 }
 
 } // namespace
@@ -462,6 +467,7 @@ LogicalResult inferInputSpecs(func::FuncOp f, std::vector<InputSpec> &specs,
           return failure();
         }
         spec.poolSlots = info.poolSlots;
+        spec.splitPool = spec.splitPool || info.splitPool;
       }
       if (spec.role == Role::Other) {
         spec.role = info.role;
@@ -625,22 +631,33 @@ std::string makeRandomInputs(func::FuncOp f,
         v[s + 1] = v[s] + static_cast<double>(lengths[s]);
       break;
     }
-    case Role::Indices: {
+    case Role::Indices:
+    case Role::ReadIndices: {
       int64_t n = shape.empty() ? 1 : shape[0];
       int64_t p = spec.poolSlots;
       if (p < 0)
         return argText(i, spec.role) +
                ": the state pool size P is dynamic";
-      if (n > p)
+      // With read_indices, destinations come from [0, P/2) and read slots
+      // from [P/2, P): no sequence reads another's destination.
+      int64_t first = 0, count = p;
+      if (spec.splitPool) {
+        first = spec.role == Role::ReadIndices ? p / 2 : 0;
+        count = spec.role == Role::ReadIndices ? p - p / 2 : p / 2;
+      }
+      if (n > count)
         return argText(i, spec.role) + ": " + std::to_string(n) +
                " sequences need distinct slots, but the state pool has only "
                "P = " +
-               std::to_string(p);
-      // Partial Fisher-Yates over the slots [0, P).
-      std::vector<int64_t> slots(static_cast<size_t>(p));
-      std::iota(slots.begin(), slots.end(), 0);
+               std::to_string(p) +
+               (spec.splitPool ? " (destinations and read slots take half "
+                                 "each)"
+                               : "");
+      // Partial Fisher-Yates over the slots [first, first + count).
+      std::vector<int64_t> slots(static_cast<size_t>(count));
+      std::iota(slots.begin(), slots.end(), first);
       for (int64_t s = 0; s < n; ++s) {
-        int64_t j = s + static_cast<int64_t>(rng.below(p - s));
+        int64_t j = s + static_cast<int64_t>(rng.below(count - s));
         std::swap(slots[s], slots[j]);
         v[s] = static_cast<double>(slots[s]);
       }
@@ -721,6 +738,15 @@ std::string validateInput(const InputSpec &spec, unsigned argIndex,
     if (spec.tokens >= 0 && values[numel - 1] != spec.tokens)
       return bad(numel - 1, "must equal T = " + std::to_string(spec.tokens) +
                                 " (the last offset ends the last sequence)");
+    break;
+  }
+  case Role::ReadIndices: {
+    // Range only: sequences may share a read slot (the oracle refuses one
+    // that another sequence writes).
+    for (int64_t i = 0; i < numel; ++i)
+      if (values[i] >= 0 && spec.poolSlots >= 0 && values[i] >= spec.poolSlots)
+        return bad(i, "is not a slot of the state pool (P = " +
+                          std::to_string(spec.poolSlots) + ")");
     break;
   }
   case Role::Indices: {

@@ -36,6 +36,7 @@ enum class Role {
   ALog,         // A_log [HV]
   DtBias,       // dt_bias
   Indices,      // indices [N] of decode_step
+  ReadIndices,  // read_indices [N] of decode_step
   StatePool,    // state_pool of decode_step
   OInit,        // o_init of decode_step
   WindowSizes,  // window_sizes [T] of window_attention
@@ -45,7 +46,8 @@ enum class Role {
 
 /// The role's name as printed in messages: "q", "k", "v", "gate",
 /// "raw_gate", "beta", "beta_logits", "initial_state", "cu_seqlens", "A_log",
-/// "dt_bias", "indices", "state_pool", "o_init", "window_sizes", "z", "other".
+/// "dt_bias", "indices", "read_indices", "state_pool", "o_init",
+/// "window_sizes", "z", "other".
 std::string roleName(Role role);
 
 /// Everything known about one function argument.
@@ -61,9 +63,13 @@ struct InputSpec {
   /// CuSeqlens / WindowSizes: T, the token count of the consuming op
   /// (dim 1 of its q); -1 if dynamic.
   int64_t tokens = -1;
-  /// Indices: P, the number of slots of the consuming decode_step's
-  /// state_pool; -1 if dynamic.
+  /// Indices / ReadIndices: P, the number of slots of the consuming
+  /// decode_step's state_pool; -1 if dynamic.
   int64_t poolSlots = -1;
+  /// Indices / ReadIndices of a decode_step with read_indices: generated
+  /// destinations come from the first half of the pool and read slots from
+  /// the second, so that no sequence reads another's destination.
+  bool splitPool = false;
 };
 
 /// The element count of a static tensor type, or nullopt when a dimension is

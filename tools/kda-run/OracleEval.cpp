@@ -260,6 +260,7 @@ bool Evaluator::evalDecodeStep(mlir::kda::DecodeStepOp op) {
       !load(op.getGate(), a.g) || !load(op.getBeta(), a.beta) ||
       !load(op.getStatePool(), a.statePool) ||
       !loadInts(op.getIndices(), "indices", a.indices) ||
+      !loadInts(op.getReadIndices(), "read_indices", a.readIndices) ||
       !load(op.getALog(), a.gate.aLog) || !load(op.getDtBias(), a.gate.dtBias))
     return false;
   // o_init only names the destination: skipped rows are zero (SPEC.md 4).

@@ -56,6 +56,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
+#include "lowering/PassDescription.h"
 
 #include "passes/GatedDeltaKernel.h"
 #include "passes/Passes.h"
@@ -75,60 +76,19 @@ using namespace mlir::kda;
 
 namespace {
 
-struct DecodeConfig {
+struct DecodeConfig : PrologueDescription {
   int64_t keyDim = 0, valueDim = 0;
-  bool vMajor = false, delta = false, beta = false, l2norm = false;
-  std::string gate; // none, channel, head
-  GateActivation gateActivation = GateActivation::none;
-  BetaActivation betaActivation = BetaActivation::none;
-  double lowerBound = -5.0, scale = 1.0;
+  bool vMajor = false;
 };
 
-std::optional<DecodeConfig> readConfig(DictionaryAttr d) {
-  if (!d)
+std::optional<DecodeConfig> readConfig(DictionaryAttr dict) {
+  if (!dict)
     return std::nullopt;
+  PassDescription d{dict};
   DecodeConfig c;
-  auto i64 = [&](StringRef name, int64_t &out) {
-    auto a = d.getAs<IntegerAttr>(name);
-    if (a)
-      out = a.getInt();
-    return static_cast<bool>(a);
-  };
-  auto f64 = [&](StringRef name, double &out) {
-    auto a = d.getAs<FloatAttr>(name);
-    if (a)
-      out = a.getValueAsDouble();
-    return static_cast<bool>(a);
-  };
-  auto flag = [&](StringRef name, bool &out) {
-    auto a = d.getAs<BoolAttr>(name);
-    if (a)
-      out = a.getValue();
-    return static_cast<bool>(a);
-  };
-  auto str = [&](StringRef name) -> std::optional<StringRef> {
-    auto a = d.getAs<StringAttr>(name);
-    if (!a)
-      return std::nullopt;
-    return a.getValue();
-  };
-  if (!i64("key_dim", c.keyDim) || !i64("value_dim", c.valueDim) ||
-      !flag("v_major", c.vMajor) || !flag("delta", c.delta) ||
-      !flag("beta", c.beta) || !flag("l2norm", c.l2norm) ||
-      !f64("lower_bound", c.lowerBound) || !f64("scale", c.scale))
+  if (!d.read("key_dim", c.keyDim) || !d.read("value_dim", c.valueDim) ||
+      !d.read("v_major", c.vMajor) || !c.readPrologue(d))
     return std::nullopt;
-  auto gate = str("gate");
-  auto gateAct = str("gate_activation");
-  auto betaAct = str("beta_activation");
-  if (!gate || !gateAct || !betaAct)
-    return std::nullopt;
-  c.gate = gate->str();
-  auto ga = symbolizeGateActivation(*gateAct);
-  auto ba = symbolizeBetaActivation(*betaAct);
-  if (!ga || !ba)
-    return std::nullopt;
-  c.gateActivation = *ga;
-  c.betaActivation = *ba;
   return c;
 }
 
@@ -638,24 +598,12 @@ struct DecodeRegistersPass
       func->setAttr(kda::kMaxRegistersAttr, b.getI32IntegerAttr(maxRegisters));
     // Rows read and written as vectors need aligned pointers (the runtime
     // checks what the manifest states).
-    SmallVector<Attribute> entries;
-    for (auto [i, a] : llvm::enumerate(abi)) {
-      auto d = cast<DictionaryAttr>(a);
-      StringRef name = cast<StringAttr>(d.get("name")).getValue();
-      auto type = dyn_cast<MemRefType>(func.getArgument(i).getType());
-      bool vectorRows = name == "q" || name == "k" || name == "v" ||
-                        name == "o_init" || name == "state_pool" ||
-                        (name == "gate" && cfg->gate == "channel") ||
-                        (name == "dt_bias" && type && type.getRank() == 2);
-      if (!vectorRows || !type) {
-        entries.push_back(d);
-        continue;
-      }
-      NamedAttrList attrs(d);
-      attrs.set("alignment", b.getI64IntegerAttr(16));
-      entries.push_back(attrs.getDictionary(&getContext()));
-    }
-    func->setAttr("kda.abi", ArrayAttr::get(&getContext(), entries));
+    kda::requireAlignedRows(func, [&](StringRef name, MemRefType type) {
+      return name == "q" || name == "k" || name == "v" || name == "o_init" ||
+             name == "state_pool" ||
+             (name == "gate" && cfg->gate == "channel") ||
+             (name == "dt_bias" && type.getRank() == 2);
+    });
   }
 };
 

@@ -39,6 +39,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
+#include "lowering/PassDescription.h"
 
 #include "passes/GatedDeltaKernel.h"
 #include "passes/Passes.h"
@@ -59,65 +60,23 @@ using namespace mlir::kda;
 
 namespace {
 
-struct IntraPassConfig {
+struct IntraPassConfig : PrologueDescription {
   int64_t chunk = 0, subChunk = 0, keyDim = 0, valueDim = 0;
-  bool delta = false, beta = false, l2norm = false;
-  std::string gate; // none, channel, head
-  GateActivation gateActivation = GateActivation::none;
-  BetaActivation betaActivation = BetaActivation::none;
-  double lowerBound = -5.0, scale = 1.0;
   SmallVector<std::string> roles;
   SmallVector<int64_t> grid; // (sequence, chunk, head); -1 dynamic
 };
 
-std::optional<IntraPassConfig> readConfig(DictionaryAttr d) {
-  if (!d)
+std::optional<IntraPassConfig> readConfig(DictionaryAttr dict) {
+  if (!dict)
     return std::nullopt;
+  PassDescription d{dict};
   IntraPassConfig c;
-  auto i64 = [&](StringRef name, int64_t &out) {
-    auto a = d.getAs<IntegerAttr>(name);
-    if (a)
-      out = a.getInt();
-    return static_cast<bool>(a);
-  };
-  auto f64 = [&](StringRef name, double &out) {
-    auto a = d.getAs<FloatAttr>(name);
-    if (a)
-      out = a.getValueAsDouble();
-    return static_cast<bool>(a);
-  };
-  auto flag = [&](StringRef name, bool &out) {
-    auto a = d.getAs<BoolAttr>(name);
-    if (a)
-      out = a.getValue();
-    return static_cast<bool>(a);
-  };
-  auto str = [&](StringRef name) -> std::optional<StringRef> {
-    auto a = d.getAs<StringAttr>(name);
-    if (!a)
-      return std::nullopt;
-    return a.getValue();
-  };
-  if (!i64("chunk", c.chunk) || !i64("sub_chunk", c.subChunk) ||
-      !i64("key_dim", c.keyDim) || !i64("value_dim", c.valueDim) ||
-      !flag("delta", c.delta) || !flag("beta", c.beta) ||
-      !flag("l2norm", c.l2norm) || !f64("lower_bound", c.lowerBound) ||
-      !f64("scale", c.scale))
+  if (!d.read("chunk", c.chunk) || !d.read("sub_chunk", c.subChunk) ||
+      !d.read("key_dim", c.keyDim) || !d.read("value_dim", c.valueDim) ||
+      !c.readPrologue(d))
     return std::nullopt;
-  auto gate = str("gate");
-  auto gateAct = str("gate_activation");
-  auto betaAct = str("beta_activation");
-  if (!gate || !gateAct || !betaAct)
-    return std::nullopt;
-  c.gate = gate->str();
-  auto ga = symbolizeGateActivation(*gateAct);
-  auto ba = symbolizeBetaActivation(*betaAct);
-  if (!ga || !ba)
-    return std::nullopt;
-  c.gateActivation = *ga;
-  c.betaActivation = *ba;
-  auto roles = d.getAs<ArrayAttr>("workspaces");
-  auto grid = d.getAs<ArrayAttr>("grid");
+  auto roles = dict.getAs<ArrayAttr>("workspaces");
+  auto grid = dict.getAs<ArrayAttr>("grid");
   if (!roles || !grid || grid.size() != 3)
     return std::nullopt;
   for (Attribute r : roles)
@@ -697,24 +656,12 @@ struct IntraRegistersPass
                   b.getI32IntegerAttr(65536 / (threads * blocksPerSM) / 8 * 8));
     // Inputs read as 16-byte vectors need 16-byte aligned pointers (the
     // runtime checks what the manifest states).
-    SmallVector<Attribute> entries;
-    for (auto [i, a] : llvm::enumerate(abi)) {
-      auto d = cast<DictionaryAttr>(a);
-      StringRef name = cast<StringAttr>(d.get("name")).getValue();
-      auto type = dyn_cast<MemRefType>(func.getArgument(i).getType());
-      bool vectorRows = name == "q" || name == "k" || name == "v" ||
-                        (name == "gate" && cfg->gate == "channel") ||
-                        (name == "dt_bias" && type && type.getRank() == 2) ||
-                        name.starts_with("ws");
-      if (!vectorRows || !type) {
-        entries.push_back(d);
-        continue;
-      }
-      NamedAttrList attrs(d);
-      attrs.set("alignment", b.getI64IntegerAttr(16));
-      entries.push_back(attrs.getDictionary(&getContext()));
-    }
-    func->setAttr("kda.abi", ArrayAttr::get(&getContext(), entries));
+    kda::requireAlignedRows(func, [&](StringRef name, MemRefType type) {
+      return name == "q" || name == "k" || name == "v" ||
+             (name == "gate" && cfg->gate == "channel") ||
+             (name == "dt_bias" && type.getRank() == 2) ||
+             name.starts_with("ws");
+    });
   }
 };
 

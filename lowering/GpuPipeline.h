@@ -9,6 +9,7 @@
 #ifndef KDA_LOWERING_GPUPIPELINE_H
 #define KDA_LOWERING_GPUPIPELINE_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassOptions.h"
@@ -73,6 +74,12 @@ SmallVector<Value> loadRowAsF32(OpBuilder &b, Location loc, Value mem,
 /// type, rowVectorWidth at a time (`col` a multiple of it).
 void storeRowFromF32(OpBuilder &b, Location loc, Value mem, ValueRange prefix,
                      Value col, ArrayRef<Value> values);
+/// Marks the `kda.abi` arguments for which `vectorRows(name, type)` holds as
+/// needing 16-byte aligned pointers (kernels that read or write their rows
+/// as 16-byte vectors; the runtime checks what the manifest states).
+void requireAlignedRows(
+    func::FuncOp func,
+    llvm::function_ref<bool(llvm::StringRef name, MemRefType type)> vectorRows);
 /// Lowers the state grid of a chunk-parallel schedule (kda.state_pass) to a
 /// kernel that keeps the state in registers (NVIDIA mma.sync).
 std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads,

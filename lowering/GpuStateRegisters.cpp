@@ -41,6 +41,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
+#include "lowering/PassDescription.h"
 
 #include "passes/Passes.h"
 
@@ -66,30 +67,19 @@ struct StatePassConfig {
   SmallVector<int64_t> grid;      // (sequence, head[, V block]); -1 dynamic
 };
 
-std::optional<StatePassConfig> readConfig(DictionaryAttr d) {
-  if (!d)
+std::optional<StatePassConfig> readConfig(DictionaryAttr dict) {
+  if (!dict)
     return std::nullopt;
+  kda::PassDescription d{dict};
   StatePassConfig c;
-  auto i64 = [&](StringRef name, int64_t &out) {
-    auto a = d.getAs<IntegerAttr>(name);
-    if (a)
-      out = a.getInt();
-    return static_cast<bool>(a);
-  };
-  auto flag = [&](StringRef name, bool &out) {
-    auto a = d.getAs<BoolAttr>(name);
-    if (a)
-      out = a.getValue();
-    return static_cast<bool>(a);
-  };
-  auto roles = d.getAs<ArrayAttr>("workspaces");
-  if (!i64("chunk", c.chunk) || !i64("key_dim", c.keyDim) ||
-      !i64("v_block", c.vBlock) || !flag("v_major", c.vMajor) ||
-      !flag("boundary", c.boundary) || !roles)
+  auto roles = dict.getAs<ArrayAttr>("workspaces");
+  if (!d.read("chunk", c.chunk) || !d.read("key_dim", c.keyDim) ||
+      !d.read("v_block", c.vBlock) || !d.read("v_major", c.vMajor) ||
+      !d.read("boundary", c.boundary) || !roles)
     return std::nullopt;
   for (Attribute r : roles)
     c.roles.push_back(cast<StringAttr>(r).getValue().str());
-  auto grid = d.getAs<ArrayAttr>("grid");
+  auto grid = dict.getAs<ArrayAttr>("grid");
   if (!grid || grid.size() < 2 || grid.size() > 3)
     return std::nullopt;
   for (Attribute e : grid)

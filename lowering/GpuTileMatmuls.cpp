@@ -172,6 +172,29 @@ SmallVector<Value> mlir::kda::loadRowAsF32(OpBuilder &b, Location loc,
   return out;
 }
 
+void mlir::kda::requireAlignedRows(
+    func::FuncOp func,
+    llvm::function_ref<bool(llvm::StringRef, MemRefType)> vectorRows) {
+  auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
+  if (!abi)
+    return;
+  MLIRContext *ctx = func.getContext();
+  SmallVector<Attribute> entries;
+  for (auto [i, a] : llvm::enumerate(abi)) {
+    auto d = cast<DictionaryAttr>(a);
+    StringRef name = cast<StringAttr>(d.get("name")).getValue();
+    auto type = dyn_cast<MemRefType>(func.getArgument(i).getType());
+    if (!type || !vectorRows(name, type)) {
+      entries.push_back(d);
+      continue;
+    }
+    NamedAttrList attrs(d);
+    attrs.set("alignment", IntegerAttr::get(IntegerType::get(ctx, 64), 16));
+    entries.push_back(attrs.getDictionary(ctx));
+  }
+  func->setAttr("kda.abi", ArrayAttr::get(ctx, entries));
+}
+
 void mlir::kda::storeRowFromF32(OpBuilder &b, Location loc, Value mem,
                                 ValueRange prefix, Value col,
                                 ArrayRef<Value> values) {

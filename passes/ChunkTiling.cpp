@@ -130,6 +130,28 @@ void loadGateParams(TileBuilder &tb, Value aLog, Value dtBias, Value hv,
                                    ValueRange) { return scalar; });
 }
 
+/// The prologue entries of kda.intra_pass and kda.decode_pass (passes/
+/// Passes.h; lowering/PassDescription.h reads them): update rule, gate form
+/// and activation, beta and its activation, l2 norm, scale.
+SmallVector<NamedAttribute> prologueDescription(Builder &b,
+                                                const ChunkConfig &config,
+                                                StringRef gateKind,
+                                                bool hasBeta) {
+  return {b.getNamedAttr("delta",
+                         b.getBoolAttr(config.update == UpdateRule::delta)),
+          b.getNamedAttr("gate", b.getStringAttr(gateKind)),
+          b.getNamedAttr("gate_activation",
+                         b.getStringAttr(
+                             stringifyGateActivation(config.gateActivation))),
+          b.getNamedAttr("lower_bound", b.getF64FloatAttr(config.lowerBound)),
+          b.getNamedAttr("beta", b.getBoolAttr(hasBeta)),
+          b.getNamedAttr("beta_activation",
+                         b.getStringAttr(
+                             stringifyBetaActivation(config.betaActivation))),
+          b.getNamedAttr("l2norm", b.getBoolAttr(config.qkL2Norm)),
+          b.getNamedAttr("scale", b.getF64FloatAttr(config.scale))};
+}
+
 template <typename RecurrenceOp>
 ChunkConfig makeConfig(RecurrenceOp op, int64_t chunk, int64_t subChunk, int64_t kd,
                        int64_t vd) {
@@ -460,31 +482,18 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
         StringRef gateKind = !op.getGate() ? "none"
                              : channelGate ? "channel"
                                            : "head";
-        f->setAttr(
-            kIntraPassAttr,
-            b.getDictionaryAttr(
-                {b.getNamedAttr("chunk", b.getI64IntegerAttr(c)),
-                 b.getNamedAttr("sub_chunk", b.getI64IntegerAttr(sub)),
-                 b.getNamedAttr("key_dim", b.getI64IntegerAttr(kd)),
-                 b.getNamedAttr("value_dim", b.getI64IntegerAttr(vd)),
-                 b.getNamedAttr("delta", b.getBoolAttr(config.update ==
-                                                       UpdateRule::delta)),
-                 b.getNamedAttr("gate", b.getStringAttr(gateKind)),
-                 b.getNamedAttr("gate_activation",
-                                b.getStringAttr(stringifyGateActivation(
-                                    config.gateActivation))),
-                 b.getNamedAttr("lower_bound",
-                                b.getF64FloatAttr(config.lowerBound)),
-                 b.getNamedAttr("beta", b.getBoolAttr(bool(op.getBeta()))),
-                 b.getNamedAttr("beta_activation",
-                                b.getStringAttr(stringifyBetaActivation(
-                                    config.betaActivation))),
-                 b.getNamedAttr("l2norm", b.getBoolAttr(config.qkL2Norm)),
-                 b.getNamedAttr("scale", b.getF64FloatAttr(config.scale)),
-                 b.getNamedAttr("workspaces", b.getStrArrayAttr(roles)),
-                 b.getNamedAttr("grid",
-                                b.getI64ArrayAttr({gridExtents[0], chunksStatic,
-                                                   gridExtents[1]}))}));
+        SmallVector<NamedAttribute> intra = {
+            b.getNamedAttr("chunk", b.getI64IntegerAttr(c)),
+            b.getNamedAttr("sub_chunk", b.getI64IntegerAttr(sub)),
+            b.getNamedAttr("key_dim", b.getI64IntegerAttr(kd)),
+            b.getNamedAttr("value_dim", b.getI64IntegerAttr(vd)),
+            b.getNamedAttr("workspaces", b.getStrArrayAttr(roles)),
+            b.getNamedAttr("grid",
+                           b.getI64ArrayAttr({gridExtents[0], chunksStatic,
+                                              gridExtents[1]}))};
+        llvm::append_range(intra, prologueDescription(b, config, gateKind,
+                                                      bool(op.getBeta())));
+        f->setAttr(kIntraPassAttr, b.getDictionaryAttr(intra));
       }
     }
     Block *body = forall.getBody();
@@ -821,26 +830,13 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
       StringRef gateKind = !op.getGate() ? "none"
                            : channelGate ? "channel"
                                          : "head";
-      f->setAttr(
-          kDecodePassAttr,
-          b.getDictionaryAttr(
-              {b.getNamedAttr("key_dim", b.getI64IntegerAttr(kd)),
-               b.getNamedAttr("value_dim", b.getI64IntegerAttr(vd)),
-               b.getNamedAttr("v_major", b.getBoolAttr(vMajor)),
-               b.getNamedAttr("delta", b.getBoolAttr(config.update ==
-                                                     UpdateRule::delta)),
-               b.getNamedAttr("gate", b.getStringAttr(gateKind)),
-               b.getNamedAttr("gate_activation",
-                              b.getStringAttr(stringifyGateActivation(
-                                  config.gateActivation))),
-               b.getNamedAttr("lower_bound",
-                              b.getF64FloatAttr(config.lowerBound)),
-               b.getNamedAttr("beta", b.getBoolAttr(bool(op.getBeta()))),
-               b.getNamedAttr("beta_activation",
-                              b.getStringAttr(stringifyBetaActivation(
-                                  config.betaActivation))),
-               b.getNamedAttr("l2norm", b.getBoolAttr(config.qkL2Norm)),
-               b.getNamedAttr("scale", b.getF64FloatAttr(config.scale))}));
+      SmallVector<NamedAttribute> decode = {
+          b.getNamedAttr("key_dim", b.getI64IntegerAttr(kd)),
+          b.getNamedAttr("value_dim", b.getI64IntegerAttr(vd)),
+          b.getNamedAttr("v_major", b.getBoolAttr(vMajor))};
+      llvm::append_range(decode, prologueDescription(b, config, gateKind,
+                                                     bool(op.getBeta())));
+      f->setAttr(kDecodePassAttr, b.getDictionaryAttr(decode));
     }
     rewriter.replaceOp(op, outer.getResults());
     return success();

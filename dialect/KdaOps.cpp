@@ -600,7 +600,10 @@ LogicalResult GateOp::verify() {
 //===----------------------------------------------------------------------===//
 
 std::optional<GateGranularity> DecodeStepOp::getGateGranularity() {
-  return granularityFromRank(getGate(), /*headWiseRank=*/2);
+  // [N, HV] / [N, HV, K], or with T tokens per sequence one rank more.
+  const int64_t tokens =
+      cast<RankedTensorType>(getQ().getType()).getRank() == 4 ? 1 : 0;
+  return granularityFromRank(getGate(), /*headWiseRank=*/2 + tokens);
 }
 
 double DecodeStepOp::getScaleOrDefault() {
@@ -618,8 +621,20 @@ MutableOperandRange DecodeStepOp::getDpsInitsMutable() {
 LogicalResult DecodeStepOp::verify() {
   Operation *op = getOperation();
   ShapeChecker shapes(op);
-  if (failed(verifyQueryKeyValue(op, shapes, getQ(), getK(), getV(), {"N", "H", "K"},
-                                 {"N", "H", "K"}, {"N", "HV", "V"})))
+  // One token per sequence ([N, H, K]) or T of them ([N, T, H, K], indices
+  // [N, T]): the rank of q says which.
+  const bool multi = cast<RankedTensorType>(getQ().getType()).getRank() == 4;
+  SmallVector<StringRef, 4> lead = {"N"};
+  if (multi)
+    lead.push_back("T");
+  auto dims = [&](std::initializer_list<StringRef> tail) {
+    SmallVector<StringRef, 4> d(lead);
+    d.append(tail.begin(), tail.end());
+    return d;
+  };
+  if (failed(verifyQueryKeyValue(op, shapes, getQ(), getK(), getV(),
+                                 dims({"H", "K"}), dims({"H", "K"}),
+                                 dims({"HV", "V"}))))
     return failure();
   if (failed(shapes.checkNonEmpty(kHeadsAndHeadDims)))
     return failure();
@@ -628,7 +643,7 @@ LogicalResult DecodeStepOp::verify() {
   std::optional<double> lowerBound;
   if (auto lb = getLowerBound())
     lowerBound = lb->convertToDouble();
-  if (failed(verifyPrologue(op, shapes, {"N"}, "gate", getGate(), getBeta(),
+  if (failed(verifyPrologue(op, shapes, lead, "gate", getGate(), getBeta(),
                             getALog(), getDtBias(), getUpdate(),
                             getBetaActivation(), getGateActivation(),
                             lowerBound, getGateGranularity())))
@@ -638,14 +653,14 @@ LogicalResult DecodeStepOp::verify() {
     scale = s->convertToDouble();
   if (failed(verifyScale(op, scale)))
     return failure();
-  if (failed(shapes.check(operandName("indices"), getIndices(), {"N"},
+  if (failed(shapes.check(operandName("indices"), getIndices(), lead,
                           ElemKind::Integer)))
     return failure();
   if (getReadIndices() &&
       failed(shapes.check(operandName("read_indices"), getReadIndices(), {"N"},
                           ElemKind::Integer)))
     return failure();
-  if (failed(shapes.check(operandName("o_init"), getOInit(), {"N", "HV", "V"},
+  if (failed(shapes.check(operandName("o_init"), getOInit(), dims({"HV", "V"}),
                           ElemKind::Activation)))
     return failure();
   if (elementTypeOf(getOInit()) != elementTypeOf(getV()))

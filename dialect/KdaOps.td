@@ -177,6 +177,14 @@ def Kda_DecodeStepOp : Kda_Op<"decode_step", [Pure, AttrSizedOperandSegments,
     write a slot of its own, never clobbering it. No sequence may read a
     slot another one writes.
 
+    Several tokens per sequence (speculative decoding, multi-token
+    prediction): q, k `[N, T, H, K]`, v `[N, T, HV, V]`, gate and beta with
+    the T axis, o_init `[N, T, HV, V]` and indices `[N, T]`. Sequence `n`
+    reads `read_indices[n]`, else `indices[n, 0]` (negative: skip, every
+    output row zero), takes its T tokens in order and after token `t`
+    writes its state to `indices[n, t]` (negative: not kept). Every
+    non-negative entry of indices is distinct.
+
     Destination-passing style: `outs(%o_init, %pool)` name the output and the
     pool the results update, so bufferization updates the pool in place.
 

@@ -79,6 +79,7 @@ namespace {
 struct DecodeConfig : PrologueDescription {
   int64_t keyDim = 0, valueDim = 0;
   bool vMajor = false;
+  bool multiToken = false; // q [N, T, H, K], indices [N, T]
 };
 
 std::optional<DecodeConfig> readConfig(DictionaryAttr dict) {
@@ -87,7 +88,8 @@ std::optional<DecodeConfig> readConfig(DictionaryAttr dict) {
   PassDescription d{dict};
   DecodeConfig c;
   if (!d.read("key_dim", c.keyDim) || !d.read("value_dim", c.valueDim) ||
-      !d.read("v_major", c.vMajor) || !c.readPrologue(d))
+      !d.read("v_major", c.vMajor) || !d.read("multi_token", c.multiToken) ||
+      !c.readPrologue(d))
     return std::nullopt;
   return c;
 }
@@ -152,6 +154,16 @@ struct DecodeProgram {
   Value q, k, v, gate, beta, aLog, dtBias, indices, readIndices, o, pool;
   // Lane coordinates.
   Value lane, warp, groupOfLane, posInGroup, sharer, vFirst;
+  /// The token of a multi-token step (null: one token per sequence).
+  Value token;
+  /// Indices of sequence n's current token, then `rest`.
+  SmallVector<Value> at(Value n, std::initializer_list<Value> rest) {
+    SmallVector<Value> i = {n};
+    if (token)
+      i.push_back(token);
+    i.append(rest.begin(), rest.end());
+    return i;
+  }
 
   DecodeProgram(ImplicitLocOpBuilder &b, const DecodeConfig &cfg,
                 const DecodeLayout &lay, int64_t warpSize)
@@ -313,8 +325,13 @@ struct DecodeProgram {
 
     // The slot read (read_indices, else indices); the destination is
     // indices (with read_indices, negative: the new state is not kept).
-    Value rawSlot = memref::LoadOp::create(
-        b, readIndices ? readIndices : indices, ValueRange{n});
+    SmallVector<Value> first = {n};
+    if (cfg.multiToken)
+      first.push_back(idx(0));
+    Value rawSlot =
+        readIndices ? memref::LoadOp::create(b, readIndices, ValueRange{n})
+                          .getResult()
+                    : memref::LoadOp::create(b, indices, first).getResult();
     Value skip = arith::CmpIOp::create(
         b, arith::CmpIPredicate::slt, rawSlot,
         arith::ConstantOp::create(b, b.getZeroAttr(rawSlot.getType())));
@@ -323,25 +340,91 @@ struct DecodeProgram {
         [&] {
           // Skipped sequence: a zero output row, the pool untouched.
           branch(writesOutput, [&] {
-            SmallVector<Value> zeros(lay.colsLane, f32(0.0));
-            kda::storeRowFromF32(b, b.getLoc(), o, ValueRange{n, head},
-                                 vFirst, zeros);
+            forTokens(n, {}, [&](ValueRange) {
+              SmallVector<Value> zeros(lay.colsLane, f32(0.0));
+              kda::storeRowFromF32(b, b.getLoc(), o, at(n, {head}), vFirst,
+                                   zeros);
+              return SmallVector<Value>{};
+            });
           });
         },
         [&] { emitStep(n, head, rawSlot, writesOutput); });
   }
 
+  /// Runs `body` once (one token per sequence) or for every token t of a
+  /// multi-token step (`token` = t), carrying `carried` through the tokens;
+  /// returns what the last run returned.
+  SmallVector<Value>
+  forTokens(Value n, ValueRange carried,
+            llvm::function_ref<SmallVector<Value>(ValueRange)> body) {
+    if (!cfg.multiToken)
+      return body(carried);
+    Value tokens = memref::DimOp::create(b, q, 1);
+    auto loop = scf::ForOp::create(b, idx(0), tokens, idx(1), carried);
+    OpBuilder::InsertionGuard guard(b);
+    // Without carried values the loop already has its (empty) yield.
+    if (carried.empty())
+      b.setInsertionPoint(loop.getBody()->getTerminator());
+    else
+      b.setInsertionPointToStart(loop.getBody());
+    token = loop.getInductionVar();
+    SmallVector<Value> next = body(loop.getRegionIterArgs());
+    token = Value();
+    if (!carried.empty())
+      scf::YieldOp::create(b, next);
+    return SmallVector<Value>(loop.getResults().begin(),
+                              loop.getResults().end());
+  }
+
   void emitStep(Value n, Value head, Value rawSlot, Value writesOutput) {
-    const int64_t RK = lay.rowsK, CL = lay.colsLane, OB = lay.ownedBlocks();
+    const int64_t RK = lay.rowsK, CL = lay.colsLane;
     Value slot = arith::IndexCastOp::create(b, b.getIndexType(), rawSlot);
     // Every global load first: the state (the bulk of the bytes), then the
     // token's inputs. (Loading the inputs and running the prologue before
     // the state saves no register that pays: measured, no faster.)
     SmallVector<SmallVector<Value>> S = loadState(slot, head);
-    Value heads = memref::DimOp::create(b, v, 1);
-    Value qkHeads = memref::DimOp::create(b, q, 1);
+    const int64_t headAxis = cfg.multiToken ? 2 : 1;
+    Value heads = memref::DimOp::create(b, v, headAxis);
+    Value qkHeads = memref::DimOp::create(b, q, headAxis);
     Value qkHead = arith::DivUIOp::create(
         b, head, arith::DivUIOp::create(b, heads, qkHeads));
+    if (!cfg.multiToken && !readIndices) {
+      emitToken(n, head, qkHead, writesOutput, S);
+      storeState(slot, head, S); // in place
+      return;
+    }
+    // Where the new state goes: indices (of the token), negative: nowhere.
+    auto storeWhereNamed = [&] {
+      Value rawDest = memref::LoadOp::create(b, indices, at(n, {}));
+      Value keep = arith::CmpIOp::create(
+          b, arith::CmpIPredicate::sge, rawDest,
+          arith::ConstantOp::create(b, b.getZeroAttr(rawDest.getType())));
+      branch(keep, [&] {
+        storeState(arith::IndexCastOp::create(b, b.getIndexType(), rawDest),
+                   head, S);
+      });
+    };
+    SmallVector<Value> flat;
+    for (auto &row : S)
+      llvm::append_range(flat, row);
+    forTokens(n, flat, [&](ValueRange carried) {
+      for (int64_t i = 0; i < RK; ++i)
+        for (int64_t j = 0; j < CL; ++j)
+          S[i][j] = carried[i * CL + j];
+      emitToken(n, head, qkHead, writesOutput, S);
+      storeWhereNamed();
+      SmallVector<Value> out;
+      for (auto &row : S)
+        llvm::append_range(out, row);
+      return out;
+    });
+  }
+
+  /// One token of the recurrence on the lane's state S (updated in place):
+  /// the token's loads, the prologue, the reductions, the output row.
+  void emitToken(Value n, Value head, Value qkHead, Value writesOutput,
+                 SmallVector<SmallVector<Value>> &S) {
+    const int64_t RK = lay.rowsK, CL = lay.colsLane, OB = lay.ownedBlocks();
 
     // The prologue, once per key: the NS lanes that hold the same key rows
     // split them in blocks of 4 (block b prepared by sharer b % NS), so a
@@ -353,27 +436,27 @@ struct DecodeProgram {
       auto [key, real] = ownedKey(t);
       realOwned.push_back(real);
       llvm::append_range(qo, kda::loadRowAsF32(b, b.getLoc(), q,
-                                               ValueRange{n, qkHead}, key, 4));
+                                               at(n, {qkHead}), key, 4));
       llvm::append_range(ko, kda::loadRowAsF32(b, b.getLoc(), k,
-                                               ValueRange{n, qkHead}, key, 4));
+                                               at(n, {qkHead}), key, 4));
       if (cfg.gate == "channel")
         llvm::append_range(go, kda::loadRowAsF32(b, b.getLoc(), gate,
-                                                 ValueRange{n, head}, key, 4));
+                                                 at(n, {head}), key, 4));
       if (dtBias && cast<MemRefType>(dtBias.getType()).getRank() == 2)
         llvm::append_range(dto, kda::loadRowAsF32(b, b.getLoc(), dtBias,
                                                   ValueRange{head}, key, 4));
     }
     SmallVector<Value> vv = kda::loadRowAsF32(b, b.getLoc(), v,
-                                              ValueRange{n, head}, vFirst, CL);
+                                              at(n, {head}), vFirst, CL);
     Value gHead, dtHead, aLogV, betaRaw;
     if (cfg.gate == "head")
-      gHead = scalar(gate, ValueRange{n, head});
+      gHead = scalar(gate, at(n, {head}));
     if (dtBias && cast<MemRefType>(dtBias.getType()).getRank() == 1)
       dtHead = scalar(dtBias, ValueRange{head});
     if (aLog)
       aLogV = scalar(aLog, ValueRange{head});
     if (cfg.beta)
-      betaRaw = scalar(beta, ValueRange{n, head});
+      betaRaw = scalar(beta, at(n, {head}));
 
     // l2 norms: squares of the prepared keys (each key of K once over the
     // warp; blocks a lane does not have count zero), summed over the warp.
@@ -448,25 +531,13 @@ struct DecodeProgram {
       out[j] = fma(qk, vNew[j], bq[j]);
     }
     branch(writesOutput, [&] {
-      kda::storeRowFromF32(b, b.getLoc(), o, ValueRange{n, head}, vFirst,
+      kda::storeRowFromF32(b, b.getLoc(), o, at(n, {head}), vFirst,
                            out);
     });
     // S' = Diag(d) S + k v_new^T.
     for (int64_t i = 0; i < RK; ++i)
       for (int64_t j = 0; j < CL; ++j)
         S[i][j] = fma(kRow[i], vNew[j], S[i][j]);
-    if (!readIndices) {
-      storeState(slot, head, S);
-      return;
-    }
-    Value rawDest = memref::LoadOp::create(b, indices, ValueRange{n});
-    Value keep = arith::CmpIOp::create(
-        b, arith::CmpIPredicate::sge, rawDest,
-        arith::ConstantOp::create(b, b.getZeroAttr(rawDest.getType())));
-    branch(keep, [&] {
-      storeState(arith::IndexCastOp::create(b, b.getIndexType(), rawDest),
-                 head, S);
-    });
   }
 };
 
@@ -557,7 +628,7 @@ struct DecodeRegistersPass
     // (x = V block, y = head, z = sequence: blocks that start together
     // cover one slot's heads, contiguous in the pool).
     Value numSeqs = memref::DimOp::create(b, prog.q, 0);
-    Value heads = memref::DimOp::create(b, prog.v, 1);
+    Value heads = memref::DimOp::create(b, prog.v, cfg->multiToken ? 2 : 1);
     const int64_t blockCols = lay->colsV * lay->warps;
     Value blocks = arith::ConstantIndexOp::create(b, cfg->valueDim / blockCols);
     SmallVector<OpFoldResult> bounds = {numSeqs, heads, blocks};

@@ -686,11 +686,15 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
   LogicalResult matchAndRewrite(DecodeStepOp op,
                                 PatternRewriter &rewriter) const override {
     Value q = op.getQ(), v = op.getV();
-    if (failed(requireStatic(rewriter, op, {{q, 2}, {v, 2}})))
+    // One token per sequence ([N, H, K]) or T of them ([N, T, H, K]): the
+    // leading axes are (N) or (N, T), and a tile row is one token.
+    const bool multi = cast<RankedTensorType>(q.getType()).getRank() == 4;
+    const int64_t row = multi ? 1 : 0, last = row + 2;
+    if (failed(requireStatic(rewriter, op, {{q, last}, {v, last}})))
       return failure();
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     TileBuilder tb(b);
-    const int64_t kd = dimOf(q, 2), vd = dimOf(v, 2);
+    const int64_t kd = dimOf(q, last), vd = dimOf(v, last);
     const bool vMajor = op.getStateLayout() == StateLayout::v_major;
     // V splits over programs like the chunk kernel's.
     std::optional<int64_t> vBlocked = valueBlock(op.getTile(), vBlock, vd);
@@ -700,9 +704,10 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
     ChunkConfig config = makeConfig(op, 1, 1, kd, vb);
     bool channelGate = op.getGateGranularity() == GateGranularity::channel;
     Value zero = tb.index(0), one = tb.index(1);
-    Value hv = getValueOrCreateConstantIndexOp(b, b.getLoc(), sizeOf(b, v, 1));
+    Value hv = getValueOrCreateConstantIndexOp(b, b.getLoc(), sizeOf(b, v, row + 1));
     Value headsPerQueryHead = arith::DivUIOp::create(
-        b, hv, getValueOrCreateConstantIndexOp(b, b.getLoc(), sizeOf(b, q, 1)));
+        b, hv, getValueOrCreateConstantIndexOp(b, b.getLoc(), sizeOf(b, q, row + 1)));
+    Value tokens = multi ? dimValue(b, q, 1) : one;
 
     Value numSeqs = dimValue(b, q, 0);
     auto outer = scf::ForOp::create(
@@ -719,12 +724,29 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
                         ValueRange iter) {
                 ImplicitLocOpBuilder b2(l2, n2);
                 Value vCol = arith::MulIOp::create(b2, block, tb.index(vb));
-                // The slot read (read_indices, else indices) and the one
-                // written (indices; with read_indices negative means none).
-                Value rawSlot = tensor::ExtractOp::create(
-                    b2, op.getReadIndices() ? op.getReadIndices()
-                                            : op.getIndices(),
-                    n);
+                // Offsets of token t of sequence n, then the given tail.
+                auto at = [&](Value t, std::initializer_list<OpFoldResult> tail) {
+                  SmallVector<OpFoldResult> o = {n};
+                  if (multi)
+                    o.push_back(t);
+                  o.append(tail.begin(), tail.end());
+                  return o;
+                };
+                auto indexAt = [&](ImplicitLocOpBuilder &bb, Value t) {
+                  SmallVector<Value> i = {n};
+                  if (multi)
+                    i.push_back(t);
+                  return tensor::ExtractOp::create(bb, op.getIndices(), i)
+                      .getResult();
+                };
+                // The slot read (read_indices, else indices (of the first
+                // token)) and those written (indices; with read_indices or
+                // several tokens, negative means not kept).
+                Value rawSlot =
+                    op.getReadIndices()
+                        ? tensor::ExtractOp::create(b2, op.getReadIndices(), n)
+                              .getResult()
+                        : indexAt(b2, zero);
                 Value zeroInt = arith::ConstantOp::create(
                     b2, b2.getZeroAttr(rawSlot.getType()));
                 Value skip = arith::CmpIOp::create(
@@ -732,13 +754,22 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
                 auto ifOp = scf::IfOp::create(
                     b2, skip,
                     [&](OpBuilder &n3, Location l3) {
-                      // Skipped sequence: zero output row, pool untouched.
+                      // Skipped sequence: zero output rows, pool untouched.
                       ImplicitLocOpBuilder b3(l3, n3);
-                      TileBuilder tb3(b3);
-                      Value row = tb3.filled({1, vb}, 0.0);
-                      Value o = tb3.store(row, iter[0], {n, head, vCol}, {0, 2},
-                                          tb3.index(1));
-                      scf::YieldOp::create(b3, ValueRange{o, iter[1]});
+                      auto rows = scf::ForOp::create(
+                          b3, zero, tokens, one, ValueRange{iter[0]},
+                          [&](OpBuilder &n4, Location l4, Value t,
+                              ValueRange oIter) {
+                            ImplicitLocOpBuilder b4(l4, n4);
+                            TileBuilder tb4(b4);
+                            Value zeros = tb4.filled({1, vb}, 0.0);
+                            Value o = tb4.store(zeros, oIter[0],
+                                                at(t, {head, vCol}),
+                                                {row, last}, tb4.index(1));
+                            scf::YieldOp::create(b4, ValueRange{o});
+                          });
+                      scf::YieldOp::create(
+                          b3, ValueRange{rows.getResult(0), iter[1]});
                     },
                     [&](OpBuilder &n3, Location l3) {
                       ImplicitLocOpBuilder b3(l3, n3);
@@ -748,72 +779,88 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
                       Value z = tb3.index(0), o1 = tb3.index(1);
                       Value qkHead =
                           arith::DivUIOp::create(b3, head, headsPerQueryHead);
-                      ChunkInputs in;
-                      in.validRows = o1;
-                      in.q = tb3.load(q, {n, qkHead, z}, {0, 2}, {1, kd}, o1);
-                      in.k = tb3.load(op.getK(), {n, qkHead, z}, {0, 2},
-                                      {1, kd}, o1);
-                      in.v = tb3.load(v, {n, head, vCol}, {0, 2}, {1, vb}, o1);
-                      if (Value g = op.getGate()) {
-                        if (channelGate) {
-                          in.gate =
-                              tb3.load(g, {n, head, z}, {0, 2}, {1, kd}, o1);
-                        } else {
-                          Value gh = tb3.load(g, {n, head}, {0}, {1}, o1);
-                          in.gate = tb3.map({1, kd}, {perRow(gh)},
-                                            [](ImplicitLocOpBuilder &,
-                                               ValueRange s, ValueRange) {
-                                              return s[0];
-                                            });
-                        }
-                      }
-                      if (Value beta = op.getBeta())
-                        in.beta = tb3.load(beta, {n, head}, {0}, {1}, o1);
-                      loadGateParams(tb3, op.getALog(), op.getDtBias(), head,
-                                     channelGate, kd, in.aLog, in.dtBias);
-                      SmallVector<OpFoldResult> at =
-                          vMajor ? SmallVector<OpFoldResult>{slot, head, vCol, z}
-                                 : SmallVector<OpFoldResult>{slot, head, z, vCol};
-                      Value s = loadState(tb3, iter[1], at, 2, vMajor, kd, vb);
-                      ChunkOutputs out =
-                          emitGatedDeltaChunk(tb3, config, in, s);
-                      Value o = tb3.store(out.o, iter[0], {n, head, vCol},
-                                          {0, 2}, o1);
-                      if (!op.getReadIndices()) {
-                        Value pool = storeState(tb3, out.nextState, iter[1],
-                                                at, 2, vMajor);
-                        scf::YieldOp::create(b3, ValueRange{o, pool});
-                        return;
-                      }
-                      Value rawDest =
-                          tensor::ExtractOp::create(b3, op.getIndices(), n);
-                      Value keep = arith::CmpIOp::create(
-                          b3, arith::CmpIPredicate::sge, rawDest,
-                          arith::ConstantOp::create(
-                              b3, b3.getZeroAttr(rawDest.getType())));
-                      auto write = scf::IfOp::create(
-                          b3, keep,
-                          [&](OpBuilder &n4, Location l4) {
+                      auto stateAt = [&](Value s) {
+                        return vMajor
+                                   ? SmallVector<OpFoldResult>{s, head, vCol, z}
+                                   : SmallVector<OpFoldResult>{s, head, z, vCol};
+                      };
+                      Value s0 = loadState(tb3, iter[1], stateAt(slot), 2,
+                                           vMajor, kd, vb);
+                      auto steps = scf::ForOp::create(
+                          b3, zero, tokens, one,
+                          ValueRange{iter[0], iter[1], s0},
+                          [&](OpBuilder &n4, Location l4, Value t,
+                              ValueRange tIter) {
                             ImplicitLocOpBuilder b4(l4, n4);
                             TileBuilder tb4(b4);
-                            Value dest = arith::IndexCastOp::create(
-                                b4, b4.getIndexType(), rawDest);
-                            Value z4 = tb4.index(0);
-                            SmallVector<OpFoldResult> to =
-                                vMajor
-                                    ? SmallVector<OpFoldResult>{dest, head,
-                                                                vCol, z4}
-                                    : SmallVector<OpFoldResult>{dest, head,
-                                                                z4, vCol};
+                            ChunkInputs in;
+                            in.validRows = o1;
+                            in.q = tb4.load(q, at(t, {qkHead, z}), {row, last},
+                                            {1, kd}, o1);
+                            in.k = tb4.load(op.getK(), at(t, {qkHead, z}),
+                                            {row, last}, {1, kd}, o1);
+                            in.v = tb4.load(v, at(t, {head, vCol}),
+                                            {row, last}, {1, vb}, o1);
+                            if (Value g = op.getGate()) {
+                              if (channelGate) {
+                                in.gate = tb4.load(g, at(t, {head, z}),
+                                                   {row, last}, {1, kd}, o1);
+                              } else {
+                                Value gh = tb4.load(g, at(t, {head}), {row},
+                                                    {1}, o1);
+                                in.gate = tb4.map(
+                                    {1, kd}, {perRow(gh)},
+                                    [](ImplicitLocOpBuilder &, ValueRange s,
+                                       ValueRange) { return s[0]; });
+                              }
+                            }
+                            if (Value beta = op.getBeta())
+                              in.beta =
+                                  tb4.load(beta, at(t, {head}), {row}, {1}, o1);
+                            loadGateParams(tb4, op.getALog(), op.getDtBias(),
+                                           head, channelGate, kd, in.aLog,
+                                           in.dtBias);
+                            ChunkOutputs out =
+                                emitGatedDeltaChunk(tb4, config, in, tIter[2]);
+                            Value o = tb4.store(out.o, tIter[0],
+                                                at(t, {head, vCol}),
+                                                {row, last}, o1);
+                            if (!op.getReadIndices() && !multi) {
+                              // In place: the slot read is the one written.
+                              Value pool = storeState(tb4, out.nextState,
+                                                      tIter[1], stateAt(slot),
+                                                      2, vMajor);
+                              scf::YieldOp::create(
+                                  b4, ValueRange{o, pool, out.nextState});
+                              return;
+                            }
+                            Value rawDest = indexAt(b4, t);
+                            Value keep = arith::CmpIOp::create(
+                                b4, arith::CmpIPredicate::sge, rawDest,
+                                arith::ConstantOp::create(
+                                    b4, b4.getZeroAttr(rawDest.getType())));
+                            auto write = scf::IfOp::create(
+                                b4, keep,
+                                [&](OpBuilder &n5, Location l5) {
+                                  ImplicitLocOpBuilder b5(l5, n5);
+                                  TileBuilder tb5(b5);
+                                  Value dest = arith::IndexCastOp::create(
+                                      b5, b5.getIndexType(), rawDest);
+                                  scf::YieldOp::create(
+                                      b5, storeState(tb5, out.nextState,
+                                                     tIter[1], stateAt(dest),
+                                                     2, vMajor));
+                                },
+                                [&](OpBuilder &n5, Location l5) {
+                                  scf::YieldOp::create(n5, l5, tIter[1]);
+                                });
                             scf::YieldOp::create(
-                                b4, storeState(tb4, out.nextState, iter[1], to,
-                                               2, vMajor));
-                          },
-                          [&](OpBuilder &n4, Location l4) {
-                            scf::YieldOp::create(n4, l4, iter[1]);
+                                b4, ValueRange{o, write.getResult(0),
+                                               out.nextState});
                           });
                       scf::YieldOp::create(
-                          b3, ValueRange{o, write.getResult(0)});
+                          b3, ValueRange{steps.getResult(0),
+                                         steps.getResult(1)});
                     });
                 scf::YieldOp::create(b2, ifOp.getResults());
                     });
@@ -833,7 +880,8 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
       SmallVector<NamedAttribute> decode = {
           b.getNamedAttr("key_dim", b.getI64IntegerAttr(kd)),
           b.getNamedAttr("value_dim", b.getI64IntegerAttr(vd)),
-          b.getNamedAttr("v_major", b.getBoolAttr(vMajor))};
+          b.getNamedAttr("v_major", b.getBoolAttr(vMajor)),
+          b.getNamedAttr("multi_token", b.getBoolAttr(multi))};
       llvm::append_range(decode, prologueDescription(b, config, gateKind,
                                                      bool(op.getBeta())));
       f->setAttr(kDecodePassAttr, b.getDictionaryAttr(decode));

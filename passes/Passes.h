@@ -44,7 +44,8 @@ inline constexpr llvm::StringLiteral kStatePassAttr = "kda.state_pass";
 inline constexpr llvm::StringLiteral kIntraPassAttr = "kda.intra_pass";
 /// On a function with a decode step: what its programs compute, for targets
 /// that lower decode with a kernel of their own (kda-gpu-decode-registers):
-/// {key_dim, value_dim, v_major, delta, gate ("none", "channel", "head"),
+/// {key_dim, value_dim, v_major, multi_token (q [N, T, H, K], indices
+/// [N, T]), delta, gate ("none", "channel", "head"),
 /// gate_activation, lower_bound, beta, beta_activation, l2norm, scale}.
 inline constexpr llvm::StringLiteral kDecodePassAttr = "kda.decode_pass";
 /// On a kernel whose grid is (sequence, chunk, ...) with chunks of the given

@@ -157,14 +157,16 @@ def decode_step_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
                        state_layout: str = "k_major",
                        state_dtype: str = "f32",
                        indices_dtype: str = "i32",
-                       read_indices_dtype: Optional[str] = None) -> Dict[str, Any]:
+                       read_indices_dtype: Optional[str] = None,
+                       multi_token: bool = False) -> Dict[str, Any]:
     """Canonical configuration of one ``kda.decode_step`` kernel (state pool).
 
     Like gated_delta, everything but K and V is dynamic: N (sequences), H,
     HV (heads) and P (pool slots) are symbols of the bundle's manifest.
     ``read_indices_dtype``: the step reads slot ``read_indices[n]`` and
     writes ``indices[n]`` (the key is present only then, so configurations
-    without it hash as before).
+    without it hash as before). ``multi_token``: T tokens per sequence (q
+    ``[N, T, H, K]``, indices ``[N, T]``; likewise present only when set).
     """
     cfg = {
         "op": "decode_step",
@@ -176,6 +178,8 @@ def decode_step_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
     }
     if read_indices_dtype is not None:
         cfg["read_indices_dtype"] = read_indices_dtype
+    if multi_token:
+        cfg["multi_token"] = True
     validate(cfg)
     return cfg
 
@@ -385,6 +389,8 @@ def describe(cfg: Dict[str, Any]) -> str:
         parts.append(f"indices={cfg['indices_dtype']}")
         if cfg.get("read_indices_dtype"):
             parts.append(f"read_indices={cfg['read_indices_dtype']}")
+        if cfg.get("multi_token"):
+            parts.append("tokens=T")
     return " ".join(parts)
 
 
@@ -489,16 +495,17 @@ def _decode_step_mlir(cfg: Dict[str, Any]) -> str:
     K, V = cfg["K"], cfg["V"]
     H = HV = None  # dynamic head counts
     state_tail = [K, V] if cfg["state_layout"] == "k_major" else [V, K]
-    tq = _tensor([None, H, K], cfg["qk_dtype"])
-    tv = _tensor([None, HV, V], cfg["v_dtype"])
+    lead = [None, None] if cfg.get("multi_token") else [None]  # (N) or (N, T)
+    tq = _tensor(lead + [H, K], cfg["qk_dtype"])
+    tv = _tensor(lead + [HV, V], cfg["v_dtype"])
     args, operands = [f"%q: {tq}", f"%k: {tq}", f"%v: {tv}"], []
     if cfg["gate"]:
-        dims = [None, HV, K] if cfg["gate"]["form"] == "channel" else [None, HV]
+        dims = lead + ([HV, K] if cfg["gate"]["form"] == "channel" else [HV])
         tg = _tensor(dims, cfg["gate"]["dtype"])
         args.append(f"%g: {tg}")
         operands.append(f"gate(%g : {tg})")
     if cfg["beta_dtype"]:
-        tb = _tensor([None, HV], cfg["beta_dtype"])
+        tb = _tensor(lead + [HV], cfg["beta_dtype"])
         args.append(f"%beta: {tb}")
         operands.append(f"beta(%beta : {tb})")
     if cfg["A_log_dtype"]:
@@ -510,7 +517,7 @@ def _decode_step_mlir(cfg: Dict[str, Any]) -> str:
         td = _tensor(dims, cfg["dt_bias_dtype"])
         args.append(f"%dt_bias: {td}")
         operands.append(f"dt_bias(%dt_bias : {td})")
-    ti = _tensor([None], cfg["indices_dtype"])
+    ti = _tensor(lead, cfg["indices_dtype"])
     tp = _tensor([None, HV] + state_tail, cfg["state_dtype"])
     args.append(f"%indices: {ti}")
     operands.append(f"indices(%indices : {ti})")

@@ -218,10 +218,23 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
     if initial_state is None:
         raise ValueError("ssm_state_indices names slots of a state pool: pass the pool as initial_state "
                          "([P, HV, K, V], or [P, HV, V, K] with state_v_first)")
-    if len(_shape(ssm_state_indices)) != 1:
-        raise NotImplementedError("kda: 2-D ssm_state_indices (speculative decoding) are not supported")
-    N = B * T
-    if _shape(ssm_state_indices)[0] != N:
+    multi = len(_shape(ssm_state_indices)) == 2
+    if multi:
+        # Several tokens per sequence (speculative decoding, multi-token
+        # prediction): q [N, T, H, K], ssm_state_indices [N, T], the state
+        # after token t kept in slot ssm_state_indices[n, t].
+        if cu_seqlens is not None:
+            raise NotImplementedError("kda: 2-D ssm_state_indices take q [N, T, H, K] (T tokens per sequence); "
+                                      "cu_seqlens (ragged token counts) are not supported with them")
+        if _shape(ssm_state_indices) != (B, T):
+            raise ValueError(f"ssm_state_indices: expected [N, T] = [{B}, {T}] (q's batch and tokens), "
+                             f"got {list(_shape(ssm_state_indices))}")
+        N = B
+    elif len(_shape(ssm_state_indices)) != 1:
+        raise ValueError(f"ssm_state_indices: expected [N] or [N, T], got shape {list(_shape(ssm_state_indices))}")
+    else:
+        N = B * T
+    if not multi and _shape(ssm_state_indices)[0] != N:
         raise ValueError(f"ssm_state_indices: expected one index per token ({N} = B * T), "
                          f"got {_shape(ssm_state_indices)[0]}")
     if read_state_indices is not None and _shape(read_state_indices) != (N,):
@@ -230,8 +243,9 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
     if cu_seqlens is not None and _shape(cu_seqlens) != (N + 1,):
         raise ValueError(f"decode with ssm_state_indices: every sequence has one token, so cu_seqlens must "
                          f"have N + 1 = {N + 1} entries, got shape {list(_shape(cu_seqlens))}")
-    if cu_seqlens is None and T != 1:
-        raise ValueError(f"decode with ssm_state_indices: expected one token per sequence (T = 1), got T = {T}")
+    if cu_seqlens is None and T != 1 and not multi:
+        raise ValueError(f"decode with ssm_state_indices [N]: expected one token per sequence (T = 1), got "
+                         f"T = {T} (several tokens per sequence take ssm_state_indices [N, T])")
     tail = (V, K) if state_v_first else (K, V)
     pool_shape = _shape(initial_state)
     if len(pool_shape) != 4 or pool_shape[1:] != (HV,) + tail:
@@ -268,7 +282,8 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
         A_log_dtype=A_log_dtype, dt_bias_dtype=dt_bias_dtype,
         scale=scale, state_layout="v_major" if state_v_first else "k_major",
         state_dtype=_dt(initial_state), indices_dtype=_dt(ssm_state_indices),
-        read_indices_dtype=_dt(read_state_indices) if read_state_indices is not None else None)
+        read_indices_dtype=_dt(read_state_indices) if read_state_indices is not None else None,
+        multi_token=multi)
 
 
 def window_attention_config(q, k, v, window, scale=None, cu_seqlens=None) -> Dict[str, Any]:
@@ -603,6 +618,12 @@ def fused_recurrent_kda(
     ``ssm_state_indices[n]`` (negative: the new state is not kept), so a
     speculative step never clobbers the state it starts from; no sequence may
     read a slot another one writes.
+    Several tokens per sequence (speculative decoding, multi-token
+    prediction): q ``[N, T, H, K]`` with ``ssm_state_indices=[N, T]``: sequence
+    ``n`` starts from slot ``ssm_state_indices[n, 0]`` (or, with FLA's
+    ``num_accepted_tokens=[N]``, ``ssm_state_indices[n, accepted - 1]``;
+    or ``read_state_indices[n]``), and its state after token ``t`` is kept in
+    slot ``ssm_state_indices[n, t]`` (negative: not kept); o ``[N, T, HV, V]``.
 
     Returns:
         ``(o, final_state)``: o ``[B, T, HV, V]``, final_state fp32 or None.
@@ -618,8 +639,21 @@ def fused_recurrent_kda(
     if read_state_indices is not None and ssm_state_indices is None:
         raise ValueError("read_state_indices names the slots a decode step reads: it needs "
                          "ssm_state_indices (the slots it writes)")
-    if kwargs.get("num_accepted_tokens") is not None:
-        raise NotImplementedError("kda: speculative decoding (num_accepted_tokens) is not supported")
+    num_accepted = kwargs.pop("num_accepted_tokens", None)
+    if num_accepted is not None:
+        # FLA's speculative form: sequence n starts from the state kept after
+        # its last accepted token, slot ssm_state_indices[n, accepted - 1].
+        if ssm_state_indices is None or len(_shape(ssm_state_indices)) != 2:
+            raise ValueError("num_accepted_tokens needs 2-D ssm_state_indices [N, T]")
+        if read_state_indices is not None:
+            raise ValueError("pass num_accepted_tokens or read_state_indices, not both")
+        if _shape(num_accepted) != (_shape(ssm_state_indices)[0],):
+            raise ValueError(f"num_accepted_tokens: expected [N] = [{_shape(ssm_state_indices)[0]}], "
+                             f"got {list(_shape(num_accepted))}")
+        import torch
+        col = (num_accepted.to(device=ssm_state_indices.device, dtype=torch.int64) - 1).clamp(
+            0, _shape(ssm_state_indices)[1] - 1)
+        read_state_indices = torch.gather(ssm_state_indices, 1, col.unsqueeze(1)).squeeze(1).contiguous()
     if cu_seqlens is not None:
         if q.shape[0] != 1:
             raise ValueError(f"The batch size is expected to be 1 rather than {q.shape[0]} when using `cu_seqlens`."
@@ -703,7 +737,8 @@ def _run_decode(plan, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indice
     chip = plan.chip
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
-    N = B * T
+    # One token per sequence: rows of [N, ...]; several: [N, T, ...].
+    lead = (B, T) if cfg.get("multi_token") else (B * T,)
     if q.device.type != "cuda":
         raise ValueError(f"kda: inputs must be CUDA tensors, q is on {q.device}")
     if pool.device != q.device:
@@ -711,10 +746,10 @@ def _run_decode(plan, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indice
                          f"it is on {pool.device}")
     if not pool.is_contiguous():
         raise ValueError("the state pool (initial_state) must be contiguous: it is updated in place")
-    o = _alloc((N, HV, V), v.dtype, q.device)
-    named = {"q": q.reshape(N, H, K).contiguous(), "k": k.reshape(N, H, K).contiguous(),
-             "v": v.reshape(N, HV, V).contiguous(), "gate": g.reshape(N, HV, K).contiguous(),
-             "beta": beta.reshape(N, HV).contiguous(),
+    o = _alloc(lead + (HV, V), v.dtype, q.device)
+    named = {"q": q.reshape(lead + (H, K)).contiguous(), "k": k.reshape(lead + (H, K)).contiguous(),
+             "v": v.reshape(lead + (HV, V)).contiguous(), "gate": g.reshape(lead + (HV, K)).contiguous(),
+             "beta": beta.reshape(lead + (HV,)).contiguous(),
              "A_log": A_log.reshape(HV).contiguous() if A_log is not None else None,
              "dt_bias": dt_bias.reshape(HV, K).contiguous() if dt_bias is not None else None,
              "indices": indices.to(q.device).contiguous(),

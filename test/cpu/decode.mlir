@@ -12,6 +12,12 @@
 // sequence skipped) and one destination -1 (the state not kept):
 // RUN: kda-run %s --function=decode_read_write --check | FileCheck %s
 // RUN: kda-run %s --function=decode_read_write_v_major_bf16 --check | FileCheck %s
+// Several tokens per sequence (speculative decoding, multi-token
+// prediction): q [N, T, H, K], indices [N, T], the state after token t kept
+// in indices[n, t] (one entry -1: not kept; a sequence whose first entry is
+// -1 is skipped), read from indices[n, 0] or read_indices[n]:
+// RUN: kda-run %s --function=decode_multi_token --check | FileCheck %s
+// RUN: kda-run %s --function=decode_multi_token_read_v_major_bf16 --check | FileCheck %s
 // CHECK: result 0: {{.*}} ok
 // CHECK-NOT: FAIL
 
@@ -48,4 +54,14 @@ func.func @decode_read_write(%q: tensor<8x2x32xf32>, %k: tensor<8x2x32xf32>, %v:
 func.func @decode_read_write_v_major_bf16(%q: tensor<6x2x64xbf16>, %k: tensor<6x2x64xbf16>, %v: tensor<6x4x64xbf16>, %g: tensor<6x4x64xf32>, %b: tensor<6x4xf32>, %a: tensor<4xf32>, %d: tensor<4x64xf32>, %idx: tensor<6xi64>, %ridx: tensor<6xi64>, %o0: tensor<6x4x64xbf16>, %pool: tensor<13x4x64x64xf32>) -> (tensor<6x4x64xbf16>, tensor<13x4x64x64xf32>) {
   %o, %p = kda.decode_step delta %q, %k, %v gate(%g : tensor<6x4x64xf32>) beta(%b : tensor<6x4xf32>) A_log(%a : tensor<4xf32>) dt_bias(%d : tensor<4x64xf32>) indices(%idx : tensor<6xi64>) read_indices(%ridx : tensor<6xi64>) outs(%o0, %pool : tensor<6x4x64xbf16>, tensor<13x4x64x64xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, state_layout = #kda<layout v_major>} : tensor<6x2x64xbf16>, tensor<6x2x64xbf16>, tensor<6x4x64xbf16>
   return %o, %p : tensor<6x4x64xbf16>, tensor<13x4x64x64xf32>
+}
+
+func.func @decode_multi_token(%q: tensor<5x3x2x32xf32>, %k: tensor<5x3x2x32xf32>, %v: tensor<5x3x2x32xf32>, %g: tensor<5x3x2x32xf32>, %b: tensor<5x3x2xf32>, %idx: tensor<5x3xi32>, %o0: tensor<5x3x2x32xf32>, %pool: tensor<20x2x32x32xf32>) -> (tensor<5x3x2x32xf32>, tensor<20x2x32x32xf32>) {
+  %o, %p = kda.decode_step delta %q, %k, %v gate(%g : tensor<5x3x2x32xf32>) beta(%b : tensor<5x3x2xf32>) indices(%idx : tensor<5x3xi32>) outs(%o0, %pool : tensor<5x3x2x32xf32>, tensor<20x2x32x32xf32>) : tensor<5x3x2x32xf32>, tensor<5x3x2x32xf32>, tensor<5x3x2x32xf32>
+  return %o, %p : tensor<5x3x2x32xf32>, tensor<20x2x32x32xf32>
+}
+
+func.func @decode_multi_token_read_v_major_bf16(%q: tensor<4x3x1x64xbf16>, %k: tensor<4x3x1x64xbf16>, %v: tensor<4x3x2x64xbf16>, %g: tensor<4x3x2x64xf32>, %b: tensor<4x3x2xf32>, %a: tensor<2xf32>, %d: tensor<2x64xf32>, %idx: tensor<4x3xi64>, %ridx: tensor<4xi64>, %o0: tensor<4x3x2x64xbf16>, %pool: tensor<30x2x64x64xf32>) -> (tensor<4x3x2x64xbf16>, tensor<30x2x64x64xf32>) {
+  %o, %p = kda.decode_step delta %q, %k, %v gate(%g : tensor<4x3x2x64xf32>) beta(%b : tensor<4x3x2xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x64xf32>) indices(%idx : tensor<4x3xi64>) read_indices(%ridx : tensor<4xi64>) outs(%o0, %pool : tensor<4x3x2x64xbf16>, tensor<30x2x64x64xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, state_layout = #kda<layout v_major>} : tensor<4x3x1x64xbf16>, tensor<4x3x1x64xbf16>, tensor<4x3x2x64xbf16>
+  return %o, %p : tensor<4x3x2x64xbf16>, tensor<30x2x64x64xf32>
 }

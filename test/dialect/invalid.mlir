@@ -1283,9 +1283,26 @@ func.func @gate_result_rank(%x: tensor<2x64x4x32xf32>) {
 
 // -----
 
-func.func @decode_q_rank(%q: tensor<1x8x4x32xf32>, %k: tensor<8x4x32xf32>, %v: tensor<8x4x16xf32>, %i: tensor<8xi32>, %o0: tensor<8x4x16xf32>, %p: tensor<32x4x32x16xf32>) {
-  // expected-error @+1 {{'kda.decode_step' op operand 'q': expected rank 3 [N, H, K], found rank 4}}
+func.func @decode_q_rank(%q: tensor<1x1x8x4x32xf32>, %k: tensor<8x4x32xf32>, %v: tensor<8x4x16xf32>, %i: tensor<8xi32>, %o0: tensor<8x4x16xf32>, %p: tensor<32x4x32x16xf32>) {
+  // expected-error @+1 {{'kda.decode_step' op operand 'q': expected rank 3 [N, H, K], found rank 5}}
+  %o, %p2 = kda.decode_step delta %q, %k, %v indices(%i : tensor<8xi32>) outs(%o0, %p : tensor<8x4x16xf32>, tensor<32x4x32x16xf32>) : tensor<1x1x8x4x32xf32>, tensor<8x4x32xf32>, tensor<8x4x16xf32>
+  return
+}
+
+// -----
+
+// A q of rank 4 is the multi-token form: every other operand follows it.
+func.func @decode_multi_token_k_rank(%q: tensor<1x8x4x32xf32>, %k: tensor<8x4x32xf32>, %v: tensor<8x4x16xf32>, %i: tensor<8xi32>, %o0: tensor<8x4x16xf32>, %p: tensor<32x4x32x16xf32>) {
+  // expected-error @+1 {{'kda.decode_step' op operand 'k': expected rank 4 [N, T, H, K], found rank 3}}
   %o, %p2 = kda.decode_step delta %q, %k, %v indices(%i : tensor<8xi32>) outs(%o0, %p : tensor<8x4x16xf32>, tensor<32x4x32x16xf32>) : tensor<1x8x4x32xf32>, tensor<8x4x32xf32>, tensor<8x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @decode_multi_token_indices(%q: tensor<8x3x4x32xf32>, %v: tensor<8x3x4x16xf32>, %i: tensor<8xi32>, %o0: tensor<8x3x4x16xf32>, %p: tensor<32x4x32x16xf32>) {
+  // expected-error @+1 {{'kda.decode_step' op operand 'indices': expected rank 2 [N, T], found rank 1}}
+  %o, %p2 = kda.decode_step additive %q, %q, %v indices(%i : tensor<8xi32>) outs(%o0, %p : tensor<8x3x4x16xf32>, tensor<32x4x32x16xf32>) : tensor<8x3x4x32xf32>, tensor<8x3x4x32xf32>, tensor<8x3x4x16xf32>
   return
 }
 

@@ -6,6 +6,7 @@
 // RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | grep -o "nvvm.shfl.sync *[a-z]*" | sed "s/  */ /g" | FileCheck %s --check-prefix=BFLY
 // RUN: kda-opt %S/../../examples/decode_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | grep -o "nvvm.shfl.sync *[a-z]*" | sed "s/  */ /g" | FileCheck %s --check-prefix=SHFL
 // RUN: kda-opt %s --kda-lower-to-rocdl="chip=gfx942 format=none" | FileCheck %s --check-prefix=AMDPERM
+// RUN: kda-opt %S/Inputs/decode_multi_token.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" --mlir-print-ir-after=kda-gpu-decode-registers 2>&1 >/dev/null | FileCheck %s --check-prefix=MULTI
 // RUN: kda-opt %S/Inputs/decode_head_gate.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=HEAD
 
 // The decode step as one pass over each state (kda-gpu-decode-registers):
@@ -45,6 +46,15 @@
 // HEAD: {block = [256, 1, 1], dynamic_shared_memory = 0 : i64, grid = [1, "HV", "B"]
 // HEAD-SAME: {block = [128, 1, 1], dynamic_shared_memory = 0 : i64, grid = [1, "HV", "B"]
 // HEAD-NOT: nvvm.barrier
+
+// Several tokens per sequence: the state stays in registers across a token
+// loop (64 f32 carried per lane); each token's state goes to indices[n, t]
+// where that is not negative.
+// MULTI: scf.forall
+// MULTI: scf.for {{.*}} iter_args({{.*}}) -> (f32, f32
+// MULTI: memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x?xi32>
+// MULTI: arith.cmpi sge
+// MULTI-NOT: gpu.barrier
 
 // Switched off, the chunk step at C = 1 keeps the tile lowering: phases over
 // shared memory, fenced by barriers.

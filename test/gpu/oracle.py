@@ -190,8 +190,7 @@ def run_decode_step(q, q_shape, k, k_shape, v, v_shape, g=None, g_shape=None, be
                     lower_bound=-5.0, read_indices: Optional[Sequence[int]] = None):
     lib = load()
     keep = _Keep()
-    N, HV, V = v_shape
-    o_shape = [N, HV, V]
+    o_shape = [int(d) for d in v_shape]  # [N, HV, V] or [N, T, HV, V]
     o_buf, o_ptr = _out(_prod(o_shape))
     p_buf, p_ptr = _out(_prod(state_pool_shape))
     idx = (ctypes.c_int64 * max(len(indices), 1))(*[int(i) for i in indices])
@@ -284,8 +283,10 @@ def decode_step(q, k, v, g=None, beta=None, *, state_pool, indices, A_log=None, 
     """kda.decode_step in float64. Returns (o [N, HV, V], new_pool). With
     read_indices, sequence n reads slot read_indices[n] and writes indices[n]."""
     import numpy as np
-    if dt_bias is not None and g is not None and np.ndim(g) == 3 and np.ndim(dt_bias) == 1:
-        dt_bias = np.reshape(dt_bias, (np.shape(g)[1], np.shape(g)[2]))
+    # A channel-wise gate has q's rank ([N(, T), HV, K]): dt_bias [HV * K]
+    # is its [HV, K].
+    if dt_bias is not None and g is not None and np.ndim(g) == np.ndim(q) and np.ndim(dt_bias) == 1:
+        dt_bias = np.reshape(dt_bias, (np.shape(g)[-2], np.shape(g)[-1]))
     args = [_np_in(x) for x in (q, k, v, g, beta, state_pool, A_log, dt_bias)]
     idx = [int(i) for i in np.asarray(indices).reshape(-1)]
     res = run_decode_step(args[0][0], args[0][1], args[1][0], args[1][1], args[2][0], args[2][1],

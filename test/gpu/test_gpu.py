@@ -118,13 +118,15 @@ class DecodeCase(Case):
 
     def __init__(self, name, dtype, KV, N=6, P=16, H=2, HV=None, layout="k_major", prologue="none",
                  g_dtype=None, idx_dtype="i32", form="batch", seed=0, pool_dtype="f32",
-                 read_write=False):
-        super().__init__(name, dtype, KV, B=N, T=1, H=H, HV=HV, layout=layout, prologue=prologue,
+                 read_write=False, tokens=1, spec=False):
+        super().__init__(name, dtype, KV, B=N, T=tokens, H=H, HV=HV, layout=layout, prologue=prologue,
                          g_dtype=g_dtype, api="recurrent", seed=seed)
-        assert P > N
+        assert P > N * tokens and (tokens == 1 or form == "batch")
         self.Nseq, self.P, self.idx_dtype, self.form = N, P, idx_dtype, form
         self.pool_dtype = pool_dtype
         self.read_write = read_write
+        # tokens > 1: ssm_state_indices [N, T]; spec: with num_accepted_tokens.
+        self.tokens, self.spec = tokens, spec
         if form == "varlen":
             self.B, self.T = 1, N
 
@@ -133,7 +135,7 @@ class DecodeCase(Case):
         HV, K, V = self.HV, self.K, self.V
         s["h0"] = (self.P, HV, K, V) if self.layout == "k_major" else (self.P, HV, V, K)
         s["cu"] = (self.Nseq + 1,)
-        s["idx"] = (self.Nseq,)
+        s["idx"] = (self.Nseq,) if self.tokens == 1 else (self.Nseq, self.tokens)
         return s
 
     def indices(self):
@@ -143,6 +145,23 @@ class DecodeCase(Case):
         slots = [(self.seed * 7 + 3 + i * step) % P for i in range(N)]
         assert len(set(slots)) == N
         return [-1 if i % 3 == 1 else slots[i] for i in range(N)]
+
+    def indices_2d(self):
+        """tokens > 1: [N][T] distinct slots; sequence n % 3 == 1 keeps no state
+        after its first token (skipped when it reads indices[n][0]), n % 3 ==
+        2 none after its second."""
+        N, T, P = self.Nseq, self.tokens, self.P
+        slots = [(self.seed * 7 + 3 + i * (P // (N * T))) % P for i in range(N * T)]
+        assert len(set(slots)) == N * T
+        rows = [slots[n * T:(n + 1) * T] for n in range(N)]
+        for n in range(N):
+            if n % 3 in (1, 2):
+                rows[n][n % 3 - 1] = -1
+        return rows
+
+    def accepted(self):
+        """spec cases: num_accepted_tokens, 1 .. T."""
+        return [1 + (2 * n) % self.tokens for n in range(self.Nseq)]
 
     def read_indices(self):
         """read_write cases: the slots the sequences read (read_state_indices):
@@ -166,7 +185,9 @@ class DecodeCase(Case):
         A_log = Meta(s["A_log"], "f32") if self.prologue in ("kimi_lb", "kimi_softplus") else None
         dt_bias = Meta(s["dt_bias"], "f32") if self.prologue != "none" else None
         cu = Meta(s["cu"], "i64") if self.form == "varlen" else None
-        reads = Meta(s["idx"], self.idx_dtype) if self.read_write else None
+        # num_accepted_tokens becomes read_state_indices (gathered from the
+        # [N, T] indices, their dtype).
+        reads = Meta((self.Nseq,), self.idx_dtype) if self.read_write or self.spec else None
         return kops.fused_recurrent_kda_config(q, q, v, g, Meta(s["beta"], self.dtype), A_log=A_log,
                                                dt_bias=dt_bias, initial_state=Meta(s["h0"], self.pool_dtype),
                                                cu_seqlens=cu, ssm_state_indices=Meta(s["idx"], self.idx_dtype),
@@ -275,6 +296,14 @@ def decode_cases():
         DecodeCase("bf16-k128-decode-bf16pool-vmajor-kimi-lb-N9-P20", "bf16", 128, N=9, P=20, H=2, HV=4,
                    layout="v_major", prologue="kimi_lb", pool_dtype="bf16"),
         DecodeCase("bf16-k64-decode-bf16pool-N5-P11-H3", "bf16", 64, N=5, P=11, H=3, pool_dtype="bf16"),
+        # Several tokens per sequence (ssm_state_indices [N, T]; states kept
+        # after each named token), and FLA's speculative form
+        # (num_accepted_tokens: read after the last accepted token).
+        DecodeCase("bf16-k128-decode-tokens3-vmajor-kimi-lb-N7-P40", "bf16", 128, N=7, P=40, H=2, HV=4,
+                   layout="v_major", prologue="kimi_lb", tokens=3),
+        DecodeCase("bf16-k128-decode-spec4-vmajor-kimi-lb-N6-P48", "bf16", 128, N=6, P=48, H=1, HV=2,
+                   layout="v_major", prologue="kimi_lb", tokens=4, spec=True),
+        DecodeCase("f32-k64-decode-tokens2-N5-P24-H2", "f32", 64, N=5, P=24, H=2, tokens=2),
         # Read one slot, write another (read_state_indices): one sequence
         # skipped (read -1, its destination untouched), one whose new state
         # is not kept (destination -1); read slots stay bit-exact.
@@ -322,6 +351,8 @@ def sanitize_cases():
                    layout="v_major", prologue="kimi_lb"),
         DecodeCase("san-bf16-k128-decode-read-write-vmajor-kimi-lb", "bf16", 128, N=5, P=12, H=1, HV=2,
                    layout="v_major", prologue="kimi_lb", read_write=True),
+        DecodeCase("san-bf16-k128-decode-spec3-vmajor-kimi-lb", "bf16", 128, N=4, P=30, H=1, HV=2,
+                   layout="v_major", prologue="kimi_lb", tokens=3, spec=True),
         WindowCase("san-bf16-k64-window-W16-varlen-gqa", "bf16", 64, 16, seqlens=[20, 1, 45], HQ=2, HK=1),
     ]
 
@@ -501,14 +532,30 @@ def run_decode_case(case, torch, oracle):
     dtypes = {"q": case.dtype, "k": case.dtype, "v": case.dtype, "g": case.g_dtype, "beta": case.dtype,
               "pool": case.pool_dtype, "A_log": "f32", "dt_bias": "f32"}
     gpu, ref = _to_torch_inputs(torch, x, dtypes)
-    idx = case.indices()
     idx_type = torch.int32 if case.idx_dtype == "i32" else torch.int64
-    idx_t = torch.tensor(idx, dtype=idx_type).cuda()
-    reads = case.read_indices()
-    if reads is not None:
-        kw_reads = {"read_state_indices": torch.tensor(reads, dtype=idx_type).cuda()}
+    T = case.tokens
+    if T > 1:
+        # Several tokens per sequence: read indices[n][0], or with
+        # num_accepted_tokens indices[n][accepted - 1] (FLA's form).
+        rows = case.indices_2d()
+        idx = [x for r in rows for x in r]
+        idx_t = torch.tensor(rows, dtype=idx_type).cuda()
+        if case.spec:
+            acc = case.accepted()
+            reads = [rows[n][acc[n] - 1] for n in range(case.Nseq)]
+            kw_reads = {"num_accepted_tokens": torch.tensor(acc, dtype=torch.int32).cuda()}
+        else:
+            reads, kw_reads = [r[0] for r in rows], {}
+        oracle_reads = reads
     else:
-        kw_reads, reads = {}, idx
+        idx = case.indices()
+        idx_t = torch.tensor(idx, dtype=idx_type).cuda()
+        reads = case.read_indices()
+        if reads is not None:
+            kw_reads = {"read_state_indices": torch.tensor(reads, dtype=idx_type).cuda()}
+            oracle_reads = reads
+        else:
+            kw_reads, reads, oracle_reads = {}, idx, None
     cu = torch.arange(case.Nseq + 1, dtype=torch.int64).cuda() if case.form == "varlen" else None
     pool = gpu["pool"]
     pool_before = pool.clone()
@@ -521,15 +568,17 @@ def run_decode_case(case, torch, oracle):
                                               **kw_reads, **kw)
         torch.cuda.synchronize()
     N, H, HV, K, V = case.Nseq, case.H, case.HV, case.K, case.V
+    lead = (N,) if T == 1 else (N, T)
     ref_o, ref_pool = oracle.decode_step(
-        ref["q"].reshape(N, H, K), ref["k"].reshape(N, H, K), ref["v"].reshape(N, HV, V),
-        ref["g"].reshape(N, HV, K), ref["beta"].reshape(N, HV), state_pool=ref["pool"], indices=idx,
+        ref["q"].reshape(lead + (H, K)), ref["k"].reshape(lead + (H, K)), ref["v"].reshape(lead + (HV, V)),
+        ref["g"].reshape(lead + (HV, K)), ref["beta"].reshape(lead + (HV,)), state_pool=ref["pool"],
+        indices=idx,
         A_log=ref.get("A_log"), dt_bias=ref.get("dt_bias"), scale=kw["scale"], state_layout=case.layout,
         qk_l2norm=kw["use_qk_l2norm_in_kernel"],
         beta_activation="sigmoid" if kw["use_beta_sigmoid_in_kernel"] else "none",
         gate_activation={"none": "none", "kimi_lb": "lower_bound", "lb_no_A_log": "lower_bound",
                          "kimi_softplus": "softplus"}[p],
-        lower_bound=kw.get("lower_bound", -5.0), read_indices=reads if kw_reads else None)
+        lower_bound=kw.get("lower_bound", -5.0), read_indices=oracle_reads)
     problems, metrics = [], []
     bar = BARS[case.dtype]
     if pool_out is not pool:
@@ -537,10 +586,10 @@ def run_decode_case(case, torch, oracle):
     if tuple(o.shape) != tuple(s["v"]):
         problems.append(f"o: shape {tuple(o.shape)}, expected {tuple(s['v'])}")
         return problems, metrics, bar
-    o = o.reshape(N, HV, V)
+    o = o.reshape(lead + (HV, V))
     run = [n for n in range(N) if reads[n] >= 0]
     skipped = [n for n in range(N) if reads[n] < 0]
-    named = [idx[n] for n in run if idx[n] >= 0]
+    named = [idx[n * T + t] for n in run for t in range(T) if idx[n * T + t] >= 0]
     unnamed = [i for i in range(case.P) if i not in named]
     if skipped:
         rows = o[skipped].float()

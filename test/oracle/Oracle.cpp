@@ -610,7 +610,13 @@ Status gatedDelta(const GatedDeltaArgs &args, GatedDeltaResult &result) {
   return runGatedDelta(args, Names{"", "g"}, result);
 }
 
+namespace {
+Status multiTokenDecode(const DecodeArgs &a, DecodeResult &result);
+} // namespace
+
 Status decodeStep(const DecodeArgs &a, DecodeResult &result) {
+  if (a.q.rank() == 4)
+    return multiTokenDecode(a, result);
   // Shapes are validated here, under the decode names; the remaining checks
   // (gate parameters, beta / update consistency, scale) happen in the shared
   // gatedDelta prologue, whose names coincide with DecodeArgs' fields.
@@ -729,6 +735,128 @@ Status decodeStep(const DecodeArgs &a, DecodeResult &result) {
   result = std::move(out);
   return Status::success();
 }
+
+namespace {
+
+/// Token t of a [N, T, ...] tensor as [N, ...] (absent stays absent).
+Tensor tokenOf(const Tensor &x, int64_t t) {
+  if (!x.present())
+    return x;
+  const int64_t N = x.shape[0], T = x.shape[1];
+  std::vector<int64_t> shape = {N};
+  shape.insert(shape.end(), x.shape.begin() + 2, x.shape.end());
+  Tensor out(shape);
+  const int64_t row = x.numel() / (N * T);
+  for (int64_t n = 0; n < N; ++n)
+    std::copy_n(x.data.begin() + (n * T + t) * row, row,
+                out.data.begin() + n * row);
+  return out;
+}
+
+/// The multi-token form as T single-token steps on the pool plus N scratch
+/// slots (P + n holds sequence n's state between tokens, whether or not a
+/// token's state is kept), copying each kept state to its slot.
+Status multiTokenDecode(const DecodeArgs &a, DecodeResult &result) {
+  KDA_RETURN_IF_ERROR(checkShape("q", a.q, "[N, T, H, K]", {-1, -1, -1, -1}));
+  KDA_RETURN_IF_ERROR(checkPositive("q", a.q, {{1, "T"}}));
+  const int64_t N = a.q.shape[0], T = a.q.shape[1];
+  for (auto [name, x] : {std::pair<const char *, const Tensor *>{"k", &a.k},
+                         {"v", &a.v}, {"g", &a.g}, {"beta", &a.beta}})
+    if (x->present() &&
+        (x->rank() < 3 || x->shape[0] != N || x->shape[1] != T))
+      return fail(name, "[N, T, ...] = [" + std::to_string(N) + ", " +
+                            std::to_string(T) + ", ...] (q's N and T)",
+                  str(*x));
+  if (!a.statePool.present() || a.statePool.rank() != 4)
+    return fail("statePool", "[P, HV, K, V] or [P, HV, V, K]",
+                str(a.statePool));
+  const int64_t P = a.statePool.shape[0];
+  if (static_cast<int64_t>(a.indices.size()) != N * T)
+    return fail("indices", "[N, T] = " + std::to_string(N * T) + " entries",
+                std::to_string(a.indices.size()));
+  std::map<int64_t, int64_t> owner; // slot -> the sequence writing it
+  for (int64_t i = 0; i < N * T; ++i) {
+    const int64_t slot = a.indices[i];
+    if (slot < 0)
+      continue;
+    if (slot >= P)
+      return fail("indices",
+                  "slots in [0, P) = [0, " + std::to_string(P) +
+                      ") or negative (not kept)",
+                  "indices[" + std::to_string(i / T) + "][" +
+                      std::to_string(i % T) + "] = " + std::to_string(slot));
+    if (!owner.emplace(slot, i / T).second)
+      return fail("indices", "distinct non-negative slots",
+                  "slot " + std::to_string(slot) + " named twice");
+  }
+  std::vector<int64_t> reads(N);
+  if (!a.readIndices.empty() && static_cast<int64_t>(a.readIndices.size()) != N)
+    return fail("readIndices", "N = " + std::to_string(N) + " entries",
+                std::to_string(a.readIndices.size()));
+  for (int64_t n = 0; n < N; ++n) {
+    reads[n] = a.readIndices.empty() ? a.indices[n * T] : a.readIndices[n];
+    if (reads[n] >= P)
+      return fail("readIndices",
+                  "slots in [0, P) = [0, " + std::to_string(P) +
+                      ") or negative (skip)",
+                  "slot " + std::to_string(reads[n]));
+    if (auto it = owner.find(reads[n]); it != owner.end() && it->second != n)
+      return fail("readIndices", "no slot that another sequence writes",
+                  "sequence " + std::to_string(n) + " reads slot " +
+                      std::to_string(reads[n]) + ", which sequence " +
+                      std::to_string(it->second) + " writes");
+  }
+
+  // The pool and N scratch slots.
+  const int64_t slotSize = a.statePool.numel() / P;
+  Tensor pool(a.statePool.shape);
+  pool.shape[0] = P + N;
+  pool.data.assign(a.statePool.data.begin(), a.statePool.data.end());
+  pool.data.resize((P + N) * slotSize, 0.0);
+  Tensor o;
+  for (int64_t t = 0; t < T; ++t) {
+    DecodeArgs step = a;
+    step.q = tokenOf(a.q, t);
+    step.k = tokenOf(a.k, t);
+    step.v = tokenOf(a.v, t);
+    step.g = tokenOf(a.g, t);
+    step.beta = tokenOf(a.beta, t);
+    step.statePool = pool;
+    step.indices.assign(N, -1);
+    step.readIndices.assign(N, -1);
+    for (int64_t n = 0; n < N; ++n) {
+      if (reads[n] < 0)
+        continue; // skipped: -1, -1
+      step.readIndices[n] = t == 0 ? reads[n] : P + n;
+      step.indices[n] = P + n;
+    }
+    DecodeResult r;
+    KDA_RETURN_IF_ERROR(decodeStep(step, r));
+    pool = std::move(r.statePool);
+    if (t == 0) {
+      std::vector<int64_t> shape = {N, T};
+      shape.insert(shape.end(), r.o.shape.begin() + 1, r.o.shape.end());
+      o = Tensor(shape);
+    }
+    const int64_t row = r.o.numel() / N;
+    for (int64_t n = 0; n < N; ++n) {
+      std::copy_n(r.o.data.begin() + n * row, row,
+                  o.data.begin() + (n * T + t) * row);
+      const int64_t dest = a.indices[n * T + t];
+      if (reads[n] >= 0 && dest >= 0)
+        std::copy_n(pool.data.begin() + (P + n) * slotSize, slotSize,
+                    pool.data.begin() + dest * slotSize);
+    }
+  }
+  DecodeResult out;
+  out.o = std::move(o);
+  out.statePool = a.statePool;
+  std::copy_n(pool.data.begin(), P * slotSize, out.statePool.data.begin());
+  result = std::move(out);
+  return Status::success();
+}
+
+} // namespace
 
 Status windowAttention(const WindowArgs &a, Tensor &o) {
   KDA_RETURN_IF_ERROR(checkShape("q", a.q, "[B, T, HQ, K]", {-1, -1, -1, -1}));

@@ -108,8 +108,14 @@ struct GatedDeltaResult {
 Status gatedDelta(const GatedDeltaArgs &args, GatedDeltaResult &result);
 
 /// One recurrence step per sequence on a state pool (SPEC.md section 4).
+/// Multi-token form (q of rank 4): q, k [N, T, H, K], v [N, T, HV, V], g
+/// [N, T, HV(, K)], beta [N, T, HV], o [N, T, HV, V] and indices [N, T]
+/// (row-major): sequence n reads readIndices[n], else indices[n][0]
+/// (negative: skip, every row of o zero), takes T tokens, and after token t
+/// writes its state to indices[n][t] (negative: not kept). Every
+/// non-negative entry of indices is distinct.
 struct DecodeArgs {
-  Tensor q, k;      // [N, H, K]
+  Tensor q, k;      // [N, H, K] (or [N, T, H, K])
   Tensor v;         // [N, HV, V]
   Tensor g;         // optional [N, HV] or [N, HV, K] (raw if gate.activation)
   Tensor beta;      // optional [N, HV]
@@ -130,7 +136,7 @@ struct DecodeArgs {
 };
 
 struct DecodeResult {
-  Tensor o;         // [N, HV, V]; rows of skipped sequences are zero
+  Tensor o;         // [N, HV, V] ([N, T, HV, V]); skipped sequences' rows zero
   Tensor statePool; // the updated pool; unnamed slots bit-exact copies
 };
 

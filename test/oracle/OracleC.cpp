@@ -200,7 +200,8 @@ extern "C" const char *kda_oracle_decode_step_rw(
   Status s = decodeStep(a, r);
   if (!s.ok())
     return error(s.message);
-  KDA_C_TRY(copyOut("o", r.o, o, o_capacity, o_shape, 3));
+  // o is [N, HV, V], or [N, T, HV, V] for several tokens (o_shape holds 4).
+  KDA_C_TRY(copyOut("o", r.o, o, o_capacity, o_shape, r.o.shape.size()));
   KDA_C_TRY(copyOut("new_pool", r.statePool, new_pool, pool_capacity,
                     pool_shape, 4));
   lastError.clear();

@@ -882,6 +882,69 @@ TEST(Decode, ReadsOneSlotWritesAnother) {
   EXPECT_TRUE(refuses({2, 5, -1}));    // not N entries
 }
 
+TEST(Decode, MultiTokenKeepsTheStateAfterEachNamedToken) {
+  // Sequence n takes T tokens from slot indices[n][0] and writes its state
+  // after token t to indices[n][t]: the T-token recurrence from that slot,
+  // its state after t + 1 tokens in the slot.
+  constexpr int64_t N = 3, T = 4, P = 16, H = 1, HV = 2, K = 4, V = 3;
+  Rng rng(94);
+  DecodeArgs d;
+  d.q = rng.normal({N, T, H, K});
+  d.k = rng.normal({N, T, H, K});
+  d.v = rng.normal({N, T, HV, V});
+  d.g = rng.logSigmoid({N, T, HV, K});
+  d.beta = rng.normal({N, T, HV});
+  d.betaActivation = BetaActivation::Sigmoid;
+  d.qkL2Norm = true;
+  d.statePool = rng.normal({P, HV, K, V});
+  d.indices = {3, 9, -1, 11,   // state after token 2 not kept
+               -1, 4, 5, 6,    // sequence 1: indices[1][0] < 0, skipped
+               0, 1, 2, 7};
+  DecodeResult r;
+  Status s = decodeStep(d, r);
+  ASSERT_TRUE(s.ok()) << s.message;
+  ASSERT_EQ(r.o.shape, (std::vector<int64_t>{N, T, HV, V}));
+  for (int64_t n : {0, 2}) {
+    for (int64_t t = 0; t < T; ++t) {
+      GatedDeltaArgs a;
+      auto first = [&](const Tensor &x, std::vector<int64_t> shape) {
+        Tensor y = pick(x, {n});
+        y.data.resize(y.numel() / T * (t + 1));
+        y.shape = shape;
+        return y;
+      };
+      a.q = first(d.q, {1, t + 1, H, K});
+      a.k = first(d.k, {1, t + 1, H, K});
+      a.v = first(d.v, {1, t + 1, HV, V});
+      a.g = first(d.g, {1, t + 1, HV, K});
+      a.beta = first(d.beta, {1, t + 1, HV});
+      a.initialState = pick(d.statePool, {d.indices[n * T]});
+      a.qkL2Norm = true;
+      a.betaActivation = d.betaActivation;
+      GatedDeltaResult ref = run(a);
+      Tensor o = pick(r.o, {n, t});
+      Tensor refO = pick(ref.o, {0, t});
+      EXPECT_TRUE(near(o, refO, 1e-12)) << "sequence " << n << " token " << t;
+      if (int64_t dest = d.indices[n * T + t]; dest >= 0)
+        EXPECT_TRUE(near(pick(r.statePool, {dest}), ref.finalState, 1e-12))
+            << "sequence " << n << " token " << t;
+    }
+  }
+  for (int64_t i = 0; i < T * HV * V; ++i)
+    EXPECT_EQ(r.o.data[1 * T * HV * V + i], 0.0); // skipped
+  // The skipped sequence's destinations and unnamed slots are bit-exact.
+  const int64_t slot = HV * K * V;
+  for (int64_t p : {4, 5, 6, 8, 10, 12, 13, 14, 15})
+    EXPECT_EQ(std::memcmp(r.statePool.data.data() + p * slot,
+                          d.statePool.data.data() + p * slot,
+                          sizeof(double) * slot),
+              0)
+        << "slot " << p;
+  DecodeArgs bad = d;
+  bad.indices[5] = 3; // slot 3 twice
+  EXPECT_FALSE(decodeStep(bad, r).ok());
+}
+
 TEST(Decode, VMajorPoolIsTransposed) {
   Rng rng(92);
   DecodeArgs d;

@@ -79,7 +79,10 @@ const char *kda_oracle_decode_step(
 
 /* kda_oracle_decode_step with separate read slots: sequence n reads
  * read_indices[n] (negative: skip) and writes indices[n] (negative: no
- * write). num_read_indices 0: read indices[n] (kda_oracle_decode_step). */
+ * write). num_read_indices 0: read indices[n] (kda_oracle_decode_step).
+ * Several tokens per sequence: q, k [N,T,H,K], v [N,T,HV,V], g / beta with
+ * the T axis, indices [N,T] row-major (N T entries; the state after token t
+ * goes to indices[n][t]), o [N,T,HV,V]; read indices[n][0] by default. */
 const char *kda_oracle_decode_step_rw(
     kda_oracle_tensor q, kda_oracle_tensor k, kda_oracle_tensor v,
     kda_oracle_tensor g, kda_oracle_tensor beta,

@@ -270,8 +270,8 @@ def part_pure(kda_opt, tmp):
            contains="`A_log` must be provided", what="fused_recurrent_kda gate without A_log")
     raises(ValueError, kda.fused_recurrent_kda, q, q, v, g, beta, cu_seqlens=Meta((3,), "int64"),
            contains="The batch size is expected to be 1 rather than 2", what="fused_recurrent_kda cu_seqlens, B > 1")
-    raises(NotImplementedError, kda.fused_recurrent_kda, q, q, v, g, beta, num_accepted_tokens=Meta((2,), "int32"),
-           contains="speculative decoding", what="fused_recurrent_kda num_accepted_tokens")
+    raises(ValueError, kda.fused_recurrent_kda, q, q, v, g, beta, num_accepted_tokens=Meta((2,), "int32"),
+           contains="needs 2-D ssm_state_indices", what="fused_recurrent_kda num_accepted_tokens without indices")
 
     # Decode on a state pool (ssm_state_indices).
     N, P = 3, 8
@@ -302,7 +302,7 @@ def part_pure(kda_opt, tmp):
            what="decode indices count")
     raises(ValueError, kda.fused_recurrent_kda, Meta((N, 2, H, K)), Meta((N, 2, H, K)), Meta((N, 2, HV, V)),
            Meta((N, 2, HV, K)), Meta((N, 2, HV)), initial_state=pool, ssm_state_indices=Meta((2 * N,), "int32"),
-           contains="expected one token per sequence (T = 1)", what="decode T > 1")
+           contains="several tokens per sequence take ssm_state_indices [N, T]", what="decode T > 1, 1-D indices")
     raises(ValueError, kda.fused_recurrent_kda, Meta((1, N, H, K)), Meta((1, N, H, K)), Meta((1, N, HV, V)),
            Meta((1, N, HV, K)), Meta((1, N, HV)), initial_state=pool, ssm_state_indices=idx,
            cu_seqlens=Meta((3,), "int64"), contains="cu_seqlens must have N + 1 = 4 entries",
@@ -319,8 +319,22 @@ def part_pure(kda_opt, tmp):
            use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True, A_log=Meta((HV,), "float32"),
            dt_bias=Meta((HV,), "float32"), contains="dt_bias: expected [HV * K] = 256 values",
            what="decode dt_bias size")
-    raises(NotImplementedError, kda.fused_recurrent_kda, dq, dq, dv, dg, db, initial_state=pool,
-           ssm_state_indices=Meta((N, 2), "int32"), contains="2-D ssm_state_indices", what="decode 2-D indices")
+    # Several tokens per sequence: q [N, T, H, K], indices [N, T].
+    mq, mv, mg, mb = Meta((N, 2, H, K)), Meta((N, 2, HV, V)), Meta((N, 2, HV, K)), Meta((N, 2, HV))
+    mcfg = ops.fused_recurrent_kda_config(mq, mq, mv, mg, mb, initial_state=pool,
+                                          ssm_state_indices=Meta((N, 2), "int32"))
+    check(mcfg.get("multi_token") is True, f"decode 2-D indices: config {mcfg}")
+    check("tensor<?x?x?x64x" in kda.bundles.to_mlir(mcfg) and "indices(%indices : tensor<?x?xi32>)"
+          in kda.bundles.to_mlir(mcfg), "decode 2-D indices: the generated module has rank-4 q, [N, T] indices")
+    raises(ValueError, kda.fused_recurrent_kda, mq, mq, mv, mg, mb, initial_state=pool,
+           ssm_state_indices=Meta((N, 3), "int32"), contains="expected [N, T] = [3, 2]", what="decode 2-D indices shape")
+    raises(NotImplementedError, kda.fused_recurrent_kda, Meta((1, 2 * N, H, K)), Meta((1, 2 * N, H, K)),
+           Meta((1, 2 * N, HV, V)), Meta((1, 2 * N, HV, K)), Meta((1, 2 * N, HV)), initial_state=pool,
+           cu_seqlens=Meta((N + 1,), "int64"), ssm_state_indices=Meta((N, 2), "int32"),
+           contains="cu_seqlens (ragged token counts) are not supported", what="decode 2-D indices with cu_seqlens")
+    raises(ValueError, kda.fused_recurrent_kda, mq, mq, mv, mg, mb, initial_state=pool,
+           ssm_state_indices=Meta((N, 2), "int32"), num_accepted_tokens=Meta((N + 1,), "int32"),
+           contains="num_accepted_tokens: expected [N]", what="decode num_accepted_tokens shape")
     cfg = ops.fused_recurrent_kda_config(dq, dq, dv, dg, db, initial_state=pool, ssm_state_indices=idx,
                                          use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
                                          use_qk_l2norm_in_kernel=True, lower_bound=-5.0,

@@ -633,7 +633,10 @@ std::string makeRandomInputs(func::FuncOp f,
     }
     case Role::Indices:
     case Role::ReadIndices: {
-      int64_t n = shape.empty() ? 1 : shape[0];
+      // Every entry a distinct slot ([N], or [N, T] for several tokens).
+      int64_t n = 1;
+      for (int64_t d : shape)
+        n *= d;
       int64_t p = spec.poolSlots;
       if (p < 0)
         return argText(i, spec.role) +

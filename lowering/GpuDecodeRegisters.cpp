@@ -56,6 +56,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
+#include "lowering/LaneBuilder.h"
 #include "lowering/PassDescription.h"
 
 #include "passes/GatedDeltaKernel.h"
@@ -145,8 +146,7 @@ struct DecodeLayout {
   int64_t ownedBlocks() const { return (keyBlocks() + sharers - 1) / sharers; }
 };
 
-struct DecodeProgram {
-  ImplicitLocOpBuilder &b;
+struct DecodeProgram : kda::LaneBuilder {
   const DecodeConfig &cfg;
   const DecodeLayout &lay;
   int64_t W; // warp size
@@ -167,30 +167,8 @@ struct DecodeProgram {
 
   DecodeProgram(ImplicitLocOpBuilder &b, const DecodeConfig &cfg,
                 const DecodeLayout &lay, int64_t warpSize)
-      : b(b), cfg(cfg), lay(lay), W(warpSize) {}
+      : LaneBuilder(b), cfg(cfg), lay(lay), W(warpSize) {}
 
-  Value idx(int64_t x) { return arith::ConstantIndexOp::create(b, x); }
-  Value i32(int64_t x) {
-    return arith::ConstantOp::create(b, b.getI32IntegerAttr(x));
-  }
-  Value f32(double x) {
-    return arith::ConstantOp::create(b, b.getF32FloatAttr(x));
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
-  Value add(Value x, int64_t c) { return c == 0 ? x : add(x, idx(c)); }
-  Value mul(Value x, int64_t c) {
-    return arith::MulIOp::create(b, x, idx(c));
-  }
-  Value fadd(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
-  Value fsub(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
-  Value fmul(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
-  Value fma(Value x, Value y, Value acc) {
-    return math::FmaOp::create(b, x, y, acc);
-  }
-  Value toF32(Value x) {
-    return x.getType().isF32() ? x
-                               : arith::ExtFOp::create(b, b.getF32Type(), x);
-  }
   Value scalar(Value mem, ValueRange at) {
     return toF32(memref::LoadOp::create(b, mem, at));
   }
@@ -569,17 +547,6 @@ struct DecodeRegistersPass
       llvm::cl::desc("Registers per thread (NVIDIA .maxnreg; 0: the "
                      "backend decides)"),
       llvm::cl::init(0)};
-  Option<int64_t> valueColumns{
-      *this, "value-columns",
-      llvm::cl::desc("Value columns per lane (a multiple of 4): the state "
-                     "elements a lane holds are K / 8 (V-major) or K / (W / 4) "
-                     "(K-major) times this"),
-      llvm::cl::init(4)};
-  Option<bool> reverseGrid{
-      *this, "reverse-grid",
-      llvm::cl::desc("Launch the V blocks fastest, then heads, then "
-                     "sequences (false: sequences fastest)"),
-      llvm::cl::init(true)};
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -588,8 +555,10 @@ struct DecodeRegistersPass
     auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
     if (!cfg || !abi || func.isExternal())
       return;
+    // 4 value columns per lane: 8 (16 KB of state in flight per warp, 233
+    // registers) measured no faster on the H200 (bench/RESULTS.md).
     std::optional<DecodeLayout> lay =
-        DecodeLayout::of(*cfg, warpSize, valueColumns);
+        DecodeLayout::of(*cfg, warpSize, /*colsLane=*/4);
     if (!lay)
       return;
     SmallVector<scf::ForOp> nests;
@@ -624,24 +593,23 @@ struct DecodeRegistersPass
                      "argument its description names");
       return signalPassFailure();
     }
-    // The grid: (sequence, value head, block of V columns), or reversed
-    // (x = V block, y = head, z = sequence: blocks that start together
-    // cover one slot's heads, contiguous in the pool).
+    // The grid: x = block of V columns, y = value head, z = sequence, so
+    // that the blocks that start together stream whole slots (a slot's
+    // heads are contiguous in the pool); sequence-major was 7 % slower at
+    // 1024 x 32 heads on the H200 (bench/RESULTS.md).
     Value numSeqs = memref::DimOp::create(b, prog.q, 0);
     Value heads = memref::DimOp::create(b, prog.v, cfg->multiToken ? 2 : 1);
     const int64_t blockCols = lay->colsV * lay->warps;
     Value blocks = arith::ConstantIndexOp::create(b, cfg->valueDim / blockCols);
-    SmallVector<OpFoldResult> bounds = {numSeqs, heads, blocks};
-    if (reverseGrid)
-      std::reverse(bounds.begin(), bounds.end());
-    auto forall = scf::ForallOp::create(b, bounds, ValueRange{}, std::nullopt);
+    auto forall = scf::ForallOp::create(
+        b, SmallVector<OpFoldResult>{blocks, heads, numSeqs}, ValueRange{},
+        std::nullopt);
     nests[0].erase();
     b.setInsertionPoint(forall.getBody()->getTerminator());
-    Value seqIv = forall.getInductionVar(reverseGrid ? 2 : 0);
-    Value blockIv = forall.getInductionVar(reverseGrid ? 0 : 2);
-    prog.emit(seqIv, forall.getInductionVar(1),
+    prog.emit(forall.getInductionVar(2), forall.getInductionVar(1),
               arith::MulIOp::create(
-                  b, blockIv, arith::ConstantIndexOp::create(b, blockCols)));
+                  b, forall.getInductionVar(0),
+                  arith::ConstantIndexOp::create(b, blockCols)));
 
     if (!kda::keepsFp32Accuracy(func.getArgumentTypes())) {
       // 16-bit kernels: the prologue's exponentials and divisions (two

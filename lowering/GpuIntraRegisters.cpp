@@ -39,6 +39,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
+#include "lowering/LaneBuilder.h"
 #include "lowering/PassDescription.h"
 
 #include "passes/GatedDeltaKernel.h"
@@ -89,8 +90,7 @@ std::optional<IntraPassConfig> readConfig(DictionaryAttr dict) {
 /// Emits one program of the intra-chunk grid. Sizes: C = 16 (chunk), K, V,
 /// NW warps, KW = K / NW and VW = V / NW columns per warp, KL = KW / 4 and
 /// VL = VW / 4 per lane and row.
-struct IntraProgram {
-  ImplicitLocOpBuilder &b;
+struct IntraProgram : kda::LaneBuilder {
   const IntraPassConfig &cfg;
   int64_t C, K, V, NW, KW, VW, KL, VL, threads;
   bool precise;
@@ -102,38 +102,12 @@ struct IntraProgram {
 
   IntraProgram(ImplicitLocOpBuilder &b, const IntraPassConfig &cfg,
                int64_t threads, bool precise)
-      : b(b), cfg(cfg), C(cfg.chunk), K(cfg.keyDim), V(cfg.valueDim),
+      : LaneBuilder(b), cfg(cfg), C(cfg.chunk), K(cfg.keyDim), V(cfg.valueDim),
         NW(threads / 32), KW(cfg.keyDim / (threads / 32)),
         VW(cfg.valueDim / (threads / 32)), KL(KW / 4), VL(VW / 4),
         threads(threads), precise(precise) {}
 
-  Value idx(int64_t x) { return arith::ConstantIndexOp::create(b, x); }
-  Value i32(int64_t x) {
-    return arith::ConstantOp::create(b, b.getI32IntegerAttr(x));
-  }
-  Value f32(double x) {
-    return arith::ConstantOp::create(b, b.getF32FloatAttr(x));
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
-  Value add(Value x, int64_t c) { return c == 0 ? x : add(x, idx(c)); }
-  Value mul(Value x, int64_t c) {
-    return c == 1 ? x : arith::MulIOp::create(b, x, idx(c));
-  }
-  Value minu(Value x, Value y) { return arith::MinUIOp::create(b, x, y); }
-  Value ult(Value x, Value y) {
-    return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, x, y);
-  }
-  Value select(Value c, Value x, Value y) {
-    return arith::SelectOp::create(b, c, x, y);
-  }
-  Value fadd(Value x, Value y) { return arith::AddFOp::create(b, x, y); }
-  Value fsub(Value x, Value y) { return arith::SubFOp::create(b, x, y); }
-  Value fmul(Value x, Value y) { return arith::MulFOp::create(b, x, y); }
   Value exp(Value x) { return math::ExpOp::create(b, x); }
-  Value toF32(Value x) {
-    return x.getType().isF32() ? x
-                               : arith::ExtFOp::create(b, b.getF32Type(), x);
-  }
   Value element(Value acc, int64_t e) {
     return vector::ExtractOp::create(b, acc, ArrayRef<int64_t>{e / 2, e % 2});
   }

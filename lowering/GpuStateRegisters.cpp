@@ -41,6 +41,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
+#include "lowering/LaneBuilder.h"
 #include "lowering/PassDescription.h"
 
 #include "passes/Passes.h"
@@ -119,8 +120,7 @@ SmallVector<Value> loadWorkspaceRow(ImplicitLocOpBuilder &b, Value flat,
 /// Emits one program of the state pass. Sizes: C (chunk), K, VB (V block),
 /// NW warps; J = K / NW / 8 accumulator tiles per warp and V tile, MT = VB /
 /// 16 V tiles, NC = C / 8 row tiles of a chunk.
-struct StateProgram {
-  ImplicitLocOpBuilder &b;
+struct StateProgram : kda::LaneBuilder {
   const StatePassConfig &cfg;
   /// Whether chunk i + 1's loads are issued before chunk i's products
   /// (more registers, fewer resident blocks).
@@ -136,33 +136,11 @@ struct StateProgram {
 
   StateProgram(ImplicitLocOpBuilder &b, const StatePassConfig &cfg,
                int64_t threads, bool precise)
-      : b(b), cfg(cfg), C(cfg.chunk), K(cfg.keyDim), VB(cfg.vBlock),
+      : LaneBuilder(b), cfg(cfg), C(cfg.chunk), K(cfg.keyDim), VB(cfg.vBlock),
         NW(threads / 32), J(cfg.keyDim / (threads / 32) / 8),
         MT(cfg.vBlock / 16), NC(cfg.chunk / 8), threads(threads),
         precise(precise) {}
 
-  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
-  Value f32(double v) {
-    return arith::ConstantOp::create(b, b.getF32FloatAttr(v));
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
-  Value add(Value x, int64_t c) { return c == 0 ? x : add(x, idx(c)); }
-  Value mul(Value x, int64_t c) {
-    return arith::MulIOp::create(b, x, idx(c));
-  }
-  Value minu(Value x, Value y) { return arith::MinUIOp::create(b, x, y); }
-  Value ult(Value x, Value y) {
-    return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, x, y);
-  }
-  Value select(Value c, Value x, Value y) {
-    return arith::SelectOp::create(b, c, x, y);
-  }
-  Value toF32(Value v) {
-    return v.getType().isF32() ? v : arith::ExtFOp::create(b, b.getF32Type(), v);
-  }
-  Value fromF32(Value v, Type t) {
-    return t.isF32() ? v : arith::TruncFOp::create(b, t, v);
-  }
   Value element(Value acc, int64_t e) {
     return vector::ExtractOp::create(b, acc, ArrayRef<int64_t>{e / 2, e % 2});
   }
@@ -668,8 +646,7 @@ struct StateProgram {
 /// V_new^T comes out of its product as an accumulator (chunk columns 2t,
 /// 2t + 1 of each 8) and is the A operand of the output and state products
 /// when their B rows are read in that order (chunk rows 2t, 2t + 1).
-struct WarpStateProgram {
-  ImplicitLocOpBuilder &b;
+struct WarpStateProgram : kda::LaneBuilder {
   const StatePassConfig &cfg;
   int64_t C, K, VB, KT, KQ, NC;
   bool precise;
@@ -681,7 +658,7 @@ struct WarpStateProgram {
 
   WarpStateProgram(ImplicitLocOpBuilder &b, const StatePassConfig &cfg,
                    bool precise)
-      : b(b), cfg(cfg), C(cfg.chunk), K(cfg.keyDim), VB(cfg.vBlock),
+      : LaneBuilder(b), cfg(cfg), C(cfg.chunk), K(cfg.keyDim), VB(cfg.vBlock),
         KT(cfg.keyDim / 8), KQ(cfg.keyDim / 4), NC(cfg.chunk / 8),
         precise(precise) {}
 
@@ -691,28 +668,6 @@ struct WarpStateProgram {
   }
   int64_t threads() const { return 32 * (VB / 16); }
 
-  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, v); }
-  Value f32(double v) {
-    return arith::ConstantOp::create(b, b.getF32FloatAttr(v));
-  }
-  Value add(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
-  Value add(Value x, int64_t c) { return c == 0 ? x : add(x, idx(c)); }
-  Value mul(Value x, int64_t c) {
-    return c == 1 ? x : arith::MulIOp::create(b, x, idx(c));
-  }
-  Value minu(Value x, Value y) { return arith::MinUIOp::create(b, x, y); }
-  Value ult(Value x, Value y) {
-    return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, x, y);
-  }
-  Value select(Value c, Value x, Value y) {
-    return arith::SelectOp::create(b, c, x, y);
-  }
-  Value toF32(Value v) {
-    return v.getType().isF32() ? v : arith::ExtFOp::create(b, b.getF32Type(), v);
-  }
-  Value fromF32(Value v, Type type) {
-    return type.isF32() ? v : arith::TruncFOp::create(b, type, v);
-  }
   Value element(Value acc, int64_t r, int64_t e) {
     return vector::ExtractOp::create(b, acc, ArrayRef<int64_t>{r, e});
   }

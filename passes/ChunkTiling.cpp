@@ -135,8 +135,9 @@ void loadGateParams(TileBuilder &tb, Value aLog, Value dtBias, Value hv,
 /// and activation, beta and its activation, l2 norm, scale.
 SmallVector<NamedAttribute> prologueDescription(Builder &b,
                                                 const ChunkConfig &config,
-                                                StringRef gateKind,
+                                                bool hasGate, bool channelGate,
                                                 bool hasBeta) {
+  StringRef gateKind = !hasGate ? "none" : channelGate ? "channel" : "head";
   return {b.getNamedAttr("delta",
                          b.getBoolAttr(config.update == UpdateRule::delta)),
           b.getNamedAttr("gate", b.getStringAttr(gateKind)),
@@ -479,9 +480,6 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
         int64_t tokensStatic = staticOr(dimOf(q, 1));
         int64_t chunksStatic =
             tokensStatic < 0 ? -1 : (tokensStatic + c - 1) / c;
-        StringRef gateKind = !op.getGate() ? "none"
-                             : channelGate ? "channel"
-                                           : "head";
         SmallVector<NamedAttribute> intra = {
             b.getNamedAttr("chunk", b.getI64IntegerAttr(c)),
             b.getNamedAttr("sub_chunk", b.getI64IntegerAttr(sub)),
@@ -491,8 +489,9 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
             b.getNamedAttr("grid",
                            b.getI64ArrayAttr({gridExtents[0], chunksStatic,
                                               gridExtents[1]}))};
-        llvm::append_range(intra, prologueDescription(b, config, gateKind,
-                                                      bool(op.getBeta())));
+        llvm::append_range(intra, prologueDescription(
+                                   b, config, bool(op.getGate()), channelGate,
+                                   bool(op.getBeta())));
         f->setAttr(kIntraPassAttr, b.getDictionaryAttr(intra));
       }
     }
@@ -874,16 +873,14 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
     // What the programs compute, for a target's own decode kernel
     // (GpuDecodeRegisters.cpp); the loop nest above stays the definition.
     if (auto f = outer->getParentOfType<func::FuncOp>()) {
-      StringRef gateKind = !op.getGate() ? "none"
-                           : channelGate ? "channel"
-                                         : "head";
       SmallVector<NamedAttribute> decode = {
           b.getNamedAttr("key_dim", b.getI64IntegerAttr(kd)),
           b.getNamedAttr("value_dim", b.getI64IntegerAttr(vd)),
           b.getNamedAttr("v_major", b.getBoolAttr(vMajor)),
           b.getNamedAttr("multi_token", b.getBoolAttr(multi))};
-      llvm::append_range(decode, prologueDescription(b, config, gateKind,
-                                                     bool(op.getBeta())));
+      llvm::append_range(decode, prologueDescription(
+                                 b, config, bool(op.getGate()), channelGate,
+                                 bool(op.getBeta())));
       f->setAttr(kDecodePassAttr, b.getDictionaryAttr(decode));
     }
     rewriter.replaceOp(op, outer.getResults());

@@ -34,9 +34,12 @@
 // first use, from the f32 workspaces (rows past the sequence's end read as
 // zeros).
 //
-// Programs it does not cover (boundary states, V blocks not a multiple of 16,
-// K not a multiple of 8 x warps, C not a multiple of 8 or above 64) keep the
-// tile lowering.
+// Chunk-boundary states (prefix caching) are the accumulators stored where a
+// chunk that starts a boundary interval begins, and zeros for the entries
+// past the sequence's end; each program writes only its own entries.
+//
+// Programs it does not cover (V blocks not a multiple of 16, K not a multiple
+// of 8 x warps, C not a multiple of 8 or above 64) keep the tile lowering.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,6 +67,7 @@ namespace {
 struct StatePassConfig {
   int64_t chunk = 0, keyDim = 0, vBlock = 0;
   bool vMajor = false, boundary = false;
+  int64_t interval = 0; // tokens between two boundary states
   SmallVector<std::string> roles; // workspace roles, in workspace order
   SmallVector<int64_t> grid;      // (sequence, head[, V block]); -1 dynamic
 };
@@ -77,6 +81,9 @@ std::optional<StatePassConfig> readConfig(DictionaryAttr dict) {
   if (!d.read("chunk", c.chunk) || !d.read("key_dim", c.keyDim) ||
       !d.read("v_block", c.vBlock) || !d.read("v_major", c.vMajor) ||
       !d.read("boundary", c.boundary) || !roles)
+    return std::nullopt;
+  if (c.boundary && (!d.read("boundary_interval", c.interval) ||
+                     c.interval <= 0 || c.interval % c.chunk != 0))
     return std::nullopt;
   for (Attribute r : roles)
     c.roles.push_back(cast<StringAttr>(r).getValue().str());
@@ -130,6 +137,7 @@ struct StateProgram : kda::LaneBuilder {
   // Arguments.
   Value ws[6]; // w, u, q, k, p, g (null when absent)
   Value o, h0, ht, cuSeqlens;
+  Value boundary; // [N, NT, HV, K, V] (V-major: [N, NT, HV, V, K]) or null
   // Program and lane coordinates.
   Value n, head, vCol, row, start, length, tokens;
   Value tid, lane, warp, g, t, kBase;
@@ -221,6 +229,56 @@ struct StateProgram : kda::LaneBuilder {
 
   /// The lane's V row of accumulator element e of V tile mt.
   Value vRow(int64_t mt, int64_t e) { return add(g, mt * 16 + (e / 2) * 8); }
+
+  /// Stores the lane's state elements (the accumulators, or zeros where
+  /// `state` is empty) as boundary state `j`.
+  void storeBoundaryEntry(Value j, ArrayRef<Value> state) {
+    Type type = cast<MemRefType>(boundary.getType()).getElementType();
+    Value zero = fromF32(f32(0.0), type);
+    for (int64_t mt = 0; mt < MT; ++mt)
+      for (int64_t jt = 0; jt < J; ++jt)
+        for (int64_t i = 0; i < 4; ++i) {
+          SmallVector<Value> at = stateIndex(kcol(jt, i), vRow(mt, i));
+          at.insert(at.begin() + 1, j);
+          Value x = state.empty()
+                        ? zero
+                        : fromF32(element(state[mt * J + jt], i), type);
+          memref::StoreOp::create(b, x, boundary, at);
+        }
+  }
+
+  /// Boundary state before chunk `chunkIdx`, where that chunk starts an
+  /// interval and the entry is one of the NT recorded.
+  void storeBoundaryBefore(Value chunkIdx, ArrayRef<Value> S) {
+    if (!boundary)
+      return;
+    const int64_t per = cfg.interval / C; // chunks per interval
+    Value j = arith::DivUIOp::create(b, chunkIdx, idx(per));
+    Value nt = memref::DimOp::create(b, boundary, 1);
+    Value at = arith::AndIOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                              arith::RemUIOp::create(b, chunkIdx, idx(per)),
+                              idx(0)),
+        ult(j, nt));
+    auto op = scf::IfOp::create(b, at, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(op.thenBlock());
+    storeBoundaryEntry(j, S);
+  }
+
+  /// Zeros for the entries at or past the sequence's end (j * interval >=
+  /// length), which no chunk records.
+  void zeroBoundariesPastEnd() {
+    if (!boundary)
+      return;
+    Value nt = memref::DimOp::create(b, boundary, 1);
+    Value first = arith::CeilDivUIOp::create(b, length, idx(cfg.interval));
+    auto loop = scf::ForOp::create(b, minu(first, nt), nt, idx(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    storeBoundaryEntry(loop.getInductionVar(), {});
+  }
 
   /// `ivs`: the program's (sequence, head, V block) coordinates, 0 where
   /// the grid has no such dimension.
@@ -316,12 +374,14 @@ struct StateProgram : kda::LaneBuilder {
         Value nextChunk = minu(add(loop.getInductionVar(), 1),
                                arith::SubIOp::create(b, numFull, idx(1)));
         SmallVector<Value> prefetched = loadChunk(nextChunk, /*full=*/true);
+        storeBoundaryBefore(loop.getInductionVar(), S);
         next = emitChunk(loop.getInductionVar(), loaded, S, red, vnT, oS,
                          /*full=*/true);
         next.append(prefetched);
       } else {
         SmallVector<Value> loaded =
             loadChunk(loop.getInductionVar(), /*full=*/true);
+        storeBoundaryBefore(loop.getInductionVar(), S);
         next = emitChunk(loop.getInductionVar(), loaded, S, red, vnT, oS,
                          /*full=*/true);
       }
@@ -339,6 +399,7 @@ struct StateProgram : kda::LaneBuilder {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(tail.thenBlock());
       SmallVector<Value> loaded = loadChunk(numFull, /*full=*/false);
+      storeBoundaryBefore(numFull, afterFull);
       scf::YieldOp::create(
           b, emitChunk(numFull, loaded, afterFull, red, vnT, oS, /*full=*/false));
       b.setInsertionPointToStart(tail.elseBlock());
@@ -346,6 +407,7 @@ struct StateProgram : kda::LaneBuilder {
     }
     SmallVector<Value> finalState(tail.getResults().begin(),
                                   tail.getResults().end());
+    zeroBoundariesPastEnd();
 
     // The final state.
     if (ht) {
@@ -984,7 +1046,7 @@ struct StateRegistersPass
     const bool warpPrograms =
         independentWarps && WarpStateProgram::covers(*cfg);
     if (!warpPrograms &&
-        (cfg->boundary || threads % 32 != 0 || cfg->vBlock % 16 != 0 ||
+        (threads % 32 != 0 || cfg->vBlock % 16 != 0 ||
          cfg->chunk % 8 != 0 || cfg->chunk > 64 ||
          cfg->keyDim % (8 * warps) != 0))
       return;
@@ -1055,6 +1117,12 @@ struct StateRegistersPass
     prog.h0 = byName("initial_state");
     prog.ht = byName("final_state");
     prog.cuSeqlens = byName("cu_seqlens");
+    prog.boundary = byName("boundary_states");
+    if (cfg->boundary != static_cast<bool>(prog.boundary)) {
+      func.emitError("kda-gpu-state-registers: the state kernel's boundary "
+                     "states argument does not match its description");
+      return signalPassFailure();
+    }
     if (!prog.ws[1] || !prog.ws[2] || !prog.ws[3] || !prog.ws[4] || !prog.o) {
       func.emitError("kda-gpu-state-registers: the state kernel lacks a "
                      "workspace or its output");

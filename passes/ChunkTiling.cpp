@@ -28,6 +28,7 @@
 #include "dialect/KdaOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -360,6 +361,47 @@ IntraChunk loadIntraChunk(TileBuilder &tb, const IntraWorkspaces &ws,
 // kda.gated_delta
 //===----------------------------------------------------------------------===//
 
+/// The caller's buffer for `result` where the op sits in a destination-style
+/// kernel (the function returns `result` and takes one argument per result
+/// after its inputs), else null.
+Value kernelDestination(Value result) {
+  if (!result.hasOneUse())
+    return {};
+  auto ret = dyn_cast<func::ReturnOp>(*result.getUsers().begin());
+  if (!ret)
+    return {};
+  auto func = ret->getParentOfType<func::FuncOp>();
+  if (!func || !func->hasAttr("kda.kernel"))
+    return {};
+  unsigned firstDest = func.getNumArguments() - ret.getNumOperands();
+  for (OpOperand &use : result.getUses())
+    if (use.getOwner() == ret) {
+      Value dest = func.getArgument(firstDest + use.getOperandNumber());
+      return dest.getType() == result.getType() ? dest : Value();
+    }
+  return {};
+}
+
+/// NT, the number of recorded boundary states: the result's static size,
+/// else ceil(T / interval) without varlen, else the caller's (the kernel's
+/// destination; kda-tile-chunks checks that there is one).
+OpFoldResult boundaryCount(ImplicitLocOpBuilder &b, GatedDeltaOp op) {
+  Value boundary = op.getBoundaryStates();
+  int64_t nt = cast<RankedTensorType>(boundary.getType()).getDimSize(1);
+  if (!ShapedType::isDynamic(nt))
+    return b.getIndexAttr(nt);
+  if (!op.getCuSeqlens()) {
+    int64_t interval = *op.getBoundaryInterval();
+    Value t = tensor::DimOp::create(b, op.getQ(), 1);
+    Value minusOne = arith::ConstantIndexOp::create(b, interval - 1);
+    return arith::DivUIOp::create(
+               b, arith::AddIOp::create(b, t, minusOne),
+               arith::ConstantIndexOp::create(b, interval))
+        .getResult();
+  }
+  return tensor::DimOp::create(b, kernelDestination(boundary), 1).getResult();
+}
+
 struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
   TileGatedDelta(MLIRContext *ctx, int64_t chunk, int64_t subChunk,
                  int64_t vBlock, bool chunkParallel)
@@ -371,9 +413,6 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     Value q = op.getQ(), v = op.getV();
     if (failed(requireStatic(rewriter, op, {{q, 3}, {v, 3}})))
       return failure();
-    if (op.getBoundaryStates() &&
-        ShapedType::isDynamic(dimOf(op.getBoundaryStates(), 1)))
-      return rewriter.notifyMatchFailure(op, "boundary_states needs a static NT");
 
     // Head counts may be dynamic (a GPU kernel serves any number of heads);
     // head dimensions size the tiles and are static.
@@ -413,18 +452,18 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
       outs.push_back(tb.emptyOfType(type, {numSeqs, hv, {}, {}}));
     }
     Value boundary = op.getBoundaryStates();
-    int64_t numBoundaries = 0, interval = 0;
+    int64_t interval = 0;
+    OpFoldResult numBoundaries;
     if (boundary) {
       auto type = cast<RankedTensorType>(boundary.getType());
-      numBoundaries = type.getDimSize(1);
       interval = *op.getBoundaryInterval();
-      // Entries past a shorter sequence's end stay zero.
-      Value empty = tb.emptyOfType(type, {numSeqs, {}, hv, {}, {}});
-      Value zero = arith::ConstantOp::create(
-          b, b.getZeroAttr(type.getElementType()));
+      numBoundaries = boundaryCount(b, op);
+      // Each program zeroes its own entries (those past a shorter
+      // sequence's end stay zero): a fill of the whole tensor before the
+      // grid would, on a GPU, run in every block and race with the others'
+      // stores.
       outs.push_back(
-          linalg::FillOp::create(b, ValueRange{zero}, ValueRange{empty})
-              .getResult(0));
+          tb.emptyOfType(type, {numSeqs, numBoundaries, hv, {}, {}}));
     }
 
     // Chunk-parallel schedule: the state-independent part of every chunk
@@ -473,6 +512,8 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
                         b.getNamedAttr("v_major", b.getBoolAttr(vMajor)),
                         b.getNamedAttr("boundary",
                                        b.getBoolAttr(bool(boundary))),
+                        b.getNamedAttr("boundary_interval",
+                                       b.getI64IntegerAttr(interval)),
                         b.getNamedAttr("workspaces",
                                        b.getStrArrayAttr(roles)),
                         b.getNamedAttr("grid", b.getI64ArrayAttr(gridExtents))}));
@@ -537,14 +578,27 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
       int64_t rows = vMajor ? vb : kd, cols = vMajor ? kd : vb;
       bOffsets = {n, zero, head, vMajor ? OpFoldResult(vCol) : zero,
                   vMajor ? zero : OpFoldResult(vCol)};
-      bSizes = {b.getIndexAttr(1), b.getIndexAttr(numBoundaries),
-                b.getIndexAttr(1), b.getIndexAttr(rows), b.getIndexAttr(cols)};
+      // NT from the program's view of the result (the destination's, in a
+      // destination-style kernel).
+      OpFoldResult nt = numBoundaries;
+      if (isa<Value>(nt))
+        nt = tensor::DimOp::create(b, shared.back(), 1).getResult();
+      bSizes = {b.getIndexAttr(1), nt, b.getIndexAttr(1),
+                b.getIndexAttr(rows), b.getIndexAttr(cols)};
+      std::optional<int64_t> ntStatic = getConstantIntValue(nt);
       bRegion = tensor::ExtractSliceOp::create(
           b,
-          RankedTensorType::get({numBoundaries, rows, cols},
-                                type.getElementType()),
+          RankedTensorType::get(
+              {ntStatic ? *ntStatic : ShapedType::kDynamic, rows, cols},
+              type.getElementType()),
           shared.back(), bOffsets, bSizes,
           SmallVector<OpFoldResult>(5, b.getIndexAttr(1)));
+      Value zeroElt = arith::ConstantOp::create(
+          b, b.getZeroAttr(type.getElementType()));
+      bRegion = linalg::FillOp::create(b, ValueRange{zeroElt},
+                                       ValueRange{bRegion})
+                    .getResult(0);
+      numBoundaries = nt;
       iterInit.push_back(bRegion);
     }
 
@@ -564,10 +618,17 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
           SmallVector<Value> results;
           Value bAcc;
           if (boundary) {
-            // Record the state before every `interval` tokens.
-            Value atBoundary = arith::CmpIOp::create(
-                ib, arith::CmpIPredicate::eq,
-                arith::RemUIOp::create(ib, local, itb.index(interval)), z);
+            // Record the state before every `interval` tokens (the first
+            // NT of them).
+            Value atBoundary = arith::AndIOp::create(
+                ib,
+                arith::CmpIOp::create(
+                    ib, arith::CmpIPredicate::eq,
+                    arith::RemUIOp::create(ib, local, itb.index(interval)), z),
+                arith::CmpIOp::create(
+                    ib, arith::CmpIPredicate::ult,
+                    arith::DivUIOp::create(ib, local, itb.index(interval)),
+                    getValueOrCreateConstantIndexOp(ib, loc, numBoundaries)));
             auto ifOp = scf::IfOp::create(
                 ib, atBoundary,
                 [&](OpBuilder &tb2, Location l2) {
@@ -937,6 +998,15 @@ struct KdaTileChunksPass
       std::optional<int64_t> interval = op.getBoundaryInterval();
       if (!op.getBoundaryStates() || !interval)
         return WalkResult::advance();
+      if (op.getCuSeqlens() &&
+          ShapedType::isDynamic(dimOf(op.getBoundaryStates(), 1)) &&
+          !kernelDestination(op.getBoundaryStates())) {
+        op.emitError() << "kda-tile-chunks: boundary_states with cu_seqlens "
+                          "and a dynamic NT: NT is the caller's choice, so "
+                          "the op must be a destination-style kernel (the "
+                          "caller passes the result buffer) or NT static";
+        return WalkResult::interrupt();
+      }
       int64_t c = tileSizes(op.getTile(), chunk, subChunk).first;
       if (c > 0 && *interval % c != 0) {
         op.emitError() << "kda-tile-chunks: boundary_interval " << *interval

@@ -202,6 +202,21 @@ struct KdaOutlineKernelsPass
         return {};
       return arith::MaxUIOp::create(b, loc, hq, hv);
     }
+    if (want == "NT") { // boundary states: ceil(T / boundary_interval)
+      auto gd = dyn_cast<GatedDeltaOp>(op);
+      Value t = find("T");
+      if (!gd || !gd.getBoundaryInterval() || !t)
+        return {};
+      // With cu_seqlens, NT is the caller's (at most this, T being the
+      // total); a bundle's caller passes the buffer and this host-side
+      // allocation is not part of it.
+      int64_t interval = *gd.getBoundaryInterval();
+      return arith::DivUIOp::create(
+          b, loc,
+          arith::AddIOp::create(
+              b, loc, t, arith::ConstantIndexOp::create(b, loc, interval - 1)),
+          arith::ConstantIndexOp::create(b, loc, interval));
+    }
     if (want != "N")
       return find(want);
     if (Value n1 = find("N+1"))

@@ -116,12 +116,19 @@ def gated_delta_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
                        final_state_dtype: Optional[str] = None,
                        cu_seqlens_dtype: Optional[str] = None,
                        chunk: Optional[int] = None,
-                       sub_chunk: Optional[int] = None) -> Dict[str, Any]:
+                       sub_chunk: Optional[int] = None,
+                       boundary_interval: Optional[int] = None,
+                       boundary_dtype: str = "f32") -> Dict[str, Any]:
     """Canonical configuration of one ``kda.gated_delta`` kernel.
 
     gate: None, or {"form": "channel" | "head", "dtype": ...}.
     scale: None means the op's default 1/sqrt(K) (a value equal to it is
     normalised to None so that both spellings share one bundle).
+    boundary_interval: also return the chunk-boundary states
+    ``[N, NT, HV, K, V]`` (the state before every ``boundary_interval``
+    tokens, in ``boundary_dtype``; NT is the caller's: ``ceil(T /
+    interval)`` without varlen). The keys are present only when set, so
+    configurations without them hash as before.
     """
     cfg = {
         "op": "gated_delta",
@@ -136,8 +143,11 @@ def gated_delta_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
     }
     if cfg["chunk"] and cfg["sub_chunk"] > cfg["chunk"]:
         cfg["sub_chunk"] = cfg["chunk"]
+    if boundary_interval is not None:
+        cfg["boundary_interval"] = int(boundary_interval)
+        cfg["boundary_dtype"] = boundary_dtype
     # The layout only means something when a state crosses the boundary.
-    if initial_state_dtype is None and final_state_dtype is None:
+    if initial_state_dtype is None and final_state_dtype is None and boundary_interval is None:
         cfg["state_layout"] = "k_major"
     validate(cfg)
     return cfg
@@ -275,6 +285,15 @@ def validate(cfg: Dict[str, Any]) -> None:
             raise ValueError(f"chunk: expected 16, 32 or 64, got {cfg['chunk']}")
         if cfg["sub_chunk"] <= 0 or (cfg["chunk"] and cfg["chunk"] % cfg["sub_chunk"]):
             raise ValueError(f"sub_chunk {cfg['sub_chunk']} must divide chunk {cfg['chunk']}")
+        if "boundary_interval" in cfg:
+            bi = cfg["boundary_interval"]
+            if not isinstance(bi, int) or isinstance(bi, bool) or bi <= 0:
+                raise ValueError(f"boundary_interval: expected a positive number of tokens, got {bi!r}")
+            c = cfg["chunk"] or 16  # the targets' default chunk
+            if bi % c:
+                raise ValueError(f"boundary_interval {bi} must be a multiple of the chunk {c} "
+                                 "(boundary states are taken where chunks start)")
+            dtype("boundary_dtype", optional=False)
     else:
         dtype("state_dtype", optional=False)
         dtype("indices_dtype", allowed=("i32", "i64"), optional=False)
@@ -383,6 +402,8 @@ def describe(cfg: Dict[str, Any]) -> str:
             parts.append(cfg["state_layout"])
         if cfg["cu_seqlens_dtype"]:
             parts.append(f"varlen={cfg['cu_seqlens_dtype']}")
+        if cfg.get("boundary_interval"):
+            parts.append(f"boundary={cfg['boundary_interval']}:{cfg['boundary_dtype']}:{cfg['state_layout']}")
         parts.append(f"chunk={cfg['chunk'] or 'default'}")
     else:
         parts.append(f"pool={cfg['state_dtype']}:{cfg['state_layout']}")
@@ -478,6 +499,11 @@ def _gated_delta_mlir(cfg: Dict[str, Any]) -> str:
         tsf = _tensor([None, None] + state_tail, cfg["final_state_dtype"])
         results.append(("%ht", tsf))
         result_types += f" final_state {tsf}"
+    if cfg.get("boundary_interval"):
+        attrs.append(f"boundary_interval = {cfg['boundary_interval']} : i64")
+        tbs = _tensor([None, None, None] + state_tail, cfg["boundary_dtype"])
+        results.append(("%hb", tbs))
+        result_types += f" boundary_states {tbs}"
     names = ", ".join(r[0] for r in results)
     types = ", ".join(r[1] for r in results)
     op = (f"  {names} = kda.gated_delta {cfg['update']} %q, %k, %v"

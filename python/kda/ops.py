@@ -118,7 +118,8 @@ def chunk_kda_config(q, k, v, g, beta, scale=None, initial_state=None, output_fi
                      use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
                      use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False,
                      lower_bound=None, state_v_first=False, cu_seqlens=None, A_log=None,
-                     dt_bias=None, chunk_size=None) -> Dict[str, Any]:
+                     dt_bias=None, chunk_size=None, boundary_interval=None,
+                     boundary_dtype="f32") -> Dict[str, Any]:
     """The kda.gated_delta configuration chunk_kda would run for these arguments.
 
     Also validates shapes as FLA does (ValueError with the offending argument).
@@ -189,7 +190,7 @@ def chunk_kda_config(q, k, v, g, beta, scale=None, initial_state=None, output_fi
         initial_state_dtype="f32" if initial_state is not None else None,
         final_state_dtype="f32" if output_final_state else None,
         cu_seqlens_dtype=_dt(cu_seqlens) if cu_seqlens is not None else None,
-        chunk=chunk_size)
+        chunk=chunk_size, boundary_interval=boundary_interval, boundary_dtype=boundary_dtype)
 
 
 def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale=None,
@@ -503,12 +504,26 @@ def chunk_kda(
             FLA's backward pass and host-side chunk indexing).
         chunk_size (kwarg): kda's chunk (16, 32 or 64); default by head size.
 
-    Not supported (NotImplementedError): ``return_intermediate_states``,
-    ``cp_context``, gradients (forward only).
+        return_intermediate_states: also return FLA's ``h``, the state
+            before every 64 tokens (FLA's chunk), in k's dtype: ``[B, NT, HV,
+            K, V]`` (``[..., V, K]`` with ``state_v_first``), NT = ceil(T /
+            64); with cu_seqlens B = 1 and NT is the sum over sequences of
+            ceil(T_n / 64), sequence by sequence (FLA's flattened layout).
+
+    Extension: ``boundary_interval=L`` (kwarg, a multiple of the chunk)
+    returns the fp32 chunk-boundary states of ``kda.gated_delta`` as the
+    third value: ``[N, NT, HV, K, V]``, the state before tokens 0, L, 2L, ...
+    of each sequence, NT = ceil(T / L) (with cu_seqlens: the longest
+    sequence's; entries past a shorter sequence's end are zero). A serving
+    engine's prefix-cache block size is such an interval.
+
+    Not supported (NotImplementedError): ``cp_context``, gradients (forward
+    only).
 
     Returns:
         ``(o, final_state)``: o ``[B, T, HV, V]`` in q's dtype (FLA returns
-        ``o.type_as(q)``), final_state fp32 or None.
+        ``o.type_as(q)``), final_state fp32 or None; ``(o, final_state, h)``
+        with ``return_intermediate_states`` or ``boundary_interval``.
     """
     if "transpose_state_layout" in kwargs:
         if state_v_first:
@@ -516,9 +531,18 @@ def chunk_kda(
         warnings.warn("`transpose_state_layout` is deprecated and renamed to `state_v_first`.",
                       DeprecationWarning, stacklevel=2)
         state_v_first = kwargs.pop("transpose_state_layout")
-    if return_intermediate_states:
-        raise NotImplementedError("kda.chunk_kda: return_intermediate_states is not supported "
-                                  "(kda.gated_delta's boundary_states are [N, NT, HV, K, V], not FLA's layout)")
+    boundary_interval = kwargs.pop("boundary_interval", None)
+    if return_intermediate_states and boundary_interval is not None:
+        raise ValueError("kda.chunk_kda: pass return_intermediate_states (FLA's h, every 64 tokens) "
+                         "or boundary_interval, not both")
+    if boundary_interval is not None and (not isinstance(boundary_interval, int)
+                                          or isinstance(boundary_interval, bool)
+                                          or boundary_interval <= 0):
+        raise ValueError(f"kda.chunk_kda: boundary_interval must be a positive number of tokens, "
+                         f"got {boundary_interval!r}")
+    fla_h = bool(return_intermediate_states)
+    if fla_h:
+        boundary_interval = FLA_CHUNK
     if cp_context is not None:
         raise NotImplementedError("kda.chunk_kda: context parallelism (cp_context) is not supported")
     A_log = kwargs.pop("A_log", None) if use_gate_in_kernel else None
@@ -537,11 +561,26 @@ def chunk_kda(
                            allow_neg_eigval=allow_neg_eigval, safe_gate=safe_gate,
                            lower_bound=lower_bound, state_v_first=state_v_first,
                            cu_seqlens=cu_seqlens, A_log=A_log, dt_bias=dt_bias,
-                           chunk_size=chunk_size)
-    return _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias)
+                           chunk_size=chunk_size, boundary_interval=boundary_interval,
+                           boundary_dtype=_dt(k) if fla_h else "f32")
+    return _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias,
+                            cu_seqlens_cpu=cu_seqlens_cpu, fla_h=fla_h)
 
 
-def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias):
+# FLA's chunk size: return_intermediate_states keeps the state before every
+# FLA_CHUNK tokens.
+FLA_CHUNK = 64
+
+
+def _sequence_lengths(cu_seqlens, cu_seqlens_cpu):
+    """Host copy of the sequence lengths (cu_seqlens_cpu when given: no sync)."""
+    src = cu_seqlens_cpu if cu_seqlens_cpu is not None else cu_seqlens
+    offsets = [int(x) for x in src.tolist()]
+    return [b - a for a, b in zip(offsets, offsets[1:])]
+
+
+def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias,
+                     cu_seqlens_cpu=None, fla_h=False):
     import torch
     _check_no_grad(q, k, v, g, beta, initial_state, A_log, dt_bias)
     if q.device.type != "cuda":
@@ -564,6 +603,20 @@ def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt
         tail = (K, V) if cfg["state_layout"] == "k_major" else (V, K)
         final_state = _alloc((N, HV) + tail, torch.float32, q.device)
         named["final_state"] = final_state
+    boundary = None
+    interval = cfg.get("boundary_interval")
+    if interval:
+        lengths = None
+        if cu_seqlens is None:
+            NT = -(-T // interval)
+        else:
+            lengths = _sequence_lengths(cu_seqlens, cu_seqlens_cpu)
+            NT = max([-(-n // interval) for n in lengths] + [0])
+        tail = (K, V) if cfg["state_layout"] == "k_major" else (V, K)
+        bdtype = {"f32": torch.float32, "bf16": torch.bfloat16,
+                  "f16": torch.float16}[cfg["boundary_dtype"]]
+        boundary = _alloc((N, NT, HV) + tail, bdtype, q.device)
+        named["boundary_states"] = boundary
     # The tuning database's tile for this shape bucket (kda.tune), if any;
     # else the shape policy's (kda.tune.shape_policy_tile: V blocks by how
     # many (sequence, head) programs the chip holds at once).
@@ -571,11 +624,24 @@ def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt
     tile = _tune.tuned_tile(cfg, chip, T_seq, N, HV)
     if tile is None:
         tile = _tune.shape_policy_tile(cfg, chip, N, HV, _multiprocessors(q.device))
+    if tile is not None and interval and interval % tile["chunk"]:
+        tile = None  # the bundle's own chunk divides the interval (validated)
     with torch.cuda.device(q.device):
         _launch(cfg, chip, named, tile)
     if o.dtype != q.dtype:
         o = o.to(q.dtype)
-    return o, final_state
+    if boundary is None:
+        return o, final_state
+    if fla_h and cu_seqlens is not None:
+        # FLA's varlen h: every sequence's chunks one after the other, [1,
+        # sum_n ceil(T_n / 64), ...].
+        NT = boundary.shape[1]
+        rows = [n * NT + j for n, length in enumerate(lengths)
+                for j in range(-(-length // interval))]
+        index = torch.tensor(rows, dtype=torch.long, device=q.device)
+        boundary = boundary.reshape((N * NT,) + boundary.shape[2:]).index_select(0, index)
+        boundary = boundary.unsqueeze(0)
+    return o, final_state, boundary
 
 
 def fused_recurrent_kda(

@@ -53,7 +53,7 @@ class Case:
 
     def __init__(self, name, dtype, KV, B=2, T=100, H=4, HV=None, seqlens=None, h0=False, ht=False,
                  layout="k_major", prologue="none", g_dtype=None, cu_dtype="i64",
-                 api="chunk", neg_eigval=False, scale=None, seed=0):
+                 api="chunk", neg_eigval=False, scale=None, seed=0, boundary=None):
         self.name, self.dtype, self.K, self.V = name, dtype, KV, KV
         self.B, self.T, self.H, self.HV = B, T, H, HV or H
         self.seqlens = seqlens
@@ -67,10 +67,17 @@ class Case:
         self.neg_eigval = neg_eigval
         self.scale = scale
         self.seed = seed
+        # chunk-boundary states: "fla" (return_intermediate_states: FLA's h,
+        # every 64 tokens, in the inputs' dtype) or an interval (fp32, dense)
+        self.boundary = boundary
 
     @property
     def N(self):
         return len(self.seqlens) if self.seqlens is not None else self.B
+
+    @property
+    def interval(self):
+        return 64 if self.boundary == "fla" else (self.boundary or 0)
 
     def kwargs(self):
         p = self.prologue
@@ -80,6 +87,10 @@ class Case:
                   allow_neg_eigval=self.neg_eigval)
         if p in ("kimi_lb", "lb_no_A_log"):
             kw["lower_bound"] = -5.0
+        if self.boundary == "fla":
+            kw["return_intermediate_states"] = True
+        elif self.boundary:
+            kw["boundary_interval"] = self.boundary
         return kw
 
     def shapes(self):
@@ -103,6 +114,11 @@ class Case:
         if self.api == "recurrent":
             return kops.fused_recurrent_kda_config(q, q, v, g, beta, A_log=A_log, dt_bias=dt_bias,
                                                    initial_state=h0, cu_seqlens=cu, **kw)
+        kw.pop("return_intermediate_states", None)
+        kw.pop("boundary_interval", None)
+        if self.interval:
+            kw["boundary_interval"] = self.interval
+            kw["boundary_dtype"] = self.dtype if self.boundary == "fla" else "f32"
         return kops.chunk_kda_config(q, q, v, g, beta, initial_state=h0, cu_seqlens=cu,
                                      A_log=A_log, dt_bias=dt_bias, **kw)
 
@@ -272,6 +288,18 @@ def all_cases():
              T=150, H=80, h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
         Case("bf16-k128-kimi-softplus-varlen-HV24-policy-vb32-noprefetch-h0-ht", "bf16", 128,
              seqlens=[5, 40, 17], H=24, h0=True, ht=True, prologue="kimi_softplus"),
+        # Chunk-boundary states (prefix caching): FLA's h (return_intermediate_states, every 64
+        # tokens, dense and varlen-flattened) and explicit intervals (fp32; zeros past a shorter
+        # sequence's end), both layouts, the shape policy's V blocks.
+        Case("bf16-k128-fla-h-T200-h0-ht", "bf16", 128, B=2, T=200, H=4, h0=True, ht=True, boundary="fla"),
+        Case("f32-k128-fla-h-T1000-H1-ht", "f32", 128, B=2, T=1000, H=1, ht=True, boundary="fla"),
+        Case("bf16-k128-kimi-lb-fla-h-varlen-37,1,64,200-h0-ht-vmajor", "bf16", 128, seqlens=[37, 1, 64, 200],
+             H=4, h0=True, ht=True, layout="v_major", prologue="kimi_lb", boundary="fla"),
+        Case("f32-k64-boundary32-varlen-5,100,33-h0-vmajor", "f32", 64, seqlens=[5, 100, 33], H=2, h0=True,
+             layout="v_major", boundary=32),
+        Case("bf16-k64-boundary16-T70-ht", "bf16", 64, B=3, T=70, H=2, ht=True, boundary=16),
+        Case("bf16-k128-kimi-lb-HV48-policy-vb32-boundary128-T300-h0-ht", "bf16", 128, B=1, T=300, H=48,
+             h0=True, ht=True, prologue="kimi_lb", boundary=128),
     ]
     cases += decode_cases() + window_cases()
     return cases
@@ -347,6 +375,9 @@ def sanitize_cases():
              ht=True, layout="v_major", prologue="kimi_lb"),
         Case("san-bf16-k128-kimi-lb-HV80-policy-vb32-noprefetch-T20-h0-ht", "bf16", 128, B=1, T=20,
              H=80, h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
+        Case("san-bf16-k128-kimi-lb-fla-h-varlen-h0-ht-vmajor", "bf16", 128, seqlens=[70, 1, 20], H=2,
+             h0=True, ht=True, layout="v_major", prologue="kimi_lb", boundary="fla"),
+        Case("san-f32-k64-boundary16-varlen-5,40", "f32", 64, seqlens=[5, 40], H=1, boundary=16),
         DecodeCase("san-bf16-k128-decode-gva-vmajor-kimi-lb", "bf16", 128, N=4, P=7, H=1, HV=2,
                    layout="v_major", prologue="kimi_lb"),
         DecodeCase("san-bf16-k128-decode-read-write-vmajor-kimi-lb", "bf16", 128, N=5, P=12, H=1, HV=2,
@@ -435,11 +466,15 @@ def run_case(case, torch, oracle):
                 extra["A_log"] = A_log
             if dt_bias is not None:
                 extra["dt_bias"] = dt_bias
-            o, ht = kda.chunk_kda(gpu["q"], gpu["k"], gpu["v"], gpu["g"], gpu["beta"],
-                                  initial_state=gpu.get("h0"), cu_seqlens=gpu.get("cu"), **kw, **extra)
+            res = kda.chunk_kda(gpu["q"], gpu["k"], gpu["v"], gpu["g"], gpu["beta"],
+                                initial_state=gpu.get("h0"), cu_seqlens=gpu.get("cu"), **kw, **extra)
+            o, ht = res[0], res[1]
+            hb = res[2] if len(res) > 2 else None
+            if (hb is None) != (not case.interval):
+                return [f"chunk_kda returned {len(res)} values"], [], BARS[case.dtype]
         torch.cuda.synchronize()
     p = case.prologue
-    ref_o, ref_ht = oracle.gated_delta(
+    ref = oracle.gated_delta(
         ref["q"], ref["k"], ref["v"], ref["g"], ref["beta"], initial_state=ref.get("h0"),
         cu_seqlens=ref.get("cu"), A_log=ref.get("A_log"), dt_bias=ref.get("dt_bias"),
         scale=kw["scale"], state_layout=case.layout, qk_l2norm=kw["use_qk_l2norm_in_kernel"],
@@ -447,9 +482,26 @@ def run_case(case, torch, oracle):
         if kw["use_beta_sigmoid_in_kernel"] else "none",
         gate_activation={"none": "none", "kimi_lb": "lower_bound", "lb_no_A_log": "lower_bound",
                          "kimi_softplus": "softplus"}[p],
-        lower_bound=kw.get("lower_bound", -5.0))
+        lower_bound=kw.get("lower_bound", -5.0), boundary_interval=case.interval)
+    ref_o, ref_ht = ref[0], ref[1]
     problems, metrics = [], []
     bar = BARS[case.dtype]
+    if case.interval:
+        ref_hb = ref[2]  # [N, NT, HV, ., .], zeros past a shorter sequence's end
+        if case.boundary == "fla" and case.seqlens is not None:
+            rows = [ref_hb[n, j] for n, L in enumerate(case.seqlens) for j in range(-(-L // 64))]
+            import numpy as np
+            ref_hb = np.stack(rows)[None]
+        want_dtype = getattr(torch, TORCH_DTYPES[case.dtype if case.boundary == "fla" else "f32"])
+        if hb.dtype != want_dtype:
+            problems.append(f"h: dtype {hb.dtype}, expected {want_dtype}")
+        _compare(torch, oracle, "h", hb, ref_hb, bar, problems, metrics)
+        if not problems and (ref_hb == 0).any():
+            # entries no sequence reaches are exact zeros, not stale memory
+            import numpy as np
+            stray = int((hb.double().cpu().numpy()[ref_hb == 0] != 0).sum())
+            if stray:
+                problems.append(f"h: {stray} elements past the sequences' ends are not zero")
     if "policy" in case.name:
         # The shape policy's tile must be the bundle that ran (kda.ops falls
         # back to the default tile, silently, where its bundle is missing).

@@ -133,6 +133,13 @@ def configs():
                              scale=0.3, final_state_dtype="f32", cu_seqlens_dtype="i32", chunk=16),
         b.gated_delta_config(K=64, V=64, qk_dtype="bf16", v_dtype="bf16", update="additive",
                              gate={"form": "channel", "dtype": "bf16"}),
+        # chunk-boundary states (prefix caching): FLA's h in bf16, an fp32 interval with varlen
+        b.gated_delta_config(K=128, V=128, qk_dtype="bf16", v_dtype="bf16", gate={"form": "channel", "dtype": "f32"},
+                             beta_dtype="bf16", final_state_dtype="f32", boundary_interval=64,
+                             boundary_dtype="bf16"),
+        b.gated_delta_config(K=64, V=64, qk_dtype="bf16", v_dtype="bf16", gate={"form": "channel", "dtype": "bf16"},
+                             beta_dtype="bf16", initial_state_dtype="f32", state_layout="v_major",
+                             cu_seqlens_dtype="i32", boundary_interval=32),
     ]
     for dt in ("bf16", "f32"):
         for KV in (64, 128):
@@ -244,8 +251,19 @@ def part_pure(kda_opt, tmp):
            contains="A_log: expected 4 values", what="chunk_kda A_log size")
     raises(ValueError, kda.chunk_kda, q, q, v, g, beta, chunk_size=48, contains="`chunk_size` must be 16, 32 or 64",
            what="chunk_kda chunk_size")
-    raises(NotImplementedError, kda.chunk_kda, q, q, v, g, beta, return_intermediate_states=True,
-           contains="return_intermediate_states", what="chunk_kda intermediate states")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, return_intermediate_states=True, boundary_interval=64,
+           contains="not both", what="chunk_kda intermediate states and an interval")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, boundary_interval=0,
+           contains="positive number of tokens", what="chunk_kda boundary_interval 0")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, boundary_interval=24,
+           contains="boundary_interval 24 must be a multiple of the chunk 16", what="chunk_kda boundary_interval 24")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, boundary_interval=32, chunk_size=64,
+           contains="boundary_interval 32 must be a multiple of the chunk 64", what="chunk_kda interval vs chunk")
+    bcfg = ops.chunk_kda_config(q, q, v, g, beta, boundary_interval=64, boundary_dtype="bf16")
+    check(bcfg["boundary_interval"] == 64 and bcfg["boundary_dtype"] == "bf16"
+          and "boundary_interval" not in ops.chunk_kda_config(q, q, v, g, beta),
+          "boundary keys in the configuration only when asked for")
+    print("ok   chunk_kda boundary states: configuration and errors")
     raises(TypeError, kda.chunk_kda, q, q, v, g, beta, bogus=1, contains="bogus", what="chunk_kda unknown kwarg")
     raises(ValueError, kda.Bundle, "bundles/a\0b", contains="contains a NUL character",
            what="bundle path with a NUL")

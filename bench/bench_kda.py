@@ -84,13 +84,26 @@ PROLOGUE = dict(use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
 
 
 class Case:
-    def __init__(self, name, kind, H, B=1, T=None, seqlens=None, N=None):
+    """kind: "fwd" (prefill), "decode" (one token per sequence on a state pool),
+    "decode-mtp" (T tokens per sequence on a pool, the state after every token
+    kept in its own slot: speculative decoding / MTP) or "decode-seq" (per
+    sequence states). boundary: prefill also returns FLA's intermediate states
+    h (return_intermediate_states: every 64 tokens, bf16), as a serving
+    engine's prefix cache asks."""
+
+    def __init__(self, name, kind, H, B=1, T=None, seqlens=None, N=None, boundary=False, tokens=1):
         self.name, self.kind, self.H = name, kind, H
         self.B, self.T, self.seqlens, self.N = B, T, seqlens, N
+        self.boundary = boundary
         if seqlens is not None:
             self.B, self.T = 1, sum(seqlens)
         if kind != "fwd":
-            self.B, self.T = N, 1
+            self.B, self.T = N, tokens
+
+    @property
+    def pool_slots(self):
+        """Pool size of the decode cases: twice the slots they write."""
+        return 2 * self.N * (self.T if self.kind == "decode-mtp" else 1)
 
     @property
     def nseq(self):
@@ -108,6 +121,13 @@ class Case:
             chunks = sum(-(-L // FLOOR_CHUNK) for L in self.lengths())
             C = FLOOR_CHUNK
             flops = 2 * (5 * C * C * K + 3 * C * K * V) * chunks * H
+            if self.boundary:  # h: one bf16 state per 64 tokens of each sequence
+                nbytes += chunks * H * K * V * BF16
+        elif self.kind == "decode-mtp":
+            # the state read once and written after every token, T tokens of inputs
+            N, T = self.N, self.T
+            nbytes = N * H * K * V * 4 * (1 + T) + N * T * H * ((3 * K + 2 * V) * BF16 + BF16)
+            flops = N * T * H * 8 * K * V
         else:
             N = self.N
             nbytes = 2 * N * H * K * V * 4 + N * H * ((3 * K + 2 * V) * BF16 + BF16)
@@ -124,9 +144,13 @@ def all_cases():
         Case("fwd varlen6 T=8192 H=64", "fwd", 64, seqlens=VARLEN6),
         Case("fwd T=32768 H=32", "fwd", 32, B=1, T=32768),
         Case("fwd 8x4096 H=32", "fwd", 32, B=8, T=4096),
+        Case("fwd-h T=8192 H=32", "fwd", 32, B=1, T=8192, boundary=True),
+        Case("fwd-h varlen6 T=8192 H=64", "fwd", 64, seqlens=VARLEN6, boundary=True),
     ]
     for N in (64, 256, 1024):
         cases.append(Case(f"decode pool N={N} H=32", "decode", 32, N=N))
+    for N in (64, 256):
+        cases.append(Case(f"decode-mtp pool N={N} T=4 H=32", "decode-mtp", 32, N=N, tokens=4))
     for N in (64, 256, 1024):
         cases.append(Case(f"decode-seq N={N} H=32", "decode-seq", 32, N=N))
     return cases
@@ -158,12 +182,13 @@ def kda_config(case, chunk=None):
     if case.kind == "fwd":
         cu = Meta((case.nseq + 1,), "i64") if case.seqlens is not None else None
         h0 = Meta((case.nseq, H, V, K), "f32")
+        extra = dict(boundary_interval=kops.FLA_CHUNK, boundary_dtype="bf16") if case.boundary else {}
         return kops.chunk_kda_config(q, q, v, g, beta, initial_state=h0, output_final_state=True,
                                      safe_gate=True, cu_seqlens=cu, A_log=A_log, dt_bias=dt_bias,
-                                     chunk_size=chunk, **PROLOGUE)
-    if case.kind == "decode":
-        pool = Meta((2 * case.N, H, V, K), "f32")
-        idx = Meta((case.N,), "i32")
+                                     chunk_size=chunk, **PROLOGUE, **extra)
+    if case.kind in ("decode", "decode-mtp"):
+        pool = Meta((case.pool_slots, H, V, K), "f32")
+        idx = Meta((case.N, case.T) if case.kind == "decode-mtp" else (case.N,), "i32")
         return kops.fused_recurrent_kda_config(q, q, v, g, beta, A_log=A_log, dt_bias=dt_bias,
                                                initial_state=pool, ssm_state_indices=idx, **PROLOGUE)
     h0 = Meta((case.N, H, V, K), "f32")
@@ -289,8 +314,12 @@ def make_set(case, torch, seed):
             x["cu_cpu"] = torch.tensor(cu, dtype=torch.int64)
             x["cu"] = x["cu_cpu"].to(dev)
     elif case.kind == "decode":
-        P = 2 * case.N
+        P = case.pool_slots
         x["idx"] = torch.randperm(P, generator=gen, device=dev)[:case.N].to(torch.int32)
+    elif case.kind == "decode-mtp":
+        # distinct slots for every (sequence, token); each sequence starts from its token-0 slot
+        P = case.pool_slots
+        x["idx"] = torch.randperm(P, generator=gen, device=dev)[:case.N * T].to(torch.int32).view(case.N, T)
     else:
         x["h0"] = randn((case.N, H, V, K), 0.5, torch.float32)
     return x
@@ -314,9 +343,9 @@ class Runner:
         self.case, self.torch, self.fla, self.kda, self.sets = case, torch, fla, kda_mod, sets
         self.chunk = chunk
         self.pool_fla = self.pool_kda = None
-        if case.kind == "decode":
+        if case.kind in ("decode", "decode-mtp"):
             gen = torch.Generator(device="cuda").manual_seed(7)
-            P, H = 2 * case.N, case.H
+            P, H = case.pool_slots, case.H
             pool = (torch.randn((P, H, KV, KV), generator=gen, device="cuda") * 0.5)
             self.pool0 = pool
             self.pool_fla = pool.clone()
@@ -326,11 +355,12 @@ class Runner:
         x, c = self.sets[i], self.case
         chunk_kda, frk, frk_fwd = self.fla
         if c.kind == "fwd":
+            extra = {"return_intermediate_states": True} if c.boundary else {}
             return chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], initial_state=x["h0"],
                              output_final_state=True, safe_gate=True, cu_seqlens=x.get("cu"),
                              cu_seqlens_cpu=x.get("cu_cpu"), A_log=x["A_log"], dt_bias=x["dt_bias"],
-                             **PROLOGUE)
-        if c.kind == "decode":
+                             **PROLOGUE, **extra)
+        if c.kind in ("decode", "decode-mtp"):
             pool = self.pool_fla if pool is None else pool
             return frk_fwd(q=x["q"], k=x["k"], v=x["v"], g=x["g"], beta=x["beta"], A_log=x["A_log"],
                            dt_bias=x["dt_bias"], scale=KV ** -0.5, initial_state=pool,
@@ -342,11 +372,13 @@ class Runner:
         x, c = self.sets[i], self.case
         if c.kind == "fwd":
             extra = {"chunk_size": self.chunk} if self.chunk else {}
+            if c.boundary:
+                extra["return_intermediate_states"] = True
             return self.kda.chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], initial_state=x["h0"],
                                       output_final_state=True, safe_gate=True, cu_seqlens=x.get("cu"),
                                       cu_seqlens_cpu=x.get("cu_cpu"), A_log=x["A_log"],
                                       dt_bias=x["dt_bias"], **PROLOGUE, **extra)
-        if c.kind == "decode":
+        if c.kind in ("decode", "decode-mtp"):
             pool = self.pool_kda if pool is None else pool
             return self.kda.fused_recurrent_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], x["A_log"],
                                                 x["dt_bias"], initial_state=pool,
@@ -363,10 +395,14 @@ class Runner:
         kops_mod._alloc = lambda shape, dtype, device: torch.full(shape, float("nan"), dtype=dtype,
                                                                    device=device)
         try:
-            if c.kind == "decode":
+            h_f = h_k = None
+            if c.kind in ("decode", "decode-mtp"):
                 pf, pk = self.pool0.clone(), self.pool0.clone()
                 o_f, _ = self.fla_call(0, pool=pf)
                 o_k, _ = self.kda_call(0, pool=pk)
+            elif c.boundary:
+                o_f, s_f, h_f = self.fla_call(0)
+                o_k, s_k, h_k = self.kda_call(0)
             else:
                 o_f, s_f = self.fla_call(0)
                 o_k, s_k = self.kda_call(0)
@@ -379,8 +415,8 @@ class Runner:
             return res
         res["o_nonfinite"] = int((~torch.isfinite(o_k.float())).sum())
         res["o_rel_rmse"] = rel_rmse(torch, o_k, o_f)
-        if c.kind == "decode":
-            idx = self.sets[0]["idx"].long()
+        if c.kind in ("decode", "decode-mtp"):
+            idx = self.sets[0]["idx"].long().flatten()
             res["state_rel_rmse"] = rel_rmse(torch, pk[idx], pf[idx])
             res["state_nonfinite"] = int((~torch.isfinite(pk[idx])).sum())
             mask = torch.ones(pk.shape[0], dtype=torch.bool, device=pk.device)
@@ -394,14 +430,21 @@ class Runner:
                 return res
             res["state_rel_rmse"] = rel_rmse(torch, s_k, s_f)
             res["state_nonfinite"] = int((~torch.isfinite(s_k)).sum())
+            if c.boundary:
+                if h_k is None or tuple(h_k.shape) != tuple(h_f.shape) or h_k.dtype != h_f.dtype:
+                    res["problem"] = (f"h {None if h_k is None else (tuple(h_k.shape), h_k.dtype)} vs FLA "
+                                      f"{(tuple(h_f.shape), h_f.dtype)}")
+                    return res
+                res["h_rel_rmse"] = rel_rmse(torch, h_k, h_f)
+                res["state_nonfinite"] += int((~torch.isfinite(h_k.float())).sum())
         problems = []
         if res["o_nonfinite"] or res["state_nonfinite"]:
             problems.append(f"{res['o_nonfinite']} o / {res['state_nonfinite']} state elements not "
                             f"written or not finite")
-        for key in ("o_rel_rmse", "state_rel_rmse"):
-            if not res[key] <= CHECK_BAR:
+        for key in ("o_rel_rmse", "state_rel_rmse", "h_rel_rmse"):
+            if key in res and not res[key] <= CHECK_BAR:
                 problems.append(f"{key} {res[key]:.3e} > {CHECK_BAR:g}")
-        if c.kind == "decode" and not res["untouched_slots_equal"]:
+        if c.kind in ("decode", "decode-mtp") and not res["untouched_slots_equal"]:
             problems.append("kda changed pool slots that no sequence names")
         if problems:
             res["problem"] = "; ".join(problems)
@@ -440,17 +483,18 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
     row = {"case": case.name, "kind": case.kind, "H": case.H, "B": case.B, "T": case.T,
            "seqlens": case.lengths() if case.kind == "fwd" else None, "N": case.N,
            "floor_ms": floor_ms, "floor_bytes": nbytes, "floor_flops": flops}
-    if case.kind == "decode" and fla is not None and fla[2] is None:
+    if case.kind in ("decode", "decode-mtp") and fla is not None and fla[2] is None:
         row["fla_note"] = "FLA has no state-pool fused_recurrent_kda_fwd: FLA not timed for this case"
     # Enough sets that one pass over them is at least 3x L2 (one set of these cases already is).
     x0 = make_set(case, torch, args.seed)
-    per_set = set_bytes(x0) + (case.N * case.H * KV * KV * 4 * 2 if case.kind == "decode" else 0)
+    per_set = set_bytes(x0) + (case.N * case.H * KV * KV * 4 * (1 + case.T)
+                               if case.kind in ("decode", "decode-mtp") else 0)
     nsets = args.sets or max(2, min(8, math.ceil(3 * l2_bytes / max(per_set, 1))))
     sets = [x0] + [make_set(case, torch, args.seed + 1000 * j) for j in range(1, nsets)]
     row["input_sets"], row["set_bytes"] = nsets, per_set
     fla_fns = fla[:3] if fla is not None else None
     r = Runner(case, torch, fla_fns, kda_mod, sets, args.chunk)
-    use_fla = fla is not None and not (case.kind == "decode" and fla[2] is None)
+    use_fla = fla is not None and not (case.kind in ("decode", "decode-mtp") and fla[2] is None)
     use_kda = kda_mod is not None
     # Check first (needs both sides).
     if use_fla and use_kda:

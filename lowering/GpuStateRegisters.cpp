@@ -234,6 +234,24 @@ struct StateProgram : kda::LaneBuilder {
   /// `state` is empty) as boundary state `j`.
   void storeBoundaryEntry(Value j, ArrayRef<Value> state) {
     Type type = cast<MemRefType>(boundary.getType()).getElementType();
+    if (cfg.vMajor) {
+      // A lane's key columns kBase .. kBase + 2J - 1 of one V row are
+      // consecutive in a V-major state: one row store (16-byte vectors;
+      // the four lanes of a row group write 8J consecutive columns).
+      for (int64_t mt = 0; mt < MT; ++mt)
+        for (int64_t half = 0; half < 2; ++half) {
+          SmallVector<Value> row;
+          for (int64_t jt = 0; jt < J; ++jt)
+            for (int64_t e = 0; e < 2; ++e)
+              row.push_back(state.empty()
+                                ? f32(0.0)
+                                : element(state[mt * J + jt], half * 2 + e));
+          kda::storeRowFromF32(b, b.getLoc(), boundary,
+                               ValueRange{n, j, head, add(vCol, vRow(mt, half * 2))},
+                               kBase, row);
+        }
+      return;
+    }
     Value zero = fromF32(f32(0.0), type);
     for (int64_t mt = 0; mt < MT; ++mt)
       for (int64_t jt = 0; jt < J; ++jt)
@@ -1128,6 +1146,10 @@ struct StateRegistersPass
                      "workspace or its output");
       return signalPassFailure();
     }
+    if (prog.boundary && cfg->vMajor)
+      kda::requireAlignedRows(func, [](StringRef name, MemRefType) {
+        return name == "boundary_states";
+      });
     if (warpPrograms) {
       WarpStateProgram wp(b, *cfg, precise);
       std::copy(std::begin(prog.ws), std::end(prog.ws), std::begin(wp.ws));

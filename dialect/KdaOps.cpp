@@ -524,17 +524,28 @@ LogicalResult GatedDeltaOp::verify() {
              << "attribute 'boundary_interval': expected a positive number "
                 "of tokens, found "
              << *interval;
-    // NT is known statically only without varlen (ceil(T / interval)),
-    // computed without forming T + interval - 1, which overflows for a large
-    // interval.
-    if (auto t = shapes.get("T"); t && !getCuSeqlens())
-      if (failed(shapes.bind("'boundary_interval' and T", 0, "NT",
-                             *t == 0 ? 0 : (*t - 1) / *interval + 1)))
+    if (Value table = getBoundaryIndices()) {
+      // Into pool slots: the table names them, the result is the pool.
+      if (failed(shapes.check(operandName("boundary_indices"), table,
+                              {"N", "NB"}, ElemKind::Integer)))
         return failure();
-    SmallVector<StringRef> dims = {"N", "NT", "HV", axes[0], axes[1]};
-    if (failed(shapes.check(resultName("boundary_states"),
-                            getBoundaryStates(), dims, ElemKind::State)))
-      return failure();
+      SmallVector<StringRef> dims = {"S", "HV", axes[0], axes[1]};
+      if (failed(shapes.check(resultName("boundary_states"),
+                              getBoundaryStates(), dims, ElemKind::State)))
+        return failure();
+    } else {
+      // NT is known statically only without varlen (ceil(T / interval)),
+      // computed without forming T + interval - 1, which overflows for a
+      // large interval.
+      if (auto t = shapes.get("T"); t && !getCuSeqlens())
+        if (failed(shapes.bind("'boundary_interval' and T", 0, "NT",
+                               *t == 0 ? 0 : (*t - 1) / *interval + 1)))
+          return failure();
+      SmallVector<StringRef> dims = {"N", "NT", "HV", axes[0], axes[1]};
+      if (failed(shapes.check(resultName("boundary_states"),
+                              getBoundaryStates(), dims, ElemKind::State)))
+        return failure();
+    }
     if (auto tile = getTile(); tile && *interval % tile->getChunk() != 0)
       return emitOpError()
              << "attribute 'tile': chunk = " << tile->getChunk()
@@ -543,6 +554,10 @@ LogicalResult GatedDeltaOp::verify() {
   } else if (interval) {
     return emitOpError() << "attribute 'boundary_interval' is set but the "
                             "op has no 'boundary_states' result";
+  } else if (getBoundaryIndices()) {
+    return emitOpError() << "operand 'boundary_indices' names pool slots for "
+                            "boundary states, but the op has no "
+                            "'boundary_states' result";
   }
   // Rules across dimensions again, now that every operand and result has
   // bound its own (q's, k's, v's may be dynamic where a later one's is not).

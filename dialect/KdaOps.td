@@ -51,7 +51,18 @@ def Kda_GatedDeltaOp : Kda_Op<"gated_delta",
     Results: `o` `[B, T, HV, V]` (dtype of v); optional `final_state` (shape
     of the state); optional `boundary_states` `[N, NT, HV, K, V]`, the state
     before every `boundary_interval` tokens of each sequence, NT =
-    ceil(T / boundary_interval) (the longest sequence's, with cu_seqlens).
+    ceil(T / boundary_interval) without cu_seqlens (with them NT is the
+    caller's: entries j with j * interval < the sequence's length are
+    recorded, the others are zero).
+
+    Boundary states into state-pool slots (a serving engine's prefix cache):
+    with `boundary_indices(%table)` (`[N, NB]`, i32 or i64), `boundary_states`
+    is a pool `[S, HV, K, V]`: boundary j of sequence n (j < NB, j *
+    interval < its length) is written to slot `table[n, j]` (negative:
+    not kept). Slots named twice are undefined; the other slots are left as
+    the result's buffer holds them: the form is meant for a caller's pool
+    updated in place through a destination-style kernel (bundles), and is
+    unspecified at the tensor level (the CPU lowering leaves them zero).
 
     Example (KDA with the full prologue):
     ```mlir
@@ -75,6 +86,7 @@ def Kda_GatedDeltaOp : Kda_Op<"gated_delta",
     Optional<AnyRankedTensor>:$cu_seqlens,
     Optional<AnyRankedTensor>:$A_log,
     Optional<AnyRankedTensor>:$dt_bias,
+    Optional<AnyRankedTensor>:$boundary_indices,
     Kda_UpdateRuleAttr:$update,
     OptionalAttr<F64Attr>:$scale,
     DefaultValuedAttr<Kda_StateLayoutAttr, "StateLayout::k_major">:$state_layout,
@@ -98,6 +110,7 @@ def Kda_GatedDeltaOp : Kda_Op<"gated_delta",
     (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
     (`A_log` `(` $A_log^ `:` type($A_log) `)`)?
     (`dt_bias` `(` $dt_bias^ `:` type($dt_bias) `)`)?
+    (`boundary_indices` `(` $boundary_indices^ `:` type($boundary_indices) `)`)?
     attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type($o)
     (`final_state` type($final_state)^)?
     (`boundary_states` type($boundary_states)^)?

@@ -108,6 +108,18 @@ struct BindDestinationsPass
         v = cast.getSource();
       if (v == dest)
         continue;
+      // A result no program writes (boundary states into pool slots, which
+      // the state kernel stores itself: the grid's shared output folds
+      // away) is the caller's buffer, left as it holds it.
+      if (auto empty = v.getDefiningOp<tensor::EmptyOp>()) {
+        OpBuilder b(ret);
+        Value destCast = dest;
+        if (dest.getType() != value.getType())
+          destCast = tensor::CastOp::create(b, ret.getLoc(), value.getType(),
+                                            dest);
+        ret->setOperand(i, destCast);
+        continue;
+      }
       // Program loop nests (decode) update their destination operands in
       // place already.
       if (auto loop = v.getDefiningOp<scf::ForOp>();

@@ -95,6 +95,13 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   tiling.subChunk = tiling.chunk > 1 ? options.subChunk : tiling.chunk;
   tiling.vBlock = options.vBlock > 0 ? options.vBlock : target.defaultVBlock;
   tiling.schedule = options.schedule;
+  // Boundary states into pool slots are written by the NVIDIA register state
+  // kernel; a copy loop after the grid would be a second grid in the kernel.
+  tiling.boundarySlots =
+      target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
+              options.stateRegisters && options.schedule == "chunk-parallel"
+          ? "kernel"
+          : "none";
   pm.nest<func::FuncOp>().addPass(createKdaTileChunks(tiling));
   pm.nest<func::FuncOp>().addPass(createGpuFuseTilesPass());
   pm.addPass(createGridPreservingCanonicalizer());

@@ -67,7 +67,8 @@ namespace {
 struct StatePassConfig {
   int64_t chunk = 0, keyDim = 0, vBlock = 0;
   bool vMajor = false, boundary = false;
-  int64_t interval = 0; // tokens between two boundary states
+  bool boundaryPool = false; // boundary states into the slots of a pool
+  int64_t interval = 0;      // tokens between two boundary states
   SmallVector<std::string> roles; // workspace roles, in workspace order
   SmallVector<int64_t> grid;      // (sequence, head[, V block]); -1 dynamic
 };
@@ -82,6 +83,7 @@ std::optional<StatePassConfig> readConfig(DictionaryAttr dict) {
       !d.read("v_block", c.vBlock) || !d.read("v_major", c.vMajor) ||
       !d.read("boundary", c.boundary) || !roles)
     return std::nullopt;
+  d.read("boundary_pool", c.boundaryPool);
   if (c.boundary && (!d.read("boundary_interval", c.interval) ||
                      c.interval <= 0 || c.interval % c.chunk != 0))
     return std::nullopt;
@@ -137,7 +139,9 @@ struct StateProgram : kda::LaneBuilder {
   // Arguments.
   Value ws[6]; // w, u, q, k, p, g (null when absent)
   Value o, h0, ht, cuSeqlens;
-  Value boundary; // [N, NT, HV, K, V] (V-major: [N, NT, HV, V, K]) or null
+  Value boundary; // [N, NT, HV, K, V] (V-major: [N, NT, HV, V, K]) or null;
+                  // with a table, the pool [S, HV, K, V]
+  Value boundaryTable; // [N, NB] slots of the pool, or null
   // Program and lane coordinates.
   Value n, head, vCol, row, start, length, tokens;
   Value tid, lane, warp, g, t, kBase;
@@ -231,8 +235,9 @@ struct StateProgram : kda::LaneBuilder {
   Value vRow(int64_t mt, int64_t e) { return add(g, mt * 16 + (e / 2) * 8); }
 
   /// Stores the lane's state elements (the accumulators, or zeros where
-  /// `state` is empty) as boundary state `j`.
-  void storeBoundaryEntry(Value j, ArrayRef<Value> state) {
+  /// `state` is empty) as the boundary entry at `lead` (sequence, entry,
+  /// head; or pool slot, head).
+  void storeBoundaryEntry(ArrayRef<Value> lead, ArrayRef<Value> state) {
     Type type = cast<MemRefType>(boundary.getType()).getElementType();
     if (cfg.vMajor) {
       // A lane's key columns kBase .. kBase + 2J - 1 of one V row are
@@ -246,9 +251,9 @@ struct StateProgram : kda::LaneBuilder {
               row.push_back(state.empty()
                                 ? f32(0.0)
                                 : element(state[mt * J + jt], half * 2 + e));
-          kda::storeRowFromF32(b, b.getLoc(), boundary,
-                               ValueRange{n, j, head, add(vCol, vRow(mt, half * 2))},
-                               kBase, row);
+          SmallVector<Value> prefix(lead);
+          prefix.push_back(add(vCol, vRow(mt, half * 2)));
+          kda::storeRowFromF32(b, b.getLoc(), boundary, prefix, kBase, row);
         }
       return;
     }
@@ -256,8 +261,9 @@ struct StateProgram : kda::LaneBuilder {
     for (int64_t mt = 0; mt < MT; ++mt)
       for (int64_t jt = 0; jt < J; ++jt)
         for (int64_t i = 0; i < 4; ++i) {
-          SmallVector<Value> at = stateIndex(kcol(jt, i), vRow(mt, i));
-          at.insert(at.begin() + 1, j);
+          SmallVector<Value> at(lead);
+          at.push_back(kcol(jt, i));
+          at.push_back(add(vCol, vRow(mt, i)));
           Value x = state.empty()
                         ? zero
                         : fromF32(element(state[mt * J + jt], i), type);
@@ -272,7 +278,8 @@ struct StateProgram : kda::LaneBuilder {
       return;
     const int64_t per = cfg.interval / C; // chunks per interval
     Value j = arith::DivUIOp::create(b, chunkIdx, idx(per));
-    Value nt = memref::DimOp::create(b, boundary, 1);
+    Value nt = boundaryTable ? memref::DimOp::create(b, boundaryTable, 1)
+                             : memref::DimOp::create(b, boundary, 1);
     Value at = arith::AndIOp::create(
         b,
         arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
@@ -282,20 +289,39 @@ struct StateProgram : kda::LaneBuilder {
     auto op = scf::IfOp::create(b, at, /*withElseRegion=*/false);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(op.thenBlock());
-    storeBoundaryEntry(j, S);
+    if (!boundaryTable) {
+      storeBoundaryEntry({n, j, head}, S);
+      return;
+    }
+    // Slot table[n, j]: negative (not kept) and past the pool are skipped.
+    Value raw = memref::LoadOp::create(b, boundaryTable, ValueRange{n, j});
+    Value slot64 = raw.getType().isInteger(64)
+                       ? raw
+                       : Value(arith::ExtSIOp::create(b, b.getI64Type(), raw));
+    Value slots = arith::IndexCastOp::create(
+        b, b.getI64Type(), memref::DimOp::create(b, boundary, 0));
+    Value keep = arith::AndIOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, slot64,
+                              arith::ConstantIntOp::create(b, 0, 64)),
+        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, slot64, slots));
+    auto inPool = scf::IfOp::create(b, keep, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(inPool.thenBlock());
+    Value slot = arith::IndexCastOp::create(b, b.getIndexType(), slot64);
+    storeBoundaryEntry({slot, head}, S);
   }
 
   /// Zeros for the entries at or past the sequence's end (j * interval >=
   /// length), which no chunk records.
   void zeroBoundariesPastEnd() {
-    if (!boundary)
-      return;
+    if (!boundary || boundaryTable)
+      return; // pool slots past the end are not named: nothing to write
     Value nt = memref::DimOp::create(b, boundary, 1);
     Value first = arith::CeilDivUIOp::create(b, length, idx(cfg.interval));
     auto loop = scf::ForOp::create(b, minu(first, nt), nt, idx(1));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
-    storeBoundaryEntry(loop.getInductionVar(), {});
+    storeBoundaryEntry({n, loop.getInductionVar(), head}, {});
   }
 
   /// `ivs`: the program's (sequence, head, V block) coordinates, 0 where
@@ -1066,8 +1092,21 @@ struct StateRegistersPass
     if (!warpPrograms &&
         (threads % 32 != 0 || cfg->vBlock % 16 != 0 ||
          cfg->chunk % 8 != 0 || cfg->chunk > 64 ||
-         cfg->keyDim % (8 * warps) != 0))
+         cfg->keyDim % (8 * warps) != 0)) {
+      // The tile lowering records no boundary states into pool slots (the
+      // tiling left them to this kernel).
+      if (cfg->boundaryPool) {
+        func.emitError()
+            << "kda-gpu-state-registers: boundary states into pool slots "
+               "need the register state kernel, which does not cover this "
+               "tiling (V block " << cfg->vBlock << ", chunk " << cfg->chunk
+            << ", K " << cfg->keyDim << ", " << static_cast<int64_t>(threads)
+            << " threads: V blocks a multiple of 16, chunks a multiple of 8 "
+               "up to 64, K a multiple of 8 x warps)";
+        signalPassFailure();
+      }
       return;
+    }
     SmallVector<scf::ForallOp> grids;
     for (Operation &op : func.getBody().front())
       if (auto f = dyn_cast<scf::ForallOp>(op))
@@ -1136,6 +1175,12 @@ struct StateRegistersPass
     prog.ht = byName("final_state");
     prog.cuSeqlens = byName("cu_seqlens");
     prog.boundary = byName("boundary_states");
+    prog.boundaryTable = byName("boundary_indices");
+    if (cfg->boundaryPool != static_cast<bool>(prog.boundaryTable)) {
+      func.emitError("kda-gpu-state-registers: the state kernel's pool slot "
+                     "table does not match its description");
+      return signalPassFailure();
+    }
     if (cfg->boundary != static_cast<bool>(prog.boundary)) {
       func.emitError("kda-gpu-state-registers: the state kernel's boundary "
                      "states argument does not match its description");

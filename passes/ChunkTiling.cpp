@@ -404,9 +404,10 @@ OpFoldResult boundaryCount(ImplicitLocOpBuilder &b, GatedDeltaOp op) {
 
 struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
   TileGatedDelta(MLIRContext *ctx, int64_t chunk, int64_t subChunk,
-                 int64_t vBlock, bool chunkParallel)
+                 int64_t vBlock, bool chunkParallel, bool slotsInKernel)
       : OpRewritePattern(ctx), chunk(chunk), subChunk(subChunk),
-        vBlock(vBlock), chunkParallel(chunkParallel) {}
+        vBlock(vBlock), chunkParallel(chunkParallel),
+        slotsInKernel(slotsInKernel) {}
 
   LogicalResult matchAndRewrite(GatedDeltaOp op,
                                 PatternRewriter &rewriter) const override {
@@ -451,19 +452,44 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
       auto type = cast<RankedTensorType>(finalState.getType());
       outs.push_back(tb.emptyOfType(type, {numSeqs, hv, {}, {}}));
     }
-    Value boundary = op.getBoundaryStates();
+    Value result = op.getBoundaryStates();
+    Value table = op.getBoundaryIndices();
+    // `boundary`: the programs record boundary states densely ([N, NT, HV,
+    // ., .]; with a table, NT = NB and a copy into the slots follows);
+    // `poolInKernel`: the state kernel writes the pool itself.
+    const bool poolInKernel = result && table && slotsInKernel;
+    Value boundary = poolInKernel ? Value() : result;
     int64_t interval = 0;
     OpFoldResult numBoundaries;
-    if (boundary) {
-      auto type = cast<RankedTensorType>(boundary.getType());
+    RankedTensorType denseType;
+    if (result)
       interval = *op.getBoundaryInterval();
-      numBoundaries = boundaryCount(b, op);
+    if (boundary) {
+      auto type = cast<RankedTensorType>(result.getType());
+      denseType = type;
+      numBoundaries = table ? sizeOf(b, table, 1) : boundaryCount(b, op);
+      if (table) {
+        SmallVector<int64_t> shape = {ShapedType::kDynamic,
+                                      ShapedType::kDynamic,
+                                      ShapedType::kDynamic};
+        shape.append({type.getDimSize(2), type.getDimSize(3)});
+        if (auto nb = getConstantIntValue(numBoundaries))
+          shape[1] = *nb;
+        denseType = RankedTensorType::get(shape, type.getElementType());
+      }
       // Each program zeroes its own entries (those past a shorter
       // sequence's end stay zero): a fill of the whole tensor before the
       // grid would, on a GPU, run in every block and race with the others'
       // stores.
-      outs.push_back(
-          tb.emptyOfType(type, {numSeqs, numBoundaries, hv, {}, {}}));
+      outs.push_back(tb.emptyOfType(
+          denseType, {numSeqs, numBoundaries, hv, {}, {}}));
+    } else if (poolInKernel) {
+      auto type = cast<RankedTensorType>(result.getType());
+      OpFoldResult slots = b.getIndexAttr(type.getDimSize(0));
+      if (type.isDynamicDim(0))
+        slots = tensor::DimOp::create(b, kernelDestination(result), 0)
+                    .getResult();
+      outs.push_back(tb.emptyOfType(type, {slots, hv, {}, {}}));
     }
 
     // Chunk-parallel schedule: the state-independent part of every chunk
@@ -511,7 +537,9 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
                         b.getNamedAttr("v_block", b.getI64IntegerAttr(vb)),
                         b.getNamedAttr("v_major", b.getBoolAttr(vMajor)),
                         b.getNamedAttr("boundary",
-                                       b.getBoolAttr(bool(boundary))),
+                                       b.getBoolAttr(bool(result))),
+                        b.getNamedAttr("boundary_pool",
+                                       b.getBoolAttr(poolInKernel)),
                         b.getNamedAttr("boundary_interval",
                                        b.getI64IntegerAttr(interval)),
                         b.getNamedAttr("workspaces",
@@ -574,7 +602,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     Value bRegion;
     SmallVector<OpFoldResult> bOffsets, bSizes;
     if (boundary) {
-      auto type = cast<RankedTensorType>(boundary.getType());
+      auto type = denseType;
       int64_t rows = vMajor ? vb : kd, cols = vMajor ? kd : vb;
       bOffsets = {n, zero, head, vMajor ? OpFoldResult(vCol) : zero,
                   vMajor ? zero : OpFoldResult(vCol)};
@@ -719,14 +747,117 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     replacements.push_back(forall.getResult(0));
     if (finalState)
       replacements.push_back(forall.getResult(1));
-    if (boundary)
-      replacements.push_back(forall.getResults().back());
+    if (result) {
+      b.setInsertionPointAfter(forall);
+      replacements.push_back(
+          table && !poolInKernel
+              ? copyIntoSlots(b, tb, op, sequences, forall.getResults().back(),
+                              interval)
+              : forall.getResults().back());
+    }
     rewriter.replaceOp(op, replacements);
     return success();
   }
 
+  /// The pool of a boundary_indices op from its dense boundary states
+  /// ([N, NB, HV, ., .]): boundary j of sequence n into slot table[n, j]
+  /// where that is a slot (0 <= slot < S) and j * interval < the sequence's
+  /// length; the other slots zero. A loop nest after the grid, in order.
+  Value copyIntoSlots(ImplicitLocOpBuilder &b, TileBuilder &tb,
+                      GatedDeltaOp op, const SequenceLayout &sequences,
+                      Value dense, int64_t interval) const {
+    Value table = op.getBoundaryIndices();
+    auto poolType = cast<RankedTensorType>(op.getBoundaryStates().getType());
+    OpFoldResult slots = b.getIndexAttr(poolType.getDimSize(0));
+    if (poolType.isDynamicDim(0))
+      slots = tensor::DimOp::create(b, kernelDestination(op.getBoundaryStates()), 0)
+                  .getResult();
+    Value zeroElt = arith::ConstantOp::create(
+        b, b.getZeroAttr(poolType.getElementType()));
+    Value pool = linalg::FillOp::create(
+                     b, ValueRange{zeroElt},
+                     ValueRange{tb.emptyOfType(poolType,
+                                               {slots, sizeOf(b, dense, 2),
+                                                {}, {}})})
+                     .getResult(0);
+    Value zero = tb.index(0), one = tb.index(1);
+    Value slotCount = getValueOrCreateConstantIndexOp(b, b.getLoc(), slots);
+    Value nb = getValueOrCreateConstantIndexOp(b, b.getLoc(), sizeOf(b, table, 1));
+    auto seqLoop = scf::ForOp::create(
+        b, zero, sequences.numSequences(), one, ValueRange{pool},
+        [&](OpBuilder &nb1, Location loc, Value n, ValueRange iter) {
+          ImplicitLocOpBuilder ib(loc, nb1);
+          Value length = sequences.bounds(ib, n).length;
+          auto entryLoop = scf::ForOp::create(
+              ib, zero, nb, one, iter,
+              [&](OpBuilder &nb2, Location loc2, Value j, ValueRange iter2) {
+                ImplicitLocOpBuilder jb(loc2, nb2);
+                Value raw = tensor::ExtractOp::create(jb, table, ValueRange{n, j});
+                Value slot64 = arith::ExtSIOp::create(jb, jb.getI64Type(), raw);
+                if (raw.getType().isInteger(64))
+                  slot64 = raw;
+                Value nonNeg = arith::CmpIOp::create(
+                    jb, arith::CmpIPredicate::sge, slot64,
+                    arith::ConstantIntOp::create(jb, 0, 64));
+                Value slot = arith::IndexCastOp::create(jb, jb.getIndexType(), slot64);
+                Value keep = arith::AndIOp::create(
+                    jb, nonNeg,
+                    arith::AndIOp::create(
+                        jb,
+                        arith::CmpIOp::create(jb, arith::CmpIPredicate::ult,
+                                              slot, slotCount),
+                        arith::CmpIOp::create(
+                            jb, arith::CmpIPredicate::ult,
+                            arith::MulIOp::create(
+                                jb, j, arith::ConstantIndexOp::create(jb, interval)),
+                            length)));
+                auto ifOp = scf::IfOp::create(
+                    jb, keep,
+                    [&](OpBuilder &tb3, Location l3) {
+                      ImplicitLocOpBuilder kb(l3, tb3);
+                      auto entryType = RankedTensorType::get(
+                          {ShapedType::kDynamic, poolType.getDimSize(2),
+                           poolType.getDimSize(3)},
+                          poolType.getElementType());
+                      Value heads = tensor::DimOp::create(kb, dense, 2);
+                      Value entry = tensor::ExtractSliceOp::create(
+                          kb, entryType, dense,
+                          ArrayRef<OpFoldResult>{n, j, kb.getIndexAttr(0),
+                                                 kb.getIndexAttr(0),
+                                                 kb.getIndexAttr(0)},
+                          ArrayRef<OpFoldResult>{
+                              kb.getIndexAttr(1), kb.getIndexAttr(1), heads,
+                              kb.getIndexAttr(poolType.getDimSize(2)),
+                              kb.getIndexAttr(poolType.getDimSize(3))},
+                          SmallVector<OpFoldResult>(5, kb.getIndexAttr(1)));
+                      Value updated = tensor::InsertSliceOp::create(
+                          kb, entry, iter2[0],
+                          ArrayRef<OpFoldResult>{slot, kb.getIndexAttr(0),
+                                                 kb.getIndexAttr(0),
+                                                 kb.getIndexAttr(0)},
+                          ArrayRef<OpFoldResult>{
+                              kb.getIndexAttr(1), heads,
+                              kb.getIndexAttr(poolType.getDimSize(2)),
+                              kb.getIndexAttr(poolType.getDimSize(3))},
+                          SmallVector<OpFoldResult>(4, kb.getIndexAttr(1)));
+                      scf::YieldOp::create(kb, updated);
+                    },
+                    [&](OpBuilder &tb3, Location l3) {
+                      scf::YieldOp::create(tb3, l3, iter2[0]);
+                    });
+                scf::YieldOp::create(jb, ifOp.getResults());
+              });
+          scf::YieldOp::create(ib, entryLoop.getResults());
+        });
+    return seqLoop.getResult(0);
+  }
+
   int64_t chunk, subChunk, vBlock;
   bool chunkParallel;
+  /// Boundary states into pool slots (boundary_indices): written by the
+  /// target's state kernel (the tile program leaves the pool alone), else
+  /// recorded densely and copied into their slots after the grid.
+  bool slotsInKernel;
 };
 
 //===----------------------------------------------------------------------===//
@@ -984,6 +1115,14 @@ struct KdaTileChunksPass
       getOperation().emitError() << "kda-tile-chunks: option " << invalid;
       return signalPassFailure();
     }
+    if (boundarySlots != "copy" && boundarySlots != "kernel" &&
+        boundarySlots != "none") {
+      getOperation().emitError()
+          << "kda-tile-chunks: boundary-slots must be 'copy', 'kernel' or "
+             "'none', found '"
+          << boundarySlots << "'";
+      return signalPassFailure();
+    }
     if (schedule != "sequential" && schedule != "chunk-parallel") {
       getOperation().emitError()
           << "kda-tile-chunks: schedule must be 'sequential' or "
@@ -998,7 +1137,23 @@ struct KdaTileChunksPass
       std::optional<int64_t> interval = op.getBoundaryInterval();
       if (!op.getBoundaryStates() || !interval)
         return WalkResult::advance();
-      if (op.getCuSeqlens() &&
+      if (op.getBoundaryIndices() && boundarySlots == "none") {
+        op.emitError() << "kda-tile-chunks: boundary states into pool slots "
+                          "(boundary_indices) are not supported on this "
+                          "target: they are written by the NVIDIA register "
+                          "state kernel (chunk-parallel schedule, "
+                          "state-registers)";
+        return WalkResult::interrupt();
+      }
+      if (op.getBoundaryIndices() && boundarySlots == "kernel" &&
+          ShapedType::isDynamic(dimOf(op.getBoundaryStates(), 0)) &&
+          !kernelDestination(op.getBoundaryStates())) {
+        op.emitError() << "kda-tile-chunks: boundary states into pool slots "
+                          "with a dynamic pool size need a destination-style "
+                          "kernel (the caller passes the pool)";
+        return WalkResult::interrupt();
+      }
+      if (!op.getBoundaryIndices() && op.getCuSeqlens() &&
           ShapedType::isDynamic(dimOf(op.getBoundaryStates(), 1)) &&
           !kernelDestination(op.getBoundaryStates())) {
         op.emitError() << "kda-tile-chunks: boundary_states with cu_seqlens "
@@ -1023,7 +1178,8 @@ struct KdaTileChunksPass
       return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     patterns.add<TileGatedDelta>(&getContext(), chunk, subChunk, vBlock,
-                                 schedule == "chunk-parallel");
+                                 schedule == "chunk-parallel",
+                                 boundarySlots == "kernel");
     patterns.add<TileDecodeStep>(&getContext(), vBlock);
     patterns.add<TileWindowAttention>(&getContext(), chunk);
     GreedyRewriteConfig config;

@@ -228,7 +228,7 @@ struct DecomposeMultiScale : OpRewritePattern<MultiScaleOp> {
                          b.getDenseI32ArrayAttr({1, 1, 1, 1, beta ? 1 : 0,
                                                  init ? 1 : 0,
                                                  op.getCuSeqlens() ? 1 : 0, 0,
-                                                 0}));
+                                                 0, 0}));
       state.addAttribute("resultSegmentSizes",
                          b.getDenseI32ArrayAttr({1, finalType ? 1 : 0, 0}));
       state.addAttribute("update", op.getUpdateAttr());

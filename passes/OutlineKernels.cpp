@@ -217,6 +217,17 @@ struct KdaOutlineKernelsPass
               b, loc, t, arith::ConstantIndexOp::create(b, loc, interval - 1)),
           arith::ConstantIndexOp::create(b, loc, interval));
     }
+    if (want == "S") { // a pool of boundary states: the caller's
+      // One slot per table entry on the host side; a bundle's caller passes
+      // its own pool and this allocation is not part of it.
+      auto gd = dyn_cast<GatedDeltaOp>(op);
+      if (!gd || !gd.getBoundaryIndices())
+        return {};
+      Value table = gd.getBoundaryIndices();
+      return arith::MulIOp::create(b, loc,
+                                   tensor::DimOp::create(b, loc, table, 0),
+                                   tensor::DimOp::create(b, loc, table, 1));
+    }
     if (want != "N")
       return find(want);
     if (Value n1 = find("N+1"))

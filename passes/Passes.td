@@ -42,6 +42,14 @@ def KdaTileChunks : Pass<"kda-tile-chunks", "func::FuncOp"> {
            "computes the state-independent part of each chunk into f32 "
            "workspaces; the sequential pass then carries only the state "
            "step and the output)">,
+    Option<"boundarySlots", "boundary-slots", "std::string",
+           /*default=*/"\"copy\"",
+           "how boundary states into pool slots (boundary_indices) are "
+           "written: 'copy' (recorded densely, then copied into their slots "
+           "by a loop after the grid: the CPU), 'kernel' (the target's "
+           "state kernel writes the slots; the tile program leaves the pool "
+           "alone: NVIDIA's kda-gpu-state-registers) or 'none' (refused "
+           "with an error)">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",

@@ -118,7 +118,8 @@ def gated_delta_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
                        chunk: Optional[int] = None,
                        sub_chunk: Optional[int] = None,
                        boundary_interval: Optional[int] = None,
-                       boundary_dtype: str = "f32") -> Dict[str, Any]:
+                       boundary_dtype: str = "f32",
+                       boundary_indices_dtype: Optional[str] = None) -> Dict[str, Any]:
     """Canonical configuration of one ``kda.gated_delta`` kernel.
 
     gate: None, or {"form": "channel" | "head", "dtype": ...}.
@@ -127,8 +128,10 @@ def gated_delta_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
     boundary_interval: also return the chunk-boundary states
     ``[N, NT, HV, K, V]`` (the state before every ``boundary_interval``
     tokens, in ``boundary_dtype``; NT is the caller's: ``ceil(T /
-    interval)`` without varlen). The keys are present only when set, so
-    configurations without them hash as before.
+    interval)`` without varlen). boundary_indices_dtype: the boundary states
+    go into the slots of a pool ``[S, HV, K, V]`` named by a table ``[N,
+    NB]`` of that integer type instead. The keys are present only when set,
+    so configurations without them hash as before.
     """
     cfg = {
         "op": "gated_delta",
@@ -146,6 +149,10 @@ def gated_delta_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
     if boundary_interval is not None:
         cfg["boundary_interval"] = int(boundary_interval)
         cfg["boundary_dtype"] = boundary_dtype
+        if boundary_indices_dtype is not None:
+            cfg["boundary_indices_dtype"] = boundary_indices_dtype
+    elif boundary_indices_dtype is not None:
+        raise ValueError("boundary_indices_dtype needs a boundary_interval")
     # The layout only means something when a state crosses the boundary.
     if initial_state_dtype is None and final_state_dtype is None and boundary_interval is None:
         cfg["state_layout"] = "k_major"
@@ -294,6 +301,7 @@ def validate(cfg: Dict[str, Any]) -> None:
                 raise ValueError(f"boundary_interval {bi} must be a multiple of the chunk {c} "
                                  "(boundary states are taken where chunks start)")
             dtype("boundary_dtype", optional=False)
+            dtype("boundary_indices_dtype", allowed=("i32", "i64"))
     else:
         dtype("state_dtype", optional=False)
         dtype("indices_dtype", allowed=("i32", "i64"), optional=False)
@@ -404,6 +412,8 @@ def describe(cfg: Dict[str, Any]) -> str:
             parts.append(f"varlen={cfg['cu_seqlens_dtype']}")
         if cfg.get("boundary_interval"):
             parts.append(f"boundary={cfg['boundary_interval']}:{cfg['boundary_dtype']}:{cfg['state_layout']}")
+            if cfg.get("boundary_indices_dtype"):
+                parts.append(f"boundary_slots={cfg['boundary_indices_dtype']}")
         parts.append(f"chunk={cfg['chunk'] or 'default'}")
     else:
         parts.append(f"pool={cfg['state_dtype']}:{cfg['state_layout']}")
@@ -490,6 +500,11 @@ def _gated_delta_mlir(cfg: Dict[str, Any]) -> str:
         td = _tensor(dims, cfg["dt_bias_dtype"])
         args.append(f"%dt_bias: {td}")
         operands.append(f"dt_bias(%dt_bias : {td})")
+    pool_form = bool(cfg.get("boundary_indices_dtype"))
+    if pool_form:
+        tbt = _tensor([None, None], cfg["boundary_indices_dtype"])
+        args.append(f"%boundary_indices: {tbt}")
+        operands.append(f"boundary_indices(%boundary_indices : {tbt})")
     attrs = _prologue_attrs(cfg)
     if cfg["chunk"]:
         attrs.append(f"tile = #kda.tile<chunk = {cfg['chunk']}, sub_chunk = {cfg['sub_chunk']}>")
@@ -501,7 +516,8 @@ def _gated_delta_mlir(cfg: Dict[str, Any]) -> str:
         result_types += f" final_state {tsf}"
     if cfg.get("boundary_interval"):
         attrs.append(f"boundary_interval = {cfg['boundary_interval']} : i64")
-        tbs = _tensor([None, None, None] + state_tail, cfg["boundary_dtype"])
+        tbs = _tensor(([None, None] if pool_form else [None, None, None]) + state_tail,
+                      cfg["boundary_dtype"])
         results.append(("%hb", tbs))
         result_types += f" boundary_states {tbs}"
     names = ", ".join(r[0] for r in results)

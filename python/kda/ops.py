@@ -119,7 +119,7 @@ def chunk_kda_config(q, k, v, g, beta, scale=None, initial_state=None, output_fi
                      use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False,
                      lower_bound=None, state_v_first=False, cu_seqlens=None, A_log=None,
                      dt_bias=None, chunk_size=None, boundary_interval=None,
-                     boundary_dtype="f32") -> Dict[str, Any]:
+                     boundary_dtype="f32", boundary_indices_dtype=None) -> Dict[str, Any]:
     """The kda.gated_delta configuration chunk_kda would run for these arguments.
 
     Also validates shapes as FLA does (ValueError with the offending argument).
@@ -190,7 +190,8 @@ def chunk_kda_config(q, k, v, g, beta, scale=None, initial_state=None, output_fi
         initial_state_dtype="f32" if initial_state is not None else None,
         final_state_dtype="f32" if output_final_state else None,
         cu_seqlens_dtype=_dt(cu_seqlens) if cu_seqlens is not None else None,
-        chunk=chunk_size, boundary_interval=boundary_interval, boundary_dtype=boundary_dtype)
+        chunk=chunk_size, boundary_interval=boundary_interval, boundary_dtype=boundary_dtype,
+        boundary_indices_dtype=boundary_indices_dtype)
 
 
 def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale=None,
@@ -516,6 +517,12 @@ def chunk_kda(
     of each sequence, NT = ceil(T / L) (with cu_seqlens: the longest
     sequence's; entries past a shorter sequence's end are zero). A serving
     engine's prefix-cache block size is such an interval.
+    With ``boundary_state_indices=table`` (``[N, NB]`` int32/int64, a block
+    table) and ``boundary_states=pool`` (``[S, HV, K, V]``, fp32 or bf16)
+    as well, the kernel writes boundary j of sequence n straight into slot
+    ``table[n, j]`` of the pool (negative: not kept; j * L past the
+    sequence's end: not written) and leaves every other slot untouched; the
+    pool is returned as the third value.
 
     Not supported (NotImplementedError): ``cp_context``, gradients (forward
     only).
@@ -540,6 +547,13 @@ def chunk_kda(
                                           or boundary_interval <= 0):
         raise ValueError(f"kda.chunk_kda: boundary_interval must be a positive number of tokens, "
                          f"got {boundary_interval!r}")
+    table = kwargs.pop("boundary_state_indices", None)
+    pool = kwargs.pop("boundary_states", None)
+    if (table is None) != (pool is None):
+        raise ValueError("kda.chunk_kda: boundary_state_indices (the slots) and boundary_states "
+                         "(the pool they name) go together")
+    if table is not None and boundary_interval is None:
+        raise ValueError("kda.chunk_kda: boundary_state_indices needs a boundary_interval")
     fla_h = bool(return_intermediate_states)
     if fla_h:
         boundary_interval = FLA_CHUNK
@@ -562,9 +576,31 @@ def chunk_kda(
                            lower_bound=lower_bound, state_v_first=state_v_first,
                            cu_seqlens=cu_seqlens, A_log=A_log, dt_bias=dt_bias,
                            chunk_size=chunk_size, boundary_interval=boundary_interval,
-                           boundary_dtype=_dt(k) if fla_h else "f32")
+                           boundary_dtype=_dt(pool) if pool is not None else (_dt(k) if fla_h else "f32"),
+                           # FLA's varlen h is a pool with one slot per (sequence, chunk)
+                           boundary_indices_dtype=_dt(table) if table is not None
+                           else ("i32" if fla_h and cu_seqlens is not None else None))
+    if table is not None:
+        _check_boundary_pool(cfg, q, v, cu_seqlens, table, pool)
     return _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias,
-                            cu_seqlens_cpu=cu_seqlens_cpu, fla_h=fla_h)
+                            cu_seqlens_cpu=cu_seqlens_cpu, fla_h=fla_h, table=table, pool=pool)
+
+
+def _check_boundary_pool(cfg, q, v, cu_seqlens, table, pool):
+    """Shapes and dtypes of a block table and the pool it names (ValueError)."""
+    N = _shape(q)[0] if cu_seqlens is None else _shape(cu_seqlens)[0] - 1
+    HV, K, V = _shape(v)[2], _shape(q)[3], _shape(v)[3]
+    tail = (K, V) if cfg["state_layout"] == "k_major" else (V, K)
+    ts, ps = _shape(table), _shape(pool)
+    if len(ts) != 2 or ts[0] != N:
+        raise ValueError(f"boundary_state_indices: expected [N, NB] with N = {N}, got {list(ts)}")
+    if _dt(table) not in ("i32", "i64"):
+        raise ValueError(f"boundary_state_indices: expected int32 or int64, got {_dt(table)}")
+    if len(ps) != 4 or tuple(ps[1:]) != (HV,) + tail:
+        raise ValueError(f"boundary_states: expected a pool [S, {HV}, {tail[0]}, {tail[1]}], "
+                         f"got {list(ps)}")
+    if _dt(pool) not in ("f32", "bf16"):
+        raise ValueError(f"boundary_states: expected a float32 or bfloat16 pool, got {_dt(pool)}")
 
 
 # FLA's chunk size: return_intermediate_states keeps the state before every
@@ -580,7 +616,7 @@ def _sequence_lengths(cu_seqlens, cu_seqlens_cpu):
 
 
 def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias,
-                     cu_seqlens_cpu=None, fla_h=False):
+                     cu_seqlens_cpu=None, fla_h=False, table=None, pool=None):
     import torch
     _check_no_grad(q, k, v, g, beta, initial_state, A_log, dt_bias)
     if q.device.type != "cuda":
@@ -606,16 +642,33 @@ def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt
     boundary = None
     interval = cfg.get("boundary_interval")
     if interval:
-        lengths = None
-        if cu_seqlens is None:
-            NT = -(-T // interval)
-        else:
-            lengths = _sequence_lengths(cu_seqlens, cu_seqlens_cpu)
-            NT = max([-(-n // interval) for n in lengths] + [0])
         tail = (K, V) if cfg["state_layout"] == "k_major" else (V, K)
         bdtype = {"f32": torch.float32, "bf16": torch.bfloat16,
                   "f16": torch.float16}[cfg["boundary_dtype"]]
-        boundary = _alloc((N, NT, HV) + tail, bdtype, q.device)
+        if pool is not None:
+            # The caller's pool, updated in place (slots it names only).
+            if pool.device != q.device or not pool.is_contiguous():
+                raise ValueError("boundary_states: the pool must be a contiguous tensor on q's device")
+            boundary = pool
+            named["boundary_indices"] = _contig(table.to(q.device))
+        elif cu_seqlens is None:
+            boundary = _alloc((N, -(-T // interval), HV) + tail, bdtype, q.device)
+        else:
+            lengths = _sequence_lengths(cu_seqlens, cu_seqlens_cpu)
+            counts = [-(-n // interval) for n in lengths]
+            if fla_h:
+                # FLA's varlen h, [1, sum_n ceil(T_n / 64), ...]: a pool with
+                # one slot per (sequence, chunk), sequence after sequence.
+                NB = max(counts + [1])
+                rows, first = [], 0
+                for c in counts:
+                    rows.append([first + j if j < c else -1 for j in range(NB)])
+                    first += c
+                boundary = _alloc((first,) + (HV,) + tail, bdtype, q.device)
+                named["boundary_indices"] = torch.tensor(rows, dtype=torch.int32,
+                                                          device=q.device)
+            else:
+                boundary = _alloc((N, max(counts + [0]), HV) + tail, bdtype, q.device)
         named["boundary_states"] = boundary
     # The tuning database's tile for this shape bucket (kda.tune), if any;
     # else the shape policy's (kda.tune.shape_policy_tile: V blocks by how
@@ -633,13 +686,6 @@ def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt
     if boundary is None:
         return o, final_state
     if fla_h and cu_seqlens is not None:
-        # FLA's varlen h: every sequence's chunks one after the other, [1,
-        # sum_n ceil(T_n / 64), ...].
-        NT = boundary.shape[1]
-        rows = [n * NT + j for n, length in enumerate(lengths)
-                for j in range(-(-length // interval))]
-        index = torch.tensor(rows, dtype=torch.long, device=q.device)
-        boundary = boundary.reshape((N * NT,) + boundary.shape[2:]).index_select(0, index)
         boundary = boundary.unsqueeze(0)
     return o, final_state, boundary
 

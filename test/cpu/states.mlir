@@ -18,6 +18,9 @@
 // and boundary state still matches the oracle.
 // RUN: kda-run %s --function=boundary_states_v_major_v_block --check | FileCheck %s
 // RUN: kda-run %s --function=varlen_boundary_v_block --seqlens=37,27,64 --check | FileCheck %s
+// RUN: kda-run %s --function=varlen_boundary_pool --chunk=32 --seqlens=37,27,64 --check | FileCheck %s
+// RUN: kda-run %s --function=varlen_boundary_pool --chunk=16 --schedule=chunk-parallel --seqlens=70,1,57 --check | FileCheck %s
+// RUN: kda-run %s --function=boundary_pool_v_major --chunk=16 --check | FileCheck %s
 // CHECK: result 0: {{.*}} ok
 // CHECK-NOT: FAIL
 
@@ -69,4 +72,18 @@ func.func @boundary_states_v_major_v_block(%q: tensor<1x100x2x32xf32>, %k: tenso
 func.func @varlen_boundary_v_block(%q: tensor<1x128x2x32xf32>, %k: tensor<1x128x2x32xf32>, %v: tensor<1x128x2x32xf32>, %g: tensor<1x128x2x32xf32>, %b: tensor<1x128x2xf32>, %s0: tensor<3x2x32x32xf32>, %cu: tensor<4xi32>) -> (tensor<1x128x2x32xf32>, tensor<3x2x32x32xf32>, tensor<3x2x2x32x32xf32>) {
   %o, %s, %bs = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x128x2x32xf32>) beta(%b : tensor<1x128x2xf32>) initial_state(%s0 : tensor<3x2x32x32xf32>) cu_seqlens(%cu : tensor<4xi32>) {boundary_interval = 32 : i64, tile = #kda.tile<chunk = 16, v_block = 16>} : tensor<1x128x2x32xf32>, tensor<1x128x2x32xf32>, tensor<1x128x2x32xf32> -> tensor<1x128x2x32xf32> final_state tensor<3x2x32x32xf32> boundary_states tensor<3x2x2x32x32xf32>
   return %o, %s, %bs : tensor<1x128x2x32xf32>, tensor<3x2x32x32xf32>, tensor<3x2x2x32x32xf32>
+}
+
+// Boundary states into pool slots (a prefix cache's block table, [N, NB]):
+// boundary j of sequence n goes to slot table[n, j] (negative: not kept);
+// the CPU leaves the other slots zero. Varlen with entries past a
+// sequence's end (NB = 3 > its boundaries) and a V-major batch.
+func.func @varlen_boundary_pool(%q: tensor<1x128x2x32xf32>, %k: tensor<1x128x2x32xf32>, %v: tensor<1x128x2x32xf32>, %g: tensor<1x128x2x32xf32>, %b: tensor<1x128x2xf32>, %s0: tensor<3x2x32x32xf32>, %cu: tensor<4xi32>, %t: tensor<3x3xi32>) -> (tensor<1x128x2x32xf32>, tensor<3x2x32x32xf32>, tensor<12x2x32x32xf32>) {
+  %o, %s, %bs = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x128x2x32xf32>) beta(%b : tensor<1x128x2xf32>) initial_state(%s0 : tensor<3x2x32x32xf32>) cu_seqlens(%cu : tensor<4xi32>) boundary_indices(%t : tensor<3x3xi32>) {boundary_interval = 32 : i64} : tensor<1x128x2x32xf32>, tensor<1x128x2x32xf32>, tensor<1x128x2x32xf32> -> tensor<1x128x2x32xf32> final_state tensor<3x2x32x32xf32> boundary_states tensor<12x2x32x32xf32>
+  return %o, %s, %bs : tensor<1x128x2x32xf32>, tensor<3x2x32x32xf32>, tensor<12x2x32x32xf32>
+}
+
+func.func @boundary_pool_v_major(%q: tensor<2x100x2x32xf32>, %k: tensor<2x100x2x32xf32>, %v: tensor<2x100x2x32xf32>, %g: tensor<2x100x2x32xf32>, %b: tensor<2x100x2xf32>, %t: tensor<2x4xi64>) -> (tensor<2x100x2x32xf32>, tensor<9x2x32x32xf32>) {
+  %o, %bs = kda.gated_delta delta %q, %k, %v gate(%g : tensor<2x100x2x32xf32>) beta(%b : tensor<2x100x2xf32>) boundary_indices(%t : tensor<2x4xi64>) {boundary_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<2x100x2x32xf32>, tensor<2x100x2x32xf32>, tensor<2x100x2x32xf32> -> tensor<2x100x2x32xf32> boundary_states tensor<9x2x32x32xf32>
+  return %o, %bs : tensor<2x100x2x32xf32>, tensor<9x2x32x32xf32>
 }

@@ -8,7 +8,7 @@
 func.func @boundary_states_only(%q: tensor<2x100x4x32xf32>, %v: tensor<2x100x4x16xf32>)
     -> tensor<2x2x4x32x16xf32> {
   %0:2 = "kda.gated_delta"(%q, %q, %v) <{boundary_interval = 64 : i64,
-      operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0>,
+      operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>,
       resultSegmentSizes = array<i32: 1, 0, 1>, update = #kda<update delta>}>
       : (tensor<2x100x4x32xf32>, tensor<2x100x4x32xf32>, tensor<2x100x4x16xf32>)
       -> (tensor<2x100x4x16xf32>, tensor<2x2x4x32x16xf32>)

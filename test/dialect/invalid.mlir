@@ -290,7 +290,7 @@ func.func @decay_scales_not_f64(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16x
 
 func.func @generic_missing_update(%q: tensor<2x64x4x32xf32>) {
   // expected-error @+1 {{'kda.gated_delta' op requires attribute 'update'}}
-  %o = "kda.gated_delta"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0>}> : (tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>) -> tensor<2x64x4x32xf32>
+  %o = "kda.gated_delta"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0>}> : (tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>) -> tensor<2x64x4x32xf32>
   return
 }
 
@@ -298,7 +298,7 @@ func.func @generic_missing_update(%q: tensor<2x64x4x32xf32>) {
 
 func.func @generic_update_not_enum(%q: tensor<2x64x4x32xf32>) {
   // expected-error @+1 {{Invalid attribute `update` in property conversion: 1 : i32}}
-  %o = "kda.gated_delta"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0>, update = 1 : i32}> : (tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>) -> tensor<2x64x4x32xf32>
+  %o = "kda.gated_delta"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0>, update = 1 : i32}> : (tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>) -> tensor<2x64x4x32xf32>
   return
 }
 
@@ -314,7 +314,7 @@ func.func @generic_segment_mismatch(%v: tensor<2x64x4x16xf32>) {
 
 func.func @generic_result_segments(%q: tensor<2x64x4x32xf32>) {
   // expected-error @+1 {{size mismatch in attribute conversion: 4 vs 3}}
-  %o = "kda.gated_delta"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>, update = #kda<update delta>}> : (tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>) -> tensor<2x64x4x32xf32>
+  %o = "kda.gated_delta"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 0, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>, update = #kda<update delta>}> : (tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>) -> tensor<2x64x4x32xf32>
   return
 }
 
@@ -2335,5 +2335,46 @@ func.func @ms_zero_v(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x0xf32>, %g: te
 func.func @ms_tile_v_block_not_divisor(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>, %g: tensor<2x64x4xf32>) {
   // expected-error @+1 {{attribute 'tile': v_block = 5 must divide V = 16 (from operand 'v')}}
   %o = kda.multi_scale delta sum %q, %q, %v gates(%g, %g : tensor<2x64x4xf32>, tensor<2x64x4xf32>) {tile = #kda.tile<v_block = 5>} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @gd_boundary_indices_without_states(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>, %t: tensor<2x2xi32>) {
+  // expected-error @+1 {{operand 'boundary_indices' names pool slots for boundary states, but the op has no 'boundary_states' result}}
+  %o = kda.gated_delta delta %q, %q, %v boundary_indices(%t : tensor<2x2xi32>) : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @gd_boundary_indices_sequences(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>, %t: tensor<3x2xi32>) {
+  // expected-error @+1 {{operand 'boundary_indices': dimension 0 (N) is 3}}
+  %o, %bs = kda.gated_delta delta %q, %q, %v boundary_indices(%t : tensor<3x2xi32>) {boundary_interval = 32 : i64} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x16xf32> boundary_states tensor<8x4x32x16xf32>
+  return
+}
+
+// -----
+
+func.func @gd_boundary_indices_float(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>, %t: tensor<2x2xf32>) {
+  // expected-error @+1 {{operand 'boundary_indices'}}
+  %o, %bs = kda.gated_delta delta %q, %q, %v boundary_indices(%t : tensor<2x2xf32>) {boundary_interval = 32 : i64} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x16xf32> boundary_states tensor<8x4x32x16xf32>
+  return
+}
+
+// -----
+
+// With a table, boundary_states is the pool [S, HV, K, V], not [N, NT, ...].
+func.func @gd_boundary_pool_rank(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>, %t: tensor<2x2xi32>) {
+  // expected-error @+1 {{result 'boundary_states'}}
+  %o, %bs = kda.gated_delta delta %q, %q, %v boundary_indices(%t : tensor<2x2xi32>) {boundary_interval = 32 : i64} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x16xf32> boundary_states tensor<2x2x4x32x16xf32>
+  return
+}
+
+// -----
+
+func.func @gd_boundary_pool_heads(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>, %t: tensor<2x2xi32>) {
+  // expected-error @+1 {{result 'boundary_states': dimension 1 (HV) is 2}}
+  %o, %bs = kda.gated_delta delta %q, %q, %v boundary_indices(%t : tensor<2x2xi32>) {boundary_interval = 32 : i64} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x16xf32> boundary_states tensor<8x2x32x16xf32>
   return
 }

@@ -331,6 +331,22 @@ func.func @varlen_i64_boundary_states(%q: tensor<1x100x4x32xf32>, %k: tensor<1x1
   return %o, %s, %bs : tensor<1x100x4x16xf32>, tensor<2x4x32x16xf32>, tensor<2x4x4x32x16xf32>
 }
 
+// Boundary states into the slots of a pool (a block table [N, NB]): the
+// result is the pool [S, HV, K, V], any S and NB.
+// CHECK-LABEL: func.func @boundary_states_into_pool
+// CHECK: cu_seqlens(%arg4 : tensor<3xi64>) boundary_indices(%arg5 : tensor<2x7xi32>) {boundary_interval = 32 : i64}
+// CHECK-SAME: boundary_states tensor<40x4x32x16xf32>
+func.func @boundary_states_into_pool(%q: tensor<1x100x4x32xf32>, %k: tensor<1x100x4x32xf32>,
+                                     %v: tensor<1x100x4x16xf32>, %g: tensor<1x100x4xf32>,
+                                     %cu: tensor<3xi64>, %t: tensor<2x7xi32>)
+    -> (tensor<1x100x4x16xf32>, tensor<40x4x32x16xf32>) {
+  %o, %bs = kda.gated_delta additive %q, %k, %v gate(%g : tensor<1x100x4xf32>)
+      cu_seqlens(%cu : tensor<3xi64>) boundary_indices(%t : tensor<2x7xi32>) {boundary_interval = 32 : i64}
+      : tensor<1x100x4x32xf32>, tensor<1x100x4x32xf32>, tensor<1x100x4x16xf32>
+      -> tensor<1x100x4x16xf32> boundary_states tensor<40x4x32x16xf32>
+  return %o, %bs : tensor<1x100x4x16xf32>, tensor<40x4x32x16xf32>
+}
+
 // Boundary states with final_state: NT = ceil(100 / 64) = 2, the tile's
 // chunk (32) divides boundary_interval (64); v_major states.
 // (Boundary states WITHOUT final_state do not round trip through the custom

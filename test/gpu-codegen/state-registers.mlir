@@ -1,6 +1,10 @@
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-registers=false" | FileCheck %s --check-prefix=TILES
 // RUN: kda-opt %S/Inputs/boundary_states.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=BOUNDARY
+// RUN: kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=POOL
+// RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none v-block=8" 2>&1 | FileCheck %s --check-prefix=POOLTILE
+// RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-registers=false" 2>&1 | FileCheck %s --check-prefix=POOLNONE
+// RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-rocdl="chip=gfx942 format=none" 2>&1 | FileCheck %s --check-prefix=POOLNONE
 // RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_80 format=none" | FileCheck %s --check-prefix=F32
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" --mlir-print-ir-after=kda-gpu-map-kernels 2>&1 >/dev/null | FileCheck %s --check-prefix=SKIP
 // RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=UNIT
@@ -36,6 +40,18 @@
 // BOUNDARY-COUNT-2: nvvm.barrier
 // BOUNDARY-NOT: nvvm.barrier
 // BOUNDARY: llvm.return
+
+// Boundary states into pool slots: the state kernel stores them itself (a
+// lane's 2J = 4 consecutive key columns of a V-major bf16 row as one 8-byte
+// vector); the pool is a kernel argument it only writes. Where the register
+// program cannot take the tiling, or there is none (AMD, state-registers
+// off), the tiling is refused with the reason.
+// POOL: name = "boundary_states", shape = ["S", "HV", 64, 64]
+// POOL-LABEL: gpu.module @kda_gated_delta_kernel_state_module
+// POOL: llvm.store {{.*}} : vector<4xbf16>, !llvm.ptr
+// POOL: llvm.return
+// POOLTILE: error: kda-gpu-state-registers: boundary states into pool slots need the register state kernel, which does not cover this tiling (V block 8, chunk 16, K 64, 128 threads
+// POOLNONE: error: kda-tile-chunks: boundary states into pool slots (boundary_indices) are not supported on this target
 
 // The tile lowering stays where the pass is switched off: a barrier per
 // primitive.

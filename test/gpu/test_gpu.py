@@ -53,7 +53,7 @@ class Case:
 
     def __init__(self, name, dtype, KV, B=2, T=100, H=4, HV=None, seqlens=None, h0=False, ht=False,
                  layout="k_major", prologue="none", g_dtype=None, cu_dtype="i64",
-                 api="chunk", neg_eigval=False, scale=None, seed=0, boundary=None):
+                 api="chunk", neg_eigval=False, scale=None, seed=0, boundary=None, pool=None):
         self.name, self.dtype, self.K, self.V = name, dtype, KV, KV
         self.B, self.T, self.H, self.HV = B, T, H, HV or H
         self.seqlens = seqlens
@@ -70,6 +70,9 @@ class Case:
         # chunk-boundary states: "fla" (return_intermediate_states: FLA's h,
         # every 64 tokens, in the inputs' dtype) or an interval (fp32, dense)
         self.boundary = boundary
+        # boundary states into pool slots: None, or the pool's dtype ("f32" /
+        # "bf16"); the block table has NB = max boundaries + 1 columns
+        self.pool = pool
 
     @property
     def N(self):
@@ -92,6 +95,10 @@ class Case:
         elif self.boundary:
             kw["boundary_interval"] = self.boundary
         return kw
+
+    def table_width(self):
+        lengths = self.seqlens if self.seqlens is not None else [self.T] * self.B
+        return max(-(-L // self.interval) for L in lengths) + 1
 
     def shapes(self):
         B, T, H, HV, K, V = self.B, self.T, self.H, self.HV, self.K, self.V
@@ -118,7 +125,11 @@ class Case:
         kw.pop("boundary_interval", None)
         if self.interval:
             kw["boundary_interval"] = self.interval
-            kw["boundary_dtype"] = self.dtype if self.boundary == "fla" else "f32"
+            kw["boundary_dtype"] = self.dtype if self.boundary == "fla" else (self.pool or "f32")
+            if self.pool:
+                kw["boundary_indices_dtype"] = "i32"
+            elif self.boundary == "fla" and self.seqlens is not None:
+                kw["boundary_indices_dtype"] = "i32"  # FLA's varlen h is written as a pool
         return kops.chunk_kda_config(q, q, v, g, beta, initial_state=h0, cu_seqlens=cu,
                                      A_log=A_log, dt_bias=dt_bias, **kw)
 
@@ -300,6 +311,15 @@ def all_cases():
         Case("bf16-k64-boundary16-T70-ht", "bf16", 64, B=3, T=70, H=2, ht=True, boundary=16),
         Case("bf16-k128-kimi-lb-HV48-policy-vb32-boundary128-T300-h0-ht", "bf16", 128, B=1, T=300, H=48,
              h0=True, ht=True, prologue="kimi_lb", boundary=128),
+        # ... written straight into the slots of a pool by a block table (some entries negative, one
+        # column past every sequence's end): the slots not named stay bit-exact.
+        Case("bf16-k128-kimi-lb-pool-f32-boundary64-varlen-37,1,64,200-h0-ht-vmajor", "bf16", 128,
+             seqlens=[37, 1, 64, 200], H=4, h0=True, ht=True, layout="v_major", prologue="kimi_lb",
+             boundary=64, pool="f32"),
+        Case("bf16-k128-pool-bf16-boundary32-T100-ht", "bf16", 128, B=2, T=100, H=2, ht=True, boundary=32,
+             pool="bf16"),
+        Case("f32-k64-pool-f32-boundary16-varlen-5,40,17-vmajor", "f32", 64, seqlens=[5, 40, 17], H=2,
+             layout="v_major", boundary=16, pool="f32"),
     ]
     cases += decode_cases() + window_cases()
     return cases
@@ -378,6 +398,8 @@ def sanitize_cases():
         Case("san-bf16-k128-kimi-lb-fla-h-varlen-h0-ht-vmajor", "bf16", 128, seqlens=[70, 1, 20], H=2,
              h0=True, ht=True, layout="v_major", prologue="kimi_lb", boundary="fla"),
         Case("san-f32-k64-boundary16-varlen-5,40", "f32", 64, seqlens=[5, 40], H=1, boundary=16),
+        Case("san-bf16-k128-pool-bf16-boundary32-varlen-40,70-vmajor", "bf16", 128, seqlens=[40, 70], H=1,
+             layout="v_major", boundary=32, pool="bf16"),
         DecodeCase("san-bf16-k128-decode-gva-vmajor-kimi-lb", "bf16", 128, N=4, P=7, H=1, HV=2,
                    layout="v_major", prologue="kimi_lb"),
         DecodeCase("san-bf16-k128-decode-read-write-vmajor-kimi-lb", "bf16", 128, N=5, P=12, H=1, HV=2,
@@ -447,6 +469,17 @@ def make_inputs(case, torch):
             cu.append(cu[-1] + L)
         cu_t = torch.tensor(cu, dtype=torch.int64 if case.cu_dtype == "i64" else torch.int32)
         gpu["cu"], ref["cu"] = cu_t.cuda(), cu
+    if case.pool:
+        # A block table of distinct slots (a few negative) into a pool of random states.
+        N, NB = case.N, case.table_width()
+        P = N * NB + 3
+        table = torch.randperm(P, generator=gen)[:N * NB].view(N, NB).to(torch.int32)
+        table.view(-1)[::5] = -1
+        tail = s["h0"][2:]
+        pool = torch.randn((P, case.HV) + tuple(tail), generator=gen)
+        pool = pool.to(getattr(torch, TORCH_DTYPES[case.pool]))
+        gpu["table"], ref["table"] = table.cuda(), table.numpy()
+        gpu["pool"], ref["pool0"] = pool.cuda(), pool.clone()
     return gpu, ref
 
 
@@ -466,6 +499,9 @@ def run_case(case, torch, oracle):
                 extra["A_log"] = A_log
             if dt_bias is not None:
                 extra["dt_bias"] = dt_bias
+            if case.pool:
+                extra["boundary_state_indices"] = gpu["table"]
+                extra["boundary_states"] = gpu["pool"]
             res = kda.chunk_kda(gpu["q"], gpu["k"], gpu["v"], gpu["g"], gpu["beta"],
                                 initial_state=gpu.get("h0"), cu_seqlens=gpu.get("cu"), **kw, **extra)
             o, ht = res[0], res[1]
@@ -486,7 +522,27 @@ def run_case(case, torch, oracle):
     ref_o, ref_ht = ref[0], ref[1]
     problems, metrics = [], []
     bar = BARS[case.dtype]
-    if case.interval:
+    if case.pool:
+        # Named slots of entries inside their sequence hold the oracle's state; every other slot
+        # is the pool as it was, bit for bit.
+        import numpy as np
+        dense, table = ref[2], ref["table"]
+        lengths = case.seqlens if case.seqlens is not None else [case.T] * case.B
+        written, expect = [], []
+        for n, L in enumerate(lengths):
+            for j in range(table.shape[1]):
+                if table[n, j] >= 0 and j * case.interval < L:
+                    written.append(int(table[n, j]))
+                    expect.append(dense[n, j])
+        if hb is not gpu["pool"]:
+            problems.append("chunk_kda did not return the pool it was given")
+        _compare(torch, oracle, "pool", hb[torch.tensor(written, device=hb.device)], np.stack(expect), bar,
+                 problems, metrics)
+        keep = torch.ones(hb.shape[0], dtype=torch.bool)
+        keep[written] = False
+        if not torch.equal(hb.cpu()[keep], ref["pool0"][keep]):
+            problems.append("pool slots the table does not name (or names past a sequence's end) changed")
+    elif case.interval:
         ref_hb = ref[2]  # [N, NT, HV, ., .], zeros past a shorter sequence's end
         if case.boundary == "fla" and case.seqlens is not None:
             rows = [ref_hb[n, j] for n, L in enumerate(case.seqlens) for j in range(-(-L // 64))]

@@ -140,6 +140,10 @@ def configs():
         b.gated_delta_config(K=64, V=64, qk_dtype="bf16", v_dtype="bf16", gate={"form": "channel", "dtype": "bf16"},
                              beta_dtype="bf16", initial_state_dtype="f32", state_layout="v_major",
                              cu_seqlens_dtype="i32", boundary_interval=32),
+        b.gated_delta_config(K=128, V=128, qk_dtype="bf16", v_dtype="bf16", gate={"form": "channel", "dtype": "f32"},
+                             beta_dtype="bf16", state_layout="v_major", initial_state_dtype="f32",
+                             cu_seqlens_dtype="i64", boundary_interval=64, boundary_dtype="bf16",
+                             boundary_indices_dtype="i32"),
     ]
     for dt in ("bf16", "f32"):
         for KV in (64, 128):
@@ -259,6 +263,20 @@ def part_pure(kda_opt, tmp):
            contains="boundary_interval 24 must be a multiple of the chunk 16", what="chunk_kda boundary_interval 24")
     raises(ValueError, kda.chunk_kda, q, q, v, g, beta, boundary_interval=32, chunk_size=64,
            contains="boundary_interval 32 must be a multiple of the chunk 64", what="chunk_kda interval vs chunk")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, boundary_interval=64,
+           boundary_state_indices=Meta((B, 3), "int32"), contains="go together", what="chunk_kda table without pool")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, boundary_state_indices=Meta((B, 3), "int32"),
+           boundary_states=Meta((9, HV, K, V), "float32"), contains="needs a boundary_interval",
+           what="chunk_kda table without interval")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, boundary_interval=64,
+           boundary_state_indices=Meta((B + 1, 3), "int32"), boundary_states=Meta((9, HV, K, V), "float32"),
+           contains="boundary_state_indices: expected [N, NB]", what="chunk_kda table rows")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, boundary_interval=64,
+           boundary_state_indices=Meta((B, 3), "int32"), boundary_states=Meta((9, HV + 1, K, V), "float32"),
+           contains="boundary_states: expected a pool", what="chunk_kda pool heads")
+    pcfg = ops.chunk_kda_config(q, q, v, g, beta, boundary_interval=64, boundary_indices_dtype="i64")
+    check(pcfg["boundary_indices_dtype"] == "i64" and "boundary_indices(" in b.to_mlir(pcfg),
+          "pool-form configuration and module")
     bcfg = ops.chunk_kda_config(q, q, v, g, beta, boundary_interval=64, boundary_dtype="bf16")
     check(bcfg["boundary_interval"] == 64 and bcfg["boundary_dtype"] == "bf16"
           and "boundary_interval" not in ops.chunk_kda_config(q, q, v, g, beta),

@@ -117,7 +117,7 @@ UseInfo classify(OpOperand &operand) {
   if (auto g = dyn_cast<mlir::kda::GatedDeltaOp>(op)) {
     name = odsName(g, n,
                    {"q", "k", "v", "gate", "beta", "initial_state",
-                    "cu_seqlens", "A_log", "dt_bias"});
+                    "cu_seqlens", "A_log", "dt_bias", "boundary_indices"});
     if (name == "q" || name == "k") {
       set(name == "q" ? Role::Q : Role::K);
       info.unitRows = !g.getQkL2norm();
@@ -139,6 +139,10 @@ UseInfo classify(OpOperand &operand) {
       set(Role::ALog);
     } else if (name == "dt_bias") {
       set(Role::DtBias);
+    } else if (name == "boundary_indices") {
+      // Pool slots of the boundary states, distinct like decode's.
+      set(Role::Indices);
+      info.poolSlots = dimOf(g.getBoundaryStates(), 0);
     }
     return info;
   }

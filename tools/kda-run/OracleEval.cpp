@@ -231,10 +231,41 @@ bool Evaluator::evalGatedDelta(mlir::kda::GatedDeltaOp op) {
     return false;
   if (op.getFinalState() && !store(op.getFinalState(), std::move(r.finalState)))
     return false;
-  if (op.getBoundaryStates() &&
+  if (op.getBoundaryStates() && !op.getBoundaryIndices() &&
       !store(op.getBoundaryStates(), std::move(r.boundaryStates),
              /*padDim1=*/true))
     return false;
+  if (Value table = op.getBoundaryIndices()) {
+    // Into pool slots: boundary j of sequence n into slot table[n, j]; the
+    // other slots zero, as the CPU lowering leaves them (entries past a
+    // sequence's end are zero in the dense form, so copying them changes
+    // nothing).
+    std::vector<int64_t> slots;
+    if (!loadInts(table, "boundary_indices", slots))
+      return false;
+    auto type = cast<RankedTensorType>(op.getBoundaryStates().getType());
+    if (!type.hasStaticShape())
+      return fail("result 'boundary_states' needs a static pool size");
+    oracle::Tensor pool(std::vector<int64_t>(type.getShape().begin(),
+                                             type.getShape().end()));
+    const oracle::Tensor &dense = r.boundaryStates;
+    int64_t n = dense.shape[0], nt = dense.shape[1];
+    int64_t nb = cast<RankedTensorType>(table.getType()).getDimSize(1);
+    int64_t entry = 1;
+    for (size_t d = 2; d < dense.shape.size(); ++d)
+      entry *= dense.shape[d];
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t j = 0; j < std::min(nt, nb); ++j) {
+        int64_t slot = slots[static_cast<size_t>(s * nb + j)];
+        if (slot < 0 || slot >= pool.shape[0])
+          continue;
+        std::copy(dense.data.begin() + (s * nt + j) * entry,
+                  dense.data.begin() + (s * nt + j + 1) * entry,
+                  pool.data.begin() + slot * entry);
+      }
+    if (!store(op.getBoundaryStates(), std::move(pool)))
+      return false;
+  }
   return true;
 }
 

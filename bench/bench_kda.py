@@ -182,7 +182,7 @@ def kda_config(case, chunk=None):
     if case.kind == "fwd":
         cu = Meta((case.nseq + 1,), "i64") if case.seqlens is not None else None
         h0 = Meta((case.nseq, H, V, K), "f32")
-        extra = dict(boundary_interval=kops.FLA_CHUNK, boundary_dtype="bf16") if case.boundary else {}
+        extra = dict(return_intermediate_states=True) if case.boundary else {}
         return kops.chunk_kda_config(q, q, v, g, beta, initial_state=h0, output_final_state=True,
                                      safe_gate=True, cu_seqlens=cu, A_log=A_log, dt_bias=dt_bias,
                                      chunk_size=chunk, **PROLOGUE, **extra)

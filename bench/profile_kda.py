@@ -21,6 +21,8 @@ p.add_argument("--seqlens", default="",
                     "T is their sum")
 p.add_argument("--decode", type=int, default=0,
                help="N: one decode step of N sequences (pool of 2N slots) instead of chunk_kda")
+p.add_argument("--intermediate", action="store_true",
+               help="chunk_kda with return_intermediate_states=True (FLA's h, every 64 tokens)")
 p.add_argument("--torch-profile", action="store_true",
                help="time 10 calls under torch.profiler and print the GPU time "
                     "of each kernel (an entry's launches one by one)")
@@ -62,18 +64,19 @@ beta = torch.randn(B, T, H, device=dev, dtype=torch.bfloat16)
 A_log = torch.rand(H, device=dev) * math.log(16)
 dt_bias = torch.randn(H, K, device=dev)
 h0 = torch.randn(N, H, K, K, device=dev) * 0.1
-with torch.no_grad():
+extra = {"return_intermediate_states": True} if a.intermediate else {}
+with torch.inference_mode():
     o, ht = kda.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True,
                           use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
                           A_log=A_log, dt_bias=dt_bias, lower_bound=-5.0,
                           use_beta_sigmoid_in_kernel=True, state_v_first=True, safe_gate=True,
-                          cu_seqlens=cu)
+                          cu_seqlens=cu, **extra)[:2]
     if a.torch_profile:
         run = lambda: kda.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True,
                                     use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
                                     A_log=A_log, dt_bias=dt_bias, lower_bound=-5.0,
                                     use_beta_sigmoid_in_kernel=True, state_v_first=True,
-                                    safe_gate=True, cu_seqlens=cu)
+                                    safe_gate=True, cu_seqlens=cu, **extra)
         run()
         torch.cuda.synchronize()
         from torch.profiler import profile, ProfilerActivity

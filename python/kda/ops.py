@@ -119,8 +119,13 @@ def chunk_kda_config(q, k, v, g, beta, scale=None, initial_state=None, output_fi
                      use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, safe_gate=False,
                      lower_bound=None, state_v_first=False, cu_seqlens=None, A_log=None,
                      dt_bias=None, chunk_size=None, boundary_interval=None,
-                     boundary_dtype="f32", boundary_indices_dtype=None) -> Dict[str, Any]:
+                     boundary_dtype="f32", boundary_indices_dtype=None,
+                     return_intermediate_states=False) -> Dict[str, Any]:
     """The kda.gated_delta configuration chunk_kda would run for these arguments.
+
+    return_intermediate_states (FLA's h) sets the boundary fields itself:
+    every 64 tokens in k's dtype, written as a pool (one slot per sequence
+    and chunk) with cu_seqlens.
 
     Also validates shapes as FLA does (ValueError with the offending argument).
     """
@@ -175,6 +180,9 @@ def chunk_kda_config(q, k, v, g, beta, scale=None, initial_state=None, output_fi
                 raise ValueError(f"dt_bias: expected [HV * K] = {HV * K} values, got shape {list(_shape(dt_bias))}")
             dt_bias_dtype = _dt(dt_bias)
 
+    if return_intermediate_states:
+        boundary_interval, boundary_dtype = FLA_CHUNK, _dt(k)
+        boundary_indices_dtype = "i32" if cu_seqlens is not None else None
     return _bundles.gated_delta_config(
         K=K, V=V, qk_dtype=_dt(q), v_dtype=_dt(v),
         gate={"form": "channel", "dtype": _dt(g)},
@@ -433,7 +441,19 @@ def _launch(cfg, chip, named: Dict[str, Any], tile: Optional[Dict[str, int]] = N
         raise KdaError("KDA_ERROR_CORRUPT_BUNDLE",
                        f"{bundle.path}: kernel {kernel} takes tensors {[p['name'] for p in params]}, "
                        f"but the call has nothing for {missing}", "kda.ops")
-    bundle.launch(kernel, [named[p["name"]] for p in params])
+    tensors = [named[p["name"]] for p in params]
+    # An entry's workspaces (the chunk-parallel schedule's intra-chunk
+    # results) from torch's caching allocator: the runtime's stream-ordered
+    # allocations go back to the driver at every synchronization (a caller
+    # that synchronizes after each call pays the mapping again each time);
+    # torch keeps them, and the stream order makes reuse safe.
+    nbytes = bundle.workspace_bytes(kernel, tensors)
+    if nbytes:
+        import torch
+        workspace = torch.empty(nbytes, dtype=torch.uint8, device=tensors[0].device)
+        bundle.launch(kernel, tensors, workspace=workspace)
+    else:
+        bundle.launch(kernel, tensors)
 
 
 def _alloc(shape, dtype, device):
@@ -555,8 +575,6 @@ def chunk_kda(
     if table is not None and boundary_interval is None:
         raise ValueError("kda.chunk_kda: boundary_state_indices needs a boundary_interval")
     fla_h = bool(return_intermediate_states)
-    if fla_h:
-        boundary_interval = FLA_CHUNK
     if cp_context is not None:
         raise NotImplementedError("kda.chunk_kda: context parallelism (cp_context) is not supported")
     A_log = kwargs.pop("A_log", None) if use_gate_in_kernel else None
@@ -576,10 +594,9 @@ def chunk_kda(
                            lower_bound=lower_bound, state_v_first=state_v_first,
                            cu_seqlens=cu_seqlens, A_log=A_log, dt_bias=dt_bias,
                            chunk_size=chunk_size, boundary_interval=boundary_interval,
-                           boundary_dtype=_dt(pool) if pool is not None else (_dt(k) if fla_h else "f32"),
-                           # FLA's varlen h is a pool with one slot per (sequence, chunk)
-                           boundary_indices_dtype=_dt(table) if table is not None
-                           else ("i32" if fla_h and cu_seqlens is not None else None))
+                           boundary_dtype=_dt(pool) if pool is not None else "f32",
+                           boundary_indices_dtype=_dt(table) if table is not None else None,
+                           return_intermediate_states=fla_h)
     if table is not None:
         _check_boundary_pool(cfg, q, v, cu_seqlens, table, pool)
     return _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias,
@@ -658,15 +675,19 @@ def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt
             counts = [-(-n // interval) for n in lengths]
             if fla_h:
                 # FLA's varlen h, [1, sum_n ceil(T_n / 64), ...]: a pool with
-                # one slot per (sequence, chunk), sequence after sequence.
+                # one slot per (sequence, chunk), sequence after sequence. The
+                # table is made on the device from cu_seqlens (a host-made one
+                # would be a pageable copy, which synchronizes the stream).
                 NB = max(counts + [1])
-                rows, first = [], 0
-                for c in counts:
-                    rows.append([first + j if j < c else -1 for j in range(NB)])
-                    first += c
-                boundary = _alloc((first,) + (HV,) + tail, bdtype, q.device)
-                named["boundary_indices"] = torch.tensor(rows, dtype=torch.int32,
-                                                          device=q.device)
+                c = cu_seqlens.to(torch.int64)
+                per_seq = torch.div(c[1:] - c[:-1] + (interval - 1), interval,
+                                    rounding_mode="floor")
+                first = torch.cumsum(per_seq, 0) - per_seq
+                j = torch.arange(NB, device=q.device, dtype=torch.int64)
+                named["boundary_indices"] = torch.where(
+                    j[None, :] < per_seq[:, None], first[:, None] + j[None, :],
+                    torch.full((), -1, dtype=torch.int64, device=q.device)).to(torch.int32)
+                boundary = _alloc((sum(counts), HV) + tail, bdtype, q.device)
             else:
                 boundary = _alloc((N, max(counts + [0]), HV) + tail, bdtype, q.device)
         named["boundary_states"] = boundary

@@ -121,15 +121,10 @@ class Case:
         if self.api == "recurrent":
             return kops.fused_recurrent_kda_config(q, q, v, g, beta, A_log=A_log, dt_bias=dt_bias,
                                                    initial_state=h0, cu_seqlens=cu, **kw)
-        kw.pop("return_intermediate_states", None)
-        kw.pop("boundary_interval", None)
-        if self.interval:
-            kw["boundary_interval"] = self.interval
-            kw["boundary_dtype"] = self.dtype if self.boundary == "fla" else (self.pool or "f32")
+        if self.boundary and self.boundary != "fla":
+            kw["boundary_dtype"] = self.pool or "f32"
             if self.pool:
                 kw["boundary_indices_dtype"] = "i32"
-            elif self.boundary == "fla" and self.seqlens is not None:
-                kw["boundary_indices_dtype"] = "i32"  # FLA's varlen h is written as a pool
         return kops.chunk_kda_config(q, q, v, g, beta, initial_state=h0, cu_seqlens=cu,
                                      A_log=A_log, dt_bias=dt_bias, **kw)
 
@@ -510,7 +505,7 @@ def run_case(case, torch, oracle):
                 return [f"chunk_kda returned {len(res)} values"], [], BARS[case.dtype]
         torch.cuda.synchronize()
     p = case.prologue
-    ref = oracle.gated_delta(
+    expected = oracle.gated_delta(
         ref["q"], ref["k"], ref["v"], ref["g"], ref["beta"], initial_state=ref.get("h0"),
         cu_seqlens=ref.get("cu"), A_log=ref.get("A_log"), dt_bias=ref.get("dt_bias"),
         scale=kw["scale"], state_layout=case.layout, qk_l2norm=kw["use_qk_l2norm_in_kernel"],
@@ -519,14 +514,14 @@ def run_case(case, torch, oracle):
         gate_activation={"none": "none", "kimi_lb": "lower_bound", "lb_no_A_log": "lower_bound",
                          "kimi_softplus": "softplus"}[p],
         lower_bound=kw.get("lower_bound", -5.0), boundary_interval=case.interval)
-    ref_o, ref_ht = ref[0], ref[1]
+    ref_o, ref_ht = expected[0], expected[1]
     problems, metrics = [], []
     bar = BARS[case.dtype]
     if case.pool:
         # Named slots of entries inside their sequence hold the oracle's state; every other slot
         # is the pool as it was, bit for bit.
         import numpy as np
-        dense, table = ref[2], ref["table"]
+        dense, table = expected[2], ref["table"]
         lengths = case.seqlens if case.seqlens is not None else [case.T] * case.B
         written, expect = [], []
         for n, L in enumerate(lengths):
@@ -543,7 +538,7 @@ def run_case(case, torch, oracle):
         if not torch.equal(hb.cpu()[keep], ref["pool0"][keep]):
             problems.append("pool slots the table does not name (or names past a sequence's end) changed")
     elif case.interval:
-        ref_hb = ref[2]  # [N, NT, HV, ., .], zeros past a shorter sequence's end
+        ref_hb = expected[2]  # [N, NT, HV, ., .], zeros past a shorter sequence's end
         if case.boundary == "fla" and case.seqlens is not None:
             rows = [ref_hb[n, j] for n, L in enumerate(case.seqlens) for j in range(-(-L // 64))]
             import numpy as np

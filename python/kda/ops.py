@@ -234,8 +234,16 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
         # prediction): q [N, T, H, K], ssm_state_indices [N, T], the state
         # after token t kept in slot ssm_state_indices[n, t].
         if cu_seqlens is not None:
-            raise NotImplementedError("kda: 2-D ssm_state_indices take q [N, T, H, K] (T tokens per sequence); "
-                                      "cu_seqlens (ragged token counts) are not supported with them")
+            # vLLM's form: q [1, total, H, K] packed, sequence n's tokens at
+            # cu_seqlens[n] ..; it runs as [N, T] padded (fused_recurrent_kda).
+            if B != 1:
+                raise ValueError(f"The batch size is expected to be 1 rather than {B} when using `cu_seqlens`.")
+            if len(_shape(cu_seqlens)) != 1 or _shape(cu_seqlens)[0] != _shape(ssm_state_indices)[0] + 1:
+                raise ValueError(f"ssm_state_indices [N, T] with cu_seqlens: expected cu_seqlens of N + 1 = "
+                                 f"{_shape(ssm_state_indices)[0] + 1} entries, got shape "
+                                 f"{list(_shape(cu_seqlens))}")
+            B, T = _shape(ssm_state_indices)
+            cu_seqlens = None
         if _shape(ssm_state_indices) != (B, T):
             raise ValueError(f"ssm_state_indices: expected [N, T] = [{B}, {T}] (q's batch and tokens), "
                              f"got {list(_shape(ssm_state_indices))}")
@@ -757,6 +765,9 @@ def fused_recurrent_kda(
     ``num_accepted_tokens=[N]``, ``ssm_state_indices[n, accepted - 1]``;
     or ``read_state_indices[n]``), and its state after token ``t`` is kept in
     slot ``ssm_state_indices[n, t]`` (negative: not kept); o ``[N, T, HV, V]``.
+    vLLM's packed form works too: q ``[1, total, H, K]`` with ``cu_seqlens``
+    ``[N + 1]`` (sequence n's T_n <= T tokens) and ``ssm_state_indices [N,
+    T]``; o ``[1, total, HV, V]``.
 
     Returns:
         ``(o, final_state)``: o ``[B, T, HV, V]``, final_state fp32 or None.
@@ -797,6 +808,15 @@ def fused_recurrent_kda(
                 f"i.e., {len(cu_seqlens) - 1} rather than {initial_state.shape[0]}.")
     if ssm_state_indices is None and initial_state is not None and _dt(initial_state) != "f32":
         initial_state = initial_state.float()
+    if (cu_seqlens is not None and ssm_state_indices is not None
+            and len(_shape(ssm_state_indices)) == 2):
+        return _ragged_multi_token(q, k, v, g, beta, A_log, dt_bias, scale, initial_state, cu_seqlens,
+                                   ssm_state_indices, read_state_indices,
+                                   dict(use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                                        use_gate_in_kernel=use_gate_in_kernel,
+                                        use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+                                        allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound,
+                                        state_v_first=state_v_first))
     plan = key = None
     if ssm_state_indices is not None:
         # A serving engine calls decode once per layer and token with the
@@ -837,6 +857,43 @@ def fused_recurrent_kda(
         _decode_plans.clear()
     _decode_plans[key] = plan
     return result
+
+
+def _ragged_multi_token(q, k, v, g, beta, A_log, dt_bias, scale, pool, cu_seqlens, indices,
+                        read_indices, options):
+    """Several tokens per sequence in vLLM's packed form (q [1, total, H, K],
+    cu_seqlens [N + 1], indices [N, T], sequence n's T_n <= T tokens at
+    cu_seqlens[n] ..) as the [N, T] multi-token step: each sequence padded to
+    T tokens, the padding's states not kept (its indices -1) and its outputs
+    dropped. States after the padding are never kept, so the sequence's own
+    are exact. All on the device (no host sync); T_n > T is not checked (the
+    tokens past T are dropped)."""
+    fused_recurrent_kda_config(q, k, v, g, beta, A_log=A_log, dt_bias=dt_bias, scale=scale,
+                               initial_state=pool, cu_seqlens=cu_seqlens, ssm_state_indices=indices,
+                               read_state_indices=read_indices, **options)  # validates shapes
+    import torch
+    N, T = _shape(indices)
+    total = q.shape[1]
+    dev = q.device
+    cu = cu_seqlens.to(device=dev, dtype=torch.int64)
+    t = torch.arange(T, device=dev, dtype=torch.int64)
+    pos = cu[:-1, None] + t[None, :]                      # [N, T] token positions
+    valid = t[None, :] < (cu[1:] - cu[:-1])[:, None]
+    src = torch.where(valid, pos, torch.zeros((), dtype=torch.int64, device=dev)).flatten()
+
+    def padded(x):
+        return x[0].index_select(0, src).reshape((N, T) + tuple(x.shape[2:]))
+
+    slots = torch.where(valid, indices.to(dev),
+                        torch.full((), -1, dtype=indices.dtype, device=dev)).contiguous()
+    o_pad, pool = fused_recurrent_kda(padded(q), padded(k), padded(v), padded(g), padded(beta), A_log,
+                                      dt_bias, scale=scale, initial_state=pool, ssm_state_indices=slots,
+                                      read_state_indices=read_indices, **options)
+    # Back to the packed layout: padding goes to a spare last row.
+    dst = torch.where(valid, pos, torch.full((), total, dtype=torch.int64, device=dev)).flatten()
+    o = torch.empty((total + 1,) + tuple(o_pad.shape[2:]), dtype=o_pad.dtype, device=dev)
+    o.index_copy_(0, dst, o_pad.reshape((N * T,) + tuple(o_pad.shape[2:])))
+    return o[:total].unsqueeze(0), pool
 
 
 class _DecodePlan:

@@ -143,7 +143,10 @@ class DecodeCase(Case):
                  read_write=False, tokens=1, spec=False):
         super().__init__(name, dtype, KV, B=N, T=tokens, H=H, HV=HV, layout=layout, prologue=prologue,
                          g_dtype=g_dtype, api="recurrent", seed=seed)
-        assert P > N * tokens and (tokens == 1 or form == "batch")
+        # form "ragged" (tokens > 1): vLLM's packed q [1, total, H, K] with cu_seqlens, sequence n
+        # has T - n % T tokens (1 .. T); the indices of its padding name real slots, which must
+        # stay untouched.
+        assert P > N * tokens and (tokens == 1 or form in ("batch", "ragged"))
         self.Nseq, self.P, self.idx_dtype, self.form = N, P, idx_dtype, form
         self.pool_dtype = pool_dtype
         self.read_write = read_write
@@ -151,6 +154,9 @@ class DecodeCase(Case):
         self.tokens, self.spec = tokens, spec
         if form == "varlen":
             self.B, self.T = 1, N
+
+    def lengths(self):
+        return [self.tokens - n % self.tokens for n in range(self.Nseq)]
 
     def shapes(self):
         s = super().shapes()
@@ -206,11 +212,18 @@ class DecodeCase(Case):
         v = Meta(s["v"], self.dtype)
         A_log = Meta(s["A_log"], "f32") if self.prologue in ("kimi_lb", "kimi_softplus") else None
         dt_bias = Meta(s["dt_bias"], "f32") if self.prologue != "none" else None
-        cu = Meta(s["cu"], "i64") if self.form == "varlen" else None
+        cu = Meta(s["cu"], "i64") if self.form in ("varlen", "ragged") else None
+        beta = Meta(s["beta"], self.dtype)
+        if self.form == "ragged":
+            total = sum(self.lengths())
+            q = Meta((1, total, self.H, self.K), self.dtype)
+            g = Meta((1, total, self.HV, self.K), self.g_dtype)
+            v = Meta((1, total, self.HV, self.V), self.dtype)
+            beta = Meta((1, total, self.HV), self.dtype)
         # num_accepted_tokens becomes read_state_indices (gathered from the
         # [N, T] indices, their dtype).
         reads = Meta((self.Nseq,), self.idx_dtype) if self.read_write or self.spec else None
-        return kops.fused_recurrent_kda_config(q, q, v, g, Meta(s["beta"], self.dtype), A_log=A_log,
+        return kops.fused_recurrent_kda_config(q, q, v, g, beta, A_log=A_log,
                                                dt_bias=dt_bias, initial_state=Meta(s["h0"], self.pool_dtype),
                                                cu_seqlens=cu, ssm_state_indices=Meta(s["idx"], self.idx_dtype),
                                                read_state_indices=reads,
@@ -347,6 +360,11 @@ def decode_cases():
         DecodeCase("bf16-k128-decode-spec4-vmajor-kimi-lb-N6-P48", "bf16", 128, N=6, P=48, H=1, HV=2,
                    layout="v_major", prologue="kimi_lb", tokens=4, spec=True),
         DecodeCase("f32-k64-decode-tokens2-N5-P24-H2", "f32", 64, N=5, P=24, H=2, tokens=2),
+        # vLLM's packed form (cu_seqlens, 1 .. T tokens per sequence).
+        DecodeCase("bf16-k128-decode-ragged4-vmajor-kimi-lb-N7-P60", "bf16", 128, N=7, P=60, H=2, HV=4,
+                   layout="v_major", prologue="kimi_lb", tokens=4, form="ragged"),
+        DecodeCase("f32-k64-decode-ragged-spec3-N6-P40", "f32", 64, N=6, P=40, H=1, tokens=3, spec=True,
+                   form="ragged"),
         # Read one slot, write another (read_state_indices): one sequence
         # skipped (read -1, its destination untouched), one whose new state
         # is not kept (destination -1); read slots stay bit-exact.
@@ -664,12 +682,26 @@ def run_decode_case(case, torch, oracle):
     pool_before = pool.clone()
     kw = case.kwargs()
     kw.pop("output_final_state")
+    ins = {n: gpu[n] for n in ("q", "k", "v", "g", "beta")}
+    if case.form == "ragged":
+        # Pack the [N, T] inputs; the oracle sees the padding's states as not kept.
+        lens = case.lengths()
+        keep_tok = [(n, t) for n in range(case.Nseq) for t in range(lens[n])]
+        ins = {n: torch.stack([x[a, b] for a, b in keep_tok]).unsqueeze(0) for n, x in ins.items()}
+        cu = torch.tensor([0] + [sum(lens[:i + 1]) for i in range(len(lens))], dtype=torch.int64).cuda()
+        idx = [idx[n * T + t] if t < lens[n] else -1 for n in range(case.Nseq) for t in range(T)]
     with torch.inference_mode():
-        o, pool_out = kda.fused_recurrent_kda(gpu["q"], gpu["k"], gpu["v"], gpu["g"], gpu["beta"],
+        o, pool_out = kda.fused_recurrent_kda(ins["q"], ins["k"], ins["v"], ins["g"], ins["beta"],
                                               A_log=gpu.get("A_log"), dt_bias=gpu.get("dt_bias"),
                                               initial_state=pool, cu_seqlens=cu, ssm_state_indices=idx_t,
                                               **kw_reads, **kw)
         torch.cuda.synchronize()
+    if case.form == "ragged":
+        # Unpack to [N, T]; the padding's rows are not compared.
+        packed = o[0]
+        o = torch.zeros(s["v"], dtype=o.dtype, device=o.device)
+        for i, (a, b) in enumerate(keep_tok):
+            o[a, b] = packed[i]
     N, H, HV, K, V = case.Nseq, case.H, case.HV, case.K, case.V
     lead = (N,) if T == 1 else (N, T)
     ref_o, ref_pool = oracle.decode_step(
@@ -699,7 +731,14 @@ def run_decode_case(case, torch, oracle):
         if not bool((rows == 0).all()):
             problems.append(f"o: rows of skipped sequences {skipped} are not zero "
                             f"({int((rows != 0).sum())} elements nonzero or NaN)")
-    _compare(torch, oracle, "o", o[run], ref_o[run], bar, problems, metrics)
+    if case.form == "ragged":
+        lens = case.lengths()
+        pairs = [(n, t) for n in run for t in range(lens[n])]
+        got = torch.stack([o[a, b] for a, b in pairs])
+        want = np.stack([ref_o[a, b] for a, b in pairs])
+        _compare(torch, oracle, "o", got, want, bar, problems, metrics)
+    else:
+        _compare(torch, oracle, "o", o[run], ref_o[run], bar, problems, metrics)
     _compare(torch, oracle, "pool", pool[named], ref_pool[named], bar, problems, metrics)
     if unnamed:
         a = pool[unnamed].contiguous().view(torch.int32)

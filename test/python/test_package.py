@@ -364,10 +364,15 @@ def part_pure(kda_opt, tmp):
           in kda.bundles.to_mlir(mcfg), "decode 2-D indices: the generated module has rank-4 q, [N, T] indices")
     raises(ValueError, kda.fused_recurrent_kda, mq, mq, mv, mg, mb, initial_state=pool,
            ssm_state_indices=Meta((N, 3), "int32"), contains="expected [N, T] = [3, 2]", what="decode 2-D indices shape")
-    raises(NotImplementedError, kda.fused_recurrent_kda, Meta((1, 2 * N, H, K)), Meta((1, 2 * N, H, K)),
-           Meta((1, 2 * N, HV, V)), Meta((1, 2 * N, HV, K)), Meta((1, 2 * N, HV)), initial_state=pool,
-           cu_seqlens=Meta((N + 1,), "int64"), ssm_state_indices=Meta((N, 2), "int32"),
-           contains="cu_seqlens (ragged token counts) are not supported", what="decode 2-D indices with cu_seqlens")
+    # vLLM's packed form (cu_seqlens, up to T tokens per sequence) runs as the padded [N, T] step:
+    # the same configuration; a cu_seqlens of the wrong length is named.
+    rq, rv, rg, rb = Meta((1, 5, H, K)), Meta((1, 5, HV, V)), Meta((1, 5, HV, K)), Meta((1, 5, HV))
+    check(ops.fused_recurrent_kda_config(rq, rq, rv, rg, rb, initial_state=pool, cu_seqlens=Meta((N + 1,), "int64"),
+                                         ssm_state_indices=Meta((N, 2), "int32")) == mcfg,
+          "decode 2-D indices with cu_seqlens: the [N, T] configuration")
+    raises(ValueError, kda.fused_recurrent_kda, rq, rq, rv, rg, rb, initial_state=pool,
+           cu_seqlens=Meta((N + 2,), "int64"), ssm_state_indices=Meta((N, 2), "int32"),
+           contains="expected cu_seqlens of N + 1 = 4 entries", what="decode 2-D indices with cu_seqlens length")
     raises(ValueError, kda.fused_recurrent_kda, mq, mq, mv, mg, mb, initial_state=pool,
            ssm_state_indices=Meta((N, 2), "int32"), num_accepted_tokens=Meta((N + 1,), "int32"),
            contains="num_accepted_tokens: expected [N]", what="decode num_accepted_tokens shape")

@@ -532,6 +532,8 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
         sides.append(("kda", r.kda_call))
         for vname, vdir in args.kda_variant:
             sides.append((f"kda@{vname}", r.kda_call))
+        if args.untuned and case.kind == "fwd":
+            sides.append(("kda@untuned", r.kda_call))
     passes = {name: [] for name, _ in sides}
     failed = {}
     for _ in range(args.passes):
@@ -583,9 +585,15 @@ class _bundles_of:
 
     def __init__(self, name, args):
         self.dir = dict(args.kda_variant).get(name[4:]) if name.startswith("kda@") else None
+        self.untuned = name == "kda@untuned"
         self.name = name
 
     def __enter__(self):
+        if self.untuned:
+            # The same bundles without any tuning database: the shape policy's tiles.
+            self.saved_db = os.environ.get("KDA_TUNING_DB")
+            os.environ["KDA_TUNING_DB"] = ""
+            return self
         if self.dir is None:
             return self
         self.saved = (os.environ.get("KDA_BUNDLE_PATH"), kops._resolved)
@@ -594,6 +602,12 @@ class _bundles_of:
         return self
 
     def __exit__(self, *exc):
+        if self.untuned:
+            if self.saved_db is None:
+                os.environ.pop("KDA_TUNING_DB", None)
+            else:
+                os.environ["KDA_TUNING_DB"] = self.saved_db
+            return False
         if self.dir is None:
             return False
         path, kops._resolved = self.saved
@@ -665,6 +679,9 @@ def main(argv=None):
     ap.add_argument("--chunk", type=int, default=None, help="kda chunk size (16/32/64; default kda's)")
     ap.add_argument("--json", default=None, help="write all results to this path")
     ap.add_argument("--no-fla", action="store_true", help="time kda only")
+    ap.add_argument("--untuned", action="store_true",
+                    help="also time kda without a tuning database (KDA_TUNING_DB empty: the shape "
+                         "policy's tiles), in the same process and passes as the tuned default")
     ap.add_argument("--kda-variant", action="append", default=[], metavar="NAME=DIR",
                     type=lambda s: tuple(s.split("=", 1)) if "=" in s else
                     (_ for _ in ()).throw(argparse.ArgumentTypeError("expected NAME=DIR")),

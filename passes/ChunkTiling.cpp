@@ -1092,7 +1092,7 @@ struct TileWindowAttention : OpRewritePattern<WindowAttentionOp> {
 
   LogicalResult matchAndRewrite(WindowAttentionOp op,
                                 PatternRewriter &rewriter) const override {
-    Value q = op.getQ(), k = op.getK(), v = op.getV();
+    Value q = op.getQ(), v = op.getV();
     if (failed(requireStatic(rewriter, op, {{q, 3}, {v, 3}})))
       return failure();
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);

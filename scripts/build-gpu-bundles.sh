@@ -23,6 +23,8 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-python3}
 export KDA_COMPILE=${KDA_COMPILE:-$root/build/bin/kda-compile}
 export PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
+# The suite runs without a tuning database (test/gpu/run.sh): no tuned tiles.
+export KDA_TUNING_DB=
 mkdir -p "$out"
 
 configs=$out/test-configs.json

@@ -76,10 +76,17 @@ def _unique(cfgs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 def build(cfgs: List[Dict[str, Any]], chips: List[str], out_dir: str, jobs: int,
           compiler: str = None, verbose: bool = True) -> Dict[str, Any]:
     os.makedirs(out_dir, exist_ok=True)
-    # Each configuration's default bundle, and those of the tiles kda.ops's
-    # shape policy may choose for it (kda.tune.policy_tiles).
-    tasks = [(c, chip, tile) for chip in chips for c in cfgs
-             for tile in [None] + _tune.policy_tiles(c, chip)]
+    # Each configuration's default bundle, and those of the tiles kda.ops
+    # may choose for it: the shape policy's (kda.tune.policy_tiles) and the
+    # tuning databases' winners (kda.tune.db_tiles).
+    tasks = []
+    for chip in chips:
+        for c in cfgs:
+            tiles = [None]
+            for tile in _tune.policy_tiles(c, chip) + _tune.db_tiles(c, chip):
+                if tile not in tiles:
+                    tiles.append(tile)
+            tasks += [(c, chip, tile) for tile in tiles]
     results = []
     # Bundles are named after the compiler that builds them (the cache key).
     compiler = compiler or _b.find_compiler()

@@ -84,10 +84,14 @@ def make_tile(chunk: int, v_block: int, threads: int, sub_chunk: int = SUB_CHUNK
 
 def enumerate_space(cfg: Dict[str, Any], chunks: Iterable[int] = CHUNKS,
                     vblocks: Optional[Iterable[int]] = None,
-                    threads: Iterable[int] = THREADS) -> List[Dict[str, int]]:
+                    threads: Iterable[int] = THREADS,
+                    prefetch: Iterable[int] = (1, 0)) -> List[Dict[str, int]]:
     """Every legal tile for a gated_delta configuration, restricted to the
-    given chunks / V blocks / thread counts (illegal ones given there are
-    dropped, not an error, so a command line can narrow the space)."""
+    given chunks / V blocks / thread counts / state prefetch choices (1: the
+    NVIDIA register state kernel issues the next chunk's loads before this
+    chunk's products, 0: it does not: fewer registers, more resident blocks;
+    illegal values given there are dropped, not an error, so a command line
+    can narrow the space)."""
     if cfg.get("op") != "gated_delta":
         raise ValueError(f"only gated_delta configurations are tuned, not {cfg.get('op')!r}")
     if cfg.get("chunk"):
@@ -101,8 +105,11 @@ def enumerate_space(cfg: Dict[str, Any], chunks: Iterable[int] = CHUNKS,
             continue
         for v in vb:
             for t in threads:
-                if t in THREADS:
-                    out.append(make_tile(c, v, t))
+                if t not in THREADS:
+                    continue
+                for p in prefetch:
+                    if p in (0, 1):
+                        out.append(make_tile(c, v, t, state_prefetch=bool(p)))
     return out
 
 
@@ -369,14 +376,34 @@ _cache: Dict[str, Tuple[Any, TuningDB]] = {}
 _cache_lock = threading.Lock()
 
 
-def db_path() -> Optional[str]:
-    """``$KDA_TUNING_DB`` (empty: tuning off), else ~/.cache/kda/tuning.json
-    if it exists."""
+# The database shipped with the package (tuned on the GPU machine for the
+# configurations bench/BENCH.md measures; kda-tune pick --db writes it).
+PACKAGED_DB = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tuning.json")
+
+
+def db_paths() -> List[str]:
+    """The databases a lookup consults, first match wins: ``$KDA_TUNING_DB``
+    alone when set (empty: tuning off); else ~/.cache/kda/tuning.json (if
+    it exists), then the package's own (kda/tuning.json). Entries of another
+    compiler are ignored either way, so the package's database serves only
+    builds of the sources it was tuned with."""
     env = os.environ.get("KDA_TUNING_DB")
     if env is not None:
-        return env or None
-    default = os.path.join(os.path.expanduser("~"), ".cache", "kda", "tuning.json")
-    return default if os.path.isfile(default) else None
+        return [env] if env else []
+    out = []
+    user = os.path.join(os.path.expanduser("~"), ".cache", "kda", "tuning.json")
+    if os.path.isfile(user):
+        out.append(user)
+    if os.path.isfile(PACKAGED_DB):
+        out.append(PACKAGED_DB)
+    return out
+
+
+def db_path() -> Optional[str]:
+    """The first database db_paths() names (where kda-tune pick writes by
+    default), or None."""
+    paths = db_paths()
+    return paths[0] if paths else None
 
 
 def _loaded(path: str) -> TuningDB:
@@ -400,7 +427,32 @@ def tuned_tile(cfg: Dict[str, Any], chip: str, T: int, N: int, HV: int) -> Optio
     None: then the chip's default tile is used."""
     if cfg.get("op") != "gated_delta" or cfg.get("chunk"):
         return None
-    path = db_path()
-    if not path:
+    paths = db_paths()
+    if not paths:
         return None
-    return _loaded(path).lookup(cfg, chip, _b.current_fingerprint(), T, N, HV)
+    fingerprint = _b.current_fingerprint()
+    for path in paths:
+        tile = _loaded(path).lookup(cfg, chip, fingerprint, T, N, HV)
+        if tile is not None:
+            return tile
+    return None
+
+
+def db_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
+    """Every winning tile the databases hold for cfg on chip (any bucket;
+    this compiler's entries where its fingerprint is known): what
+    kda.prebuild builds next to the default bundle."""
+    if cfg.get("op") != "gated_delta" or cfg.get("chunk"):
+        return []
+    h = config_key(cfg, chip)
+    fingerprint = _b.current_fingerprint()
+    out: List[Dict[str, int]] = []
+    for path in db_paths():
+        for e in _loaded(path).entries.values():
+            if (e.get("config_hash") != h or e.get("chip") != chip or not e.get("winner")
+                    or (fingerprint and e.get("compiler_fingerprint") != fingerprint)):
+                continue
+            tile = _b.normalise_tile(e["winner"]["tile"])
+            if tile not in out:
+                out.append(tile)
+    return out

@@ -40,6 +40,10 @@ export KDA_ORACLE_LIBRARY=$work/liboracle.so
 export KDA_BUNDLE_PATH=$bundles
 # Bundles must come from BUNDLES_DIR: never compile on the GPU machine.
 export KDA_NO_COMPILE=1
+# The cases choose their tiles (the chip default, the shape policy's): no
+# tuning database, the package's included, replaces them (kda-tune checks
+# every tuned candidate against the default tile's output before timing it).
+export KDA_TUNING_DB=
 export PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
 
 echo "== test_gpu.py (bundles from $bundles)"

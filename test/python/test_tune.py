@@ -99,11 +99,14 @@ def part_unit(tmp):
     check(TU.v_blocks(96) == [16, 32, 48, 96], f"v_blocks(96) {TU.v_blocks(96)}")
     check(TU.v_blocks(8) == [], "v_blocks(8)")
     space = TU.enumerate_space(cfg)
-    check(len(space) == 3 * 4 * 2, f"space size {len(space)}")
+    check(len(space) == 3 * 4 * 2 * 2, f"space size {len(space)}")
+    check(sum(1 for t in space if t.get("state_prefetch") == 0) == 3 * 4 * 2,
+          "half the space without the state kernel's prefetch")
     check(all(t["sub_chunk"] == 16 for t in space), "sub_chunk 16")
     check({t["chunk"] for t in space} == {16, 32, 64} and {t["threads"] for t in space} == {128, 256},
           "chunks and threads")
-    narrow = TU.enumerate_space(cfg, chunks=[16, 32, 8], vblocks=[16, 24, 256], threads=[128, 100])
+    narrow = TU.enumerate_space(cfg, chunks=[16, 32, 8], vblocks=[16, 24, 256], threads=[128, 100],
+                                prefetch=[1, 7])
     check(narrow == [TU.make_tile(16, 16, 128), TU.make_tile(32, 16, 128)], f"narrowed space {narrow}")
     for bad, what in ((small_cfg(chunk=32), "fixed chunk"),
                       (B.decode_step_config(K=64, V=64, qk_dtype="bf16", v_dtype="bf16"), "decode")):
@@ -288,6 +291,37 @@ def part_unit(tmp):
         check(TU.tuned_tile(cfg, "sm_90a", 8192, 1, 32) is None, "KDA_TUNING_DB empty: tuning off")
         ok("kda.ops lookup (tune.tuned_tile): KDA_TUNING_DB, current compiler only")
 
+        # Without KDA_TUNING_DB: the user's database, then the package's; the first with an entry
+        # wins, and the package's serves what the user's lacks (kda.prebuild builds both's tiles).
+        del os.environ["KDA_TUNING_DB"]
+        saved_home, saved_packaged = os.environ.get("HOME"), TU.PACKAGED_DB
+        try:
+            os.environ["HOME"] = os.path.join(tmp, "home")
+            os.makedirs(os.path.join(tmp, "home", ".cache", "kda"))
+            user_db = os.path.join(tmp, "home", ".cache", "kda", "tuning.json")
+            TU.PACKAGED_DB = os.path.join(tmp, "packaged.json")
+            check(TU.db_paths() == [], f"no databases: {TU.db_paths()}")
+            tdb.save(TU.PACKAGED_DB)
+            check(TU.db_paths() == [TU.PACKAGED_DB] and TU.tuned_tile(cfg, "sm_90a", 8192, 1, 32) == tile,
+                  "the package's database alone")
+            other = TU.make_tile(32, 64, 256, state_prefetch=False)
+            udb = TU.TuningDB()
+            udb.add(cfg, "sm_90a", fa, dict(shape, T=100), [{"tile": other, "status": "ok", "median_ms": 1.0}])
+            udb.save(user_db)
+            check(TU.db_paths() == [user_db, TU.PACKAGED_DB], f"order {TU.db_paths()}")
+            check(TU.tuned_tile(cfg, "sm_90a", 100, 1, 32) == other
+                  and TU.tuned_tile(cfg, "sm_90a", 8192, 1, 32) == tile, "first database with an entry wins")
+            check(TU.db_tiles(cfg, "sm_90a") == [B.normalise_tile(other), B.normalise_tile(tile)],
+                  f"db_tiles {TU.db_tiles(cfg, 'sm_90a')}")
+        finally:
+            TU.PACKAGED_DB = saved_packaged
+            if saved_home is None:
+                os.environ.pop("HOME", None)
+            else:
+                os.environ["HOME"] = saved_home
+            os.environ["KDA_TUNING_DB"] = ""
+        ok("databases consulted: the user's, then the package's (first entry wins)")
+
         # Old compilers, and pruning in kda-tune compile.
         old = os.path.join(tmp, "kda-compile-old")
         with open(old, "w") as f:
@@ -312,7 +346,7 @@ def part_unit(tmp):
     # chunk 64: refused by the "compiler" (shared memory) -> pruned.
     proc = subprocess.run([sys.executable, tool, "compile", "--chip", "sm_80", "--config", cfg_file,
                            "--kda-compile", ca, "--out", plan, "--threads", "128", "--v-blocks", "64",
-                           "--shape", "T=64,N=1,H=2", "--jobs", "2"],
+                           "--state-prefetch", "1", "--shape", "T=64,N=1,H=2", "--jobs", "2"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env=dict(os.environ, FAKE_REFUSE_64="1"))
     check(proc.returncode == 0, f"kda-tune compile with a fake compiler:\n{proc.stdout}")
@@ -325,7 +359,7 @@ def part_unit(tmp):
     plan2 = os.path.join(tmp, "plan-amd")
     proc = subprocess.run([sys.executable, tool, "compile", "--chip", "gfx942", "--config", cfg_file,
                            "--kda-compile", ca, "--out", plan2, "--threads", "128", "--v-blocks", "64",
-                           "--chunks", "16,32", "--shape", "T=64,N=1,H=2"],
+                           "--state-prefetch", "1", "--chunks", "16,32", "--shape", "T=64,N=1,H=2"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     with open(os.path.join(plan2, "plan.json")) as f:
         p2 = json.load(f)
@@ -357,8 +391,8 @@ def part_flow(kda_tune, kda_compile, runtime, tmp):
         json.dump(cfg, f)
     plan = os.path.join(tmp, "plan")
     out = run([kda_tune, "compile", "--chip", "sm_90a", "--config", cfg_file, "--out", plan,
-               "--chunks", "16,32", "--v-blocks", "16", "--threads", "128", "--jobs", "2",
-               "--shape", "T=256,N=2,H=2", "--shape", "T=4096,N=1,H=4"], env)
+               "--chunks", "16,32", "--v-blocks", "16", "--threads", "128", "--state-prefetch", "1",
+               "--jobs", "2", "--shape", "T=256,N=2,H=2", "--shape", "T=4096,N=1,H=4"], env)
     with open(os.path.join(plan, "plan.json")) as f:
         p = json.load(f)
     cands = p["configs"][0]["candidates"]

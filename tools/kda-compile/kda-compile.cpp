@@ -20,6 +20,8 @@
 #include "passes/Passes.h"
 #include "tools/Registration.h"
 
+#include "KdaSourceHash.h" // KDA_SOURCE_HASH, generated at build time
+
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -41,6 +43,8 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
+
+#include <cstdlib>
 #include "llvm/Support/SHA256.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -123,7 +127,10 @@ static cl::opt<std::string> tuningDb(
 static cl::opt<std::string> tuningShape(
     "tuning-shape",
     cl::desc("T,N,HV: tokens per sequence, sequences, value heads of the "
-             "calls to tune for (with --tuning-db)"),
+             "calls to tune for: the tile of --tuning-db, else of the first "
+             "database with one among $KDA_TUNING_DB (alone when set; empty: "
+             "none), ~/.cache/kda/tuning.json and the package's "
+             "kda/tuning.json"),
     cl::init(""), cl::cat(compileCategory));
 static cl::opt<bool> keepPtx("keep-ptx",
                              cl::desc("also write each kernel's assembly "
@@ -217,32 +224,27 @@ FailureOr<llvm::json::Object> amdResources(StringRef hsaco, StringRef kernel,
   return failure();
 }
 
-/// A stable string naming this compiler build: "kda-<hash>-llvm<x.y.z>".
+/// A stable string naming this compiler: "kda-<hash>-llvm<x.y.z>".
 ///
-/// <hash> is the SHA-256 (first 16 hex digits) of this executable's bytes.
-/// Every kda library (dialect, passes, lowering) is linked statically into
-/// it, so any change of kda's code, committed or not, and any rebuild
-/// against other LLVM headers changes it; a git revision baked in at
-/// configure time would miss uncommitted edits and builds that skipped
-/// reconfiguring. What the bytes do not cover are the shared libLLVM /
+/// <hash> is the SHA-256 (first 16 hex digits) of the compiler's sources
+/// (dialect/, passes/, lowering/, tools/kda-compile/, tools/Registration.*:
+/// every file, by path and content), computed at build time
+/// (cmake/KdaSourceHash.cmake). Any edit of them, committed or not, changes
+/// it, and two builds of the same sources share it whatever the machine or
+/// build directory: a tuning database (kda-tune) or bundle cache made by
+/// one build serves the other. (The executable's bytes would not: they embed
+/// build paths.) What the sources do not cover are the shared libLLVM /
 /// libMLIR the executable loads: their version, as the loaded library
 /// reports it (LLVMGetVersion, not the headers'), is the suffix, so a
-/// Debian LLVM upgrade under an unchanged binary changes the fingerprint
-/// too. (Not covered: the CUDA toolkit's ptxas, found per call.)
-std::string compilerFingerprint(const char *argv0) {
-  static int anchor;
-  std::string exe = llvm::sys::fs::getMainExecutable(
-      argv0, reinterpret_cast<void *>(&anchor));
-  std::string hash = "unknown";
-  if (auto bytes = llvm::MemoryBuffer::getFile(exe, /*IsText=*/false,
-                                               /*RequiresNullTerminator=*/false))
-    hash = llvm::toHex(llvm::SHA256::hash(llvm::arrayRefFromStringRef(
-                           (*bytes)->getBuffer())),
-                       /*LowerCase=*/true)
-               .substr(0, 16);
+/// Debian LLVM upgrade changes the fingerprint too. (Not covered: the host
+/// C++ compiler that built kda-compile, and the CUDA toolkit's ptxas, found
+/// per call.)
+std::string compilerFingerprint() {
   unsigned major = 0, minor = 0, patch = 0;
   LLVMGetVersion(&major, &minor, &patch);
-  return llvm::formatv("kda-{0}-llvm{1}.{2}.{3}", hash, major, minor, patch)
+  return llvm::formatv("kda-{0}-llvm{1}.{2}.{3}",
+                       llvm::StringRef(KDA_SOURCE_HASH).substr(0, 16), major,
+                       minor, patch)
       .str();
 }
 
@@ -386,7 +388,7 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; ++i)
     if (llvm::StringRef(argv[i]) == "--fingerprint" ||
         llvm::StringRef(argv[i]) == "-fingerprint") {
-      llvm::outs() << compilerFingerprint(argv[0]) << "\n";
+      llvm::outs() << compilerFingerprint() << "\n";
       return 0;
     }
   cl::HideUnrelatedOptions(compileCategory);
@@ -401,7 +403,7 @@ int main(int argc, char **argv) {
     return fail("unsupported chip '" + chip +
                 "' (expected sm_80, sm_90a, gfx90a, gfx942 or gfx1100)");
   const bool amd = target->vendor == mlir::kda::GpuTarget::Vendor::Amd;
-  if (!tuningDb.empty()) {
+  if (!tuningDb.empty() || !tuningShape.empty()) {
     int64_t t = 0, n = 0, hv = 0;
     llvm::SmallVector<StringRef> parts;
     StringRef(tuningShape).split(parts, ',');
@@ -410,6 +412,33 @@ int main(int argc, char **argv) {
         t < 1 || n < 1 || hv < 1)
       return fail("--tuning-db needs --tuning-shape=T,N,HV (positive "
                   "integers), found '" + tuningShape + "'");
+    // The databases to consult, in order (kda.tune.db_paths).
+    std::vector<std::string> databases;
+    if (!tuningDb.empty()) {
+      databases.push_back(tuningDb);
+    } else if (const char *env = std::getenv("KDA_TUNING_DB")) {
+      if (*env)
+        databases.push_back(env);
+    } else {
+      llvm::SmallString<256> user;
+      if (llvm::sys::path::home_directory(user)) {
+        llvm::sys::path::append(user, ".cache", "kda", "tuning.json");
+        if (llvm::sys::fs::exists(user))
+          databases.push_back(std::string(user));
+      }
+      static int anchor;
+      llvm::SmallString<256> installed(llvm::sys::path::parent_path(
+          llvm::sys::fs::getMainExecutable(argv[0],
+                                           reinterpret_cast<void *>(&anchor))));
+      llvm::sys::path::append(installed, "..", "share", "kda", "python");
+      llvm::sys::path::append(installed, "kda", "tuning.json");
+      for (std::string candidate :
+           {std::string(installed), std::string(KDA_SOURCE_TUNING_DB)})
+        if (llvm::sys::fs::exists(candidate)) {
+          databases.push_back(candidate);
+          break;
+        }
+    }
     std::string error;
     auto input = llvm::MemoryBuffer::getFileOrSTDIN(inputFile);
     if (!input)
@@ -419,10 +448,16 @@ int main(int argc, char **argv) {
         llvm::SHA256::hash(llvm::arrayRefFromStringRef((*input)->getBuffer())),
         /*LowerCase=*/true);
     std::string bucket = shapeBucket(t, n, hv);
-    auto tile = lookupTunedTile(tuningDb, hash, chip, compilerFingerprint(argv[0]),
-                                bucket, error);
-    if (failed(tile))
-      return fail(error);
+    FailureOr<std::optional<llvm::json::Object>> tile =
+        std::optional<llvm::json::Object>();
+    for (const std::string &db : databases) {
+      tile = lookupTunedTile(db, hash, chip, compilerFingerprint(), bucket,
+                             error);
+      if (failed(tile))
+        return fail(error);
+      if (*tile)
+        break;
+    }
     if (!*tile) {
       llvm::outs() << "kda-compile: no tuned tile for this module on " << chip
                    << " in bucket " << bucket << ": the chip's defaults\n";
@@ -437,12 +472,14 @@ int main(int argc, char **argv) {
       take(subChunk, "sub_chunk");
       take(vBlock, "v_block");
       take(threads, "threads");
+      if (statePrefetch.getNumOccurrences() == 0)
+        if (std::optional<int64_t> v = (*tile)->getInteger("state_prefetch"))
+          statePrefetch = *v != 0;
       llvm::outs() << "kda-compile: tuned tile for bucket " << bucket
                    << ": chunk=" << chunk << " sub_chunk=" << subChunk
-                   << " v_block=" << vBlock << " threads=" << threads << "\n";
+                   << " v_block=" << vBlock << " threads=" << threads
+                   << (statePrefetch ? "" : " state_prefetch=0") << "\n";
     }
-  } else if (!tuningShape.empty()) {
-    return fail("--tuning-shape is only used with --tuning-db");
   }
   // Before anything slow: tiles are static, so an unbounded --chunk would
   // build (and allocate) chunk x chunk tiles. 0 stands for the chip's default.
@@ -756,7 +793,7 @@ int main(int argc, char **argv) {
   manifest["source_hash"] = llvm::toHex(
       llvm::SHA256::hash(llvm::arrayRefFromStringRef(source->getBuffer())),
       /*LowerCase=*/true);
-  manifest["compiler_fingerprint"] = compilerFingerprint(argv[0]);
+  manifest["compiler_fingerprint"] = compilerFingerprint();
   manifest["kernels"] = std::move(kernels);
   if (!entries.empty())
     manifest["entries"] = std::move(entries);

@@ -175,12 +175,47 @@ def _tile_id(tile: Dict[str, int]) -> str:
     return json.dumps(_b.normalise_tile(tile), sort_keys=True)
 
 
-def _winner(candidates: List[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    ok = [c for c in candidates if c.get("status") == "ok" and c.get("median_ms") is not None]
+def shape_id(shape: Dict[str, Any]) -> str:
+    """A measured shape as text: ``T=8192,N=1,H=32,HV=32`` (and
+    ``,lens=1300:547`` for a ragged batch)."""
+    text = ",".join(f"{k}={shape[k]}" for k in ("T", "N", "H", "HV") if k in shape)
+    if shape.get("lens"):
+        text += ",lens=" + ":".join(str(x) for x in shape["lens"])
+    return text
+
+
+def _winner(candidates: List[Dict[str, Any]], shapes: Optional[List[Dict[str, Any]]] = None,
+            baselines: Optional[Dict[str, Dict[str, int]]] = None) -> Optional[Dict[str, Any]]:
+    """The fastest candidate over the entry's shapes (sum of their medians)
+    among those measured correct on every one of them and, on each shape,
+    no slower than that shape's baseline (the tile kda.ops would choose
+    without a database: the shape policy's, or the chip default), so that a
+    tuned tile never loses to the default on a measured shape. None when no
+    candidate qualifies (shapes of one bucket whose baselines differ and no
+    tile is as fast as each): lookups then keep the default."""
+    ids = [shape_id(s) for s in shapes] if shapes else []
+
+    def times(c):
+        by = c.get("by_shape")
+        if not ids or not by:  # one shape, recorded before per-shape times
+            return [c["median_ms"]] if c.get("median_ms") is not None else None
+        if any(by.get(i) is None for i in ids):
+            return None
+        return [by[i] for i in ids]
+
+    ok = [c for c in candidates if c.get("status") == "ok" and times(c) is not None]
     if not ok:
         return None
-    best = min(ok, key=lambda c: (c["median_ms"], _tile_id(c["tile"])))
-    return {"tile": dict(best["tile"]), "median_ms": best["median_ms"]}
+    limits = []
+    for n, i in enumerate(ids):
+        base = (baselines or {}).get(i)
+        match = [c for c in ok if base is not None and _tile_id(c["tile"]) == _tile_id(base)]
+        limits.append(times(match[0])[n] if match else None)
+    fit = [c for c in ok if all(lim is None or t <= lim for t, lim in zip(times(c), limits))]
+    if not fit:
+        return None
+    best = min(fit, key=lambda c: (sum(times(c)), _tile_id(c["tile"])))
+    return {"tile": dict(best["tile"]), "median_ms": sum(times(best))}
 
 
 class TuningDB:
@@ -231,18 +266,27 @@ class TuningDB:
 
     # -- updates -------------------------------------------------------------
     def add(self, cfg: Dict[str, Any], chip: str, fingerprint: str, shape: Dict[str, int],
-            candidates: List[Dict[str, Any]]) -> str:
+            candidates: List[Dict[str, Any]], multiprocessors: Optional[int] = None) -> str:
         """Adds one shape's measurements (a list of {"tile", "status",
-        "median_ms", ...}); returns the entry's key."""
-        bucket = shape_bucket(shape["T"], shape["N"], shape.get("HV", shape.get("H", 1)))
+        "median_ms", ...}); returns the entry's key. ``multiprocessors`` (of
+        the GPU that measured) names the shape's baseline, the shape
+        policy's tile; without it the chip default is."""
+        HV = shape.get("HV", shape.get("H", 1))
+        bucket = shape_bucket(shape["T"], shape["N"], HV)
         h = config_key(cfg, chip)
         key = entry_key(h, chip, fingerprint, bucket)
+        sid = shape_id(shape)
+        cands = copy.deepcopy(candidates)
+        for c in cands:
+            c["by_shape"] = {sid: c.get("median_ms") if c.get("status") == "ok" else None}
+            c["status_by_shape"] = {sid: c.get("status")}
+        base = shape_policy_tile(cfg, chip, shape["N"], HV, multiprocessors or 0) or default_tile(chip)
         new = {"config": copy.deepcopy(cfg), "config_hash": h, "chip": chip,
                "compiler_fingerprint": fingerprint, "bucket": bucket,
                # What kda-compile --tuning-db matches: it sees the module, not cfg.
                "source_hash": hashlib.sha256(_b.to_mlir(cfg).encode()).hexdigest(),
-               "shapes": [dict(shape)], "candidates": copy.deepcopy(candidates)}
-        new["winner"] = _winner(new["candidates"])
+               "shapes": [dict(shape)], "baselines": {sid: _b.normalise_tile(base)},
+               "candidates": cands}
         self._merge_entry(key, new)
         return key
 
@@ -250,17 +294,30 @@ class TuningDB:
         old = self.entries.get(key)
         if old is None:
             self.entries[key] = copy.deepcopy(new)
-            self.entries[key]["winner"] = _winner(self.entries[key]["candidates"])
+            e = self.entries[key]
+            e["winner"] = _winner(e["candidates"], e.get("shapes"), e.get("baselines"))
             return
         by_tile = {_tile_id(c["tile"]): c for c in old["candidates"]}
         for c in new["candidates"]:
-            by_tile[_tile_id(c["tile"])] = copy.deepcopy(c)  # the latest measurement wins
+            k = _tile_id(c["tile"])
+            prev = by_tile.get(k)
+            merged = copy.deepcopy(c)  # the latest measurement wins, shape by shape
+            if prev is not None:
+                merged["by_shape"] = dict(prev.get("by_shape") or {}, **(c.get("by_shape") or {}))
+                merged["status_by_shape"] = dict(prev.get("status_by_shape") or {},
+                                                 **(c.get("status_by_shape") or {}))
+            statuses = list((merged.get("status_by_shape") or {}).values())
+            if statuses:
+                merged["status"] = "ok" if all(x == "ok" for x in statuses) else next(
+                    x for x in statuses if x != "ok")
+            by_tile[k] = merged
         old["candidates"] = [by_tile[k] for k in sorted(by_tile)]
         shapes = old.setdefault("shapes", [])
         for s in new.get("shapes", []):
             if s not in shapes:
                 shapes.append(dict(s))
-        old["winner"] = _winner(old["candidates"])
+        old.setdefault("baselines", {}).update(new.get("baselines") or {})
+        old["winner"] = _winner(old["candidates"], old["shapes"], old["baselines"])
 
     def merge(self, other: "TuningDB") -> "TuningDB":
         for key, e in other.entries.items():

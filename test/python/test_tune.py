@@ -184,7 +184,9 @@ def part_unit(tmp):
     check(db.lookup(small_cfg(V=64), "sm_90a", fa, 8192, 1, 32) is None, "no entry for another configuration")
     check(db.lookup(cfg, "sm_90a", fb, 8192, 1, 32) is None, "another compiler fingerprint is ignored")
     check(db.lookup(cfg, "sm_90a", None, 8192, 1, 32) == t32, "unknown fingerprint: any compiler's entry")
-    # merge: a newer measurement of a tile replaces the old one; the winner is recomputed
+    # merge: measurements are kept shape by shape (a newer one of a tile and shape replaces the
+    # older); the winner must be measured on every shape of its bucket (sum of medians) and no
+    # slower than each shape's baseline (here the chip default, t16)
     other = TU.TuningDB()
     other.add(cfg, "sm_90a", fa, {"T": 16000, "N": 1, "H": 32, "HV": 32}, [
         {"tile": t32, "status": "ok", "median_ms": 3.0, "measured": "2026-12-01T02:00:00Z"}])
@@ -192,9 +194,30 @@ def part_unit(tmp):
         {"tile": t16, "status": "ok", "median_ms": 2.0, "measured": "2026-12-01T03:00:00Z"}])
     db.merge(other)
     e = db.entries[k1]
-    check(e["winner"]["tile"] == t16 and len(e["candidates"]) == 3 and len(e["shapes"]) == 2,
-          f"merged entry {e['winner']} {len(e['candidates'])} {e['shapes']}")
+    check(e["winner"] == {"tile": t32, "median_ms": 5.5} and len(e["candidates"]) == 3
+          and len(e["shapes"]) == 2, f"merged entry {e['winner']} {len(e['candidates'])} {e['shapes']}")
+    db.add(cfg, "sm_90a", fa, {"T": 16000, "N": 1, "H": 32, "HV": 32}, [
+        {"tile": t16, "status": "ok", "median_ms": 2.0, "measured": "2026-12-01T02:30:00Z"}])
+    e = db.entries[k1]
+    check(e["winner"] == {"tile": t16, "median_ms": 4.7}, f"t16 on both shapes wins: {e['winner']}")
     check(db.lookup(cfg, "sm_90a", fa, 8192, 1, 32) == t16, "merge recomputes the winner")
+    # The never-slower rule: shapes of one bucket whose baselines (the shape policy's tiles on a
+    # 132-multiprocessor chip: V blocks of 32 for 64 heads, 32 without prefetch for 96) differ,
+    # and no tile as fast as each baseline on its shape: no winner, the lookup keeps the default.
+    pcfg = B.gated_delta_config(K=128, V=128, qk_dtype="bf16", v_dtype="bf16",
+                                gate={"form": "channel", "dtype": "bf16"}, beta_dtype="bf16")
+    vb32, vb32np = TU.make_tile(16, 32, 128), TU.make_tile(16, 32, 128, state_prefetch=False)
+    pdb = TU.TuningDB()
+    kp = pdb.add(pcfg, "sm_90a", fa, {"T": 8192, "N": 1, "H": 64, "HV": 64}, [
+        {"tile": vb32, "status": "ok", "median_ms": 1.50}, {"tile": vb32np, "status": "ok", "median_ms": 1.75}],
+        multiprocessors=132)
+    check(pdb.entries[kp]["winner"]["tile"] == vb32, "one shape: its baseline (the policy's tile) wins")
+    pdb.add(pcfg, "sm_90a", fa, {"T": 8192, "N": 1, "H": 96, "HV": 96}, [
+        {"tile": vb32, "status": "ok", "median_ms": 2.70}, {"tile": vb32np, "status": "ok", "median_ms": 2.15}],
+        multiprocessors=132)
+    check(pdb.entries[kp]["baselines"] == {"T=8192,N=1,H=64,HV=64": vb32, "T=8192,N=1,H=96,HV=96": vb32np}
+          and pdb.entries[kp]["winner"] is None
+          and pdb.lookup(pcfg, "sm_90a", fa, 8192, 1, 64) is None, f"no winner: {pdb.entries[kp]['winner']}")
     check(db.lookup(cfg, "sm_90a", fb, 8192, 1, 32) == t16 and k2 in db.entries, "compiler B's entry merged")
     check(db.lookup_entry(cfg, "sm_90a", None, 8192, 1, 32)["compiler_fingerprint"] == fb,
           "unknown fingerprint: the entry measured last")
@@ -462,17 +485,85 @@ def part_flow(kda_tune, kda_compile, runtime, tmp):
     ok("kda-tune pick: database winner chunk 32, lookup by the package, other fingerprints ignored")
 
 
+def part_packaged(kda_tune, kda_compile, tmp):
+    """The package's database (python/kda/tuning.json): well formed, covering
+    bench/BENCH.md's configuration (kda-tune's presets kimi and kimi-varlen)
+    on sm_90a in the buckets of its cases, every winner no slower than its
+    shapes' baselines; and where it was tuned with this very compiler (the
+    fingerprint is a hash of the compiler's sources), kda-compile
+    --tuning-shape and kda.ops pick its tiles up with no database named."""
+    src = open(kda_tune).read().replace("@KDA_PYTHON_DIR@", os.path.join(ROOT, "python"))
+    kt = {"__file__": kda_tune, "__name__": "kda_tune_module"}
+    exec(compile(src, kda_tune, "exec"), kt)
+    db = TU.TuningDB.load(TU.PACKAGED_DB, missing_ok=False)
+    kimi, varlen = kt["preset_configs"]("kimi")[0], kt["preset_configs"]("kimi-varlen")[0]
+    want = {(TU.config_key(kimi, "sm_90a"), TU.shape_bucket(T, N, H))
+            for T, N, H in ((8192, 1, 32), (8192, 1, 64), (8192, 1, 96), (32768, 1, 32), (4096, 8, 32))}
+    want.add((TU.config_key(varlen, "sm_90a"), TU.shape_bucket(8192 // 6, 6, 64)))
+    have = {(e["config_hash"], e["bucket"]) for e in db.entries.values() if e["chip"] == "sm_90a"}
+    check(want <= have, f"the package's database lacks {sorted(want - have)}")
+    fingerprints = {e["compiler_fingerprint"] for e in db.entries.values()}
+    check(len(fingerprints) == 1, f"one compiler's entries, found {fingerprints}")
+    for e in db.entries.values():
+        w = e.get("winner")
+        if not w:
+            continue
+        c = next(c for c in e["candidates"] if B.normalise_tile(c["tile"]) == B.normalise_tile(w["tile"]))
+        for s in e["shapes"]:
+            sid = TU.shape_id(s)
+            base = next(b for b in e["candidates"]
+                        if B.normalise_tile(b["tile"]) == B.normalise_tile(e["baselines"][sid]))
+            check(c["by_shape"][sid] <= base["by_shape"][sid], f"{e['bucket']} {sid}: the winner is slower")
+    ok(f"package database: {len(db.entries)} entries for BENCH.md's configuration on sm_90a, winners never slower")
+    fp = B.compiler_fingerprint(kda_compile)
+    (stored,) = fingerprints
+    if stored != fp:
+        # A compiler whose sources changed since the database was tuned: its entries are (rightly)
+        # ignored. Re-tune on the GPU machine (bench/RESULTS.md, kda-tune section) to ship tiles again.
+        print(f"note package database tuned with {stored}, this compiler is {fp}: re-tune to use it")
+        return
+    env = dict(os.environ, HOME=os.path.join(tmp, "nohome"))
+    env.pop("KDA_TUNING_DB", None)
+    mod = os.path.join(tmp, "kimi.mlir")
+    with open(mod, "w") as f:
+        f.write(B.to_mlir(kimi))
+    e8 = next(e for e in db.entries.values()
+              if e["config_hash"] == TU.config_key(kimi, "sm_90a") and e["bucket"] == TU.shape_bucket(4096, 8, 32))
+    w = e8["winner"]["tile"]
+    proc = subprocess.run([kda_compile, mod, "-o", os.path.join(tmp, "kimi-b"), "--chip=sm_90a",
+                           "--tuning-shape=4096,8,32"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, env=env)
+    expect = (f"tuned tile for bucket {TU.shape_bucket(4096, 8, 32)}: chunk={w['chunk']} sub_chunk={w['sub_chunk']} "
+              f"v_block={w['v_block']} threads={w['threads']}")
+    check(proc.returncode == 0 and expect in proc.stdout, f"kda-compile --tuning-shape:\n{proc.stdout}")
+    saved = {k: os.environ.get(k) for k in ("HOME", "KDA_TUNING_DB", "KDA_COMPILE")}
+    try:
+        os.environ.update(HOME=env["HOME"], KDA_COMPILE=kda_compile)
+        os.environ.pop("KDA_TUNING_DB", None)
+        check(TU.tuned_tile(kimi, "sm_90a", 4096, 8, 32) == w, "kda.ops' lookup: the package's tile")
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    ok("package database: kda-compile --tuning-shape and kda.ops use it with no database named")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--tmp", required=True)
     ap.add_argument("--flow", action="store_true")
+    ap.add_argument("--packaged", action="store_true")
     ap.add_argument("--kda-tune")
     ap.add_argument("--kda-compile")
     ap.add_argument("--runtime")
     args = ap.parse_args()
     tmp = os.path.abspath(args.tmp)
     os.makedirs(tmp, exist_ok=True)
-    if args.flow:
+    if args.packaged:
+        part_packaged(os.path.abspath(args.kda_tune), os.path.abspath(args.kda_compile), tmp)
+    elif args.flow:
         part_flow(os.path.abspath(args.kda_tune), os.path.abspath(args.kda_compile),
                   os.path.abspath(args.runtime), tmp)
     else:

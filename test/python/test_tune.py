@@ -396,9 +396,12 @@ def part_unit(tmp):
 # Part "flow"
 # ---------------------------------------------------------------------------
 
-def run(cmd, env=None):
+def run(cmd, env=None, expect_fail=False):
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    check(proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout}")
+    if expect_fail:
+        check(proc.returncode != 0, f"{' '.join(cmd)} succeeded:\n{proc.stdout}")
+    else:
+        check(proc.returncode == 0, f"{' '.join(cmd)} failed:\n{proc.stdout}")
     return proc.stdout
 
 
@@ -483,6 +486,28 @@ def part_flow(kda_tune, kda_compile, runtime, tmp):
     out = run([kda_tune, "db", "show", "--db", db, "--fingerprint", fp], env)
     check(out.count("T") >= 2, out)
     ok("kda-tune pick: database winner chunk 32, lookup by the package, other fingerprints ignored")
+    # The plot: a PNG (signature, IHDR of the size kda-tune reports, RGB), the winner's bar green.
+    png = os.path.join(tmp, "tuning.png")
+    out = run([kda_tune, "plot", "--db", db, "-o", png], env)
+    import struct
+    import zlib
+    with open(png, "rb") as f:
+        data = f.read()
+    w, h, depth, kind = struct.unpack(">IIBB", data[16:26])
+    check(data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR" and depth == 8 and kind == 2
+          and f"{w} x {h} pixels" in out, f"plot: {out} {data[:26]!r}")
+    idat = b""
+    at = 8
+    while at < len(data):
+        n = struct.unpack(">I", data[at:at + 4])[0]
+        if data[at + 4:at + 8] == b"IDAT":
+            idat += data[at + 8:at + 8 + n]
+        at += 12 + n
+    raw = zlib.decompress(idat)
+    check(len(raw) == h * (1 + 3 * w) and bytes((40, 160, 60)) * 4 in raw, "plot: pixels, a green (winner) bar")
+    bad = run([kda_tune, "plot", "--db", db, "-o", png, "--chip", "gfx942"], env, expect_fail=True)
+    check("no entries for chip gfx942" in bad, bad)
+    ok("kda-tune plot: a PNG of every candidate per bucket, the winner marked")
 
 
 def part_packaged(kda_tune, kda_compile, tmp):

@@ -391,12 +391,9 @@ OpFoldResult boundaryCount(ImplicitLocOpBuilder &b, GatedDeltaOp op) {
   if (!ShapedType::isDynamic(nt))
     return b.getIndexAttr(nt);
   if (!op.getCuSeqlens()) {
-    int64_t interval = *op.getBoundaryInterval();
-    Value t = tensor::DimOp::create(b, op.getQ(), 1);
-    Value minusOne = arith::ConstantIndexOp::create(b, interval - 1);
-    return arith::DivUIOp::create(
-               b, arith::AddIOp::create(b, t, minusOne),
-               arith::ConstantIndexOp::create(b, interval))
+    return arith::CeilDivUIOp::create(
+               b, tensor::DimOp::create(b, op.getQ(), 1),
+               arith::ConstantIndexOp::create(b, *op.getBoundaryInterval()))
         .getResult();
   }
   return tensor::DimOp::create(b, kernelDestination(boundary), 1).getResult();
@@ -793,9 +790,10 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
               [&](OpBuilder &nb2, Location loc2, Value j, ValueRange iter2) {
                 ImplicitLocOpBuilder jb(loc2, nb2);
                 Value raw = tensor::ExtractOp::create(jb, table, ValueRange{n, j});
-                Value slot64 = arith::ExtSIOp::create(jb, jb.getI64Type(), raw);
-                if (raw.getType().isInteger(64))
-                  slot64 = raw;
+                Value slot64 =
+                    raw.getType().isInteger(64)
+                        ? raw
+                        : Value(arith::ExtSIOp::create(jb, jb.getI64Type(), raw));
                 Value nonNeg = arith::CmpIOp::create(
                     jb, arith::CmpIPredicate::sge, slot64,
                     arith::ConstantIntOp::create(jb, 0, 64));

@@ -210,12 +210,9 @@ struct KdaOutlineKernelsPass
       // With cu_seqlens, NT is the caller's (at most this, T being the
       // total); a bundle's caller passes the buffer and this host-side
       // allocation is not part of it.
-      int64_t interval = *gd.getBoundaryInterval();
-      return arith::DivUIOp::create(
-          b, loc,
-          arith::AddIOp::create(
-              b, loc, t, arith::ConstantIndexOp::create(b, loc, interval - 1)),
-          arith::ConstantIndexOp::create(b, loc, interval));
+      return arith::CeilDivUIOp::create(
+          b, loc, t,
+          arith::ConstantIndexOp::create(b, loc, *gd.getBoundaryInterval()));
     }
     if (want == "S") { // a pool of boundary states: the caller's
       // One slot per table entry on the host side; a bundle's caller passes

@@ -184,6 +184,31 @@ def shape_id(shape: Dict[str, Any]) -> str:
     return text
 
 
+def shape_times(candidate: Dict[str, Any], ids: List[str]) -> Optional[List[float]]:
+    """A candidate's median per shape (``ids``: shape_id of each), or None
+    unless it was measured on all of them (an entry of one shape recorded
+    before per-shape times: its median)."""
+    by = candidate.get("by_shape")
+    if not ids or not by:
+        return [candidate["median_ms"]] if candidate.get("median_ms") is not None else None
+    if any(by.get(i) is None for i in ids):
+        return None
+    return [by[i] for i in ids]
+
+
+def baseline_times(candidates: List[Dict[str, Any]], ids: List[str],
+                   baselines: Optional[Dict[str, Dict[str, int]]]) -> List[Optional[float]]:
+    """Per shape (``ids``), the time of its baseline tile among
+    ``candidates`` (None where that tile was not measured correct on it)."""
+    out: List[Optional[float]] = []
+    for i in ids:
+        base = (baselines or {}).get(i)
+        c = next((c for c in candidates if base is not None and c.get("status") == "ok"
+                  and _tile_id(c["tile"]) == _tile_id(base)), None)
+        out.append((c.get("by_shape") or {}).get(i) if c else None)
+    return out
+
+
 def _winner(candidates: List[Dict[str, Any]], shapes: Optional[List[Dict[str, Any]]] = None,
             baselines: Optional[Dict[str, Dict[str, int]]] = None) -> Optional[Dict[str, Any]]:
     """The fastest candidate over the entry's shapes (sum of their medians)
@@ -196,21 +221,12 @@ def _winner(candidates: List[Dict[str, Any]], shapes: Optional[List[Dict[str, An
     ids = [shape_id(s) for s in shapes] if shapes else []
 
     def times(c):
-        by = c.get("by_shape")
-        if not ids or not by:  # one shape, recorded before per-shape times
-            return [c["median_ms"]] if c.get("median_ms") is not None else None
-        if any(by.get(i) is None for i in ids):
-            return None
-        return [by[i] for i in ids]
+        return shape_times(c, ids)
 
     ok = [c for c in candidates if c.get("status") == "ok" and times(c) is not None]
     if not ok:
         return None
-    limits = []
-    for n, i in enumerate(ids):
-        base = (baselines or {}).get(i)
-        match = [c for c in ok if base is not None and _tile_id(c["tile"]) == _tile_id(base)]
-        limits.append(times(match[0])[n] if match else None)
+    limits = baseline_times(ok, ids, baselines)
     fit = [c for c in ok if all(lim is None or t <= lim for t, lim in zip(times(c), limits))]
     if not fit:
         return None
@@ -454,13 +470,6 @@ def db_paths() -> List[str]:
     if os.path.isfile(PACKAGED_DB):
         out.append(PACKAGED_DB)
     return out
-
-
-def db_path() -> Optional[str]:
-    """The first database db_paths() names (where kda-tune pick writes by
-    default), or None."""
-    paths = db_paths()
-    return paths[0] if paths else None
 
 
 def _loaded(path: str) -> TuningDB:

@@ -99,9 +99,8 @@ def _rows(e: Dict[str, Any]) -> List[Tuple[str, Optional[float], str]]:
     out = []
     for c in e["candidates"]:
         tile = _b.normalise_tile(c["tile"])
-        by = c.get("by_shape") or {}
-        ms = (sum(by[i] for i in ids) if ids and all(by.get(i) is not None for i in ids)
-              else (c.get("median_ms") if not ids else None))
+        times = _tune.shape_times(c, ids)
+        ms = sum(times) if times else None
         if c.get("status") != "ok" or ms is None:
             kind = c.get("status") or "missing"
             ms = None

@@ -83,16 +83,38 @@ PROLOGUE = dict(use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
                 use_beta_sigmoid_in_kernel=True, lower_bound=LOWER_BOUND, state_v_first=True)
 
 
+def prologue(case):
+    """The FLA-compatible keyword arguments of a prefill case's variant (both libraries get them)."""
+    if case.variant == "softplus":
+        kw = dict(PROLOGUE, safe_gate=False)
+        del kw["lower_bound"]
+        return kw
+    if case.variant == "logspace":
+        return dict(use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+                    use_beta_sigmoid_in_kernel=False, state_v_first=True)
+    return dict(PROLOGUE, safe_gate=True)
+
+
+def input_dtype(case):
+    return "f16" if case.variant == "fp16" else "bf16"
+
+
 class Case:
     """kind: "fwd" (prefill), "decode" (one token per sequence on a state pool),
     "decode-mtp" (T tokens per sequence on a pool, the state after every token
     kept in its own slot: speculative decoding / MTP) or "decode-seq" (per
     sequence states). boundary: prefill also returns FLA's intermediate states
     h (return_intermediate_states: every 64 tokens, bf16), as a serving
-    engine's prefix cache asks."""
+    engine's prefix cache asks. variant (prefill): "lb" (BENCH.md's configuration),
+    "softplus" (Kimi-Linear's in-kernel gate without lower_bound), "logspace"
+    (FLA's default call: g = logsigmoid(x) in fp32, q and k normalised and beta
+    after its sigmoid beforehand, no in-kernel prologue), "fp16" (BENCH.md's
+    configuration in fp16) or "chunk64" (kda asked for chunk_size=64, FLA's own)."""
 
-    def __init__(self, name, kind, H, B=1, T=None, seqlens=None, N=None, boundary=False, tokens=1):
+    def __init__(self, name, kind, H, B=1, T=None, seqlens=None, N=None, boundary=False, tokens=1,
+                 variant="lb"):
         self.name, self.kind, self.H = name, kind, H
+        self.variant = variant
         self.B, self.T, self.seqlens, self.N = B, T, seqlens, N
         self.boundary = boundary
         if seqlens is not None:
@@ -146,6 +168,13 @@ def all_cases():
         Case("fwd 8x4096 H=32", "fwd", 32, B=8, T=4096),
         Case("fwd-h T=8192 H=32", "fwd", 32, B=1, T=8192, boundary=True),
         Case("fwd-h varlen6 T=8192 H=64", "fwd", 64, seqlens=VARLEN6, boundary=True),
+        # Every gate form, dtype and chunk a user calls (issue 21): each against FLA's same call.
+        Case("fwd softplus T=8192 H=32", "fwd", 32, B=1, T=8192, variant="softplus"),
+        Case("fwd softplus 8x4096 H=32", "fwd", 32, B=8, T=4096, variant="softplus"),
+        Case("fwd logspace T=8192 H=32", "fwd", 32, B=1, T=8192, variant="logspace"),
+        Case("fwd logspace 8x4096 H=32", "fwd", 32, B=8, T=4096, variant="logspace"),
+        Case("fwd fp16 T=8192 H=32", "fwd", 32, B=1, T=8192, variant="fp16"),
+        Case("fwd chunk64 T=8192 H=32", "fwd", 32, B=1, T=8192, variant="chunk64"),
     ]
     for N in (64, 256, 1024):
         cases.append(Case(f"decode pool N={N} H=32", "decode", 32, N=N))
@@ -174,18 +203,22 @@ class Meta:
 
 def kda_config(case, chunk=None):
     H, K, V, B, T = case.H, KV, KV, case.B, case.T
-    q = Meta((B, T, H, K), "bf16")
-    v = Meta((B, T, H, V), "bf16")
-    g = Meta((B, T, H, K), "bf16")
-    beta = Meta((B, T, H), "bf16")
+    dt = input_dtype(case)
+    q = Meta((B, T, H, K), dt)
+    v = Meta((B, T, H, V), dt)
+    g = Meta((B, T, H, K), "f32" if case.variant == "logspace" else dt)
+    beta = Meta((B, T, H), dt)
     A_log, dt_bias = Meta((H,), "f32"), Meta((H * K,), "f32")
     if case.kind == "fwd":
         cu = Meta((case.nseq + 1,), "i64") if case.seqlens is not None else None
         h0 = Meta((case.nseq, H, V, K), "f32")
         extra = dict(return_intermediate_states=True) if case.boundary else {}
+        if case.variant != "logspace":
+            extra.update(A_log=A_log, dt_bias=dt_bias)
+        if case.variant == "chunk64":
+            chunk = 64
         return kops.chunk_kda_config(q, q, v, g, beta, initial_state=h0, output_final_state=True,
-                                     safe_gate=True, cu_seqlens=cu, A_log=A_log, dt_bias=dt_bias,
-                                     chunk_size=chunk, **PROLOGUE, **extra)
+                                     cu_seqlens=cu, chunk_size=chunk, **prologue(case), **extra)
     if case.kind in ("decode", "decode-mtp"):
         pool = Meta((case.pool_slots, H, V, K), "f32")
         idx = Meta((case.N, case.T) if case.kind == "decode-mtp" else (case.N,), "i32")
@@ -301,8 +334,17 @@ def make_set(case, torch, seed):
     def randn(shape, scale=1.0, dtype=bf):
         return (torch.randn(shape, generator=gen, device=dev, dtype=torch.float32) * scale).to(dtype)
 
+    if case.variant == "fp16":
+        bf = torch.float16
     x = dict(q=randn((B, T, H, K)), k=randn((B, T, H, K)), v=randn((B, T, H, V)),
              g=randn((B, T, H, K)), beta=randn((B, T, H)))
+    if case.variant == "logspace":
+        # FLA's default call: the prologue done beforehand (its layer's own steps).
+        F = torch.nn.functional
+        for n in ("q", "k"):
+            x[n] = F.normalize(x[n].float(), dim=-1).to(bf)
+        x["g"] = F.logsigmoid(randn((B, T, H, K), 1.0, torch.float32))
+        x["beta"] = torch.sigmoid(x["beta"].float()).to(bf)
     x["A_log"] = torch.log(1.0 + 15.0 * torch.rand((H,), generator=gen, device=dev))
     x["dt_bias"] = randn((H * K,), 0.5, torch.float32)
     if case.kind == "fwd":
@@ -356,10 +398,11 @@ class Runner:
         chunk_kda, frk, frk_fwd = self.fla
         if c.kind == "fwd":
             extra = {"return_intermediate_states": True} if c.boundary else {}
+            if c.variant != "logspace":
+                extra.update(A_log=x["A_log"], dt_bias=x["dt_bias"])
             return chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], initial_state=x["h0"],
-                             output_final_state=True, safe_gate=True, cu_seqlens=x.get("cu"),
-                             cu_seqlens_cpu=x.get("cu_cpu"), A_log=x["A_log"], dt_bias=x["dt_bias"],
-                             **PROLOGUE, **extra)
+                             output_final_state=True, cu_seqlens=x.get("cu"),
+                             cu_seqlens_cpu=x.get("cu_cpu"), **prologue(c), **extra)
         if c.kind in ("decode", "decode-mtp"):
             pool = self.pool_fla if pool is None else pool
             return frk_fwd(q=x["q"], k=x["k"], v=x["v"], g=x["g"], beta=x["beta"], A_log=x["A_log"],
@@ -372,12 +415,15 @@ class Runner:
         x, c = self.sets[i], self.case
         if c.kind == "fwd":
             extra = {"chunk_size": self.chunk} if self.chunk else {}
+            if c.variant == "chunk64":
+                extra["chunk_size"] = 64
             if c.boundary:
                 extra["return_intermediate_states"] = True
+            if c.variant != "logspace":
+                extra.update(A_log=x["A_log"], dt_bias=x["dt_bias"])
             return self.kda.chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], initial_state=x["h0"],
-                                      output_final_state=True, safe_gate=True, cu_seqlens=x.get("cu"),
-                                      cu_seqlens_cpu=x.get("cu_cpu"), A_log=x["A_log"],
-                                      dt_bias=x["dt_bias"], **PROLOGUE, **extra)
+                                      output_final_state=True, cu_seqlens=x.get("cu"),
+                                      cu_seqlens_cpu=x.get("cu_cpu"), **prologue(c), **extra)
         if c.kind in ("decode", "decode-mtp"):
             pool = self.pool_kda if pool is None else pool
             return self.kda.fused_recurrent_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], x["A_log"],

@@ -153,6 +153,150 @@ struct IntraProgram : kda::LaneBuilder {
     kda::storeRowFromF32(b, b.getLoc(), mem, prefix, col, values);
   }
 
+  /// Stores the warp's partial P = Q K^T and L = K K^T over its columns,
+  /// decayed pairwise by exp(G_i - G_j), into red[warp][0 / 1] (16 x 16;
+  /// entries above the diagonal are left as they come: the reader masks
+  /// them).
+  ///
+  /// Decays enter the products factored, exp(G_i - G_j) =
+  /// exp(G_i - G_m) exp(G_m - G_j), with the reference m = 8 nt + 4 the
+  /// middle row of n tile nt (key rows 8 nt .. 8 nt + 7): every pair
+  /// (i >= j) of the tile then has its positive exponents within 4 gate
+  /// steps (query rows 8 nt .. m - 1) and 3 (key rows m + 1 .. 8 nt + 7);
+  /// rows 8 .. 15 against tile 0 have none. Lower-bounded gates (g >= lb)
+  /// keep them under 4 |lb| <= 80 by construction. Other gates (softplus,
+  /// log-space inputs) may not: a warp whose largest factor exponent exceeds
+  /// 80 (exp overflows f32 near 88) computes its partial products pairwise
+  /// instead, exactly, for any gate (the tile algorithm's form,
+  /// GatedDeltaKernel.cpp). The choice is per warp and per chunk, uniform
+  /// within the warp (mma.sync needs the whole warp), and needs no barrier.
+  void products(SmallVector<Value> *Q, SmallVector<Value> *Kx,
+                SmallVector<Value> *G, Value red) {
+    const bool decays = cfg.gate != "none";
+    Value gRef[2][16];
+    if (decays) {
+      for (int nt = 0; nt < 2; ++nt)
+        for (int64_t c = 0; c < KL; ++c)
+          gRef[nt][c] = shuffle(G[nt][c], laneI32(add(t, 16)),
+                                gpu::ShuffleMode::IDX);
+    }
+    const bool bounded = cfg.gateActivation == GateActivation::lower_bound &&
+                         -cfg.lowerBound * 4.0 <= 80.0;
+    if (!decays || bounded)
+      return factored(Q, Kx, G, gRef, red);
+
+    // The largest exponent the factored form would use, over the warp.
+    Value spread = f32(0.0);
+    auto widen = [&](Value x) {
+      spread = arith::MaximumFOp::create(b, spread, x);
+    };
+    for (int nt = 0; nt < 2; ++nt)
+      for (int64_t c = 0; c < KL; ++c) {
+        widen(fsub(gRef[nt][c], G[nt][c]));
+        for (int h = nt; h < 2; ++h)
+          widen(fsub(G[h][c], gRef[nt][c]));
+      }
+    for (int off : {1, 2, 4, 8, 16})
+      spread = arith::MaximumFOp::create(
+          b, spread, shuffle(spread, i32(off), gpu::ShuffleMode::XOR));
+    Value fits = arith::CmpFOp::create(b, arith::CmpFPredicate::OLE, spread,
+                                       f32(80.0));
+    auto ifOp = scf::IfOp::create(b, fits, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    factored(Q, Kx, G, gRef, red);
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    pairwise(Q, Kx, G, red);
+  }
+
+  /// The factored form: per n tile, A rows Q exp(G_i - G_m) and
+  /// K exp(G_i - G_m) (zero for rows before the tile: they pair with none of
+  /// its keys), B rows K exp(G_m - G_j); mma.sync over the warp's columns.
+  void factored(SmallVector<Value> *Q, SmallVector<Value> *Kx,
+                SmallVector<Value> *G, Value (*gRef)[16], Value red) {
+    const bool delta = cfg.delta;
+    const bool decays = cfg.gate != "none";
+    for (int nt = 0; nt < 2; ++nt) {
+      SmallVector<Value> kR, qA[2], kA[2];
+      for (int64_t c = 0; c < KL; ++c)
+        kR.push_back(decays
+                         ? fmul(Kx[nt][c], exp(fsub(gRef[nt][c], G[nt][c])))
+                         : Kx[nt][c]);
+      for (int h = 0; h < 2; ++h)
+        for (int64_t c = 0; c < KL; ++c) {
+          if (h < nt) {
+            qA[h].push_back(f32(0.0));
+            kA[h].push_back(f32(0.0));
+            continue;
+          }
+          Value up = decays ? exp(fsub(G[h][c], gRef[nt][c])) : Value();
+          qA[h].push_back(decays ? fmul(Q[h][c], up) : Q[h][c]);
+          kA[h].push_back(decays ? fmul(Kx[h][c], up) : Kx[h][c]);
+        }
+      Value acc[2] = {zeroAcc(), zeroAcc()}; // P, L
+      for (int64_t s = 0; s < KL / 2; ++s) {
+        SmallVector<Value> bK = {kR[2 * s], kR[2 * s + 1]};
+        acc[0] = mma({qA[0][2 * s], qA[1][2 * s], qA[0][2 * s + 1],
+                      qA[1][2 * s + 1]},
+                     bK, acc[0]);
+        if (delta)
+          acc[1] = mma({kA[0][2 * s], kA[1][2 * s], kA[0][2 * s + 1],
+                        kA[1][2 * s + 1]},
+                       bK, acc[1]);
+      }
+      // Accumulator element e: row g + 8 (e / 2), column 8 nt + 2t + e % 2.
+      for (int m = 0; m < (delta ? 2 : 1); ++m)
+        for (int64_t e = 0; e < 4; ++e)
+          memref::StoreOp::create(
+              b, element(acc[m], e), red,
+              ValueRange{warp, idx(m), add(g, 8 * (e / 2)),
+                         add(mul(t, 2), 8 * nt + e % 2)});
+    }
+  }
+
+  /// The pairwise form: key row j's columns come from lane (j % 8, t) by
+  /// shuffles, each lane sums its rows' products over its own columns, the
+  /// four lanes of a row group add theirs (butterfly over t), and one of
+  /// them stores the entry.
+  void pairwise(SmallVector<Value> *Q, SmallVector<Value> *Kx,
+                SmallVector<Value> *G, Value red) {
+    const bool delta = cfg.delta;
+    for (int64_t j = 0; j < 16; ++j) {
+      const int hj = j / 8;
+      Value src = laneI32(add(t, 4 * (j % 8)));
+      SmallVector<Value> kj, gj;
+      for (int64_t c = 0; c < KL; ++c) {
+        kj.push_back(shuffle(Kx[hj][c], src, gpu::ShuffleMode::IDX));
+        gj.push_back(shuffle(G[hj][c], src, gpu::ShuffleMode::IDX));
+      }
+      Value sums[2][2]; // [row half][P or L]
+      for (int h = hj; h < 2; ++h) { // rows 0..7 pair with no key past 7
+        Value p = f32(0.0), l = f32(0.0);
+        for (int64_t c = 0; c < KL; ++c) {
+          Value e = exp(fsub(G[h][c], gj[c]));
+          p = fma(fmul(Q[h][c], kj[c]), e, p);
+          if (delta)
+            l = fma(fmul(Kx[h][c], kj[c]), e, l);
+        }
+        for (int off : {1, 2}) {
+          p = fadd(p, shuffle(p, i32(off), gpu::ShuffleMode::XOR));
+          if (delta)
+            l = fadd(l, shuffle(l, i32(off), gpu::ShuffleMode::XOR));
+        }
+        sums[h][0] = p;
+        sums[h][1] = l;
+      }
+      when(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t, idx(0)),
+           [&] {
+             for (int h = hj; h < 2; ++h)
+               for (int m = 0; m < (delta ? 2 : 1); ++m)
+                 memref::StoreOp::create(b, sums[h][m], red,
+                                         ValueRange{warp, idx(m), add(g, 8 * h),
+                                                    idx(j)});
+           });
+    }
+  }
+
   void emit(ArrayRef<Value> ivs) {
     Value n = ivs[0], chunkIdx = ivs[1], head = ivs[2];
     Value row, start, length;
@@ -288,7 +432,7 @@ struct IntraProgram : kda::LaneBuilder {
     // Gate: activation, zero past the sequence's end, prefix sum over the
     // chunk's rows (a shuffle scan over g, then the first half's total into
     // the second), G at the first and last rows.
-    SmallVector<Value> G[2], gFirst, gLast;
+    SmallVector<Value> G[2], gLast;
     if (decays) {
       for (int h = 0; h < 2; ++h)
         for (int64_t c = 0; c < KL; ++c) {
@@ -311,11 +455,8 @@ struct IntraProgram : kda::LaneBuilder {
       for (int64_t c = 0; c < KL; ++c)
         G[1][c] = fadd(G[1][c], shuffle(G[0][c], fromRow7,
                                         gpu::ShuffleMode::IDX));
-      Value fromRow0 = laneI32(t);
-      for (int64_t c = 0; c < KL; ++c) {
-        gFirst.push_back(shuffle(G[0][c], fromRow0, gpu::ShuffleMode::IDX));
+      for (int64_t c = 0; c < KL; ++c)
         gLast.push_back(shuffle(G[1][c], fromRow7, gpu::ShuffleMode::IDX));
-      }
     }
 
     // What the state pass reads: Gamma Q and exp(G_last - G) K (stored
@@ -342,50 +483,9 @@ struct IntraProgram : kda::LaneBuilder {
              [&] { storeRow(ws[1], {row, add(t0, r[h]), head}, colV, Vx[h]); });
     }
 
-    // Operands of the products over K, measured from the first row:
-    // Q_r = Q exp(G - G_r), K_r = K exp(G_r - G), K'_r = K exp(G - G_r).
-    SmallVector<Value> qR[2], kR[2], kToR[2];
-    for (int h = 0; h < 2; ++h)
-      for (int64_t c = 0; c < KL; ++c) {
-        if (!decays) {
-          qR[h].push_back(Q[h][c]);
-          kR[h].push_back(Kx[h][c]);
-          kToR[h].push_back(Kx[h][c]);
-          continue;
-        }
-        Value up = exp(fsub(G[h][c], gFirst[c]));
-        qR[h].push_back(fmul(Q[h][c], up));
-        kR[h].push_back(fmul(Kx[h][c], exp(fsub(gFirst[c], G[h][c]))));
-        kToR[h].push_back(fmul(Kx[h][c], up));
-      }
-
-    // Partial P and L over this warp's columns: 16 x 16, two n tiles (rows
-    // g and g + 8 of K_r are the B fragments of tiles 0 and 1).
-    Value accP[2] = {zeroAcc(), zeroAcc()}, accL[2] = {zeroAcc(), zeroAcc()};
-    for (int64_t s = 0; s < KL / 2; ++s) {
-      SmallVector<Value> aQ = {qR[0][2 * s], qR[1][2 * s], qR[0][2 * s + 1],
-                               qR[1][2 * s + 1]};
-      SmallVector<Value> aK = {kToR[0][2 * s], kToR[1][2 * s],
-                               kToR[0][2 * s + 1], kToR[1][2 * s + 1]};
-      for (int nt = 0; nt < 2; ++nt) {
-        SmallVector<Value> bK = {kR[nt][2 * s], kR[nt][2 * s + 1]};
-        accP[nt] = mma(aQ, bK, accP[nt]);
-        if (delta)
-          accL[nt] = mma(aK, bK, accL[nt]);
-      }
-    }
-    for (int nt = 0; nt < 2; ++nt)
-      for (int64_t e = 0; e < 4; ++e) {
-        Value i = add(g, 8 * (e / 2));
-        Value j = add(mul(t, 2), 8 * nt + e % 2);
-        memref::StoreOp::create(b, element(accP[nt], e), red,
-                                ValueRange{warp, idx(0), i, j});
-        if (delta)
-          memref::StoreOp::create(b, element(accL[nt], e), red,
-                                  ValueRange{warp, idx(1), i, j});
-      }
     if (delta) {
-      // beta per row, and beta Gamma K and beta V transposed for W and U.
+      // beta per row, and beta Gamma K and beta V transposed for W and U
+      // (first: V's registers are free for the products after).
       if (cfg.beta)
         when(arith::AndIOp::create(
                  b,
@@ -412,6 +512,10 @@ struct IntraProgram : kda::LaneBuilder {
         storeRow(vT, {warp, r[h]}, mul(t, VL), vs);
       }
     }
+    // Partial P and L over this warp's columns: 16 x 16, two n tiles of 8
+    // key rows each (rows g and g + 8 of K are the B fragments of tiles 0
+    // and 1).
+    products(Q, Kx, G, red);
     gpu::BarrierOp::create(b);
 
     // P: the warps' partial sums, lower triangle (inclusive), rows of the
@@ -528,17 +632,12 @@ struct IntraRegistersPass
     if (!cfg || !abi || func.isExternal())
       return;
     // What this lowering covers; everything else keeps the tile lowering.
-    // One sub-chunk of 16 rows per chunk; decays measured from the chunk's
-    // first row stay finite only for lower-bounded gates (the tile
-    // lowering's criterion, GatedDeltaKernel.cpp).
+    // One sub-chunk of 16 rows per chunk, every gate form (products() says
+    // how decays stay finite), sizes that split over the warps.
     const int64_t warps = threads / 32;
     const bool decays = cfg->gate != "none";
-    const bool bounded =
-        cfg->gateActivation == GateActivation::lower_bound &&
-        -cfg->lowerBound * double(cfg->subChunk - 1) <= 80.0;
     if (threads % 32 != 0 || cfg->chunk != 16 || cfg->subChunk != 16 ||
-        (decays && !bounded) || cfg->keyDim % (8 * warps) != 0 ||
-        cfg->valueDim % (8 * warps) != 0 ||
+        cfg->keyDim % (8 * warps) != 0 || cfg->valueDim % (8 * warps) != 0 ||
         (cfg->keyDim / warps / 4) % 2 != 0)
       return;
     SmallVector<scf::ForallOp> grids;

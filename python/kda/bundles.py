@@ -43,7 +43,7 @@ import os
 import shutil
 import subprocess
 import tempfile
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 # Bumped whenever the generated MLIR for a configuration changes, so that old
 # bundles are not picked up for a new meaning.
@@ -678,19 +678,44 @@ def compiler_fingerprint(compiler: str, timeout: float = 60.0) -> str:
 def current_fingerprint() -> Optional[str]:
     """The fingerprint bundles are looked up with: ``$KDA_COMPILER_FINGERPRINT``
     if set; else, unless KDA_NO_COMPILE is set, that of the kda-compile
-    find_compiler() finds; else None (unknown)."""
+    find_compiler() finds; else that of the compiler which prebuilt the
+    first bundle directory with a kda.prebuild report (its
+    prebuild-report.json), so that a machine without a compiler uses that
+    compiler's tuning entries and bundles only; else None (unknown)."""
     env = os.environ.get("KDA_COMPILER_FINGERPRINT")
     if env:
         return env
-    if _no_compile():
-        return None
-    compiler = find_compiler()
-    if compiler is None:
-        return None
-    try:
-        return compiler_fingerprint(compiler)
-    except CompileError:
-        return None
+    compiler = None if _no_compile() else find_compiler()
+    if compiler is not None:
+        try:
+            return compiler_fingerprint(compiler)
+        except CompileError:
+            return None
+    return prebuilt_fingerprint()
+
+
+_prebuilt: Dict[Tuple[str, ...], Optional[str]] = {}
+
+
+def prebuilt_fingerprint() -> Optional[str]:
+    """The compiler fingerprint kda.prebuild recorded in the first bundle
+    directory (cache_dirs()) that holds its report, or None; read once per
+    list of directories (kda.ops asks on every call)."""
+    dirs = tuple(cache_dirs())
+    if dirs in _prebuilt:
+        return _prebuilt[dirs]
+    found = None
+    for d in dirs:
+        try:
+            with open(os.path.join(d, "prebuild-report.json")) as f:
+                fp = json.load(f).get("compiler_fingerprint")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(fp, str) and fp:
+            found = fp
+            break
+    _prebuilt[dirs] = found
+    return found
 
 
 def _no_compile() -> bool:

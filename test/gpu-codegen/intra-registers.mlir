@@ -1,6 +1,6 @@
 // RUN: kda-opt %S/Inputs/kimi_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s
 // RUN: kda-opt %S/Inputs/kimi_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none intra-registers=false" | FileCheck %s --check-prefix=TILES
-// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=TILES
+// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=LOGSPACE
 // RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_80 format=none" | FileCheck %s --check-prefix=NOGATE
 // RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=F32
 // RUN: kda-opt %S/Inputs/kimi_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=FASTMATH
@@ -31,12 +31,33 @@
 // CHECK: llvm.return
 // CHECK-LABEL: gpu.module @kda_gated_delta_kernel_state_module
 
-// Switched off, and for log-space gates without a lower bound (their decays
-// from the chunk's first row may overflow: the tile lowering computes the
-// diagonal block pairwise), the intra-chunk kernel keeps the tile lowering:
-// a barrier per primitive.
+// Switched off, the intra-chunk kernel keeps the tile lowering: a barrier per
+// primitive.
 // TILES-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
 // TILES-COUNT-20: nvvm.barrier
+
+// Log-space gates without a lower bound (varlen, no prologue) take the same
+// kernel: each warp finds the largest exponent its factored decays would use
+// (a maximum over its lanes by butterfly shuffles), multiplies factored
+// operands on the tensor cores where it is at most 80, and otherwise forms
+// its partial products pairwise (exp(G_i - G_j) per pair and column, key
+// rows fetched by shuffles), with no barrier in either branch.
+// LOGSPACE-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
+// LOGSPACE: llvm.intr.maximum
+// LOGSPACE-COUNT-5: nvvm.shfl.sync bfly
+// LOGSPACE-NEXT: llvm.intr.maximum
+// LOGSPACE: llvm.fcmp "ole" {{.*}} : f32
+// LOGSPACE-NOT: nvvm.barrier
+// LOGSPACE: nvvm.mma.sync
+// LOGSPACE-NOT: nvvm.barrier
+// LOGSPACE: nvvm.shfl.sync idx
+// LOGSPACE-NOT: nvvm.barrier
+// LOGSPACE: llvm.call @__nv_fast_expf
+// LOGSPACE-NOT: nvvm.barrier
+// LOGSPACE: nvvm.shfl.sync bfly
+// LOGSPACE-COUNT-3: nvvm.barrier
+// LOGSPACE-NOT: nvvm.barrier
+// LOGSPACE: llvm.return
 
 // No gate, no prologue (K = V = 64, sm_80): no shuffles for the gate, no
 // barrier for the norms; the partial products, L and the inverse.

@@ -53,8 +53,12 @@ class Case:
 
     def __init__(self, name, dtype, KV, B=2, T=100, H=4, HV=None, seqlens=None, h0=False, ht=False,
                  layout="k_major", prologue="none", g_dtype=None, cu_dtype="i64",
-                 api="chunk", neg_eigval=False, scale=None, seed=0, boundary=None, pool=None):
+                 api="chunk", neg_eigval=False, scale=None, seed=0, boundary=None, pool=None,
+                 gate_scale=1.0):
         self.name, self.dtype, self.K, self.V = name, dtype, KV, KV
+        # log-space gates (prologue "none") times this: steep decays, tens per token, take the
+        # intra-chunk kernel's exact pairwise form where the factored one would overflow
+        self.gate_scale = gate_scale
         self.B, self.T, self.H, self.HV = B, T, H, HV or H
         self.seqlens = seqlens
         if seqlens is not None:
@@ -291,6 +295,12 @@ def all_cases():
                      api="recurrent"),
             ]
     cases += [
+        # Steep log-space gates (down to about -70 per token): chunks whose factored decays would
+        # overflow f32 take the pairwise form, warp by warp, beside chunks that do not.
+        Case("bf16-k128-steep-gate-T300-H4-h0-ht", "bf16", 128, B=2, T=300, H=4, h0=True, ht=True,
+             gate_scale=12.0, g_dtype="f32"),
+        Case("f32-k64-steep-gate-varlen-37,1,64,200-ht-vmajor", "f32", 64, seqlens=[37, 1, 64, 200], H=2,
+             ht=True, layout="v_major", gate_scale=12.0),
         Case("f16-k64-kda-T100-H4-ht", "f16", 64, B=2, T=100, H=4, ht=True),
         Case("f16-k128-kimi-lb-varlen-h0-ht", "f16", 128, seqlens=[37, 1, 64], H=4, h0=True, ht=True,
              prologue="kimi_lb"),
@@ -456,7 +466,7 @@ def make_inputs(case, torch):
         q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
     v = randn(s["v"])
     if p == "none":
-        g = F.logsigmoid(randn(s["g"], 2.0))  # log-space decay < 0, down to about -6
+        g = F.logsigmoid(randn(s["g"], 2.0)) * case.gate_scale  # log-space decay < 0, about -6 and less
         beta = rand(s["beta"], 0.0, 1.0) if not case.neg_eigval else randn(s["beta"])
     else:
         g = randn(s["g"])  # raw gate

@@ -277,9 +277,19 @@ def part_unit(tmp):
         check(B.get_bundle_dir(cfg, "sm_90a") == pc, "unknown fingerprint: the newest bundle")
         os.environ["KDA_COMPILER_FINGERPRINT"] = fa
         check(B.get_bundle_dir(cfg, "sm_90a") == pa, "KDA_COMPILER_FINGERPRINT pins compiler A's bundle")
-        del os.environ["KDA_COMPILER_FINGERPRINT"], os.environ["KDA_NO_COMPILE"]
+        del os.environ["KDA_COMPILER_FINGERPRINT"]
+        # A directory kda.prebuild filled names its compiler: without a compiler here, that one's
+        # bundles (and tuning entries) are used, not another compiler's newer ones.
+        with open(os.path.join(cache, "prebuild-report.json"), "w") as f:
+            json.dump({"compiler_fingerprint": fa, "results": []}, f)
+        B._prebuilt.clear()
+        check(B.current_fingerprint() == fa, "KDA_NO_COMPILE: the prebuild report's compiler")
+        check(B.get_bundle_dir(cfg, "sm_90a") == pa, "the prebuild report pins compiler A's bundle")
+        os.remove(os.path.join(cache, "prebuild-report.json"))
+        B._prebuilt.clear()
+        del os.environ["KDA_NO_COMPILE"]
         ok("fingerprint in the cache key: compilers A, B and a rebuilt B build three bundles; "
-           "without a compiler the newest (or the pinned) one is used")
+           "without a compiler the newest (or the pinned, or the prebuilt) one is used")
 
         # A tuned tile: its own bundle, built with kda-compile's flags.
         os.environ["KDA_COMPILE"] = ca

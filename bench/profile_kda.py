@@ -23,6 +23,11 @@ p.add_argument("--decode", type=int, default=0,
                help="N: one decode step of N sequences (pool of 2N slots) instead of chunk_kda")
 p.add_argument("--intermediate", action="store_true",
                help="chunk_kda with return_intermediate_states=True (FLA's h, every 64 tokens)")
+p.add_argument("--variant", default="lb", choices=("lb", "softplus", "logspace"),
+               help="the gate form (bench_kda.py's variants): lower-bound gate (BENCH.md), Kimi's "
+                    "softplus gate without a bound, or FLA's default call (log-space g in fp32, "
+                    "q/k normalised and beta after its sigmoid beforehand)")
+p.add_argument("--chunk", type=int, default=None, help="chunk_size passed to chunk_kda")
 p.add_argument("--torch-profile", action="store_true",
                help="time 10 calls under torch.profiler and print the GPU time "
                     "of each kernel (an entry's launches one by one)")
@@ -62,21 +67,28 @@ v = torch.randn(B, T, H, K, device=dev, dtype=torch.bfloat16)
 g = torch.randn(B, T, H, K, device=dev, dtype=torch.bfloat16)
 beta = torch.randn(B, T, H, device=dev, dtype=torch.bfloat16)
 A_log = torch.rand(H, device=dev) * math.log(16)
-dt_bias = torch.randn(H, K, device=dev)
+dt_bias = torch.randn(H * K, device=dev)  # as bench_kda.py (its bundles serve both)
 h0 = torch.randn(N, H, K, K, device=dev) * 0.1
 extra = {"return_intermediate_states": True} if a.intermediate else {}
+if a.chunk:
+    extra["chunk_size"] = a.chunk
+if a.variant == "logspace":
+    F = torch.nn.functional
+    q, k = F.normalize(q.float(), dim=-1).bfloat16(), F.normalize(k.float(), dim=-1).bfloat16()
+    g = F.logsigmoid(torch.randn(B, T, H, K, device=dev))
+    beta = torch.sigmoid(beta.float()).bfloat16()
+    flags = dict(use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+                 use_beta_sigmoid_in_kernel=False)
+else:
+    flags = dict(use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, A_log=A_log,
+                 dt_bias=dt_bias, use_beta_sigmoid_in_kernel=True)
+    if a.variant == "lb":
+        flags.update(lower_bound=-5.0, safe_gate=True)
+run = lambda: kda.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True,
+                            state_v_first=True, cu_seqlens=cu, **flags, **extra)
 with torch.inference_mode():
-    o, ht = kda.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True,
-                          use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
-                          A_log=A_log, dt_bias=dt_bias, lower_bound=-5.0,
-                          use_beta_sigmoid_in_kernel=True, state_v_first=True, safe_gate=True,
-                          cu_seqlens=cu, **extra)[:2]
+    o, ht = run()[:2]
     if a.torch_profile:
-        run = lambda: kda.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True,
-                                    use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
-                                    A_log=A_log, dt_bias=dt_bias, lower_bound=-5.0,
-                                    use_beta_sigmoid_in_kernel=True, state_v_first=True,
-                                    safe_gate=True, cu_seqlens=cu, **extra)
         run()
         torch.cuda.synchronize()
         from torch.profiler import profile, ProfilerActivity

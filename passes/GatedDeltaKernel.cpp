@@ -63,8 +63,9 @@ Value l2NormalizeRows(TileBuilder &tb, Value x) {
 }
 
 /// out[i, j] = sum_d a[i, d] b[j, d] exp(G[i, d] - G[j, d]) for j < i
-/// (j <= i when `inclusive`), zero elsewhere. The exponent is <= 0 on every
-/// kept pair; it is clamped so that discarded pairs cannot produce inf.
+/// (j <= i when `inclusive`), zero elsewhere. Discarded pairs take the
+/// exponent 0, so that they cannot produce inf; kept pairs keep theirs
+/// (<= 0 for SPEC's gates, and exact for any other finite gate too).
 Value pairwiseDecayed(TileBuilder &tb, Value a, Value bt, Value g,
                       bool inclusive) {
   ImplicitLocOpBuilder &b = tb.builder();
@@ -89,8 +90,8 @@ Value pairwiseDecayed(TileBuilder &tb, Value a, Value bt, Value g,
         Value keep = arith::CmpIOp::create(
             ib, inclusive ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
             col, row);
-        Value exponent = arith::MinimumFOp::create(
-            ib, arith::SubFOp::create(ib, s[2], s[3]), cst(ib, 0.0));
+        Value exponent = arith::SelectOp::create(
+            ib, keep, arith::SubFOp::create(ib, s[2], s[3]), cst(ib, 0.0));
         Value term = arith::MulFOp::create(
             ib, arith::MulFOp::create(ib, s[0], s[1]),
             math::ExpOp::create(ib, exponent));

@@ -58,6 +58,7 @@
 #include "lowering/GpuPipeline.h"
 #include "lowering/LaneBuilder.h"
 #include "lowering/PassDescription.h"
+#include "lowering/Strategy.h"
 
 #include "passes/GatedDeltaKernel.h"
 #include "passes/Passes.h"
@@ -97,6 +98,10 @@ std::optional<DecodeConfig> readConfig(DictionaryAttr dict) {
 
 /// The lane layout of a warp of `warpSize` lanes for a configuration (file
 /// comment), or nullopt where K or V does not split that way.
+/// Value columns per lane: 8 (16 KB of state in flight per warp, 233
+/// registers) measured no faster on the H200 (bench/RESULTS.md).
+constexpr int64_t kColumnsPerLane = 4;
+
 struct DecodeLayout {
   int64_t groups = 0;  // lane groups that split K (K-major) or V (V-major)
   int64_t along = 0;   // lanes per group
@@ -550,24 +555,25 @@ struct DecodeRegistersPass
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    std::optional<DecodeConfig> cfg =
-        readConfig(func->getAttrOfType<DictionaryAttr>(kda::kDecodePassAttr));
+    auto desc = func->getAttrOfType<DictionaryAttr>(kda::kDecodePassAttr);
+    std::optional<DecodeConfig> cfg = readConfig(desc);
     auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
-    if (!cfg || !abi || func.isExternal())
+    if (!cfg || !abi || func.isExternal() ||
+        !kda::runsOnLanes(func, kda::decodeLanesRefusal(desc, warpSize)))
       return;
-    // 4 value columns per lane: 8 (16 KB of state in flight per warp, 233
-    // registers) measured no faster on the H200 (bench/RESULTS.md).
     std::optional<DecodeLayout> lay =
-        DecodeLayout::of(*cfg, warpSize, /*colsLane=*/4);
-    if (!lay)
-      return;
+        DecodeLayout::of(*cfg, warpSize, kColumnsPerLane);
     SmallVector<scf::ForOp> nests;
     for (Operation &op : func.getBody().front())
       if (auto l = dyn_cast<scf::ForOp>(op);
           l && l->hasAttr(kda::kProgramLoopAttr))
         nests.push_back(l);
-    if (nests.size() != 1 || nests[0].getNumResults() != 0)
-      return;
+    if (!lay || nests.size() != 1 || nests[0].getNumResults() != 0) {
+      func.emitError("kda-gpu-decode-registers: the strategy gives this "
+                     "kernel lanes, but it is not one nest of programs with "
+                     "a lane layout");
+      return signalPassFailure();
+    }
     auto byName = [&](StringRef name) -> Value {
       std::optional<unsigned> i = kda::abiArgumentIndex(abi, name);
       return i ? func.getArgument(*i) : Value();
@@ -647,6 +653,22 @@ struct DecodeRegistersPass
 };
 
 } // namespace
+
+std::string mlir::kda::decodeLanesRefusal(DictionaryAttr decodePass,
+                                          int64_t warpSize) {
+  std::optional<DecodeConfig> cfg = readConfig(decodePass);
+  if (!cfg)
+    return "its description (kda.decode_pass) is incomplete";
+  if (DecodeLayout::of(*cfg, warpSize, kColumnsPerLane))
+    return "";
+  std::string why;
+  llvm::raw_string_ostream os(why);
+  os << "K = " << cfg->keyDim << ", V = " << cfg->valueDim << " ("
+     << (cfg->vMajor ? "V" : "K") << "-major) do not split over a warp of "
+     << warpSize << " lanes with " << kColumnsPerLane
+     << " value columns per lane";
+  return why;
+}
 
 std::unique_ptr<Pass>
 mlir::kda::createGpuDecodeRegistersPass(int64_t warpSize,

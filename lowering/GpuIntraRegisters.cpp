@@ -32,15 +32,19 @@
 // products over chunk rows want the row index where the first products
 // had the column). Four barriers per chunk.
 //
-// Programs it does not cover (more than one sub-chunk per chunk, a chunk
-// other than 16, gates without a lower bound, which need pairwise decays,
-// sizes that do not split over the warps) keep the tile lowering.
+// Every gate form: decays are factored where their exponents stay within
+// f32 and computed pairwise where a chunk's would not (products()). What it
+// does not take (chunks other than 16 in one sub-chunk, sizes that do not
+// split over the warps) is intraLanesRefusal's answer to
+// kda-gpu-select-strategy, which gives those kernels the tile lowering and
+// says so in a remark.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
 #include "lowering/LaneBuilder.h"
 #include "lowering/PassDescription.h"
+#include "lowering/Strategy.h"
 
 #include "passes/GatedDeltaKernel.h"
 #include "passes/Passes.h"
@@ -626,26 +630,22 @@ struct IntraRegistersPass
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    std::optional<IntraPassConfig> cfg = readConfig(
-        func->getAttrOfType<DictionaryAttr>(kda::kIntraPassAttr));
+    auto desc = func->getAttrOfType<DictionaryAttr>(kda::kIntraPassAttr);
+    std::optional<IntraPassConfig> cfg = readConfig(desc);
     auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
-    if (!cfg || !abi || func.isExternal())
+    if (!cfg || !abi || func.isExternal() ||
+        !kda::runsOnLanes(func, kda::intraLanesRefusal(desc, threads)))
       return;
-    // What this lowering covers; everything else keeps the tile lowering.
-    // One sub-chunk of 16 rows per chunk, every gate form (products() says
-    // how decays stay finite), sizes that split over the warps.
-    const int64_t warps = threads / 32;
     const bool decays = cfg->gate != "none";
-    if (threads % 32 != 0 || cfg->chunk != 16 || cfg->subChunk != 16 ||
-        cfg->keyDim % (8 * warps) != 0 || cfg->valueDim % (8 * warps) != 0 ||
-        (cfg->keyDim / warps / 4) % 2 != 0)
-      return;
     SmallVector<scf::ForallOp> grids;
     for (Operation &op : func.getBody().front())
       if (auto f = dyn_cast<scf::ForallOp>(op))
         grids.push_back(f);
-    if (grids.size() != 1 || !grids[0].getOutputs().empty())
-      return;
+    if (grids.size() != 1 || !grids[0].getOutputs().empty()) {
+      func.emitError("kda-gpu-intra-registers: the strategy gives this "
+                     "kernel lanes, but it is not one grid of programs");
+      return signalPassFailure();
+    }
     scf::ForallOp forall = grids[0];
 
     auto byName = [&](StringRef name) -> Value {
@@ -659,8 +659,11 @@ struct IntraRegistersPass
     for (auto [d, extent] : llvm::enumerate(cfg->grid))
       if (extent != 1 || forall.getRank() == 3)
         kept.push_back(d);
-    if (kept.size() != static_cast<size_t>(forall.getRank()))
-      return;
+    if (kept.size() != static_cast<size_t>(forall.getRank())) {
+      func.emitError("kda-gpu-intra-registers: the grid's rank does not "
+                     "match its description");
+      return signalPassFailure();
+    }
 
     Block *body = forall.getBody();
     SmallVector<Operation *> old;
@@ -739,6 +742,31 @@ struct IntraRegistersPass
 };
 
 } // namespace
+
+std::string mlir::kda::intraLanesRefusal(DictionaryAttr intraPass,
+                                         int64_t threads) {
+  std::optional<IntraPassConfig> cfg = readConfig(intraPass);
+  if (!cfg)
+    return "its description (kda.intra_pass) is incomplete";
+  const int64_t warps = threads / 32;
+  std::string why;
+  llvm::raw_string_ostream os(why);
+  if (threads % 32 != 0 || warps < 1)
+    os << threads << " threads per block are not whole warps";
+  else if (cfg->chunk != 16 || cfg->subChunk != 16)
+    // Four sub-chunks of a chunk of 64 need the inter-sub-chunk products
+    // and a 64 x 64 inverse in registers (not written yet).
+    os << "chunk " << cfg->chunk << " with sub-chunk " << cfg->subChunk
+       << ": the register kernel takes chunks of 16 in one sub-chunk "
+          "(chunk_size=16, or none: the default)";
+  else if (cfg->keyDim % (8 * warps) != 0 || cfg->valueDim % (8 * warps) != 0 ||
+           (cfg->keyDim / warps / 4) % 2 != 0)
+    os << "K = " << cfg->keyDim << " and V = " << cfg->valueDim
+       << " do not split over " << warps
+       << " warps (multiples of 8 per warp, an even number of key columns per "
+          "lane: K and V multiples of 32 at 4 warps)";
+  return why;
+}
 
 std::unique_ptr<Pass> mlir::kda::createGpuIntraRegistersPass(int64_t threads) {
   return std::make_unique<IntraRegistersPass>(threads);

@@ -856,6 +856,7 @@ struct MapKernelsPass
     if (failed(params))
       return failure();
     Attribute opTile = f->getAttr("kda.tile");
+    Attribute strategy = f->getAttr("kda.strategy");
     f.erase();
 
     SmallVector<NamedAttribute> launch = {
@@ -867,6 +868,8 @@ struct MapKernelsPass
             "block", builder.getI64ArrayAttr({blockThreads, 1, 1})),
         builder.getNamedAttr("dynamic_shared_memory",
                              builder.getI64IntegerAttr(*arena))};
+    if (strategy) // lanes or tiles (kda-gpu-select-strategy)
+      launch.push_back(builder.getNamedAttr("strategy", strategy));
     if (auto tile = dyn_cast_or_null<kda::TileAttr>(opTile)) {
       // What the op asked for (#kda.tile); the driver adds the defaults.
       launch.push_back(builder.getNamedAttr(

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
+#include "lowering/Strategy.h"
 
 #include "lowering/Bufferization.h"
 #include "passes/Passes.h"
@@ -109,6 +110,19 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   // Multi-grid schedules: one kernel per grid, the order a bundle entry.
   pm.addPass(createGpuSplitSchedulePass());
   pm.nest<func::FuncOp>().addPass(createGpuBindDestinationsPass());
+  // Lanes or tiles, for every kernel, in one place (Strategy.h): the register
+  // passes below write what it gives them.
+  StrategyOptions strategy;
+  strategy.nvidia = target.vendor == GpuTarget::Vendor::Nvidia;
+  strategy.tensorCores = options.tensorCores;
+  strategy.intraLanes = options.intraRegisters;
+  strategy.stateLanes = options.stateRegisters;
+  strategy.decodeLanes = options.decodeRegisters;
+  strategy.stateWarps = options.stateWarps;
+  strategy.threads = options.threads;
+  strategy.warpSize = target.warpSize;
+  strategy.remarks = options.strategyRemarks;
+  pm.addPass(createGpuSelectStrategyPass(strategy));
 
   // Tensors -> buffers; kernels write their argument buffers in place.
   addTileBufferization(pm);
@@ -233,6 +247,7 @@ void mlir::kda::registerGpuPipelines() {
   registerGpuStateRegistersPass();
   registerGpuIntraRegistersPass();
   registerGpuDecodeRegistersPass();
+  registerGpuSelectStrategyPass();
   registerGpuOutlineElementwisePass();
   registerForVendor<GpuTarget::Vendor::Nvidia>(
       "kda-lower-to-nvvm",

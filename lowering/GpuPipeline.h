@@ -169,6 +169,13 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the chunk-parallel intra-chunk grid with its "
                      "tiles in registers (false: the tile lowering)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> strategyRemarks{
+      *this, "strategy-remarks",
+      llvm::cl::desc("A remark for every kernel of a kda op that gets the "
+                     "shared-memory tile lowering instead of lanes, with the "
+                     "reason and the fix (kda-gpu-select-strategy; kda-compile "
+                     "asks for them)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> tensorCores{
       *this, "tensor-cores",
       llvm::cl::desc("Tile matmuls on the matrix units (mma.sync, MFMA, "

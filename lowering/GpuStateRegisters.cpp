@@ -38,14 +38,17 @@
 // chunk that starts a boundary interval begins, and zeros for the entries
 // past the sequence's end; each program writes only its own entries.
 //
-// Programs it does not cover (V blocks not a multiple of 16, K not a multiple
-// of 8 x warps, C not a multiple of 8 or above 64) keep the tile lowering.
+// What it does not take (V blocks not a multiple of 16, K not a multiple of
+// 8 x warps, C not a multiple of 8 or above 64) is stateLanesRefusal's answer
+// to kda-gpu-select-strategy, which gives those kernels the tile lowering and
+// says so in a remark.
 //
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
 #include "lowering/LaneBuilder.h"
 #include "lowering/PassDescription.h"
+#include "lowering/Strategy.h"
 
 #include "passes/Passes.h"
 
@@ -1080,39 +1083,39 @@ struct StateRegistersPass
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    std::optional<StatePassConfig> cfg = readConfig(
-        func->getAttrOfType<DictionaryAttr>(kda::kStatePassAttr));
+    auto desc = func->getAttrOfType<DictionaryAttr>(kda::kStatePassAttr);
+    std::optional<StatePassConfig> cfg = readConfig(desc);
     auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
     if (!cfg || !abi || func.isExternal())
       return;
-    // What this lowering covers; everything else keeps the tile lowering.
-    const int64_t warps = threads / 32;
-    const bool warpPrograms =
-        independentWarps && WarpStateProgram::covers(*cfg);
-    if (!warpPrograms &&
-        (threads % 32 != 0 || cfg->vBlock % 16 != 0 ||
-         cfg->chunk % 8 != 0 || cfg->chunk > 64 ||
-         cfg->keyDim % (8 * warps) != 0)) {
+    std::string refusal =
+        kda::stateLanesRefusal(desc, threads, independentWarps);
+    if (!kda::runsOnLanes(func, refusal)) {
       // The tile lowering records no boundary states into pool slots (the
       // tiling left them to this kernel).
       if (cfg->boundaryPool) {
         func.emitError()
             << "kda-gpu-state-registers: boundary states into pool slots "
                "need the register state kernel, which does not cover this "
-               "tiling (V block " << cfg->vBlock << ", chunk " << cfg->chunk
-            << ", K " << cfg->keyDim << ", " << static_cast<int64_t>(threads)
-            << " threads: V blocks a multiple of 16, chunks a multiple of 8 "
-               "up to 64, K a multiple of 8 x warps)";
+               "tiling ("
+            << (refusal.empty() ? std::string("its strategy says tiles")
+                                : refusal)
+            << ")";
         signalPassFailure();
       }
       return;
     }
+    const bool warpPrograms =
+        independentWarps && WarpStateProgram::covers(*cfg);
     SmallVector<scf::ForallOp> grids;
     for (Operation &op : func.getBody().front())
       if (auto f = dyn_cast<scf::ForallOp>(op))
         grids.push_back(f);
-    if (grids.size() != 1 || !grids[0].getOutputs().empty())
-      return;
+    if (grids.size() != 1 || !grids[0].getOutputs().empty()) {
+      func.emitError("kda-gpu-state-registers: the strategy gives this "
+                     "kernel lanes, but it is not one grid of programs");
+      return signalPassFailure();
+    }
     scf::ForallOp forall = grids[0];
 
     // Arguments by name.
@@ -1129,8 +1132,11 @@ struct StateRegistersPass
     for (auto [d, extent] : llvm::enumerate(cfg->grid))
       if (extent != 1 || forall.getRank() == static_cast<int64_t>(cfg->grid.size()))
         kept.push_back(d);
-    if (kept.size() != static_cast<size_t>(forall.getRank()))
-      return;
+    if (kept.size() != static_cast<size_t>(forall.getRank())) {
+      func.emitError("kda-gpu-state-registers: the grid's rank does not "
+                     "match its description");
+      return signalPassFailure();
+    }
     Block *body = forall.getBody();
     SmallVector<Value> ivs;
     SmallVector<Operation *> old;
@@ -1217,6 +1223,26 @@ struct StateRegistersPass
 };
 
 } // namespace
+
+std::string mlir::kda::stateLanesRefusal(DictionaryAttr statePass,
+                                         int64_t threads, bool warpPrograms) {
+  std::optional<StatePassConfig> cfg = readConfig(statePass);
+  if (!cfg)
+    return "its description (kda.state_pass) is incomplete";
+  if (warpPrograms && WarpStateProgram::covers(*cfg))
+    return "";
+  const int64_t warps = threads / 32;
+  std::string why;
+  llvm::raw_string_ostream os(why);
+  if (threads % 32 != 0 || warps < 1 || cfg->vBlock % 16 != 0 ||
+      cfg->chunk % 8 != 0 || cfg->chunk > 64 ||
+      cfg->keyDim % (8 * warps) != 0)
+    os << "V block " << cfg->vBlock << ", chunk " << cfg->chunk << ", K "
+       << cfg->keyDim << ", " << threads
+       << " threads: V blocks a multiple of 16, chunks a multiple of 8 up to "
+          "64, K a multiple of 8 x warps";
+  return why;
+}
 
 std::unique_ptr<Pass>
 mlir::kda::createGpuStateRegistersPass(int64_t threads, bool independentWarps,

@@ -329,7 +329,8 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
                    Vendor vendor, Kernel &k) {
   if (Status s = r.object(v, path,
                           {"name", "binary", "entry", "params", "grid", "block",
-                           "dynamic_shared_memory", "tile", "resources"}))
+                           "dynamic_shared_memory", "tile", "resources",
+                           "strategy"}))
     return s;
   if (Status s = r.string(v, path, "name", k.name))
     return s;
@@ -507,6 +508,24 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
         return s;
       out->emplace_back(m.key, value);
     }
+  }
+  // Informational: {kernel, kind: lanes | tiles, reason} (strings).
+  if (const Value *st = v.find("strategy")) {
+    std::string stPath = Reader::join(path, "strategy");
+    if (Status s = r.object(*st, stPath, {"kernel", "kind", "reason"}))
+      return s;
+    std::string kernelRole;
+    if (Status s = r.string(*st, stPath, "kernel", kernelRole))
+      return s;
+    if (Status s = r.string(*st, stPath, "kind", k.strategyKind))
+      return s;
+    if (k.strategyKind != "lanes" && k.strategyKind != "tiles")
+      return r.error(*st->find("kind"), Reader::join(stPath, "kind"),
+                     "unknown kind " + quote(k.strategyKind) +
+                         " (expected lanes or tiles)");
+    if (st->find("reason"))
+      if (Status s = r.string(*st, stPath, "reason", k.strategyReason))
+        return s;
   }
   return Status::ok();
 }

@@ -69,6 +69,9 @@ struct Kernel {
   uint32_t dynamicSharedMemory = 0;                  // bytes
   std::vector<std::pair<std::string, int64_t>> tile; // informational
   std::vector<std::pair<std::string, int64_t>> resources; // informational
+  // How the compiler wrote it (informational): "lanes" or "tiles", with the
+  // reason for tiles (kda-gpu-select-strategy).
+  std::string strategyKind, strategyReason;
   std::string image; // the binary's bytes (filled by loadBundle)
 };
 

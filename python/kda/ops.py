@@ -419,17 +419,24 @@ def _bundle_for(cfg: Dict[str, Any], chip: str, tile: Optional[Dict[str, int]] =
         return hit
 
 
-# The bundle directory and tile the last launch used (per thread), for
-# benchmarks and tests that report which tile a shape got: a tile whose
-# bundle is missing falls back to the default bundle (bundle_tile None).
+# The bundle directory, the tile and the kernels' strategies the last launch
+# used (per thread), for benchmarks and tests that report what a shape got: a
+# tile whose bundle is missing falls back to the default bundle (bundle_tile
+# None); strategy maps each kernel launched to {"kernel", "kind": "lanes" |
+# "tiles", "reason"} (the manifest's, kda-gpu-select-strategy's decision).
 last_launch = threading.local()
+
+
+def _record_launch(bundle, kernel, tile, used_tile):
+    last_launch.bundle = bundle.path
+    last_launch.requested_tile = tile
+    last_launch.bundle_tile = used_tile
+    last_launch.strategy = bundle.strategies(kernel)
 
 
 def _launch(cfg, chip, named: Dict[str, Any], tile: Optional[Dict[str, int]] = None):
     bundle, kernel, used_tile = _bundle_for(cfg, chip, tile)
-    last_launch.bundle = bundle.path
-    last_launch.requested_tile = tile
-    last_launch.bundle_tile = used_tile
+    _record_launch(bundle, kernel, tile, used_tile)
     params = bundle.tensor_params(kernel)
     missing = [p["name"] for p in params if p["name"] not in named or named[p["name"]] is None]
     if missing:
@@ -937,7 +944,7 @@ def _run_decode(plan, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indice
         bundle, kernel, _ = plan.resolved
         plan.names = [p["name"] for p in bundle.tensor_params(kernel)]
     bundle, kernel, used_tile = plan.resolved
-    last_launch.bundle, last_launch.requested_tile, last_launch.bundle_tile = bundle.path, None, used_tile
+    _record_launch(bundle, kernel, None, used_tile)
     tensors = [named.get(n) for n in plan.names]
     if any(t is None for t in tensors):
         _launch(cfg, chip, named)  # names what is missing

@@ -339,6 +339,19 @@ class Bundle:
         except Exception:
             pass
 
+    def strategies(self, kernel: str) -> Dict[str, Dict[str, str]]:
+        """How each kernel behind `kernel` (an entry's launches in order, or the
+        kernel itself) was written: {name: {"kernel", "kind": "lanes" | "tiles",
+        "reason"}} from the manifest (kda-gpu-select-strategy); bundles of a
+        compiler older than the strategy stage say {"kind": "unknown"}."""
+        memo = self.__dict__.setdefault("_strategies", {})
+        if kernel not in memo:  # kda.ops asks on every launch
+            entry = self.entries.get(kernel)
+            names = [l["kernel"] for l in entry.get("launches", [])] if entry else [kernel]
+            memo[kernel] = {n: dict(self.all_kernels.get(n, {}).get("strategy") or {"kind": "unknown"})
+                            for n in names}
+        return memo[kernel]
+
     def tensor_params(self, kernel: str) -> List[Dict[str, Any]]:
         """The kernel's tensor parameters, in the order launch() takes them."""
         return [p for p in self._kernel(kernel)["params"] if p["kind"] == "tensor"]

@@ -506,6 +506,22 @@ def make_inputs(case, torch):
     return gpu, ref
 
 
+def check_strategy(problems, metrics, expect):
+    """Every kernel the last call launched was written as kda-gpu-select-strategy said (the
+    manifest's kda.strategy, reported by kda.ops.last_launch): lanes for gated delta ops and
+    decode steps, the suite's every configuration; tiles for window attention (no lane kernel
+    yet). A kernel that silently fell back to the shared-memory tile lowering fails its case."""
+    st = getattr(kda.ops.last_launch, "strategy", None)
+    if not st:
+        problems.append("kda.ops.last_launch reports no strategy")
+        return
+    wrong = {n: s for n, s in st.items() if s.get("kind") != expect}
+    if wrong:
+        problems.append(f"strategy: expected {expect} for every kernel, got {wrong}")
+    else:
+        metrics.append(expect)
+
+
 def run_case(case, torch, oracle):
     import kda
     gpu, ref = make_inputs(case, torch)
@@ -581,6 +597,7 @@ def run_case(case, torch, oracle):
             stray = int((hb.double().cpu().numpy()[ref_hb == 0] != 0).sum())
             if stray:
                 problems.append(f"h: {stray} elements past the sequences' ends are not zero")
+    check_strategy(problems, metrics, "lanes")
     if "policy" in case.name:
         # The shape policy's tile must be the bundle that ran (kda.ops falls
         # back to the default tile, silently, where its bundle is missing).
@@ -726,6 +743,7 @@ def run_decode_case(case, torch, oracle):
         lower_bound=kw.get("lower_bound", -5.0), read_indices=oracle_reads)
     problems, metrics = [], []
     bar = BARS[case.dtype]
+    check_strategy(problems, metrics, "lanes")
     if pool_out is not pool:
         problems.append("the returned pool is not initial_state (the update must be in place)")
     if tuple(o.shape) != tuple(s["v"]):
@@ -782,6 +800,7 @@ def run_window_case(case, torch, oracle):
                                     scale=case.scale)
     problems, metrics = [], []
     bar = BARS[case.dtype]
+    check_strategy(problems, metrics, "tiles")
     if o.dtype != gpu["v"].dtype:
         problems.append(f"o: dtype {o.dtype}, expected v's {gpu['v'].dtype}")
     _compare(torch, oracle, "o", o, ref_o, bar, problems, metrics)

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import os
 import subprocess
 import sys
@@ -588,10 +589,12 @@ def part_entries(runtime, fake_driver, tmp):
         "kernels": [
             {"name": "kda_gated_delta_kernel_intra", "binary": "intra.sm_90a.cubin", "entry": "intra_entry",
              "params": [dict(qkv, name="q"), dict(qkv, name="k"), dict(w, name="w"), {"name": "T", "kind": "dim"}],
-             "grid": ["B", "H", 1], "block": [128, 1, 1]},
+             "grid": ["B", "H", 1], "block": [128, 1, 1],
+             "strategy": {"kernel": "intra", "kind": "lanes"}},
             {"name": "kda_gated_delta_kernel_state", "binary": "state.sm_90a.cubin", "entry": "state_entry",
              "params": [dict(qkv, name="q"), dict(w, name="w"), dict(qkv, name="o"), {"name": "H", "kind": "dim"}],
-             "grid": ["T", 1, 1], "block": [64, 1, 1]},
+             "grid": ["T", 1, 1], "block": [64, 1, 1],
+             "strategy": {"kernel": "state", "kind": "tiles", "reason": "V block 8"}},
         ],
         "entries": [{
             "name": "kda_gated_delta_kernel",
@@ -618,6 +621,23 @@ def part_entries(runtime, fake_driver, tmp):
     check(sorted(bundle.all_kernels) == [name + "_intra", name + "_state"], f"all {list(bundle.all_kernels)}")
     check([p["name"] for p in bundle.tensor_params(name)] == ["q", "k", "o"], "entry params")
     print("ok   version 2 bundle lists entry kda_gated_delta_kernel where kernels are looked up")
+    # The strategy of each kernel an entry runs, in launch order (what kda.ops.last_launch reports).
+    st = bundle.strategies(name)
+    check(list(st) == [name + "_intra", name + "_state"]
+          and st[name + "_intra"] == {"kernel": "intra", "kind": "lanes"}
+          and st[name + "_state"] == {"kernel": "state", "kind": "tiles", "reason": "V block 8"},
+          f"strategies {st}")
+    # The runtime checks the field like every other: an unknown kind is a corrupt bundle.
+    bad_path = os.path.join(tmp, "bad-strategy.kda")
+    shutil.copytree(path, bad_path)
+    bad_manifest = json.loads(json.dumps(manifest))
+    bad_manifest["kernels"][1]["strategy"]["kind"] = "fast"
+    with open(os.path.join(bad_path, "manifest.json"), "w") as f:
+        json.dump(bad_manifest, f)
+    e = raises(KdaError, Bundle, bad_path, contains='kernels[1].strategy.kind: unknown kind "fast" '
+               "(expected lanes or tiles)", what="bad strategy kind")
+    check(e.status == "KDA_ERROR_CORRUPT_BUNDLE", e.status)
+    print("ok   entry strategies: lanes / tiles per kernel, in launch order; an unknown kind is refused")
 
     B, T, H = 2, 3, 4
     ts = {n: FakeTensor((B, T, H, 128), bf) for n in ("q", "k", "o")}

@@ -560,7 +560,19 @@ int main(int argc, char **argv) {
                   "): expected a divisor of V");
   }
 
+  // The strategy stage's remarks (kernels given tiles instead of lanes) of
+  // the run whose kernels are kept, printed once that run is known.
+  std::vector<std::pair<Location, std::string>> strategyRemarks;
   auto runPipeline = [&](ModuleOp m, StringRef format) {
+    if (format == "bin")
+      strategyRemarks.clear();
+    ScopedDiagnosticHandler holdRemarks(&context, [&](Diagnostic &d) {
+      if (d.getSeverity() != DiagnosticSeverity::Remark)
+        return failure(); // errors and warnings: printed as they come
+      if (format == "bin")
+        strategyRemarks.emplace_back(d.getLocation(), d.str());
+      return success();
+    });
     PassManager pm(&context);
     mlir::kda::GpuPipelineOptions options;
     options.chip = chip;
@@ -575,6 +587,9 @@ int main(int argc, char **argv) {
     options.schedule = schedule;
     options.format = format.str();
     options.toolkit = toolkit;
+    // Kernels given the tile lowering instead of lanes are named (held
+    // until the kept run is known; not again for --keep-ptx's PTX).
+    options.strategyRemarks = format == "bin";
     mlir::kda::buildGpuPipeline(pm, *target, options);
     return pm.run(m);
   };
@@ -656,6 +671,9 @@ int main(int argc, char **argv) {
     }
   }
 
+  for (auto &[loc, message] : strategyRemarks)
+    mlir::emitRemark(loc) << message;
+
   Staging staging;
   if (std::error_code ec = staging.create(bundleDir))
     return fail("cannot create a directory next to " + outputDir + ": " +
@@ -730,6 +748,9 @@ int main(int argc, char **argv) {
     kernel["grid"] = toJson(launch.get("grid"));
     kernel["block"] = toJson(launch.get("block"));
     kernel["dynamic_shared_memory"] = toJson(launch.get("dynamic_shared_memory"));
+    // How it is written (kda-gpu-select-strategy): lanes, or tiles and why.
+    if (auto strategy = launch.get("strategy"))
+      kernel["strategy"] = toJson(strategy);
     // The tiles the kernel was built with: the op's #kda.tile where it has
     // one (a v_block of 0 there means the default), else the defaults.
     llvm::json::Object tile;

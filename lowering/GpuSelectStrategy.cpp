@@ -1,0 +1,211 @@
+//===- GpuSelectStrategy.cpp - lanes or tiles, decided once ---------------===//
+//
+// kda-gpu-select-strategy runs once the kernels of a GPU pipeline are split
+// (GpuSplitSchedule) and before they are bufferized: for every kernel function
+// it decides how the kernel is written (Strategy.h) and records it as
+//
+//   kda.strategy = {kernel = "intra" | "state" | "decode" | "window" |
+//                            "chunkwise" | "elementwise",
+//                   kind = "lanes" | "tiles", reason = "..." (tiles only)}
+//
+// from the target (vendor, tensor cores, warp size, threads), the pipeline's
+// switches (intra-registers, state-registers, decode-registers, state-warps)
+// and what each lane kernel's layout takes (the *LanesRefusal functions). The
+// register passes write the kernels it gives them lanes; kda-gpu-map-kernels
+// copies the attribute into the kernel's launch description, and kda-compile
+// into the manifest. With `remarks`, every kernel of a gated delta op or a
+// decode step that gets tiles is named in a remark with the reason and the
+// fix (kda-compile asks for them): no configuration falls back in silence.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/GpuPipeline.h"
+#include "lowering/Strategy.h"
+
+#include "passes/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+using namespace mlir;
+
+namespace {
+
+struct Decision {
+  std::string kernel, reason, fix;
+};
+
+Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
+  auto intra = f->getAttrOfType<DictionaryAttr>(kda::kIntraPassAttr);
+  auto state = f->getAttrOfType<DictionaryAttr>(kda::kStatePassAttr);
+  auto decode = f->getAttrOfType<DictionaryAttr>(kda::kDecodePassAttr);
+  StringRef name = f.getSymName();
+  const char *amd = "AMD targets have no lane kernels for the chunkwise "
+                    "passes yet (MFMA / WMMA register layouts)";
+  const char *noTensorCores = "tensor-cores=false: the lane kernels are "
+                              "written on the matrix instructions";
+  if (intra) {
+    Decision d{"intra", "", ""};
+    if (!o.nvidia)
+      d.reason = amd;
+    else if (!o.tensorCores)
+      d.reason = noTensorCores;
+    else if (!o.intraLanes)
+      d.reason = "switched off (intra-registers=false)";
+    else if (std::string why = kda::intraLanesRefusal(intra, o.threads);
+             !why.empty()) {
+      d.reason = why;
+      d.fix = "compile with --chunk=16 --sub-chunk=16 (or no chunk), or "
+              "accept the tile lowering";
+    }
+    return d;
+  }
+  if (state) {
+    Decision d{"state", "", ""};
+    if (!o.nvidia)
+      d.reason = amd;
+    else if (!o.tensorCores)
+      d.reason = noTensorCores;
+    else if (!o.stateLanes)
+      d.reason = "switched off (state-registers=false)";
+    else if (std::string why =
+                 kda::stateLanesRefusal(state, o.threads, o.stateWarps);
+             !why.empty()) {
+      d.reason = why;
+      d.fix = "compile with a V block of 16 or 32 (--v-block) and a chunk of "
+              "16 (--chunk)";
+    }
+    return d;
+  }
+  if (decode) {
+    Decision d{"decode", "", ""};
+    if (!o.decodeLanes)
+      d.reason = "switched off (decode-registers=false)";
+    else if (std::string why = kda::decodeLanesRefusal(decode, o.warpSize);
+             !why.empty()) {
+      d.reason = why;
+      d.fix = "K and V multiples of 32 take the register decode kernel";
+    }
+    return d;
+  }
+  if (name.contains("window_attention"))
+    return {"window",
+            "window attention has no lane kernel yet (FlashAttention-style "
+            "register tiles are the windows issue's)",
+            ""};
+  if (name.contains("gated_delta"))
+    return {"chunkwise",
+            "the sequential schedule (schedule=sequential) has no lane "
+            "kernels",
+            "compile with the chunk-parallel schedule (the GPU default)"};
+  return {"elementwise",
+          "elementwise work between kda ops is a tile program by design", ""};
+}
+
+struct SelectStrategyPass
+    : PassWrapper<SelectStrategyPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SelectStrategyPass)
+  SelectStrategyPass() = default;
+  SelectStrategyPass(const SelectStrategyPass &other) : PassWrapper(other) {}
+  explicit SelectStrategyPass(const kda::StrategyOptions &o) {
+    nvidia = o.nvidia;
+    tensorCores = o.tensorCores;
+    intraLanes = o.intraLanes;
+    stateLanes = o.stateLanes;
+    decodeLanes = o.decodeLanes;
+    stateWarps = o.stateWarps;
+    threads = o.threads;
+    warpSize = o.warpSize;
+    remarks = o.remarks;
+  }
+  StringRef getArgument() const override { return "kda-gpu-select-strategy"; }
+  StringRef getDescription() const override {
+    return "Decide for every GPU kernel whether it is written per lane "
+           "(register kernels) or as shared-memory tiles, record it as "
+           "kda.strategy, and (remarks) say why a kernel gets tiles";
+  }
+  Option<bool> nvidia{*this, "nvidia", llvm::cl::desc("NVIDIA target"),
+                      llvm::cl::init(true)};
+  Option<bool> tensorCores{*this, "tensor-cores",
+                           llvm::cl::desc("Tensor-core tile matmuls"),
+                           llvm::cl::init(true)};
+  Option<bool> intraLanes{*this, "intra-registers",
+                          llvm::cl::desc("Register intra-chunk kernels"),
+                          llvm::cl::init(true)};
+  Option<bool> stateLanes{*this, "state-registers",
+                          llvm::cl::desc("Register state kernels"),
+                          llvm::cl::init(true)};
+  Option<bool> decodeLanes{*this, "decode-registers",
+                           llvm::cl::desc("Register decode kernels"),
+                           llvm::cl::init(true)};
+  Option<bool> stateWarps{*this, "state-warps",
+                          llvm::cl::desc("Independent warp state programs"),
+                          llvm::cl::init(false)};
+  Option<int64_t> threads{*this, "threads",
+                          llvm::cl::desc("Threads per block"),
+                          llvm::cl::init(128)};
+  Option<int64_t> warpSize{*this, "warp-size", llvm::cl::desc("Warp size"),
+                           llvm::cl::init(32)};
+  Option<bool> remarks{*this, "remarks",
+                       llvm::cl::desc("A remark for every kernel of a gated "
+                                      "delta op or decode step that gets "
+                                      "tiles"),
+                       llvm::cl::init(false)};
+
+  void runOnOperation() override {
+    kda::StrategyOptions o;
+    o.nvidia = nvidia;
+    o.tensorCores = tensorCores;
+    o.intraLanes = intraLanes;
+    o.stateLanes = stateLanes;
+    o.decodeLanes = decodeLanes;
+    o.stateWarps = stateWarps;
+    o.threads = threads;
+    o.warpSize = warpSize;
+    Builder b(&getContext());
+    for (auto f : getOperation().getOps<func::FuncOp>()) {
+      if (!f->hasAttr("kda.kernel") || f.isExternal())
+        continue;
+      Decision d = decide(f, o);
+      SmallVector<NamedAttribute> entries = {
+          b.getNamedAttr("kernel", b.getStringAttr(d.kernel)),
+          b.getNamedAttr("kind",
+                         b.getStringAttr(d.reason.empty() ? "lanes" : "tiles"))};
+      if (!d.reason.empty())
+        entries.push_back(b.getNamedAttr("reason", b.getStringAttr(d.reason)));
+      f->setAttr(kda::kStrategyAttr, b.getDictionaryAttr(entries));
+      if (remarks && !d.reason.empty() && d.kernel != "elementwise") {
+        // At the op's location, without the kernel's IR (a remark, not an
+        // error to debug).
+        InFlightDiagnostic r = mlir::emitRemark(f.getLoc())
+                               << "kda-gpu-select-strategy: the " << d.kernel
+                               << " kernel '" << f.getSymName()
+                               << "' takes the shared-memory tile lowering, "
+                                  "several times slower than lanes: "
+                               << d.reason;
+        if (!d.fix.empty())
+          r << "; fix: " << d.fix;
+      }
+    }
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass>
+mlir::kda::createGpuSelectStrategyPass(const StrategyOptions &o) {
+  return std::make_unique<SelectStrategyPass>(o);
+}
+
+void mlir::kda::registerGpuSelectStrategyPass() {
+  PassRegistration<SelectStrategyPass>();
+}
+
+bool mlir::kda::runsOnLanes(func::FuncOp func, StringRef refusal) {
+  if (auto s = func->getAttrOfType<DictionaryAttr>(kStrategyAttr)) {
+    auto kind = s.getAs<StringAttr>("kind");
+    return kind && kind.getValue() == "lanes";
+  }
+  return refusal.empty();
+}

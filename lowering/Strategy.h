@@ -1,0 +1,70 @@
+//===- Strategy.h - how each GPU kernel is written -------------*- C++ -*-===//
+//
+// Every GPU kernel of a kda op is written one of two ways:
+//   lanes  the per-lane register kernels (GpuIntraRegisters, GpuStateRegisters,
+//          GpuDecodeRegisters): tiles in registers in the matrix instruction's
+//          layout, shared memory only where warps exchange data; the fast path;
+//   tiles  the shared-memory tile lowering (GpuTileMatmuls + GpuMapping): every
+//          tile primitive a phase of the block fenced by barriers; correct for
+//          every configuration, several times slower.
+// kda-gpu-select-strategy (GpuSelectStrategy.cpp) decides it, in one place,
+// for every kernel, from the target and the kernel's description: it records
+// `kda.strategy = {kernel, kind, reason}` on the kernel function (the manifest
+// carries it, kda.ops.last_launch reports it) and says in a remark why a
+// kernel of a gated delta op or a decode step gets tiles. The register passes
+// write the kernels the strategy gives them and nothing else.
+//
+// What a lane kernel takes is a property of its layout, so each register pass
+// states it (the *LanesRefusal functions below, next to the layout they
+// check); the selection pass is the one place that asks.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KDA_LOWERING_STRATEGY_H
+#define KDA_LOWERING_STRATEGY_H
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Pass/Pass.h"
+
+#include <string>
+
+namespace mlir::kda {
+
+/// The strategy attribute on a kernel function: a dictionary with `kernel`
+/// (intra, state, decode, window, elementwise, chunkwise), `kind` (lanes or
+/// tiles) and, for tiles, `reason`.
+inline constexpr llvm::StringLiteral kStrategyAttr = "kda.strategy";
+
+/// What the selection pass knows of the pipeline it runs in.
+struct StrategyOptions {
+  bool nvidia = true;      // the target's vendor
+  bool tensorCores = true; // tensor-core tile matmuls (off: no lane kernels)
+  bool intraLanes = true;  // the pipeline's intra-registers option
+  bool stateLanes = true;  // state-registers
+  bool decodeLanes = true; // decode-registers
+  bool stateWarps = false; // state-warps (independent warp programs)
+  int64_t threads = 128;   // threads per block
+  int64_t warpSize = 32;
+  bool remarks = false; // a remark for each kernel of a kda op given tiles
+};
+
+std::unique_ptr<Pass> createGpuSelectStrategyPass(const StrategyOptions &o);
+void registerGpuSelectStrategyPass();
+
+/// Why the register intra-chunk kernel cannot take the description
+/// (kda.intra_pass) with `threads` per block; empty if it can.
+std::string intraLanesRefusal(DictionaryAttr intraPass, int64_t threads);
+/// The same for the register state kernel (kda.state_pass); `warpPrograms`:
+/// the independent-warps form is asked for.
+std::string stateLanesRefusal(DictionaryAttr statePass, int64_t threads,
+                              bool warpPrograms);
+/// The same for the register decode kernel (kda.decode_pass).
+std::string decodeLanesRefusal(DictionaryAttr decodePass, int64_t warpSize);
+
+/// Whether `func` is to be written per lane: its kda.strategy says so, or,
+/// without one (a register pass run on its own), `refusal` is empty.
+bool runsOnLanes(func::FuncOp func, llvm::StringRef refusal);
+
+} // namespace mlir::kda
+
+#endif // KDA_LOWERING_STRATEGY_H

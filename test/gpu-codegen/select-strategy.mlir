@@ -1,0 +1,83 @@
+// RUN: kda-opt %s --kda-gpu-select-strategy="remarks=true" 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
+// RUN: kda-opt %s --kda-gpu-select-strategy | FileCheck %s
+// RUN: kda-opt %s --kda-gpu-select-strategy="nvidia=false" | FileCheck %s --check-prefix=AMD
+// RUN: kda-opt %s --kda-gpu-select-strategy="intra-registers=false decode-registers=false" | FileCheck %s --check-prefix=OFF
+// RUN: kda-opt %s --kda-gpu-select-strategy 2>&1 >/dev/null | FileCheck %s --allow-empty --check-prefix=QUIET
+
+// kda-gpu-select-strategy decides, for every kernel function (kda.kernel),
+// whether it is written per lane or as shared-memory tiles, from the target
+// and the kernel's description, and records it (kda.strategy). Kernels of a
+// kda op that get tiles are named in a remark (with remarks=true, as
+// kda-compile asks), with the reason and the fix; elementwise kernels are
+// tile programs by design and get no remark. The kernels' bodies do not
+// matter here: only their descriptions.
+
+// The intra-chunk grid at chunk 16 (one sub-chunk): lanes, whatever the gate.
+// CHECK-LABEL: func.func @intra16
+// CHECK-SAME: kda.strategy = {kernel = "intra", kind = "lanes"}
+// AMD-LABEL: func.func @intra16
+// AMD-SAME: kda.strategy = {kernel = "intra", kind = "tiles", reason = "AMD targets have no lane kernels
+// OFF-LABEL: func.func @intra16
+// OFF-SAME: kda.strategy = {kernel = "intra", kind = "tiles", reason = "switched off (intra-registers=false)"}
+func.func @intra16() attributes {kda.kernel, kda.intra_pass = {beta = true, beta_activation = "none", chunk = 16 : i64, delta = true, gate = "channel", gate_activation = "none", grid = [-1, -1, 4], key_dim = 128 : i64, l2norm = false, lower_bound = -5.000000e+00 : f64, scale = 0.088388347648318433 : f64, sub_chunk = 16 : i64, value_dim = 128 : i64, workspaces = ["w", "u", "q", "k", "p", "g"]}} {
+  return
+}
+
+// Chunk 64 (four sub-chunks): the register kernel does not take it.
+// REMARK: select-strategy.mlir:[[@LINE+3]]:1: remark: kda-gpu-select-strategy: the intra kernel 'intra64' takes the shared-memory tile lowering, several times slower than lanes: chunk 64 with sub-chunk 16: the register kernel takes chunks of 16 in one sub-chunk (chunk_size=16, or none: the default); fix: compile with --chunk=16 --sub-chunk=16 (or no chunk), or accept the tile lowering
+// CHECK-LABEL: func.func @intra64
+// CHECK-SAME: kind = "tiles", reason = "chunk 64 with sub-chunk 16
+func.func @intra64() attributes {kda.kernel, kda.intra_pass = {beta = true, beta_activation = "none", chunk = 64 : i64, delta = true, gate = "channel", gate_activation = "none", grid = [-1, -1, 4], key_dim = 128 : i64, l2norm = false, lower_bound = -5.000000e+00 : f64, scale = 0.088388347648318433 : f64, sub_chunk = 16 : i64, value_dim = 128 : i64, workspaces = ["w", "u", "q", "k", "p", "g"]}} {
+  return
+}
+
+// The state grid: V blocks of 16 take lanes, V blocks of 8 do not.
+// CHECK-LABEL: func.func @state16
+// CHECK-SAME: kda.strategy = {kernel = "state", kind = "lanes"}
+func.func @state16() attributes {kda.kernel, kda.state_pass = {boundary = false, boundary_interval = 0 : i64, boundary_pool = false, chunk = 16 : i64, grid = [-1, 4, 8], key_dim = 128 : i64, v_block = 16 : i64, v_major = false, workspaces = ["w", "u", "q", "k", "p", "g"]}} {
+  return
+}
+// REMARK: remark: kda-gpu-select-strategy: the state kernel 'state8' takes the shared-memory tile lowering, several times slower than lanes: V block 8, chunk 16, K 128, 128 threads: V blocks a multiple of 16, chunks a multiple of 8 up to 64, K a multiple of 8 x warps; fix: compile with a V block of 16 or 32 (--v-block) and a chunk of 16 (--chunk)
+// CHECK-LABEL: func.func @state8
+// CHECK-SAME: kind = "tiles"
+func.func @state8() attributes {kda.kernel, kda.state_pass = {boundary = false, boundary_interval = 0 : i64, boundary_pool = false, chunk = 16 : i64, grid = [-1, 4, 16], key_dim = 128 : i64, v_block = 8 : i64, v_major = false, workspaces = ["w", "u", "q", "k", "p", "g"]}} {
+  return
+}
+
+// Decode steps: lanes on any vendor where K and V split over a warp.
+// CHECK-LABEL: func.func @decode
+// CHECK-SAME: kda.strategy = {kernel = "decode", kind = "lanes"}
+// AMD-LABEL: func.func @decode
+// AMD-SAME: kda.strategy = {kernel = "decode", kind = "lanes"}
+// OFF-LABEL: func.func @decode
+// OFF-SAME: reason = "switched off (decode-registers=false)"
+func.func @decode() attributes {kda.kernel, kda.decode_pass = {beta = true, beta_activation = "none", delta = true, gate = "channel", gate_activation = "none", key_dim = 128 : i64, l2norm = false, lower_bound = -5.000000e+00 : f64, multi_token = false, scale = 0.088388347648318433 : f64, v_major = false, value_dim = 128 : i64}} {
+  return
+}
+// REMARK: remark: kda-gpu-select-strategy: the decode kernel 'decode_k20' takes the shared-memory tile lowering, several times slower than lanes: K = 20, V = 128 (K-major) do not split over a warp of 32 lanes with 4 value columns per lane; fix: K and V multiples of 32 take the register decode kernel
+func.func @decode_k20() attributes {kda.kernel, kda.decode_pass = {beta = true, beta_activation = "none", delta = true, gate = "channel", gate_activation = "none", key_dim = 20 : i64, l2norm = false, lower_bound = -5.000000e+00 : f64, multi_token = false, scale = 0.2 : f64, v_major = false, value_dim = 128 : i64}} {
+  return
+}
+
+// Window attention has no lane kernel yet; elementwise kernels are tiles
+// without a remark; functions that are not kernels are left alone.
+// REMARK: remark: kda-gpu-select-strategy: the window kernel 'kda_window_attention_kernel' takes the shared-memory tile lowering
+// CHECK-LABEL: func.func @kda_window_attention_kernel
+// CHECK-SAME: kda.strategy = {kernel = "window", kind = "tiles"
+func.func @kda_window_attention_kernel() attributes {kda.kernel} {
+  return
+}
+// REMARK-NOT: remark
+// CHECK-LABEL: func.func @kda_mix_kernel
+// CHECK-SAME: kda.strategy = {kernel = "elementwise", kind = "tiles"
+// CHECK-LABEL: func.func @host
+// CHECK-NOT: kda.strategy
+func.func @kda_mix_kernel() attributes {kda.kernel} {
+  return
+}
+func.func @host() {
+  return
+}
+
+// Without remarks=true the decisions are recorded and nothing is said.
+// QUIET-NOT: remark

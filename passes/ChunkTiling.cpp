@@ -1143,12 +1143,15 @@ struct KdaTileChunksPass
                           "state-registers)";
         return WalkResult::interrupt();
       }
-      if (op.getBoundaryIndices() && boundarySlots == "kernel" &&
+      // The pool's slot count is the caller's: no operand says it.
+      if (op.getBoundaryIndices() &&
           ShapedType::isDynamic(dimOf(op.getBoundaryStates(), 0)) &&
           !kernelDestination(op.getBoundaryStates())) {
         op.emitError() << "kda-tile-chunks: boundary states into pool slots "
-                          "with a dynamic pool size need a destination-style "
-                          "kernel (the caller passes the pool)";
+                          "with a dynamic pool size (result 'boundary_states' "
+                          "dimension 0) need a destination-style kernel (the "
+                          "caller passes the pool, as in the GPU pipelines) "
+                          "or a static pool size";
         return WalkResult::interrupt();
       }
       if (!op.getBoundaryIndices() && op.getCuSeqlens() &&

@@ -520,9 +520,10 @@ func.func @gd_zero_value_heads(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x0x16xf
 
 // -----
 
-// V bound only by the result (v's is dynamic): still refused, naming it.
+// V bound only by the result (v's is dynamic): refused, naming both (head
+// dimensions are static wherever one is).
 func.func @gd_zero_v_from_result(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x?xf32>) {
-  // expected-error @+1 {{result 'o': dimension 3 (V) must be at least 1, found 0}}
+  // expected-error @+1 {{operand 'v': dimension 3 (V) is dynamic, but result 'o' has V = 0}}
   %o = kda.gated_delta delta %q, %q, %v : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x?xf32> -> tensor<2x64x4x0xf32>
   return
 }
@@ -2376,5 +2377,33 @@ func.func @gd_boundary_pool_rank(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16
 func.func @gd_boundary_pool_heads(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>, %t: tensor<2x2xi32>) {
   // expected-error @+1 {{result 'boundary_states': dimension 1 (HV) is 2}}
   %o, %bs = kda.gated_delta delta %q, %q, %v boundary_indices(%t : tensor<2x2xi32>) {boundary_interval = 32 : i64} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x16xf32> boundary_states tensor<8x2x32x16xf32>
+  return
+}
+
+// -----
+
+// Head dimensions are static wherever one is: a state's dynamic K beside q's
+// static one reached kda-tile-chunks with no size to build tiles from (a
+// crash on every target).
+func.func @gd_state_dynamic_k(%q: tensor<1x64x2x32xf32>, %v: tensor<1x64x2x32xf32>, %h0: tensor<1x2x?x32xf32>) {
+  // expected-error @+1 {{operand 'initial_state': dimension 2 (K) is dynamic, but operand 'q' has K = 32 (head dimensions are static wherever one is)}}
+  %o, %s = kda.gated_delta delta %q, %q, %v initial_state(%h0 : tensor<1x2x?x32xf32>) : tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32> -> tensor<1x64x2x32xf32> final_state tensor<1x2x32x32xf32>
+  return
+}
+
+// -----
+
+func.func @gd_final_state_dynamic_v(%q: tensor<1x64x2x32xf32>, %v: tensor<1x64x2x16xf32>) {
+  // expected-error @+1 {{result 'final_state': dimension 3 (V) is dynamic, but operand 'v' has V = 16}}
+  %o, %s = kda.gated_delta delta %q, %q, %v : tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32>, tensor<1x64x2x16xf32> -> tensor<1x64x2x16xf32> final_state tensor<1x2x32x?xf32>
+  return
+}
+
+// -----
+
+// ... and the other way round: q's K dynamic, the state's static.
+func.func @gd_q_dynamic_k(%q: tensor<1x64x2x?xf32>, %v: tensor<1x64x2x16xf32>, %h0: tensor<1x2x32x16xf32>) {
+  // expected-error @+1 {{operand 'q': dimension 3 (K) is dynamic, but operand 'initial_state' has K = 32}}
+  %o = kda.gated_delta delta %q, %q, %v initial_state(%h0 : tensor<1x2x32x16xf32>) : tensor<1x64x2x?xf32>, tensor<1x64x2x?xf32>, tensor<1x64x2x16xf32> -> tensor<1x64x2x16xf32>
   return
 }

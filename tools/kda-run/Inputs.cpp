@@ -380,7 +380,10 @@ std::optional<int64_t> checkedByteSize(RankedTensorType type) {
   std::optional<int64_t> n = checkedNumElements(type);
   if (!n)
     return std::nullopt;
-  int64_t width = (type.getElementType().getIntOrFloatBitWidth() + 7) / 8;
+  Type elem = type.getElementType();
+  // index has no bit width of its own (64 bits in kda's lowerings).
+  int64_t width =
+      elem.isIntOrFloat() ? (elem.getIntOrFloatBitWidth() + 7) / 8 : 8;
   return llvm::checkedMul(*n, width);
 }
 
@@ -418,10 +421,10 @@ LogicalResult inferInputSpecs(func::FuncOp f, std::vector<InputSpec> &specs,
       return failure();
     }
     Type elem = type.getElementType();
-    if (!isa<FloatType>(elem) && !isa<IntegerType>(elem) && !elem.isIndex()) {
-      error = "argument #" + std::to_string(i) +
-              ": expected float or integer elements, found " +
-              typeString(arg.getType());
+    if (!runnableElementType(elem)) {
+      error = "argument #" + std::to_string(i) + ": " +
+              typeString(arg.getType()) + ": kda-run handles " +
+              kRunnableElementTypes + " elements";
       specs.clear();
       return failure();
     }
@@ -484,6 +487,11 @@ LogicalResult inferInputSpecs(func::FuncOp f, std::vector<InputSpec> &specs,
     specs.push_back(std::move(spec));
   }
   return success();
+}
+
+bool runnableElementType(Type type) {
+  return type.isF32() || type.isF16() || type.isBF16() || type.isF64() ||
+         type.isSignlessInteger(32) || type.isSignlessInteger(64);
 }
 
 //===----------------------------------------------------------------------===//

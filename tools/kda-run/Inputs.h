@@ -78,6 +78,12 @@ struct InputSpec {
 std::optional<int64_t> checkedNumElements(mlir::RankedTensorType type);
 /// The same in bytes of its element type.
 std::optional<int64_t> checkedByteSize(mlir::RankedTensorType type);
+/// The element types kda-run generates, reads, passes and compares: f32,
+/// f16, bf16, f64, i32 and i64 (anything else is refused by name before any
+/// buffer is made).
+bool runnableElementType(mlir::Type type);
+inline constexpr const char *kRunnableElementTypes =
+    "f32, f16, bf16, f64, i32 and i64";
 
 /// Infers one InputSpec per argument of `f`, in order. Fails with `error`
 /// set if an argument is not a statically shaped ranked tensor of float or

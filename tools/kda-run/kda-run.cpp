@@ -147,10 +147,12 @@ struct Buffer {
       } else if (e.isF16()) {
         uint16_t h = ::kda::npy::doubleToHalfBits(x);
         std::memcpy(&bytes[2 * i], &h, 2);
+      } else if (e.isF64()) {
+        std::memcpy(&bytes[8 * i], &x, 8);
       } else if (e.isInteger(32)) {
         int32_t v = static_cast<int32_t>(x);
         std::memcpy(&bytes[4 * i], &v, 4);
-      } else {
+      } else { // i64 (runnableElementType admits nothing else)
         int64_t v = static_cast<int64_t>(x);
         std::memcpy(&bytes[8 * i], &v, 8);
       }
@@ -177,11 +179,13 @@ struct Buffer {
         uint16_t h;
         std::memcpy(&h, &bytes[2 * i], 2);
         out[i] = ::kda::npy::halfBitsToDouble(h);
+      } else if (e.isF64()) {
+        std::memcpy(&out[i], &bytes[8 * i], 8);
       } else if (e.isInteger(32)) {
         int32_t v;
         std::memcpy(&v, &bytes[4 * i], 4);
         out[i] = v;
-      } else {
+      } else { // i64
         int64_t v;
         std::memcpy(&v, &bytes[8 * i], 8);
         out[i] = double(v);
@@ -274,6 +278,9 @@ int main(int argc, char **argv) {
     if (!rt || !rt.hasStaticShape())
       return fail("result type " + typeString(t) +
                   " must be a statically shaped tensor to run");
+    if (!::kda::run::runnableElementType(rt.getElementType()))
+      return fail("result type " + typeString(t) + ": kda-run handles " +
+                  ::kda::run::kRunnableElementTypes + " elements");
     if (!::kda::run::checkedByteSize(rt))
       return fail("result type " + typeString(t) +
                   " has more bytes than a 64-bit size holds");

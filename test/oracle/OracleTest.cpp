@@ -9,6 +9,7 @@
 
 #include "test/oracle/Oracle.h"
 
+#include <limits>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -560,6 +561,21 @@ TEST(GatedDelta, ResumingFromBoundaryStatesReproducesTheRun) {
     EXPECT_TRUE(near(tokens(full.o, j * C, T), rs.o, 1e-13)) << "chunk " << j;
     EXPECT_TRUE(near(full.finalState, rs.finalState, 1e-13)) << "chunk " << j;
   }
+}
+
+TEST(GatedDelta, BoundaryIntervalNear2To63IsOneState) {
+  // Any positive interval is valid (the verifier accepts 2^63 - 1): one
+  // boundary state per sequence, the one before its first token. NT was
+  // computed as (L + C - 1) / C, which overflowed to a negative count.
+  constexpr int64_t HV = 1, K = 3, V = 2;
+  Rng rng(53);
+  GatedDeltaArgs a = randomKda(rng, 2, 9, 1, HV, K, V);
+  a.boundaryInterval = std::numeric_limits<int64_t>::max();
+  GatedDeltaResult r = run(a);
+  ASSERT_EQ(r.boundaryStates.shape, (std::vector<int64_t>{2, 1, HV, K, V}));
+  for (int64_t n = 0; n < 2; ++n)
+    EXPECT_TRUE(near(pick(r.boundaryStates, {n, 0}), pick(a.initialState, {n}),
+                     0.0));
 }
 
 TEST(GatedDelta, VarlenBoundaryStates) {

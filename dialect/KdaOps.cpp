@@ -146,29 +146,8 @@ public:
   /// Binds `name` to `size` (from `what`, axis `axis`) or checks it.
   LogicalResult bind(StringRef what, size_t axis, StringRef name,
                      int64_t size) {
-    // Head dimensions size every tile: where one operand or result states
-    // them, a dynamic one elsewhere (a state's K, say) would reach the
-    // tiling with no size to build from. Other dimensions (B, T, heads,
-    // sequences) may mix static and dynamic.
-    const bool headDim = name == "K" || name == "V";
-    if (ShapedType::isDynamic(size)) {
-      auto it = sizes.find(name);
-      if (headDim && it != sizes.end())
-        return op->emitOpError()
-               << what << ": dimension " << axis << " (" << name
-               << ") is dynamic, but " << it->second.source << " has " << name
-               << " = " << it->second.size
-               << " (head dimensions are static wherever one is)";
-      if (headDim && !dynamicHeadDim.count(name))
-        dynamicHeadDim[name] = {0, what.str(), axis};
-      return success(); // nothing else to check statically
-    }
-    if (auto dyn = dynamicHeadDim.find(name); dyn != dynamicHeadDim.end())
-      return op->emitOpError()
-             << dyn->second.source << ": dimension " << dyn->second.axis
-             << " (" << name << ") is dynamic, but " << what << " has " << name
-             << " = " << size
-             << " (head dimensions are static wherever one is)";
+    if (ShapedType::isDynamic(size))
+      return success(); // nothing to check statically
     auto it = sizes.find(name);
     if (it == sizes.end()) {
       sizes[name] = {size, what.str(), axis};
@@ -230,7 +209,6 @@ private:
   };
   Operation *op;
   llvm::StringMap<Binding> sizes;
-  llvm::StringMap<Binding> dynamicHeadDim; // K or V first seen dynamic
 };
 
 thread_local DimensionNames *ShapeChecker::dimensionRecorder = nullptr;

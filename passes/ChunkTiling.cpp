@@ -49,6 +49,56 @@ int64_t dimOf(Value v, unsigned d) {
   return cast<RankedTensorType>(v.getType()).getDimSize(d);
 }
 
+/// Gives every dynamic dimension of a kda op's operands and results the
+/// static size another of its values states for the same dimension (the
+/// verifier's names: q's K and a state's K are one size), through
+/// tensor.cast. The verifier accepts such mixes; the tiling builds its tiles
+/// from whichever value it reads (a state's dynamic K beside q's static one
+/// crashed it).
+void refineStaticSizes(Operation *op) {
+  DimensionNames names = nameDimensions(op);
+  if (names.empty())
+    return;
+  llvm::StringMap<int64_t> known;
+  for (auto &[value, naming] : names) {
+    auto type = dyn_cast<RankedTensorType>(value.getType());
+    if (!type || type.getRank() != static_cast<int64_t>(naming.dims.size()))
+      return;
+    for (auto [axis, name] : llvm::enumerate(naming.dims))
+      if (!type.isDynamicDim(axis))
+        known[name] = type.getDimSize(axis);
+  }
+  auto refined = [&](Value v) -> RankedTensorType {
+    auto type = cast<RankedTensorType>(v.getType());
+    auto it = names.find(v);
+    if (it == names.end())
+      return type;
+    SmallVector<int64_t> shape(type.getShape());
+    for (auto [axis, name] : llvm::enumerate(it->second.dims))
+      if (type.isDynamicDim(axis))
+        if (auto k = known.find(name); k != known.end())
+          shape[axis] = k->second;
+    return type.clone(shape);
+  };
+  OpBuilder b(op);
+  for (OpOperand &use : op->getOpOperands())
+    if (isa<RankedTensorType>(use.get().getType()))
+      if (RankedTensorType r = refined(use.get()); r != use.get().getType())
+        use.set(tensor::CastOp::create(b, op->getLoc(), r, use.get()));
+  b.setInsertionPointAfter(op);
+  for (OpResult result : op->getResults()) {
+    auto type = dyn_cast<RankedTensorType>(result.getType());
+    if (!type)
+      continue;
+    RankedTensorType r = refined(result);
+    if (r == type)
+      continue;
+    result.setType(r);
+    auto back = tensor::CastOp::create(b, op->getLoc(), type, result);
+    result.replaceAllUsesExcept(back, back);
+  }
+}
+
 Value dimValue(ImplicitLocOpBuilder &b, Value v, unsigned d) {
   return tensor::DimOp::create(b, v, d);
 }
@@ -1128,6 +1178,14 @@ struct KdaTileChunksPass
           << schedule << "'";
       return signalPassFailure();
     }
+    // Static sizes wherever the op states them (refineStaticSizes).
+    SmallVector<Operation *> kdaOps;
+    getOperation().walk([&](Operation *op) {
+      if (isa<GatedDeltaOp, WindowAttentionOp>(op))
+        kdaOps.push_back(op);
+    });
+    for (Operation *op : kdaOps)
+      refineStaticSizes(op);
     // Boundary states are recorded where a chunk starts: an interval the
     // chunks do not end on would leave boundaries inside chunks unwritten
     // (zeros), a silent wrong answer. Refuse it, naming what would work.

@@ -530,6 +530,46 @@ int main(int argc, char **argv) {
   if (!module)
     return fail("cannot parse " + inputFile);
 
+  // A recurrence or attention op with a static size of 0 (no sequences,
+  // tokens or heads) would make kernels that launch nothing (a decode step's
+  // was an internal error): a bundle serves calls, and a call may pass 0
+  // where the size is dynamic. Refused here, naming the op, the value and
+  // the dimension. (Empty elementwise work, a gate or a mix, gets no kernel
+  // and the ops around it still compile: kda-gpu-outline-elementwise.)
+  {
+    std::string zero;
+    Location zeroLoc = UnknownLoc::get(&context);
+    module->walk([&](Operation *op) {
+      if (!zero.empty() ||
+          !isa<mlir::kda::GatedDeltaOp, mlir::kda::DecodeStepOp,
+               mlir::kda::WindowAttentionOp, mlir::kda::MultiScaleOp>(op))
+        return;
+      auto scan = [&](ValueRange values, const char *kind) {
+        for (auto [i, v] : llvm::enumerate(values))
+          if (auto t = dyn_cast<RankedTensorType>(v.getType()))
+            for (auto [d, size] : llvm::enumerate(t.getShape()))
+              if (size == 0 && zero.empty()) {
+                std::string type;
+                llvm::raw_string_ostream os(type);
+                os << t;
+                zero = op->getName().getStringRef().str() + " " + kind + " #" +
+                       std::to_string(i) + " (" + type +
+                       ") has a static size 0 in dimension " +
+                       std::to_string(d);
+                zeroLoc = op->getLoc();
+              }
+      };
+      scan(op->getOperands(), "operand");
+      scan(op->getResults(), "result");
+    });
+    if (!zero.empty()) {
+      mlir::emitError(zeroLoc)
+          << zero << ": a bundle of it would launch nothing; make that "
+                     "dimension dynamic (a call may then pass 0)";
+      return fail("nothing to compile for a GPU");
+    }
+  }
+
   // --v-block applies to the ops whose V it divides and that have no
   // v_block of their own; one it cannot apply to anywhere would be ignored
   // while the manifest recorded it.
@@ -740,6 +780,20 @@ int main(int argc, char **argv) {
                   " bytes of shared memory; " + chip + " gives a block " +
                   llvm::Twine(sharedMemoryLimit(chip)) +
                   " (use smaller tiles: --chunk, --v-block)");
+    // Static grid extents past what a launch takes (CUDA's 2^31 - 1 blocks
+    // in x, 65535 in y and z; HIP's are no smaller) would make a bundle that
+    // never launches: refuse it here, naming the kernel and the axis.
+    static const int64_t maxGrid[3] = {2147483647, 65535, 65535};
+    auto grid = cast<ArrayAttr>(launch.get("grid"));
+    for (auto [axis, extent] : llvm::enumerate(grid))
+      if (auto c = dyn_cast<IntegerAttr>(extent);
+          c && axis < 3 && c.getInt() > maxGrid[axis])
+        return fail(name + ": grid " + std::string(1, "xyz"[axis]) + " is " +
+                    llvm::Twine(c.getInt()) + " blocks; a launch takes at most " +
+                    llvm::Twine(maxGrid[axis]) + " in " +
+                    std::string(1, "xyz"[axis]) +
+                    " (fewer heads, sequences or tokens per call, or dynamic "
+                    "sizes: the runtime checks each call's)");
     llvm::json::Object kernel;
     kernel["name"] = name;
     kernel["binary"] = file;

@@ -178,10 +178,16 @@ bool Evaluator::loadInts(Value v, StringRef what, std::vector<int64_t> &out) {
 
 bool Evaluator::store(Value result, oracle::Tensor t, bool padDim1) {
   auto type = dyn_cast<RankedTensorType>(result.getType());
-  if (!type || !type.hasStaticShape())
+  if (!type)
     return fail("result type " + str(result.getType()) +
-                " is not a statically shaped ranked tensor");
+                " is not a ranked tensor");
+  // A dynamic dimension takes the oracle's size (the function's own results
+  // are static: kda-run checks them).
   std::vector<int64_t> want(type.getShape().begin(), type.getShape().end());
+  if (t.shape.size() == want.size())
+    for (size_t d = 0; d < want.size(); ++d)
+      if (ShapedType::isDynamic(want[d]))
+        want[d] = t.shape[d];
   if (t.shape != want) {
     // boundary_states with cu_seqlens: the oracle sizes NT after the
     // longest sequence; a larger static NT is padded with zero states.
@@ -608,14 +614,20 @@ std::string Evaluator::run(func::FuncOp f,
       ok = evalEmpty(op);
     else if (auto e = dyn_cast<tensor::ExtractSliceOp>(op))
       ok = evalExtractSlice(e);
-    else
+    else if (auto c = dyn_cast<tensor::CastOp>(op)) {
+      // Only the static type changes: the values are the source's.
+      const oracle::Tensor *src = get(c.getSource());
+      ok = src != nullptr;
+      if (ok)
+        env[c.getResult()] = *src;
+    } else
       return "unsupported operation '" +
              op->getName().getStringRef().str() + "' at " +
              str(op->getLoc()) +
              ": the oracle evaluator knows kda.gated_delta, kda.gate, "
              "kda.decode_step, kda.window_attention, kda.hybrid, "
              "kda.multi_scale, arith.constant, tensor.empty, "
-             "tensor.extract_slice (static) and func.return";
+             "tensor.extract_slice (static), tensor.cast and func.return";
     if (!ok)
       return error;
   }

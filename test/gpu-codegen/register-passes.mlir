@@ -1,0 +1,59 @@
+// Each register pass on its own input (the IR the GPU pipeline hands it):
+// it writes the kernel kda-gpu-select-strategy gives lanes, and leaves every
+// other function alone.
+// RUN: kda-opt %S/Inputs/register_kernels_small.mlir --pass-pipeline="builtin.module(func.func(kda-gpu-intra-registers))" | FileCheck %s --check-prefix=INTRA
+// RUN: kda-opt %S/Inputs/register_kernels_small.mlir --pass-pipeline="builtin.module(func.func(kda-gpu-state-registers))" | FileCheck %s --check-prefix=STATE
+// RUN: sed 's/kernel = "intra", kind = "lanes"/kernel = "intra", kind = "tiles", reason = "a test"/' %S/Inputs/register_kernels_small.mlir | kda-opt --pass-pipeline="builtin.module(func.func(kda-gpu-intra-registers))" | FileCheck %s --check-prefix=TILES
+// RUN: sed 's/, kda.strategy = {kernel = "[a-z]*", kind = "lanes"}//' %S/Inputs/register_kernels_small.mlir | kda-opt --pass-pipeline="builtin.module(func.func(kda-gpu-intra-registers,kda-gpu-state-registers))" | FileCheck %s --check-prefix=BOTH
+
+// kda-gpu-intra-registers: the intra-chunk kernel per lane (shuffles for the
+// gate's prefix sum, mma.sync partial products, four-phase barriers); the
+// state kernel is untouched.
+// INTRA-LABEL: func.func private @kda_gated_delta_kernel_intra
+// INTRA-SAME: kda.explicit_threads
+// INTRA: gpu.shuffle up
+// INTRA: nvgpu.mma.sync
+// INTRA: gpu.barrier
+// INTRA-LABEL: func.func private @kda_gated_delta_kernel_state
+// INTRA-NOT: gpu.shuffle
+// INTRA-NOT: nvgpu.mma.sync
+// INTRA: linalg.generic
+
+// kda-gpu-state-registers: the state kernel with the state in mma.sync
+// accumulators; the intra-chunk kernel is untouched.
+// STATE-LABEL: func.func private @kda_gated_delta_kernel_intra
+// STATE-NOT: nvgpu.mma.sync
+// STATE-LABEL: func.func private @kda_gated_delta_kernel_state
+// STATE-SAME: kda.explicit_threads
+// STATE: nvgpu.mma.sync
+// STATE-NOT: linalg.generic
+// STATE: return
+
+// A kernel the strategy gives tiles is left to the tile lowering.
+// TILES-LABEL: func.func private @kda_gated_delta_kernel_intra
+// TILES-SAME: kind = "tiles"
+// TILES-NOT: gpu.shuffle
+// TILES-NOT: nvgpu.mma.sync
+// TILES: linalg.generic
+// TILES-LABEL: func.func private @kda_gated_delta_kernel_state
+
+// Without a strategy (a register pass run on its own input), each pass asks
+// its own layout whether it takes the kernel: both do here.
+// BOTH-NOT: kda.strategy
+// BOTH-LABEL: func.func private @kda_gated_delta_kernel_intra
+// BOTH: nvgpu.mma.sync
+// BOTH-LABEL: func.func private @kda_gated_delta_kernel_state
+// BOTH: nvgpu.mma.sync
+
+// kda-gpu-decode-registers: one pass over each state, reductions by
+// shuffles, no shared memory or barrier; tiles where the strategy says so.
+// RUN: kda-opt %S/Inputs/decode_kernel_128.mlir --pass-pipeline="builtin.module(func.func(kda-gpu-decode-registers))" | FileCheck %s --check-prefix=DECODE
+// RUN: sed 's/kernel = "decode", kind = "lanes"/kernel = "decode", kind = "tiles", reason = "a test"/' %S/Inputs/decode_kernel_128.mlir | kda-opt --pass-pipeline="builtin.module(func.func(kda-gpu-decode-registers))" | FileCheck %s --check-prefix=DECODETILES
+// DECODE-LABEL: func.func private @kda_decode_step_kernel
+// DECODE: gpu.shuffle xor
+// DECODE-NOT: gpu.barrier
+// DECODE-NOT: linalg.generic
+// DECODE: return
+// DECODETILES-LABEL: func.func private @kda_decode_step_kernel
+// DECODETILES-NOT: gpu.shuffle
+// DECODETILES: linalg.generic

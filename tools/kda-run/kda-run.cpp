@@ -354,13 +354,39 @@ int main(int argc, char **argv) {
       add(spec.type, 1);
     for (Type t : f.getResultTypes())
       add(cast<RankedTensorType>(t), check ? 2 : 1);
+    // The oracle's own states, returned or not: a float64 state per
+    // (sequence, value head), plus the boundary states where recorded (65,536
+    // sequences made it allocate 34 GB and abort).
+    if (check)
+      f.walk([&](mlir::kda::GatedDeltaOp op) {
+        auto dim = [](Value v, unsigned d) {
+          return cast<RankedTensorType>(v.getType()).getDimSize(d);
+        };
+        int64_t n = op.getCuSeqlens() ? dim(op.getCuSeqlens(), 0) - 1
+                                      : dim(op.getQ(), 0);
+        int64_t t = dim(op.getQ(), 1), hv = dim(op.getV(), 2),
+                k = dim(op.getQ(), 3), v = dim(op.getV(), 3);
+        if (llvm::any_of(ArrayRef<int64_t>{n, t, hv, k, v},
+                         ShapedType::isDynamic))
+          return;
+        int64_t states = 1;
+        if (auto interval = op.getBoundaryInterval(); interval && *interval > 0)
+          states += t == 0 ? 0 : (t - 1) / *interval + 1;
+        std::optional<int64_t> bytes = llvm::checkedMul<int64_t>(n, hv);
+        for (int64_t factor : {k, v, states, int64_t(8)})
+          bytes = bytes ? llvm::checkedMul<int64_t>(*bytes, factor) : bytes;
+        overflow |= !bytes ||
+                    __builtin_add_overflow(need, uint64_t(*bytes), &need);
+      });
     long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
     uint64_t have = pages > 0 && pageSize > 0
                         ? uint64_t(pages) * uint64_t(pageSize)
                         : UINT64_MAX;
     if (overflow || need > have)
       return fail(
-          "@" + f.getSymName().str() + "'s arguments and results need " +
+          "@" + f.getSymName().str() + "'s arguments and results" +
+          (check ? std::string(" (and the oracle's states)") : std::string()) +
+          " need " +
           (overflow ? std::string("more than 2^64") : std::to_string(need)) +
           " bytes of host memory; this machine has " + std::to_string(have));
   }

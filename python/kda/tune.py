@@ -246,8 +246,11 @@ class TuningDB:
     def load(cls, path: str, missing_ok: bool = True) -> "TuningDB":
         if missing_ok and not os.path.exists(path):
             return cls()
-        with open(path) as f:
-            data = json.load(f)
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise ValueError(f"{path}: not a kda tuning database (not valid JSON: {e})") from None
         if not isinstance(data, dict) or data.get("format") != DB_FORMAT:
             raise ValueError(f"{path}: not a kda tuning database (format {DB_FORMAT!r})")
         if data.get("version") != DB_VERSION:
@@ -257,9 +260,16 @@ class TuningDB:
         if not isinstance(entries, dict):
             raise ValueError(f"{path}: 'entries' must be an object")
         for key, e in entries.items():
+            if not isinstance(e, dict):
+                raise ValueError(f"{path}: entry {key!r} must be an object")
             for field in ("config", "config_hash", "chip", "compiler_fingerprint", "bucket", "candidates"):
                 if field not in e:
                     raise ValueError(f"{path}: entry {key!r} lacks {field!r}")
+            if not isinstance(e["candidates"], list) or not all(isinstance(c, dict) for c in e["candidates"]):
+                raise ValueError(f"{path}: entry {key!r}: 'candidates' must be a list of objects")
+            if e.get("winner") is not None and not (isinstance(e["winner"], dict)
+                                                    and isinstance(e["winner"].get("tile"), dict)):
+                raise ValueError(f"{path}: entry {key!r}: 'winner' must be an object with a 'tile'")
         return cls(entries)
 
     def to_json(self) -> Dict[str, Any]:

@@ -96,6 +96,9 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   tiling.subChunk = tiling.chunk > 1 ? options.subChunk : tiling.chunk;
   tiling.vBlock = options.vBlock > 0 ? options.vBlock : target.defaultVBlock;
   tiling.schedule = options.schedule;
+  // [C, K] tiles in shared memory and registers: past 1024 nothing fits a
+  // block on any of the five chips (and the lowering took minutes first).
+  tiling.maxHeadDim = 1024;
   // Boundary states into pool slots are written by the NVIDIA register state
   // kernel; a copy loop after the grid would be a second grid in the kernel.
   tiling.boundarySlots =

@@ -1178,6 +1178,34 @@ struct KdaTileChunksPass
           << schedule << "'";
       return signalPassFailure();
     }
+    // Head dimensions the target lowers.
+    if (maxHeadDim > 0) {
+      WalkResult tooWide = getOperation().walk([&](Operation *op) {
+        Value q, v;
+        if (auto g = dyn_cast<GatedDeltaOp>(op))
+          q = g.getQ(), v = g.getV();
+        else if (auto w = dyn_cast<WindowAttentionOp>(op))
+          q = w.getQ(), v = w.getV();
+        else if (auto d = dyn_cast<DecodeStepOp>(op))
+          q = d.getQ(), v = d.getV();
+        else
+          return WalkResult::advance();
+        for (auto [name, value] : {std::pair<StringRef, Value>{"K", q},
+                                   std::pair<StringRef, Value>{"V", v}}) {
+          int64_t d = cast<RankedTensorType>(value.getType()).getShape().back();
+          if (!ShapedType::isDynamic(d) && d > maxHeadDim) {
+            op->emitError() << "kda-tile-chunks: head dimension " << name
+                            << " = " << d << " exceeds the largest this "
+                            << "target lowers, " << int64_t(maxHeadDim)
+                            << " (its tiles would not fit a block)";
+            return WalkResult::interrupt();
+          }
+        }
+        return WalkResult::advance();
+      });
+      if (tooWide.wasInterrupted())
+        return signalPassFailure();
+    }
     // Static sizes wherever the op states them (refineStaticSizes).
     SmallVector<Operation *> kdaOps;
     getOperation().walk([&](Operation *op) {

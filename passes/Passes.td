@@ -50,6 +50,11 @@ def KdaTileChunks : Pass<"kda-tile-chunks", "func::FuncOp"> {
            "state kernel writes the slots; the tile program leaves the pool "
            "alone: NVIDIA's kda-gpu-state-registers) or 'none' (refused "
            "with an error)">,
+    Option<"maxHeadDim", "max-head-dim", "int64_t", /*default=*/"0",
+           "the largest head dimension (K, V) the target lowers (0: any). "
+           "The GPU pipelines' tiles of [C, K] live in shared memory and "
+           "registers: past 1024 nothing fits, and the lowering takes "
+           "minutes before the chip's limits refuse it">,
   ];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::linalg::LinalgDialect",

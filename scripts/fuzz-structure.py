@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Structure-aware fuzzing of kda's passes: valid modules with one thing changed.
+
+The libFuzzer targets (scripts/fuzz.sh) mutate bytes and rarely produce a module
+that parses; this takes the valid modules under test/ and examples/ (one function
+each, with a kda op) and changes one thing at a time, consistently across the
+module, so that what reaches the verifier and the passes is a plausible module:
+
+  dim      one tensor type's dimension set to 0, 1, 17, 2^31, 2^63 - 1 or dynamic
+           (every occurrence of that type)
+  rank     one tensor type's dimension dropped or doubled
+  elt      one tensor type's element type swapped (f32, bf16, f16, f64, i32, i8, index)
+  int      an integer attribute set to 0, -1, 1, 2^31 or 2^63 - 1
+  float    a float attribute set to 0, -1e30, 1e30 or NaN
+  enum     a kda enum swapped for another of its kind
+  drop     an optional operand clause (gate(...), beta(...), ...) dropped
+  dup      an optional operand clause written twice
+
+Each mutant goes through every kda pipeline (the CPU, NVIDIA and AMD lowerings to
+the LLVM / NVVM / ROCDL dialects) and each outcome is classified: ok, a clear error
+(exit 1 with a diagnostic), or a defect: a crash (a signal, a stack dump, an
+abort), a hang (past --timeout) or an exit status that is neither. Defects are
+written to --out as reproducers (the module and the command) and make the exit
+status 1.
+
+  scripts/fuzz-structure.py --kda-opt build/bin/kda-opt --count 300 --seed 1   # CI
+  scripts/fuzz-structure.py --kda-opt build/bin/kda-opt --minutes 30 --out DIR # a long run
+"""
+
+import argparse
+import concurrent.futures
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PIPELINES = [
+    ["--kda-lower-to-cpu"],
+    ["--kda-lower-to-nvvm=chip=sm_90a format=none"],
+    ["--kda-lower-to-rocdl=chip=gfx942 format=none"],
+]
+DIMS = ["0", "1", "17", "2147483648", "9223372036854775807", "?"]
+ELTS = ["f32", "bf16", "f16", "f64", "i32", "i8", "index"]
+INTS = ["0", "-1", "1", "2147483648", "9223372036854775807"]
+FLOATS = ["0.0", "-1.0e+30", "1.0e+30", "0x7FC00000"]
+ENUMS = {
+    "gate": ["none", "softplus", "lower_bound", "sigmoid"],
+    "beta": ["none", "sigmoid"],
+    "layout": ["k_major", "v_major"],
+}
+CLAUSES = ["gate", "beta", "A_log", "dt_bias", "initial_state", "cu_seqlens", "boundary_indices",
+           "indices", "read_indices", "window_sizes"]
+TENSOR = re.compile(r"tensor<([0-9?x]*?)x?(f32|bf16|f16|f64|i32|i64|i8|index)>")
+INT_ATTR = re.compile(r"(\b[a-z_]+ = )(-?\d+)( : i64)")
+FLOAT_ATTR = re.compile(r"(\b[a-z_]+ = )(-?[0-9.]+(?:e[+-]?\d+)?)( : f64)")
+ENUM = re.compile(r"#kda<(gate|beta|layout) ([a-z_]+)>")
+CLAUSE = re.compile(r"\b(" + "|".join(CLAUSES) + r")\((%[\w]+) : ([^)]*>)\)")
+
+
+def seeds(kda_opt):
+    """The valid single-function modules with a kda op (at the tensor level) under test/ and
+    examples/: those kda-opt parses and verifies as they are."""
+    out = []
+    for base in ("test", "examples"):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, base)):
+            for name in sorted(files):
+                if not name.endswith(".mlir"):
+                    continue
+                path = os.path.join(dirpath, name)
+                with open(path) as f:
+                    text = f.read()
+                if (not re.search(r"= kda\.[a-z_]+ ", text) or "// -----" in text
+                        or "expected-error" in text or "memref<" in text
+                        or text.count("func.func @") != 1 or len(text) > 20000):
+                    continue
+                if subprocess.run([kda_opt, path, "-o", os.devnull], capture_output=True).returncode:
+                    continue
+                out.append((os.path.relpath(path, ROOT), text))
+    return sorted(out)
+
+
+def mutate(text, rng):
+    """One mutation of text: (kind, description, mutant) or None where it does not apply."""
+    kind = rng.choice(["dim", "dim", "rank", "elt", "int", "float", "enum", "drop", "dup"])
+    if kind in ("dim", "rank", "elt"):
+        types = sorted(set(m.group(0) for m in TENSOR.finditer(text)))
+        if not types:
+            return None
+        t = rng.choice(types)
+        m = TENSOR.fullmatch(t)
+        dims = [d for d in m.group(1).split("x") if d] if m.group(1) else []
+        elt = m.group(2)
+        if kind == "elt":
+            new = rng.choice([e for e in ELTS if e != elt])
+            dims2 = dims
+            elt2 = new
+        else:
+            if not dims:
+                return None
+            i = rng.randrange(len(dims))
+            dims2 = list(dims)
+            if kind == "dim":
+                dims2[i] = rng.choice([d for d in DIMS if d != dims[i]])
+            elif rng.random() < 0.5:
+                del dims2[i]
+            else:
+                dims2.insert(i, dims[i])
+            elt2 = elt
+        t2 = "tensor<" + "".join(d + "x" for d in dims2) + elt2 + ">"
+        return kind, f"{t} -> {t2}", text.replace(t, t2)
+    if kind == "int":
+        ms = list(INT_ATTR.finditer(text))
+        if not ms:
+            return None
+        m = rng.choice(ms)
+        v = rng.choice([x for x in INTS if x != m.group(2)])
+        return kind, f"{m.group(0)} -> {v}", text[:m.start(2)] + v + text[m.end(2):]
+    if kind == "float":
+        ms = list(FLOAT_ATTR.finditer(text))
+        if not ms:
+            return None
+        m = rng.choice(ms)
+        v = rng.choice(FLOATS)
+        return kind, f"{m.group(0)} -> {v}", text[:m.start(2)] + v + text[m.end(2):]
+    if kind == "enum":
+        ms = list(ENUM.finditer(text))
+        if not ms:
+            return None
+        m = rng.choice(ms)
+        v = rng.choice([x for x in ENUMS[m.group(1)] if x != m.group(2)])
+        return kind, f"{m.group(0)} -> {v}", text[:m.start(2)] + v + text[m.end(2):]
+    ms = list(CLAUSE.finditer(text))
+    if not ms:
+        return None
+    m = rng.choice(ms)
+    if kind == "drop":
+        return kind, f"drop {m.group(0)}", text[:m.start()] + text[m.end():]
+    return kind, f"dup {m.group(0)}", text[:m.end()] + " " + m.group(0) + text[m.end():]
+
+
+def classify(rc, output):
+    if rc == 0:
+        return "ok"
+    crashed = rc < 0 or "Stack dump" in output or "PLEASE submit a bug report" in output \
+        or "LLVM ERROR" in output or "Assertion" in output
+    if crashed:
+        return "crash"
+    if rc == 1 and ("error:" in output or "error" in output.lower()):
+        return "error"
+    return f"exit {rc}"
+
+
+def run_one(kda_opt, text, pipeline, timeout):
+    with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as f:
+        f.write(text)
+        path = f.name
+    try:
+        p = subprocess.run([kda_opt, path, *pipeline, "-o", os.devnull], capture_output=True,
+                           text=True, errors="replace", timeout=timeout)
+        return classify(p.returncode, p.stdout + p.stderr), (p.stdout + p.stderr)[-2000:]
+    except subprocess.TimeoutExpired:
+        return "hang", ""
+    finally:
+        os.unlink(path)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    ap.add_argument("--kda-opt", default=os.path.join(ROOT, "build", "bin", "kda-opt"))
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--count", type=int, default=300, help="mutants (each through every pipeline)")
+    ap.add_argument("--minutes", type=float, default=0, help="run for this long instead of --count")
+    ap.add_argument("--timeout", type=float, default=60, help="seconds per run before it is a hang")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--out", help="where reproducers of defects go (default: a temporary folder)")
+    args = ap.parse_args(argv)
+    rng = random.Random(args.seed)
+    pool = seeds(args.kda_opt)
+    if not pool:
+        print("fuzz-structure: no seed modules found", file=sys.stderr)
+        return 2
+    out = args.out or tempfile.mkdtemp(prefix="kda-fuzz-")
+    os.makedirs(out, exist_ok=True)
+    deadline = time.time() + 60 * args.minutes if args.minutes else None
+
+    def mutants():
+        n = 0
+        while (deadline and time.time() < deadline) or (not deadline and n < args.count):
+            name, text = rng.choice(pool)
+            m = mutate(text, rng)
+            if m is None:
+                continue
+            n += 1
+            yield n, name, m
+
+    counts, defects = {}, []
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
+        futures = {}
+        for n, name, (kind, what, mutant) in mutants():
+            for pipeline in PIPELINES:
+                fut = ex.submit(run_one, args.kda_opt, mutant, pipeline, args.timeout)
+                futures[fut] = (n, name, kind, what, mutant, pipeline)
+            # Bounded queue: results are collected as we go.
+            while len(futures) > 4 * max(1, args.jobs):
+                done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)
+                for fut in done:
+                    collect(fut, futures.pop(fut), counts, defects, out)
+        for fut in concurrent.futures.as_completed(list(futures)):
+            collect(fut, futures[fut], counts, defects, out)
+    total = sum(counts.values())
+    mutants_run = total // len(PIPELINES)
+    print(f"fuzz-structure: {mutants_run} mutants x {len(PIPELINES)} pipelines = {total} runs (seed "
+          f"{args.seed}): " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    for d in defects:
+        print(f"DEFECT {d}")
+    return 1 if defects else 0
+
+
+def collect(fut, info, counts, defects, out):
+    n, name, kind, what, mutant, pipeline = info
+    outcome, tail = fut.result()
+    counts[outcome] = counts.get(outcome, 0) + 1
+    if outcome in ("ok", "error"):
+        return
+    stem = f"defect-{n}-{kind}-{len(defects)}"
+    path = os.path.join(out, stem + ".mlir")
+    with open(path, "w") as f:
+        f.write(f"// fuzz-structure: {name}, {kind}: {what}\n// RUN: kda-opt %s {' '.join(pipeline)}\n")
+        f.write(mutant)
+    with open(os.path.join(out, stem + ".log"), "w") as f:
+        f.write(tail)
+    defects.append(f"{outcome}: {name} [{kind}: {what}] {' '.join(pipeline)} -> {path}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -9,9 +9,10 @@
 //   P = tril(Q_r K_r^T),  L = beta * strict_tril(K'_r K_r^T),  A = (I + L)^-1
 //   W = A (beta Gamma K),  U = A (beta V)
 //
-// measured from the chunk's first row r (Q_r = Q exp(G - G_r),
-// K_r = K exp(G_r - G), K'_r = K exp(G - G_r)), and the decayed q and k the
-// state pass reads. Lowered like every tile program, each of these steps is
+// with the decays factored from a reference row r (Q_r = Q exp(G - G_r),
+// K_r = K exp(G_r - G), K'_r = K exp(G - G_r); r the middle row of each
+// 8-key n tile, or the exact pairwise form where that would overflow:
+// products()), and the decayed q and k the state pass reads. Lowered like every tile program, each of these steps is
 // a phase over shared memory fenced by barriers (64 per chunk). This pass
 // writes the program for NVIDIA tensor cores with the tiles in registers.
 //

@@ -155,7 +155,7 @@ void readLinear(ObjectReader &r, LinearConfig &c) {
                                          "({1}): value heads share q/k heads "
                                          "in groups",
                                          c.valueHeads, c.heads));
-  if (c.chunk != 16 && c.chunk != 32 && c.chunk != 64)
+  if (c.chunk != 0 && c.chunk != 16 && c.chunk != 32 && c.chunk != 64)
     r.error("chunk", llvm::formatv("expected 16, 32 or 64, found {0}", c.chunk));
   if (c.gateActivation == "lower_bound" &&
       !(c.lowerBound >= -5.0 && c.lowerBound < 0.0))
@@ -450,12 +450,16 @@ std::string emitLinear(FunctionText &fn, const Model &m, const LinearConfig &c,
     attrs.push_back(llvm::formatv("lower_bound = {0:e} : f64", c.lowerBound));
   if (c.stateLayout == "v_major")
     attrs.push_back("state_layout = #kda<layout v_major>");
-  attrs.push_back("tile = #kda.tile<chunk = " + std::to_string(c.chunk) +
-                  ", sub_chunk = 16>");
-  std::string attrText = " {";
+  // Without a chunk the op carries no tile: each target's strategy takes
+  // its own (the GPUs' lane kernels run chunks of 16, the CPU 64).
+  if (c.chunk > 0)
+    attrs.push_back("tile = #kda.tile<chunk = " + std::to_string(c.chunk) +
+                    ", sub_chunk = 16>");
+  std::string attrText;
   for (auto [i, a] : llvm::enumerate(attrs))
-    attrText += (i ? ", " : "") + a;
-  attrText += "}";
+    attrText += (i ? ", " : " {") + a;
+  if (!attrs.empty())
+    attrText += "}";
 
   std::string o = "%" + p + "o";
   std::string results = o;

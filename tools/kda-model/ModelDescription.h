@@ -34,7 +34,7 @@ struct LinearConfig {
   std::string beta = "none";     // none | sigmoid | sigmoid_neg_eigval | absent
   std::string stateLayout = "k_major";
   bool outputFinalState = true;
-  int64_t chunk = 64;
+  int64_t chunk = 0; // 0: no #kda.tile (each target's default chunk)
 };
 
 /// The softmax attention layers' configuration (full or sliding window).

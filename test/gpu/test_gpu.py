@@ -511,7 +511,7 @@ def check_strategy(problems, metrics, expect):
     manifest's kda.strategy, reported by kda.ops.last_launch): lanes for gated delta ops and
     decode steps, the suite's every configuration; tiles for window attention (no lane kernel
     yet). A kernel that silently fell back to the shared-memory tile lowering fails its case."""
-    st = getattr(kda.ops.last_launch, "strategy", None)
+    st = getattr(kops.last_launch, "strategy", None)
     if not st:
         problems.append("kda.ops.last_launch reports no strategy")
         return
@@ -601,10 +601,10 @@ def run_case(case, torch, oracle):
     if "policy" in case.name:
         # The shape policy's tile must be the bundle that ran (kda.ops falls
         # back to the default tile, silently, where its bundle is missing).
-        tile = getattr(kda.ops.last_launch, "bundle_tile", None)
+        tile = getattr(kops.last_launch, "bundle_tile", None)
         if tile is None:
             problems.append(f"shape policy: the default tile ran (asked for "
-                            f"{getattr(kda.ops.last_launch, 'requested_tile', None)})")
+                            f"{getattr(kops.last_launch, 'requested_tile', None)})")
         else:
             metrics.append(f"v_block={tile['v_block']}{'' if tile.get('state_prefetch', 1) else ',np'}")
     for name, out, r in (("o", o, ref_o), ("ht", ht, ref_ht if case.ht else None)):

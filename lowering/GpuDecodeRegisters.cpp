@@ -617,21 +617,13 @@ struct DecodeRegistersPass
                   b, forall.getInductionVar(0),
                   arith::ConstantIndexOp::create(b, blockCols)));
 
-    if (!kda::keepsFp32Accuracy(func.getArgumentTypes())) {
-      // 16-bit kernels: the prologue's exponentials and divisions (two
-      // exps and a division per key of the lane for the gate, measured at
-      // about half of the kernel's instructions with libdevice's accurate
-      // forms) on the approximate hardware paths (ex2.approx, div.approx),
-      // relative error about 2^-22, far under what the 16-bit inputs and
-      // outputs round away; fp32 kernels keep the accurate forms (as the
-      // intra-chunk kernel does, GpuIntraRegisters.cpp).
-      auto fast = arith::FastMathFlagsAttr::get(
-          &getContext(), arith::FastMathFlags::afn | arith::FastMathFlags::arcp);
-      forall.walk([&](Operation *op) {
-        if (isa<math::ExpOp, arith::DivFOp>(op))
-          op->setAttr("fastmath", fast);
-      });
-    }
+    // 16-bit kernels: the prologue's exponentials, logarithms and divisions
+    // (two exps and a division per key of the lane for the gate, measured at
+    // about half of the kernel's instructions with libdevice's accurate
+    // forms) on the approximate paths (useApproximateMath); fp32 kernels
+    // keep the accurate forms.
+    if (!kda::keepsFp32Accuracy(func.getArgumentTypes()))
+      kda::useApproximateMath(forall);
     func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
     func->setAttr(kda::kBlockThreadsAttr,
                   b.getI64IntegerAttr(lay->warps * warpSize));

@@ -164,81 +164,146 @@ struct IntraProgram : kda::LaneBuilder {
   /// them).
   ///
   /// Decays enter the products factored, exp(G_i - G_j) =
-  /// exp(G_i - G_m) exp(G_m - G_j), with the reference m = 8 nt + 4 the
-  /// middle row of n tile nt (key rows 8 nt .. 8 nt + 7): every pair
-  /// (i >= j) of the tile then has its positive exponents within 4 gate
-  /// steps (query rows 8 nt .. m - 1) and 3 (key rows m + 1 .. 8 nt + 7);
-  /// rows 8 .. 15 against tile 0 have none. Lower-bounded gates (g >= lb)
-  /// keep them under 4 |lb| <= 80 by construction. Other gates (softplus,
-  /// log-space inputs) may not: a warp whose largest factor exponent exceeds
-  /// 80 (exp overflows f32 near 88) computes its partial products pairwise
-  /// instead, exactly, for any gate (the tile algorithm's form,
-  /// GatedDeltaKernel.cpp). The choice is per warp and per chunk, uniform
-  /// within the warp (mma.sync needs the whole warp), and needs no barrier.
+  /// exp(G_i - G_r) exp(G_r - G_j), with a reference row r per group of
+  /// keys: the middle row of each 8-key n tile (r = 8 nt + 4), whose
+  /// positive exponents span at most 4 gate steps (query rows 8 nt .. r - 1)
+  /// and 3 (key rows r + 1 .. 8 nt + 7). Lower-bounded gates (g >= lb) keep
+  /// them under 4 |lb| <= 80 by construction. Other gates (softplus,
+  /// log-space inputs) may not, and each warp checks, per chunk, the largest
+  /// exponent it would use (exp overflows f32 near 88):
+  ///   - up to 80: the 8-key groups (one mma per n tile and product);
+  ///   - else, with 4-key groups (r = 8 nt + 4 gr + 2, exponents within 2
+  ///     gate steps; two mma per n tile, each with the other group's keys
+  ///     zeroed), up to 80: that form. Steep gates (Kimi's softplus with
+  ///     A = exp(A_log) up to 16 reaches -48 a token) land here, where the
+  ///     pairwise form cost half of the kernel's time again;
+  ///   - else the pairwise form, exact for any gate (the tile algorithm's,
+  ///     GatedDeltaKernel.cpp).
+  /// The choice is uniform within the warp (mma.sync needs the whole warp)
+  /// and needs no barrier.
   void products(SmallVector<Value> *Q, SmallVector<Value> *Kx,
                 SmallVector<Value> *G, Value red) {
     const bool decays = cfg.gate != "none";
-    Value gRef[2][16];
-    if (decays) {
-      for (int nt = 0; nt < 2; ++nt)
-        for (int64_t c = 0; c < KL; ++c)
-          gRef[nt][c] = shuffle(G[nt][c], laneI32(add(t, 16)),
-                                gpu::ShuffleMode::IDX);
-    }
     const bool bounded = cfg.gateActivation == GateActivation::lower_bound &&
                          -cfg.lowerBound * 4.0 <= 80.0;
-    if (!decays || bounded)
-      return factored(Q, Kx, G, gRef, red);
-
-    // The largest exponent the factored form would use, over the warp.
-    Value spread = f32(0.0);
-    auto widen = [&](Value x) {
-      spread = arith::MaximumFOp::create(b, spread, x);
-    };
-    for (int nt = 0; nt < 2; ++nt)
-      for (int64_t c = 0; c < KL; ++c) {
-        widen(fsub(gRef[nt][c], G[nt][c]));
-        for (int h = nt; h < 2; ++h)
-          widen(fsub(G[h][c], gRef[nt][c]));
+    for (int nt = 0; nt < 2; ++nt) {
+      if (!decays || bounded) {
+        factored(Q, Kx, G, nt, 8, red);
+        continue;
       }
-    for (int off : {1, 2, 4, 8, 16})
-      spread = arith::MaximumFOp::create(
-          b, spread, shuffle(spread, i32(off), gpu::ShuffleMode::XOR));
-    Value fits = arith::CmpFOp::create(b, arith::CmpFPredicate::OLE, spread,
-                                       f32(80.0));
-    auto ifOp = scf::IfOp::create(b, fits, /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    factored(Q, Kx, G, gRef, red);
-    b.setInsertionPointToStart(ifOp.elseBlock());
-    pairwise(Q, Kx, G, red);
+      auto tryGroups = [&](int gs, llvm::function_ref<void()> otherwise) {
+        Value fits = arith::CmpFOp::create(b, arith::CmpFPredicate::OLE,
+                                           spread(G, nt, gs), f32(80.0));
+        auto ifOp = scf::IfOp::create(b, fits, /*withElseRegion=*/true);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(ifOp.thenBlock());
+        factored(Q, Kx, G, nt, gs, red);
+        b.setInsertionPointToStart(ifOp.elseBlock());
+        otherwise();
+      };
+      tryGroups(8, [&] {
+        tryGroups(4, [&] { pairwise(Q, Kx, G, nt, red); });
+      });
+    }
   }
 
-  /// The factored form: per n tile, A rows Q exp(G_i - G_m) and
-  /// K exp(G_i - G_m) (zero for rows before the tile: they pair with none of
-  /// its keys), B rows K exp(G_m - G_j); mma.sync over the warp's columns.
+  /// G at the reference row of key group gr (gs rows) of n tile nt, row
+  /// 8 nt + gs gr + gs / 2, the lane's column c.
+  Value ref(SmallVector<Value> *G, int nt, int gs, int gr, int64_t c,
+            bool forSpread = false) {
+    // spread() names the source lane differently (t | 4 r, the same lane
+    // as t + 4 r): CSE would otherwise merge its shuffles with factored()'s
+    // and keep the references live from one to the other (ptxas spilled at
+    // 128 registers); recomputing them there costs a shuffle each.
+    Value row4 = idx(4 * (gs * gr + gs / 2));
+    Value src = forSpread ? Value(arith::OrIOp::create(b, t, row4))
+                          : add(t, row4);
+    return shuffle(G[nt][c], laneI32(src), gpu::ShuffleMode::IDX);
+  }
+  /// The reference of the group holding the lane's key row 8 nt + g.
+  Value ownRef(SmallVector<Value> *G, int nt, int gs, int64_t c,
+               bool forSpread = false) {
+    if (gs == 8)
+      return ref(G, nt, gs, 0, c, forSpread);
+    return select(ult(g, idx(gs)), ref(G, nt, gs, 0, c, forSpread),
+                  ref(G, nt, gs, 1, c, forSpread));
+  }
+
+  /// The largest exponent the factored form of n tile nt with `gs`-key
+  /// groups would take, over the warp (query rows from their group's start
+  /// on; the others are zeroed there). It is taken as minus the least of
+  /// the negated exponents: the differences factored() takes would be merged
+  /// with these by CSE and kept live from here to there (spills at 128
+  /// registers), where the references alone are few.
+  Value spread(SmallVector<Value> *G, int nt, int gs) {
+    Value least = f32(0.0);
+    auto narrow = [&](Value x) {
+      least = arith::MinimumFOp::create(b, least, x);
+    };
+    for (int64_t c = 0; c < KL; ++c) {
+      narrow(fsub(G[nt][c], ownRef(G, nt, gs, c, /*forSpread=*/true)));
+      for (int gr = 0; gr < 8 / gs; ++gr) {
+        Value r = ref(G, nt, gs, gr, c, /*forSpread=*/true);
+        for (int h = nt; h < 2; ++h) {
+          Value d = fsub(r, G[h][c]);
+          if (h == nt && gr > 0)
+            d = select(ult(g, idx(gs * gr)), f32(0.0), d);
+          narrow(d);
+        }
+      }
+    }
+    for (int off : {1, 2, 4, 8, 16})
+      least = arith::MinimumFOp::create(
+          b, least, shuffle(least, i32(off), gpu::ShuffleMode::XOR));
+    return arith::NegFOp::create(b, least);
+  }
+
+  /// The factored form of n tile nt: per key group, A rows Q exp(G_i - G_r)
+  /// and K exp(G_i - G_r) (zero for rows before the group: they pair with
+  /// none of its keys), B rows K exp(G_r - G_j) for the group's keys (zero
+  /// for the others); mma.sync over the warp's columns.
   void factored(SmallVector<Value> *Q, SmallVector<Value> *Kx,
-                SmallVector<Value> *G, Value (*gRef)[16], Value red) {
+                SmallVector<Value> *G, int nt, int gs, Value red) {
     const bool delta = cfg.delta;
     const bool decays = cfg.gate != "none";
-    for (int nt = 0; nt < 2; ++nt) {
-      SmallVector<Value> kR, qA[2], kA[2];
-      for (int64_t c = 0; c < KL; ++c)
-        kR.push_back(decays
-                         ? fmul(Kx[nt][c], exp(fsub(gRef[nt][c], G[nt][c])))
-                         : Kx[nt][c]);
-      for (int h = 0; h < 2; ++h)
+    const int groups = 8 / gs;
+    SmallVector<Value> kOwn;
+    for (int64_t c = 0; c < KL; ++c)
+      kOwn.push_back(decays ? fmul(Kx[nt][c],
+                                   exp(fsub(ownRef(G, nt, gs, c), G[nt][c])))
+                            : Kx[nt][c]);
+    Value acc[2] = {zeroAcc(), zeroAcc()}; // P, L
+    for (int gr = 0; gr < groups; ++gr) {
+      SmallVector<Value> kR = kOwn, qA[2], kA[2];
+      if (groups > 1) {
+        Value mine =
+            arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                  arith::DivUIOp::create(b, g, idx(gs)),
+                                  idx(gr));
+        for (Value &x : kR)
+          x = select(mine, x, f32(0.0));
+      }
+      for (int h = 0; h < 2; ++h) {
+        Value before =
+            groups > 1 && h == nt && gr > 0 ? ult(g, idx(gs * gr)) : Value();
         for (int64_t c = 0; c < KL; ++c) {
           if (h < nt) {
             qA[h].push_back(f32(0.0));
             kA[h].push_back(f32(0.0));
             continue;
           }
-          Value up = decays ? exp(fsub(G[h][c], gRef[nt][c])) : Value();
-          qA[h].push_back(decays ? fmul(Q[h][c], up) : Q[h][c]);
-          kA[h].push_back(decays ? fmul(Kx[h][c], up) : Kx[h][c]);
+          Value up = decays ? exp(fsub(G[h][c], ref(G, nt, gs, gr, c)))
+                            : Value();
+          Value qa = decays ? fmul(Q[h][c], up) : Q[h][c];
+          Value ka = decays ? fmul(Kx[h][c], up) : Kx[h][c];
+          if (before) {
+            qa = select(before, f32(0.0), qa);
+            ka = select(before, f32(0.0), ka);
+          }
+          qA[h].push_back(qa);
+          kA[h].push_back(ka);
         }
-      Value acc[2] = {zeroAcc(), zeroAcc()}; // P, L
+      }
       for (int64_t s = 0; s < KL / 2; ++s) {
         SmallVector<Value> bK = {kR[2 * s], kR[2 * s + 1]};
         acc[0] = mma({qA[0][2 * s], qA[1][2 * s], qA[0][2 * s + 1],
@@ -249,24 +314,23 @@ struct IntraProgram : kda::LaneBuilder {
                         kA[1][2 * s + 1]},
                        bK, acc[1]);
       }
-      // Accumulator element e: row g + 8 (e / 2), column 8 nt + 2t + e % 2.
-      for (int m = 0; m < (delta ? 2 : 1); ++m)
-        for (int64_t e = 0; e < 4; ++e)
-          memref::StoreOp::create(
-              b, element(acc[m], e), red,
-              ValueRange{warp, idx(m), add(g, 8 * (e / 2)),
-                         add(mul(t, 2), 8 * nt + e % 2)});
     }
+    // Accumulator element e: row g + 8 (e / 2), column 8 nt + 2t + e % 2.
+    for (int m = 0; m < (delta ? 2 : 1); ++m)
+      for (int64_t e = 0; e < 4; ++e)
+        memref::StoreOp::create(b, element(acc[m], e), red,
+                                ValueRange{warp, idx(m), add(g, 8 * (e / 2)),
+                                           add(mul(t, 2), 8 * nt + e % 2)});
   }
 
-  /// The pairwise form: key row j's columns come from lane (j % 8, t) by
-  /// shuffles, each lane sums its rows' products over its own columns, the
-  /// four lanes of a row group add theirs (butterfly over t), and one of
-  /// them stores the entry.
+  /// The pairwise form of n tile nt: key row j's columns come from lane
+  /// (j % 8, t) by shuffles, each lane sums its rows' products over its own
+  /// columns, the four lanes of a row group add theirs (butterfly over t),
+  /// and one of them stores the entry.
   void pairwise(SmallVector<Value> *Q, SmallVector<Value> *Kx,
-                SmallVector<Value> *G, Value red) {
+                SmallVector<Value> *G, int nt, Value red) {
     const bool delta = cfg.delta;
-    for (int64_t j = 0; j < 16; ++j) {
+    for (int64_t j = 8 * nt; j < 8 * nt + 8; ++j) {
       const int hj = j / 8;
       Value src = laneI32(add(t, 4 * (j % 8)));
       SmallVector<Value> kj, gj;
@@ -705,22 +769,11 @@ struct IntraRegistersPass
       return signalPassFailure();
     }
     prog.emit(ivs);
-    if (!precise) {
-      // 16-bit kernels: exponentials and divisions on the approximate
-      // hardware paths (ex2.approx for __nv_fast_expf, div.approx), about
-      // 2 instructions each instead of libdevice's ~10 for an exp and the
-      // IEEE division. Their relative error, about |x| 2^-22 for exp(x)
-      // with |x| <= 80 (the covered lower-bound gates keep every exponent
-      // there) and 2^-22 for the division, is far under what the 16-bit
-      // workspaces and outputs round away; fp32 kernels keep the accurate
-      // forms for the 1e-4 bar.
-      auto fast = arith::FastMathFlagsAttr::get(
-          &getContext(), arith::FastMathFlags::afn | arith::FastMathFlags::arcp);
-      func.walk([&](Operation *op) {
-        if (isa<math::ExpOp, arith::DivFOp>(op))
-          op->setAttr("fastmath", fast);
-      });
-    }
+    // 16-bit kernels: approximate exponentials, logarithms and divisions
+    // (useApproximateMath says why that is safe). Every exponent the
+    // factored form takes is <= 80 (products()).
+    if (!precise)
+      kda::useApproximateMath(func);
     func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
     // Four blocks per SM (65536 registers): the program is a chain of
     // short phases, and more resident blocks hide their latencies. At

@@ -63,6 +63,16 @@ std::optional<unsigned> abiArgumentIndex(ArrayAttr abi, llvm::StringRef name);
 /// Whether a kernel with these argument types keeps fp32 accuracy in its
 /// products (no 16-bit float argument: 3xTF32 on NVIDIA, no bf16 WMMA).
 bool keepsFp32Accuracy(TypeRange argumentTypes);
+/// Puts a 16-bit kernel's transcendental math on the approximate hardware
+/// paths: exponentials, logarithms and divisions get `afn arcp` (ex2.approx,
+/// lg2.approx, div.approx: about 2 instructions each instead of libdevice's
+/// 10 to 30), and log1p(y) becomes log(1 + y) (libdevice's log1pf is a
+/// 30-instruction polynomial with no fast form; the softplus gate took one per
+/// key of every token: measured +50 % on the intra-chunk kernel). Relative
+/// errors are about 2^-22, log(1 + y)'s absolute error for small y about
+/// 2^-24: far under what 16-bit inputs, workspaces and outputs round away.
+/// fp32 kernels keep the accurate forms for SPEC's 1e-4 bar.
+void useApproximateMath(Operation *root);
 /// Elements of `elementType` per vector access of a row of `count` of them:
 /// the most that fit in 16 bytes and divide `count` (4 f32, 8 bf16).
 int64_t rowVectorWidth(Type elementType, int64_t count);

@@ -28,6 +28,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -125,6 +126,30 @@ bool mlir::kda::keepsFp32Accuracy(TypeRange argumentTypes) {
     auto m = dyn_cast<MemRefType>(t);
     return m && (m.getElementType().isBF16() || m.getElementType().isF16());
   });
+}
+
+void mlir::kda::useApproximateMath(Operation *root) {
+  auto fast = arith::FastMathFlagsAttr::get(
+      root->getContext(),
+      arith::FastMathFlags::afn | arith::FastMathFlags::arcp);
+  SmallVector<math::Log1pOp> log1ps;
+  root->walk([&](Operation *op) {
+    if (isa<math::ExpOp, math::LogOp, arith::DivFOp>(op))
+      op->setAttr("fastmath", fast);
+    else if (auto l = dyn_cast<math::Log1pOp>(op))
+      log1ps.push_back(l);
+  });
+  for (math::Log1pOp l : log1ps) {
+    OpBuilder b(l);
+    Location loc = l.getLoc();
+    Value one = arith::ConstantOp::create(
+        b, loc, b.getFloatAttr(l.getType(), 1.0));
+    Value sum = arith::AddFOp::create(b, loc, one, l.getOperand());
+    Value log = math::LogOp::create(b, loc, sum);
+    log.getDefiningOp()->setAttr("fastmath", fast);
+    l.replaceAllUsesWith(log);
+    l.erase();
+  }
 }
 
 int64_t mlir::kda::rowVectorWidth(Type elementType, int64_t count) {

@@ -5,6 +5,7 @@
 // RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=F32
 // RUN: kda-opt %S/Inputs/kimi_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=FASTMATH
 // RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=ACCURATE
+// RUN: kda-opt %S/Inputs/softplus_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=SOFTPLUS
 
 // The chunk-parallel intra-chunk grid on NVIDIA (kda-gpu-intra-registers),
 // here for Kimi's prologue (l2 norm, beta sigmoid, lower-bound gate with
@@ -37,15 +38,22 @@
 // TILES-COUNT-20: nvvm.barrier
 
 // Log-space gates without a lower bound (varlen, no prologue) take the same
-// kernel: each warp finds the largest exponent its factored decays would use
-// (a maximum over its lanes by butterfly shuffles), multiplies factored
-// operands on the tensor cores where it is at most 80, and otherwise forms
-// its partial products pairwise (exp(G_i - G_j) per pair and column, key
-// rows fetched by shuffles), with no barrier in either branch.
+// kernel. Per 8-key n tile, each warp finds the largest exponent its
+// factored decays would use (a least negated exponent over its lanes by
+// butterfly shuffles): at most 80, it multiplies operands factored from each
+// tile's middle row on the tensor cores; else, checked the same way, from the
+// middle rows of 4-key groups (two mma passes, exponents within 2 gate
+// steps); else it forms the tile's partial products pairwise
+// (exp(G_i - G_j) per pair and column, key rows fetched by shuffles). No
+// barrier in any branch.
 // LOGSPACE-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
-// LOGSPACE: llvm.intr.maximum
+// LOGSPACE: llvm.intr.minimum
 // LOGSPACE-COUNT-5: nvvm.shfl.sync bfly
-// LOGSPACE-NEXT: llvm.intr.maximum
+// LOGSPACE: llvm.fneg
+// LOGSPACE-NEXT: llvm.fcmp "ole" {{.*}} : f32
+// LOGSPACE-NOT: nvvm.barrier
+// LOGSPACE: nvvm.mma.sync
+// LOGSPACE-NOT: nvvm.barrier
 // LOGSPACE: llvm.fcmp "ole" {{.*}} : f32
 // LOGSPACE-NOT: nvvm.barrier
 // LOGSPACE: nvvm.mma.sync
@@ -55,6 +63,14 @@
 // LOGSPACE: llvm.call @__nv_fast_expf
 // LOGSPACE-NOT: nvvm.barrier
 // LOGSPACE: nvvm.shfl.sync bfly
+// LOGSPACE-NOT: nvvm.barrier
+// LOGSPACE: llvm.fcmp "ole" {{.*}} : f32
+// LOGSPACE-NOT: nvvm.barrier
+// LOGSPACE: llvm.fcmp "ole" {{.*}} : f32
+// LOGSPACE-NOT: nvvm.barrier
+// LOGSPACE: nvvm.mma.sync
+// LOGSPACE-NOT: nvvm.barrier
+// LOGSPACE: nvvm.shfl.sync idx
 // LOGSPACE-COUNT-3: nvvm.barrier
 // LOGSPACE-NOT: nvvm.barrier
 // LOGSPACE: llvm.return
@@ -97,3 +113,12 @@ func.func @f32(%q: tensor<2x?x2x64xf32>, %k: tensor<2x?x2x64xf32>, %v: tensor<2x
       : tensor<2x?x2x64xf32>, tensor<2x?x2x64xf32>, tensor<2x?x2x64xf32> -> tensor<2x?x2x64xf32>
   return %o : tensor<2x?x2x64xf32>
 }
+
+// The softplus gate of a 16-bit kernel, log(1 + e^x), on the approximate
+// logarithm: libdevice's log1pf (a 30-instruction polynomial, no fast form)
+// made the kernel 1.5 times slower than the lower-bound gate's.
+// SOFTPLUS-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
+// SOFTPLUS-NOT: @__nv_log1pf
+// SOFTPLUS: llvm.call @__nv_fast_logf
+// SOFTPLUS-NOT: @__nv_log1pf
+// SOFTPLUS: gpu.module @kda_gated_delta_kernel_state_module

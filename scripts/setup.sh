@@ -11,6 +11,8 @@ packages=(
   libmlir-22-dev mlir-22-tools         # MLIR libraries, mlir-tblgen
   libgtest-dev                         # unit tests
   libomp-22-dev                        # OpenMP runtime for CPU programs
+  python3-venv python3-pip             # the package's install test (a fresh venv)
+  python3-setuptools python3-wheel     #   and its wheel, built without network
 )
 missing=()
 for p in "${packages[@]}"; do

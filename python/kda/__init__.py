@@ -7,6 +7,8 @@ See python/README.md. Importing this package needs neither torch nor a GPU;
 calling the ops needs torch with CUDA and libkda_runtime.so.
 """
 
+__version__ = "0.1.0"
+
 from .runtime import Bundle, KdaError, load_bundle, load_library
 from .bundles import BundleNotFoundError, CompileError
 from .ops import chunk_kda, fused_recurrent_kda, window_attention

@@ -609,12 +609,20 @@ def _window_attention_mlir(cfg: Dict[str, Any]) -> str:
 # Cache and compilation
 # ---------------------------------------------------------------------------
 
-def cache_dirs() -> List[str]:
-    """Directories searched for bundles, in order."""
+# Bundles a wheel ships (scripts/build-wheel.sh BUNDLES): searched last and
+# never written (compiled bundles go to the first writable cache directory).
+PREBUILT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "prebuilt")
+
+
+def cache_dirs(with_prebuilt: bool = True) -> List[str]:
+    """Directories searched for bundles, in order: ``KDA_BUNDLE_PATH``'s, the
+    user cache, then the package's own ``prebuilt/`` where a wheel has one."""
     dirs = [d for d in os.environ.get("KDA_BUNDLE_PATH", "").split(":") if d]
     default = os.environ.get("KDA_CACHE_DIR") or os.path.join(
         os.path.expanduser("~"), ".cache", "kda", "bundles")
     dirs.append(default)
+    if with_prebuilt and os.path.isdir(PREBUILT_DIR):
+        dirs.append(PREBUILT_DIR)
     return dirs
 
 
@@ -736,7 +744,7 @@ def find_compiler() -> Optional[str]:
 
 
 def _writable_cache_dir() -> str:
-    for d in cache_dirs():
+    for d in cache_dirs(with_prebuilt=False):
         try:
             os.makedirs(d, exist_ok=True)
         except OSError:

@@ -175,7 +175,7 @@ def main(argv=None) -> int:
     if compiler is None:
         print("kda-compile not found: set KDA_COMPILE or put it on PATH", file=sys.stderr)
         return 2
-    out = args.out or _b.cache_dirs()[-1]
+    out = args.out or _b.cache_dirs(with_prebuilt=False)[-1]
     print(f"building {len(cfgs)} configuration(s) x {len(chips)} chip(s) into {out} with {compiler}",
           flush=True)
     report = build(cfgs, chips, out, args.jobs, compiler=compiler)

@@ -41,7 +41,11 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.join(ROOT, "python"))
+# --installed: the package as pip installed it (its own libkda_runtime.so),
+# not the repository's python/ directory.
+INSTALLED = "--installed" in sys.argv
+if not INSTALLED:
+    sys.path.insert(0, os.path.join(ROOT, "python"))
 
 _checks = 0
 
@@ -668,8 +672,36 @@ def part_entries(runtime, fake_driver, tmp):
     bundle.close()
 
 
+def part_installed():
+    """The package pip installed (scripts/build-wheel.sh, pip install): it is
+    not the repository's, and it finds its own runtime with no environment
+    variable naming one."""
+    import kda
+    import kda.runtime
+    pkg = os.path.dirname(os.path.abspath(kda.__file__))
+    check(not pkg.startswith(os.path.join(ROOT, "python")), f"kda imported from the repository ({pkg})")
+    check("KDA_RUNTIME_LIBRARY" not in os.environ, "KDA_RUNTIME_LIBRARY is set")
+    lib = kda.runtime.library_path()
+    check(lib == os.path.join(pkg, "libkda_runtime.so"), f"runtime found at {lib}, not in {pkg}")
+    kda.runtime.load_library()
+    check(kda.runtime.library_path() == lib, "a different runtime was loaded")
+    print(f"ok   installed package {kda.__version__} at {pkg} loads its own libkda_runtime.so", flush=True)
+    # Bundles the wheel carries (scripts/build-wheel.sh DIST BUNDLES): searched
+    # last, their prebuild report names the compiler, never written to.
+    import kda.bundles as kb
+    prebuilt = os.path.join(pkg, "prebuilt")
+    if os.path.isdir(prebuilt):
+        check(kb.cache_dirs()[-1] == prebuilt, f"prebuilt bundles not searched: {kb.cache_dirs()}")
+        check(prebuilt not in kb.cache_dirs(with_prebuilt=False), "prebuilt bundles writable")
+        check(kb._writable_cache_dir() != prebuilt, "compiled bundles would go into the package")
+        print(f"ok   the wheel's bundles are searched last (compiler {kb.prebuilt_fingerprint()})", flush=True)
+    return lib
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--installed", action="store_true",
+                    help="test the pip-installed package (its own runtime; part entries with it)")
     ap.add_argument("--kda-opt", help="kda-opt binary (part pure)")
     ap.add_argument("--bundles", action="store_true", help="run part bundles instead")
     ap.add_argument("--kda-compile", help="kda-compile binary (part bundles)")
@@ -680,7 +712,15 @@ def main():
     args = ap.parse_args()
     tmp = args.tmp or tempfile.mkdtemp(prefix="kda-package-test-")
     os.makedirs(tmp, exist_ok=True)
-    if args.entries:
+    if args.installed:
+        if not (args.kda_opt and args.fake_driver):
+            ap.error("--installed needs --kda-opt and --fake-driver")
+        lib = part_installed()
+        for sub in ("pure", "entries"):
+            os.makedirs(os.path.join(tmp, sub), exist_ok=True)
+        part_pure(os.path.abspath(args.kda_opt), os.path.join(tmp, "pure"))
+        part_entries(lib, os.path.abspath(args.fake_driver), os.path.join(tmp, "entries"))
+    elif args.entries:
         if not (args.runtime and args.fake_driver):
             ap.error("--entries needs --runtime and --fake-driver")
         part_entries(os.path.abspath(args.runtime), os.path.abspath(args.fake_driver), tmp)

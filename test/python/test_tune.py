@@ -518,6 +518,34 @@ def part_flow(kda_tune, kda_compile, runtime, tmp):
     bad = run([kda_tune, "plot", "--db", db, "-o", png, "--chip", "gfx942"], env, expect_fail=True)
     check("no entries for chip gfx942" in bad, bad)
     ok("kda-tune plot: a PNG of every candidate per bucket, the winner marked")
+    # rekey: the plan and its entries as another compiler's (a changed source,
+    # the same code): every candidate compiles again to the same kernels, so
+    # the entries carry over to this compiler; a plan whose bundle differs by
+    # one byte keeps them for re-tuning.
+    old_fp = "kda-00000000000000aa-llvm22.1.0"
+    with open(os.path.join(plan, "plan.json")) as f:
+        pj = json.load(f)
+    pj["compiler_fingerprint"] = old_fp
+    with open(os.path.join(plan, "plan.json"), "w") as f:
+        json.dump(pj, f)
+    old_db = TU.TuningDB({k.replace(f"|{fp}|", f"|{old_fp}|"): v for k, v in tdb.entries.items()})
+    db_old = os.path.join(tmp, "tuning-old.json")
+    old_db.save(db_old)
+    out = run([kda_tune, "rekey", plan, "--db", db_old, "--jobs", "2"], env)
+    carried = TU.TuningDB.load(db_old)
+    check("2 entries carried" in out and len(carried.entries) == 4
+          and carried.lookup(cfg, "sm_90a", fp, 256, 2, 2) == TU.make_tile(32, 16, 128), out)
+    cubin = sorted(n for n in os.listdir(os.path.join(plan, cands[1]["bundle"])) if n.endswith(".cubin"))[0]
+    with open(os.path.join(plan, cands[1]["bundle"], cubin), "r+b") as f:
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 1]))
+    old_db.save(db_old)
+    bad = run([kda_tune, "rekey", plan, "--db", db_old, "--jobs", "2"], env, expect_fail=True)
+    check("1 of 2 candidates changed" in bad and f"{cubin} differs" in bad
+          and TU.TuningDB.load(db_old).lookup(cfg, "sm_90a", fp, 256, 2, 2) is None, bad)
+    ok("kda-tune rekey: entries carried where the code is the same, left where one cubin differs")
 
 
 def part_packaged(kda_tune, kda_compile, tmp):

@@ -26,18 +26,21 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
+#include "lowering/Passes.h"
+
+namespace mlir::kda {
+#define GEN_PASS_DEF_KDACPUSEQUENTIALNESTEDGRIDS
+#include "lowering/Passes.h.inc"
+} // namespace mlir::kda
+
 using namespace mlir;
 
 namespace {
 /// Programs run in parallel on the CPU (OpenMP over the outermost grid);
 /// grids nested inside a program (the columns of TileBuilder's triangular
 /// solve) run in order within it.
-struct SequentialNestedGridsPass
-    : PassWrapper<SequentialNestedGridsPass, OperationPass<func::FuncOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SequentialNestedGridsPass)
-  StringRef getArgument() const override {
-    return "kda-cpu-sequential-nested-grids";
-  }
+struct SequentialNestedGridsPass : kda::impl::KdaCpuSequentialNestedGridsBase<SequentialNestedGridsPass> {
+  using Base::Base;
   void runOnOperation() override {
     SmallVector<scf::ForallOp> nested;
     getOperation().walk([&](scf::ForallOp f) {
@@ -106,6 +109,7 @@ void mlir::kda::buildCpuPipeline(OpPassManager &pm,
 }
 
 void mlir::kda::registerCpuPipeline() {
+  registerKdaLoweringPasses(); // lowering/Passes.td (a second call is harmless)
   PassPipelineRegistration<CpuPipelineOptions>(
       "kda-lower-to-cpu",
       "Lower kda ops to the LLVM dialect for the CPU (chunkwise tiles, "

@@ -73,6 +73,13 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Pass/Pass.h"
 
+#include "lowering/Passes.h"
+
+namespace mlir::kda {
+#define GEN_PASS_DEF_KDAGPUDECODEREGISTERS
+#include "lowering/Passes.h.inc"
+} // namespace mlir::kda
+
 using namespace mlir;
 using namespace mlir::kda;
 
@@ -524,34 +531,18 @@ struct DecodeProgram : kda::LaneBuilder {
   }
 };
 
-struct DecodeRegistersPass
-    : PassWrapper<DecodeRegistersPass, OperationPass<func::FuncOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(DecodeRegistersPass)
+struct DecodeRegistersPass : kda::impl::KdaGpuDecodeRegistersBase<DecodeRegistersPass> {
+  using Base::Base;
   DecodeRegistersPass() = default;
-  DecodeRegistersPass(const DecodeRegistersPass &other)
-      : PassWrapper(other) {}
   DecodeRegistersPass(int64_t warpSize, int64_t maxRegisters) {
     this->warpSize = warpSize;
     this->maxRegisters = maxRegisters;
-  }
-  StringRef getArgument() const override { return "kda-gpu-decode-registers"; }
-  StringRef getDescription() const override {
-    return "Lower a decode step to a kernel that streams each state once, "
-           "held in registers, with warp-shuffle reductions";
   }
   void getDependentDialects(DialectRegistry &registry) const override {
     registry.insert<gpu::GPUDialect, vector::VectorDialect, math::MathDialect,
                     scf::SCFDialect, memref::MemRefDialect,
                     arith::ArithDialect>();
   }
-  Option<int64_t> warpSize{*this, "warp-size",
-                           llvm::cl::desc("Lanes per warp (32; 64 on CDNA)"),
-                           llvm::cl::init(32)};
-  Option<int64_t> maxRegisters{
-      *this, "max-registers",
-      llvm::cl::desc("Registers per thread (NVIDIA .maxnreg; 0: the "
-                     "backend decides)"),
-      llvm::cl::init(0)};
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -668,6 +659,3 @@ mlir::kda::createGpuDecodeRegistersPass(int64_t warpSize,
   return std::make_unique<DecodeRegistersPass>(warpSize, maxRegisters);
 }
 
-void mlir::kda::registerGpuDecodeRegistersPass() {
-  PassRegistration<DecodeRegistersPass>();
-}

@@ -26,6 +26,13 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/RegionUtils.h"
 
+#include "lowering/Passes.h"
+
+namespace mlir::kda {
+#define GEN_PASS_DEF_KDAGPUOUTLINEELEMENTWISE
+#include "lowering/Passes.h.inc"
+} // namespace mlir::kda
+
 using namespace mlir;
 
 namespace {
@@ -65,15 +72,8 @@ ArrayAttr describe(OpBuilder &b, linalg::GenericOp g) {
   return b.getArrayAttr(entries);
 }
 
-struct OutlineElementwisePass
-    : PassWrapper<OutlineElementwisePass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(OutlineElementwisePass)
-  StringRef getArgument() const override {
-    return "kda-gpu-outline-elementwise";
-  }
-  StringRef getDescription() const override {
-    return "Move elementwise work between kda kernels into kernels of its own";
-  }
+struct OutlineElementwisePass : kda::impl::KdaGpuOutlineElementwiseBase<OutlineElementwisePass> {
+  using Base::Base;
   void getDependentDialects(DialectRegistry &registry) const override {
     registry.insert<scf::SCFDialect, tensor::TensorDialect,
                     linalg::LinalgDialect>();
@@ -190,7 +190,4 @@ LogicalResult mlir::kda::refuseWorkOutsideKernels(ModuleOp module,
 
 std::unique_ptr<Pass> mlir::kda::createGpuOutlineElementwisePass() {
   return std::make_unique<OutlineElementwisePass>();
-}
-void mlir::kda::registerGpuOutlineElementwisePass() {
-  PassRegistration<OutlineElementwisePass>();
 }

@@ -61,6 +61,13 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Pass/Pass.h"
 
+#include "lowering/Passes.h"
+
+namespace mlir::kda {
+#define GEN_PASS_DEF_KDAGPUINTRAREGISTERS
+#include "lowering/Passes.h.inc"
+} // namespace mlir::kda
+
 using namespace mlir;
 using namespace mlir::kda;
 
@@ -673,25 +680,15 @@ struct IntraProgram : kda::LaneBuilder {
   }
 };
 
-struct IntraRegistersPass
-    : PassWrapper<IntraRegistersPass, OperationPass<func::FuncOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(IntraRegistersPass)
+struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPass> {
+  using Base::Base;
   IntraRegistersPass() = default;
-  IntraRegistersPass(const IntraRegistersPass &other) : PassWrapper(other) {}
   explicit IntraRegistersPass(int64_t threads) { this->threads = threads; }
-  StringRef getArgument() const override { return "kda-gpu-intra-registers"; }
-  StringRef getDescription() const override {
-    return "Lower the intra-chunk grid of a chunk-parallel schedule to an "
-           "NVIDIA kernel with its tiles in registers and mma.sync";
-  }
   void getDependentDialects(DialectRegistry &registry) const override {
     registry.insert<gpu::GPUDialect, nvgpu::NVGPUDialect,
                     vector::VectorDialect, math::MathDialect, scf::SCFDialect,
                     memref::MemRefDialect, arith::ArithDialect>();
   }
-  Option<int64_t> threads{*this, "threads",
-                          llvm::cl::desc("Threads per block"),
-                          llvm::cl::init(128)};
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -826,6 +823,3 @@ std::unique_ptr<Pass> mlir::kda::createGpuIntraRegistersPass(int64_t threads) {
   return std::make_unique<IntraRegistersPass>(threads);
 }
 
-void mlir::kda::registerGpuIntraRegistersPass() {
-  PassRegistration<IntraRegistersPass>();
-}

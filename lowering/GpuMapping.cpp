@@ -43,6 +43,16 @@
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/STLExtras.h"
 
+#include "lowering/Passes.h"
+
+namespace mlir::kda {
+#define GEN_PASS_DEF_KDAGPUBINDDESTINATIONS
+#define GEN_PASS_DEF_KDAGPUFUSETILES
+#define GEN_PASS_DEF_KDAGPUPREPARETILES
+#define GEN_PASS_DEF_KDAGPUMAPKERNELS
+#include "lowering/Passes.h.inc"
+} // namespace mlir::kda
+
 using namespace mlir;
 
 namespace {
@@ -57,13 +67,8 @@ constexpr StringLiteral kAbiAttr = "kda.abi";
 /// Outlined destination-style kernels return what their scf.forall wrote into
 /// fresh tensors; make the forall write into the result arguments instead, so
 /// that bufferization writes the caller's buffers in place.
-struct BindDestinationsPass
-    : PassWrapper<BindDestinationsPass, OperationPass<func::FuncOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(BindDestinationsPass)
-  StringRef getArgument() const override { return "kda-gpu-bind-destinations"; }
-  StringRef getDescription() const override {
-    return "Make destination-style kda kernels write their result arguments";
-  }
+struct BindDestinationsPass : kda::impl::KdaGpuBindDestinationsBase<BindDestinationsPass> {
+  using Base::Base;
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -195,12 +200,8 @@ struct BindDestinationsPass
 /// elementwise maps (gating, activations, masks) fuse into one primitive;
 /// matmuls keep their plain multiply-accumulate bodies (they run on the
 /// matrix units), so only elementwise consumers take producers in.
-struct FuseTilesPass : PassWrapper<FuseTilesPass, OperationPass<func::FuncOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(FuseTilesPass)
-  StringRef getArgument() const override { return "kda-gpu-fuse-tiles"; }
-  StringRef getDescription() const override {
-    return "Fuse chains of elementwise tile maps (fewer GPU phases and tiles)";
-  }
+struct FuseTilesPass : kda::impl::KdaGpuFuseTilesBase<FuseTilesPass> {
+  using Base::Base;
   void getDependentDialects(DialectRegistry &registry) const override {
     registry.insert<linalg::LinalgDialect, tensor::TensorDialect>();
   }
@@ -232,13 +233,8 @@ struct FuseTilesPass : PassWrapper<FuseTilesPass, OperationPass<func::FuncOp>> {
 /// and reductions move innermost, so that each primitive lowers to one
 /// scf.parallel over its output elements with a sequential reduction inside:
 /// the shape kda-gpu-map-kernels spreads over threads.
-struct PrepareTilesPass
-    : PassWrapper<PrepareTilesPass, OperationPass<func::FuncOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PrepareTilesPass)
-  StringRef getArgument() const override { return "kda-gpu-prepare-tiles"; }
-  StringRef getDescription() const override {
-    return "Copies as linalg.copy and reductions innermost, for GPU mapping";
-  }
+struct PrepareTilesPass : kda::impl::KdaGpuPrepareTilesBase<PrepareTilesPass> {
+  using Base::Base;
   void getDependentDialects(DialectRegistry &registry) const override {
     registry.insert<linalg::LinalgDialect>();
   }
@@ -640,24 +636,14 @@ FailureOr<Attribute> gridExtent(Value extent, ArrayAttr abi, Builder &b) {
 }
 
 
-struct MapKernelsPass
-    : PassWrapper<MapKernelsPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(MapKernelsPass)
+struct MapKernelsPass : kda::impl::KdaGpuMapKernelsBase<MapKernelsPass> {
+  using Base::Base;
   MapKernelsPass() = default;
-  MapKernelsPass(const MapKernelsPass &other) : PassWrapper(other) {}
   explicit MapKernelsPass(int64_t threads) { this->threads = threads; }
-  StringRef getArgument() const override { return "kda-gpu-map-kernels"; }
-  StringRef getDescription() const override {
-    return "Map bufferized kda kernels to GPU kernels (programs -> blocks, "
-           "tile primitives -> threads, tiles -> shared memory)";
-  }
   void getDependentDialects(DialectRegistry &registry) const override {
     registry.insert<gpu::GPUDialect, LLVM::LLVMDialect, scf::SCFDialect,
                     memref::MemRefDialect, arith::ArithDialect>();
   }
-  Option<int64_t> threads{*this, "threads",
-                          llvm::cl::desc("Threads per block"),
-                          llvm::cl::init(128)};
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -1127,12 +1113,6 @@ std::unique_ptr<Pass> mlir::kda::createGpuPrepareTilesPass() {
 }
 std::unique_ptr<Pass> mlir::kda::createGpuMapKernelsPass(int64_t threads) {
   return std::make_unique<MapKernelsPass>(threads);
-}
-void mlir::kda::registerGpuMappingPasses() {
-  PassRegistration<BindDestinationsPass>();
-  PassRegistration<PrepareTilesPass>();
-  PassRegistration<FuseTilesPass>();
-  PassRegistration<MapKernelsPass>();
 }
 
 std::optional<unsigned> mlir::kda::abiArgumentIndex(ArrayAttr abi,

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
+#include "lowering/Passes.h"
 #include "lowering/Strategy.h"
 
 #include "lowering/Bufferization.h"
@@ -244,14 +245,7 @@ void registerForVendor(StringRef name, StringRef description) {
 } // namespace
 
 void mlir::kda::registerGpuPipelines() {
-  registerGpuMappingPasses();
-  registerGpuSplitSchedulePass();
-  registerGpuTileMatmulsPass();
-  registerGpuStateRegistersPass();
-  registerGpuIntraRegistersPass();
-  registerGpuDecodeRegistersPass();
-  registerGpuSelectStrategyPass();
-  registerGpuOutlineElementwisePass();
+  registerKdaLoweringPasses(); // lowering/Passes.td (a second call is harmless)
   registerForVendor<GpuTarget::Vendor::Nvidia>(
       "kda-lower-to-nvvm",
       "Lower kda ops to NVIDIA GPU kernels (chip=sm_80|sm_90a; tensor-core "

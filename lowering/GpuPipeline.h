@@ -26,10 +26,8 @@ std::unique_ptr<Pass> createGpuOutlineElementwisePass();
 /// Refuses work in host functions (outside every kda.kernel function) that
 /// a bundle of kernels would drop, with an error at the first such op.
 LogicalResult refuseWorkOutsideKernels(ModuleOp module, llvm::StringRef pass);
-void registerGpuOutlineElementwisePass();
 std::unique_ptr<Pass> createGpuTileMatmulsPass(int64_t threads,
                                                StringRef instructions);
-void registerGpuTileMatmulsPass();
 
 /// Marks a loop whose iterations a target primitive already spread over the
 /// block's threads (warps of a tile matmul): kda-gpu-map-kernels fences it
@@ -96,25 +94,20 @@ std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads,
                                                   bool independentWarps,
                                                   bool prefetch = true,
                                                   int64_t maxRegisters = 0);
-void registerGpuStateRegistersPass();
 /// Lowers a decode step (kda.decode_pass) to a kernel that streams each
 /// state once through registers, reductions by warp shuffles (any vendor).
 std::unique_ptr<Pass> createGpuDecodeRegistersPass(int64_t warpSize,
                                                    int64_t maxRegisters = 0);
-void registerGpuDecodeRegistersPass();
 /// Lowers the intra-chunk grid of a chunk-parallel schedule (kda.intra_pass)
 /// to a kernel with its tiles in registers (NVIDIA mma.sync).
 std::unique_ptr<Pass> createGpuIntraRegistersPass(int64_t threads);
-void registerGpuIntraRegistersPass();
 /// One kernel per program grid of a multi-grid kernel function (the
 /// chunk-parallel schedule), recorded as a bundle entry (`kda.entries`).
 std::unique_ptr<Pass> createGpuSplitSchedulePass();
-void registerGpuSplitSchedulePass();
 /// A dimension name as a manifest symbol ("N+1" -> "N_plus_1").
 std::string manifestSymbol(llvm::StringRef dim);
 /// An element type as a manifest dtype ("" when the runtime has none).
 llvm::StringRef manifestDtype(Type t);
-void registerGpuMappingPasses();
 
 /// Options of the GPU pipelines (kda-lower-to-nvvm, kda-lower-to-rocdl).
 struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {

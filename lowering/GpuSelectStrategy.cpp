@@ -28,6 +28,13 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
+#include "lowering/Passes.h"
+
+namespace mlir::kda {
+#define GEN_PASS_DEF_KDAGPUSELECTSTRATEGY
+#include "lowering/Passes.h.inc"
+} // namespace mlir::kda
+
 using namespace mlir;
 
 namespace {
@@ -103,11 +110,9 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
           "elementwise work between kda ops is a tile program by design", ""};
 }
 
-struct SelectStrategyPass
-    : PassWrapper<SelectStrategyPass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SelectStrategyPass)
+struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPass> {
+  using Base::Base;
   SelectStrategyPass() = default;
-  SelectStrategyPass(const SelectStrategyPass &other) : PassWrapper(other) {}
   explicit SelectStrategyPass(const kda::StrategyOptions &o) {
     nvidia = o.nvidia;
     tensorCores = o.tensorCores;
@@ -119,39 +124,6 @@ struct SelectStrategyPass
     warpSize = o.warpSize;
     remarks = o.remarks;
   }
-  StringRef getArgument() const override { return "kda-gpu-select-strategy"; }
-  StringRef getDescription() const override {
-    return "Decide for every GPU kernel whether it is written per lane "
-           "(register kernels) or as shared-memory tiles, record it as "
-           "kda.strategy, and (remarks) say why a kernel gets tiles";
-  }
-  Option<bool> nvidia{*this, "nvidia", llvm::cl::desc("NVIDIA target"),
-                      llvm::cl::init(true)};
-  Option<bool> tensorCores{*this, "tensor-cores",
-                           llvm::cl::desc("Tensor-core tile matmuls"),
-                           llvm::cl::init(true)};
-  Option<bool> intraLanes{*this, "intra-registers",
-                          llvm::cl::desc("Register intra-chunk kernels"),
-                          llvm::cl::init(true)};
-  Option<bool> stateLanes{*this, "state-registers",
-                          llvm::cl::desc("Register state kernels"),
-                          llvm::cl::init(true)};
-  Option<bool> decodeLanes{*this, "decode-registers",
-                           llvm::cl::desc("Register decode kernels"),
-                           llvm::cl::init(true)};
-  Option<bool> stateWarps{*this, "state-warps",
-                          llvm::cl::desc("Independent warp state programs"),
-                          llvm::cl::init(false)};
-  Option<int64_t> threads{*this, "threads",
-                          llvm::cl::desc("Threads per block"),
-                          llvm::cl::init(128)};
-  Option<int64_t> warpSize{*this, "warp-size", llvm::cl::desc("Warp size"),
-                           llvm::cl::init(32)};
-  Option<bool> remarks{*this, "remarks",
-                       llvm::cl::desc("A remark for every kernel of a gated "
-                                      "delta op or decode step that gets "
-                                      "tiles"),
-                       llvm::cl::init(false)};
 
   void runOnOperation() override {
     kda::StrategyOptions o;
@@ -198,9 +170,6 @@ mlir::kda::createGpuSelectStrategyPass(const StrategyOptions &o) {
   return std::make_unique<SelectStrategyPass>(o);
 }
 
-void mlir::kda::registerGpuSelectStrategyPass() {
-  PassRegistration<SelectStrategyPass>();
-}
 
 bool mlir::kda::runsOnLanes(func::FuncOp func, StringRef refusal) {
   if (auto s = func->getAttrOfType<DictionaryAttr>(kStrategyAttr)) {

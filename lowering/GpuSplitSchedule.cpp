@@ -36,6 +36,13 @@
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 
+#include "lowering/Passes.h"
+
+namespace mlir::kda {
+#define GEN_PASS_DEF_KDAGPUSPLITSCHEDULE
+#include "lowering/Passes.h.inc"
+} // namespace mlir::kda
+
 using namespace mlir;
 
 namespace {
@@ -62,14 +69,8 @@ tensor::EmptyOp emptyOf(Value v) {
   return v.getDefiningOp<tensor::EmptyOp>();
 }
 
-struct SplitSchedulePass
-    : PassWrapper<SplitSchedulePass, OperationPass<ModuleOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(SplitSchedulePass)
-  StringRef getArgument() const override { return "kda-gpu-split-schedule"; }
-  StringRef getDescription() const override {
-    return "One GPU kernel per program grid of a multi-grid kda kernel; the "
-           "order of launches and the workspaces become a bundle entry";
-  }
+struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass> {
+  using Base::Base;
   void getDependentDialects(DialectRegistry &registry) const override {
     registry.insert<func::FuncDialect, tensor::TensorDialect>();
   }
@@ -409,7 +410,4 @@ StringRef mlir::kda::manifestDtype(Type t) {
 
 std::unique_ptr<Pass> mlir::kda::createGpuSplitSchedulePass() {
   return std::make_unique<SplitSchedulePass>();
-}
-void mlir::kda::registerGpuSplitSchedulePass() {
-  PassRegistration<SplitSchedulePass>();
 }

@@ -63,6 +63,13 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Pass/Pass.h"
 
+#include "lowering/Passes.h"
+
+namespace mlir::kda {
+#define GEN_PASS_DEF_KDAGPUSTATEREGISTERS
+#include "lowering/Passes.h.inc"
+} // namespace mlir::kda
+
 using namespace mlir;
 
 namespace {
@@ -1044,42 +1051,18 @@ struct WarpStateProgram : kda::LaneBuilder {
   }
 };
 
-struct StateRegistersPass
-    : PassWrapper<StateRegistersPass, OperationPass<func::FuncOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(StateRegistersPass)
+struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPass> {
+  using Base::Base;
   StateRegistersPass() = default;
-  StateRegistersPass(const StateRegistersPass &other) : PassWrapper(other) {}
   StateRegistersPass(int64_t threads, bool independentWarps) {
     this->threads = threads;
     this->independentWarps = independentWarps;
-  }
-  StringRef getArgument() const override { return "kda-gpu-state-registers"; }
-  StringRef getDescription() const override {
-    return "Lower the state grid of a chunk-parallel schedule to an NVIDIA "
-           "kernel that keeps the state in mma.sync accumulators";
   }
   void getDependentDialects(DialectRegistry &registry) const override {
     registry.insert<gpu::GPUDialect, nvgpu::NVGPUDialect,
                     vector::VectorDialect, math::MathDialect, scf::SCFDialect,
                     memref::MemRefDialect, arith::ArithDialect>();
   }
-  Option<int64_t> threads{*this, "threads",
-                          llvm::cl::desc("Threads per block"),
-                          llvm::cl::init(128)};
-  Option<bool> prefetch{
-      *this, "prefetch",
-      llvm::cl::desc("Issue the next chunk's loads before this chunk's "
-                     "products"),
-      llvm::cl::init(true)};
-  Option<int64_t> maxRegisters{
-      *this, "max-registers",
-      llvm::cl::desc("Registers per thread (0: ptxas decides)"),
-      llvm::cl::init(0)};
-  Option<bool> independentWarps{
-      *this, "independent-warps",
-      llvm::cl::desc("One warp per 16 value rows holding all of K (no "
-                     "barriers); false: K split over the block's warps"),
-      llvm::cl::init(false)};
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -1247,12 +1230,11 @@ std::string mlir::kda::stateLanesRefusal(DictionaryAttr statePass,
 std::unique_ptr<Pass>
 mlir::kda::createGpuStateRegistersPass(int64_t threads, bool independentWarps,
                                        bool prefetch, int64_t maxRegisters) {
-  auto pass = std::make_unique<StateRegistersPass>(threads, independentWarps);
-  pass->prefetch = prefetch;
-  pass->maxRegisters = maxRegisters;
-  return pass;
+  KdaGpuStateRegistersOptions o;
+  o.threads = threads;
+  o.independentWarps = independentWarps;
+  o.prefetch = prefetch;
+  o.maxRegisters = maxRegisters;
+  return std::make_unique<StateRegistersPass>(o);
 }
 
-void mlir::kda::registerGpuStateRegistersPass() {
-  PassRegistration<StateRegistersPass>();
-}

@@ -35,6 +35,13 @@
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/AffineMap.h"
 
+#include "lowering/Passes.h"
+
+namespace mlir::kda {
+#define GEN_PASS_DEF_KDAGPUTILEMATMULS
+#include "lowering/Passes.h.inc"
+} // namespace mlir::kda
+
 using namespace mlir;
 using mlir::kda::kWarpDistributedAttr;
 
@@ -503,19 +510,12 @@ void emitTileMatmul(OpBuilder &b, Location loc, const TileMatmul &mm,
   }
 }
 
-struct TileMatmulsPass
-    : PassWrapper<TileMatmulsPass, OperationPass<func::FuncOp>> {
-  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(TileMatmulsPass)
+struct TileMatmulsPass : kda::impl::KdaGpuTileMatmulsBase<TileMatmulsPass> {
+  using Base::Base;
   TileMatmulsPass() = default;
-  TileMatmulsPass(const TileMatmulsPass &other) : PassWrapper(other) {}
   TileMatmulsPass(int64_t threads, StringRef instructions) {
     this->threads = threads;
     this->instructions = instructions.str();
-  }
-  StringRef getArgument() const override { return "kda-gpu-tile-matmuls"; }
-  StringRef getDescription() const override {
-    return "Run tile matmuls on the target's matrix instructions (NVIDIA "
-           "mma.sync, AMD MFMA or WMMA)";
   }
   void getDependentDialects(DialectRegistry &registry) const override {
     registry.insert<gpu::GPUDialect, nvgpu::NVGPUDialect,
@@ -523,13 +523,6 @@ struct TileMatmulsPass
                     scf::SCFDialect, arith::ArithDialect,
                     memref::MemRefDialect>();
   }
-  Option<int64_t> threads{*this, "threads",
-                          llvm::cl::desc("Threads per block"),
-                          llvm::cl::init(128)};
-  Option<std::string> instructions{
-      *this, "instructions",
-      llvm::cl::desc("mma_sync (NVIDIA), mfma (AMD CDNA) or wmma (AMD RDNA3)"),
-      llvm::cl::init("mma_sync")};
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
@@ -588,6 +581,3 @@ mlir::kda::createGpuTileMatmulsPass(int64_t threads, StringRef instructions) {
   return std::make_unique<TileMatmulsPass>(threads, instructions);
 }
 
-void mlir::kda::registerGpuTileMatmulsPass() {
-  PassRegistration<TileMatmulsPass>();
-}

@@ -528,11 +528,14 @@ def part_flow(kda_tune, kda_compile, runtime, tmp):
     pj["compiler_fingerprint"] = old_fp
     with open(os.path.join(plan, "plan.json"), "w") as f:
         json.dump(pj, f)
-    old_db = TU.TuningDB({k.replace(f"|{fp}|", f"|{old_fp}|"): v for k, v in tdb.entries.items()})
+    old_db = TU.TuningDB({k.replace(f"|{fp}|", f"|{old_fp}|"): dict(v, compiler_fingerprint=old_fp)
+                          for k, v in tdb.entries.items()})
     db_old = os.path.join(tmp, "tuning-old.json")
     old_db.save(db_old)
     out = run([kda_tune, "rekey", plan, "--db", db_old, "--jobs", "2"], env)
     carried = TU.TuningDB.load(db_old)
+    check(all(e["compiler_fingerprint"] == k.split("|")[2] for k, e in carried.entries.items()),
+          "an entry's fingerprint is its key's")
     check("2 entries carried" in out and len(carried.entries) == 4
           and carried.lookup(cfg, "sm_90a", fp, 256, 2, 2) == TU.make_tile(32, 16, 128), out)
     cubin = sorted(n for n in os.listdir(os.path.join(plan, cands[1]["bundle"])) if n.endswith(".cubin"))[0]
@@ -541,6 +544,10 @@ def part_flow(kda_tune, kda_compile, runtime, tmp):
         byte = f.read(1)
         f.seek(100)
         f.write(bytes([byte[0] ^ 1]))
+    with open(os.path.join(plan, "plan.json")) as f:
+        check(json.load(f)["compiler_fingerprint"] == fp, "the carried plan names this compiler")
+    with open(os.path.join(plan, "plan.json"), "w") as f:
+        json.dump(pj, f)
     old_db.save(db_old)
     bad = run([kda_tune, "rekey", plan, "--db", db_old, "--jobs", "2"], env, expect_fail=True)
     check("1 of 2 candidates changed" in bad and f"{cubin} differs" in bad

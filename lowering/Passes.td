@@ -1,0 +1,205 @@
+//===- Passes.td - target lowerings of the tile IR --------*- tablegen -*-===//
+//
+// Every pass of lowering/: its argument, summary, description and options,
+// declared once (mlir-tblgen -gen-pass-decls -name KdaLowering makes their
+// base classes, option structs and registration, lowering/Passes.h). Each
+// is implemented in the file named after it; each has a lit test of its own
+// under test/lowering/ or test/gpu-codegen/, fed its own input IR. The
+// pipelines that order them: CpuPipeline.cpp (kda-lower-to-cpu) and
+// GpuPipeline.cpp (kda-lower-to-nvvm, kda-lower-to-rocdl).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KDA_LOWERING_PASSES_TD
+#define KDA_LOWERING_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+//===----------------------------------------------------------------------===//
+// CPU
+//===----------------------------------------------------------------------===//
+
+def KdaCpuSequentialNestedGrids
+    : Pass<"kda-cpu-sequential-nested-grids", "func::FuncOp"> {
+  let summary = "Run grids nested inside a program in order (CPU)";
+  let description = [{
+    Programs run in parallel on the CPU (OpenMP over the outermost grid);
+    grids nested inside a program (the columns of TileBuilder's triangular
+    solve) become sequential scf.for loops within it.
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// GPU: kernels and schedules (tensors)
+//===----------------------------------------------------------------------===//
+
+def KdaGpuOutlineElementwise
+    : Pass<"kda-gpu-outline-elementwise", "ModuleOp"> {
+  let summary =
+      "Move elementwise work between kda kernels into kernels of its own";
+  let description = [{
+    Elementwise linalg work left between kernel calls (a hybrid's mix, a
+    gate computed outside the op) becomes a destination-style kernel
+    function with its kda.abi, one program per leading index, so that every
+    GPU launch is a grid of programs (GpuElementwise.cpp).
+  }];
+}
+
+def KdaGpuFuseTiles : Pass<"kda-gpu-fuse-tiles", "func::FuncOp"> {
+  let summary =
+      "Fuse chains of elementwise tile maps (fewer GPU phases and tiles)";
+  let description = [{
+    On a GPU every tile primitive is a phase of the block, fenced by
+    barriers, and every intermediate tile a shared-memory buffer. Chains of
+    elementwise maps fuse into one primitive; matmuls keep their plain
+    multiply-accumulate bodies (they run on the matrix units), so only
+    elementwise consumers take producers in.
+  }];
+}
+
+def KdaGpuSplitSchedule : Pass<"kda-gpu-split-schedule", "ModuleOp"> {
+  let summary = "One GPU kernel per program grid of a multi-grid kda kernel; "
+                "the order of launches and the workspaces become a bundle "
+                "entry";
+  let description = [{
+    kda-tile-chunks' chunk-parallel schedule leaves a kernel function with
+    several program grids that hand each other tensors. Each grid becomes a
+    kernel function named after its kda.phase, described in kda.abi; the
+    original function calls them in order on fresh workspaces; the module's
+    kda.entries records the schedule for the runtime (runtime/BUNDLE.md).
+  }];
+}
+
+def KdaGpuBindDestinations
+    : Pass<"kda-gpu-bind-destinations", "func::FuncOp"> {
+  let summary =
+      "Make destination-style kda kernels write their result arguments";
+  let description = [{
+    Outlined destination-style kernels return what their scf.forall wrote
+    into fresh tensors; the forall writes into the result arguments instead,
+    so that bufferization writes the caller's buffers in place. Empty and
+    zero-filled tiles that CSE merged get one per use.
+  }];
+}
+
+def KdaGpuSelectStrategy : Pass<"kda-gpu-select-strategy", "ModuleOp"> {
+  let summary = "Decide for every GPU kernel whether it is written per lane "
+                "(register kernels) or as shared-memory tiles, record it as "
+                "kda.strategy, and (remarks) say why a kernel gets tiles";
+  let description = [{
+    The one place that decides (lowering/Strategy.h): from the target, the
+    pipeline's switches and what each lane layout takes (the *LanesRefusal
+    functions beside the layouts), every kernel gets kda.strategy = {kernel,
+    kind = lanes | tiles, reason}. The register passes write what it says;
+    the manifest and kda.ops.last_launch report it.
+  }];
+  let options = [
+    Option<"nvidia", "nvidia", "bool", /*default=*/"true", "NVIDIA target">,
+    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
+           "Tensor-core tile matmuls">,
+    Option<"intraLanes", "intra-registers", "bool", /*default=*/"true",
+           "Register intra-chunk kernels">,
+    Option<"stateLanes", "state-registers", "bool", /*default=*/"true",
+           "Register state kernels">,
+    Option<"decodeLanes", "decode-registers", "bool", /*default=*/"true",
+           "Register decode kernels">,
+    Option<"stateWarps", "state-warps", "bool", /*default=*/"false",
+           "Independent warp state programs">,
+    Option<"threads", "threads", "int64_t", /*default=*/"128",
+           "Threads per block">,
+    Option<"warpSize", "warp-size", "int64_t", /*default=*/"32", "Warp size">,
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "A remark for every kernel of a gated delta op or decode step "
+           "that gets tiles">,
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// GPU: lane kernels (buffers)
+//===----------------------------------------------------------------------===//
+
+def KdaGpuDecodeRegisters : Pass<"kda-gpu-decode-registers", "func::FuncOp"> {
+  let summary = "Lower a decode step to a kernel that streams each state "
+                "once, held in registers, with warp-shuffle reductions";
+  let description = [{
+    Kernels kda-gpu-select-strategy gave lanes: the decode step written per
+    lane (GpuDecodeRegisters.cpp), any vendor.
+  }];
+  let options = [
+    Option<"warpSize", "warp-size", "int64_t", /*default=*/"32",
+           "Lanes per warp (32; 64 on CDNA)">,
+    Option<"maxRegisters", "max-registers", "int64_t", /*default=*/"0",
+           "Registers per thread (NVIDIA .maxnreg; 0: the backend decides)">,
+  ];
+}
+
+def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
+  let summary = "Lower the state grid of a chunk-parallel schedule to an "
+                "NVIDIA kernel that keeps the state in mma.sync accumulators";
+  let description = [{
+    Kernels kda-gpu-select-strategy gave lanes: the state pass written per
+    lane (GpuStateRegisters.cpp).
+  }];
+  let options = [
+    Option<"threads", "threads", "int64_t", /*default=*/"128",
+           "Threads per block">,
+    Option<"prefetch", "prefetch", "bool", /*default=*/"true",
+           "Issue the next chunk's loads before this chunk's products">,
+    Option<"maxRegisters", "max-registers", "int64_t", /*default=*/"0",
+           "Registers per thread (0: ptxas decides)">,
+    Option<"independentWarps", "independent-warps", "bool",
+           /*default=*/"false",
+           "One warp per 16 value rows holding all of K (no barriers); "
+           "false: K split over the block's warps">,
+  ];
+}
+
+def KdaGpuIntraRegisters : Pass<"kda-gpu-intra-registers", "func::FuncOp"> {
+  let summary = "Lower the intra-chunk grid of a chunk-parallel schedule to "
+                "an NVIDIA kernel with its tiles in registers and mma.sync";
+  let description = [{
+    Kernels kda-gpu-select-strategy gave lanes: the intra-chunk grid written
+    per lane (GpuIntraRegisters.cpp), every gate form.
+  }];
+  let options = [
+    Option<"threads", "threads", "int64_t", /*default=*/"128",
+           "Threads per block">,
+  ];
+}
+
+//===----------------------------------------------------------------------===//
+// GPU: tile kernels (buffers)
+//===----------------------------------------------------------------------===//
+
+def KdaGpuTileMatmuls : Pass<"kda-gpu-tile-matmuls", "func::FuncOp"> {
+  let summary = "Run tile matmuls on the target's matrix instructions "
+                "(NVIDIA mma.sync, AMD MFMA or WMMA)";
+  let options = [
+    Option<"threads", "threads", "int64_t", /*default=*/"128",
+           "Threads per block">,
+    Option<"instructions", "instructions", "std::string",
+           /*default=*/"\"mma_sync\"",
+           "mma_sync (NVIDIA), mfma (AMD CDNA) or wmma (AMD RDNA3)">,
+  ];
+}
+
+def KdaGpuPrepareTiles : Pass<"kda-gpu-prepare-tiles", "func::FuncOp"> {
+  let summary =
+      "Copies as linalg.copy and reductions innermost, for GPU mapping";
+  let description = [{
+    Each tile primitive becomes one loop nest of one shape: an scf.parallel
+    over its output elements with any reduction sequential inside, the shape
+    kda-gpu-map-kernels spreads over threads.
+  }];
+}
+
+def KdaGpuMapKernels : Pass<"kda-gpu-map-kernels", "ModuleOp"> {
+  let summary = "Map bufferized kda kernels to GPU kernels (programs -> "
+                "blocks, tile primitives -> threads, tiles -> shared memory)";
+  let options = [
+    Option<"threads", "threads", "int64_t", /*default=*/"128",
+           "Threads per block">,
+  ];
+}
+
+#endif // KDA_LOWERING_PASSES_TD

@@ -191,6 +191,35 @@ def chunk_kda_config(q, k, v, g, beta, scale=None, initial_state=None, output_fi
         boundary_indices_dtype=boundary_indices_dtype)
 
 
+class _Desc:
+    """A shape and dtype standing for a tensor (configuration only)."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
+def _per_sequence_decode(q, cu_seqlens, ssm_state_indices, initial_state, output_final_state) -> bool:
+    """Whether fused_recurrent_kda runs one token per sequence on a dense state
+    (FLA's decode call: q [N, 1, H, K], initial_state [N, HV, ...], no pool):
+    that is the decode step on a pool of the N states, slots 0 .. N - 1
+    (GpuDecodeRegisters: the state streamed once), not the chunked forward
+    (two kernels and a 16-row chunk for one token: 2.5 to 2.9 times FLA's
+    time, bench/RESULTS.md). Without a state there is nothing to stream:
+    the chunked forward (zero initial state) serves it."""
+    return (ssm_state_indices is None and cu_seqlens is None and initial_state is not None
+            and len(_shape(q)) == 4 and _shape(q)[1] == 1 and len(_shape(initial_state)) == 4
+            and _shape(initial_state)[0] == _shape(q)[0])
+
+
+def _decode_slots(N, output_final_state):
+    """The decode step's slot arguments for a per-sequence decode: sequence n
+    reads (and, keeping the final state, writes) slot n of the state copy;
+    without a final state it reads the caller's state and keeps nothing."""
+    if output_final_state:
+        return _Desc((N,), "i32"), None
+    return _Desc((N,), "i32"), _Desc((N,), "i32")
+
+
 def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale=None,
                                initial_state=None, output_final_state=False,
                                use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
@@ -203,6 +232,8 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
         # FLA's kernel would use exp(1) as the factor; kda's softplus form has
         # no such default, so ask for A_log like chunk_kda does.
         raise ValueError("`A_log` must be provided when `use_gate_in_kernel=True` and `lower_bound` is not set.")
+    if _per_sequence_decode(q, cu_seqlens, ssm_state_indices, initial_state, output_final_state):
+        ssm_state_indices, read_state_indices = _decode_slots(_shape(q)[0], output_final_state)
     if ssm_state_indices is None:
         return chunk_kda_config(q, k, v, g, beta, scale=scale, initial_state=initial_state,
                                 output_final_state=output_final_state,
@@ -802,6 +833,28 @@ def fused_recurrent_kda(
                 f"i.e., {len(cu_seqlens) - 1} rather than {initial_state.shape[0]}.")
     if ssm_state_indices is None and initial_state is not None and _dt(initial_state) != "f32":
         initial_state = initial_state.float()
+    if _per_sequence_decode(q, cu_seqlens, ssm_state_indices, initial_state, output_final_state):
+        # FLA's decode call on the decode step (_per_sequence_decode says why):
+        # the states are a pool of N slots. Keeping the final state, it is a
+        # copy of the initial one updated in place (the caller's stays as it
+        # was, as FLA leaves it); otherwise the step reads the caller's
+        # states and keeps none.
+        import torch
+        N = q.shape[0]
+        slots = _arange_slots(N, q.device)
+        options = dict(use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, use_gate_in_kernel=use_gate_in_kernel,
+                       use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+                       allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound, state_v_first=state_v_first)
+        if output_final_state:
+            pool = initial_state.contiguous().clone()
+            o, pool = fused_recurrent_kda(q, k, v, g, beta, A_log, dt_bias, scale=scale, initial_state=pool,
+                                          ssm_state_indices=slots, **options)
+            return o, pool
+        keep_none = torch.full((N,), -1, dtype=torch.int32, device=q.device)
+        o, _ = fused_recurrent_kda(q, k, v, g, beta, A_log, dt_bias, scale=scale,
+                                   initial_state=initial_state.contiguous(), ssm_state_indices=keep_none,
+                                   read_state_indices=slots, **options)
+        return o, None
     if (cu_seqlens is not None and ssm_state_indices is not None
             and len(_shape(ssm_state_indices)) == 2):
         return _ragged_multi_token(q, k, v, g, beta, A_log, dt_bias, scale, initial_state, cu_seqlens,
@@ -851,6 +904,23 @@ def fused_recurrent_kda(
         _decode_plans.clear()
     _decode_plans[key] = plan
     return result
+
+
+_slots_cache: Dict[Any, Any] = {}
+
+
+def _arange_slots(N, device):
+    """arange(N) as int32 on the device, kept per (N, device): a decode step
+    per token and layer would otherwise allocate and fill it every call."""
+    key = (N, str(device))
+    t = _slots_cache.get(key)
+    if t is None:
+        import torch
+        t = torch.arange(N, dtype=torch.int32, device=device)
+        if len(_slots_cache) >= 64:
+            _slots_cache.clear()
+        _slots_cache[key] = t
+    return t
 
 
 def _ragged_multi_token(q, k, v, g, beta, A_log, dt_bias, scale, pool, cu_seqlens, indices,

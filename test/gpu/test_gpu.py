@@ -295,6 +295,16 @@ def all_cases():
                      api="recurrent"),
             ]
     cases += [
+        # FLA's decode call without a pool (one token per sequence, dense initial state): the decode
+        # step on the N states as slots (kda.ops._per_sequence_decode); keeping the final state it
+        # updates a copy (the caller's initial state must come back unchanged), without it the step
+        # reads the caller's states and keeps none.
+        Case("bf16-k128-recurrent-T1-kimi-lb-vmajor-N7-h0-ht", "bf16", 128, B=7, T=1, H=4, h0=True, ht=True,
+             layout="v_major", prologue="kimi_lb", api="recurrent"),
+        Case("f32-k64-recurrent-T1-gva-H1-HV4-N5-h0-ht", "f32", 64, B=5, T=1, H=1, HV=4, h0=True, ht=True,
+             api="recurrent"),
+        Case("bf16-k64-recurrent-T1-softplus-N3-h0", "bf16", 64, B=3, T=1, H=2, h0=True, ht=False,
+             prologue="kimi_softplus", api="recurrent"),
         # Steep log-space gates (down to about -70 per token): chunks whose factored decays would
         # overflow f32 take the pairwise form, warp by warp, beside chunks that do not.
         Case("bf16-k128-steep-gate-T300-H4-h0-ht", "bf16", 128, B=2, T=300, H=4, h0=True, ht=True,
@@ -529,9 +539,14 @@ def run_case(case, torch, oracle):
     A_log, dt_bias = gpu.get("A_log"), gpu.get("dt_bias")
     with torch.inference_mode():
         if case.api == "recurrent":
+            h0_before = gpu["h0"].clone() if case.h0 else None
             o, ht = kda.fused_recurrent_kda(gpu["q"], gpu["k"], gpu["v"], gpu["g"], gpu["beta"],
                                             A_log=A_log, dt_bias=dt_bias, initial_state=gpu.get("h0"),
                                             cu_seqlens=gpu.get("cu"), **kw)
+            if h0_before is not None and not torch.equal(h0_before, gpu["h0"]):
+                return ["fused_recurrent_kda changed the caller's initial_state"], [], BARS[case.dtype]
+            if not case.ht and ht is not None:
+                return ["fused_recurrent_kda returned a final state it was not asked for"], [], BARS[case.dtype]
         else:
             extra = {}
             if A_log is not None:

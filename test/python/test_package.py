@@ -384,6 +384,23 @@ def part_pure(kda_opt, tmp):
     check(cfg["op"] == "decode_step" and cfg["gate_activation"] == "lower_bound" and cfg["qk_l2norm"]
           and cfg["A_log_dtype"] == "f32" and cfg["indices_dtype"] == "i32", f"Kimi decode configuration: {cfg}")
     print("ok   Kimi decode configuration")
+    # FLA's decode call without a pool (q [N, 1, H, K], a dense [N, HV, ...] initial state): the
+    # decode step on the N states as slots, not the chunked forward; keeping no final state, a
+    # read-only step (read indices, writes kept nowhere). Two tokens, or no state: chunked.
+    h0 = Meta((N, HV, V, K), "float32")
+    seq = ops.fused_recurrent_kda_config(dq, dq, dv, dg, db, initial_state=h0, output_final_state=True,
+                                         state_v_first=True)
+    ro = ops.fused_recurrent_kda_config(dq, dq, dv, dg, db, initial_state=h0, output_final_state=False,
+                                        state_v_first=True)
+    check(seq["op"] == "decode_step" and seq["indices_dtype"] == "i32" and seq.get("read_indices_dtype") is None
+          and ro["op"] == "decode_step" and ro["read_indices_dtype"] == "i32", f"per-sequence decode: {seq} {ro}")
+    tq = Meta((N, 2, H, K), "bfloat16")
+    check(ops.fused_recurrent_kda_config(tq, tq, Meta((N, 2, HV, V), "bfloat16"), Meta((N, 2, HV, K), "bfloat16"),
+                                         Meta((N, 2, HV), "bfloat16"), initial_state=h0, output_final_state=True,
+                                         state_v_first=True)["op"] == "gated_delta"
+          and ops.fused_recurrent_kda_config(dq, dq, dv, dg, db, output_final_state=True)["op"] == "gated_delta",
+          "two tokens, or no initial state: the chunked forward")
+    print("ok   per-sequence decode (FLA's call, no pool): the decode step on the states as slots")
 
     # Window attention.
     wq, wk = Meta((B, T, 8, K)), Meta((B, T, 2, K))

@@ -28,34 +28,7 @@
 
 #include "lowering/Passes.h"
 
-namespace mlir::kda {
-#define GEN_PASS_DEF_KDACPUSEQUENTIALNESTEDGRIDS
-#include "lowering/Passes.h.inc"
-} // namespace mlir::kda
-
 using namespace mlir;
-
-namespace {
-/// Programs run in parallel on the CPU (OpenMP over the outermost grid);
-/// grids nested inside a program (the columns of TileBuilder's triangular
-/// solve) run in order within it.
-struct SequentialNestedGridsPass : kda::impl::KdaCpuSequentialNestedGridsBase<SequentialNestedGridsPass> {
-  using Base::Base;
-  void runOnOperation() override {
-    SmallVector<scf::ForallOp> nested;
-    getOperation().walk([&](scf::ForallOp f) {
-      if (f->getParentOfType<scf::ForallOp>())
-        nested.push_back(f);
-    });
-    IRRewriter rewriter(&getContext());
-    for (scf::ForallOp f : nested) {
-      rewriter.setInsertionPoint(f);
-      if (failed(scf::forallToForLoop(rewriter, f)))
-        return signalPassFailure();
-    }
-  }
-};
-} // namespace
 
 void mlir::kda::buildCpuPipeline(OpPassManager &pm,
                                  const CpuPipelineOptions &options) {
@@ -87,7 +60,7 @@ void mlir::kda::buildCpuPipeline(OpPassManager &pm,
 
   // Tiles -> loops; programs -> OpenMP.
   pm.nest<func::FuncOp>().addPass(createConvertLinalgToLoopsPass());
-  pm.nest<func::FuncOp>().addPass(std::make_unique<SequentialNestedGridsPass>());
+  pm.nest<func::FuncOp>().addPass(createKdaCpuSequentialNestedGrids());
   pm.addPass(createForallToParallelLoopPass());
   if (options.parallel)
     pm.addPass(createConvertSCFToOpenMPPass());

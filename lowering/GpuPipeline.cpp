@@ -5,7 +5,7 @@
 // matmul (GpuTileMatmuls.cpp), the warp size, and upstream's NVVM or ROCDL
 // lowering and serialization (ptxas from the CUDA toolkit; ld.lld for
 // HSACO). The mapping to blocks, threads and shared memory
-// (GpuMapping.cpp) is the same for both vendors.
+// (GpuMapKernels.cpp) is the same for both vendors.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,7 +1,7 @@
 //===- GpuPipeline.h - kda on GPUs ------------------------------*- C++ -*-===//
 //
 // The GPU pipelines: the chunkwise tile IR mapped to blocks, threads and
-// shared memory (GpuMapping.cpp), tile matmuls on tensor cores, then NVVM and
+// shared memory (GpuMapKernels.cpp), tile matmuls on tensor cores, then NVVM and
 // a cubin per kernel (kda-lower-to-nvvm).
 //
 //===----------------------------------------------------------------------===//

@@ -41,7 +41,7 @@ def KdaGpuOutlineElementwise
     Elementwise linalg work left between kernel calls (a hybrid's mix, a
     gate computed outside the op) becomes a destination-style kernel
     function with its kda.abi, one program per leading index, so that every
-    GPU launch is a grid of programs (GpuElementwise.cpp).
+    GPU launch is a grid of programs (GpuOutlineElementwise.cpp).
   }];
 }
 

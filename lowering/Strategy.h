@@ -4,7 +4,7 @@
 //   lanes  the per-lane register kernels (GpuIntraRegisters, GpuStateRegisters,
 //          GpuDecodeRegisters): tiles in registers in the matrix instruction's
 //          layout, shared memory only where warps exchange data; the fast path;
-//   tiles  the shared-memory tile lowering (GpuTileMatmuls + GpuMapping): every
+//   tiles  the shared-memory tile lowering (GpuTileMatmuls + GpuMapKernels): every
 //          tile primitive a phase of the block fenced by barriers; correct for
 //          every configuration, several times slower.
 // kda-gpu-select-strategy (GpuSelectStrategy.cpp) decides it, in one place,

@@ -1,4 +1,4 @@
-//===- GpuMapping.cpp - chunkwise tile IR -> one GPU kernel per kda op ----===//
+//===- GpuMapKernels.cpp - chunkwise tile IR -> one GPU kernel per kda op ---===//
 //
 // The GPU targets receive the same tile IR as the CPU (kda-tile-chunks) and
 // differ only in how a tile primitive runs. After bufferization every tile
@@ -15,7 +15,8 @@
 //
 // Tile matmuls are lowered to tensor-core instructions before this pass
 // (kda-gpu-tile-matmuls); everything else stays target-neutral until
-// convert-gpu-to-nvvm / -rocdl.
+// convert-gpu-to-nvvm / -rocdl. Declared in lowering/Passes.td
+// (kda-gpu-map-kernels).
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,9 +47,6 @@
 #include "lowering/Passes.h"
 
 namespace mlir::kda {
-#define GEN_PASS_DEF_KDAGPUBINDDESTINATIONS
-#define GEN_PASS_DEF_KDAGPUFUSETILES
-#define GEN_PASS_DEF_KDAGPUPREPARETILES
 #define GEN_PASS_DEF_KDAGPUMAPKERNELS
 #include "lowering/Passes.h.inc"
 } // namespace mlir::kda
@@ -59,217 +57,6 @@ namespace {
 
 constexpr StringLiteral kKernelAttr = "kda.kernel";
 constexpr StringLiteral kAbiAttr = "kda.abi";
-
-//===----------------------------------------------------------------------===//
-// kda-gpu-bind-destinations: results are written into the kernel's arguments
-//===----------------------------------------------------------------------===//
-
-/// Outlined destination-style kernels return what their scf.forall wrote into
-/// fresh tensors; make the forall write into the result arguments instead, so
-/// that bufferization writes the caller's buffers in place.
-struct BindDestinationsPass : kda::impl::KdaGpuBindDestinationsBase<BindDestinationsPass> {
-  using Base::Base;
-
-  void runOnOperation() override {
-    func::FuncOp func = getOperation();
-    if (!func->hasAttr(kAbiAttr) || func.isExternal())
-      return;
-    // CSE merges every empty (and zero-filled) tile of one shape into one
-    // value, hoisted to its first use; every op writing into it would then
-    // share one buffer live for the whole program, or copy it into its own.
-    // One empty / fill per use bufferizes each in place.
-    SmallVector<tensor::EmptyOp> empties;
-    func.walk([&](tensor::EmptyOp e) {
-      if (!e->getResult(0).hasOneUse())
-        empties.push_back(e);
-    });
-    for (tensor::EmptyOp e : empties)
-      for (OpOperand &use :
-           llvm::make_early_inc_range(e->getResult(0).getUses())) {
-        OpBuilder b(use.getOwner());
-        use.set(b.clone(*e)->getResult(0));
-      }
-    SmallVector<linalg::FillOp> fills;
-    func.walk([&](linalg::FillOp f) {
-      if (f.hasPureTensorSemantics() && !f->getResult(0).hasOneUse())
-        fills.push_back(f);
-    });
-    for (linalg::FillOp f : fills) {
-      for (OpOperand &use :
-           llvm::make_early_inc_range(f->getResult(0).getUses())) {
-        OpBuilder b(use.getOwner());
-        IRMapping map;
-        if (auto empty = f.getOutputs()[0].getDefiningOp<tensor::EmptyOp>())
-          map.map(empty.getResult(), b.clone(*empty)->getResult(0));
-        use.set(b.clone(*f, map)->getResult(0));
-      }
-    }
-    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-    unsigned firstDest = func.getNumArguments() - ret.getNumOperands();
-    for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-      Value dest = func.getArgument(firstDest + i);
-      Value v = value;
-      while (auto cast = v.getDefiningOp<tensor::CastOp>())
-        v = cast.getSource();
-      if (v == dest)
-        continue;
-      // A result no program writes (boundary states into pool slots, which
-      // the state kernel stores itself: the grid's shared output folds
-      // away) is the caller's buffer, left as it holds it.
-      if (auto empty = v.getDefiningOp<tensor::EmptyOp>()) {
-        OpBuilder b(ret);
-        Value destCast = dest;
-        if (dest.getType() != value.getType())
-          destCast = tensor::CastOp::create(b, ret.getLoc(), value.getType(),
-                                            dest);
-        ret->setOperand(i, destCast);
-        continue;
-      }
-      // Program loop nests (decode) update their destination operands in
-      // place already.
-      if (auto loop = v.getDefiningOp<scf::ForOp>();
-          loop && loop->hasAttr(kda::kProgramLoopAttr))
-        continue;
-      auto forall = v.getDefiningOp<scf::ForallOp>();
-      if (!forall) {
-        func.emitError() << "kda-gpu-bind-destinations: result " << i
-                         << " is not written by the kernel's program grid";
-        return signalPassFailure();
-      }
-      OpOperand &init =
-          forall.getOutputsMutable()[cast<OpResult>(v).getResultNumber()];
-      Value initValue = init.get();
-      while (auto cast = initValue.getDefiningOp<tensor::CastOp>())
-        initValue = cast.getSource();
-      if (initValue == dest)
-        continue; // already writes the destination (elementwise kernels)
-      // The grid starts from an empty tensor, or one filled with a constant
-      // (boundary states): that empty becomes the destination.
-      auto fill = initValue.getDefiningOp<linalg::FillOp>();
-      Value start = fill ? fill.getOutputs()[0] : initValue;
-      auto empty = start.getDefiningOp<tensor::EmptyOp>();
-      if (!empty) {
-        func.emitError() << "kda-gpu-bind-destinations: result " << i
-                         << " starts from a value the kernel cannot write in "
-                            "place";
-        return signalPassFailure();
-      }
-      OpBuilder b(fill ? fill.getOperation() : forall.getOperation());
-      Value destCast = dest;
-      if (dest.getType() != empty.getType())
-        destCast = tensor::CastOp::create(b, forall.getLoc(), empty.getType(),
-                                          dest);
-      if (fill) {
-        fill.getOutputsMutable()[0].set(destCast);
-        continue;
-      }
-      init.set(destCast);
-      // A grid extent that sized the result (window attention's output
-      // heads, max(HQ, HV)) is that dimension of the destination: a symbol
-      // of the kernel's ABI.
-      SmallVector<OpFoldResult> ubs = forall.getMixedUpperBound();
-      bool changed = false;
-      for (OpFoldResult &ub : ubs) {
-        auto v = dyn_cast<Value>(ub);
-        if (!v)
-          continue;
-        for (int64_t d = 0, e = empty.getType().getRank(); d < e; ++d)
-          if (empty.getType().isDynamicDim(d) && empty.getDynamicSize(d) == v) {
-            ub = tensor::DimOp::create(b, forall.getLoc(), dest, d).getResult();
-            changed = true;
-            break;
-          }
-      }
-      if (changed) {
-        SmallVector<Value> dynamicUbs;
-        SmallVector<int64_t> staticUbs;
-        dispatchIndexOpFoldResults(ubs, dynamicUbs, staticUbs);
-        forall.getDynamicUpperBoundMutable().assign(dynamicUbs);
-        forall.setStaticUpperBound(staticUbs);
-      }
-    }
-  }
-};
-
-//===----------------------------------------------------------------------===//
-// kda-gpu-fuse-tiles: fewer, larger elementwise primitives
-//===----------------------------------------------------------------------===//
-
-/// On a GPU every tile primitive is a phase of the block, fenced by
-/// barriers, and every intermediate tile a shared-memory buffer. Chains of
-/// elementwise maps (gating, activations, masks) fuse into one primitive;
-/// matmuls keep their plain multiply-accumulate bodies (they run on the
-/// matrix units), so only elementwise consumers take producers in.
-struct FuseTilesPass : kda::impl::KdaGpuFuseTilesBase<FuseTilesPass> {
-  using Base::Base;
-  void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<linalg::LinalgDialect, tensor::TensorDialect>();
-  }
-  void runOnOperation() override {
-    RewritePatternSet patterns(&getContext());
-    linalg::ControlFusionFn control = [](OpOperand *fused) {
-      auto consumer = dyn_cast<linalg::GenericOp>(fused->getOwner());
-      auto producer = fused->get().getDefiningOp<linalg::GenericOp>();
-      if (!consumer || !producer)
-        return false;
-      auto allParallel = [](linalg::GenericOp g) {
-        return llvm::all_of(g.getIteratorTypesArray(), [](auto t) {
-          return t == utils::IteratorType::parallel;
-        });
-      };
-      return allParallel(consumer) && allParallel(producer);
-    };
-    linalg::populateElementwiseOpsFusionPatterns(patterns, control);
-    if (failed(applyPatternsGreedily(getOperation(), std::move(patterns))))
-      return signalPassFailure();
-  }
-};
-
-//===----------------------------------------------------------------------===//
-// kda-gpu-prepare-tiles: every tile primitive a loop nest of one shape
-//===----------------------------------------------------------------------===//
-
-/// memref.copy becomes linalg.copy (a loop nest like every other primitive),
-/// and reductions move innermost, so that each primitive lowers to one
-/// scf.parallel over its output elements with a sequential reduction inside:
-/// the shape kda-gpu-map-kernels spreads over threads.
-struct PrepareTilesPass : kda::impl::KdaGpuPrepareTilesBase<PrepareTilesPass> {
-  using Base::Base;
-  void getDependentDialects(DialectRegistry &registry) const override {
-    registry.insert<linalg::LinalgDialect>();
-  }
-
-  void runOnOperation() override {
-    IRRewriter rewriter(&getContext());
-    SmallVector<memref::CopyOp> copies;
-    getOperation().walk([&](memref::CopyOp c) { copies.push_back(c); });
-    for (memref::CopyOp c : copies) {
-      rewriter.setInsertionPoint(c);
-      linalg::CopyOp::create(rewriter, c.getLoc(), c.getSource(),
-                             c.getTarget());
-      rewriter.eraseOp(c);
-    }
-    SmallVector<linalg::GenericOp> generics;
-    getOperation().walk([&](linalg::GenericOp g) { generics.push_back(g); });
-    for (linalg::GenericOp g : generics) {
-      SmallVector<utils::IteratorType> iters = g.getIteratorTypesArray();
-      SmallVector<unsigned> order;
-      for (unsigned i = 0; i < iters.size(); ++i)
-        if (iters[i] == utils::IteratorType::parallel)
-          order.push_back(i);
-      for (unsigned i = 0; i < iters.size(); ++i)
-        if (iters[i] != utils::IteratorType::parallel)
-          order.push_back(i);
-      if (llvm::equal(order, llvm::seq<unsigned>(0, iters.size())))
-        continue;
-      rewriter.setInsertionPoint(g);
-      if (failed(linalg::interchangeGenericOp(rewriter, g, order))) {
-        g.emitError("kda-gpu-prepare-tiles: cannot move reductions innermost");
-        return signalPassFailure();
-      }
-    }
-  }
-};
 
 //===----------------------------------------------------------------------===//
 // kda-gpu-map-kernels
@@ -1102,15 +889,6 @@ struct MapKernelsPass : kda::impl::KdaGpuMapKernelsBase<MapKernelsPass> {
 
 } // namespace
 
-std::unique_ptr<Pass> mlir::kda::createGpuBindDestinationsPass() {
-  return std::make_unique<BindDestinationsPass>();
-}
-std::unique_ptr<Pass> mlir::kda::createGpuFuseTilesPass() {
-  return std::make_unique<FuseTilesPass>();
-}
-std::unique_ptr<Pass> mlir::kda::createGpuPrepareTilesPass() {
-  return std::make_unique<PrepareTilesPass>();
-}
 std::unique_ptr<Pass> mlir::kda::createGpuMapKernelsPass(int64_t threads) {
   return std::make_unique<MapKernelsPass>(threads);
 }

@@ -1,4 +1,4 @@
-//===- GpuElementwise.cpp - elementwise work between kda ops as kernels ---===//
+//===- GpuOutlineElementwise.cpp - elementwise work as kernels of its own -===//
 //
 // A bundle holds kernels only: whatever a model computes between kda ops
 // must be a kernel too. kda-decompose leaves such work as elementwise

@@ -105,8 +105,19 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
           windows = tb1.load(op.getWindowSizes(),
                              {qAbs}, {0}, {c},
                              validQ);
+          // Sizes past 2^62 reach every key: clamped (as a static window
+          // is, below) so that their f32 copies convert back to i64.
+          Value cap = f32c(b1, double(int64_t(1) << 62));
+          windows = tb1.map({c}, {windows}, [&](ImplicitLocOpBuilder &bb,
+                                                ValueRange s, ValueRange) {
+            return Value(arith::MinimumFOp::create(bb, s[0], cap));
+          });
         } else {
-          int64_t w = *op.getWindow();
+          // Windows past 2^62 reach every key of any sequence: clamped
+          // there, so that the f32 copy converts back to i64 (2^63 - 1
+          // rounds to 2^63, which does not, and masked every key: NaN).
+          int64_t w = static_cast<int64_t>(
+              std::min<uint64_t>(*op.getWindow(), uint64_t(1) << 62));
           windows = tb1.filled({c}, double(w));
           // First key block the window reaches from this query block.
           Value reach = tb1.index(w - 1);

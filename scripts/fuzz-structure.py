@@ -23,8 +23,17 @@ abort), a hang (past --timeout) or an exit status that is neither. Defects are
 written to --out as reproducers (the module and the command) and make the exit
 status 1.
 
+With --kda-run and --execute N, the first N mutants the CPU lowering accepts are
+also run (kda-run --check: random inputs, every result against the float64
+oracle with SPEC.md's bars) under each tile and schedule variant (chunks of 16;
+chunks of 64 with sub-chunks of 16 on the chunk-parallel schedule; the token
+recurrence), so that every variant computes the same function: "ran" (within the
+bars), "refused" (a clear error: a type or size kda-run does not run), or a
+defect: "wrong" (a result past its bar), a crash or a hang.
+
   scripts/fuzz-structure.py --kda-opt build/bin/kda-opt --count 300 --seed 1   # CI
   scripts/fuzz-structure.py --kda-opt build/bin/kda-opt --minutes 30 --out DIR # a long run
+  scripts/fuzz-structure.py --count 40 --seed 2 --kda-run build/bin/kda-run --execute 12  # CI, execution
 """
 
 import argparse
@@ -42,6 +51,13 @@ PIPELINES = [
     ["--kda-lower-to-cpu"],
     ["--kda-lower-to-nvvm=chip=sm_90a format=none"],
     ["--kda-lower-to-rocdl=chip=gfx942 format=none"],
+]
+# kda-run's tile and schedule variants of one module (ops with their own
+# #kda.tile keep it): each must match the oracle within SPEC.md's bars.
+VARIANTS = [
+    ["--chunk=16"],
+    ["--chunk=64", "--sub-chunk=16", "--schedule=chunk-parallel"],
+    ["--chunk=1"],
 ]
 DIMS = ["0", "1", "17", "2147483648", "9223372036854775807", "?"]
 ELTS = ["f32", "bf16", "f16", "f64", "i32", "i8", "index"]
@@ -168,6 +184,31 @@ def run_one(kda_opt, text, pipeline, timeout):
         os.unlink(path)
 
 
+def classify_run(rc, output):
+    """kda-run --check's outcome: ran (every result within its bar), refused
+    (a clear error), wrong (a result past its bar), or a crash / other exit."""
+    if rc == 0:
+        return "ran"
+    if re.search(r"bar=\S+ FAIL|output check failed", output):
+        return "wrong"  # kda-run exits 2 when a result is past its bar
+    kind = classify(rc, output)
+    return "refused" if kind == "error" else kind
+
+
+def run_exec(kda_run, text, variant, seed, timeout):
+    with tempfile.NamedTemporaryFile("w", suffix=".mlir", delete=False) as f:
+        f.write(text)
+        path = f.name
+    try:
+        p = subprocess.run([kda_run, path, "--check", f"--seed={seed}", "--serial", *variant],
+                           capture_output=True, text=True, errors="replace", timeout=timeout)
+        return classify_run(p.returncode, p.stdout + p.stderr), (p.stdout + p.stderr)[-2000:]
+    except subprocess.TimeoutExpired:
+        return "hang", ""
+    finally:
+        os.unlink(path)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
@@ -178,6 +219,9 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=60, help="seconds per run before it is a hang")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--out", help="where reproducers of defects go (default: a temporary folder)")
+    ap.add_argument("--kda-run", help="kda-run, to execute mutants the CPU lowering accepts (--execute)")
+    ap.add_argument("--execute", type=int, default=0,
+                    help="run this many accepted mutants under every tile / schedule variant with --check")
     args = ap.parse_args(argv)
     rng = random.Random(args.seed)
     pool = seeds(args.kda_opt)
@@ -199,6 +243,29 @@ def main(argv=None):
             yield n, name, m
 
     counts, defects = {}, []
+
+    def gather(fut, info):
+        """A finished run: counted (and a defect written out); a CPU lowering
+        that succeeded queues the mutant's execution under every variant."""
+        n, name, kind, what, mutant, pipeline = info
+        if pipeline[0] == "exec":
+            variant = pipeline[1:]
+            outcome, tail = fut.result()
+            execs[outcome] = execs.get(outcome, 0) + 1
+            if outcome not in ("ran", "refused"):
+                report(outcome, n, name, kind, what, mutant, ["kda-run", "--check", f"--seed={n}", "--serial",
+                                                               *variant], tail, defects, out)
+            return
+        ok = collect(fut, info, counts, defects, out)
+        if ok and pipeline == PIPELINES[0] and execs["mutants"] < args.execute:
+            execs["mutants"] += 1
+            for variant in VARIANTS:
+                f2 = ex.submit(run_exec, args.kda_run, mutant, variant, n, args.timeout)
+                futures[f2] = (n, name, kind, what, mutant, ["exec", *variant])
+
+    if args.execute and not args.kda_run:
+        ap.error("--execute needs --kda-run")
+    execs = {"count": 0, "mutants": 0}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as ex:
         futures = {}
         for n, name, (kind, what, mutant) in mutants():
@@ -209,32 +276,45 @@ def main(argv=None):
             while len(futures) > 4 * max(1, args.jobs):
                 done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)
                 for fut in done:
-                    collect(fut, futures.pop(fut), counts, defects, out)
-        for fut in concurrent.futures.as_completed(list(futures)):
-            collect(fut, futures[fut], counts, defects, out)
+                    gather(fut, futures.pop(fut))
+        while futures:
+            done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_COMPLETED)
+            for fut in done:
+                gather(fut, futures.pop(fut))
     total = sum(counts.values())
     mutants_run = total // len(PIPELINES)
     print(f"fuzz-structure: {mutants_run} mutants x {len(PIPELINES)} pipelines = {total} runs (seed "
           f"{args.seed}): " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if args.execute:
+        runs = {k: v for k, v in execs.items() if k not in ("count", "mutants")}
+        print(f"fuzz-structure: executed {execs['mutants']} mutants x {len(VARIANTS)} variants = "
+              f"{sum(runs.values())} kda-run --check runs: "
+              + ", ".join(f"{k} {v}" for k, v in sorted(runs.items())))
     for d in defects:
         print(f"DEFECT {d}")
     return 1 if defects else 0
 
 
 def collect(fut, info, counts, defects, out):
+    """Counts a lowering's outcome; a defect is written out. True if it succeeded."""
     n, name, kind, what, mutant, pipeline = info
     outcome, tail = fut.result()
     counts[outcome] = counts.get(outcome, 0) + 1
     if outcome in ("ok", "error"):
-        return
+        return outcome == "ok"
+    report(outcome, n, name, kind, what, mutant, ["kda-opt", *pipeline], tail, defects, out)
+    return False
+
+
+def report(outcome, n, name, kind, what, mutant, command, tail, defects, out):
     stem = f"defect-{n}-{kind}-{len(defects)}"
     path = os.path.join(out, stem + ".mlir")
     with open(path, "w") as f:
-        f.write(f"// fuzz-structure: {name}, {kind}: {what}\n// RUN: kda-opt %s {' '.join(pipeline)}\n")
+        f.write(f"// fuzz-structure: {name}, {kind}: {what}\n// RUN: {command[0]} %s {' '.join(command[1:])}\n")
         f.write(mutant)
     with open(os.path.join(out, stem + ".log"), "w") as f:
         f.write(tail)
-    defects.append(f"{outcome}: {name} [{kind}: {what}] {' '.join(pipeline)} -> {path}")
+    defects.append(f"{outcome}: {name} [{kind}: {what}] {' '.join(command)} -> {path}")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,20 @@
 // RUN: kda-run %s --function=window_per_position --chunk=16 --check | FileCheck %s
 // RUN: kda-run %s --function=window_gqa_varlen --chunk=16 --seqlens=50,1,99 --check | FileCheck %s
 // RUN: kda-run %s --function=window_kda_grouping_bf16 --chunk=32 --check | FileCheck %s
+// Windows of 2^63 - 1 (static, and per position from an int64 .npy): every key
+// of the sequence. Their f32 copies rounded to 2^63, which does not convert
+// back to i64, and every key was masked: NaN (found by
+// scripts/fuzz-structure.py's execution of mutants).
+// RUN: kda-run %s --function=window_unbounded --chunk=16 --check | FileCheck %s
+// RUN: kda-run %s --function=window_unbounded --chunk=1 --check | FileCheck %s
+// Per position, 2^63 - 1024 (the oracle takes integers up to 2^62, so no
+// --check): the same output, bit for bit, as sizes of 200 (past T = 100).
+// RUN: rm -rf %t && mkdir -p %t/huge %t/w200
+// RUN: %python %S/Inputs/int64_npy.py 100 9223372036854774784 %t/huge.npy
+// RUN: %python %S/Inputs/int64_npy.py 100 200 %t/w200.npy
+// RUN: kda-run %s --function=window_per_position_i64 --input=3=%t/huge.npy --seed=5 --chunk=16 --output-dir=%t/huge
+// RUN: kda-run %s --function=window_per_position_i64 --input=3=%t/w200.npy --seed=5 --chunk=16 --output-dir=%t/w200
+// RUN: %python -c "import sys; a, b = (open(p, 'rb').read() for p in sys.argv[1:]); sys.exit(0 if a == b else 'outputs differ')" %t/huge/out0.npy %t/w200/out0.npy
 // CHECK: result 0: {{.*}} ok
 // CHECK-NOT: FAIL
 
@@ -38,4 +52,14 @@ func.func @window_gqa_varlen(%q: tensor<1x150x4x32xf32>, %k: tensor<1x150x1x32xf
 func.func @window_kda_grouping_bf16(%q: tensor<1x90x2x64xbf16>, %k: tensor<1x90x2x64xbf16>, %v: tensor<1x90x4x64xbf16>) -> tensor<1x90x4x64xbf16> {
   %o = kda.window_attention %q, %k, %v  {window = 33 : i64} : tensor<1x90x2x64xbf16>, tensor<1x90x2x64xbf16>, tensor<1x90x4x64xbf16> -> tensor<1x90x4x64xbf16>
   return %o : tensor<1x90x4x64xbf16>
+}
+
+func.func @window_unbounded(%q: tensor<1x100x2x32xf32>, %k: tensor<1x100x2x32xf32>, %v: tensor<1x100x2x32xf32>) -> tensor<1x100x2x32xf32> {
+  %o = kda.window_attention %q, %k, %v  {window = 9223372036854775807 : i64} : tensor<1x100x2x32xf32>, tensor<1x100x2x32xf32>, tensor<1x100x2x32xf32> -> tensor<1x100x2x32xf32>
+  return %o : tensor<1x100x2x32xf32>
+}
+
+func.func @window_per_position_i64(%q: tensor<1x100x2x32xf32>, %k: tensor<1x100x2x32xf32>, %v: tensor<1x100x2x32xf32>, %w: tensor<100xi64>) -> tensor<1x100x2x32xf32> {
+  %o = kda.window_attention %q, %k, %v window_sizes(%w : tensor<100xi64>) : tensor<1x100x2x32xf32>, tensor<1x100x2x32xf32>, tensor<1x100x2x32xf32> -> tensor<1x100x2x32xf32>
+  return %o : tensor<1x100x2x32xf32>
 }

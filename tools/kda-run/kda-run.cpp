@@ -440,6 +440,23 @@ int main(int argc, char **argv) {
                   " data for " + describe(type) + ", found dtype " +
                   ::kda::npy::dtypeName(array.dtype));
     std::vector<double> values = ::kda::npy::toDoubles(array);
+    if (array.dtype == ::kda::npy::DType::I64) {
+      // kda-run carries every value (inputs, the oracle's) as a double: an
+      // int64 that does not round-trip would be run and checked as another
+      // number. Refuse it rather than change it.
+      const auto *raw = reinterpret_cast<const int64_t *>(array.bytes.data());
+      for (size_t e = 0; e < values.size(); ++e) {
+        int64_t x;
+        std::memcpy(&x, raw + e, sizeof(x));
+        double d = values[e];
+        if (!(d >= -0x1p63 && d < 0x1p63) || static_cast<int64_t>(d) != x)
+          return fail("argument " + std::to_string(index) + " from " + path +
+                      ": element " + std::to_string(e) + " = " +
+                      std::to_string(x) +
+                      " has no exact double (kda-run carries values as "
+                      "doubles: integers beyond 2^53 only where exact)");
+      }
+    }
     ::kda::run::roundToElementType(type.getElementType(), values);
     inputs[index] = std::move(values);
   }

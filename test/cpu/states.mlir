@@ -14,6 +14,12 @@
 // RUN: kda-run %s --function=varlen --chunk=16 --seqlens=37,1,64,26 --check | FileCheck %s
 // RUN: kda-run %s --function=varlen --chunk=64 --seqlens=1,1,1,125 --check | FileCheck %s
 // RUN: kda-run %s --function=varlen_boundary --chunk=32 --seqlens=37,27,64 --check | FileCheck %s
+// A sequence needing more boundary states than the result holds (108 tokens:
+// 4 at interval 32, NT = 2) is refused before anything runs: its states were
+// dropped in silence, and --check failed on the oracle's shape.
+// RUN: not kda-run %s --function=varlen_boundary --chunk=32 --seqlens=10,10,108 --check 2>&1 | FileCheck %s --check-prefix=NT
+// RUN: not kda-run %s --function=varlen_boundary --chunk=32 --seqlens=10,10,108 2>&1 | FileCheck %s --check-prefix=NT
+// NT: kda-run: error: result 'boundary_states' of the kda.gated_delta op: dimension 1 (boundary states per sequence) is 2, but sequence 2 of cu_seqlens (argument 6) has 108 tokens, 4 boundary states at interval 32
 // V split over programs (v_block, as GPU kernels run it): every state layout
 // and boundary state still matches the oracle.
 // RUN: kda-run %s --function=boundary_states_v_major_v_block --check | FileCheck %s

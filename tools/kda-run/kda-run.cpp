@@ -465,6 +465,41 @@ int main(int argc, char **argv) {
     if (!error.empty())
       return fail(error);
   }
+  // Dense boundary states of packed sequences: the result's NT must hold
+  // every sequence's ceil(T_n / interval) states. Fewer were dropped in
+  // silence (and the oracle then failed on its own shape).
+  error = "";
+  f.walk([&](::mlir::kda::GatedDeltaOp op) {
+    auto bs = op.getBoundaryStates();
+    auto cu = op.getCuSeqlens();
+    auto interval = op.getBoundaryInterval();
+    if (!error.empty() || !bs || !cu || !interval || op.getBoundaryIndices())
+      return;
+    auto arg = dyn_cast<BlockArgument>(cu);
+    int64_t nt = bs.getType().getRank() > 1 ? bs.getType().getDimSize(1)
+                                             : ShapedType::kDynamic;
+    if (!arg || arg.getOwner() != &f.getBody().front() ||
+        ShapedType::isDynamic(nt))
+      return;
+    const std::vector<double> &offsets = inputs[arg.getArgNumber()];
+    for (size_t n = 0; n + 1 < offsets.size(); ++n) {
+      uint64_t len = static_cast<uint64_t>(offsets[n + 1] - offsets[n]);
+      uint64_t need = len / *interval + (len % *interval != 0);
+      if (need > static_cast<uint64_t>(nt)) {
+        error = "result 'boundary_states' of the kda.gated_delta op: "
+                "dimension 1 (boundary states per sequence) is " +
+                std::to_string(nt) + ", but sequence " + std::to_string(n) +
+                " of cu_seqlens (argument " +
+                std::to_string(arg.getArgNumber()) + ") has " +
+                std::to_string(len) + " tokens, " + std::to_string(need) +
+                " boundary states at interval " + std::to_string(*interval) +
+                " (give the result a larger NT, or shorter sequences)";
+        return;
+      }
+    }
+  });
+  if (!error.empty())
+    return fail(error);
 
   // The oracle reads the kda-level function before it is lowered.
   std::vector<std::vector<double>> expected;

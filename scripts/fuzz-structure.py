@@ -28,8 +28,10 @@ also run (kda-run --check: random inputs, every result against the float64
 oracle with SPEC.md's bars) under each tile and schedule variant (chunks of 16;
 chunks of 64 with sub-chunks of 16 on the chunk-parallel schedule; the token
 recurrence), so that every variant computes the same function: "ran" (within the
-bars), "refused" (a clear error: a type or size kda-run does not run), or a
-defect: "wrong" (a result past its bar), a crash or a hang.
+bars), "refused" (a clear error: a type or size kda-run does not run), "slow"
+(past --timeout with a tensor of 2^20 rows or more: millions of programs run
+serially beside the float64 oracle), or a defect: "wrong" (a result past its
+bar), a crash or a hang (past --timeout on a smaller input).
 
   scripts/fuzz-structure.py --kda-opt build/bin/kda-opt --count 300 --seed 1   # CI
   scripts/fuzz-structure.py --kda-opt build/bin/kda-opt --minutes 30 --out DIR # a long run
@@ -184,6 +186,25 @@ def run_one(kda_opt, text, pipeline, timeout):
         os.unlink(path)
 
 
+# An execution past --timeout is a hang (a defect) only for inputs with fewer
+# rows than this; larger ones (2^20 sequences of one token, 2^20 heads: as
+# many programs, run serially beside the float64 oracle) are counted as slow.
+SLOW_ROWS = 1 << 20
+
+
+def largest_rows(text):
+    """The most rows (elements over the last dimension: tokens x heads x ...)
+    of any tensor type in the module, a dynamic size counted as 1."""
+    most = 0
+    for dims, _ in TENSOR.findall(text):
+        sizes = [1 if d == "?" else int(d) for d in filter(None, dims.split("x"))]
+        n = 1
+        for d in sizes[:-1]:
+            n *= d
+        most = max(most, n)
+    return most
+
+
 def classify_run(rc, output):
     """kda-run --check's outcome: ran (every result within its bar), refused
     (a clear error), wrong (a result past its bar), or a crash / other exit."""
@@ -251,8 +272,12 @@ def main(argv=None):
         if pipeline[0] == "exec":
             variant = pipeline[1:]
             outcome, tail = fut.result()
+            if outcome == "hang" and largest_rows(mutant) >= SLOW_ROWS:
+                # Millions of programs or tokens in the CPU tile code and the
+                # float64 oracle, serially: past the timeout without looping.
+                outcome = "slow"
             execs[outcome] = execs.get(outcome, 0) + 1
-            if outcome not in ("ran", "refused"):
+            if outcome not in ("ran", "refused", "slow"):
                 report(outcome, n, name, kind, what, mutant, ["kda-run", "--check", f"--seed={n}", "--serial",
                                                                *variant], tail, defects, out)
             return

@@ -805,11 +805,14 @@ std::string mlir::kda::intraLanesRefusal(DictionaryAttr intraPass,
   if (threads % 32 != 0 || warps < 1)
     os << threads << " threads per block are not whole warps";
   else if (cfg->chunk != 16 || cfg->subChunk != 16)
-    // Four sub-chunks of a chunk of 64 need the inter-sub-chunk products
-    // and a 64 x 64 inverse in registers (not written yet).
+    // The program is one sub-chunk of 16 (its exponent guards are made for
+    // 16 rows). Chunks of 32 and 64 with sub-chunks of 16 reach it as
+    // sub-chunk steps: kda-tile-chunks' sub-chunk-steps, on in the NVIDIA
+    // pipeline, so this description comes from kda-opt runs without it.
     os << "chunk " << cfg->chunk << " with sub-chunk " << cfg->subChunk
-       << ": the register kernel takes chunks of 16 in one sub-chunk "
-          "(chunk_size=16, or none: the default)";
+       << ": the register program is one sub-chunk of 16 (chunks of 32 and "
+          "64 with sub_chunk=16 reach it as sub-chunk steps, kda-tile-chunks' "
+          "sub-chunk-steps)";
   else if (cfg->keyDim % (8 * warps) != 0 || cfg->valueDim % (8 * warps) != 0 ||
            (cfg->keyDim / warps / 4) % 2 != 0)
     os << "K = " << cfg->keyDim << " and V = " << cfg->valueDim

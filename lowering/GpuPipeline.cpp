@@ -107,6 +107,13 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
               options.stateRegisters && options.schedule == "chunk-parallel"
           ? "kernel"
           : "none";
+  // The lane kernels run a chunk of 16-token sub-chunks as sub-chunk steps
+  // (their intra-chunk program is one sub-chunk): chunk_size=32 or 64, FLA's
+  // habit, takes them instead of the tile lowering.
+  tiling.subChunkSteps =
+      target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
+      options.intraRegisters && options.stateRegisters &&
+      options.schedule == "chunk-parallel";
   pm.nest<func::FuncOp>().addPass(createKdaTileChunks(tiling));
   pm.nest<func::FuncOp>().addPass(createGpuFuseTilesPass());
   pm.addPass(createGridPreservingCanonicalizer());

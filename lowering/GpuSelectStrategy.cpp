@@ -6,7 +6,8 @@
 //
 //   kda.strategy = {kernel = "intra" | "state" | "decode" | "window" |
 //                            "chunkwise" | "elementwise",
-//                   kind = "lanes" | "tiles", reason = "..." (tiles only)}
+//                   kind = "lanes" | "tiles", reason = "..." (tiles only),
+//                   step, tile_chunk (a chunk run as sub-chunk steps)}
 //
 // from the target (vendor, tensor cores, warp size, threads), the pipeline's
 // switches (intra-registers, state-registers, decode-registers, state-warps)
@@ -63,8 +64,8 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
     else if (std::string why = kda::intraLanesRefusal(intra, o.threads);
              !why.empty()) {
       d.reason = why;
-      d.fix = "compile with --chunk=16 --sub-chunk=16 (or no chunk), or "
-              "accept the tile lowering";
+      d.fix = "tile with sub-chunks of 16 and sub-chunk-steps (kda-compile: "
+              "--sub-chunk=16, the default), or accept the tile lowering";
     }
     return d;
   }
@@ -146,6 +147,17 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
                          b.getStringAttr(d.reason.empty() ? "lanes" : "tiles"))};
       if (!d.reason.empty())
         entries.push_back(b.getNamedAttr("reason", b.getStringAttr(d.reason)));
+      // A chunk run as sub-chunk steps (kda-tile-chunks' sub-chunk-steps):
+      // the manifest says which step the kernel takes for the op's chunk.
+      for (StringRef key : {kda::kIntraPassAttr, kda::kStatePassAttr})
+        if (auto desc = f->getAttrOfType<DictionaryAttr>(key)) {
+          auto step = desc.getAs<IntegerAttr>("chunk");
+          auto asked = desc.getAs<IntegerAttr>("tile_chunk");
+          if (step && asked && step.getInt() != asked.getInt()) {
+            entries.push_back(b.getNamedAttr("step", step));
+            entries.push_back(b.getNamedAttr("tile_chunk", asked));
+          }
+        }
       f->setAttr(kda::kStrategyAttr, b.getDictionaryAttr(entries));
       if (remarks && !d.reason.empty() && d.kernel != "elementwise") {
         // At the op's location, without the kernel's IR (a remark, not an

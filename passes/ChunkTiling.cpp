@@ -451,10 +451,11 @@ OpFoldResult boundaryCount(ImplicitLocOpBuilder &b, GatedDeltaOp op) {
 
 struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
   TileGatedDelta(MLIRContext *ctx, int64_t chunk, int64_t subChunk,
-                 int64_t vBlock, bool chunkParallel, bool slotsInKernel)
+                 int64_t vBlock, bool chunkParallel, bool slotsInKernel,
+                 bool subChunkSteps)
       : OpRewritePattern(ctx), chunk(chunk), subChunk(subChunk),
         vBlock(vBlock), chunkParallel(chunkParallel),
-        slotsInKernel(slotsInKernel) {}
+        slotsInKernel(slotsInKernel), subChunkSteps(subChunkSteps) {}
 
   LogicalResult matchAndRewrite(GatedDeltaOp op,
                                 PatternRewriter &rewriter) const override {
@@ -474,6 +475,14 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     TileBuilder tb(b);
     auto [cTile, subTile] = tileSizes(op.getTile(), chunk, subChunk);
+    // sub-chunk-steps: a chunk of several 16-token sub-chunks runs as that
+    // many chunk steps of 16. Same chunkwise form (SPEC.md section 3), same
+    // result up to rounding; the sub-chunks meet through the state instead
+    // of the chunk's off-diagonal blocks. The boundary interval belongs to
+    // the op and stays a multiple of the step.
+    const int64_t tileChunk = cTile;
+    if (chunkParallel && subChunkSteps && subTile == 16 && cTile > 16)
+      cTile = subTile;
     const int64_t c = cTile, sub = subTile;
     OpFoldResult hv = sizeOf(b, v, 2);
     Value headsPerQueryHead = arith::DivUIOp::create(
@@ -591,13 +600,16 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
                                        b.getI64IntegerAttr(interval)),
                         b.getNamedAttr("workspaces",
                                        b.getStrArrayAttr(roles)),
-                        b.getNamedAttr("grid", b.getI64ArrayAttr(gridExtents))}));
+                        b.getNamedAttr("grid", b.getI64ArrayAttr(gridExtents)),
+                        b.getNamedAttr("tile_chunk",
+                                       b.getI64IntegerAttr(tileChunk))}));
         // The intra-chunk grid: (sequence, chunk, head).
         int64_t tokensStatic = staticOr(dimOf(q, 1));
         int64_t chunksStatic =
             tokensStatic < 0 ? -1 : (tokensStatic + c - 1) / c;
         SmallVector<NamedAttribute> intra = {
             b.getNamedAttr("chunk", b.getI64IntegerAttr(c)),
+            b.getNamedAttr("tile_chunk", b.getI64IntegerAttr(tileChunk)),
             b.getNamedAttr("sub_chunk", b.getI64IntegerAttr(sub)),
             b.getNamedAttr("key_dim", b.getI64IntegerAttr(kd)),
             b.getNamedAttr("value_dim", b.getI64IntegerAttr(vd)),
@@ -906,6 +918,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
   /// target's state kernel (the tile program leaves the pool alone), else
   /// recorded densely and copied into their slots after the grid.
   bool slotsInKernel;
+  bool subChunkSteps;
 };
 
 //===----------------------------------------------------------------------===//
@@ -1266,7 +1279,7 @@ struct KdaTileChunksPass
     RewritePatternSet patterns(&getContext());
     patterns.add<TileGatedDelta>(&getContext(), chunk, subChunk, vBlock,
                                  schedule == "chunk-parallel",
-                                 boundarySlots == "kernel");
+                                 boundarySlots == "kernel", subChunkSteps);
     patterns.add<TileDecodeStep>(&getContext(), vBlock);
     patterns.add<TileWindowAttention>(&getContext(), chunk);
     GreedyRewriteConfig config;

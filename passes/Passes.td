@@ -50,6 +50,13 @@ def KdaTileChunks : Pass<"kda-tile-chunks", "func::FuncOp"> {
            "state kernel writes the slots; the tile program leaves the pool "
            "alone: NVIDIA's kda-gpu-state-registers) or 'none' (refused "
            "with an error)">,
+    Option<"subChunkSteps", "sub-chunk-steps", "bool", /*default=*/"false",
+           "chunk-parallel only: an op whose chunk holds several sub-chunks "
+           "of 16 tokens is tiled at the sub-chunk. The state pass then "
+           "carries the coupling between a chunk's sub-chunks, instead of "
+           "the off-diagonal blocks of the chunk's matrices: the form of the "
+           "NVIDIA lane kernels, whose intra-chunk program is one sub-chunk. "
+           "The kernel descriptions keep the op's chunk as `tile_chunk`">,
     Option<"maxHeadDim", "max-head-dim", "int64_t", /*default=*/"0",
            "the largest head dimension (K, V) the target lowers (0: any). "
            "The GPU pipelines' tiles of [C, K] live in shared memory and "

@@ -23,11 +23,20 @@ func.func @intra16() attributes {kda.kernel, kda.intra_pass = {beta = true, beta
   return
 }
 
-// Chunk 64 (four sub-chunks): the register kernel does not take it.
-// REMARK: select-strategy.mlir:[[@LINE+3]]:1: remark: kda-gpu-select-strategy: the intra kernel 'intra64' takes the shared-memory tile lowering, several times slower than lanes: chunk 64 with sub-chunk 16: the register kernel takes chunks of 16 in one sub-chunk (chunk_size=16, or none: the default); fix: compile with --chunk=16 --sub-chunk=16 (or no chunk), or accept the tile lowering
+// Chunk 64 in one program (tiled without sub-chunk-steps, as kda-opt may):
+// the register program is one sub-chunk of 16.
+// REMARK: select-strategy.mlir:[[@LINE+3]]:1: remark: kda-gpu-select-strategy: the intra kernel 'intra64' takes the shared-memory tile lowering, several times slower than lanes: chunk 64 with sub-chunk 16: the register program is one sub-chunk of 16 (chunks of 32 and 64 with sub_chunk=16 reach it as sub-chunk steps, kda-tile-chunks' sub-chunk-steps); fix: tile with sub-chunks of 16 and sub-chunk-steps (kda-compile: --sub-chunk=16, the default), or accept the tile lowering
 // CHECK-LABEL: func.func @intra64
 // CHECK-SAME: kind = "tiles", reason = "chunk 64 with sub-chunk 16
 func.func @intra64() attributes {kda.kernel, kda.intra_pass = {beta = true, beta_activation = "none", chunk = 64 : i64, delta = true, gate = "channel", gate_activation = "none", grid = [-1, -1, 4], key_dim = 128 : i64, l2norm = false, lower_bound = -5.000000e+00 : f64, scale = 0.088388347648318433 : f64, sub_chunk = 16 : i64, value_dim = 128 : i64, workspaces = ["w", "u", "q", "k", "p", "g"]}} {
+  return
+}
+
+// The op's chunk 64 tiled as sub-chunk steps of 16 (tile_chunk): lanes, and
+// the strategy records the step the kernel takes.
+// CHECK-LABEL: func.func @intra64steps
+// CHECK-SAME: kda.strategy = {kernel = "intra", kind = "lanes", step = 16 : i64, tile_chunk = 64 : i64}
+func.func @intra64steps() attributes {kda.kernel, kda.intra_pass = {beta = true, beta_activation = "none", chunk = 16 : i64, delta = true, gate = "channel", gate_activation = "none", grid = [-1, -1, 4], key_dim = 128 : i64, l2norm = false, lower_bound = -5.000000e+00 : f64, scale = 0.088388347648318433 : f64, sub_chunk = 16 : i64, tile_chunk = 64 : i64, value_dim = 128 : i64, workspaces = ["w", "u", "q", "k", "p", "g"]}} {
   return
 }
 

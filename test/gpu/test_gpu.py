@@ -54,7 +54,7 @@ class Case:
     def __init__(self, name, dtype, KV, B=2, T=100, H=4, HV=None, seqlens=None, h0=False, ht=False,
                  layout="k_major", prologue="none", g_dtype=None, cu_dtype="i64",
                  api="chunk", neg_eigval=False, scale=None, seed=0, boundary=None, pool=None,
-                 gate_scale=1.0):
+                 gate_scale=1.0, chunk=None):
         self.name, self.dtype, self.K, self.V = name, dtype, KV, KV
         # log-space gates (prologue "none") times this: steep decays, tens per token, take the
         # intra-chunk kernel's exact pairwise form where the factored one would overflow
@@ -77,6 +77,9 @@ class Case:
         # boundary states into pool slots: None, or the pool's dtype ("f32" /
         # "bf16"); the block table has NB = max boundaries + 1 columns
         self.pool = pool
+        # chunk_size (16, 32, 64; None: the default): 32 and 64 run on the lane kernels as
+        # sub-chunk steps of 16, which the strategy records (step, tile_chunk)
+        self.chunk = chunk
 
     @property
     def N(self):
@@ -98,6 +101,8 @@ class Case:
             kw["return_intermediate_states"] = True
         elif self.boundary:
             kw["boundary_interval"] = self.boundary
+        if self.chunk:
+            kw["chunk_size"] = self.chunk
         return kw
 
     def table_width(self):
@@ -327,6 +332,18 @@ def all_cases():
              T=150, H=80, h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
         Case("bf16-k128-kimi-softplus-varlen-HV24-policy-vb32-noprefetch-h0-ht", "bf16", 128,
              seqlens=[5, 40, 17], H=24, h0=True, ht=True, prologue="kimi_softplus"),
+        # chunk_size 32 and 64 (FLA's habit): the lane kernels as sub-chunk steps of 16, with every
+        # gate form, boundary states at the op's interval, varlen and both layouts.
+        Case("bf16-k128-chunk64-kimi-softplus-varlen-37,1,64,200-h0-ht-fla-h", "bf16", 128,
+             seqlens=[37, 1, 64, 200], H=4, h0=True, ht=True, prologue="kimi_softplus", boundary="fla",
+             chunk=64),
+        Case("f32-k64-chunk32-T100-h0-ht-vmajor", "f32", 64, B=2, T=100, H=2, h0=True, ht=True,
+             layout="v_major", chunk=32),
+        Case("bf16-k128-chunk64-steep-gate-T300-H4-ht", "bf16", 128, B=2, T=300, H=4, ht=True,
+             gate_scale=12.0, g_dtype="f32", chunk=64),
+        Case("bf16-k128-chunk64-kimi-lb-pool-f32-boundary64-varlen-37,1,64,200-h0-ht", "bf16", 128,
+             seqlens=[37, 1, 64, 200], H=4, h0=True, ht=True, prologue="kimi_lb", boundary=64,
+             pool="f32", chunk=64),
         # Chunk-boundary states (prefix caching): FLA's h (return_intermediate_states, every 64
         # tokens, dense and varlen-flattened) and explicit intervals (fp32; zeros past a shorter
         # sequence's end), both layouts, the shape policy's V blocks.
@@ -613,6 +630,15 @@ def run_case(case, torch, oracle):
             if stray:
                 problems.append(f"h: {stray} elements past the sequences' ends are not zero")
     check_strategy(problems, metrics, "lanes")
+    if case.chunk and case.chunk > 16:
+        # chunk_size 32 / 64: every kernel says it runs the op's chunk as sub-chunk steps of 16
+        st = getattr(kops.last_launch, "strategy", None) or {}
+        steps = {n: (s.get("step"), s.get("tile_chunk")) for n, s in st.items()
+                 if s.get("kernel") in ("intra", "state")}
+        if not steps or any(v != (16, case.chunk) for v in steps.values()):
+            problems.append(f"strategy: expected step 16 for chunk {case.chunk}, got {steps}")
+        else:
+            metrics.append(f"steps16x{case.chunk // 16}")
     if "policy" in case.name:
         # The shape policy's tile must be the bundle that ran (kda.ops falls
         # back to the default tile, silently, where its bundle is missing).

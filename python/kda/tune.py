@@ -61,6 +61,15 @@ SMEM_LIMITS = {"sm_80": 163 * 1024, "sm_90a": 227 * 1024,
 
 CHUNKS = (16, 32, 64)
 THREADS = (128, 256)
+# NVIDIA's lane kernels run chunks of 32 and 64 (sub-chunks of 16) as
+# sub-chunk steps of 16 (kda-tile-chunks' sub-chunk-steps): the same kernels
+# as chunk 16, so a plan for those chips times chunk 16 only.
+NVIDIA_CHIPS = ("sm_80", "sm_90a")
+
+
+def default_chunks(chip: str) -> Tuple[int, ...]:
+    """The chunks worth timing on `chip` (see NVIDIA_CHIPS)."""
+    return (16,) if chip in NVIDIA_CHIPS else CHUNKS
 SUB_CHUNK = 16
 
 

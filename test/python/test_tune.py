@@ -105,6 +105,9 @@ def part_unit(tmp):
     check(all(t["sub_chunk"] == 16 for t in space), "sub_chunk 16")
     check({t["chunk"] for t in space} == {16, 32, 64} and {t["threads"] for t in space} == {128, 256},
           "chunks and threads")
+    # NVIDIA's lane kernels run chunks 32 and 64 as sub-chunk steps of 16: the same kernels.
+    check(TU.default_chunks("sm_90a") == (16,) and TU.default_chunks("sm_80") == (16,)
+          and TU.default_chunks("gfx942") == (16, 32, 64), "default chunks per chip")
     narrow = TU.enumerate_space(cfg, chunks=[16, 32, 8], vblocks=[16, 24, 256], threads=[128, 100],
                                 prefetch=[1, 7])
     check(narrow == [TU.make_tile(16, 16, 128), TU.make_tile(32, 16, 128)], f"narrowed space {narrow}")

@@ -109,7 +109,7 @@ class Case:
     "softplus" (Kimi-Linear's in-kernel gate without lower_bound), "logspace"
     (FLA's default call: g = logsigmoid(x) in fp32, q and k normalised and beta
     after its sigmoid beforehand, no in-kernel prologue), "fp16" (BENCH.md's
-    configuration in fp16) or "chunk64" (kda asked for chunk_size=64, FLA's own)."""
+    configuration in fp16), "chunk64" (kda asked for chunk_size=64, FLA's own) or "chunk32"."""
 
     def __init__(self, name, kind, H, B=1, T=None, seqlens=None, N=None, boundary=False, tokens=1,
                  variant="lb"):
@@ -175,6 +175,8 @@ def all_cases():
         Case("fwd logspace 8x4096 H=32", "fwd", 32, B=8, T=4096, variant="logspace"),
         Case("fwd fp16 T=8192 H=32", "fwd", 32, B=1, T=8192, variant="fp16"),
         Case("fwd chunk64 T=8192 H=32", "fwd", 32, B=1, T=8192, variant="chunk64"),
+        Case("fwd chunk64 8x4096 H=32", "fwd", 32, B=8, T=4096, variant="chunk64"),
+        Case("fwd chunk32 T=8192 H=32", "fwd", 32, B=1, T=8192, variant="chunk32"),
     ]
     for N in (64, 256, 1024):
         cases.append(Case(f"decode pool N={N} H=32", "decode", 32, N=N))
@@ -215,8 +217,8 @@ def kda_config(case, chunk=None):
         extra = dict(return_intermediate_states=True) if case.boundary else {}
         if case.variant != "logspace":
             extra.update(A_log=A_log, dt_bias=dt_bias)
-        if case.variant == "chunk64":
-            chunk = 64
+        if case.variant in ("chunk32", "chunk64"):
+            chunk = int(case.variant[5:])
         return kops.chunk_kda_config(q, q, v, g, beta, initial_state=h0, output_final_state=True,
                                      cu_seqlens=cu, chunk_size=chunk, **prologue(case), **extra)
     if case.kind in ("decode", "decode-mtp"):
@@ -415,8 +417,8 @@ class Runner:
         x, c = self.sets[i], self.case
         if c.kind == "fwd":
             extra = {"chunk_size": self.chunk} if self.chunk else {}
-            if c.variant == "chunk64":
-                extra["chunk_size"] = 64
+            if c.variant in ("chunk32", "chunk64"):
+                extra["chunk_size"] = int(c.variant[5:])
             if c.boundary:
                 extra["return_intermediate_states"] = True
             if c.variant != "logspace":

@@ -509,11 +509,32 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
       out->emplace_back(m.key, value);
     }
   }
-  // Informational: {kernel, kind: lanes | tiles, reason} (strings).
+  // Informational: {kernel, kind: lanes | tiles, reason} (strings), and
+  // {step, tile_chunk} for a chunk run as sub-chunk steps (integers: the
+  // op's chunk a multiple of the step).
   if (const Value *st = v.find("strategy")) {
     std::string stPath = Reader::join(path, "strategy");
-    if (Status s = r.object(*st, stPath, {"kernel", "kind", "reason"}))
+    if (Status s = r.object(*st, stPath,
+                            {"kernel", "kind", "reason", "step", "tile_chunk"}))
       return s;
+    const Value *step = st->find("step"), *tileChunk = st->find("tile_chunk");
+    if (bool(step) != bool(tileChunk))
+      return r.error(*st, stPath,
+                     "step and tile_chunk go together (a chunk run as "
+                     "sub-chunk steps)");
+    if (step) {
+      if (Status s = r.integer(*step, Reader::join(stPath, "step"), 1, 64,
+                               k.strategyStep))
+        return s;
+      if (Status s = r.integer(*tileChunk, Reader::join(stPath, "tile_chunk"),
+                               1, 64, k.strategyTileChunk))
+        return s;
+      if (k.strategyTileChunk % k.strategyStep != 0)
+        return r.error(*tileChunk, Reader::join(stPath, "tile_chunk"),
+                       std::to_string(k.strategyTileChunk) +
+                           " is not a multiple of the step " +
+                           std::to_string(k.strategyStep));
+    }
     std::string kernelRole;
     if (Status s = r.string(*st, stPath, "kernel", kernelRole))
       return s;

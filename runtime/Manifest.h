@@ -70,8 +70,10 @@ struct Kernel {
   std::vector<std::pair<std::string, int64_t>> tile; // informational
   std::vector<std::pair<std::string, int64_t>> resources; // informational
   // How the compiler wrote it (informational): "lanes" or "tiles", with the
-  // reason for tiles (kda-gpu-select-strategy).
+  // reason for tiles (kda-gpu-select-strategy); a chunk run as sub-chunk
+  // steps gives the step and the op's chunk (0 otherwise).
   std::string strategyKind, strategyReason;
+  int64_t strategyStep = 0, strategyTileChunk = 0;
   std::string image; // the binary's bytes (filled by loadBundle)
 };
 

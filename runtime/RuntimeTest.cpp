@@ -163,7 +163,9 @@ std::string nvidiaManifest() {
       "block": [128, 1, 1],
       "dynamic_shared_memory": 49152,
       "tile": {"chunk": 64, "sub_chunk": 16},
-      "resources": {"vgpr_count": 96, "private_segment_fixed_size": 0}
+      "resources": {"vgpr_count": 96, "private_segment_fixed_size": 0},
+      "strategy": {"kernel": "state", "kind": "lanes", "step": 16,
+                   "tile_chunk": 64}
     },
     {
       "name": "kda_small",
@@ -395,6 +397,9 @@ TEST(Manifest, ParsesTheReferenceBundle) {
   EXPECT_EQ(k.resources, (std::vector<std::pair<std::string, int64_t>>{
                              {"vgpr_count", 96},
                              {"private_segment_fixed_size", 0}}));
+  EXPECT_EQ(k.strategyKind, "lanes");
+  EXPECT_EQ(k.strategyStep, 16);
+  EXPECT_EQ(k.strategyTileChunk, 64);
   EXPECT_EQ(m.kernels[1].dynamicSharedMemory, 0u);
   EXPECT_NE(m.findKernel("kda_small"), nullptr);
 
@@ -519,6 +524,14 @@ TEST(Manifest, ErrorsNameTheField) {
        "kernels[0].resources.vgpr_count:"},
       {"\"resources\": {\"vgpr_count\": 96, \"private_segment_fixed_size\": 0}",
        "\"resources\": [96, 0]", "kernels[0].resources: expected an object"},
+      {"\"kind\": \"lanes\", \"step\": 16,", "\"kind\": \"fast\", \"step\": 16,",
+       "kernels[0].strategy.kind: unknown kind \"fast\" (expected lanes or tiles)"},
+      {"\"step\": 16,", "\"steps\": 16,",
+       "kernels[0].strategy.steps: unknown field"},
+      {"\"step\": 16,", "\"step\": 24,",
+       "kernels[0].strategy.tile_chunk: 64 is not a multiple of the step 24"},
+      {"\"step\": 16,\n                   \"tile_chunk\": 64", "\"tile_chunk\": 64",
+       "kernels[0].strategy: step and tile_chunk go together"},
   };
   for (const Case &c : cases) {
     std::string text = replaced(nvidiaManifest(), c.from, c.to);

@@ -772,8 +772,9 @@ def compile_bundle(cfg: Dict[str, Any], chip: str, out_root: Optional[str] = Non
     """Compiles cfg for chip into out_root/<bundle_name> and returns its path.
 
     tile: a tuned tile (kda.tune) for a configuration whose chunk is 0 (the
-    target's default; an op with its own #kda.tile keeps it), given to
-    kda-compile as flags.
+    target's default), or whose chunk and sub-chunk are the tile's (the
+    op's #kda.tile keeps them; V block, threads and prefetch come from the
+    flags), given to kda-compile as flags.
 
     The bundle is written to a temporary sibling directory and renamed into
     place, so concurrent processes never see a half-written bundle.
@@ -781,8 +782,11 @@ def compile_bundle(cfg: Dict[str, Any], chip: str, out_root: Optional[str] = Non
     compiler = compiler or find_compiler()
     if compiler is None:
         raise BundleNotFoundError("kda-compile not found (set KDA_COMPILE or put it on PATH)")
-    if tile is not None and (cfg.get("op") != "gated_delta" or cfg.get("chunk")):
-        raise ValueError("a tuned tile applies to gated_delta configurations with chunk 0 only")
+    if tile is not None and (cfg.get("op") != "gated_delta" or (
+            cfg.get("chunk") and (normalise_tile(tile)["chunk"], normalise_tile(tile)["sub_chunk"])
+            != (cfg["chunk"], cfg["sub_chunk"]))):
+        raise ValueError("a tuned tile applies to gated_delta configurations with chunk 0, or with the "
+                         "tile's own chunk and sub-chunk (kda.tune.steps_form)")
     out_root = out_root or _writable_cache_dir()
     os.makedirs(out_root, exist_ok=True)
     try:

@@ -70,6 +70,25 @@ NVIDIA_CHIPS = ("sm_80", "sm_90a")
 def default_chunks(chip: str) -> Tuple[int, ...]:
     """The chunks worth timing on `chip` (see NVIDIA_CHIPS)."""
     return (16,) if chip in NVIDIA_CHIPS else CHUNKS
+
+
+def steps_form(cfg: Dict[str, Any], chip: str) -> Tuple[Dict[str, Any], Optional[int]]:
+    """A gated_delta configuration that fixes a chunk of 32 or 64 with
+    sub-chunks of 16 runs, on NVIDIA, the kernels of its chunk-0 form (as
+    sub-chunk steps of 16): it takes that form's tiles (the database's and
+    the shape policy's) with its own chunk stamped on them. Returns (the form
+    to look tiles up for, the chunk to stamp) or (cfg, None)."""
+    c = cfg.get("chunk")
+    if (cfg.get("op") == "gated_delta" and c in (32, 64) and cfg.get("sub_chunk", SUB_CHUNK) == SUB_CHUNK
+            and chip in NVIDIA_CHIPS):
+        return dict(cfg, chunk=0), int(c)
+    return cfg, None
+
+
+def _stamp(tile: Optional[Dict[str, int]], chunk: Optional[int]) -> Optional[Dict[str, int]]:
+    if tile is None or chunk is None:
+        return tile
+    return dict(tile, chunk=chunk, sub_chunk=SUB_CHUNK)
 SUB_CHUNK = 16
 
 
@@ -438,9 +457,10 @@ def _policy_applies(cfg: Dict[str, Any], chip: str) -> bool:
 def policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
     """Every tile shape_policy_tile may choose for cfg on chip besides the
     default (what kda.prebuild builds next to the default bundle)."""
+    cfg, chunk = steps_form(cfg, chip)
     if not _policy_applies(cfg, chip):
         return []
-    return [make_tile(16, 32, 128), make_tile(16, 32, 128, state_prefetch=False)]
+    return [_stamp(make_tile(16, 32, 128), chunk), _stamp(make_tile(16, 32, 128, state_prefetch=False), chunk)]
 
 
 def shape_policy_tile(cfg: Dict[str, Any], chip: str, N: int, HV: int,
@@ -448,8 +468,13 @@ def shape_policy_tile(cfg: Dict[str, Any], chip: str, N: int, HV: int,
     """The tile for a call of N sequences x HV value heads on a chip with
     that many multiprocessors, or None for the compiled default (V blocks
     of 16)."""
+    cfg, chunk = steps_form(cfg, chip)
     if not _policy_applies(cfg, chip) or multiprocessors <= 0:
         return None
+    return _stamp(_policy_tile(N, HV, multiprocessors), chunk)
+
+
+def _policy_tile(N: int, HV: int, multiprocessors: int) -> Optional[Dict[str, int]]:
     units = max(1, int(N)) * max(1, int(HV))
     if units * 8 <= 2 * multiprocessors:
         return None
@@ -509,7 +534,9 @@ def _loaded(path: str) -> TuningDB:
 def tuned_tile(cfg: Dict[str, Any], chip: str, T: int, N: int, HV: int) -> Optional[Dict[str, int]]:
     """The database's tile for a call of cfg (a gated_delta configuration
     with chunk 0, the target's default; a caller-chosen chunk is kept), or
-    None: then the chip's default tile is used."""
+    None: then the chip's default tile is used. A chunk run as sub-chunk
+    steps takes its chunk-0 form's tile (steps_form)."""
+    cfg, chunk = steps_form(cfg, chip)
     if cfg.get("op") != "gated_delta" or cfg.get("chunk"):
         return None
     paths = db_paths()
@@ -519,7 +546,7 @@ def tuned_tile(cfg: Dict[str, Any], chip: str, T: int, N: int, HV: int) -> Optio
     for path in paths:
         tile = _loaded(path).lookup(cfg, chip, fingerprint, T, N, HV)
         if tile is not None:
-            return tile
+            return _stamp(tile, chunk)
     return None
 
 
@@ -527,6 +554,7 @@ def db_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
     """Every winning tile the databases hold for cfg on chip (any bucket;
     this compiler's entries where its fingerprint is known): what
     kda.prebuild builds next to the default bundle."""
+    cfg, chunk = steps_form(cfg, chip)
     if cfg.get("op") != "gated_delta" or cfg.get("chunk"):
         return []
     h = config_key(cfg, chip)
@@ -537,7 +565,7 @@ def db_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
             if (e.get("config_hash") != h or e.get("chip") != chip or not e.get("winner")
                     or (fingerprint and e.get("compiler_fingerprint") != fingerprint)):
                 continue
-            tile = _b.normalise_tile(e["winner"]["tile"])
+            tile = _stamp(_b.normalise_tile(e["winner"]["tile"]), chunk)
             if tile not in out:
                 out.append(tile)
     return out

@@ -159,6 +159,17 @@ def part_unit(tmp):
     check(TU.shape_policy_tile(kimi, "sm_90a", 1, 64, 0) is None, "unknown multiprocessor count")
     check(TU.policy_tiles(kimi, "sm_90a") == [vb32, vb32np], TU.policy_tiles(kimi, "sm_90a"))
     check(TU.policy_tiles(kimi, "sm_80") == [], "policy tiles only where the policy applies")
+    # chunk_size=64 (or 32) with sub-chunks of 16 runs the chunk-0 form's kernels on NVIDIA (sub-chunk
+    # steps of 16): the same tiles, with the op's chunk stamped on them; elsewhere it keeps its own.
+    kimi64 = dict(kimi, chunk=64)
+    check(TU.steps_form(kimi64, "sm_90a") == (dict(kimi, chunk=0), 64), "chunk 64's steps form")
+    check(TU.steps_form(kimi64, "gfx942") == (kimi64, None), "AMD: no sub-chunk steps")
+    check(TU.steps_form(dict(kimi64, sub_chunk=32), "sm_90a")[1] is None, "sub-chunks of 32: its own chunk")
+    check(TU.shape_policy_tile(kimi64, "sm_90a", 1, 64, 132) == dict(vb32, chunk=64),
+          TU.shape_policy_tile(kimi64, "sm_90a", 1, 64, 132))
+    check(TU.policy_tiles(kimi64, "sm_90a") == [dict(vb32, chunk=64), dict(vb32np, chunk=64)],
+          TU.policy_tiles(kimi64, "sm_90a"))
+    check(TU.shape_policy_tile(dict(kimi, chunk=32), "sm_90a", 1, 32, 132) is None, "H=32: the default")
     check(B.tile_flags(vb32np)[-1] == "--state-prefetch=false" and
           "--state-prefetch=false" not in B.tile_flags(vb32), B.tile_flags(vb32np))
     check(B.normalise_tile(dict(vb32, state_prefetch=1)) == vb32, "prefetch 1 is the default")
@@ -306,8 +317,10 @@ def part_unit(tmp):
         with open(os.path.join(pa, "argv.json")) as f:
             check(not any(a.startswith("--chunk") for a in json.load(f)), "default bundles get no tile flags")
         try:
-            B.compile_bundle(small_cfg(chunk=32), "sm_90a", tile=tile)
-            check(False, "a tile for a configuration with its own chunk was accepted")
+            # a tile of another chunk than the configuration's own (its chunk and sub-chunk it
+            # may carry: kda.tune.steps_form)
+            B.compile_bundle(small_cfg(chunk=64), "sm_90a", tile=tile)
+            check(False, "a tile for a configuration with another chunk was accepted")
         except ValueError:
             pass
         ok("tuned tile: own bundle, passed as --chunk/--sub-chunk/--v-block/--block-threads")
@@ -379,8 +392,10 @@ def part_unit(tmp):
         json.dump(small_cfg(V=64), f)
     plan = os.path.join(tmp, "plan-fake")
     # chunk 16: 64 KB (fits); chunk 32: 128 KB (manifest over sm_80's 163? no: fits);
-    # chunk 64: refused by the "compiler" (shared memory) -> pruned.
+    # chunk 64: refused by the "compiler" (shared memory) -> pruned. (NVIDIA plans time chunk 16
+    # only unless --chunks says otherwise.)
     proc = subprocess.run([sys.executable, tool, "compile", "--chip", "sm_80", "--config", cfg_file,
+                           "--chunks", "16,32,64",
                            "--kda-compile", ca, "--out", plan, "--threads", "128", "--v-blocks", "64",
                            "--state-prefetch", "1", "--shape", "T=64,N=1,H=2", "--jobs", "2"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

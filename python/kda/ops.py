@@ -507,6 +507,20 @@ def _contig(x):
 
 
 # ---------------------------------------------------------------------------
+# torch.compile: kda/__init__.py, where torch is installed, registers the
+# custom ops (kda/torch_ops.py) and sets these two. While torch.compile
+# traces a call, the public functions below hand it to the custom ops (a
+# node of the graph with a fake implementation); eagerly they run directly.
+# ---------------------------------------------------------------------------
+
+def _compiling() -> bool:
+    return False
+
+
+_traced = None  # kda.torch_ops once registered
+
+
+# ---------------------------------------------------------------------------
 # FLA API
 # ---------------------------------------------------------------------------
 
@@ -584,7 +598,17 @@ def chunk_kda(
         ``(o, final_state)``: o ``[B, T, HV, V]`` in q's dtype (FLA returns
         ``o.type_as(q)``), final_state fp32 or None; ``(o, final_state, h)``
         with ``return_intermediate_states`` or ``boundary_interval``.
+
+    Under ``torch.compile`` the call is the custom op ``torch.ops.kda.chunk_kda``
+    (no graph break); boundary intervals and pools stay eager-only there.
     """
+    if _compiling() and _traced is not None:
+        if cp_context is not None:
+            raise NotImplementedError("kda.chunk_kda: context parallelism (cp_context) is not supported")
+        return _traced.chunk_kda_traced(q, k, v, g, beta, scale, initial_state, output_final_state,
+                                        use_qk_l2norm_in_kernel, use_gate_in_kernel,
+                                        use_beta_sigmoid_in_kernel, allow_neg_eigval, lower_bound,
+                                        state_v_first, cu_seqlens, return_intermediate_states, kwargs)
     if "transpose_state_layout" in kwargs:
         if state_v_first:
             raise ValueError("Cannot pass both `state_v_first` and the deprecated `transpose_state_layout`.")
@@ -796,7 +820,16 @@ def fused_recurrent_kda(
 
     Returns:
         ``(o, final_state)``: o ``[B, T, HV, V]``, final_state fp32 or None.
+
+    Under ``torch.compile`` the call is ``torch.ops.kda.fused_recurrent_kda``
+    (dense states) or ``torch.ops.kda.decode_kda`` (a pool, updated in place).
     """
+    if _compiling() and _traced is not None:
+        return _traced.fused_recurrent_kda_traced(q, k, v, g, beta, A_log, dt_bias, scale, initial_state,
+                                                  output_final_state, use_qk_l2norm_in_kernel,
+                                                  use_gate_in_kernel, use_beta_sigmoid_in_kernel,
+                                                  allow_neg_eigval, lower_bound, state_v_first, cu_seqlens,
+                                                  kwargs)
     if "transpose_state_layout" in kwargs:
         if state_v_first:
             raise ValueError("Cannot pass both `state_v_first` and the deprecated `transpose_state_layout`.")
@@ -1059,8 +1092,11 @@ def window_attention(q, k, v, window: int, scale: float | None = None, cu_seqlen
             attends across a sequence boundary.
 
     Returns:
-        o ``[B, T, HO, V]`` in v's dtype. Forward only.
+        o ``[B, T, HO, V]`` in v's dtype. Forward only. Under ``torch.compile``:
+        ``torch.ops.kda.window_attention``.
     """
+    if _compiling() and _traced is not None:
+        return _traced.window_attention_traced(q, k, v, window, scale, cu_seqlens)
     cfg = window_attention_config(q, k, v, window, scale=scale, cu_seqlens=cu_seqlens)
     import torch
     _check_no_grad(q, k, v)

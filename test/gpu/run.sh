@@ -50,6 +50,14 @@ echo "== test_gpu.py (bundles from $bundles)"
 status=0
 "$py" test/gpu/test_gpu.py "$@" || status=$?
 
+# PyTorch integration: custom ops, torch.compile, CUDA graphs and the layer
+# against flash-linear-attention's (KDA_FLA_DIR, default .fla: the git-ignored
+# export the GPU machine is given; its layer parts skip without it).
+if [ $# -eq 0 ]; then
+  echo "== test_torch.py"
+  KDA_FLA_DIR=${KDA_FLA_DIR:-$root/.fla} "$py" test/gpu/test_torch.py || status=$((status == 0 ? 1 : status))
+fi
+
 if [ "${KDA_SANITIZE:-1}" != 0 ] && [ $status -ne 124 ]; then
   sanitizer=$(command -v compute-sanitizer || true)
   [ -z "$sanitizer" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && sanitizer=/usr/local/cuda/bin/compute-sanitizer

@@ -1,0 +1,425 @@
+#!/usr/bin/env python3
+"""GPU tests of kda inside PyTorch: the custom ops, torch.compile, CUDA graphs and the drop-in layer.
+
+    KDA_BUNDLE_PATH=BUNDLES KDA_RUNTIME_LIBRARY=.../libkda_runtime.so python3 test/gpu/test_torch.py [--fla DIR]
+
+(test/gpu/run.sh BUNDLES runs it after test_gpu.py.) Parts, one line each:
+  opcheck      torch.library.opcheck (schema, fake tensors) of torch.ops.kda.chunk_kda,
+               fused_recurrent_kda, decode_kda and window_attention
+  compile      torch.compile(fullgraph=True) of a function calling kda.chunk_kda (varlen, final
+               state), kda.fused_recurrent_kda (decode on a pool) and kda.window_attention: no graph
+               break, the same results as eager calls, bit for bit
+  graph-decode a decode step on a state pool captured in a CUDA graph, replayed on new inputs
+  graph-prefill a prefill call (initial and final states) captured and replayed
+  layer-*      kda.layers.KimiDeltaAttention against fla.layers.KimiDeltaAttention (flash-linear-
+               attention, from --fla or the path): the state dict loads both ways; prefill with
+               cu_seqlens and a cache, then decode steps with it, a dense batch, and a padded batch with
+               an attention mask give the same outputs and caches (relative RMSE <= 1e-2: bf16
+               projections around kernels that differ in rounding)
+Without torch or a CUDA GPU: "SKIP: no CUDA GPU", exit 0. Without flash-linear-attention, the layer
+parts say SKIP with the import error (the other parts still run).
+
+    python3 test/gpu/test_torch.py --print-configs   # the kernel configurations the parts need
+                                                    # (JSON; no torch needed)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import kda.ops as kops  # noqa: E402  (needs no torch at import)
+
+# The layer's sizes: Kimi-Linear's head size, four heads.
+HIDDEN, HEADS, HEAD_DIM, CONV = 512, 4, 128, 4
+LAYER_BAR = 1e-2
+KERNEL_BAR = 5e-3
+
+
+class Meta:
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
+def configs():
+    """Every kernel configuration the parts launch (derived as kda.ops derives them)."""
+    K = V = HEAD_DIM
+    H = HV = HEADS
+    out = []
+
+    def chunk(B, T, h0, ht, cu_dtype=None, v_major=True):
+        q, g = Meta((B, T, H, K), "bf16"), Meta((B, T, HV, K), "bf16")
+        v, beta = Meta((B, T, HV, V), "bf16"), Meta((B, T, HV), "bf16")
+        st = Meta((2, HV, V, K) if v_major else (2, HV, K, V), "f32") if h0 else None
+        cu = Meta((3,), cu_dtype) if cu_dtype else None
+        return kops.chunk_kda_config(q, q, v, g, beta, initial_state=st, output_final_state=ht,
+                                     use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                                     use_beta_sigmoid_in_kernel=True, state_v_first=v_major,
+                                     cu_seqlens=cu, A_log=Meta((HV,), "f32"), dt_bias=Meta((HV * K,), "f32"))
+
+    def decode(N, pool):
+        q, g = Meta((N, 1, H, K), "bf16"), Meta((N, 1, HV, K), "bf16")
+        v, beta = Meta((N, 1, HV, V), "bf16"), Meta((N, 1, HV), "bf16")
+        kw = dict(A_log=Meta((HV,), "f32"), dt_bias=Meta((HV * K,), "f32"), use_qk_l2norm_in_kernel=True,
+                  use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True, state_v_first=True)
+        if pool:
+            return kops.fused_recurrent_kda_config(q, q, v, g, beta, initial_state=Meta((2 * N, HV, V, K), "f32"),
+                                                   ssm_state_indices=Meta((N,), "i32"), **kw)
+        return kops.fused_recurrent_kda_config(q, q, v, g, beta, initial_state=Meta((N, HV, V, K), "f32"),
+                                               output_final_state=True, **kw)
+
+    out += [chunk(1, 300, False, True, "i32"),   # layer: packed prefill filling a cache; compile
+            chunk(1, 300, False, False, "i32"),  # layer: a padded batch, unpadded by its mask
+            chunk(2, 100, False, False),         # layer: a dense batch without a cache
+            chunk(2, 100, True, True),           # graph-prefill
+            decode(3, pool=False),               # layer: decode steps with the cache
+            decode(3, pool=True)]                # compile, graph-decode, opcheck
+    q = Meta((2, 100, H, 64), "bf16")
+    out.append(kops.window_attention_config(q, q, Meta((2, 100, H, 64), "bf16"), 32))
+    seen, unique = set(), []
+    for c in out:
+        key = json.dumps(c, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            unique.append(c)
+    return unique
+
+
+# ---------------------------------------------------------------------------
+
+def rel_rmse(a, b):
+    a, b = a.double(), b.double()
+    return float(((a - b).norm() / b.norm().clamp_min(1e-30)).item())
+
+
+def inputs(torch, B, T, seed, H=HEADS, K=HEAD_DIM, device="cuda"):
+    gen = torch.Generator(device=device).manual_seed(seed)
+    r = lambda *s: torch.randn(*s, generator=gen, device=device)  # noqa: E731
+    return dict(q=r(B, T, H, K).bfloat16(), k=r(B, T, H, K).bfloat16(), v=r(B, T, H, K).bfloat16(),
+                g=r(B, T, H, K).bfloat16(), beta=r(B, T, H).bfloat16(),
+                A_log=torch.log(torch.rand(H, generator=gen, device=device) * 15 + 1),
+                dt_bias=r(H * K) * 0.5)
+
+
+GATE = dict(use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+            state_v_first=True)
+
+
+def part_opcheck(torch, kda):
+    x = inputs(torch, 1, 300, 1)
+    cu = torch.tensor([0, 120, 300], dtype=torch.int32, device="cuda")
+    problems = []
+    args = (x["q"], x["k"], x["v"], x["g"], x["beta"], x["A_log"], x["dt_bias"], None, None, True,
+            True, True, True, False, None, True, cu, None, False)
+    checks = ("test_schema", "test_faketensor")
+    for name, op, a in (
+            ("chunk_kda", torch.ops.kda.chunk_kda, args),
+            ("fused_recurrent_kda", torch.ops.kda.fused_recurrent_kda, args[:-2])):
+        try:
+            torch.library.opcheck(op, a, test_utils=checks)
+        except Exception as e:  # noqa: BLE001
+            problems.append(f"{name}: {type(e).__name__}: {str(e)[:300]}")
+    d = inputs(torch, 3, 1, 2)
+    pool = torch.randn(6, HEADS, HEAD_DIM, HEAD_DIM, device="cuda")
+    idx = torch.tensor([4, 0, 2], dtype=torch.int32, device="cuda")
+    try:
+        torch.library.opcheck(torch.ops.kda.decode_kda,
+                              (d["q"], d["k"], d["v"], d["g"], d["beta"], d["A_log"], d["dt_bias"], None, pool,
+                               idx, None, None, True, True, True, False, None, True, None),
+                              test_utils=checks)
+    except Exception as e:  # noqa: BLE001
+        problems.append(f"decode_kda: {type(e).__name__}: {str(e)[:300]}")
+    w = inputs(torch, 2, 100, 3, K=64)
+    try:
+        torch.library.opcheck(torch.ops.kda.window_attention, (w["q"], w["k"], w["v"], 32, None, None),
+                              test_utils=checks)
+    except Exception as e:  # noqa: BLE001
+        problems.append(f"window_attention: {type(e).__name__}: {str(e)[:300]}")
+    return problems, "4 ops: schema, fake tensors"
+
+
+def part_compile(torch, kda):
+    import torch._dynamo
+
+    def step(x, cu, d, pool, idx, w):
+        o, ht = kda.chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], A_log=x["A_log"],
+                              dt_bias=x["dt_bias"], output_final_state=True, cu_seqlens=cu, **GATE)
+        od, pool_out = kda.fused_recurrent_kda(d["q"], d["k"], d["v"], d["g"], d["beta"], d["A_log"],
+                                               d["dt_bias"], initial_state=pool, ssm_state_indices=idx, **GATE)
+        ow = kda.window_attention(w["q"], w["k"], w["v"], 32)
+        return o.float() * 2.0, ht, od + 1, ow * 0.5, pool_out
+
+    x = inputs(torch, 1, 300, 4)
+    cu = torch.tensor([0, 120, 300], dtype=torch.int32, device="cuda")
+    d = inputs(torch, 3, 1, 5)
+    w = inputs(torch, 2, 100, 6, K=64)
+    pool0 = torch.randn(6, HEADS, HEAD_DIM, HEAD_DIM, device="cuda")
+    idx = torch.tensor([4, 0, 2], dtype=torch.int32, device="cuda")
+    torch._dynamo.reset()
+    counts = torch._dynamo.utils.counters
+    counts.clear()
+    compiled = torch.compile(step, fullgraph=True)
+    pool_c = pool0.clone()
+    with torch.no_grad():
+        got = compiled(x, cu, d, pool_c, idx, w)
+        pool_e = pool0.clone()
+        ref = step(x, cu, d, pool_e, idx, w)
+    problems = []
+    names = ("o*2", "ht", "decode o+1", "window o/2", "pool")
+    for n, a, b in zip(names, got, ref):
+        if not torch.equal(a, b):
+            problems.append(f"{n}: compiled differs from eager (max |d| {float((a.float() - b.float()).abs().max())})")
+    if not torch.equal(pool_c, pool_e):
+        problems.append("the compiled decode did not update the pool as the eager one")
+    breaks = sum(counts["graph_break"].values())
+    if breaks:
+        problems.append(f"{breaks} graph breaks: {dict(counts['graph_break'])}")
+    return problems, "fullgraph, bit-exact against eager"
+
+
+def part_graph_decode(torch, kda):
+    N, P = 3, 6
+    static = inputs(torch, N, 1, 7)
+    pool = torch.randn(P, HEADS, HEAD_DIM, HEAD_DIM, device="cuda")
+    idx = torch.tensor([4, 0, 2], dtype=torch.int32, device="cuda")
+
+    def call():
+        o, _ = kda.fused_recurrent_kda(static["q"], static["k"], static["v"], static["g"], static["beta"],
+                                       static["A_log"], static["dt_bias"], initial_state=pool,
+                                       ssm_state_indices=idx, **GATE)
+        return o
+
+    with torch.no_grad():
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            call()  # warm-up: loads the bundle
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            o_static = call()
+        problems = []
+        for step in range(3):
+            new = inputs(torch, N, 1, 100 + step)
+            for key in ("q", "k", "v", "g", "beta"):
+                static[key].copy_(new[key])
+            before = pool.clone()
+            graph.replay()
+            torch.cuda.synchronize()
+            after = pool.clone()
+            pool.copy_(before)
+            o_ref, _ = kda.fused_recurrent_kda(new["q"], new["k"], new["v"], new["g"], new["beta"],
+                                               static["A_log"], static["dt_bias"], initial_state=pool,
+                                               ssm_state_indices=idx, **GATE)
+            if not torch.equal(o_static, o_ref):
+                problems.append(f"step {step}: replayed o differs from an eager call")
+            if not torch.equal(after, pool):
+                problems.append(f"step {step}: replayed pool differs from an eager call")
+            pool.copy_(after)
+    return problems, "3 replays, bit-exact"
+
+
+def part_graph_prefill(torch, kda):
+    B, T = 2, 100
+    static = inputs(torch, B, T, 8)
+    h0 = torch.randn(B, HEADS, HEAD_DIM, HEAD_DIM, device="cuda") * 0.1
+
+    def call(x, h):
+        return kda.chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], A_log=x["A_log"], dt_bias=x["dt_bias"],
+                             initial_state=h, output_final_state=True, **GATE)
+
+    problems = []
+    with torch.no_grad():
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            call(static, h0)
+        torch.cuda.current_stream().wait_stream(s)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            o_static, ht_static = call(static, h0)
+        for step in range(2):
+            new = inputs(torch, B, T, 200 + step)
+            for key in ("q", "k", "v", "g", "beta"):
+                static[key].copy_(new[key])
+            h0.normal_().mul_(0.1)
+            graph.replay()
+            o_ref, ht_ref = call(new, h0)
+            torch.cuda.synchronize()
+            if not torch.equal(o_static, o_ref) or not torch.equal(ht_static, ht_ref):
+                problems.append(f"replay {step}: differs from an eager call")
+    return problems, "2 replays, bit-exact"
+
+
+# ---------------------------------------------------------------------------
+# The layer against FLA's
+
+def fla_layer_class(fla_dir):
+    if fla_dir:
+        sys.path.insert(0, fla_dir)
+    from fla.layers.kda import KimiDeltaAttention as FlaKDA
+    return FlaKDA
+
+
+def make_layers(torch, kda, FlaKDA, seed):
+    torch.manual_seed(seed)
+    ref = FlaKDA(hidden_size=HIDDEN, head_dim=HEAD_DIM, num_heads=HEADS, layer_idx=0).cuda()
+    mine = kda.layers.KimiDeltaAttention(hidden_size=HIDDEN, head_dim=HEAD_DIM, num_heads=HEADS,
+                                         layer_idx=0).cuda()
+    with torch.no_grad():  # FLA initialises the norm to ones and g_proj's bias to zeros: make them count
+        for p in ref.parameters():
+            if p.dim() == 1 and p.numel() == HEAD_DIM:
+                p.uniform_(0.5, 1.5)
+    mine.load_state_dict(ref.state_dict(), strict=True)
+    ref, mine = ref.bfloat16().eval(), mine.bfloat16().eval()
+    # both keep A_log and dt_bias in the module's dtype; kda hands them to its kernels in fp32
+    return ref, mine
+
+
+def compare(problems, what, got, want, bar=LAYER_BAR):
+    if got is None or want is None:
+        if (got is None) != (want is None):
+            problems.append(f"{what}: {'missing' if got is None else 'unexpected'}")
+        return 0.0
+    if tuple(got.shape) != tuple(want.shape):
+        problems.append(f"{what}: shape {list(got.shape)}, FLA's {list(want.shape)}")
+        return float("inf")
+    e = rel_rmse(got.float(), want.float())
+    if not (e <= bar):
+        problems.append(f"{what}: relative RMSE {e:.2e} > {bar}")
+    return e
+
+
+def part_layer_state_dict(torch, kda, FlaKDA):
+    ref, mine = make_layers(torch, kda, FlaKDA, 0)
+    problems = []
+    a, b = ref.state_dict(), mine.state_dict()
+    if sorted(a) != sorted(b):
+        problems.append(f"parameter names differ: FLA only {sorted(set(a) - set(b))}, kda only {sorted(set(b) - set(a))}")
+    for n in a:
+        if n in b and tuple(a[n].shape) != tuple(b[n].shape):
+            problems.append(f"{n}: FLA {list(a[n].shape)}, kda {list(b[n].shape)}")
+    try:
+        ref.load_state_dict(mine.state_dict(), strict=True)
+    except Exception as e:  # noqa: BLE001
+        problems.append(f"FLA's layer does not load kda's state dict: {e}")
+    return problems, f"{len(a)} tensors, both ways"
+
+
+def part_layer_varlen_decode(torch, kda, FlaKDA):
+    ref, mine = make_layers(torch, kda, FlaKDA, 1)
+    problems, errs = [], []
+    lens = [120, 180]
+    cu = torch.tensor([0, 120, 300], dtype=torch.int32, device="cuda")
+    x = torch.randn(1, sum(lens), HIDDEN, device="cuda").bfloat16()
+    cache_ref, cache_mine = kda.layers.Cache(), kda.layers.Cache()
+    with torch.no_grad():
+        o_ref, _, _ = ref(x, past_key_values=cache_ref, use_cache=True, cu_seqlens=cu)
+        o_mine, _, _ = mine(x, past_key_values=cache_mine, use_cache=True, cu_seqlens=cu)
+        errs.append(compare(problems, "prefill o", o_mine, o_ref))
+        errs.append(compare(problems, "prefill recurrent state", cache_mine[0]["recurrent_state"],
+                            cache_ref[0]["recurrent_state"]))
+        for i, (a, b) in enumerate(zip(cache_mine[0]["conv_state"], cache_ref[0]["conv_state"])):
+            errs.append(compare(problems, f"prefill conv state {'qkv'[i]}", a, b, bar=1e-6))
+        for step in range(3):
+            xs = torch.randn(2, 1, HIDDEN, device="cuda").bfloat16()
+            o_ref, _, _ = ref(xs, past_key_values=cache_ref, use_cache=True)
+            o_mine, _, _ = mine(xs, past_key_values=cache_mine, use_cache=True)
+            errs.append(compare(problems, f"decode {step} o", o_mine, o_ref))
+            errs.append(compare(problems, f"decode {step} recurrent state", cache_mine[0]["recurrent_state"],
+                                cache_ref[0]["recurrent_state"]))
+    return problems, f"prefill 120+180 tokens, 3 decode steps; worst rel RMSE {max(errs):.1e}"
+
+
+def part_layer_dense(torch, kda, FlaKDA):
+    ref, mine = make_layers(torch, kda, FlaKDA, 2)
+    problems = []
+    x = torch.randn(2, 100, HIDDEN, device="cuda").bfloat16()
+    with torch.no_grad():
+        o_ref, _, _ = ref(x)
+        o_mine, _, _ = mine(x)
+    e = compare(problems, "o", o_mine, o_ref)
+    return problems, f"2 x 100 tokens; rel RMSE {e:.1e}"
+
+
+def part_layer_mask(torch, kda, FlaKDA):
+    ref, mine = make_layers(torch, kda, FlaKDA, 3)
+    problems = []
+    x = torch.randn(2, 150, HIDDEN, device="cuda").bfloat16()
+    mask = torch.ones(2, 150, dtype=torch.int64, device="cuda")
+    mask[0, :40] = 0  # left padding
+    with torch.no_grad():
+        o_ref, _, _ = ref(x, attention_mask=mask)
+        o_mine, _, _ = mine(x, attention_mask=mask)
+    keep = mask.bool()
+    e = compare(problems, "o (kept tokens)", o_mine[keep], o_ref[keep])
+    if not torch.equal(o_mine[~keep], torch.zeros_like(o_mine[~keep])):
+        problems.append("padding positions are not zero")
+    return problems, f"110 + 150 tokens, left padding; rel RMSE {e:.1e}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--print-configs", action="store_true")
+    ap.add_argument("--fla", default=os.environ.get("KDA_FLA_DIR", ""),
+                    help="a directory holding flash-linear-attention's fla package (default: KDA_FLA_DIR, "
+                         "then the path)")
+    ap.add_argument("-k", dest="filter", default="")
+    args = ap.parse_args()
+    if args.print_configs:
+        print(json.dumps(configs(), indent=1, sort_keys=True))
+        return 0
+    try:
+        import torch
+    except ImportError:
+        print("SKIP: no CUDA GPU (torch is not installed)")
+        return 0
+    if not torch.cuda.is_available():
+        print("SKIP: no CUDA GPU")
+        return 0
+    import kda
+    import kda.layers  # noqa: F401
+    print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}; custom ops registered: "
+          f"{kda.ops._traced is not None}", flush=True)
+    parts = [("opcheck", part_opcheck), ("compile", part_compile), ("graph-decode", part_graph_decode),
+             ("graph-prefill", part_graph_prefill)]
+    layer_parts = [("layer-state-dict", part_layer_state_dict), ("layer-varlen-decode", part_layer_varlen_decode),
+                   ("layer-dense", part_layer_dense), ("layer-mask", part_layer_mask)]
+    failed = passed = skipped = 0
+    try:
+        FlaKDA = fla_layer_class(args.fla)
+        fla_error = None
+    except Exception as e:  # noqa: BLE001
+        FlaKDA, fla_error = None, f"{type(e).__name__}: {e}"
+    for name, fn in parts + layer_parts:
+        if args.filter not in name:
+            continue
+        if name.startswith("layer") and FlaKDA is None:
+            print(f"SKIP {name:22s} flash-linear-attention's layer does not import: {fla_error}")
+            skipped += 1
+            continue
+        t0 = time.time()
+        try:
+            problems, info = fn(torch, kda, FlaKDA) if name.startswith("layer") else fn(torch, kda)
+        except Exception as e:  # noqa: BLE001
+            problems, info = [f"{type(e).__name__}: {e}" + (
+                "\n" + traceback.format_exc() if os.environ.get("KDA_TEST_TRACEBACK") else "")], ""
+        status = "PASS" if not problems else "FAIL"
+        print(f"{status} {name:22s} {info} ({time.time() - t0:.1f}s)" +
+              "".join(f"\n    {p}" for p in problems), flush=True)
+        passed += not problems
+        failed += bool(problems)
+    print(f"summary: {passed} passed, {failed} failed, {skipped} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

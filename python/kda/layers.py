@@ -32,6 +32,11 @@ from torch.nn import functional as F
 from . import ops as _ops
 
 
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    """fp32 for 16-bit tensors (the arithmetic of FLA's kernels); float64 stays float64."""
+    return t.float() if t.dtype in (torch.bfloat16, torch.float16) else t
+
+
 class Cache:
     """Per-layer decoding states, FLA's cache interface (no transformers)."""
 
@@ -94,17 +99,17 @@ class ShortConvolution(nn.Conv1d):
             x = x * mask.unsqueeze(-1)
         if B * T == N:
             return self.step(x, residual, cache, output_final_state, cu_seqlens)
-        w = self.weight[:, 0, :].float()  # [D, W]
-        xf = x.float()
+        w = _wide(self.weight[:, 0, :])  # [D, W]
+        xf = _wide(x)
         if cu_seqlens is None:
-            hist = (cache[..., 1:].float() if cache is not None
+            hist = (cache[..., 1:].to(xf.dtype) if cache is not None
                     else xf.new_zeros(B, D, W - 1))
             full = torch.cat([hist, xf.transpose(1, 2)], dim=-1)  # [B, D, W - 1 + T]
-            y = F.conv1d(full, w.unsqueeze(1), self.bias.float() if self.bias is not None else None,
+            y = F.conv1d(full, w.unsqueeze(1), self.bias.to(xf.dtype) if self.bias is not None else None,
                          groups=D).transpose(1, 2)
             final = None
             if output_final_state:
-                prev = cache.float() if cache is not None else xf.new_zeros(B, D, W)
+                prev = cache.to(xf.dtype) if cache is not None else xf.new_zeros(B, D, W)
                 final = torch.cat([prev, xf.transpose(1, 2)], dim=-1)[..., -W:]
         else:
             y, final = self._varlen(xf[0], w, cache, cu_seqlens, output_final_state)
@@ -131,14 +136,14 @@ class ShortConvolution(nn.Conv1d):
         pos = torch.arange(total, device=xs.device) - cu[:-1][seq]
         y = xs.new_zeros(total, D)
         if self.bias is not None:
-            y = y + self.bias.float()
+            y = y + self.bias.to(xs.dtype)
         for i in range(W):
             s = W - 1 - i  # tap i reads x_{t - s}
             shifted = torch.cat([xs.new_zeros(s, D), xs[:total - s]], dim=0) if s else xs
             inside = (pos >= s).unsqueeze(1)
             if cache is not None and s:
                 col = (W + pos - s).clamp(0, W - 1)
-                before = cache.float()[seq, :, col]  # [total, D]
+                before = cache.to(xs.dtype)[seq, :, col]  # [total, D]
                 val = torch.where(inside, shifted, before)
             else:
                 val = torch.where(inside, shifted, xs.new_zeros(()))
@@ -151,7 +156,7 @@ class ShortConvolution(nn.Conv1d):
             xi = (cu[1:].unsqueeze(1) - W + j).clamp(min=0)  # [N, W]
             xv = xs[xi]  # [N, W, D]
             if cache is not None:
-                cv = cache.float().transpose(1, 2)[torch.arange(N, device=xs.device).unsqueeze(1),
+                cv = cache.to(xs.dtype).transpose(1, 2)[torch.arange(N, device=xs.device).unsqueeze(1),
                                                    p.clamp(max=W - 1)]
             else:
                 cv = xs.new_zeros(N, W, D)
@@ -166,9 +171,9 @@ class ShortConvolution(nn.Conv1d):
         if cache is None:
             cache = x.new_zeros(N, D, W)
         cache.copy_(torch.cat([cache[..., 1:], xt.unsqueeze(-1).to(cache.dtype)], dim=-1))
-        y = (cache.float() * self.weight[:, 0, :].float()).sum(-1)
+        y = (_wide(cache) * _wide(self.weight[:, 0, :])).sum(-1)
         if self.bias is not None:
-            y = y + self.bias.float()
+            y = y + _wide(self.bias)
         y = self._act(y).to(x.dtype).reshape(shape)
         if residual is not None:
             y = y + residual
@@ -193,10 +198,10 @@ class FusedRMSNormGated(nn.Module):
         self.register_parameter("bias", None)
 
     def forward(self, x: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
-        xf, gf = x.float(), g.float()
+        xf, gf = _wide(x), _wide(g)
         y = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
         if self.weight is not None:
-            y = y * self.weight.float()
+            y = y * _wide(self.weight)
         y = y * (torch.sigmoid(gf) if self.activation == "sigmoid" else gf * torch.sigmoid(gf))
         return y.to(x.dtype)
 

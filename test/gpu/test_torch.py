@@ -35,6 +35,7 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, HERE)  # oracle.py (the float64 oracle, $KDA_ORACLE_LIBRARY)
 
 import kda.ops as kops  # noqa: E402  (needs no torch at import)
 
@@ -270,6 +271,62 @@ def fla_layer_class(fla_dir):
     return FlaKDA
 
 
+class OracleOps:
+    """kda.layers' kernel calls answered by the float64 oracle (test/oracle): the float64 layer
+    (the same module in float64) that SPEC's bars are measured against."""
+
+    def __init__(self, torch, oracle):
+        self.torch, self.oracle = torch, oracle
+
+    def chunk_kda(self, q, k, v, g, beta, A_log=None, dt_bias=None, initial_state=None,
+                  output_final_state=False, use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+                  use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False, lower_bound=None,
+                  state_v_first=False, cu_seqlens=None, **unused):
+        torch = self.torch
+        n = lambda t: None if t is None else t.detach().double().cpu().numpy()  # noqa: E731
+        o, ht = self.oracle.gated_delta(
+            n(q), n(k), n(v), n(g), n(beta), initial_state=n(initial_state),
+            cu_seqlens=None if cu_seqlens is None else cu_seqlens.cpu().numpy(),
+            A_log=n(A_log) if use_gate_in_kernel else None, dt_bias=n(dt_bias) if use_gate_in_kernel else None,
+            state_layout="v_major" if state_v_first else "k_major", qk_l2norm=use_qk_l2norm_in_kernel,
+            beta_activation=("sigmoid_neg_eigval" if allow_neg_eigval else "sigmoid")
+            if use_beta_sigmoid_in_kernel else "none",
+            gate_activation=("softplus" if lower_bound is None else "lower_bound") if use_gate_in_kernel else "none",
+            lower_bound=-5.0 if lower_bound is None else lower_bound)
+        o = torch.from_numpy(o).to(q.device)
+        return o, (torch.from_numpy(ht).to(q.device) if output_final_state else None)
+
+    fused_recurrent_kda = chunk_kda
+
+
+def float64_layer(torch, kda, layer):
+    """layer's float64 twin: the same weights (bf16 values, exact in float64) and the oracle for its kernels."""
+    import copy
+    import oracle
+    twin = copy.deepcopy(layer).double()
+    ops = OracleOps(torch, oracle)
+
+    def run(*args, **kwargs):
+        saved = kda.layers._ops
+        kda.layers._ops = ops
+        try:
+            return twin(*args, **kwargs)
+        finally:
+            kda.layers._ops = saved
+    return run
+
+
+def double_cache(torch, kda, cache):
+    """A float64 copy of a cache (for the float64 layer)."""
+    out = kda.layers.Cache()
+    for i, st in enumerate(cache.states):
+        conv = st["conv_state"]
+        out.update(recurrent_state=st["recurrent_state"].double().clone(),
+                   conv_state=None if conv is None else tuple(c.double().clone() for c in conv), layer_idx=i,
+                   offset=0)
+    return out
+
+
 def make_layers(torch, kda, FlaKDA, seed):
     torch.manual_seed(seed)
     ref = FlaKDA(hidden_size=HIDDEN, head_dim=HEAD_DIM, num_heads=HEADS, layer_idx=0).cuda()
@@ -316,43 +373,60 @@ def part_layer_state_dict(torch, kda, FlaKDA):
 
 
 def part_layer_varlen_decode(torch, kda, FlaKDA):
+    """Prefill (two packed sequences) filling a cache, then three decode steps with it: kda's bf16 layer
+    against its float64 twin (SPEC's bf16 bar) and against FLA's layer."""
     ref, mine = make_layers(torch, kda, FlaKDA, 1)
-    problems, errs = [], []
-    lens = [120, 180]
+    exact = float64_layer(torch, kda, mine)
+    problems, errs, fla_errs, apart = [], [], [], []
     cu = torch.tensor([0, 120, 300], dtype=torch.int32, device="cuda")
-    x = torch.randn(1, sum(lens), HIDDEN, device="cuda").bfloat16()
-    cache_ref, cache_mine = kda.layers.Cache(), kda.layers.Cache()
+    x = torch.randn(1, 300, HIDDEN, device="cuda").bfloat16()
+    cache_ref, cache_mine, cache_64 = kda.layers.Cache(), kda.layers.Cache(), kda.layers.Cache()
     with torch.no_grad():
         o_ref, _, _ = ref(x, past_key_values=cache_ref, use_cache=True, cu_seqlens=cu)
         o_mine, _, _ = mine(x, past_key_values=cache_mine, use_cache=True, cu_seqlens=cu)
-        errs.append(compare(problems, "prefill o", o_mine, o_ref))
-        errs.append(compare(problems, "prefill recurrent state", cache_mine[0]["recurrent_state"],
-                            cache_ref[0]["recurrent_state"]))
+        o_64, _, _ = exact(x.double(), past_key_values=cache_64, use_cache=True, cu_seqlens=cu)
+        errs.append(compare(problems, "prefill o (kda vs float64)", o_mine, o_64, bar=KERNEL_BAR))
+        fla_errs.append(compare([], "", o_ref, o_64, bar=1))
+        apart.append(compare(problems, "prefill o (kda vs FLA)", o_mine, o_ref))
+        errs.append(compare(problems, "prefill state (kda vs float64)", cache_mine[0]["recurrent_state"],
+                            cache_64[0]["recurrent_state"], bar=KERNEL_BAR))
+        apart.append(compare(problems, "prefill state (kda vs FLA)", cache_mine[0]["recurrent_state"],
+                             cache_ref[0]["recurrent_state"]))
         for i, (a, b) in enumerate(zip(cache_mine[0]["conv_state"], cache_ref[0]["conv_state"])):
-            errs.append(compare(problems, f"prefill conv state {'qkv'[i]}", a, b, bar=1e-6))
+            compare(problems, f"prefill conv state {'qkv'[i]} (kda vs FLA)", a, b, bar=1e-6)
         for step in range(3):
             xs = torch.randn(2, 1, HIDDEN, device="cuda").bfloat16()
+            # the float64 twin decodes from kda's own cache: one step's error, not the sum
+            c64 = double_cache(torch, kda, cache_mine)
+            o_64, _, _ = exact(xs.double(), past_key_values=c64, use_cache=True)
             o_ref, _, _ = ref(xs, past_key_values=cache_ref, use_cache=True)
             o_mine, _, _ = mine(xs, past_key_values=cache_mine, use_cache=True)
-            errs.append(compare(problems, f"decode {step} o", o_mine, o_ref))
-            errs.append(compare(problems, f"decode {step} recurrent state", cache_mine[0]["recurrent_state"],
-                                cache_ref[0]["recurrent_state"]))
-    return problems, f"prefill 120+180 tokens, 3 decode steps; worst rel RMSE {max(errs):.1e}"
+            errs.append(compare(problems, f"decode {step} o (kda vs float64)", o_mine, o_64, bar=KERNEL_BAR))
+            errs.append(compare(problems, f"decode {step} state (kda vs float64)", cache_mine[0]["recurrent_state"],
+                                c64[0]["recurrent_state"], bar=KERNEL_BAR))
+            apart.append(compare(problems, f"decode {step} o (kda vs FLA)", o_mine, o_ref))
+    return problems, (f"prefill 120+180 tokens, 3 decode steps: worst rel RMSE vs float64 {max(errs):.1e} "
+                      f"(FLA's prefill o {fla_errs[0]:.1e}), kda vs FLA {max(apart):.1e}")
 
 
 def part_layer_dense(torch, kda, FlaKDA):
     ref, mine = make_layers(torch, kda, FlaKDA, 2)
+    exact = float64_layer(torch, kda, mine)
     problems = []
     x = torch.randn(2, 100, HIDDEN, device="cuda").bfloat16()
     with torch.no_grad():
         o_ref, _, _ = ref(x)
         o_mine, _, _ = mine(x)
-    e = compare(problems, "o", o_mine, o_ref)
-    return problems, f"2 x 100 tokens; rel RMSE {e:.1e}"
+        o_64, _, _ = exact(x.double())
+    e = compare(problems, "o (kda vs float64)", o_mine, o_64, bar=KERNEL_BAR)
+    f = compare([], "", o_ref, o_64, bar=1)
+    a = compare(problems, "o (kda vs FLA)", o_mine, o_ref)
+    return problems, f"2 x 100 tokens: rel RMSE vs float64 {e:.1e} (FLA {f:.1e}), kda vs FLA {a:.1e}"
 
 
 def part_layer_mask(torch, kda, FlaKDA):
     ref, mine = make_layers(torch, kda, FlaKDA, 3)
+    exact = float64_layer(torch, kda, mine)
     problems = []
     x = torch.randn(2, 150, HIDDEN, device="cuda").bfloat16()
     mask = torch.ones(2, 150, dtype=torch.int64, device="cuda")
@@ -360,11 +434,77 @@ def part_layer_mask(torch, kda, FlaKDA):
     with torch.no_grad():
         o_ref, _, _ = ref(x, attention_mask=mask)
         o_mine, _, _ = mine(x, attention_mask=mask)
+        o_64, _, _ = exact(x.double(), attention_mask=mask)
     keep = mask.bool()
-    e = compare(problems, "o (kept tokens)", o_mine[keep], o_ref[keep])
+    e = compare(problems, "o kept (kda vs float64)", o_mine[keep], o_64[keep], bar=KERNEL_BAR)
+    a = compare(problems, "o kept (kda vs FLA)", o_mine[keep], o_ref[keep])
     if not torch.equal(o_mine[~keep], torch.zeros_like(o_mine[~keep])):
         problems.append("padding positions are not zero")
-    return problems, f"110 + 150 tokens, left padding; rel RMSE {e:.1e}"
+    return problems, f"110 + 150 tokens, left padding: rel RMSE vs float64 {e:.1e}, kda vs FLA {a:.1e}"
+
+
+def two_layer_model(torch, kda, seed):
+    torch.manual_seed(seed)
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layers = torch.nn.ModuleList(
+                kda.layers.KimiDeltaAttention(hidden_size=HIDDEN, head_dim=HEAD_DIM, num_heads=HEADS, layer_idx=i)
+                for i in range(2))
+
+        def forward(self, x, cu_seqlens=None, past_key_values=None, use_cache=False):
+            for layer in self.layers:
+                x = x + layer(x, cu_seqlens=cu_seqlens, past_key_values=past_key_values, use_cache=use_cache)[0]
+            return x
+
+    return Model().cuda().bfloat16().eval()
+
+
+def part_compile_model(torch, kda):
+    """torch.compile(fullgraph=True) of two KimiDeltaAttention layers: packed prefill, and a decode step
+    with a cache; the outputs against eager."""
+    import copy
+    import torch._dynamo
+    model = two_layer_model(torch, kda, 4)
+    problems, notes = [], []
+    torch._dynamo.reset()
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    cu = torch.tensor([0, 120, 300], dtype=torch.int32, device="cuda")
+    x = torch.randn(1, 300, HIDDEN, device="cuda").bfloat16()
+    with torch.no_grad():
+        for backend in ("aot_eager", "inductor"):
+            torch._dynamo.reset()
+            compiled = torch.compile(model, fullgraph=True, backend=backend)
+            got, want = compiled(x, cu_seqlens=cu), model(x, cu_seqlens=cu)
+            if backend == "aot_eager":
+                if not torch.equal(got, want):
+                    problems.append("aot_eager prefill differs from eager")
+            else:
+                e = rel_rmse(got.float(), want.float())
+                notes.append(f"inductor prefill rel RMSE {e:.1e}")
+                if e > 2e-3:
+                    problems.append(f"inductor prefill: rel RMSE {e:.1e} against eager")
+        # decode with a cache: prefill eagerly, then one step compiled and one eager from copies
+        cache = kda.layers.Cache()
+        model(x, cu_seqlens=cu, past_key_values=cache, use_cache=True)
+        xs = torch.randn(2, 1, HIDDEN, device="cuda").bfloat16()
+        c1, c2 = copy.deepcopy(cache), copy.deepcopy(cache)
+        torch._dynamo.reset()
+        step = torch.compile(model, fullgraph=True, backend="aot_eager")
+        got = step(xs, past_key_values=c1, use_cache=True)
+        want = model(xs, past_key_values=c2, use_cache=True)
+        if not torch.equal(got, want):
+            problems.append("compiled decode step (aot_eager) differs from eager")
+        for i in range(2):
+            if not torch.equal(c1[i]["recurrent_state"], c2[i]["recurrent_state"]):
+                problems.append(f"compiled decode step: layer {i}'s state differs from eager")
+    breaks = sum(counters["graph_break"].values())
+    if breaks:
+        problems.append(f"{breaks} graph breaks: {dict(counters['graph_break'])}")
+    return problems, "two layers, fullgraph: prefill bit-exact (aot_eager), " + ", ".join(notes) + \
+        "; decode step with a cache bit-exact"
 
 
 def main():
@@ -391,7 +531,7 @@ def main():
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}; custom ops registered: "
           f"{kda.ops._traced is not None}", flush=True)
     parts = [("opcheck", part_opcheck), ("compile", part_compile), ("graph-decode", part_graph_decode),
-             ("graph-prefill", part_graph_prefill)]
+             ("graph-prefill", part_graph_prefill), ("compile-model", part_compile_model)]
     layer_parts = [("layer-state-dict", part_layer_state_dict), ("layer-varlen-decode", part_layer_varlen_decode),
                    ("layer-dense", part_layer_dense), ("layer-mask", part_layer_mask)]
     failed = passed = skipped = 0

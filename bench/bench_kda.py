@@ -109,7 +109,8 @@ class Case:
     "softplus" (Kimi-Linear's in-kernel gate without lower_bound), "logspace"
     (FLA's default call: g = logsigmoid(x) in fp32, q and k normalised and beta
     after its sigmoid beforehand, no in-kernel prologue), "fp16" (BENCH.md's
-    configuration in fp16), "chunk64" (kda asked for chunk_size=64, FLA's own) or "chunk32"."""
+    configuration in fp16), "chunk64" (kda asked for chunk_size=64, FLA's own) or "chunk32";
+    decode-seq: "inplace" (kda's final state written over its initial state)."""
 
     def __init__(self, name, kind, H, B=1, T=None, seqlens=None, N=None, boundary=False, tokens=1,
                  variant="lb"):
@@ -184,6 +185,10 @@ def all_cases():
         cases.append(Case(f"decode-mtp pool N={N} T=4 H=32", "decode-mtp", 32, N=N, tokens=4))
     for N in (64, 256, 1024):
         cases.append(Case(f"decode-seq N={N} H=32", "decode-seq", 32, N=N))
+    for N in (256, 1024):
+        # kda with inplace_final_state (kda.layers' decode: the cache's state updated, no copy); FLA's
+        # public call as its layer makes it (a new final state)
+        cases.append(Case(f"decode-seq inplace N={N} H=32", "decode-seq", 32, N=N, variant="inplace"))
     return cases
 
 
@@ -431,6 +436,12 @@ class Runner:
             return self.kda.fused_recurrent_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], x["A_log"],
                                                 x["dt_bias"], initial_state=pool,
                                                 ssm_state_indices=x["idx"], **PROLOGUE)
+        if c.variant == "inplace":
+            # the state this runner owns for set i, updated in place call after call
+            h = self.__dict__.setdefault("_inplace_h", {}).setdefault(i, x["h0"].clone())
+            return self.kda.fused_recurrent_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], x["A_log"],
+                                                x["dt_bias"], initial_state=h, output_final_state=True,
+                                                inplace_final_state=True, **PROLOGUE)
         return self.kda.fused_recurrent_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], x["A_log"],
                                             x["dt_bias"], initial_state=x["h0"], output_final_state=True,
                                             **PROLOGUE)
@@ -453,7 +464,11 @@ class Runner:
                 o_k, s_k, h_k = self.kda_call(0)
             else:
                 o_f, s_f = self.fla_call(0)
+                self.__dict__.get("_inplace_h", {}).pop(0, None)  # inplace: from set 0's own h0
                 o_k, s_k = self.kda_call(0)
+                if c.variant == "inplace":
+                    s_k = s_k.clone()
+                    self.__dict__["_inplace_h"].pop(0, None)
             torch.cuda.synchronize()
         finally:
             kops_mod._alloc = orig

@@ -338,7 +338,10 @@ class KimiDeltaAttention(nn.Module):
         # and the chunked kernel otherwise, the same results either way.
         decode = q_len <= 64 and not self.training
         if decode:
-            o, recurrent_state = _ops.fused_recurrent_kda(q, k, v, g, beta, **options)
+            # The cache owns its state: a decode step updates it in place (as FLA's layer
+            # updates its convolution states), no copy of the states per step.
+            inplace = bool(use_cache) and recurrent_state is not None and recurrent_state.dtype == torch.float32
+            o, recurrent_state = _ops.fused_recurrent_kda(q, k, v, g, beta, inplace_final_state=inplace, **options)
         else:
             o, recurrent_state = _ops.chunk_kda(q, k, v, g, beta, safe_gate=self.safe_gate, **options)
 

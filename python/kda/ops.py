@@ -821,6 +821,12 @@ def fused_recurrent_kda(
     Returns:
         ``(o, final_state)``: o ``[B, T, HV, V]``, final_state fp32 or None.
 
+    ``inplace_final_state=True`` (FLA's kernel-level flag; needs ``initial_state``
+    fp32 and contiguous, and ``output_final_state``): the final state is written
+    over ``initial_state``, which is returned as the final state. For one token
+    per sequence that is the decode step on the caller's states, with no copy
+    (``kda.layers.KimiDeltaAttention`` decodes so, its cache owning the state).
+
     Under ``torch.compile`` the call is ``torch.ops.kda.fused_recurrent_kda``
     (dense states) or ``torch.ops.kda.decode_kda`` (a pool, updated in place).
     """
@@ -856,6 +862,19 @@ def fused_recurrent_kda(
         col = (num_accepted.to(device=ssm_state_indices.device, dtype=torch.int64) - 1).clamp(
             0, _shape(ssm_state_indices)[1] - 1)
         read_state_indices = torch.gather(ssm_state_indices, 1, col.unsqueeze(1)).squeeze(1).contiguous()
+    inplace = bool(kwargs.pop("inplace_final_state", False))
+    if kwargs:
+        raise TypeError(f"kda.fused_recurrent_kda: unknown keyword arguments {sorted(kwargs)}")
+    if inplace and ssm_state_indices is None:
+        # FLA's inplace_final_state: the final state is written over the
+        # initial one, which comes back as the final state (no new tensor,
+        # and for one token per sequence no copy either).
+        if initial_state is None or not output_final_state:
+            raise ValueError("inplace_final_state writes the final state over initial_state: it needs "
+                             "initial_state and output_final_state=True")
+        if _dt(initial_state) != "f32" or not initial_state.is_contiguous() or initial_state.device != q.device:
+            raise ValueError("inplace_final_state: initial_state must be a contiguous float32 tensor on q's "
+                             "device (it is updated in place)")
     if cu_seqlens is not None:
         if q.shape[0] != 1:
             raise ValueError(f"The batch size is expected to be 1 rather than {q.shape[0]} when using `cu_seqlens`."
@@ -879,7 +898,7 @@ def fused_recurrent_kda(
                        use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
                        allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound, state_v_first=state_v_first)
         if output_final_state:
-            pool = initial_state.contiguous().clone()
+            pool = initial_state if inplace else initial_state.contiguous().clone()
             o, pool = fused_recurrent_kda(q, k, v, g, beta, A_log, dt_bias, scale=scale, initial_state=pool,
                                           ssm_state_indices=slots, **options)
             return o, pool
@@ -928,7 +947,11 @@ def fused_recurrent_kda(
     if not use_gate_in_kernel:
         A_log = dt_bias = None
     if ssm_state_indices is None:
-        return _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias)
+        o, ht = _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias)
+        if inplace:
+            initial_state.copy_(ht)
+            ht = initial_state
+        return o, ht
     if plan is None:
         plan = _DecodePlan(cfg)
     result = _run_decode(plan, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, ssm_state_indices,

@@ -192,19 +192,25 @@ def fused_recurrent_kda_traced(q, k, v, g, beta, A_log, dt_bias, scale, initial_
     indices = kwargs.pop("ssm_state_indices", None)
     read = kwargs.pop("read_state_indices", None)
     accepted = kwargs.pop("num_accepted_tokens", None)
-    kwargs.pop("inplace_final_state", None)
+    inplace = bool(kwargs.pop("inplace_final_state", False))
     if kwargs:
         raise TypeError(f"kda.fused_recurrent_kda: unknown keyword arguments {sorted(kwargs)}")
     if not use_gate_in_kernel:
         A_log = dt_bias = None
     flags = (use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
              lower_bound, state_v_first, cu_seqlens)
+    if indices is None and inplace and initial_state is not None and cu_seqlens is None and q.shape[1] == 1:
+        # one token per sequence over the caller's states: the decode step on them as slots 0 .. N - 1
+        indices = torch.arange(q.shape[0], dtype=torch.int32, device=q.device)
     if indices is not None:
         o = torch.ops.kda.decode_kda(q, k, v, g, beta, A_log, dt_bias, scale, initial_state, indices, read,
                                      accepted, *flags)
         return o, initial_state
     o, ht = torch.ops.kda.fused_recurrent_kda(q, k, v, g, beta, A_log, dt_bias, scale, initial_state,
                                               output_final_state, *flags)
+    if inplace:
+        initial_state.copy_(ht)
+        return o, initial_state
     return o, (ht if output_final_state else None)
 
 

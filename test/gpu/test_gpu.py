@@ -54,7 +54,7 @@ class Case:
     def __init__(self, name, dtype, KV, B=2, T=100, H=4, HV=None, seqlens=None, h0=False, ht=False,
                  layout="k_major", prologue="none", g_dtype=None, cu_dtype="i64",
                  api="chunk", neg_eigval=False, scale=None, seed=0, boundary=None, pool=None,
-                 gate_scale=1.0, chunk=None):
+                 gate_scale=1.0, chunk=None, inplace=False):
         self.name, self.dtype, self.K, self.V = name, dtype, KV, KV
         # log-space gates (prologue "none") times this: steep decays, tens per token, take the
         # intra-chunk kernel's exact pairwise form where the factored one would overflow
@@ -80,6 +80,9 @@ class Case:
         # chunk_size (16, 32, 64; None: the default): 32 and 64 run on the lane kernels as
         # sub-chunk steps of 16, which the strategy records (step, tile_chunk)
         self.chunk = chunk
+        # fused_recurrent_kda(..., inplace_final_state=True): the final state written over the
+        # initial one, which must come back as the final state
+        self.inplace = inplace
 
     @property
     def N(self):
@@ -310,6 +313,12 @@ def all_cases():
              api="recurrent"),
         Case("bf16-k64-recurrent-T1-softplus-N3-h0", "bf16", 64, B=3, T=1, H=2, h0=True, ht=False,
              prologue="kimi_softplus", api="recurrent"),
+        # ... with inplace_final_state (kda.layers' decode): the step on the caller's states, no copy;
+        # and a longer call, whose final state is copied over the initial one
+        Case("bf16-k128-recurrent-T1-kimi-softplus-vmajor-N6-inplace", "bf16", 128, B=6, T=1, H=4, h0=True,
+             ht=True, layout="v_major", prologue="kimi_softplus", api="recurrent", inplace=True),
+        Case("f32-k64-recurrent-T40-inplace", "f32", 64, B=2, T=40, H=2, h0=True, ht=True, api="recurrent",
+             inplace=True),
         # Steep log-space gates (down to about -70 per token): chunks whose factored decays would
         # overflow f32 take the pairwise form, warp by warp, beside chunks that do not.
         Case("bf16-k128-steep-gate-T300-H4-h0-ht", "bf16", 128, B=2, T=300, H=4, h0=True, ht=True,
@@ -556,12 +565,16 @@ def run_case(case, torch, oracle):
     A_log, dt_bias = gpu.get("A_log"), gpu.get("dt_bias")
     with torch.inference_mode():
         if case.api == "recurrent":
-            h0_before = gpu["h0"].clone() if case.h0 else None
+            h0_before = gpu["h0"].clone() if case.h0 and not case.inplace else None
+            extra = {"inplace_final_state": True} if case.inplace else {}
             o, ht = kda.fused_recurrent_kda(gpu["q"], gpu["k"], gpu["v"], gpu["g"], gpu["beta"],
                                             A_log=A_log, dt_bias=dt_bias, initial_state=gpu.get("h0"),
-                                            cu_seqlens=gpu.get("cu"), **kw)
+                                            cu_seqlens=gpu.get("cu"), **kw, **extra)
             if h0_before is not None and not torch.equal(h0_before, gpu["h0"]):
                 return ["fused_recurrent_kda changed the caller's initial_state"], [], BARS[case.dtype]
+            if case.inplace and ht is not gpu["h0"]:
+                return ["inplace_final_state: the final state is not the initial_state tensor"], [], \
+                    BARS[case.dtype]
             if not case.ht and ht is not None:
                 return ["fused_recurrent_kda returned a final state it was not asked for"], [], BARS[case.dtype]
         else:

@@ -438,7 +438,10 @@ class Runner:
                                                 ssm_state_indices=x["idx"], **PROLOGUE)
         if c.variant == "inplace":
             # the state this runner owns for set i, updated in place call after call
-            h = self.__dict__.setdefault("_inplace_h", {}).setdefault(i, x["h0"].clone())
+            owned = self.__dict__.setdefault("_inplace_h", {})
+            if i not in owned:  # (not setdefault: its default would be cloned at every call)
+                owned[i] = x["h0"].clone()
+            h = owned[i]
             return self.kda.fused_recurrent_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], x["A_log"],
                                                 x["dt_bias"], initial_state=h, output_final_state=True,
                                                 inplace_final_state=True, **PROLOGUE)

@@ -57,6 +57,8 @@ static void printEnumKeyword(OpAsmPrinter &printer, Operation *,
   printer << stringifyEnum(attr.getValue());
 }
 
+#include "dialect/KdaInterfaces.cpp.inc"
+
 #define GET_OP_CLASSES
 #include "dialect/KdaOps.cpp.inc"
 
@@ -103,19 +105,41 @@ std::string formatDims(ArrayRef<StringRef> dims) {
   return s;
 }
 
+/// A value the verifier checks: an operand or a result, by its kernel ABI
+/// name (and an index for the entries of a variadic operand).
+struct Role {
+  StringRef kind; // "operand" or "result"
+  std::string name;
+  std::optional<size_t> index;
+  /// How diagnostics say it: "operand 'q'", "operand 'gates'[1]".
+  std::string text() const {
+    std::string s = (kind + " '" + name + "'").str();
+    if (index)
+      s += "[" + std::to_string(*index) + "]";
+    return s;
+  }
+  /// Its kernel argument's name: "q", "gates1".
+  std::string abiName() const {
+    return index ? name + std::to_string(*index) : name;
+  }
+};
+
 /// Binds named dimensions to sizes and checks later uses against them.
 class ShapeChecker {
 public:
   explicit ShapeChecker(Operation *op) : op(op) {}
 
   /// Checks that `value` has rank dims.size() and an allowed element type,
-  /// binding or checking each named dimension. `what` names the value
-  /// ("operand 'q'", "result 'o'").
-  LogicalResult check(StringRef what, Value value, ArrayRef<StringRef> dims,
+  /// binding or checking each named dimension. `role` names the value: its
+  /// kernel ABI name and how diagnostics say it ("operand 'q'", "result
+  /// 'o'"); recorded for kda::nameDimensions.
+  LogicalResult check(const Role &role, Value value, ArrayRef<StringRef> dims,
                       ElemKind kind) {
+    std::string what = role.text();
     if (dimensionRecorder)
       (*dimensionRecorder)[value] = {
-          what.str(), SmallVector<std::string>(dims.begin(), dims.end())};
+          what, role.abiName(),
+          SmallVector<std::string>(dims.begin(), dims.end())};
     return check(what, value.getType(), dims, kind);
   }
 
@@ -216,12 +240,8 @@ thread_local DimensionNames *ShapeChecker::dimensionRecorder = nullptr;
 /// Dimensions of the recurrences that must not be empty (checkNonEmpty).
 constexpr StringRef kHeadsAndHeadDims[] = {"H", "HV", "K", "V"};
 
-std::string operandName(StringRef name) {
-  return ("operand '" + name + "'").str();
-}
-std::string resultName(StringRef name) {
-  return ("result '" + name + "'").str();
-}
+Role operandName(StringRef name) { return {"operand", name.str(), {}}; }
+Role resultName(StringRef name) { return {"result", name.str(), {}}; }
 
 Type elementTypeOf(Value v) {
   return cast<ShapedType>(v.getType()).getElementType();
@@ -311,7 +331,7 @@ LogicalResult verifyPrologue(Operation *op, ShapeChecker &shapes,
       SmallVector<StringRef> chan =
           gateDims(tokenAxes, GateGranularity::channel);
       return op->emitOpError()
-             << operandName(gateName) << ": expected rank " << head.size() << " "
+             << operandName(gateName).text() << ": expected rank " << head.size() << " "
              << formatDims(head) << " (head-wise) or rank " << chan.size()
              << " " << formatDims(chan) << " (channel-wise), found rank "
              << rank;
@@ -402,7 +422,7 @@ LogicalResult verifyCuSeqlens(Operation *op, ShapeChecker &shapes,
            << "operand 'cu_seqlens': variable-length batches pack every "
               "sequence into one row, so B must be 1, found B = "
            << *b << " (from " << shapes.source("B") << ")";
-  if (failed(shapes.bind(operandName("cu_seqlens"), 0, "B", 1)))
+  if (failed(shapes.bind(operandName("cu_seqlens").text(), 0, "B", 1)))
     return failure();
   int64_t n1 = cast<ShapedType>(cuSeqlens.getType()).getDimSize(0);
   if (!ShapedType::isDynamic(n1)) {
@@ -411,7 +431,7 @@ LogicalResult verifyCuSeqlens(Operation *op, ShapeChecker &shapes,
              << "operand 'cu_seqlens': expected at least 2 offsets (N + 1 "
                 "with N >= 1 sequences), found "
              << n1;
-    if (failed(shapes.bind(operandName("cu_seqlens"), 0, "N", n1 - 1)))
+    if (failed(shapes.bind(operandName("cu_seqlens").text(), 0, "N", n1 - 1)))
       return failure();
   }
   return success();
@@ -844,7 +864,8 @@ LogicalResult MultiScaleOp::verify() {
   }
   for (auto [i, gate] : llvm::enumerate(getGates())) {
     std::optional<GateGranularity> g = granularityFromRank(gate, 3);
-    std::string what = "operand 'gates'[" + std::to_string(i) + "]";
+    Role role{"operand", "gates", static_cast<size_t>(i)};
+    std::string what = role.text();
     if (!g)
       return emitOpError() << what << ": expected rank 3 [B, T, HV] "
                            << "(head-wise) or rank 4 [B, T, HV, K] "
@@ -854,7 +875,7 @@ LogicalResult MultiScaleOp::verify() {
       return emitOpError() << what << ": expected the type of gate 0, "
                            << getGates()[0].getType() << ", found "
                            << gate.getType();
-    if (failed(shapes.check(what, gate, gateDims({"B", "T"}, *g),
+    if (failed(shapes.check(role, gate, gateDims({"B", "T"}, *g),
                             ElemKind::GateValue)))
       return failure();
   }
@@ -968,6 +989,22 @@ void DecodeStepOp::getCanonicalizationPatterns(RewritePatternSet &results,
 //===----------------------------------------------------------------------===//
 // Dimension names
 //===----------------------------------------------------------------------===//
+
+SmallVector<mlir::kda::KernelArgument>
+mlir::kda::kernelArguments(Operation *op) {
+  DimensionNames names = nameDimensions(op);
+  SmallVector<KernelArgument> args;
+  auto add = [&](Value v) {
+    auto it = names.find(v);
+    if (it != names.end())
+      args.push_back({v, it->second.name, it->second.dims});
+  };
+  for (Value v : op->getOperands())
+    add(v);
+  for (Value v : op->getResults())
+    add(v);
+  return args;
+}
 
 DimensionNames mlir::kda::nameDimensions(Operation *op) {
   DimensionNames names;

@@ -13,16 +13,15 @@
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#define GET_OP_CLASSES
-#include "dialect/KdaOps.h.inc"
-
 #include "llvm/ADT/DenseMap.h"
 
 namespace mlir::kda {
-/// How the verifier names an operand or result ("operand 'q'") and each of
-/// its dimensions ("B", "T", "H", "K"; "N+1" for cu_seqlens).
+/// How the verifier names an operand or result: `name` is its name in the
+/// kernel ABI ("q", "o"), `what` how diagnostics say it ("operand 'q'"),
+/// `dims` its dimensions' names ("B", "T", "H", "K"; "N+1" for cu_seqlens).
 struct DimensionNaming {
   std::string what;
+  std::string name;
   SmallVector<std::string> dims;
 };
 using DimensionNames = llvm::DenseMap<Value, DimensionNaming>;
@@ -31,6 +30,22 @@ using DimensionNames = llvm::DenseMap<Value, DimensionNaming>;
 /// for ops without named dimensions or that do not verify. Kernel ABIs use
 /// them to turn dynamic sizes into shared symbols.
 DimensionNames nameDimensions(Operation *op);
+
+/// One argument of a kda op's kernel ABI (KernelAbiOpInterface).
+struct KernelArgument {
+  Value value;
+  std::string name;               // "q", "gate", "o"
+  SmallVector<std::string> dims;  // "B", "T", "H", "K", ...
+};
+
+/// The op's operands, then its results, that its verifier names, in that
+/// order, with their names (KernelAbiOpInterface's implementation).
+SmallVector<KernelArgument> kernelArguments(Operation *op);
 } // namespace mlir::kda
+
+#include "dialect/KdaInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "dialect/KdaOps.h.inc"
 
 #endif // KDA_DIALECT_KDAOPS_H

@@ -10,6 +10,7 @@
 #define KDA_DIALECT_KDAOPS_TD
 
 include "dialect/KdaAttrs.td"
+include "dialect/KdaInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/Interfaces/DestinationStyleOpInterface.td"
 
@@ -18,7 +19,8 @@ include "mlir/Interfaces/DestinationStyleOpInterface.td"
 //===----------------------------------------------------------------------===//
 
 def Kda_GatedDeltaOp : Kda_Op<"gated_delta",
-    [Pure, AttrSizedOperandSegments, AttrSizedResultSegments]> {
+    [Pure, AttrSizedOperandSegments, AttrSizedResultSegments,
+     Kda_KernelAbiOpInterface]> {
   let summary = "the gated delta family over whole sequences";
   let description = [{
     Runs the recurrence of SPEC.md section 2 over every sequence, per value
@@ -129,7 +131,8 @@ def Kda_GatedDeltaOp : Kda_Op<"gated_delta",
 // kda.gate
 //===----------------------------------------------------------------------===//
 
-def Kda_GateOp : Kda_Op<"gate", [Pure, AttrSizedOperandSegments]> {
+def Kda_GateOp : Kda_Op<"gate", [Pure, AttrSizedOperandSegments,
+    Kda_KernelAbiOpInterface]> {
   let summary = "gate activation: log-decay from raw gates";
   let description = [{
     Computes the log-space decay `g` (always <= 0) from raw gates, as the
@@ -172,7 +175,7 @@ def Kda_GateOp : Kda_Op<"gate", [Pure, AttrSizedOperandSegments]> {
 //===----------------------------------------------------------------------===//
 
 def Kda_DecodeStepOp : Kda_Op<"decode_step", [Pure, AttrSizedOperandSegments,
-    DestinationStyleOpInterface,
+    DestinationStyleOpInterface, Kda_KernelAbiOpInterface,
     AllTypesMatch<["o_init", "o"]>,
     AllTypesMatch<["state_pool", "new_state_pool"]>]> {
   let summary = "one recurrence step per sequence on a state pool";
@@ -261,7 +264,7 @@ def Kda_DecodeStepOp : Kda_Op<"decode_step", [Pure, AttrSizedOperandSegments,
 //===----------------------------------------------------------------------===//
 
 def Kda_WindowAttentionOp : Kda_Op<"window_attention",
-    [Pure, AttrSizedOperandSegments]> {
+    [Pure, AttrSizedOperandSegments, Kda_KernelAbiOpInterface]> {
   let summary = "causal sliding-window softmax attention";
   let description = [{
     Token t of a sequence attends to its last W positions
@@ -305,7 +308,8 @@ def Kda_WindowAttentionOp : Kda_Op<"window_attention",
 // kda.hybrid
 //===----------------------------------------------------------------------===//
 
-def Kda_HybridOp : Kda_Op<"hybrid", [Pure, AttrSizedOperandSegments]> {
+def Kda_HybridOp : Kda_Op<"hybrid", [Pure, AttrSizedOperandSegments,
+    Kda_KernelAbiOpInterface]> {
   let summary = "combines the outputs of several branches";
   let description = [{
     `sum`: `o = sum_i branches[i]` (two or more branches, e.g. linear plus
@@ -337,7 +341,7 @@ def Kda_HybridOp : Kda_Op<"hybrid", [Pure, AttrSizedOperandSegments]> {
 //===----------------------------------------------------------------------===//
 
 def Kda_MultiScaleOp : Kda_Op<"multi_scale",
-    [Pure, AttrSizedOperandSegments]> {
+    [Pure, AttrSizedOperandSegments, Kda_KernelAbiOpInterface]> {
   let summary = "several recurrent states over the same q, k, v";
   let description = [{
     M recurrences of `kda.gated_delta` share q, k, v and beta but decay with

@@ -1054,10 +1054,6 @@ struct WarpStateProgram : kda::LaneBuilder {
 struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPass> {
   using Base::Base;
   StateRegistersPass() = default;
-  StateRegistersPass(int64_t threads, bool independentWarps) {
-    this->threads = threads;
-    this->independentWarps = independentWarps;
-  }
   void getDependentDialects(DialectRegistry &registry) const override {
     registry.insert<gpu::GPUDialect, nvgpu::NVGPUDialect,
                     vector::VectorDialect, math::MathDialect, scf::SCFDialect,

@@ -65,7 +65,7 @@ struct KdaOutlineKernelsPass
         destinations.append(op->result_begin(), op->result_end());
       DimensionNames names;
       if (destinationStyle)
-        names = nameDimensions(op);
+        names = abiNames(op);
 
       func::FuncOp &kernel = kernels[configurationKey(op)];
       if (!kernel) {
@@ -94,7 +94,7 @@ struct KdaOutlineKernelsPass
           // arguments: an op that reads one value twice (q and k the same
           // tensor) still gets one name per argument ("q", "k"), which the
           // GPU lowerings look arguments up by.
-          DimensionNames kernelNames = nameDimensions(clone);
+          DimensionNames kernelNames = abiNames(clone);
           SmallVector<Value> described(clone->getOperands());
           if (!destinations.empty())
             described.append(clone->result_begin(), clone->result_end());
@@ -132,6 +132,16 @@ struct KdaOutlineKernelsPass
 
   /// [{name, dims}] per kernel argument: dims hold static sizes as integers
   /// and dynamic ones as the verifier's dimension names.
+  /// The op's kernel ABI (KernelAbiOpInterface: the names its verifier
+  /// gives each operand, result and dimension), by value.
+  static DimensionNames abiNames(Operation *op) {
+    DimensionNames names;
+    if (auto abi = dyn_cast<KernelAbiOpInterface>(op))
+      for (KernelArgument &a : abi.getKernelArguments())
+        names[a.value] = {"", a.name, a.dims};
+    return names;
+  }
+
   static ArrayAttr describeArguments(OpBuilder &b, DimensionNames names,
                                      ArrayRef<Value> values) {
     // Without cu_seqlens the number of sequences N is the batch B: one
@@ -149,12 +159,8 @@ struct KdaOutlineKernelsPass
       auto type = cast<ShapedType>(v.getType());
       auto it = names.find(v);
       std::string name = "arg" + std::to_string(i);
-      if (it != names.end()) {
-        StringRef what = it->second.what;
-        size_t open = what.find('\''), close = what.rfind('\'');
-        if (open != StringRef::npos && close > open)
-          name = what.substr(open + 1, close - open - 1).str();
-      }
+      if (it != names.end())
+        name = it->second.name;
       SmallVector<Attribute> dims;
       for (int64_t d = 0; d < type.getRank(); ++d) {
         if (!type.isDynamicDim(d)) {

@@ -198,7 +198,7 @@ class _Desc:
         self.shape, self.dtype = tuple(shape), dtype
 
 
-def _per_sequence_decode(q, cu_seqlens, ssm_state_indices, initial_state, output_final_state) -> bool:
+def _per_sequence_decode(q, cu_seqlens, ssm_state_indices, initial_state) -> bool:
     """Whether fused_recurrent_kda runs one token per sequence on a dense state
     (FLA's decode call: q [N, 1, H, K], initial_state [N, HV, ...], no pool):
     that is the decode step on a pool of the N states, slots 0 .. N - 1
@@ -232,7 +232,7 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
         # FLA's kernel would use exp(1) as the factor; kda's softplus form has
         # no such default, so ask for A_log like chunk_kda does.
         raise ValueError("`A_log` must be provided when `use_gate_in_kernel=True` and `lower_bound` is not set.")
-    if _per_sequence_decode(q, cu_seqlens, ssm_state_indices, initial_state, output_final_state):
+    if _per_sequence_decode(q, cu_seqlens, ssm_state_indices, initial_state):
         ssm_state_indices, read_state_indices = _decode_slots(_shape(q)[0], output_final_state)
     if ssm_state_indices is None:
         return chunk_kda_config(q, k, v, g, beta, scale=scale, initial_state=initial_state,
@@ -885,7 +885,7 @@ def fused_recurrent_kda(
                 f"i.e., {len(cu_seqlens) - 1} rather than {initial_state.shape[0]}.")
     if ssm_state_indices is None and initial_state is not None and _dt(initial_state) != "f32":
         initial_state = initial_state.float()
-    if _per_sequence_decode(q, cu_seqlens, ssm_state_indices, initial_state, output_final_state):
+    if _per_sequence_decode(q, cu_seqlens, ssm_state_indices, initial_state):
         # FLA's decode call on the decode step (_per_sequence_decode says why):
         # the states are a pool of N slots. Keeping the final state, it is a
         # copy of the initial one updated in place (the caller's stays as it

@@ -214,6 +214,20 @@ struct GpuTarget {
 /// The target for `chip`, or nullopt for an unknown chip.
 std::optional<GpuTarget> gpuTargetForChip(llvm::StringRef chip);
 
+/// Adds an upstream pipeline given in textual form (the passes are
+/// registered by every kda tool). A typo there is a programming error.
+void addUpstream(OpPassManager &pm, llvm::StringRef pipeline);
+
+/// The end of the pipeline per vendor: the kernels' lowering to NVVM
+/// (lowering/nvidia/NvvmLowering.cpp) or ROCDL (lowering/amd/
+/// RocdlLowering.cpp) and the target attached for serialization. Each
+/// returns the toolkit gpu-module-to-binary uses: `toolkit`, else the
+/// vendor's default.
+std::string addNvvmLowering(OpPassManager &pm, const GpuTarget &target,
+                            llvm::StringRef toolkit);
+std::string addRocdlLowering(OpPassManager &pm, const GpuTarget &target,
+                             llvm::StringRef toolkit);
+
 /// kda ops -> gpu.module kernels for the target chip, serialized as the
 /// options say, plus a `kda.launches` module attribute describing each
 /// kernel's parameters and launch geometry.

@@ -182,7 +182,7 @@ void loadGateParams(TileBuilder &tb, Value aLog, Value dtBias, Value hv,
 }
 
 /// The prologue entries of kda.intra_pass and kda.decode_pass (passes/
-/// Passes.h; lowering/PassDescription.h reads them): update rule, gate form
+/// Passes.h; lowering/lanes/PassDescription.h reads them): update rule, gate form
 /// and activation, beta and its activation, l2 norm, scale.
 SmallVector<NamedAttribute> prologueDescription(Builder &b,
                                                 const ChunkConfig &config,

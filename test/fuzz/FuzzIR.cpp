@@ -2,7 +2,7 @@
 //
 // Input: MLIR text. It is parsed with every dialect kda's tools register
 // (tools/Registration.h), verified, and, when it parses and verifies, run
-// through the CPU pipeline (kda-lower-to-cpu, lowering/CpuPipeline.cpp) up to
+// through the CPU pipeline (kda-lower-to-cpu, lowering/cpu/CpuPipeline.cpp) up to
 // the LLVM dialect; nothing is JIT-compiled or run. Parse and verify failures
 // are expected (diagnostics are swallowed); a crash, a sanitizer report or a
 // pass that fails without a diagnostic is a finding. Inputs over 16 KiB are

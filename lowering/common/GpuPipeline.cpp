@@ -29,11 +29,7 @@
 using namespace mlir;
 using mlir::kda::GpuTarget;
 
-namespace {
-
-/// Adds an upstream pipeline given in textual form (the passes are
-/// registered by every kda tool). A typo here is a programming error.
-void addUpstream(OpPassManager &pm, StringRef pipeline) {
+void mlir::kda::addUpstream(OpPassManager &pm, StringRef pipeline) {
   std::string errors;
   llvm::raw_string_ostream os(errors);
   if (failed(parsePassPipeline(pipeline, pm, os)))
@@ -41,19 +37,8 @@ void addUpstream(OpPassManager &pm, StringRef pipeline) {
                              pipeline + "': " + errors);
 }
 
-std::string defaultCudaToolkit() {
-  if (const char *root = std::getenv("CUDA_ROOT"))
-    return root;
-  return "/usr/local/cuda";
-}
-
-/// gpu-module-to-binary links HSACO with <toolkit>/llvm/bin/ld.lld (ROCm's
-/// layout); kda's build makes such a folder around Debian's ld.lld.
-std::string defaultRocmToolkit() {
-  if (const char *root = std::getenv("ROCM_PATH"))
-    return root;
-  return KDA_ROCM_TOOLKIT_DIR;
-}
+namespace {
+using mlir::kda::addUpstream;
 
 /// The canonicalizer, except that program grids keep their dimensions of
 /// extent 1 (one sequence, one head, one chunk): a grid folded away
@@ -177,28 +162,12 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   addUpstream(pm, "gpu.module(expand-strided-metadata,lower-affine,"
                   "convert-scf-to-cf)");
 
-  std::string chip = target.chip;
-  std::string toolkit = options.toolkit;
-  if (target.vendor == GpuTarget::Vendor::Nvidia) {
-    // -> NVVM -> PTX / cubin. sm_90a needs PTX 8.0 (CUDA 12+ ptxas reads it
-    // for sm_80 as well).
-    addUpstream(pm, "nvvm-attach-target{chip=" + chip + " features=+ptx80 O=3}");
-    addUpstream(pm, "gpu.module(convert-nvgpu-to-nvvm,convert-gpu-to-nvvm{"
-                    "index-bitwidth=64},canonicalize,cse)");
-    if (toolkit.empty())
-      toolkit = defaultCudaToolkit();
-  } else {
-    // -> ROCDL -> HSACO. Math lowers to LLVM intrinsics (no device library
-    // needed); the wave size follows the chip.
-    std::string wave64 = target.warpSize == 64 ? "true" : "false";
-    addUpstream(pm, "rocdl-attach-target{chip=" + chip + " O=3 wave64=" +
-                        wave64 + "}");
-    addUpstream(pm, "gpu.module(convert-amdgpu-to-rocdl{chipset=" + chip +
-                        "},convert-math-to-llvm,convert-gpu-to-rocdl{chipset=" +
-                        chip + " index-bitwidth=64},canonicalize,cse)");
-    if (toolkit.empty())
-      toolkit = defaultRocmToolkit();
-  }
+  // The vendor's lowering to its LLVM dialect and its toolkit
+  // (lowering/nvidia/NvvmLowering.cpp, lowering/amd/RocdlLowering.cpp).
+  std::string toolkit =
+      target.vendor == GpuTarget::Vendor::Nvidia
+          ? mlir::kda::addNvvmLowering(pm, target, options.toolkit)
+          : mlir::kda::addRocdlLowering(pm, target, options.toolkit);
   addUpstream(pm, "reconcile-unrealized-casts");
   if (options.format != "none")
     addUpstream(pm, "gpu-module-to-binary{format=" +

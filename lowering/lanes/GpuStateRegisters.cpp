@@ -46,8 +46,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
-#include "lowering/LaneBuilder.h"
-#include "lowering/PassDescription.h"
+#include "lowering/lanes/LaneBuilder.h"
+#include "lowering/lanes/PassDescription.h"
 #include "lowering/Strategy.h"
 
 #include "passes/Passes.h"

@@ -1,0 +1,30 @@
+//===- NvvmLowering.cpp - the NVIDIA end of the GPU pipeline ---------------===//
+//
+// After the shared GPU pipeline (lowering/common/GpuPipeline.cpp): the
+// kernels' gpu, nvgpu and arith ops to NVVM, the target attached for
+// serialization to PTX and cubin (ptxas from the CUDA toolkit).
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/GpuPipeline.h"
+
+#include "mlir/Pass/PassManager.h"
+
+#include <cstdlib>
+
+using namespace mlir;
+
+std::string mlir::kda::addNvvmLowering(OpPassManager &pm,
+                                       const GpuTarget &target,
+                                       llvm::StringRef toolkit) {
+  // sm_90a needs PTX 8.0 (CUDA 12+ ptxas reads it for sm_80 as well).
+  addUpstream(pm, "nvvm-attach-target{chip=" + target.chip +
+                      " features=+ptx80 O=3}");
+  addUpstream(pm, "gpu.module(convert-nvgpu-to-nvvm,convert-gpu-to-nvvm{"
+                  "index-bitwidth=64},canonicalize,cse)");
+  if (!toolkit.empty())
+    return toolkit.str();
+  if (const char *root = std::getenv("CUDA_ROOT"))
+    return root;
+  return "/usr/local/cuda";
+}

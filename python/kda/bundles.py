@@ -50,7 +50,7 @@ from typing import Any, Dict, List, Optional, Tuple
 GENERATOR_VERSION = 3
 
 DTYPES = ("f32", "f16", "bf16", "i32", "i64")
-CHIPS = ("sm_80", "sm_90a", "gfx90a", "gfx942", "gfx1100")
+from .chips import CHIPS  # noqa: E402  (the package's one chip table)
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -35,10 +35,11 @@ import time
 from typing import Any, Dict, List
 
 from . import bundles as _b
+from . import chips as _chips
 from . import tune as _tune
 
 # Maximum dynamic shared memory one block may opt in to (bytes).
-SMEM_OPTIN = {"sm_80": 166912, "sm_90a": 232448}
+SMEM_OPTIN = {chip: _chips.shared_memory_per_block(chip) for chip in _chips.NVIDIA_CHIPS}
 
 
 def common_configs() -> List[Dict[str, Any]]:

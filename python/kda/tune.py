@@ -49,6 +49,7 @@ import threading
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 from . import bundles as _b
+from . import chips as _chips
 
 DB_FORMAT = "kda-tuning-db"
 DB_VERSION = 1
@@ -56,15 +57,14 @@ DB_VERSION = 1
 # Shared memory one block may use (bytes): what kda-compile checks too
 # (tools/kda-compile, sharedMemoryLimit). NVIDIA blocks opt in to more than
 # the 48 KiB default; AMD's LDS is 64 KiB.
-SMEM_LIMITS = {"sm_80": 163 * 1024, "sm_90a": 227 * 1024,
-               "gfx90a": 64 * 1024, "gfx942": 64 * 1024, "gfx1100": 64 * 1024}
+SMEM_LIMITS = {chip: _chips.shared_memory_per_block(chip) for chip in _chips.CHIPS}
 
 CHUNKS = (16, 32, 64)
 THREADS = (128, 256)
 # NVIDIA's lane kernels run chunks of 32 and 64 (sub-chunks of 16) as
 # sub-chunk steps of 16 (kda-tile-chunks' sub-chunk-steps): the same kernels
 # as chunk 16, so a plan for those chips times chunk 16 only.
-NVIDIA_CHIPS = ("sm_80", "sm_90a")
+NVIDIA_CHIPS = _chips.NVIDIA_CHIPS
 
 
 def default_chunks(chip: str) -> Tuple[int, ...]:

@@ -1,0 +1,25 @@
+"""The GPU chips kda compiles for, in one table for the package.
+
+The values are the compiler's: vendor and warp size from its chip table
+(``gpuTargetForChip``, lowering/common/GpuPipeline.cpp) and the shared memory a
+block may use from kda-compile's limit (the opt-in maximum per block). Every
+Python module that needs a chip fact reads it here.
+"""
+
+from typing import Dict, Tuple
+
+CHIP_TABLE: Dict[str, Dict[str, object]] = {
+    "sm_80": {"vendor": "nvidia", "warp_size": 32, "shared_memory_per_block": 163 * 1024},
+    "sm_90a": {"vendor": "nvidia", "warp_size": 32, "shared_memory_per_block": 227 * 1024},
+    "gfx90a": {"vendor": "amd", "warp_size": 64, "shared_memory_per_block": 64 * 1024},
+    "gfx942": {"vendor": "amd", "warp_size": 64, "shared_memory_per_block": 64 * 1024},
+    "gfx1100": {"vendor": "amd", "warp_size": 32, "shared_memory_per_block": 64 * 1024},
+}
+
+CHIPS: Tuple[str, ...] = tuple(CHIP_TABLE)
+NVIDIA_CHIPS: Tuple[str, ...] = tuple(c for c, t in CHIP_TABLE.items() if t["vendor"] == "nvidia")
+
+
+def shared_memory_per_block(chip: str) -> int:
+    """Bytes of shared memory (LDS) one block may use on `chip`."""
+    return int(CHIP_TABLE[chip]["shared_memory_per_block"])

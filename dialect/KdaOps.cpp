@@ -135,12 +135,10 @@ public:
   /// 'o'"); recorded for kda::nameDimensions.
   LogicalResult check(const Role &role, Value value, ArrayRef<StringRef> dims,
                       ElemKind kind) {
-    std::string what = role.text();
     if (dimensionRecorder)
       (*dimensionRecorder)[value] = {
-          what, role.abiName(),
-          SmallVector<std::string>(dims.begin(), dims.end())};
-    return check(what, value.getType(), dims, kind);
+          role.abiName(), SmallVector<std::string>(dims.begin(), dims.end())};
+    return check(role.text(), value.getType(), dims, kind);
   }
 
   /// Set while kda::nameDimensions re-runs a verifier to learn its names.

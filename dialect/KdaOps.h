@@ -17,10 +17,9 @@
 
 namespace mlir::kda {
 /// How the verifier names an operand or result: `name` is its name in the
-/// kernel ABI ("q", "o"), `what` how diagnostics say it ("operand 'q'"),
-/// `dims` its dimensions' names ("B", "T", "H", "K"; "N+1" for cu_seqlens).
+/// kernel ABI ("q", "o"), `dims` its dimensions' names ("B", "T", "H", "K";
+/// "N+1" for cu_seqlens).
 struct DimensionNaming {
-  std::string what;
   std::string name;
   SmallVector<std::string> dims;
 };

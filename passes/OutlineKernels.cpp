@@ -138,7 +138,7 @@ struct KdaOutlineKernelsPass
     DimensionNames names;
     if (auto abi = dyn_cast<KernelAbiOpInterface>(op))
       for (KernelArgument &a : abi.getKernelArguments())
-        names[a.value] = {"", a.name, a.dims};
+        names[a.value] = {a.name, a.dims};
     return names;
   }
 

@@ -27,19 +27,10 @@ export PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
 export KDA_TUNING_DB=
 mkdir -p "$out"
 
-configs=$out/test-configs.json
 "$py" "$root/test/gpu/test_gpu.py" --print-configs > "$out/test-gpu-configs.json"
 "$py" "$root/test/gpu/test_torch.py" --print-configs > "$out/test-torch-configs.json"
-"$py" -c 'import json, sys
-seen, out = set(), []
-for path in sys.argv[1:]:
-    for c in json.load(open(path)):
-        key = json.dumps(c, sort_keys=True)
-        if key not in seen:
-            seen.add(key)
-            out.append(c)
-print(json.dumps(out, indent=1, sort_keys=True))' "$out/test-gpu-configs.json" "$out/test-torch-configs.json" > "$configs"
 chip_args=()
 for c in "${chips[@]}"; do chip_args+=(--chip "$c"); done
 exec "$py" -m kda.prebuild "${chip_args[@]}" --out "$out" --set "${SET:-common}" \
-  --configs "$configs" --jobs "${JOBS:-$(nproc)}"
+  --configs "$out/test-gpu-configs.json" --configs "$out/test-torch-configs.json" \
+  --jobs "${JOBS:-$(nproc)}"

@@ -59,7 +59,6 @@ def chunk_kda_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor,
                  lower_bound: Optional[float], state_v_first: bool, cu_seqlens: Optional[Tensor],
                  chunk_size: Optional[int], return_intermediate_states: bool
                  ) -> Tuple[Tensor, Tensor, Tensor]:
-    extra = {"chunk_size": chunk_size} if chunk_size is not None else {}
     res = _ops.chunk_kda(q, k, v, g, beta, scale=scale, initial_state=initial_state,
                          output_final_state=output_final_state,
                          use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
@@ -68,10 +67,15 @@ def chunk_kda_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor,
                          allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound,
                          state_v_first=state_v_first, cu_seqlens=cu_seqlens,
                          return_intermediate_states=return_intermediate_states,
-                         A_log=A_log, dt_bias=dt_bias, **extra)
+                         A_log=A_log, dt_bias=dt_bias, chunk_size=chunk_size)
     o, ht = res[0], res[1]
     h = res[2] if len(res) > 2 else None
     return o, _none_to_empty(ht, q), _none_to_empty(h, q)
+
+
+def _fake_o_ht(q, v, cu_seqlens, state_v_first, output_final_state):
+    """o [B, T, HV, V] in q's dtype, and the final state (fp32, or empty) of a fake call."""
+    return _fake_o_ht(q, v, cu_seqlens, state_v_first, output_final_state)
 
 
 @chunk_kda_op.register_fake
@@ -79,13 +83,10 @@ def _chunk_kda_fake(q, k, v, g, beta, A_log, dt_bias, scale, initial_state, outp
                     use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel,
                     allow_neg_eigval, lower_bound, state_v_first, cu_seqlens, chunk_size,
                     return_intermediate_states):
+    o, ht = _fake_o_ht(q, v, cu_seqlens, state_v_first, output_final_state)
     B, T, _, K = q.shape
     HV, V = v.shape[2], v.shape[3]
-    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
     tail = (V, K) if state_v_first else (K, V)
-    o = q.new_empty((B, T, HV, V))
-    ht = (q.new_empty((N, HV) + tail, dtype=torch.float32) if output_final_state
-          else q.new_empty((0,), dtype=torch.float32))
     if not return_intermediate_states:
         h = q.new_empty((0,), dtype=torch.float32)
     elif cu_seqlens is None:
@@ -145,13 +146,7 @@ def fused_recurrent_kda_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Ten
 def _fused_recurrent_kda_fake(q, k, v, g, beta, A_log, dt_bias, scale, initial_state, output_final_state,
                               use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel,
                               allow_neg_eigval, lower_bound, state_v_first, cu_seqlens):
-    B, T, _, K = q.shape
-    HV, V = v.shape[2], v.shape[3]
-    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
-    tail = (V, K) if state_v_first else (K, V)
-    ht = (q.new_empty((N, HV) + tail, dtype=torch.float32) if output_final_state
-          else q.new_empty((0,), dtype=torch.float32))
-    return q.new_empty((B, T, HV, V)), ht
+    return _fake_o_ht(q, v, cu_seqlens, state_v_first, output_final_state)
 
 
 @torch.library.custom_op("kda::decode_kda", mutates_args=("state_pool",))

@@ -90,13 +90,7 @@ def configs():
             decode(3, pool=True)]                # compile, graph-decode, opcheck
     q = Meta((2, 100, H, 64), "bf16")
     out.append(kops.window_attention_config(q, q, Meta((2, 100, H, 64), "bf16"), 32))
-    seen, unique = set(), []
-    for c in out:
-        key = json.dumps(c, sort_keys=True)
-        if key not in seen:
-            seen.add(key)
-            unique.append(c)
-    return unique
+    return out  # (kda.prebuild drops repeats)
 
 
 # ---------------------------------------------------------------------------
@@ -329,14 +323,14 @@ def float64_layer(torch, kda, layer, exact=True):
     return run
 
 
-def double_cache(torch, kda, cache):
-    """A float64 copy of a cache (for the float64 layer)."""
+def copy_cache(kda, cache, dtype=None):
+    """A copy of a cache (in `dtype`: float64 for the float64 layer)."""
     out = kda.layers.Cache()
+    conv = lambda c: c.clone() if dtype is None else c.to(dtype)  # noqa: E731
     for i, st in enumerate(cache.states):
-        conv = st["conv_state"]
-        out.update(recurrent_state=st["recurrent_state"].double().clone(),
-                   conv_state=None if conv is None else tuple(c.double().clone() for c in conv), layer_idx=i,
-                   offset=0)
+        out.update(recurrent_state=conv(st["recurrent_state"]),
+                   conv_state=None if st["conv_state"] is None else tuple(conv(c) for c in st["conv_state"]),
+                   layer_idx=i, offset=0)
     return out
 
 
@@ -441,7 +435,7 @@ def part_layer_varlen_decode(torch, kda, FlaKDA):
             xs = torch.randn(2, 1, HIDDEN, device="cuda").bfloat16()
             # the oracle layers decode from kda's own cache: one step's error, not the sum
             caches["oracle"] = copy_cache(kda, caches["kda"])
-            caches["exact"] = double_cache(torch, kda, caches["kda"])
+            caches["exact"] = copy_cache(kda, caches["kda"], torch.float64)
             o_64, _, _ = exact(xs.double(), past_key_values=caches["exact"], use_cache=True)
             o_orc, _, _ = oracle_kernels(xs, past_key_values=caches["oracle"], use_cache=True)
             o_ref, _, _ = ref(xs, past_key_values=caches["fla"], use_cache=True)
@@ -449,15 +443,6 @@ def part_layer_varlen_decode(torch, kda, FlaKDA):
             measure(problems, errs, f"decode {step} o", o_mine, o_orc, fla=o_ref)
             measure(problems, errs, f"decode {step} state", state("kda"), state("oracle"))
     return problems, "prefill 120+180 tokens, 3 decode steps: " + summary(errs)
-
-
-def copy_cache(kda, cache):
-    out = kda.layers.Cache()
-    for i, st in enumerate(cache.states):
-        conv = st["conv_state"]
-        out.update(recurrent_state=st["recurrent_state"].clone(),
-                   conv_state=None if conv is None else tuple(c.clone() for c in conv), layer_idx=i, offset=0)
-    return out
 
 
 def part_layer_dense(torch, kda, FlaKDA):

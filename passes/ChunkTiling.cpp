@@ -144,7 +144,7 @@ std::optional<int64_t> valueBlock(std::optional<TileAttr> tile,
 }
 
 /// The state tile [K, V] of a state tensor slice, whichever its layout.
-Value loadState(TileBuilder &tb, Value src, ArrayRef<OpFoldResult> offsets,
+Value loadState(TensorTileBuilder &tb, Value src, ArrayRef<OpFoldResult> offsets,
                 int64_t firstStateDim, bool vMajor, int64_t kd, int64_t vd) {
   int64_t rows = vMajor ? vd : kd, cols = vMajor ? kd : vd;
   Value t = tb.load(src, offsets, {firstStateDim, firstStateDim + 1},
@@ -152,7 +152,7 @@ Value loadState(TileBuilder &tb, Value src, ArrayRef<OpFoldResult> offsets,
   return vMajor ? tb.transpose(t) : t;
 }
 
-Value storeState(TileBuilder &tb, Value state, Value dest,
+Value storeState(TensorTileBuilder &tb, Value state, Value dest,
                  ArrayRef<OpFoldResult> offsets, int64_t firstStateDim,
                  bool vMajor) {
   Value t = vMajor ? tb.transpose(state) : state;
@@ -163,7 +163,7 @@ Value storeState(TileBuilder &tb, Value state, Value dest,
 
 /// Prologue parameters of one value head: A_log as a scalar, dt_bias as a
 /// [K] row (head-wise dt_bias broadcast to every channel).
-void loadGateParams(TileBuilder &tb, Value aLog, Value dtBias, Value hv,
+void loadGateParams(TensorTileBuilder &tb, Value aLog, Value dtBias, Value hv,
                     bool channelWise, int64_t kd, Value &aLogOut,
                     Value &dtBiasOut) {
   ImplicitLocOpBuilder &b = tb.builder();
@@ -246,7 +246,7 @@ struct IntraWorkspaces {
 };
 
 /// A [1, N] tile from an [N] vector.
-Value asRow(TileBuilder &tb, Value vec) {
+Value asRow(TensorTileBuilder &tb, Value vec) {
   int64_t n = cast<RankedTensorType>(vec.getType()).getDimSize(0);
   return tb.map({1, n}, {perColumn(vec)},
                 [](ImplicitLocOpBuilder &, ValueRange s, ValueRange) {
@@ -258,7 +258,7 @@ IntraWorkspaces emitIntraChunkGrid(ImplicitLocOpBuilder &b, GatedDeltaOp op,
                                    const ChunkConfig &config,
                                    const SequenceLayout &sequences,
                                    OpFoldResult hv, Value headsPerQueryHead) {
-  TileBuilder tb(b);
+  TensorTileBuilder tb(b);
   const int64_t c = config.chunk, kd = config.keyDim, vd = config.valueDim;
   const bool delta = config.update == UpdateRule::delta;
   const bool decays = static_cast<bool>(op.getGate());
@@ -336,7 +336,7 @@ IntraWorkspaces emitIntraChunkGrid(ImplicitLocOpBuilder &b, GatedDeltaOp op,
   SmallVector<Value> written;
   {
     ImplicitLocOpBuilder &ib = b;
-    TileBuilder &itb = tb;
+    TensorTileBuilder &itb = tb;
     Value qkHead = arith::DivUIOp::create(ib, head, headsPerQueryHead);
     Value row = where.row;
     ChunkInputs in;
@@ -391,7 +391,7 @@ IntraWorkspaces emitIntraChunkGrid(ImplicitLocOpBuilder &b, GatedDeltaOp op,
 }
 
 /// The state pass's view of chunk `t0`: the intra-chunk tiles of one V block.
-IntraChunk loadIntraChunk(TileBuilder &tb, const IntraWorkspaces &ws,
+IntraChunk loadIntraChunk(TensorTileBuilder &tb, const IntraWorkspaces &ws,
                           Value row, Value t0, Value head, Value vCol,
                           Value valid, int64_t c, int64_t kd, int64_t vb) {
   Value z = tb.index(0);
@@ -473,7 +473,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
       return rewriter.notifyMatchFailure(op, "v_block must divide V");
 
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    TileBuilder tb(b);
+    TensorTileBuilder tb(b);
     auto [cTile, subTile] = tileSizes(op.getTile(), chunk, subChunk);
     // sub-chunk-steps: a chunk of several 16-token sub-chunks runs as that
     // many chunk steps of 16. Same chunkwise form (SPEC.md section 3), same
@@ -695,7 +695,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
         b, zero, numChunks, one, iterInit,
         [&](OpBuilder &nested, Location loc, Value chunkIdx, ValueRange iter) {
           ImplicitLocOpBuilder ib(loc, nested);
-          TileBuilder itb(ib);
+          TensorTileBuilder itb(ib);
           Value s = iter[0];
           Value local = arith::MulIOp::create(ib, chunkIdx, cIdx);
           Value t0 = arith::AddIOp::create(ib, start, local);
@@ -720,7 +720,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
                 ib, atBoundary,
                 [&](OpBuilder &tb2, Location l2) {
                   ImplicitLocOpBuilder bb(l2, tb2);
-                  TileBuilder btb(bb);
+                  TensorTileBuilder btb(bb);
                   Value slot = arith::DivUIOp::create(
                       bb, local, btb.index(interval));
                   Value stored = storeState(btb, s, iter.back(),
@@ -822,7 +822,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
   /// ([N, NB, HV, ., .]): boundary j of sequence n into slot table[n, j]
   /// where that is a slot (0 <= slot < S) and j * interval < the sequence's
   /// length; the other slots zero. A loop nest after the grid, in order.
-  Value copyIntoSlots(ImplicitLocOpBuilder &b, TileBuilder &tb,
+  Value copyIntoSlots(ImplicitLocOpBuilder &b, TensorTileBuilder &tb,
                       GatedDeltaOp op, const SequenceLayout &sequences,
                       Value dense, int64_t interval) const {
     Value table = op.getBoundaryIndices();
@@ -945,7 +945,7 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
     if (failed(requireStatic(rewriter, op, {{q, last}, {v, last}})))
       return failure();
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
-    TileBuilder tb(b);
+    TensorTileBuilder tb(b);
     const int64_t kd = dimOf(q, last), vd = dimOf(v, last);
     const bool vMajor = op.getStateLayout() == StateLayout::v_major;
     // V splits over programs like the chunk kernel's.
@@ -1013,7 +1013,7 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
                           [&](OpBuilder &n4, Location l4, Value t,
                               ValueRange oIter) {
                             ImplicitLocOpBuilder b4(l4, n4);
-                            TileBuilder tb4(b4);
+                            TensorTileBuilder tb4(b4);
                             Value zeros = tb4.filled({1, vb}, 0.0);
                             Value o = tb4.store(zeros, oIter[0],
                                                 at(t, {head, vCol}),
@@ -1025,7 +1025,7 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
                     },
                     [&](OpBuilder &n3, Location l3) {
                       ImplicitLocOpBuilder b3(l3, n3);
-                      TileBuilder tb3(b3);
+                      TensorTileBuilder tb3(b3);
                       Value slot = arith::IndexCastOp::create(
                           b3, b3.getIndexType(), rawSlot);
                       Value z = tb3.index(0), o1 = tb3.index(1);
@@ -1044,7 +1044,7 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
                           [&](OpBuilder &n4, Location l4, Value t,
                               ValueRange tIter) {
                             ImplicitLocOpBuilder b4(l4, n4);
-                            TileBuilder tb4(b4);
+                            TensorTileBuilder tb4(b4);
                             ChunkInputs in;
                             in.validRows = o1;
                             in.q = tb4.load(q, at(t, {qkHead, z}), {row, last},
@@ -1095,7 +1095,7 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
                                 b4, keep,
                                 [&](OpBuilder &n5, Location l5) {
                                   ImplicitLocOpBuilder b5(l5, n5);
-                                  TileBuilder tb5(b5);
+                                  TensorTileBuilder tb5(b5);
                                   Value dest = arith::IndexCastOp::create(
                                       b5, b5.getIndexType(), rawDest);
                                   scf::YieldOp::create(

@@ -24,7 +24,6 @@
 #include "passes/GatedDeltaKernel.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -33,7 +32,6 @@ using namespace mlir;
 using namespace mlir::kda;
 
 namespace {
-using utils::IteratorType;
 
 Value cst(ImplicitLocOpBuilder &b, double v) {
   return arith::ConstantOp::create(b, b.getF32FloatAttr(v));
@@ -48,7 +46,7 @@ Value sigmoid(ImplicitLocOpBuilder &b, Value x) {
 
 /// x * rsqrt(sum_d x_d^2 + 1e-6) for every row of an [M, D] tile.
 Value l2NormalizeRows(TileBuilder &tb, Value x) {
-  auto shape = cast<RankedTensorType>(x.getType()).getShape();
+  SmallVector<int64_t> shape = tb.shape(x);
   Value squares = tb.map(shape, {x}, [](ImplicitLocOpBuilder &b, ValueRange s,
                                         ValueRange) -> Value {
     return arith::MulFOp::create(b, s[0], s[0]);
@@ -62,48 +60,9 @@ Value l2NormalizeRows(TileBuilder &tb, Value x) {
                 });
 }
 
-/// out[i, j] = sum_d a[i, d] b[j, d] exp(G[i, d] - G[j, d]) for j < i
-/// (j <= i when `inclusive`), zero elsewhere. Discarded pairs take the
-/// exponent 0, so that they cannot produce inf; kept pairs keep theirs
-/// (<= 0 for SPEC's gates, and exact for any other finite gate too).
-Value pairwiseDecayed(TileBuilder &tb, Value a, Value bt, Value g,
-                      bool inclusive) {
-  ImplicitLocOpBuilder &b = tb.builder();
-  MLIRContext *ctx = b.getContext();
-  int64_t m = cast<RankedTensorType>(a.getType()).getShape()[0];
-  AffineExpr i = b.getAffineDimExpr(0), d = b.getAffineDimExpr(1),
-             j = b.getAffineDimExpr(2);
-  SmallVector<AffineMap> maps = {
-      AffineMap::get(3, 0, {i, d}, ctx), AffineMap::get(3, 0, {j, d}, ctx),
-      AffineMap::get(3, 0, {i, d}, ctx), AffineMap::get(3, 0, {j, d}, ctx),
-      AffineMap::get(3, 0, {i, j}, ctx)};
-  Value init = tb.filled({m, m}, 0.0);
-  auto op = linalg::GenericOp::create(
-      b, TypeRange{init.getType()}, ValueRange{a, bt, g, g}, ValueRange{init},
-      maps,
-      {IteratorType::parallel, IteratorType::reduction,
-       IteratorType::parallel},
-      [&](OpBuilder &nested, Location loc, ValueRange s) {
-        ImplicitLocOpBuilder ib(loc, nested);
-        Value row = linalg::IndexOp::create(ib, 0);
-        Value col = linalg::IndexOp::create(ib, 2);
-        Value keep = arith::CmpIOp::create(
-            ib, inclusive ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
-            col, row);
-        Value exponent = arith::SelectOp::create(
-            ib, keep, arith::SubFOp::create(ib, s[2], s[3]), cst(ib, 0.0));
-        Value term = arith::MulFOp::create(
-            ib, arith::MulFOp::create(ib, s[0], s[1]),
-            math::ExpOp::create(ib, exponent));
-        Value kept = arith::SelectOp::create(ib, keep, term, cst(ib, 0.0));
-        linalg::YieldOp::create(ib, ValueRange{arith::AddFOp::create(ib, s[4], kept)});
-      });
-  return op.getResult(0);
-}
-
 /// Keeps the lower triangle of a square tile (j <= i, or j < i).
 Value lowerTriangle(TileBuilder &tb, Value a, bool inclusive) {
-  int64_t m = cast<RankedTensorType>(a.getType()).getShape()[0];
+  int64_t m = tb.shape(a)[0];
   return tb.map({m, m}, {a}, [&](ImplicitLocOpBuilder &b, ValueRange s,
                                  ValueRange ivs) -> Value {
     Value keep = arith::CmpIOp::create(
@@ -116,7 +75,7 @@ Value lowerTriangle(TileBuilder &tb, Value a, bool inclusive) {
 /// Gate activation of SPEC.md: raw gates [C, K] -> log-decays [C, K].
 Value activateGate(TileBuilder &tb, const ChunkConfig &config, Value raw,
                    Value aLog, Value dtBias) {
-  auto shape = cast<RankedTensorType>(raw.getType()).getShape();
+  SmallVector<int64_t> shape = tb.shape(raw);
   SmallVector<TileOperand> operands = {raw};
   if (dtBias)
     operands.push_back(perColumn(dtBias));
@@ -130,7 +89,7 @@ Value activateGate(TileBuilder &tb, const ChunkConfig &config, Value raw,
 Value activateBeta(TileBuilder &tb, const ChunkConfig &config, Value beta) {
   if (config.betaActivation == BetaActivation::none)
     return beta;
-  auto shape = cast<RankedTensorType>(beta.getType()).getShape();
+  SmallVector<int64_t> shape = tb.shape(beta);
   return tb.map(shape, {beta}, [&](ImplicitLocOpBuilder &b, ValueRange s,
                                    ValueRange) -> Value {
     return activateBetaValue(b, config.betaActivation, s[0]);
@@ -149,7 +108,7 @@ Value mul(TileBuilder &tb, ArrayRef<int64_t> shape, ArrayRef<TileOperand> ops) {
 
 /// a * exp(g - ref) (ref per column) or a * exp(ref - g) when `refFirst`.
 Value decayed(TileBuilder &tb, Value a, Value g, Value ref, bool refFirst) {
-  auto shape = cast<RankedTensorType>(a.getType()).getShape();
+  SmallVector<int64_t> shape = tb.shape(a);
   return tb.map(shape, {a, g, perColumn(ref)},
                 [&](ImplicitLocOpBuilder &b, ValueRange s, ValueRange) -> Value {
                   Value e = refFirst ? arith::SubFOp::create(b, s[2], s[1])
@@ -235,7 +194,7 @@ IntraChunk mlir::kda::emitIntraChunk(TileBuilder &tb,
                                     ValueRange) -> Value {
       return math::ExpOp::create(bb, s[0]);
     });
-    gLast = tb.rowOf(G, b.getIndexAttr(c - 1));
+    gLast = tb.rowOf(G, c - 1);
   }
 
   Value P, L;
@@ -255,7 +214,7 @@ IntraChunk mlir::kda::emitIntraChunk(TileBuilder &tb,
       Value kI = tb.subTile(k, {r, 0}, {sub, kd});
       Value gI = tb.subTile(G, {r, 0}, {sub, kd});
       if (r > 0) {
-        Value gRef = tb.rowOf(G, b.getIndexAttr(r));
+        Value gRef = tb.rowOf(G, r);
         Value kBefore = decayed(tb, tb.subTile(k, {0, 0}, {r, kd}),
                                 tb.subTile(G, {0, 0}, {r, kd}), gRef,
                                 /*refFirst=*/true);
@@ -267,11 +226,21 @@ IntraChunk mlir::kda::emitIntraChunk(TileBuilder &tb,
                                {r, 0});
         }
       }
+      if (sub == 1) {
+        // One token per sub-chunk: a token's decay from itself is
+        // exp(0) = 1, so the diagonal block of P is the plain product q_r . k_r
+        // and L's (strictly lower) one is empty.
+        P = tb.insertSubTile(
+            lowerTriangle(tb, tb.matmul(qI, kI, false, true),
+                          /*inclusive=*/true),
+            P, {r, r});
+        continue;
+      }
       if (boundedSubChunk) {
         // Lower-bounded gates: measured from the sub-chunk's first row,
         // q and k factors stay within [e^{lb (sub - 1)}, e^{-lb (sub - 1)}],
         // finite in f32, so the diagonal block is a tile matmul too.
-        Value gFirst = tb.rowOf(G, b.getIndexAttr(r));
+        Value gFirst = tb.rowOf(G, r);
         Value kFromFirst = decayed(tb, kI, gI, gFirst, /*refFirst=*/true);
         Value qToFirst = decayed(tb, qI, gI, gFirst, /*refFirst=*/false);
         P = tb.insertSubTile(
@@ -287,11 +256,11 @@ IntraChunk mlir::kda::emitIntraChunk(TileBuilder &tb,
         }
         continue;
       }
-      P = tb.insertSubTile(pairwiseDecayed(tb, qI, kI, gI, /*inclusive=*/true),
+      P = tb.insertSubTile(tb.decayedPairs(qI, kI, gI, /*inclusive=*/true),
                            P, {r, r});
       if (delta)
         L = tb.insertSubTile(
-            pairwiseDecayed(tb, kI, kI, gI, /*inclusive=*/false), L, {r, r});
+            tb.decayedPairs(kI, kI, gI, /*inclusive=*/false), L, {r, r});
     }
   } else {
     P = lowerTriangle(tb, tb.matmul(q, k, false, true), /*inclusive=*/true);
@@ -322,17 +291,16 @@ IntraChunk mlir::kda::emitIntraChunk(TileBuilder &tb,
   }
   // The start state as q reads it, and k as the chunk end sees it.
   out.qDecayed = decays ? mul(tb, {c, kd}, {q, gamma}) : q;
-  out.kToEnd = decays ? decayed(tb, k, G, gLast, /*refFirst=*/true) : k;
+  // (A chunk of one token: exp(G_last - G) = exp(0) = 1.)
+  out.kToEnd =
+      decays && c > 1 ? decayed(tb, k, G, gLast, /*refFirst=*/true) : k;
   return out;
 }
 
 ChunkOutputs mlir::kda::emitStateStep(TileBuilder &tb,
                                       const IntraChunk &intra, Value state) {
-  auto shapeOf = [](Value v) {
-    return cast<RankedTensorType>(v.getType()).getShape();
-  };
-  const int64_t c = shapeOf(intra.u)[0], vd = shapeOf(intra.u)[1];
-  const int64_t kd = shapeOf(state)[0];
+  const int64_t c = tb.shape(intra.u)[0], vd = tb.shape(intra.u)[1];
+  const int64_t kd = tb.shape(state)[0];
 
   // New values: V_new = U - W S (delta rule), V otherwise.
   Value vNew = intra.u;
@@ -362,11 +330,16 @@ ChunkOutputs mlir::kda::emitStateStep(TileBuilder &tb,
                         });
     return {o, next};
   }
-  Value next = tb.map({kd, vd}, {state, perRow(intra.gLast), written},
+  // The chunk's decay per key, taken once per key rather than per state
+  // element.
+  Value decayLast = tb.map({kd}, {intra.gLast}, [](ImplicitLocOpBuilder &bb,
+                                                   ValueRange s, ValueRange) {
+    return Value(math::ExpOp::create(bb, s[0]));
+  });
+  Value next = tb.map({kd, vd}, {state, perRow(decayLast), written},
                       [](ImplicitLocOpBuilder &bb, ValueRange s,
                          ValueRange) -> Value {
-                        Value kept = arith::MulFOp::create(
-                            bb, s[0], math::ExpOp::create(bb, s[1]));
+                        Value kept = arith::MulFOp::create(bb, s[0], s[1]);
                         return arith::AddFOp::create(bb, kept, s[2]);
                       });
   return {o, next};

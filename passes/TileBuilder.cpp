@@ -39,7 +39,11 @@ Value TileBuilder::constantF32(double v) {
   return arith::ConstantOp::create(b, b.getF32FloatAttr(v));
 }
 
-Value TileBuilder::emptyOfType(RankedTensorType type,
+SmallVector<int64_t> TensorTileBuilder::shape(Value tile) {
+  return llvm::to_vector(shapeOf(tile));
+}
+
+Value TensorTileBuilder::emptyOfType(RankedTensorType type,
                                ArrayRef<OpFoldResult> sizes) {
   SmallVector<OpFoldResult> mixed;
   for (int64_t d = 0; d < type.getRank(); ++d)
@@ -49,14 +53,14 @@ Value TileBuilder::emptyOfType(RankedTensorType type,
   return tensor::EmptyOp::create(b, mixed, type.getElementType());
 }
 
-Value TileBuilder::filled(ArrayRef<int64_t> shape, double value) {
+Value TensorTileBuilder::filled(ArrayRef<int64_t> shape, double value) {
   Value empty = tensor::EmptyOp::create(b, shape, f32());
   return linalg::FillOp::create(b, ValueRange{constantF32(value)},
                                 ValueRange{empty})
       .getResult(0);
 }
 
-Value TileBuilder::map(ArrayRef<int64_t> shape, ArrayRef<TileOperand> operands,
+Value TensorTileBuilder::map(ArrayRef<int64_t> shape, ArrayRef<TileOperand> operands,
                        MapBody body, Type resultType) {
   MLIRContext *ctx = b.getContext();
   unsigned rank = shape.size();
@@ -95,7 +99,7 @@ Value TileBuilder::map(ArrayRef<int64_t> shape, ArrayRef<TileOperand> operands,
   return op.getResult(0);
 }
 
-Value TileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
+Value TensorTileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
   MLIRContext *ctx = b.getContext();
   ArrayRef<int64_t> as = shapeOf(a), bs = shapeOf(bTile);
   int64_t m = transA ? as[1] : as[0];
@@ -121,7 +125,7 @@ Value TileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
   return op.getResult(0);
 }
 
-Value TileBuilder::vecmat(Value x, Value a) {
+Value TensorTileBuilder::vecmat(Value x, Value a) {
   MLIRContext *ctx = b.getContext();
   int64_t n = shapeOf(a)[1];
   AffineExpr i = b.getAffineDimExpr(0), j = b.getAffineDimExpr(1);
@@ -136,7 +140,7 @@ Value TileBuilder::vecmat(Value x, Value a) {
   return op.getResult(0);
 }
 
-static Value rowReduce(ImplicitLocOpBuilder &b, TileBuilder &tb, Value a,
+static Value rowReduce(ImplicitLocOpBuilder &b, TensorTileBuilder &tb, Value a,
                        double init, bool isMax) {
   MLIRContext *ctx = b.getContext();
   int64_t m = shapeOf(a)[0];
@@ -155,13 +159,13 @@ static Value rowReduce(ImplicitLocOpBuilder &b, TileBuilder &tb, Value a,
   return op.getResult(0);
 }
 
-Value TileBuilder::rowSum(Value a) { return rowReduce(b, *this, a, 0.0, false); }
+Value TensorTileBuilder::rowSum(Value a) { return rowReduce(b, *this, a, 0.0, false); }
 
-Value TileBuilder::rowMax(Value a) {
+Value TensorTileBuilder::rowMax(Value a) {
   return rowReduce(b, *this, a, -std::numeric_limits<double>::infinity(), true);
 }
 
-Value TileBuilder::prefixSumRows(Value a) {
+Value TensorTileBuilder::prefixSumRows(Value a) {
   int64_t m = shapeOf(a)[0];
   Value lowerOnes = map({m, m}, {}, [&](ImplicitLocOpBuilder &ib, ValueRange,
                                         ValueRange ivs) -> Value {
@@ -172,7 +176,7 @@ Value TileBuilder::prefixSumRows(Value a) {
   return matmul(lowerOnes, a);
 }
 
-Value TileBuilder::subTile(Value tile, ArrayRef<int64_t> offsets,
+Value TensorTileBuilder::subTile(Value tile, ArrayRef<int64_t> offsets,
                            ArrayRef<int64_t> sizes) {
   SmallVector<OpFoldResult> offs, szs, strides;
   for (auto [o, s] : llvm::zip(offsets, sizes)) {
@@ -185,7 +189,7 @@ Value TileBuilder::subTile(Value tile, ArrayRef<int64_t> offsets,
   return tensor::ExtractSliceOp::create(b, type, tile, offs, szs, strides);
 }
 
-Value TileBuilder::insertSubTile(Value sub, Value tile,
+Value TensorTileBuilder::insertSubTile(Value sub, Value tile,
                                  ArrayRef<int64_t> offsets) {
   SmallVector<OpFoldResult> offs, sizes, strides;
   for (auto [o, s] : llvm::zip(offsets, shapeOf(sub))) {
@@ -196,7 +200,7 @@ Value TileBuilder::insertSubTile(Value sub, Value tile,
   return tensor::InsertSliceOp::create(b, sub, tile, offs, sizes, strides);
 }
 
-Value TileBuilder::invertUnitLower(Value l) {
+Value TensorTileBuilder::invertUnitLower(Value l) {
   int64_t c = shapeOf(l)[0];
   Value zero = index(0), one = index(1), cIdx = index(c);
   Value init = emptyOfType(tensorOf({c, c}, f32()), {});
@@ -240,7 +244,7 @@ Value TileBuilder::invertUnitLower(Value l) {
   return columns.getResult(0);
 }
 
-Value TileBuilder::rowOf(Value tile, OpFoldResult row) {
+Value TensorTileBuilder::rowOf(Value tile, OpFoldResult row) {
   int64_t n = shapeOf(tile)[1];
   auto type = tensorOf({n}, cast<RankedTensorType>(tile.getType()).getElementType());
   return tensor::ExtractSliceOp::create(
@@ -249,7 +253,46 @@ Value TileBuilder::rowOf(Value tile, OpFoldResult row) {
       ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
 }
 
-Value TileBuilder::convert(Value t, Type elementType) {
+Value TensorTileBuilder::rowOf(Value tile, int64_t row) {
+  return rowOf(tile, OpFoldResult(b.getIndexAttr(row)));
+}
+
+Value TensorTileBuilder::decayedPairs(Value a, Value bt, Value g,
+                                      bool inclusive) {
+  MLIRContext *ctx = b.getContext();
+  int64_t m = shapeOf(a)[0];
+  AffineExpr i = b.getAffineDimExpr(0), d = b.getAffineDimExpr(1),
+             j = b.getAffineDimExpr(2);
+  SmallVector<AffineMap> maps = {
+      AffineMap::get(3, 0, {i, d}, ctx), AffineMap::get(3, 0, {j, d}, ctx),
+      AffineMap::get(3, 0, {i, d}, ctx), AffineMap::get(3, 0, {j, d}, ctx),
+      AffineMap::get(3, 0, {i, j}, ctx)};
+  Value init = filled({m, m}, 0.0);
+  auto op = linalg::GenericOp::create(
+      b, TypeRange{init.getType()}, ValueRange{a, bt, g, g}, ValueRange{init},
+      maps,
+      {IteratorType::parallel, IteratorType::reduction,
+       IteratorType::parallel},
+      [&](OpBuilder &nested, Location loc, ValueRange s) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        Value row = linalg::IndexOp::create(ib, 0);
+        Value col = linalg::IndexOp::create(ib, 2);
+        Value keep = arith::CmpIOp::create(
+            ib, inclusive ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
+            col, row);
+        Value zero = arith::ConstantOp::create(ib, ib.getF32FloatAttr(0.0));
+        Value exponent = arith::SelectOp::create(
+            ib, keep, arith::SubFOp::create(ib, s[2], s[3]), zero);
+        Value term = arith::MulFOp::create(
+            ib, arith::MulFOp::create(ib, s[0], s[1]),
+            math::ExpOp::create(ib, exponent));
+        Value kept = arith::SelectOp::create(ib, keep, term, zero);
+        linalg::YieldOp::create(ib, ValueRange{arith::AddFOp::create(ib, s[4], kept)});
+      });
+  return op.getResult(0);
+}
+
+Value TensorTileBuilder::convert(Value t, Type elementType) {
   auto type = cast<RankedTensorType>(t.getType());
   Type from = type.getElementType();
   if (from == elementType)
@@ -307,7 +350,7 @@ static void tileRegion(ImplicitLocOpBuilder &b, Value src,
   regionType = RankedTensorType::get(regionShape, elementType);
 }
 
-Value TileBuilder::load(Value src, ArrayRef<OpFoldResult> offsets,
+Value TensorTileBuilder::load(Value src, ArrayRef<OpFoldResult> offsets,
                         ArrayRef<int64_t> tileDims,
                         ArrayRef<int64_t> tileShape, Value validRows) {
   // One elementwise primitive: read, convert to f32, and zero the rows past
@@ -381,7 +424,7 @@ Value TileBuilder::load(Value src, ArrayRef<OpFoldResult> offsets,
   return op.getResult(0);
 }
 
-Value TileBuilder::store(Value tile, Value dest, ArrayRef<OpFoldResult> offsets,
+Value TensorTileBuilder::store(Value tile, Value dest, ArrayRef<OpFoldResult> offsets,
                          ArrayRef<int64_t> tileDims, Value validRows) {
   auto destType = cast<RankedTensorType>(dest.getType());
   ArrayRef<int64_t> tileShape = shapeOf(tile);
@@ -402,7 +445,7 @@ Value TileBuilder::store(Value tile, Value dest, ArrayRef<OpFoldResult> offsets,
   return tensor::InsertSliceOp::create(b, rows, dest, offsets, sizes, strides);
 }
 
-Value TileBuilder::transpose(Value a) {
+Value TensorTileBuilder::transpose(Value a) {
   ArrayRef<int64_t> s = shapeOf(a);
   MLIRContext *ctx = b.getContext();
   AffineExpr i = b.getAffineDimExpr(0), j = b.getAffineDimExpr(1);

@@ -2,11 +2,13 @@
 //
 // Every kda kernel (the chunkwise gated delta rule, the decode step, window
 // attention) is written once against this small set of tile primitives:
-// load / store tile, tile matmul, elementwise map, row reductions and
-// prefix sums. Here they emit target-independent IR on small static f32
-// tensors (tensor, linalg.generic, arith, math); each target lowers those
-// tiles with its own instructions (scalar/vector loops on the CPU, tensor
-// core fragments on GPUs), so the algorithm never changes per target.
+// tile matmul, elementwise map, row reductions, prefix sums, the triangular
+// inverse. Two implementations emit them: TensorTileBuilder as
+// target-independent IR on small static f32 tensors, which every target
+// lowers with its own instructions (scalar/vector loops on the CPU, tensor
+// core fragments on GPUs), and the lane builder (lowering/lanes/LaneTiles.h)
+// as registers of a GPU block's lanes. The algorithm never changes per
+// target.
 //
 // Matmuls are linalg.generic ops whose loop order is (i, k, j): after
 // conversion to loops the innermost loop walks contiguous output columns,
@@ -43,58 +45,116 @@ inline TileOperand perColumn(Value v) { return {v, Broadcast::AlongRows}; }
 using MapBody = llvm::function_ref<Value(ImplicitLocOpBuilder &b,
                                          ValueRange scalars, ValueRange ivs)>;
 
+/// The primitives an algorithm is written in. Tiles are Values; what a Value
+/// is belongs to the implementation: a small static f32 tensor here
+/// (TensorTileBuilder, which every target can lower), or a tile distributed
+/// over the registers of a block's lanes (lowering/lanes/LaneTiles.h, the
+/// GPU lane kernels). The algorithms (GatedDeltaKernel.cpp) see only this
+/// interface, so they are written once for every target.
 class TileBuilder {
 public:
   explicit TileBuilder(ImplicitLocOpBuilder &b) : b(b) {}
+  virtual ~TileBuilder() = default;
 
   ImplicitLocOpBuilder &builder() { return b; }
   Type f32() { return b.getF32Type(); }
   Value index(int64_t v);
   Value constantF32(double v);
 
-  /// An empty tensor of `type`; `sizes` give the dynamic dimensions (static
-  /// ones come from the type, so results keep the op's static shapes).
-  Value emptyOfType(RankedTensorType type, ArrayRef<OpFoldResult> sizes);
+  /// The static shape of a tile.
+  virtual SmallVector<int64_t> shape(Value tile) = 0;
 
   /// A tile of `shape` filled with `value`.
-  Value filled(ArrayRef<int64_t> shape, double value);
+  virtual Value filled(ArrayRef<int64_t> shape, double value) = 0;
 
   /// result[shape] = body(operands at the same indices); operands may be
   /// broadcast (see TileOperand). The result is f32 unless `resultType` says
   /// otherwise.
-  Value map(ArrayRef<int64_t> shape, ArrayRef<TileOperand> operands,
-            MapBody body, Type resultType = {});
+  virtual Value map(ArrayRef<int64_t> shape, ArrayRef<TileOperand> operands,
+                    MapBody body, Type resultType = {}) = 0;
 
   /// [M, K] x [K, N] -> [M, N] in f32; `transA` / `transB` read the operand
   /// transposed ([K, M] / [N, K]) without materializing the transpose.
-  Value matmul(Value a, Value bTile, bool transA = false, bool transB = false);
+  virtual Value matmul(Value a, Value bTile, bool transA = false,
+                       bool transB = false) = 0;
 
   /// [M] x [M, N] -> [N]: a row vector times a matrix.
-  Value vecmat(Value x, Value a);
+  virtual Value vecmat(Value x, Value a) = 0;
 
   /// Row reductions of an [M, N] tile -> [M].
-  Value rowSum(Value a);
-  Value rowMax(Value a);
+  virtual Value rowSum(Value a) = 0;
+  virtual Value rowMax(Value a) = 0;
 
   /// Inclusive prefix sum along the rows of an [M, N] tile (axis 0),
-  /// accumulated in row order (as a lower-triangular ones matrix times the
-  /// tile: the same tile matmul every target accelerates).
-  Value prefixSumRows(Value a);
+  /// accumulated in row order.
+  virtual Value prefixSumRows(Value a) = 0;
 
-  /// (I + L)^-1 for a strictly lower triangular [C, C] tile L, by forward
-  /// substitution. Each column of the inverse depends only on L and itself
-  /// (x_i = [i == j] - sum_{m < i} L[i, m] x_m), so columns are independent
-  /// programs (an scf.forall nested in the caller's) and rows within a
-  /// column are sequential: a GPU solves all columns at once with no
-  /// barrier, a CPU one after another.
-  Value invertUnitLower(Value l);
+  /// (I + L)^-1 for a strictly lower triangular [C, C] tile L.
+  virtual Value invertUnitLower(Value l) = 0;
+
+  /// out[i, j] = sum_d a[i, d] b[j, d] exp(g[i, d] - g[j, d]) for j < i
+  /// (j <= i when `inclusive`), zero elsewhere ([M, D] tiles -> [M, M]):
+  /// the exact pairwise decayed product, for gates whose factored form would
+  /// overflow. Discarded pairs take the exponent 0, so they cannot produce
+  /// inf.
+  virtual Value decayedPairs(Value a, Value bTile, Value g, bool inclusive) = 0;
 
   /// Static sub-tile [offsets, offsets + sizes) of the same rank.
-  Value subTile(Value tile, ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes);
+  virtual Value subTile(Value tile, ArrayRef<int64_t> offsets,
+                        ArrayRef<int64_t> sizes) = 0;
   /// Writes `sub` into `tile` at `offsets`.
-  Value insertSubTile(Value sub, Value tile, ArrayRef<int64_t> offsets);
+  virtual Value insertSubTile(Value sub, Value tile,
+                              ArrayRef<int64_t> offsets) = 0;
   /// Row `row` of an [M, N] tile as an [N] vector.
+  virtual Value rowOf(Value tile, int64_t row) = 0;
+
+  /// [M, N] -> [N, M].
+  virtual Value transpose(Value a) = 0;
+
+protected:
+  ImplicitLocOpBuilder &b;
+};
+
+/// The primitives on small static f32 tensors (tensor, linalg.generic,
+/// arith, math); each target lowers those tiles with its own instructions
+/// (scalar/vector loops on the CPU, tensor core fragments on GPUs). Also the
+/// memory side of the tile programs (ChunkTiling.cpp,
+/// WindowAttentionKernel.cpp): loads, stores, conversions.
+class TensorTileBuilder final : public TileBuilder {
+public:
+  using TileBuilder::TileBuilder;
+
+  SmallVector<int64_t> shape(Value tile) override;
+  Value filled(ArrayRef<int64_t> shape, double value) override;
+  Value map(ArrayRef<int64_t> shape, ArrayRef<TileOperand> operands,
+            MapBody body, Type resultType = {}) override;
+  Value matmul(Value a, Value bTile, bool transA = false,
+               bool transB = false) override;
+  Value vecmat(Value x, Value a) override;
+  Value rowSum(Value a) override;
+  Value rowMax(Value a) override;
+  /// As a lower-triangular ones matrix times the tile: the same tile matmul
+  /// every target accelerates.
+  Value prefixSumRows(Value a) override;
+  /// By forward substitution. Each column of the inverse depends only on L
+  /// and itself (x_i = [i == j] - sum_{m < i} L[i, m] x_m), so columns are
+  /// independent programs (an scf.forall nested in the caller's) and rows
+  /// within a column are sequential: a GPU solves all columns at once with
+  /// no barrier, a CPU one after another.
+  Value invertUnitLower(Value l) override;
+  Value decayedPairs(Value a, Value bTile, Value g, bool inclusive) override;
+  Value subTile(Value tile, ArrayRef<int64_t> offsets,
+                ArrayRef<int64_t> sizes) override;
+  Value insertSubTile(Value sub, Value tile,
+                      ArrayRef<int64_t> offsets) override;
+  Value rowOf(Value tile, int64_t row) override;
+  /// Row `row` (dynamic or static) of an [M, N] tensor tile.
   Value rowOf(Value tile, OpFoldResult row);
+  Value transpose(Value a) override;
+
+  /// An empty tensor of `type`; `sizes` give the dynamic dimensions (static
+  /// ones come from the type, so results keep the op's static shapes).
+  Value emptyOfType(RankedTensorType type, ArrayRef<OpFoldResult> sizes);
 
   /// Loads a tile of `tileShape` from tensor `src` at `offsets` (one per src
   /// dimension). `tileDims[i]` is the src dimension that tile dimension i
@@ -111,12 +171,6 @@ public:
 
   /// Converts every element of `t` (any shape, dynamic too) to `elementType`.
   Value convert(Value t, Type elementType);
-
-  /// [M, N] -> [N, M].
-  Value transpose(Value a);
-
-private:
-  ImplicitLocOpBuilder &b;
 };
 
 } // namespace mlir::kda

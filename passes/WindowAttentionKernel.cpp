@@ -38,7 +38,7 @@ int64_t dimOf(Value v, unsigned d) {
 
 Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
                                      WindowAttentionOp op, int64_t c) {
-  TileBuilder tb(b);
+  TensorTileBuilder tb(b);
   Value q = op.getQ(), k = op.getK(), v = op.getV();
   const int64_t kd = dimOf(q, 3), vd = dimOf(v, 3);
   // Head counts may be dynamic (one GPU kernel serves any head count).
@@ -86,7 +86,7 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
       b, zero, numBlocks, one, ValueRange{region},
       [&](OpBuilder &n1, Location l1, Value qb, ValueRange qIter) {
         ImplicitLocOpBuilder b1(l1, n1);
-        TileBuilder tb1(b1);
+        TensorTileBuilder tb1(b1);
         Value z = tb1.index(0);
         Value q0 = arith::MulIOp::create(b1, qb, cIdx);
         Value validQ = validRows(b1, cIdx, length, q0);
@@ -135,7 +135,7 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
             tb1.index(1), ValueRange{m0, l0, acc0},
             [&](OpBuilder &n2, Location l2, Value kb, ValueRange it) {
               ImplicitLocOpBuilder b2(l2, n2);
-              TileBuilder tb2(b2);
+              TensorTileBuilder tb2(b2);
               Value z2 = tb2.index(0);
               Value k0 = arith::MulIOp::create(b2, kb, cIdx);
               Value validK = validRows(b2, cIdx, length, k0);

@@ -6,43 +6,34 @@
 // elements moved against about 3 (K + V) elements of q, k, v, gate and
 // output: the step is a stream over the state, and the whole game is
 // streaming it once at the memory's bandwidth. Lowered like every tile
-// program (the chunk step at C = 1, ChunkTiling.cpp's loop nest, which stays
-// the definition), each product is a barrier-fenced phase over shared
-// memory and the block waits on each in turn. This pass writes the program
-// per lane instead:
+// program (ChunkTiling.cpp's loop nest), each product is a barrier-fenced
+// phase over shared memory and the block waits on each in turn. This pass
+// writes the program per lane instead, and takes the arithmetic from the one
+// algorithm: the chunk step at C = 1 (emitGatedDeltaChunk, GatedDeltaKernel.cpp)
+// run on lane tiles (LaneTiles.h). What is its own is the memory side:
 //
 //   * one warp per (sequence, value head, VW value columns); a lane holds
 //     RK x CL state elements in registers (RK = K / groups, CL = 4 value
 //     columns, below), loaded as 16-byte rows (f32 pool), every load of the
 //     step issued before the first use;
-//   * with d = exp(g) (the token's decay), the step is
-//       S~ = Diag(d) S
-//       a = k^T S~,  b = q^T S~                (two reductions over K)
-//       v_new = beta (v - a)                   (delta rule; v otherwise)
-//       o = b + (q . k) v_new                  (q scaled, q and k normalized)
-//       S' = S~ + k v_new^T
-//     so both reductions read the state once, before the update: a lane
-//     sums its own K rows, then the lanes that share its value columns
-//     meet by warp shuffles (xor). No shared memory, no barrier;
-//   * the prologue is fused and computed once per key within a warp: the NS
-//     lanes that hold the same key rows split them in blocks of 4, each
-//     loads and prepares its blocks (l2 norms of q and k, summed over the
-//     warp by shuffles; the scale; beta's sigmoid; either gate form, SPEC.md
-//     section 2), and the others fetch a key's q, k and decay by an indexed
-//     shuffle when they use it (4x fewer exponentials and live registers
-//     than every lane preparing all of its keys);
+//   * q, k, the gate and dt_bias are loaded 4 keys per lane (one 16-byte
+//     load of f32), each key once per warp, so the prologue (l2 norms, the
+//     scale, beta's sigmoid, either gate form) is computed once per key; the
+//     algorithm's products against the state move the vectors they need to
+//     the lanes of the state's keys by indexed shuffles, and its reductions
+//     over K are xor shuffles over the lanes along K: no shared memory, no
+//     barrier;
 //   * a skipped sequence (negative slot) writes its zero output row and
 //     touches no state; with read_indices the state comes from one slot
 //     and goes to another (indices; negative: not kept).
 //
-// Layouts (lane l of a warp of W lanes; groups G; CL = 4):
+// State layouts (lane l of a warp of W lanes; groups G; CL = 4):
 //   K-major pool [P, HV, K, V]: 4 lanes along V (CL columns each, VW = 4 CL
 //     contiguous columns per warp), G = W / 4 groups along K; lane l holds
-//     rows (l / 4) RK + i, i < RK = K / G; its 4 lanes share them (NS = 4).
+//     rows (l / 4) RK + i, i < RK = K / G.
 //   V-major pool [P, HV, V, K]: 8 lanes along K, G = W / 8 groups along V;
 //     lane l holds key columns 4 (l % 8) + 32 jj + e (jj < K / 32, e < 4)
-//     and value rows CL (l / 8) + j, j < CL (VW = CL G); its G groups share
-//     the key columns (NS = G).
+//     and value rows CL (l / 8) + j, j < CL (VW = CL G).
 //
 // Blocks hold up to 8 warps of the same (sequence, head) (one block per
 // (sequence, head) at V = 128); the grid is launched V block fastest, then
@@ -57,6 +48,7 @@
 
 #include "lowering/GpuPipeline.h"
 #include "lowering/lanes/LaneBuilder.h"
+#include "lowering/lanes/LaneTiles.h"
 #include "lowering/lanes/PassDescription.h"
 #include "lowering/Strategy.h"
 
@@ -116,7 +108,6 @@ struct DecodeLayout {
   int64_t colsLane = 0; // CL: value columns per lane
   int64_t colsV = 0;   // VW: value columns per warp
   int64_t warps = 0;   // warps per block
-  int64_t sharers = 0; // NS: lanes that hold the same key indices
 
   static std::optional<DecodeLayout> of(const DecodeConfig &c,
                                         int64_t warpSize, int64_t colsLane) {
@@ -129,7 +120,6 @@ struct DecodeLayout {
       l.along = 8;
       l.groups = warpSize / 8;
       l.colsV = colsLane * l.groups;
-      l.sharers = l.groups;
       if (K % 32 != 0)
         return std::nullopt;
       l.rowsK = K / 8;
@@ -137,7 +127,6 @@ struct DecodeLayout {
       l.along = 4;
       l.groups = warpSize / 4;
       l.colsV = 4 * colsLane;
-      l.sharers = 4;
       if (K % (4 * l.groups) != 0)
         return std::nullopt;
       l.rowsK = K / l.groups;
@@ -152,10 +141,6 @@ struct DecodeLayout {
       }
     return l;
   }
-  /// Blocks of 4 key rows per lane, and how many of them a lane prepares
-  /// (block b belongs to sharer b % NS).
-  int64_t keyBlocks() const { return rowsK / 4; }
-  int64_t ownedBlocks() const { return (keyBlocks() + sharers - 1) / sharers; }
 };
 
 struct DecodeProgram : kda::LaneBuilder {
@@ -165,7 +150,9 @@ struct DecodeProgram : kda::LaneBuilder {
   // Arguments.
   Value q, k, v, gate, beta, aLog, dtBias, indices, readIndices, o, pool;
   // Lane coordinates.
-  Value lane, warp, groupOfLane, posInGroup, sharer, vFirst;
+  Value lane, warp, groupOfLane, posInGroup, vFirst;
+  /// Why the lane builder could not take the step (empty: it did).
+  std::string failure;
   /// The token of a multi-token step (null: one token per sequence).
   Value token;
   /// Indices of sequence n's current token, then `rest`.
@@ -184,58 +171,68 @@ struct DecodeProgram : kda::LaneBuilder {
   Value scalar(Value mem, ValueRange at) {
     return toF32(memref::LoadOp::create(b, mem, at));
   }
-  Value xorShuffle(Value x, int64_t offset) {
-    return gpu::ShuffleOp::create(b, x, i32(offset), i32(W),
-                                  gpu::ShuffleMode::XOR)
-        .getResult(0);
-  }
-  /// Sum over the lanes that hold the same value columns (the lane groups
-  /// along K): xor shuffles over those bits of the lane index.
-  Value sumOverKeyLanes(Value x) {
-    if (cfg.vMajor) {
-      for (int64_t off = 1; off < lay.along; off *= 2)
-        x = fadd(x, xorShuffle(x, off));
-      return x;
-    }
-    for (int64_t off = lay.along; off < W; off *= 2)
-      x = fadd(x, xorShuffle(x, off));
-    return x;
-  }
-  /// Sum over the whole warp (every key index once: the prepared blocks).
-  Value sumOverWarp(Value x) {
-    for (int64_t off = 1; off < W; off *= 2)
-      x = fadd(x, xorShuffle(x, off));
-    return x;
-  }
-
   /// Key index of the lane's state row i.
   Value keyOf(int64_t i) {
     if (!cfg.vMajor)
       return add(mul(groupOfLane, lay.rowsK), i);
     return add(mul(posInGroup, 4), 32 * (i / 4) + i % 4);
   }
-  /// Key index of row e of the lane's t-th prepared block (clamped to the
-  /// last block where the lane has fewer), and whether the block is real.
-  std::pair<Value, Value> ownedKey(int64_t t) {
-    Value blk = add(sharer, lay.sharers * t);
-    Value real = arith::CmpIOp::create(b, arith::CmpIPredicate::ult, blk,
-                                       idx(lay.keyBlocks()));
-    blk = arith::MinUIOp::create(b, blk, idx(lay.keyBlocks() - 1));
-    Value key = cfg.vMajor ? add(mul(posInGroup, 4), mul(blk, 32))
-                           : add(mul(groupOfLane, lay.rowsK), mul(blk, 4));
-    return {key, real};
+  /// The layouts of the lane tiles (LaneTiles.h) the step is computed on.
+  /// The state [K, VB] (VB = the block's value columns): register i CL + j is
+  /// S[i][j] of loadState, at key keyOf(i) and column j of the lane's.
+  LaneLayout stateLayout() const {
+    const int64_t CL = lay.colsLane;
+    LaneLayout l;
+    l.shape = {cfg.keyDim, lay.colsV * lay.warps};
+    for (int64_t i = 0; i < lay.rowsK; ++i)
+      for (int64_t j = 0; j < CL; ++j)
+        l.regs.push_back({cfg.vMajor ? 32 * (i / 4) + i % 4 : i, j});
+    for (int64_t bit = 0; (int64_t(1) << bit) < W; ++bit) {
+      const int64_t v = int64_t(1) << bit;
+      const bool inGroup = v < lay.along; // a bit of posInGroup
+      const int64_t step = inGroup ? v : v / lay.along;
+      if (cfg.vMajor)
+        l.lanes.push_back(inGroup ? LaneLayout::Coords{4 * step, 0}
+                                  : LaneLayout::Coords{0, CL * step});
+      else
+        l.lanes.push_back(inGroup ? LaneLayout::Coords{0, CL * step}
+                                  : LaneLayout::Coords{lay.rowsK * step, 0});
+    }
+    for (int64_t w = 1; w < lay.warps; w *= 2)
+      l.warps.push_back({0, lay.colsV * w});
+    return l;
   }
-  /// The lane that prepared key block `blk` of this lane's rows.
-  Value ownerOf(int64_t blk) {
-    int64_t s = blk % lay.sharers;
-    Value l = cfg.vMajor ? add(posInGroup, 8 * s)
-                         : add(mul(groupOfLane, 4), s);
-    return arith::IndexCastOp::create(b, b.getI32Type(), l);
+  /// Rows of K (q, k, the gate, dt_bias): blocks of 4 keys per lane (one
+  /// 16-byte load of f32), the lanes of a warp along K, each key once per
+  /// warp where K allows (the rest of the lanes hold copies).
+  int64_t keyLanes() const {
+    int64_t n = 1;
+    while (2 * n <= W && (cfg.keyDim / 4) % (2 * n) == 0)
+      n *= 2;
+    return n;
   }
-  Value fetch(Value x, Value fromLane) {
-    return gpu::ShuffleOp::create(b, x, fromLane, i32(W),
-                                  gpu::ShuffleMode::IDX)
-        .getResult(0);
+  LaneLayout keyLayout() const {
+    const int64_t nL = keyLanes(), nB = cfg.keyDim / (4 * nL);
+    LaneLayout l;
+    l.shape = {cfg.keyDim};
+    for (int64_t blk = 0; blk < nB; ++blk)
+      for (int64_t e = 0; e < 4; ++e)
+        l.regs.push_back({blk * 4 * nL + e});
+    for (int64_t bit = 0; (int64_t(1) << bit) < W; ++bit)
+      l.lanes.push_back({(int64_t(1) << bit) < nL ? 4 << bit : 0});
+    for (int64_t w = 1; w < lay.warps; w *= 2)
+      l.warps.push_back({0});
+    return l;
+  }
+  /// A row [K] of `mem` at `prefix` in keyLayout, or `uniform` everywhere.
+  SmallVector<Value> loadKeys(Value mem, ValueRange prefix) {
+    const int64_t nL = keyLanes(), nB = cfg.keyDim / (4 * nL);
+    Value first = mul(arith::AndIOp::create(b, lane, idx(nL - 1)), 4);
+    SmallVector<Value> out;
+    for (int64_t blk = 0; blk < nB; ++blk)
+      llvm::append_range(out, kda::loadRowAsF32(b, b.getLoc(), mem, prefix,
+                                                add(first, blk * 4 * nL), 4));
+    return out;
   }
 
   /// State elements S[i][j] (key row i, value column j of the lane), as f32.
@@ -303,7 +300,6 @@ struct DecodeProgram : kda::LaneBuilder {
     warp = arith::DivUIOp::create(b, tid, idx(W));
     groupOfLane = arith::DivUIOp::create(b, lane, idx(lay.along));
     posInGroup = arith::RemUIOp::create(b, lane, idx(lay.along));
-    sharer = cfg.vMajor ? groupOfLane : posInGroup;
     Value warpCol = add(blockCol, mul(warp, lay.colsV));
     vFirst = add(warpCol, mul(cfg.vMajor ? groupOfLane : posInGroup,
                               lay.colsLane));
@@ -338,7 +334,7 @@ struct DecodeProgram : kda::LaneBuilder {
             });
           });
         },
-        [&] { emitStep(n, head, rawSlot, writesOutput); });
+        [&] { emitStep(n, head, rawSlot); });
   }
 
   /// Runs `body` once (one token per sequence) or for every token t of a
@@ -366,7 +362,7 @@ struct DecodeProgram : kda::LaneBuilder {
                               loop.getResults().end());
   }
 
-  void emitStep(Value n, Value head, Value rawSlot, Value writesOutput) {
+  void emitStep(Value n, Value head, Value rawSlot) {
     const int64_t RK = lay.rowsK, CL = lay.colsLane;
     Value slot = arith::IndexCastOp::create(b, b.getIndexType(), rawSlot);
     // Every global load first: the state (the bulk of the bytes), then the
@@ -379,7 +375,7 @@ struct DecodeProgram : kda::LaneBuilder {
     Value qkHead = arith::DivUIOp::create(
         b, head, arith::DivUIOp::create(b, heads, qkHeads));
     if (!cfg.multiToken && !readIndices) {
-      emitToken(n, head, qkHead, writesOutput, S);
+      emitToken(n, head, qkHead, S);
       storeState(slot, head, S); // in place
       return;
     }
@@ -401,7 +397,7 @@ struct DecodeProgram : kda::LaneBuilder {
       for (int64_t i = 0; i < RK; ++i)
         for (int64_t j = 0; j < CL; ++j)
           S[i][j] = carried[i * CL + j];
-      emitToken(n, head, qkHead, writesOutput, S);
+      emitToken(n, head, qkHead, S);
       storeWhereNamed();
       SmallVector<Value> out;
       for (auto &row : S)
@@ -411,123 +407,73 @@ struct DecodeProgram : kda::LaneBuilder {
   }
 
   /// One token of the recurrence on the lane's state S (updated in place):
-  /// the token's loads, the prologue, the reductions, the output row.
-  void emitToken(Value n, Value head, Value qkHead, Value writesOutput,
+  /// the token's loads, then the chunk step at C = 1 of the one algorithm
+  /// (emitGatedDeltaChunk) on lane tiles, then the output row. False (with
+  /// `failure` set) where the lane builder could not take a step.
+  bool emitToken(Value n, Value head, Value qkHead,
                  SmallVector<SmallVector<Value>> &S) {
-    const int64_t RK = lay.rowsK, CL = lay.colsLane, OB = lay.ownedBlocks();
+    const int64_t RK = lay.rowsK, CL = lay.colsLane, K = cfg.keyDim;
+    LaneTileBuilder tb(b, W, lay.warps, lane, warp);
+    const LaneLayout state = stateLayout();
+    const LaneLayout keys = keyLayout();
+    const LaneLayout row = keys.unsqueezed(0);
+    const LaneLayout values = state.slice(1).unsqueezed(0);
+    tb.anchor(state);
+    auto uniformRow = [&](const LaneLayout &l, Value x) {
+      return tb.make(l, SmallVector<Value>(l.regs.size(), x));
+    };
 
-    // The prologue, once per key: the NS lanes that hold the same key rows
-    // split them in blocks of 4 (block b prepared by sharer b % NS), so a
-    // lane loads and activates 4 OB keys of q, k and the gate instead of RK,
-    // and holds 3 x 4 OB prepared values instead of 3 RK while the state is
-    // in flight; the others fetch them by shuffles when they use them.
-    SmallVector<Value> qo, ko, go, dto, realOwned;
-    for (int64_t t = 0; t < OB; ++t) {
-      auto [key, real] = ownedKey(t);
-      realOwned.push_back(real);
-      llvm::append_range(qo, kda::loadRowAsF32(b, b.getLoc(), q,
-                                               at(n, {qkHead}), key, 4));
-      llvm::append_range(ko, kda::loadRowAsF32(b, b.getLoc(), k,
-                                               at(n, {qkHead}), key, 4));
-      if (cfg.gate == "channel")
-        llvm::append_range(go, kda::loadRowAsF32(b, b.getLoc(), gate,
-                                                 at(n, {head}), key, 4));
-      if (dtBias && cast<MemRefType>(dtBias.getType()).getRank() == 2)
-        llvm::append_range(dto, kda::loadRowAsF32(b, b.getLoc(), dtBias,
-                                                  ValueRange{head}, key, 4));
-    }
-    SmallVector<Value> vv = kda::loadRowAsF32(b, b.getLoc(), v,
-                                              at(n, {head}), vFirst, CL);
-    Value gHead, dtHead, aLogV, betaRaw;
-    if (cfg.gate == "head")
-      gHead = scalar(gate, at(n, {head}));
-    if (dtBias && cast<MemRefType>(dtBias.getType()).getRank() == 1)
-      dtHead = scalar(dtBias, ValueRange{head});
+    ChunkInputs in;
+    in.q = tb.make(row, loadKeys(q, at(n, {qkHead})));
+    in.k = tb.make(row, loadKeys(k, at(n, {qkHead})));
+    in.v = tb.make(values, kda::loadRowAsF32(b, b.getLoc(), v, at(n, {head}),
+                                             vFirst, CL));
+    if (cfg.gate == "channel")
+      in.gate = tb.make(row, loadKeys(gate, at(n, {head})));
+    else if (cfg.gate == "head")
+      in.gate = uniformRow(row, scalar(gate, at(n, {head})));
+    if (dtBias)
+      in.dtBias = cast<MemRefType>(dtBias.getType()).getRank() == 2
+                      ? tb.make(keys, loadKeys(dtBias, ValueRange{head}))
+                      : uniformRow(keys, scalar(dtBias, ValueRange{head}));
     if (aLog)
-      aLogV = scalar(aLog, ValueRange{head});
+      in.aLog = scalar(aLog, ValueRange{head});
     if (cfg.beta)
-      betaRaw = scalar(beta, at(n, {head}));
+      in.beta = uniformRow(LaneLayout::replicated({1}, state.lanes.size(),
+                                                  state.warps.size()),
+                           scalar(beta, at(n, {head})));
+    in.validRows = idx(1);
+    SmallVector<Value> flat;
+    for (auto &r : S)
+      llvm::append_range(flat, r);
+    Value start = tb.make(state, flat);
 
-    // l2 norms: squares of the prepared keys (each key of K once over the
-    // warp; blocks a lane does not have count zero), summed over the warp.
-    auto realOr0 = [&](int64_t e, Value x) {
-      return arith::SelectOp::create(b, realOwned[e / 4], x, f32(0.0))
-          .getResult();
-    };
-    if (cfg.l2norm) {
-      for (SmallVector<Value> *x : {&qo, &ko}) {
-        Value ss = f32(0.0);
-        for (auto [e, val] : llvm::enumerate(*x))
-          ss = fma(val, realOr0(e, val), ss);
-        Value inv = math::RsqrtOp::create(b, fadd(sumOverWarp(ss), f32(1e-6)));
-        for (Value &val : *x)
-          val = fmul(val, inv);
-      }
-    }
-    Value scale = f32(cfg.scale);
-    for (Value &val : qo)
-      val = fmul(val, scale);
-    // q . k over K, from the prepared keys.
-    Value qk = f32(0.0);
-    for (auto [e, val] : llvm::enumerate(qo))
-      qk = fma(val, realOr0(e, ko[e]), qk);
-    qk = sumOverWarp(qk);
-    Value betaV = cfg.beta ? activateBetaValue(b, cfg.betaActivation, betaRaw)
-                           : Value();
-    auto activate = [&](Value x, Value dtx) {
-      if (cfg.gateActivation == GateActivation::none)
-        return x;
-      return activateGateValue(b, cfg.gateActivation, cfg.lowerBound, x,
-                               aLogV, dtx);
-    };
-    SmallVector<Value> dOwned; // per prepared key; empty without a gate
-    Value dHead;
-    if (cfg.gate == "channel") {
-      for (size_t e = 0; e < go.size(); ++e)
-        dOwned.push_back(math::ExpOp::create(
-            b, activate(go[e], dto.empty() ? dtHead : dto[e])));
-    } else if (cfg.gate == "head") {
-      dHead = math::ExpOp::create(b, activate(gHead, dtHead));
-    }
+    ChunkConfig step;
+    step.chunk = 1;
+    step.subChunk = 1;
+    step.keyDim = K;
+    step.valueDim = state.shape[1];
+    step.update = cfg.delta ? UpdateRule::delta : UpdateRule::additive;
+    step.scale = cfg.scale;
+    step.qkL2Norm = cfg.l2norm;
+    step.betaActivation = cfg.betaActivation;
+    step.gateActivation = cfg.gateActivation;
+    step.lowerBound = cfg.lowerBound;
+    ChunkOutputs out = emitGatedDeltaChunk(tb, step, in, start);
 
-    // Per state row: its key's prepared values from their lane, the
-    // decayed state Diag(d) S in place, and the reductions over K against
-    // it (the lane's rows, then the lanes along K).
-    SmallVector<Value> kRow(RK);
-    SmallVector<Value> a(CL, f32(0.0)), bq(CL, f32(0.0));
-    for (int64_t i = 0; i < RK; ++i) {
-      int64_t blk = i / 4, t = blk / lay.sharers, e = t * 4 + i % 4;
-      Value from = ownerOf(blk);
-      Value qi = fetch(qo[e], from);
-      kRow[i] = fetch(ko[e], from);
-      Value di = !dOwned.empty() ? fetch(dOwned[e], from) : dHead;
-      for (int64_t j = 0; j < CL; ++j) {
-        if (di)
-          S[i][j] = fmul(di, S[i][j]);
-        bq[j] = fma(qi, S[i][j], bq[j]);
-        if (cfg.delta)
-          a[j] = fma(kRow[i], S[i][j], a[j]);
-      }
+    SmallVector<Value> o = tb.convertLayout(out.o, values);
+    SmallVector<Value> next = tb.convertLayout(out.nextState, state);
+    if (!tb.failure().empty()) {
+      failure = tb.failure();
+      return false;
     }
-    SmallVector<Value> vNew(CL), out(CL);
-    for (int64_t j = 0; j < CL; ++j) {
-      bq[j] = sumOverKeyLanes(bq[j]);
-      vNew[j] = vv[j];
-      if (cfg.delta) {
-        vNew[j] = fsub(vv[j], sumOverKeyLanes(a[j]));
-        if (betaV)
-          vNew[j] = fmul(betaV, vNew[j]);
-      }
-      out[j] = fma(qk, vNew[j], bq[j]);
-    }
-    branch(writesOutput, [&] {
-      kda::storeRowFromF32(b, b.getLoc(), o, at(n, {head}), vFirst,
-                           out);
+    branch(tb.holdsFirstCopy(values), [&] {
+      kda::storeRowFromF32(b, b.getLoc(), this->o, at(n, {head}), vFirst, o);
     });
-    // S' = Diag(d) S + k v_new^T.
     for (int64_t i = 0; i < RK; ++i)
       for (int64_t j = 0; j < CL; ++j)
-        S[i][j] = fma(kRow[i], vNew[j], S[i][j]);
+        S[i][j] = next[i * CL + j];
+    return true;
   }
 };
 
@@ -607,6 +553,12 @@ struct DecodeRegistersPass : kda::impl::KdaGpuDecodeRegistersBase<DecodeRegister
               arith::MulIOp::create(
                   b, forall.getInductionVar(0),
                   arith::ConstantIndexOp::create(b, blockCols)));
+    if (!prog.failure.empty()) {
+      func.emitError("kda-gpu-decode-registers: the lane tiles do not take "
+                     "this step: ")
+          << prog.failure;
+      return signalPassFailure();
+    }
 
     // 16-bit kernels: the prologue's exponentials, logarithms and divisions
     // (two exps and a division per key of the lane for the gate, measured at

@@ -75,7 +75,13 @@ def chunk_kda_op(q: Tensor, k: Tensor, v: Tensor, g: Tensor, beta: Tensor,
 
 def _fake_o_ht(q, v, cu_seqlens, state_v_first, output_final_state):
     """o [B, T, HV, V] in q's dtype, and the final state (fp32, or empty) of a fake call."""
-    return _fake_o_ht(q, v, cu_seqlens, state_v_first, output_final_state)
+    B, T, _, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    tail = (V, K) if state_v_first else (K, V)
+    ht = (q.new_empty((N, HV) + tail, dtype=torch.float32) if output_final_state
+          else q.new_empty((0,), dtype=torch.float32))
+    return q.new_empty((B, T, HV, V)), ht
 
 
 @chunk_kda_op.register_fake

@@ -14,11 +14,14 @@
 // block per (sequence, head) at V = 128), launched V block fastest, then
 // heads, then sequences; no shared memory and no barrier. The V-major pool
 // [P, HV, V, K] is read and written as 16-byte rows (16 x 4 f32 per lane at
-// K = 128). Shuffles: the 4 lane groups that hold the same keys prepare a
-// block of 4 keys each, and every lane fetches q, k and the decay of its 16
-// keys from their owners (48 indexed shuffles); the norms and q . k are sums
-// over the warp (3 x 5 xor shuffles), k^T S and q^T S per value column of
-// the lane (8) sums over the 8 lanes along K (offsets 1, 2, 4): 24.
+// K = 128). The step is the one algorithm's chunk step at C = 1
+// (GatedDeltaKernel.cpp) on lane tiles (LaneTiles.h): q, k, the gate and
+// dt_bias live 4 keys per lane, each key once per warp; the four [K]
+// vectors the state meets (beta Gamma k, Gamma q, k and the decay) move to
+// the lanes of the state's 16 keys by indexed shuffles (4 x 16 = 64). Xor
+// shuffles: the norms and q . k are sums over the warp's 32 lanes (3 x 5),
+// k^T S and q^T S per value column of the lane (8) sums over the 8 lanes
+// along K (offsets 1, 2, 4): 24.
 // CHECK: {block = [256, 1, 1], dynamic_shared_memory = 0 : i64, grid = [1, "HV", "B"], module = "kda_decode_step_kernel_module"
 // CHECK-SAME: name = "state_pool", shape = ["P", "HV", 128, 128]
 // CHECK-LABEL: gpu.module @kda_decode_step_kernel_module
@@ -28,7 +31,7 @@
 // CHECK-COUNT-16: llvm.store {{.*}} : vector<4xf32>, !llvm.ptr
 // CHECK-NOT: nvvm.barrier
 // CHECK: llvm.return
-// SHFL-COUNT-48: nvvm.shfl.sync idx
+// SHFL-COUNT-64: nvvm.shfl.sync idx
 // SHFL-NOT: nvvm.shfl.sync idx
 // BFLY-COUNT-39: nvvm.shfl.sync bfly
 // BFLY-NOT: nvvm.shfl.sync bfly
@@ -63,14 +66,15 @@
 
 // AMD (wave64): the same program with 8 groups of 8 lanes along V (32 value
 // rows per wave, 4 waves per block at V = 128); xor shuffles at offsets below
-// 32 are ds_swizzle (39), the indexed ones and xor 32 ds_bpermute (48 + 3).
+// 32 are ds_swizzle (39: 128 keys take 32 of the 64 lanes, so the sums over
+// K stop at offset 16), the indexed ones ds_bpermute (64).
 // AMD: {block = [256, 1, 1], dynamic_shared_memory = 0 : i64, grid = [1, "HV", "B"], module = "kda_decode_step_kernel_module"
 // AMD-LABEL: gpu.module @kda_decode_step_kernel_module
 // AMD-NOT: rocdl.barrier
 // AMD-COUNT-39: rocdl.ds_swizzle
 // AMD-NOT: rocdl.barrier
 // AMD: llvm.return
-// AMDPERM-COUNT-51: rocdl.ds_bpermute
+// AMDPERM-COUNT-64: rocdl.ds_bpermute
 // AMDPERM-NOT: rocdl.ds_bpermute
 
 func.func @decode(%q: tensor<?x?x128xbf16>, %k: tensor<?x?x128xbf16>, %v: tensor<?x?x128xbf16>,

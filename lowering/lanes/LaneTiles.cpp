@@ -1,0 +1,769 @@
+//===- LaneTiles.cpp - the tile primitives on a GPU block's registers -----===//
+
+#include "lowering/lanes/LaneTiles.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <set>
+
+using namespace mlir;
+using namespace mlir::kda;
+
+//===----------------------------------------------------------------------===//
+// LaneLayout
+//===----------------------------------------------------------------------===//
+
+namespace {
+int64_t log2Exact(int64_t v) {
+  int64_t bits = 0;
+  while ((int64_t(1) << bits) < v)
+    ++bits;
+  return (int64_t(1) << bits) == v ? bits : -1;
+}
+bool isZero(ArrayRef<int64_t> c) {
+  return llvm::all_of(c, [](int64_t x) { return x == 0; });
+}
+int64_t numElements(ArrayRef<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t s : shape)
+    n *= s;
+  return n;
+}
+} // namespace
+
+LaneLayout::Coords LaneLayout::at(int64_t r, int64_t lane, int64_t warp) const {
+  Coords c = regs[r];
+  for (auto [bit, basis] : llvm::enumerate(lanes))
+    if ((lane >> bit) & 1)
+      for (int64_t d = 0; d < rank(); ++d)
+        c[d] += basis[d];
+  for (auto [bit, basis] : llvm::enumerate(warps))
+    if ((warp >> bit) & 1)
+      for (int64_t d = 0; d < rank(); ++d)
+        c[d] += basis[d];
+  return c;
+}
+
+int64_t LaneLayout::replicatedLaneMask() const {
+  int64_t m = 0;
+  for (auto [bit, basis] : llvm::enumerate(lanes))
+    if (isZero(basis))
+      m |= int64_t(1) << bit;
+  return m;
+}
+
+int64_t LaneLayout::replicatedWarpMask() const {
+  int64_t m = 0;
+  for (auto [bit, basis] : llvm::enumerate(warps))
+    if (isZero(basis))
+      m |= int64_t(1) << bit;
+  return m;
+}
+
+std::string LaneLayout::check() const {
+  for (const Coords &c : llvm::concat<const Coords>(regs, lanes, warps))
+    if (int64_t(c.size()) != rank())
+      return "a basis of another rank than the tile";
+  int64_t copies = (int64_t(1) << llvm::popcount(uint64_t(replicatedLaneMask()))) *
+                   (int64_t(1) << llvm::popcount(uint64_t(replicatedWarpMask())));
+  std::map<Coords, int64_t> seen;
+  for (int64_t w = 0; w < numWarps(); ++w)
+    for (int64_t l = 0; l < numLanes(); ++l) {
+      std::set<Coords> own;
+      for (int64_t r = 0; r < int64_t(regs.size()); ++r) {
+        Coords c = at(r, l, w);
+        for (int64_t d = 0; d < rank(); ++d)
+          if (c[d] < 0 || c[d] >= shape[d])
+            return "an element out of the tile's bounds";
+        if (!own.insert(c).second)
+          return "an element twice in one lane's registers";
+        ++seen[c];
+      }
+    }
+  if (int64_t(seen.size()) != numElements(shape))
+    return "elements that no lane holds";
+  for (auto &[c, n] : seen)
+    if (n != copies)
+      return "elements held an uneven number of times";
+  return "";
+}
+
+LaneLayout LaneLayout::replicated(ArrayRef<int64_t> shape, int64_t laneBits,
+                                  int64_t warpBits) {
+  LaneLayout l;
+  l.shape.assign(shape.begin(), shape.end());
+  Coords zero(shape.size(), 0);
+  l.lanes.assign(laneBits, zero);
+  l.warps.assign(warpBits, zero);
+  int64_t n = numElements(shape);
+  for (int64_t e = 0; e < n; ++e) {
+    Coords c(shape.size(), 0);
+    int64_t rest = e;
+    for (int64_t d = shape.size() - 1; d >= 0; --d) {
+      c[d] = rest % shape[d];
+      rest /= shape[d];
+    }
+    l.regs.push_back(c);
+  }
+  return l;
+}
+
+LaneLayout LaneLayout::slice(int64_t dim, SmallVectorImpl<int64_t> *regOf) const {
+  LaneLayout s;
+  s.shape = {shape[dim]};
+  std::map<int64_t, int64_t> index;
+  for (const Coords &c : regs) {
+    auto [it, fresh] = index.try_emplace(c[dim], s.regs.size());
+    if (fresh)
+      s.regs.push_back({c[dim]});
+    if (regOf)
+      regOf->push_back(it->second);
+  }
+  for (const Coords &c : lanes)
+    s.lanes.push_back({c[dim]});
+  for (const Coords &c : warps)
+    s.warps.push_back({c[dim]});
+  return s;
+}
+
+LaneLayout LaneLayout::squeezed(int64_t dim) const {
+  LaneLayout s = *this;
+  s.shape.erase(s.shape.begin() + dim);
+  for (Coords &c : llvm::concat<Coords>(s.regs, s.lanes, s.warps))
+    c.erase(c.begin() + dim);
+  return s;
+}
+
+LaneLayout LaneLayout::unsqueezed(int64_t dim) const {
+  LaneLayout s = *this;
+  s.shape.insert(s.shape.begin() + dim, 1);
+  for (Coords &c : llvm::concat<Coords>(s.regs, s.lanes, s.warps))
+    c.insert(c.begin() + dim, 0);
+  return s;
+}
+
+LaneLayout LaneLayout::transposed() const {
+  LaneLayout s = *this;
+  std::swap(s.shape[0], s.shape[1]);
+  for (Coords &c : llvm::concat<Coords>(s.regs, s.lanes, s.warps))
+    std::swap(c[0], c[1]);
+  return s;
+}
+
+//===----------------------------------------------------------------------===//
+// LaneTileBuilder
+//===----------------------------------------------------------------------===//
+
+LaneTileBuilder::LaneTileBuilder(ImplicitLocOpBuilder &b, int64_t warpSize,
+                                 int64_t warps, Value lane, Value warp)
+    : TileBuilder(b), warpSize(warpSize), warps(warps), lane(lane),
+      warp(warp) {
+  if (log2Exact(warpSize) < 0 || log2Exact(warps) < 0)
+    error = "the warp size and the warps per block must be powers of two";
+}
+
+Value LaneTileBuilder::fail(const Twine &why, ArrayRef<int64_t> shape) {
+  if (error.empty())
+    error = why.str();
+  // A placeholder of the right shape, so that the algorithm can go on to
+  // the driver's check (every primitive returns at once after a failure).
+  Value zero = constantF32(0.0);
+  Value handle = vector::FromElementsOp::create(
+      b, VectorType::get({1}, f32()), ValueRange{zero});
+  Tile t;
+  t.layout.shape.assign(shape.begin(), shape.end());
+  tiles[handle.getAsOpaquePointer()] = std::move(t);
+  return handle;
+}
+
+Value LaneTileBuilder::make(const LaneLayout &layout, ArrayRef<Value> regs) {
+  if (!error.empty())
+    return fail("", layout.shape);
+  if (int64_t(layout.lanes.size()) != log2Exact(warpSize) ||
+      int64_t(layout.warps.size()) != log2Exact(warps))
+    return fail("a layout for another warp size or block", layout.shape);
+  if (layout.regs.size() != regs.size())
+    return fail("a tile whose registers do not match its layout",
+                layout.shape);
+  if (std::string why = layout.check(); !why.empty())
+    return fail("a lane layout with " + why, layout.shape);
+  for (Value r : regs)
+    if (!r.getType().isF32())
+      return fail("a tile of another element type than f32", layout.shape);
+  Value handle = vector::FromElementsOp::create(
+      b, VectorType::get({int64_t(regs.size())}, f32()), regs);
+  // Copied before the insertion: `layout` and `regs` may be another tile's.
+  Tile t{layout, SmallVector<Value>(regs)};
+  tiles[handle.getAsOpaquePointer()] = std::move(t);
+  return handle;
+}
+
+Value LaneTileBuilder::relabel(const LaneLayout &layout, ArrayRef<Value> regs) {
+  return make(layout, regs);
+}
+
+const LaneLayout &LaneTileBuilder::layoutOf(Value tile) {
+  return tile_(tile).layout;
+}
+
+ArrayRef<Value> LaneTileBuilder::registersOf(Value tile) {
+  return tile_(tile).regs;
+}
+
+void LaneTileBuilder::anchor(const LaneLayout &layout) {
+  llvm::erase_if(anchors,
+                 [&](const LaneLayout &l) { return l.shape == layout.shape; });
+  anchors.push_back(layout);
+}
+
+SmallVector<int64_t> LaneTileBuilder::shape(Value tile) {
+  auto it = tiles.find(tile.getAsOpaquePointer());
+  if (it == tiles.end()) {
+    fail("a value that is not a lane tile", {1});
+    return {1};
+  }
+  return llvm::to_vector(ArrayRef<int64_t>(it->second.layout.shape));
+}
+
+Value LaneTileBuilder::coordinate(const LaneLayout &layout, int64_t r,
+                                  int64_t dim) {
+  auto idx = [&](int64_t v) { return index(v); };
+  Value c = idx(layout.regs[r][dim]);
+  // Runs of bits whose bases double: ((id >> first) & mask) * basis.
+  auto addBits = [&](Value id, ArrayRef<LaneLayout::Coords> bases) {
+    int64_t n = bases.size();
+    for (int64_t bit = 0; bit < n;) {
+      int64_t basis = bases[bit][dim];
+      if (basis == 0) {
+        ++bit;
+        continue;
+      }
+      int64_t len = 1;
+      while (bit + len < n && bases[bit + len][dim] == basis << len)
+        ++len;
+      Value field = arith::ShRUIOp::create(b, id, idx(bit));
+      field = arith::AndIOp::create(b, field, idx((int64_t(1) << len) - 1));
+      if (basis != 1)
+        field = arith::MulIOp::create(b, field, idx(basis));
+      c = arith::AddIOp::create(b, c, field);
+      bit += len;
+    }
+  };
+  addBits(lane, layout.lanes);
+  addBits(warp, layout.warps);
+  return c;
+}
+
+Value LaneTileBuilder::holdsFirstCopy(const LaneLayout &layout) {
+  Value yes = arith::ConstantOp::create(b, b.getBoolAttr(true));
+  auto none = [&](Value id, int64_t mask) -> Value {
+    if (mask == 0)
+      return yes;
+    Value bits = arith::AndIOp::create(b, id, index(mask));
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::eq, bits, index(0));
+  };
+  return arith::AndIOp::create(b, none(lane, layout.replicatedLaneMask()),
+                               none(warp, layout.replicatedWarpMask()));
+}
+
+/// The source lane as an i32 of the calling lane: `srcLaneOf` lists it for
+/// every lane; it must be c + sum of (lane bit b) m_b, or c xor the xor of
+/// (lane bit b) m_b.
+Value LaneTileBuilder::laneIndexI32(const std::map<int64_t, int64_t> &srcLaneOf) {
+  const int64_t bits = log2Exact(warpSize);
+  auto i32 = [&](int64_t v) {
+    return arith::ConstantOp::create(b, b.getI32IntegerAttr(v)).getResult();
+  };
+  Value laneI32 = arith::IndexCastOp::create(b, b.getI32Type(), lane);
+  const int64_t c = srcLaneOf.at(0);
+  SmallVector<int64_t> add, xr;
+  for (int64_t bit = 0; bit < bits; ++bit) {
+    add.push_back(srcLaneOf.at(int64_t(1) << bit) - c);
+    xr.push_back(srcLaneOf.at(int64_t(1) << bit) ^ c);
+  }
+  bool isAdd = true, isXor = true;
+  for (auto [l, src] : srcLaneOf) {
+    int64_t sa = c, sx = c;
+    for (int64_t bit = 0; bit < bits; ++bit)
+      if ((l >> bit) & 1) {
+        sa += add[bit];
+        sx ^= xr[bit];
+      }
+    isAdd &= sa == src;
+    isXor &= sx == src;
+  }
+  if (!isAdd && !isXor)
+    return Value();
+  ArrayRef<int64_t> m = isAdd ? add : xr;
+  // Bits that map to themselves: one mask.
+  int64_t keep = 0;
+  Value acc = i32(c);
+  for (int64_t bit = 0; bit < bits; ++bit) {
+    if (m[bit] == 0)
+      continue;
+    if (m[bit] == (int64_t(1) << bit)) {
+      keep |= m[bit];
+      continue;
+    }
+    Value t = arith::ShRUIOp::create(b, laneI32, i32(bit));
+    t = arith::AndIOp::create(b, t, i32(1));
+    t = arith::MulIOp::create(b, t, i32(m[bit]));
+    acc = isAdd ? Value(arith::AddIOp::create(b, acc, t))
+                : Value(arith::XOrIOp::create(b, acc, t));
+  }
+  if (keep) {
+    Value t = arith::AndIOp::create(b, laneI32, i32(keep));
+    acc = isAdd ? Value(arith::AddIOp::create(b, acc, t))
+                : Value(arith::XOrIOp::create(b, acc, t));
+  }
+  return acc;
+}
+
+SmallVector<Value> LaneTileBuilder::convertLayout(Value tile,
+                                                  const LaneLayout &to) {
+  const Tile &src = tile_(tile);
+  if (!error.empty())
+    return SmallVector<Value>(to.regs.size(), constantF32(0.0));
+  if (src.layout == to)
+    return src.regs;
+  if (src.layout.shape != to.shape) {
+    fail("a layout conversion between tiles of different shapes", to.shape);
+    return SmallVector<Value>(to.regs.size(), constantF32(0.0));
+  }
+  // Per warp: which (register, lane) of the source holds each element.
+  const LaneLayout &from = src.layout;
+  SmallVector<std::map<LaneLayout::Coords, SmallVector<std::pair<int64_t, int64_t>>>>
+      holders(warps);
+  for (int64_t w = 0; w < warps; ++w)
+    for (int64_t l = 0; l < warpSize; ++l)
+      for (int64_t r = 0; r < int64_t(from.regs.size()); ++r)
+        holders[w][from.at(r, l, w)].push_back({r, l});
+
+  SmallVector<Value> out;
+  for (int64_t r = 0; r < int64_t(to.regs.size()); ++r) {
+    // A source register that holds the element for every lane and warp.
+    std::optional<std::set<int64_t>> common;
+    for (int64_t w = 0; w < warps && (!common || !common->empty()); ++w)
+      for (int64_t l = 0; l < warpSize; ++l) {
+        std::set<int64_t> here;
+        auto it = holders[w].find(to.at(r, l, w));
+        if (it != holders[w].end())
+          for (auto [sr, sl] : it->second)
+            here.insert(sr);
+        if (!common) {
+          common = here;
+        } else {
+          std::set<int64_t> both;
+          for (int64_t x : here)
+            if (common->count(x))
+              both.insert(x);
+          common = both;
+        }
+      }
+    if (!common || common->empty()) {
+      fail("a layout conversion that needs data from another warp (or from "
+           "registers that differ between lanes)",
+           to.shape);
+      return SmallVector<Value>(to.regs.size(), constantF32(0.0));
+    }
+    // Prefer the register the lane itself holds the element in.
+    int64_t best = *common->begin(), bestOwn = -1;
+    for (int64_t sr : *common) {
+      int64_t own = 0;
+      for (int64_t w = 0; w < warps; ++w)
+        for (int64_t l = 0; l < warpSize; ++l)
+          own += from.at(sr, l, w) == to.at(r, l, w);
+      if (own > bestOwn) {
+        best = sr;
+        bestOwn = own;
+      }
+    }
+    if (bestOwn == warps * warpSize) {
+      out.push_back(src.regs[best]);
+      continue;
+    }
+    // Otherwise every lane reads the lowest lane that holds it.
+    std::map<int64_t, int64_t> srcLaneOf;
+    bool uniform = true;
+    for (int64_t w = 0; w < warps; ++w)
+      for (int64_t l = 0; l < warpSize; ++l) {
+        int64_t lowest = -1;
+        for (auto [sr, sl] : holders[w][to.at(r, l, w)])
+          if (sr == best && (lowest < 0 || sl < lowest))
+            lowest = sl;
+        auto [it, fresh] = srcLaneOf.try_emplace(l, lowest);
+        uniform &= it->second == lowest;
+      }
+    Value srcLane = uniform ? laneIndexI32(srcLaneOf) : Value();
+    if (!srcLane) {
+      fail("a layout conversion whose source lane is not a linear function "
+           "of the lane",
+           to.shape);
+      return SmallVector<Value>(to.regs.size(), constantF32(0.0));
+    }
+    Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(warpSize));
+    out.push_back(gpu::ShuffleOp::create(b, src.regs[best], srcLane, width,
+                                         gpu::ShuffleMode::IDX)
+                      .getResult(0));
+  }
+  return out;
+}
+
+Value LaneTileBuilder::filled(ArrayRef<int64_t> shape, double value) {
+  if (!error.empty())
+    return fail("", shape);
+  Value c = constantF32(value);
+  for (const LaneLayout &a : anchors)
+    if (ArrayRef<int64_t>(a.shape) == shape)
+      return make(a, SmallVector<Value>(a.regs.size(), c));
+  if (numElements(shape) > 64)
+    return fail("a fill of a large tile with no anchored layout", shape);
+  LaneLayout l = LaneLayout::replicated(shape, log2Exact(warpSize),
+                                        log2Exact(warps));
+  return make(l, SmallVector<Value>(l.regs.size(), c));
+}
+
+Value LaneTileBuilder::map(ArrayRef<int64_t> shape,
+                           ArrayRef<TileOperand> operands, MapBody body,
+                           Type resultType) {
+  if (!error.empty())
+    return fail("", shape);
+  if (resultType && !resultType.isF32())
+    return fail("a map to another element type than f32", shape);
+  // The result lives where the first full operand does.
+  std::optional<LaneLayout> layout;
+  for (const TileOperand &op : operands)
+    if (op.broadcast == Broadcast::None) {
+      if (!tiles.count(op.value.getAsOpaquePointer()))
+        return fail("a map of a value that is not a lane tile", shape);
+      layout = tile_(op.value).layout;
+      break;
+    }
+  if (!layout) {
+    for (const LaneLayout &a : anchors)
+      if (ArrayRef<int64_t>(a.shape) == shape)
+        layout = a;
+    if (!layout) {
+      if (numElements(shape) > 64)
+        return fail("a map of only broadcasts to a large tile", shape);
+      layout = LaneLayout::replicated(shape, log2Exact(warpSize),
+                                      log2Exact(warps));
+    }
+  }
+  if (ArrayRef<int64_t>(layout->shape) != shape)
+    return fail("a map whose operand has another shape than its result",
+                shape);
+  const int64_t n = layout->regs.size();
+  // Each operand's registers, indexed by the result's register.
+  SmallVector<SmallVector<Value>> held;
+  SmallVector<SmallVector<int64_t>> regOf;
+  held.reserve(operands.size());
+  regOf.reserve(operands.size());
+  for (const TileOperand &op : operands) {
+    regOf.emplace_back();
+    if (op.broadcast == Broadcast::None) {
+      held.push_back(convertLayout(op.value, *layout));
+      for (int64_t r = 0; r < n; ++r)
+        regOf.back().push_back(r);
+      continue;
+    }
+    int64_t dim = op.broadcast == Broadcast::AlongColumns ? 0 : shape.size() - 1;
+    LaneLayout s = layout->slice(dim, &regOf.back());
+    held.push_back(convertLayout(op.value, s));
+  }
+  SmallVector<Value> out;
+  for (int64_t r = 0; r < n; ++r) {
+    SmallVector<Value> scalars, ivs;
+    for (size_t i = 0; i < operands.size(); ++i)
+      scalars.push_back(held[i][regOf[i][r]]);
+    for (int64_t d = 0; d < int64_t(shape.size()); ++d)
+      ivs.push_back(coordinate(*layout, r, d));
+    out.push_back(body(b, scalars, ivs));
+  }
+  return make(*layout, out);
+}
+
+Value LaneTileBuilder::reduce(Value tile, int64_t dim, bool isMax) {
+  const Tile &t = tile_(tile);
+  const LaneLayout &l = t.layout;
+  const int64_t keep = l.rank() == 2 ? 1 - dim : -1;
+  SmallVector<int64_t> resultShape =
+      keep >= 0 ? SmallVector<int64_t>{l.shape[keep]} : SmallVector<int64_t>{1};
+  if (!error.empty())
+    return fail("", resultShape);
+  auto combine = [&](Value x, Value y) -> Value {
+    return isMax ? Value(arith::MaximumFOp::create(b, x, y))
+                 : Value(arith::AddFOp::create(b, x, y));
+  };
+  LaneLayout out;
+  out.shape.assign(resultShape.begin(), resultShape.end());
+  SmallVector<Value> acc;
+  std::map<int64_t, int64_t> group;
+  for (int64_t r = 0; r < int64_t(l.regs.size()); ++r) {
+    int64_t key = keep >= 0 ? l.regs[r][keep] : 0;
+    auto [it, fresh] = group.try_emplace(key, acc.size());
+    if (fresh) {
+      out.regs.push_back({key});
+      acc.push_back(t.regs[r]);
+    } else {
+      acc[it->second] = combine(acc[it->second], t.regs[r]);
+    }
+  }
+  Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(warpSize));
+  for (auto [bit, basis] : llvm::enumerate(l.lanes)) {
+    out.lanes.push_back({keep >= 0 ? basis[keep] : 0});
+    if (basis[dim] == 0)
+      continue;
+    if (keep >= 0 && basis[keep] != 0)
+      return fail("a reduction over lanes that also split the kept dimension",
+                  resultShape);
+    Value offset =
+        arith::ConstantOp::create(b, b.getI32IntegerAttr(int64_t(1) << bit));
+    for (Value &a : acc)
+      a = combine(a, gpu::ShuffleOp::create(b, a, offset, width,
+                                            gpu::ShuffleMode::XOR)
+                         .getResult(0));
+  }
+  for (const LaneLayout::Coords &basis : l.warps) {
+    if (basis[dim] != 0)
+      return fail("a reduction across warps (it would need shared memory)",
+                  resultShape);
+    out.warps.push_back({keep >= 0 ? basis[keep] : 0});
+  }
+  return make(out, acc);
+}
+
+Value LaneTileBuilder::rowSum(Value a) {
+  if (shape(a).size() != 2)
+    return fail("a row sum of a tile that is not 2-D", {1});
+  return reduce(a, 1, false);
+}
+
+Value LaneTileBuilder::rowMax(Value a) {
+  if (shape(a).size() != 2)
+    return fail("a row max of a tile that is not 2-D", {1});
+  return reduce(a, 1, true);
+}
+
+Value LaneTileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
+  SmallVector<int64_t> sa = shape(a), sb = shape(bTile);
+  if (sa.size() != 2 || sb.size() != 2)
+    return fail("a product of tiles that are not 2-D", {1, 1});
+  Tile A = tile_(a), B = tile_(bTile);
+  if (transA)
+    A.layout = A.layout.transposed();
+  if (transB)
+    B.layout = B.layout.transposed();
+  const int64_t M = A.layout.shape[0], K = A.layout.shape[1],
+                N = B.layout.shape[1];
+  if (!error.empty())
+    return fail("", {M, N});
+  if (B.layout.shape[0] != K)
+    return fail("a product whose inner dimensions differ", {M, N});
+  // Views of the operands as tiles of their own (transposed layouts).
+  Value av = make(A.layout, A.regs), bv = make(B.layout, B.regs);
+  auto scalarOf = [&](Value t) {
+    LaneLayout one = LaneLayout::replicated(shape(t), log2Exact(warpSize),
+                                            log2Exact(warps));
+    return convertLayout(t, one)[0];
+  };
+  auto times = [&](Value s, const Tile &t) {
+    SmallVector<Value> out;
+    for (Value x : t.regs)
+      out.push_back(arith::MulFOp::create(b, s, x));
+    return make(t.layout, out);
+  };
+  if (K == 1) {
+    // Outer products.
+    if (M == 1)
+      return times(scalarOf(av), B);
+    if (N == 1)
+      return times(scalarOf(bv), A);
+    const LaneLayout *target = nullptr;
+    for (const LaneLayout &l : anchors)
+      if (l.shape == SmallVector<int64_t, 2>{M, N})
+        target = &l;
+    if (!target)
+      return fail("an outer product with no anchored layout for its result",
+                  {M, N});
+    LaneLayout result = *target;
+    SmallVector<int64_t> rowOf, colOf;
+    LaneLayout rows = result.slice(0, &rowOf), cols = result.slice(1, &colOf);
+    SmallVector<Value> x =
+        convertLayout(make(A.layout.squeezed(1), A.regs), rows);
+    SmallVector<Value> y =
+        convertLayout(make(B.layout.squeezed(0), B.regs), cols);
+    SmallVector<Value> out;
+    for (int64_t r = 0; r < int64_t(result.regs.size()); ++r)
+      out.push_back(arith::MulFOp::create(b, x[rowOf[r]], y[colOf[r]]));
+    return make(result, out);
+  }
+  if (M == 1 && N == 1) {
+    // A dot product: both vectors where the second one lives.
+    Value y = make(B.layout.squeezed(1), B.regs);
+    LaneLayout yl = tile_(y).layout;
+    SmallVector<Value> yr = tile_(y).regs;
+    SmallVector<Value> x = convertLayout(make(A.layout.squeezed(0), A.regs), yl);
+    if (!error.empty())
+      return fail("", {1, 1});
+    SmallVector<Value> prod;
+    for (auto [xi, yi] : llvm::zip(x, yr))
+      prod.push_back(arith::MulFOp::create(b, xi, yi));
+    Value summed = reduce(make(yl, prod), 0, false);
+    if (!error.empty())
+      return fail("", {1, 1});
+    return make(tile_(summed).layout.unsqueezed(1), tile_(summed).regs);
+  }
+  if (M == 1) {
+    // A row vector times a distributed matrix: the vector where the
+    // matrix's rows live, multiply-accumulate per column, then the lanes
+    // along K.
+    SmallVector<int64_t> rowOf;
+    LaneLayout rows = B.layout.slice(0, &rowOf);
+    SmallVector<Value> x =
+        convertLayout(make(A.layout.squeezed(0), A.regs), rows);
+    if (!error.empty())
+      return fail("", {1, N});
+    LaneLayout out;
+    out.shape = {N};
+    SmallVector<Value> acc;
+    std::map<int64_t, int64_t> group;
+    for (int64_t r = 0; r < int64_t(B.regs.size()); ++r) {
+      int64_t col = B.layout.regs[r][1];
+      auto [it, fresh] = group.try_emplace(col, acc.size());
+      if (fresh) {
+        out.regs.push_back({col});
+        acc.push_back(arith::MulFOp::create(b, x[rowOf[r]], B.regs[r]));
+      } else {
+        acc[it->second] =
+            math::FmaOp::create(b, x[rowOf[r]], B.regs[r], acc[it->second]);
+      }
+    }
+    Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(warpSize));
+    for (auto [bit, basis] : llvm::enumerate(B.layout.lanes)) {
+      out.lanes.push_back({basis[1]});
+      if (basis[0] == 0)
+        continue;
+      if (basis[1] != 0)
+        return fail("a product whose matrix splits rows and columns over the "
+                    "same lane bit",
+                    {1, N});
+      Value offset =
+          arith::ConstantOp::create(b, b.getI32IntegerAttr(int64_t(1) << bit));
+      for (Value &v : acc)
+        v = arith::AddFOp::create(
+            b, v,
+            gpu::ShuffleOp::create(b, v, offset, width, gpu::ShuffleMode::XOR)
+                .getResult(0));
+    }
+    for (const LaneLayout::Coords &basis : B.layout.warps) {
+      if (basis[0] != 0)
+        return fail("a product that sums across warps (it would need shared "
+                    "memory)",
+                    {1, N});
+      out.warps.push_back({basis[1]});
+    }
+    return make(out.unsqueezed(0), acc);
+  }
+  if (N == 1) {
+    // (B^T A^T)^T.
+    Value t = matmul(bv, av, /*transA=*/true, /*transB=*/true);
+    return transpose(t);
+  }
+  return fail("a product of two distributed tiles (M, N, K > 1) needs the "
+              "matrix instruction, which this builder does not emit yet",
+              {M, N});
+}
+
+Value LaneTileBuilder::vecmat(Value x, Value a) {
+  SmallVector<int64_t> sx = shape(x);
+  if (sx.size() != 1)
+    return fail("a vector-matrix product of a tile that is not 1-D", {1});
+  const Tile &t = tile_(x);
+  Value row = make(t.layout.unsqueezed(0), t.regs);
+  Value r = matmul(row, a);
+  if (!error.empty())
+    return fail("", {shape(a).back()});
+  return make(tile_(r).layout.squeezed(0), tile_(r).regs);
+}
+
+Value LaneTileBuilder::prefixSumRows(Value a) {
+  SmallVector<int64_t> s = shape(a);
+  if (s.empty() || s[0] != 1)
+    return fail("a prefix sum over more than one row (a shuffle scan this "
+                "builder does not emit yet)",
+                s);
+  return a;
+}
+
+Value LaneTileBuilder::invertUnitLower(Value l) {
+  SmallVector<int64_t> s = shape(l);
+  if (s != SmallVector<int64_t>{1, 1})
+    return fail("a triangular inverse larger than 1 x 1", s);
+  // A strictly lower 1 x 1 tile is zero: the inverse of I is I.
+  return filled({1, 1}, 1.0);
+}
+
+Value LaneTileBuilder::decayedPairs(Value a, Value, Value, bool) {
+  int64_t m = shape(a)[0];
+  return fail("the pairwise decayed product", {m, m});
+}
+
+Value LaneTileBuilder::subTile(Value tile, ArrayRef<int64_t> offsets,
+                               ArrayRef<int64_t> sizes) {
+  SmallVector<int64_t> s = shape(tile);
+  if (ArrayRef<int64_t>(s) == sizes &&
+      llvm::all_of(offsets, [](int64_t o) { return o == 0; }))
+    return tile;
+  return fail("a sub-tile smaller than its tile", sizes);
+}
+
+Value LaneTileBuilder::insertSubTile(Value sub, Value tile,
+                                     ArrayRef<int64_t> offsets) {
+  SmallVector<int64_t> s = shape(tile);
+  if (shape(sub) == s &&
+      llvm::all_of(offsets, [](int64_t o) { return o == 0; }))
+    return sub;
+  return fail("an insertion of a sub-tile smaller than its tile", s);
+}
+
+Value LaneTileBuilder::rowOf(Value tile, int64_t row) {
+  SmallVector<int64_t> s = shape(tile);
+  if (s.size() != 2)
+    return fail("a row of a tile that is not 2-D", {1});
+  const Tile &t = tile_(tile);
+  if (!error.empty())
+    return fail("", {s[1]});
+  for (const LaneLayout::Coords &c :
+       llvm::concat<const LaneLayout::Coords>(t.layout.lanes, t.layout.warps))
+    if (c[0] != 0)
+      return fail("a row of a tile whose rows are split over lanes", {s[1]});
+  LaneLayout out;
+  out.shape = {s[1]};
+  SmallVector<Value> regs;
+  for (auto [r, c] : llvm::enumerate(t.layout.regs))
+    if (c[0] == row) {
+      out.regs.push_back({c[1]});
+      regs.push_back(t.regs[r]);
+    }
+  for (const LaneLayout::Coords &c : t.layout.lanes)
+    out.lanes.push_back({c[1]});
+  for (const LaneLayout::Coords &c : t.layout.warps)
+    out.warps.push_back({c[1]});
+  return make(out, regs);
+}
+
+Value LaneTileBuilder::transpose(Value a) {
+  SmallVector<int64_t> s = shape(a);
+  if (s.size() != 2)
+    return fail("a transpose of a tile that is not 2-D", s);
+  const Tile &t = tile_(a);
+  if (!error.empty())
+    return fail("", {s[1], s[0]});
+  return make(t.layout.transposed(), t.regs);
+}

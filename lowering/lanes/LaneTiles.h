@@ -1,0 +1,148 @@
+//===- LaneTiles.h - the tile primitives on a GPU block's registers -*- C++ -*-===//
+//
+// The second implementation of TileBuilder (passes/TileBuilder.h): a tile is
+// distributed over the registers of a block's lanes, and every primitive
+// emits the per-lane arithmetic, the warp shuffles and nothing else. An
+// algorithm written once against TileBuilder (passes/GatedDeltaKernel.cpp)
+// becomes a lane kernel by running it on this builder; a kernel's driver
+// (GpuDecodeRegisters.cpp) only loads and stores.
+//
+// Layouts are data, as in Triton's linear layouts: a LaneLayout says where
+// every element of a tile lives,
+//
+//   coordinates(register r, lane l, warp w) = regs[r]
+//       + sum over the set bits b of l of lanes[b]
+//       + sum over the set bits b of w of warps[b],
+//
+// a zero basis meaning that bit holds copies. Primitives keep their
+// operands' layouts (an elementwise map computes where its first full
+// operand lives), reduce over lane bits with xor shuffles, and convert a
+// tile between layouts explicitly (convertLayout: indexed shuffles within a
+// warp). Whatever would need data from another warp, or a matrix product of
+// two distributed operands, is not taken: the builder records why, and the
+// driver reports it as an error instead of emitting wrong code.
+//
+// A tile's Value is a vector.from_elements of the lane's registers (a
+// handle: primitives read the registers from the builder's table, and the
+// handle is dead code once the program is built).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KDA_LOWERING_LANES_LANETILES_H
+#define KDA_LOWERING_LANES_LANETILES_H
+
+#include "passes/TileBuilder.h"
+
+#include <map>
+#include <string>
+
+namespace mlir::kda {
+
+struct LaneLayout {
+  using Coords = SmallVector<int64_t, 2>;
+  SmallVector<int64_t, 2> shape;
+  SmallVector<Coords> regs;  // per register
+  SmallVector<Coords> lanes; // per lane-index bit (log2 of the warp size)
+  SmallVector<Coords> warps; // per warp-index bit (log2 of the warps)
+
+  int64_t rank() const { return shape.size(); }
+  int64_t numLanes() const { return int64_t(1) << lanes.size(); }
+  int64_t numWarps() const { return int64_t(1) << warps.size(); }
+  Coords at(int64_t r, int64_t lane, int64_t warp) const;
+  /// Lane bits whose basis is zero (they hold copies).
+  int64_t replicatedLaneMask() const;
+  int64_t replicatedWarpMask() const;
+  bool operator==(const LaneLayout &o) const {
+    return shape == o.shape && regs == o.regs && lanes == o.lanes &&
+           warps == o.warps;
+  }
+  /// Empty when every element lives in every (lane, warp) copy exactly
+  /// once, in bounds; else why not.
+  std::string check() const;
+
+  /// Every element in every lane's registers, row-major.
+  static LaneLayout replicated(ArrayRef<int64_t> shape, int64_t laneBits,
+                               int64_t warpBits);
+  /// The 1-D layout of dimension `dim` of this one: a [shape[dim]] vector
+  /// held where this layout holds that coordinate (one register per distinct
+  /// coordinate). `regOf[r]` is register r's register in the slice.
+  LaneLayout slice(int64_t dim, SmallVectorImpl<int64_t> *regOf = nullptr) const;
+  /// Without a dimension of size 1, or with one inserted before `dim`.
+  LaneLayout squeezed(int64_t dim) const;
+  LaneLayout unsqueezed(int64_t dim) const;
+  LaneLayout transposed() const;
+};
+
+class LaneTileBuilder final : public TileBuilder {
+public:
+  /// `lane` and `warp`: index Values of the calling lane; `warpSize` and
+  /// `warps` powers of two.
+  LaneTileBuilder(ImplicitLocOpBuilder &b, int64_t warpSize, int64_t warps,
+                  Value lane, Value warp);
+
+  /// A tile from the lane's registers, in `layout` (checked).
+  Value make(const LaneLayout &layout, ArrayRef<Value> regs);
+  const LaneLayout &layoutOf(Value tile);
+  ArrayRef<Value> registersOf(Value tile);
+  /// Tiles of `layout.shape` that a primitive creates (outer products,
+  /// fills) take this layout.
+  void anchor(const LaneLayout &layout);
+  /// The registers of `tile` in `to` (indexed shuffles where an element is
+  /// held by another lane of the warp).
+  SmallVector<Value> convertLayout(Value tile, const LaneLayout &to);
+  /// Whether this lane holds the first copy of its registers (the lane and
+  /// warp bits that hold copies are zero): the one that stores them.
+  Value holdsFirstCopy(const LaneLayout &layout);
+  /// Index of coordinate `dim` of register `r` on the calling lane.
+  Value coordinate(const LaneLayout &layout, int64_t r, int64_t dim);
+
+  /// Why the last program could not be built; empty if it could.
+  const std::string &failure() const { return error; }
+
+  SmallVector<int64_t> shape(Value tile) override;
+  Value filled(ArrayRef<int64_t> shape, double value) override;
+  Value map(ArrayRef<int64_t> shape, ArrayRef<TileOperand> operands,
+            MapBody body, Type resultType = {}) override;
+  Value matmul(Value a, Value bTile, bool transA = false,
+               bool transB = false) override;
+  Value vecmat(Value x, Value a) override;
+  Value rowSum(Value a) override;
+  Value rowMax(Value a) override;
+  Value prefixSumRows(Value a) override;
+  Value invertUnitLower(Value l) override;
+  Value decayedPairs(Value a, Value bTile, Value g, bool inclusive) override;
+  Value subTile(Value tile, ArrayRef<int64_t> offsets,
+                ArrayRef<int64_t> sizes) override;
+  Value insertSubTile(Value sub, Value tile,
+                      ArrayRef<int64_t> offsets) override;
+  Value rowOf(Value tile, int64_t row) override;
+  Value transpose(Value a) override;
+
+private:
+  struct Tile {
+    LaneLayout layout;
+    SmallVector<Value> regs;
+  };
+  /// Records the first reason a primitive is not taken; returns a zero
+  /// tile of `shape` so that building can go on to the driver's check.
+  Value fail(const Twine &why, ArrayRef<int64_t> shape);
+  /// Sum (or max) over coordinate `dim` of a tile: the lane's registers,
+  /// then xor shuffles over the lane bits along `dim`. The result keeps the
+  /// other coordinate (rank 1), or is [1] for a rank-1 tile.
+  Value reduce(Value tile, int64_t dim, bool isMax);
+  Value relabel(const LaneLayout &layout, ArrayRef<Value> regs);
+  Value laneIndexI32(const std::map<int64_t, int64_t> &srcLaneOf);
+
+  int64_t warpSize, warps;
+  Value lane, warp;
+  /// The tiles by handle (a node-based map: references stay valid while
+  /// primitives add tiles).
+  std::map<const void *, Tile> tiles;
+  Tile &tile_(Value handle) { return tiles[handle.getAsOpaquePointer()]; }
+  SmallVector<LaneLayout> anchors;
+  std::string error;
+};
+
+} // namespace mlir::kda
+
+#endif // KDA_LOWERING_LANES_LANETILES_H

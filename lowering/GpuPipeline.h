@@ -9,6 +9,8 @@
 #ifndef KDA_LOWERING_GPUPIPELINE_H
 #define KDA_LOWERING_GPUPIPELINE_H
 
+#include "lowering/Chips.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
@@ -198,21 +200,6 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::init("")};
 };
 
-/// The target of a GPU pipeline: vendor, chip and what its tile primitives
-/// use.
-struct GpuTarget {
-  enum class Vendor { Nvidia, Amd } vendor;
-  std::string chip;
-  int64_t warpSize;
-  std::string matrixInstructions; // kda-gpu-tile-matmuls' instructions
-  // Default tiles at K = V = 128: C = 16 with V blocks of 16 on both
-  // vendors. On the H200 the chunk-parallel state pass is latency-bound, and
-  // V blocks of 16 (256 programs at H = 32) beat 8, 32 and 64 over BENCH.md's
-  // cases (bench/RESULTS.md, 2026-12-01); on AMD they also fit 64 KB of LDS.
-  int64_t defaultChunk, defaultVBlock;
-};
-/// The target for `chip`, or nullopt for an unknown chip.
-std::optional<GpuTarget> gpuTargetForChip(llvm::StringRef chip);
 
 /// Adds an upstream pipeline given in textual form (the passes are
 /// registered by every kda tool). A typo there is a programming error.

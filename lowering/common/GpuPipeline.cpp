@@ -53,18 +53,6 @@ std::unique_ptr<Pass> createGridPreservingCanonicalizer() {
 
 } // namespace
 
-std::optional<mlir::kda::GpuTarget>
-mlir::kda::gpuTargetForChip(llvm::StringRef chip) {
-  using V = GpuTarget::Vendor;
-  if (chip == "sm_80" || chip == "sm_90a")
-    return GpuTarget{V::Nvidia, chip.str(), 32, "mma_sync", 16, 16};
-  if (chip == "gfx90a" || chip == "gfx942")
-    return GpuTarget{V::Amd, chip.str(), 64, "mfma", 16, 16};
-  if (chip == "gfx1100")
-    return GpuTarget{V::Amd, chip.str(), 32, "wmma", 16, 16};
-  return std::nullopt;
-}
-
 void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
                                  const GpuPipelineOptions &options) {
   // kda -> tiles, one destination-style kernel function per configuration;
@@ -196,7 +184,7 @@ LogicalResult buildForVendor(
     return errorHandler(
         llvm::Twine(nvidia ? "kda-lower-to-nvvm" : "kda-lower-to-rocdl") +
         ": unsupported chip '" + chip + "' (expected " +
-        (nvidia ? "sm_80 or sm_90a" : "gfx90a, gfx942 or gfx1100") + ")");
+        mlir::kda::knownChips(vendor) + ")");
   // Threads per block: whole warps, within the hardware's 1024 (0 made
   // kernels of block [0, 1, 1]).
   int64_t threads = options.threads;

@@ -1,9 +1,10 @@
 """The GPU chips kda compiles for, in one table for the package.
 
-The values are the compiler's: vendor and warp size from its chip table
-(``gpuTargetForChip``, lowering/common/GpuPipeline.cpp) and the shared memory a
-block may use from kda-compile's limit (the opt-in maximum per block). Every
-Python module that needs a chip fact reads it here.
+The values are the compiler's chip table (lowering/Chips.h), which
+``kda-compile --print-chips`` prints as JSON; test/tools/print-chips.test
+checks this copy against it value for value. The package keeps its own copy
+because it runs where no compiler is installed (a GPU server with prebuilt
+bundles). Every Python module that needs a chip fact reads it here.
 """
 
 from typing import Dict, Tuple
@@ -23,3 +24,8 @@ NVIDIA_CHIPS: Tuple[str, ...] = tuple(c for c, t in CHIP_TABLE.items() if t["ven
 def shared_memory_per_block(chip: str) -> int:
     """Bytes of shared memory (LDS) one block may use on `chip`."""
     return int(CHIP_TABLE[chip]["shared_memory_per_block"])
+
+
+def amd_chips() -> Tuple[str, ...]:
+    """The AMD chips kda compiles for."""
+    return tuple(c for c, t in CHIP_TABLE.items() if t["vendor"] == "amd")

@@ -369,20 +369,20 @@ def chip_for_device(device=None) -> str:
     """The bundle chip for a GPU device: ``$KDA_CHIP`` if set; on NVIDIA
     (CUDA builds of PyTorch) sm_90a for compute capability 9.0 and sm_80 for
     8.x; on AMD (ROCm builds, whose tensors are also "cuda" tensors) the gfx
-    name the device reports, if kda-compile targets it (gfx90a, gfx942,
-    gfx1100). The bundle's target then selects the runtime's CUDA or HIP
-    driver."""
+    name the device reports, if kda-compile targets it (kda/chips.py). The
+    bundle's target then selects the runtime's CUDA or HIP driver."""
     env = os.environ.get("KDA_CHIP")
     if env:
         return env
     import torch
     if getattr(torch.version, "hip", None):
         arch = torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
-        if arch in ("gfx90a", "gfx942", "gfx1100"):
+        from .chips import amd_chips
+        if arch in amd_chips():
             return arch
         raise KdaError("KDA_ERROR_WRONG_ARCHITECTURE",
-                       f"device {device} is {arch}; kda bundles are built for gfx90a, gfx942 "
-                       f"and gfx1100. Set KDA_CHIP to override.", "chip_for_device")
+                       f"device {device} is {arch}; kda bundles are built for "
+                       f"{', '.join(amd_chips())}. Set KDA_CHIP to override.", "chip_for_device")
     major, minor = torch.cuda.get_device_capability(device)
     if (major, minor) == (9, 0):
         return "sm_90a"

@@ -112,6 +112,14 @@ static cl::opt<std::string>
             cl::desc("CUDA toolkit root (ptxas) or, for AMD, a folder with "
                      "llvm/bin/ld.lld"),
             cl::init(""), cl::cat(compileCategory));
+// Handled before parsing (main), as --fingerprint; declared so that --help
+// lists it.
+static cl::opt<bool> printChips(
+    "print-chips",
+    cl::desc("print the chip table the compiler decides from (JSON: vendor, "
+             "warp size, matrix instructions, shared memory and registers, "
+             "default tiles) and exit"),
+    cl::init(false), cl::cat(compileCategory));
 // Handled before parsing (main); declared so that --help lists it.
 static cl::opt<bool> fingerprintOnly(
     "fingerprint",
@@ -297,17 +305,6 @@ lookupTunedTile(StringRef path, StringRef sourceHash, StringRef chipName,
   return std::optional<llvm::json::Object>();
 }
 
-/// Shared memory (LDS) a block of this chip may use, in bytes.
-int64_t sharedMemoryLimit(StringRef chip) {
-  if (chip == "sm_90a")
-    return 227 * 1024;
-  if (chip == "sm_80")
-    return 163 * 1024;
-  return 64 * 1024; // gfx90a, gfx942, gfx1100
-}
-
-/// Vector registers a lane may use (gfx90a/gfx942 unify VGPRs and AGPRs).
-int64_t vgprLimit(StringRef chip) { return chip == "gfx1100" ? 256 : 512; }
 
 /// Where the bundle's files are written before they are put in place: a new
 /// directory next to the bundle directory (same file system, so the final
@@ -385,12 +382,17 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   // Before option parsing: the input and -o are required for compiling,
   // not for asking which compiler this is.
-  for (int i = 1; i < argc; ++i)
-    if (llvm::StringRef(argv[i]) == "--fingerprint" ||
-        llvm::StringRef(argv[i]) == "-fingerprint") {
+  for (int i = 1; i < argc; ++i) {
+    llvm::StringRef arg(argv[i]);
+    if (arg == "--fingerprint" || arg == "-fingerprint") {
       llvm::outs() << compilerFingerprint() << "\n";
       return 0;
     }
+    if (arg == "--print-chips" || arg == "-print-chips") {
+      mlir::kda::printChipTable(llvm::outs());
+      return 0;
+    }
+  }
   cl::HideUnrelatedOptions(compileCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "kda compile driver: module -> GPU bundle\n");
@@ -400,8 +402,8 @@ int main(int argc, char **argv) {
   std::optional<mlir::kda::GpuTarget> target =
       mlir::kda::gpuTargetForChip(chip);
   if (!target)
-    return fail("unsupported chip '" + chip +
-                "' (expected sm_80, sm_90a, gfx90a, gfx942 or gfx1100)");
+    return fail("unsupported chip '" + chip + "' (expected " +
+                mlir::kda::knownChips() + ")");
   const bool amd = target->vendor == mlir::kda::GpuTarget::Vendor::Amd;
   if (!tuningDb.empty() || !tuningShape.empty()) {
     int64_t t = 0, n = 0, hv = 0;
@@ -668,7 +670,7 @@ int main(int argc, char **argv) {
       biggest = cast<StringAttr>(launch.get("name")).str();
     }
   }
-  if (mostSmem > sharedMemoryLimit(chip)) {
+  if (mostSmem > target->sharedMemoryPerBlock) {
     SmallVector<Operation *> tiled;
     unlowered->walk([&](Operation *op) {
       if (isa_and_nonnull<mlir::kda::TileAttr>(op->getAttr("tile")))
@@ -692,7 +694,7 @@ int main(int argc, char **argv) {
                      << t.getSubChunk() << ", v_block " << t.getVBlock()
                      << ") needs " << mostSmem << " bytes of shared memory ("
                      << biggest << "); " << chip << " gives a block "
-                     << sharedMemoryLimit(chip) << ": compiled with the tile "
+                     << target->sharedMemoryPerBlock << ": compiled with the tile "
                      << "of ops without one (chunk " << flagChunk
                      << ", sub_chunk " << flagSubChunk << ", v_block "
                      << flagVBlock << ") instead\n";
@@ -770,15 +772,15 @@ int main(int argc, char **argv) {
       smem += resources.getInteger("group_segment_fixed_size").value_or(0);
       int64_t vgprs = resources.getInteger("vgpr_count").value_or(0) +
                       resources.getInteger("agpr_count").value_or(0);
-      if (vgprs > vgprLimit(chip))
+      if (vgprs > target->registersPerLane)
         return fail(name + " needs " + llvm::Twine(vgprs) +
                     " vector registers; " + chip + " has " +
-                    llvm::Twine(vgprLimit(chip)));
+                    llvm::Twine(target->registersPerLane));
     }
-    if (smem > sharedMemoryLimit(chip))
+    if (smem > target->sharedMemoryPerBlock)
       return fail(name + " needs " + llvm::Twine(smem) +
                   " bytes of shared memory; " + chip + " gives a block " +
-                  llvm::Twine(sharedMemoryLimit(chip)) +
+                  llvm::Twine(target->sharedMemoryPerBlock) +
                   " (use smaller tiles: --chunk, --v-block)");
     // Static grid extents past what a launch takes (CUDA's 2^31 - 1 blocks
     // in x, 65535 in y and z; HIP's are no smaller) would make a bundle that

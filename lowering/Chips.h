@@ -1,0 +1,63 @@
+//===- Chips.h - the GPU chips kda compiles for, in one table -*- C++ -*-===//
+//
+// Everything kda decides from a chip reads this table: its vendor and warp
+// size, the matrix instructions of the tile primitives, the shared memory a
+// block may use and the registers a lane may use (kda-compile refuses
+// kernels past them), the default tiles, and, for AMD, the machine value a
+// code object of the chip carries. `kda-compile --print-chips` prints it as
+// JSON, so that the Python package (python/kda/chips.py) and the tests check
+// their copies against it instead of restating it
+// (test/tools/print-chips.test).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef KDA_LOWERING_CHIPS_H
+#define KDA_LOWERING_CHIPS_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace mlir::kda {
+
+/// The target of a GPU pipeline: one row of the chip table.
+struct GpuTarget {
+  enum class Vendor { Nvidia, Amd } vendor;
+  std::string chip;
+  int64_t warpSize;
+  std::string matrixInstructions; // kda-gpu-tile-matmuls' instructions
+  // Default tiles at K = V = 128: C = 16 with V blocks of 16 on both
+  // vendors. On the H200 the chunk-parallel state pass is latency-bound, and
+  // V blocks of 16 (256 programs at H = 32) beat 8, 32 and 64 over BENCH.md's
+  // cases (bench/RESULTS.md, 2026-12-01); on AMD they also fit 64 KB of LDS.
+  int64_t defaultChunk, defaultVBlock;
+  /// Bytes of shared memory (LDS) one block may use: the opt-in maximum on
+  /// NVIDIA (the runtime raises the limit for kernels past 48 KB).
+  int64_t sharedMemoryPerBlock;
+  /// 32-bit registers one lane may use: NVIDIA's 255; AMD's vector
+  /// registers (gfx90a and gfx942 count VGPRs and AGPRs together).
+  int64_t registersPerLane;
+  /// AMD: the EF_AMDGPU_MACH value in a code object's e_flags (0 on NVIDIA).
+  unsigned amdMachine;
+
+  bool isNvidia() const { return vendor == Vendor::Nvidia; }
+  const char *vendorName() const { return isNvidia() ? "nvidia" : "amd"; }
+};
+
+/// Every chip kda compiles for, NVIDIA's first.
+llvm::ArrayRef<GpuTarget> gpuChips();
+/// The target for `chip`, or nullopt for an unknown chip.
+std::optional<GpuTarget> gpuTargetForChip(llvm::StringRef chip);
+/// "sm_80, sm_90a, gfx90a, gfx942 or gfx1100" (only one vendor's when
+/// `vendor` is given), for messages.
+std::string knownChips(std::optional<GpuTarget::Vendor> vendor = std::nullopt);
+/// The table as JSON: {"chips": [{"chip": ..., "vendor": ..., ...}]}.
+void printChipTable(llvm::raw_ostream &os);
+
+} // namespace mlir::kda
+
+#endif // KDA_LOWERING_CHIPS_H

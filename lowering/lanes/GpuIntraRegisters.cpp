@@ -184,6 +184,11 @@ struct IntraProgram : kda::LaneBuilder {
   ///     zeroed), up to 80: that form. Steep gates (Kimi's softplus with
   ///     A = exp(A_log) up to 16 reaches -48 a token) land here, where the
   ///     pairwise form cost half of the kernel's time again;
+  ///   - else, with 2-key groups (r = 8 nt + 2 gr + 1: the one positive
+  ///     exponent is a single gate step, checked by stepSpread()), up to 80:
+  ///     that form. Two steps of Kimi's steepest heads pass 80 often enough
+  ///     that the pairwise form behind them took a third of softplus' intra
+  ///     time at 8 x 4096 (bench/RESULTS.md);
   ///   - else the pairwise form, exact for any gate (the tile algorithm's,
   ///     GatedDeltaKernel.cpp).
   /// The choice is uniform within the warp (mma.sync needs the whole warp)
@@ -209,7 +214,16 @@ struct IntraProgram : kda::LaneBuilder {
         otherwise();
       };
       tryGroups(8, [&] {
-        tryGroups(4, [&] { pairwise(Q, Kx, G, nt, red); });
+        tryGroups(4, [&] {
+          Value fits = arith::CmpFOp::create(
+              b, arith::CmpFPredicate::OLE, stepSpread(G, nt), f32(80.0));
+          auto ifOp = scf::IfOp::create(b, fits, /*withElseRegion=*/true);
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPointToStart(ifOp.thenBlock());
+          factored(Q, Kx, G, nt, 2, red);
+          b.setInsertionPointToStart(ifOp.elseBlock());
+          pairwise(Q, Kx, G, nt, red);
+        });
       });
     }
   }
@@ -227,13 +241,18 @@ struct IntraProgram : kda::LaneBuilder {
                           : add(t, row4);
     return shuffle(G[nt][c], laneI32(src), gpu::ShuffleMode::IDX);
   }
-  /// The reference of the group holding the lane's key row 8 nt + g.
+  /// The reference of the group holding the lane's key row 8 nt + g (for
+  /// groups smaller than 8 the reference row is computed per lane: one
+  /// shuffle).
   Value ownRef(SmallVector<Value> *G, int nt, int gs, int64_t c,
                bool forSpread = false) {
     if (gs == 8)
       return ref(G, nt, gs, 0, c, forSpread);
-    return select(ult(g, idx(gs)), ref(G, nt, gs, 0, c, forSpread),
-                  ref(G, nt, gs, 1, c, forSpread));
+    Value row = add(mul(arith::DivUIOp::create(b, g, idx(gs)), gs), gs / 2);
+    Value row4 = mul(row, 4);
+    Value src = forSpread ? Value(arith::OrIOp::create(b, t, row4))
+                          : add(t, row4);
+    return shuffle(G[nt][c], laneI32(src), gpu::ShuffleMode::IDX);
   }
 
   /// The largest exponent the factored form of n tile nt with `gs`-key
@@ -263,6 +282,28 @@ struct IntraProgram : kda::LaneBuilder {
       least = arith::MinimumFOp::create(
           b, least, shuffle(least, i32(off), gpu::ShuffleMode::XOR));
     return arith::NegFOp::create(b, least);
+  }
+
+  /// The largest exponent the factored form with 2-key groups takes: its
+  /// reference rows are the odd rows r of n tile nt, and the only positive
+  /// exponent is one gate step, G_{r-1} - G_r (row r - 1 against r's keys),
+  /// over the warp's columns. Cheaper than spread() (one xor shuffle per
+  /// column), which kept too many references live at this depth.
+  Value stepSpread(SmallVector<Value> *G, int nt) {
+    Value odd = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::eq, arith::AndIOp::create(b, g, idx(1)),
+        idx(1));
+    Value most = f32(0.0);
+    for (int64_t c = 0; c < KL; ++c) {
+      // Lane (g, t) ^ 4 holds row g ^ 1: row r - 1 for an odd row r.
+      Value step =
+          fsub(shuffle(G[nt][c], i32(4), gpu::ShuffleMode::XOR), G[nt][c]);
+      most = arith::MaximumFOp::create(b, most, select(odd, step, f32(0.0)));
+    }
+    for (int off : {1, 2, 4, 8, 16})
+      most = arith::MaximumFOp::create(
+          b, most, shuffle(most, i32(off), gpu::ShuffleMode::XOR));
+    return most;
   }
 
   /// The factored form of n tile nt: per key group, A rows Q exp(G_i - G_r)

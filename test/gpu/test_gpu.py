@@ -325,6 +325,10 @@ def all_cases():
              gate_scale=12.0, g_dtype="f32"),
         Case("f32-k64-steep-gate-varlen-37,1,64,200-ht-vmajor", "f32", 64, seqlens=[37, 1, 64, 200], H=2,
              ht=True, layout="v_major", gate_scale=12.0),
+        # Steeper still (down to about -120 per token): a single gate step past 80 takes the pairwise
+        # form; the chunks in between, the 2-key groups.
+        Case("bf16-k128-steeper-gate-T300-H4-ht", "bf16", 128, B=2, T=300, H=4, ht=True,
+             gate_scale=20.0, g_dtype="f32"),
         Case("f16-k64-kda-T100-H4-ht", "f16", 64, B=2, T=100, H=4, ht=True),
         Case("f16-k128-kimi-lb-varlen-h0-ht", "f16", 128, seqlens=[37, 1, 64], H=4, h0=True, ht=True,
              prologue="kimi_lb"),

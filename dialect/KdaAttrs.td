@@ -104,4 +104,116 @@ def Kda_TileAttr : AttrDef<Kda_Dialect, "Tile"> {
   let genVerifyDecl = 1;
 }
 
+
+//===----------------------------------------------------------------------===//
+// Kernel descriptions: what kda-tile-chunks tells the target lowerings
+//===----------------------------------------------------------------------===//
+// kda-tile-chunks writes the loop nests that define every kernel (they stay
+// the definition), and beside them, on the kernel function, a description of
+// what its grids compute: the strategy stage (kda-gpu-select-strategy)
+// decides from it whether the lane kernels take the kernel, and the lane
+// passes build their programs from it. Typed, so that a description a pass
+// cannot read is a verifier error, not a silent fallback.
+
+def Kda_GateForm : I32EnumAttr<"GateForm", "which gate a kernel reads", [
+    I32EnumAttrCase<"none", 0>,    // no gate: nothing decays
+    I32EnumAttrCase<"channel", 1>, // one decay per key channel
+    I32EnumAttrCase<"head", 2>     // one decay per head
+  ]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::mlir::kda";
+}
+
+def Kda_PrologueAttr : AttrDef<Kda_Dialect, "Prologue"> {
+  let mnemonic = "prologue";
+  let summary = "the per-token work before the recurrence, as a kernel computes it";
+  let description = [{
+    The update rule (`delta`), the gate read (`gate`) and its activation with
+    its lower bound, beta (present or not) and its activation, the l2 norm of
+    q and k, and the scale folded into q.
+  }];
+  let parameters = (ins
+    "::mlir::BoolAttr":$delta,
+    EnumParameter<Kda_GateForm>:$gate,
+    EnumParameter<Kda_GateActivation>:$gate_activation,
+    "::mlir::FloatAttr":$lower_bound,
+    "::mlir::BoolAttr":$beta,
+    EnumParameter<Kda_BetaActivation>:$beta_activation,
+    "::mlir::BoolAttr":$l2norm,
+    "::mlir::FloatAttr":$scale
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def Kda_IntraPassAttr : AttrDef<Kda_Dialect, "IntraPass"> {
+  let mnemonic = "intra_pass";
+  let summary = "what a chunk-parallel schedule's intra-chunk grid computes";
+  let description = [{
+    On a kernel function (key `kda.intra_pass`): the grid over (sequence,
+    chunk, head) computes emitIntraChunk for chunks of `chunk` tokens
+    (`tile_chunk`: the op's chunk, larger when it runs as sub-chunk steps)
+    with sub-chunks of `sub_chunk`, K = `key_dim`, V = `value_dim`, into the
+    workspaces named in order by `workspaces` ("w", "u", "q", "k", "p",
+    "g"); `grid` holds the static extents (-1: dynamic).
+  }];
+  let parameters = (ins
+    "int64_t":$chunk,
+    "int64_t":$tile_chunk,
+    "int64_t":$sub_chunk,
+    "int64_t":$key_dim,
+    "int64_t":$value_dim,
+    "::mlir::ArrayAttr":$workspaces,
+    "::mlir::DenseI64ArrayAttr":$grid,
+    "::mlir::kda::PrologueAttr":$prologue
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Kda_StatePassAttr : AttrDef<Kda_Dialect, "StatePass"> {
+  let mnemonic = "state_pass";
+  let summary = "what a chunk-parallel schedule's state grid computes";
+  let description = [{
+    On a kernel function (key `kda.state_pass`): the grid over (sequence,
+    head[, V block]) runs emitStateStep over chunks of `chunk` tokens
+    (`tile_chunk` as in #kda.intra_pass) with K = `key_dim` and V blocks of
+    `v_block`, the state `v_major` or not, reading the workspaces named by
+    `workspaces`; `boundary`: it writes boundary states every
+    `boundary_interval` tokens (`boundary_pool`: into pool slots).
+  }];
+  let parameters = (ins
+    "int64_t":$chunk,
+    "int64_t":$tile_chunk,
+    "int64_t":$key_dim,
+    "int64_t":$v_block,
+    "::mlir::BoolAttr":$v_major,
+    "::mlir::BoolAttr":$boundary,
+    "::mlir::BoolAttr":$boundary_pool,
+    "int64_t":$boundary_interval,
+    "::mlir::ArrayAttr":$workspaces,
+    "::mlir::DenseI64ArrayAttr":$grid
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
+def Kda_DecodePassAttr : AttrDef<Kda_Dialect, "DecodePass"> {
+  let mnemonic = "decode_pass";
+  let summary = "what a decode step's programs compute";
+  let description = [{
+    On a kernel function (key `kda.decode_pass`): one token of the
+    recurrence per (sequence, head) program on a state pool, K = `key_dim`,
+    V = `value_dim`, the pool `v_major` or not; `multi_token`: q is
+    [N, T, H, K] and indices [N, T] (a token loop per sequence).
+  }];
+  let parameters = (ins
+    "int64_t":$key_dim,
+    "int64_t":$value_dim,
+    "::mlir::BoolAttr":$v_major,
+    "::mlir::BoolAttr":$multi_token,
+    "::mlir::kda::PrologueAttr":$prologue
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
 #endif // KDA_DIALECT_KDAATTRS_TD

@@ -54,3 +54,74 @@ LogicalResult TileAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                        << segments;
   return success();
 }
+
+namespace {
+/// Kernel descriptions name their workspaces by role: strings from the set
+/// kda-tile-chunks writes.
+LogicalResult verifyWorkspaces(function_ref<InFlightDiagnostic()> emitError,
+                               StringRef attr, ArrayAttr workspaces) {
+  for (Attribute a : workspaces) {
+    auto s = dyn_cast<StringAttr>(a);
+    if (!s || !llvm::is_contained(
+                  ArrayRef<StringRef>{"w", "u", "q", "k", "p", "g"},
+                  s.getValue()))
+      return emitError() << attr
+                         << ": 'workspaces' holds the roles \"w\", \"u\", "
+                            "\"q\", \"k\", \"p\", \"g\", found "
+                         << a;
+  }
+  return success();
+}
+} // namespace
+
+LogicalResult IntraPassAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                    int64_t chunk, int64_t tileChunk,
+                                    int64_t subChunk, int64_t keyDim,
+                                    int64_t valueDim, ArrayAttr workspaces,
+                                    DenseI64ArrayAttr grid,
+                                    PrologueAttr prologue) {
+  if (chunk <= 0 || tileChunk < chunk || tileChunk % chunk != 0)
+    return emitError() << "#kda.intra_pass: 'tile_chunk' must be a multiple "
+                          "of 'chunk' ("
+                       << chunk << "), found " << tileChunk;
+  if (subChunk <= 0 || chunk % subChunk != 0)
+    return emitError() << "#kda.intra_pass: 'sub_chunk' must divide 'chunk' ("
+                       << chunk << "), found " << subChunk;
+  if (keyDim <= 0 || valueDim <= 0)
+    return emitError() << "#kda.intra_pass: 'key_dim' and 'value_dim' must "
+                          "be positive, found "
+                       << keyDim << " and " << valueDim;
+  if (grid.size() != 3)
+    return emitError() << "#kda.intra_pass: 'grid' has the extents of "
+                          "(sequence, chunk, head), found "
+                       << grid.size() << " of them";
+  return verifyWorkspaces(emitError, "#kda.intra_pass", workspaces);
+}
+
+LogicalResult StatePassAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                    int64_t chunk, int64_t tileChunk,
+                                    int64_t keyDim, int64_t vBlock,
+                                    BoolAttr vMajor, BoolAttr boundary,
+                                    BoolAttr boundaryPool,
+                                    int64_t boundaryInterval,
+                                    ArrayAttr workspaces,
+                                    DenseI64ArrayAttr grid) {
+  if (chunk <= 0 || tileChunk < chunk || tileChunk % chunk != 0)
+    return emitError() << "#kda.state_pass: 'tile_chunk' must be a multiple "
+                          "of 'chunk' ("
+                       << chunk << "), found " << tileChunk;
+  if (keyDim <= 0 || vBlock <= 0)
+    return emitError() << "#kda.state_pass: 'key_dim' and 'v_block' must be "
+                          "positive, found "
+                       << keyDim << " and " << vBlock;
+  if (boundary.getValue() &&
+      (boundaryInterval <= 0 || boundaryInterval % chunk != 0))
+    return emitError() << "#kda.state_pass: 'boundary_interval' must be a "
+                          "positive multiple of 'chunk' ("
+                       << chunk << "), found " << boundaryInterval;
+  if (grid.size() < 2 || grid.size() > 3)
+    return emitError() << "#kda.state_pass: 'grid' has the extents of "
+                          "(sequence, head[, V block]), found "
+                       << grid.size() << " of them";
+  return verifyWorkspaces(emitError, "#kda.state_pass", workspaces);
+}

@@ -23,6 +23,8 @@
 #ifndef KDA_LOWERING_STRATEGY_H
 #define KDA_LOWERING_STRATEGY_H
 
+#include "dialect/KdaAttrs.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
@@ -53,13 +55,13 @@ void registerGpuSelectStrategyPass();
 
 /// Why the register intra-chunk kernel cannot take the description
 /// (kda.intra_pass) with `threads` per block; empty if it can.
-std::string intraLanesRefusal(DictionaryAttr intraPass, int64_t threads);
+std::string intraLanesRefusal(IntraPassAttr intraPass, int64_t threads);
 /// The same for the register state kernel (kda.state_pass); `warpPrograms`:
 /// the independent-warps form is asked for.
-std::string stateLanesRefusal(DictionaryAttr statePass, int64_t threads,
+std::string stateLanesRefusal(StatePassAttr statePass, int64_t threads,
                               bool warpPrograms);
 /// The same for the register decode kernel (kda.decode_pass).
-std::string decodeLanesRefusal(DictionaryAttr decodePass, int64_t warpSize);
+std::string decodeLanesRefusal(DecodePassAttr decodePass, int64_t warpSize);
 
 /// Whether `func` is to be written per lane: its kda.strategy says so, or,
 /// without one (a register pass run on its own), `refusal` is empty.

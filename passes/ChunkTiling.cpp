@@ -184,24 +184,16 @@ void loadGateParams(TensorTileBuilder &tb, Value aLog, Value dtBias, Value hv,
 /// The prologue entries of kda.intra_pass and kda.decode_pass (passes/
 /// Passes.h; lowering/lanes/PassDescription.h reads them): update rule, gate form
 /// and activation, beta and its activation, l2 norm, scale.
-SmallVector<NamedAttribute> prologueDescription(Builder &b,
-                                                const ChunkConfig &config,
-                                                bool hasGate, bool channelGate,
-                                                bool hasBeta) {
-  StringRef gateKind = !hasGate ? "none" : channelGate ? "channel" : "head";
-  return {b.getNamedAttr("delta",
-                         b.getBoolAttr(config.update == UpdateRule::delta)),
-          b.getNamedAttr("gate", b.getStringAttr(gateKind)),
-          b.getNamedAttr("gate_activation",
-                         b.getStringAttr(
-                             stringifyGateActivation(config.gateActivation))),
-          b.getNamedAttr("lower_bound", b.getF64FloatAttr(config.lowerBound)),
-          b.getNamedAttr("beta", b.getBoolAttr(hasBeta)),
-          b.getNamedAttr("beta_activation",
-                         b.getStringAttr(
-                             stringifyBetaActivation(config.betaActivation))),
-          b.getNamedAttr("l2norm", b.getBoolAttr(config.qkL2Norm)),
-          b.getNamedAttr("scale", b.getF64FloatAttr(config.scale))};
+PrologueAttr prologueDescription(Builder &b, const ChunkConfig &config,
+                                 bool hasGate, bool channelGate, bool hasBeta) {
+  GateForm gate = !hasGate ? GateForm::none
+                  : channelGate ? GateForm::channel
+                                : GateForm::head;
+  return PrologueAttr::get(
+      b.getContext(), b.getBoolAttr(config.update == UpdateRule::delta), gate,
+      config.gateActivation, b.getF64FloatAttr(config.lowerBound),
+      b.getBoolAttr(hasBeta), config.betaActivation,
+      b.getBoolAttr(config.qkL2Norm), b.getF64FloatAttr(config.scale));
 }
 
 template <typename RecurrenceOp>
@@ -587,40 +579,24 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
         if (ws.g)
           roles.push_back("g");
         f->setAttr(kStatePassAttr,
-                   b.getDictionaryAttr(
-                       {b.getNamedAttr("chunk", b.getI64IntegerAttr(c)),
-                        b.getNamedAttr("key_dim", b.getI64IntegerAttr(kd)),
-                        b.getNamedAttr("v_block", b.getI64IntegerAttr(vb)),
-                        b.getNamedAttr("v_major", b.getBoolAttr(vMajor)),
-                        b.getNamedAttr("boundary",
-                                       b.getBoolAttr(bool(result))),
-                        b.getNamedAttr("boundary_pool",
-                                       b.getBoolAttr(poolInKernel)),
-                        b.getNamedAttr("boundary_interval",
-                                       b.getI64IntegerAttr(interval)),
-                        b.getNamedAttr("workspaces",
-                                       b.getStrArrayAttr(roles)),
-                        b.getNamedAttr("grid", b.getI64ArrayAttr(gridExtents)),
-                        b.getNamedAttr("tile_chunk",
-                                       b.getI64IntegerAttr(tileChunk))}));
+                   StatePassAttr::get(
+                       b.getContext(), c, tileChunk, kd, vb,
+                       b.getBoolAttr(vMajor), b.getBoolAttr(bool(result)),
+                       b.getBoolAttr(poolInKernel), interval,
+                       b.getStrArrayAttr(roles),
+                       b.getDenseI64ArrayAttr(gridExtents)));
         // The intra-chunk grid: (sequence, chunk, head).
         int64_t tokensStatic = staticOr(dimOf(q, 1));
         int64_t chunksStatic =
             tokensStatic < 0 ? -1 : (tokensStatic + c - 1) / c;
-        SmallVector<NamedAttribute> intra = {
-            b.getNamedAttr("chunk", b.getI64IntegerAttr(c)),
-            b.getNamedAttr("tile_chunk", b.getI64IntegerAttr(tileChunk)),
-            b.getNamedAttr("sub_chunk", b.getI64IntegerAttr(sub)),
-            b.getNamedAttr("key_dim", b.getI64IntegerAttr(kd)),
-            b.getNamedAttr("value_dim", b.getI64IntegerAttr(vd)),
-            b.getNamedAttr("workspaces", b.getStrArrayAttr(roles)),
-            b.getNamedAttr("grid",
-                           b.getI64ArrayAttr({gridExtents[0], chunksStatic,
-                                              gridExtents[1]}))};
-        llvm::append_range(intra, prologueDescription(
-                                   b, config, bool(op.getGate()), channelGate,
-                                   bool(op.getBeta())));
-        f->setAttr(kIntraPassAttr, b.getDictionaryAttr(intra));
+        auto intra = IntraPassAttr::get(
+            b.getContext(), c, tileChunk, sub, kd, vd,
+            b.getStrArrayAttr(roles),
+            b.getDenseI64ArrayAttr(
+                {gridExtents[0], chunksStatic, gridExtents[1]}),
+            prologueDescription(b, config, bool(op.getGate()), channelGate,
+                                bool(op.getBeta())));
+        f->setAttr(kIntraPassAttr, intra);
       }
     }
     Block *body = forall.getBody();
@@ -1126,15 +1102,11 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
     // What the programs compute, for a target's own decode kernel
     // (GpuDecodeRegisters.cpp); the loop nest above stays the definition.
     if (auto f = outer->getParentOfType<func::FuncOp>()) {
-      SmallVector<NamedAttribute> decode = {
-          b.getNamedAttr("key_dim", b.getI64IntegerAttr(kd)),
-          b.getNamedAttr("value_dim", b.getI64IntegerAttr(vd)),
-          b.getNamedAttr("v_major", b.getBoolAttr(vMajor)),
-          b.getNamedAttr("multi_token", b.getBoolAttr(multi))};
-      llvm::append_range(decode, prologueDescription(
-                                 b, config, bool(op.getGate()), channelGate,
-                                 bool(op.getBeta())));
-      f->setAttr(kDecodePassAttr, b.getDictionaryAttr(decode));
+      auto decode = DecodePassAttr::get(
+          b.getContext(), kd, vd, b.getBoolAttr(vMajor), b.getBoolAttr(multi),
+          prologueDescription(b, config, bool(op.getGate()), channelGate,
+                              bool(op.getBeta())));
+      f->setAttr(kDecodePassAttr, decode);
     }
     rewriter.replaceOp(op, outer.getResults());
     return success();

@@ -45,9 +45,9 @@ struct Decision {
 };
 
 Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
-  auto intra = f->getAttrOfType<DictionaryAttr>(kda::kIntraPassAttr);
-  auto state = f->getAttrOfType<DictionaryAttr>(kda::kStatePassAttr);
-  auto decode = f->getAttrOfType<DictionaryAttr>(kda::kDecodePassAttr);
+  auto intra = f->getAttrOfType<kda::IntraPassAttr>(kda::kIntraPassAttr);
+  auto state = f->getAttrOfType<kda::StatePassAttr>(kda::kStatePassAttr);
+  auto decode = f->getAttrOfType<kda::DecodePassAttr>(kda::kDecodePassAttr);
   StringRef name = f.getSymName();
   const char *amd = "AMD targets have no lane kernels for the chunkwise "
                     "passes yet (MFMA / WMMA register layouts)";
@@ -149,15 +149,17 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
         entries.push_back(b.getNamedAttr("reason", b.getStringAttr(d.reason)));
       // A chunk run as sub-chunk steps (kda-tile-chunks' sub-chunk-steps):
       // the manifest says which step the kernel takes for the op's chunk.
-      for (StringRef key : {kda::kIntraPassAttr, kda::kStatePassAttr})
-        if (auto desc = f->getAttrOfType<DictionaryAttr>(key)) {
-          auto step = desc.getAs<IntegerAttr>("chunk");
-          auto asked = desc.getAs<IntegerAttr>("tile_chunk");
-          if (step && asked && step.getInt() != asked.getInt()) {
-            entries.push_back(b.getNamedAttr("step", step));
-            entries.push_back(b.getNamedAttr("tile_chunk", asked));
-          }
-        }
+      std::optional<std::pair<int64_t, int64_t>> chunks;
+      if (auto intra = f->getAttrOfType<kda::IntraPassAttr>(kda::kIntraPassAttr))
+        chunks = {intra.getChunk(), intra.getTileChunk()};
+      if (auto state = f->getAttrOfType<kda::StatePassAttr>(kda::kStatePassAttr))
+        chunks = {state.getChunk(), state.getTileChunk()};
+      if (chunks && chunks->first != chunks->second) {
+        entries.push_back(
+            b.getNamedAttr("step", b.getI64IntegerAttr(chunks->first)));
+        entries.push_back(
+            b.getNamedAttr("tile_chunk", b.getI64IntegerAttr(chunks->second)));
+      }
       f->setAttr(kda::kStrategyAttr, b.getDictionaryAttr(entries));
       if (remarks && !d.reason.empty() && d.kernel != "elementwise") {
         // At the op's location, without the kernel's IR (a remark, not an

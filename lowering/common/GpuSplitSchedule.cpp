@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "dialect/KdaAttrs.h"
 #include "lowering/GpuPipeline.h"
 
 #include "passes/Passes.h"
@@ -261,13 +262,15 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
       kernel->setAttr(kAbiAttr, b.getArrayAttr(argAbi));
       if (Attribute tile = f->getAttr("kda.tile"))
         kernel->setAttr("kda.tile", tile);
-      if (auto state = f->getAttrOfType<DictionaryAttr>(kda::kStatePassAttr)) {
+      if (auto state =
+              f->getAttrOfType<kda::StatePassAttr>(kda::kStatePassAttr)) {
         if (suffix == "_state")
           kernel->setAttr(kda::kStatePassAttr, state);
         if (suffix == "_intra")
-          kernel->setAttr(kda::kChunkGridAttr, state.get("chunk"));
+          kernel->setAttr(kda::kChunkGridAttr,
+                          b.getI64IntegerAttr(state.getChunk()));
       }
-      if (auto intra = f->getAttrOfType<DictionaryAttr>(kda::kIntraPassAttr))
+      if (Attribute intra = f->getAttr(kda::kIntraPassAttr))
         if (suffix == "_intra")
           kernel->setAttr(kda::kIntraPassAttr, intra);
       Block *entry = kernel.addEntryBlock();

@@ -83,15 +83,15 @@ struct DecodeConfig : PrologueDescription {
   bool multiToken = false; // q [N, T, H, K], indices [N, T]
 };
 
-std::optional<DecodeConfig> readConfig(DictionaryAttr dict) {
-  if (!dict)
+std::optional<DecodeConfig> readConfig(DecodePassAttr desc) {
+  if (!desc)
     return std::nullopt;
-  PassDescription d{dict};
   DecodeConfig c;
-  if (!d.read("key_dim", c.keyDim) || !d.read("value_dim", c.valueDim) ||
-      !d.read("v_major", c.vMajor) || !d.read("multi_token", c.multiToken) ||
-      !c.readPrologue(d))
-    return std::nullopt;
+  c.keyDim = desc.getKeyDim();
+  c.valueDim = desc.getValueDim();
+  c.vMajor = desc.getVMajor().getValue();
+  c.multiToken = desc.getMultiToken().getValue();
+  c.readPrologue(desc.getPrologue());
   return c;
 }
 
@@ -166,7 +166,10 @@ struct DecodeProgram : kda::LaneBuilder {
 
   DecodeProgram(ImplicitLocOpBuilder &b, const DecodeConfig &cfg,
                 const DecodeLayout &lay, int64_t warpSize)
-      : LaneBuilder(b), cfg(cfg), lay(lay), W(warpSize) {}
+      : LaneBuilder(b), cfg(cfg), lay(lay), W(warpSize),
+        keyLayoutOnce(keyLayout()) {}
+  /// keyLayout(), chosen once per kernel.
+  LaneLayout keyLayoutOnce;
 
   Value scalar(Value mem, ValueRange at) {
     return toF32(memref::LoadOp::create(b, mem, at));
@@ -202,36 +205,65 @@ struct DecodeProgram : kda::LaneBuilder {
       l.warps.push_back({0, lay.colsV * w});
     return l;
   }
-  /// Rows of K (q, k, the gate, dt_bias): blocks of 4 keys per lane (one
-  /// 16-byte load of f32), the lanes of a warp along K, each key once per
-  /// warp where K allows (the rest of the lanes hold copies).
-  int64_t keyLanes() const {
-    int64_t n = 1;
-    while (2 * n <= W && (cfg.keyDim / 4) % (2 * n) == 0)
-      n *= 2;
-    return n;
-  }
+  /// Rows of K (q, k, the gate, dt_bias), in the first of these layouts
+  /// from which the state's key rows are reached by shuffles of one register
+  /// per row:
+  ///   - blocks of 4 keys per lane (one 16-byte load of f32), the lanes of a
+  ///     warp along K, each key once per warp where K allows (the rest of
+  ///     the lanes hold copies): V-major states, and K-major ones up to
+  ///     K = 4 x the warp size;
+  ///   - K / warp size consecutive keys per lane (K-major states past that,
+  ///     or with K not a power of two: the rows of a lane group are
+  ///     consecutive);
+  ///   - where the state's rows are (the prologue then runs on every lane
+  ///     of a row).
+  /// The first two run the prologue once per key.
   LaneLayout keyLayout() const {
-    const int64_t nL = keyLanes(), nB = cfg.keyDim / (4 * nL);
-    LaneLayout l;
-    l.shape = {cfg.keyDim};
-    for (int64_t blk = 0; blk < nB; ++blk)
-      for (int64_t e = 0; e < 4; ++e)
-        l.regs.push_back({blk * 4 * nL + e});
-    for (int64_t bit = 0; (int64_t(1) << bit) < W; ++bit)
-      l.lanes.push_back({(int64_t(1) << bit) < nL ? 4 << bit : 0});
-    for (int64_t w = 1; w < lay.warps; w *= 2)
-      l.warps.push_back({0});
-    return l;
+    const int64_t K = cfg.keyDim;
+    auto blocked = [&](int64_t perLane, int64_t laneStride, int64_t lanes) {
+      LaneLayout l;
+      l.shape = {K};
+      for (int64_t blk = 0; blk < K / (perLane * lanes); ++blk)
+        for (int64_t e = 0; e < perLane; ++e)
+          l.regs.push_back({blk * perLane * lanes + e});
+      for (int64_t bit = 0; (int64_t(1) << bit) < W; ++bit)
+        l.lanes.push_back(
+            {(int64_t(1) << bit) < lanes ? laneStride << bit : 0});
+      for (int64_t w = 1; w < lay.warps; w *= 2)
+        l.warps.push_back({0});
+      return l;
+    };
+    int64_t nL = 1;
+    while (2 * nL <= W && (K / 4) % (2 * nL) == 0)
+      nL *= 2;
+    SmallVector<LaneLayout> candidates = {blocked(4, 4, nL)};
+    if (K % W == 0)
+      candidates.push_back(blocked(K / W, K / W, W));
+    LaneLayout rows = stateLayout().slice(0);
+    for (const LaneLayout &l : candidates)
+      if (LaneTileBuilder::conversionRefusal(l, rows, W, lay.warps).empty())
+        return l;
+    return rows;
   }
-  /// A row [K] of `mem` at `prefix` in keyLayout, or `uniform` everywhere.
-  SmallVector<Value> loadKeys(Value mem, ValueRange prefix) {
-    const int64_t nL = keyLanes(), nB = cfg.keyDim / (4 * nL);
-    Value first = mul(arith::AndIOp::create(b, lane, idx(nL - 1)), 4);
+  /// A row [K] of `mem` at `prefix` in `keys`: runs of 4 consecutive keys
+  /// at multiples of 4 as one vector load (the layouts above have only
+  /// those).
+  SmallVector<Value> loadKeys(LaneTileBuilder &tb, const LaneLayout &keys,
+                              Value mem, ValueRange prefix) {
     SmallVector<Value> out;
-    for (int64_t blk = 0; blk < nB; ++blk)
-      llvm::append_range(out, kda::loadRowAsF32(b, b.getLoc(), mem, prefix,
-                                                add(first, blk * 4 * nL), 4));
+    const int64_t n = keys.regs.size();
+    for (int64_t r = 0; r < n;) {
+      int64_t run = 1;
+      while (run < 4 && r + run < n &&
+             keys.regs[r + run][0] == keys.regs[r][0] + run)
+        ++run;
+      if (run != 4 || keys.regs[r][0] % 4 != 0)
+        run = 1;
+      llvm::append_range(out,
+                         kda::loadRowAsF32(b, b.getLoc(), mem, prefix,
+                                           tb.coordinate(keys, r, 0), run));
+      r += run;
+    }
     return out;
   }
 
@@ -415,7 +447,7 @@ struct DecodeProgram : kda::LaneBuilder {
     const int64_t RK = lay.rowsK, CL = lay.colsLane, K = cfg.keyDim;
     LaneTileBuilder tb(b, W, lay.warps, lane, warp);
     const LaneLayout state = stateLayout();
-    const LaneLayout keys = keyLayout();
+    const LaneLayout &keys = keyLayoutOnce;
     const LaneLayout row = keys.unsqueezed(0);
     const LaneLayout values = state.slice(1).unsqueezed(0);
     tb.anchor(state);
@@ -424,17 +456,17 @@ struct DecodeProgram : kda::LaneBuilder {
     };
 
     ChunkInputs in;
-    in.q = tb.make(row, loadKeys(q, at(n, {qkHead})));
-    in.k = tb.make(row, loadKeys(k, at(n, {qkHead})));
+    in.q = tb.make(row, loadKeys(tb, keys, q, at(n, {qkHead})));
+    in.k = tb.make(row, loadKeys(tb, keys, k, at(n, {qkHead})));
     in.v = tb.make(values, kda::loadRowAsF32(b, b.getLoc(), v, at(n, {head}),
                                              vFirst, CL));
     if (cfg.gate == "channel")
-      in.gate = tb.make(row, loadKeys(gate, at(n, {head})));
+      in.gate = tb.make(row, loadKeys(tb, keys, gate, at(n, {head})));
     else if (cfg.gate == "head")
       in.gate = uniformRow(row, scalar(gate, at(n, {head})));
     if (dtBias)
       in.dtBias = cast<MemRefType>(dtBias.getType()).getRank() == 2
-                      ? tb.make(keys, loadKeys(dtBias, ValueRange{head}))
+                      ? tb.make(keys, loadKeys(tb, keys, dtBias, ValueRange{head}))
                       : uniformRow(keys, scalar(dtBias, ValueRange{head}));
     if (aLog)
       in.aLog = scalar(aLog, ValueRange{head});
@@ -492,7 +524,7 @@ struct DecodeRegistersPass : kda::impl::KdaGpuDecodeRegistersBase<DecodeRegister
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    auto desc = func->getAttrOfType<DictionaryAttr>(kda::kDecodePassAttr);
+    auto desc = func->getAttrOfType<DecodePassAttr>(kda::kDecodePassAttr);
     std::optional<DecodeConfig> cfg = readConfig(desc);
     auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
     if (!cfg || !abi || func.isExternal() ||
@@ -571,10 +603,11 @@ struct DecodeRegistersPass : kda::impl::KdaGpuDecodeRegistersBase<DecodeRegister
     func->setAttr(kda::kBlockThreadsAttr,
                   b.getI64IntegerAttr(lay->warps * warpSize));
     // NVIDIA: 16 warps per SM (128 registers; the step is bound by the
-    // state loads in flight, and ptxas fits every configuration there
-    // without spills, bundle.test): a register more would halve the
-    // resident blocks of 8 warps.
-    if (maxRegisters > 0)
+    // state loads in flight, and ptxas fits it there without spills up to
+    // 64 state elements per lane, bundle.test): a register more would halve
+    // the resident blocks of 8 warps. Past 64 (K = 256: 128 state elements
+    // per lane) the state alone fills the 128: no cap, rather than spills.
+    if (maxRegisters > 0 && lay->rowsK * lay->colsLane <= 64)
       func->setAttr(kda::kMaxRegistersAttr, b.getI32IntegerAttr(maxRegisters));
     // Rows read and written as vectors need aligned pointers (the runtime
     // checks what the manifest states).
@@ -589,7 +622,7 @@ struct DecodeRegistersPass : kda::impl::KdaGpuDecodeRegistersBase<DecodeRegister
 
 } // namespace
 
-std::string mlir::kda::decodeLanesRefusal(DictionaryAttr decodePass,
+std::string mlir::kda::decodeLanesRefusal(DecodePassAttr decodePass,
                                           int64_t warpSize) {
   std::optional<DecodeConfig> cfg = readConfig(decodePass);
   if (!cfg)

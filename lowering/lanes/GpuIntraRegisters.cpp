@@ -79,23 +79,18 @@ struct IntraPassConfig : PrologueDescription {
   SmallVector<int64_t> grid; // (sequence, chunk, head); -1 dynamic
 };
 
-std::optional<IntraPassConfig> readConfig(DictionaryAttr dict) {
-  if (!dict)
+std::optional<IntraPassConfig> readConfig(IntraPassAttr desc) {
+  if (!desc)
     return std::nullopt;
-  PassDescription d{dict};
   IntraPassConfig c;
-  if (!d.read("chunk", c.chunk) || !d.read("sub_chunk", c.subChunk) ||
-      !d.read("key_dim", c.keyDim) || !d.read("value_dim", c.valueDim) ||
-      !c.readPrologue(d))
-    return std::nullopt;
-  auto roles = dict.getAs<ArrayAttr>("workspaces");
-  auto grid = dict.getAs<ArrayAttr>("grid");
-  if (!roles || !grid || grid.size() != 3)
-    return std::nullopt;
-  for (Attribute r : roles)
+  c.chunk = desc.getChunk();
+  c.subChunk = desc.getSubChunk();
+  c.keyDim = desc.getKeyDim();
+  c.valueDim = desc.getValueDim();
+  c.readPrologue(desc.getPrologue());
+  for (Attribute r : desc.getWorkspaces())
     c.roles.push_back(cast<StringAttr>(r).getValue().str());
-  for (Attribute e : grid)
-    c.grid.push_back(cast<IntegerAttr>(e).getInt());
+  llvm::append_range(c.grid, desc.getGrid().asArrayRef());
   return c;
 }
 
@@ -733,7 +728,7 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    auto desc = func->getAttrOfType<DictionaryAttr>(kda::kIntraPassAttr);
+    auto desc = func->getAttrOfType<IntraPassAttr>(kda::kIntraPassAttr);
     std::optional<IntraPassConfig> cfg = readConfig(desc);
     auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
     if (!cfg || !abi || func.isExternal() ||
@@ -835,7 +830,7 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
 
 } // namespace
 
-std::string mlir::kda::intraLanesRefusal(DictionaryAttr intraPass,
+std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
                                          int64_t threads) {
   std::optional<IntraPassConfig> cfg = readConfig(intraPass);
   if (!cfg)

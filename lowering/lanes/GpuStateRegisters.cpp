@@ -83,27 +83,20 @@ struct StatePassConfig {
   SmallVector<int64_t> grid;      // (sequence, head[, V block]); -1 dynamic
 };
 
-std::optional<StatePassConfig> readConfig(DictionaryAttr dict) {
-  if (!dict)
+std::optional<StatePassConfig> readConfig(kda::StatePassAttr desc) {
+  if (!desc)
     return std::nullopt;
-  kda::PassDescription d{dict};
   StatePassConfig c;
-  auto roles = dict.getAs<ArrayAttr>("workspaces");
-  if (!d.read("chunk", c.chunk) || !d.read("key_dim", c.keyDim) ||
-      !d.read("v_block", c.vBlock) || !d.read("v_major", c.vMajor) ||
-      !d.read("boundary", c.boundary) || !roles)
-    return std::nullopt;
-  d.read("boundary_pool", c.boundaryPool);
-  if (c.boundary && (!d.read("boundary_interval", c.interval) ||
-                     c.interval <= 0 || c.interval % c.chunk != 0))
-    return std::nullopt;
-  for (Attribute r : roles)
+  c.chunk = desc.getChunk();
+  c.keyDim = desc.getKeyDim();
+  c.vBlock = desc.getVBlock();
+  c.vMajor = desc.getVMajor().getValue();
+  c.boundary = desc.getBoundary().getValue();
+  c.boundaryPool = desc.getBoundaryPool().getValue();
+  c.interval = desc.getBoundaryInterval();
+  for (Attribute r : desc.getWorkspaces())
     c.roles.push_back(cast<StringAttr>(r).getValue().str());
-  auto grid = dict.getAs<ArrayAttr>("grid");
-  if (!grid || grid.size() < 2 || grid.size() > 3)
-    return std::nullopt;
-  for (Attribute e : grid)
-    c.grid.push_back(cast<IntegerAttr>(e).getInt());
+  llvm::append_range(c.grid, desc.getGrid().asArrayRef());
   return c;
 }
 
@@ -1062,7 +1055,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
 
   void runOnOperation() override {
     func::FuncOp func = getOperation();
-    auto desc = func->getAttrOfType<DictionaryAttr>(kda::kStatePassAttr);
+    auto desc = func->getAttrOfType<kda::StatePassAttr>(kda::kStatePassAttr);
     std::optional<StatePassConfig> cfg = readConfig(desc);
     auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
     if (!cfg || !abi || func.isExternal())
@@ -1203,7 +1196,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
 
 } // namespace
 
-std::string mlir::kda::stateLanesRefusal(DictionaryAttr statePass,
+std::string mlir::kda::stateLanesRefusal(StatePassAttr statePass,
                                          int64_t threads, bool warpPrograms) {
   std::optional<StatePassConfig> cfg = readConfig(statePass);
   if (!cfg)

@@ -271,72 +271,48 @@ Value LaneTileBuilder::holdsFirstCopy(const LaneLayout &layout) {
                                none(warp, layout.replicatedWarpMask()));
 }
 
-/// The source lane as an i32 of the calling lane: `srcLaneOf` lists it for
-/// every lane; it must be c + sum of (lane bit b) m_b, or c xor the xor of
-/// (lane bit b) m_b.
-Value LaneTileBuilder::laneIndexI32(const std::map<int64_t, int64_t> &srcLaneOf) {
-  const int64_t bits = log2Exact(warpSize);
-  auto i32 = [&](int64_t v) {
-    return arith::ConstantOp::create(b, b.getI32IntegerAttr(v)).getResult();
-  };
-  Value laneI32 = arith::IndexCastOp::create(b, b.getI32Type(), lane);
-  const int64_t c = srcLaneOf.at(0);
-  SmallVector<int64_t> add, xr;
+namespace {
+using LaneFunction = LaneTileBuilder::LaneFunction;
+
+/// The lane function that gives `srcLaneOf` (every lane's source lane), or
+/// nullopt if neither form does.
+std::optional<LaneFunction> fitLaneFunction(
+    const std::map<int64_t, int64_t> &srcLaneOf, int64_t bits) {
+  LaneFunction add, xr;
+  add.c = xr.c = srcLaneOf.at(0);
+  xr.additive = false;
   for (int64_t bit = 0; bit < bits; ++bit) {
-    add.push_back(srcLaneOf.at(int64_t(1) << bit) - c);
-    xr.push_back(srcLaneOf.at(int64_t(1) << bit) ^ c);
+    add.m.push_back(srcLaneOf.at(int64_t(1) << bit) - add.c);
+    xr.m.push_back(srcLaneOf.at(int64_t(1) << bit) ^ xr.c);
   }
   bool isAdd = true, isXor = true;
   for (auto [l, src] : srcLaneOf) {
-    int64_t sa = c, sx = c;
+    int64_t sa = add.c, sx = xr.c;
     for (int64_t bit = 0; bit < bits; ++bit)
       if ((l >> bit) & 1) {
-        sa += add[bit];
-        sx ^= xr[bit];
+        sa += add.m[bit];
+        sx ^= xr.m[bit];
       }
     isAdd &= sa == src;
     isXor &= sx == src;
   }
-  if (!isAdd && !isXor)
-    return Value();
-  ArrayRef<int64_t> m = isAdd ? add : xr;
-  // Bits that map to themselves: one mask.
-  int64_t keep = 0;
-  Value acc = i32(c);
-  for (int64_t bit = 0; bit < bits; ++bit) {
-    if (m[bit] == 0)
-      continue;
-    if (m[bit] == (int64_t(1) << bit)) {
-      keep |= m[bit];
-      continue;
-    }
-    Value t = arith::ShRUIOp::create(b, laneI32, i32(bit));
-    t = arith::AndIOp::create(b, t, i32(1));
-    t = arith::MulIOp::create(b, t, i32(m[bit]));
-    acc = isAdd ? Value(arith::AddIOp::create(b, acc, t))
-                : Value(arith::XOrIOp::create(b, acc, t));
-  }
-  if (keep) {
-    Value t = arith::AndIOp::create(b, laneI32, i32(keep));
-    acc = isAdd ? Value(arith::AddIOp::create(b, acc, t))
-                : Value(arith::XOrIOp::create(b, acc, t));
-  }
-  return acc;
+  if (isAdd)
+    return add;
+  if (isXor)
+    return xr;
+  return std::nullopt;
 }
+} // namespace
 
-SmallVector<Value> LaneTileBuilder::convertLayout(Value tile,
-                                                  const LaneLayout &to) {
-  const Tile &src = tile_(tile);
-  if (!error.empty())
-    return SmallVector<Value>(to.regs.size(), constantF32(0.0));
-  if (src.layout == to)
-    return src.regs;
-  if (src.layout.shape != to.shape) {
-    fail("a layout conversion between tiles of different shapes", to.shape);
-    return SmallVector<Value>(to.regs.size(), constantF32(0.0));
+FailureOr<SmallVector<LaneTileBuilder::ConversionStep>>
+LaneTileBuilder::planConversion(const LaneLayout &from, const LaneLayout &to,
+                                int64_t warpSize, int64_t warps,
+                                std::string &why) {
+  if (from.shape != to.shape) {
+    why = "a layout conversion between tiles of different shapes";
+    return mlir::failure();
   }
   // Per warp: which (register, lane) of the source holds each element.
-  const LaneLayout &from = src.layout;
   SmallVector<std::map<LaneLayout::Coords, SmallVector<std::pair<int64_t, int64_t>>>>
       holders(warps);
   for (int64_t w = 0; w < warps; ++w)
@@ -344,7 +320,7 @@ SmallVector<Value> LaneTileBuilder::convertLayout(Value tile,
       for (int64_t r = 0; r < int64_t(from.regs.size()); ++r)
         holders[w][from.at(r, l, w)].push_back({r, l});
 
-  SmallVector<Value> out;
+  SmallVector<ConversionStep> steps;
   for (int64_t r = 0; r < int64_t(to.regs.size()); ++r) {
     // A source register that holds the element for every lane and warp.
     std::optional<std::set<int64_t>> common;
@@ -366,25 +342,25 @@ SmallVector<Value> LaneTileBuilder::convertLayout(Value tile,
         }
       }
     if (!common || common->empty()) {
-      fail("a layout conversion that needs data from another warp (or from "
-           "registers that differ between lanes)",
-           to.shape);
-      return SmallVector<Value>(to.regs.size(), constantF32(0.0));
+      why = "a layout conversion that needs data from another warp (or from "
+            "registers that differ between lanes)";
+      return mlir::failure();
     }
     // Prefer the register the lane itself holds the element in.
-    int64_t best = *common->begin(), bestOwn = -1;
+    ConversionStep step;
+    int64_t bestOwn = -1;
     for (int64_t sr : *common) {
       int64_t own = 0;
       for (int64_t w = 0; w < warps; ++w)
         for (int64_t l = 0; l < warpSize; ++l)
           own += from.at(sr, l, w) == to.at(r, l, w);
       if (own > bestOwn) {
-        best = sr;
+        step.srcReg = sr;
         bestOwn = own;
       }
     }
     if (bestOwn == warps * warpSize) {
-      out.push_back(src.regs[best]);
+      steps.push_back(step);
       continue;
     }
     // Otherwise every lane reads the lowest lane that holds it.
@@ -394,20 +370,84 @@ SmallVector<Value> LaneTileBuilder::convertLayout(Value tile,
       for (int64_t l = 0; l < warpSize; ++l) {
         int64_t lowest = -1;
         for (auto [sr, sl] : holders[w][to.at(r, l, w)])
-          if (sr == best && (lowest < 0 || sl < lowest))
+          if (sr == step.srcReg && (lowest < 0 || sl < lowest))
             lowest = sl;
         auto [it, fresh] = srcLaneOf.try_emplace(l, lowest);
         uniform &= it->second == lowest;
       }
-    Value srcLane = uniform ? laneIndexI32(srcLaneOf) : Value();
-    if (!srcLane) {
-      fail("a layout conversion whose source lane is not a linear function "
-           "of the lane",
-           to.shape);
-      return SmallVector<Value>(to.regs.size(), constantF32(0.0));
+    if (uniform)
+      step.from = fitLaneFunction(srcLaneOf, log2Exact(warpSize));
+    if (!step.from) {
+      why = "a layout conversion whose source lane is not a linear function "
+            "of the lane";
+      return mlir::failure();
+    }
+    steps.push_back(step);
+  }
+  return steps;
+}
+
+std::string LaneTileBuilder::conversionRefusal(const LaneLayout &from,
+                                               const LaneLayout &to,
+                                               int64_t warpSize,
+                                               int64_t warps) {
+  std::string why;
+  (void)planConversion(from, to, warpSize, warps, why);
+  return why;
+}
+
+Value LaneTileBuilder::laneIndexI32(const LaneFunction &f) {
+  const int64_t bits = log2Exact(warpSize);
+  auto i32 = [&](int64_t v) {
+    return arith::ConstantOp::create(b, b.getI32IntegerAttr(v)).getResult();
+  };
+  Value laneI32 = arith::IndexCastOp::create(b, b.getI32Type(), lane);
+  auto combine = [&](Value acc, Value t) {
+    return f.additive ? Value(arith::AddIOp::create(b, acc, t))
+                      : Value(arith::XOrIOp::create(b, acc, t));
+  };
+  // Bits that map to themselves: one mask.
+  int64_t keep = 0;
+  Value acc = i32(f.c);
+  for (int64_t bit = 0; bit < bits; ++bit) {
+    if (f.m[bit] == 0)
+      continue;
+    if (f.m[bit] == (int64_t(1) << bit)) {
+      keep |= f.m[bit];
+      continue;
+    }
+    Value t = arith::ShRUIOp::create(b, laneI32, i32(bit));
+    t = arith::AndIOp::create(b, t, i32(1));
+    acc = combine(acc, arith::MulIOp::create(b, t, i32(f.m[bit])));
+  }
+  if (keep)
+    acc = combine(acc, arith::AndIOp::create(b, laneI32, i32(keep)));
+  return acc;
+}
+
+SmallVector<Value> LaneTileBuilder::convertLayout(Value tile,
+                                                  const LaneLayout &to) {
+  const Tile &src = tile_(tile);
+  if (!error.empty())
+    return SmallVector<Value>(to.regs.size(), constantF32(0.0));
+  if (src.layout == to)
+    return src.regs;
+  std::string why;
+  FailureOr<SmallVector<ConversionStep>> steps =
+      planConversion(src.layout, to, warpSize, warps, why);
+  if (failed(steps)) {
+    fail(why, to.shape);
+    return SmallVector<Value>(to.regs.size(), constantF32(0.0));
+  }
+  SmallVector<Value> out;
+  for (const ConversionStep &step : *steps) {
+    if (!step.from) {
+      out.push_back(src.regs[step.srcReg]);
+      continue;
     }
     Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(warpSize));
-    out.push_back(gpu::ShuffleOp::create(b, src.regs[best], srcLane, width,
+    out.push_back(gpu::ShuffleOp::create(b, src.regs[step.srcReg],
+                                         laneIndexI32(*step.from), width,
                                          gpu::ShuffleMode::IDX)
                       .getResult(0));
   }

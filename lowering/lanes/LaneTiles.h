@@ -34,6 +34,7 @@
 #include "passes/TileBuilder.h"
 
 #include <map>
+#include <optional>
 #include <string>
 
 namespace mlir::kda {
@@ -90,6 +91,25 @@ public:
   /// The registers of `tile` in `to` (indexed shuffles where an element is
   /// held by another lane of the warp).
   SmallVector<Value> convertLayout(Value tile, const LaneLayout &to);
+  /// Which lane a destination register reads, as a function of the calling
+  /// lane: c + sum over its set bits b of m_b (additive), or c xor the xor
+  /// of those m_b.
+  struct LaneFunction {
+    bool additive = true;
+    int64_t c = 0;
+    SmallVector<int64_t> m;
+  };
+  /// How a conversion reads a destination register: source register
+  /// `srcReg`, from the lane `from` gives (none: the lane's own).
+  struct ConversionStep {
+    int64_t srcReg = 0;
+    std::optional<LaneFunction> from;
+  };
+  /// Why `from` cannot be converted to `to` on warps of `warpSize` lanes,
+  /// `warps` per block; empty if it can (drivers choose their layouts so).
+  static std::string conversionRefusal(const LaneLayout &from,
+                                       const LaneLayout &to, int64_t warpSize,
+                                       int64_t warps);
   /// Whether this lane holds the first copy of its registers (the lane and
   /// warp bits that hold copies are zero): the one that stores them.
   Value holdsFirstCopy(const LaneLayout &layout);
@@ -131,7 +151,10 @@ private:
   /// other coordinate (rank 1), or is [1] for a rank-1 tile.
   Value reduce(Value tile, int64_t dim, bool isMax);
   Value relabel(const LaneLayout &layout, ArrayRef<Value> regs);
-  Value laneIndexI32(const std::map<int64_t, int64_t> &srcLaneOf);
+  static FailureOr<SmallVector<ConversionStep>>
+  planConversion(const LaneLayout &from, const LaneLayout &to,
+                 int64_t warpSize, int64_t warps, std::string &why);
+  Value laneIndexI32(const LaneFunction &f);
 
   int64_t warpSize, warps;
   Value lane, warp;

@@ -19,7 +19,7 @@
 // AMD-SAME: kda.strategy = {kernel = "intra", kind = "tiles", reason = "AMD targets have no lane kernels
 // OFF-LABEL: func.func @intra16
 // OFF-SAME: kda.strategy = {kernel = "intra", kind = "tiles", reason = "switched off (intra-registers=false)"}
-func.func @intra16() attributes {kda.kernel, kda.intra_pass = {beta = true, beta_activation = "none", chunk = 16 : i64, delta = true, gate = "channel", gate_activation = "none", grid = [-1, -1, 4], key_dim = 128 : i64, l2norm = false, lower_bound = -5.000000e+00 : f64, scale = 0.088388347648318433 : f64, sub_chunk = 16 : i64, value_dim = 128 : i64, workspaces = ["w", "u", "q", "k", "p", "g"]}} {
+func.func @intra16() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 16, sub_chunk = 16, key_dim = 128, value_dim = 128, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = none, l2norm = false, scale = 0.088388347648318433 : f64>>} {
   return
 }
 
@@ -28,7 +28,7 @@ func.func @intra16() attributes {kda.kernel, kda.intra_pass = {beta = true, beta
 // REMARK: select-strategy.mlir:[[@LINE+3]]:1: remark: kda-gpu-select-strategy: the intra kernel 'intra64' takes the shared-memory tile lowering, several times slower than lanes: chunk 64 with sub-chunk 16: the register program is one sub-chunk of 16 (chunks of 32 and 64 with sub_chunk=16 reach it as sub-chunk steps, kda-tile-chunks' sub-chunk-steps); fix: tile with sub-chunks of 16 and sub-chunk-steps (kda-compile: --sub-chunk=16, the default), or accept the tile lowering
 // CHECK-LABEL: func.func @intra64
 // CHECK-SAME: kind = "tiles", reason = "chunk 64 with sub-chunk 16
-func.func @intra64() attributes {kda.kernel, kda.intra_pass = {beta = true, beta_activation = "none", chunk = 64 : i64, delta = true, gate = "channel", gate_activation = "none", grid = [-1, -1, 4], key_dim = 128 : i64, l2norm = false, lower_bound = -5.000000e+00 : f64, scale = 0.088388347648318433 : f64, sub_chunk = 16 : i64, value_dim = 128 : i64, workspaces = ["w", "u", "q", "k", "p", "g"]}} {
+func.func @intra64() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<chunk = 64, tile_chunk = 64, sub_chunk = 16, key_dim = 128, value_dim = 128, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = none, l2norm = false, scale = 0.088388347648318433 : f64>>} {
   return
 }
 
@@ -36,20 +36,20 @@ func.func @intra64() attributes {kda.kernel, kda.intra_pass = {beta = true, beta
 // the strategy records the step the kernel takes.
 // CHECK-LABEL: func.func @intra64steps
 // CHECK-SAME: kda.strategy = {kernel = "intra", kind = "lanes", step = 16 : i64, tile_chunk = 64 : i64}
-func.func @intra64steps() attributes {kda.kernel, kda.intra_pass = {beta = true, beta_activation = "none", chunk = 16 : i64, delta = true, gate = "channel", gate_activation = "none", grid = [-1, -1, 4], key_dim = 128 : i64, l2norm = false, lower_bound = -5.000000e+00 : f64, scale = 0.088388347648318433 : f64, sub_chunk = 16 : i64, tile_chunk = 64 : i64, value_dim = 128 : i64, workspaces = ["w", "u", "q", "k", "p", "g"]}} {
+func.func @intra64steps() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 64, sub_chunk = 16, key_dim = 128, value_dim = 128, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = none, l2norm = false, scale = 0.088388347648318433 : f64>>} {
   return
 }
 
 // The state grid: V blocks of 16 take lanes, V blocks of 8 do not.
 // CHECK-LABEL: func.func @state16
 // CHECK-SAME: kda.strategy = {kernel = "state", kind = "lanes"}
-func.func @state16() attributes {kda.kernel, kda.state_pass = {boundary = false, boundary_interval = 0 : i64, boundary_pool = false, chunk = 16 : i64, grid = [-1, 4, 8], key_dim = 128 : i64, v_block = 16 : i64, v_major = false, workspaces = ["w", "u", "q", "k", "p", "g"]}} {
+func.func @state16() attributes {kda.kernel, kda.state_pass = #kda.state_pass<chunk = 16, tile_chunk = 16, key_dim = 128, v_block = 16, v_major = false, boundary = false, boundary_pool = false, boundary_interval = 0, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, 4, 8]>} {
   return
 }
 // REMARK: remark: kda-gpu-select-strategy: the state kernel 'state8' takes the shared-memory tile lowering, several times slower than lanes: V block 8, chunk 16, K 128, 128 threads: V blocks a multiple of 16, chunks a multiple of 8 up to 64, K a multiple of 8 x warps; fix: compile with a V block of 16 or 32 (--v-block) and a chunk of 16 (--chunk)
 // CHECK-LABEL: func.func @state8
 // CHECK-SAME: kind = "tiles"
-func.func @state8() attributes {kda.kernel, kda.state_pass = {boundary = false, boundary_interval = 0 : i64, boundary_pool = false, chunk = 16 : i64, grid = [-1, 4, 16], key_dim = 128 : i64, v_block = 8 : i64, v_major = false, workspaces = ["w", "u", "q", "k", "p", "g"]}} {
+func.func @state8() attributes {kda.kernel, kda.state_pass = #kda.state_pass<chunk = 16, tile_chunk = 16, key_dim = 128, v_block = 8, v_major = false, boundary = false, boundary_pool = false, boundary_interval = 0, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, 4, 16]>} {
   return
 }
 
@@ -60,11 +60,11 @@ func.func @state8() attributes {kda.kernel, kda.state_pass = {boundary = false, 
 // AMD-SAME: kda.strategy = {kernel = "decode", kind = "lanes"}
 // OFF-LABEL: func.func @decode
 // OFF-SAME: reason = "switched off (decode-registers=false)"
-func.func @decode() attributes {kda.kernel, kda.decode_pass = {beta = true, beta_activation = "none", delta = true, gate = "channel", gate_activation = "none", key_dim = 128 : i64, l2norm = false, lower_bound = -5.000000e+00 : f64, multi_token = false, scale = 0.088388347648318433 : f64, v_major = false, value_dim = 128 : i64}} {
+func.func @decode() attributes {kda.kernel, kda.decode_pass = #kda.decode_pass<key_dim = 128, value_dim = 128, v_major = false, multi_token = false, prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = none, l2norm = false, scale = 0.088388347648318433 : f64>>} {
   return
 }
 // REMARK: remark: kda-gpu-select-strategy: the decode kernel 'decode_k20' takes the shared-memory tile lowering, several times slower than lanes: K = 20, V = 128 (K-major) do not split over a warp of 32 lanes with 4 value columns per lane; fix: K and V multiples of 32 take the register decode kernel
-func.func @decode_k20() attributes {kda.kernel, kda.decode_pass = {beta = true, beta_activation = "none", delta = true, gate = "channel", gate_activation = "none", key_dim = 20 : i64, l2norm = false, lower_bound = -5.000000e+00 : f64, multi_token = false, scale = 0.2 : f64, v_major = false, value_dim = 128 : i64}} {
+func.func @decode_k20() attributes {kda.kernel, kda.decode_pass = #kda.decode_pass<key_dim = 20, value_dim = 128, v_major = false, multi_token = false, prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = none, l2norm = false, scale = 0.2 : f64>>} {
   return
 }
 

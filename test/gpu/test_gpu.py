@@ -395,6 +395,16 @@ def decode_cases():
                 DecodeCase(f"{p}-varlen-form-kimi-softplus-N33-P40-H1-HV2", dt, kv, N=33, P=40, H=1, HV=2,
                            prologue="kimi_softplus", g_dtype="f32", form="varlen"),
             ]
+    # K = 96 and 256: the decode kernel keeps q, k and the gate in another
+    # lane layout per state layout (4 keys per lane, K / 32 consecutive keys
+    # per lane, or none to move at all; lowering/lanes/GpuDecodeRegisters.cpp).
+    for kv in (96, 256):
+        cases += [
+            DecodeCase(f"f32-k{kv}-decode-keys-kimi-softplus-N5-P12-H2", "f32", kv, N=5, P=12, H=2,
+                       prologue="kimi_softplus", g_dtype="f32"),
+            DecodeCase(f"bf16-k{kv}-decode-keys-vmajor-kimi-lb-N5-P12-H2", "bf16", kv, N=5, P=12, H=2,
+                       layout="v_major", prologue="kimi_lb"),
+        ]
     cases += [
         DecodeCase("f32-k64-decode-lb-noAlog-vmajor-N4-P9", "f32", 64, N=4, P=9, H=3, HV=3, layout="v_major",
                    prologue="lb_no_A_log"),

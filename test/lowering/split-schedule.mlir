@@ -28,11 +28,11 @@
 
 // CHECK-LABEL: func.func private @kda_gated_delta_kernel_intra(
 // CHECK-SAME: kda.abi = [{dims = [1, "T", 1, 64], name = "q"}, {dims = [1, "T", 1, 64], name = "k"}, {dims = [1, "T", 1, 64], name = "v"}, {dims = [1, "T", 1, 64], name = "ws0"}, {dims = [1, "T", 1, 64], name = "ws1"}, {dims = [1, "T", 1, 64], name = "ws2"}, {dims = [1, "T", 1, 64], name = "ws3"}, {dims = [1, "T", 1, 16], name = "ws4"}]
-// CHECK-SAME: kda.intra_pass = {{{.*}}chunk = 16 : i64{{.*}}workspaces = ["w", "u", "q", "k", "p"]}, kda.kernel
+// CHECK-SAME: kda.intra_pass = #kda.intra_pass<chunk = 16,{{.*}}workspaces = ["w", "u", "q", "k", "p"],{{.*}}>>, kda.kernel
 // CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (1, %{{.*}}, 1)
 // CHECK: return
 
 // CHECK-LABEL: func.func private @kda_gated_delta_kernel_state(
-// CHECK-SAME: name = "ws1"}, {dims = [1, "T", 1, 64], name = "o"}], kda.kernel, kda.state_pass = {{{.*}}chunk = 16 : i64{{.*}}v_block = 16 : i64
+// CHECK-SAME: name = "ws1"}, {dims = [1, "T", 1, 64], name = "o"}], kda.kernel, kda.state_pass = #kda.state_pass<chunk = 16,{{.*}}v_block = 16,
 // CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (1, 1, 4)
 // CHECK: return

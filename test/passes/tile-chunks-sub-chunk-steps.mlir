@@ -10,14 +10,14 @@
 // op's chunk (tile_chunk); the boundary interval is the op's (64), every
 // fourth step. The intra grid has T / 16 chunks.
 // CHECK-LABEL: func.func @chunk64
-// CHECK-SAME: kda.intra_pass = {{{.*}}chunk = 16 : i64,{{.*}}grid = [1, 7, 4],{{.*}}sub_chunk = 16 : i64, tile_chunk = 64 : i64
-// CHECK-SAME: kda.state_pass = {boundary = true, boundary_interval = 64 : i64, boundary_pool = false, chunk = 16 : i64,{{.*}}tile_chunk = 64 : i64
+// CHECK-SAME: kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 64, sub_chunk = 16,{{.*}}grid = [1, 7, 4],
+// CHECK-SAME: kda.state_pass = #kda.state_pass<chunk = 16, tile_chunk = 64,{{.*}}boundary = true, boundary_pool = false, boundary_interval = 64,
 // CHECK-DAG: tensor<16x16xf32>
 // CHECK-NOT: tensor<64x64xf32>
 
 // Without it the chunk is one program of four sub-chunks: 64 x 64 tiles.
 // WHOLE-LABEL: func.func @chunk64
-// WHOLE-SAME: kda.intra_pass = {{{.*}}chunk = 64 : i64,{{.*}}grid = [1, 2, 4],{{.*}}sub_chunk = 16 : i64, tile_chunk = 64 : i64
+// WHOLE-SAME: kda.intra_pass = #kda.intra_pass<chunk = 64, tile_chunk = 64, sub_chunk = 16,{{.*}}grid = [1, 2, 4],
 // WHOLE: tensor<64x64xf32>
 
 // The sequential schedule is one program per (sequence, head): the option is

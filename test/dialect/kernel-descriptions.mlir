@@ -1,0 +1,45 @@
+// RUN: kda-opt %s --split-input-file --verify-diagnostics | FileCheck %s
+
+// The kernel descriptions kda-tile-chunks hands the target lowerings
+// (#kda.intra_pass, #kda.state_pass, #kda.decode_pass with their shared
+// #kda.prologue) are typed attributes: they round-trip, and a description a
+// pass could not read is refused by its verifier, naming the field.
+
+// CHECK-LABEL: func.func private @intra
+// CHECK-SAME: kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 64, sub_chunk = 16, key_dim = 128, value_dim = 128, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = softplus, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = sigmoid, l2norm = true, scale = 0.088378899999999996 : f64>>
+func.func private @intra() attributes {kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 64, sub_chunk = 16, key_dim = 128, value_dim = 128, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = softplus, lower_bound = -5.0 : f64, beta = true, beta_activation = sigmoid, l2norm = true, scale = 0.0883789 : f64>>}
+
+// CHECK-LABEL: func.func private @state
+// CHECK-SAME: kda.state_pass = #kda.state_pass<chunk = 16, tile_chunk = 16, key_dim = 128, v_block = 32, v_major = true, boundary = true, boundary_pool = false, boundary_interval = 64, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, 32, 4]>
+func.func private @state() attributes {kda.state_pass = #kda.state_pass<chunk = 16, tile_chunk = 16, key_dim = 128, v_block = 32, v_major = true, boundary = true, boundary_pool = false, boundary_interval = 64, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, 32, 4]>}
+
+// CHECK-LABEL: func.func private @decode
+// CHECK-SAME: kda.decode_pass = #kda.decode_pass<key_dim = 128, value_dim = 128, v_major = true, multi_token = false, prologue = <delta = true, gate = head, gate_activation = lower_bound
+func.func private @decode() attributes {kda.decode_pass = #kda.decode_pass<key_dim = 128, value_dim = 128, v_major = true, multi_token = false, prologue = <delta = true, gate = head, gate_activation = lower_bound, lower_bound = -5.0 : f64, beta = false, beta_activation = none, l2norm = false, scale = 1.0 : f64>>}
+
+// -----
+
+// expected-error @+1 {{#kda.intra_pass: 'tile_chunk' must be a multiple of 'chunk' (16), found 24}}
+func.func private @bad_tile_chunk() attributes {kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 24, sub_chunk = 16, key_dim = 128, value_dim = 128, workspaces = ["w"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.0 : f64, beta = true, beta_activation = none, l2norm = false, scale = 1.0 : f64>>}
+
+// -----
+
+// expected-error @+1 {{#kda.state_pass: 'workspaces' holds the roles "w", "u", "q", "k", "p", "g", found "x"}}
+func.func private @bad_role() attributes {kda.state_pass = #kda.state_pass<chunk = 16, tile_chunk = 16, key_dim = 128, v_block = 32, v_major = false, boundary = false, boundary_pool = false, boundary_interval = 0, workspaces = ["w", "x"], grid = [-1, 4]>}
+
+// -----
+
+// expected-error @+1 {{#kda.state_pass: 'boundary_interval' must be a positive multiple of 'chunk' (16), found 40}}
+func.func private @bad_interval() attributes {kda.state_pass = #kda.state_pass<chunk = 16, tile_chunk = 16, key_dim = 128, v_block = 32, v_major = false, boundary = true, boundary_pool = false, boundary_interval = 40, workspaces = ["w"], grid = [-1, 4]>}
+
+// -----
+
+// expected-error @+1 {{#kda.intra_pass: 'grid' has the extents of (sequence, chunk, head), found 2 of them}}
+func.func private @bad_grid() attributes {kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 16, sub_chunk = 16, key_dim = 128, value_dim = 128, workspaces = ["w"], grid = [-1, 4], prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.0 : f64, beta = true, beta_activation = none, l2norm = false, scale = 1.0 : f64>>}
+
+// -----
+
+// expected-error @+3 {{expected ::mlir::kda::GateForm to be one of: none, channel, head}}
+// expected-error @+2 {{failed to parse Kda_PrologueAttr parameter 'gate'}}
+// expected-error @+1 {{failed to parse Kda_DecodePassAttr parameter 'prologue'}}
+func.func private @bad_gate() attributes {kda.decode_pass = #kda.decode_pass<key_dim = 128, value_dim = 128, v_major = true, multi_token = false, prologue = <delta = true, gate = token, gate_activation = none, lower_bound = -5.0 : f64, beta = false, beta_activation = none, l2norm = false, scale = 1.0 : f64>>}

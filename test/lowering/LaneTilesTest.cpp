@@ -1,0 +1,347 @@
+//===- LaneTilesTest.cpp - unit tests of the lane tile builder ------------===//
+//
+// lowering/lanes/LaneTiles.h on its own, without a GPU: layouts are checked
+// (every element held evenly, in bounds, once per lane), and the code the
+// builder emits is evaluated lane by lane on the CPU. Each program is built
+// with the lane and warp ids as constants, so every shuffle's source lane
+// folds to a number: a layout conversion is right when, for every lane and
+// register, the (register, lane) it reads holds the element the destination
+// wants; a reduction is right when it shuffles over exactly the lane bits
+// that split the reduced dimension.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/lanes/LaneTiles.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+
+using namespace mlir;
+using namespace mlir::kda;
+
+namespace {
+
+/// The value of an index / i32 computation of constants (what the builder
+/// emits for lane arithmetic), or nullopt.
+std::optional<int64_t> evalInt(Value v) {
+  Operation *op = v.getDefiningOp();
+  if (!op)
+    return std::nullopt;
+  if (auto c = dyn_cast<arith::ConstantOp>(op))
+    if (auto i = dyn_cast<IntegerAttr>(c.getValue()))
+      return i.getValue().getSExtValue();
+  if (auto cast = dyn_cast<arith::IndexCastOp>(op))
+    return evalInt(cast.getIn());
+  if (op->getNumOperands() != 2)
+    return std::nullopt;
+  std::optional<int64_t> x = evalInt(op->getOperand(0)),
+                         y = evalInt(op->getOperand(1));
+  if (!x || !y)
+    return std::nullopt;
+  if (isa<arith::AddIOp>(op))
+    return *x + *y;
+  if (isa<arith::SubIOp>(op))
+    return *x - *y;
+  if (isa<arith::MulIOp>(op))
+    return *x * *y;
+  if (isa<arith::AndIOp>(op))
+    return *x & *y;
+  if (isa<arith::OrIOp>(op))
+    return *x | *y;
+  if (isa<arith::XOrIOp>(op))
+    return *x ^ *y;
+  if (isa<arith::ShRUIOp>(op))
+    return int64_t(uint64_t(*x) >> *y);
+  if (isa<arith::DivUIOp>(op))
+    return *x / *y;
+  if (isa<arith::RemUIOp>(op))
+    return *x % *y;
+  return std::nullopt;
+}
+
+class LaneTilesTest : public ::testing::Test {
+protected:
+  LaneTilesTest() {
+    ctx.loadDialect<arith::ArithDialect, func::FuncDialect, gpu::GPUDialect,
+                    math::MathDialect, vector::VectorDialect>();
+    module = ModuleOp::create(UnknownLoc::get(&ctx));
+    OpBuilder ob(&ctx);
+    ob.setInsertionPointToEnd(module.getBody());
+    auto func = func::FuncOp::create(ob, UnknownLoc::get(&ctx), "program",
+                                     ob.getFunctionType({}, {}));
+    block = func.addEntryBlock();
+  }
+  ~LaneTilesTest() override { module->erase(); }
+
+  /// A builder for lane `lane` of warp `warp` (both constants).
+  struct Lane {
+    ImplicitLocOpBuilder b;
+    std::unique_ptr<LaneTileBuilder> tb;
+  };
+  std::unique_ptr<Lane> lane(int64_t warpSize, int64_t warps, int64_t l,
+                             int64_t w) {
+    auto out = std::unique_ptr<Lane>(new Lane{
+        ImplicitLocOpBuilder::atBlockEnd(UnknownLoc::get(&ctx), block), {}});
+    Value lv = arith::ConstantIndexOp::create(out->b, l);
+    Value wv = arith::ConstantIndexOp::create(out->b, w);
+    out->tb = std::make_unique<LaneTileBuilder>(out->b, warpSize, warps, lv, wv);
+    return out;
+  }
+  /// A tile of `layout` whose register r holds the constant r.
+  static Value numbered(Lane &l, const LaneLayout &layout) {
+    SmallVector<Value> regs;
+    for (size_t r = 0; r < layout.regs.size(); ++r)
+      regs.push_back(l.tb->constantF32(double(r)));
+    return l.tb->make(layout, regs);
+  }
+  /// The source register a value of `numbered` is (its constant).
+  static std::optional<int64_t> registerOf(Value v) {
+    if (auto c = v.getDefiningOp<arith::ConstantOp>())
+      if (auto f = dyn_cast<FloatAttr>(c.getValue()))
+        return int64_t(f.getValueAsDouble());
+    return std::nullopt;
+  }
+
+  /// Checks convertLayout(from -> to) on every lane of every warp.
+  void expectConversion(int64_t warpSize, int64_t warps,
+                        const LaneLayout &from, const LaneLayout &to,
+                        int64_t expectShuffles) {
+    for (int64_t w = 0; w < warps; ++w)
+      for (int64_t l = 0; l < warpSize; ++l) {
+        auto ln = lane(warpSize, warps, l, w);
+        Value t = numbered(*ln, from);
+        SmallVector<Value> out = ln->tb->convertLayout(t, to);
+        ASSERT_EQ(ln->tb->failure(), "");
+        ASSERT_EQ(out.size(), to.regs.size());
+        int64_t shuffles = 0;
+        for (auto [r, v] : llvm::enumerate(out)) {
+          int64_t srcLane = l, srcReg = -1;
+          if (auto s = v.getDefiningOp<gpu::ShuffleOp>()) {
+            ASSERT_EQ(s.getMode(), gpu::ShuffleMode::IDX);
+            std::optional<int64_t> from = evalInt(s.getOffset());
+            ASSERT_TRUE(from.has_value());
+            srcLane = *from;
+            ASSERT_TRUE(registerOf(s.getValue()).has_value());
+            srcReg = *registerOf(s.getValue());
+            ++shuffles;
+          } else {
+            ASSERT_TRUE(registerOf(v).has_value());
+            srcReg = *registerOf(v);
+          }
+          ASSERT_GE(srcLane, 0);
+          ASSERT_LT(srcLane, warpSize);
+          EXPECT_EQ(from.at(srcReg, srcLane, w), to.at(r, l, w))
+              << "lane " << l << " warp " << w << " register " << r;
+        }
+        EXPECT_EQ(shuffles, expectShuffles) << "lane " << l;
+      }
+  }
+
+  MLIRContext ctx;
+  ModuleOp module;
+  Block *block = nullptr;
+};
+
+/// K keys 4 per lane, lanes along K, each key once per warp where K allows
+/// (the decode kernel's layout for q, k and the gate).
+LaneLayout keysBlocked(int64_t K, int64_t laneBits) {
+  LaneLayout l;
+  l.shape = {K};
+  int64_t nL = 1;
+  while (2 * nL <= (int64_t(1) << laneBits) && (K / 4) % (2 * nL) == 0)
+    nL *= 2;
+  for (int64_t blk = 0; blk < K / (4 * nL); ++blk)
+    for (int64_t e = 0; e < 4; ++e)
+      l.regs.push_back({blk * 4 * nL + e});
+  for (int64_t bit = 0; bit < laneBits; ++bit)
+    l.lanes.push_back({(int64_t(1) << bit) < nL ? 4 << bit : 0});
+  return l;
+}
+
+/// The decode kernel's K-major state [K, 16]: 4 lanes along V with 4
+/// columns each, the other lane bits along K (RK rows per lane).
+LaneLayout stateKMajor(int64_t K, int64_t laneBits) {
+  const int64_t groups = (int64_t(1) << laneBits) / 4, RK = K / groups;
+  LaneLayout l;
+  l.shape = {K, 16};
+  for (int64_t i = 0; i < RK; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      l.regs.push_back({i, j});
+  for (int64_t bit = 0; bit < laneBits; ++bit)
+    l.lanes.push_back(bit < 2 ? LaneLayout::Coords{0, 4 << bit}
+                              : LaneLayout::Coords{RK << (bit - 2), 0});
+  return l;
+}
+
+TEST_F(LaneTilesTest, CheckNamesWhatIsWrong) {
+  LaneLayout ok = keysBlocked(128, 5);
+  EXPECT_EQ(ok.check(), "");
+  LaneLayout twice = ok;
+  twice.regs[1] = twice.regs[0];
+  EXPECT_EQ(twice.check(), "an element twice in one lane's registers");
+  LaneLayout outside = ok;
+  outside.lanes[4] = {128};
+  EXPECT_EQ(outside.check(), "an element out of the tile's bounds");
+  LaneLayout uneven = ok;
+  uneven.lanes[4] = {0}; // lanes 16..31 copy 0..15: half the keys unheld
+  EXPECT_EQ(uneven.check(), "elements that no lane holds");
+  EXPECT_EQ(stateKMajor(128, 5).check(), "");
+  EXPECT_EQ(stateKMajor(96, 5).check(), "");
+  EXPECT_EQ(LaneLayout::replicated({1, 1}, 5, 3).check(), "");
+}
+
+TEST_F(LaneTilesTest, SliceAndTranspose) {
+  LaneLayout s = stateKMajor(128, 5);
+  SmallVector<int64_t> regOf;
+  LaneLayout rows = s.slice(0, &regOf);
+  EXPECT_EQ(rows.shape, SmallVector<int64_t>{128});
+  EXPECT_EQ(rows.regs.size(), 16u);        // RK distinct rows per lane
+  EXPECT_EQ(regOf[5], 1);                  // register (1, 1) is row 1
+  EXPECT_EQ(rows.replicatedLaneMask(), 3); // the 4 lanes along V hold copies
+  EXPECT_EQ(rows.check(), "");
+  LaneLayout t = s.transposed();
+  // Register 5 is (1, 1); lane 7 adds columns 4 and 8 (bits 0, 1) and the
+  // rows of lane group 1 (bit 2: RK = 16).
+  EXPECT_EQ(s.at(5, 7, 0), (LaneLayout::Coords{1 + 16, 1 + 4 + 8}));
+  EXPECT_EQ(t.at(5, 7, 0), (LaneLayout::Coords{1 + 4 + 8, 1 + 16}));
+}
+
+/// The decode kernel's V-major state [K, 16]: 8 lanes along K (4 keys each
+/// per 32), the other lane bits along V (4 columns each).
+LaneLayout stateVMajor(int64_t K) {
+  LaneLayout l;
+  l.shape = {K, 16};
+  for (int64_t i = 0; i < K / 8; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      l.regs.push_back({32 * (i / 4) + i % 4, j});
+  for (int64_t bit = 0; bit < 5; ++bit)
+    l.lanes.push_back(bit < 3 ? LaneLayout::Coords{4 << bit, 0}
+                              : LaneLayout::Coords{0, 4 << (bit - 3)});
+  return l;
+}
+
+/// K / 32 consecutive keys per lane.
+LaneLayout keysContiguous(int64_t K) {
+  LaneLayout l;
+  l.shape = {K};
+  for (int64_t e = 0; e < K / 32; ++e)
+    l.regs.push_back({e});
+  for (int64_t bit = 0; bit < 5; ++bit)
+    l.lanes.push_back({(K / 32) << bit});
+  return l;
+}
+
+// The decode step's conversions: keys move to the lanes of the state's rows
+// (16 indexed shuffles at K = 128, one per state row of the lane), on warps
+// of 32 and of 64 lanes, both state layouts; from 4 keys per lane where
+// that reaches every row with one register per row, else from K / 32
+// consecutive keys per lane (the decode kernel's choice).
+TEST_F(LaneTilesTest, KeysToStateRows) {
+  for (int64_t K : {64, 96, 128, 256}) {
+    SCOPED_TRACE("K = " + std::to_string(K));
+    // (At K = 96 the 8 lanes along K hold 3 blocks of 4 at 32-key strides,
+    // exactly the V-major state's rows: no shuffle at all.)
+    expectConversion(32, 1, keysBlocked(K, 5), stateVMajor(K).slice(0),
+                     K == 96 ? 0 : K / 8);
+    LaneLayout rows = stateKMajor(K, 5).slice(0);
+    if (K == 64 || K == 128) {
+      expectConversion(32, 1, keysBlocked(K, 5), rows, K / 8);
+      continue;
+    }
+    // 4-key blocks would need another register in other lane groups.
+    EXPECT_NE(LaneTileBuilder::conversionRefusal(keysBlocked(K, 5), rows, 32,
+                                                 1),
+              "");
+    expectConversion(32, 1, keysContiguous(K), rows, K / 8);
+  }
+  expectConversion(64, 1, keysBlocked(128, 6), stateKMajor(128, 6).slice(0),
+                   128 / 16);
+}
+
+TEST_F(LaneTilesTest, SameLayoutAndOwnRegistersNeedNoShuffle) {
+  LaneLayout keys = keysBlocked(128, 5);
+  expectConversion(32, 1, keys, keys, 0);
+  // The same elements in another register order: registers, not lanes.
+  LaneLayout reordered = keys;
+  std::swap(reordered.regs[0], reordered.regs[3]);
+  expectConversion(32, 1, keys, reordered, 0);
+}
+
+TEST_F(LaneTilesTest, ReductionsShuffleOverTheReducedLaneBits) {
+  for (int64_t K : {64, 128}) {
+    auto ln = lane(32, 1, 3, 0);
+    Value x = numbered(*ln, keysBlocked(K, 5).unsqueezed(0));
+    Value sum = ln->tb->rowSum(x);
+    ASSERT_EQ(ln->tb->failure(), "");
+    EXPECT_EQ(ln->tb->shape(sum), SmallVector<int64_t>{1});
+    SmallVector<int64_t> offsets;
+    block->walk([&](gpu::ShuffleOp s) {
+      if (s.getMode() == gpu::ShuffleMode::XOR)
+        offsets.push_back(*evalInt(s.getOffset()));
+    });
+    // K = 64 fills 16 lanes: lane bit 4 holds copies and is not summed.
+    SmallVector<int64_t> expected = {1, 2, 4, 8};
+    if (K == 128)
+      expected.push_back(16);
+    EXPECT_EQ(offsets, expected) << "K = " << K;
+    block->clear();
+  }
+}
+
+TEST_F(LaneTilesTest, VectorTimesStateSumsOverTheKeyLanes) {
+  auto ln = lane(32, 1, 5, 0);
+  LaneLayout state = stateKMajor(128, 5);
+  Value s = numbered(*ln, state);
+  Value q = numbered(*ln, keysBlocked(128, 5).unsqueezed(0));
+  Value o = ln->tb->matmul(q, s);
+  ASSERT_EQ(ln->tb->failure(), "");
+  EXPECT_EQ(ln->tb->shape(o), (SmallVector<int64_t>{1, 16}));
+  // q moves to the state's rows (16 indexed shuffles), the 4 columns of the
+  // lane sum over the 3 lane bits along K (12 xor shuffles).
+  int64_t idx = 0, xors = 0;
+  block->walk([&](gpu::ShuffleOp sh) {
+    (sh.getMode() == gpu::ShuffleMode::IDX ? idx : xors) += 1;
+  });
+  EXPECT_EQ(idx, 16);
+  EXPECT_EQ(xors, 12);
+}
+
+TEST_F(LaneTilesTest, WhatItDoesNotTakeIsAReasonNotWrongCode) {
+  {
+    auto ln = lane(32, 1, 0, 0);
+    Value a = numbered(*ln, LaneLayout::replicated({4, 4}, 5, 0));
+    ln->tb->matmul(a, a);
+    EXPECT_NE(ln->tb->failure().find("needs the matrix instruction"),
+              std::string::npos);
+  }
+  {
+    // Keys split over two warps cannot reach the other warp's lanes.
+    auto ln = lane(32, 2, 0, 0);
+    LaneLayout split = keysBlocked(128, 5);
+    split.shape = {256};
+    split.warps = {{128}};
+    LaneLayout whole = LaneLayout::replicated({256}, 5, 1);
+    ln->tb->convertLayout(numbered(*ln, split), whole);
+    EXPECT_NE(ln->tb->failure().find("another warp"), std::string::npos);
+  }
+  {
+    auto ln = lane(32, 1, 0, 0);
+    LaneLayout bad = keysBlocked(128, 5);
+    bad.regs[1] = bad.regs[0];
+    SmallVector<Value> regs(bad.regs.size(), ln->tb->constantF32(0.0));
+    ln->tb->make(bad, regs);
+    EXPECT_EQ(ln->tb->failure(),
+              "a lane layout with an element twice in one lane's registers");
+  }
+}
+
+} // namespace

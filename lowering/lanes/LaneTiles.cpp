@@ -203,10 +203,6 @@ Value LaneTileBuilder::make(const LaneLayout &layout, ArrayRef<Value> regs) {
   return handle;
 }
 
-Value LaneTileBuilder::relabel(const LaneLayout &layout, ArrayRef<Value> regs) {
-  return make(layout, regs);
-}
-
 const LaneLayout &LaneTileBuilder::layoutOf(Value tile) {
   return tile_(tile).layout;
 }

@@ -150,7 +150,6 @@ private:
   /// then xor shuffles over the lane bits along `dim`. The result keeps the
   /// other coordinate (rank 1), or is [1] for a rank-1 tile.
   Value reduce(Value tile, int64_t dim, bool isMax);
-  Value relabel(const LaneLayout &layout, ArrayRef<Value> regs);
   static FailureOr<SmallVector<ConversionStep>>
   planConversion(const LaneLayout &from, const LaneLayout &to,
                  int64_t warpSize, int64_t warps, std::string &why);

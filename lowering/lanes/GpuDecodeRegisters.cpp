@@ -543,9 +543,8 @@ struct DecodeRegistersPass : kda::impl::KdaGpuDecodeRegistersBase<DecodeRegister
                      "a lane layout");
       return signalPassFailure();
     }
-    auto byName = [&](StringRef name) -> Value {
-      std::optional<unsigned> i = kda::abiArgumentIndex(abi, name);
-      return i ? func.getArgument(*i) : Value();
+    auto byName = [&](StringRef name) {
+      return kda::abiArgument(func, abi, name);
     };
     ImplicitLocOpBuilder b(nests[0].getLoc(), &getContext());
     b.setInsertionPoint(nests[0]);

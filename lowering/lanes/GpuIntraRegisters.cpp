@@ -735,47 +735,22 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
         !kda::runsOnLanes(func, kda::intraLanesRefusal(desc, threads)))
       return;
     const bool decays = cfg->gate != "none";
-    SmallVector<scf::ForallOp> grids;
-    for (Operation &op : func.getBody().front())
-      if (auto f = dyn_cast<scf::ForallOp>(op))
-        grids.push_back(f);
-    if (grids.size() != 1 || !grids[0].getOutputs().empty()) {
-      func.emitError("kda-gpu-intra-registers: the strategy gives this "
-                     "kernel lanes, but it is not one grid of programs");
+    std::optional<kda::ProgramGrid> grid =
+        kda::findProgramGrid(func, cfg->grid, "kda-gpu-intra-registers");
+    if (!grid)
       return signalPassFailure();
-    }
-    scf::ForallOp forall = grids[0];
-
-    auto byName = [&](StringRef name) -> Value {
-      std::optional<unsigned> i = kda::abiArgumentIndex(abi, name);
-      return i ? func.getArgument(*i) : Value();
+    scf::ForallOp forall = grid->forall;
+    auto byName = [&](StringRef name) {
+      return kda::abiArgument(func, abi, name);
     };
     bool precise = kda::keepsFp32Accuracy(func.getArgumentTypes());
-    // Grid dimensions of extent 1 may have been folded away (as in
-    // GpuStateRegisters.cpp).
-    SmallVector<int64_t> kept;
-    for (auto [d, extent] : llvm::enumerate(cfg->grid))
-      if (extent != 1 || forall.getRank() == 3)
-        kept.push_back(d);
-    if (kept.size() != static_cast<size_t>(forall.getRank())) {
-      func.emitError("kda-gpu-intra-registers: the grid's rank does not "
-                     "match its description");
-      return signalPassFailure();
-    }
-
     Block *body = forall.getBody();
-    SmallVector<Operation *> old;
-    for (Operation &op : body->without_terminator())
-      old.push_back(&op);
-    for (Operation *op : llvm::reverse(old)) {
-      op->dropAllUses();
-      op->erase();
-    }
+    kda::clearProgram(body);
     ImplicitLocOpBuilder b(forall.getLoc(), &getContext());
     b.setInsertionPoint(body->getTerminator());
     Value zero = arith::ConstantIndexOp::create(b, 0);
     SmallVector<Value> ivs(3, zero);
-    for (auto [i, d] : llvm::enumerate(kept))
+    for (auto [i, d] : llvm::enumerate(grid->kept))
       ivs[d] = forall.getInductionVar(i);
 
     IntraProgram prog(b, *cfg, threads, precise);

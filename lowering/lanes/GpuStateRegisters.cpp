@@ -1079,45 +1079,19 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     }
     const bool warpPrograms =
         independentWarps && WarpStateProgram::covers(*cfg);
-    SmallVector<scf::ForallOp> grids;
-    for (Operation &op : func.getBody().front())
-      if (auto f = dyn_cast<scf::ForallOp>(op))
-        grids.push_back(f);
-    if (grids.size() != 1 || !grids[0].getOutputs().empty()) {
-      func.emitError("kda-gpu-state-registers: the strategy gives this "
-                     "kernel lanes, but it is not one grid of programs");
+    std::optional<kda::ProgramGrid> grid =
+        kda::findProgramGrid(func, cfg->grid, "kda-gpu-state-registers");
+    if (!grid)
       return signalPassFailure();
-    }
-    scf::ForallOp forall = grids[0];
-
+    scf::ForallOp forall = grid->forall;
     // Arguments by name.
-    auto byName = [&](StringRef name) -> Value {
-      std::optional<unsigned> i = kda::abiArgumentIndex(abi, name);
-      return i ? func.getArgument(*i) : Value();
+    auto byName = [&](StringRef name) {
+      return kda::abiArgument(func, abi, name);
     };
     // fp32 kernels (no 16-bit float argument) keep fp32 accuracy (3xTF32).
     bool precise = kda::keepsFp32Accuracy(func.getArgumentTypes());
-    // The GPU pipelines keep a grid's dimensions of extent 1; where a
-    // canonicalizer folded them away, the remaining induction variables are
-    // the other coordinates, in order.
-    SmallVector<int64_t> kept;
-    for (auto [d, extent] : llvm::enumerate(cfg->grid))
-      if (extent != 1 || forall.getRank() == static_cast<int64_t>(cfg->grid.size()))
-        kept.push_back(d);
-    if (kept.size() != static_cast<size_t>(forall.getRank())) {
-      func.emitError("kda-gpu-state-registers: the grid's rank does not "
-                     "match its description");
-      return signalPassFailure();
-    }
     Block *body = forall.getBody();
-    SmallVector<Value> ivs;
-    SmallVector<Operation *> old;
-    for (Operation &op : body->without_terminator())
-      old.push_back(&op);
-    for (Operation *op : llvm::reverse(old)) {
-      op->dropAllUses();
-      op->erase();
-    }
+    kda::clearProgram(body);
     // Blocks start in x-fastest order. The grid's dimensions are reversed
     // (x = V block, y = head, z = sequence) so that the V blocks of one
     // (sequence, head) run side by side, at about the same chunk: they read
@@ -1137,8 +1111,8 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     ImplicitLocOpBuilder b(forall.getLoc(), &getContext());
     b.setInsertionPoint(body->getTerminator());
     Value zero = arith::ConstantIndexOp::create(b, 0);
-    ivs.assign(3, zero);
-    for (auto [i, d] : llvm::enumerate(kept))
+    SmallVector<Value> ivs(3, zero);
+    for (auto [i, d] : llvm::enumerate(grid->kept))
       ivs[d] = forall.getInductionVar(rank - 1 - i);
     StateProgram prog(b, *cfg, threads, precise);
     static const char *const kRoles[] = {"w", "u", "q", "k", "p", "g"};

@@ -9,9 +9,15 @@
 #ifndef KDA_LOWERING_LANEBUILDER_H
 #define KDA_LOWERING_LANEBUILDER_H
 
+#include "lowering/GpuPipeline.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/ImplicitLocOpBuilder.h"
+
+#include <optional>
 
 namespace mlir::kda {
 
@@ -53,6 +59,59 @@ struct LaneBuilder {
     return t.isF32() ? v : arith::TruncFOp::create(b, t, v);
   }
 };
+
+/// The kernel argument `name` of `func` (its kda.abi), or null.
+inline Value abiArgument(func::FuncOp func, ArrayAttr abi, StringRef name) {
+  std::optional<unsigned> i = abiArgumentIndex(abi, name);
+  return i ? func.getArgument(*i) : Value();
+}
+
+/// The one program grid of a chunk-parallel kernel, which a lane pass
+/// rewrites, and which of the dimensions `described` names (its extents,
+/// -1 dynamic) it still has: the GPU pipelines keep a grid's dimensions of
+/// extent 1, but where a canonicalizer folded them away the remaining
+/// induction variables are the other coordinates, in order. Nullopt (with
+/// an error naming `pass`) where the function is not one grid of that rank.
+struct ProgramGrid {
+  scf::ForallOp forall;
+  SmallVector<int64_t> kept; // described dimension of each induction variable
+};
+inline std::optional<ProgramGrid>
+findProgramGrid(func::FuncOp func, ArrayRef<int64_t> described,
+                StringRef pass) {
+  SmallVector<scf::ForallOp> grids;
+  for (Operation &op : func.getBody().front())
+    if (auto f = dyn_cast<scf::ForallOp>(op))
+      grids.push_back(f);
+  if (grids.size() != 1 || !grids[0].getOutputs().empty()) {
+    func.emitError() << pass
+                     << ": the strategy gives this kernel lanes, but it is "
+                        "not one grid of programs";
+    return std::nullopt;
+  }
+  ProgramGrid grid{grids[0], {}};
+  const int64_t rank = grid.forall.getRank();
+  for (auto [d, extent] : llvm::enumerate(described))
+    if (extent != 1 || rank == static_cast<int64_t>(described.size()))
+      grid.kept.push_back(d);
+  if (grid.kept.size() != static_cast<size_t>(rank)) {
+    func.emitError() << pass
+                     << ": the grid's rank does not match its description";
+    return std::nullopt;
+  }
+  return grid;
+}
+
+/// Erases a program's body (its tile lowering), keeping the terminator.
+inline void clearProgram(Block *body) {
+  SmallVector<Operation *> old;
+  for (Operation &op : body->without_terminator())
+    old.push_back(&op);
+  for (Operation *op : llvm::reverse(old)) {
+    op->dropAllUses();
+    op->erase();
+  }
+}
 
 } // namespace mlir::kda
 

@@ -1,17 +1,15 @@
-//===- WindowAttentionKernel.cpp - sliding-window attention tiles ---------===//
+//===- WindowAttentionKernel.cpp - sliding-window attention, once ---------===//
 //
 // Causal sliding-window attention (SPEC.md section 5) in the same tile
-// primitives as the gated delta kernel. Per query block of C tokens:
+// primitives as the gated delta kernel. Per query block:
 //
-//   m = -1e30, l = 0, acc = 0
-//   for each key block the window reaches:
-//     s   = (scale Q) K^T, -inf where the key is outside the window
-//     m'  = max(m, rowmax(s));  p = exp(s - m');  r = exp(m - m')
-//     l   = r l + rowsum(p);    acc = r acc + p V;  m = m'
-//   O = acc / l
+//   state = windowStart
+//   for each key block the window reaches: state = windowStep(state, ...)
+//   O = windowOutput(state)
 //
-// m starts finite so that a row whose keys so far are all masked keeps
-// r = 1 and p = 0 instead of exp(-inf + inf).
+// windowStep is the online softmax (WindowAttentionKernel.h); which keys a
+// row counts (causal, inside the window, inside the sequence) is the
+// driver's filter, built from windowFirstKey.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,6 +22,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include <limits>
+
 using namespace mlir;
 using namespace mlir::kda;
 
@@ -35,6 +35,80 @@ int64_t dimOf(Value v, unsigned d) {
   return cast<RankedTensorType>(v.getType()).getDimSize(d);
 }
 } // namespace
+
+SoftmaxState mlir::kda::windowStart(TileBuilder &tb, int64_t rows,
+                                    int64_t valueDim) {
+  return {tb.filled({rows}, -1e30), tb.filled({rows}, 0.0),
+          tb.filled({rows, valueDim}, 0.0)};
+}
+
+SoftmaxState mlir::kda::windowStep(TileBuilder &tb, Value q, Value k, Value v,
+                                   double scale, KeyFilter keep,
+                                   ArrayRef<Value> rowData,
+                                   const SoftmaxState &s) {
+  const int64_t rows = tb.shape(q)[0], keys = tb.shape(k)[0],
+                vd = tb.shape(v)[1];
+  Value scores = tb.matmul(q, k, false, true);
+  SmallVector<TileOperand> operands = {scores};
+  for (Value d : rowData)
+    operands.push_back(perRow(d));
+  Value masked = tb.map(
+      {rows, keys}, operands,
+      [&](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange ivs) {
+        Value scaled = arith::MulFOp::create(bb, x[0], f32c(bb, scale));
+        if (!keep)
+          return Value(scaled);
+        return Value(arith::SelectOp::create(
+            bb, keep(bb, ivs[0], ivs[1], x.drop_front()), scaled,
+            f32c(bb, -std::numeric_limits<double>::infinity())));
+      });
+  Value blockMax = tb.rowMax(masked);
+  Value mNew = tb.map({rows}, {s.m, blockMax},
+                      [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
+                        return Value(arith::MaximumFOp::create(bb, x[0], x[1]));
+                      });
+  Value p = tb.map({rows, keys}, {masked, perRow(mNew)},
+                   [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
+                     return Value(math::ExpOp::create(
+                         bb, arith::SubFOp::create(bb, x[0], x[1])));
+                   });
+  Value rescale = tb.map({rows}, {s.m, mNew},
+                         [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
+                           return Value(math::ExpOp::create(
+                               bb, arith::SubFOp::create(bb, x[0], x[1])));
+                         });
+  Value lNew = tb.map({rows}, {s.l, rescale, tb.rowSum(p)},
+                      [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
+                        return Value(arith::AddFOp::create(
+                            bb, arith::MulFOp::create(bb, x[0], x[1]), x[2]));
+                      });
+  Value pv = tb.matmul(p, v);
+  Value accNew = tb.map({rows, vd}, {s.acc, perRow(rescale), pv},
+                        [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
+                          return Value(arith::AddFOp::create(
+                              bb, arith::MulFOp::create(bb, x[0], x[1]), x[2]));
+                        });
+  return {mNew, lNew, accNew};
+}
+
+Value mlir::kda::windowOutput(TileBuilder &tb, const SoftmaxState &s) {
+  SmallVector<int64_t> shape = tb.shape(s.acc);
+  return tb.map(shape, {s.acc, perRow(s.l)},
+                [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
+                  return Value(arith::DivFOp::create(bb, x[0], x[1]));
+                });
+}
+
+Value mlir::kda::windowFirstKey(ImplicitLocOpBuilder &b, Value qi,
+                                Value window) {
+  // qi + 1 > window: the window starts inside the sequence.
+  Value next = arith::AddIOp::create(b, qi, arith::ConstantIndexOp::create(b, 1));
+  Value inside =
+      arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, next, window);
+  return arith::SelectOp::create(b, inside,
+                                 arith::SubIOp::create(b, next, window),
+                                 arith::ConstantIndexOp::create(b, 0));
+}
 
 Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
                                      WindowAttentionOp op, int64_t c) {
@@ -93,11 +167,6 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
         Value qAbs = arith::AddIOp::create(b1, start, q0);
         Value qTile = tb1.load(q, {row, qAbs, qHead, z},
                                {1, 3}, {c, kd}, validQ);
-        Value scaleV = f32c(b1, scale);
-        qTile = tb1.map({c, kd}, {qTile}, [&](ImplicitLocOpBuilder &bb,
-                                              ValueRange s, ValueRange) {
-          return Value(arith::MulFOp::create(bb, s[0], scaleV));
-        });
         // Window per query row (f32 holds the integer sizes exactly).
         Value windows;
         Value firstBlock = z;
@@ -127,12 +196,10 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
               arith::SubIOp::create(b1, q0, reach), z);
           firstBlock = arith::DivUIOp::create(b1, lowest, cIdx);
         }
-        Value m0 = tb1.filled({c}, -1e30);
-        Value l0 = tb1.filled({c}, 0.0);
-        Value acc0 = tb1.filled({c, vd}, 0.0);
+        SoftmaxState start0 = windowStart(tb1, c, vd);
         auto keyLoop = scf::ForOp::create(
             b1, firstBlock, arith::AddIOp::create(b1, qb, tb1.index(1)),
-            tb1.index(1), ValueRange{m0, l0, acc0},
+            tb1.index(1), ValueRange{start0.m, start0.l, start0.acc},
             [&](OpBuilder &n2, Location l2, Value kb, ValueRange it) {
               ImplicitLocOpBuilder b2(l2, n2);
               TensorTileBuilder tb2(b2);
@@ -144,72 +211,35 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
                                      {c, kd}, validK);
               Value vTile = tb2.load(v, {row, kAbs, vHead, z2}, {1, 3},
                                      {c, vd}, validK);
-              Value scores = tb2.matmul(qTile, kTile, false, true);
-              Value masked = tb2.map(
-                  {c, c}, {scores, perRow(windows)},
-                  [&](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange ivs) {
-                    Value qi = arith::AddIOp::create(bb, q0, ivs[0]);
-                    Value kj = arith::AddIOp::create(bb, k0, ivs[1]);
-                    Value w = arith::IndexCastOp::create(
-                        bb, bb.getIndexType(),
-                        arith::FPToSIOp::create(bb, bb.getI64Type(), s[1]));
-                    // kj <= qi, kj < length, qi - kj < w
-                    Value causal = arith::CmpIOp::create(
-                        bb, arith::CmpIPredicate::ule, kj, qi);
-                    Value inSeq = arith::CmpIOp::create(
-                        bb, arith::CmpIPredicate::ult, kj, length);
-                    Value dist = arith::SubIOp::create(bb, qi, kj);
-                    Value inWindow = arith::CmpIOp::create(
-                        bb, arith::CmpIPredicate::slt, dist, w);
-                    Value keep = arith::AndIOp::create(
-                        bb, arith::AndIOp::create(bb, causal, inSeq), inWindow);
-                    return Value(arith::SelectOp::create(
-                        bb, keep, s[0],
-                        f32c(bb, -std::numeric_limits<double>::infinity())));
-                  });
-              Value blockMax = tb2.rowMax(masked);
-              Value mNew = tb2.map({c}, {it[0], blockMax},
-                                   [](ImplicitLocOpBuilder &bb, ValueRange s,
-                                      ValueRange) {
-                                     return Value(arith::MaximumFOp::create(
-                                         bb, s[0], s[1]));
-                                   });
-              Value p = tb2.map({c, c}, {masked, perRow(mNew)},
-                                [](ImplicitLocOpBuilder &bb, ValueRange s,
-                                   ValueRange) {
-                                  return Value(math::ExpOp::create(
-                                      bb, arith::SubFOp::create(bb, s[0], s[1])));
-                                });
-              Value rescale = tb2.map({c}, {it[0], mNew},
-                                      [](ImplicitLocOpBuilder &bb, ValueRange s,
-                                         ValueRange) {
-                                        return Value(math::ExpOp::create(
-                                            bb, arith::SubFOp::create(bb, s[0],
-                                                                      s[1])));
-                                      });
-              Value lNew = tb2.map({c}, {it[1], rescale, tb2.rowSum(p)},
-                                   [](ImplicitLocOpBuilder &bb, ValueRange s,
-                                      ValueRange) {
-                                     return Value(arith::AddFOp::create(
-                                         bb, arith::MulFOp::create(bb, s[0], s[1]),
-                                         s[2]));
-                                   });
-              Value pv = tb2.matmul(p, vTile);
-              Value accNew = tb2.map({c, vd}, {it[2], perRow(rescale), pv},
-                                     [](ImplicitLocOpBuilder &bb, ValueRange s,
-                                        ValueRange) {
-                                       return Value(arith::AddFOp::create(
-                                           bb,
-                                           arith::MulFOp::create(bb, s[0], s[1]),
-                                           s[2]));
-                                     });
-              scf::YieldOp::create(b2, ValueRange{mNew, lNew, accNew});
+              // Key kj counts for query qi (positions in the sequence) where
+              // windowFirstKey(qi) <= kj <= qi and kj < length.
+              auto keep = [&](ImplicitLocOpBuilder &bb, Value r, Value col,
+                              ValueRange rowScalars) -> Value {
+                Value qi = arith::AddIOp::create(bb, q0, r);
+                Value kj = arith::AddIOp::create(bb, k0, col);
+                Value w = arith::IndexCastOp::create(
+                    bb, bb.getIndexType(),
+                    arith::FPToSIOp::create(bb, bb.getI64Type(),
+                                            rowScalars[0]));
+                Value causal = arith::CmpIOp::create(
+                    bb, arith::CmpIPredicate::ule, kj, qi);
+                Value inSeq = arith::CmpIOp::create(
+                    bb, arith::CmpIPredicate::ult, kj, length);
+                Value inWindow = arith::CmpIOp::create(
+                    bb, arith::CmpIPredicate::uge, kj,
+                    windowFirstKey(bb, qi, w));
+                return arith::AndIOp::create(
+                    bb, arith::AndIOp::create(bb, causal, inSeq), inWindow);
+              };
+              SoftmaxState next =
+                  windowStep(tb2, qTile, kTile, vTile, scale, keep, {windows},
+                             {it[0], it[1], it[2]});
+              scf::YieldOp::create(b2,
+                                   ValueRange{next.m, next.l, next.acc});
             });
-        Value o = tb1.map({c, vd},
-                          {keyLoop.getResult(2), perRow(keyLoop.getResult(1))},
-                          [](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange) {
-                            return Value(arith::DivFOp::create(bb, s[0], s[1]));
-                          });
+        Value o = windowOutput(tb1, {keyLoop.getResult(0),
+                                     keyLoop.getResult(1),
+                                     keyLoop.getResult(2)});
         Value next = tb1.store(o, qIter[0], {q0, z}, {0, 1}, validQ);
         scf::YieldOp::create(b1, next);
       });

@@ -1,16 +1,62 @@
-//===- WindowAttentionKernel.h - sliding-window attention tiles -*- C++ -*-===//
+//===- WindowAttentionKernel.h - sliding-window attention, once -*- C++ -*-===//
+//
+// Causal sliding-window attention (SPEC.md section 5) written once against
+// the tile primitives of TileBuilder: the online-softmax step over one block
+// of keys (windowStep) and the normalization at the end (windowOutput). Two
+// drivers run it: emitWindowAttention below on tensor tiles (every target's
+// tile lowering), and the NVIDIA lane kernel (lowering/lanes/
+// GpuWindowRegisters.cpp) on register tiles, whose products are mma.sync.
+//
+//===----------------------------------------------------------------------===//
 
 #ifndef KDA_PASSES_WINDOWATTENTIONKERNEL_H
 #define KDA_PASSES_WINDOWATTENTIONKERNEL_H
 
 #include "dialect/KdaOps.h"
+#include "passes/TileBuilder.h"
+
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 
 namespace mlir::kda {
 
+/// The online softmax of a block of R query rows: the running row maximum
+/// m [R], the running row sum l [R] and the unnormalized output acc [R, V].
+struct SoftmaxState {
+  Value m, l, acc;
+};
+
+/// Whether key column `col` of the block counts for query row `row`
+/// (i1; tile coordinates), given the row's scalars of the map's `rowData`.
+using KeyFilter = llvm::function_ref<Value(
+    ImplicitLocOpBuilder &b, Value row, Value col, ValueRange rowScalars)>;
+
+/// The state before the first key block: m = -1e30 (finite, so that a row
+/// whose keys so far are all masked keeps r = 1 and p = 0 instead of
+/// exp(-inf + inf)), l = 0, acc = 0.
+SoftmaxState windowStart(TileBuilder &tb, int64_t rows, int64_t valueDim);
+
+/// One block of keys:
+///   s  = scale (Q K^T), -inf where `keep` says the key does not count
+///        (no filter: every key counts)
+///   m' = max(m, rowmax(s));  p = exp(s - m');  r = exp(m - m')
+///   l  = r l + rowsum(p);    acc = r acc + p V;  m = m'
+/// q [R, K], k [B, K], v [B, V]; `rowData` are [R] tiles whose elements
+/// `keep` reads per row.
+SoftmaxState windowStep(TileBuilder &tb, Value q, Value k, Value v,
+                        double scale, KeyFilter keep,
+                        ArrayRef<Value> rowData, const SoftmaxState &s);
+
+/// O = acc / l.
+Value windowOutput(TileBuilder &tb, const SoftmaxState &s);
+
+/// The keys query position `qi` attends to start at
+/// max(sequenceStart, qi - window + 1) (positions, index values; `window`
+/// >= 1): what every driver's filter compares against.
+Value windowFirstKey(ImplicitLocOpBuilder &b, Value qi, Value window);
+
 /// Emits the tiled form of `op`: one program per (sequence, output head),
-/// query blocks of `chunk` tokens, an online softmax over the key blocks the
-/// window reaches. Returns the output tensor.
+/// query blocks of `chunk` tokens, windowStep over the key blocks the window
+/// reaches. Returns the output tensor.
 Value emitWindowAttention(ImplicitLocOpBuilder &b, WindowAttentionOp op,
                           int64_t chunk);
 

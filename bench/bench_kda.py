@@ -110,17 +110,21 @@ class Case:
     (FLA's default call: g = logsigmoid(x) in fp32, q and k normalised and beta
     after its sigmoid beforehand, no in-kernel prologue), "fp16" (BENCH.md's
     configuration in fp16), "chunk64" (kda asked for chunk_size=64, FLA's own) or "chunk32";
-    decode-seq: "inplace" (kda's final state written over its initial state)."""
+    decode-seq: "inplace" (kda's final state written over its initial state). "window":
+    sliding-window softmax attention over `window` positions, ``kda.window_attention``
+    against FLA's ``parallel_attn(..., window_size=W)``, bf16 (variant "fp16": fp16), k and v
+    with HK heads (GQA where HK < H)."""
 
     def __init__(self, name, kind, H, B=1, T=None, seqlens=None, N=None, boundary=False, tokens=1,
-                 variant="lb"):
+                 variant="lb", window=None, HK=None):
         self.name, self.kind, self.H = name, kind, H
         self.variant = variant
+        self.window, self.HK = window, HK or H
         self.B, self.T, self.seqlens, self.N = B, T, seqlens, N
         self.boundary = boundary
         if seqlens is not None:
             self.B, self.T = 1, sum(seqlens)
-        if kind != "fwd":
+        if kind not in ("fwd", "window"):
             self.B, self.T = N, tokens
 
     @property
@@ -138,6 +142,14 @@ class Case:
     def floor(self):
         """(floor ms, bytes, flops) by BENCH.md's formula."""
         H, K, V = self.H, KV, KV
+        if self.kind == "window":
+            # q, k, v, o once; 2 (K + V) flops per (query, key) pair the window holds
+            tokens = sum(self.lengths())
+            nbytes = tokens * (H * (K + V) + self.HK * (K + V)) * BF16
+            W = self.window
+            pairs = sum(min(L, W) * (min(L, W) + 1) // 2 + max(L - W, 0) * W for L in self.lengths())
+            flops = 2 * pairs * (K + V) * H
+            return max(nbytes / HBM_BYTES_PER_S, flops / PEAK_FLOPS) * 1e3, nbytes, flops
         if self.kind == "fwd":
             tokens = sum(self.lengths())
             nbytes = tokens * H * ((3 * K + 2 * V) * BF16 + BF16)
@@ -189,6 +201,15 @@ def all_cases():
         # kda with inplace_final_state (kda.layers' decode: the cache's state updated, no copy); FLA's
         # public call as its layer makes it (a new final state)
         cases.append(Case(f"decode-seq inplace N={N} H=32", "decode-seq", 32, N=N, variant="inplace"))
+    # Sliding-window attention (issue 23) against FLA's parallel_attn, and its neighbours.
+    for W in (512, 4096):
+        cases.append(Case(f"window T=8192 H=32 W={W}", "window", 32, B=1, T=8192, window=W))
+    cases += [
+        Case("window fp16 T=8192 H=32 W=512", "window", 32, B=1, T=8192, window=512, variant="fp16"),
+        Case("window gqa T=8192 H=32 HK=8 W=512", "window", 32, B=1, T=8192, window=512, HK=8),
+        Case("window varlen6 H=32 W=1024", "window", 32, seqlens=VARLEN6, window=1024),
+        Case("window 8x4096 H=32 W=4096", "window", 32, B=8, T=4096, window=4096),
+    ]
     return cases
 
 
@@ -216,6 +237,10 @@ def kda_config(case, chunk=None):
     g = Meta((B, T, H, K), "f32" if case.variant == "logspace" else dt)
     beta = Meta((B, T, H), dt)
     A_log, dt_bias = Meta((H,), "f32"), Meta((H * K,), "f32")
+    if case.kind == "window":
+        kv = Meta((B, T, case.HK, K), dt)
+        cu = Meta((case.nseq + 1,), "i64") if case.seqlens is not None else None
+        return kops.window_attention_config(q, kv, kv, case.window, cu_seqlens=cu)
     if case.kind == "fwd":
         cu = Meta((case.nseq + 1,), "i64") if case.seqlens is not None else None
         h0 = Meta((case.nseq, H, V, K), "f32")
@@ -343,6 +368,14 @@ def make_set(case, torch, seed):
 
     if case.variant == "fp16":
         bf = torch.float16
+    if case.kind == "window":
+        x = dict(q=randn((B, T, H, K)), k=randn((B, T, case.HK, K)), v=randn((B, T, case.HK, V)))
+        if case.seqlens is not None:
+            cu = [0]
+            for L in case.seqlens:
+                cu.append(cu[-1] + L)
+            x["cu"] = torch.tensor(cu, dtype=torch.int64, device=dev)
+        return x
     x = dict(q=randn((B, T, H, K)), k=randn((B, T, H, K)), v=randn((B, T, H, V)),
              g=randn((B, T, H, K)), beta=randn((B, T, H)))
     if case.variant == "logspace":
@@ -403,6 +436,10 @@ class Runner:
     def fla_call(self, i, pool=None):
         x, c = self.sets[i], self.case
         chunk_kda, frk, frk_fwd = self.fla
+        if c.kind == "window":
+            from fla.ops.attn.parallel import parallel_attn
+            return parallel_attn(x["q"], x["k"], x["v"], scale=KV ** -0.5, window_size=c.window,
+                                 cu_seqlens=x.get("cu"))
         if c.kind == "fwd":
             extra = {"return_intermediate_states": True} if c.boundary else {}
             if c.variant != "logspace":
@@ -420,6 +457,8 @@ class Runner:
 
     def kda_call(self, i, pool=None):
         x, c = self.sets[i], self.case
+        if c.kind == "window":
+            return self.kda.window_attention(x["q"], x["k"], x["v"], c.window, cu_seqlens=x.get("cu"))
         if c.kind == "fwd":
             extra = {"chunk_size": self.chunk} if self.chunk else {}
             if c.variant in ("chunk32", "chunk64"):
@@ -458,7 +497,10 @@ class Runner:
                                                                    device=device)
         try:
             h_f = h_k = None
-            if c.kind in ("decode", "decode-mtp"):
+            s_f = s_k = None
+            if c.kind == "window":
+                o_f, o_k = self.fla_call(0), self.kda_call(0)
+            elif c.kind in ("decode", "decode-mtp"):
                 pf, pk = self.pool0.clone(), self.pool0.clone()
                 o_f, _ = self.fla_call(0, pool=pf)
                 o_k, _ = self.kda_call(0, pool=pk)
@@ -490,6 +532,8 @@ class Runner:
             res["untouched_slots_equal"] = bool(torch.equal(pk[mask], self.pool0[mask]))
             res["fla_untouched_slots_equal"] = bool(torch.equal(pf[mask], self.pool0[mask]))
             del pf, pk
+        elif c.kind == "window":
+            res["state_nonfinite"] = 0
         else:
             if s_k is None or tuple(s_k.shape) != tuple(s_f.shape):
                 res["problem"] = f"final state {None if s_k is None else tuple(s_k.shape)} vs FLA {tuple(s_f.shape)}"

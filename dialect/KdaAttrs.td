@@ -216,4 +216,26 @@ def Kda_DecodePassAttr : AttrDef<Kda_Dialect, "DecodePass"> {
   let assemblyFormat = "`<` struct(params) `>`";
 }
 
+
+def Kda_WindowPassAttr : AttrDef<Kda_Dialect, "WindowPass"> {
+  let mnemonic = "window_pass";
+  let summary = "what a window-attention kernel's programs compute";
+  let description = [{
+    On a kernel function (key `kda.window_pass`): causal sliding-window
+    attention (emitWindowAttention) with K = `key_dim`, V = `value_dim`,
+    scores scaled by `scale`, over a window of `window` positions (0: the
+    per-position sizes of the `window_sizes` argument); `varlen`: sequences
+    are the `cu_seqlens` offsets of one batch row.
+  }];
+  let parameters = (ins
+    "int64_t":$key_dim,
+    "int64_t":$value_dim,
+    "int64_t":$window,
+    "::mlir::FloatAttr":$scale,
+    "::mlir::BoolAttr":$varlen
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // KDA_DIALECT_KDAATTRS_TD

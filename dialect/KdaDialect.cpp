@@ -6,6 +6,8 @@
 
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace mlir::kda;
 
@@ -124,4 +126,24 @@ LogicalResult StatePassAttr::verify(function_ref<InFlightDiagnostic()> emitError
                           "(sequence, head[, V block]), found "
                        << grid.size() << " of them";
   return verifyWorkspaces(emitError, "#kda.state_pass", workspaces);
+}
+
+LogicalResult WindowPassAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                     int64_t keyDim, int64_t valueDim,
+                                     int64_t window, FloatAttr scale,
+                                     BoolAttr varlen) {
+  if (keyDim <= 0 || valueDim <= 0)
+    return emitError() << "#kda.window_pass: 'key_dim' and 'value_dim' must "
+                          "be positive, found "
+                       << keyDim << " and " << valueDim;
+  if (window < 0)
+    return emitError() << "#kda.window_pass: 'window' must be a size >= 1 "
+                          "(or 0: per-position sizes), found "
+                       << window;
+  double s = scale ? scale.getValueAsDouble() : 0.0;
+  if (!(s > 0) || !std::isfinite(s))
+    return emitError() << "#kda.window_pass: 'scale' must be finite and "
+                          "positive, found "
+                       << s;
+  return success();
 }

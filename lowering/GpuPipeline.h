@@ -100,6 +100,9 @@ std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads,
 /// state once through registers, reductions by warp shuffles (any vendor).
 std::unique_ptr<Pass> createGpuDecodeRegistersPass(int64_t warpSize,
                                                    int64_t maxRegisters = 0);
+/// Lowers window attention (kda.window_pass) to an NVIDIA kernel with its
+/// tiles in registers and its products on mma.sync.
+std::unique_ptr<Pass> createGpuWindowRegistersPass();
 /// Lowers the intra-chunk grid of a chunk-parallel schedule (kda.intra_pass)
 /// to a kernel with its tiles in registers (NVIDIA mma.sync).
 std::unique_ptr<Pass> createGpuIntraRegistersPass(int64_t threads);
@@ -168,6 +171,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("Decode steps as one pass over each state in registers "
                      "(warp shuffles, no shared memory; false: the tile "
                      "lowering of the chunk step at C = 1)"),
+      llvm::cl::init(true)};
+  PassOptions::Option<bool> windowRegisters{
+      *this, "window-registers",
+      llvm::cl::desc("NVIDIA: window attention with its tiles in registers "
+                     "and mma.sync products, key blocks only where the "
+                     "window reaches (false: the tile lowering)"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> intraRegisters{
       *this, "intra-registers",

@@ -103,6 +103,8 @@ def KdaGpuSelectStrategy : Pass<"kda-gpu-select-strategy", "ModuleOp"> {
            "Register state kernels">,
     Option<"decodeLanes", "decode-registers", "bool", /*default=*/"true",
            "Register decode kernels">,
+    Option<"windowLanes", "window-registers", "bool", /*default=*/"true",
+           "Register window-attention kernels">,
     Option<"stateWarps", "state-warps", "bool", /*default=*/"false",
            "Independent warp state programs">,
     Option<"threads", "threads", "int64_t", /*default=*/"128",
@@ -130,6 +132,25 @@ def KdaGpuDecodeRegisters : Pass<"kda-gpu-decode-registers", "func::FuncOp"> {
            "Lanes per warp (32; 64 on CDNA)">,
     Option<"maxRegisters", "max-registers", "int64_t", /*default=*/"0",
            "Registers per thread (NVIDIA .maxnreg; 0: the backend decides)">,
+  ];
+}
+
+def KdaGpuWindowRegisters : Pass<"kda-gpu-window-registers", "func::FuncOp"> {
+  let summary = "Lower window attention to an NVIDIA kernel with its tiles in "
+                "registers, products on mma.sync and K / V blocks streamed "
+                "through shared memory";
+  let description = [{
+    Kernels kda-gpu-select-strategy gave lanes: the online softmax of
+    WindowAttentionKernel.cpp run on lane tiles (GpuWindowRegisters.cpp):
+    64 queries per block of 4 warps, key blocks of 64 visited only where the
+    window reaches, copied by cp.async two blocks ahead.
+  }];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect", "::mlir::vector::VectorDialect",
+    "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect",
+    "::mlir::nvgpu::NVGPUDialect", "::mlir::NVVM::NVVMDialect",
+    "::mlir::LLVM::LLVMDialect"
   ];
 }
 

@@ -44,6 +44,7 @@ struct StrategyOptions {
   bool intraLanes = true;  // the pipeline's intra-registers option
   bool stateLanes = true;  // state-registers
   bool decodeLanes = true; // decode-registers
+  bool windowLanes = true; // window-registers
   bool stateWarps = false; // state-warps (independent warp programs)
   int64_t threads = 128;   // threads per block
   int64_t warpSize = 32;
@@ -62,6 +63,11 @@ std::string stateLanesRefusal(StatePassAttr statePass, int64_t threads,
                               bool warpPrograms);
 /// The same for the register decode kernel (kda.decode_pass).
 std::string decodeLanesRefusal(DecodePassAttr decodePass, int64_t warpSize);
+
+/// The same for the register window kernel (kda.window_pass) of a kernel
+/// with these argument types.
+std::string windowLanesRefusal(WindowPassAttr windowPass,
+                               TypeRange argumentTypes);
 
 /// Whether `func` is to be written per lane: its kda.strategy says so, or,
 /// without one (a register pass run on its own), `refusal` is empty.

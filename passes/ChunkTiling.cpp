@@ -1131,6 +1131,26 @@ struct TileWindowAttention : OpRewritePattern<WindowAttentionOp> {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     auto [c, sub] = tileSizes(op.getTile(), std::max<int64_t>(chunk, 16), 16);
     (void)sub;
+    // What the programs compute, for a target's own window kernel
+    // (GpuWindowRegisters.cpp); the tile program stays the definition. Only
+    // outlined kernels (one op each) carry it.
+    if (auto f = op->getParentOfType<func::FuncOp>();
+        f && f->hasAttr("kda.kernel")) {
+      const int64_t kd = cast<RankedTensorType>(q.getType()).getDimSize(3);
+      double scale = op.getScale() ? op.getScale()->convertToDouble()
+                                   : 1.0 / std::sqrt(double(kd));
+      int64_t window =
+          op.getWindowSizes()
+              ? 0
+              : static_cast<int64_t>(std::min<uint64_t>(
+                    *op.getWindow(), uint64_t(1) << 62));
+      f->setAttr(kWindowPassAttr,
+                 WindowPassAttr::get(
+                     b.getContext(), kd,
+                     cast<RankedTensorType>(v.getType()).getDimSize(3), window,
+                     b.getF64FloatAttr(scale),
+                     b.getBoolAttr(static_cast<bool>(op.getCuSeqlens()))));
+    }
     rewriter.replaceOp(op, emitWindowAttention(b, op, c));
     return success();
   }

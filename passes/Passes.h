@@ -48,6 +48,10 @@ inline constexpr llvm::StringLiteral kIntraPassAttr = "kda.intra_pass";
 /// [N, T]), delta, gate ("none", "channel", "head"),
 /// gate_activation, lower_bound, beta, beta_activation, l2norm, scale}.
 inline constexpr llvm::StringLiteral kDecodePassAttr = "kda.decode_pass";
+/// On a function with window attention: what its programs compute
+/// (#kda.window_pass), for targets that write the kernel per lane
+/// (kda-gpu-window-registers).
+inline constexpr llvm::StringLiteral kWindowPassAttr = "kda.window_pass";
 /// On a kernel whose grid is (sequence, chunk, ...) with chunks of the given
 /// size: programs past their sequence's end have nothing to do (GPU targets
 /// return from them at once).

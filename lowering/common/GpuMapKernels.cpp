@@ -379,7 +379,12 @@ FailureOr<int64_t> planArena(Block &body, Value base, int64_t alignment) {
     Value offset = arith::ConstantIndexOp::create(b, loc, s.offset);
     Value view = memref::ViewOp::create(b, loc, shared, base, offset,
                                         s.alloc.getDynamicSizes());
-    Value generic = memref::MemorySpaceCastOp::create(b, loc, type, view);
+    // Lane kernels allocate in the workgroup space themselves (their
+    // ldmatrix and cp.async name it): those keep it.
+    Value generic =
+        type.getMemorySpace() == shared.getMemorySpace()
+            ? view
+            : Value(memref::MemorySpaceCastOp::create(b, loc, type, view));
     s.alloc.replaceAllUsesWith(generic);
     s.alloc.erase();
   }

@@ -102,6 +102,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   strategy.intraLanes = options.intraRegisters;
   strategy.stateLanes = options.stateRegisters;
   strategy.decodeLanes = options.decodeRegisters;
+  strategy.windowLanes = options.windowRegisters;
   strategy.stateWarps = options.stateWarps;
   strategy.threads = options.threads;
   strategy.warpSize = target.warpSize;
@@ -123,6 +124,11 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
     pm.nest<func::FuncOp>().addPass(createGpuDecodeRegistersPass(
         target.warpSize,
         target.vendor == GpuTarget::Vendor::Nvidia ? 128 : 0));
+  // NVIDIA: window attention on register tiles and mma.sync
+  // (GpuWindowRegisters.cpp).
+  if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
+      options.windowRegisters)
+    pm.nest<func::FuncOp>().addPass(createGpuWindowRegistersPass());
   // NVIDIA: the state pass of a chunk-parallel schedule keeps the state in
   // tensor-core accumulators (a kernel of its own, GpuStateRegisters.cpp).
   if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&

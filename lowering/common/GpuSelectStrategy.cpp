@@ -10,7 +10,8 @@
 //                   step, tile_chunk (a chunk run as sub-chunk steps)}
 //
 // from the target (vendor, tensor cores, warp size, threads), the pipeline's
-// switches (intra-registers, state-registers, decode-registers, state-warps)
+// switches (intra-registers, state-registers, decode-registers,
+// window-registers, state-warps)
 // and what each lane kernel's layout takes (the *LanesRefusal functions). The
 // register passes write the kernels it gives them lanes; kda-gpu-map-kernels
 // copies the attribute into the kernel's launch description, and kda-compile
@@ -97,11 +98,28 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
     }
     return d;
   }
+  if (auto window =
+          f->getAttrOfType<kda::WindowPassAttr>(kda::kWindowPassAttr)) {
+    Decision d{"window", "", ""};
+    if (!o.nvidia)
+      d.reason = "AMD targets have no lane kernel for window attention yet "
+                 "(MFMA / WMMA register layouts)";
+    else if (!o.tensorCores)
+      d.reason = noTensorCores;
+    else if (!o.windowLanes)
+      d.reason = "switched off (window-registers=false)";
+    else if (std::string why = kda::windowLanesRefusal(
+                 window, f.getFunctionType().getInputs());
+             !why.empty()) {
+      d.reason = why;
+      d.fix = "bf16 or fp16 q, k and v with K and V multiples of 16 up to "
+              "128 take the register window kernel";
+    }
+    return d;
+  }
   if (name.contains("window_attention"))
     return {"window",
-            "window attention has no lane kernel yet (FlashAttention-style "
-            "register tiles are the windows issue's)",
-            ""};
+            "its description (kda.window_pass) is missing", ""};
   if (name.contains("gated_delta"))
     return {"chunkwise",
             "the sequential schedule (schedule=sequential) has no lane "
@@ -120,6 +138,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     intraLanes = o.intraLanes;
     stateLanes = o.stateLanes;
     decodeLanes = o.decodeLanes;
+    windowLanes = o.windowLanes;
     stateWarps = o.stateWarps;
     threads = o.threads;
     warpSize = o.warpSize;
@@ -133,6 +152,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     o.intraLanes = intraLanes;
     o.stateLanes = stateLanes;
     o.decodeLanes = decodeLanes;
+    o.windowLanes = windowLanes;
     o.stateWarps = stateWarps;
     o.threads = threads;
     o.warpSize = warpSize;

@@ -4,6 +4,9 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
@@ -218,6 +221,8 @@ void LaneTileBuilder::anchor(const LaneLayout &layout) {
 }
 
 SmallVector<int64_t> LaneTileBuilder::shape(Value tile) {
+  if (auto sh = shared.find(tile.getAsOpaquePointer()); sh != shared.end())
+    return llvm::to_vector(ArrayRef<int64_t>(sh->second.shape));
   auto it = tiles.find(tile.getAsOpaquePointer());
   if (it == tiles.end()) {
     fail("a value that is not a lane tile", {1});
@@ -590,6 +595,18 @@ Value LaneTileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
   SmallVector<int64_t> sa = shape(a), sb = shape(bTile);
   if (sa.size() != 2 || sb.size() != 2)
     return fail("a product of tiles that are not 2-D", {1, 1});
+  if (shared.count(bTile.getAsOpaquePointer()) ||
+      shared.count(a.getAsOpaquePointer())) {
+    const int64_t M = transA ? sa[1] : sa[0], K = transA ? sa[0] : sa[1],
+                  N = transB ? sb[0] : sb[1];
+    if (transA || shared.count(a.getAsOpaquePointer()))
+      return fail("a product whose A operand is in shared memory or "
+                  "transposed",
+                  {M, N});
+    if ((transB ? sb[1] : sb[0]) != K)
+      return fail("a product whose inner dimensions differ", {M, N});
+    return mmaProduct(a, bTile, transB, M, K, N);
+  }
   Tile A = tile_(a), B = tile_(bTile);
   if (transA)
     A.layout = A.layout.transposed();
@@ -711,9 +728,214 @@ Value LaneTileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
     Value t = matmul(bv, av, /*transA=*/true, /*transB=*/true);
     return transpose(t);
   }
-  return fail("a product of two distributed tiles (M, N, K > 1) needs the "
-              "matrix instruction, which this builder does not emit yet",
-              {M, N});
+  if (transA)
+    return fail("a product of two distributed tiles with a transposed A "
+                "operand",
+                {M, N});
+  return mmaProduct(a, bTile, transB, M, K, N);
+}
+
+//===----------------------------------------------------------------------===//
+// Products on the matrix instruction
+//===----------------------------------------------------------------------===//
+
+LaneLayout LaneTileBuilder::mmaAccumulator(int64_t rows, int64_t cols,
+                                           int64_t warps) {
+  LaneLayout l;
+  l.shape = {rows, cols};
+  const int64_t perWarp = rows / warps;
+  for (int64_t mt = 0; mt < perWarp / 16; ++mt)
+    for (int64_t nt = 0; nt < cols / 8; ++nt)
+      for (int64_t e = 0; e < 4; ++e)
+        l.regs.push_back({16 * mt + 8 * (e / 2), 8 * nt + e % 2});
+  // Lane l = 4 g + t holds rows g (+ 8), columns 2 t (+ 1).
+  l.lanes = {{0, 2}, {0, 4}, {1, 0}, {2, 0}, {4, 0}};
+  for (int64_t w = 1; w < warps; w *= 2)
+    l.warps.push_back({perWarp * w, 0});
+  return l;
+}
+
+LaneLayout LaneTileBuilder::mmaOperandA(int64_t rows, int64_t k,
+                                        int64_t warps) {
+  LaneLayout l;
+  l.shape = {rows, k};
+  const int64_t perWarp = rows / warps;
+  // a0 a1: row g, columns 2 t (+ 1); a2 a3: row g + 8; a4..a7: the same
+  // eight columns on.
+  for (int64_t mt = 0; mt < perWarp / 16; ++mt)
+    for (int64_t kt = 0; kt < k / 16; ++kt)
+      for (int64_t e = 0; e < 8; ++e)
+        l.regs.push_back(
+            {16 * mt + 8 * ((e / 2) % 2), 16 * kt + 8 * (e / 4) + e % 2});
+  l.lanes = {{0, 2}, {0, 4}, {1, 0}, {2, 0}, {4, 0}};
+  for (int64_t w = 1; w < warps; w *= 2)
+    l.warps.push_back({perWarp * w, 0});
+  return l;
+}
+
+LaneLayout LaneTileBuilder::mmaOperandB(int64_t k, int64_t cols,
+                                        int64_t warps) {
+  LaneLayout l;
+  l.shape = {k, cols};
+  // b0 b1: rows 2 t (+ 1), column g; b2 b3: rows 2 t + 8 (+ 1).
+  for (int64_t kt = 0; kt < k / 16; ++kt)
+    for (int64_t nt = 0; nt < cols / 8; ++nt)
+      for (int64_t e = 0; e < 4; ++e)
+        l.regs.push_back({16 * kt + 8 * (e / 2) + e % 2, 8 * nt});
+  l.lanes = {{2, 0}, {4, 0}, {0, 1}, {0, 2}, {0, 4}};
+  for (int64_t w = 1; w < warps; w *= 2)
+    l.warps.push_back({0, 0});
+  return l;
+}
+
+Value LaneTileBuilder::makeShared(Value buffer, ValueRange prefix,
+                                  ArrayRef<int64_t> shape) {
+  Value zero = constantF32(0.0);
+  Value handle = vector::FromElementsOp::create(
+      b, VectorType::get({1}, f32()), ValueRange{zero});
+  shared[handle.getAsOpaquePointer()] =
+      SharedTile{buffer, SmallVector<Value>(prefix),
+                 SmallVector<int64_t, 2>(shape)};
+  return handle;
+}
+
+Value LaneTileBuilder::packPair(Value lo, Value hi) {
+  auto half = [&](Value x) -> Value {
+    return x.getType() == mmaType ? x
+                                  : Value(arith::TruncFOp::create(b, mmaType, x));
+  };
+  Value pair = vector::FromElementsOp::create(
+      b, VectorType::get({2}, mmaType), ValueRange{half(lo), half(hi)});
+  return asI32(b, pair);
+}
+
+Value LaneTileBuilder::asI32(ImplicitLocOpBuilder &b, Value pair) {
+  // NVVM's mma.sync takes f16 operands as vector<2xf16>, bf16 ones as i32.
+  if (cast<VectorType>(pair.getType()).getElementType().isF16())
+    return pair;
+  Value word = vector::BitCastOp::create(
+      b, VectorType::get({1}, b.getI32Type()), pair);
+  return vector::ExtractOp::create(b, word, ArrayRef<int64_t>{0});
+}
+
+Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
+                                  int64_t K, int64_t N) {
+  if (!error.empty())
+    return fail("", {M, N});
+  if (!mmaType)
+    return fail("a product of two distributed tiles (M, N, K > 1) without "
+                "a matrix instruction (the strategy gives this kernel none)",
+                {M, N});
+  if (warpSize != 32 || M % (16 * warps) != 0 || K % 16 != 0 || N % 8 != 0)
+    return fail("a product whose shape does not split into mma.sync "
+                "m16n8k16 tiles over the block's warps",
+                {M, N});
+  const int64_t MT = M / (16 * warps), KT = K / 16, NT = N / 8;
+  SmallVector<Value> aRegs = convertLayout(a, mmaOperandA(M, K, warps));
+  if (!error.empty())
+    return fail("", {M, N});
+  auto aFrag = [&](int64_t mt, int64_t kt) {
+    SmallVector<Value, 4> f;
+    const int64_t base = (mt * KT + kt) * 8;
+    for (int64_t e = 0; e < 8; e += 2)
+      f.push_back(packPair(aRegs[base + e], aRegs[base + e + 1]));
+    return f;
+  };
+  // B fragments [kt][nt] (two 32-bit registers each).
+  SmallVector<SmallVector<std::array<Value, 2>>> bFrag(
+      KT, SmallVector<std::array<Value, 2>>(NT));
+  if (auto sh = shared.find(bTile.getAsOpaquePointer()); sh != shared.end()) {
+    // ldmatrix: lane l gives the address of row l % 8 of matrix l / 8.
+    // B = T^T (transB) reads T's rows of keys as they are; B = T reads
+    // them transposed (.trans). Four matrices per load: (kt, nt) and
+    // (kt, nt + 1), each as its two 8-row halves of k.
+    const SharedTile &t = sh->second;
+    Value rowInMatrix = arith::RemUIOp::create(b, lane, index(8));
+    Value matrix = arith::DivUIOp::create(b, lane, index(8));
+    Value half = arith::RemUIOp::create(b, matrix, index(2));
+    Value second = arith::DivUIOp::create(b, matrix, index(2));
+    for (int64_t kt = 0; kt < KT; ++kt)
+      for (int64_t nt = 0; nt < NT; nt += 2) {
+        const int64_t tiles = nt + 1 < NT ? 4 : 2;
+        Value row, col;
+        if (transB) {
+          // T [N, K]: row 8 (nt + second) + r, column 16 kt + 8 half.
+          row = arith::AddIOp::create(
+              b, arith::MulIOp::create(b, arith::AddIOp::create(
+                                              b, second, index(nt)),
+                                       index(8)),
+              rowInMatrix);
+          col = arith::AddIOp::create(
+              b, arith::MulIOp::create(b, half, index(8)), index(16 * kt));
+        } else {
+          // T [K, N]: row 16 kt + 8 half + r, column 8 (nt + second).
+          row = arith::AddIOp::create(
+              b, arith::AddIOp::create(b, arith::MulIOp::create(b, half, index(8)),
+                                       rowInMatrix),
+              index(16 * kt));
+          col = arith::MulIOp::create(
+              b, arith::AddIOp::create(b, second, index(nt)), index(8));
+        }
+        if (tiles == 2) {
+          // Lanes 16..31 give addresses too (ignored): keep them in bounds.
+          row = arith::RemUIOp::create(b, row, index(t.shape[0]));
+          col = arith::RemUIOp::create(b, col, index(t.shape[1]));
+        }
+        SmallVector<Value> at(t.prefix);
+        at.push_back(row);
+        at.push_back(col);
+        Value frags = nvgpu::LdMatrixOp::create(
+            b, VectorType::get({tiles, 2}, mmaType), t.buffer, at,
+            /*transpose=*/!transB, static_cast<uint32_t>(tiles));
+        for (int64_t i = 0; i < tiles; ++i) {
+          Value pair = vector::ExtractOp::create(b, frags, ArrayRef<int64_t>{i});
+          bFrag[kt][nt + i / 2][i % 2] = asI32(b, pair);
+        }
+      }
+  } else {
+    LaneLayout bl = mmaOperandB(K, N, warps);
+    SmallVector<Value> bRegs =
+        convertLayout(bTile, transB ? bl.transposed() : bl);
+    if (!error.empty())
+      return fail("", {M, N});
+    for (int64_t kt = 0; kt < KT; ++kt)
+      for (int64_t nt = 0; nt < NT; ++nt) {
+        const int64_t base = (kt * NT + nt) * 4;
+        bFrag[kt][nt] = {packPair(bRegs[base], bRegs[base + 1]),
+                         packPair(bRegs[base + 2], bRegs[base + 3])};
+      }
+  }
+  // acc[mt][nt] += A(mt, kt) B(kt, nt), kt outermost: the n tiles'
+  // accumulators are independent chains.
+  Type f32t = f32();
+  auto accType = LLVM::LLVMStructType::getLiteral(
+      b.getContext(), {f32t, f32t, f32t, f32t});
+  const NVVM::MMATypes ptx =
+      mmaType.isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+  Value zero = constantF32(0.0);
+  SmallVector<SmallVector<std::array<Value, 4>>> acc(
+      MT, SmallVector<std::array<Value, 4>>(NT, {zero, zero, zero, zero}));
+  for (int64_t kt = 0; kt < KT; ++kt)
+    for (int64_t mt = 0; mt < MT; ++mt) {
+      SmallVector<Value, 4> af = aFrag(mt, kt);
+      for (int64_t nt = 0; nt < NT; ++nt) {
+        std::array<Value, 4> &c = acc[mt][nt];
+        Value d = NVVM::MmaOp::create(
+            b, accType, af, ValueRange{bFrag[kt][nt][0], bFrag[kt][nt][1]},
+            ValueRange{c[0], c[1], c[2], c[3]}, ArrayRef<int64_t>{16, 8, 16},
+            std::nullopt, std::nullopt,
+            std::array<NVVM::MMATypes, 2>{ptx, ptx},
+            std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                           NVVM::MMALayout::col});
+        for (int64_t e = 0; e < 4; ++e)
+          c[e] = LLVM::ExtractValueOp::create(b, d, ArrayRef<int64_t>{e});
+      }
+    }
+  SmallVector<Value> out;
+  for (int64_t mt = 0; mt < MT; ++mt)
+    for (int64_t nt = 0; nt < NT; ++nt)
+      llvm::append_range(out, acc[mt][nt]);
+  return make(mmaAccumulator(M, N, warps), out);
 }
 
 Value LaneTileBuilder::vecmat(Value x, Value a) {

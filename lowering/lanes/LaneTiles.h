@@ -116,6 +116,23 @@ public:
   /// Index of coordinate `dim` of register `r` on the calling lane.
   Value coordinate(const LaneLayout &layout, int64_t r, int64_t dim);
 
+  /// Products of two distributed tiles (M, N, K > 1) run on NVIDIA
+  /// mma.sync m16n8k16 with `operandType` operands (bf16 or f16: the
+  /// strategy's matrix instruction) and f32 accumulators; without it they
+  /// are refused.
+  void useMmaSync(Type operandType) { mmaType = operandType; }
+  /// mma.sync m16n8k16's layouts (Triton's #mma and its dot operands): the
+  /// accumulator [rows, cols] and the A operand [rows, k], the rows split
+  /// over the `warps` in blocks of rows / warps (a multiple of 16); the B
+  /// operand [k, cols], a copy in every warp.
+  static LaneLayout mmaAccumulator(int64_t rows, int64_t cols, int64_t warps);
+  static LaneLayout mmaOperandA(int64_t rows, int64_t k, int64_t warps);
+  static LaneLayout mmaOperandB(int64_t k, int64_t cols, int64_t warps);
+  /// A [rows, cols] tile that stays in shared memory, buffer[prefix..., r,
+  /// c] (16-bit elements, rows 16-byte aligned): only products read it, as
+  /// their B operand, through ldmatrix.
+  Value makeShared(Value buffer, ValueRange prefix, ArrayRef<int64_t> shape);
+
   /// Why the last program could not be built; empty if it could.
   const std::string &failure() const { return error; }
 
@@ -154,6 +171,22 @@ private:
   planConversion(const LaneLayout &from, const LaneLayout &to,
                  int64_t warpSize, int64_t warps, std::string &why);
   Value laneIndexI32(const LaneFunction &f);
+  /// A product on mma.sync (useMmaSync).
+  Value mmaProduct(Value a, Value bTile, bool transB, int64_t M, int64_t K,
+                   int64_t N);
+  /// Two f32 values as one 32-bit register of two mmaType halves.
+  Value packPair(Value lo, Value hi);
+  /// A pair of halves as mma.sync's operand register (i32 for bf16, the
+  /// vector itself for f16).
+  static Value asI32(ImplicitLocOpBuilder &b, Value pair);
+
+  struct SharedTile {
+    Value buffer;
+    SmallVector<Value> prefix;
+    SmallVector<int64_t, 2> shape;
+  };
+  std::map<const void *, SharedTile> shared;
+  Type mmaType;
 
   int64_t warpSize, warps;
   Value lane, warp;

@@ -1,7 +1,7 @@
 // RUN: kda-opt %s --kda-gpu-select-strategy="remarks=true" 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
 // RUN: kda-opt %s --kda-gpu-select-strategy | FileCheck %s
 // RUN: kda-opt %s --kda-gpu-select-strategy="nvidia=false" | FileCheck %s --check-prefix=AMD
-// RUN: kda-opt %s --kda-gpu-select-strategy="intra-registers=false decode-registers=false" | FileCheck %s --check-prefix=OFF
+// RUN: kda-opt %s --kda-gpu-select-strategy="intra-registers=false decode-registers=false window-registers=false" | FileCheck %s --check-prefix=OFF
 // RUN: kda-opt %s --kda-gpu-select-strategy 2>&1 >/dev/null | FileCheck %s --allow-empty --check-prefix=QUIET
 
 // kda-gpu-select-strategy decides, for every kernel function (kda.kernel),
@@ -68,14 +68,33 @@ func.func @decode_k20() attributes {kda.kernel, kda.decode_pass = #kda.decode_pa
   return
 }
 
-// Window attention has no lane kernel yet; elementwise kernels are tiles
-// without a remark; functions that are not kernels are left alone.
-// REMARK: remark: kda-gpu-select-strategy: the window kernel 'kda_window_attention_kernel' takes the shared-memory tile lowering
-// CHECK-LABEL: func.func @kda_window_attention_kernel
-// CHECK-SAME: kda.strategy = {kernel = "window", kind = "tiles"
-func.func @kda_window_attention_kernel() attributes {kda.kernel} {
+// Window attention: lanes for bf16 / fp16 q, k, v with K and V multiples of
+// 16 up to 128 (mma.sync); fp32 (its 1e-4 bar), wider heads and AMD keep
+// tiles, named in a remark.
+// CHECK-LABEL: func.func @window_bf16
+// CHECK-SAME: kda.strategy = {kernel = "window", kind = "lanes"}
+// AMD-LABEL: func.func @window_bf16
+// AMD-SAME: kind = "tiles", reason = "AMD targets have no lane kernel for window attention yet
+// OFF-LABEL: func.func @window_bf16
+// OFF-SAME: reason = "switched off (window-registers=false)"
+func.func @window_bf16(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>) attributes {kda.kernel, kda.window_pass = #kda.window_pass<key_dim = 128, value_dim = 128, window = 512, scale = 0.088388347648318433 : f64, varlen = false>} {
   return
 }
+// REMARK: remark: kda-gpu-select-strategy: the window kernel 'window_f32' takes the shared-memory tile lowering, several times slower than lanes: q, k and v are not all bf16 or all fp16
+// CHECK-LABEL: func.func @window_f32
+// CHECK-SAME: kda.strategy = {kernel = "window", kind = "tiles"
+func.func @window_f32(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: tensor<?x?x?x64xf32>) attributes {kda.kernel, kda.window_pass = #kda.window_pass<key_dim = 64, value_dim = 64, window = 64, scale = 0.125 : f64, varlen = false>} {
+  return
+}
+// REMARK: remark: kda-gpu-select-strategy: the window kernel 'window_k256' takes the shared-memory tile lowering, several times slower than lanes: K = 256, V = 256 are not multiples of 16 up to 128
+// CHECK-LABEL: func.func @window_k256
+// CHECK-SAME: kda.strategy = {kernel = "window", kind = "tiles"
+func.func @window_k256(%q: tensor<?x?x?x256xf16>, %k: tensor<?x?x?x256xf16>, %v: tensor<?x?x?x256xf16>) attributes {kda.kernel, kda.window_pass = #kda.window_pass<key_dim = 256, value_dim = 256, window = 64, scale = 0.0625 : f64, varlen = true>} {
+  return
+}
+
+// Elementwise kernels are tiles without a remark; functions that are not
+// kernels are left alone.
 // REMARK-NOT: remark
 // CHECK-LABEL: func.func @kda_mix_kernel
 // CHECK-SAME: kda.strategy = {kernel = "elementwise", kind = "tiles"

@@ -452,6 +452,16 @@ def window_cases():
         WindowCase("bf16-k128-window-W64-varlen-i32-kda-grouping-HQ2-HV4", "bf16", 128, 64, seqlens=[100, 3, 70],
                    HQ=2, HK=2, HV=4, cu_dtype="i32"),
         WindowCase("f32-k64-window-W7-scale0.3-T50", "f32", 64, 7, B=3, T=50, HQ=2, scale=0.3),
+        # The lane kernel's block walk: many key blocks with interior (unmasked) ones, windows that
+        # are not multiples of the 64-key block, fp16, K != V, narrow heads, long varlen sequences.
+        WindowCase("bf16-k128-window-W512-T1000-H2", "bf16", 128, 512, B=1, T=1000, HQ=2),
+        WindowCase("bf16-k128-window-W200-T700-gqa-HQ4-HK2", "bf16", 128, 200, B=2, T=700, HQ=4, HK=2),
+        WindowCase("f16-k128-window-W64-T300-H2", "f16", 128, 64, B=1, T=300, HQ=2),
+        WindowCase("f16-k64-window-W4096-varlen-130,700,64-H2", "f16", 64, 4096, seqlens=[130, 700, 64],
+                   HQ=2),
+        WindowCase("bf16-k64-v128-window-W100-T257-H2", "bf16", 64, 100, B=2, T=257, HQ=2, V=128),
+        WindowCase("bf16-k32-window-W17-T150-scale0.5", "bf16", 32, 17, B=1, T=150, HQ=2, scale=0.5),
+        WindowCase("bf16-k128-window-W1-T129", "bf16", 128, 1, B=1, T=129, HQ=1),
     ]
     return cases
 
@@ -559,8 +569,8 @@ def make_inputs(case, torch):
 def check_strategy(problems, metrics, expect):
     """Every kernel the last call launched was written as kda-gpu-select-strategy said (the
     manifest's kda.strategy, reported by kda.ops.last_launch): lanes for gated delta ops and
-    decode steps, the suite's every configuration; tiles for window attention (no lane kernel
-    yet). A kernel that silently fell back to the shared-memory tile lowering fails its case."""
+    decode steps, the suite's every configuration, and 16-bit window attention; tiles for fp32
+    window attention. A kernel that silently fell back to the shared-memory tile lowering fails its case."""
     st = getattr(kops.last_launch, "strategy", None)
     if not st:
         problems.append("kda.ops.last_launch reports no strategy")
@@ -868,7 +878,8 @@ def run_window_case(case, torch, oracle):
                                     scale=case.scale)
     problems, metrics = [], []
     bar = BARS[case.dtype]
-    check_strategy(problems, metrics, "tiles")
+    # Lanes for 16-bit windows (mma.sync); fp32 keeps the tile lowering for its 1e-4 bar.
+    check_strategy(problems, metrics, "tiles" if case.dtype == "f32" else "lanes")
     if o.dtype != gpu["v"].dtype:
         problems.append(f"o: dtype {o.dtype}, expected v's {gpu['v'].dtype}")
     _compare(torch, oracle, "o", o, ref_o, bar, problems, metrics)

@@ -7,6 +7,9 @@
 //   for each key block the window reaches: state = windowStep(state, ...)
 //   O = windowOutput(state)
 //
+// (the softmax in base 2: the running maximum in units of log2(e) times the
+// scaled scores, see windowStep).
+//
 // windowStep is the online softmax (WindowAttentionKernel.h); which keys a
 // row counts (causal, inside the window, inside the sequence) is the
 // driver's filter, built from windowFirstKey.
@@ -22,6 +25,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include <cmath>
 #include <limits>
 
 using namespace mlir;
@@ -48,33 +52,40 @@ SoftmaxState mlir::kda::windowStep(TileBuilder &tb, Value q, Value k, Value v,
                                    const SoftmaxState &s) {
   const int64_t rows = tb.shape(q)[0], keys = tb.shape(k)[0],
                 vd = tb.shape(v)[1];
+  // In base 2: with c = scale log2(e), exp(scale s - M) = exp2(c s - m) for
+  // m = M log2(e). The running maximum is kept in those units, so that each
+  // score costs one fused multiply-add and one exp2.
+  const double c = scale / std::log(2.0);
   Value scores = tb.matmul(q, k, false, true);
-  SmallVector<TileOperand> operands = {scores};
-  for (Value d : rowData)
-    operands.push_back(perRow(d));
-  Value masked = tb.map(
-      {rows, keys}, operands,
-      [&](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange ivs) {
-        Value scaled = arith::MulFOp::create(bb, x[0], f32c(bb, scale));
-        if (!keep)
-          return Value(scaled);
-        return Value(arith::SelectOp::create(
-            bb, keep(bb, ivs[0], ivs[1], x.drop_front()), scaled,
-            f32c(bb, -std::numeric_limits<double>::infinity())));
-      });
+  Value masked = scores;
+  if (keep) {
+    SmallVector<TileOperand> operands = {scores};
+    for (Value d : rowData)
+      operands.push_back(perRow(d));
+    masked = tb.map(
+        {rows, keys}, operands,
+        [&](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange ivs) {
+          return Value(arith::SelectOp::create(
+              bb, keep(bb, ivs[0], ivs[1], x.drop_front()), x[0],
+              f32c(bb, -std::numeric_limits<double>::infinity())));
+        });
+  }
   Value blockMax = tb.rowMax(masked);
   Value mNew = tb.map({rows}, {s.m, blockMax},
-                      [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
-                        return Value(arith::MaximumFOp::create(bb, x[0], x[1]));
+                      [&](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
+                        return Value(arith::MaximumFOp::create(
+                            bb, x[0], arith::MulFOp::create(bb, x[1], f32c(bb, c))));
                       });
   Value p = tb.map({rows, keys}, {masked, perRow(mNew)},
-                   [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
-                     return Value(math::ExpOp::create(
-                         bb, arith::SubFOp::create(bb, x[0], x[1])));
+                   [&](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
+                     return Value(math::Exp2Op::create(
+                         bb, math::FmaOp::create(
+                                 bb, x[0], f32c(bb, c),
+                                 arith::NegFOp::create(bb, x[1]))));
                    });
   Value rescale = tb.map({rows}, {s.m, mNew},
                          [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
-                           return Value(math::ExpOp::create(
+                           return Value(math::Exp2Op::create(
                                bb, arith::SubFOp::create(bb, x[0], x[1])));
                          });
   Value lNew = tb.map({rows}, {s.l, rescale, tb.rowSum(p)},
@@ -85,8 +96,7 @@ SoftmaxState mlir::kda::windowStep(TileBuilder &tb, Value q, Value k, Value v,
   Value pv = tb.matmul(p, v);
   Value accNew = tb.map({rows, vd}, {s.acc, perRow(rescale), pv},
                         [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
-                          return Value(arith::AddFOp::create(
-                              bb, arith::MulFOp::create(bb, x[0], x[1]), x[2]));
+                          return Value(math::FmaOp::create(bb, x[0], x[1], x[2]));
                         });
   return {mNew, lNew, accNew};
 }

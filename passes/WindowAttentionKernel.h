@@ -35,11 +35,11 @@ using KeyFilter = llvm::function_ref<Value(
 /// exp(-inf + inf)), l = 0, acc = 0.
 SoftmaxState windowStart(TileBuilder &tb, int64_t rows, int64_t valueDim);
 
-/// One block of keys:
-///   s  = scale (Q K^T), -inf where `keep` says the key does not count
-///        (no filter: every key counts)
-///   m' = max(m, rowmax(s));  p = exp(s - m');  r = exp(m - m')
-///   l  = r l + rowsum(p);    acc = r acc + p V;  m = m'
+/// One block of keys (in base 2, c = scale log2(e); m in those units):
+///   s  = Q K^T, -inf where `keep` says the key does not count (no filter:
+///        every key counts)
+///   m' = max(m, c rowmax(s));  p = exp2(c s - m');  r = exp2(m - m')
+///   l  = r l + rowsum(p);      acc = r acc + p V;   m = m'
 /// q [R, K], k [B, K], v [B, V]; `rowData` are [R] tiles whose elements
 /// `keep` reads per row.
 SoftmaxState windowStep(TileBuilder &tb, Value q, Value k, Value v,

@@ -23,7 +23,10 @@ std::string mlir::kda::addRocdlLowering(OpPassManager &pm,
   std::string wave64 = target.warpSize == 64 ? "true" : "false";
   addUpstream(pm, "rocdl-attach-target{chip=" + chip + " O=3 wave64=" +
                       wave64 + "}");
-  addUpstream(pm, "gpu.module(convert-amdgpu-to-rocdl{chipset=" + chip +
+  // exp2 (the window softmax's) as exp: convert-gpu-to-rocdl takes
+  // llvm.intr.exp but not llvm.intr.exp2 without the device library.
+  addUpstream(pm, "gpu.module(math-expand-ops{ops=exp2},"
+                  "convert-amdgpu-to-rocdl{chipset=" + chip +
                       "},convert-math-to-llvm,convert-gpu-to-rocdl{chipset=" +
                       chip + " index-bitwidth=64},canonicalize,cse)");
   if (!toolkit.empty())

@@ -141,7 +141,7 @@ void mlir::kda::useApproximateMath(Operation *root) {
       arith::FastMathFlags::afn | arith::FastMathFlags::arcp);
   SmallVector<math::Log1pOp> log1ps;
   root->walk([&](Operation *op) {
-    if (isa<math::ExpOp, math::LogOp, arith::DivFOp>(op))
+    if (isa<math::ExpOp, math::Exp2Op, math::LogOp, arith::DivFOp>(op))
       op->setAttr("fastmath", fast);
     else if (auto l = dyn_cast<math::Log1pOp>(op))
       log1ps.push_back(l);

@@ -28,6 +28,12 @@
 // Per-position windows (window_sizes) take each row's first key from its
 // own size; the block's first key block is the least of its rows'.
 //
+// Measured on the H200 against this form (bench/RESULTS.md, twelfth
+// session): 8 warps / 128 queries per block, key blocks of 32, and a
+// 168-register cap (3 blocks per SM) were each no faster; ptxas uses 255
+// registers without spills. The kernel issues on 38 % of cycles with two
+// warps per scheduler: latency, not a pipe, bounds it (Nsight Compute).
+//
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"

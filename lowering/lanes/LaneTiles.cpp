@@ -841,70 +841,77 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
       f.push_back(packPair(aRegs[base + e], aRegs[base + e + 1]));
     return f;
   };
-  // B fragments [kt][nt] (two 32-bit registers each).
-  SmallVector<SmallVector<std::array<Value, 2>>> bFrag(
-      KT, SmallVector<std::array<Value, 2>>(NT));
-  if (auto sh = shared.find(bTile.getAsOpaquePointer()); sh != shared.end()) {
+  // B fragments of one k step, [nt] (two 32-bit registers each), loaded
+  // right before its products: the live operand registers stay one k step's.
+  auto sh = shared.find(bTile.getAsOpaquePointer());
+  SmallVector<Value> bRegs;
+  Value rowInMatrix, half, second;
+  if (sh != shared.end()) {
     // ldmatrix: lane l gives the address of row l % 8 of matrix l / 8.
-    // B = T^T (transB) reads T's rows of keys as they are; B = T reads
-    // them transposed (.trans). Four matrices per load: (kt, nt) and
-    // (kt, nt + 1), each as its two 8-row halves of k.
-    const SharedTile &t = sh->second;
-    Value rowInMatrix = arith::RemUIOp::create(b, lane, index(8));
+    rowInMatrix = arith::RemUIOp::create(b, lane, index(8));
     Value matrix = arith::DivUIOp::create(b, lane, index(8));
-    Value half = arith::RemUIOp::create(b, matrix, index(2));
-    Value second = arith::DivUIOp::create(b, matrix, index(2));
-    for (int64_t kt = 0; kt < KT; ++kt)
-      for (int64_t nt = 0; nt < NT; nt += 2) {
-        const int64_t tiles = nt + 1 < NT ? 4 : 2;
-        Value row, col;
-        if (transB) {
-          // T [N, K]: row 8 (nt + second) + r, column 16 kt + 8 half.
-          row = arith::AddIOp::create(
-              b, arith::MulIOp::create(b, arith::AddIOp::create(
-                                              b, second, index(nt)),
-                                       index(8)),
-              rowInMatrix);
-          col = arith::AddIOp::create(
-              b, arith::MulIOp::create(b, half, index(8)), index(16 * kt));
-        } else {
-          // T [K, N]: row 16 kt + 8 half + r, column 8 (nt + second).
-          row = arith::AddIOp::create(
-              b, arith::AddIOp::create(b, arith::MulIOp::create(b, half, index(8)),
-                                       rowInMatrix),
-              index(16 * kt));
-          col = arith::MulIOp::create(
-              b, arith::AddIOp::create(b, second, index(nt)), index(8));
-        }
-        if (tiles == 2) {
-          // Lanes 16..31 give addresses too (ignored): keep them in bounds.
-          row = arith::RemUIOp::create(b, row, index(t.shape[0]));
-          col = arith::RemUIOp::create(b, col, index(t.shape[1]));
-        }
-        SmallVector<Value> at(t.prefix);
-        at.push_back(row);
-        at.push_back(col);
-        Value frags = nvgpu::LdMatrixOp::create(
-            b, VectorType::get({tiles, 2}, mmaType), t.buffer, at,
-            /*transpose=*/!transB, static_cast<uint32_t>(tiles));
-        for (int64_t i = 0; i < tiles; ++i) {
-          Value pair = vector::ExtractOp::create(b, frags, ArrayRef<int64_t>{i});
-          bFrag[kt][nt + i / 2][i % 2] = asI32(b, pair);
-        }
-      }
+    half = arith::RemUIOp::create(b, matrix, index(2));
+    second = arith::DivUIOp::create(b, matrix, index(2));
   } else {
     LaneLayout bl = mmaOperandB(K, N, warps);
-    SmallVector<Value> bRegs =
-        convertLayout(bTile, transB ? bl.transposed() : bl);
+    bRegs = convertLayout(bTile, transB ? bl.transposed() : bl);
     if (!error.empty())
       return fail("", {M, N});
-    for (int64_t kt = 0; kt < KT; ++kt)
+  }
+  auto bFrags = [&](int64_t kt) {
+    SmallVector<std::array<Value, 2>> frag(NT);
+    if (sh == shared.end()) {
       for (int64_t nt = 0; nt < NT; ++nt) {
         const int64_t base = (kt * NT + nt) * 4;
-        bFrag[kt][nt] = {packPair(bRegs[base], bRegs[base + 1]),
-                         packPair(bRegs[base + 2], bRegs[base + 3])};
+        frag[nt] = {packPair(bRegs[base], bRegs[base + 1]),
+                    packPair(bRegs[base + 2], bRegs[base + 3])};
       }
-  }
+      return frag;
+    }
+    // B = T^T (transB) reads T's rows as they are; B = T reads them
+    // transposed (.trans). Four matrices per load: (kt, nt) and
+    // (kt, nt + 1), each as its two 8-row halves of k.
+    const SharedTile &t = sh->second;
+    for (int64_t nt = 0; nt < NT; nt += 2) {
+      const int64_t tiles = nt + 1 < NT ? 4 : 2;
+      Value row, col;
+      if (transB) {
+        // T [N, K]: row 8 (nt + second) + r, column 16 kt + 8 half.
+        row = arith::AddIOp::create(
+            b,
+            arith::MulIOp::create(
+                b, arith::AddIOp::create(b, second, index(nt)), index(8)),
+            rowInMatrix);
+        col = arith::AddIOp::create(
+            b, arith::MulIOp::create(b, half, index(8)), index(16 * kt));
+      } else {
+        // T [K, N]: row 16 kt + 8 half + r, column 8 (nt + second).
+        row = arith::AddIOp::create(
+            b,
+            arith::AddIOp::create(b, arith::MulIOp::create(b, half, index(8)),
+                                  rowInMatrix),
+            index(16 * kt));
+        col = arith::MulIOp::create(
+            b, arith::AddIOp::create(b, second, index(nt)), index(8));
+      }
+      if (tiles == 2) {
+        // Lanes 16..31 give addresses too (ignored): keep them in bounds.
+        row = arith::RemUIOp::create(b, row, index(t.shape[0]));
+        col = arith::RemUIOp::create(b, col, index(t.shape[1]));
+      }
+      SmallVector<Value> at(t.prefix);
+      at.push_back(row);
+      at.push_back(col);
+      Value frags = nvgpu::LdMatrixOp::create(
+          b, VectorType::get({tiles, 2}, mmaType), t.buffer, at,
+          /*transpose=*/!transB, static_cast<uint32_t>(tiles));
+      for (int64_t i = 0; i < tiles; ++i) {
+        Value pair = vector::ExtractOp::create(b, frags, ArrayRef<int64_t>{i});
+        frag[nt + i / 2][i % 2] = asI32(b, pair);
+      }
+    }
+    return frag;
+  };
   // acc[mt][nt] += A(mt, kt) B(kt, nt), kt outermost: the n tiles'
   // accumulators are independent chains.
   Type f32t = f32();
@@ -915,13 +922,14 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
   Value zero = constantF32(0.0);
   SmallVector<SmallVector<std::array<Value, 4>>> acc(
       MT, SmallVector<std::array<Value, 4>>(NT, {zero, zero, zero, zero}));
-  for (int64_t kt = 0; kt < KT; ++kt)
+  for (int64_t kt = 0; kt < KT; ++kt) {
+    SmallVector<std::array<Value, 2>> bf = bFrags(kt);
     for (int64_t mt = 0; mt < MT; ++mt) {
       SmallVector<Value, 4> af = aFrag(mt, kt);
       for (int64_t nt = 0; nt < NT; ++nt) {
         std::array<Value, 4> &c = acc[mt][nt];
         Value d = NVVM::MmaOp::create(
-            b, accType, af, ValueRange{bFrag[kt][nt][0], bFrag[kt][nt][1]},
+            b, accType, af, ValueRange{bf[nt][0], bf[nt][1]},
             ValueRange{c[0], c[1], c[2], c[3]}, ArrayRef<int64_t>{16, 8, 16},
             std::nullopt, std::nullopt,
             std::array<NVVM::MMATypes, 2>{ptx, ptx},
@@ -931,6 +939,7 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
           c[e] = LLVM::ExtractValueOp::create(b, d, ArrayRef<int64_t>{e});
       }
     }
+  }
   SmallVector<Value> out;
   for (int64_t mt = 0; mt < MT; ++mt)
     for (int64_t nt = 0; nt < NT; ++nt)

@@ -315,12 +315,54 @@ TEST_F(LaneTilesTest, VectorTimesStateSumsOverTheKeyLanes) {
   EXPECT_EQ(xors, 12);
 }
 
+/// mma.sync m16n8k16's fragments, lane by lane, as the PTX ISA states them
+/// (g = lane / 4, t = lane % 4): the accumulator c_i at (g + 8 (i / 2),
+/// 2 t + i % 2); the A operand a_i at (g + 8 ((i / 2) % 2), 2 t + i % 2 +
+/// 8 (i / 4)); the B operand b_i at (2 t + i % 2 + 8 (i / 2), g). Rows of
+/// the accumulator and of A split over the warps in blocks of 16.
+TEST_F(LaneTilesTest, MmaLayoutsAreThePtxFragments) {
+  const int64_t warps = 4;
+  LaneLayout acc = LaneTileBuilder::mmaAccumulator(64, 8, warps);
+  LaneLayout a = LaneTileBuilder::mmaOperandA(64, 16, warps);
+  LaneLayout bop = LaneTileBuilder::mmaOperandB(16, 8, warps);
+  for (const LaneLayout *l : {&acc, &a, &bop})
+    EXPECT_EQ(l->check(), "");
+  ASSERT_EQ(acc.regs.size(), 4u);
+  ASSERT_EQ(a.regs.size(), 8u);
+  ASSERT_EQ(bop.regs.size(), 4u);
+  for (int64_t w = 0; w < warps; ++w)
+    for (int64_t lane = 0; lane < 32; ++lane) {
+      const int64_t g = lane / 4, t = lane % 4;
+      for (int64_t i = 0; i < 4; ++i)
+        EXPECT_EQ(acc.at(i, lane, w),
+                  (LaneLayout::Coords{16 * w + g + 8 * (i / 2), 2 * t + i % 2}))
+            << "c" << i << " lane " << lane << " warp " << w;
+      for (int64_t i = 0; i < 8; ++i)
+        EXPECT_EQ(a.at(i, lane, w),
+                  (LaneLayout::Coords{16 * w + g + 8 * ((i / 2) % 2),
+                                      2 * t + i % 2 + 8 * (i / 4)}))
+            << "a" << i << " lane " << lane << " warp " << w;
+      for (int64_t i = 0; i < 4; ++i)
+        EXPECT_EQ(bop.at(i, lane, w),
+                  (LaneLayout::Coords{2 * t + i % 2 + 8 * (i / 2), g}))
+            << "b" << i << " lane " << lane << " warp " << w;
+    }
+}
+
+/// The window kernel's P: the scores' accumulator registers are the next
+/// product's A operand, reordered, with no shuffle (FlashAttention-2's
+/// register reuse, as a layout conversion the builder plans).
+TEST_F(LaneTilesTest, AccumulatorToOperandIsARegisterPermutation) {
+  expectConversion(32, 4, LaneTileBuilder::mmaAccumulator(64, 64, 4),
+                   LaneTileBuilder::mmaOperandA(64, 64, 4), 0);
+}
+
 TEST_F(LaneTilesTest, WhatItDoesNotTakeIsAReasonNotWrongCode) {
   {
     auto ln = lane(32, 1, 0, 0);
     Value a = numbered(*ln, LaneLayout::replicated({4, 4}, 5, 0));
     ln->tb->matmul(a, a);
-    EXPECT_NE(ln->tb->failure().find("needs the matrix instruction"),
+    EXPECT_NE(ln->tb->failure().find("without a matrix instruction"),
               std::string::npos);
   }
   {

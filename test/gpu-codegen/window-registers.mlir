@@ -1,0 +1,110 @@
+// RUN: kda-opt %s --kda-gpu-window-registers --split-input-file --verify-diagnostics | FileCheck %s
+// RUN: kda-opt %s --kda-gpu-window-registers --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=COUNT
+
+// kda-gpu-window-registers on its own input: a bufferized window kernel
+// that kda-gpu-select-strategy gave lanes. Its program grid (sequence,
+// head) becomes the lane kernel's (query block, head, sequence): 4 warps
+// per 64 queries, K and V blocks of 64 keys copied by cp.async into two
+// stages of shared memory (rows padded by 8 elements), products on
+// mma.sync m16n8k16 with bf16 operands, K through ldmatrix and V through
+// ldmatrix.trans, the softmax in base 2. Two forms of the key step: the
+// interior (no mask) and the edge.
+
+// CHECK-LABEL: func.func @kda_window_attention_kernel
+// CHECK-SAME: kda.block_threads = 128 : i64, kda.explicit_threads
+// CHECK: %[[T:.*]] = memref.dim %arg0, %c1
+// CHECK: %[[BLOCKS:.*]] = arith.ceildivui %[[T]], %c64
+// CHECK: %[[HO:.*]] = memref.dim %arg3, %c2
+// CHECK: %[[B:.*]] = memref.dim %arg0, %c0
+// CHECK: scf.forall (%{{.*}}, %{{.*}}, %{{.*}}) in (%[[BLOCKS]], %[[HO]], %[[B]])
+// CHECK: gpu.thread_id x
+// CHECK: memref.alloc() : memref<2x64x136xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref.alloc() : memref<2x64x136xbf16, #gpu.address_space<workgroup>>
+// CHECK: nvgpu.device_async_copy {{.*}}, 8, {{.*}} {bypassL1}
+// CHECK: nvvm.cp.async.commit.group
+// CHECK: scf.for
+// CHECK: nvvm.cp.async.wait.group 1
+// CHECK: gpu.barrier
+// CHECK: scf.if
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
+// CHECK: nvvm.mma.sync
+// CHECK-SAME: multiplicandAPtxType = #nvvm.mma_type<bf16>
+// CHECK-SAME: shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// CHECK: math.exp2 {{.*}} fastmath<arcp,afn>
+// CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true}
+// CHECK: } else {
+// CHECK: gpu.barrier
+// CHECK: vector.store
+// Per branch, 64 products for Q K^T (8 k steps x 8 key tiles) and 64 for
+// P V (4 x 16), 32 + 32 ldmatrix x4.
+// COUNT-LABEL: func.func @kda_window_attention_kernel
+// COUNT-COUNT-256: nvvm.mma.sync
+// COUNT-NOT: nvvm.mma.sync
+// COUNT-LABEL: func.func @varlen_per_position
+func.func @kda_window_attention_kernel(%q: memref<?x?x?x128xbf16>, %k: memref<?x?x?x128xbf16>, %v: memref<?x?x?x128xbf16>, %o: memref<?x?x?x128xbf16>) attributes {kda.abi = [{dims = ["B", "T", "HQ", 128], name = "q"}, {dims = ["B", "T", "HK", 128], name = "k"}, {dims = ["B", "T", "HV", 128], name = "v"}, {dims = ["B", "T", "HO", 128], name = "o"}], kda.kernel, kda.strategy = {kernel = "window", kind = "lanes"}, kda.window_pass = #kda.window_pass<key_dim = 128, value_dim = 128, window = 512, scale = 0.088388347648318433 : f64, varlen = false>} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %b = memref.dim %o, %c0 : memref<?x?x?x128xbf16>
+  %h = memref.dim %o, %c2 : memref<?x?x?x128xbf16>
+  scf.forall (%n, %head) in (%b, %h) {
+  }
+  return
+}
+
+// -----
+
+// Varlen with per-position windows: N + 1 sequences launched (the extra one
+// skipped), each program's first key block the least of its rows' (a walk
+// over their window_sizes), every key block masked.
+// CHECK-LABEL: func.func @varlen_per_position
+// CHECK: scf.forall (%{{.*}}, %{{.*}}, %[[SEQ:[a-z0-9_]+]]) in (%{{.*}}, %{{.*}}, %[[N:[a-z0-9_]+]])
+// CHECK: arith.cmpi ult, %[[SEQ]], %[[N]]
+// CHECK: memref.load %arg4
+// CHECK: memref.load %arg5
+// CHECK: scf.for {{.*}} iter_args
+// CHECK: memref.load %arg5
+// CHECK: arith.minui
+// CHECK: nvvm.mma.sync {{.*}} : (vector<2xf16>, vector<2xf16>, f32)
+func.func @varlen_per_position(%q: memref<1x?x?x64xf16>, %k: memref<1x?x?x64xf16>, %v: memref<1x?x?x64xf16>, %o: memref<1x?x?x64xf16>, %cu: memref<?xi64>, %sizes: memref<?xi64>) attributes {kda.abi = [{dims = [1, "T", "HQ", 64], name = "q"}, {dims = [1, "T", "HK", 64], name = "k"}, {dims = [1, "T", "HV", 64], name = "v"}, {dims = [1, "T", "HO", 64], name = "o"}, {dims = ["N+1"], name = "cu_seqlens"}, {dims = ["T"], name = "window_sizes"}], kda.kernel, kda.strategy = {kernel = "window", kind = "lanes"}, kda.window_pass = #kda.window_pass<key_dim = 64, value_dim = 64, window = 0, scale = 0.125 : f64, varlen = true>} {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %n1 = memref.dim %cu, %c0 : memref<?xi64>
+  %n = arith.subi %n1, %c1 : index
+  %h = memref.dim %o, %c2 : memref<1x?x?x64xf16>
+  scf.forall (%s, %head) in (%n, %h) {
+  }
+  return
+}
+
+// -----
+
+// The tile strategy (fp32 here) leaves the kernel alone.
+// CHECK-LABEL: func.func @tiles
+// CHECK-NOT: kda.explicit_threads
+// CHECK: scf.forall (%{{.*}}, %{{.*}}) in
+// CHECK-NOT: nvvm.mma.sync
+func.func @tiles(%q: memref<?x?x?x64xf32>, %k: memref<?x?x?x64xf32>, %v: memref<?x?x?x64xf32>, %o: memref<?x?x?x64xf32>) attributes {kda.abi = [{dims = ["B", "T", "HQ", 64], name = "q"}, {dims = ["B", "T", "HK", 64], name = "k"}, {dims = ["B", "T", "HV", 64], name = "v"}, {dims = ["B", "T", "HO", 64], name = "o"}], kda.kernel, kda.strategy = {kernel = "window", kind = "tiles", reason = "q, k and v are not all bf16 or all fp16"}, kda.window_pass = #kda.window_pass<key_dim = 64, value_dim = 64, window = 7, scale = 0.125 : f64, varlen = false>} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %b = memref.dim %o, %c0 : memref<?x?x?x64xf32>
+  %h = memref.dim %o, %c2 : memref<?x?x?x64xf32>
+  scf.forall (%n, %head) in (%b, %h) {
+  }
+  return
+}
+
+// -----
+
+// Lanes without the arguments the description names: an error, not a
+// kernel that reads nothing.
+// expected-error @+1 {{kda-gpu-window-registers: the window kernel lacks an argument its description names}}
+func.func @missing_cu(%q: memref<1x?x?x64xbf16>, %k: memref<1x?x?x64xbf16>, %v: memref<1x?x?x64xbf16>, %o: memref<1x?x?x64xbf16>) attributes {kda.abi = [{dims = [1, "T", "HQ", 64], name = "q"}, {dims = [1, "T", "HK", 64], name = "k"}, {dims = [1, "T", "HV", 64], name = "v"}, {dims = [1, "T", "HO", 64], name = "o"}], kda.kernel, kda.strategy = {kernel = "window", kind = "lanes"}, kda.window_pass = #kda.window_pass<key_dim = 64, value_dim = 64, window = 16, scale = 0.125 : f64, varlen = true>} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %h = memref.dim %o, %c2 : memref<1x?x?x64xbf16>
+  %one = arith.constant 1 : index
+  scf.forall (%n, %head) in (%one, %h) {
+  }
+  return
+}

@@ -2,7 +2,7 @@
 //
 // Every GPU kernel of a kda op is written one of two ways:
 //   lanes  the per-lane register kernels (GpuIntraRegisters, GpuStateRegisters,
-//          GpuDecodeRegisters): tiles in registers in the matrix instruction's
+//          GpuDecodeRegisters, GpuWindowRegisters): tiles in registers in the matrix instruction's
 //          layout, shared memory only where warps exchange data; the fast path;
 //   tiles  the shared-memory tile lowering (GpuTileMatmuls + GpuMapKernels): every
 //          tile primitive a phase of the block fenced by barriers; correct for

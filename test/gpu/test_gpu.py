@@ -490,6 +490,8 @@ def sanitize_cases():
         DecodeCase("san-bf16-k128-decode-spec3-vmajor-kimi-lb", "bf16", 128, N=4, P=30, H=1, HV=2,
                    layout="v_major", prologue="kimi_lb", tokens=3, spec=True),
         WindowCase("san-bf16-k64-window-W16-varlen-gqa", "bf16", 64, 16, seqlens=[20, 1, 45], HQ=2, HK=1),
+        # The lane kernel's two shared stages, interior and edge blocks, a partial last block.
+        WindowCase("san-bf16-k128-window-W100-T300-gqa", "bf16", 128, 100, B=1, T=300, HQ=2, HK=1),
     ]
 
 

@@ -612,6 +612,235 @@ Status gatedDelta(const GatedDeltaArgs &args, GatedDeltaResult &result) {
   return runGatedDelta(args, Names{"", "g"}, result);
 }
 
+Status gatedDeltaGrad(const GatedDeltaGradArgs &ga, GatedDeltaGrads &grads) {
+  const GatedDeltaArgs &a = ga.forward;
+  const Names n{"forward.", "forward.g"};
+  if (a.boundaryInterval != 0)
+    return fail(n("boundaryInterval"), "0 (boundary states have no gradient "
+                "here)", std::to_string(a.boundaryInterval));
+  Prepared p;
+  KDA_RETURN_IF_ERROR(prepare(a, n, p));
+  const int64_t B = p.B, T = p.T, H = p.H, HV = p.HV, K = p.K, V = p.V;
+  const int64_t N = static_cast<int64_t>(p.spans.size());
+  const int64_t group = HV / H;
+  KDA_RETURN_IF_ERROR(checkShape("dO", ga.dO, "[B, T, HV, V]", {B, T, HV, V}));
+  KDA_RETURN_IF_ERROR(checkOptional("dFinalState", ga.dFinalState,
+                                    statePattern("N, HV", a.layout),
+                                    stateShape(a.layout, {N, HV}, K, V)));
+
+  const bool gated = p.g.present();
+  const bool headWise = gated && p.g.rank() == 3;
+  const int64_t gInner = headWise ? 1 : K;
+  // Gradients of what the recurrence reads: the normalised q, k, the
+  // activated gate and beta.
+  std::vector<double> dqN(p.q.size(), 0.0), dkN(p.k.size(), 0.0);
+  std::vector<double> dgAct(gated ? p.g.numel() : 0, 0.0);
+  std::vector<double> dbetaAct(p.beta.size(), 0.0);
+  GatedDeltaGrads out;
+  out.dv = Tensor({B, T, HV, V});
+  if (a.initialState.present())
+    out.dInitialState = Tensor(a.initialState.shape);
+
+  std::vector<double> alpha(K, 1.0), Sd(K * V), St(K * V), dS(K * V),
+      e(V), de(V);
+  for (int64_t seq = 0; seq < N; ++seq) {
+    const Span &span = p.spans[seq];
+    const int64_t L = span.length();
+    for (int64_t hv = 0; hv < HV; ++hv) {
+      const int64_t h = hv / group;
+      auto alphaAt = [&](int64_t t) {
+        if (gated)
+          for (int64_t i = 0; i < K; ++i)
+            alpha[i] = std::exp(
+                p.g.data[tokenOffset(span.batch, t, hv, T, HV, gInner) +
+                         (headWise ? 0 : i)]);
+      };
+      // Forward, keeping the state before every token.
+      std::vector<double> states((L + 1) * K * V, 0.0);
+      if (a.initialState.present())
+        loadState(a.initialState.data.data() + (seq * HV + hv) * K * V,
+                  a.layout, K, V, states.data());
+      std::vector<double> r(V), o(V);
+      for (int64_t t = span.begin; t < span.end; ++t) {
+        const int64_t local = t - span.begin;
+        std::copy_n(states.begin() + local * K * V, K * V,
+                    states.begin() + (local + 1) * K * V);
+        alphaAt(t);
+        const int64_t qk = tokenOffset(span.batch, t, h, T, H, K);
+        const int64_t vo = tokenOffset(span.batch, t, hv, T, HV, V);
+        recurrenceStep(a.update, K, V, states.data() + (local + 1) * K * V,
+                       alpha.data(), &p.q[qk], p.scale, &p.k[qk],
+                       &a.v.data[vo],
+                       p.beta[tokenOffset(span.batch, t, hv, T, HV, 1)],
+                       r.data(), o.data());
+      }
+      // Backward.
+      std::fill(dS.begin(), dS.end(), 0.0);
+      if (ga.dFinalState.present())
+        loadState(ga.dFinalState.data.data() + (seq * HV + hv) * K * V,
+                  a.layout, K, V, dS.data());
+      for (int64_t t = span.end - 1; t >= span.begin; --t) {
+        const int64_t local = t - span.begin;
+        const double *prev = states.data() + local * K * V;
+        const double *next = states.data() + (local + 1) * K * V;
+        alphaAt(t);
+        const int64_t qk = tokenOffset(span.batch, t, h, T, H, K);
+        const int64_t vo = tokenOffset(span.batch, t, hv, T, HV, V);
+        const int64_t bo = tokenOffset(span.batch, t, hv, T, HV, 1);
+        const double *q = &p.q[qk], *k = &p.k[qk], *v = &a.v.data[vo];
+        const double *dO = &ga.dO.data[vo];
+        const double beta = p.beta[bo];
+        // o = S_t^T (scale q).
+        for (int64_t i = 0; i < K; ++i) {
+          double acc = 0.0;
+          for (int64_t j = 0; j < V; ++j) {
+            acc += next[i * V + j] * dO[j];
+            dS[i * V + j] += p.scale * q[i] * dO[j];
+          }
+          dqN[qk + i] += p.scale * acc;
+        }
+        for (int64_t i = 0; i < K; ++i)
+          for (int64_t j = 0; j < V; ++j)
+            Sd[i * V + j] = alpha[i] * prev[i * V + j];
+        if (a.update == Update::Delta) {
+          // S_t = S' + beta k e^T, e = v - S'^T k.
+          for (int64_t j = 0; j < V; ++j) {
+            double rj = 0.0;
+            for (int64_t i = 0; i < K; ++i)
+              rj += Sd[i * V + j] * k[i];
+            e[j] = v[j] - rj;
+          }
+          double dbeta = 0.0;
+          for (int64_t j = 0; j < V; ++j) {
+            double acc = 0.0;
+            for (int64_t i = 0; i < K; ++i)
+              acc += dS[i * V + j] * k[i];
+            dbeta += acc * e[j];
+            de[j] = beta * acc;
+            out.dv.data[vo + j] += de[j];
+          }
+          dbetaAct[bo] += dbeta;
+          for (int64_t i = 0; i < K; ++i) {
+            double acc = 0.0;
+            for (int64_t j = 0; j < V; ++j)
+              acc += beta * dS[i * V + j] * e[j] - Sd[i * V + j] * de[j];
+            dkN[qk + i] += acc;
+          }
+          for (int64_t i = 0; i < K; ++i)
+            for (int64_t j = 0; j < V; ++j)
+              dS[i * V + j] -= k[i] * de[j]; // now dS'
+        } else {
+          // S_t = S' + k v^T.
+          for (int64_t i = 0; i < K; ++i) {
+            double acc = 0.0;
+            for (int64_t j = 0; j < V; ++j)
+              acc += dS[i * V + j] * v[j];
+            dkN[qk + i] += acc;
+          }
+          for (int64_t j = 0; j < V; ++j) {
+            double acc = 0.0;
+            for (int64_t i = 0; i < K; ++i)
+              acc += dS[i * V + j] * k[i];
+            out.dv.data[vo + j] += acc;
+          }
+        }
+        // S' = Diag(alpha) S_{t-1}, alpha = exp(g).
+        for (int64_t i = 0; i < K; ++i) {
+          double dalpha = 0.0;
+          for (int64_t j = 0; j < V; ++j) {
+            dalpha += prev[i * V + j] * dS[i * V + j];
+            dS[i * V + j] *= alpha[i];
+          }
+          if (gated)
+            dgAct[tokenOffset(span.batch, t, hv, T, HV, gInner) +
+                  (headWise ? 0 : i)] += alpha[i] * dalpha;
+        }
+      }
+      if (a.initialState.present())
+        storeState(dS.data(), a.layout, K, V,
+                   out.dInitialState.data.data() + (seq * HV + hv) * K * V);
+    }
+  }
+
+  // The prologue, backwards. l2 norm: x^ = x / n, n = sqrt(|x|^2 + 1e-6):
+  // dx = (dx^ - x^ (x^ . dx^)) / n.
+  auto throughNorm = [&](const Tensor &raw, const std::vector<double> &normed,
+                         const std::vector<double> &dN) {
+    Tensor d(raw.shape);
+    for (int64_t row = 0; row * K < raw.numel(); ++row) {
+      const double *x = raw.data.data() + row * K;
+      const double *xh = normed.data() + row * K;
+      const double *g = dN.data() + row * K;
+      double *dx = d.data.data() + row * K;
+      if (!a.qkL2Norm) {
+        std::copy_n(g, K, dx);
+        continue;
+      }
+      double ss = 0.0, dot = 0.0;
+      for (int64_t i = 0; i < K; ++i) {
+        ss += x[i] * x[i];
+        dot += xh[i] * g[i];
+      }
+      const double inv = 1.0 / std::sqrt(ss + 1e-6);
+      for (int64_t i = 0; i < K; ++i)
+        dx[i] = (g[i] - xh[i] * dot) * inv;
+    }
+    return d;
+  };
+  out.dq = throughNorm(a.q, p.q, dqN);
+  out.dk = throughNorm(a.k, p.k, dkN);
+
+  if (a.beta.present()) {
+    out.dbeta = Tensor(a.beta.shape);
+    for (int64_t i = 0; i < a.beta.numel(); ++i) {
+      const double s = sigmoid(a.beta.data[i]);
+      const double scale =
+          a.betaActivation == BetaActivation::None     ? 1.0
+          : a.betaActivation == BetaActivation::Sigmoid ? s * (1.0 - s)
+                                                        : 2.0 * s * (1.0 - s);
+      out.dbeta.data[i] = dbetaAct[i] * scale;
+    }
+  }
+
+  if (gated) {
+    const GateParams &gp = a.gate;
+    out.dg = Tensor(a.g.shape);
+    if (gp.aLog.present())
+      out.dALog = Tensor(gp.aLog.shape);
+    if (gp.dtBias.present())
+      out.dDtBias = Tensor(gp.dtBias.shape);
+    for (int64_t i = 0; i < a.g.numel(); ++i) {
+      if (gp.activation == GateActivation::None) {
+        out.dg.data[i] = dgAct[i];
+        continue;
+      }
+      const int64_t c = headWise ? 0 : i % K;
+      const int64_t hh = (i / gInner) % HV;
+      const int64_t bias = headWise ? hh : hh * K + c;
+      const double x = a.g.data[i] + (gp.dtBias.present() ? gp.dtBias.data[bias] : 0.0);
+      const double an = gp.aLog.present() ? std::exp(gp.aLog.data[hh]) : 1.0;
+      double dx, dA; // d(activated g)/dx and /dA_log
+      if (gp.activation == GateActivation::Softplus) {
+        // g = -a softplus(x) (softplus(x) = x past 20).
+        dx = -an * (x > 20.0 ? 1.0 : sigmoid(x));
+        dA = -an * softplus(x);
+      } else {
+        // g = lb sigmoid(a x).
+        const double s = sigmoid(an * x);
+        dx = gp.lowerBound * s * (1.0 - s) * an;
+        dA = gp.lowerBound * s * (1.0 - s) * an * x;
+      }
+      out.dg.data[i] = dgAct[i] * dx;
+      if (gp.aLog.present())
+        out.dALog.data[hh] += dgAct[i] * dA;
+      if (gp.dtBias.present())
+        out.dDtBias.data[bias] += dgAct[i] * dx;
+    }
+  }
+  grads = std::move(out);
+  return Status::success();
+}
+
 namespace {
 Status multiTokenDecode(const DecodeArgs &a, DecodeResult &result);
 } // namespace

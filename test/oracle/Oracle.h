@@ -107,6 +107,38 @@ struct GatedDeltaResult {
 
 Status gatedDelta(const GatedDeltaArgs &args, GatedDeltaResult &result);
 
+/// The gradient of gatedDelta (training, issue 24): for the loss
+///   L = sum(dO * o) + sum(dFinalState * finalState)
+/// the derivative of L with respect to every input, by reverse-mode
+/// differentiation of the token recurrence itself (SPEC.md section 2) in
+/// float64: each sequence's states are recomputed forward and kept, then the
+/// steps are walked back,
+///   dq += scale S_t dO_t,  dS_t += scale q dO_t^T            (the output)
+///   e = v - S'^T k:  dbeta += k^T dS_t e,  dk += beta dS_t e - S' de,
+///   de = beta dS_t^T k,  dv += de,  dS' = dS_t - k de^T     (the delta rule)
+///   dS_{t-1} = Diag(alpha) dS',  dg += alpha * rowsum(S_{t-1} * dS')
+/// (S' = Diag(alpha) S_{t-1}), then through the prologue: the l2 norms, beta's
+/// sigmoid, the gate activation and its parameters; grouped value heads sum
+/// into their q / k head. Checked against central finite differences
+/// (OracleTest.cpp): every gradient test of every target compares against it.
+struct GatedDeltaGradArgs {
+  GatedDeltaArgs forward; // boundaryInterval must be 0
+  Tensor dO;              // [B, T, HV, V]
+  Tensor dFinalState;     // optional, finalState's shape and layout
+};
+
+struct GatedDeltaGrads {
+  Tensor dq, dk;        // [B, T, H, K], w.r.t. the raw q and k
+  Tensor dv;            // [B, T, HV, V]
+  Tensor dg;            // g's shape (the raw gate when it is activated)
+  Tensor dbeta;         // [B, T, HV] (the logits when activated)
+  Tensor dInitialState; // initialState's shape and layout
+  Tensor dALog;         // [HV] when gate.aLog is present
+  Tensor dDtBias;       // gate.dtBias's shape when present
+};
+
+Status gatedDeltaGrad(const GatedDeltaGradArgs &args, GatedDeltaGrads &grads);
+
 /// One recurrence step per sequence on a state pool (SPEC.md section 4).
 /// Multi-token form (q of rank 4): q, k [N, T, H, K], v [N, T, HV, V], g
 /// [N, T, HV(, K)], beta [N, T, HV], o [N, T, HV, V] and indices [N, T]

@@ -1507,3 +1507,175 @@ TEST(Stability, SoftplusGateWithLargeALog) {
 }
 
 } // namespace
+
+//===----------------------------------------------------------------------===//
+// The gradient oracle against central finite differences
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// L = sum(dO * o) + sum(dHT * finalState) for the forward arguments.
+double gradLoss(const GatedDeltaArgs &a, const Tensor &dO, const Tensor &dHT) {
+  GatedDeltaResult r;
+  Status s = gatedDelta(a, r);
+  EXPECT_TRUE(s.ok()) << s.message;
+  double loss = 0.0;
+  for (size_t i = 0; i < r.o.data.size(); ++i)
+    loss += dO.data[i] * r.o.data[i];
+  if (dHT.present())
+    for (size_t i = 0; i < r.finalState.data.size(); ++i)
+      loss += dHT.data[i] * r.finalState.data[i];
+  return loss;
+}
+
+/// Every element of every input: the analytic gradient against
+/// (L(x + h) - L(x - h)) / 2h.
+void expectGradientsMatchFiniteDifferences(const GatedDeltaArgs &base,
+                                           unsigned seed) {
+  Rng rng(seed);
+  GatedDeltaResult fwd;
+  ASSERT_TRUE(gatedDelta(base, fwd).ok());
+  GatedDeltaGradArgs ga;
+  ga.forward = base;
+  ga.dO = rng.normal(fwd.o.shape);
+  ga.dFinalState = rng.normal(fwd.finalState.shape);
+  GatedDeltaGrads g;
+  Status s = gatedDeltaGrad(ga, g);
+  ASSERT_TRUE(s.ok()) << s.message;
+
+  struct Input {
+    const char *name;
+    Tensor GatedDeltaArgs::*field = nullptr;
+    Tensor GateParams::*gateField = nullptr;
+    const Tensor *grad;
+  };
+  std::vector<Input> inputs = {
+      {"q", &GatedDeltaArgs::q, nullptr, &g.dq},
+      {"k", &GatedDeltaArgs::k, nullptr, &g.dk},
+      {"v", &GatedDeltaArgs::v, nullptr, &g.dv},
+      {"g", &GatedDeltaArgs::g, nullptr, &g.dg},
+      {"beta", &GatedDeltaArgs::beta, nullptr, &g.dbeta},
+      {"initialState", &GatedDeltaArgs::initialState, nullptr,
+       &g.dInitialState},
+      {"aLog", nullptr, &GateParams::aLog, &g.dALog},
+      {"dtBias", nullptr, &GateParams::dtBias, &g.dDtBias},
+  };
+  const double h = 1e-5;
+  int64_t checked = 0;
+  for (const Input &in : inputs) {
+    GatedDeltaArgs a = base;
+    Tensor &x = in.field ? a.*in.field : a.gate.*in.gateField;
+    if (!x.present()) {
+      EXPECT_FALSE(in.grad->present()) << in.name << ": a gradient of an "
+                                                     "absent input";
+      continue;
+    }
+    ASSERT_EQ(in.grad->shape, x.shape) << in.name;
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const double x0 = x.data[i];
+      x.data[i] = x0 + h;
+      const double up = gradLoss(a, ga.dO, ga.dFinalState);
+      x.data[i] = x0 - h;
+      const double down = gradLoss(a, ga.dO, ga.dFinalState);
+      x.data[i] = x0;
+      const double numeric = (up - down) / (2 * h);
+      EXPECT_NEAR(in.grad->data[i], numeric, 1e-6 * (1.0 + std::abs(numeric)))
+          << in.name << "[" << i << "]";
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 0);
+}
+
+} // namespace
+
+TEST(GatedDeltaGrad, KimiPrologueVarlenGvaStatesMatchFiniteDifferences) {
+  // The delta rule with Kimi's prologue (l2 norm, beta sigmoid, softplus
+  // gate with A_log and dt_bias), two value heads per q / k head, two
+  // sequences of one batch row, V-major states in and out.
+  Rng rng(11);
+  GatedDeltaArgs a;
+  const int64_t T = 7, H = 1, HV = 2, K = 3, V = 2;
+  a.q = rng.normal({1, T, H, K});
+  a.k = rng.normal({1, T, H, K});
+  a.v = rng.normal({1, T, HV, V});
+  a.g = rng.normal({1, T, HV, K});
+  a.beta = rng.normal({1, T, HV});
+  a.cuSeqlens = {0, 3, T};
+  a.initialState = rng.normal({2, HV, V, K}, 0.5);
+  a.layout = StateLayout::VMajor;
+  a.qkL2Norm = true;
+  a.betaActivation = BetaActivation::Sigmoid;
+  a.gate.activation = GateActivation::Softplus;
+  a.gate.aLog = rng.normal({HV}, 0.3);
+  a.gate.dtBias = rng.normal({HV, K}, 0.3);
+  expectGradientsMatchFiniteDifferences(a, 1);
+}
+
+TEST(GatedDeltaGrad, LowerBoundGateNegativeEigenvaluesMatchFiniteDifferences) {
+  Rng rng(12);
+  GatedDeltaArgs a;
+  const int64_t B = 2, T = 5, H = 2, HV = 2, K = 4, V = 3;
+  a.q = rng.normal({B, T, H, K});
+  a.k = rng.unitRows({B, T, H, K});
+  a.v = rng.normal({B, T, HV, V});
+  a.g = rng.normal({B, T, HV, K});
+  a.beta = rng.normal({B, T, HV});
+  a.initialState = rng.normal({B, HV, K, V}, 0.5);
+  a.scale = 0.7;
+  a.betaActivation = BetaActivation::SigmoidNegEigval;
+  a.gate.activation = GateActivation::LowerBound;
+  a.gate.lowerBound = -3.0;
+  a.gate.aLog = rng.normal({HV}, 0.3);
+  expectGradientsMatchFiniteDifferences(a, 2);
+}
+
+TEST(GatedDeltaGrad, AdditiveHeadWiseGateWithoutStatesMatchesFiniteDifferences) {
+  // Precomputed log-space head-wise decay (no activation), the additive
+  // update, no beta, no initial state.
+  Rng rng(13);
+  GatedDeltaArgs a;
+  const int64_t B = 1, T = 6, H = 1, HV = 3, K = 2, V = 2;
+  a.q = rng.normal({B, T, H, K});
+  a.k = rng.normal({B, T, H, K});
+  a.v = rng.normal({B, T, HV, V});
+  a.g = rng.normal({B, T, HV}, 0.2);
+  for (double &x : a.g.data)
+    x = -std::abs(x);
+  a.update = Update::Additive;
+  expectGradientsMatchFiniteDifferences(a, 3);
+}
+
+TEST(GatedDeltaGrad, DeltaRuleWithoutGateOrBetaMatchesFiniteDifferences) {
+  Rng rng(14);
+  GatedDeltaArgs a;
+  a.q = rng.normal({1, 4, 1, 3});
+  a.k = rng.unitRows({1, 4, 1, 3});
+  a.v = rng.normal({1, 4, 1, 2});
+  a.initialState = rng.normal({1, 1, 3, 2}, 0.5);
+  expectGradientsMatchFiniteDifferences(a, 4);
+}
+
+TEST(GatedDeltaGrad, ErrorsNameTheArgument) {
+  Rng rng(15);
+  GatedDeltaGradArgs ga;
+  ga.forward.q = rng.normal({1, 4, 1, 3});
+  ga.forward.k = rng.normal({1, 4, 1, 3});
+  ga.forward.v = rng.normal({1, 4, 1, 2});
+  GatedDeltaGrads g;
+  ga.dO = rng.normal({1, 4, 1, 3});
+  Status s = gatedDeltaGrad(ga, g);
+  EXPECT_NE(s.message.find("dO"), std::string::npos) << s.message;
+  ga.dO = rng.normal({1, 4, 1, 2});
+  ga.forward.boundaryInterval = 2;
+  s = gatedDeltaGrad(ga, g);
+  EXPECT_NE(s.message.find("forward.boundaryInterval"), std::string::npos)
+      << s.message;
+  ga.forward.boundaryInterval = 0;
+  ga.dFinalState = rng.normal({1, 1, 3, 2});
+  s = gatedDeltaGrad(ga, g);
+  EXPECT_TRUE(s.ok()) << s.message; // dht without h0 is fine
+  ga.dFinalState = rng.normal({2, 1, 3, 2});
+  s = gatedDeltaGrad(ga, g);
+  EXPECT_NE(s.message.find("dFinalState"), std::string::npos) << s.message;
+}

@@ -203,11 +203,15 @@ def decode_step_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
 
 def window_attention_config(*, K: int, V: int, qk_dtype: str, v_dtype: str, window: int,
                             scale: Optional[float] = None,
-                            cu_seqlens_dtype: Optional[str] = None) -> Dict[str, Any]:
+                            cu_seqlens_dtype: Optional[str] = None,
+                            window_sizes_dtype: Optional[str] = None) -> Dict[str, Any]:
     """Canonical configuration of one ``kda.window_attention`` kernel.
 
     The window W is the op's attribute, so it is part of the configuration;
-    B, T and the head counts HQ, HK, HV, HO are dynamic.
+    B, T and the head counts HQ, HK, HV, HO are dynamic. Per-position
+    windows (the op's ``window_sizes`` tensor [T], int32 / int64) are
+    ``window = 0`` with ``window_sizes_dtype`` (a key only such
+    configurations have, so that the others hash as before).
     """
     cfg = {
         "op": "window_attention",
@@ -217,6 +221,8 @@ def window_attention_config(*, K: int, V: int, qk_dtype: str, v_dtype: str, wind
         "scale": _normalise_scale(scale, K),
         "cu_seqlens_dtype": cu_seqlens_dtype,
     }
+    if window_sizes_dtype is not None:
+        cfg["window_sizes_dtype"] = window_sizes_dtype
     validate(cfg)
     return cfg
 
@@ -248,7 +254,11 @@ def validate(cfg: Dict[str, Any]) -> None:
         dtype("qk_dtype", optional=False)
         dtype("v_dtype", optional=False)
         w = cfg.get("window")
-        if not isinstance(w, int) or isinstance(w, bool) or w < 1:
+        if "window_sizes_dtype" in cfg:
+            dtype("window_sizes_dtype", allowed=("i32", "i64"), optional=False)
+            if w != 0 or isinstance(w, bool):
+                raise ValueError(f"window: expected 0 with per-position window sizes, got {w!r}")
+        elif not isinstance(w, int) or isinstance(w, bool) or w < 1:
             raise ValueError(f"window: expected an integer >= 1, got {w!r}")
         dtype("cu_seqlens_dtype", allowed=("i32", "i64"))
         return
@@ -373,8 +383,10 @@ def bundle_name(cfg: Dict[str, Any], chip: str, tile: Optional[Dict[str, int]] =
 def describe(cfg: Dict[str, Any]) -> str:
     """A short human-readable summary of a configuration."""
     if cfg["op"] == "window_attention":
+        window = (f"window=per-position:{cfg['window_sizes_dtype']}" if "window_sizes_dtype" in cfg
+                  else f"window={cfg['window']}")
         parts = [cfg["op"], f"K={cfg['K']}", f"V={cfg['V']}", f"qk={cfg['qk_dtype']}",
-                 f"v={cfg['v_dtype']}", f"window={cfg['window']}"]
+                 f"v={cfg['v_dtype']}", window]
         if cfg["scale"] is not None:
             parts.append(f"scale={cfg['scale']:g}")
         if cfg["cu_seqlens_dtype"]:
@@ -589,15 +601,21 @@ def _window_attention_mlir(cfg: Dict[str, Any]) -> str:
     tv = _tensor([B, None, None, V], cfg["v_dtype"])
     args = [f"%q: {tq}", f"%k: {tq}", f"%v: {tv}"]
     operands = []
+    attrs = []
+    if "window_sizes_dtype" in cfg:
+        tws = _tensor([None], cfg["window_sizes_dtype"])
+        args.append(f"%window_sizes: {tws}")
+        operands.append(f"window_sizes(%window_sizes : {tws})")
+    else:
+        attrs.append(f"window = {cfg['window']} : i64")
     if varlen:
         tcu = _tensor([None], cfg["cu_seqlens_dtype"])
         args.append(f"%cu_seqlens: {tcu}")
         operands.append(f"cu_seqlens(%cu_seqlens : {tcu})")
-    attrs = [f"window = {cfg['window']} : i64"]
     if cfg["scale"] is not None:
         attrs.append(f"scale = {_f64(cfg['scale'])} : f64")
     op = (f"  %o = kda.window_attention %q, %k, %v" + "".join(" " + o for o in operands)
-          + " {" + ", ".join(attrs) + "}" + f" : {tq}, {tq}, {tv} -> {tv}")
+          + (" {" + ", ".join(attrs) + "}" if attrs else "") + f" : {tq}, {tq}, {tv} -> {tv}")
     return (f"// kda configuration: {describe(cfg)}\n"
             f"func.func @kda_window_attention({', '.join(args)}) -> {tv} {{\n"
             f"{op}\n"

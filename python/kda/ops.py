@@ -322,7 +322,8 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
         multi_token=multi)
 
 
-def window_attention_config(q, k, v, window, scale=None, cu_seqlens=None) -> Dict[str, Any]:
+def window_attention_config(q, k, v, window, scale=None, cu_seqlens=None,
+                            window_sizes=None) -> Dict[str, Any]:
     """The kda.window_attention configuration window_attention would run for
     these arguments; validates shapes (ValueError naming the argument)."""
     if len(_shape(q)) != 4:
@@ -340,14 +341,25 @@ def window_attention_config(q, k, v, window, scale=None, cu_seqlens=None) -> Dic
                              f"multiple of {name} = {h} (q has HQ = {HQ}, k HK = {HK}, v HV = {HV})")
     if _dt(q) != _dt(k):
         raise ValueError(f"q and k must have the same dtype, got {_dt(q)} and {_dt(k)}")
-    try:
-        if isinstance(window, bool):
-            raise TypeError
-        window = operator.index(window)
-    except TypeError:
-        raise ValueError(f"window: expected an integer >= 1, got {window!r}") from None
-    if window < 1:
-        raise ValueError(f"window: expected an integer >= 1, got {window}")
+    if window_sizes is not None:
+        # Per-position windows: one size per token (of the flattened tokens
+        # with cu_seqlens), each >= 1; exactly one of window / window_sizes.
+        if window is not None:
+            raise ValueError("window and window_sizes: expected exactly one of them, got both")
+        if _shape(window_sizes) != (T,):
+            raise ValueError(f"window_sizes: expected [T] = [{T}], got shape {list(_shape(window_sizes))}")
+        if _dt(window_sizes) not in ("i32", "i64"):
+            raise ValueError(f"window_sizes: expected int32 or int64, got {_dt(window_sizes)}")
+        window = 0
+    else:
+        try:
+            if isinstance(window, bool) or window is None:
+                raise TypeError
+            window = operator.index(window)
+        except TypeError:
+            raise ValueError(f"window: expected an integer >= 1, got {window!r}") from None
+        if window < 1:
+            raise ValueError(f"window: expected an integer >= 1, got {window}")
     if scale is not None and not (isinstance(scale, (int, float)) and math.isfinite(scale) and scale > 0):
         raise ValueError(f"scale: expected a finite positive number, got {scale!r}")
     if cu_seqlens is not None:
@@ -358,7 +370,8 @@ def window_attention_config(q, k, v, window, scale=None, cu_seqlens=None) -> Dic
             raise ValueError(f"cu_seqlens: expected [N+1], got shape {list(_shape(cu_seqlens))}")
     return _bundles.window_attention_config(
         K=K, V=V, qk_dtype=_dt(q), v_dtype=_dt(v), window=int(window), scale=scale,
-        cu_seqlens_dtype=_dt(cu_seqlens) if cu_seqlens is not None else None)
+        cu_seqlens_dtype=_dt(cu_seqlens) if cu_seqlens is not None else None,
+        window_sizes_dtype=_dt(window_sizes) if window_sizes is not None else None)
 
 
 # ---------------------------------------------------------------------------
@@ -1096,7 +1109,8 @@ def _run_decode(plan, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indice
 # Sliding-window attention
 # ---------------------------------------------------------------------------
 
-def window_attention(q, k, v, window: int, scale: float | None = None, cu_seqlens=None):
+def window_attention(q, k, v, window: int | None = None, scale: float | None = None, cu_seqlens=None, *,
+                     window_sizes=None):
     r"""Causal sliding-window softmax attention (``kda.window_attention``).
 
     Token ``t`` attends to ``max(start, t - window + 1) .. t`` of its own
@@ -1110,6 +1124,11 @@ def window_attention(q, k, v, window: int, scale: float | None = None, cu_seqlen
             ``h / (HO / HK)``, v head ``h / (HO / HV)`` (GQA: HQ > HK = HV).
         window: W >= 1 positions, the current one included (a window >= T is
             full causal attention). Part of the bundle.
+        window_sizes: instead of ``window``, one window per position (the
+            adaptive window): ``[T]`` int32/int64, each >= 1 (with
+            cu_seqlens, T is every sequence's tokens; a size < 1 leaves its
+            row NaN: the values are not checked on the host, which would
+            synchronize).
         scale: default ``1 / sqrt(K)`` (a non-default scale is a separate bundle).
         cu_seqlens: ``[N + 1]`` int32/int64 offsets with B = 1; no token
             attends across a sequence boundary.
@@ -1119,8 +1138,9 @@ def window_attention(q, k, v, window: int, scale: float | None = None, cu_seqlen
         ``torch.ops.kda.window_attention``.
     """
     if _compiling() and _traced is not None:
-        return _traced.window_attention_traced(q, k, v, window, scale, cu_seqlens)
-    cfg = window_attention_config(q, k, v, window, scale=scale, cu_seqlens=cu_seqlens)
+        return _traced.window_attention_traced(q, k, v, window, scale, cu_seqlens, window_sizes)
+    cfg = window_attention_config(q, k, v, window, scale=scale, cu_seqlens=cu_seqlens,
+                                  window_sizes=window_sizes)
     import torch
     _check_no_grad(q, k, v)
     if q.device.type != "cuda":
@@ -1132,8 +1152,11 @@ def window_attention(q, k, v, window: int, scale: float | None = None, cu_seqlen
     q, k, v = (_contig(x) for x in (q, k, v))
     if cu_seqlens is not None and cu_seqlens.device != q.device:
         cu_seqlens = cu_seqlens.to(q.device)
+    if window_sizes is not None and window_sizes.device != q.device:
+        window_sizes = window_sizes.to(q.device)
     o = _alloc((B, T, HO, V), v.dtype, q.device)
-    named = {"q": q, "k": k, "v": v, "cu_seqlens": _contig(cu_seqlens), "o": o}
+    named = {"q": q, "k": k, "v": v, "cu_seqlens": _contig(cu_seqlens),
+             "window_sizes": _contig(window_sizes), "o": o}
     with torch.cuda.device(q.device):
         _launch(cfg, chip, named)
     return o

@@ -221,18 +221,21 @@ def fused_recurrent_kda_traced(q, k, v, g, beta, A_log, dt_bias, scale, initial_
 
 @torch.library.custom_op("kda::window_attention", mutates_args=())
 def window_attention_op(q: Tensor, k: Tensor, v: Tensor, window: int, scale: Optional[float],
-                        cu_seqlens: Optional[Tensor]) -> Tensor:
-    return _ops.window_attention(q, k, v, window, scale=scale, cu_seqlens=cu_seqlens)
+                        cu_seqlens: Optional[Tensor], window_sizes: Optional[Tensor] = None) -> Tensor:
+    # window 0 with window_sizes: per-position windows (a schema has no int | None).
+    return _ops.window_attention(q, k, v, window if window_sizes is None else None, scale=scale,
+                                 cu_seqlens=cu_seqlens, window_sizes=window_sizes)
 
 
 @window_attention_op.register_fake
-def _window_attention_fake(q, k, v, window, scale, cu_seqlens):
+def _window_attention_fake(q, k, v, window, scale, cu_seqlens, window_sizes=None):
     B, T, HQ, _ = q.shape
     return v.new_empty((B, T, max(HQ, v.shape[2]), v.shape[3]))
 
 
-def window_attention_traced(q, k, v, window, scale, cu_seqlens):
-    return torch.ops.kda.window_attention(q, k, v, window, scale, cu_seqlens)
+def window_attention_traced(q, k, v, window, scale, cu_seqlens, window_sizes=None):
+    return torch.ops.kda.window_attention(q, k, v, 0 if window is None else window, scale, cu_seqlens,
+                                          window_sizes)
 
 
 __all__ = ["chunk_kda_op", "fused_recurrent_kda_op", "decode_kda_op", "window_attention_op"]

@@ -249,8 +249,10 @@ class WindowCase:
     """kda.window_attention(q, k, v, window, scale, cu_seqlens)."""
 
     def __init__(self, name, dtype, KV, window, B=2, T=100, HQ=4, HK=None, HV=None, V=None, seqlens=None,
-                 cu_dtype="i64", scale=None, seed=0):
+                 cu_dtype="i64", scale=None, seed=0, per_position=None):
         self.name, self.dtype, self.K, self.V, self.window = name, dtype, KV, V or KV, window
+        # per_position = "i32" / "i64": window_sizes [T] drawn from 1 .. 2 window instead of the one window.
+        self.per_position = per_position
         self.B, self.T, self.HQ = B, T, HQ
         self.HK, self.HV = HK or HQ, HV or HK or HQ
         self.seqlens, self.cu_dtype, self.scale, self.seed = seqlens, cu_dtype, scale, seed
@@ -265,9 +267,10 @@ class WindowCase:
     def config(self):
         s = self.shapes()
         cu = Meta(s["cu"], self.cu_dtype) if self.seqlens is not None else None
+        ws = Meta((self.T,), self.per_position) if self.per_position else None
         return kops.window_attention_config(Meta(s["q"], self.dtype), Meta(s["k"], self.dtype),
-                                            Meta(s["v"], self.dtype), self.window, scale=self.scale,
-                                            cu_seqlens=cu)
+                                            Meta(s["v"], self.dtype), None if ws else self.window,
+                                            scale=self.scale, cu_seqlens=cu, window_sizes=ws)
 
     def run(self, torch, oracle):
         return run_window_case(self, torch, oracle)
@@ -462,6 +465,12 @@ def window_cases():
         WindowCase("bf16-k64-v128-window-W100-T257-H2", "bf16", 64, 100, B=2, T=257, HQ=2, V=128),
         WindowCase("bf16-k32-window-W17-T150-scale0.5", "bf16", 32, 17, B=1, T=150, HQ=2, scale=0.5),
         WindowCase("bf16-k128-window-W1-T129", "bf16", 128, 1, B=1, T=129, HQ=1),
+        # Per-position (adaptive) windows: sizes 1 .. 2 W per token, dense and varlen, both index types.
+        WindowCase("bf16-k128-window-per-position-W100-T400-gqa", "bf16", 128, 100, B=2, T=400, HQ=4, HK=2,
+                   per_position="i32"),
+        WindowCase("f16-k64-window-per-position-W300-varlen-90,500,7", "f16", 64, 300, seqlens=[90, 500, 7],
+                   HQ=2, per_position="i64"),
+        WindowCase("f32-k64-window-per-position-W20-T130", "f32", 64, 20, B=1, T=130, HQ=2, per_position="i64"),
     ]
     return cases
 
@@ -873,11 +882,22 @@ def run_window_case(case, torch, oracle):
             cu.append(cu[-1] + L)
     cu_t = None if cu is None else torch.tensor(
         cu, dtype=torch.int64 if case.cu_dtype == "i64" else torch.int32).cuda()
+    sizes = sizes_t = None
+    if case.per_position:
+        sizes = torch.randint(1, 2 * case.window + 1, (case.T,), generator=gen)
+        sizes_t = sizes.to(torch.int64 if case.per_position == "i64" else torch.int32).cuda()
     with torch.inference_mode():
-        o = kda.window_attention(gpu["q"], gpu["k"], gpu["v"], case.window, scale=case.scale, cu_seqlens=cu_t)
+        if sizes_t is None:
+            o = kda.window_attention(gpu["q"], gpu["k"], gpu["v"], case.window, scale=case.scale,
+                                     cu_seqlens=cu_t)
+        else:
+            o = kda.window_attention(gpu["q"], gpu["k"], gpu["v"], scale=case.scale, cu_seqlens=cu_t,
+                                     window_sizes=sizes_t)
         torch.cuda.synchronize()
-    ref_o = oracle.window_attention(ref["q"], ref["k"], ref["v"], window=case.window, cu_seqlens=cu,
-                                    scale=case.scale)
+    ref_o = oracle.window_attention(ref["q"], ref["k"], ref["v"],
+                                    window=case.window if sizes is None else 0,
+                                    window_sizes=None if sizes is None else sizes.tolist(),
+                                    cu_seqlens=cu, scale=case.scale)
     problems, metrics = [], []
     bar = BARS[case.dtype]
     # Lanes for 16-bit windows (mma.sync); fp32 keeps the tile lowering for its 1e-4 bar.

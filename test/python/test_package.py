@@ -170,6 +170,11 @@ def configs():
             out.append(b.window_attention_config(K=128, V=128, qk_dtype=dt, v_dtype=dt, window=w,
                                                  cu_seqlens_dtype=cu))
     out.append(b.window_attention_config(K=64, V=32, qk_dtype="f16", v_dtype="f16", window=7, scale=0.3))
+    # Per-position windows (window_sizes), dense and varlen.
+    out.append(b.window_attention_config(K=64, V=64, qk_dtype="bf16", v_dtype="bf16", window=0,
+                                         window_sizes_dtype="i32"))
+    out.append(b.window_attention_config(K=128, V=128, qk_dtype="f16", v_dtype="f16", window=0,
+                                         window_sizes_dtype="i64", cu_seqlens_dtype="i64"))
     return out
 
 
@@ -419,12 +424,29 @@ def part_pure(kda_opt, tmp):
     raises(ValueError, kda.window_attention, wq, wk, wk, 4, cu_seqlens=Meta((3,), "int64"),
            contains="The batch size is expected to be 1 rather than 2", what="window cu_seqlens, B > 1")
     raises(ValueError, kda.window_attention, wq, wk, wk, 4, scale=-1.0, contains="scale", what="window scale")
+    raises(ValueError, kda.window_attention, wq, wk, wk, 4, window_sizes=Meta((T,), "int32"),
+           contains="exactly one of them", what="window and window_sizes")
+    raises(ValueError, kda.window_attention, wq, wk, wk, window_sizes=Meta((T + 1,), "int32"),
+           contains=f"window_sizes: expected [T] = [{T}]", what="window_sizes length")
+    raises(ValueError, kda.window_attention, wq, wk, wk, window_sizes=Meta((T,), "float32"),
+           contains="window_sizes: expected int32 or int64", what="window_sizes dtype")
+    raises(ValueError, kda.window_attention, wq, wk, wk, contains="window: expected an integer >= 1",
+           what="neither window nor window_sizes")
+    ws = ops.window_attention_config(wq, wk, wk, None, window_sizes=Meta((T,), "int64"))
+    check(ws["window"] == 0 and ws["window_sizes_dtype"] == "i64", f"per-position window config: {ws}")
+    check("window_sizes_dtype" not in ops.window_attention_config(wq, wk, wk, 4),
+          "a per-op window's configuration has no window_sizes_dtype (its hash is unchanged)")
+    print("ok   per-position windows: configuration and argument checks")
 
     # Configuration validation (kda.bundles).
     raises(ValueError, b.decode_step_config, K=64, V=64, qk_dtype="bf16", v_dtype="bf16", gate_activation="softplus",
            contains="gate_activation needs a gate tensor", what="decode config without gate")
     raises(ValueError, b.window_attention_config, K=64, V=64, qk_dtype="bf16", v_dtype="bf16", window=0,
            contains="window", what="window config 0")
+    raises(ValueError, b.window_attention_config, K=64, V=64, qk_dtype="bf16", v_dtype="bf16", window=8,
+           window_sizes_dtype="i32", contains="expected 0 with per-position", what="window with window_sizes")
+    raises(ValueError, b.window_attention_config, K=64, V=64, qk_dtype="bf16", v_dtype="bf16", window=0,
+           window_sizes_dtype="f32", contains="window_sizes_dtype", what="window_sizes dtype in config")
     raises(ValueError, b.load_config, json.dumps({"op": "nope"}), contains="op: unknown", what="load_config op")
 
     # Missing bundle, no compiler allowed: the message gives the MLIR and the exact command.

@@ -961,11 +961,98 @@ Value LaneTileBuilder::vecmat(Value x, Value a) {
 
 Value LaneTileBuilder::prefixSumRows(Value a) {
   SmallVector<int64_t> s = shape(a);
-  if (s.empty() || s[0] != 1)
-    return fail("a prefix sum over more than one row (a shuffle scan this "
-                "builder does not emit yet)",
-                s);
-  return a;
+  if (s.size() != 2)
+    return fail("a prefix sum of a tile that is not 2-D", s);
+  if (!error.empty())
+    return fail("", s);
+  if (s[0] == 1)
+    return a;
+  // Rows in blocks: each lane holds, per column, the consecutive rows
+  // [0, n) of its block in registers, and the lane bits along the rows
+  // number the blocks (bases n 2^j, each bit once). The scan is the lane's
+  // own running sum over its registers, plus the sum of the blocks before
+  // it: an exclusive scan over the row lane bits by xor shuffles (each
+  // level adds the partner group's total where the lane's bit is set).
+  const Tile &t = tile_(a);
+  const LaneLayout &l = t.layout;
+  for (const LaneLayout::Coords &c : l.warps)
+    if (c[0] != 0)
+      return fail("a prefix sum over rows split across warps (it would need "
+                  "shared memory)",
+                  s);
+  std::map<int64_t, SmallVector<std::pair<int64_t, int64_t>>> byColumn;
+  for (auto [r, c] : llvm::enumerate(l.regs))
+    byColumn[c[1]].push_back({c[0], int64_t(r)});
+  int64_t block = -1;
+  for (auto &[col, rows] : byColumn) {
+    llvm::sort(rows);
+    for (auto [i, rr] : llvm::enumerate(rows))
+      if (rr.first != int64_t(i))
+        return fail("a prefix sum over rows a lane does not hold as one "
+                    "block from row 0",
+                    s);
+    if (block >= 0 && int64_t(rows.size()) != block)
+      return fail("a prefix sum over blocks of rows of unequal length", s);
+    block = rows.size();
+  }
+  // The row lane bits, by their block: bases block 2^j, j = 0, 1, ...
+  SmallVector<int64_t> rowBits;
+  std::map<int64_t, int64_t> bitOfBase;
+  for (auto [bit, c] : llvm::enumerate(l.lanes)) {
+    if (c[0] == 0)
+      continue;
+    if (c[1] != 0)
+      return fail("a prefix sum whose lane bits split rows and columns at "
+                  "once",
+                  s);
+    if (c[0] % block != 0 || !bitOfBase.emplace(c[0] / block, bit).second)
+      return fail("a prefix sum over rows interleaved between lanes", s);
+  }
+  for (int64_t j = 0; int64_t(rowBits.size()) < int64_t(bitOfBase.size());
+       ++j) {
+    auto it = bitOfBase.find(int64_t(1) << j);
+    if (it == bitOfBase.end())
+      return fail("a prefix sum over lane blocks that are not numbered by "
+                  "consecutive powers of two",
+                  s);
+    rowBits.push_back(it->second);
+  }
+  SmallVector<Value> out(t.regs.size());
+  Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(warpSize));
+  Value laneI32 = arith::IndexCastOp::create(b, b.getI32Type(), lane);
+  Value zero = constantF32(0.0);
+  for (auto &[col, rows] : byColumn) {
+    // The lane's running sum over its block.
+    Value run;
+    for (auto [row, r] : rows) {
+      run = run ? Value(arith::AddFOp::create(b, run, t.regs[r])) : t.regs[r];
+      out[r] = run;
+    }
+    // Blocks before this lane's: group totals, doubling.
+    Value total = run, before = zero;
+    for (int64_t bit : rowBits) {
+      Value other = gpu::ShuffleOp::create(
+                        b, total,
+                        arith::ConstantOp::create(
+                            b, b.getI32IntegerAttr(int64_t(1) << bit)),
+                        width, gpu::ShuffleMode::XOR)
+                        .getResult(0);
+      Value mine = arith::CmpIOp::create(
+          b, arith::CmpIPredicate::ne,
+          arith::AndIOp::create(
+              b, laneI32,
+              arith::ConstantOp::create(b,
+                                        b.getI32IntegerAttr(int64_t(1) << bit))),
+          arith::ConstantOp::create(b, b.getI32IntegerAttr(0)));
+      before = arith::SelectOp::create(
+          b, mine, arith::AddFOp::create(b, before, other), before);
+      total = arith::AddFOp::create(b, total, other);
+    }
+    if (!rowBits.empty())
+      for (auto [row, r] : rows)
+        out[r] = arith::AddFOp::create(b, out[r], before);
+  }
+  return make(l, out);
 }
 
 Value LaneTileBuilder::invertUnitLower(Value l) {

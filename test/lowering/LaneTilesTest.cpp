@@ -23,6 +23,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <optional>
 
 using namespace mlir;
@@ -315,6 +316,63 @@ TEST_F(LaneTilesTest, VectorTimesStateSumsOverTheKeyLanes) {
   EXPECT_EQ(xors, 12);
 }
 
+/// Runs `build` once per lane of a warp (lane ids constant) and evaluates
+/// the f32 values it returns for every lane, shuffles reading the same op of
+/// the source lane's program (the programs differ only in their constants).
+class WarpEvaluator {
+public:
+  std::vector<std::vector<Operation *>> programs;
+  std::map<Operation *, std::pair<int64_t, int64_t>> where; // lane, index
+
+  std::optional<double> f32(Value v, int64_t lane) {
+    Operation *op = v.getDefiningOp();
+    if (!op)
+      return std::nullopt;
+    if (auto c = dyn_cast<arith::ConstantOp>(op))
+      if (auto f = dyn_cast<FloatAttr>(c.getValue()))
+        return f.getValueAsDouble();
+    if (isa<arith::AddFOp>(op)) {
+      auto x = f32(op->getOperand(0), lane), y = f32(op->getOperand(1), lane);
+      if (!x || !y)
+        return std::nullopt;
+      return *x + *y;
+    }
+    if (auto sel = dyn_cast<arith::SelectOp>(op)) {
+      std::optional<int64_t> c = cond(sel.getCondition());
+      if (!c)
+        return std::nullopt;
+      return f32(*c ? sel.getTrueValue() : sel.getFalseValue(), lane);
+    }
+    if (auto sh = dyn_cast<gpu::ShuffleOp>(op)) {
+      std::optional<int64_t> off = evalInt(sh.getOffset());
+      if (!off || sh.getMode() != gpu::ShuffleMode::XOR)
+        return std::nullopt;
+      const int64_t src = lane ^ *off;
+      auto [l, i] = where.at(op);
+      (void)l;
+      auto other = cast<gpu::ShuffleOp>(programs[src][i]);
+      return f32(other.getValue(), src);
+    }
+    return std::nullopt;
+  }
+  std::optional<int64_t> cond(Value v) {
+    if (auto c = v.getDefiningOp<arith::CmpIOp>()) {
+      auto x = evalInt(c.getLhs()), y = evalInt(c.getRhs());
+      if (!x || !y)
+        return std::nullopt;
+      switch (c.getPredicate()) {
+      case arith::CmpIPredicate::ne:
+        return *x != *y;
+      case arith::CmpIPredicate::eq:
+        return *x == *y;
+      default:
+        return std::nullopt;
+      }
+    }
+    return std::nullopt;
+  }
+};
+
 /// mma.sync m16n8k16's fragments, lane by lane, as the PTX ISA states them
 /// (g = lane / 4, t = lane % 4): the accumulator c_i at (g + 8 (i / 2),
 /// 2 t + i % 2); the A operand a_i at (g + 8 ((i / 2) % 2), 2 t + i % 2 +
@@ -355,6 +413,70 @@ TEST_F(LaneTilesTest, MmaLayoutsAreThePtxFragments) {
 TEST_F(LaneTilesTest, AccumulatorToOperandIsARegisterPermutation) {
   expectConversion(32, 4, LaneTileBuilder::mmaAccumulator(64, 64, 4),
                    LaneTileBuilder::mmaOperandA(64, 64, 4), 0);
+}
+
+/// The gate cumsum's primitive on lanes: a [16, 4] tile whose rows are
+/// blocks of 4 registers, lane bits 2 and 4 numbering the blocks (bit 3
+/// holds copies), lane bits 0 and 1 the columns: every lane's every element
+/// is the sum of its column's rows up to its own, evaluated lane by lane.
+TEST_F(LaneTilesTest, PrefixSumRowsScansRegistersThenLaneBlocks) {
+  LaneLayout l;
+  l.shape = {16, 4};
+  for (int64_t r = 0; r < 4; ++r)
+    l.regs.push_back({r, 0});
+  l.lanes = {{0, 1}, {0, 2}, {4, 0}, {0, 0}, {8, 0}};
+  ASSERT_EQ(l.check(), "");
+  auto value = [](const LaneLayout::Coords &c) {
+    return double(c[0] * 10 + c[1] + 1);
+  };
+  WarpEvaluator ev;
+  std::vector<std::unique_ptr<Lane>> lanes;
+  std::vector<SmallVector<Value>> results;
+  for (int64_t lane = 0; lane < 32; ++lane) {
+    const size_t before = block->getOperations().size();
+    lanes.push_back(this->lane(32, 1, lane, 0));
+    SmallVector<Value> regs;
+    for (int64_t r = 0; r < 4; ++r)
+      regs.push_back(lanes.back()->tb->constantF32(value(l.at(r, lane, 0))));
+    Value x = lanes.back()->tb->make(l, regs);
+    Value y = lanes.back()->tb->prefixSumRows(x);
+    ASSERT_EQ(lanes.back()->tb->failure(), "");
+    ASSERT_EQ(lanes.back()->tb->layoutOf(y), l);
+    results.push_back(SmallVector<Value>(lanes.back()->tb->registersOf(y)));
+    std::vector<Operation *> ops;
+    auto it = block->begin();
+    std::advance(it, before);
+    for (; it != block->end(); ++it) {
+      ev.where[&*it] = {lane, int64_t(ops.size())};
+      ops.push_back(&*it);
+    }
+    ev.programs.push_back(std::move(ops));
+  }
+  for (int64_t lane = 0; lane < 32; ++lane)
+    for (int64_t r = 0; r < 4; ++r) {
+      LaneLayout::Coords c = l.at(r, lane, 0);
+      double expected = 0;
+      for (int64_t row = 0; row <= c[0]; ++row)
+        expected += value({row, c[1]});
+      std::optional<double> got = ev.f32(results[lane][r], lane);
+      ASSERT_TRUE(got.has_value()) << "lane " << lane << " register " << r;
+      EXPECT_EQ(*got, expected) << "lane " << lane << " row " << c[0]
+                                << " column " << c[1];
+    }
+  // Two levels of xor shuffles (lane bits 2 and 4), one per lane.
+  int64_t xors = 0;
+  for (Operation *op : ev.programs[0])
+    xors += isa<gpu::ShuffleOp>(op);
+  EXPECT_EQ(xors, 2);
+}
+
+TEST_F(LaneTilesTest, PrefixSumRowsRefusesInterleavedRows) {
+  // The mma accumulator's rows: g and g + 8, interleaved between lanes.
+  auto ln = lane(32, 4, 0, 0);
+  Value acc = numbered(*ln, LaneTileBuilder::mmaAccumulator(64, 8, 4));
+  ln->tb->prefixSumRows(acc);
+  EXPECT_NE(ln->tb->failure().find("prefix sum"), std::string::npos)
+      << ln->tb->failure();
 }
 
 TEST_F(LaneTilesTest, WhatItDoesNotTakeIsAReasonNotWrongCode) {

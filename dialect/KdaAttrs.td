@@ -238,4 +238,28 @@ def Kda_WindowPassAttr : AttrDef<Kda_Dialect, "WindowPass"> {
   let genVerifyDecl = 1;
 }
 
+
+def Kda_StrategyAttr : AttrDef<Kda_Dialect, "Strategy"> {
+  let mnemonic = "strategy";
+  let summary = "how a GPU kernel is written (kda-gpu-select-strategy)";
+  let description = [{
+    On a kernel function (key `kda.strategy`): the strategy stage's decision
+    for the kernel `kernel` (intra, state, decode, window, chunkwise,
+    elementwise): `kind` lanes (the register kernels) or tiles (the
+    shared-memory tile lowering), with the `reason` for tiles; `step` and
+    `tile_chunk` (0: absent) where a chunk runs as sub-chunk steps. The
+    register passes write what it gives them lanes; the manifest carries it
+    as JSON and `kda.ops.last_launch` reports it.
+  }];
+  let parameters = (ins
+    StringRefParameter<"the kernel">:$kernel,
+    StringRefParameter<"lanes or tiles">:$kind,
+    StringRefParameter<"why tiles", "\"\"">:$reason,
+    DefaultValuedParameter<"int64_t", "0">:$step,
+    DefaultValuedParameter<"int64_t", "0">:$tile_chunk
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // KDA_DIALECT_KDAATTRS_TD

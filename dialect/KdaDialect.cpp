@@ -147,3 +147,29 @@ LogicalResult WindowPassAttr::verify(function_ref<InFlightDiagnostic()> emitErro
                        << s;
   return success();
 }
+
+LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                   StringRef kernel, StringRef kind,
+                                   StringRef reason, int64_t step,
+                                   int64_t tileChunk) {
+  if (!llvm::is_contained(ArrayRef<StringRef>{"intra", "state", "decode",
+                                              "window", "chunkwise",
+                                              "elementwise"},
+                          kernel))
+    return emitError() << "#kda.strategy: 'kernel' is intra, state, decode, "
+                          "window, chunkwise or elementwise, found '"
+                       << kernel << "'";
+  if (kind != "lanes" && kind != "tiles")
+    return emitError() << "#kda.strategy: 'kind' is lanes or tiles, found '"
+                       << kind << "'";
+  if ((kind == "tiles") == reason.empty())
+    return emitError() << "#kda.strategy: a 'reason' goes with tiles and "
+                          "only with tiles (kind '"
+                       << kind << "', reason '" << reason << "')";
+  if (step < 0 || tileChunk < 0 || (step == 0) != (tileChunk == 0) ||
+      (step > 0 && tileChunk % step != 0))
+    return emitError() << "#kda.strategy: 'step' and 'tile_chunk' go "
+                          "together, tile_chunk a multiple of step, found "
+                       << step << " and " << tileChunk;
+  return success();
+}

@@ -32,9 +32,9 @@
 
 namespace mlir::kda {
 
-/// The strategy attribute on a kernel function: a dictionary with `kernel`
-/// (intra, state, decode, window, elementwise, chunkwise), `kind` (lanes or
-/// tiles) and, for tiles, `reason`.
+/// The strategy attribute on a kernel function: #kda.strategy (KdaAttrs.td)
+/// with `kernel` (intra, state, decode, window, elementwise, chunkwise),
+/// `kind` (lanes or tiles) and, for tiles, `reason`.
 inline constexpr llvm::StringLiteral kStrategyAttr = "kda.strategy";
 
 /// What the selection pass knows of the pipeline it runs in.

@@ -4,10 +4,10 @@
 // (GpuSplitSchedule) and before they are bufferized: for every kernel function
 // it decides how the kernel is written (Strategy.h) and records it as
 //
-//   kda.strategy = {kernel = "intra" | "state" | "decode" | "window" |
-//                            "chunkwise" | "elementwise",
-//                   kind = "lanes" | "tiles", reason = "..." (tiles only),
-//                   step, tile_chunk (a chunk run as sub-chunk steps)}
+//   kda.strategy = #kda.strategy<kernel = "intra" | "state" | "decode" |
+//                      "window" | "chunkwise" | "elementwise",
+//                    kind = "lanes" | "tiles", reason = "..." (tiles only),
+//                    step, tile_chunk (a chunk run as sub-chunk steps)>
 //
 // from the target (vendor, tensor cores, warp size, threads), the pipeline's
 // switches (intra-registers, state-registers, decode-registers,
@@ -29,6 +29,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+
+#include <tuple>
 
 #include "lowering/Passes.h"
 
@@ -156,17 +158,10 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     o.stateWarps = stateWarps;
     o.threads = threads;
     o.warpSize = warpSize;
-    Builder b(&getContext());
     for (auto f : getOperation().getOps<func::FuncOp>()) {
       if (!f->hasAttr("kda.kernel") || f.isExternal())
         continue;
       Decision d = decide(f, o);
-      SmallVector<NamedAttribute> entries = {
-          b.getNamedAttr("kernel", b.getStringAttr(d.kernel)),
-          b.getNamedAttr("kind",
-                         b.getStringAttr(d.reason.empty() ? "lanes" : "tiles"))};
-      if (!d.reason.empty())
-        entries.push_back(b.getNamedAttr("reason", b.getStringAttr(d.reason)));
       // A chunk run as sub-chunk steps (kda-tile-chunks' sub-chunk-steps):
       // the manifest says which step the kernel takes for the op's chunk.
       std::optional<std::pair<int64_t, int64_t>> chunks;
@@ -174,13 +169,13 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
         chunks = {intra.getChunk(), intra.getTileChunk()};
       if (auto state = f->getAttrOfType<kda::StatePassAttr>(kda::kStatePassAttr))
         chunks = {state.getChunk(), state.getTileChunk()};
-      if (chunks && chunks->first != chunks->second) {
-        entries.push_back(
-            b.getNamedAttr("step", b.getI64IntegerAttr(chunks->first)));
-        entries.push_back(
-            b.getNamedAttr("tile_chunk", b.getI64IntegerAttr(chunks->second)));
-      }
-      f->setAttr(kda::kStrategyAttr, b.getDictionaryAttr(entries));
+      int64_t step = 0, tileChunk = 0;
+      if (chunks && chunks->first != chunks->second)
+        std::tie(step, tileChunk) = *chunks;
+      f->setAttr(kda::kStrategyAttr,
+                 kda::StrategyAttr::get(&getContext(), d.kernel,
+                                        d.reason.empty() ? "lanes" : "tiles",
+                                        d.reason, step, tileChunk));
       if (remarks && !d.reason.empty() && d.kernel != "elementwise") {
         // At the op's location, without the kernel's IR (a remark, not an
         // error to debug).
@@ -206,9 +201,7 @@ mlir::kda::createGpuSelectStrategyPass(const StrategyOptions &o) {
 
 
 bool mlir::kda::runsOnLanes(func::FuncOp func, StringRef refusal) {
-  if (auto s = func->getAttrOfType<DictionaryAttr>(kStrategyAttr)) {
-    auto kind = s.getAs<StringAttr>("kind");
-    return kind && kind.getValue() == "lanes";
-  }
+  if (auto s = func->getAttrOfType<StrategyAttr>(kStrategyAttr))
+    return s.getKind() == "lanes";
   return refusal.empty();
 }

@@ -2,7 +2,8 @@
 
 // The kernel descriptions kda-tile-chunks hands the target lowerings
 // (#kda.intra_pass, #kda.state_pass, #kda.decode_pass with their shared
-// #kda.prologue) are typed attributes: they round-trip, and a description a
+// #kda.prologue, #kda.window_pass) and the strategy stage's decision
+// (#kda.strategy) are typed attributes: they round-trip, and a description a
 // pass could not read is refused by its verifier, naming the field.
 
 // CHECK-LABEL: func.func private @intra
@@ -43,3 +44,44 @@ func.func private @bad_grid() attributes {kda.intra_pass = #kda.intra_pass<chunk
 // expected-error @+2 {{failed to parse Kda_PrologueAttr parameter 'gate'}}
 // expected-error @+1 {{failed to parse Kda_DecodePassAttr parameter 'prologue'}}
 func.func private @bad_gate() attributes {kda.decode_pass = #kda.decode_pass<key_dim = 128, value_dim = 128, v_major = true, multi_token = false, prologue = <delta = true, gate = token, gate_activation = none, lower_bound = -5.0 : f64, beta = false, beta_activation = none, l2norm = false, scale = 1.0 : f64>>}
+
+// -----
+
+// The window kernel's description and the strategy stage's decision round-
+// trip; the strategy elides what it does not have (no reason for lanes, no
+// step without sub-chunk steps).
+// CHECK-LABEL: func.func private @window
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes">
+// CHECK-SAME: kda.window_pass = #kda.window_pass<key_dim = 128, value_dim = 64, window = 0, scale = 1.250000e-01 : f64, varlen = true>
+func.func private @window() attributes {kda.window_pass = #kda.window_pass<key_dim = 128, value_dim = 64, window = 0, scale = 0.125 : f64, varlen = true>, kda.strategy = #kda.strategy<kernel = "window", kind = "lanes">}
+// CHECK-LABEL: func.func private @steps
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", step = 16, tile_chunk = 64>
+func.func private @steps() attributes {kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", step = 16, tile_chunk = 64>}
+// CHECK-LABEL: func.func private @tiles
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "tiles", reason = "fp32">
+func.func private @tiles() attributes {kda.strategy = #kda.strategy<kernel = "window", kind = "tiles", reason = "fp32">}
+
+// -----
+
+// expected-error @+1 {{#kda.strategy: a 'reason' goes with tiles and only with tiles (kind 'tiles', reason '')}}
+func.func private @tiles_without_reason() attributes {kda.strategy = #kda.strategy<kernel = "window", kind = "tiles">}
+
+// -----
+
+// expected-error @+1 {{#kda.strategy: 'kind' is lanes or tiles, found 'fast'}}
+func.func private @bad_kind() attributes {kda.strategy = #kda.strategy<kernel = "decode", kind = "fast">}
+
+// -----
+
+// expected-error @+1 {{#kda.strategy: 'step' and 'tile_chunk' go together, tile_chunk a multiple of step, found 16 and 40}}
+func.func private @bad_steps() attributes {kda.strategy = #kda.strategy<kernel = "state", kind = "lanes", step = 16, tile_chunk = 40>}
+
+// -----
+
+// expected-error @+1 {{#kda.window_pass: 'scale' must be finite and positive, found -1}}
+func.func private @bad_window_scale() attributes {kda.window_pass = #kda.window_pass<key_dim = 64, value_dim = 64, window = 8, scale = -1.0 : f64, varlen = false>}
+
+// -----
+
+// expected-error @+1 {{#kda.window_pass: 'window' must be a size >= 1 (or 0: per-position sizes), found -2}}
+func.func private @bad_window() attributes {kda.window_pass = #kda.window_pass<key_dim = 64, value_dim = 64, window = -2, scale = 1.0 : f64, varlen = false>}

@@ -4,7 +4,7 @@
 // RUN: kda-opt %S/Inputs/register_kernels_small.mlir --pass-pipeline="builtin.module(func.func(kda-gpu-intra-registers))" | FileCheck %s --check-prefix=INTRA
 // RUN: kda-opt %S/Inputs/register_kernels_small.mlir --pass-pipeline="builtin.module(func.func(kda-gpu-state-registers))" | FileCheck %s --check-prefix=STATE
 // RUN: sed 's/kernel = "intra", kind = "lanes"/kernel = "intra", kind = "tiles", reason = "a test"/' %S/Inputs/register_kernels_small.mlir | kda-opt --pass-pipeline="builtin.module(func.func(kda-gpu-intra-registers))" | FileCheck %s --check-prefix=TILES
-// RUN: sed 's/, kda.strategy = {kernel = "[a-z]*", kind = "lanes"}//' %S/Inputs/register_kernels_small.mlir | kda-opt --pass-pipeline="builtin.module(func.func(kda-gpu-intra-registers,kda-gpu-state-registers))" | FileCheck %s --check-prefix=BOTH
+// RUN: sed 's/, kda.strategy = #kda.strategy<kernel = "[a-z]*", kind = "lanes">//' %S/Inputs/register_kernels_small.mlir | kda-opt --pass-pipeline="builtin.module(func.func(kda-gpu-intra-registers,kda-gpu-state-registers))" | FileCheck %s --check-prefix=BOTH
 
 // kda-gpu-intra-registers: the intra-chunk kernel per lane (shuffles for the
 // gate's prefix sum, mma.sync partial products, four-phase barriers); the

@@ -14,11 +14,11 @@
 
 // The intra-chunk grid at chunk 16 (one sub-chunk): lanes, whatever the gate.
 // CHECK-LABEL: func.func @intra16
-// CHECK-SAME: kda.strategy = {kernel = "intra", kind = "lanes"}
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes">
 // AMD-LABEL: func.func @intra16
-// AMD-SAME: kda.strategy = {kernel = "intra", kind = "tiles", reason = "AMD targets have no lane kernels
+// AMD-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "tiles", reason = "AMD targets have no lane kernels
 // OFF-LABEL: func.func @intra16
-// OFF-SAME: kda.strategy = {kernel = "intra", kind = "tiles", reason = "switched off (intra-registers=false)"}
+// OFF-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "tiles", reason = "switched off (intra-registers=false)">
 func.func @intra16() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 16, sub_chunk = 16, key_dim = 128, value_dim = 128, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = none, l2norm = false, scale = 0.088388347648318433 : f64>>} {
   return
 }
@@ -35,14 +35,14 @@ func.func @intra64() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<ch
 // The op's chunk 64 tiled as sub-chunk steps of 16 (tile_chunk): lanes, and
 // the strategy records the step the kernel takes.
 // CHECK-LABEL: func.func @intra64steps
-// CHECK-SAME: kda.strategy = {kernel = "intra", kind = "lanes", step = 16 : i64, tile_chunk = 64 : i64}
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", step = 16, tile_chunk = 64>
 func.func @intra64steps() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 64, sub_chunk = 16, key_dim = 128, value_dim = 128, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = none, l2norm = false, scale = 0.088388347648318433 : f64>>} {
   return
 }
 
 // The state grid: V blocks of 16 take lanes, V blocks of 8 do not.
 // CHECK-LABEL: func.func @state16
-// CHECK-SAME: kda.strategy = {kernel = "state", kind = "lanes"}
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "state", kind = "lanes">
 func.func @state16() attributes {kda.kernel, kda.state_pass = #kda.state_pass<chunk = 16, tile_chunk = 16, key_dim = 128, v_block = 16, v_major = false, boundary = false, boundary_pool = false, boundary_interval = 0, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, 4, 8]>} {
   return
 }
@@ -55,9 +55,9 @@ func.func @state8() attributes {kda.kernel, kda.state_pass = #kda.state_pass<chu
 
 // Decode steps: lanes on any vendor where K and V split over a warp.
 // CHECK-LABEL: func.func @decode
-// CHECK-SAME: kda.strategy = {kernel = "decode", kind = "lanes"}
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "decode", kind = "lanes">
 // AMD-LABEL: func.func @decode
-// AMD-SAME: kda.strategy = {kernel = "decode", kind = "lanes"}
+// AMD-SAME: kda.strategy = #kda.strategy<kernel = "decode", kind = "lanes">
 // OFF-LABEL: func.func @decode
 // OFF-SAME: reason = "switched off (decode-registers=false)"
 func.func @decode() attributes {kda.kernel, kda.decode_pass = #kda.decode_pass<key_dim = 128, value_dim = 128, v_major = false, multi_token = false, prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = none, l2norm = false, scale = 0.088388347648318433 : f64>>} {
@@ -72,7 +72,7 @@ func.func @decode_k20() attributes {kda.kernel, kda.decode_pass = #kda.decode_pa
 // 16 up to 128 (mma.sync); fp32 (its 1e-4 bar), wider heads and AMD keep
 // tiles, named in a remark.
 // CHECK-LABEL: func.func @window_bf16
-// CHECK-SAME: kda.strategy = {kernel = "window", kind = "lanes"}
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes">
 // AMD-LABEL: func.func @window_bf16
 // AMD-SAME: kind = "tiles", reason = "AMD targets have no lane kernel for window attention yet
 // OFF-LABEL: func.func @window_bf16
@@ -82,13 +82,13 @@ func.func @window_bf16(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %
 }
 // REMARK: remark: kda-gpu-select-strategy: the window kernel 'window_f32' takes the shared-memory tile lowering, several times slower than lanes: q, k and v are not all bf16 or all fp16
 // CHECK-LABEL: func.func @window_f32
-// CHECK-SAME: kda.strategy = {kernel = "window", kind = "tiles"
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "tiles"
 func.func @window_f32(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: tensor<?x?x?x64xf32>) attributes {kda.kernel, kda.window_pass = #kda.window_pass<key_dim = 64, value_dim = 64, window = 64, scale = 0.125 : f64, varlen = false>} {
   return
 }
 // REMARK: remark: kda-gpu-select-strategy: the window kernel 'window_k256' takes the shared-memory tile lowering, several times slower than lanes: K = 256, V = 256 are not multiples of 16 up to 128
 // CHECK-LABEL: func.func @window_k256
-// CHECK-SAME: kda.strategy = {kernel = "window", kind = "tiles"
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "tiles"
 func.func @window_k256(%q: tensor<?x?x?x256xf16>, %k: tensor<?x?x?x256xf16>, %v: tensor<?x?x?x256xf16>) attributes {kda.kernel, kda.window_pass = #kda.window_pass<key_dim = 256, value_dim = 256, window = 64, scale = 0.0625 : f64, varlen = true>} {
   return
 }
@@ -97,7 +97,7 @@ func.func @window_k256(%q: tensor<?x?x?x256xf16>, %k: tensor<?x?x?x256xf16>, %v:
 // kernels are left alone.
 // REMARK-NOT: remark
 // CHECK-LABEL: func.func @kda_mix_kernel
-// CHECK-SAME: kda.strategy = {kernel = "elementwise", kind = "tiles"
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "elementwise", kind = "tiles"
 // CHECK-LABEL: func.func @host
 // CHECK-NOT: kda.strategy
 func.func @kda_mix_kernel() attributes {kda.kernel} {

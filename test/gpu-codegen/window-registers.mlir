@@ -41,7 +41,7 @@
 // COUNT-COUNT-256: nvvm.mma.sync
 // COUNT-NOT: nvvm.mma.sync
 // COUNT-LABEL: func.func @varlen_per_position
-func.func @kda_window_attention_kernel(%q: memref<?x?x?x128xbf16>, %k: memref<?x?x?x128xbf16>, %v: memref<?x?x?x128xbf16>, %o: memref<?x?x?x128xbf16>) attributes {kda.abi = [{dims = ["B", "T", "HQ", 128], name = "q"}, {dims = ["B", "T", "HK", 128], name = "k"}, {dims = ["B", "T", "HV", 128], name = "v"}, {dims = ["B", "T", "HO", 128], name = "o"}], kda.kernel, kda.strategy = {kernel = "window", kind = "lanes"}, kda.window_pass = #kda.window_pass<key_dim = 128, value_dim = 128, window = 512, scale = 0.088388347648318433 : f64, varlen = false>} {
+func.func @kda_window_attention_kernel(%q: memref<?x?x?x128xbf16>, %k: memref<?x?x?x128xbf16>, %v: memref<?x?x?x128xbf16>, %o: memref<?x?x?x128xbf16>) attributes {kda.abi = [{dims = ["B", "T", "HQ", 128], name = "q"}, {dims = ["B", "T", "HK", 128], name = "k"}, {dims = ["B", "T", "HV", 128], name = "v"}, {dims = ["B", "T", "HO", 128], name = "o"}], kda.kernel, kda.strategy = #kda.strategy<kernel = "window", kind = "lanes">, kda.window_pass = #kda.window_pass<key_dim = 128, value_dim = 128, window = 512, scale = 0.088388347648318433 : f64, varlen = false>} {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index
   %b = memref.dim %o, %c0 : memref<?x?x?x128xbf16>
@@ -65,7 +65,7 @@ func.func @kda_window_attention_kernel(%q: memref<?x?x?x128xbf16>, %k: memref<?x
 // CHECK: memref.load %arg5
 // CHECK: arith.minui
 // CHECK: nvvm.mma.sync {{.*}} : (vector<2xf16>, vector<2xf16>, f32)
-func.func @varlen_per_position(%q: memref<1x?x?x64xf16>, %k: memref<1x?x?x64xf16>, %v: memref<1x?x?x64xf16>, %o: memref<1x?x?x64xf16>, %cu: memref<?xi64>, %sizes: memref<?xi64>) attributes {kda.abi = [{dims = [1, "T", "HQ", 64], name = "q"}, {dims = [1, "T", "HK", 64], name = "k"}, {dims = [1, "T", "HV", 64], name = "v"}, {dims = [1, "T", "HO", 64], name = "o"}, {dims = ["N+1"], name = "cu_seqlens"}, {dims = ["T"], name = "window_sizes"}], kda.kernel, kda.strategy = {kernel = "window", kind = "lanes"}, kda.window_pass = #kda.window_pass<key_dim = 64, value_dim = 64, window = 0, scale = 0.125 : f64, varlen = true>} {
+func.func @varlen_per_position(%q: memref<1x?x?x64xf16>, %k: memref<1x?x?x64xf16>, %v: memref<1x?x?x64xf16>, %o: memref<1x?x?x64xf16>, %cu: memref<?xi64>, %sizes: memref<?xi64>) attributes {kda.abi = [{dims = [1, "T", "HQ", 64], name = "q"}, {dims = [1, "T", "HK", 64], name = "k"}, {dims = [1, "T", "HV", 64], name = "v"}, {dims = [1, "T", "HO", 64], name = "o"}, {dims = ["N+1"], name = "cu_seqlens"}, {dims = ["T"], name = "window_sizes"}], kda.kernel, kda.strategy = #kda.strategy<kernel = "window", kind = "lanes">, kda.window_pass = #kda.window_pass<key_dim = 64, value_dim = 64, window = 0, scale = 0.125 : f64, varlen = true>} {
   %c0 = arith.constant 0 : index
   %c1 = arith.constant 1 : index
   %c2 = arith.constant 2 : index
@@ -84,7 +84,7 @@ func.func @varlen_per_position(%q: memref<1x?x?x64xf16>, %k: memref<1x?x?x64xf16
 // CHECK-NOT: kda.explicit_threads
 // CHECK: scf.forall (%{{.*}}, %{{.*}}) in
 // CHECK-NOT: nvvm.mma.sync
-func.func @tiles(%q: memref<?x?x?x64xf32>, %k: memref<?x?x?x64xf32>, %v: memref<?x?x?x64xf32>, %o: memref<?x?x?x64xf32>) attributes {kda.abi = [{dims = ["B", "T", "HQ", 64], name = "q"}, {dims = ["B", "T", "HK", 64], name = "k"}, {dims = ["B", "T", "HV", 64], name = "v"}, {dims = ["B", "T", "HO", 64], name = "o"}], kda.kernel, kda.strategy = {kernel = "window", kind = "tiles", reason = "q, k and v are not all bf16 or all fp16"}, kda.window_pass = #kda.window_pass<key_dim = 64, value_dim = 64, window = 7, scale = 0.125 : f64, varlen = false>} {
+func.func @tiles(%q: memref<?x?x?x64xf32>, %k: memref<?x?x?x64xf32>, %v: memref<?x?x?x64xf32>, %o: memref<?x?x?x64xf32>) attributes {kda.abi = [{dims = ["B", "T", "HQ", 64], name = "q"}, {dims = ["B", "T", "HK", 64], name = "k"}, {dims = ["B", "T", "HV", 64], name = "v"}, {dims = ["B", "T", "HO", 64], name = "o"}], kda.kernel, kda.strategy = #kda.strategy<kernel = "window", kind = "tiles", reason = "q, k and v are not all bf16 or all fp16">, kda.window_pass = #kda.window_pass<key_dim = 64, value_dim = 64, window = 7, scale = 0.125 : f64, varlen = false>} {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index
   %b = memref.dim %o, %c0 : memref<?x?x?x64xf32>
@@ -99,7 +99,7 @@ func.func @tiles(%q: memref<?x?x?x64xf32>, %k: memref<?x?x?x64xf32>, %v: memref<
 // Lanes without the arguments the description names: an error, not a
 // kernel that reads nothing.
 // expected-error @+1 {{kda-gpu-window-registers: the window kernel lacks an argument its description names}}
-func.func @missing_cu(%q: memref<1x?x?x64xbf16>, %k: memref<1x?x?x64xbf16>, %v: memref<1x?x?x64xbf16>, %o: memref<1x?x?x64xbf16>) attributes {kda.abi = [{dims = [1, "T", "HQ", 64], name = "q"}, {dims = [1, "T", "HK", 64], name = "k"}, {dims = [1, "T", "HV", 64], name = "v"}, {dims = [1, "T", "HO", 64], name = "o"}], kda.kernel, kda.strategy = {kernel = "window", kind = "lanes"}, kda.window_pass = #kda.window_pass<key_dim = 64, value_dim = 64, window = 16, scale = 0.125 : f64, varlen = true>} {
+func.func @missing_cu(%q: memref<1x?x?x64xbf16>, %k: memref<1x?x?x64xbf16>, %v: memref<1x?x?x64xbf16>, %o: memref<1x?x?x64xbf16>) attributes {kda.abi = [{dims = [1, "T", "HQ", 64], name = "q"}, {dims = [1, "T", "HK", 64], name = "k"}, {dims = [1, "T", "HV", 64], name = "v"}, {dims = [1, "T", "HO", 64], name = "o"}], kda.kernel, kda.strategy = #kda.strategy<kernel = "window", kind = "lanes">, kda.window_pass = #kda.window_pass<key_dim = 64, value_dim = 64, window = 16, scale = 0.125 : f64, varlen = true>} {
   %c0 = arith.constant 0 : index
   %c2 = arith.constant 2 : index
   %h = memref.dim %o, %c2 : memref<1x?x?x64xbf16>

@@ -17,7 +17,7 @@
 
 // CHECK: module attributes {gpu.container_module, kda.launches = [{block = [128, 1, 1], dynamic_shared_memory = 20672 : i64, grid = [1, 1, 1], module = "kda_window_attention_kernel_module", name = "kda_window_attention_kernel"
 // CHECK-SAME: params = [{alignment = 2 : i64, dtype = "bf16", kind = "tensor", name = "q", shape = [1, "T", 1, 64]}, {alignment = 2 : i64, dtype = "bf16", kind = "tensor", name = "k", shape = [1, "T", 1, 64]}, {alignment = 2 : i64, dtype = "bf16", kind = "tensor", name = "v", shape = [1, "T", 1, 64]}, {alignment = 2 : i64, dtype = "bf16", kind = "tensor", name = "o", shape = [1, "T", 1, 64]}, {kind = "dim", name = "T"}]
-// CHECK-SAME: strategy = {kernel = "window", kind = "tiles"
+// CHECK-SAME: strategy = #kda.strategy<kernel = "window", kind = "tiles"
 // CHECK-NOT: func.func
 // CHECK: gpu.module @kda_window_attention_kernel_module {
 // CHECK-NEXT: gpu.func @kda_window_attention_kernel(%{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: !llvm.ptr, %{{.*}}: i64) kernel

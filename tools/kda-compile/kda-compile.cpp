@@ -175,6 +175,19 @@ llvm::json::Value toJson(Attribute attr) {
       out[n.getName().str()] = toJson(n.getValue());
     return out;
   }
+  if (auto s = dyn_cast<mlir::kda::StrategyAttr>(attr)) {
+    // The manifest's "strategy" (runtime/BUNDLE.md): kernel, kind, and the
+    // reason for tiles, step and tile_chunk where present.
+    llvm::json::Object out{{"kernel", s.getKernel().str()},
+                           {"kind", s.getKind().str()}};
+    if (!s.getReason().empty())
+      out["reason"] = s.getReason().str();
+    if (s.getStep() > 0) {
+      out["step"] = s.getStep();
+      out["tile_chunk"] = s.getTileChunk();
+    }
+    return llvm::json::Value(std::move(out));
+  }
   return nullptr;
 }
 

@@ -6,7 +6,7 @@ module {
     call @kda_window_attention_kernel(%arg0, %arg1, %arg2, %alloc) : (memref<1x?x1x64xbf16>, memref<1x?x1x64xbf16>, memref<1x?x1x64xbf16>, memref<1x?x1x64xbf16>) -> ()
     return %alloc : memref<1x?x1x64xbf16>
   }
-  func.func private @kda_window_attention_kernel(%arg0: memref<1x?x1x64xbf16>, %arg1: memref<1x?x1x64xbf16>, %arg2: memref<1x?x1x64xbf16>, %arg3: memref<1x?x1x64xbf16>) attributes {kda.abi = [{dims = [1, "T", 1, 64], name = "q"}, {dims = [1, "T", 1, 64], name = "k"}, {dims = [1, "T", 1, 64], name = "v"}, {dims = [1, "T", 1, 64], name = "o"}], kda.kernel, kda.strategy = {kernel = "window", kind = "tiles", reason = "window attention has no lane kernel yet (FlashAttention-style register tiles are the windows issue's)"}} {
+  func.func private @kda_window_attention_kernel(%arg0: memref<1x?x1x64xbf16>, %arg1: memref<1x?x1x64xbf16>, %arg2: memref<1x?x1x64xbf16>, %arg3: memref<1x?x1x64xbf16>) attributes {kda.abi = [{dims = [1, "T", 1, 64], name = "q"}, {dims = [1, "T", 1, 64], name = "k"}, {dims = [1, "T", 1, 64], name = "v"}, {dims = [1, "T", 1, 64], name = "o"}], kda.kernel, kda.strategy = #kda.strategy<kernel = "window", kind = "tiles", reason = "window attention has no lane kernel yet (FlashAttention-style register tiles are the windows issue's)">} {
     %cst = arith.constant dense<0.000000e+00> : vector<2x2xf32>
     %c8 = arith.constant 8 : index
     %c4 = arith.constant 4 : index

@@ -25,7 +25,8 @@ import math
 import os
 from typing import Any, List, Optional, Sequence, Tuple
 
-__all__ = ["OracleError", "gated_delta", "decode_step", "window_attention", "relative_rmse", "load",
+__all__ = ["OracleError", "gated_delta", "gated_delta_grad", "decode_step", "window_attention", "relative_rmse",
+           "load",
            "run_gated_delta", "run_decode_step", "run_window_attention"]
 
 
@@ -87,6 +88,10 @@ def load(path: Optional[str] = None):
         [_Tensor] * 3 + [ctypes.c_int64, P(ctypes.c_int64), ctypes.c_int64, P(ctypes.c_int64), ctypes.c_int64,
                          ctypes.c_int32, ctypes.c_double, P(ctypes.c_double), ctypes.c_int64, P(ctypes.c_int64)])
     lib.kda_oracle_window_attention.restype = ctypes.c_char_p
+    lib.kda_oracle_gated_delta_grad.argtypes = (
+        [_Tensor] * 6 + [P(ctypes.c_int64), ctypes.c_int64] + [_Tensor] * 2 + [P(_Options)]
+        + [_Tensor] * 2 + [P(_Buffer)])
+    lib.kda_oracle_gated_delta_grad.restype = ctypes.c_char_p
     _lib = lib
     return lib
 
@@ -98,6 +103,10 @@ def _prod(shape: Sequence[int]) -> int:
     for s in shape:
         n *= int(s)
     return n
+
+
+class _Buffer(ctypes.Structure):
+    _fields_ = [("data", ctypes.POINTER(ctypes.c_double)), ("capacity", ctypes.c_int64)]
 
 
 class _Keep:
@@ -275,6 +284,57 @@ def gated_delta(q, k, v, g=None, beta=None, initial_state=None, cu_seqlens=None,
                           lower_bound=lower_bound, boundary_interval=boundary_interval)
     out = (_np_out(res[0]), _np_out(res[1]))
     return out + (_np_out(res[2]),) if boundary_interval > 0 else out
+
+
+GRAD_NAMES = ("dq", "dk", "dv", "dg", "dbeta", "dh0", "dA_log", "ddt_bias")
+
+
+def gated_delta_grad(q, k, v, g=None, beta=None, initial_state=None, cu_seqlens=None, A_log=None,
+                     dt_bias=None, *, do, dht=None, update="delta", scale=None, state_layout="k_major",
+                     qk_l2norm=False, beta_activation="none", gate_activation="none", lower_bound=-5.0):
+    """The float64 gradient of gated_delta for L = sum(do * o) + sum(dht * final_state):
+    a dict of dq, dk, dv, dg, dbeta, dh0, dA_log, ddt_bias (None where the input is absent),
+    each the shape of its input. The oracle differentiates the token recurrence itself
+    (Oracle.h's gatedDeltaGrad, checked against finite differences in OracleTest.cpp)."""
+    import numpy as np
+    dt_shape = None
+    if dt_bias is not None and g is not None and np.ndim(g) == 4 and np.ndim(dt_bias) == 1:
+        dt_shape = np.shape(dt_bias)
+        dt_bias = np.reshape(dt_bias, (np.shape(g)[2], np.shape(g)[3]))
+    inputs = (q, k, v, g, beta, initial_state, A_log, dt_bias)
+    args = [_np_in(x) for x in inputs + (do, dht)]
+    lib = load()
+    keep = _Keep()
+    cu = None
+    if cu_seqlens is not None:
+        cu_list = [int(c) for c in np.asarray(cu_seqlens).reshape(-1)]
+        cu = (ctypes.c_int64 * len(cu_list))(*cu_list)
+    opts = _options(update, scale, state_layout, qk_l2norm, beta_activation, gate_activation,
+                    lower_bound, 0)
+    # Gradient buffers in the order of GRAD_NAMES: q, k, v, g, beta, h0, A_log, dt_bias.
+    order = (0, 1, 2, 3, 4, 5, 6, 7)
+    bufs = (_Buffer * 8)()
+    outs = {}
+    for slot, i in enumerate(order):
+        flat, shape = args[i]
+        if flat is None:
+            outs[GRAD_NAMES[slot]] = None
+            continue
+        buf, ptr = _out(_prod(shape))
+        bufs[slot].data = ctypes.cast(ptr, ctypes.POINTER(ctypes.c_double)) if ptr else None
+        bufs[slot].capacity = len(buf)
+        outs[GRAD_NAMES[slot]] = (buf, shape)
+    err = lib.kda_oracle_gated_delta_grad(
+        _tensor(keep, *args[0]), _tensor(keep, *args[1]), _tensor(keep, *args[2]),
+        _tensor(keep, *args[3]), _tensor(keep, *args[4]), _tensor(keep, *args[5]),
+        cu, len(cu) if cu is not None else 0, _tensor(keep, *args[6]), _tensor(keep, *args[7]),
+        ctypes.byref(opts), _tensor(keep, *args[8]), _tensor(keep, *args[9]), bufs)
+    if err is not None:
+        raise OracleError(err.decode())
+    res = {n: _np_out(v) for n, v in outs.items()}
+    if dt_shape is not None and res["ddt_bias"] is not None:
+        res["ddt_bias"] = res["ddt_bias"].reshape(dt_shape)
+    return res
 
 
 def decode_step(q, k, v, g=None, beta=None, *, state_pool, indices, A_log=None, dt_bias=None,

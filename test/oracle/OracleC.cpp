@@ -150,6 +150,67 @@ extern "C" const char *kda_oracle_gated_delta(
   return nullptr;
 }
 
+extern "C" const char *kda_oracle_gated_delta_grad(
+    kda_oracle_tensor q, kda_oracle_tensor k, kda_oracle_tensor v,
+    kda_oracle_tensor g, kda_oracle_tensor beta,
+    kda_oracle_tensor initial_state, const int64_t *cu_seqlens,
+    int64_t num_cu_seqlens, kda_oracle_tensor A_log,
+    kda_oracle_tensor dt_bias, const kda_oracle_options *opts,
+    kda_oracle_tensor d_o, kda_oracle_tensor d_final_state,
+    const kda_oracle_buffer *grads) {
+  if (!grads)
+    return error("grads: NULL (8 buffers: dq, dk, dv, dg, dbeta, "
+                 "d_initial_state, dA_log, ddt_bias)");
+  GatedDeltaGradArgs ga;
+  GatedDeltaArgs &a = ga.forward;
+  KDA_C_TRY(options(opts, a.update, a.layout, a.betaActivation,
+                    a.gate.activation));
+  KDA_C_TRY(toTensor("q", q, a.q));
+  KDA_C_TRY(toTensor("k", k, a.k));
+  KDA_C_TRY(toTensor("v", v, a.v));
+  KDA_C_TRY(toTensor("g", g, a.g));
+  KDA_C_TRY(toTensor("beta", beta, a.beta));
+  KDA_C_TRY(toTensor("initial_state", initial_state, a.initialState));
+  KDA_C_TRY(toTensor("A_log", A_log, a.gate.aLog));
+  KDA_C_TRY(toTensor("dt_bias", dt_bias, a.gate.dtBias));
+  KDA_C_TRY(toTensor("d_o", d_o, ga.dO));
+  KDA_C_TRY(toTensor("d_final_state", d_final_state, ga.dFinalState));
+  if (num_cu_seqlens < 0 || (num_cu_seqlens > 0 && !cu_seqlens))
+    return error("cu_seqlens: NULL or negative count");
+  if (num_cu_seqlens > 0)
+    a.cuSeqlens.assign(cu_seqlens, cu_seqlens + num_cu_seqlens);
+  if (opts->has_scale)
+    a.scale = opts->scale;
+  a.qkL2Norm = opts->qk_l2norm != 0;
+  a.gate.lowerBound = opts->lower_bound;
+  a.boundaryInterval = opts->boundary_interval;
+
+  GatedDeltaGrads r;
+  Status s = gatedDeltaGrad(ga, r);
+  if (!s.ok())
+    return error(s.message);
+  const std::pair<const char *, const Tensor *> outs[8] = {
+      {"dq", &r.dq},       {"dk", &r.dk},
+      {"dv", &r.dv},       {"dg", &r.dg},
+      {"dbeta", &r.dbeta}, {"d_initial_state", &r.dInitialState},
+      {"dA_log", &r.dALog}, {"ddt_bias", &r.dDtBias}};
+  for (int i = 0; i < 8; ++i) {
+    const auto &[name, t] = outs[i];
+    if (!t->present()) {
+      if (grads[i].data)
+        return error(std::string(name) +
+                     ": a buffer for the gradient of an absent input");
+      continue;
+    }
+    if (!grads[i].data)
+      continue;
+    KDA_C_TRY(copyOut(name, *t, grads[i].data, grads[i].capacity, nullptr,
+                      t->shape.size()));
+  }
+  lastError.clear();
+  return nullptr;
+}
+
 extern "C" const char *kda_oracle_decode_step(
     kda_oracle_tensor q, kda_oracle_tensor k, kda_oracle_tensor v,
     kda_oracle_tensor g, kda_oracle_tensor beta, kda_oracle_tensor state_pool,

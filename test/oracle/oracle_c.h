@@ -63,6 +63,28 @@ const char *kda_oracle_gated_delta(
     double *boundary_states, int64_t boundary_capacity,
     int64_t *boundary_shape);
 
+/* A caller-owned output buffer of `capacity` elements (NULL / 0: not
+ * wanted). */
+typedef struct {
+  double *data;
+  int64_t capacity;
+} kda_oracle_buffer;
+
+/* The gradient of kda_oracle_gated_delta (Oracle.h's gatedDeltaGrad) for
+ * L = sum(d_o * o) + sum(d_final_state * final_state): the forward's inputs,
+ * then d_o [B,T,HV,V] and d_final_state (optional, final_state's shape).
+ * grads[8] receive dq, dk (q's shape), dv, dg, dbeta, d_initial_state,
+ * dA_log, ddt_bias, each the shape of its input; a gradient whose input is
+ * absent must have no buffer. options->boundary_interval must be 0. */
+const char *kda_oracle_gated_delta_grad(
+    kda_oracle_tensor q, kda_oracle_tensor k, kda_oracle_tensor v,
+    kda_oracle_tensor g, kda_oracle_tensor beta,
+    kda_oracle_tensor initial_state, const int64_t *cu_seqlens,
+    int64_t num_cu_seqlens, kda_oracle_tensor A_log,
+    kda_oracle_tensor dt_bias, const kda_oracle_options *options,
+    kda_oracle_tensor d_o, kda_oracle_tensor d_final_state,
+    const kda_oracle_buffer *grads);
+
 /* kda.decode_step (SPEC.md section 4). q, k [N,H,K]; v [N,HV,V]; g optional
  * [N,HV] / [N,HV,K]; beta optional [N,HV]; state_pool [P,HV,K,V] /
  * [P,HV,V,K]; indices: N entries (negative = skip). Outputs: o [N,HV,V]

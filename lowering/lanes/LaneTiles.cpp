@@ -739,6 +739,17 @@ Value LaneTileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
 // Products on the matrix instruction
 //===----------------------------------------------------------------------===//
 
+namespace {
+/// The lane and warp bases the accumulator and the A operand share: lane
+/// l = 4 g + t holds rows g (+ 8) and columns 2 t (+ 1) of each 16-row
+/// tile; warps take blocks of `perWarp` rows.
+void mmaRowsOverWarps(LaneLayout &l, int64_t perWarp, int64_t warps) {
+  l.lanes = {{0, 2}, {0, 4}, {1, 0}, {2, 0}, {4, 0}};
+  for (int64_t w = 1; w < warps; w *= 2)
+    l.warps.push_back({perWarp * w, 0});
+}
+} // namespace
+
 LaneLayout LaneTileBuilder::mmaAccumulator(int64_t rows, int64_t cols,
                                            int64_t warps) {
   LaneLayout l;
@@ -748,10 +759,7 @@ LaneLayout LaneTileBuilder::mmaAccumulator(int64_t rows, int64_t cols,
     for (int64_t nt = 0; nt < cols / 8; ++nt)
       for (int64_t e = 0; e < 4; ++e)
         l.regs.push_back({16 * mt + 8 * (e / 2), 8 * nt + e % 2});
-  // Lane l = 4 g + t holds rows g (+ 8), columns 2 t (+ 1).
-  l.lanes = {{0, 2}, {0, 4}, {1, 0}, {2, 0}, {4, 0}};
-  for (int64_t w = 1; w < warps; w *= 2)
-    l.warps.push_back({perWarp * w, 0});
+  mmaRowsOverWarps(l, perWarp, warps);
   return l;
 }
 
@@ -767,9 +775,7 @@ LaneLayout LaneTileBuilder::mmaOperandA(int64_t rows, int64_t k,
       for (int64_t e = 0; e < 8; ++e)
         l.regs.push_back(
             {16 * mt + 8 * ((e / 2) % 2), 16 * kt + 8 * (e / 4) + e % 2});
-  l.lanes = {{0, 2}, {0, 4}, {1, 0}, {2, 0}, {4, 0}};
-  for (int64_t w = 1; w < warps; w *= 2)
-    l.warps.push_back({perWarp * w, 0});
+  mmaRowsOverWarps(l, perWarp, warps);
   return l;
 }
 

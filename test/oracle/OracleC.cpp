@@ -104,6 +104,41 @@ std::string copyOut(const char *name, const Tensor &t, double *buffer,
       return error(m_);                                                        \
   } while (false)
 
+/// kda_oracle_gated_delta's arguments (shared with its gradient) as
+/// GatedDeltaArgs; a message naming the bad argument, or empty.
+std::string forwardArgs(kda_oracle_tensor q, kda_oracle_tensor k,
+                        kda_oracle_tensor v, kda_oracle_tensor g,
+                        kda_oracle_tensor beta, kda_oracle_tensor initial_state,
+                        const int64_t *cu_seqlens, int64_t num_cu_seqlens,
+                        kda_oracle_tensor A_log, kda_oracle_tensor dt_bias,
+                        const kda_oracle_options *opts, GatedDeltaArgs &a) {
+  std::string m;
+#define KDA_TRY_ARG(expr)                                                      \
+  if (!(m = (expr)).empty())                                                   \
+    return m;
+  KDA_TRY_ARG(options(opts, a.update, a.layout, a.betaActivation,
+                      a.gate.activation));
+  KDA_TRY_ARG(toTensor("q", q, a.q));
+  KDA_TRY_ARG(toTensor("k", k, a.k));
+  KDA_TRY_ARG(toTensor("v", v, a.v));
+  KDA_TRY_ARG(toTensor("g", g, a.g));
+  KDA_TRY_ARG(toTensor("beta", beta, a.beta));
+  KDA_TRY_ARG(toTensor("initial_state", initial_state, a.initialState));
+  KDA_TRY_ARG(toTensor("A_log", A_log, a.gate.aLog));
+  KDA_TRY_ARG(toTensor("dt_bias", dt_bias, a.gate.dtBias));
+#undef KDA_TRY_ARG
+  if (num_cu_seqlens < 0 || (num_cu_seqlens > 0 && !cu_seqlens))
+    return "cu_seqlens: NULL or negative count";
+  if (num_cu_seqlens > 0)
+    a.cuSeqlens.assign(cu_seqlens, cu_seqlens + num_cu_seqlens);
+  if (opts->has_scale)
+    a.scale = opts->scale;
+  a.qkL2Norm = opts->qk_l2norm != 0;
+  a.gate.lowerBound = opts->lower_bound;
+  a.boundaryInterval = opts->boundary_interval;
+  return "";
+}
+
 } // namespace
 
 extern "C" const char *kda_oracle_gated_delta(
@@ -116,25 +151,8 @@ extern "C" const char *kda_oracle_gated_delta(
     int64_t final_capacity, int64_t *final_shape, double *boundary_states,
     int64_t boundary_capacity, int64_t *boundary_shape) {
   GatedDeltaArgs a;
-  KDA_C_TRY(options(opts, a.update, a.layout, a.betaActivation,
-                    a.gate.activation));
-  KDA_C_TRY(toTensor("q", q, a.q));
-  KDA_C_TRY(toTensor("k", k, a.k));
-  KDA_C_TRY(toTensor("v", v, a.v));
-  KDA_C_TRY(toTensor("g", g, a.g));
-  KDA_C_TRY(toTensor("beta", beta, a.beta));
-  KDA_C_TRY(toTensor("initial_state", initial_state, a.initialState));
-  KDA_C_TRY(toTensor("A_log", A_log, a.gate.aLog));
-  KDA_C_TRY(toTensor("dt_bias", dt_bias, a.gate.dtBias));
-  if (num_cu_seqlens < 0 || (num_cu_seqlens > 0 && !cu_seqlens))
-    return error("cu_seqlens: NULL or negative count");
-  if (num_cu_seqlens > 0)
-    a.cuSeqlens.assign(cu_seqlens, cu_seqlens + num_cu_seqlens);
-  if (opts->has_scale)
-    a.scale = opts->scale;
-  a.qkL2Norm = opts->qk_l2norm != 0;
-  a.gate.lowerBound = opts->lower_bound;
-  a.boundaryInterval = opts->boundary_interval;
+  KDA_C_TRY(forwardArgs(q, k, v, g, beta, initial_state, cu_seqlens,
+                        num_cu_seqlens, A_log, dt_bias, opts, a));
 
   GatedDeltaResult r;
   Status s = gatedDelta(a, r);
@@ -163,27 +181,10 @@ extern "C" const char *kda_oracle_gated_delta_grad(
                  "d_initial_state, dA_log, ddt_bias)");
   GatedDeltaGradArgs ga;
   GatedDeltaArgs &a = ga.forward;
-  KDA_C_TRY(options(opts, a.update, a.layout, a.betaActivation,
-                    a.gate.activation));
-  KDA_C_TRY(toTensor("q", q, a.q));
-  KDA_C_TRY(toTensor("k", k, a.k));
-  KDA_C_TRY(toTensor("v", v, a.v));
-  KDA_C_TRY(toTensor("g", g, a.g));
-  KDA_C_TRY(toTensor("beta", beta, a.beta));
-  KDA_C_TRY(toTensor("initial_state", initial_state, a.initialState));
-  KDA_C_TRY(toTensor("A_log", A_log, a.gate.aLog));
-  KDA_C_TRY(toTensor("dt_bias", dt_bias, a.gate.dtBias));
+  KDA_C_TRY(forwardArgs(q, k, v, g, beta, initial_state, cu_seqlens,
+                        num_cu_seqlens, A_log, dt_bias, opts, a));
   KDA_C_TRY(toTensor("d_o", d_o, ga.dO));
   KDA_C_TRY(toTensor("d_final_state", d_final_state, ga.dFinalState));
-  if (num_cu_seqlens < 0 || (num_cu_seqlens > 0 && !cu_seqlens))
-    return error("cu_seqlens: NULL or negative count");
-  if (num_cu_seqlens > 0)
-    a.cuSeqlens.assign(cu_seqlens, cu_seqlens + num_cu_seqlens);
-  if (opts->has_scale)
-    a.scale = opts->scale;
-  a.qkL2Norm = opts->qk_l2norm != 0;
-  a.gate.lowerBound = opts->lower_bound;
-  a.boundaryInterval = opts->boundary_interval;
 
   GatedDeltaGrads r;
   Status s = gatedDeltaGrad(ga, r);

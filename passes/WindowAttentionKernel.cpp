@@ -109,6 +109,19 @@ Value mlir::kda::windowOutput(TileBuilder &tb, const SoftmaxState &s) {
                 });
 }
 
+Value mlir::kda::windowKeeps(ImplicitLocOpBuilder &b, Value qi, Value kj,
+                             Value window) {
+  Value causal = arith::CmpIOp::create(b, arith::CmpIPredicate::ule, kj, qi);
+  Value inWindow = arith::CmpIOp::create(b, arith::CmpIPredicate::uge, kj,
+                                         windowFirstKey(b, qi, window));
+  return arith::AndIOp::create(b, causal, inWindow);
+}
+
+Value mlir::kda::windowFromF32(ImplicitLocOpBuilder &b, Value size) {
+  return arith::IndexCastOp::create(
+      b, b.getIndexType(), arith::FPToSIOp::create(b, b.getI64Type(), size));
+}
+
 Value mlir::kda::windowFirstKey(ImplicitLocOpBuilder &b, Value qi,
                                 Value window) {
   // qi + 1 > window: the window starts inside the sequence.
@@ -221,25 +234,11 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
                                      {c, kd}, validK);
               Value vTile = tb2.load(v, {row, kAbs, vHead, z2}, {1, 3},
                                      {c, vd}, validK);
-              // Key kj counts for query qi (positions in the sequence) where
-              // windowFirstKey(qi) <= kj <= qi and kj < length.
               auto keep = [&](ImplicitLocOpBuilder &bb, Value r, Value col,
                               ValueRange rowScalars) -> Value {
-                Value qi = arith::AddIOp::create(bb, q0, r);
-                Value kj = arith::AddIOp::create(bb, k0, col);
-                Value w = arith::IndexCastOp::create(
-                    bb, bb.getIndexType(),
-                    arith::FPToSIOp::create(bb, bb.getI64Type(),
-                                            rowScalars[0]));
-                Value causal = arith::CmpIOp::create(
-                    bb, arith::CmpIPredicate::ule, kj, qi);
-                Value inSeq = arith::CmpIOp::create(
-                    bb, arith::CmpIPredicate::ult, kj, length);
-                Value inWindow = arith::CmpIOp::create(
-                    bb, arith::CmpIPredicate::uge, kj,
-                    windowFirstKey(bb, qi, w));
-                return arith::AndIOp::create(
-                    bb, arith::AndIOp::create(bb, causal, inSeq), inWindow);
+                return windowKeeps(bb, arith::AddIOp::create(bb, q0, r),
+                                   arith::AddIOp::create(bb, k0, col),
+                                   windowFromF32(bb, rowScalars[0]));
               };
               SoftmaxState next =
                   windowStep(tb2, qTile, kTile, vTile, scale, keep, {windows},

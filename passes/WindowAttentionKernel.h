@@ -51,8 +51,17 @@ Value windowOutput(TileBuilder &tb, const SoftmaxState &s);
 
 /// The keys query position `qi` attends to start at
 /// max(sequenceStart, qi - window + 1) (positions, index values; `window`
-/// >= 1): what every driver's filter compares against.
+/// >= 1).
 Value windowFirstKey(ImplicitLocOpBuilder &b, Value qi, Value window);
+
+/// Whether key position `kj` counts for query position `qi` (positions in
+/// the sequence, index values): windowFirstKey(qi) <= kj <= qi. Every
+/// driver's filter (keys past the sequence are past every real query).
+Value windowKeeps(ImplicitLocOpBuilder &b, Value qi, Value kj, Value window);
+
+/// A row's window size carried as f32 in a tile (exact up to 2^24; larger
+/// sizes reach every key of any shorter sequence), as an index.
+Value windowFromF32(ImplicitLocOpBuilder &b, Value size);
 
 /// Emits the tiled form of `op`: one program per (sequence, output head),
 /// query blocks of `chunk` tokens, windowStep over the key blocks the window

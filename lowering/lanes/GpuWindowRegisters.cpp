@@ -278,25 +278,14 @@ struct WindowProgram : LaneBuilder {
                        tb.make(accL, llvm::to_vector(it.slice(2 * nRow, nAcc)))};
         Value kTile = tb.makeShared(ks, ValueRange{stage}, {kKeys, K});
         Value vTile = tb.makeShared(vs, ValueRange{stage}, {kKeys, V});
-        // Key kj counts for query qi (positions in the sequence) where
-        // windowFirstKey(qi) <= kj <= qi; keys past the sequence are past
-        // every valid row's qi.
         auto keep = [&](ImplicitLocOpBuilder &bb, Value r, Value col,
                         ValueRange rowScalars) -> Value {
           Value qi = arith::AddIOp::create(bb, q0, r);
           Value kj = arith::AddIOp::create(bb, k0, col);
-          Value w =
-              window > 0
-                  ? Value(arith::ConstantIndexOp::create(bb, window))
-                  : Value(arith::IndexCastOp::create(
-                        bb, bb.getIndexType(),
-                        arith::FPToSIOp::create(bb, bb.getI64Type(),
-                                                rowScalars[0])));
-          Value causal =
-              arith::CmpIOp::create(bb, arith::CmpIPredicate::ule, kj, qi);
-          Value inWindow = arith::CmpIOp::create(
-              bb, arith::CmpIPredicate::uge, kj, windowFirstKey(bb, qi, w));
-          return arith::AndIOp::create(bb, causal, inWindow);
+          return windowKeeps(
+              bb, qi, kj,
+              window > 0 ? Value(arith::ConstantIndexOp::create(bb, window))
+                         : windowFromF32(bb, rowScalars[0]));
         };
         SmallVector<Value> rowData;
         if (windows)

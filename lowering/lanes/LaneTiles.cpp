@@ -812,10 +812,10 @@ Value LaneTileBuilder::packPair(Value lo, Value hi) {
   };
   Value pair = vector::FromElementsOp::create(
       b, VectorType::get({2}, mmaType), ValueRange{half(lo), half(hi)});
-  return asI32(b, pair);
+  return operandRegister(b, pair);
 }
 
-Value LaneTileBuilder::asI32(ImplicitLocOpBuilder &b, Value pair) {
+Value LaneTileBuilder::operandRegister(ImplicitLocOpBuilder &b, Value pair) {
   // NVVM's mma.sync takes f16 operands as vector<2xf16>, bf16 ones as i32.
   if (cast<VectorType>(pair.getType()).getElementType().isF16())
     return pair;
@@ -913,7 +913,7 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
           /*transpose=*/!transB, static_cast<uint32_t>(tiles));
       for (int64_t i = 0; i < tiles; ++i) {
         Value pair = vector::ExtractOp::create(b, frags, ArrayRef<int64_t>{i});
-        frag[nt + i / 2][i % 2] = asI32(b, pair);
+        frag[nt + i / 2][i % 2] = operandRegister(b, pair);
       }
     }
     return frag;

@@ -178,7 +178,7 @@ private:
   Value packPair(Value lo, Value hi);
   /// A pair of halves as mma.sync's operand register (i32 for bf16, the
   /// vector itself for f16).
-  static Value asI32(ImplicitLocOpBuilder &b, Value pair);
+  static Value operandRegister(ImplicitLocOpBuilder &b, Value pair);
 
   struct SharedTile {
     Value buffer;

@@ -247,7 +247,9 @@ def Kda_StrategyAttr : AttrDef<Kda_Dialect, "Strategy"> {
     for the kernel `kernel` (intra, state, decode, window, chunkwise,
     elementwise): `kind` lanes (the register kernels) or tiles (the
     shared-memory tile lowering), with the `reason` for tiles; `step` and
-    `tile_chunk` (0: absent) where a chunk runs as sub-chunk steps. The
+    `tile_chunk` (0: absent) where a chunk runs as sub-chunk steps;
+    `instruction`, the matrix instruction of a lane kernel's products
+    (mma_sync, or wgmma on Hopper; empty where it has none). The
     register passes write what it gives them lanes; the manifest carries it
     as JSON and `kda.ops.last_launch` reports it.
   }];
@@ -256,7 +258,8 @@ def Kda_StrategyAttr : AttrDef<Kda_Dialect, "Strategy"> {
     StringRefParameter<"lanes or tiles">:$kind,
     StringRefParameter<"why tiles", "\"\"">:$reason,
     DefaultValuedParameter<"int64_t", "0">:$step,
-    DefaultValuedParameter<"int64_t", "0">:$tile_chunk
+    DefaultValuedParameter<"int64_t", "0">:$tile_chunk,
+    StringRefParameter<"the matrix instruction", "\"\"">:$instruction
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

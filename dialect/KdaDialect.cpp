@@ -151,7 +151,7 @@ LogicalResult WindowPassAttr::verify(function_ref<InFlightDiagnostic()> emitErro
 LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    StringRef kernel, StringRef kind,
                                    StringRef reason, int64_t step,
-                                   int64_t tileChunk) {
+                                   int64_t tileChunk, StringRef instruction) {
   if (!llvm::is_contained(ArrayRef<StringRef>{"intra", "state", "decode",
                                               "window", "chunkwise",
                                               "elementwise"},
@@ -171,5 +171,11 @@ LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "#kda.strategy: 'step' and 'tile_chunk' go "
                           "together, tile_chunk a multiple of step, found "
                        << step << " and " << tileChunk;
+  if (!instruction.empty() && (kind != "lanes" ||
+                               (instruction != "mma_sync" &&
+                                instruction != "wgmma")))
+    return emitError() << "#kda.strategy: 'instruction' is mma_sync or wgmma, "
+                          "for lanes only, found '"
+                       << instruction << "' (kind '" << kind << "')";
   return success();
 }

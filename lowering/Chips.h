@@ -43,6 +43,9 @@ struct GpuTarget {
   int64_t registersPerLane;
   /// AMD: the EF_AMDGPU_MACH value in a code object's e_flags (0 on NVIDIA).
   unsigned amdMachine;
+  /// Hopper's warpgroup products (wgmma.mma_async, sm_90a only): lane
+  /// kernels whose B operands stay in shared memory take them.
+  bool wgmma = false;
 
   bool isNvidia() const { return vendor == Vendor::Nvidia; }
   const char *vendorName() const { return isNvidia() ? "nvidia" : "amd"; }

@@ -110,6 +110,8 @@ def KdaGpuSelectStrategy : Pass<"kda-gpu-select-strategy", "ModuleOp"> {
     Option<"threads", "threads", "int64_t", /*default=*/"128",
            "Threads per block">,
     Option<"warpSize", "warp-size", "int64_t", /*default=*/"32", "Warp size">,
+    Option<"wgmma", "wgmma", "bool", /*default=*/"false",
+           "The chip has Hopper's wgmma (sm_90a)">,
     Option<"remarks", "remarks", "bool", /*default=*/"false",
            "A remark for every kernel of a gated delta op or decode step "
            "that gets tiles">,
@@ -137,13 +139,16 @@ def KdaGpuDecodeRegisters : Pass<"kda-gpu-decode-registers", "func::FuncOp"> {
 
 def KdaGpuWindowRegisters : Pass<"kda-gpu-window-registers", "func::FuncOp"> {
   let summary = "Lower window attention to an NVIDIA kernel with its tiles in "
-                "registers, products on mma.sync and K / V blocks streamed "
-                "through shared memory";
+                "registers, products on wgmma or mma.sync and K / V blocks "
+                "streamed through shared memory";
   let description = [{
     Kernels kda-gpu-select-strategy gave lanes: the online softmax of
     WindowAttentionKernel.cpp run on lane tiles (GpuWindowRegisters.cpp):
     64 queries per block of 4 warps, key blocks of 64 visited only where the
-    window reaches, copied by cp.async two blocks ahead.
+    window reaches, copied by cp.async one block ahead. The products take
+    the strategy's instruction: wgmma (K and V blocks in 128-byte swizzled
+    shared memory) or mma.sync (ldmatrix from padded rows; also without a
+    strategy).
   }];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect", "::mlir::vector::VectorDialect",

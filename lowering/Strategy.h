@@ -9,7 +9,8 @@
 //          every configuration, several times slower.
 // kda-gpu-select-strategy (GpuSelectStrategy.cpp) decides it, in one place,
 // for every kernel, from the target and the kernel's description: it records
-// `kda.strategy = {kernel, kind, reason}` on the kernel function (the manifest
+// `#kda.strategy<kernel, kind, reason, instruction>` on the kernel function, the
+// instruction being the lane kernel's matrix instruction (the manifest
 // carries it, kda.ops.last_launch reports it) and says in a remark why a
 // kernel of a gated delta op or a decode step gets tiles. The register passes
 // write the kernels the strategy gives them and nothing else.
@@ -48,6 +49,7 @@ struct StrategyOptions {
   bool stateWarps = false; // state-warps (independent warp programs)
   int64_t threads = 128;   // threads per block
   int64_t warpSize = 32;
+  bool wgmma = false; // the chip has Hopper's wgmma (Chips.h)
   bool remarks = false; // a remark for each kernel of a kda op given tiles
 };
 
@@ -68,6 +70,11 @@ std::string decodeLanesRefusal(DecodePassAttr decodePass, int64_t warpSize);
 /// with these argument types.
 std::string windowLanesRefusal(WindowPassAttr windowPass,
                                TypeRange argumentTypes);
+
+/// The window lane kernel's matrix instruction: wgmma where the chip has it
+/// and K and V are multiples of 64 (its shared tiles' 128-byte swizzle),
+/// mma_sync otherwise.
+std::string windowInstruction(WindowPassAttr windowPass, bool chipHasWgmma);
 
 /// Whether `func` is to be written per lane: its kda.strategy says so, or,
 /// without one (a register pass run on its own), `refusal` is empty.

@@ -99,6 +99,15 @@ Value TensorTileBuilder::map(ArrayRef<int64_t> shape, ArrayRef<TileOperand> oper
   return op.getResult(0);
 }
 
+Value TileBuilder::matmulAdd(Value acc, Value a, Value bTile, bool transA,
+                             bool transB) {
+  Value product = matmul(a, bTile, transA, transB);
+  return map(shape(acc), {acc, product},
+             [](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange) -> Value {
+               return arith::AddFOp::create(bb, s[0], s[1]);
+             });
+}
+
 Value TensorTileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
   MLIRContext *ctx = b.getContext();
   ArrayRef<int64_t> as = shapeOf(a), bs = shapeOf(bTile);

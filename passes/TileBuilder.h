@@ -78,6 +78,13 @@ public:
   virtual Value matmul(Value a, Value bTile, bool transA = false,
                        bool transB = false) = 0;
 
+  /// acc + a b, shapes as in matmul: a product accumulated into a tile
+  /// that exists already. By default a matmul and an elementwise sum; a
+  /// matrix instruction (LaneTileBuilder) accumulates in place, which saves
+  /// the product's registers.
+  virtual Value matmulAdd(Value acc, Value a, Value bTile, bool transA = false,
+                          bool transB = false);
+
   /// [M] x [M, N] -> [N]: a row vector times a matrix.
   virtual Value vecmat(Value x, Value a) = 0;
 

@@ -93,11 +93,13 @@ SoftmaxState mlir::kda::windowStep(TileBuilder &tb, Value q, Value k, Value v,
                         return Value(arith::AddFOp::create(
                             bb, arith::MulFOp::create(bb, x[0], x[1]), x[2]));
                       });
-  Value pv = tb.matmul(p, v);
-  Value accNew = tb.map({rows, vd}, {s.acc, perRow(rescale), pv},
-                        [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
-                          return Value(math::FmaOp::create(bb, x[0], x[1], x[2]));
-                        });
+  // The accumulator is rescaled first and the product added to it, which a
+  // matrix instruction does in place (no registers for P V of its own).
+  Value kept = tb.map({rows, vd}, {s.acc, perRow(rescale)},
+                      [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
+                        return Value(arith::MulFOp::create(bb, x[0], x[1]));
+                      });
+  Value accNew = tb.matmulAdd(kept, p, v);
   return {mNew, lNew, accNew};
 }
 

@@ -509,13 +509,14 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
       out->emplace_back(m.key, value);
     }
   }
-  // Informational: {kernel, kind: lanes | tiles, reason} (strings), and
-  // {step, tile_chunk} for a chunk run as sub-chunk steps (integers: the
-  // op's chunk a multiple of the step).
+  // Informational: {kernel, kind: lanes | tiles, reason, instruction}
+  // (strings), and {step, tile_chunk} for a chunk run as sub-chunk steps
+  // (integers: the op's chunk a multiple of the step).
   if (const Value *st = v.find("strategy")) {
     std::string stPath = Reader::join(path, "strategy");
     if (Status s = r.object(*st, stPath,
-                            {"kernel", "kind", "reason", "step", "tile_chunk"}))
+                            {"kernel", "kind", "reason", "step", "tile_chunk",
+                             "instruction"}))
       return s;
     const Value *step = st->find("step"), *tileChunk = st->find("tile_chunk");
     if (bool(step) != bool(tileChunk))
@@ -547,6 +548,16 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
     if (st->find("reason"))
       if (Status s = r.string(*st, stPath, "reason", k.strategyReason))
         return s;
+    if (st->find("instruction")) {
+      std::string instruction;
+      if (Status s = r.string(*st, stPath, "instruction", instruction))
+        return s;
+      if (instruction != "mma_sync" && instruction != "wgmma")
+        return r.error(*st->find("instruction"),
+                       Reader::join(stPath, "instruction"),
+                       "unknown matrix instruction " + quote(instruction) +
+                           " (expected mma_sync or wgmma)");
+    }
   }
   return Status::ok();
 }

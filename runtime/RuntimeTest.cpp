@@ -165,7 +165,7 @@ std::string nvidiaManifest() {
       "tile": {"chunk": 64, "sub_chunk": 16},
       "resources": {"vgpr_count": 96, "private_segment_fixed_size": 0},
       "strategy": {"kernel": "state", "kind": "lanes", "step": 16,
-                   "tile_chunk": 64}
+                   "tile_chunk": 64, "instruction": "mma_sync"}
     },
     {
       "name": "kda_small",
@@ -532,6 +532,11 @@ TEST(Manifest, ErrorsNameTheField) {
        "kernels[0].strategy.tile_chunk: 64 is not a multiple of the step 24"},
       {"\"step\": 16,\n                   \"tile_chunk\": 64", "\"tile_chunk\": 64",
        "kernels[0].strategy: step and tile_chunk go together"},
+      {"\"instruction\": \"mma_sync\"", "\"instruction\": \"mfma\"",
+       "kernels[0].strategy.instruction: unknown matrix instruction \"mfma\" "
+       "(expected mma_sync or wgmma)"},
+      {"\"instruction\": \"mma_sync\"", "\"instruction\": 1",
+       "kernels[0].strategy.instruction:"},
   };
   for (const Case &c : cases) {
     std::string text = replaced(nvidiaManifest(), c.from, c.to);

@@ -15,7 +15,7 @@ using V = GpuTarget::Vendor;
 // (cudaDevAttrMaxSharedMemoryPerBlockOptin); the AMD chips' 64 KB of LDS.
 const GpuTarget kChips[] = {
     {V::Nvidia, "sm_80", 32, "mma_sync", 16, 16, 163 * 1024, 255, 0},
-    {V::Nvidia, "sm_90a", 32, "mma_sync", 16, 16, 227 * 1024, 255, 0},
+    {V::Nvidia, "sm_90a", 32, "mma_sync", 16, 16, 227 * 1024, 255, 0, true},
     {V::Amd, "gfx90a", 64, "mfma", 16, 16, 64 * 1024, 512,
      llvm::ELF::EF_AMDGPU_MACH_AMDGCN_GFX90A},
     {V::Amd, "gfx942", 64, "mfma", 16, 16, 64 * 1024, 512,
@@ -58,6 +58,7 @@ void mlir::kda::printChipTable(llvm::raw_ostream &os) {
         {"matrix_instructions", t.matrixInstructions},
         {"shared_memory_per_block", t.sharedMemoryPerBlock},
         {"registers_per_lane", t.registersPerLane},
+        {"wgmma", t.wgmma},
         {"default_tile", llvm::json::Object{{"chunk", t.defaultChunk},
                                             {"v_block", t.defaultVBlock}}}};
     if (!t.isNvidia())

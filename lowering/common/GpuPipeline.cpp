@@ -106,6 +106,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   strategy.stateWarps = options.stateWarps;
   strategy.threads = options.threads;
   strategy.warpSize = target.warpSize;
+  strategy.wgmma = target.wgmma;
   strategy.remarks = options.strategyRemarks;
   pm.addPass(createGpuSelectStrategyPass(strategy));
 

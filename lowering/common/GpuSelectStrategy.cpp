@@ -45,6 +45,7 @@ namespace {
 
 struct Decision {
   std::string kernel, reason, fix;
+  std::string instruction = {}; // lanes: the products' matrix instruction
 };
 
 Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
@@ -70,6 +71,8 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
       d.fix = "tile with sub-chunks of 16 and sub-chunk-steps (kda-compile: "
               "--sub-chunk=16, the default), or accept the tile lowering";
     }
+    if (d.reason.empty())
+      d.instruction = "mma_sync"; // tf32 m16n8k8 (GpuIntraRegisters.cpp)
     return d;
   }
   if (state) {
@@ -87,6 +90,8 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
       d.fix = "compile with a V block of 16 or 32 (--v-block) and a chunk of "
               "16 (--chunk)";
     }
+    if (d.reason.empty())
+      d.instruction = "mma_sync"; // tf32 m16n8k8 (GpuStateRegisters.cpp)
     return d;
   }
   if (decode) {
@@ -117,6 +122,8 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
       d.fix = "bf16 or fp16 q, k and v with K and V multiples of 16 up to "
               "128 take the register window kernel";
     }
+    if (d.reason.empty())
+      d.instruction = kda::windowInstruction(window, o.wgmma);
     return d;
   }
   if (name.contains("window_attention"))
@@ -144,6 +151,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     stateWarps = o.stateWarps;
     threads = o.threads;
     warpSize = o.warpSize;
+    wgmma = o.wgmma;
     remarks = o.remarks;
   }
 
@@ -158,6 +166,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     o.stateWarps = stateWarps;
     o.threads = threads;
     o.warpSize = warpSize;
+    o.wgmma = wgmma;
     for (auto f : getOperation().getOps<func::FuncOp>()) {
       if (!f->hasAttr("kda.kernel") || f.isExternal())
         continue;
@@ -175,7 +184,8 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
       f->setAttr(kda::kStrategyAttr,
                  kda::StrategyAttr::get(&getContext(), d.kernel,
                                         d.reason.empty() ? "lanes" : "tiles",
-                                        d.reason, step, tileChunk));
+                                        d.reason, step, tileChunk,
+                                        d.instruction));
       if (remarks && !d.reason.empty() && d.kernel != "elementwise") {
         // At the op's location, without the kernel's IR (a remark, not an
         // error to debug).

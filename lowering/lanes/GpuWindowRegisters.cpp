@@ -2,12 +2,16 @@
 //
 // Causal sliding-window attention (SPEC.md section 5) as a lane kernel: the
 // online softmax of passes/WindowAttentionKernel.cpp (windowStep, written
-// once) run on LaneTileBuilder tiles whose products are mma.sync m16n8k16
-// with bf16 or fp16 operands and f32 accumulators. What is this file's own
+// once) run on LaneTileBuilder tiles whose products take the strategy's
+// matrix instruction, with bf16 or fp16 operands and f32 accumulators:
+// Hopper's wgmma m64nNk16 (sm_90a, K and V multiples of 64), K and V read
+// from shared memory in the 128-byte swizzle through descriptors, or
+// mma.sync m16n8k16, K and V read through ldmatrix. What is this file's own
 // is the memory side and the loops, FlashAttention-2 style:
 //
-//   * one block of 4 warps per (64 queries, output head, sequence); each
-//     warp holds 16 query rows: Q as the A operand, the scores, the running
+//   * one block of 4 warps (a warpgroup) per (64 queries, output head,
+//     sequence); each warp holds 16 query rows: Q as the A operand (from
+//     registers on either instruction), the scores, the running
 //     max / sum and the output accumulator, all in registers (the
 //     accumulator's and the A operand's layouts hold the same elements per
 //     lane, so P goes from scores to operand without a shuffle);
@@ -15,10 +19,14 @@
 //     block of the first key the block's first query sees (windowFirstKey)
 //     to the block of its last query. The work grows with T x W, not T^2;
 //   * K and V blocks are copied into shared memory by cp.async (16 bytes a
-//     thread, zero-filled past the sequence), the next block in flight
-//     while this one is multiplied (two stages); products read them through
-//     ldmatrix (.trans for V). Rows are padded by 16 bytes so that the
-//     eight rows of an 8 x 8 matrix fall in different banks;
+//     thread, zero-filled past the sequence, addresses planned once per
+//     program), the next block in flight while this one is multiplied (two
+//     stages, one barrier per block). mma.sync reads them through ldmatrix
+//     (.trans for V) from rows padded by 16 bytes, so that the eight rows of
+//     an 8 x 8 matrix fall in different banks; wgmma from one flat buffer in
+//     the 128-byte swizzle, aligned to 1024 bytes at run time, after a
+//     proxy fence;
+//   * exp2 is ex2.approx.ftz: one MUFU instruction per score;
 //   * blocks wholly inside every row's window and causal (the interior)
 //     run without the mask; the edges run it;
 //   * the grid's first dimension walks query blocks last to first: with
@@ -28,11 +36,13 @@
 // Per-position windows (window_sizes) take each row's first key from its
 // own size; the block's first key block is the least of its rows'.
 //
-// Measured on the H200 against this form (bench/RESULTS.md, twelfth
-// session): 8 warps / 128 queries per block, key blocks of 32, and a
-// 168-register cap (3 blocks per SM) were each no faster; ptxas uses 255
-// registers without spills. The kernel issues on 38 % of cycles with two
-// warps per scheduler: latency, not a pipe, bounds it (Nsight Compute).
+// Measured on the H200 (bench/RESULTS.md, tenth and eleventh sessions): on
+// mma.sync, 8 warps / 128 queries per block, key blocks of 32 and a
+// 168-register cap were each no faster (255 registers, latency-bound). On
+// wgmma, the in-place accumulation (matmulAdd), ex2.approx.ftz and the
+// planned copy addresses took the kernel from 231 to 168 registers (3
+// blocks per SM) and under FLA's Triton kernel; three stages were slower
+// than two.
 //
 //===----------------------------------------------------------------------===//
 
@@ -98,6 +108,13 @@ struct WindowProgram : LaneBuilder {
   WindowPassAttr desc;
   int64_t K, V;
   Type elem;
+  /// Products on Hopper's wgmma (the strategy's instruction): K and V
+  /// blocks in the 128-byte swizzled form (LaneTileBuilder::
+  /// makeSwizzledShared) of one flat buffer, aligned at run time.
+  bool wgmma = false;
+  Value flat, pad; // wgmma: the buffer and its alignment pad (elements)
+  /// K / V blocks in shared memory: this one and stages - 1 in flight.
+  int64_t stages = 2;
   Value q, k, v, o, cu, sizes;
   Value lane, warp, tid;
   std::string failure;
@@ -124,31 +141,81 @@ struct WindowProgram : LaneBuilder {
     body();
   }
 
+  /// What one thread copies of a K or V block, planned once per program:
+  /// 16-byte pieces of column `col` of rows r0, r0 + rowsPerPass, ... (the
+  /// block's threads cover a row every perRow threads), read from the
+  /// tensor flattened to 1-D at rowBase + position * stride.
+  struct CopyPlan {
+    Value flatSrc, rowBase, stride, r0, col, dstBase;
+    int64_t rowsPerPass = 0;
+    bool isV = false;
+  };
+
+  CopyPlan planCopy(Value src, Value row, Value start, Value head,
+                    int64_t width, bool isV) {
+    CopyPlan p;
+    p.isV = isV;
+    const int64_t perRow = width / 8; // 16-byte pieces; width <= 128
+    p.rowsPerPass = kWarps * 32 / perRow;
+    p.r0 = arith::DivUIOp::create(b, tid, idx(perRow));
+    p.col = mul(arith::RemUIOp::create(b, tid, idx(perRow)), 8);
+    auto type = cast<MemRefType>(src.getType());
+    p.flatSrc = memref::CollapseShapeOp::create(
+        b, src, ArrayRef<ReassociationIndices>{{0, 1, 2, 3}});
+    Value tokens = memref::DimOp::create(b, src, 1);
+    Value heads = memref::DimOp::create(b, src, 2);
+    p.stride = mul(heads, type.getDimSize(3));
+    // ((row T + start) H + head) width + col: position 0 of this thread's
+    // piece.
+    p.rowBase = add(mul(add(arith::MulIOp::create(
+                                b, add(arith::MulIOp::create(b, row, tokens),
+                                       start),
+                                heads),
+                            head),
+                        width),
+                    p.col);
+    // wgmma: rows r0 + i rowsPerPass keep r0's swizzle (rowsPerPass is a
+    // multiple of 8), so piece i lands rowsPerPass 64 elements after the
+    // first.
+    if (wgmma)
+      p.dstBase = LaneTileBuilder::swizzledOffset(b, p.r0, p.col, kKeys);
+    return p;
+  }
+
   /// Copies key block `kb` (positions 64 kb.. of the sequence) of k and v
   /// into `stage` of the shared buffers; rows past the sequence are zeros.
-  void issue(Value ks, Value vs, Value stage, Value kb, Value row,
-             Value start, Value length, Value kHead, Value vHead) {
+  void issue(Value ks, Value vs, Value stage, Value kb, Value length,
+             ArrayRef<CopyPlan> plans) {
     Value k0 = mul(kb, kKeys);
     Value last = arith::SubIOp::create(b, length, idx(1));
-    auto copy = [&](Value src, Value dst, Value head, int64_t width) {
-      const int64_t perRow = width / 8; // 16-byte pieces
-      const int64_t pieces = kKeys * perRow;
-      for (int64_t i = 0; i < pieces / (kWarps * 32); ++i) {
-        Value c = add(tid, i * kWarps * 32);
-        Value r = arith::DivUIOp::create(b, c, idx(perRow));
-        Value col = mul(arith::RemUIOp::create(b, c, idx(perRow)), 8);
+    for (const CopyPlan &p : plans) {
+      Value stageBase;
+      if (wgmma)
+        stageBase = add(add(pad, stageOffset(stage, p.isV)), p.dstBase);
+      for (int64_t i = 0; i < kKeys / p.rowsPerPass; ++i) {
+        Value r = add(p.r0, i * p.rowsPerPass);
         Value token = add(k0, r);
         Value valid = ult(token, length);
-        Value at = add(start, minu(token, last));
+        Value at = add(p.rowBase, arith::MulIOp::create(
+                                      b, minu(token, last), p.stride));
         Value count = select(valid, idx(8), idx(0));
+        SmallVector<Value> to = {stage, r, p.col};
+        if (wgmma)
+          to = {add(stageBase, i * p.rowsPerPass * 64)};
         nvgpu::DeviceAsyncCopyOp::create(
-            b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst,
-            ValueRange{stage, r, col}, src, ValueRange{row, at, head, col},
+            b, nvgpu::DeviceAsyncTokenType::get(b.getContext()),
+            wgmma ? flat : (p.isV ? vs : ks), to, p.flatSrc, ValueRange{at},
             b.getIndexAttr(8), count, /*bypassL1=*/b.getUnitAttr());
       }
-    };
-    copy(k, ks, kHead, K);
-    copy(v, vs, vHead, V);
+    }
+  }
+
+  /// wgmma: where stage `stage`'s K (or V) block starts in the flat buffer,
+  /// in elements past the pad. A stage is K then V, 64 rows each; blocks of
+  /// 64 rows x 64 elements are 8 KB, so every block stays 1024-aligned.
+  Value stageOffset(Value stage, bool isV) {
+    Value s = mul(stage, kKeys * (K + V));
+    return isV ? add(s, kKeys * K) : s;
   }
 
   /// One program: query block `qb` of sequence `n`, output head `head`.
@@ -238,14 +305,48 @@ struct WindowProgram : LaneBuilder {
     // Shared memory: two stages of K and V blocks.
     auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
                                          gpu::AddressSpace::Workgroup);
-    Value ks = memref::AllocOp::create(
-        b, MemRefType::get({2, kKeys, K + kPad}, elem,
-                           MemRefLayoutAttrInterface{}, wg));
-    Value vs = memref::AllocOp::create(
-        b, MemRefType::get({2, kKeys, V + kPad}, elem,
-                           MemRefLayoutAttrInterface{}, wg));
-    issue(ks, vs, idx(0), kbFirst, row, start, length, kHead, vHead);
-    NVVM::CpAsyncCommitGroupOp::create(b);
+    Value ks, vs, sharedBase;
+    if (wgmma) {
+      // One buffer, 1024 bytes longer: the swizzle is a function of the
+      // address bits, so the blocks start at a multiple of 1024 (the pad).
+      flat = memref::AllocOp::create(
+          b, MemRefType::get({stages * kKeys * (K + V) + 512}, elem,
+                             MemRefLayoutAttrInterface{}, wg));
+      sharedBase = arith::IndexCastUIOp::create(
+          b, b.getI32Type(),
+          memref::ExtractAlignedPointerAsIndexOp::create(b, flat));
+      Value mis = arith::AndIOp::create(
+          b, sharedBase,
+          arith::ConstantOp::create(b, b.getI32IntegerAttr(1023)));
+      Value padBytes = arith::AndIOp::create(
+          b,
+          arith::SubIOp::create(
+              b, arith::ConstantOp::create(b, b.getI32IntegerAttr(1024)), mis),
+          arith::ConstantOp::create(b, b.getI32IntegerAttr(1023)));
+      pad = arith::DivUIOp::create(
+          b, arith::IndexCastUIOp::create(b, b.getIndexType(), padBytes),
+          idx(2));
+      sharedBase = arith::AddIOp::create(b, sharedBase, padBytes);
+      ks = flat;
+      vs = Value();
+    } else {
+      ks = memref::AllocOp::create(
+          b, MemRefType::get({stages, kKeys, K + kPad}, elem,
+                             MemRefLayoutAttrInterface{}, wg));
+      vs = memref::AllocOp::create(
+          b, MemRefType::get({stages, kKeys, V + kPad}, elem,
+                             MemRefLayoutAttrInterface{}, wg));
+    }
+    // The first stages - 1 blocks in flight, a group each (empty past the
+    // last block, so that group counts stay per block).
+    const CopyPlan plans[] = {planCopy(k, row, start, kHead, K, false),
+                              planCopy(v, row, start, vHead, V, true)};
+    for (int64_t i = 0; i + 1 < stages; ++i) {
+      when(cmp(arith::CmpIPredicate::ule, add(kbFirst, i), kbLast), [&] {
+        issue(ks, vs, idx(i), add(kbFirst, i), length, plans);
+      });
+      NVVM::CpAsyncCommitGroupOp::create(b);
+    }
 
     SoftmaxState s0 = windowStart(tb, kRows, V);
     SmallVector<Value> init;
@@ -259,25 +360,48 @@ struct WindowProgram : LaneBuilder {
       b.setInsertionPointToStart(loop.getBody());
       Value kb = loop.getInductionVar();
       ValueRange it = loop.getRegionIterArgs();
-      Value stage = arith::AndIOp::create(
-          b, arith::SubIOp::create(b, kb, kbFirst), idx(1));
-      Value other = arith::XOrIOp::create(b, stage, idx(1));
-      when(ult(kb, kbLast), [&] {
-        issue(ks, vs, other, add(kb, 1), row, start, length, kHead, vHead);
-      });
-      // Always a group (empty at the last block), so that "all but the
-      // newest group" is this block's.
-      NVVM::CpAsyncCommitGroupOp::create(b);
-      NVVM::CpAsyncWaitGroupOp::create(b, 1);
+      Value visited = arith::SubIOp::create(b, kb, kbFirst);
+      Value stage = arith::RemUIOp::create(b, visited, idx(stages));
+      // This block's group is done when at most the stages - 2 newer ones
+      // are pending.
+      NVVM::CpAsyncWaitGroupOp::create(b, stages - 2);
+      // wgmma reads shared memory through the async proxy: this thread's
+      // copies are made visible to it before the barrier publishes them.
+      if (wgmma)
+        NVVM::FenceProxyOp::create(
+            b, NVVM::ProxyKind::async_shared,
+            NVVM::SharedSpaceAttr::get(b.getContext(),
+                                       NVVM::SharedSpace::shared_cta));
+      // Past this barrier every warp is done with the previous block, whose
+      // stage now takes the block stages - 1 ahead (a group every time).
       gpu::BarrierOp::create(b);
+      Value ahead = add(kb, stages - 1);
+      when(cmp(arith::CmpIPredicate::ule, ahead, kbLast), [&] {
+        issue(ks, vs,
+              arith::RemUIOp::create(b, add(visited, stages - 1),
+                                     idx(stages)),
+              ahead, length, plans);
+      });
+      NVVM::CpAsyncCommitGroupOp::create(b);
 
       Value k0 = mul(kb, kKeys);
       auto step = [&](bool masked) -> SmallVector<Value> {
         SoftmaxState s{tb.make(rowL, llvm::to_vector(it.take_front(nRow))),
                        tb.make(rowL, llvm::to_vector(it.slice(nRow, nRow))),
                        tb.make(accL, llvm::to_vector(it.slice(2 * nRow, nAcc)))};
-        Value kTile = tb.makeShared(ks, ValueRange{stage}, {kKeys, K});
-        Value vTile = tb.makeShared(vs, ValueRange{stage}, {kKeys, V});
+        Value kTile, vTile;
+        if (wgmma) {
+          auto at = [&](bool isV) -> Value {
+            Value bytes = arith::IndexCastUIOp::create(
+                b, b.getI32Type(), mul(stageOffset(stage, isV), 2));
+            return arith::AddIOp::create(b, sharedBase, bytes);
+          };
+          kTile = tb.makeSwizzledShared(at(false), {kKeys, K});
+          vTile = tb.makeSwizzledShared(at(true), {kKeys, V});
+        } else {
+          kTile = tb.makeShared(ks, ValueRange{stage}, {kKeys, K});
+          vTile = tb.makeShared(vs, ValueRange{stage}, {kKeys, V});
+        }
         auto keep = [&](ImplicitLocOpBuilder &bb, Value r, Value col,
                         ValueRange rowScalars) -> Value {
           Value qi = arith::AddIOp::create(bb, q0, r);
@@ -320,9 +444,6 @@ struct WindowProgram : LaneBuilder {
         b.setInsertionPointToStart(branch.elseBlock());
         scf::YieldOp::create(b, step(true));
       }
-      // Every warp is done with this stage before the next block's copies
-      // overwrite it.
-      gpu::BarrierOp::create(b);
       scf::YieldOp::create(b, branch.getResults());
     }
     ValueRange fin = loop.getResults();
@@ -380,6 +501,8 @@ struct WindowRegistersPass
     ImplicitLocOpBuilder b(grid->forall.getLoc(), &getContext());
     b.setInsertionPoint(grid->forall);
     WindowProgram prog(b, desc, elem);
+    if (auto s = func->getAttrOfType<StrategyAttr>(kda::kStrategyAttr))
+      prog.wgmma = s.getInstruction() == "wgmma";
     auto byName = [&](StringRef name) {
       return kda::abiArgument(func, abi, name);
     };
@@ -434,6 +557,22 @@ struct WindowRegistersPass
       return signalPassFailure();
     }
     kda::useApproximateMath(forall);
+    // exp2 as one MUFU.EX2: the flush-to-zero form. Without it ptxas wraps
+    // every exp2 in a range check and two multiplies for subnormal results
+    // (3 of the key step's ~800 instructions per score); a probability
+    // under 2^-126 adds nothing to a row whose largest term is 1.
+    forall.walk([&](math::Exp2Op e) {
+      OpBuilder eb(e);
+      if (!e.getType().isF32())
+        return;
+      Value r = LLVM::CallIntrinsicOp::create(
+                    eb, e.getLoc(), e.getType(),
+                    eb.getStringAttr("llvm.nvvm.ex2.approx.ftz.f"),
+                    ValueRange{e.getOperand()})
+                    .getResult(0);
+      e.replaceAllUsesWith(r);
+      e.erase();
+    });
     func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
     func->setAttr(kda::kBlockThreadsAttr, b.getI64IntegerAttr(kWarps * 32));
     // cp.async copies 16 bytes and pairs are read and written as 4: rows
@@ -464,6 +603,16 @@ std::string mlir::kda::windowLanesRefusal(WindowPassAttr windowPass,
     return why;
   }
   return "";
+}
+
+std::string mlir::kda::windowInstruction(WindowPassAttr windowPass,
+                                         bool chipHasWgmma) {
+  // wgmma's B operands are read from 64-column blocks of the 128-byte
+  // swizzle (LaneTileBuilder::makeSwizzledShared).
+  if (chipHasWgmma && windowPass.getKeyDim() % 64 == 0 &&
+      windowPass.getValueDim() % 64 == 0)
+    return "wgmma";
+  return "mma_sync";
 }
 
 std::unique_ptr<Pass> mlir::kda::createGpuWindowRegistersPass() {

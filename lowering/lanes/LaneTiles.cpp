@@ -591,6 +591,22 @@ Value LaneTileBuilder::rowMax(Value a) {
   return reduce(a, 1, true);
 }
 
+Value LaneTileBuilder::matmulAdd(Value acc, Value a, Value bTile, bool transA,
+                                 bool transB) {
+  // A product on the matrix instruction adds to the accumulator in place;
+  // every other product is a product and a sum.
+  SmallVector<int64_t> sa = shape(a), sb = shape(bTile);
+  if (!transA && sa.size() == 2 && sb.size() == 2 &&
+      shared.count(bTile.getAsOpaquePointer()) &&
+      !shared.count(a.getAsOpaquePointer())) {
+    const int64_t M = sa[0], K = sa[1], N = transB ? sb[0] : sb[1];
+    if ((transB ? sb[1] : sb[0]) != K)
+      return fail("a product whose inner dimensions differ", {M, N});
+    return mmaProduct(a, bTile, transB, M, K, N, acc);
+  }
+  return TileBuilder::matmulAdd(acc, a, bTile, transA, transB);
+}
+
 Value LaneTileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
   SmallVector<int64_t> sa = shape(a), sb = shape(bTile);
   if (sa.size() != 2 || sb.size() != 2)
@@ -805,6 +821,37 @@ Value LaneTileBuilder::makeShared(Value buffer, ValueRange prefix,
   return handle;
 }
 
+Value LaneTileBuilder::makeSwizzledShared(Value address,
+                                          ArrayRef<int64_t> shape) {
+  Value zero = constantF32(0.0);
+  Value handle = vector::FromElementsOp::create(
+      b, VectorType::get({1}, f32()), ValueRange{zero});
+  SharedTile t;
+  t.shape.assign(shape.begin(), shape.end());
+  t.address = address;
+  shared[handle.getAsOpaquePointer()] = t;
+  return handle;
+}
+
+Value LaneTileBuilder::swizzledOffset(ImplicitLocOpBuilder &b, Value row,
+                                      Value col, int64_t rows) {
+  // Column block col / 64 is a [rows][64] array; in it the 16-byte piece
+  // p = (col % 64) / 8 of row r sits at piece p ^ (r % 8): the eight rows
+  // of an 8 x 8 matrix fall in eight different bank groups, and it is the
+  // 128-byte swizzle wgmma's descriptors name.
+  auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  Value block = arith::DivUIOp::create(b, col, c(64));
+  Value inBlock = arith::RemUIOp::create(b, col, c(64));
+  Value piece = arith::DivUIOp::create(b, inBlock, c(8));
+  Value swz = arith::XOrIOp::create(b, piece,
+                                    arith::RemUIOp::create(b, row, c(8)));
+  Value at = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, block, c(rows * 64)),
+      arith::AddIOp::create(b, arith::MulIOp::create(b, row, c(64)),
+                            arith::MulIOp::create(b, swz, c(8))));
+  return arith::AddIOp::create(b, at, arith::RemUIOp::create(b, inBlock, c(8)));
+}
+
 Value LaneTileBuilder::packPair(Value lo, Value hi) {
   auto half = [&](Value x) -> Value {
     return x.getType() == mmaType ? x
@@ -825,7 +872,7 @@ Value LaneTileBuilder::operandRegister(ImplicitLocOpBuilder &b, Value pair) {
 }
 
 Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
-                                  int64_t K, int64_t N) {
+                                  int64_t K, int64_t N, Value init) {
   if (!error.empty())
     return fail("", {M, N});
   if (!mmaType)
@@ -838,8 +885,14 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
                 {M, N});
   const int64_t MT = M / (16 * warps), KT = K / 16, NT = N / 8;
   SmallVector<Value> aRegs = convertLayout(a, mmaOperandA(M, K, warps));
+  SmallVector<Value> initRegs;
+  if (init)
+    initRegs = convertLayout(init, mmaAccumulator(M, N, warps));
   if (!error.empty())
     return fail("", {M, N});
+  auto sh = shared.find(bTile.getAsOpaquePointer());
+  if (sh != shared.end() && sh->second.address)
+    return wgmmaProduct(aRegs, initRegs, sh->second, transB, M, K, N);
   auto aFrag = [&](int64_t mt, int64_t kt) {
     SmallVector<Value, 4> f;
     const int64_t base = (mt * KT + kt) * 8;
@@ -849,7 +902,6 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
   };
   // B fragments of one k step, [nt] (two 32-bit registers each), loaded
   // right before its products: the live operand registers stay one k step's.
-  auto sh = shared.find(bTile.getAsOpaquePointer());
   SmallVector<Value> bRegs;
   Value rowInMatrix, half, second;
   if (sh != shared.end()) {
@@ -928,6 +980,11 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
   Value zero = constantF32(0.0);
   SmallVector<SmallVector<std::array<Value, 4>>> acc(
       MT, SmallVector<std::array<Value, 4>>(NT, {zero, zero, zero, zero}));
+  if (init)
+    for (int64_t mt = 0; mt < MT; ++mt)
+      for (int64_t nt = 0; nt < NT; ++nt)
+        for (int64_t e = 0; e < 4; ++e)
+          acc[mt][nt][e] = initRegs[(mt * NT + nt) * 4 + e];
   for (int64_t kt = 0; kt < KT; ++kt) {
     SmallVector<std::array<Value, 2>> bf = bFrags(kt);
     for (int64_t mt = 0; mt < MT; ++mt) {
@@ -951,6 +1008,109 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
     for (int64_t nt = 0; nt < NT; ++nt)
       llvm::append_range(out, acc[mt][nt]);
   return make(mmaAccumulator(M, N, warps), out);
+}
+
+Value LaneTileBuilder::wgmmaProduct(ArrayRef<Value> aRegs,
+                                    SmallVector<Value> acc,
+                                    const SharedTile &t, bool transB,
+                                    int64_t M, int64_t K, int64_t N) {
+  // One warpgroup (4 warps) per 64 rows: warp w's 16 rows of mmaOperandA
+  // and mmaAccumulator are rows 16 (w % 4) of its warpgroup's m64 tile,
+  // with mma.sync's fragment layouts (PTX: wgmma register fragments).
+  if (warpSize != 32 || warps % 4 != 0 || M != 16 * warps || K % 16 != 0 ||
+      N % 8 != 0 || N > 256)
+    return fail("a wgmma product whose shape is not one m64nNk16 per "
+                "warpgroup (N a multiple of 8 up to 256)",
+                {M, N});
+  // T is [N, K] (transB, K-major) or [K, N] (N-major); its column blocks
+  // of 64 are [rows][64] arrays of 128-byte rows.
+  const int64_t rows = t.shape[0], cols = t.shape[1];
+  if (cols % 64 != 0 || rows % 8 != 0 ||
+      (transB ? (rows != N || cols != K) : (rows != K || cols != N)))
+    return fail("a wgmma B operand whose shared tile is not in 64-column "
+                "blocks of 8-row groups",
+                {M, N});
+  Type i32 = b.getI32Type(), i64 = b.getI64Type(), f32t = f32();
+  auto c64 = [&](int64_t v) {
+    return arith::ConstantOp::create(b, b.getI64IntegerAttr(v));
+  };
+  // Descriptor (PTX: matrix descriptor): start address >> 4 in bits 0..13,
+  // leading byte offset >> 4 in 16..29, stride byte offset >> 4 in 32..45,
+  // 128-byte swizzle (1) in 62..63. The stride is 8 rows of 128 bytes
+  // either way; the leading offset is the next 64-column block for
+  // N-major (unused K-major, where a k step stays in one block).
+  const int64_t lbo = transB ? 16 : rows * 128, sbo = 1024;
+  Value start = arith::ExtUIOp::create(
+      b, i64,
+      arith::ShRUIOp::create(
+          b,
+          arith::AndIOp::create(b, t.address,
+                                arith::ConstantOp::create(
+                                    b, b.getI32IntegerAttr(0x3FFFF))),
+          arith::ConstantOp::create(b, b.getI32IntegerAttr(4))));
+  Value base = arith::OrIOp::create(
+      b, start,
+      c64(((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (int64_t(1) << 62)));
+  const int64_t KT = K / 16, regsOut = N / 2;
+  if (acc.empty())
+    acc.assign(regsOut, constantF32(0.0));
+  // wgmma.mma_async with A from registers: D (+)= A B, issued for every k
+  // step, then committed and waited for (the accumulators are read next).
+  const char *ty = mmaType.isBF16() ? "bf16" : "f16";
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  os << "wgmma.mma_async.sync.aligned.m64n" << N << "k16.f32." << ty << "."
+     << ty << " {";
+  for (int64_t i = 0; i < regsOut; ++i)
+    os << (i ? "," : "") << "$" << i;
+  os << "}, {$" << regsOut << ",$" << regsOut + 1 << ",$" << regsOut + 2
+     << ",$" << regsOut + 3 << "}, $" << regsOut + 4 << ", 1, 1, 1, "
+     << (transB ? 0 : 1) << ";";
+  std::string constraints;
+  for (int64_t i = 0; i < regsOut; ++i)
+    constraints += "=f,";
+  constraints += "r,r,r,r,l";
+  for (int64_t i = 0; i < regsOut; ++i)
+    constraints += "," + std::to_string(i);
+  auto resultType = LLVM::LLVMStructType::getLiteral(
+      b.getContext(), SmallVector<Type>(regsOut, f32t));
+  // Every k step's A registers and descriptor exist before the fence: a
+  // register written between two wgmma makes ptxas fence them apart.
+  SmallVector<SmallVector<Value>> stepOperands;
+  for (int64_t kt = 0; kt < KT; ++kt) {
+    SmallVector<Value> &operands = stepOperands.emplace_back();
+    const int64_t abase = kt * 8;
+    for (int64_t e = 0; e < 8; e += 2) {
+      Value reg = packPair(aRegs[abase + e], aRegs[abase + e + 1]);
+      if (reg.getType() != i32)
+        reg = vector::ExtractOp::create(
+            b,
+            vector::BitCastOp::create(b, VectorType::get({1}, i32), reg),
+            ArrayRef<int64_t>{0});
+      operands.push_back(reg);
+    }
+    // Byte offset of k step kt: K-major, 32 bytes along a 128-byte row
+    // (the swizzle applies to the address bits); N-major, 16 rows down.
+    const int64_t offset =
+        transB ? (16 * kt / 64) * rows * 128 + (16 * kt % 64) * 2
+               : kt * 16 * 128;
+    operands.push_back(arith::AddIOp::create(b, base, c64(offset >> 4)));
+  }
+  NVVM::WgmmaFenceAlignedOp::create(b);
+  for (int64_t kt = 0; kt < KT; ++kt) {
+    SmallVector<Value> operands = stepOperands[kt];
+    llvm::append_range(operands, acc);
+    auto op = LLVM::InlineAsmOp::create(
+        b, resultType, operands, text, constraints, /*has_side_effects=*/true,
+        /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+        LLVM::AsmDialectAttr(), ArrayAttr());
+    for (int64_t i = 0; i < regsOut; ++i)
+      acc[i] = LLVM::ExtractValueOp::create(b, op.getResult(0),
+                                            ArrayRef<int64_t>{i});
+  }
+  NVVM::WgmmaGroupSyncAlignedOp::create(b);
+  NVVM::WgmmaWaitGroupSyncOp::create(b, 0);
+  return make(mmaAccumulator(M, N, warps), acc);
 }
 
 Value LaneTileBuilder::vecmat(Value x, Value a) {

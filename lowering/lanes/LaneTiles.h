@@ -133,6 +133,19 @@ public:
   /// their B operand, through ldmatrix.
   Value makeShared(Value buffer, ValueRange prefix, ArrayRef<int64_t> shape);
 
+  /// A [rows, cols] tile (16-bit elements) that stays in shared memory for
+  /// Hopper's wgmma, in the 128-byte swizzled form its descriptors read:
+  /// column blocks of 64 elements, each [rows][64] with the 16-byte pieces
+  /// of row r at piece p ^ (r % 8) (swizzledOffset). `address`: the i32
+  /// shared-window byte address of the tile, a multiple of 1024. Products
+  /// that take it as their B operand run on wgmma.mma_async with A from
+  /// registers: B = T^T reads it K-major, B = T N-major.
+  Value makeSwizzledShared(Value address, ArrayRef<int64_t> shape);
+  /// Where element (row, col) of a swizzled [rows, cols] tile lives,
+  /// in elements from its start.
+  static Value swizzledOffset(ImplicitLocOpBuilder &b, Value row, Value col,
+                              int64_t rows);
+
   /// Why the last program could not be built; empty if it could.
   const std::string &failure() const { return error; }
 
@@ -142,6 +155,8 @@ public:
             MapBody body, Type resultType = {}) override;
   Value matmul(Value a, Value bTile, bool transA = false,
                bool transB = false) override;
+  Value matmulAdd(Value acc, Value a, Value bTile, bool transA = false,
+                  bool transB = false) override;
   Value vecmat(Value x, Value a) override;
   Value rowSum(Value a) override;
   Value rowMax(Value a) override;
@@ -171,9 +186,10 @@ private:
   planConversion(const LaneLayout &from, const LaneLayout &to,
                  int64_t warpSize, int64_t warps, std::string &why);
   Value laneIndexI32(const LaneFunction &f);
-  /// A product on mma.sync (useMmaSync).
+  /// A product on mma.sync (useMmaSync), or on wgmma where B is a swizzled
+  /// shared tile; `init` (or null: zeros) is the accumulator it adds to.
   Value mmaProduct(Value a, Value bTile, bool transB, int64_t M, int64_t K,
-                   int64_t N);
+                   int64_t N, Value init = {});
   /// Two f32 values as one 32-bit register of two mmaType halves.
   Value packPair(Value lo, Value hi);
   /// A pair of halves as mma.sync's operand register (i32 for bf16, the
@@ -184,7 +200,13 @@ private:
     Value buffer;
     SmallVector<Value> prefix;
     SmallVector<int64_t, 2> shape;
+    Value address; // swizzled tiles (makeSwizzledShared): i32 byte address
   };
+  /// The wgmma form of mmaProduct: A's registers in mmaOperandA's layout,
+  /// `acc` in mmaAccumulator's.
+  Value wgmmaProduct(ArrayRef<Value> aRegs, SmallVector<Value> acc,
+                     const SharedTile &t, bool transB, int64_t M, int64_t K,
+                     int64_t N);
   std::map<const void *, SharedTile> shared;
   Type mmaType;
 

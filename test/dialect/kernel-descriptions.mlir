@@ -60,6 +60,9 @@ func.func private @steps() attributes {kda.strategy = #kda.strategy<kernel = "in
 // CHECK-LABEL: func.func private @tiles
 // CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "tiles", reason = "fp32">
 func.func private @tiles() attributes {kda.strategy = #kda.strategy<kernel = "window", kind = "tiles", reason = "fp32">}
+// CHECK-LABEL: func.func private @wgmma
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wgmma">
+func.func private @wgmma() attributes {kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wgmma">}
 
 // -----
 
@@ -70,6 +73,17 @@ func.func private @tiles_without_reason() attributes {kda.strategy = #kda.strate
 
 // expected-error @+1 {{#kda.strategy: 'kind' is lanes or tiles, found 'fast'}}
 func.func private @bad_kind() attributes {kda.strategy = #kda.strategy<kernel = "decode", kind = "fast">}
+
+// -----
+
+// A matrix instruction goes with lanes, and is one kda writes.
+// expected-error @+1 {{#kda.strategy: 'instruction' is mma_sync or wgmma, for lanes only, found 'wgmma' (kind 'tiles')}}
+func.func private @tiles_with_instruction() attributes {kda.strategy = #kda.strategy<kernel = "window", kind = "tiles", reason = "fp32", instruction = "wgmma">}
+
+// -----
+
+// expected-error @+1 {{#kda.strategy: 'instruction' is mma_sync or wgmma, for lanes only, found 'mfma' (kind 'lanes')}}
+func.func private @unknown_instruction() attributes {kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "mfma">}
 
 // -----
 

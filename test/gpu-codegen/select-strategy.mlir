@@ -3,6 +3,7 @@
 // RUN: kda-opt %s --kda-gpu-select-strategy="nvidia=false" | FileCheck %s --check-prefix=AMD
 // RUN: kda-opt %s --kda-gpu-select-strategy="intra-registers=false decode-registers=false window-registers=false" | FileCheck %s --check-prefix=OFF
 // RUN: kda-opt %s --kda-gpu-select-strategy 2>&1 >/dev/null | FileCheck %s --allow-empty --check-prefix=QUIET
+// RUN: kda-opt %s --kda-gpu-select-strategy="wgmma=true" | FileCheck %s --check-prefix=HOPPER
 
 // kda-gpu-select-strategy decides, for every kernel function (kda.kernel),
 // whether it is written per lane or as shared-memory tiles, from the target
@@ -14,7 +15,7 @@
 
 // The intra-chunk grid at chunk 16 (one sub-chunk): lanes, whatever the gate.
 // CHECK-LABEL: func.func @intra16
-// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes">
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", instruction = "mma_sync">
 // AMD-LABEL: func.func @intra16
 // AMD-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "tiles", reason = "AMD targets have no lane kernels
 // OFF-LABEL: func.func @intra16
@@ -35,14 +36,14 @@ func.func @intra64() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<ch
 // The op's chunk 64 tiled as sub-chunk steps of 16 (tile_chunk): lanes, and
 // the strategy records the step the kernel takes.
 // CHECK-LABEL: func.func @intra64steps
-// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", step = 16, tile_chunk = 64>
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", step = 16, tile_chunk = 64, instruction = "mma_sync">
 func.func @intra64steps() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 64, sub_chunk = 16, key_dim = 128, value_dim = 128, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = none, l2norm = false, scale = 0.088388347648318433 : f64>>} {
   return
 }
 
 // The state grid: V blocks of 16 take lanes, V blocks of 8 do not.
 // CHECK-LABEL: func.func @state16
-// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "state", kind = "lanes">
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "state", kind = "lanes", instruction = "mma_sync">
 func.func @state16() attributes {kda.kernel, kda.state_pass = #kda.state_pass<chunk = 16, tile_chunk = 16, key_dim = 128, v_block = 16, v_major = false, boundary = false, boundary_pool = false, boundary_interval = 0, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, 4, 8]>} {
   return
 }
@@ -72,7 +73,9 @@ func.func @decode_k20() attributes {kda.kernel, kda.decode_pass = #kda.decode_pa
 // 16 up to 128 (mma.sync); fp32 (its 1e-4 bar), wider heads and AMD keep
 // tiles, named in a remark.
 // CHECK-LABEL: func.func @window_bf16
-// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes">
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "mma_sync">
+// HOPPER-LABEL: func.func @window_bf16
+// HOPPER-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wgmma">
 // AMD-LABEL: func.func @window_bf16
 // AMD-SAME: kind = "tiles", reason = "AMD targets have no lane kernel for window attention yet
 // OFF-LABEL: func.func @window_bf16
@@ -80,6 +83,14 @@ func.func @decode_k20() attributes {kda.kernel, kda.decode_pass = #kda.decode_pa
 func.func @window_bf16(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>) attributes {kda.kernel, kda.window_pass = #kda.window_pass<key_dim = 128, value_dim = 128, window = 512, scale = 0.088388347648318433 : f64, varlen = false>} {
   return
 }
+// On a chip with wgmma, window kernels whose K or V is not a multiple of 64
+// (the swizzled shared tiles' blocks) keep mma.sync.
+// HOPPER-LABEL: func.func @window_k32
+// HOPPER-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "mma_sync">
+func.func @window_k32(%q: tensor<?x?x?x32xbf16>, %k: tensor<?x?x?x32xbf16>, %v: tensor<?x?x?x32xbf16>) attributes {kda.kernel, kda.window_pass = #kda.window_pass<key_dim = 32, value_dim = 32, window = 64, scale = 0.17677669529663687 : f64, varlen = false>} {
+  return
+}
+
 // REMARK: remark: kda-gpu-select-strategy: the window kernel 'window_f32' takes the shared-memory tile lowering, several times slower than lanes: q, k and v are not all bf16 or all fp16
 // CHECK-LABEL: func.func @window_f32
 // CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "tiles"

@@ -5,10 +5,12 @@
 // that kda-gpu-select-strategy gave lanes. Its program grid (sequence,
 // head) becomes the lane kernel's (query block, head, sequence): 4 warps
 // per 64 queries, K and V blocks of 64 keys copied by cp.async into two
-// stages of shared memory (rows padded by 8 elements), products on
-// mma.sync m16n8k16 with bf16 operands, K through ldmatrix and V through
-// ldmatrix.trans, the softmax in base 2. Two forms of the key step: the
-// interior (no mask) and the edge.
+// stages of shared memory (rows padded by 8 elements; one block in flight
+// while the other is multiplied, one barrier per block), products on
+// mma.sync m16n8k16 with bf16 operands (the strategy's instruction
+// mma_sync, or none given), K through ldmatrix and V through
+// ldmatrix.trans, the softmax in base 2 with exp2 as ex2.approx.ftz. Two
+// forms of the key step: the interior (no mask) and the edge.
 
 // CHECK-LABEL: func.func @kda_window_attention_kernel
 // CHECK-SAME: kda.block_threads = 128 : i64, kda.explicit_threads
@@ -20,20 +22,24 @@
 // CHECK: gpu.thread_id x
 // CHECK: memref.alloc() : memref<2x64x136xbf16, #gpu.address_space<workgroup>>
 // CHECK: memref.alloc() : memref<2x64x136xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref.collapse_shape %arg1 {{\[\[}}0, 1, 2, 3]]
+// CHECK: memref.collapse_shape %arg2 {{\[\[}}0, 1, 2, 3]]
 // CHECK: nvgpu.device_async_copy {{.*}}, 8, {{.*}} {bypassL1}
 // CHECK: nvvm.cp.async.commit.group
 // CHECK: scf.for
-// CHECK: nvvm.cp.async.wait.group 1
+// CHECK: nvvm.cp.async.wait.group 0
 // CHECK: gpu.barrier
+// CHECK: nvgpu.device_async_copy
+// CHECK: nvvm.cp.async.commit.group
 // CHECK: scf.if
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false}
 // CHECK: nvvm.mma.sync
 // CHECK-SAME: multiplicandAPtxType = #nvvm.mma_type<bf16>
 // CHECK-SAME: shape = #nvvm.shape<m = 16, n = 8, k = 16>
-// CHECK: math.exp2 {{.*}} fastmath<arcp,afn>
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f"
 // CHECK: nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = true}
 // CHECK: } else {
-// CHECK: gpu.barrier
+// CHECK-NOT: gpu.barrier
 // CHECK: vector.store
 // Per branch, 64 products for Q K^T (8 k steps x 8 key tiles) and 64 for
 // P V (4 x 16), 32 + 32 ldmatrix x4.
@@ -73,6 +79,43 @@ func.func @varlen_per_position(%q: memref<1x?x?x64xf16>, %k: memref<1x?x?x64xf16
   %n = arith.subi %n1, %c1 : index
   %h = memref.dim %o, %c2 : memref<1x?x?x64xf16>
   scf.forall (%s, %head) in (%n, %h) {
+  }
+  return
+}
+
+// -----
+
+// The strategy's instruction wgmma (sm_90a, K and V multiples of 64): K and
+// V blocks in one flat buffer, 1024 bytes over so that the blocks start at
+// a multiple of 1024 (the 128-byte swizzle is a function of the address),
+// made visible to the async proxy before the barrier; Q K^T as eight
+// m64n64k16 (K-major B: trans-b 0) and P V as four m64n128k16 (N-major:
+// trans-b 1), A from registers, each product fenced, committed and waited
+// for. Per branch 12 wgmma; no mma.sync, no ldmatrix.
+// CHECK-LABEL: func.func @wgmma
+// CHECK: memref.alloc() : memref<33280xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref.extract_aligned_pointer_as_index
+// CHECK: arith.andi {{.*}} : i32
+// CHECK: scf.for
+// CHECK: nvvm.cp.async.wait.group 0
+// CHECK: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK: gpu.barrier
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK: llvm.inline_asm has_side_effects "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}, 1, 1, 1, 0;"
+// CHECK: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: nvvm.wgmma.wait.group.sync.aligned 0
+// CHECK: llvm.inline_asm has_side_effects "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, 1, 1, 1, 1;"
+// COUNT-LABEL: func.func @wgmma
+// COUNT-COUNT-24: llvm.inline_asm has_side_effects "wgmma.mma_async
+// COUNT-NOT: nvvm.mma.sync
+// COUNT-NOT: nvgpu.ldmatrix
+// COUNT: return
+func.func @wgmma(%q: memref<?x?x?x128xbf16>, %k: memref<?x?x?x128xbf16>, %v: memref<?x?x?x128xbf16>, %o: memref<?x?x?x128xbf16>) attributes {kda.abi = [{dims = ["B", "T", "HQ", 128], name = "q"}, {dims = ["B", "T", "HK", 128], name = "k"}, {dims = ["B", "T", "HV", 128], name = "v"}, {dims = ["B", "T", "HO", 128], name = "o"}], kda.kernel, kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wgmma">, kda.window_pass = #kda.window_pass<key_dim = 128, value_dim = 128, window = 512, scale = 0.088388347648318433 : f64, varlen = false>} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %b = memref.dim %o, %c0 : memref<?x?x?x128xbf16>
+  %h = memref.dim %o, %c2 : memref<?x?x?x128xbf16>
+  scf.forall (%n, %head) in (%b, %h) {
   }
   return
 }

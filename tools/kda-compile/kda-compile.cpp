@@ -177,7 +177,8 @@ llvm::json::Value toJson(Attribute attr) {
   }
   if (auto s = dyn_cast<mlir::kda::StrategyAttr>(attr)) {
     // The manifest's "strategy" (runtime/BUNDLE.md): kernel, kind, and the
-    // reason for tiles, step and tile_chunk where present.
+    // reason for tiles, step and tile_chunk, the matrix instruction where
+    // present.
     llvm::json::Object out{{"kernel", s.getKernel().str()},
                            {"kind", s.getKind().str()}};
     if (!s.getReason().empty())
@@ -186,6 +187,8 @@ llvm::json::Value toJson(Attribute attr) {
       out["step"] = s.getStep();
       out["tile_chunk"] = s.getTileChunk();
     }
+    if (!s.getInstruction().empty())
+      out["instruction"] = s.getInstruction().str();
     return llvm::json::Value(std::move(out));
   }
   return nullptr;

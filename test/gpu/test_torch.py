@@ -90,6 +90,9 @@ def configs():
             decode(3, pool=True)]                # compile, graph-decode, opcheck
     q = Meta((2, 100, H, 64), "bf16")
     out.append(kops.window_attention_config(q, q, Meta((2, 100, H, 64), "bf16"), 32))
+    # Per-position windows through the op's window_sizes argument (opcheck).
+    out.append(kops.window_attention_config(q, q, Meta((2, 100, H, 64), "bf16"), None,
+                                            window_sizes=Meta((100,), "i32")))
     return out  # (kda.prebuild drops repeats)
 
 
@@ -143,7 +146,20 @@ def part_opcheck(torch, kda):
                               test_utils=checks)
     except Exception as e:  # noqa: BLE001
         problems.append(f"window_attention: {type(e).__name__}: {str(e)[:300]}")
-    return problems, "4 ops: schema, fake tensors"
+    # Per-position windows: the op with window_sizes (window 0), and sizes all
+    # 32 give the one-window result.
+    sizes = torch.full((100,), 32, dtype=torch.int32, device="cuda")
+    try:
+        torch.library.opcheck(torch.ops.kda.window_attention, (w["q"], w["k"], w["v"], 0, None, None, sizes),
+                              test_utils=checks)
+        o_pos = torch.ops.kda.window_attention(w["q"], w["k"], w["v"], 0, None, None, sizes)
+        o_one = torch.ops.kda.window_attention(w["q"], w["k"], w["v"], 32, None, None)
+        err = (o_pos.float() - o_one.float()).abs().max().item()
+        if err > 1e-2:
+            problems.append(f"window_attention window_sizes = 32 everywhere differs from window 32 by {err:.3g}")
+    except Exception as e:  # noqa: BLE001
+        problems.append(f"window_attention window_sizes: {type(e).__name__}: {str(e)[:300]}")
+    return problems, "4 ops: schema, fake tensors (window_attention with and without window_sizes)"
 
 
 def part_compile(torch, kda):

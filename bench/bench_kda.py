@@ -116,8 +116,10 @@ class Case:
     with HK heads (GQA where HK < H)."""
 
     def __init__(self, name, kind, H, B=1, T=None, seqlens=None, N=None, boundary=False, tokens=1,
-                 variant="lb", window=None, HK=None):
+                 variant="lb", window=None, HK=None, dim=None):
         self.name, self.kind, self.H = name, kind, H
+        # Head dimension K = V: BENCH.md's 128 unless a window case names another.
+        self.dim = dim or KV
         self.variant = variant
         self.window, self.HK = window, HK or H
         self.B, self.T, self.seqlens, self.N = B, T, seqlens, N
@@ -141,7 +143,7 @@ class Case:
 
     def floor(self):
         """(floor ms, bytes, flops) by BENCH.md's formula."""
-        H, K, V = self.H, KV, KV
+        H, K, V = self.H, self.dim, self.dim
         if self.kind == "window":
             # q, k, v, o once; 2 (K + V) flops per (query, key) pair the window holds
             tokens = sum(self.lengths())
@@ -209,6 +211,8 @@ def all_cases():
         Case("window gqa T=8192 H=32 HK=8 W=512", "window", 32, B=1, T=8192, window=512, HK=8),
         Case("window varlen6 H=32 W=1024", "window", 32, seqlens=VARLEN6, window=1024),
         Case("window 8x4096 H=32 W=4096", "window", 32, B=8, T=4096, window=4096),
+        # Heads of 256 (Gemma's local attention layers): wgmma with Q in shared memory too.
+        Case("window d256 T=8192 H=16 W=512", "window", 16, B=1, T=8192, window=512, dim=256),
     ]
     return cases
 
@@ -230,7 +234,7 @@ class Meta:
 
 
 def kda_config(case, chunk=None):
-    H, K, V, B, T = case.H, KV, KV, case.B, case.T
+    H, K, V, B, T = case.H, case.dim, case.dim, case.B, case.T
     dt = input_dtype(case)
     q = Meta((B, T, H, K), dt)
     v = Meta((B, T, H, V), dt)
@@ -360,7 +364,7 @@ def make_set(case, torch, seed):
     """One input set on the GPU: raw gate and beta logits (the kernels apply the prologue)."""
     dev = "cuda"
     gen = torch.Generator(device=dev).manual_seed(seed)
-    H, K, V, B, T = case.H, KV, KV, case.B, case.T
+    H, K, V, B, T = case.H, case.dim, case.dim, case.B, case.T
     bf = torch.bfloat16
 
     def randn(shape, scale=1.0, dtype=bf):
@@ -438,7 +442,7 @@ class Runner:
         chunk_kda, frk, frk_fwd = self.fla
         if c.kind == "window":
             from fla.ops.attn.parallel import parallel_attn
-            return parallel_attn(x["q"], x["k"], x["v"], scale=KV ** -0.5, window_size=c.window,
+            return parallel_attn(x["q"], x["k"], x["v"], scale=c.dim ** -0.5, window_size=c.window,
                                  cu_seqlens=x.get("cu"))
         if c.kind == "fwd":
             extra = {"return_intermediate_states": True} if c.boundary else {}

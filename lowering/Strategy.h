@@ -69,7 +69,7 @@ std::string decodeLanesRefusal(DecodePassAttr decodePass, int64_t warpSize);
 /// The same for the register window kernel (kda.window_pass) of a kernel
 /// with these argument types.
 std::string windowLanesRefusal(WindowPassAttr windowPass,
-                               TypeRange argumentTypes);
+                               TypeRange argumentTypes, bool chipHasWgmma);
 
 /// The window lane kernel's matrix instruction: wgmma where the chip has it
 /// and K and V are multiples of 64 (its shared tiles' 128-byte swizzle),

@@ -11,7 +11,8 @@
 //
 //   * one block of 4 warps (a warpgroup) per (64 queries, output head,
 //     sequence); each warp holds 16 query rows: Q as the A operand (from
-//     registers on either instruction), the scores, the running
+//     registers; on wgmma with K or V past 128, heads up to 256, Q stays in
+//     the shared swizzle instead), the scores, the running
 //     max / sum and the output accumulator, all in registers (the
 //     accumulator's and the A operand's layouts hold the same elements per
 //     lane, so P goes from scores to operand without a shuffle);
@@ -115,6 +116,10 @@ struct WindowProgram : LaneBuilder {
   Value flat, pad; // wgmma: the buffer and its alignment pad (elements)
   /// K / V blocks in shared memory: this one and stages - 1 in flight.
   int64_t stages = 2;
+  /// wgmma with K or V past 128: Q too stays in shared memory (the swizzle,
+  /// before the stages), read by descriptors: its registers and the
+  /// accumulator's would not fit together.
+  bool qShared = false;
   Value q, k, v, o, cu, sizes;
   Value lane, warp, tid;
   std::string failure;
@@ -142,12 +147,15 @@ struct WindowProgram : LaneBuilder {
   }
 
   /// What one thread copies of a K or V block, planned once per program:
-  /// 16-byte pieces of column `col` of rows r0, r0 + rowsPerPass, ... (the
-  /// block's threads cover a row every perRow threads), read from the
-  /// tensor flattened to 1-D at rowBase + position * stride.
+  /// 16-byte pieces of columns col + 128 h (h < halves) of rows r0,
+  /// r0 + rowsPerPass, ... (a row every min(perRow, 16) threads), read from
+  /// the tensor flattened to 1-D at rowBase + 128 h + position * stride.
+  /// rowsPerPass is a multiple of 8, so every piece of a thread keeps r0's
+  /// swizzle: piece i of half h lands at dstBase[h] + i rowsPerPass 64.
   struct CopyPlan {
-    Value flatSrc, rowBase, stride, r0, col, dstBase;
-    int64_t rowsPerPass = 0;
+    Value flatSrc, rowBase, stride, r0, col;
+    SmallVector<Value, 2> dstBase;
+    int64_t rowsPerPass = 0, halves = 1;
     bool isV = false;
   };
 
@@ -155,10 +163,12 @@ struct WindowProgram : LaneBuilder {
                     int64_t width, bool isV) {
     CopyPlan p;
     p.isV = isV;
-    const int64_t perRow = width / 8; // 16-byte pieces; width <= 128
-    p.rowsPerPass = kWarps * 32 / perRow;
-    p.r0 = arith::DivUIOp::create(b, tid, idx(perRow));
-    p.col = mul(arith::RemUIOp::create(b, tid, idx(perRow)), 8);
+    const int64_t perRow = width / 8; // 16-byte pieces
+    const int64_t threadsPerRow = std::min<int64_t>(perRow, 16);
+    p.halves = perRow / threadsPerRow; // 256-wide rows: two 128-wide halves
+    p.rowsPerPass = kWarps * 32 / threadsPerRow;
+    p.r0 = arith::DivUIOp::create(b, tid, idx(threadsPerRow));
+    p.col = mul(arith::RemUIOp::create(b, tid, idx(threadsPerRow)), 8);
     auto type = cast<MemRefType>(src.getType());
     p.flatSrc = memref::CollapseShapeOp::create(
         b, src, ArrayRef<ReassociationIndices>{{0, 1, 2, 3}});
@@ -166,7 +176,7 @@ struct WindowProgram : LaneBuilder {
     Value heads = memref::DimOp::create(b, src, 2);
     p.stride = mul(heads, type.getDimSize(3));
     // ((row T + start) H + head) width + col: position 0 of this thread's
-    // piece.
+    // first piece.
     p.rowBase = add(mul(add(arith::MulIOp::create(
                                 b, add(arith::MulIOp::create(b, row, tokens),
                                        start),
@@ -174,11 +184,10 @@ struct WindowProgram : LaneBuilder {
                             head),
                         width),
                     p.col);
-    // wgmma: rows r0 + i rowsPerPass keep r0's swizzle (rowsPerPass is a
-    // multiple of 8), so piece i lands rowsPerPass 64 elements after the
-    // first.
     if (wgmma)
-      p.dstBase = LaneTileBuilder::swizzledOffset(b, p.r0, p.col, kKeys);
+      for (int64_t h = 0; h < p.halves; ++h)
+        p.dstBase.push_back(LaneTileBuilder::swizzledOffset(
+            b, p.r0, add(p.col, 128 * h), kKeys));
     return p;
   }
 
@@ -191,7 +200,7 @@ struct WindowProgram : LaneBuilder {
     for (const CopyPlan &p : plans) {
       Value stageBase;
       if (wgmma)
-        stageBase = add(add(pad, stageOffset(stage, p.isV)), p.dstBase);
+        stageBase = add(pad, stageOffset(stage, p.isV));
       for (int64_t i = 0; i < kKeys / p.rowsPerPass; ++i) {
         Value r = add(p.r0, i * p.rowsPerPass);
         Value token = add(k0, r);
@@ -199,22 +208,28 @@ struct WindowProgram : LaneBuilder {
         Value at = add(p.rowBase, arith::MulIOp::create(
                                       b, minu(token, last), p.stride));
         Value count = select(valid, idx(8), idx(0));
-        SmallVector<Value> to = {stage, r, p.col};
-        if (wgmma)
-          to = {add(stageBase, i * p.rowsPerPass * 64)};
-        nvgpu::DeviceAsyncCopyOp::create(
-            b, nvgpu::DeviceAsyncTokenType::get(b.getContext()),
-            wgmma ? flat : (p.isV ? vs : ks), to, p.flatSrc, ValueRange{at},
-            b.getIndexAttr(8), count, /*bypassL1=*/b.getUnitAttr());
+        for (int64_t h = 0; h < p.halves; ++h) {
+          SmallVector<Value> to = {stage, r, add(p.col, 128 * h)};
+          if (wgmma)
+            to = {add(add(stageBase, p.dstBase[h]), i * p.rowsPerPass * 64)};
+          nvgpu::DeviceAsyncCopyOp::create(
+              b, nvgpu::DeviceAsyncTokenType::get(b.getContext()),
+              wgmma ? flat : (p.isV ? vs : ks), to, p.flatSrc,
+              ValueRange{add(at, 128 * h)}, b.getIndexAttr(8), count,
+              /*bypassL1=*/b.getUnitAttr());
+        }
       }
     }
   }
+
+  /// wgmma: elements of Q's block before the stages (qShared).
+  int64_t qElems() const { return qShared ? kRows * K : 0; }
 
   /// wgmma: where stage `stage`'s K (or V) block starts in the flat buffer,
   /// in elements past the pad. A stage is K then V, 64 rows each; blocks of
   /// 64 rows x 64 elements are 8 KB, so every block stays 1024-aligned.
   Value stageOffset(Value stage, bool isV) {
-    Value s = mul(stage, kKeys * (K + V));
+    Value s = add(mul(stage, kKeys * (K + V)), qElems());
     return isV ? add(s, kKeys * K) : s;
   }
 
@@ -258,7 +273,7 @@ struct WindowProgram : LaneBuilder {
     // their 16-bit values exactly). Rows past the sequence read its last.
     const LaneLayout qL = LaneTileBuilder::mmaOperandA(kRows, K, kWarps);
     SmallVector<Value> qRegs;
-    for (int64_t r = 0; r < int64_t(qL.regs.size()); r += 2) {
+    for (int64_t r = 0; r < int64_t(qL.regs.size()) && !qShared; r += 2) {
       Value qi = minu(add(q0, tb.coordinate(qL, r, 0)), last);
       Value pair = vector::LoadOp::create(
           b, VectorType::get({2}, elem), q,
@@ -267,7 +282,7 @@ struct WindowProgram : LaneBuilder {
         qRegs.push_back(toF32(
             vector::ExtractOp::create(b, pair, ArrayRef<int64_t>{e})));
     }
-    Value qTile = tb.make(qL, qRegs);
+    Value qTile = qShared ? Value() : tb.make(qL, qRegs);
 
     // Each row's window (per-position sizes), as f32 for the filter.
     Value windows;
@@ -310,7 +325,7 @@ struct WindowProgram : LaneBuilder {
       // One buffer, 1024 bytes longer: the swizzle is a function of the
       // address bits, so the blocks start at a multiple of 1024 (the pad).
       flat = memref::AllocOp::create(
-          b, MemRefType::get({stages * kKeys * (K + V) + 512}, elem,
+          b, MemRefType::get({qElems() + stages * kKeys * (K + V) + 512}, elem,
                              MemRefLayoutAttrInterface{}, wg));
       sharedBase = arith::IndexCastUIOp::create(
           b, b.getI32Type(),
@@ -341,6 +356,37 @@ struct WindowProgram : LaneBuilder {
     // last block, so that group counts stay per block).
     const CopyPlan plans[] = {planCopy(k, row, start, kHead, K, false),
                               planCopy(v, row, start, vHead, V, true)};
+    if (qShared) {
+      // Q's rows (past the sequence: its last) into the swizzle, with the
+      // first block's group.
+      const int64_t perRow = K / 8;
+      Value qFlat = memref::CollapseShapeOp::create(
+          b, q, ArrayRef<ReassociationIndices>{{0, 1, 2, 3}});
+      Value heads = memref::DimOp::create(b, q, 2);
+      Value tokens = memref::DimOp::create(b, q, 1);
+      Value stride = mul(heads, K);
+      Value rowBase = mul(add(arith::MulIOp::create(
+                                  b, add(arith::MulIOp::create(b, row, tokens),
+                                         start),
+                                  heads),
+                              qHead),
+                          K);
+      for (int64_t i = 0; i < kRows * perRow / (kWarps * 32); ++i) {
+        Value c = add(tid, i * kWarps * 32);
+        Value r = arith::DivUIOp::create(b, c, idx(perRow));
+        Value col = mul(arith::RemUIOp::create(b, c, idx(perRow)), 8);
+        Value token = minu(add(q0, r), last);
+        Value at = add(add(rowBase, arith::MulIOp::create(b, token, stride)),
+                       col);
+        nvgpu::DeviceAsyncCopyOp::create(
+            b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), flat,
+            ValueRange{add(pad, LaneTileBuilder::swizzledOffset(b, r, col,
+                                                               kRows))},
+            qFlat, ValueRange{at}, b.getIndexAttr(8), Value(),
+            /*bypassL1=*/b.getUnitAttr());
+      }
+      qTile = tb.makeSwizzledShared(sharedBase, {kRows, K});
+    }
     for (int64_t i = 0; i + 1 < stages; ++i) {
       when(cmp(arith::CmpIPredicate::ule, add(kbFirst, i), kbLast), [&] {
         issue(ks, vs, idx(i), add(kbFirst, i), length, plans);
@@ -486,7 +532,8 @@ struct WindowRegistersPass
     auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
     if (!desc || !abi || func.isExternal() ||
         !kda::runsOnLanes(func, kda::windowLanesRefusal(
-                                    desc, func.getFunctionType().getInputs())))
+                                    desc, func.getFunctionType().getInputs(),
+                                    /*chipHasWgmma=*/false)))
       return;
     Type elem = operandType(func.getFunctionType().getInputs());
     std::optional<ProgramGrid> grid =
@@ -503,6 +550,7 @@ struct WindowRegistersPass
     WindowProgram prog(b, desc, elem);
     if (auto s = func->getAttrOfType<StrategyAttr>(kda::kStrategyAttr))
       prog.wgmma = s.getInstruction() == "wgmma";
+    prog.qShared = prog.wgmma && (prog.K > 128 || prog.V > 128);
     auto byName = [&](StringRef name) {
       return kda::abiArgument(func, abi, name);
     };
@@ -586,7 +634,8 @@ struct WindowRegistersPass
 } // namespace
 
 std::string mlir::kda::windowLanesRefusal(WindowPassAttr windowPass,
-                                          TypeRange argumentTypes) {
+                                          TypeRange argumentTypes,
+                                          bool chipHasWgmma) {
   if (!windowPass)
     return "its description (kda.window_pass) is missing";
   if (!operandType(argumentTypes))
@@ -594,12 +643,16 @@ std::string mlir::kda::windowLanesRefusal(WindowPassAttr windowPass,
            "products are bf16 / fp16 mma.sync; fp32 keeps the tile lowering "
            "and its 1e-4 bar)";
   const int64_t K = windowPass.getKeyDim(), V = windowPass.getValueDim();
-  if (K % 16 != 0 || V % 16 != 0 || K > 128 || V > 128) {
+  // Up to 128 on either instruction; up to 256 where the chip has wgmma and
+  // both are multiples of 64 (Q then stays in shared memory as well).
+  const bool wide = chipHasWgmma && K % 64 == 0 && V % 64 == 0 && K <= 256 &&
+                    V <= 256;
+  if (!wide && (K % 16 != 0 || V % 16 != 0 || K > 128 || V > 128)) {
     std::string why;
     llvm::raw_string_ostream os(why);
     os << "K = " << K << ", V = " << V
        << " are not multiples of 16 up to 128 (the register tiles of 64 "
-          "queries)";
+          "queries), nor, on a chip with wgmma, multiples of 64 up to 256";
     return why;
   }
   return "";

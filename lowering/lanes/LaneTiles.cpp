@@ -615,9 +615,10 @@ Value LaneTileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
       shared.count(a.getAsOpaquePointer())) {
     const int64_t M = transA ? sa[1] : sa[0], K = transA ? sa[0] : sa[1],
                   N = transB ? sb[0] : sb[1];
-    if (transA || shared.count(a.getAsOpaquePointer()))
-      return fail("a product whose A operand is in shared memory or "
-                  "transposed",
+    auto shA = shared.find(a.getAsOpaquePointer());
+    if (transA || (shA != shared.end() && !shA->second.address))
+      return fail("a product whose A operand is transposed or in shared "
+                  "memory other than the 128-byte swizzle",
                   {M, N});
     if ((transB ? sb[1] : sb[0]) != K)
       return fail("a product whose inner dimensions differ", {M, N});
@@ -884,13 +885,25 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
                 "m16n8k16 tiles over the block's warps",
                 {M, N});
   const int64_t MT = M / (16 * warps), KT = K / 16, NT = N / 8;
-  SmallVector<Value> aRegs = convertLayout(a, mmaOperandA(M, K, warps));
   SmallVector<Value> initRegs;
   if (init)
     initRegs = convertLayout(init, mmaAccumulator(M, N, warps));
+  auto sh = shared.find(bTile.getAsOpaquePointer());
+  auto shA = shared.find(a.getAsOpaquePointer());
+  if (shA != shared.end()) {
+    // A read by wgmma from the swizzle too (its rows too many registers).
+    if (sh == shared.end() || !sh->second.address || !shA->second.address)
+      return fail("a product whose A operand is in shared memory and B is "
+                  "not in the 128-byte swizzle",
+                  {M, N});
+    if (!error.empty())
+      return fail("", {M, N});
+    return wgmmaProduct({}, initRegs, sh->second, transB, M, K, N,
+                        &shA->second);
+  }
+  SmallVector<Value> aRegs = convertLayout(a, mmaOperandA(M, K, warps));
   if (!error.empty())
     return fail("", {M, N});
-  auto sh = shared.find(bTile.getAsOpaquePointer());
   if (sh != shared.end() && sh->second.address)
     return wgmmaProduct(aRegs, initRegs, sh->second, transB, M, K, N);
   auto aFrag = [&](int64_t mt, int64_t kt) {
@@ -1013,7 +1026,8 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
 Value LaneTileBuilder::wgmmaProduct(ArrayRef<Value> aRegs,
                                     SmallVector<Value> acc,
                                     const SharedTile &t, bool transB,
-                                    int64_t M, int64_t K, int64_t N) {
+                                    int64_t M, int64_t K, int64_t N,
+                                    const SharedTile *aTile) {
   // One warpgroup (4 warps) per 64 rows: warp w's 16 rows of mmaOperandA
   // and mmaAccumulator are rows 16 (w % 4) of its warpgroup's m64 tile,
   // with mma.sync's fragment layouts (PTX: wgmma register fragments).
@@ -1030,6 +1044,11 @@ Value LaneTileBuilder::wgmmaProduct(ArrayRef<Value> aRegs,
     return fail("a wgmma B operand whose shared tile is not in 64-column "
                 "blocks of 8-row groups",
                 {M, N});
+  // An A operand in shared memory: [M, K] K-major in the same form.
+  if (aTile && (aTile->shape[0] != M || aTile->shape[1] != K || K % 64 != 0))
+    return fail("a wgmma A operand whose shared tile is not [M, K] in "
+                "64-column blocks",
+                {M, N});
   Type i32 = b.getI32Type(), i64 = b.getI64Type(), f32t = f32();
   auto c64 = [&](int64_t v) {
     return arith::ConstantOp::create(b, b.getI64IntegerAttr(v));
@@ -1040,17 +1059,33 @@ Value LaneTileBuilder::wgmmaProduct(ArrayRef<Value> aRegs,
   // either way; the leading offset is the next 64-column block for
   // N-major (unused K-major, where a k step stays in one block).
   const int64_t lbo = transB ? 16 : rows * 128, sbo = 1024;
-  Value start = arith::ExtUIOp::create(
-      b, i64,
-      arith::ShRUIOp::create(
-          b,
-          arith::AndIOp::create(b, t.address,
-                                arith::ConstantOp::create(
-                                    b, b.getI32IntegerAttr(0x3FFFF))),
-          arith::ConstantOp::create(b, b.getI32IntegerAttr(4))));
-  Value base = arith::OrIOp::create(
-      b, start,
-      c64(((lbo >> 4) << 16) | ((sbo >> 4) << 32) | (int64_t(1) << 62)));
+  auto descriptor = [&](Value address, int64_t leading) -> Value {
+    Value start = arith::ExtUIOp::create(
+        b, i64,
+        arith::ShRUIOp::create(
+            b,
+            arith::AndIOp::create(b, address,
+                                  arith::ConstantOp::create(
+                                      b, b.getI32IntegerAttr(0x3FFFF))),
+            arith::ConstantOp::create(b, b.getI32IntegerAttr(4))));
+    return arith::OrIOp::create(b, start,
+                                c64(((leading >> 4) << 16) |
+                                    ((sbo >> 4) << 32) | (int64_t(1) << 62)));
+  };
+  Value base = descriptor(t.address, lbo);
+  // A from shared memory: each warpgroup's 64 rows, K-major.
+  Value aBase;
+  if (aTile) {
+    Value group = arith::IndexCastUIOp::create(
+        b, i32, arith::DivUIOp::create(b, warp, index(4)));
+    aBase = descriptor(
+        arith::AddIOp::create(
+            b, aTile->address,
+            arith::MulIOp::create(
+                b, group,
+                arith::ConstantOp::create(b, b.getI32IntegerAttr(64 * 128)))),
+        16);
+  }
   const int64_t KT = K / 16, regsOut = N / 2;
   if (acc.empty())
     acc.assign(regsOut, constantF32(0.0));
@@ -1063,13 +1098,17 @@ Value LaneTileBuilder::wgmmaProduct(ArrayRef<Value> aRegs,
      << ty << " {";
   for (int64_t i = 0; i < regsOut; ++i)
     os << (i ? "," : "") << "$" << i;
-  os << "}, {$" << regsOut << ",$" << regsOut + 1 << ",$" << regsOut + 2
-     << ",$" << regsOut + 3 << "}, $" << regsOut + 4 << ", 1, 1, 1, "
-     << (transB ? 0 : 1) << ";";
+  if (aTile)
+    os << "}, $" << regsOut << ", $" << regsOut + 1 << ", 1, 1, 1, 0, "
+       << (transB ? 0 : 1) << ";";
+  else
+    os << "}, {$" << regsOut << ",$" << regsOut + 1 << ",$" << regsOut + 2
+       << ",$" << regsOut + 3 << "}, $" << regsOut + 4 << ", 1, 1, 1, "
+       << (transB ? 0 : 1) << ";";
   std::string constraints;
   for (int64_t i = 0; i < regsOut; ++i)
     constraints += "=f,";
-  constraints += "r,r,r,r,l";
+  constraints += aTile ? "l,l" : "r,r,r,r,l";
   for (int64_t i = 0; i < regsOut; ++i)
     constraints += "," + std::to_string(i);
   auto resultType = LLVM::LLVMStructType::getLiteral(
@@ -1080,7 +1119,12 @@ Value LaneTileBuilder::wgmmaProduct(ArrayRef<Value> aRegs,
   for (int64_t kt = 0; kt < KT; ++kt) {
     SmallVector<Value> &operands = stepOperands.emplace_back();
     const int64_t abase = kt * 8;
-    for (int64_t e = 0; e < 8; e += 2) {
+    if (aTile)
+      operands.push_back(arith::AddIOp::create(
+          b, aBase,
+          c64(((16 * kt / 64) * aTile->shape[0] * 128 + (16 * kt % 64) * 2) >>
+              4)));
+    for (int64_t e = 0; e < 8 && !aTile; e += 2) {
       Value reg = packPair(aRegs[abase + e], aRegs[abase + e + 1]);
       if (reg.getType() != i32)
         reg = vector::ExtractOp::create(

@@ -204,9 +204,10 @@ private:
   };
   /// The wgmma form of mmaProduct: A's registers in mmaOperandA's layout,
   /// `acc` in mmaAccumulator's.
+  /// `aTile`: A read from a swizzled shared tile instead (aRegs empty).
   Value wgmmaProduct(ArrayRef<Value> aRegs, SmallVector<Value> acc,
                      const SharedTile &t, bool transB, int64_t M, int64_t K,
-                     int64_t N);
+                     int64_t N, const SharedTile *aTile = nullptr);
   std::map<const void *, SharedTile> shared;
   Type mmaType;
 

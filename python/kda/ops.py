@@ -655,6 +655,23 @@ def chunk_kda(
     if kwargs:
         raise TypeError(f"kda.chunk_kda: unknown keyword arguments {sorted(kwargs)}")
 
+    # A call whose configuration follows from shapes, dtypes, strides,
+    # devices and options alone (no boundary states: their counts read
+    # cu_seqlens' values) keeps a plan per all of them, as decode does: a
+    # repeated call skips the argument checks, the bundle look-up and the
+    # tensor marshalling it already did (_ChunkPlan).
+    plan = key = None
+    if boundary_interval is None and table is None and not fla_h:
+        key = (_tensor_key(q), _tensor_key(k), _tensor_key(v), _tensor_key(g), _tensor_key(beta),
+               _tensor_key(initial_state), _tensor_key(cu_seqlens), _tensor_key(A_log),
+               _tensor_key(dt_bias), scale, output_final_state, use_qk_l2norm_in_kernel,
+               use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate, lower_bound,
+               state_v_first, chunk_size, os.environ.get("KDA_CHIP"), os.environ.get("KDA_BUNDLE_PATH"),
+               os.environ.get("KDA_TUNING_DB"))
+        plan = _chunk_plans.get(key)
+    if plan is not None:
+        return _run_gated_delta(plan.cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias,
+                                cu_seqlens_cpu=cu_seqlens_cpu, plan=plan)
     cfg = chunk_kda_config(q, k, v, g, beta, scale=scale, initial_state=initial_state,
                            output_final_state=output_final_state,
                            use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
@@ -669,8 +686,15 @@ def chunk_kda(
                            return_intermediate_states=fla_h)
     if table is not None:
         _check_boundary_pool(cfg, q, v, cu_seqlens, table, pool)
-    return _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias,
-                            cu_seqlens_cpu=cu_seqlens_cpu, fla_h=fla_h, table=table, pool=pool)
+    if key is not None:
+        plan = _ChunkPlan(cfg)
+    result = _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias,
+                              cu_seqlens_cpu=cu_seqlens_cpu, fla_h=fla_h, table=table, pool=pool, plan=plan)
+    if key is not None:
+        if len(_chunk_plans) >= 256:
+            _chunk_plans.clear()
+        _chunk_plans[key] = plan
+    return result
 
 
 def _check_boundary_pool(cfg, q, v, cu_seqlens, table, pool):
@@ -703,12 +727,15 @@ def _sequence_lengths(cu_seqlens, cu_seqlens_cpu):
 
 
 def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias,
-                     cu_seqlens_cpu=None, fla_h=False, table=None, pool=None):
+                     cu_seqlens_cpu=None, fla_h=False, table=None, pool=None, plan=None):
     import torch
     _check_no_grad(q, k, v, g, beta, initial_state, A_log, dt_bias)
     if q.device.type != "cuda":
         raise ValueError(f"kda: inputs must be CUDA tensors, q is on {q.device}")
-    chip = chip_for_device(q.device)
+    if plan is not None and plan.chip is not None:
+        chip = plan.chip
+    else:
+        chip = chip_for_device(q.device)
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
@@ -764,14 +791,22 @@ def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt
     # The tuning database's tile for this shape bucket (kda.tune), if any;
     # else the shape policy's (kda.tune.shape_policy_tile: V blocks by how
     # many (sequence, head) programs the chip holds at once).
-    T_seq = T if cu_seqlens is None else max(1, (B * T) // max(1, N))
-    tile = _tune.tuned_tile(cfg, chip, T_seq, N, HV)
-    if tile is None:
-        tile = _tune.shape_policy_tile(cfg, chip, N, HV, _multiprocessors(q.device))
-    if tile is not None and interval and interval % tile["chunk"]:
-        tile = None  # the bundle's own chunk divides the interval (validated)
-    with torch.cuda.device(q.device):
-        _launch(cfg, chip, named, tile)
+    if plan is not None and plan.chip is not None:
+        with torch.cuda.device(q.device):
+            _launch_planned(plan, named)
+    else:
+        T_seq = T if cu_seqlens is None else max(1, (B * T) // max(1, N))
+        tile = _tune.tuned_tile(cfg, chip, T_seq, N, HV)
+        if tile is None:
+            tile = _tune.shape_policy_tile(cfg, chip, N, HV, _multiprocessors(q.device))
+        if tile is not None and interval and interval % tile["chunk"]:
+            tile = None  # the bundle's own chunk divides the interval (validated)
+        with torch.cuda.device(q.device):
+            _launch(cfg, chip, named, tile)
+        if plan is not None:
+            # Only a call that launched makes a plan (the tile and bundle are
+            # the ones it used).
+            plan.chip, plan.tile = chip, tile
     if o.dtype != q.dtype:
         o = o.to(q.dtype)
     if boundary is None:
@@ -1027,6 +1062,50 @@ def _ragged_multi_token(q, k, v, g, beta, A_log, dt_bias, scale, pool, cu_seqlen
     o = torch.empty((total + 1,) + tuple(o_pad.shape[2:]), dtype=o_pad.dtype, device=dev)
     o.index_copy_(0, dst, o_pad.reshape((N * T,) + tuple(o_pad.shape[2:])))
     return o[:total].unsqueeze(0), pool
+
+
+class _ChunkPlan:
+    """A chunk_kda configuration and, after its first launch, the chip, the
+    tile, the bundle, the workspace size and the marshalled tensor array
+    (whose data pointers each call rebinds)."""
+
+    __slots__ = ("cfg", "chip", "tile", "resolved", "names", "nbytes", "marshalled", "lock")
+
+    def __init__(self, cfg):
+        self.cfg, self.chip, self.tile, self.resolved = cfg, None, None, None
+        self.names = self.nbytes = self.marshalled = None
+        self.lock = threading.Lock()  # one marshalled array: rebind and launch together
+
+
+_chunk_plans: Dict[Any, _ChunkPlan] = {}
+
+
+def _launch_planned(plan, named):
+    """_launch for a planned chunk_kda call: the same bundle and tile as the
+    call that made the plan; the plan's key fixes every shape, stride, dtype
+    and device, so only the data pointers change."""
+    import torch
+    if plan.resolved is None:
+        plan.resolved = _bundle_for(plan.cfg, plan.chip, plan.tile)
+        bundle, kernel, _ = plan.resolved
+        plan.names = [p["name"] for p in bundle.tensor_params(kernel)]
+    bundle, kernel, used_tile = plan.resolved
+    _record_launch(bundle, kernel, plan.tile, used_tile)
+    tensors = [named.get(n) for n in plan.names]
+    if any(t is None for t in tensors):
+        return _launch(plan.cfg, plan.chip, named, plan.tile)  # names what is missing
+    if plan.nbytes is None:
+        plan.nbytes = bundle.workspace_bytes(kernel, tensors)
+    workspace = (torch.empty(plan.nbytes, dtype=torch.uint8, device=tensors[0].device)
+                 if plan.nbytes else None)
+    device = torch.cuda.current_device()
+    with plan.lock:
+        if plan.marshalled is None:
+            plan.marshalled = (_Marshalled(bundle._order(kernel, tensors)), kernel.encode())
+        else:
+            plan.marshalled[0].rebind(tensors)
+        m, name = plan.marshalled
+        bundle.launch_marshalled(name, m, device, workspace=workspace)
 
 
 class _DecodePlan:

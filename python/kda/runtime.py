@@ -411,15 +411,26 @@ class Bundle:
             _raise(self._lib, status, f"kda_entry_workspace_bytes({name})")
         return int(out.value)
 
-    def launch_marshalled(self, kernel: bytes, m: _Marshalled, device: int) -> None:
+    def launch_marshalled(self, kernel: bytes, m: _Marshalled, device: int, workspace: Any = None) -> None:
         """kda_launch of an already marshalled tensor array (kernel name
         encoded) on the current stream of `device`: the per-call path of
-        repeated launches with the same shapes (decode steps)."""
+        repeated launches with the same shapes (decode steps, planned
+        chunk_kda calls). ``workspace``: a device tensor for an entry's
+        workspaces (kda_launch_with_workspace)."""
         handle = _stream_handle(None, device)
-        status = self._lib.kda_launch(self._handle, kernel, m.array, m.count,
-                                      ctypes.c_void_p(handle) if handle else None)
+        stream_arg = ctypes.c_void_p(handle) if handle else None
+        if workspace is None:
+            status = self._lib.kda_launch(self._handle, kernel, m.array, m.count, stream_arg)
+            call = "kda_launch"
+        else:
+            self._need_entries("kda_launch_with_workspace")
+            ptr = int(workspace.data_ptr())
+            size = int(workspace.numel()) * int(workspace.element_size())
+            status = self._lib.kda_launch_with_workspace(self._handle, kernel, m.array, m.count,
+                                                         ctypes.c_void_p(ptr) if ptr else None, size, stream_arg)
+            call = "kda_launch_with_workspace"
         if status != 0:
-            _raise(self._lib, status, f"kda_launch({kernel.decode()})")
+            _raise(self._lib, status, f"{call}({kernel.decode()})")
 
     def launch(self, kernel: str, tensors: Union[Sequence[Any], Mapping[str, Any]],
                stream: Any = None, workspace: Any = None) -> None:

@@ -122,6 +122,28 @@ func.func @wgmma(%q: memref<?x?x?x128xbf16>, %k: memref<?x?x?x128xbf16>, %v: mem
 
 // -----
 
+// Heads of 256 on wgmma: Q too is copied into the swizzle (before the
+// stages: 64 x 256 + 2 x 64 x (256 + 256) elements, plus the alignment pad)
+// and read by a descriptor: Q K^T takes both operands from shared memory,
+// P V (m64n256k16) A from registers. Rows of 256 are copied as two halves
+// of 128 per thread.
+// CHECK-LABEL: func.func @wgmma_d256
+// CHECK: memref.alloc() : memref<82432xbf16, #gpu.address_space<workgroup>>
+// CHECK: scf.for
+// CHECK: llvm.inline_asm has_side_effects "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {{.*}}}, $32, $33, 1, 1, 1, 0, 0;"
+// CHECK: llvm.inline_asm has_side_effects "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {{.*}}}, {$128,$129,$130,$131}, $132, 1, 1, 1, 1;"
+func.func @wgmma_d256(%q: memref<?x?x?x256xbf16>, %k: memref<?x?x?x256xbf16>, %v: memref<?x?x?x256xbf16>, %o: memref<?x?x?x256xbf16>) attributes {kda.abi = [{dims = ["B", "T", "HQ", 256], name = "q"}, {dims = ["B", "T", "HK", 256], name = "k"}, {dims = ["B", "T", "HV", 256], name = "v"}, {dims = ["B", "T", "HO", 256], name = "o"}], kda.kernel, kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wgmma">, kda.window_pass = #kda.window_pass<key_dim = 256, value_dim = 256, window = 512, scale = 0.0625 : f64, varlen = false>} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %b = memref.dim %o, %c0 : memref<?x?x?x256xbf16>
+  %h = memref.dim %o, %c2 : memref<?x?x?x256xbf16>
+  scf.forall (%n, %head) in (%b, %h) {
+  }
+  return
+}
+
+// -----
+
 // The tile strategy (fp32 here) leaves the kernel alone.
 // CHECK-LABEL: func.func @tiles
 // CHECK-NOT: kda.explicit_threads

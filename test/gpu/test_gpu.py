@@ -465,6 +465,12 @@ def window_cases():
         WindowCase("bf16-k64-v128-window-W100-T257-H2", "bf16", 64, 100, B=2, T=257, HQ=2, V=128),
         WindowCase("bf16-k32-window-W17-T150-scale0.5", "bf16", 32, 17, B=1, T=150, HQ=2, scale=0.5),
         WindowCase("bf16-k128-window-W1-T129", "bf16", 128, 1, B=1, T=129, HQ=1),
+        # Heads of 256 (sm_90a: wgmma with Q in shared memory too): K = V, K != V both ways, GQA,
+        # varlen, fp16.
+        WindowCase("bf16-k256-window-W200-T700-gqa-HQ4-HK2", "bf16", 256, 200, B=2, T=700, HQ=4, HK=2),
+        WindowCase("f16-k256-v128-window-W64-varlen-100,3,270", "f16", 256, 64, seqlens=[100, 3, 270],
+                   HQ=2, V=128),
+        WindowCase("bf16-k64-v256-window-W512-T600-H2", "bf16", 64, 512, B=1, T=600, HQ=2, V=256),
         # Per-position (adaptive) windows: sizes 1 .. 2 W per token, dense and varlen, both index types.
         WindowCase("bf16-k128-window-per-position-W100-T400-gqa", "bf16", 128, 100, B=2, T=400, HQ=4, HK=2,
                    per_position="i32"),
@@ -501,6 +507,7 @@ def sanitize_cases():
         WindowCase("san-bf16-k64-window-W16-varlen-gqa", "bf16", 64, 16, seqlens=[20, 1, 45], HQ=2, HK=1),
         # The lane kernel's two shared stages, interior and edge blocks, a partial last block.
         WindowCase("san-bf16-k128-window-W100-T300-gqa", "bf16", 128, 100, B=1, T=300, HQ=2, HK=1),
+        WindowCase("san-bf16-k256-window-W100-T200", "bf16", 256, 100, B=1, T=200, HQ=2),
     ]
 
 

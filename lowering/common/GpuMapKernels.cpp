@@ -510,6 +510,25 @@ struct MapKernelsPass : kda::impl::KdaGpuMapKernelsBase<MapKernelsPass> {
         e = builder.getStringAttr(symbolName(s.getValue()));
       grid.push_back(*e);
     }
+    // A dimension that grows with the tokens (T or ceil(T / c): chunks,
+    // query blocks) is launched on x, which holds 2^31 - 1 blocks; y and z
+    // hold 65535, which a sequence of 2^20 tokens in chunks of 16 passes.
+    // Program ids keep the grid's order: only the block id each reads
+    // changes.
+    SmallVector<unsigned> blockDim = {0, 1, 2};
+    auto tokens = [](Attribute e) {
+      if (auto d = dyn_cast<DictionaryAttr>(e))
+        e = d.get("symbol");
+      auto s = dyn_cast_or_null<StringAttr>(e);
+      return s && s.getValue() == "T";
+    };
+    if (!grid.empty() && !tokens(grid[0]))
+      for (unsigned d = 1; d < grid.size(); ++d)
+        if (tokens(grid[d])) {
+          std::swap(blockDim[0], blockDim[d]);
+          std::swap(grid[0], grid[d]);
+          break;
+        }
     while (grid.size() < 3)
       grid.push_back(builder.getI64IntegerAttr(1));
 
@@ -545,7 +564,7 @@ struct MapKernelsPass : kda::impl::KdaGpuMapKernelsBase<MapKernelsPass> {
     const gpu::Dimension dims[] = {gpu::Dimension::x, gpu::Dimension::y,
                                    gpu::Dimension::z};
     for (auto [d, ub] : llvm::enumerate(forall.getMixedUpperBound())) {
-      Value id = gpu::BlockIdOp::create(b, loc, dims[d]);
+      Value id = gpu::BlockIdOp::create(b, loc, dims[blockDim[d]]);
       Value bound = getValueOrCreateConstantIndexOp(b, loc, ub);
       Value lb = getValueOrCreateConstantIndexOp(b, loc,
                                                  forall.getMixedLowerBound()[d]);

@@ -17,7 +17,7 @@
 // the inverse. Shared memory: norms 4 x 2 x 16, partials 4 x 2 x 16 x 17,
 // beta 16, L 16 x 20, A 4 x 16 x 20, beta Gamma K and beta V 2 x 4 x 16 x 40
 // f32 = 36160 bytes.
-// CHECK: {block = [128, 1, 1], dynamic_shared_memory = 36160 : i64, grid = ["B", {ceil_div = 16 : i64, symbol = "T"}, "HV"], module = "kda_gated_delta_kernel_intra_module", name = "kda_gated_delta_kernel_intra", params = [{alignment = 16 : i64, dtype = "bf16", kind = "tensor", name = "q"
+// CHECK: {block = [128, 1, 1], dynamic_shared_memory = 36160 : i64, grid = [{ceil_div = 16 : i64, symbol = "T"}, "B", "HV"], module = "kda_gated_delta_kernel_intra_module", name = "kda_gated_delta_kernel_intra", params = [{alignment = 16 : i64, dtype = "bf16", kind = "tensor", name = "q"
 // CHECK-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
 // CHECK: llvm.load {{.*}} -> vector<8xbf16>
 // CHECK: nvvm.shfl.sync bfly

@@ -172,23 +172,26 @@ struct WindowProgram : LaneBuilder {
     auto type = cast<MemRefType>(src.getType());
     p.flatSrc = memref::CollapseShapeOp::create(
         b, src, ArrayRef<ReassociationIndices>{{0, 1, 2, 3}});
-    Value tokens = memref::DimOp::create(b, src, 1);
-    Value heads = memref::DimOp::create(b, src, 2);
-    p.stride = mul(heads, type.getDimSize(3));
-    // ((row T + start) H + head) width + col: position 0 of this thread's
-    // first piece.
-    p.rowBase = add(mul(add(arith::MulIOp::create(
-                                b, add(arith::MulIOp::create(b, row, tokens),
-                                       start),
-                                heads),
-                            head),
-                        width),
-                    p.col);
+    p.stride = mul(memref::DimOp::create(b, src, 2), type.getDimSize(3));
+    // Position 0 of this thread's first piece.
+    p.rowBase = add(sequenceStart(src, row, start, head), p.col);
     if (wgmma)
       for (int64_t h = 0; h < p.halves; ++h)
         p.dstBase.push_back(LaneTileBuilder::swizzledOffset(
             b, p.r0, add(p.col, 128 * h), kKeys));
     return p;
+  }
+
+  /// Where position 0 of sequence (row, start) and head `head` of a [B, T,
+  /// H, width] tensor is in its 1-D view: ((row T + start) H + head) width.
+  Value sequenceStart(Value src, Value row, Value start, Value head) {
+    Value tokens = memref::DimOp::create(b, src, 1);
+    Value heads = memref::DimOp::create(b, src, 2);
+    return mul(add(arith::MulIOp::create(
+                       b, add(arith::MulIOp::create(b, row, tokens), start),
+                       heads),
+                   head),
+               cast<MemRefType>(src.getType()).getDimSize(3));
   }
 
   /// Copies key block `kb` (positions 64 kb.. of the sequence) of k and v
@@ -362,15 +365,8 @@ struct WindowProgram : LaneBuilder {
       const int64_t perRow = K / 8;
       Value qFlat = memref::CollapseShapeOp::create(
           b, q, ArrayRef<ReassociationIndices>{{0, 1, 2, 3}});
-      Value heads = memref::DimOp::create(b, q, 2);
-      Value tokens = memref::DimOp::create(b, q, 1);
-      Value stride = mul(heads, K);
-      Value rowBase = mul(add(arith::MulIOp::create(
-                                  b, add(arith::MulIOp::create(b, row, tokens),
-                                         start),
-                                  heads),
-                              qHead),
-                          K);
+      Value stride = mul(memref::DimOp::create(b, q, 2), K);
+      Value rowBase = sequenceStart(q, row, start, qHead);
       for (int64_t i = 0; i < kRows * perRow / (kWarps * 32); ++i) {
         Value c = add(tid, i * kWarps * 32);
         Value r = arith::DivUIOp::create(b, c, idx(perRow));

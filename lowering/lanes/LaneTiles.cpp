@@ -813,25 +813,22 @@ LaneLayout LaneTileBuilder::mmaOperandB(int64_t k, int64_t cols,
 
 Value LaneTileBuilder::makeShared(Value buffer, ValueRange prefix,
                                   ArrayRef<int64_t> shape) {
+  return sharedHandle(SharedTile{buffer, SmallVector<Value>(prefix),
+                                 SmallVector<int64_t, 2>(shape), Value()});
+}
+
+Value LaneTileBuilder::sharedHandle(SharedTile tile) {
   Value zero = constantF32(0.0);
   Value handle = vector::FromElementsOp::create(
       b, VectorType::get({1}, f32()), ValueRange{zero});
-  shared[handle.getAsOpaquePointer()] =
-      SharedTile{buffer, SmallVector<Value>(prefix),
-                 SmallVector<int64_t, 2>(shape)};
+  shared[handle.getAsOpaquePointer()] = std::move(tile);
   return handle;
 }
 
 Value LaneTileBuilder::makeSwizzledShared(Value address,
                                           ArrayRef<int64_t> shape) {
-  Value zero = constantF32(0.0);
-  Value handle = vector::FromElementsOp::create(
-      b, VectorType::get({1}, f32()), ValueRange{zero});
-  SharedTile t;
-  t.shape.assign(shape.begin(), shape.end());
-  t.address = address;
-  shared[handle.getAsOpaquePointer()] = t;
-  return handle;
+  return sharedHandle(
+      SharedTile{Value(), {}, SmallVector<int64_t, 2>(shape), address});
 }
 
 Value LaneTileBuilder::swizzledOffset(ImplicitLocOpBuilder &b, Value row,

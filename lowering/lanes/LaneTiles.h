@@ -209,6 +209,9 @@ private:
                      const SharedTile &t, bool transB, int64_t M, int64_t K,
                      int64_t N, const SharedTile *aTile = nullptr);
   std::map<const void *, SharedTile> shared;
+  /// A handle for a tile that stays in shared memory (makeShared,
+  /// makeSwizzledShared).
+  Value sharedHandle(SharedTile tile);
   Type mmaType;
 
   int64_t warpSize, warps;

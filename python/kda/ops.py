@@ -659,7 +659,7 @@ def chunk_kda(
     # devices and options alone (no boundary states: their counts read
     # cu_seqlens' values) keeps a plan per all of them, as decode does: a
     # repeated call skips the argument checks, the bundle look-up and the
-    # tensor marshalling it already did (_ChunkPlan).
+    # tensor marshalling it already did (_Plan).
     plan = key = None
     if boundary_interval is None and table is None and not fla_h:
         key = (_tensor_key(q), _tensor_key(k), _tensor_key(v), _tensor_key(g), _tensor_key(beta),
@@ -687,7 +687,7 @@ def chunk_kda(
     if table is not None:
         _check_boundary_pool(cfg, q, v, cu_seqlens, table, pool)
     if key is not None:
-        plan = _ChunkPlan(cfg)
+        plan = _Plan(cfg)
     result = _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias,
                               cu_seqlens_cpu=cu_seqlens_cpu, fla_h=fla_h, table=table, pool=pool, plan=plan)
     if key is not None:
@@ -792,8 +792,7 @@ def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt
     # else the shape policy's (kda.tune.shape_policy_tile: V blocks by how
     # many (sequence, head) programs the chip holds at once).
     if plan is not None and plan.chip is not None:
-        with torch.cuda.device(q.device):
-            _launch_planned(plan, named)
+        _launch_planned(plan, named, _device_index(q.device))
     else:
         T_seq = T if cu_seqlens is None else max(1, (B * T) // max(1, N))
         tile = _tune.tuned_tile(cfg, chip, T_seq, N, HV)
@@ -1001,7 +1000,7 @@ def fused_recurrent_kda(
             ht = initial_state
         return o, ht
     if plan is None:
-        plan = _DecodePlan(cfg)
+        plan = _Plan(cfg)
     result = _run_decode(plan, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, ssm_state_indices,
                          read_state_indices)
     if len(_decode_plans) >= 256:
@@ -1064,10 +1063,10 @@ def _ragged_multi_token(q, k, v, g, beta, A_log, dt_bias, scale, pool, cu_seqlen
     return o[:total].unsqueeze(0), pool
 
 
-class _ChunkPlan:
-    """A chunk_kda configuration and, after its first launch, the chip, the
-    tile, the bundle, the workspace size and the marshalled tensor array
-    (whose data pointers each call rebinds)."""
+class _Plan:
+    """A chunk_kda or decode configuration and, after its first launch, the
+    chip, the tile, the bundle, the workspace size and the marshalled tensor
+    array (whose data pointers each call rebinds)."""
 
     __slots__ = ("cfg", "chip", "tile", "resolved", "names", "nbytes", "marshalled", "lock")
 
@@ -1077,13 +1076,11 @@ class _ChunkPlan:
         self.lock = threading.Lock()  # one marshalled array: rebind and launch together
 
 
-_chunk_plans: Dict[Any, _ChunkPlan] = {}
-
-
-def _launch_planned(plan, named):
-    """_launch for a planned chunk_kda call: the same bundle and tile as the
-    call that made the plan; the plan's key fixes every shape, stride, dtype
-    and device, so only the data pointers change."""
+def _launch_planned(plan, named, device):
+    """_launch for a planned call on CUDA device index `device`: the bundle
+    and tile of the plan; the plan's key fixes every shape, stride, dtype and
+    device (the inputs are made contiguous, the outputs are fresh), so the
+    tensor array is marshalled once and only its data pointers change."""
     import torch
     if plan.resolved is None:
         plan.resolved = _bundle_for(plan.cfg, plan.chip, plan.tile)
@@ -1098,27 +1095,29 @@ def _launch_planned(plan, named):
         plan.nbytes = bundle.workspace_bytes(kernel, tensors)
     workspace = (torch.empty(plan.nbytes, dtype=torch.uint8, device=tensors[0].device)
                  if plan.nbytes else None)
-    device = torch.cuda.current_device()
     with plan.lock:
         if plan.marshalled is None:
             plan.marshalled = (_Marshalled(bundle._order(kernel, tensors)), kernel.encode())
         else:
             plan.marshalled[0].rebind(tensors)
         m, name = plan.marshalled
-        bundle.launch_marshalled(name, m, device, workspace=workspace)
+        if device == torch.cuda.current_device():
+            bundle.launch_marshalled(name, m, device, workspace=workspace)
+        else:
+            with torch.cuda.device(device):
+                bundle.launch_marshalled(name, m, device, workspace=workspace)
 
 
-class _DecodePlan:
-    """A decode configuration and, after its first launch, its bundle."""
-
-    __slots__ = ("cfg", "chip", "resolved", "names", "marshalled", "lock")
-
-    def __init__(self, cfg):
-        self.cfg, self.chip, self.resolved, self.names, self.marshalled = cfg, None, None, None, None
-        self.lock = threading.Lock()  # one marshalled array: rebind and launch together
+_chunk_plans: Dict[Any, _Plan] = {}
+_decode_plans: Dict[Any, _Plan] = {}
 
 
-_decode_plans: Dict[Any, _DecodePlan] = {}
+def _device_index(device):
+    """The CUDA device index of a torch device ('cuda' alone: the current one)."""
+    if device.index is not None:
+        return device.index
+    import torch
+    return torch.cuda.current_device()
 
 
 def _tensor_key(t):
@@ -1131,12 +1130,10 @@ def _tensor_key(t):
 
 
 def _run_decode(plan, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indices, read_indices=None):
-    import torch
     _check_no_grad(q, k, v, g, beta, A_log, dt_bias)
     cfg = plan.cfg
     if plan.chip is None:
         plan.chip = chip_for_device(q.device)
-    chip = plan.chip
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     # One token per sequence: rows of [N, ...]; several: [N, T, ...].
@@ -1157,30 +1154,7 @@ def _run_decode(plan, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indice
              "indices": indices.to(q.device).contiguous(),
              "read_indices": read_indices.to(q.device).contiguous() if read_indices is not None else None,
              "o_init": o, "o": o, "state_pool": pool, "new_state_pool": pool}
-    if plan.resolved is None:
-        plan.resolved = _bundle_for(cfg, chip)
-        bundle, kernel, _ = plan.resolved
-        plan.names = [p["name"] for p in bundle.tensor_params(kernel)]
-    bundle, kernel, used_tile = plan.resolved
-    _record_launch(bundle, kernel, None, used_tile)
-    tensors = [named.get(n) for n in plan.names]
-    if any(t is None for t in tensors):
-        _launch(cfg, chip, named)  # names what is missing
-    # The plan's key fixes every shape, stride, dtype and device here (the
-    # reshaped inputs are contiguous, o is fresh): the tensor array is
-    # marshalled once and only its data pointers change.
-    device = q.device.index if q.device.index is not None else torch.cuda.current_device()
-    with plan.lock:
-        if plan.marshalled is None:
-            plan.marshalled = (_Marshalled(bundle._order(kernel, tensors)), kernel.encode())
-        else:
-            plan.marshalled[0].rebind(tensors)
-        m, name = plan.marshalled
-        if device == torch.cuda.current_device():
-            bundle.launch_marshalled(name, m, device)
-        else:
-            with torch.cuda.device(device):
-                bundle.launch_marshalled(name, m, device)
+    _launch_planned(plan, named, _device_index(q.device))
     return o.reshape(B, T, HV, V).to(q.dtype), pool
 
 

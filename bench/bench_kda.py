@@ -77,6 +77,9 @@ LOWER_BOUND = -5.0
 BF16 = 2
 CHECK_BAR = 1e-2            # relative RMSE ours vs FLA (both bf16 outputs; each ~1e-3..5e-3 off exact)
 VARLEN6 = [1300, 547, 2048, 963, 271, 3063]
+# Issue 22's serving prefill batch: 32 sequences, 31,960 tokens.
+VARLEN32 = [256, 1792, 512, 1024, 384, 2048, 768, 640, 1536, 300, 900, 1200, 450, 1900, 700, 1100,
+            260, 1650, 820, 980, 1400, 530, 1750, 610, 1300, 350, 2000, 880, 1150, 470, 1580, 720]
 
 # FLA-compatible keyword arguments shared by both libraries (BENCH.md's configuration).
 PROLOGUE = dict(use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
@@ -181,6 +184,11 @@ def all_cases():
         Case("fwd varlen6 T=8192 H=64", "fwd", 64, seqlens=VARLEN6),
         Case("fwd T=32768 H=32", "fwd", 32, B=1, T=32768),
         Case("fwd 8x4096 H=32", "fwd", 32, B=8, T=4096),
+        # Issue 22's shapes: a short sequence (the host path), a very long one, and a serving prefill
+        # batch of 32 sequences.
+        Case("fwd T=1024 H=32", "fwd", 32, B=1, T=1024),
+        Case("fwd T=131072 H=16", "fwd", 16, B=1, T=131072),
+        Case("fwd varlen32 H=32", "fwd", 32, seqlens=VARLEN32),
         Case("fwd-h T=8192 H=32", "fwd", 32, B=1, T=8192, boundary=True),
         Case("fwd-h varlen6 T=8192 H=64", "fwd", 64, seqlens=VARLEN6, boundary=True),
         # Every gate form, dtype and chunk a user calls (issue 21): each against FLA's same call.
@@ -428,6 +436,7 @@ class Runner:
     def __init__(self, case, torch, fla, kda_mod, sets, chunk):
         self.case, self.torch, self.fla, self.kda, self.sets = case, torch, fla, kda_mod, sets
         self.chunk = chunk
+        self.flashkda = None
         self.pool_fla = self.pool_kda = None
         if case.kind in ("decode", "decode-mtp"):
             gen = torch.Generator(device="cuda").manual_seed(7)
@@ -458,6 +467,18 @@ class Runner:
                            inplace_final_state=True, ssm_state_indices=x["idx"], **PROLOGUE)
         return frk(x["q"], x["k"], x["v"], x["g"], x["beta"], A_log=x["A_log"], dt_bias=x["dt_bias"],
                    initial_state=x["h0"], output_final_state=True, **PROLOGUE)
+
+    def flashkda_call(self, i):
+        """FlashKDA's fwd on the same inputs (lower-bound gate, bf16, K = V = 128): outputs
+        allocated per call, as FLA's and kda's are."""
+        x, c = self.sets[i], self.case
+        torch = self.torch
+        o = torch.empty_like(x["v"])
+        ht = torch.empty_like(x["h0"])
+        self.flashkda.fwd(x["q"], x["k"], x["v"], x["g"], x["beta"], c.dim ** -0.5, o, x["A_log"],
+                          x["dt_bias"].view(c.H, c.dim), LOWER_BOUND, initial_state=x["h0"],
+                          final_state=ht, cu_seqlens=x.get("cu"))
+        return o, ht
 
     def kda_call(self, i, pool=None):
         x, c = self.sets[i], self.case
@@ -527,6 +548,11 @@ class Runner:
             return res
         res["o_nonfinite"] = int((~torch.isfinite(o_k.float())).sum())
         res["o_rel_rmse"] = rel_rmse(torch, o_k, o_f)
+        if self.flashkda is not None:
+            o_x, s_x = self.flashkda_call(0)
+            torch.cuda.synchronize()
+            res["flashkda_o_rel_rmse"] = rel_rmse(torch, o_x, o_f)
+            res["flashkda_state_rel_rmse"] = rel_rmse(torch, s_x, s_f)
         if c.kind in ("decode", "decode-mtp"):
             idx = self.sets[0]["idx"].long().flatten()
             res["state_rel_rmse"] = rel_rmse(torch, pk[idx], pf[idx])
@@ -555,7 +581,8 @@ class Runner:
         if res["o_nonfinite"] or res["state_nonfinite"]:
             problems.append(f"{res['o_nonfinite']} o / {res['state_nonfinite']} state elements not "
                             f"written or not finite")
-        for key in ("o_rel_rmse", "state_rel_rmse", "h_rel_rmse"):
+        for key in ("o_rel_rmse", "state_rel_rmse", "h_rel_rmse", "flashkda_o_rel_rmse",
+                    "flashkda_state_rel_rmse"):
             if key in res and not res[key] <= CHECK_BAR:
                 problems.append(f"{key} {res[key]:.3e} > {CHECK_BAR:g}")
         if c.kind in ("decode", "decode-mtp") and not res["untouched_slots_equal"]:
@@ -585,6 +612,37 @@ def time_calls(torch, fn, nsets, warmup, reps):
     return per_call, s.elapsed_time(e) / reps
 
 
+def host_time(torch, fn, nsets, calls=20):
+    """Host time per call: the wall time of issuing `calls` calls after a
+    synchronization, divided by `calls` (few enough that the launch queue never
+    fills, so no call waits for the GPU), the median of 3 such runs."""
+    runs = []
+    for _ in range(3):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for i in range(calls):
+            fn(i % nsets)
+        runs.append((time.perf_counter() - t0) * 1e3 / calls)
+    torch.cuda.synchronize()
+    return statistics.median(runs)
+
+
+def flashkda_takes(case, args):
+    """FlashKDA's fwd computes BENCH.md's configuration only: bf16, K = V = 128, the lower-bound
+    gate with l2 norm and beta sigmoid in the kernel, chunk 16, no boundary states."""
+    return (case.kind == "fwd" and case.variant == "lb" and not case.boundary and case.dim == 128
+            and not args.chunk)
+
+
+def import_flashkda(path):
+    """flash_kda from PATH (a FlashKDA checkout built in place: `FLASH_KDA_CUDA_ARCHS=90a python3
+    setup.py build_ext --inplace`), or from sys.path when PATH is empty."""
+    if path:
+        sys.path.insert(0, os.path.abspath(path))
+    import flash_kda
+    return flash_kda
+
+
 def summarize(passes):
     allc = [t for p in passes for t in p[0]]
     return {"median_ms": statistics.median(allc), "min_ms": min(allc),
@@ -608,6 +666,8 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
     row["input_sets"], row["set_bytes"] = nsets, per_set
     fla_fns = fla[:3] if fla is not None else None
     r = Runner(case, torch, fla_fns, kda_mod, sets, args.chunk)
+    if flashkda_takes(case, args) and getattr(args, "flashkda_mod", None) is not None:
+        r.flashkda = args.flashkda_mod
     use_fla = fla is not None and not (case.kind in ("decode", "decode-mtp") and fla[2] is None)
     use_kda = kda_mod is not None
     # Check first (needs both sides).
@@ -642,6 +702,8 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
     sides = []
     if use_fla:
         sides.append(("fla", r.fla_call))
+    if r.flashkda is not None:
+        sides.append(("flashkda", r.flashkda_call))
     if use_kda:
         sides.append(("kda", r.kda_call))
         for vname, vdir in args.kda_variant:
@@ -649,6 +711,7 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
         if args.untuned and case.kind == "fwd":
             sides.append(("kda@untuned", r.kda_call))
     passes = {name: [] for name, _ in sides}
+    host = {}
     failed = {}
     for _ in range(args.passes):
         for name, fn in sides:
@@ -661,6 +724,8 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
                         _sync(torch, row)
                         row[f"{name}_tile"] = getattr(kops.last_launch, "bundle_tile", None)
                     passes[name].append(time_calls(torch, fn, nsets, args.warmup, args.reps))
+                    if name not in host:
+                        host[name] = host_time(torch, fn, nsets)
             except Exception as e:  # noqa: BLE001
                 failed[name] = f"{type(e).__name__}: {e}"
                 if args.traceback:
@@ -670,18 +735,23 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
         if passes[name]:
             row[name] = summarize(passes[name])
             row[name]["floor_fraction"] = floor_ms / row[name]["median_ms"]
+            if name in host:
+                row[name]["host_ms"] = host[name]
         if name in failed:
             row[name + "_error"] = failed[name]
             print(f"  {name}: {failed[name]}", flush=True)
     if "fla" in row and "kda" in row:
         row["ratio_kda_over_fla"] = row["kda"]["median_ms"] / row["fla"]["median_ms"]
+    if "flashkda" in row and "kda" in row:
+        row["ratio_kda_over_flashkda"] = row["kda"]["median_ms"] / row["flashkda"]["median_ms"]
     for name, _ in sides:
         if name.startswith("kda@") and name in row and "fla" in row:
             row[name]["ratio_over_fla"] = row[name]["median_ms"] / row["fla"]["median_ms"]
     for name, _ in sides:
         if name in row:
             s = row[name]
-            print(f"  {name}: median {s['median_ms']:.4f} ms (passes "
+            host_s = f"; host {s['host_ms']:.4f} ms/call" if "host_ms" in s else ""
+            print(f"  {name}: median {s['median_ms']:.4f} ms{host_s} (passes "
                   f"{', '.join(f'{t:.4f}' for t in s['pass_medians_ms'])}; b2b "
                   f"{', '.join(f'{t:.4f}' for t in s['b2b_mean_ms'])}; min {s['min_ms']:.4f})", flush=True)
     del r, sets, x0
@@ -753,19 +823,23 @@ def table(rows):
             return "error"
         return "n/a"
 
-    lines = ["| case | FLA ms | kda ms | kda/FLA | floor ms | floor/kda | floor/FLA | o rel RMSE | state rel RMSE |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| case | FLA ms | FlashKDA ms | kda ms | kda/FLA | kda/FlashKDA | host ms/call (kda, FLA) | "
+             "floor ms | floor/kda | floor/FLA | o rel RMSE | state rel RMSE |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         chk = r.get("check", {})
         ratio = f"{r['ratio_kda_over_fla']:.2f}" if "ratio_kda_over_fla" in r else "-"
+        ratio_x = f"{r['ratio_kda_over_flashkda']:.2f}" if "ratio_kda_over_flashkda" in r else "-"
         fk = f"{r['kda']['floor_fraction']:.3f}" if "kda" in r else "-"
         ff = f"{r['fla']['floor_fraction']:.3f}" if "fla" in r else "-"
+        hosts = ", ".join(f"{r[side]['host_ms']:.3f}" if "host_ms" in r.get(side, {}) else "-"
+                          for side in ("kda", "fla"))
         orm = f"{chk['o_rel_rmse']:.1e}" if "o_rel_rmse" in chk else "-"
         srm = f"{chk['state_rel_rmse']:.1e}" if "state_rel_rmse" in chk else "-"
         if "problem" in chk:
             srm += " (!)"
-        lines.append(f"| {r['case']} | {ms(r, 'fla')} | {ms(r, 'kda')} | {ratio} | {r['floor_ms']:.3f} | "
-                     f"{fk} | {ff} | {orm} | {srm} |")
+        lines.append(f"| {r['case']} | {ms(r, 'fla')} | {ms(r, 'flashkda')} | {ms(r, 'kda')} | {ratio} | "
+                     f"{ratio_x} | {hosts} | {r['floor_ms']:.3f} | {fk} | {ff} | {orm} | {srm} |")
     variants = sorted({k for r in rows for k in r if k.startswith("kda@") and not k.endswith("_tile")
                        and not k.endswith("_error")})
     if variants:
@@ -802,6 +876,9 @@ def main(argv=None):
                     help="also time kda with the bundles in DIR (another compiler build or tile "
                          "set), in the same process and passes (repeatable)")
     ap.add_argument("--no-kda", action="store_true", help="time FLA only")
+    ap.add_argument("--flashkda", default=None, metavar="DIR",
+                    help="also time FlashKDA (flash_kda built in place in DIR; '' : from sys.path) on "
+                         "the cases it computes (BENCH.md's configuration), in the same passes")
     ap.add_argument("--fla-import", choices=("auto", "light", "full"), default="auto",
                     help="how to import FLA (see import_fla; default auto: light, then full)")
     ap.add_argument("--strict", action="store_true", help="do not time a case whose check failed")
@@ -854,6 +931,14 @@ def main(argv=None):
             print(f"FLA import failed: {meta['fla_error']}", flush=True)
             if args.traceback:
                 traceback.print_exc()
+    args.flashkda_mod = None
+    if args.flashkda is not None:
+        try:
+            args.flashkda_mod = import_flashkda(args.flashkda)
+            meta["flashkda"] = os.path.dirname(os.path.abspath(args.flashkda_mod.__file__))
+        except Exception as e:  # noqa: BLE001
+            meta["flashkda_error"] = f"{type(e).__name__}: {e}"
+            print(f"FlashKDA import failed: {meta['flashkda_error']}", flush=True)
     kda_mod = None
     if not args.no_kda:
         import kda as kda_mod

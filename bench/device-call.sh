@@ -3,11 +3,14 @@
 #   bench/device-call.sh STEP [STEP...]
 # Steps, run in order, each with its log under $OUT (default /tmp/kda-out):
 #   suite[:DIR]      test/gpu/run.sh .gpub (or DIR) without the sanitizers
-#   sanitize         compute-sanitizer memcheck and racecheck on the suite's --sanitize subset
+#   sanitize[:DIR]   compute-sanitizer memcheck and racecheck on the suite's --sanitize subset (bundles .gpub or DIR)
 #   bench:NAME:CASES bench/run.sh .benchb .fla --quick --cases CASES --json $OUT/NAME.json
 #                    (CASES: bench_kda.py's comma-separated substrings, e.g. "fwd T=8192 H=32";
 #                    $BENCH_EXTRA is added, e.g. "--kda-variant acc=$PWD/.var/acc-benchb";
 #                    BENCH_QUICK= (empty) times with bench_kda.py's full method instead of --quick)
+#                    (with --flashkda .flashkda once the flashkda step built it: a FlashKDA column)
+#   flashkda         build FlashKDA (MoonshotAI/FlashKDA and the CUTLASS headers its submodule names,
+#                    exported as the git-ignored .flashkda.tgz; never committed) in place, ~90 s
 #   kda:NAME:DIR:CASES  the same with --no-fla and bundles from DIR (tile variants)
 #   ncu:KERNEL:ARGS  Nsight Compute (clocks left alone) on the first launch of kernels matching
 #                    the regex KERNEL in bench/profile_kda.py ARGS
@@ -47,21 +50,27 @@ for step in "$@"; do
     suite|suite:*)
       dir=.gpub; [ "$step" != suite ] && dir=${step#suite:}
       KDA_SANITIZE=0 timeout "$left" bash test/gpu/run.sh "$dir" 2>&1 | tee -a "$out/suite.log" | grep -E "^(FAIL|summary)|policy" ;;
-    sanitize)
-      timeout "$left" bash -c '
+    sanitize|sanitize:*)
+      dir=.gpub; [ "$step" != sanitize ] && dir=${step#sanitize:}
+      KDA_SANITIZE_BUNDLES=$dir timeout "$left" bash -c '
         s=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
         work=$(mktemp -d); CXX=g++ runtime/gpu/build-runtime.sh "$work" >/dev/null
         g++ -std=c++17 -O2 -shared -fPIC -I. test/oracle/Oracle.cpp test/oracle/OracleC.cpp -o "$work/liboracle.so"
         export KDA_RUNTIME_LIBRARY=$work/libkda_runtime.so KDA_ORACLE_LIBRARY=$work/liboracle.so
-        export KDA_BUNDLE_PATH=$PWD/.gpub KDA_NO_COMPILE=1 PYTHONPATH=$PWD/python
+        export KDA_BUNDLE_PATH=$PWD/$KDA_SANITIZE_BUNDLES KDA_NO_COMPILE=1 PYTHONPATH=$PWD/python
         for tool in memcheck racecheck; do
           echo "== compute-sanitizer --tool $tool"
           "$s" --tool $tool --error-exitcode 3 --target-processes all python3 test/gpu/test_gpu.py --sanitize 2>&1 | tail -6
         done' 2>&1 | tee "$out/sanitize.log" ;;
+    flashkda)
+      timeout "$left" bash -c 'rm -rf .flashkda && tar -xzf .flashkda.tgz && cd .flashkda &&
+        FLASH_KDA_CUDA_ARCHS=90a NVCC_THREADS=16 python3 setup.py build_ext --inplace' > "$out/flashkda-build.log" 2>&1
+      echo "flashkda build rc $? ($(ls .flashkda/flash_kda_C*.so 2>/dev/null))"; tail -3 "$out/flashkda-build.log" ;;
     bench:*)
       IFS=: read -r _ name cases <<<"$step"
+      fx=(); ls .flashkda/flash_kda_C*.so >/dev/null 2>&1 && fx=(--flashkda .flashkda)
       timeout "$left" bash bench/run.sh .benchb .fla ${BENCH_QUICK---quick} --cases "$cases" \
-        --json "$out/$name.json" ${BENCH_EXTRA:-} 2>&1 | tee "$out/$name.log" | grep -vE '^\s*$' | tail -24 ;;
+        --json "$out/$name.json" "${fx[@]}" ${BENCH_EXTRA:-} 2>&1 | tee "$out/$name.log" | grep -vE '^\s*$' | tail -24 ;;
     kda:*)
       IFS=: read -r _ name dir cases <<<"$step"
       timeout "$left" bash bench/run.sh "$dir" .fla --quick --no-fla --cases "$cases" \

@@ -426,8 +426,9 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
     std::string gPath = Reader::index(gridPath, i);
     const Value &g = grid->array[i];
     if (g.isObject()) {
-      // {"symbol": "T", "ceil_div": 64}: ceil(T / 64) programs.
-      if (Status s = r.object(g, gPath, {"symbol", "ceil_div"}))
+      // {"symbol": "T", "ceil_div": 64}: ceil(T / 64) programs;
+      // {"symbol": "T", "ceil_div": 16, "plus": "N_plus_1"}: that plus N + 1.
+      if (Status s = r.object(g, gPath, {"symbol", "ceil_div", "plus"}))
         return s;
       const Value *sym, *div;
       if (Status s = r.field(g, gPath, "symbol", sym))
@@ -444,6 +445,20 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
       if (Status s = r.integer(*div, Reader::join(gPath, "ceil_div"), 1,
                                UINT32_MAX, k.grid[i].ceilDiv))
         return s;
+      if (const Value *plus = g.find("plus")) {
+        std::string plusPath = Reader::join(gPath, "plus");
+        if (!plus->isString())
+          return r.error(*plus, plusPath,
+                         "expected a symbol name, found " +
+                             json::aKind(plus->kind));
+        auto it = symbolIndex.find(plus->string);
+        if (it == symbolIndex.end())
+          return r.error(*plus, plusPath,
+                         "symbol " + quote(plus->string) +
+                             " does not appear in any tensor's shape");
+        k.grid[i].plus = plus->string;
+        k.grid[i].plusIndex = it->second;
+      }
     } else if (Status s = parseExtent(r, g, gPath, 1, k.grid[i])) {
       return s;
     }

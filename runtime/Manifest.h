@@ -30,14 +30,20 @@ struct Extent {
   // Grid entries only: the extent is ceil(symbol / ceilDiv) (a grid over the
   // chunks of T tokens, say). 1 for every shape entry.
   int64_t ceilDiv = 1;
+  // Grid entries only: plus the value of this symbol (empty: nothing), e.g.
+  // ceil(T / 16) + N_plus_1 programs: a flat grid over the chunks of packed
+  // sequences, which start every 16 tokens from each sequence's start.
+  std::string plus;
+  int plusIndex = -1; // into Kernel::symbols
 
   bool isSymbol() const { return !symbol.empty(); }
   std::string str() const {
     if (!isSymbol())
       return std::to_string(value);
-    return ceilDiv == 1 ? symbol
-                        : "ceil(" + symbol + " / " + std::to_string(ceilDiv) +
-                              ")";
+    std::string base = ceilDiv == 1 ? symbol
+                                    : "ceil(" + symbol + " / " +
+                                          std::to_string(ceilDiv) + ")";
+    return plus.empty() ? base : base + " + " + plus;
   }
 };
 

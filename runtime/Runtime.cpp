@@ -190,6 +190,8 @@ Status bindTensors(const Kernel &kernel, const kda_tensor *tensors,
     int64_t value = e.isSymbol() ? out.symbols[e.symbolIndex] : e.value;
     if (e.isSymbol() && e.ceilDiv > 1) // value >= 0: no overflow
       value = value / e.ceilDiv + (value % e.ceilDiv != 0);
+    if (e.plusIndex >= 0) // both < 2^62 (tensor sizes): no overflow
+      value += out.symbols[e.plusIndex];
     if (value > maxGrid[a])
       return Status(KDA_ERROR_BAD_TENSOR,
                     std::string("grid ") + axes[a] + " is " + e.str() + " = " +

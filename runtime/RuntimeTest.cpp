@@ -2338,6 +2338,25 @@ TEST_F(Fake, CeilDivGrid) {
     kda_bundle_free(bundle);
   }
 
+  // ceil(N / d) + N (the flat varlen grid's form: the chunks of packed
+  // sequences, plus one program per sequence).
+  {
+    BundleDir plus(replaced(
+        nvidiaManifest(), "\"grid\": [\"N\", 1, 1]",
+        "\"grid\": [{\"symbol\": \"N\", \"ceil_div\": 16, \"plus\": \"N\"}, 1, 1]"));
+    ASSERT_EQ(load(plus, &bundle), KDA_OK) << kda_last_error();
+    for (int64_t n : {1, 16, 17, 1000}) {
+      Tensor x(KDA_F32, {n});
+      onDevice(x);
+      kda_tensor xv = x.view();
+      ASSERT_EQ(kda_launch(bundle, "kda_small", &xv, 1, nullptr), KDA_OK)
+          << kda_last_error();
+      EXPECT_EQ(state().last.grid[0], static_cast<unsigned>((n + 15) / 16 + n))
+          << "N = " << n;
+    }
+    kda_bundle_free(bundle);
+  }
+
   for (auto [extent, message] :
        {std::pair<std::string, std::string>{
             "{\"symbol\": \"N\", \"ceil_div\": 0}",
@@ -2346,7 +2365,11 @@ TEST_F(Fake, CeilDivGrid) {
          "symbol \"M\" does not appear in any tensor's shape"},
         {"{\"symbol\": \"N\", \"div\": 4}", "kernels[1].grid[0].div: unknown field"},
         {"{\"symbol\": 3, \"ceil_div\": 4}",
-         "kernels[1].grid[0].symbol: expected a symbol name"}}) {
+         "kernels[1].grid[0].symbol: expected a symbol name"},
+        {"{\"symbol\": \"N\", \"ceil_div\": 4, \"plus\": \"M\"}",
+         "kernels[1].grid[0].plus: symbol \"M\" does not appear in any tensor's shape"},
+        {"{\"symbol\": \"N\", \"ceil_div\": 4, \"plus\": 2}",
+         "kernels[1].grid[0].plus: expected a symbol name"}}) {
     BundleDir bad(replaced(nvidiaManifest(), "\"grid\": [\"N\", 1, 1]",
                            "\"grid\": [" + extent + ", 1, 1]"));
     kda_bundle *out = nullptr;

@@ -394,9 +394,9 @@ FailureOr<int64_t> planArena(Block &body, Value base, int64_t alignment) {
 std::string symbolName(StringRef dim) { return kda::manifestSymbol(dim); }
 StringRef dtypeName(Type t) { return kda::manifestDtype(t); }
 
-/// A grid extent as the manifest writes it: an integer or a symbol. Extents
-/// of the form `symbol - c` launch `symbol` programs (the kernel's guard
-/// skips the extra ones).
+/// A grid extent as the manifest writes it: an integer, a symbol, ceil(symbol
+/// / c), or one of those plus a symbol. Extents of the form `symbol - c`
+/// launch `symbol` programs (the kernel's guard skips the extra ones).
 FailureOr<Attribute> gridExtent(Value extent, ArrayAttr abi, Builder &b) {
   if (auto c = getConstantIntValue(extent))
     return Attribute(b.getI64IntegerAttr(*c));
@@ -415,6 +415,26 @@ FailureOr<Attribute> gridExtent(Value extent, ArrayAttr abi, Builder &b) {
                               cast<StringAttr>(*inner).getValue()))),
            b.getNamedAttr("ceil_div", b.getI64IntegerAttr(*c))}));
     }
+  // e + symbol: the flat varlen grid (windows of packed tokens, plus one
+  // program per sequence).
+  if (auto sum = extent.getDefiningOp<arith::AddIOp>()) {
+    FailureOr<Attribute> lhs = gridExtent(sum.getLhs(), abi, b);
+    FailureOr<Attribute> rhs = gridExtent(sum.getRhs(), abi, b);
+    if (failed(lhs) || failed(rhs) || !isa<StringAttr>(*rhs))
+      return failure();
+    NamedAttrList fields;
+    if (auto s = dyn_cast<StringAttr>(*lhs)) {
+      fields.append("symbol", b.getStringAttr(symbolName(s.getValue())));
+      fields.append("ceil_div", b.getI64IntegerAttr(1));
+    } else if (auto d = dyn_cast<DictionaryAttr>(*lhs); d && !d.get("plus")) {
+      fields.append(d.getValue());
+    } else {
+      return failure();
+    }
+    fields.append("plus", b.getStringAttr(symbolName(
+                              cast<StringAttr>(*rhs).getValue())));
+    return Attribute(b.getDictionaryAttr(fields));
+  }
   if (auto dim = extent.getDefiningOp<memref::DimOp>()) {
     auto arg = dyn_cast<BlockArgument>(dim.getSource());
     auto index = getConstantIntValue(dim.getIndex());

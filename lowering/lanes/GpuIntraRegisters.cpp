@@ -1,7 +1,9 @@
 //===- GpuIntraRegisters.cpp - the intra-chunk grid in registers ----------===//
 //
 // The chunk-parallel schedule's intra-chunk grid runs one program per
-// (sequence, chunk, value head) and computes everything of a chunk that does
+// (sequence, chunk, value head) (varlen: per window of C packed tokens, and
+// per sequence for its chunk 0: IntraProgram::emitVarlen, a flat grid with no
+// empty programs) and computes everything of a chunk that does
 // not depend on the state entering it (passes/GatedDeltaKernel.cpp,
 // emitIntraChunk, is the definition): the prologue (l2 norm, scale, beta and
 // gate activations), the gate's prefix sum G, the decayed products
@@ -411,27 +413,100 @@ struct IntraProgram : kda::LaneBuilder {
 
   void emit(ArrayRef<Value> ivs) {
     Value n = ivs[0], chunkIdx = ivs[1], head = ivs[2];
-    Value row, start, length;
+    if (cuSeqlens)
+      return emitVarlen(chunkIdx, head);
     Value tokens = memref::DimOp::create(b, q, 1);
-    if (cuSeqlens) {
-      auto offset = [&](Value i) -> Value {
-        Value e = memref::LoadOp::create(b, cuSeqlens, ValueRange{i});
-        return arith::IndexCastOp::create(b, b.getIndexType(), e);
-      };
-      row = idx(0);
-      start = offset(n);
-      length = arith::SubIOp::create(b, offset(add(n, 1)), start);
-    } else {
-      row = n;
-      start = idx(0);
-      length = tokens;
-    }
     Value local = mul(chunkIdx, C);
     // Chunks past a shorter sequence's end have nothing to do (the
     // condition is uniform over the block: the barriers inside are safe).
-    when(ult(local, length), [&] { emitChunk(row, add(start, local),
-                                             arith::SubIOp::create(b, length, local),
-                                             head); });
+    when(ult(local, tokens), [&] {
+      emitChunk(n, local, arith::SubIOp::create(b, tokens, local), head);
+    });
+  }
+
+  /// Varlen: the flat grid over the packed tokens, ceil(T / C) + N programs
+  /// per head (a grid of sequences x the longest sequence's chunks launched
+  /// N times as many, nearly all of them empty at N = 32):
+  ///   * program x < ceil(T / C) takes the chunk that starts in tokens
+  ///     [x C, x C + C) of the sequence holding token x C, found by a binary
+  ///     search over cu_seqlens, unless it is that sequence's chunk 0 (a
+  ///     sequence's chunks start every C tokens, so one starts in each window
+  ///     it covers);
+  ///   * program ceil(T / C) + n takes chunk 0 of sequence n.
+  /// Every chunk is taken exactly once, with one copy of the chunk's code
+  /// and no loop around it (values kept live across it would spill: it is
+  /// at its register limit). Everything is uniform over the block, so the
+  /// barriers inside the chunk are safe.
+  void emitVarlen(Value x, Value head) {
+    Type indexType = b.getIndexType();
+    auto offset = [&](Value i) -> Value {
+      Value e = memref::LoadOp::create(b, cuSeqlens, ValueRange{i});
+      return arith::IndexCastOp::create(b, indexType, e);
+    };
+    auto slt = [&](Value l, Value r) -> Value {
+      return arith::CmpIOp::create(b, arith::CmpIPredicate::slt, l, r);
+    };
+    Value numSeq =
+        arith::SubIOp::create(b, memref::DimOp::create(b, cuSeqlens, 0), idx(1));
+    Value windows = arith::CeilDivUIOp::create(
+        b, memref::DimOp::create(b, q, 1), idx(C));
+    Value w0 = mul(x, C);
+    Type i1 = b.getI1Type();
+    auto pick = scf::IfOp::create(b, TypeRange{i1, indexType, indexType},
+                                  slt(x, windows), /*withElseRegion=*/true);
+    {
+      // A window: the last n in [0, N) with cu[n] <= x C (with empty
+      // sequences, the last of equal offsets: the one that holds the token).
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(pick.thenBlock());
+      auto search = scf::WhileOp::create(
+          b, TypeRange{indexType, indexType},
+          ValueRange{idx(0), arith::SubIOp::create(b, numSeq, idx(1))},
+          [&](OpBuilder &nb, Location, ValueRange lohi) {
+            OpBuilder::InsertionGuard inner(b);
+            b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+            scf::ConditionOp::create(b, slt(lohi[0], lohi[1]), lohi);
+          },
+          [&](OpBuilder &nb, Location, ValueRange lohi) {
+            OpBuilder::InsertionGuard inner(b);
+            b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+            Value mid = arith::DivSIOp::create(
+                b, add(add(lohi[0], lohi[1]), 1), idx(2));
+            Value le = arith::CmpIOp::create(b, arith::CmpIPredicate::sle,
+                                             offset(mid), w0);
+            scf::YieldOp::create(
+                b, ValueRange{select(le, mid, lohi[0]),
+                              select(le, lohi[1],
+                                     arith::SubIOp::create(b, mid, idx(1)))});
+          });
+      Value first = search.getResult(0);
+      Value start = offset(first), end = offset(add(first, 1));
+      // Its first chunk start at or after x C (x C >= start here).
+      Value local = mul(
+          arith::CeilDivSIOp::create(b, arith::SubIOp::create(b, w0, start),
+                                     idx(C)),
+          C);
+      Value t0 = add(start, local);
+      Value take = arith::AndIOp::create(
+          b, arith::AndIOp::create(b, slt(idx(0), numSeq), slt(idx(0), local)),
+          arith::AndIOp::create(b, slt(t0, add(w0, C)), slt(t0, end)));
+      scf::YieldOp::create(b, ValueRange{take, t0, end});
+    }
+    {
+      // Chunk 0 of sequence x - ceil(T / C), if it has one.
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(pick.elseBlock());
+      Value n = arith::SubIOp::create(b, x, windows);
+      Value has = slt(n, numSeq);
+      Value seq = select(has, n, idx(0));
+      Value start = offset(seq), end = offset(add(seq, 1));
+      Value take = arith::AndIOp::create(b, has, slt(start, end));
+      scf::YieldOp::create(b, ValueRange{take, start, end});
+    }
+    Value t0 = pick.getResult(1), end = pick.getResult(2);
+    when(pick.getResult(0), [&] {
+      emitChunk(idx(0), t0, arith::SubIOp::create(b, end, t0), head);
+    });
   }
 
   void emitChunk(Value row, Value t0, Value remaining, Value head) {
@@ -746,6 +821,35 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     bool precise = kda::keepsFp32Accuracy(func.getArgumentTypes());
     Block *body = forall.getBody();
     kda::clearProgram(body);
+    if (Value cu = byName("cu_seqlens")) {
+      // Varlen runs the flat grid (IntraProgram::emitVarlen): ceil(T / C)
+      // windows of packed tokens plus one program per sequence on the chunk
+      // dimension, and 1 on the sequence dimension.
+      OpBuilder gridBuilder(forall);
+      Location loc = forall.getLoc();
+      SmallVector<OpFoldResult> bounds(forall.getMixedUpperBound());
+      for (auto [i, d] : llvm::enumerate(grid->kept)) {
+        if (d == 0)
+          bounds[i] = gridBuilder.getIndexAttr(1);
+        if (d == 1) {
+          Value windows =
+              getValueOrCreateConstantIndexOp(gridBuilder, loc, bounds[i]);
+          Value sequences = arith::SubIOp::create(
+              gridBuilder, loc, memref::DimOp::create(gridBuilder, loc, cu, 0),
+              arith::ConstantIndexOp::create(gridBuilder, loc, 1));
+          bounds[i] = Value(
+              arith::AddIOp::create(gridBuilder, loc, windows, sequences));
+        }
+      }
+      auto flat = scf::ForallOp::create(gridBuilder, loc, bounds, ValueRange{},
+                                        std::nullopt);
+      forall.erase();
+      forall = flat;
+      body = forall.getBody();
+      // Its programs are no longer (sequence, chunk) pairs: kda-gpu-map-
+      // kernels must not skip them by that reading (kda.chunk_grid).
+      func->removeAttr(kda::kChunkGridAttr);
+    }
     ImplicitLocOpBuilder b(forall.getLoc(), &getContext());
     b.setInsertionPoint(body->getTerminator());
     Value zero = arith::ConstantIndexOp::create(b, 0);

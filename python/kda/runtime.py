@@ -256,15 +256,24 @@ class _Marshalled:
             array[i].data = t.data_ptr()
 
 
+_raw_stream = None  # torch._C._cuda_getCurrentRawStream, once torch is imported
+
+
 def _stream_handle(stream: Any, device: int) -> Optional[int]:
+    global _raw_stream
     if stream is None:
         if device < 0:
             return None
-        try:
-            import torch
-        except ImportError:
-            return None
-        return int(torch.cuda.current_stream(device).cuda_stream)
+        if _raw_stream is None:
+            try:
+                import torch
+            except ImportError:
+                return None
+            # The current stream's handle without a Stream object (what
+            # Triton's launcher reads): a few microseconds less per launch.
+            _raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None) or (
+                lambda d: torch.cuda.current_stream(d).cuda_stream)
+        return int(_raw_stream(device))
     if isinstance(stream, int):
         return stream
     handle = getattr(stream, "cuda_stream", None)

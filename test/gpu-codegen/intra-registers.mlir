@@ -46,6 +46,11 @@
 // steps); else it forms the tile's partial products pairwise
 // (exp(G_i - G_j) per pair and column, key rows fetched by shuffles). No
 // barrier in any branch.
+// Varlen runs the flat grid: ceil(T / 16) windows of packed tokens plus one
+// program per sequence (chunk 0 of sequence x - ceil(T / 16)), not sequences
+// x the longest sequence's chunks; a window's sequence is a binary search
+// over cu_seqlens (a loop of loads from it before the first barrier).
+// LOGSPACE: grid = [{ceil_div = 16 : i64, plus = "N_plus_1", symbol = "T"}, 1, 4], module = "kda_gated_delta_kernel_intra_module"
 // LOGSPACE-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
 // LOGSPACE: llvm.intr.minimum
 // LOGSPACE-COUNT-5: nvvm.shfl.sync bfly

@@ -6,7 +6,7 @@
 // RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-registers=false" 2>&1 | FileCheck %s --check-prefix=POOLNONE
 // RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-rocdl="chip=gfx942 format=none" 2>&1 | FileCheck %s --check-prefix=POOLNONE
 // RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_80 format=none" | FileCheck %s --check-prefix=F32
-// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" --mlir-print-ir-after=kda-gpu-map-kernels 2>&1 >/dev/null | FileCheck %s --check-prefix=SKIP
+// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none intra-registers=false" --mlir-print-ir-after=kda-gpu-map-kernels 2>&1 >/dev/null | FileCheck %s --check-prefix=SKIP
 // RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=UNIT
 // RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_80 format=none state-registers=false" | FileCheck %s --check-prefix=UNITTILES
 // RUN: kda-opt %S/../tools/Inputs/gated.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=ONE
@@ -67,8 +67,10 @@
 // F32: nvvm.barrier
 // F32: llvm.return
 
-// Varlen chunk grids launch every sequence's chunks up to the longest: a
-// program past its sequence's end returns before doing anything.
+// Varlen chunk grids of the tile lowering launch every sequence's chunks up
+// to the longest: a program past its sequence's end returns before doing
+// anything. (The register intra-chunk kernel runs a flat grid instead, with
+// no such programs: intra-registers.mlir.)
 // SKIP-LABEL: gpu.func @kda_gated_delta_kernel_intra
 // SKIP: scf.if
 // SKIP-NEXT: arith.constant 1 : index

@@ -445,7 +445,13 @@ def _bundle_for(cfg: Dict[str, Any], chip: str, tile: Optional[Dict[str, int]] =
             try:
                 path = _bundles.get_bundle_dir(cfg, chip, tile=tile)
                 used_tile = _bundles.normalise_tile(tile)
-            except _bundles.BundleNotFoundError:
+            except _bundles.BundleNotFoundError as e:
+                # Said once per configuration and tile (this look-up is
+                # cached): the call is right, but may be slower than it
+                # would be with the tile chosen for its shape.
+                warnings.warn(f"kda: the tile {_bundles.normalise_tile(tile)} chosen for this call's shape has no "
+                              f"bundle here, so the default tile runs (the same results, maybe slower); build "
+                              f"it as the message below says:\n{e}", stacklevel=4)
                 path = None
             except _bundles.CompileError as e:
                 warnings.warn(f"kda: the tuned tile {tile} did not compile; using the default tile:\n{e}")

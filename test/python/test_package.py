@@ -593,6 +593,27 @@ def part_bundles(kda_compile, runtime, tmp):
     bad(gb, gk, gd(final_state=F((3, 4, 64, 64), f32)), ["final_state"], "gated_delta final_state count")
     print("ok   gated_delta bundle: kda_check_tensors good and bad shapes")
 
+    # A tile chosen for a shape (shape policy, tuning database) without a bundle, where nothing may be
+    # compiled: the default bundle runs, and a warning says so once (not a silent slower kernel).
+    import warnings
+    os.environ["KDA_NO_COMPILE"] = "1"
+    try:
+        tile = {"chunk": 16, "sub_chunk": 16, "v_block": 32, "threads": 128, "state_prefetch": 0}
+        for attempt in range(2):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                _, _, used = ops._bundle_for(gcfg, "sm_90a", tile)
+            said = [str(w.message) for w in caught if "has no bundle here" in str(w.message)]
+            check(used is None, f"a tile without a bundle reported as used: {used}")
+            check(len(said) == (1 if attempt == 0 else 0),
+                  f"missing tile bundle, call {attempt}: {len(said)} warnings (expected one, then none)")
+            if said:
+                check("kda.prebuild" in said[0] and "v_block" in said[0],
+                      f"the warning names neither the tile nor the command: {said[0][:300]}")
+    finally:
+        os.environ.pop("KDA_NO_COMPILE", None)
+    print("ok   a chosen tile without a bundle: the default runs, one warning names the tile and the command")
+
 
 # ---------------------------------------------------------------------------
 # Part "entries"

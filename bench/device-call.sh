@@ -22,7 +22,8 @@
 # kernel cache and autotuning results (TRITON_CACHE_AUTOTUNING=1) from an earlier
 # call, so FLA's autotuning compiles nothing twice. The cache comes back as
 # $OUT/triton-cache.tgz.part-aa, -ab, ... (the device tool returns files of at
-# most 16 MiB); `cat .../triton-cache.tgz.part-* > .triton-cache.tgz` for the next call.
+# most 16 MiB; IR and PTX files are dropped: about 20 MB for BENCH.md's cases);
+# `cat .../triton-cache.tgz.part-* > .triton-cache.tgz` for the next call.
 # KDA_CALL_BUDGET (seconds, default 540): steps that start after it are skipped.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -103,6 +104,19 @@ for step in "$@"; do
   rc=${PIPESTATUS[0]}
   [ "$rc" -ne 0 ] && { echo "== step '$step' exited $rc"; status=1; }
 done
+# Only what a cache hit loads goes back (the cubin and the metadata; Triton's
+# intermediate IR and PTX are four fifths of the bytes, and the carry limit is
+# 64 MiB): the group files then list only the files that are kept.
+find "$TRITON_CACHE_DIR" \( -name '*.llir' -o -name '*.ttir' -o -name '*.ttgir' -o -name '*.source' \
+  -o -name '*.ptx' \) -delete 2>/dev/null
+python3 - "$TRITON_CACHE_DIR" <<'PY' || true
+import glob, json, os, sys
+for g in glob.glob(os.path.join(sys.argv[1], "*", "__grp__*.json")):
+    d = json.load(open(g))
+    here = os.path.dirname(g)
+    d["child_paths"] = {k: v for k, v in d.get("child_paths", {}).items() if os.path.exists(os.path.join(here, k))}
+    json.dump(d, open(g, "w"))
+PY
 tar -czf - -C "$TRITON_CACHE_DIR" . 2>/dev/null | split -b 15m - "$out/triton-cache.tgz.part-"
 ls -la "$out"
 exit $status

@@ -101,15 +101,6 @@ public:
   Status checkPointer(const void *ptr, uint64_t bytes, int device,
                       const Kernel &kernel, size_t position) override {
     auto address = static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(ptr));
-    // Device allocations this driver has already checked: a tensor inside
-    // one (PyTorch's caching allocator hands out pieces of a few large
-    // segments) needs no driver call. Only device memory of a known range
-    // is kept, so a hit checks the same things the query would (device,
-    // bounds); what it cannot see is an allocation freed and its addresses
-    // mapped again by the driver since, which the query only sees at the
-    // instant of the call. KDA_POINTER_CHECK=always queries every time.
-    if (useRangeCache_ && bytes > 0 && knownRange(address, bytes, device))
-      return Status::ok();
     // One driver call per tensor per launch. Unlike the singular form,
     // cuPointerGetAttributes succeeds on memory the driver does not know and
     // leaves zeros, so plain host memory is no API error (which
@@ -155,8 +146,6 @@ public:
             tensorName(kernel, position) + " spans " + std::to_string(bytes) +
                 " bytes from its data pointer, but its allocation has only " +
                 std::to_string(available) + " bytes from there");
-      if (memoryType == CU_MEMORYTYPE_DEVICE && !managed)
-        rememberRange(start, size, device);
     }
     return Status::ok();
   }
@@ -335,43 +324,9 @@ private:
     return Status::ok();
   }
 
-  struct Range {
-    CUdeviceptr start = 0;
-    uint64_t size = 0;
-    int device = -1;
-  };
-  // Whether [address, address + bytes) lies in a remembered device range of
-  // `device`.
-  bool knownRange(CUdeviceptr address, uint64_t bytes, int device) {
-    std::lock_guard<std::mutex> lock(rangeMutex_);
-    for (const Range &r : ranges_)
-      if (r.device == device && address >= r.start &&
-          address - r.start <= r.size && bytes <= r.size - (address - r.start))
-        return true;
-    return false;
-  }
-  void rememberRange(CUdeviceptr start, uint64_t size, int device) {
-    std::lock_guard<std::mutex> lock(rangeMutex_);
-    for (Range &r : ranges_)
-      if (r.start == start && r.device == device) {
-        r.size = size;
-        return;
-      }
-    // A few dozen segments cover a framework's tensors; the oldest goes.
-    if (ranges_.size() >= 64)
-      ranges_.erase(ranges_.begin());
-    ranges_.push_back({start, size, device});
-  }
-
   const Api &api_;
   std::mutex mutex_;
   std::map<int, DeviceInfo> devices_;
-  std::mutex rangeMutex_;
-  std::vector<Range> ranges_;
-  const bool useRangeCache_ = [] {
-    const char *v = std::getenv("KDA_POINTER_CHECK");
-    return !(v && std::string(v) == "always");
-  }();
 };
 
 Status loadLibrary(const std::string &path, Api &api) {

@@ -380,7 +380,8 @@ Status findCallable(const kda_bundle *bundle, const char *name,
 }
 
 Status launchKernel(kda_bundle *bundle, const Callable &callable,
-                    const kda_tensor *tensors, int32_t count, void *stream) {
+                    const kda_tensor *tensors, int32_t count, void *stream,
+                    bool checkPointers) {
   const Kernel &kernel = *callable.kernel;
   // Reused by this thread's launches, so that a launch allocates nothing.
   thread_local Binding binding;
@@ -398,7 +399,7 @@ Status launchKernel(kda_bundle *bundle, const Callable &callable,
   DeviceScope scope(*driver);
   if (Status s = scope.enter(device))
     return s;
-  for (size_t i = 0; i < binding.bytes.size(); ++i)
+  for (size_t i = 0; checkPointers && i < binding.bytes.size(); ++i)
     if (binding.bytes[i] > 0)
       if (Status s = driver->checkPointer(tensors[i].data, binding.bytes[i],
                                           device, kernel, i))
@@ -437,7 +438,7 @@ std::string pointerText(const void *p) {
 Status launchEntry(kda_bundle *bundle, const Entry &entry,
                    const kda_tensor *tensors, int32_t count, void *stream,
                    bool callerWorkspace, void *workspace,
-                   uint64_t workspaceBytes) {
+                   uint64_t workspaceBytes, bool checkPointers) {
   const Kernel &signature = entry.signature;
   const std::vector<Kernel> &kernels = bundle->manifest.kernels;
   // Reused by this thread's launches, so that a launch allocates nothing
@@ -483,12 +484,12 @@ Status launchEntry(kda_bundle *bundle, const Entry &entry,
   DeviceScope scope(*driver);
   if (Status s = scope.enter(device))
     return s;
-  for (size_t i = 0; i < binding.bytes.size(); ++i)
+  for (size_t i = 0; checkPointers && i < binding.bytes.size(); ++i)
     if (binding.bytes[i] > 0)
       if (Status s = driver->checkPointer(tensors[i].data, binding.bytes[i],
                                           device, signature, i))
         return s;
-  if (callerWorkspace && layout.total > 0) {
+  if (checkPointers && callerWorkspace && layout.total > 0) {
     static const Kernel *const workspaceView = [] {
       auto *k = new Kernel;
       k->name = "workspace";
@@ -594,16 +595,20 @@ Status launchEntry(kda_bundle *bundle, const Entry &entry,
   return result;
 }
 
+// `checkPointers` false: the caller vouches for every pointer
+// (kda_launch_trusted), so the driver is not asked about each one.
 Status launch(kda_bundle *bundle, const char *name, const kda_tensor *tensors,
               int32_t count, void *stream, bool callerWorkspace = false,
-              void *workspace = nullptr, uint64_t workspaceBytes = 0) {
+              void *workspace = nullptr, uint64_t workspaceBytes = 0,
+              bool checkPointers = true) {
   Callable callable;
   if (Status s = findCallable(bundle, name, callable))
     return s;
   if (callable.entry)
     return launchEntry(bundle, *callable.entry, tensors, count, stream,
-                       callerWorkspace, workspace, workspaceBytes);
-  return launchKernel(bundle, callable, tensors, count, stream);
+                       callerWorkspace, workspace, workspaceBytes,
+                       checkPointers);
+  return launchKernel(bundle, callable, tensors, count, stream, checkPointers);
 }
 
 } // namespace
@@ -744,6 +749,15 @@ kda_status kda_launch_with_workspace(kda_bundle *bundle, const char *name,
                                      uint64_t workspace_bytes, void *stream) {
   return finish(launch(bundle, name, tensors, num_tensors, stream,
                        /*callerWorkspace=*/true, workspace, workspace_bytes));
+}
+
+kda_status kda_launch_trusted(kda_bundle *bundle, const char *name,
+                              const kda_tensor *tensors, int32_t num_tensors,
+                              void *workspace, uint64_t workspace_bytes,
+                              void *stream) {
+  return finish(launch(bundle, name, tensors, num_tensors, stream,
+                       /*callerWorkspace=*/true, workspace, workspace_bytes,
+                       /*checkPointers=*/false));
 }
 
 const char *kda_last_error(void) { return lastError.c_str(); }

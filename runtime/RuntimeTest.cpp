@@ -1412,6 +1412,44 @@ TEST_F(Fake, EmptyGridLaunchesNothing) {
   kda_bundle_free(bundle);
 }
 
+// kda_launch_trusted: the caller vouches for its pointers (a framework's
+// tensors), so the driver is not asked about them, and every other check
+// stays.
+TEST_F(Fake, TrustedLaunchSkipsOnlyThePointerQuery) {
+  BundleDir b;
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK);
+  KdaTensors t;
+  onDevice(t);
+  {
+    // A driver that cannot answer pointer queries: kda_launch stops, the
+    // trusted launch runs.
+    ScopedEnv fail("KDA_FAKE_FAIL", "cuPointerGetAttributes=3");
+    EXPECT_EQ(kda_launch(bundle, kKda, t.views().data(), 4, nullptr),
+              KDA_ERROR_BAD_TENSOR);
+    const int before = state().launches;
+    EXPECT_EQ(kda_launch_trusted(bundle, kKda, t.views().data(), 4, nullptr, 0,
+                                 nullptr),
+              KDA_OK)
+        << kda_last_error();
+    EXPECT_EQ(state().launches, before + 1);
+  }
+  // The manifest's checks still apply: a wrong head count is named.
+  Tensor badK(KDA_BF16, {2, 100, 31, 128});
+  onDevice(badK);
+  std::vector<kda_tensor> wrong = t.views();
+  wrong[1] = badK.view();
+  EXPECT_EQ(kda_launch_trusted(bundle, kKda, wrong.data(), 4, nullptr, 0,
+                               nullptr),
+            KDA_ERROR_BAD_TENSOR);
+  EXPECT_NE(std::string(kda_last_error()).find("('k')"), std::string::npos)
+      << kda_last_error();
+  EXPECT_EQ(kda_launch_trusted(nullptr, kKda, t.views().data(), 4, nullptr, 0,
+                               nullptr),
+            KDA_ERROR_INVALID_ARGUMENT);
+  kda_bundle_free(bundle);
+}
+
 TEST_F(Fake, ModuleAndLaunchErrors) {
   struct Case {
     const char *fail;

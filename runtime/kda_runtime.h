@@ -147,6 +147,18 @@ KDA_API kda_status kda_launch_with_workspace(kda_bundle *bundle,
                                              uint64_t workspace_bytes,
                                              void *stream);
 
+/* kda_launch_with_workspace for tensors a framework vouches for: the caller
+ * guarantees that every data pointer (and the workspace) is device memory of
+ * the tensor's device holding the whole tensor, as PyTorch's CUDA tensors
+ * are. The runtime then skips asking the driver about each pointer (one
+ * cuPointerGetAttributes per tensor, about half the C side of a launch);
+ * every other check of kda_launch_with_workspace stays. A workspace of NULL
+ * and 0 bytes is fine for a kernel name or an entry that needs none. */
+KDA_API kda_status kda_launch_trusted(kda_bundle *bundle, const char *name,
+                                      const kda_tensor *tensors,
+                                      int32_t num_tensors, void *workspace,
+                                      uint64_t workspace_bytes, void *stream);
+
 /* The message of this thread's last kda_status-returning call ("" after a
  * success). Valid until the thread's next call into the runtime. Never NULL. */
 KDA_API const char *kda_last_error(void);

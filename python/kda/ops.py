@@ -1107,11 +1107,13 @@ def _launch_planned(plan, named, device):
         else:
             plan.marshalled[0].rebind(tensors)
         m, name = plan.marshalled
+        # The plan's tensors are torch CUDA tensors (its key fixed their
+        # devices), so the runtime need not ask the driver about each pointer.
         if device == torch.cuda.current_device():
-            bundle.launch_marshalled(name, m, device, workspace=workspace)
+            bundle.launch_marshalled(name, m, device, workspace=workspace, trusted=True)
         else:
             with torch.cuda.device(device):
-                bundle.launch_marshalled(name, m, device, workspace=workspace)
+                bundle.launch_marshalled(name, m, device, workspace=workspace, trusted=True)
 
 
 _chunk_plans: Dict[Any, _Plan] = {}

@@ -154,6 +154,11 @@ def load_library():
             lib.kda_launch_with_workspace.argtypes = [c_void_p, c_char_p, ctypes.POINTER(_KdaTensor), c_int32,
                                                       c_void_p, ctypes.c_uint64, c_void_p]
             lib.kda_launch_with_workspace.restype = c_int
+        # Launches of tensors the caller vouches for; absent from older libraries.
+        if hasattr(lib, "kda_launch_trusted"):
+            lib.kda_launch_trusted.argtypes = [c_void_p, c_char_p, ctypes.POINTER(_KdaTensor), c_int32,
+                                               c_void_p, ctypes.c_uint64, c_void_p]
+            lib.kda_launch_trusted.restype = c_int
         lib.kda_last_error.argtypes = []
         lib.kda_last_error.restype = c_char_p
         lib.kda_status_name.argtypes = [c_int]
@@ -420,15 +425,27 @@ class Bundle:
             _raise(self._lib, status, f"kda_entry_workspace_bytes({name})")
         return int(out.value)
 
-    def launch_marshalled(self, kernel: bytes, m: _Marshalled, device: int, workspace: Any = None) -> None:
+    def launch_marshalled(self, kernel: bytes, m: _Marshalled, device: int, workspace: Any = None,
+                          trusted: bool = False) -> None:
         """kda_launch of an already marshalled tensor array (kernel name
         encoded) on the current stream of `device`: the per-call path of
         repeated launches with the same shapes (decode steps, planned
         chunk_kda calls). ``workspace``: a device tensor for an entry's
-        workspaces (kda_launch_with_workspace)."""
+        workspaces (kda_launch_with_workspace). ``trusted``: every tensor
+        (and the workspace) is a torch CUDA tensor, device memory of its
+        device that holds it whole, so the runtime need not ask the driver
+        about each pointer (kda_launch_trusted, where the library has it)."""
         handle = _stream_handle(None, device)
         stream_arg = ctypes.c_void_p(handle) if handle else None
-        if workspace is None:
+        if trusted and hasattr(self._lib, "kda_launch_trusted"):
+            ptr = size = 0
+            if workspace is not None:
+                ptr = int(workspace.data_ptr())
+                size = int(workspace.numel()) * int(workspace.element_size())
+            status = self._lib.kda_launch_trusted(self._handle, kernel, m.array, m.count,
+                                                  ctypes.c_void_p(ptr) if ptr else None, size, stream_arg)
+            call = "kda_launch_trusted"
+        elif workspace is None:
             status = self._lib.kda_launch(self._handle, kernel, m.array, m.count, stream_arg)
             call = "kda_launch"
         else:

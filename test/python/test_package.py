@@ -729,6 +729,32 @@ def part_entries(runtime, fake_driver, tmp):
                contains=f"needs {ws} bytes of workspace", what="caller workspace too small")
     check(e.status == "KDA_ERROR_INVALID_ARGUMENT", e.status)
     print("ok   entry launched on a caller-owned workspace")
+
+    # The planned path's launch (kda.ops: torch tensors only) vouches for its pointers: kda_launch_trusted
+    # skips the driver's pointer query and nothing else. Pointers the fake driver does not know are refused
+    # by the checked launch and taken by the trusted one.
+    from kda.runtime import _Marshalled
+
+    class Workspace:
+        def data_ptr(self):
+            return mem.data_ptr()
+
+        def numel(self):
+            return ws
+
+        def element_size(self):
+            return 1
+    unknown = {n: FakeTensor((B, T, H, 128), bf) for n in ("q", "k", "o")}
+    m = _Marshalled(bundle._order(name, unknown))
+    raises(KdaError, bundle.launch_marshalled, name.encode(), m, 0, workspace=Workspace(),
+           contains="is not memory the CUDA driver knows", what="checked launch of unknown pointers")
+    before = events()
+    bundle.launch_marshalled(name.encode(), m, 0, workspace=Workspace(), trusted=True)
+    check(events() == before + " launch:intra_entry launch:state_entry", f"trusted launch events {events()!r}")
+    bad = _Marshalled(bundle._order(name, dict(unknown, k=FakeTensor((B, T + 1, H, 128), bf))))
+    raises(KdaError, bundle.launch_marshalled, name.encode(), bad, 0, workspace=Workspace(), trusted=True,
+           contains="tensor 1 ('k') dimension 1 (symbol T) is 4", what="trusted launch, bad shape")
+    print("ok   trusted launch: no pointer query, every other check")
     bundle.close()
 
 

@@ -379,6 +379,19 @@ Status findCallable(const kda_bundle *bundle, const char *name,
                     ")");
 }
 
+// Asks the driver about every non-empty tensor of a launch: device memory of
+// `device` holding the whole tensor (kda_launch_trusted skips this).
+Status checkTensorPointers(Driver &driver, const kda_tensor *tensors,
+                           const Binding &binding, int device,
+                           const Kernel &kernel) {
+  for (size_t i = 0; i < binding.bytes.size(); ++i)
+    if (binding.bytes[i] > 0)
+      if (Status s = driver.checkPointer(tensors[i].data, binding.bytes[i],
+                                         device, kernel, i))
+        return s;
+  return Status::ok();
+}
+
 Status launchKernel(kda_bundle *bundle, const Callable &callable,
                     const kda_tensor *tensors, int32_t count, void *stream,
                     bool checkPointers) {
@@ -399,11 +412,10 @@ Status launchKernel(kda_bundle *bundle, const Callable &callable,
   DeviceScope scope(*driver);
   if (Status s = scope.enter(device))
     return s;
-  for (size_t i = 0; checkPointers && i < binding.bytes.size(); ++i)
-    if (binding.bytes[i] > 0)
-      if (Status s = driver->checkPointer(tensors[i].data, binding.bytes[i],
-                                          device, kernel, i))
-        return s;
+  if (checkPointers)
+    if (Status s =
+            checkTensorPointers(*driver, tensors, binding, device, kernel))
+      return s;
   // An empty batch: nothing to run (a zero grid is an error to the drivers).
   if (binding.emptyGrid())
     return Status::ok();
@@ -484,11 +496,10 @@ Status launchEntry(kda_bundle *bundle, const Entry &entry,
   DeviceScope scope(*driver);
   if (Status s = scope.enter(device))
     return s;
-  for (size_t i = 0; checkPointers && i < binding.bytes.size(); ++i)
-    if (binding.bytes[i] > 0)
-      if (Status s = driver->checkPointer(tensors[i].data, binding.bytes[i],
-                                          device, signature, i))
-        return s;
+  if (checkPointers)
+    if (Status s =
+            checkTensorPointers(*driver, tensors, binding, device, signature))
+      return s;
   if (checkPointers && callerWorkspace && layout.total > 0) {
     static const Kernel *const workspaceView = [] {
       auto *k = new Kernel;

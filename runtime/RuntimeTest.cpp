@@ -2330,23 +2330,36 @@ TEST_F(Fake, HipEntry) {
 
 } // namespace
 
-// A grid of ceil(N / d) programs (one per chunk of d tokens): the launch
-// rounds up, and a malformed extent is named.
+// A grid of ceil(N / d) programs (one per chunk of d tokens), and of
+// ceil(N / d) + N (the flat varlen grid's form: the chunks of packed
+// sequences, plus one program per sequence): the launch rounds up and adds,
+// and a malformed extent is named.
 TEST_F(Fake, CeilDivGrid) {
-  BundleDir b(replaced(nvidiaManifest(), "\"grid\": [\"N\", 1, 1]",
-                       "\"grid\": [{\"symbol\": \"N\", \"ceil_div\": 64}, 1, 1]"));
   kda_bundle *bundle;
-  ASSERT_EQ(load(b, &bundle), KDA_OK) << kda_last_error();
-  for (int64_t n : {1, 64, 65, 1000}) {
-    Tensor x(KDA_F32, {n});
-    onDevice(x);
-    kda_tensor xv = x.view();
-    ASSERT_EQ(kda_launch(bundle, "kda_small", &xv, 1, nullptr), KDA_OK)
-        << kda_last_error();
-    EXPECT_EQ(state().last.grid[0], static_cast<unsigned>((n + 63) / 64))
-        << "N = " << n;
+  struct Case {
+    const char *extent;
+    unsigned (*expected)(int64_t n);
+  } cases[] = {
+      {"{\"symbol\": \"N\", \"ceil_div\": 64}",
+       [](int64_t n) { return static_cast<unsigned>((n + 63) / 64); }},
+      {"{\"symbol\": \"N\", \"ceil_div\": 16, \"plus\": \"N\"}",
+       [](int64_t n) { return static_cast<unsigned>((n + 15) / 16 + n); }},
+  };
+  for (const Case &c : cases) {
+    BundleDir b(replaced(nvidiaManifest(), "\"grid\": [\"N\", 1, 1]",
+                         std::string("\"grid\": [") + c.extent + ", 1, 1]"));
+    ASSERT_EQ(load(b, &bundle), KDA_OK) << kda_last_error();
+    for (int64_t n : {1, 16, 17, 64, 65, 1000}) {
+      Tensor x(KDA_F32, {n});
+      onDevice(x);
+      kda_tensor xv = x.view();
+      ASSERT_EQ(kda_launch(bundle, "kda_small", &xv, 1, nullptr), KDA_OK)
+          << kda_last_error();
+      EXPECT_EQ(state().last.grid[0], c.expected(n))
+          << c.extent << ", N = " << n;
+    }
+    kda_bundle_free(bundle);
   }
-  kda_bundle_free(bundle);
 
   // Grids past the hardware's limits are named before any driver call: a
   // sequence of 2^20 tokens in chunks of 16 is 65536 programs, one more than
@@ -2373,25 +2386,6 @@ TEST_F(Fake, CeilDivGrid) {
       }
     }
     EXPECT_EQ(state().launches, launchesBefore + 1);
-    kda_bundle_free(bundle);
-  }
-
-  // ceil(N / d) + N (the flat varlen grid's form: the chunks of packed
-  // sequences, plus one program per sequence).
-  {
-    BundleDir plus(replaced(
-        nvidiaManifest(), "\"grid\": [\"N\", 1, 1]",
-        "\"grid\": [{\"symbol\": \"N\", \"ceil_div\": 16, \"plus\": \"N\"}, 1, 1]"));
-    ASSERT_EQ(load(plus, &bundle), KDA_OK) << kda_last_error();
-    for (int64_t n : {1, 16, 17, 1000}) {
-      Tensor x(KDA_F32, {n});
-      onDevice(x);
-      kda_tensor xv = x.view();
-      ASSERT_EQ(kda_launch(bundle, "kda_small", &xv, 1, nullptr), KDA_OK)
-          << kda_last_error();
-      EXPECT_EQ(state().last.grid[0], static_cast<unsigned>((n + 15) / 16 + n))
-          << "N = " << n;
-    }
     kda_bundle_free(bundle);
   }
 

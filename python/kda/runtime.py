@@ -264,6 +264,19 @@ class _Marshalled:
 _raw_stream = None  # torch._C._cuda_getCurrentRawStream, once torch is imported
 
 
+def _workspace_arg(workspace: Any):
+    """(pointer or None, bytes) of a caller-owned workspace: a device tensor,
+    a ``(pointer, bytes)`` pair, or None (nothing)."""
+    if workspace is None:
+        return None, 0
+    if isinstance(workspace, tuple):
+        ptr, size = int(workspace[0]), int(workspace[1])
+    else:
+        ptr = int(workspace.data_ptr())
+        size = int(workspace.numel()) * int(workspace.element_size())
+    return (ctypes.c_void_p(ptr) if ptr else None), size
+
+
 def _stream_handle(stream: Any, device: int) -> Optional[int]:
     global _raw_stream
     if stream is None:
@@ -437,26 +450,7 @@ class Bundle:
         about each pointer (kda_launch_trusted, where the library has it)."""
         handle = _stream_handle(None, device)
         stream_arg = ctypes.c_void_p(handle) if handle else None
-        if trusted and hasattr(self._lib, "kda_launch_trusted"):
-            ptr = size = 0
-            if workspace is not None:
-                ptr = int(workspace.data_ptr())
-                size = int(workspace.numel()) * int(workspace.element_size())
-            status = self._lib.kda_launch_trusted(self._handle, kernel, m.array, m.count,
-                                                  ctypes.c_void_p(ptr) if ptr else None, size, stream_arg)
-            call = "kda_launch_trusted"
-        elif workspace is None:
-            status = self._lib.kda_launch(self._handle, kernel, m.array, m.count, stream_arg)
-            call = "kda_launch"
-        else:
-            self._need_entries("kda_launch_with_workspace")
-            ptr = int(workspace.data_ptr())
-            size = int(workspace.numel()) * int(workspace.element_size())
-            status = self._lib.kda_launch_with_workspace(self._handle, kernel, m.array, m.count,
-                                                         ctypes.c_void_p(ptr) if ptr else None, size, stream_arg)
-            call = "kda_launch_with_workspace"
-        if status != 0:
-            _raise(self._lib, status, f"{call}({kernel.decode()})")
+        self._launch(kernel, m, stream_arg, workspace, trusted)
 
     def launch(self, kernel: str, tensors: Union[Sequence[Any], Mapping[str, Any]],
                stream: Any = None, workspace: Any = None) -> None:
@@ -470,21 +464,26 @@ class Bundle:
         devices = [d for d in m.devices if d >= 0]
         handle = _stream_handle(stream, devices[0] if devices else -1)
         stream_arg = ctypes.c_void_p(handle) if handle else None
-        if workspace is None:
-            status = self._lib.kda_launch(self._handle, kernel.encode(), m.array, m.count, stream_arg)
+        self._launch(kernel.encode(), m, stream_arg, workspace, False)
+
+    def _launch(self, kernel: bytes, m: _Marshalled, stream_arg: Any, workspace: Any, trusted: bool) -> None:
+        """The C call behind launch and launch_marshalled: kda_launch_trusted
+        (where the library has it), kda_launch_with_workspace or kda_launch."""
+        if trusted and hasattr(self._lib, "kda_launch_trusted"):
+            ptr, size = _workspace_arg(workspace)
+            status = self._lib.kda_launch_trusted(self._handle, kernel, m.array, m.count, ptr, size, stream_arg)
+            call = "kda_launch_trusted"
+        elif workspace is None:
+            status = self._lib.kda_launch(self._handle, kernel, m.array, m.count, stream_arg)
             call = "kda_launch"
         else:
             self._need_entries("kda_launch_with_workspace")
-            if isinstance(workspace, tuple):
-                ptr, size = int(workspace[0]), int(workspace[1])
-            else:
-                ptr = int(workspace.data_ptr())
-                size = int(workspace.numel()) * int(workspace.element_size())
-            status = self._lib.kda_launch_with_workspace(self._handle, kernel.encode(), m.array, m.count,
-                                                         ctypes.c_void_p(ptr) if ptr else None, size, stream_arg)
+            ptr, size = _workspace_arg(workspace)
+            status = self._lib.kda_launch_with_workspace(self._handle, kernel, m.array, m.count, ptr, size,
+                                                         stream_arg)
             call = "kda_launch_with_workspace"
         if status != 0:
-            _raise(self._lib, status, f"{call}({kernel})")
+            _raise(self._lib, status, f"{call}({kernel.decode()})")
 
 
 _bundle_cache: Dict[str, Bundle] = {}

@@ -11,7 +11,7 @@
 #                    (with --flashkda .flashkda once the flashkda step built it: a FlashKDA column)
 #   flashkda         build FlashKDA (MoonshotAI/FlashKDA and the CUTLASS headers its submodule names,
 #                    exported as the git-ignored .flashkda.tgz; never committed) in place, ~90 s
-#   kda:NAME:DIR:CASES  the same with --no-fla and bundles from DIR (tile variants)
+#   kda:NAME:DIR:CASES  the same with --no-fla and bundles from DIR (tile variants; $BENCH_EXTRA too)
 #   ncu:KERNEL:ARGS  Nsight Compute (clocks left alone) on the first launch of kernels matching
 #                    the regex KERNEL in bench/profile_kda.py ARGS
 #   py:SCRIPT        python3 SCRIPT with the package, the runtime and .benchb's bundles
@@ -75,7 +75,7 @@ for step in "$@"; do
     kda:*)
       IFS=: read -r _ name dir cases <<<"$step"
       timeout "$left" bash bench/run.sh "$dir" .fla --quick --no-fla --cases "$cases" \
-        --json "$out/$name.json" 2>&1 | tee "$out/$name.log" | grep -vE '^\s*$' | tail -12 ;;
+        --json "$out/$name.json" ${BENCH_EXTRA:-} 2>&1 | tee "$out/$name.log" | grep -vE '^\s*$' | tail -12 ;;
     py:*)
       script=${step#py:}
       timeout "$left" bash -c "

@@ -28,6 +28,9 @@ p.add_argument("--variant", default="lb", choices=("lb", "softplus", "logspace")
                     "softplus gate without a bound, or FLA's default call (log-space g in fp32, "
                     "q/k normalised and beta after its sigmoid beforehand)")
 p.add_argument("--chunk", type=int, default=None, help="chunk_size passed to chunk_kda")
+p.add_argument("--flashkda", default=None, metavar="DIR",
+               help="profile FlashKDA's fwd (built in place in DIR) on the same tensors instead "
+                    "of kda (lower-bound gate only): its kernels under the same profiler")
 p.add_argument("--torch-profile", action="store_true",
                help="time 10 calls under torch.profiler and print the GPU time "
                     "of each kernel (an entry's launches one by one)")
@@ -86,6 +89,19 @@ else:
         flags.update(lower_bound=-5.0, safe_gate=True)
 run = lambda: kda.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True,
                             state_v_first=True, cu_seqlens=cu, **flags, **extra)
+if a.flashkda is not None:
+    if a.variant != "lb" or a.chunk or a.intermediate:
+        raise SystemExit("--flashkda: FlashKDA computes the lower-bound gate at chunk 16 only")
+    import sys, os
+    sys.path.insert(0, os.path.abspath(a.flashkda))
+    import flash_kda
+    # FlashKDA takes the raw gate and beta logits with the activations in the kernel, as kda here.
+    def run():
+        o = torch.empty_like(v)
+        ht = torch.empty_like(h0)
+        flash_kda.fwd(q, k, v, g, beta, K ** -0.5, o, A_log, dt_bias.view(H, K), -5.0,
+                      initial_state=h0, final_state=ht, cu_seqlens=cu)
+        return o, ht
 with torch.inference_mode():
     o, ht = run()[:2]
     if a.torch_profile:

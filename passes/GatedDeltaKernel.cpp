@@ -320,28 +320,24 @@ ChunkOutputs mlir::kda::emitStateStep(TileBuilder &tb,
                      return arith::AddFOp::create(bb, s[0], s[1]);
                    });
 
-  // State at the chunk end.
-  Value written = tb.matmul(intra.kToEnd, vNew, /*transA=*/true);
-  if (!intra.gLast) {
-    Value next = tb.map({kd, vd}, {state, written},
-                        [](ImplicitLocOpBuilder &bb, ValueRange s,
-                           ValueRange) -> Value {
-                          return arith::AddFOp::create(bb, s[0], s[1]);
-                        });
-    return {o, next};
+  // State at the chunk end: the decayed state plus what the chunk writes,
+  // one product added in place (a matrix instruction accumulates into the
+  // state's own registers).
+  Value kept = state;
+  if (intra.gLast) {
+    // The chunk's decay per key, taken once per key rather than per state
+    // element.
+    Value decayLast = tb.map({kd}, {intra.gLast}, [](ImplicitLocOpBuilder &bb,
+                                                     ValueRange s, ValueRange) {
+      return Value(math::ExpOp::create(bb, s[0]));
+    });
+    kept = tb.map({kd, vd}, {state, perRow(decayLast)},
+                  [](ImplicitLocOpBuilder &bb, ValueRange s,
+                     ValueRange) -> Value {
+                    return arith::MulFOp::create(bb, s[0], s[1]);
+                  });
   }
-  // The chunk's decay per key, taken once per key rather than per state
-  // element.
-  Value decayLast = tb.map({kd}, {intra.gLast}, [](ImplicitLocOpBuilder &bb,
-                                                   ValueRange s, ValueRange) {
-    return Value(math::ExpOp::create(bb, s[0]));
-  });
-  Value next = tb.map({kd, vd}, {state, perRow(decayLast), written},
-                      [](ImplicitLocOpBuilder &bb, ValueRange s,
-                         ValueRange) -> Value {
-                        Value kept = arith::MulFOp::create(bb, s[0], s[1]);
-                        return arith::AddFOp::create(bb, kept, s[2]);
-                      });
+  Value next = tb.matmulAdd(kept, intra.kToEnd, vNew, /*transA=*/true);
   return {o, next};
 }
 

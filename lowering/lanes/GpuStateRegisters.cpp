@@ -47,14 +47,17 @@
 
 #include "lowering/GpuPipeline.h"
 #include "lowering/lanes/LaneBuilder.h"
+#include "lowering/lanes/LaneTiles.h"
 #include "lowering/lanes/PassDescription.h"
 #include "lowering/Strategy.h"
 
+#include "passes/GatedDeltaKernel.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -740,77 +743,80 @@ struct StateProgram : kda::LaneBuilder {
   }
 };
 
-/// The state pass with one warp per 16 rows of V and no exchange between
-/// warps: each warp holds S^T for its 16 value rows and all of K, so every
-/// product of a chunk step contracts within the warp (no shared memory, no
-/// barrier). Sizes: KT = K / 8 accumulator tiles per lane, KQ = K / 4.
+/// The state pass derived from the one algorithm: emitStateStep
+/// (passes/GatedDeltaKernel.cpp) runs on LaneTileBuilder tiles, and this
+/// driver only stages a chunk's workspaces in shared memory and stores.
 ///
-/// Layout: a lane's accumulator element (tile j, element (r, e)) is
-/// S^T[g + 8r][kc(t, j, e)] with kc(t, j, e) = t KQ + e KT + j. As the A
-/// operand of a product over K, k-step j takes k indices t and t + 4 to
-/// kc(t, j, 0) and kc(t, j, 1); so the B operand's rows (W, Gamma Q) are the
-/// lane's KQ consecutive columns from t KQ, and the decayed k a tile
-/// accumulates (output column g <-> key kc(g / 2, j, g % 2)) is KT
-/// consecutive columns: every workspace row is read with 16-byte loads.
-/// V_new^T comes out of its product as an accumulator (chunk columns 2t,
-/// 2t + 1 of each 8) and is the A operand of the output and state products
-/// when their B rows are read in that order (chunk rows 2t, 2t + 1).
-struct WarpStateProgram : kda::LaneBuilder {
+/// Layout: the warps split the program's V block (VB / NW rows of S^T each,
+/// a multiple of 16) and every warp holds all of K, so no product of a chunk
+/// step crosses warps. The state [K, VB] is mma.sync's accumulator layout of
+/// S^T, transposed; the products against it run transposed
+/// (LaneTileBuilder::runsTransposed), with S^T as the A operand (rounded to
+/// bf16, as FLA's and FlashKDA's kernels round it) and W, Gamma Q and the
+/// decayed k read from shared memory through ldmatrix. U, P and the chunk's
+/// log-decay are read from shared memory into the layouts their products
+/// want, so no layout conversion moves data between lanes.
+///
+/// Staging: two stages of cp.async copies, one barrier per chunk; chunk
+/// i + 1's copies run under chunk i's products. Rows past a partial chunk's
+/// end are zero-filled (no bytes read), which makes their V_new rows zero;
+/// their outputs are not stored.
+///
+/// It takes 16-bit inputs (bf16 W, Gamma Q and decayed k workspaces: the
+/// matrix instruction's operands) without boundary states; fp32 kernels
+/// keep the split-K program's 3xTF32 products (1e-4 bar).
+struct LaneStateProgram : kda::LaneBuilder {
   const StatePassConfig &cfg;
-  int64_t C, K, VB, KT, KQ, NC;
-  bool precise;
+  int64_t C, K, VB, NW;
+  static constexpr int64_t kStages = 2;
+  static constexpr int64_t kPad16 = 8; // bf16 row padding: 16 bytes
+  static constexpr int64_t kPad32 = 4; // f32 row padding: 16 bytes
   Value ws[6]; // w, u, q, k, p, g (null when absent)
   Value o, h0, ht, cuSeqlens;
-  Value n, head, vw, row, start, length, tokens, heads;
-  Value lane, g, t;
+  Value n, head, vCol, row, start, length, tokens, heads;
+  Value tid, lane, warp;
   Value flat[6];
+  Value shW, shQ, shK, shU, shP, shG;
 
-  WarpStateProgram(ImplicitLocOpBuilder &b, const StatePassConfig &cfg,
-                   bool precise)
+  LaneStateProgram(ImplicitLocOpBuilder &b, const StatePassConfig &cfg,
+                   int64_t warps)
       : LaneBuilder(b), cfg(cfg), C(cfg.chunk), K(cfg.keyDim), VB(cfg.vBlock),
-        KT(cfg.keyDim / 8), KQ(cfg.keyDim / 4), NC(cfg.chunk / 8),
-        precise(precise) {}
+        NW(warps) {}
 
-  static bool covers(const StatePassConfig &cfg) {
-    return !cfg.boundary && cfg.vBlock % 16 == 0 && cfg.keyDim % 32 == 0 &&
-           cfg.chunk % 8 == 0 && cfg.chunk <= 64;
+  /// Warps for `threads` per block: at most one per 16 V rows.
+  static int64_t warpsFor(const StatePassConfig &cfg, int64_t threads) {
+    int64_t w = std::max<int64_t>(1, threads / 32);
+    while (w > 1 && cfg.vBlock % (16 * w) != 0)
+      w /= 2;
+    return w;
   }
-  int64_t threads() const { return 32 * (VB / 16); }
+  /// Why the derived program does not take `cfg`; empty if it does.
+  static std::string refusal(const StatePassConfig &cfg, int64_t threads,
+                             TypeRange wsTypes) {
+    if (cfg.boundary)
+      return "chunk-boundary states (the split-K program records them)";
+    if (cfg.vBlock % 16 != 0 || cfg.keyDim % 16 != 0 || cfg.chunk % 16 != 0 ||
+        cfg.chunk > 64)
+      return "V block " + std::to_string(cfg.vBlock) + ", K " +
+             std::to_string(cfg.keyDim) + ", chunk " +
+             std::to_string(cfg.chunk) +
+             ": V blocks, K and chunks multiples of 16, chunks up to 64";
+    for (auto [role, type] : llvm::zip(cfg.roles, wsTypes)) {
+      Type e = cast<MemRefType>(type).getElementType();
+      bool operand = role == "w" || role == "q" || role == "k";
+      if (operand ? !e.isBF16() : !e.isF32())
+        return "fp32 workspaces (fp32 inputs keep the split-K program's "
+               "3xTF32 products)";
+    }
+    (void)threads;
+    return "";
+  }
+  int64_t threads() const { return 32 * NW; }
 
-  Value element(Value acc, int64_t r, int64_t e) {
-    return vector::ExtractOp::create(b, acc, ArrayRef<int64_t>{r, e});
-  }
-  Value accOf(ArrayRef<Value> e) {
-    return vector::FromElementsOp::create(
-        b, VectorType::get({2, 2}, b.getF32Type()), e);
-  }
-  Value zeroAcc() {
-    Value z = f32(0.0);
-    return accOf({z, z, z, z});
-  }
-  /// An accumulator as the A operand of the next product (rows g, g + 8;
-  /// k indices t, t + 4 <-> its columns 2t, 2t + 1).
-  SmallVector<Value> asA(Value acc) {
-    return {element(acc, 0, 0), element(acc, 1, 0), element(acc, 0, 1),
-            element(acc, 1, 1)};
-  }
-  Value mma(ArrayRef<Value> a, ArrayRef<Value> bv, Value acc) {
-    return kda::emitMmaSyncTf32(b, b.getLoc(), a, bv, acc, precise);
-  }
-  Value kc(Value tt, int64_t j, int64_t e) {
-    return add(mul(tt, KQ), e * KT + j);
-  }
   SmallVector<Value> stateIndex(Value key, Value v) {
-    return cfg.vMajor ? SmallVector<Value>{n, head, v, key}
-                      : SmallVector<Value>{n, head, key, v};
-  }
-  Value vRow(int64_t r) { return add(add(vw, g), 8 * r); }
-
-  void makeFlatViews() {
-    heads = memref::DimOp::create(b, o, 2);
-    for (int i = 0; i < 6; ++i)
-      if (ws[i])
-        flat[i] = flatWorkspace(b, ws[i]);
+    Value vg = add(vCol, v);
+    return cfg.vMajor ? SmallVector<Value>{n, head, vg, key}
+                      : SmallVector<Value>{n, head, key, vg};
   }
   int64_t widthOf(int i) {
     return cast<MemRefType>(ws[i].getType()).getDimSize(3);
@@ -820,25 +826,84 @@ struct WarpStateProgram : kda::LaneBuilder {
     r = add(arith::MulIOp::create(b, r, heads), head);
     return mul(r, widthOf(i));
   }
-  /// Chunk row r's offset from row 0 (32-bit: loop-invariant offsets take
-  /// one register each).
   Value rowOffset(int i, Value r) {
-    Type i32 = b.getI32Type();
-    Value off = arith::MulIOp::create(
-        b,
-        arith::MulIOp::create(b, arith::IndexCastUIOp::create(b, i32, r),
-                              arith::IndexCastUIOp::create(b, i32, heads)),
-        arith::ConstantOp::create(b, b.getI32IntegerAttr(widthOf(i))));
-    return arith::IndexCastUIOp::create(b, b.getIndexType(), off);
-  }
-  SmallVector<Value> loadFlat(int i, Value at, int64_t width) {
-    return loadWorkspaceRow(b, flat[i], at, width);
+    return arith::MulIOp::create(b, arith::MulIOp::create(b, r, heads),
+                                 idx(widthOf(i)));
   }
 
-  void emit(ArrayRef<Value> ivs) {
+  /// Copies `rows` rows of `pieces` 16-byte pieces of workspace i (from
+  /// column `col0`) into shared buffer `dst` [stage, row, col]; rows at or
+  /// past `valid` are zero-filled and read their last valid row's address.
+  void issueRows(int i, Value dst, Value stage, Value t0, Value valid,
+                 int64_t rows, int64_t pieces, Value col0, bool perRow) {
+    auto type = cast<MemRefType>(ws[i].getType());
+    const int64_t perPiece = 16 / (type.getElementTypeBitWidth() / 8);
+    const int64_t total = rows * pieces;
+    Value base = chunkBase(i, t0);
+    if (col0)
+      base = add(base, col0);
+    Value last = arith::SubIOp::create(b, valid, idx(1));
+    for (int64_t s0 = 0; s0 < total; s0 += threads()) {
+      Value p = add(tid, s0);
+      OpBuilder::InsertionGuard guard(b);
+      if (s0 + threads() > total) {
+        auto inRange = scf::IfOp::create(b, ult(p, idx(total)), false);
+        b.setInsertionPointToStart(inRange.thenBlock());
+      }
+      Value r = arith::DivUIOp::create(b, p, idx(pieces));
+      Value c = mul(arith::RemUIOp::create(b, p, idx(pieces)), perPiece);
+      Value src = perRow ? add(add(base, rowOffset(i, minu(r, last))), c)
+                         : add(base, c);
+      Value count = perRow ? select(ult(r, valid), idx(perPiece), idx(0))
+                           : idx(perPiece);
+      SmallVector<Value> to = {stage};
+      if (perRow)
+        to.push_back(r);
+      to.push_back(c);
+      nvgpu::DeviceAsyncCopyOp::create(
+          b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst, to,
+          flat[i], ValueRange{src}, b.getIndexAttr(perPiece), count,
+          /*bypassL1=*/b.getUnitAttr());
+    }
+  }
+
+  /// Chunk `chunkIdx`'s workspaces into `stage`.
+  void issue(Value chunkIdx, Value stage) {
+    Value local = mul(chunkIdx, C);
+    Value t0 = add(start, local);
+    Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
+    if (ws[0])
+      issueRows(0, shW, stage, t0, valid, C, K / 8, {}, true);
+    issueRows(2, shQ, stage, t0, valid, C, K / 8, {}, true);
+    issueRows(3, shK, stage, t0, valid, C, K / 8, {}, true);
+    issueRows(1, shU, stage, t0, valid, C, VB / 4, vCol, true);
+    issueRows(4, shP, stage, t0, valid, C, C / 4, {}, true);
+    if (ws[5])
+      issueRows(5, shG, stage, t0, valid, 1, K / 4, {}, false);
+  }
+
+  /// A tile of `layout` read from shared buffer `buf` [stage, r, c] (or
+  /// [stage, c] for rank 1).
+  Value readTile(kda::LaneTileBuilder &tb, const kda::LaneLayout &layout,
+                 Value buf, Value stage) {
+    SmallVector<Value> regs;
+    for (int64_t r = 0; r < int64_t(layout.regs.size()); ++r) {
+      SmallVector<Value> at = {stage};
+      for (int64_t d = 0; d < layout.rank(); ++d)
+        at.push_back(tb.coordinate(layout, r, d));
+      regs.push_back(memref::LoadOp::create(b, buf, at));
+    }
+    return tb.make(layout, regs);
+  }
+
+  /// Emits the program; returns the builder's refusal (empty on success).
+  std::string emit(ArrayRef<Value> ivs) {
+    Type f32Type = b.getF32Type(), bf16 = b.getBF16Type();
     n = ivs[0];
     head = ivs[1];
+    vCol = mul(ivs[2], VB);
     tokens = memref::DimOp::create(b, o, 1);
+    heads = memref::DimOp::create(b, o, 2);
     if (cuSeqlens) {
       auto offset = [&](Value i) -> Value {
         Value e = memref::LoadOp::create(b, cuSeqlens, ValueRange{i});
@@ -852,195 +917,124 @@ struct WarpStateProgram : kda::LaneBuilder {
       start = idx(0);
       length = tokens;
     }
-    Value tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
     lane = arith::RemUIOp::create(b, tid, idx(32));
-    Value warp = arith::DivUIOp::create(b, tid, idx(32));
-    g = arith::DivUIOp::create(b, lane, idx(4));
-    t = arith::RemUIOp::create(b, lane, idx(4));
-    vw = add(mul(ivs[2], VB), mul(warp, 16));
-    makeFlatViews();
+    warp = arith::DivUIOp::create(b, tid, idx(32));
+    for (int i = 0; i < 6; ++i)
+      if (ws[i])
+        flat[i] = flatWorkspace(b, ws[i]);
 
-    // The initial state, in accumulator layout.
+    auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
+                                         gpu::AddressSpace::Workgroup);
+    auto alloc = [&](ArrayRef<int64_t> shape, Type e) -> Value {
+      return memref::AllocOp::create(
+          b, MemRefType::get(shape, e, MemRefLayoutAttrInterface(), wg));
+    };
+    if (ws[0])
+      shW = alloc({kStages, C, K + kPad16}, bf16);
+    shQ = alloc({kStages, C, K + kPad16}, bf16);
+    shK = alloc({kStages, C, K + kPad16}, bf16);
+    shU = alloc({kStages, C, VB + kPad32}, f32Type);
+    shP = alloc({kStages, C, C + kPad32}, f32Type);
+    if (ws[5])
+      shG = alloc({kStages, K}, f32Type);
+
+    kda::LaneTileBuilder tb(b, 32, NW, lane, warp);
+    tb.useMmaSync(bf16);
+    using kda::LaneLayout;
+    using kda::LaneTileBuilder;
+    const LaneLayout stateL =
+        LaneTileBuilder::mmaAccumulator(VB, K, NW).transposed();
+    const LaneLayout rowsL =
+        LaneTileBuilder::mmaAccumulator(VB, C, NW).transposed(); // U, O
+    const LaneLayout pL = LaneTileBuilder::mmaOperandB(C, C, NW).transposed();
+    const LaneLayout gL = stateL.slice(0);
+
+    // The initial state.
     SmallVector<Value> S;
-    for (int64_t j = 0; j < KT; ++j) {
+    for (int64_t r = 0; r < int64_t(stateL.regs.size()); ++r) {
       if (!h0) {
-        S.push_back(zeroAcc());
+        S.push_back(f32(0.0));
         continue;
       }
-      SmallVector<Value> e;
-      for (int64_t r = 0; r < 2; ++r)
-        for (int64_t c = 0; c < 2; ++c)
-          e.push_back(toF32(memref::LoadOp::create(
-              b, h0, stateIndex(kc(t, j, c), vRow(r)))));
-      S.push_back(accOf(e));
+      S.push_back(toF32(memref::LoadOp::create(
+          b, h0,
+          stateIndex(tb.coordinate(stateL, r, 0), tb.coordinate(stateL, r, 1)))));
     }
 
-    // Full chunks in a loop, a partial last chunk after it.
-    Value numFull = arith::DivUIOp::create(b, length, idx(C));
-    auto loop = scf::ForOp::create(b, idx(0), numFull, idx(1), S);
+    Value numChunks = arith::CeilDivUIOp::create(b, length, idx(C));
+    {
+      auto first = scf::IfOp::create(b, ult(idx(0), numChunks), false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(first.thenBlock());
+      issue(idx(0), idx(0));
+    }
+    NVVM::CpAsyncCommitGroupOp::create(b);
+    auto loop = scf::ForOp::create(b, idx(0), numChunks, idx(1), S);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(loop.getBody());
+      Value i = loop.getInductionVar();
+      Value stage = arith::RemUIOp::create(b, i, idx(kStages));
+      // This chunk's copies are the only group pending; past the barrier
+      // every warp is done with the previous chunk, whose stage takes the
+      // next chunk's copies.
+      NVVM::CpAsyncWaitGroupOp::create(b, 0);
+      gpu::BarrierOp::create(b);
+      {
+        Value nextChunk = add(i, 1);
+        auto more = scf::IfOp::create(b, ult(nextChunk, numChunks), false);
+        OpBuilder::InsertionGuard g2(b);
+        b.setInsertionPointToStart(more.thenBlock());
+        issue(nextChunk, arith::RemUIOp::create(b, nextChunk, idx(kStages)));
+      }
+      NVVM::CpAsyncCommitGroupOp::create(b);
+
+      kda::IntraChunk intra;
+      if (ws[0])
+        intra.w = tb.makeShared(shW, ValueRange{stage}, {C, K});
+      intra.qDecayed = tb.makeShared(shQ, ValueRange{stage}, {C, K});
+      intra.kToEnd = tb.makeShared(shK, ValueRange{stage}, {C, K});
+      intra.u = readTile(tb, rowsL, shU, stage);
+      intra.p = readTile(tb, pL, shP, stage);
+      if (ws[5])
+        intra.gLast = readTile(tb, gL, shG, stage);
       SmallVector<Value> cur(loop.getRegionIterArgs().begin(),
                              loop.getRegionIterArgs().end());
-      scf::YieldOp::create(b, emitChunk(loop.getInductionVar(), cur, true));
-    }
-    SmallVector<Value> afterFull(loop.getResults().begin(),
-                                 loop.getResults().end());
-    SmallVector<Type> types;
-    for (Value v : afterFull)
-      types.push_back(v.getType());
-    auto tail = scf::IfOp::create(b, types, ult(mul(numFull, C), length),
-                                  /*withElseRegion=*/true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(tail.thenBlock());
-      scf::YieldOp::create(b, emitChunk(numFull, afterFull, false));
-      b.setInsertionPointToStart(tail.elseBlock());
-      scf::YieldOp::create(b, afterFull);
+      Value state = tb.make(stateL, cur);
+      kda::ChunkOutputs out = kda::emitStateStep(tb, intra, state);
+      SmallVector<Value> oRegs = tb.convertLayout(out.o, rowsL);
+      SmallVector<Value> next = tb.convertLayout(out.nextState, stateL);
+      if (!tb.failure().empty()) {
+        scf::YieldOp::create(b, cur);
+        return tb.failure();
+      }
+
+      // The output rows of the chunk's tokens.
+      Value local = mul(i, C);
+      Value t0 = add(start, local);
+      Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
+      Type oType = cast<MemRefType>(o.getType()).getElementType();
+      for (int64_t r = 0; r < int64_t(rowsL.regs.size()); ++r) {
+        Value c = tb.coordinate(rowsL, r, 0);
+        Value v = tb.coordinate(rowsL, r, 1);
+        auto store = scf::IfOp::create(b, ult(c, valid), false);
+        OpBuilder::InsertionGuard g2(b);
+        b.setInsertionPointToStart(store.thenBlock());
+        memref::StoreOp::create(b, fromF32(oRegs[r], oType), o,
+                                ValueRange{row, add(t0, c), head, add(vCol, v)});
+      }
+      scf::YieldOp::create(b, next);
     }
 
     if (ht) {
       Type type = cast<MemRefType>(ht.getType()).getElementType();
-      for (int64_t j = 0; j < KT; ++j) {
-        Value acc = tail.getResult(j);
-        for (int64_t r = 0; r < 2; ++r)
-          for (int64_t c = 0; c < 2; ++c)
-            memref::StoreOp::create(b, fromF32(element(acc, r, c), type), ht,
-                                    stateIndex(kc(t, j, c), vRow(r)));
-      }
+      for (int64_t r = 0; r < int64_t(stateL.regs.size()); ++r)
+        memref::StoreOp::create(
+            b, fromF32(loop.getResult(r), type), ht,
+            stateIndex(tb.coordinate(stateL, r, 0), tb.coordinate(stateL, r, 1)));
     }
-  }
-
-  /// One chunk step. A full chunk needs no clamping and no masks; a partial
-  /// one reads its last valid row for rows past the end, zeroes their
-  /// V_new and stores no output for them.
-  SmallVector<Value> emitChunk(Value chunkIdx, ArrayRef<Value> S, bool full) {
-    const bool delta = static_cast<bool>(ws[0]);
-    Value local = mul(chunkIdx, C);
-    Value t0 = add(start, local);
-    Value valid = full ? idx(C)
-                       : minu(idx(C), arith::SubIOp::create(b, length, local));
-    Value lastRow = arith::SubIOp::create(b, valid, idx(1));
-    auto rowAt = [&](int i, Value base, Value r) {
-      return add(base, rowOffset(i, full ? r : minu(r, lastRow)));
-    };
-    Value base[6];
-    for (int i = 0; i < 6; ++i)
-      if (ws[i])
-        base[i] = chunkBase(i, t0);
-
-    // Loads: W and Gamma Q rows 8m + g (the lane's KQ columns), U^T for
-    // V_new's accumulator elements, P for the output, the decayed k rows
-    // 8kk + 2t + h (KT columns), the chunk's log-decay.
-    Value tq = mul(t, KQ);
-    SmallVector<SmallVector<Value>> wRow, qRow;
-    for (int64_t m = 0; m < NC; ++m) {
-      Value r = add(g, 8 * m);
-      if (delta)
-        wRow.push_back(loadFlat(0, add(rowAt(0, base[0], r), tq), KQ));
-      qRow.push_back(loadFlat(2, add(rowAt(2, base[2], r), tq), KQ));
-    }
-    SmallVector<Value> uVal; // [m][r][e]
-    for (int64_t m = 0; m < NC; ++m)
-      for (int64_t r = 0; r < 2; ++r)
-        for (int64_t e = 0; e < 2; ++e) {
-          Value c = add(mul(t, 2), 8 * m + e);
-          uVal.push_back(memref::LoadOp::create(
-              b, flat[1], ValueRange{add(rowAt(1, base[1], c), vRow(r))}));
-        }
-    // (Scalar loads: a pair as a vector would become the mma operand
-    // itself through a shape cast the NVVM lowering does not take.)
-    SmallVector<SmallVector<Value>> pVal(NC * NC); // [ni * NC + kk]
-    for (int64_t ni = 0; ni < NC; ++ni)
-      for (int64_t kk = 0; kk <= ni; ++kk) {
-        Value a =
-            add(rowAt(4, base[4], add(g, 8 * ni)), add(mul(t, 2), 8 * kk));
-        for (int64_t h = 0; h < 2; ++h)
-          pVal[ni * NC + kk].push_back(
-              loadWorkspaceElement(b, flat[4], add(a, h)));
-      }
-    Value gHalf = arith::DivUIOp::create(b, g, idx(2));
-    Value gOdd = arith::RemUIOp::create(b, g, idx(2));
-    Value keyOfG = add(mul(gHalf, KQ), mul(gOdd, KT));
-    SmallVector<SmallVector<Value>> kRow; // [kk * 2 + h][J]
-    for (int64_t kk = 0; kk < NC; ++kk)
-      for (int64_t h = 0; h < 2; ++h)
-        kRow.push_back(loadFlat(
-            3, add(rowAt(3, base[3], add(mul(t, 2), 8 * kk + h)), keyOfG), KT));
-    SmallVector<Value> decay;
-    if (ws[5])
-      for (Value x : loadFlat(5, add(base[5], tq), KQ))
-        decay.push_back(math::ExpOp::create(b, x));
-
-    // Y1^T = S^T W^T and Y2^T = S^T (Gamma Q)^T, [16 x C] each.
-    SmallVector<Value> y1(NC), y2(NC);
-    for (int64_t m = 0; m < NC; ++m) {
-      Value a1 = zeroAcc(), a2 = zeroAcc();
-      for (int64_t j = 0; j < KT; ++j) {
-        SmallVector<Value> a = asA(S[j]);
-        if (delta)
-          a1 = mma(a, {wRow[m][j], wRow[m][KT + j]}, a1);
-        a2 = mma(a, {qRow[m][j], qRow[m][KT + j]}, a2);
-      }
-      y1[m] = a1;
-      y2[m] = a2;
-    }
-    // V_new^T = U^T - Y1^T (zero past the end of a partial chunk).
-    SmallVector<Value> vn(NC);
-    for (int64_t m = 0; m < NC; ++m) {
-      SmallVector<Value> e4;
-      for (int64_t r = 0; r < 2; ++r)
-        for (int64_t e = 0; e < 2; ++e) {
-          Value u = uVal[(m * 2 + r) * 2 + e];
-          Value x = delta ? Value(arith::SubFOp::create(b, u, element(y1[m], r, e)))
-                          : u;
-          if (!full)
-            x = select(ult(add(mul(t, 2), 8 * m + e), valid), x, f32(0.0));
-          e4.push_back(x);
-        }
-      vn[m] = accOf(e4);
-    }
-    // O^T = Y2^T + V_new^T P^T, stored (rows of the chunk 8ni + 2t + e).
-    Type oType = cast<MemRefType>(o.getType()).getElementType();
-    for (int64_t ni = 0; ni < NC; ++ni) {
-      Value acc = y2[ni];
-      for (int64_t kk = 0; kk <= ni; ++kk)
-        acc = mma(asA(vn[kk]), pVal[ni * NC + kk], acc);
-      for (int64_t r = 0; r < 2; ++r)
-        for (int64_t e = 0; e < 2; ++e) {
-          Value c = add(mul(t, 2), 8 * ni + e);
-          auto store = [&] {
-            memref::StoreOp::create(b, fromF32(element(acc, r, e), oType), o,
-                                    ValueRange{row, add(t0, c), head, vRow(r)});
-          };
-          if (full) {
-            store();
-            continue;
-          }
-          auto op = scf::IfOp::create(b, ult(c, valid), false);
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(op.thenBlock());
-          store();
-        }
-    }
-    // S^T <- S^T Diag(exp(g_last)) + V_new^T k~.
-    SmallVector<Value> next;
-    for (int64_t j = 0; j < KT; ++j) {
-      Value acc = S[j];
-      if (!decay.empty()) {
-        SmallVector<Value> e4;
-        for (int64_t r = 0; r < 2; ++r)
-          for (int64_t e = 0; e < 2; ++e)
-            e4.push_back(arith::MulFOp::create(b, element(acc, r, e),
-                                               decay[e * KT + j]));
-        acc = accOf(e4);
-      }
-      for (int64_t kk = 0; kk < NC; ++kk)
-        acc = mma(asA(vn[kk]), {kRow[kk * 2][j], kRow[kk * 2 + 1][j]}, acc);
-      next.push_back(acc);
-    }
-    return next;
+    return "";
   }
 };
 
@@ -1077,8 +1071,6 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       }
       return;
     }
-    const bool warpPrograms =
-        independentWarps && WarpStateProgram::covers(*cfg);
     std::optional<kda::ProgramGrid> grid =
         kda::findProgramGrid(func, cfg->grid, "kda-gpu-state-registers");
     if (!grid)
@@ -1147,16 +1139,35 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       kda::requireAlignedRows(func, [](StringRef name, MemRefType) {
         return name == "boundary_states";
       });
-    if (warpPrograms) {
-      WarpStateProgram wp(b, *cfg, precise);
-      std::copy(std::begin(prog.ws), std::end(prog.ws), std::begin(wp.ws));
-      wp.o = prog.o;
-      wp.h0 = prog.h0;
-      wp.ht = prog.ht;
-      wp.cuSeqlens = prog.cuSeqlens;
-      wp.emit(ivs);
+    // The derived program where it was asked for and takes the kernel;
+    // else the split-K program (which covers every shape it does).
+    SmallVector<Type> wsTypes;
+    for (size_t i = 0; i < cfg->roles.size(); ++i)
+      if (Value arg = byName("ws" + std::to_string(i)))
+        wsTypes.push_back(arg.getType());
+    std::string derivedRefusal =
+        independentWarps
+            ? LaneStateProgram::refusal(*cfg, threads, wsTypes)
+            : std::string("not asked for (state-warps off)");
+    if (independentWarps && !derivedRefusal.empty())
+      func.emitRemark() << "kda-gpu-state-registers: the derived state "
+                           "program does not take this kernel ("
+                        << derivedRefusal << "); the split-K program runs it";
+    if (derivedRefusal.empty()) {
+      LaneStateProgram lp(b, *cfg, LaneStateProgram::warpsFor(*cfg, threads));
+      std::copy(std::begin(prog.ws), std::end(prog.ws), std::begin(lp.ws));
+      lp.o = prog.o;
+      lp.h0 = prog.h0;
+      lp.ht = prog.ht;
+      lp.cuSeqlens = prog.cuSeqlens;
+      if (std::string why = lp.emit(ivs); !why.empty()) {
+        func.emitError() << "kda-gpu-state-registers: the derived state "
+                            "program cannot be built: "
+                         << why;
+        return signalPassFailure();
+      }
       func->setAttr(kda::kBlockThreadsAttr,
-                    b.getI64IntegerAttr(wp.threads()));
+                    b.getI64IntegerAttr(lp.threads()));
     } else {
       prog.prefetch = prefetch;
       prog.emit(ivs);
@@ -1175,7 +1186,7 @@ std::string mlir::kda::stateLanesRefusal(StatePassAttr statePass,
   std::optional<StatePassConfig> cfg = readConfig(statePass);
   if (!cfg)
     return "its description (kda.state_pass) is incomplete";
-  if (warpPrograms && WarpStateProgram::covers(*cfg))
+  if (warpPrograms && LaneStateProgram::refusal(*cfg, threads, {}).empty())
     return "";
   const int64_t warps = threads / 32;
   std::string why;

@@ -591,10 +591,70 @@ Value LaneTileBuilder::rowMax(Value a) {
   return reduce(a, 1, true);
 }
 
+bool LaneTileBuilder::runsTransposed(Value a, Value bTile, bool transB) {
+  // Only on the matrix instruction, and op(b) must be a distributed tile.
+  if (!mmaType || shared.count(bTile.getAsOpaquePointer()) ||
+      !tiles.count(bTile.getAsOpaquePointer()) || !error.empty())
+    return false;
+  LaneLayout opB = tile_(bTile).layout;
+  if (opB.rank() != 2)
+    return false;
+  if (transB)
+    opB = opB.transposed();
+  for (const LaneLayout::Coords &w : opB.warps)
+    if (w[0] != 0)
+      return false;
+  if (auto sh = shared.find(a.getAsOpaquePointer()); sh != shared.end())
+    return !sh->second.address;
+  if (!tiles.count(a.getAsOpaquePointer()))
+    return false;
+  // Products with a vector side keep their shuffle forms (matmul).
+  const LaneLayout &al = tile_(a).layout;
+  if (al.rank() != 2 || al.shape[0] == 1 || al.shape[1] == 1 ||
+      opB.shape[1] == 1)
+    return false;
+  for (const LaneLayout::Coords &w : al.warps)
+    if (w[0] != 0 || w[1] != 0)
+      return false;
+  return true;
+}
+
+Value LaneTileBuilder::transposedProduct(Value a, Value bTile, bool transA,
+                                         bool transB, Value acc) {
+  // C = op(a) op(b) as C^T = op(b)^T op(a)^T: op(b)^T is the matrix
+  // instruction's A operand, with its rows (op(b)'s columns) over the warps;
+  // op(a)^T is its B operand, from shared memory or a copy in every warp.
+  SmallVector<int64_t> sa = shape(a), sb = shape(bTile);
+  const int64_t M = transA ? sa[1] : sa[0], K = transA ? sa[0] : sa[1],
+                N = transB ? sb[0] : sb[1];
+  if ((transB ? sb[1] : sb[0]) != K)
+    return fail("a product whose inner dimensions differ", {M, N});
+  const Tile &B = tile_(bTile);
+  Value aT = make(transB ? B.layout : B.layout.transposed(), B.regs);
+  Value bT = a;
+  bool bTransposed = !transA; // B' = T^T reads a shared T's rows as they are
+  if (!shared.count(a.getAsOpaquePointer())) {
+    const Tile &A = tile_(a);
+    bT = make(transA ? A.layout : A.layout.transposed(), A.regs);
+    bTransposed = false;
+  }
+  Value init;
+  if (acc) {
+    const Tile &C = tile_(acc);
+    init = make(C.layout.transposed(), C.regs);
+  }
+  Value t = mmaProduct(aT, bT, bTransposed, N, K, M, init);
+  if (!error.empty())
+    return fail("", {M, N});
+  return transpose(t);
+}
+
 Value LaneTileBuilder::matmulAdd(Value acc, Value a, Value bTile, bool transA,
                                  bool transB) {
   // A product on the matrix instruction adds to the accumulator in place;
   // every other product is a product and a sum.
+  if (runsTransposed(a, bTile, transB))
+    return transposedProduct(a, bTile, transA, transB, acc);
   SmallVector<int64_t> sa = shape(a), sb = shape(bTile);
   if (!transA && sa.size() == 2 && sb.size() == 2 &&
       shared.count(bTile.getAsOpaquePointer()) &&
@@ -611,6 +671,8 @@ Value LaneTileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
   SmallVector<int64_t> sa = shape(a), sb = shape(bTile);
   if (sa.size() != 2 || sb.size() != 2)
     return fail("a product of tiles that are not 2-D", {1, 1});
+  if (runsTransposed(a, bTile, transB))
+    return transposedProduct(a, bTile, transA, transB, {});
   if (shared.count(bTile.getAsOpaquePointer()) ||
       shared.count(a.getAsOpaquePointer())) {
     const int64_t M = transA ? sa[1] : sa[0], K = transA ? sa[0] : sa[1],

@@ -175,6 +175,16 @@ private:
     LaneLayout layout;
     SmallVector<Value> regs;
   };
+  /// Whether op(a) op(b) runs as C^T = op(b)^T op(a)^T: where op(b) is
+  /// distributed with its rows not split over the warps (a state [K, V]
+  /// split by V) and `a` is in shared memory (not swizzled) or a copy in
+  /// every warp. The matrix instruction's A operand is then op(b)^T, rows
+  /// (op(b)'s columns) over the warps.
+  bool runsTransposed(Value a, Value bTile, bool transB);
+  /// That product, added to `acc` (or not, where null); the result is
+  /// op(b)'s transposed accumulator layout, transposed back.
+  Value transposedProduct(Value a, Value bTile, bool transA, bool transB,
+                          Value acc);
   /// Records the first reason a primitive is not taken; returns a zero
   /// tile of `shape` so that building can go on to the driver's check.
   Value fail(const Twine &why, ArrayRef<int64_t> shape);

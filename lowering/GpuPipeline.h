@@ -162,10 +162,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::init(0)};
   PassOptions::Option<bool> stateWarps{
       *this, "state-warps",
-      llvm::cl::desc("NVIDIA: the register state kernel as one warp per 16 "
-                     "value rows holding all of K (no barriers) instead of K "
-                     "split over the block's warps"),
-      llvm::cl::init(false)};
+      llvm::cl::desc("NVIDIA: the register state kernel derived from "
+                     "emitStateStep (V over the warps, all of K per warp, "
+                     "bf16 products) where it takes the kernel (16-bit "
+                     "inputs, no boundary states); false: K split over the "
+                     "block's warps (3xTF32 products)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> decodeRegisters{
       *this, "decode-registers",
       llvm::cl::desc("Decode steps as one pass over each state in registers "

@@ -174,9 +174,10 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
     Option<"maxRegisters", "max-registers", "int64_t", /*default=*/"0",
            "Registers per thread (0: ptxas decides)">,
     Option<"independentWarps", "independent-warps", "bool",
-           /*default=*/"false",
-           "One warp per 16 value rows holding all of K (no barriers); "
-           "false: K split over the block's warps">,
+           /*default=*/"true",
+           "The program derived from emitStateStep (V over the warps, all "
+           "of K per warp) where it takes the kernel; false: K split over "
+           "the block's warps">,
   ];
 }
 

@@ -46,7 +46,7 @@ struct StrategyOptions {
   bool stateLanes = true;  // state-registers
   bool decodeLanes = true; // decode-registers
   bool windowLanes = true; // window-registers
-  bool stateWarps = false; // state-warps (independent warp programs)
+  bool stateWarps = true; // state-warps (the derived state program)
   int64_t threads = 128;   // threads per block
   int64_t warpSize = 32;
   bool wgmma = false; // the chip has Hopper's wgmma (Chips.h)

@@ -1149,10 +1149,6 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
         independentWarps
             ? LaneStateProgram::refusal(*cfg, threads, wsTypes)
             : std::string("not asked for (state-warps off)");
-    if (independentWarps && !derivedRefusal.empty())
-      func.emitRemark() << "kda-gpu-state-registers: the derived state "
-                           "program does not take this kernel ("
-                        << derivedRefusal << "); the split-K program runs it";
     if (derivedRefusal.empty()) {
       LaneStateProgram lp(b, *cfg, LaneStateProgram::warpsFor(*cfg, threads));
       std::copy(std::begin(prog.ws), std::end(prog.ws), std::begin(lp.ws));

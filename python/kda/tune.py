@@ -427,21 +427,19 @@ class TuningDB:
 #
 # The chunk-parallel state kernel runs one block per (sequence, value head,
 # V block) for the whole sequence, so its time is (waves of blocks) x (chunk
-# steps) x (the time of one step), and a step is latency: it barely slows
-# when a block holds twice the V columns. The best tile is therefore the
-# one that puts every block in one wave with as many resident blocks as the
-# chip holds, and bigger V blocks where the programs would otherwise come in
-# several waves. Measured on the H200 (bench/RESULTS.md, 2026-12-01), K = V =
-# 128, 16-bit inputs, C = 16, 128 threads; resident blocks per SM from the
-# state kernel's registers (ptxas): V blocks of 16 with prefetch 2 (205
-# registers), V blocks of 32 with prefetch 2 (240), V blocks of 32 without
-# prefetch 3 (140). Per (sequence, head) "units" of work on S
-# multiprocessors:
-#   units x 8 <= 2 S  -> V blocks of 16 (one wave, the shortest step)
+# steps) x (the time of one step), and a step is latency. The derived state
+# program (16-bit inputs) gives each warp 16 V rows per 32 of the block's V
+# block (at most 4 warps) and all of K, with every chunk's workspaces staged
+# once per block: V blocks of 32 (2 warps) have the shortest step, V blocks
+# of 128 (4 warps, 32 rows each) read each chunk once per head instead of 4
+# times and win once there are more blocks than the chip runs at once.
+# Measured on the H200 (bench/RESULTS.md, 2026-12-02, 13th session), K = V =
+# 128, C = 16: V blocks of 32 are fastest at 16 to 64 (sequence, head)
+# "units" (T = 131072 H = 16 to T = 8192 H = 64), V blocks of 128 from 96
+# units on (H = 96, 8 x 4096, varlen batches); 16 and 64 are never best. On
+# S multiprocessors:
 #   units x 4 <= 2 S  -> V blocks of 32
-#   units x 4 <= 3 S  -> V blocks of 32 without prefetch (3 blocks per SM)
-#   more              -> V blocks of 32 (several waves either way; the
-#                        faster step wins)
+#   more              -> V blocks of 128
 # A tuning database entry (kda-tune) overrides it. Other chips and shapes
 # keep the compiled default until they are measured.
 
@@ -460,7 +458,7 @@ def policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
     cfg, chunk = steps_form(cfg, chip)
     if not _policy_applies(cfg, chip):
         return []
-    return [_stamp(make_tile(16, 32, 128), chunk), _stamp(make_tile(16, 32, 128, state_prefetch=False), chunk)]
+    return [_stamp(make_tile(16, 32, 128), chunk), _stamp(make_tile(16, 128, 128), chunk)]
 
 
 def shape_policy_tile(cfg: Dict[str, Any], chip: str, N: int, HV: int,
@@ -476,13 +474,9 @@ def shape_policy_tile(cfg: Dict[str, Any], chip: str, N: int, HV: int,
 
 def _policy_tile(N: int, HV: int, multiprocessors: int) -> Optional[Dict[str, int]]:
     units = max(1, int(N)) * max(1, int(HV))
-    if units * 8 <= 2 * multiprocessors:
-        return None
     if units * 4 <= 2 * multiprocessors:
         return make_tile(16, 32, 128)
-    if units * 4 <= 3 * multiprocessors:
-        return make_tile(16, 32, 128, state_prefetch=False)
-    return make_tile(16, 32, 128)
+    return make_tile(16, 128, 128)
 
 
 # ---------------------------------------------------------------------------

@@ -148,16 +148,20 @@ def part_unit(tmp):
     pol = lambda n, hv, sms=132: TU.shape_policy_tile(kimi, "sm_90a", n, hv, sms)  # noqa: E731
     vb32 = TU.make_tile(16, 32, 128)
     vb32np = TU.make_tile(16, 32, 128, state_prefetch=False)
-    check(pol(1, 32) is None, f"H=32 keeps V blocks of 16: {pol(1, 32)}")       # 256 blocks: one wave
-    check(pol(1, 64) == vb32, f"H=64: {pol(1, 64)}")                            # 512 -> 256 blocks
-    check(pol(1, 96) == vb32np, f"H=96: {pol(1, 96)}")                          # 384 blocks, 3 per SM
-    check(pol(6, 64) == vb32 and pol(8, 32) == vb32, "many waves: V blocks of 32")
-    check(pol(1, 64, sms=264) is None, "twice the multiprocessors: V blocks of 16 again")
+    vb128 = TU.make_tile(16, 128, 128)
+    # The derived state program: V blocks of 32 while (sequence, head) units x 4 blocks fit twice
+    # the multiprocessors, V blocks of 128 past that.
+    check(pol(1, 32) == vb32, f"H=32: {pol(1, 32)}")                            # 128 blocks
+    check(pol(1, 64) == vb32, f"H=64: {pol(1, 64)}")                            # 256 blocks
+    check(pol(1, 16) == vb32, f"T=131072 H=16: {pol(1, 16)}")
+    check(pol(1, 96) == vb128, f"H=96: {pol(1, 96)}")                           # 96 blocks of 128
+    check(pol(6, 64) == vb128 and pol(8, 32) == vb128, "many sequences: V blocks of 128")
+    check(pol(1, 96, sms=264) == vb32, "twice the multiprocessors: V blocks of 32 again")
     check(TU.shape_policy_tile(kimi, "gfx942", 1, 64, 304) is None, "no policy for unmeasured chips")
     check(TU.shape_policy_tile(dict(kimi, qk_dtype="f32", v_dtype="f32"), "sm_90a", 1, 64, 132) is None,
           "fp32 kernels keep the default")
     check(TU.shape_policy_tile(kimi, "sm_90a", 1, 64, 0) is None, "unknown multiprocessor count")
-    check(TU.policy_tiles(kimi, "sm_90a") == [vb32, vb32np], TU.policy_tiles(kimi, "sm_90a"))
+    check(TU.policy_tiles(kimi, "sm_90a") == [vb32, vb128], TU.policy_tiles(kimi, "sm_90a"))
     check(TU.policy_tiles(kimi, "sm_80") == [], "policy tiles only where the policy applies")
     # chunk_size=64 (or 32) with sub-chunks of 16 runs the chunk-0 form's kernels on NVIDIA (sub-chunk
     # steps of 16): the same tiles, with the op's chunk stamped on them; elsewhere it keeps its own.
@@ -167,9 +171,10 @@ def part_unit(tmp):
     check(TU.steps_form(dict(kimi64, sub_chunk=32), "sm_90a")[1] is None, "sub-chunks of 32: its own chunk")
     check(TU.shape_policy_tile(kimi64, "sm_90a", 1, 64, 132) == dict(vb32, chunk=64),
           TU.shape_policy_tile(kimi64, "sm_90a", 1, 64, 132))
-    check(TU.policy_tiles(kimi64, "sm_90a") == [dict(vb32, chunk=64), dict(vb32np, chunk=64)],
+    check(TU.policy_tiles(kimi64, "sm_90a") == [dict(vb32, chunk=64), dict(vb128, chunk=64)],
           TU.policy_tiles(kimi64, "sm_90a"))
-    check(TU.shape_policy_tile(dict(kimi, chunk=32), "sm_90a", 1, 32, 132) is None, "H=32: the default")
+    check(TU.shape_policy_tile(dict(kimi, chunk=32), "sm_90a", 1, 32, 132) == dict(vb32, chunk=32),
+          "H=32 at chunk 32: V blocks of 32")
     check(B.tile_flags(vb32np)[-1] == "--state-prefetch=false" and
           "--state-prefetch=false" not in B.tile_flags(vb32), B.tile_flags(vb32np))
     check(B.normalise_tile(dict(vb32, state_prefetch=1)) == vb32, "prefetch 1 is the default")
@@ -180,7 +185,7 @@ def part_unit(tmp):
         check(False, "an unknown tile key was accepted")
     except ValueError:
         pass
-    ok("shape policy: V blocks of 16 / 32 / 32 without prefetch by (sequence, head) units per multiprocessor")
+    ok("shape policy: V blocks of 32 / 128 by (sequence, head) units per multiprocessor")
 
     # --- the database --------------------------------------------------------
     fa, fb = "kda-aaaaaaaaaaaaaaaa-llvm22.1.0", "kda-bbbbbbbbbbbbbbbb-llvm22.1.0"
@@ -216,20 +221,20 @@ def part_unit(tmp):
     check(e["winner"] == {"tile": t16, "median_ms": 4.7}, f"t16 on both shapes wins: {e['winner']}")
     check(db.lookup(cfg, "sm_90a", fa, 8192, 1, 32) == t16, "merge recomputes the winner")
     # The never-slower rule: shapes of one bucket whose baselines (the shape policy's tiles on a
-    # 132-multiprocessor chip: V blocks of 32 for 64 heads, 32 without prefetch for 96) differ,
+    # 132-multiprocessor chip: V blocks of 32 for 64 heads, 128 for 96) differ,
     # and no tile as fast as each baseline on its shape: no winner, the lookup keeps the default.
     pcfg = B.gated_delta_config(K=128, V=128, qk_dtype="bf16", v_dtype="bf16",
                                 gate={"form": "channel", "dtype": "bf16"}, beta_dtype="bf16")
-    vb32, vb32np = TU.make_tile(16, 32, 128), TU.make_tile(16, 32, 128, state_prefetch=False)
+    vb32, vb128 = TU.make_tile(16, 32, 128), TU.make_tile(16, 128, 128)
     pdb = TU.TuningDB()
     kp = pdb.add(pcfg, "sm_90a", fa, {"T": 8192, "N": 1, "H": 64, "HV": 64}, [
-        {"tile": vb32, "status": "ok", "median_ms": 1.50}, {"tile": vb32np, "status": "ok", "median_ms": 1.75}],
+        {"tile": vb32, "status": "ok", "median_ms": 1.50}, {"tile": vb128, "status": "ok", "median_ms": 1.75}],
         multiprocessors=132)
     check(pdb.entries[kp]["winner"]["tile"] == vb32, "one shape: its baseline (the policy's tile) wins")
     pdb.add(pcfg, "sm_90a", fa, {"T": 8192, "N": 1, "H": 96, "HV": 96}, [
-        {"tile": vb32, "status": "ok", "median_ms": 2.70}, {"tile": vb32np, "status": "ok", "median_ms": 2.15}],
+        {"tile": vb32, "status": "ok", "median_ms": 2.70}, {"tile": vb128, "status": "ok", "median_ms": 2.15}],
         multiprocessors=132)
-    check(pdb.entries[kp]["baselines"] == {"T=8192,N=1,H=64,HV=64": vb32, "T=8192,N=1,H=96,HV=96": vb32np}
+    check(pdb.entries[kp]["baselines"] == {"T=8192,N=1,H=64,HV=64": vb32, "T=8192,N=1,H=96,HV=96": vb128}
           and pdb.entries[kp]["winner"] is None
           and pdb.lookup(pcfg, "sm_90a", fa, 8192, 1, 64) is None, f"no winner: {pdb.entries[kp]['winner']}")
     check(db.lookup(cfg, "sm_90a", fb, 8192, 1, 32) == t16 and k2 in db.entries, "compiler B's entry merged")

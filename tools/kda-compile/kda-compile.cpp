@@ -91,10 +91,13 @@ static cl::opt<bool> noTensorCores(
     cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> stateWarps(
     "state-warps",
-    cl::desc("NVIDIA: the chunk-parallel state kernel as one warp per 16 "
-             "value rows holding all of K (no barriers; pays where heads x "
-             "V blocks fill the GPU) instead of K split over a block's warps"),
-    cl::init(false), cl::cat(compileCategory));
+    cl::desc("NVIDIA: the chunk-parallel state kernel derived from the "
+             "algorithm (emitStateStep on lane tiles: V over the warps, all "
+             "of K per warp, bf16 products, staged copies) where it takes "
+             "the kernel: 16-bit inputs without boundary states (default); "
+             "--state-warps=false: K split over a block's warps, the form "
+             "fp32 inputs and boundary states always get"),
+    cl::init(true), cl::cat(compileCategory));
 static cl::opt<bool> statePrefetch(
     "state-prefetch",
     cl::desc("NVIDIA: the register state kernel issues the next chunk's "
@@ -837,8 +840,8 @@ int main(int argc, char **argv) {
     }
     tile["threads"] = static_cast<int64_t>(threads);
     tile["tensor_cores"] = noTensorCores ? 0 : 1;
-    if (stateWarps)
-      tile["state_warps"] = 1;
+    if (!stateWarps)
+      tile["state_warps"] = 0;
     if (!statePrefetch)
       tile["state_prefetch"] = 0;
     if (stateMaxRegisters > 0)

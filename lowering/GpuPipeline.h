@@ -165,8 +165,8 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the register state kernel derived from "
                      "emitStateStep (V over the warps, all of K per warp, "
                      "bf16 products) where it takes the kernel (16-bit "
-                     "inputs, no boundary states); false: K split over the "
-                     "block's warps (3xTF32 products)"),
+                     "inputs); false: K split over the block's warps "
+                     "(3xTF32 products)"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> decodeRegisters{
       *this, "decode-registers",

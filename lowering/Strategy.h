@@ -59,10 +59,12 @@ void registerGpuSelectStrategyPass();
 /// Why the register intra-chunk kernel cannot take the description
 /// (kda.intra_pass) with `threads` per block; empty if it can.
 std::string intraLanesRefusal(IntraPassAttr intraPass, int64_t threads);
-/// The same for the register state kernel (kda.state_pass); `warpPrograms`:
-/// the independent-warps form is asked for.
-std::string stateLanesRefusal(StatePassAttr statePass, int64_t threads,
-                              bool warpPrograms);
+/// The same for the register state kernel (kda.state_pass) of `func`;
+/// `warpPrograms`: the derived program (state-warps) is asked for, which
+/// takes the kernel where its workspace types allow (else the split-K
+/// program must).
+std::string stateLanesRefusal(func::FuncOp func, StatePassAttr statePass,
+                              int64_t threads, bool warpPrograms);
 /// The same for the register decode kernel (kda.decode_pass).
 std::string decodeLanesRefusal(DecodePassAttr decodePass, int64_t warpSize);
 

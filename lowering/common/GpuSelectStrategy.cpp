@@ -84,7 +84,7 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
     else if (!o.stateLanes)
       d.reason = "switched off (state-registers=false)";
     else if (std::string why =
-                 kda::stateLanesRefusal(state, o.threads, o.stateWarps);
+                 kda::stateLanesRefusal(f, state, o.threads, o.stateWarps);
              !why.empty()) {
       d.reason = why;
       d.fix = "compile with a V block of 16 or 32 (--v-block) and a chunk of "

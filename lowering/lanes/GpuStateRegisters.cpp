@@ -57,6 +57,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -762,9 +763,13 @@ struct StateProgram : kda::LaneBuilder {
 /// end are zero-filled (no bytes read), which makes their V_new rows zero;
 /// their outputs are not stored.
 ///
+/// Chunk-boundary states (prefix caching, dense or into pool slots) are the
+/// state registers stored where a chunk that starts an interval begins, and
+/// zeros for the dense entries past the sequence's end.
+///
 /// It takes 16-bit inputs (bf16 W, Gamma Q and decayed k workspaces: the
-/// matrix instruction's operands) without boundary states; fp32 kernels
-/// keep the split-K program's 3xTF32 products (1e-4 bar).
+/// matrix instruction's operands); fp32 kernels keep the split-K program's
+/// 3xTF32 products (1e-4 bar).
 struct LaneStateProgram : kda::LaneBuilder {
   const StatePassConfig &cfg;
   int64_t C, K, VB, NW;
@@ -773,6 +778,8 @@ struct LaneStateProgram : kda::LaneBuilder {
   static constexpr int64_t kPad32 = 4; // f32 row padding: 16 bytes
   Value ws[6]; // w, u, q, k, p, g (null when absent)
   Value o, h0, ht, cuSeqlens;
+  Value boundary;      // as the split-K program's, or null
+  Value boundaryTable; // pool slots per (sequence, entry), or null
   Value n, head, vCol, row, start, length, tokens, heads;
   Value tid, lane, warp;
   Value flat[6];
@@ -793,8 +800,6 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// Why the derived program does not take `cfg`; empty if it does.
   static std::string refusal(const StatePassConfig &cfg, int64_t threads,
                              TypeRange wsTypes) {
-    if (cfg.boundary)
-      return "chunk-boundary states (the split-K program records them)";
     if (cfg.vBlock % 16 != 0 || cfg.keyDim % 16 != 0 || cfg.chunk % 16 != 0 ||
         cfg.chunk > 64)
       return "V block " + std::to_string(cfg.vBlock) + ", K " +
@@ -894,6 +899,100 @@ struct LaneStateProgram : kda::LaneBuilder {
       regs.push_back(memref::LoadOp::create(b, buf, at));
     }
     return tb.make(layout, regs);
+  }
+
+  /// Stores the state registers `S` (zeros where empty) in `layout` as the
+  /// boundary entry at `lead` (sequence, entry, head; or slot, head).
+  void storeBoundaryEntry(kda::LaneTileBuilder &tb,
+                          const kda::LaneLayout &layout, ArrayRef<Value> lead,
+                          ArrayRef<Value> S) {
+    Type type = cast<MemRefType>(boundary.getType()).getElementType();
+    Value zero = fromF32(f32(0.0), type);
+    for (int64_t r = 0; r < int64_t(layout.regs.size()); ++r) {
+      // V-major: a lane's registers r, r + 1 hold keys k, k + 1 of one V
+      // row (the accumulator's column pair), one 2-element store.
+      const bool pair = cfg.vMajor && r + 1 < int64_t(layout.regs.size()) &&
+                        layout.regs[r + 1][0] == layout.regs[r][0] + 1 &&
+                        layout.regs[r + 1][1] == layout.regs[r][1] &&
+                        layout.regs[r][0] % 2 == 0;
+      if (pair) {
+        Value key = tb.coordinate(layout, r, 0);
+        Value v = add(vCol, tb.coordinate(layout, r, 1));
+        SmallVector<Value> at(lead);
+        at.append({v, key});
+        Value lo = S.empty() ? zero : fromF32(S[r], type);
+        Value hi = S.empty() ? zero : fromF32(S[r + 1], type);
+        Value vec = vector::FromElementsOp::create(
+            b, VectorType::get({2}, type), ValueRange{lo, hi});
+        vector::StoreOp::create(b, vec, boundary, at);
+        ++r;
+        continue;
+      }
+      Value key = tb.coordinate(layout, r, 0);
+      Value v = add(vCol, tb.coordinate(layout, r, 1));
+      SmallVector<Value> at(lead);
+      if (cfg.vMajor)
+        at.append({v, key});
+      else
+        at.append({key, v});
+      memref::StoreOp::create(b, S.empty() ? zero : fromF32(S[r], type),
+                              boundary, at);
+    }
+  }
+
+  /// The boundary state before chunk `chunkIdx`, where that chunk starts an
+  /// interval and the entry is one of those recorded (dense), or has a
+  /// slot in the pool (table: negative slots and slots past the pool are
+  /// skipped).
+  void storeBoundaryBefore(kda::LaneTileBuilder &tb,
+                           const kda::LaneLayout &layout, Value chunkIdx,
+                           ArrayRef<Value> S) {
+    const int64_t per = cfg.interval / C; // chunks per interval
+    Value j = arith::DivUIOp::create(b, chunkIdx, idx(per));
+    Value nt = boundaryTable ? memref::DimOp::create(b, boundaryTable, 1)
+                             : memref::DimOp::create(b, boundary, 1);
+    Value at = arith::AndIOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                              arith::RemUIOp::create(b, chunkIdx, idx(per)),
+                              idx(0)),
+        ult(j, nt));
+    auto op = scf::IfOp::create(b, at, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(op.thenBlock());
+    if (!boundaryTable) {
+      storeBoundaryEntry(tb, layout, {n, j, head}, S);
+      return;
+    }
+    Value raw = memref::LoadOp::create(b, boundaryTable, ValueRange{n, j});
+    Value slot64 = raw.getType().isInteger(64)
+                       ? raw
+                       : Value(arith::ExtSIOp::create(b, b.getI64Type(), raw));
+    Value slots = arith::IndexCastOp::create(
+        b, b.getI64Type(), memref::DimOp::create(b, boundary, 0));
+    Value keep = arith::AndIOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, slot64,
+                              arith::ConstantIntOp::create(b, 0, 64)),
+        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, slot64, slots));
+    auto inPool = scf::IfOp::create(b, keep, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(inPool.thenBlock());
+    Value slot = arith::IndexCastOp::create(b, b.getIndexType(), slot64);
+    storeBoundaryEntry(tb, layout, {slot, head}, S);
+  }
+
+  /// Zeros for the dense entries at or past the sequence's end (j x
+  /// interval >= length), which no chunk records.
+  void zeroBoundariesPastEnd(kda::LaneTileBuilder &tb,
+                             const kda::LaneLayout &layout) {
+    if (!boundary || boundaryTable)
+      return;
+    Value nt = memref::DimOp::create(b, boundary, 1);
+    Value first = arith::CeilDivUIOp::create(b, length, idx(cfg.interval));
+    auto loop = scf::ForOp::create(b, minu(first, nt), nt, idx(1));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    storeBoundaryEntry(tb, layout, {n, loop.getInductionVar(), head}, {});
   }
 
   /// Emits the program; returns the builder's refusal (empty on success).
@@ -1001,6 +1100,8 @@ struct LaneStateProgram : kda::LaneBuilder {
         intra.gLast = readTile(tb, gL, shG, stage);
       SmallVector<Value> cur(loop.getRegionIterArgs().begin(),
                              loop.getRegionIterArgs().end());
+      if (boundary)
+        storeBoundaryBefore(tb, stateL, i, cur);
       Value state = tb.make(stateL, cur);
       kda::ChunkOutputs out = kda::emitStateStep(tb, intra, state);
       SmallVector<Value> oRegs = tb.convertLayout(out.o, rowsL);
@@ -1027,6 +1128,7 @@ struct LaneStateProgram : kda::LaneBuilder {
       scf::YieldOp::create(b, next);
     }
 
+    zeroBoundariesPastEnd(tb, stateL);
     if (ht) {
       Type type = cast<MemRefType>(ht.getType()).getElementType();
       for (int64_t r = 0; r < int64_t(stateL.regs.size()); ++r)
@@ -1038,13 +1140,28 @@ struct LaneStateProgram : kda::LaneBuilder {
   }
 };
 
+/// The types of `func`'s workspaces (kda.abi's ws0, ws1, ...), in the
+/// description's role order; fewer where one is missing.
+SmallVector<Type> workspaceTypes(func::FuncOp func,
+                                 const StatePassConfig &cfg) {
+  SmallVector<Type> types;
+  auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
+  if (!abi || func.isExternal())
+    return types;
+  for (size_t i = 0; i < cfg.roles.size(); ++i)
+    if (Value arg = kda::abiArgument(func, abi, "ws" + std::to_string(i)))
+      types.push_back(arg.getType());
+  return types;
+}
+
 struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPass> {
   using Base::Base;
   StateRegistersPass() = default;
   void getDependentDialects(DialectRegistry &registry) const override {
     registry.insert<gpu::GPUDialect, nvgpu::NVGPUDialect,
                     vector::VectorDialect, math::MathDialect, scf::SCFDialect,
-                    memref::MemRefDialect, arith::ArithDialect>();
+                    memref::MemRefDialect, arith::ArithDialect,
+                    LLVM::LLVMDialect, NVVM::NVVMDialect>();
   }
 
   void runOnOperation() override {
@@ -1055,7 +1172,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     if (!cfg || !abi || func.isExternal())
       return;
     std::string refusal =
-        kda::stateLanesRefusal(desc, threads, independentWarps);
+        kda::stateLanesRefusal(func, desc, threads, independentWarps);
     if (!kda::runsOnLanes(func, refusal)) {
       // The tile lowering records no boundary states into pool slots (the
       // tiling left them to this kernel).
@@ -1141,10 +1258,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       });
     // The derived program where it was asked for and takes the kernel;
     // else the split-K program (which covers every shape it does).
-    SmallVector<Type> wsTypes;
-    for (size_t i = 0; i < cfg->roles.size(); ++i)
-      if (Value arg = byName("ws" + std::to_string(i)))
-        wsTypes.push_back(arg.getType());
+    SmallVector<Type> wsTypes = workspaceTypes(func, *cfg);
     std::string derivedRefusal =
         independentWarps
             ? LaneStateProgram::refusal(*cfg, threads, wsTypes)
@@ -1156,6 +1270,8 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       lp.h0 = prog.h0;
       lp.ht = prog.ht;
       lp.cuSeqlens = prog.cuSeqlens;
+      lp.boundary = prog.boundary;
+      lp.boundaryTable = prog.boundaryTable;
       if (std::string why = lp.emit(ivs); !why.empty()) {
         func.emitError() << "kda-gpu-state-registers: the derived state "
                             "program cannot be built: "
@@ -1177,13 +1293,18 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
 
 } // namespace
 
-std::string mlir::kda::stateLanesRefusal(StatePassAttr statePass,
+std::string mlir::kda::stateLanesRefusal(func::FuncOp func,
+                                         StatePassAttr statePass,
                                          int64_t threads, bool warpPrograms) {
   std::optional<StatePassConfig> cfg = readConfig(statePass);
   if (!cfg)
     return "its description (kda.state_pass) is incomplete";
-  if (warpPrograms && LaneStateProgram::refusal(*cfg, threads, {}).empty())
-    return "";
+  if (warpPrograms) {
+    SmallVector<Type> wsTypes = workspaceTypes(func, *cfg);
+    if (wsTypes.size() == cfg->roles.size() &&
+        LaneStateProgram::refusal(*cfg, threads, wsTypes).empty())
+      return "";
+  }
   const int64_t warps = threads / 32;
   std::string why;
   llvm::raw_string_ostream os(why);

@@ -18,7 +18,7 @@
 // CHECK-SAME: {dtype = "bf16", name = "ws3", shape = ["B", "T", "HV", 128]}
 // CHECK-SAME: {dtype = "f32", name = "ws4", shape = ["B", "T", "HV", 16]}
 // CHECK-SAME: kda.launches = [{block = [128, 1, 1], dynamic_shared_memory = {{[0-9]+}} : i64, grid = [{ceil_div = 16 : i64, symbol = "T"}, "B", "HV"], module = "kda_gated_delta_kernel_intra_module", name = "kda_gated_delta_kernel_intra"
-// CHECK-SAME: {block = [128, 1, 1], dynamic_shared_memory = {{[0-9]+}} : i64, grid = [8, "HV", "B"], module = "kda_gated_delta_kernel_state_module", name = "kda_gated_delta_kernel_state"
+// CHECK-SAME: {block = [32, 1, 1], dynamic_shared_memory = {{[0-9]+}} : i64, grid = [8, "HV", "B"], module = "kda_gated_delta_kernel_state_module", name = "kda_gated_delta_kernel_state"
 // CHECK: gpu.module @kda_gated_delta_kernel_intra_module
 // CHECK: nvvm.mma.sync
 // CHECK: gpu.module @kda_gated_delta_kernel_state_module

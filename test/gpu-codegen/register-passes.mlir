@@ -20,12 +20,13 @@
 // INTRA: linalg.generic
 
 // kda-gpu-state-registers: the state kernel with the state in mma.sync
-// accumulators; the intra-chunk kernel is untouched.
+// accumulators (16-bit inputs: emitStateStep on lane tiles, its products on
+// nvvm.mma.sync directly); the intra-chunk kernel is untouched.
 // STATE-LABEL: func.func private @kda_gated_delta_kernel_intra
 // STATE-NOT: nvgpu.mma.sync
 // STATE-LABEL: func.func private @kda_gated_delta_kernel_state
 // STATE-SAME: kda.explicit_threads
-// STATE: nvgpu.mma.sync
+// STATE: nvvm.mma.sync
 // STATE-NOT: linalg.generic
 // STATE: return
 
@@ -43,7 +44,7 @@
 // BOTH-LABEL: func.func private @kda_gated_delta_kernel_intra
 // BOTH: nvgpu.mma.sync
 // BOTH-LABEL: func.func private @kda_gated_delta_kernel_state
-// BOTH: nvgpu.mma.sync
+// BOTH: nvvm.mma.sync
 
 // kda-gpu-decode-registers: one pass over each state, reductions by
 // shuffles, no shared memory or barrier; tiles where the strategy says so.

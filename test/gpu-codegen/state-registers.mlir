@@ -1,4 +1,5 @@
-// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s
+// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-warps=false" | FileCheck %s
+// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=DERIVED
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-registers=false" | FileCheck %s --check-prefix=TILES
 // RUN: kda-opt %S/Inputs/boundary_states.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=BOUNDARY
 // RUN: kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=POOL
@@ -30,8 +31,22 @@
 // CHECK-NOT: nvvm.barrier
 // CHECK: llvm.return
 
-// Chunk-boundary states (varlen, a V split) keep the register program: two
-// barriers per chunk step, as without them.
+// The default for 16-bit inputs: emitStateStep on lane tiles (LaneStateProgram),
+// one warp per 16 V rows (the default V block of 16: one warp) holding all of
+// K; a chunk's workspaces come in by cp.async, one barrier per chunk, and
+// every product is a bf16 mma.sync.
+// DERIVED: {block = [32, 1, 1], dynamic_shared_memory = {{[1-9][0-9]+}} : i64, grid = [{{.*}}], module = "kda_gated_delta_kernel_state_module"
+// DERIVED-LABEL: gpu.module @kda_gated_delta_kernel_state_module
+// DERIVED: nvvm.cp.async.shared.global
+// DERIVED: nvvm.barrier
+// DERIVED-NOT: nvvm.barrier
+// DERIVED: nvvm.ldmatrix
+// DERIVED: nvvm.mma.sync {{.*}}bf16
+// DERIVED-NOT: nvvm.barrier
+// DERIVED: llvm.return
+
+// Chunk-boundary states of fp32 inputs (varlen, a V split) keep the split-K
+// program: two barriers per chunk step, as without them.
 // BOUNDARY-LABEL: gpu.module @kda_gated_delta_kernel_state_module
 // BOUNDARY: nvvm.mma.sync
 // BOUNDARY-COUNT-2: nvvm.barrier
@@ -41,14 +56,15 @@
 // BOUNDARY-NOT: nvvm.barrier
 // BOUNDARY: llvm.return
 
-// Boundary states into pool slots: the state kernel stores them itself (a
-// lane's 2J = 4 consecutive key columns of a V-major bf16 row as one 8-byte
-// vector); the pool is a kernel argument it only writes. Where the register
-// program cannot take the tiling, or there is none (AMD, state-registers
-// off), the tiling is refused with the reason.
+// Boundary states into pool slots: the state kernel stores them itself (the
+// derived program of these bf16 inputs: a lane's key pair of a V-major row
+// as one 2-element vector); the pool is a kernel argument it only writes.
+// Where the register program cannot take the tiling, or there is none (AMD,
+// state-registers off), the tiling is refused with the reason.
 // POOL: name = "boundary_states", shape = ["S", "HV", 64, 64]
 // POOL-LABEL: gpu.module @kda_gated_delta_kernel_state_module
-// POOL: llvm.store {{.*}} : vector<4xbf16>, !llvm.ptr
+// POOL: nvvm.cp.async.shared.global
+// POOL: llvm.store {{.*}} : vector<2xbf16>, !llvm.ptr
 // POOL: llvm.return
 // POOLTILE: error: kda-gpu-state-registers: boundary states into pool slots need the register state kernel, which does not cover this tiling (V block 8, chunk 16, K 64, 128 threads
 // POOLNONE: error: kda-tile-chunks: boundary states into pool slots (boundary_indices) are not supported on this target
@@ -84,7 +100,7 @@
 // (1, 1, 4 V blocks of 16), K = V = 64; the register state kernel launches
 // it V block first (x), so that a (sequence, head)'s V blocks run together
 // and share their W, Gamma Q and decayed k reads in L2.
-// UNIT: {block = [128, 1, 1], dynamic_shared_memory = 12800 : i64, grid = [4, 1, 1], module = "kda_gated_delta_kernel_state_module"
+// UNIT: {block = [32, 1, 1], dynamic_shared_memory = {{[1-9][0-9]+}} : i64, grid = [4, 1, 1], module = "kda_gated_delta_kernel_state_module"
 // UNITTILES: grid = [1, 1, 4], module = "kda_gated_delta_kernel_state_module"
 
 // All static, one program per grid (1 x 16 x 1 x 16): the grids stay (they

@@ -94,9 +94,8 @@ static cl::opt<bool> stateWarps(
     cl::desc("NVIDIA: the chunk-parallel state kernel derived from the "
              "algorithm (emitStateStep on lane tiles: V over the warps, all "
              "of K per warp, bf16 products, staged copies) where it takes "
-             "the kernel: 16-bit inputs without boundary states (default); "
-             "--state-warps=false: K split over a block's warps, the form "
-             "fp32 inputs and boundary states always get"),
+             "the kernel: 16-bit inputs (default); --state-warps=false: K "
+             "split over a block's warps, the form fp32 inputs always get"),
     cl::init(true), cl::cat(compileCategory));
 static cl::opt<bool> statePrefetch(
     "state-prefetch",

@@ -249,7 +249,11 @@ def Kda_StrategyAttr : AttrDef<Kda_Dialect, "Strategy"> {
     shared-memory tile lowering), with the `reason` for tiles; `step` and
     `tile_chunk` (0: absent) where a chunk runs as sub-chunk steps;
     `instruction`, the matrix instruction of a lane kernel's products
-    (mma_sync, or wgmma on Hopper; empty where it has none). The
+    (mma_sync, or wgmma on Hopper; empty where it has none); `program`,
+    how a lane kernel is written: derived (an algorithm of passes/ run on
+    LaneTileBuilder tiles: the decode step, window attention, the state
+    step of 16-bit inputs) or per_lane (written per lane against the
+    algorithm: the intra-chunk kernel, the split-K state program). The
     register passes write what it gives them lanes; the manifest carries it
     as JSON and `kda.ops.last_launch` reports it.
   }];
@@ -259,7 +263,8 @@ def Kda_StrategyAttr : AttrDef<Kda_Dialect, "Strategy"> {
     StringRefParameter<"why tiles", "\"\"">:$reason,
     DefaultValuedParameter<"int64_t", "0">:$step,
     DefaultValuedParameter<"int64_t", "0">:$tile_chunk,
-    StringRefParameter<"the matrix instruction", "\"\"">:$instruction
+    StringRefParameter<"the matrix instruction", "\"\"">:$instruction,
+    StringRefParameter<"derived or per_lane (lanes only)", "\"\"">:$program
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

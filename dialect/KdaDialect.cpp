@@ -151,7 +151,8 @@ LogicalResult WindowPassAttr::verify(function_ref<InFlightDiagnostic()> emitErro
 LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    StringRef kernel, StringRef kind,
                                    StringRef reason, int64_t step,
-                                   int64_t tileChunk, StringRef instruction) {
+                                   int64_t tileChunk, StringRef instruction,
+                                   StringRef program) {
   if (!llvm::is_contained(ArrayRef<StringRef>{"intra", "state", "decode",
                                               "window", "chunkwise",
                                               "elementwise"},
@@ -177,5 +178,10 @@ LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "#kda.strategy: 'instruction' is mma_sync or wgmma, "
                           "for lanes only, found '"
                        << instruction << "' (kind '" << kind << "')";
+  if (!program.empty() &&
+      (kind != "lanes" || (program != "derived" && program != "per_lane")))
+    return emitError() << "#kda.strategy: 'program' is derived or per_lane, "
+                          "for lanes only, found '"
+                       << program << "' (kind '" << kind << "')";
   return success();
 }

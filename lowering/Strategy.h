@@ -65,6 +65,10 @@ std::string intraLanesRefusal(IntraPassAttr intraPass, int64_t threads);
 /// program must).
 std::string stateLanesRefusal(func::FuncOp func, StatePassAttr statePass,
                               int64_t threads, bool warpPrograms);
+/// Which program writes that state kernel on lanes: "derived"
+/// (emitStateStep on lane tiles) or "per_lane" (the split-K program).
+std::string stateLanesProgram(func::FuncOp func, StatePassAttr statePass,
+                              int64_t threads, bool warpPrograms);
 /// The same for the register decode kernel (kda.decode_pass).
 std::string decodeLanesRefusal(DecodePassAttr decodePass, int64_t warpSize);
 

@@ -524,14 +524,15 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
       out->emplace_back(m.key, value);
     }
   }
-  // Informational: {kernel, kind: lanes | tiles, reason, instruction}
+  // Informational: {kernel, kind: lanes | tiles, reason, instruction,
+  // program: derived | per_lane}
   // (strings), and {step, tile_chunk} for a chunk run as sub-chunk steps
   // (integers: the op's chunk a multiple of the step).
   if (const Value *st = v.find("strategy")) {
     std::string stPath = Reader::join(path, "strategy");
     if (Status s = r.object(*st, stPath,
                             {"kernel", "kind", "reason", "step", "tile_chunk",
-                             "instruction"}))
+                             "instruction", "program"}))
       return s;
     const Value *step = st->find("step"), *tileChunk = st->find("tile_chunk");
     if (bool(step) != bool(tileChunk))
@@ -572,6 +573,15 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
                        Reader::join(stPath, "instruction"),
                        "unknown matrix instruction " + quote(instruction) +
                            " (expected mma_sync or wgmma)");
+    }
+    if (st->find("program")) {
+      std::string program;
+      if (Status s = r.string(*st, stPath, "program", program))
+        return s;
+      if (program != "derived" && program != "per_lane")
+        return r.error(*st->find("program"), Reader::join(stPath, "program"),
+                       "unknown program " + quote(program) +
+                           " (expected derived or per_lane)");
     }
   }
   return Status::ok();

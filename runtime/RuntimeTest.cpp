@@ -165,7 +165,8 @@ std::string nvidiaManifest() {
       "tile": {"chunk": 64, "sub_chunk": 16},
       "resources": {"vgpr_count": 96, "private_segment_fixed_size": 0},
       "strategy": {"kernel": "state", "kind": "lanes", "step": 16,
-                   "tile_chunk": 64, "instruction": "mma_sync"}
+                   "tile_chunk": 64, "instruction": "mma_sync",
+                   "program": "derived"}
     },
     {
       "name": "kda_small",
@@ -537,6 +538,9 @@ TEST(Manifest, ErrorsNameTheField) {
        "(expected mma_sync or wgmma)"},
       {"\"instruction\": \"mma_sync\"", "\"instruction\": 1",
        "kernels[0].strategy.instruction:"},
+      {"\"program\": \"derived\"", "\"program\": \"handwritten\"",
+       "kernels[0].strategy.program: unknown program \"handwritten\" "
+       "(expected derived or per_lane)"},
   };
   for (const Case &c : cases) {
     std::string text = replaced(nvidiaManifest(), c.from, c.to);

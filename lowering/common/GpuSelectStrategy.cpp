@@ -46,6 +46,7 @@ namespace {
 struct Decision {
   std::string kernel, reason, fix;
   std::string instruction = {}; // lanes: the products' matrix instruction
+  std::string program = {};     // lanes: derived or per_lane
 };
 
 Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
@@ -71,8 +72,10 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
       d.fix = "tile with sub-chunks of 16 and sub-chunk-steps (kda-compile: "
               "--sub-chunk=16, the default), or accept the tile lowering";
     }
-    if (d.reason.empty())
+    if (d.reason.empty()) {
       d.instruction = "mma_sync"; // tf32 m16n8k8 (GpuIntraRegisters.cpp)
+      d.program = "per_lane";
+    }
     return d;
   }
   if (state) {
@@ -90,8 +93,12 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
       d.fix = "compile with a V block of 16 or 32 (--v-block) and a chunk of "
               "16 (--chunk)";
     }
-    if (d.reason.empty())
-      d.instruction = "mma_sync"; // tf32 m16n8k8 (GpuStateRegisters.cpp)
+    if (d.reason.empty()) {
+      // bf16 m16n8k16 in the derived program, tf32 m16n8k8 in the split-K
+      // one (GpuStateRegisters.cpp).
+      d.instruction = "mma_sync";
+      d.program = kda::stateLanesProgram(f, state, o.threads, o.stateWarps);
+    }
     return d;
   }
   if (decode) {
@@ -103,6 +110,8 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
       d.reason = why;
       d.fix = "K and V multiples of 32 take the register decode kernel";
     }
+    if (d.reason.empty())
+      d.program = "derived"; // GatedDeltaKernel.cpp's step at C = 1
     return d;
   }
   if (auto window =
@@ -123,8 +132,10 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
               "128 (on sm_90a, multiples of 64 up to 256) take the register "
               "window kernel";
     }
-    if (d.reason.empty())
+    if (d.reason.empty()) {
       d.instruction = kda::windowInstruction(window, o.wgmma);
+      d.program = "derived"; // WindowAttentionKernel.cpp's windowStep
+    }
     return d;
   }
   if (name.contains("window_attention"))
@@ -186,7 +197,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
                  kda::StrategyAttr::get(&getContext(), d.kernel,
                                         d.reason.empty() ? "lanes" : "tiles",
                                         d.reason, step, tileChunk,
-                                        d.instruction));
+                                        d.instruction, d.program));
       if (remarks && !d.reason.empty() && d.kernel != "elementwise") {
         // At the op's location, without the kernel's IR (a remark, not an
         // error to debug).

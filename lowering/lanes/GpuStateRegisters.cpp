@@ -1263,6 +1263,19 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
         independentWarps
             ? LaneStateProgram::refusal(*cfg, threads, wsTypes)
             : std::string("not asked for (state-warps off)");
+    // The strategy stage's program, where it named one, is the one built.
+    if (auto s = func->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr);
+        s && !s.getProgram().empty()) {
+      if (s.getProgram() == "per_lane")
+        derivedRefusal = "the strategy names the per-lane program";
+      else if (!derivedRefusal.empty()) {
+        func.emitError() << "kda-gpu-state-registers: the strategy names the "
+                            "derived state program, which does not take this "
+                            "kernel ("
+                         << derivedRefusal << ")";
+        return signalPassFailure();
+      }
+    }
     if (derivedRefusal.empty()) {
       LaneStateProgram lp(b, *cfg, LaneStateProgram::warpsFor(*cfg, threads));
       std::copy(std::begin(prog.ws), std::end(prog.ws), std::begin(lp.ws));
@@ -1316,6 +1329,19 @@ std::string mlir::kda::stateLanesRefusal(func::FuncOp func,
        << " threads: V blocks a multiple of 16, chunks a multiple of 8 up to "
           "64, K a multiple of 8 x warps";
   return why;
+}
+
+std::string mlir::kda::stateLanesProgram(func::FuncOp func,
+                                         StatePassAttr statePass,
+                                         int64_t threads, bool warpPrograms) {
+  std::optional<StatePassConfig> cfg = readConfig(statePass);
+  if (!cfg || !warpPrograms)
+    return "per_lane";
+  SmallVector<Type> wsTypes = workspaceTypes(func, *cfg);
+  return wsTypes.size() == cfg->roles.size() &&
+                 LaneStateProgram::refusal(*cfg, threads, wsTypes).empty()
+             ? "derived"
+             : "per_lane";
 }
 
 std::unique_ptr<Pass>

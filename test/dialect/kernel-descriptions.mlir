@@ -61,8 +61,8 @@ func.func private @steps() attributes {kda.strategy = #kda.strategy<kernel = "in
 // CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "tiles", reason = "fp32">
 func.func private @tiles() attributes {kda.strategy = #kda.strategy<kernel = "window", kind = "tiles", reason = "fp32">}
 // CHECK-LABEL: func.func private @wgmma
-// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wgmma">
-func.func private @wgmma() attributes {kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wgmma">}
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wgmma", program = "derived">
+func.func private @wgmma() attributes {kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wgmma", program = "derived">}
 
 // -----
 
@@ -84,6 +84,17 @@ func.func private @tiles_with_instruction() attributes {kda.strategy = #kda.stra
 
 // expected-error @+1 {{#kda.strategy: 'instruction' is mma_sync or wgmma, for lanes only, found 'mfma' (kind 'lanes')}}
 func.func private @unknown_instruction() attributes {kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "mfma">}
+
+// -----
+
+// A program (how a lane kernel is written) goes with lanes: derived or per_lane.
+// expected-error @+1 {{#kda.strategy: 'program' is derived or per_lane, for lanes only, found 'handwritten' (kind 'lanes')}}
+func.func private @unknown_program() attributes {kda.strategy = #kda.strategy<kernel = "state", kind = "lanes", program = "handwritten">}
+
+// -----
+
+// expected-error @+1 {{#kda.strategy: 'program' is derived or per_lane, for lanes only, found 'derived' (kind 'tiles')}}
+func.func private @tiles_with_program() attributes {kda.strategy = #kda.strategy<kernel = "state", kind = "tiles", reason = "fp32", program = "derived">}
 
 // -----
 

@@ -15,7 +15,7 @@
 
 // The intra-chunk grid at chunk 16 (one sub-chunk): lanes, whatever the gate.
 // CHECK-LABEL: func.func @intra16
-// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", instruction = "mma_sync">
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", instruction = "mma_sync", program = "per_lane">
 // AMD-LABEL: func.func @intra16
 // AMD-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "tiles", reason = "AMD targets have no lane kernels
 // OFF-LABEL: func.func @intra16
@@ -36,14 +36,16 @@ func.func @intra64() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<ch
 // The op's chunk 64 tiled as sub-chunk steps of 16 (tile_chunk): lanes, and
 // the strategy records the step the kernel takes.
 // CHECK-LABEL: func.func @intra64steps
-// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", step = 16, tile_chunk = 64, instruction = "mma_sync">
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", step = 16, tile_chunk = 64, instruction = "mma_sync", program = "per_lane">
 func.func @intra64steps() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 64, sub_chunk = 16, key_dim = 128, value_dim = 128, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = none, l2norm = false, scale = 0.088388347648318433 : f64>>} {
   return
 }
 
-// The state grid: V blocks of 16 take lanes, V blocks of 8 do not.
+// The state grid: V blocks of 16 take lanes, V blocks of 8 do not. Without
+// workspaces whose types say 16-bit operands (none here) the split-K program
+// writes it, per lane (pipeline.mlir and bundle.test see the derived one).
 // CHECK-LABEL: func.func @state16
-// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "state", kind = "lanes", instruction = "mma_sync">
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "state", kind = "lanes", instruction = "mma_sync", program = "per_lane">
 func.func @state16() attributes {kda.kernel, kda.state_pass = #kda.state_pass<chunk = 16, tile_chunk = 16, key_dim = 128, v_block = 16, v_major = false, boundary = false, boundary_pool = false, boundary_interval = 0, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, 4, 8]>} {
   return
 }
@@ -56,9 +58,9 @@ func.func @state8() attributes {kda.kernel, kda.state_pass = #kda.state_pass<chu
 
 // Decode steps: lanes on any vendor where K and V split over a warp.
 // CHECK-LABEL: func.func @decode
-// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "decode", kind = "lanes">
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "decode", kind = "lanes", program = "derived">
 // AMD-LABEL: func.func @decode
-// AMD-SAME: kda.strategy = #kda.strategy<kernel = "decode", kind = "lanes">
+// AMD-SAME: kda.strategy = #kda.strategy<kernel = "decode", kind = "lanes", program = "derived">
 // OFF-LABEL: func.func @decode
 // OFF-SAME: reason = "switched off (decode-registers=false)"
 func.func @decode() attributes {kda.kernel, kda.decode_pass = #kda.decode_pass<key_dim = 128, value_dim = 128, v_major = false, multi_token = false, prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = none, l2norm = false, scale = 0.088388347648318433 : f64>>} {
@@ -73,9 +75,9 @@ func.func @decode_k20() attributes {kda.kernel, kda.decode_pass = #kda.decode_pa
 // 16 up to 128 (mma.sync); fp32 (its 1e-4 bar), wider heads and AMD keep
 // tiles, named in a remark.
 // CHECK-LABEL: func.func @window_bf16
-// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "mma_sync">
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "mma_sync", program = "derived">
 // HOPPER-LABEL: func.func @window_bf16
-// HOPPER-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wgmma">
+// HOPPER-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wgmma", program = "derived">
 // AMD-LABEL: func.func @window_bf16
 // AMD-SAME: kind = "tiles", reason = "AMD targets have no lane kernel for window attention yet
 // OFF-LABEL: func.func @window_bf16
@@ -86,7 +88,7 @@ func.func @window_bf16(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %
 // On a chip with wgmma, window kernels whose K or V is not a multiple of 64
 // (the swizzled shared tiles' blocks) keep mma.sync.
 // HOPPER-LABEL: func.func @window_k32
-// HOPPER-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "mma_sync">
+// HOPPER-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "mma_sync", program = "derived">
 func.func @window_k32(%q: tensor<?x?x?x32xbf16>, %k: tensor<?x?x?x32xbf16>, %v: tensor<?x?x?x32xbf16>) attributes {kda.kernel, kda.window_pass = #kda.window_pass<key_dim = 32, value_dim = 32, window = 64, scale = 0.17677669529663687 : f64, varlen = false>} {
   return
 }
@@ -100,7 +102,7 @@ func.func @window_f32(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: te
 // REMARK: remark: kda-gpu-select-strategy: the window kernel 'window_k256' takes the shared-memory tile lowering, several times slower than lanes: K = 256, V = 256 are not multiples of 16 up to 128
 // On a chip with wgmma, heads of 256 take lanes (Q in shared memory too).
 // HOPPER-LABEL: func.func @window_k256
-// HOPPER-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wgmma">
+// HOPPER-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wgmma", program = "derived">
 // CHECK-LABEL: func.func @window_k256
 // CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "tiles"
 func.func @window_k256(%q: tensor<?x?x?x256xf16>, %k: tensor<?x?x?x256xf16>, %v: tensor<?x?x?x256xf16>) attributes {kda.kernel, kda.window_pass = #kda.window_pass<key_dim = 256, value_dim = 256, window = 64, scale = 0.0625 : f64, varlen = true>} {

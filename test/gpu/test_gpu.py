@@ -584,11 +584,23 @@ def make_inputs(case, torch):
     return gpu, ref
 
 
-def check_strategy(problems, metrics, expect):
+def expected_program(role, dtype):
+    """How a lane kernel of `role` is written for inputs of `dtype`: derived from an algorithm of
+    passes/ (the decode step, window attention, the state step of 16-bit inputs) or per lane
+    (the intra-chunk kernel, the split-K state program of fp32 inputs)."""
+    if role == "intra":
+        return "per_lane"
+    if role == "state":
+        return "per_lane" if dtype == "f32" else "derived"
+    return "derived"
+
+
+def check_strategy(problems, metrics, expect, dtype=None):
     """Every kernel the last call launched was written as kda-gpu-select-strategy said (the
     manifest's kda.strategy, reported by kda.ops.last_launch): lanes for gated delta ops and
     decode steps, the suite's every configuration, and 16-bit window attention; tiles for fp32
-    window attention. A kernel that silently fell back to the shared-memory tile lowering fails its case."""
+    window attention. A kernel that silently fell back to the shared-memory tile lowering fails its case.
+    With `dtype`, each lane kernel's program too (expected_program)."""
     st = getattr(kops.last_launch, "strategy", None)
     if not st:
         problems.append("kda.ops.last_launch reports no strategy")
@@ -596,8 +608,17 @@ def check_strategy(problems, metrics, expect):
     wrong = {n: s for n, s in st.items() if s.get("kind") != expect}
     if wrong:
         problems.append(f"strategy: expected {expect} for every kernel, got {wrong}")
-    else:
-        metrics.append(expect)
+        return
+    metrics.append(expect)
+    if dtype is None or expect != "lanes":
+        return
+    wrong = {n: s.get("program") for n, s in st.items()
+             if s.get("program") != expected_program(s.get("kernel"), dtype)}
+    if wrong:
+        problems.append(f"strategy: programs {wrong}, expected "
+                        f"{ {n: expected_program(s.get('kernel'), dtype) for n, s in st.items()} }")
+    elif any(s.get("kernel") == "state" for s in st.values()):
+        metrics.append("state " + expected_program("state", dtype))
 
 
 def run_case(case, torch, oracle):
@@ -684,7 +705,7 @@ def run_case(case, torch, oracle):
             stray = int((hb.double().cpu().numpy()[ref_hb == 0] != 0).sum())
             if stray:
                 problems.append(f"h: {stray} elements past the sequences' ends are not zero")
-    check_strategy(problems, metrics, "lanes")
+    check_strategy(problems, metrics, "lanes", case.dtype)
     if case.chunk and case.chunk > 16:
         # chunk_size 32 / 64: every kernel says it runs the op's chunk as sub-chunk steps of 16
         st = getattr(kops.last_launch, "strategy", None) or {}
@@ -839,7 +860,7 @@ def run_decode_case(case, torch, oracle):
         lower_bound=kw.get("lower_bound", -5.0), read_indices=oracle_reads)
     problems, metrics = [], []
     bar = BARS[case.dtype]
-    check_strategy(problems, metrics, "lanes")
+    check_strategy(problems, metrics, "lanes", case.dtype)
     if pool_out is not pool:
         problems.append("the returned pool is not initial_state (the update must be in place)")
     if tuple(o.shape) != tuple(s["v"]):
@@ -908,7 +929,7 @@ def run_window_case(case, torch, oracle):
     problems, metrics = [], []
     bar = BARS[case.dtype]
     # Lanes for 16-bit windows (mma.sync); fp32 keeps the tile lowering for its 1e-4 bar.
-    check_strategy(problems, metrics, "tiles" if case.dtype == "f32" else "lanes")
+    check_strategy(problems, metrics, "tiles" if case.dtype == "f32" else "lanes", case.dtype)
     if o.dtype != gpu["v"].dtype:
         problems.append(f"o: dtype {o.dtype}, expected v's {gpu['v'].dtype}")
     _compare(torch, oracle, "o", o, ref_o, bar, problems, metrics)

@@ -191,6 +191,8 @@ llvm::json::Value toJson(Attribute attr) {
     }
     if (!s.getInstruction().empty())
       out["instruction"] = s.getInstruction().str();
+    if (!s.getProgram().empty())
+      out["program"] = s.getProgram().str();
     return llvm::json::Value(std::move(out));
   }
   return nullptr;

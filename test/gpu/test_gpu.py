@@ -338,15 +338,16 @@ def all_cases():
         Case("f32-k64-neg-eigval-scale0.3-T100-ht", "f32", 64, B=2, T=100, H=2, ht=True, neg_eigval=True,
              scale=0.3),
         # The shape policy's tiles (kda.tune.shape_policy_tile, H200: 132 multiprocessors): 48 and
-        # 40 (sequence, head) units take V blocks of 32, 80 and 72 units V blocks of 32 without
-        # prefetch; T not a multiple of the chunk, both state layouts, varlen.
+        # 40 (sequence, head) units take V blocks of 32, 80 and 72 units V blocks of 128 (the
+        # derived state program's 4 warps of 32 rows); T not a multiple of the chunk, both state
+        # layouts, varlen.
         Case("bf16-k128-kimi-lb-HV48-policy-vb32-T70-h0-ht-vmajor", "bf16", 128, B=1, T=70, H=48,
              h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
         Case("bf16-k128-kimi-lb-B2-HV20-policy-vb32-T33-h0-ht", "bf16", 128, B=2, T=33, H=20,
              h0=True, ht=True, prologue="kimi_lb"),
-        Case("bf16-k128-kimi-lb-HV80-policy-vb32-noprefetch-T150-h0-ht-vmajor", "bf16", 128, B=1,
+        Case("bf16-k128-kimi-lb-HV80-policy-vb128-T150-h0-ht-vmajor", "bf16", 128, B=1,
              T=150, H=80, h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
-        Case("bf16-k128-kimi-softplus-varlen-HV24-policy-vb32-noprefetch-h0-ht", "bf16", 128,
+        Case("bf16-k128-kimi-softplus-varlen-HV24-policy-vb128-h0-ht", "bf16", 128,
              seqlens=[5, 40, 17], H=24, h0=True, ht=True, prologue="kimi_softplus"),
         # chunk_size 32 and 64 (FLA's habit): the lane kernels as sub-chunk steps of 16, with every
         # gate form, boundary states at the op's interval, varlen and both layouts.
@@ -491,7 +492,7 @@ def sanitize_cases():
              prologue="kimi_lb"),
         Case("san-bf16-k128-kimi-lb-HV48-policy-vb32-T20-h0-ht", "bf16", 128, B=1, T=20, H=48, h0=True,
              ht=True, layout="v_major", prologue="kimi_lb"),
-        Case("san-bf16-k128-kimi-lb-HV80-policy-vb32-noprefetch-T20-h0-ht", "bf16", 128, B=1, T=20,
+        Case("san-bf16-k128-kimi-lb-HV80-policy-vb128-T20-h0-ht", "bf16", 128, B=1, T=20,
              H=80, h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
         Case("san-bf16-k128-kimi-lb-fla-h-varlen-h0-ht-vmajor", "bf16", 128, seqlens=[70, 1, 20], H=2,
              h0=True, ht=True, layout="v_major", prologue="kimi_lb", boundary="fla"),

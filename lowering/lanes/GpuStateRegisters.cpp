@@ -133,6 +133,49 @@ SmallVector<Value> loadWorkspaceRow(ImplicitLocOpBuilder &b, Value flat,
   return kda::loadRowAsF32(b, b.getLoc(), flat, ValueRange{}, at, width);
 }
 
+/// Where the boundary entry before chunk `chunkIdx` of sequence `n` goes,
+/// for both state programs: where that chunk starts an interval of `per`
+/// chunks and the entry is one of those recorded, `store` runs with the
+/// entry's leading indices, (n, entry, head) for a dense `boundary`, or
+/// (slot, head) for the pool slot `table` names (negative slots, not kept,
+/// and slots past the pool are skipped).
+void atBoundaryEntry(ImplicitLocOpBuilder &b, Value chunkIdx, int64_t per,
+                     Value boundary, Value table, Value n, Value head,
+                     llvm::function_ref<void(ArrayRef<Value>)> store) {
+  kda::LaneBuilder lb(b);
+  Value j = arith::DivUIOp::create(b, chunkIdx, lb.idx(per));
+  Value nt = table ? memref::DimOp::create(b, table, 1)
+                   : memref::DimOp::create(b, boundary, 1);
+  Value at = arith::AndIOp::create(
+      b,
+      arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                            arith::RemUIOp::create(b, chunkIdx, lb.idx(per)),
+                            lb.idx(0)),
+      lb.ult(j, nt));
+  auto op = scf::IfOp::create(b, at, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(op.thenBlock());
+  if (!table) {
+    store({n, j, head});
+    return;
+  }
+  Value raw = memref::LoadOp::create(b, table, ValueRange{n, j});
+  Value slot64 = raw.getType().isInteger(64)
+                     ? raw
+                     : Value(arith::ExtSIOp::create(b, b.getI64Type(), raw));
+  Value slots = arith::IndexCastOp::create(
+      b, b.getI64Type(), memref::DimOp::create(b, boundary, 0));
+  Value keep = arith::AndIOp::create(
+      b,
+      arith::CmpIOp::create(b, arith::CmpIPredicate::sge, slot64,
+                            arith::ConstantIntOp::create(b, 0, 64)),
+      arith::CmpIOp::create(b, arith::CmpIPredicate::slt, slot64, slots));
+  auto inPool = scf::IfOp::create(b, keep, /*withElseRegion=*/false);
+  b.setInsertionPointToStart(inPool.thenBlock());
+  Value slot = arith::IndexCastOp::create(b, b.getIndexType(), slot64);
+  store({slot, head});
+}
+
 /// Emits one program of the state pass. Sizes: C (chunk), K, VB (V block),
 /// NW warps; J = K / NW / 8 accumulator tiles per warp and V tile, MT = VB /
 /// 16 V tiles, NC = C / 8 row tiles of a chunk.
@@ -283,39 +326,10 @@ struct StateProgram : kda::LaneBuilder {
   void storeBoundaryBefore(Value chunkIdx, ArrayRef<Value> S) {
     if (!boundary)
       return;
-    const int64_t per = cfg.interval / C; // chunks per interval
-    Value j = arith::DivUIOp::create(b, chunkIdx, idx(per));
-    Value nt = boundaryTable ? memref::DimOp::create(b, boundaryTable, 1)
-                             : memref::DimOp::create(b, boundary, 1);
-    Value at = arith::AndIOp::create(
-        b,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                              arith::RemUIOp::create(b, chunkIdx, idx(per)),
-                              idx(0)),
-        ult(j, nt));
-    auto op = scf::IfOp::create(b, at, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(op.thenBlock());
-    if (!boundaryTable) {
-      storeBoundaryEntry({n, j, head}, S);
-      return;
-    }
-    // Slot table[n, j]: negative (not kept) and past the pool are skipped.
-    Value raw = memref::LoadOp::create(b, boundaryTable, ValueRange{n, j});
-    Value slot64 = raw.getType().isInteger(64)
-                       ? raw
-                       : Value(arith::ExtSIOp::create(b, b.getI64Type(), raw));
-    Value slots = arith::IndexCastOp::create(
-        b, b.getI64Type(), memref::DimOp::create(b, boundary, 0));
-    Value keep = arith::AndIOp::create(
-        b,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, slot64,
-                              arith::ConstantIntOp::create(b, 0, 64)),
-        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, slot64, slots));
-    auto inPool = scf::IfOp::create(b, keep, /*withElseRegion=*/false);
-    b.setInsertionPointToStart(inPool.thenBlock());
-    Value slot = arith::IndexCastOp::create(b, b.getIndexType(), slot64);
-    storeBoundaryEntry({slot, head}, S);
+    atBoundaryEntry(b, chunkIdx, cfg.interval / C, boundary, boundaryTable, n,
+                    head, [&](ArrayRef<Value> lead) {
+                      storeBoundaryEntry(lead, S);
+                    });
   }
 
   /// Zeros for the entries at or past the sequence's end (j * interval >=
@@ -947,38 +961,10 @@ struct LaneStateProgram : kda::LaneBuilder {
   void storeBoundaryBefore(kda::LaneTileBuilder &tb,
                            const kda::LaneLayout &layout, Value chunkIdx,
                            ArrayRef<Value> S) {
-    const int64_t per = cfg.interval / C; // chunks per interval
-    Value j = arith::DivUIOp::create(b, chunkIdx, idx(per));
-    Value nt = boundaryTable ? memref::DimOp::create(b, boundaryTable, 1)
-                             : memref::DimOp::create(b, boundary, 1);
-    Value at = arith::AndIOp::create(
-        b,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                              arith::RemUIOp::create(b, chunkIdx, idx(per)),
-                              idx(0)),
-        ult(j, nt));
-    auto op = scf::IfOp::create(b, at, /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(op.thenBlock());
-    if (!boundaryTable) {
-      storeBoundaryEntry(tb, layout, {n, j, head}, S);
-      return;
-    }
-    Value raw = memref::LoadOp::create(b, boundaryTable, ValueRange{n, j});
-    Value slot64 = raw.getType().isInteger(64)
-                       ? raw
-                       : Value(arith::ExtSIOp::create(b, b.getI64Type(), raw));
-    Value slots = arith::IndexCastOp::create(
-        b, b.getI64Type(), memref::DimOp::create(b, boundary, 0));
-    Value keep = arith::AndIOp::create(
-        b,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::sge, slot64,
-                              arith::ConstantIntOp::create(b, 0, 64)),
-        arith::CmpIOp::create(b, arith::CmpIPredicate::slt, slot64, slots));
-    auto inPool = scf::IfOp::create(b, keep, /*withElseRegion=*/false);
-    b.setInsertionPointToStart(inPool.thenBlock());
-    Value slot = arith::IndexCastOp::create(b, b.getIndexType(), slot64);
-    storeBoundaryEntry(tb, layout, {slot, head}, S);
+    atBoundaryEntry(b, chunkIdx, cfg.interval / C, boundary, boundaryTable, n,
+                    head, [&](ArrayRef<Value> lead) {
+                      storeBoundaryEntry(tb, layout, lead, S);
+                    });
   }
 
   /// Zeros for the dense entries at or past the sequence's end (j x

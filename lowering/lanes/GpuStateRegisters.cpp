@@ -67,6 +67,8 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Pass/Pass.h"
 
+#include <tuple>
+
 #include "lowering/Passes.h"
 
 namespace mlir::kda {
@@ -131,6 +133,24 @@ Value loadWorkspaceElement(ImplicitLocOpBuilder &b, Value flat, Value at) {
 SmallVector<Value> loadWorkspaceRow(ImplicitLocOpBuilder &b, Value flat,
                                     Value at, int64_t width) {
   return kda::loadRowAsF32(b, b.getLoc(), flat, ValueRange{}, at, width);
+}
+
+/// Where sequence `n`'s tokens are: (batch row, first token, length), from
+/// cu_seqlens when the kernel is varlen (one batch row), else row n of
+/// `tokens` each.
+std::tuple<Value, Value, Value> sequenceBounds(ImplicitLocOpBuilder &b,
+                                               Value n, Value tokens,
+                                               Value cuSeqlens) {
+  kda::LaneBuilder lb(b);
+  if (!cuSeqlens)
+    return {n, lb.idx(0), tokens};
+  auto offset = [&](Value i) -> Value {
+    Value e = memref::LoadOp::create(b, cuSeqlens, ValueRange{i});
+    return arith::IndexCastOp::create(b, b.getIndexType(), e);
+  };
+  Value start = offset(n);
+  return {lb.idx(0), start,
+          arith::SubIOp::create(b, offset(lb.add(n, 1)), start)};
 }
 
 /// Where the boundary entry before chunk `chunkIdx` of sequence `n` goes,
@@ -353,19 +373,7 @@ struct StateProgram : kda::LaneBuilder {
     head = ivs[1];
     vCol = mul(ivs[2], VB);
     tokens = memref::DimOp::create(b, o, 1);
-    if (cuSeqlens) {
-      auto offset = [&](Value i) -> Value {
-        Value e = memref::LoadOp::create(b, cuSeqlens, ValueRange{i});
-        return arith::IndexCastOp::create(b, b.getIndexType(), e);
-      };
-      row = idx(0);
-      start = offset(n);
-      length = arith::SubIOp::create(b, offset(add(n, 1)), start);
-    } else {
-      row = n;
-      start = idx(0);
-      length = tokens;
-    }
+    std::tie(row, start, length) = sequenceBounds(b, n, tokens, cuSeqlens);
     tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
     lane = arith::RemUIOp::create(b, tid, idx(32));
     warp = arith::DivUIOp::create(b, tid, idx(32));
@@ -812,8 +820,7 @@ struct LaneStateProgram : kda::LaneBuilder {
     return w;
   }
   /// Why the derived program does not take `cfg`; empty if it does.
-  static std::string refusal(const StatePassConfig &cfg, int64_t threads,
-                             TypeRange wsTypes) {
+  static std::string refusal(const StatePassConfig &cfg, TypeRange wsTypes) {
     if (cfg.vBlock % 16 != 0 || cfg.keyDim % 16 != 0 || cfg.chunk % 16 != 0 ||
         cfg.chunk > 64)
       return "V block " + std::to_string(cfg.vBlock) + ", K " +
@@ -827,7 +834,6 @@ struct LaneStateProgram : kda::LaneBuilder {
         return "fp32 workspaces (fp32 inputs keep the split-K program's "
                "3xTF32 products)";
     }
-    (void)threads;
     return "";
   }
   int64_t threads() const { return 32 * NW; }
@@ -989,19 +995,7 @@ struct LaneStateProgram : kda::LaneBuilder {
     vCol = mul(ivs[2], VB);
     tokens = memref::DimOp::create(b, o, 1);
     heads = memref::DimOp::create(b, o, 2);
-    if (cuSeqlens) {
-      auto offset = [&](Value i) -> Value {
-        Value e = memref::LoadOp::create(b, cuSeqlens, ValueRange{i});
-        return arith::IndexCastOp::create(b, b.getIndexType(), e);
-      };
-      row = idx(0);
-      start = offset(n);
-      length = arith::SubIOp::create(b, offset(add(n, 1)), start);
-    } else {
-      row = n;
-      start = idx(0);
-      length = tokens;
-    }
+    std::tie(row, start, length) = sequenceBounds(b, n, tokens, cuSeqlens);
     tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
     lane = arith::RemUIOp::create(b, tid, idx(32));
     warp = arith::DivUIOp::create(b, tid, idx(32));
@@ -1247,7 +1241,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     SmallVector<Type> wsTypes = workspaceTypes(func, *cfg);
     std::string derivedRefusal =
         independentWarps
-            ? LaneStateProgram::refusal(*cfg, threads, wsTypes)
+            ? LaneStateProgram::refusal(*cfg, wsTypes)
             : std::string("not asked for (state-warps off)");
     // The strategy stage's program, where it named one, is the one built.
     if (auto s = func->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr);
@@ -1301,7 +1295,7 @@ std::string mlir::kda::stateLanesRefusal(func::FuncOp func,
   if (warpPrograms) {
     SmallVector<Type> wsTypes = workspaceTypes(func, *cfg);
     if (wsTypes.size() == cfg->roles.size() &&
-        LaneStateProgram::refusal(*cfg, threads, wsTypes).empty())
+        LaneStateProgram::refusal(*cfg, wsTypes).empty())
       return "";
   }
   const int64_t warps = threads / 32;
@@ -1325,7 +1319,7 @@ std::string mlir::kda::stateLanesProgram(func::FuncOp func,
     return "per_lane";
   SmallVector<Type> wsTypes = workspaceTypes(func, *cfg);
   return wsTypes.size() == cfg->roles.size() &&
-                 LaneStateProgram::refusal(*cfg, threads, wsTypes).empty()
+                 LaneStateProgram::refusal(*cfg, wsTypes).empty()
              ? "derived"
              : "per_lane";
 }

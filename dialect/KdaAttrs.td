@@ -253,7 +253,10 @@ def Kda_StrategyAttr : AttrDef<Kda_Dialect, "Strategy"> {
     how a lane kernel is written: derived (an algorithm of passes/ run on
     LaneTileBuilder tiles: the decode step, window attention, the state
     step of 16-bit inputs) or per_lane (written per lane against the
-    algorithm: the intra-chunk kernel, the split-K state program). The
+    algorithm: the intra-chunk kernel, the split-K state program);
+    `stages`, the chunks a lane kernel has in flight through staged
+    asynchronous copies (the derived state program's cp.async stages; 0
+    where it stages none). The
     register passes write what it gives them lanes; the manifest carries it
     as JSON and `kda.ops.last_launch` reports it.
   }];
@@ -264,7 +267,8 @@ def Kda_StrategyAttr : AttrDef<Kda_Dialect, "Strategy"> {
     DefaultValuedParameter<"int64_t", "0">:$step,
     DefaultValuedParameter<"int64_t", "0">:$tile_chunk,
     StringRefParameter<"the matrix instruction", "\"\"">:$instruction,
-    StringRefParameter<"derived or per_lane (lanes only)", "\"\"">:$program
+    StringRefParameter<"derived or per_lane (lanes only)", "\"\"">:$program,
+    DefaultValuedParameter<"int64_t", "0">:$stages
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

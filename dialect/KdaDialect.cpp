@@ -152,7 +152,7 @@ LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    StringRef kernel, StringRef kind,
                                    StringRef reason, int64_t step,
                                    int64_t tileChunk, StringRef instruction,
-                                   StringRef program) {
+                                   StringRef program, int64_t stages) {
   if (!llvm::is_contained(ArrayRef<StringRef>{"intra", "state", "decode",
                                               "window", "chunkwise",
                                               "elementwise"},
@@ -183,5 +183,9 @@ LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "#kda.strategy: 'program' is derived or per_lane, "
                           "for lanes only, found '"
                        << program << "' (kind '" << kind << "')";
+  if (stages != 0 && (kind != "lanes" || stages < 2 || stages > 8))
+    return emitError() << "#kda.strategy: 'stages' is 0 or 2 to 8, for "
+                          "lanes only, found "
+                       << stages << " (kind '" << kind << "')";
   return success();
 }

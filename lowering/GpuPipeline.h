@@ -95,7 +95,8 @@ void requireAlignedRows(
 std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads,
                                                   bool independentWarps,
                                                   bool prefetch = true,
-                                                  int64_t maxRegisters = 0);
+                                                  int64_t maxRegisters = 0,
+                                                  int64_t stages = 2);
 /// Lowers a decode step (kda.decode_pass) to a kernel that streams each
 /// state once through registers, reductions by warp shuffles (any vendor).
 std::unique_ptr<Pass> createGpuDecodeRegistersPass(int64_t warpSize,
@@ -168,6 +169,11 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
                      "inputs); false: K split over the block's warps "
                      "(3xTF32 products)"),
       llvm::cl::init(true)};
+  PassOptions::Option<int64_t> stateStages{
+      *this, "state-stages",
+      llvm::cl::desc("NVIDIA: chunks in flight (cp.async stages, 2 to 8) of "
+                     "the derived state program"),
+      llvm::cl::init(2)};
   PassOptions::Option<bool> decodeRegisters{
       *this, "decode-registers",
       llvm::cl::desc("Decode steps as one pass over each state in registers "

@@ -107,6 +107,9 @@ def KdaGpuSelectStrategy : Pass<"kda-gpu-select-strategy", "ModuleOp"> {
            "Register window-attention kernels">,
     Option<"stateWarps", "state-warps", "bool", /*default=*/"false",
            "Independent warp state programs">,
+    Option<"stateStages", "state-stages", "int64_t", /*default=*/"2",
+           "Chunks in flight (cp.async stages) of the derived state "
+           "program">,
     Option<"threads", "threads", "int64_t", /*default=*/"128",
            "Threads per block">,
     Option<"warpSize", "warp-size", "int64_t", /*default=*/"32", "Warp size">,
@@ -173,6 +176,9 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
            "Issue the next chunk's loads before this chunk's products">,
     Option<"maxRegisters", "max-registers", "int64_t", /*default=*/"0",
            "Registers per thread (0: ptxas decides)">,
+    Option<"stages", "stages", "int64_t", /*default=*/"2",
+           "The derived program's cp.async stages: chunks in flight (2 to "
+           "8)">,
     Option<"independentWarps", "independent-warps", "bool",
            /*default=*/"true",
            "The program derived from emitStateStep (V over the warps, all "

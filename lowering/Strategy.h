@@ -47,6 +47,7 @@ struct StrategyOptions {
   bool decodeLanes = true; // decode-registers
   bool windowLanes = true; // window-registers
   bool stateWarps = true; // state-warps (the derived state program)
+  int64_t stateStages = 2; // state-stages (its cp.async stages)
   int64_t threads = 128;   // threads per block
   int64_t warpSize = 32;
   bool wgmma = false; // the chip has Hopper's wgmma (Chips.h)

@@ -525,14 +525,14 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
     }
   }
   // Informational: {kernel, kind: lanes | tiles, reason, instruction,
-  // program: derived | per_lane}
+  // program: derived | per_lane}, stages (chunks in flight, 2 to 8)
   // (strings), and {step, tile_chunk} for a chunk run as sub-chunk steps
   // (integers: the op's chunk a multiple of the step).
   if (const Value *st = v.find("strategy")) {
     std::string stPath = Reader::join(path, "strategy");
     if (Status s = r.object(*st, stPath,
                             {"kernel", "kind", "reason", "step", "tile_chunk",
-                             "instruction", "program"}))
+                             "instruction", "program", "stages"}))
       return s;
     const Value *step = st->find("step"), *tileChunk = st->find("tile_chunk");
     if (bool(step) != bool(tileChunk))
@@ -583,6 +583,10 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
                        "unknown program " + quote(program) +
                            " (expected derived or per_lane)");
     }
+    if (const Value *stages = st->find("stages"))
+      if (Status s = r.integer(*stages, Reader::join(stPath, "stages"), 2, 8,
+                               k.strategyStages))
+        return s;
   }
   return Status::ok();
 }

@@ -80,6 +80,7 @@ struct Kernel {
   // steps gives the step and the op's chunk (0 otherwise).
   std::string strategyKind, strategyReason;
   int64_t strategyStep = 0, strategyTileChunk = 0;
+  int64_t strategyStages = 0; // chunks in flight (0: none staged)
   std::string image; // the binary's bytes (filled by loadBundle)
 };
 

@@ -166,7 +166,7 @@ std::string nvidiaManifest() {
       "resources": {"vgpr_count": 96, "private_segment_fixed_size": 0},
       "strategy": {"kernel": "state", "kind": "lanes", "step": 16,
                    "tile_chunk": 64, "instruction": "mma_sync",
-                   "program": "derived"}
+                   "program": "derived", "stages": 3}
     },
     {
       "name": "kda_small",
@@ -400,6 +400,7 @@ TEST(Manifest, ParsesTheReferenceBundle) {
                              {"private_segment_fixed_size", 0}}));
   EXPECT_EQ(k.strategyKind, "lanes");
   EXPECT_EQ(k.strategyStep, 16);
+  EXPECT_EQ(k.strategyStages, 3);
   EXPECT_EQ(k.strategyTileChunk, 64);
   EXPECT_EQ(m.kernels[1].dynamicSharedMemory, 0u);
   EXPECT_NE(m.findKernel("kda_small"), nullptr);
@@ -541,6 +542,8 @@ TEST(Manifest, ErrorsNameTheField) {
       {"\"program\": \"derived\"", "\"program\": \"handwritten\"",
        "kernels[0].strategy.program: unknown program \"handwritten\" "
        "(expected derived or per_lane)"},
+      {"\"stages\": 3", "\"stages\": 9", "kernels[0].strategy.stages:"},
+      {"\"stages\": 3", "\"stages\": \"3\"", "kernels[0].strategy.stages:"},
   };
   for (const Case &c : cases) {
     std::string text = replaced(nvidiaManifest(), c.from, c.to);

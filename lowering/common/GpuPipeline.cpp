@@ -104,6 +104,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   strategy.decodeLanes = options.decodeRegisters;
   strategy.windowLanes = options.windowRegisters;
   strategy.stateWarps = options.stateWarps;
+  strategy.stateStages = options.stateStages;
   strategy.threads = options.threads;
   strategy.warpSize = target.warpSize;
   strategy.wgmma = target.wgmma;
@@ -137,7 +138,8 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
     pm.nest<func::FuncOp>().addPass(
         createGpuStateRegistersPass(options.threads, options.stateWarps,
                                     options.statePrefetch,
-                                    options.stateMaxRegisters));
+                                    options.stateMaxRegisters,
+                                    options.stateStages));
   // ... and its intra-chunk grid keeps its tiles in registers
   // (GpuIntraRegisters.cpp).
   if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&

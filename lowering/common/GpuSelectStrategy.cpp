@@ -47,6 +47,7 @@ struct Decision {
   std::string kernel, reason, fix;
   std::string instruction = {}; // lanes: the products' matrix instruction
   std::string program = {};     // lanes: derived or per_lane
+  int64_t stages = 0;           // lanes: chunks in flight (staged copies)
 };
 
 Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
@@ -98,6 +99,11 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
       // one (GpuStateRegisters.cpp).
       d.instruction = "mma_sync";
       d.program = kda::stateLanesProgram(f, state, o.threads, o.stateWarps);
+      // The derived program stages its chunks' workspaces (cp.async): how
+      // many are in flight is the shape policy's or the tuning database's
+      // choice (python/kda/tune.py), given here as state-stages.
+      if (d.program == "derived")
+        d.stages = o.stateStages;
     }
     return d;
   }
@@ -161,6 +167,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     decodeLanes = o.decodeLanes;
     windowLanes = o.windowLanes;
     stateWarps = o.stateWarps;
+    stateStages = o.stateStages;
     threads = o.threads;
     warpSize = o.warpSize;
     wgmma = o.wgmma;
@@ -176,6 +183,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     o.decodeLanes = decodeLanes;
     o.windowLanes = windowLanes;
     o.stateWarps = stateWarps;
+    o.stateStages = stateStages;
     o.threads = threads;
     o.warpSize = warpSize;
     o.wgmma = wgmma;
@@ -197,7 +205,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
                  kda::StrategyAttr::get(&getContext(), d.kernel,
                                         d.reason.empty() ? "lanes" : "tiles",
                                         d.reason, step, tileChunk,
-                                        d.instruction, d.program));
+                                        d.instruction, d.program, d.stages));
       if (remarks && !d.reason.empty() && d.kernel != "elementwise") {
         // At the op's location, without the kernel's IR (a remark, not an
         // error to debug).

@@ -795,7 +795,9 @@ struct StateProgram : kda::LaneBuilder {
 struct LaneStateProgram : kda::LaneBuilder {
   const StatePassConfig &cfg;
   int64_t C, K, VB, NW;
-  static constexpr int64_t kStages = 2;
+  /// Chunks in flight: cp.async stages (chunk i + stages - 1 is copied
+  /// while chunk i computes).
+  int64_t stages = 2;
   static constexpr int64_t kPad16 = 8; // bf16 row padding: 16 bytes
   static constexpr int64_t kPad32 = 4; // f32 row padding: 16 bytes
   Value ws[6]; // w, u, q, k, p, g (null when absent)
@@ -1010,13 +1012,13 @@ struct LaneStateProgram : kda::LaneBuilder {
           b, MemRefType::get(shape, e, MemRefLayoutAttrInterface(), wg));
     };
     if (ws[0])
-      shW = alloc({kStages, C, K + kPad16}, bf16);
-    shQ = alloc({kStages, C, K + kPad16}, bf16);
-    shK = alloc({kStages, C, K + kPad16}, bf16);
-    shU = alloc({kStages, C, VB + kPad32}, f32Type);
-    shP = alloc({kStages, C, C + kPad32}, f32Type);
+      shW = alloc({stages, C, K + kPad16}, bf16);
+    shQ = alloc({stages, C, K + kPad16}, bf16);
+    shK = alloc({stages, C, K + kPad16}, bf16);
+    shU = alloc({stages, C, VB + kPad32}, f32Type);
+    shP = alloc({stages, C, C + kPad32}, f32Type);
     if (ws[5])
-      shG = alloc({kStages, K}, f32Type);
+      shG = alloc({stages, K}, f32Type);
 
     kda::LaneTileBuilder tb(b, 32, NW, lane, warp);
     tb.useMmaSync(bf16);
@@ -1042,30 +1044,34 @@ struct LaneStateProgram : kda::LaneBuilder {
     }
 
     Value numChunks = arith::CeilDivUIOp::create(b, length, idx(C));
-    {
-      auto first = scf::IfOp::create(b, ult(idx(0), numChunks), false);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(first.thenBlock());
-      issue(idx(0), idx(0));
+    // Chunks 0 .. stages - 2 in flight, one commit group each (empty past
+    // the sequence's end, so that every wait below counts the same groups).
+    for (int64_t j = 0; j + 1 < stages; ++j) {
+      {
+        auto first = scf::IfOp::create(b, ult(idx(j), numChunks), false);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(first.thenBlock());
+        issue(idx(j), idx(j));
+      }
+      NVVM::CpAsyncCommitGroupOp::create(b);
     }
-    NVVM::CpAsyncCommitGroupOp::create(b);
     auto loop = scf::ForOp::create(b, idx(0), numChunks, idx(1), S);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(loop.getBody());
       Value i = loop.getInductionVar();
-      Value stage = arith::RemUIOp::create(b, i, idx(kStages));
-      // This chunk's copies are the only group pending; past the barrier
-      // every warp is done with the previous chunk, whose stage takes the
-      // next chunk's copies.
-      NVVM::CpAsyncWaitGroupOp::create(b, 0);
+      Value stage = arith::RemUIOp::create(b, i, idx(stages));
+      // Chunk i's group is the oldest of the stages - 1 pending ones; past
+      // the barrier every warp is done with chunk i - 1, whose stage takes
+      // chunk i + stages - 1's copies.
+      NVVM::CpAsyncWaitGroupOp::create(b, stages - 2);
       gpu::BarrierOp::create(b);
       {
-        Value nextChunk = add(i, 1);
+        Value nextChunk = add(i, stages - 1);
         auto more = scf::IfOp::create(b, ult(nextChunk, numChunks), false);
         OpBuilder::InsertionGuard g2(b);
         b.setInsertionPointToStart(more.thenBlock());
-        issue(nextChunk, arith::RemUIOp::create(b, nextChunk, idx(kStages)));
+        issue(nextChunk, arith::RemUIOp::create(b, nextChunk, idx(stages)));
       }
       NVVM::CpAsyncCommitGroupOp::create(b);
 
@@ -1257,7 +1263,21 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       }
     }
     if (derivedRefusal.empty()) {
+      // The strategy stage's count, where it gave one (else the pass
+      // option: kda-opt runs of this pass alone).
+      int64_t stages = this->stages;
+      if (auto s = func->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr);
+          s && s.getStages() > 0)
+        stages = s.getStages();
+      if (stages < 2 || stages > 8) {
+        func.emitError() << "kda-gpu-state-registers: the derived state "
+                            "program's chunks in flight (state-stages) are 2 "
+                            "to 8, got "
+                         << stages;
+        return signalPassFailure();
+      }
       LaneStateProgram lp(b, *cfg, LaneStateProgram::warpsFor(*cfg, threads));
+      lp.stages = stages;
       std::copy(std::begin(prog.ws), std::end(prog.ws), std::begin(lp.ws));
       lp.o = prog.o;
       lp.h0 = prog.h0;
@@ -1326,12 +1346,14 @@ std::string mlir::kda::stateLanesProgram(func::FuncOp func,
 
 std::unique_ptr<Pass>
 mlir::kda::createGpuStateRegistersPass(int64_t threads, bool independentWarps,
-                                       bool prefetch, int64_t maxRegisters) {
+                                       bool prefetch, int64_t maxRegisters,
+                                       int64_t stages) {
   KdaGpuStateRegistersOptions o;
   o.threads = threads;
   o.independentWarps = independentWarps;
   o.prefetch = prefetch;
   o.maxRegisters = maxRegisters;
+  o.stages = stages;
   return std::make_unique<StateRegistersPass>(o);
 }
 

@@ -322,13 +322,15 @@ TILE_KEYS = ("chunk", "sub_chunk", "v_block", "threads")
 # Optional tile keys, kept only where they differ from kda-compile's default
 # (so tiles without them hash as before): state_prefetch 0 is
 # --state-prefetch=false (the NVIDIA register state kernel loads each chunk
-# when it starts: fewer registers, more resident blocks).
-OPTIONAL_TILE_KEYS = {"state_prefetch": 1}
+# when it starts: fewer registers, more resident blocks); state_stages N is
+# --state-stages=N (chunks in flight in the derived state program's cp.async
+# pipeline, 2 to 8).
+OPTIONAL_TILE_KEYS = {"state_prefetch": 1, "state_stages": 2}
 
 
 def normalise_tile(tile: Optional[Dict[str, int]]) -> Optional[Dict[str, int]]:
     """A tuned tile as kda-compile's flags take it (chunk, sub_chunk,
-    v_block, block threads, optionally state_prefetch), or None for the
+    v_block, block threads, optionally state_prefetch and state_stages), or None for the
     chip's defaults."""
     if tile is None:
         return None
@@ -781,6 +783,8 @@ def tile_flags(tile: Optional[Dict[str, int]]) -> List[str]:
              f"--block-threads={t['threads']}"]
     if t.get("state_prefetch", 1) == 0:
         flags.append("--state-prefetch=false")
+    if t.get("state_stages", 2) != 2:
+        flags.append(f"--state-stages={t['state_stages']}")
     return flags
 
 

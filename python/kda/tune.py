@@ -101,25 +101,32 @@ def v_blocks(V: int) -> List[int]:
     return [vb for vb in range(16, V + 1, 16) if V % vb == 0]
 
 
+STATE_STAGES = (2, 3, 4, 5, 6, 7, 8)
+
+
 def make_tile(chunk: int, v_block: int, threads: int, sub_chunk: int = SUB_CHUNK,
-              state_prefetch: bool = True) -> Dict[str, int]:
+              state_prefetch: bool = True, state_stages: int = 2) -> Dict[str, int]:
     tile = {"chunk": int(chunk), "sub_chunk": min(int(sub_chunk), int(chunk)),
             "v_block": int(v_block), "threads": int(threads)}
     if not state_prefetch:
         tile["state_prefetch"] = 0
+    if int(state_stages) != 2:
+        tile["state_stages"] = int(state_stages)
     return tile
 
 
 def enumerate_space(cfg: Dict[str, Any], chunks: Iterable[int] = CHUNKS,
                     vblocks: Optional[Iterable[int]] = None,
                     threads: Iterable[int] = THREADS,
-                    prefetch: Iterable[int] = (1, 0)) -> List[Dict[str, int]]:
+                    prefetch: Iterable[int] = (1, 0),
+                    stages: Iterable[int] = (2,)) -> List[Dict[str, int]]:
     """Every legal tile for a gated_delta configuration, restricted to the
     given chunks / V blocks / thread counts / state prefetch choices (1: the
     NVIDIA register state kernel issues the next chunk's loads before this
-    chunk's products, 0: it does not: fewer registers, more resident blocks;
-    illegal values given there are dropped, not an error, so a command line
-    can narrow the space)."""
+    chunk's products, 0: it does not: fewer registers, more resident blocks)
+    / state stages (chunks in flight in the derived state program; only with
+    prefetch 1, whose form it is); illegal values given there are dropped,
+    not an error, so a command line can narrow the space."""
     if cfg.get("op") != "gated_delta":
         raise ValueError(f"only gated_delta configurations are tuned, not {cfg.get('op')!r}")
     if cfg.get("chunk"):
@@ -136,8 +143,12 @@ def enumerate_space(cfg: Dict[str, Any], chunks: Iterable[int] = CHUNKS,
                 if t not in THREADS:
                     continue
                 for p in prefetch:
-                    if p in (0, 1):
-                        out.append(make_tile(c, v, t, state_prefetch=bool(p)))
+                    if p not in (0, 1):
+                        continue
+                    for s in (stages if p else (2,)):
+                        if s in STATE_STAGES:
+                            out.append(make_tile(c, v, t, state_prefetch=bool(p),
+                                                 state_stages=s))
     return out
 
 
@@ -438,8 +449,17 @@ class TuningDB:
 # "units" (T = 131072 H = 16 to T = 8192 H = 64), V blocks of 128 from 96
 # units on (H = 96, 8 x 4096, varlen batches); 16 and 64 are never best. On
 # S multiprocessors:
-#   units x 4 <= 2 S  -> V blocks of 32
-#   more              -> V blocks of 128
+#   units x 4 <= 2 S  -> V blocks of 32, 3 chunks in flight
+#   more              -> V blocks of 128, 2 chunks in flight
+# Chunks in flight (state_stages, the cp.async stages of the derived state
+# program): with few blocks a step is the latency of its own loads plus its
+# products, and a third stage hides more of the first behind the second:
+# 12 % off T = 1024 to 131072 at 16 to 32 units (bench/RESULTS.md,
+# fourteenth session). With V blocks of 128 the blocks fill the chip, and
+# the extra shared memory costs residency (3 stages: 5 % slower at 8 x 4096).
+# 4 stages at V blocks of 32 came out twice as slow in the state kernel
+# (ncu: ptxas serialised the W S chain; 3 and 6 did not), so the count is
+# measured, not derived.
 # A tuning database entry (kda-tune) overrides it. Other chips and shapes
 # keep the compiled default until they are measured.
 
@@ -458,7 +478,8 @@ def policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
     cfg, chunk = steps_form(cfg, chip)
     if not _policy_applies(cfg, chip):
         return []
-    return [_stamp(make_tile(16, 32, 128), chunk), _stamp(make_tile(16, 128, 128), chunk)]
+    return [_stamp(make_tile(16, 32, 128, state_stages=3), chunk),
+            _stamp(make_tile(16, 128, 128), chunk)]
 
 
 def shape_policy_tile(cfg: Dict[str, Any], chip: str, N: int, HV: int,
@@ -475,7 +496,7 @@ def shape_policy_tile(cfg: Dict[str, Any], chip: str, N: int, HV: int,
 def _policy_tile(N: int, HV: int, multiprocessors: int) -> Optional[Dict[str, int]]:
     units = max(1, int(N)) * max(1, int(HV))
     if units * 4 <= 2 * multiprocessors:
-        return make_tile(16, 32, 128)
+        return make_tile(16, 32, 128, state_stages=3)
     return make_tile(16, 128, 128)
 
 

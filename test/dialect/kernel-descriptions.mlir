@@ -98,6 +98,17 @@ func.func private @tiles_with_program() attributes {kda.strategy = #kda.strategy
 
 // -----
 
+// Chunks in flight (staged copies) go with lanes: 2 to 8, or 0 for none.
+// expected-error @+1 {{#kda.strategy: 'stages' is 0 or 2 to 8, for lanes only, found 1 (kind 'lanes')}}
+func.func private @one_stage() attributes {kda.strategy = #kda.strategy<kernel = "state", kind = "lanes", program = "derived", stages = 1>}
+
+// -----
+
+// expected-error @+1 {{#kda.strategy: 'stages' is 0 or 2 to 8, for lanes only, found 3 (kind 'tiles')}}
+func.func private @tiles_with_stages() attributes {kda.strategy = #kda.strategy<kernel = "state", kind = "tiles", reason = "fp32", stages = 3>}
+
+// -----
+
 // expected-error @+1 {{#kda.strategy: 'step' and 'tile_chunk' go together, tile_chunk a multiple of step, found 16 and 40}}
 func.func private @bad_steps() attributes {kda.strategy = #kda.strategy<kernel = "state", kind = "lanes", step = 16, tile_chunk = 40>}
 

@@ -1,6 +1,8 @@
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-warps=false" | FileCheck %s
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=DERIVED
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-registers=false" | FileCheck %s --check-prefix=TILES
+// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-stages=3" | FileCheck %s --check-prefix=STAGES
+// RUN: not kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-stages=9" 2>&1 | FileCheck %s --check-prefix=STAGES9
 // RUN: kda-opt %S/Inputs/boundary_states.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=BOUNDARY
 // RUN: kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=POOL
 // RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none v-block=8" 2>&1 | FileCheck %s --check-prefix=POOLTILE
@@ -44,6 +46,16 @@
 // DERIVED: nvvm.mma.sync {{.*}}bf16
 // DERIVED-NOT: nvvm.barrier
 // DERIVED: llvm.return
+
+// Three chunks in flight (the strategy's stages): chunks 0 and 1 are issued
+// before the loop, and each step waits for the oldest of two pending groups.
+// STAGES: strategy = #kda.strategy<kernel = "state", kind = "lanes", instruction = "mma_sync", program = "derived", stages = 3>
+// STAGES-LABEL: gpu.module @kda_gated_delta_kernel_state_module
+// STAGES: nvvm.cp.async.commit.group
+// STAGES: nvvm.cp.async.commit.group
+// STAGES: nvvm.cp.async.wait.group 1
+// STAGES-NEXT: nvvm.barrier
+// STAGES9: error: kda-gpu-state-registers: the derived state program's chunks in flight (state-stages) are 2 to 8, got 9
 
 // Chunk-boundary states of fp32 inputs (varlen, a V split) keep the split-K
 // program: two barriers per chunk step, as without them.

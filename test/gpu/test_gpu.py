@@ -725,6 +725,15 @@ def run_case(case, torch, oracle):
                             f"{getattr(kops.last_launch, 'requested_tile', None)})")
         else:
             metrics.append(f"v_block={tile['v_block']}{'' if tile.get('state_prefetch', 1) else ',np'}")
+            # The derived state program runs with the tile's chunks in flight
+            # (the strategy's stages, from --state-stages).
+            want = tile.get("state_stages", 2)
+            got = {n: s.get("stages") for n, s in (getattr(kops.last_launch, "strategy", None) or {}).items()
+                   if s.get("kernel") == "state" and s.get("program") == "derived"}
+            if any(v != want for v in got.values()):
+                problems.append(f"strategy: state stages {got}, the tile asks for {want}")
+            elif got:
+                metrics.append(f"stages={want}")
     for name, out, r in (("o", o, ref_o), ("ht", ht, ref_ht if case.ht else None)):
         if r is None:
             if out is not None:

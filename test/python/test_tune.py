@@ -103,6 +103,10 @@ def part_unit(tmp):
     check(sum(1 for t in space if t.get("state_prefetch") == 0) == 3 * 4 * 2,
           "half the space without the state kernel's prefetch")
     check(all(t["sub_chunk"] == 16 for t in space), "sub_chunk 16")
+    staged = TU.enumerate_space(cfg, chunks=[16], vblocks=[32], threads=[128], stages=[2, 3, 9])
+    check(staged == [TU.make_tile(16, 32, 128), TU.make_tile(16, 32, 128, state_stages=3),
+                     TU.make_tile(16, 32, 128, state_prefetch=False)],
+          f"stages 2 and 3 with prefetch, 9 dropped, none without prefetch: {staged}")
     check({t["chunk"] for t in space} == {16, 32, 64} and {t["threads"] for t in space} == {128, 256},
           "chunks and threads")
     # NVIDIA's lane kernels run chunks 32 and 64 as sub-chunk steps of 16: the same kernels.
@@ -146,11 +150,11 @@ def part_unit(tmp):
                                 A_log_dtype="f32", dt_bias_dtype="f32", initial_state_dtype="f32",
                                 final_state_dtype="f32", state_layout="v_major")
     pol = lambda n, hv, sms=132: TU.shape_policy_tile(kimi, "sm_90a", n, hv, sms)  # noqa: E731
-    vb32 = TU.make_tile(16, 32, 128)
+    vb32 = TU.make_tile(16, 32, 128, state_stages=3)
     vb32np = TU.make_tile(16, 32, 128, state_prefetch=False)
     vb128 = TU.make_tile(16, 128, 128)
-    # The derived state program: V blocks of 32 while (sequence, head) units x 4 blocks fit twice
-    # the multiprocessors, V blocks of 128 past that.
+    # The derived state program: V blocks of 32 with 3 chunks in flight while (sequence, head)
+    # units x 4 blocks fit twice the multiprocessors, V blocks of 128 (2 in flight) past that.
     check(pol(1, 32) == vb32, f"H=32: {pol(1, 32)}")                            # 128 blocks
     check(pol(1, 64) == vb32, f"H=64: {pol(1, 64)}")                            # 256 blocks
     check(pol(1, 16) == vb32, f"T=131072 H=16: {pol(1, 16)}")
@@ -178,6 +182,11 @@ def part_unit(tmp):
     check(B.tile_flags(vb32np)[-1] == "--state-prefetch=false" and
           "--state-prefetch=false" not in B.tile_flags(vb32), B.tile_flags(vb32np))
     check(B.normalise_tile(dict(vb32, state_prefetch=1)) == vb32, "prefetch 1 is the default")
+    check(B.tile_flags(vb32)[-1] == "--state-stages=3" and
+          not any(f.startswith("--state-stages") for f in B.tile_flags(vb128)), B.tile_flags(vb32))
+    check(B.normalise_tile(dict(vb128, state_stages=2)) == vb128, "2 stages is the default")
+    check(B.config_hash(kimi, "sm_90a", vb32) != B.config_hash(kimi, "sm_90a", TU.make_tile(16, 32, 128)),
+          "stages are part of the bundle key")
     check(B.config_hash(kimi, "sm_90a", vb32) != B.config_hash(kimi, "sm_90a", vb32np),
           "prefetch is part of the bundle key")
     try:
@@ -185,7 +194,7 @@ def part_unit(tmp):
         check(False, "an unknown tile key was accepted")
     except ValueError:
         pass
-    ok("shape policy: V blocks of 32 / 128 by (sequence, head) units per multiprocessor")
+    ok("shape policy: V blocks of 32 (3 stages) / 128 by (sequence, head) units per multiprocessor")
 
     # --- the database --------------------------------------------------------
     fa, fb = "kda-aaaaaaaaaaaaaaaa-llvm22.1.0", "kda-bbbbbbbbbbbbbbbb-llvm22.1.0"
@@ -225,7 +234,7 @@ def part_unit(tmp):
     # and no tile as fast as each baseline on its shape: no winner, the lookup keeps the default.
     pcfg = B.gated_delta_config(K=128, V=128, qk_dtype="bf16", v_dtype="bf16",
                                 gate={"form": "channel", "dtype": "bf16"}, beta_dtype="bf16")
-    vb32, vb128 = TU.make_tile(16, 32, 128), TU.make_tile(16, 128, 128)
+    vb32, vb128 = TU.make_tile(16, 32, 128, state_stages=3), TU.make_tile(16, 128, 128)
     pdb = TU.TuningDB()
     kp = pdb.add(pcfg, "sm_90a", fa, {"T": 8192, "N": 1, "H": 64, "HV": 64}, [
         {"tile": vb32, "status": "ok", "median_ms": 1.50}, {"tile": vb128, "status": "ok", "median_ms": 1.75}],

@@ -104,6 +104,12 @@ static cl::opt<bool> statePrefetch(
              "resident blocks); --state-prefetch=false loads each chunk when "
              "it starts"),
     cl::init(true), cl::cat(compileCategory));
+static cl::opt<int64_t> stateStages(
+    "state-stages",
+    cl::desc("NVIDIA: chunks in flight (cp.async stages, 2 to 8) of the "
+             "derived state kernel: deeper stages hide more of a chunk's "
+             "load latency behind the products of the chunks before it"),
+    cl::init(2), cl::cat(compileCategory));
 static cl::opt<int64_t> stateMaxRegisters(
     "state-max-registers",
     cl::desc("NVIDIA: registers per thread of the register state kernel "
@@ -193,6 +199,8 @@ llvm::json::Value toJson(Attribute attr) {
       out["instruction"] = s.getInstruction().str();
     if (!s.getProgram().empty())
       out["program"] = s.getProgram().str();
+    if (s.getStages() > 0)
+      out["stages"] = s.getStages();
     return llvm::json::Value(std::move(out));
   }
   return nullptr;
@@ -497,10 +505,17 @@ int main(int argc, char **argv) {
       if (statePrefetch.getNumOccurrences() == 0)
         if (std::optional<int64_t> v = (*tile)->getInteger("state_prefetch"))
           statePrefetch = *v != 0;
+      if (stateStages.getNumOccurrences() == 0)
+        if (std::optional<int64_t> v = (*tile)->getInteger("state_stages"))
+          stateStages = *v;
       llvm::outs() << "kda-compile: tuned tile for bucket " << bucket
                    << ": chunk=" << chunk << " sub_chunk=" << subChunk
                    << " v_block=" << vBlock << " threads=" << threads
-                   << (statePrefetch ? "" : " state_prefetch=0") << "\n";
+                   << (statePrefetch ? "" : " state_prefetch=0")
+                   << (stateStages == 2
+                           ? std::string()
+                           : " state_stages=" + std::to_string(stateStages))
+                   << "\n";
     }
   }
   // Before anything slow: tiles are static, so an unbounded --chunk would
@@ -646,6 +661,7 @@ int main(int argc, char **argv) {
     options.stateWarps = stateWarps;
     options.statePrefetch = statePrefetch;
     options.stateMaxRegisters = stateMaxRegisters;
+    options.stateStages = stateStages;
     options.schedule = schedule;
     options.format = format.str();
     options.toolkit = toolkit;
@@ -845,6 +861,8 @@ int main(int argc, char **argv) {
       tile["state_warps"] = 0;
     if (!statePrefetch)
       tile["state_prefetch"] = 0;
+    if (stateStages != 2)
+      tile["state_stages"] = static_cast<int64_t>(stateStages);
     if (stateMaxRegisters > 0)
       tile["state_max_registers"] = static_cast<int64_t>(stateMaxRegisters);
     kernel["tile"] = std::move(tile);

@@ -269,6 +269,12 @@ def kda_config(case, chunk=None):
         return kops.fused_recurrent_kda_config(q, q, v, g, beta, A_log=A_log, dt_bias=dt_bias,
                                                initial_state=pool, ssm_state_indices=idx, **PROLOGUE)
     h0 = Meta((case.N, H, V, K), "f32")
+    if case.variant == "inplace":
+        # inplace_final_state: the decode step on the caller's states as a
+        # pool of N slots, updated in place.
+        return kops.fused_recurrent_kda_config(q, q, v, g, beta, A_log=A_log, dt_bias=dt_bias,
+                                               initial_state=h0, ssm_state_indices=Meta((case.N,), "i32"),
+                                               **PROLOGUE)
     return kops.fused_recurrent_kda_config(q, q, v, g, beta, A_log=A_log, dt_bias=dt_bias,
                                            initial_state=h0, output_final_state=True, **PROLOGUE)
 

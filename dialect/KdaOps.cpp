@@ -704,6 +704,16 @@ LogicalResult DecodeStepOp::verify() {
   if (failed(shapes.check(operandName("state_pool"), getStatePool(),
                           {"P", "HV", axes[0], axes[1]}, ElemKind::State)))
     return failure();
+  if (Value readPool = getReadPool()) {
+    if (failed(shapes.check(operandName("read_pool"), readPool,
+                            {"PR", "HV", axes[0], axes[1]}, ElemKind::State)))
+      return failure();
+    if (elementTypeOf(readPool) != elementTypeOf(getStatePool()))
+      return emitOpError() << "operand 'read_pool': expected element type "
+                           << elementTypeOf(getStatePool())
+                           << " (that of 'state_pool'), found "
+                           << elementTypeOf(readPool);
+  }
   // Again, now that every operand has bound HV (v's may be dynamic).
   if (failed(shapes.checkNonEmpty(kHeadsAndHeadDims)) ||
       failed(shapes.checkMultiple("HV", "H")))

@@ -201,6 +201,15 @@ def Kda_DecodeStepOp : Kda_Op<"decode_step", [Pure, AttrSizedOperandSegments,
     writes its state to `indices[n, t]` (negative: not kept). Every
     non-negative entry of indices is distinct.
 
+    With `read_pool(%rp)` (`[PR, HV, K, V]`, the state pool's element type
+    and layout), the start states come from `%rp` instead of the pool: slot
+    `read_indices[n]`, else the slot `indices` names (of the first token),
+    is read from `%rp`, and `indices` name where the new states go in the
+    pool, as with `read_indices`. A decode on per-sequence states
+    (`read_pool` the caller's `[N, ...]` states, `indices` 0 .. N - 1, the
+    pool a fresh `[N, ...]` tensor) so reads each state once and writes
+    each once, with no copy of the states before the step.
+
     Destination-passing style: `outs(%o_init, %pool)` name the output and the
     pool the results update, so bufferization updates the pool in place.
 
@@ -227,6 +236,7 @@ def Kda_DecodeStepOp : Kda_Op<"decode_step", [Pure, AttrSizedOperandSegments,
     Optional<AnyRankedTensor>:$dt_bias,
     AnyRankedTensor:$indices,
     Optional<AnyRankedTensor>:$read_indices,
+    Optional<AnyRankedTensor>:$read_pool,
     AnyRankedTensor:$o_init,
     AnyRankedTensor:$state_pool,
     Kda_UpdateRuleAttr:$update,
@@ -247,6 +257,7 @@ def Kda_DecodeStepOp : Kda_Op<"decode_step", [Pure, AttrSizedOperandSegments,
     (`dt_bias` `(` $dt_bias^ `:` type($dt_bias) `)`)?
     `indices` `(` $indices `:` type($indices) `)`
     (`read_indices` `(` $read_indices^ `:` type($read_indices) `)`)?
+    (`read_pool` `(` $read_pool^ `:` type($read_pool) `)`)?
     `outs` `(` $o_init `,` $state_pool `:` type($o_init) `,` type($state_pool) `)`
     attr-dict `:` type($q) `,` type($k) `,` type($v)
   }];

@@ -1012,7 +1012,11 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
                                    ? SmallVector<OpFoldResult>{s, head, vCol, z}
                                    : SmallVector<OpFoldResult>{s, head, z, vCol};
                       };
-                      Value s0 = loadState(tb3, iter[1], stateAt(slot), 2,
+                      // The start state: from read_pool where the op has
+                      // one, else from the pool itself.
+                      Value source = op.getReadPool() ? op.getReadPool()
+                                                      : iter[1];
+                      Value s0 = loadState(tb3, source, stateAt(slot), 2,
                                            vMajor, kd, vb);
                       auto steps = scf::ForOp::create(
                           b3, zero, tokens, one,
@@ -1053,7 +1057,8 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
                             Value o = tb4.store(out.o, tIter[0],
                                                 at(t, {head, vCol}),
                                                 {row, last}, o1);
-                            if (!op.getReadIndices() && !multi) {
+                            if (!op.getReadIndices() && !op.getReadPool() &&
+                                !multi) {
                               // In place: the slot read is the one written.
                               Value pool = storeState(tb4, out.nextState,
                                                       tIter[1], stateAt(slot),

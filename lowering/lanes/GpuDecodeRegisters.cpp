@@ -149,6 +149,7 @@ struct DecodeProgram : kda::LaneBuilder {
   int64_t W; // warp size
   // Arguments.
   Value q, k, v, gate, beta, aLog, dtBias, indices, readIndices, o, pool;
+  Value readPool; // where start states come from, if not the pool
   // Lane coordinates.
   Value lane, warp, groupOfLane, posInGroup, vFirst;
   /// Why the lane builder could not take the step (empty: it did).
@@ -270,6 +271,8 @@ struct DecodeProgram : kda::LaneBuilder {
   /// State elements S[i][j] (key row i, value column j of the lane), as f32.
   SmallVector<SmallVector<Value>> loadState(Value slot, Value head) {
     const int64_t CL = lay.colsLane;
+    // The start state: from read_pool where the step has one.
+    Value pool = readPool ? readPool : this->pool;
     SmallVector<SmallVector<Value>> S(lay.rowsK, SmallVector<Value>(CL));
     if (!cfg.vMajor) {
       for (int64_t i = 0; i < lay.rowsK; ++i) {
@@ -406,7 +409,7 @@ struct DecodeProgram : kda::LaneBuilder {
     Value qkHeads = memref::DimOp::create(b, q, headAxis);
     Value qkHead = arith::DivUIOp::create(
         b, head, arith::DivUIOp::create(b, heads, qkHeads));
-    if (!cfg.multiToken && !readIndices) {
+    if (!cfg.multiToken && !readIndices && !readPool) {
       emitToken(n, head, qkHead, S);
       storeState(slot, head, S); // in place
       return;
@@ -560,6 +563,7 @@ struct DecodeRegistersPass : kda::impl::KdaGpuDecodeRegistersBase<DecodeRegister
     prog.readIndices = byName("read_indices");
     prog.o = byName("o_init");
     prog.pool = byName("state_pool");
+    prog.readPool = byName("read_pool");
     if (!prog.q || !prog.k || !prog.v || !prog.indices || !prog.o ||
         !prog.pool || (cfg->gate != "none" && !prog.gate) ||
         (cfg->beta && !prog.beta)) {
@@ -612,7 +616,7 @@ struct DecodeRegistersPass : kda::impl::KdaGpuDecodeRegistersBase<DecodeRegister
     // checks what the manifest states).
     kda::requireAlignedRows(func, [&](StringRef name, MemRefType type) {
       return name == "q" || name == "k" || name == "v" || name == "o_init" ||
-             name == "state_pool" ||
+             name == "state_pool" || name == "read_pool" ||
              (name == "gate" && cfg->gate == "channel") ||
              (name == "dt_bias" && type.getRank() == 2);
     });

@@ -175,7 +175,8 @@ def decode_step_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
                        state_dtype: str = "f32",
                        indices_dtype: str = "i32",
                        read_indices_dtype: Optional[str] = None,
-                       multi_token: bool = False) -> Dict[str, Any]:
+                       multi_token: bool = False,
+                       read_pool: bool = False) -> Dict[str, Any]:
     """Canonical configuration of one ``kda.decode_step`` kernel (state pool).
 
     Like gated_delta, everything but K and V is dynamic: N (sequences), H,
@@ -184,6 +185,9 @@ def decode_step_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
     writes ``indices[n]`` (the key is present only then, so configurations
     without it hash as before). ``multi_token``: T tokens per sequence (q
     ``[N, T, H, K]``, indices ``[N, T]``; likewise present only when set).
+    ``read_pool``: start states come from a second pool of the same dtype and
+    layout (``read_pool``, P_r slots; a per-sequence decode reads the
+    caller's states so, with no copy); present only when set.
     """
     cfg = {
         "op": "decode_step",
@@ -197,6 +201,8 @@ def decode_step_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
         cfg["read_indices_dtype"] = read_indices_dtype
     if multi_token:
         cfg["multi_token"] = True
+    if read_pool:
+        cfg["read_pool"] = True
     validate(cfg)
     return cfg
 
@@ -316,6 +322,8 @@ def validate(cfg: Dict[str, Any]) -> None:
         dtype("state_dtype", optional=False)
         dtype("indices_dtype", allowed=("i32", "i64"), optional=False)
         dtype("read_indices_dtype", allowed=("i32", "i64"))
+        if cfg.get("read_pool") not in (None, True):
+            raise ValueError(f"read_pool: expected true (or absent), got {cfg['read_pool']!r}")
 
 
 TILE_KEYS = ("chunk", "sub_chunk", "v_block", "threads")
@@ -436,6 +444,8 @@ def describe(cfg: Dict[str, Any]) -> str:
             parts.append(f"read_indices={cfg['read_indices_dtype']}")
         if cfg.get("multi_token"):
             parts.append("tokens=T")
+        if cfg.get("read_pool"):
+            parts.append("read_pool")
     return " ".join(parts)
 
 
@@ -581,6 +591,9 @@ def _decode_step_mlir(cfg: Dict[str, Any]) -> str:
         tr = _tensor([None], cfg["read_indices_dtype"])
         args.append(f"%read_indices: {tr}")
         operands.append(f"read_indices(%read_indices : {tr})")
+    if cfg.get("read_pool"):
+        args.append(f"%read_pool: {tp}")
+        operands.append(f"read_pool(%read_pool : {tp})")
     args += [f"%o_init: {tv}", f"%state_pool: {tp}"]
     operands.append(f"outs(%o_init, %state_pool : {tv}, {tp})")
     attrs = _prologue_attrs(cfg)

@@ -213,8 +213,9 @@ def _per_sequence_decode(q, cu_seqlens, ssm_state_indices, initial_state) -> boo
 
 def _decode_slots(N, output_final_state):
     """The decode step's slot arguments for a per-sequence decode: sequence n
-    reads (and, keeping the final state, writes) slot n of the state copy;
-    without a final state it reads the caller's state and keeps nothing."""
+    reads slot n of the caller's states (keeping the final state, as the
+    step's read pool) and writes slot n of the fresh final states; without
+    a final state it reads the caller's state and keeps nothing."""
     if output_final_state:
         return _Desc((N,), "i32"), None
     return _Desc((N,), "i32"), _Desc((N,), "i32")
@@ -225,15 +226,23 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
                                use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
                                use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
                                lower_bound=None, state_v_first=False, cu_seqlens=None,
-                               ssm_state_indices=None, read_state_indices=None) -> Dict[str, Any]:
+                               ssm_state_indices=None, read_state_indices=None,
+                               read_pool=None) -> Dict[str, Any]:
     """The configuration fused_recurrent_kda would run (gated_delta, or
-    decode_step with ssm_state_indices)."""
+    decode_step with ssm_state_indices; ``read_pool``: the start states come
+    from that pool instead of initial_state's)."""
     if use_gate_in_kernel and lower_bound is None and A_log is None:
         # FLA's kernel would use exp(1) as the factor; kda's softplus form has
         # no such default, so ask for A_log like chunk_kda does.
         raise ValueError("`A_log` must be provided when `use_gate_in_kernel=True` and `lower_bound` is not set.")
     if _per_sequence_decode(q, cu_seqlens, ssm_state_indices, initial_state):
         ssm_state_indices, read_state_indices = _decode_slots(_shape(q)[0], output_final_state)
+        if output_final_state:
+            # The caller's states are read where they are; the final states
+            # go to a fresh pool of N slots (fused_recurrent_kda).
+            read_pool = initial_state
+    if read_pool is not None and ssm_state_indices is None:
+        raise ValueError("read_pool is a decode step's second pool: it needs ssm_state_indices")
     if ssm_state_indices is None:
         return chunk_kda_config(q, k, v, g, beta, scale=scale, initial_state=initial_state,
                                 output_final_state=output_final_state,
@@ -290,6 +299,13 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
         raise ValueError(f"initial_state (the state pool): expected "
                          f"{'[P, HV, V, K]' if state_v_first else '[P, HV, K, V]'} = [P, {HV}, {tail[0]}, "
                          f"{tail[1]}], got {list(pool_shape)}")
+    if read_pool is not None:
+        if len(_shape(read_pool)) != 4 or _shape(read_pool)[1:] != (HV,) + tail:
+            raise ValueError(f"read_pool: expected {'[PR, HV, V, K]' if state_v_first else '[PR, HV, K, V]'} = "
+                             f"[PR, {HV}, {tail[0]}, {tail[1]}], got {list(_shape(read_pool))}")
+        if _dt(read_pool) != _dt(initial_state):
+            raise ValueError(f"read_pool: expected the state pool's dtype {_dt(initial_state)}, "
+                             f"got {_dt(read_pool)}")
     gate_activation, lb = "none", None
     A_log_dtype = dt_bias_dtype = None
     # No log-space check (g <= 0) here either (chunk_kda_config says why).
@@ -319,7 +335,7 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
         scale=scale, state_layout="v_major" if state_v_first else "k_major",
         state_dtype=_dt(initial_state), indices_dtype=_dt(ssm_state_indices),
         read_indices_dtype=_dt(read_state_indices) if read_state_indices is not None else None,
-        multi_token=multi)
+        multi_token=multi, read_pool=read_pool is not None)
 
 
 def window_attention_config(q, k, v, window, scale=None, cu_seqlens=None,
@@ -897,6 +913,10 @@ def fused_recurrent_kda(
         state_v_first = kwargs.pop("transpose_state_layout")
     ssm_state_indices = kwargs.pop("ssm_state_indices", None)
     read_state_indices = kwargs.pop("read_state_indices", None)
+    # kda's extension: the decode step's start states come from this pool
+    # (slot read_state_indices[n], else ssm_state_indices[n]) instead of
+    # initial_state's, which only receives the new states.
+    read_pool = kwargs.pop("read_pool", None)
     if read_state_indices is not None and ssm_state_indices is None:
         raise ValueError("read_state_indices names the slots a decode step reads: it needs "
                          "ssm_state_indices (the slots it writes)")
@@ -940,10 +960,10 @@ def fused_recurrent_kda(
         initial_state = initial_state.float()
     if _per_sequence_decode(q, cu_seqlens, ssm_state_indices, initial_state):
         # FLA's decode call on the decode step (_per_sequence_decode says why):
-        # the states are a pool of N slots. Keeping the final state, it is a
-        # copy of the initial one updated in place (the caller's stays as it
-        # was, as FLA leaves it); otherwise the step reads the caller's
-        # states and keeps none.
+        # the states are a pool of N slots. Keeping the final state, the
+        # caller's states are the step's read pool and the final ones a fresh
+        # pool (the caller's stay as they were, as FLA leaves them);
+        # otherwise the step reads the caller's states and keeps none.
         import torch
         N = q.shape[0]
         slots = _arange_slots(N, q.device)
@@ -951,10 +971,16 @@ def fused_recurrent_kda(
                        use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
                        allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound, state_v_first=state_v_first)
         if output_final_state:
-            pool = initial_state if inplace else initial_state.contiguous().clone()
-            o, pool = fused_recurrent_kda(q, k, v, g, beta, A_log, dt_bias, scale=scale, initial_state=pool,
-                                          ssm_state_indices=slots, **options)
-            return o, pool
+            if inplace:
+                return fused_recurrent_kda(q, k, v, g, beta, A_log, dt_bias, scale=scale,
+                                           initial_state=initial_state, ssm_state_indices=slots, **options)
+            # The step reads the caller's states (read_pool) and writes the
+            # final ones into a fresh pool: each state read once and written
+            # once, the caller's left as they were (as FLA leaves them).
+            states = initial_state.contiguous()
+            return fused_recurrent_kda(q, k, v, g, beta, A_log, dt_bias, scale=scale,
+                                       initial_state=torch.empty_like(states), ssm_state_indices=slots,
+                                       read_pool=states, **options)
         keep_none = torch.full((N,), -1, dtype=torch.int32, device=q.device)
         o, _ = fused_recurrent_kda(q, k, v, g, beta, A_log, dt_bias, scale=scale,
                                    initial_state=initial_state.contiguous(), ssm_state_indices=keep_none,
@@ -980,7 +1006,8 @@ def fused_recurrent_kda(
         # bundle).
         key = (_tensor_key(q), _tensor_key(k), _tensor_key(v), _tensor_key(g), _tensor_key(beta),
                _tensor_key(A_log), _tensor_key(dt_bias), _tensor_key(initial_state),
-               _tensor_key(ssm_state_indices), _tensor_key(read_state_indices), _tensor_key(cu_seqlens),
+               _tensor_key(ssm_state_indices), _tensor_key(read_state_indices), _tensor_key(read_pool),
+               _tensor_key(cu_seqlens),
                scale, output_final_state,
                use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
                lower_bound, state_v_first, os.environ.get("KDA_CHIP"), os.environ.get("KDA_BUNDLE_PATH"))
@@ -996,7 +1023,7 @@ def fused_recurrent_kda(
                                          allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound,
                                          state_v_first=state_v_first, cu_seqlens=cu_seqlens,
                                          ssm_state_indices=ssm_state_indices,
-                                         read_state_indices=read_state_indices)
+                                         read_state_indices=read_state_indices, read_pool=read_pool)
     if not use_gate_in_kernel:
         A_log = dt_bias = None
     if ssm_state_indices is None:
@@ -1008,7 +1035,7 @@ def fused_recurrent_kda(
     if plan is None:
         plan = _Plan(cfg)
     result = _run_decode(plan, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, ssm_state_indices,
-                         read_state_indices)
+                         read_state_indices, read_pool)
     if len(_decode_plans) >= 256:
         _decode_plans.clear()
     _decode_plans[key] = plan
@@ -1137,7 +1164,8 @@ def _tensor_key(t):
         return (tuple(t.shape), str(getattr(t, "dtype", None)))
 
 
-def _run_decode(plan, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indices, read_indices=None):
+def _run_decode(plan, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indices, read_indices=None,
+                read_pool=None):
     _check_no_grad(q, k, v, g, beta, A_log, dt_bias)
     cfg = plan.cfg
     if plan.chip is None:
@@ -1153,6 +1181,8 @@ def _run_decode(plan, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indice
                          f"it is on {pool.device}")
     if not pool.is_contiguous():
         raise ValueError("the state pool (initial_state) must be contiguous: it is updated in place")
+    if read_pool is not None and (read_pool.device != q.device or not read_pool.is_contiguous()):
+        raise ValueError(f"read_pool must be a contiguous tensor on {q.device}")
     o = _alloc(lead + (HV, V), v.dtype, q.device)
     named = {"q": q.reshape(lead + (H, K)).contiguous(), "k": k.reshape(lead + (H, K)).contiguous(),
              "v": v.reshape(lead + (HV, V)).contiguous(), "gate": g.reshape(lead + (HV, K)).contiguous(),
@@ -1161,6 +1191,7 @@ def _run_decode(plan, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indice
              "dt_bias": dt_bias.reshape(HV, K).contiguous() if dt_bias is not None else None,
              "indices": indices.to(q.device).contiguous(),
              "read_indices": read_indices.to(q.device).contiguous() if read_indices is not None else None,
+             "read_pool": read_pool,
              "o_init": o, "o": o, "state_pool": pool, "new_state_pool": pool}
     _launch_planned(plan, named, _device_index(q.device))
     return o.reshape(B, T, HV, V).to(q.dtype), pool

@@ -330,7 +330,7 @@ func.func @generic_memref_operand(%q: memref<2x64x4x32xf32>) {
 
 func.func @generic_decode_one_result(%q: tensor<8x4x32xf32>, %i: tensor<8xi32>, %o0: tensor<8x4x32xf32>, %p: tensor<2x4x32x32xf32>) {
   // expected-error @+1 {{'kda.decode_step' op expected 2 results}}
-  %o = "kda.decode_step"(%q, %q, %q, %i, %o0, %p) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 1, 0, 1, 1>, update = #kda<update delta>}> : (tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8xi32>, tensor<8x4x32xf32>, tensor<2x4x32x32xf32>) -> tensor<8x4x32xf32>
+  %o = "kda.decode_step"(%q, %q, %q, %i, %o0, %p) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 1, 1>, update = #kda<update delta>}> : (tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8xi32>, tensor<8x4x32xf32>, tensor<2x4x32x32xf32>) -> tensor<8x4x32xf32>
   return
 }
 
@@ -338,7 +338,7 @@ func.func @generic_decode_one_result(%q: tensor<8x4x32xf32>, %i: tensor<8xi32>, 
 
 func.func @generic_decode_o_type(%q: tensor<8x4x32xf32>, %i: tensor<8xi32>, %o0: tensor<8x4x32xf32>, %p: tensor<2x4x32x32xf32>) {
   // expected-error @+1 {{'kda.decode_step' op failed to verify that all of {o_init, o} have same type}}
-  %o:2 = "kda.decode_step"(%q, %q, %q, %i, %o0, %p) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 1, 0, 1, 1>, update = #kda<update delta>}> : (tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8xi32>, tensor<8x4x32xf32>, tensor<2x4x32x32xf32>) -> (tensor<8x4x32xbf16>, tensor<2x4x32x32xf32>)
+  %o:2 = "kda.decode_step"(%q, %q, %q, %i, %o0, %p) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 1, 1>, update = #kda<update delta>}> : (tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8xi32>, tensor<8x4x32xf32>, tensor<2x4x32x32xf32>) -> (tensor<8x4x32xbf16>, tensor<2x4x32x32xf32>)
   return
 }
 
@@ -346,7 +346,7 @@ func.func @generic_decode_o_type(%q: tensor<8x4x32xf32>, %i: tensor<8xi32>, %o0:
 
 func.func @generic_decode_pool_type(%q: tensor<8x4x32xf32>, %i: tensor<8xi32>, %o0: tensor<8x4x32xf32>, %p: tensor<2x4x32x32xf32>) {
   // expected-error @+1 {{'kda.decode_step' op failed to verify that all of {state_pool, new_state_pool} have same type}}
-  %o:2 = "kda.decode_step"(%q, %q, %q, %i, %o0, %p) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 1, 0, 1, 1>, update = #kda<update delta>}> : (tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8xi32>, tensor<8x4x32xf32>, tensor<2x4x32x32xf32>) -> (tensor<8x4x32xf32>, tensor<4x4x32x32xf32>)
+  %o:2 = "kda.decode_step"(%q, %q, %q, %i, %o0, %p) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 1, 1>, update = #kda<update delta>}> : (tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8xi32>, tensor<8x4x32xf32>, tensor<2x4x32x32xf32>) -> (tensor<8x4x32xf32>, tensor<4x4x32x32xf32>)
   return
 }
 
@@ -1472,6 +1472,22 @@ func.func @decode_read_indices_count(%q: tensor<8x4x32xf32>, %v: tensor<8x4x16xf
 func.func @decode_read_indices_type(%q: tensor<8x4x32xf32>, %v: tensor<8x4x16xf32>, %i: tensor<8xi32>, %r: tensor<8xf32>, %o0: tensor<8x4x16xf32>, %p: tensor<32x4x32x16xf32>) {
   // expected-error @+1 {{operand 'read_indices': expected element type i32 or i64, found 'f32'}}
   %o, %np = kda.decode_step additive %q, %q, %v indices(%i : tensor<8xi32>) read_indices(%r : tensor<8xf32>) outs(%o0, %p : tensor<8x4x16xf32>, tensor<32x4x32x16xf32>) : tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @decode_read_pool_heads(%q: tensor<8x4x32xf32>, %v: tensor<8x4x16xf32>, %i: tensor<8xi32>, %rp: tensor<8x2x32x16xf32>, %o0: tensor<8x4x16xf32>, %p: tensor<32x4x32x16xf32>) {
+  // expected-error @+1 {{operand 'read_pool': dimension 1 (HV) is 2, but operand 'v' has HV = 4}}
+  %o, %np = kda.decode_step additive %q, %q, %v indices(%i : tensor<8xi32>) read_pool(%rp : tensor<8x2x32x16xf32>) outs(%o0, %p : tensor<8x4x16xf32>, tensor<32x4x32x16xf32>) : tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @decode_read_pool_type(%q: tensor<8x4x32xf32>, %v: tensor<8x4x16xf32>, %i: tensor<8xi32>, %rp: tensor<8x4x32x16xbf16>, %o0: tensor<8x4x16xf32>, %p: tensor<32x4x32x16xf32>) {
+  // expected-error @+1 {{operand 'read_pool': expected element type 'f32' (that of 'state_pool'), found 'bf16'}}
+  %o, %np = kda.decode_step additive %q, %q, %v indices(%i : tensor<8xi32>) read_pool(%rp : tensor<8x4x32x16xbf16>) outs(%o0, %p : tensor<8x4x16xf32>, tensor<32x4x32x16xf32>) : tensor<8x4x32xf32>, tensor<8x4x32xf32>, tensor<8x4x16xf32>
   return
 }
 

@@ -308,8 +308,9 @@ def all_cases():
     cases += [
         # FLA's decode call without a pool (one token per sequence, dense initial state): the decode
         # step on the N states as slots (kda.ops._per_sequence_decode); keeping the final state it
-        # updates a copy (the caller's initial state must come back unchanged), without it the step
-        # reads the caller's states and keeps none.
+        # reads the caller's states as its read pool and writes a fresh pool (the caller's initial
+        # state must come back unchanged), without it the step reads the caller's states and keeps
+        # none.
         Case("bf16-k128-recurrent-T1-kimi-lb-vmajor-N7-h0-ht", "bf16", 128, B=7, T=1, H=4, h0=True, ht=True,
              layout="v_major", prologue="kimi_lb", api="recurrent"),
         Case("f32-k64-recurrent-T1-gva-H1-HV4-N5-h0-ht", "f32", 64, B=5, T=1, H=1, HV=4, h0=True, ht=True,

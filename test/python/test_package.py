@@ -391,14 +391,26 @@ def part_pure(kda_opt, tmp):
     print("ok   Kimi decode configuration")
     # FLA's decode call without a pool (q [N, 1, H, K], a dense [N, HV, ...] initial state): the
     # decode step on the N states as slots, not the chunked forward; keeping no final state, a
-    # read-only step (read indices, writes kept nowhere). Two tokens, or no state: chunked.
+    # read-only step (read indices, writes kept nowhere); keeping it, the caller's states are the
+    # read pool and the final states a fresh pool (no copy before the step). Two tokens, or no
+    # state: chunked.
     h0 = Meta((N, HV, V, K), "float32")
     seq = ops.fused_recurrent_kda_config(dq, dq, dv, dg, db, initial_state=h0, output_final_state=True,
                                          state_v_first=True)
     ro = ops.fused_recurrent_kda_config(dq, dq, dv, dg, db, initial_state=h0, output_final_state=False,
                                         state_v_first=True)
     check(seq["op"] == "decode_step" and seq["indices_dtype"] == "i32" and seq.get("read_indices_dtype") is None
+          and seq.get("read_pool") is True and ro.get("read_pool") is None
           and ro["op"] == "decode_step" and ro["read_indices_dtype"] == "i32", f"per-sequence decode: {seq} {ro}")
+    check("read_pool(%read_pool" in b.to_mlir(seq) and "read_pool" not in b.to_mlir(ro),
+          "the read pool is an operand of the per-sequence decode step")
+    try:
+        ops.fused_recurrent_kda_config(dq, dq, dv, dg, db, initial_state=h0, state_v_first=True,
+                                       ssm_state_indices=Meta((N,), "int32"),
+                                       read_pool=Meta((N, HV + 1, V, K), "float32"))
+        check(False, "a read pool with other heads was accepted")
+    except ValueError as e:
+        check("read_pool: expected [PR, HV, V, K]" in str(e), str(e))
     tq = Meta((N, 2, H, K), "bfloat16")
     check(ops.fused_recurrent_kda_config(tq, tq, Meta((N, 2, HV, V), "bfloat16"), Meta((N, 2, HV, K), "bfloat16"),
                                          Meta((N, 2, HV), "bfloat16"), initial_state=h0, output_final_state=True,

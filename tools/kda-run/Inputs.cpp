@@ -159,7 +159,8 @@ UseInfo classify(OpOperand &operand) {
   if (auto d = dyn_cast<mlir::kda::DecodeStepOp>(op)) {
     name = odsName(d, n,
                    {"q", "k", "v", "gate", "beta", "A_log", "dt_bias",
-                    "indices", "read_indices", "o_init", "state_pool"});
+                    "indices", "read_indices", "read_pool", "o_init",
+                    "state_pool"});
     if (name == "q" || name == "k") {
       set(name == "q" ? Role::Q : Role::K);
       info.unitRows = !d.getQkL2norm();
@@ -178,11 +179,20 @@ UseInfo classify(OpOperand &operand) {
       set(Role::DtBias);
     } else if (name == "indices" || name == "read_indices") {
       set(name == "indices" ? Role::Indices : Role::ReadIndices);
-      info.poolSlots = dimOf(d.getStatePool(), 0);
-      info.splitPool = static_cast<bool>(d.getReadIndices());
+      // Slots of the pool they index: read_indices index read_pool where
+      // there is one; indices read from it too without read_indices.
+      int64_t pool = dimOf(d.getStatePool(), 0);
+      int64_t read = d.getReadPool() ? dimOf(d.getReadPool(), 0) : pool;
+      info.poolSlots = name == "read_indices"   ? read
+                       : d.getReadIndices()     ? pool
+                       : (pool < 0 || read < 0) ? -1
+                                                : std::min(pool, read);
+      // One pool read and written: destinations and read slots apart.
+      info.splitPool =
+          static_cast<bool>(d.getReadIndices()) && !d.getReadPool();
     } else if (name == "o_init") {
       set(Role::OInit);
-    } else if (name == "state_pool") {
+    } else if (name == "state_pool" || name == "read_pool") {
       set(Role::StatePool);
     }
     return info;

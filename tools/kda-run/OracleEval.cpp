@@ -311,9 +311,36 @@ bool Evaluator::evalDecodeStep(mlir::kda::DecodeStepOp op) {
   a.gate.activation = gateActivation(op.getGateActivation());
   if (auto lb = optDouble(op.getLowerBound()))
     a.gate.lowerBound = *lb;
+  // read_pool: the start states come from another pool. The oracle is
+  // written for one pool, so both become one: the read pool's slots after
+  // the P of the pool, every read slot shifted by P (never a destination).
+  const int64_t poolSlots = a.statePool.shape.empty() ? 0 : a.statePool.shape[0];
+  if (op.getReadPool()) {
+    oracle::Tensor readPool;
+    if (!load(op.getReadPool(), readPool))
+      return false;
+    if (a.readIndices.empty()) {
+      // Sequence n reads the slot indices names (of its first token).
+      const int64_t n = a.q.shape.empty() ? 0 : a.q.shape[0];
+      const int64_t perSeq = n > 0 ? int64_t(a.indices.size()) / n : 1;
+      for (int64_t s = 0; s < n; ++s)
+        a.readIndices.push_back(a.indices[s * perSeq]);
+    }
+    for (int64_t &slot : a.readIndices)
+      if (slot >= 0)
+        slot += poolSlots;
+    a.statePool.shape[0] += readPool.shape[0];
+    a.statePool.data.insert(a.statePool.data.end(), readPool.data.begin(),
+                            readPool.data.end());
+  }
   oracle::DecodeResult r;
   if (!check(oracle::decodeStep(a, r)))
     return false;
+  if (op.getReadPool()) {
+    r.statePool.data.resize(r.statePool.data.size() / r.statePool.shape[0] *
+                            poolSlots);
+    r.statePool.shape[0] = poolSlots;
+  }
   return store(op.getO(), std::move(r.o)) &&
          store(op.getNewStatePool(), std::move(r.statePool));
 }

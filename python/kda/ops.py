@@ -876,7 +876,11 @@ def fused_recurrent_kda(
     ``read_state_indices[n]`` (negative: skipped) and writes
     ``ssm_state_indices[n]`` (negative: the new state is not kept), so a
     speculative step never clobbers the state it starts from; no sequence may
-    read a slot another one writes.
+    read a slot another one writes. With ``read_pool`` (a second pool of the
+    pool's dtype and layout, ``[PR, HV, ...]``) the start states come from it
+    (slot ``read_state_indices[n]``, else ``ssm_state_indices[n]``) and the
+    new ones go to ``initial_state``'s slots: FLA's per-sequence decode runs
+    so (the caller's states read once, the final ones written once).
     Several tokens per sequence (speculative decoding, multi-token
     prediction): q ``[N, T, H, K]`` with ``ssm_state_indices=[N, T]``: sequence
     ``n`` starts from slot ``ssm_state_indices[n, 0]`` (or, with FLA's
@@ -917,6 +921,9 @@ def fused_recurrent_kda(
     # (slot read_state_indices[n], else ssm_state_indices[n]) instead of
     # initial_state's, which only receives the new states.
     read_pool = kwargs.pop("read_pool", None)
+    if read_pool is not None and ssm_state_indices is None:
+        raise ValueError("read_pool is a decode step's second pool (the start states): it needs "
+                         "ssm_state_indices (the slots of initial_state the new states go to)")
     if read_state_indices is not None and ssm_state_indices is None:
         raise ValueError("read_state_indices names the slots a decode step reads: it needs "
                          "ssm_state_indices (the slots it writes)")

@@ -411,6 +411,9 @@ def part_pure(kda_opt, tmp):
         check(False, "a read pool with other heads was accepted")
     except ValueError as e:
         check("read_pool: expected [PR, HV, V, K]" in str(e), str(e))
+    raises(ValueError, kda.fused_recurrent_kda, dq, dq, dv, dg, db, initial_state=h0, output_final_state=True,
+           state_v_first=True, read_pool=h0, contains="read_pool is a decode step's second pool",
+           what="read_pool without ssm_state_indices")
     tq = Meta((N, 2, H, K), "bfloat16")
     check(ops.fused_recurrent_kda_config(tq, tq, Meta((N, 2, HV, V), "bfloat16"), Meta((N, 2, HV, K), "bfloat16"),
                                          Meta((N, 2, HV), "bfloat16"), initial_state=h0, output_final_state=True,

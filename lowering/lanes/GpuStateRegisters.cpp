@@ -780,8 +780,9 @@ struct StateProgram : kda::LaneBuilder {
 /// log-decay are read from shared memory into the layouts their products
 /// want, so no layout conversion moves data between lanes.
 ///
-/// Staging: two stages of cp.async copies, one barrier per chunk; chunk
-/// i + 1's copies run under chunk i's products. Rows past a partial chunk's
+/// Staging: `stages` cp.async stages (the strategy's; 2 or 3 from the shape
+/// policy), one barrier per chunk; chunks i + 1 .. i + stages - 1 are in
+/// flight while chunk i's products run. Rows past a partial chunk's
 /// end are zero-filled (no bytes read), which makes their V_new rows zero;
 /// their outputs are not stored.
 ///

@@ -95,8 +95,7 @@ void requireAlignedRows(
 std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads,
                                                   bool independentWarps,
                                                   bool prefetch = true,
-                                                  int64_t maxRegisters = 0,
-                                                  int64_t stages = 2);
+                                                  int64_t maxRegisters = 0);
 /// Lowers a decode step (kda.decode_pass) to a kernel that streams each
 /// state once through registers, reductions by warp shuffles (any vendor).
 std::unique_ptr<Pass> createGpuDecodeRegistersPass(int64_t warpSize,

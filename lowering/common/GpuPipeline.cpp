@@ -138,8 +138,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
     pm.nest<func::FuncOp>().addPass(
         createGpuStateRegistersPass(options.threads, options.stateWarps,
                                     options.statePrefetch,
-                                    options.stateMaxRegisters,
-                                    options.stateStages));
+                                    options.stateMaxRegisters));
   // ... and its intra-chunk grid keeps its tiles in registers
   // (GpuIntraRegisters.cpp).
   if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&

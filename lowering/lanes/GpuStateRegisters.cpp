@@ -1264,8 +1264,9 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       }
     }
     if (derivedRefusal.empty()) {
-      // The strategy stage's count, where it gave one (else the pass
-      // option: kda-opt runs of this pass alone).
+      // The strategy stage's count (the pipeline gives state-stages only
+      // to kda-gpu-select-strategy); the pass option serves kda-opt runs of
+      // this pass alone, without a strategy.
       int64_t stages = this->stages;
       if (auto s = func->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr);
           s && s.getStages() > 0)
@@ -1347,14 +1348,12 @@ std::string mlir::kda::stateLanesProgram(func::FuncOp func,
 
 std::unique_ptr<Pass>
 mlir::kda::createGpuStateRegistersPass(int64_t threads, bool independentWarps,
-                                       bool prefetch, int64_t maxRegisters,
-                                       int64_t stages) {
+                                       bool prefetch, int64_t maxRegisters) {
   KdaGpuStateRegistersOptions o;
   o.threads = threads;
   o.independentWarps = independentWarps;
   o.prefetch = prefetch;
   o.maxRegisters = maxRegisters;
-  o.stages = stages;
   return std::make_unique<StateRegistersPass>(o);
 }
 

@@ -211,6 +211,10 @@ def _per_sequence_decode(q, cu_seqlens, ssm_state_indices, initial_state) -> boo
             and _shape(initial_state)[0] == _shape(q)[0])
 
 
+_READ_POOL_WITHOUT_SLOTS = ("read_pool is a decode step's second pool (the start states): it needs "
+                            "ssm_state_indices (the slots of initial_state the new states go to)")
+
+
 def _decode_slots(N, output_final_state):
     """The decode step's slot arguments for a per-sequence decode: sequence n
     reads slot n of the caller's states (keeping the final state, as the
@@ -242,7 +246,7 @@ def fused_recurrent_kda_config(q, k, v, g, beta, A_log=None, dt_bias=None, scale
             # go to a fresh pool of N slots (fused_recurrent_kda).
             read_pool = initial_state
     if read_pool is not None and ssm_state_indices is None:
-        raise ValueError("read_pool is a decode step's second pool: it needs ssm_state_indices")
+        raise ValueError(_READ_POOL_WITHOUT_SLOTS)
     if ssm_state_indices is None:
         return chunk_kda_config(q, k, v, g, beta, scale=scale, initial_state=initial_state,
                                 output_final_state=output_final_state,
@@ -922,8 +926,7 @@ def fused_recurrent_kda(
     # initial_state's, which only receives the new states.
     read_pool = kwargs.pop("read_pool", None)
     if read_pool is not None and ssm_state_indices is None:
-        raise ValueError("read_pool is a decode step's second pool (the start states): it needs "
-                         "ssm_state_indices (the slots of initial_state the new states go to)")
+        raise ValueError(_READ_POOL_WITHOUT_SLOTS)
     if read_state_indices is not None and ssm_state_indices is None:
         raise ValueError("read_state_indices names the slots a decode step reads: it needs "
                          "ssm_state_indices (the slots it writes)")

@@ -99,7 +99,7 @@ def prologue(case):
 
 
 def input_dtype(case):
-    return "f16" if case.variant == "fp16" else "bf16"
+    return {"fp16": "f16", "fp32": "f32"}.get(case.variant, "bf16")
 
 
 class Case:
@@ -112,7 +112,7 @@ class Case:
     "softplus" (Kimi-Linear's in-kernel gate without lower_bound), "logspace"
     (FLA's default call: g = logsigmoid(x) in fp32, q and k normalised and beta
     after its sigmoid beforehand, no in-kernel prologue), "fp16" (BENCH.md's
-    configuration in fp16), "chunk64" (kda asked for chunk_size=64, FLA's own) or "chunk32";
+    configuration in fp16), "fp32" (in fp32: 3xTF32 products, SPEC's 1e-4 bar), "chunk64" (kda asked for chunk_size=64, FLA's own) or "chunk32";
     decode-seq: "inplace" (kda's final state written over its initial state). "window":
     sliding-window softmax attention over `window` positions, ``kda.window_attention``
     against FLA's ``parallel_attn(..., window_size=W)``, bf16 (variant "fp16": fp16), k and v
@@ -197,6 +197,7 @@ def all_cases():
         Case("fwd logspace T=8192 H=32", "fwd", 32, B=1, T=8192, variant="logspace"),
         Case("fwd logspace 8x4096 H=32", "fwd", 32, B=8, T=4096, variant="logspace"),
         Case("fwd fp16 T=8192 H=32", "fwd", 32, B=1, T=8192, variant="fp16"),
+        Case("fwd fp32 T=8192 H=32", "fwd", 32, B=1, T=8192, variant="fp32"),
         Case("fwd chunk64 T=8192 H=32", "fwd", 32, B=1, T=8192, variant="chunk64"),
         Case("fwd chunk64 8x4096 H=32", "fwd", 32, B=8, T=4096, variant="chunk64"),
         Case("fwd chunk32 T=8192 H=32", "fwd", 32, B=1, T=8192, variant="chunk32"),
@@ -379,13 +380,13 @@ def make_set(case, torch, seed):
     dev = "cuda"
     gen = torch.Generator(device=dev).manual_seed(seed)
     H, K, V, B, T = case.H, case.dim, case.dim, case.B, case.T
-    bf = torch.bfloat16
+    # The inputs' type (the variant's), before randn binds it as its default: bound after, the
+    # fp16 cases ran on bf16 tensors until the fifteenth session.
+    bf = {"fp16": torch.float16, "fp32": torch.float32}.get(case.variant, torch.bfloat16)
 
     def randn(shape, scale=1.0, dtype=bf):
         return (torch.randn(shape, generator=gen, device=dev, dtype=torch.float32) * scale).to(dtype)
 
-    if case.variant == "fp16":
-        bf = torch.float16
     if case.kind == "window":
         x = dict(q=randn((B, T, H, K)), k=randn((B, T, case.HK, K)), v=randn((B, T, case.HK, V)))
         if case.seqlens is not None:

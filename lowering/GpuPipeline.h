@@ -93,7 +93,7 @@ void requireAlignedRows(
 /// Lowers the state grid of a chunk-parallel schedule (kda.state_pass) to a
 /// kernel that keeps the state in registers (NVIDIA mma.sync).
 std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads,
-                                                  bool independentWarps,
+                                                  llvm::StringRef program,
                                                   bool prefetch = true,
                                                   int64_t maxRegisters = 0);
 /// Lowers a decode step (kda.decode_pass) to a kernel that streams each
@@ -160,14 +160,16 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: registers per thread of the register state "
                      "kernel (0: ptxas decides)"),
       llvm::cl::init(0)};
-  PassOptions::Option<bool> stateWarps{
-      *this, "state-warps",
-      llvm::cl::desc("NVIDIA: the register state kernel derived from "
-                     "emitStateStep (V over the warps, all of K per warp, "
-                     "bf16 products) where it takes the kernel (16-bit "
-                     "inputs); false: K split over the block's warps "
-                     "(3xTF32 products)"),
-      llvm::cl::init(true)};
+  PassOptions::Option<std::string> stateProgram{
+      *this, "state-program",
+      llvm::cl::desc("NVIDIA: which program writes the register state "
+                     "kernel: auto (the program derived from emitStateStep "
+                     "for 16-bit inputs: V over the warps, all of K per "
+                     "warp, bf16 products; the split-K program for fp32, "
+                     "measured faster there), derived (wherever it takes the "
+                     "kernel; fp32: 3xTF32 products) or per_lane (K split "
+                     "over the block's warps, 3xTF32 / tf32 products)"),
+      llvm::cl::init("auto")};
   PassOptions::Option<int64_t> stateStages{
       *this, "state-stages",
       llvm::cl::desc("NVIDIA: chunks in flight (cp.async stages, 2 to 8) of "

@@ -105,8 +105,10 @@ def KdaGpuSelectStrategy : Pass<"kda-gpu-select-strategy", "ModuleOp"> {
            "Register decode kernels">,
     Option<"windowLanes", "window-registers", "bool", /*default=*/"true",
            "Register window-attention kernels">,
-    Option<"stateWarps", "state-warps", "bool", /*default=*/"false",
-           "Independent warp state programs">,
+    Option<"stateProgram", "state-program", "std::string",
+           /*default=*/"\"auto\"",
+           "Which program writes a state kernel on lanes: auto (derived for "
+           "16-bit inputs, per_lane for fp32), derived or per_lane">,
     Option<"stateStages", "state-stages", "int64_t", /*default=*/"2",
            "Chunks in flight (cp.async stages) of the derived state "
            "program">,
@@ -179,11 +181,11 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
     Option<"stages", "stages", "int64_t", /*default=*/"2",
            "The derived program's cp.async stages: chunks in flight (2 to "
            "8)">,
-    Option<"independentWarps", "independent-warps", "bool",
-           /*default=*/"true",
-           "The program derived from emitStateStep (V over the warps, all "
-           "of K per warp) where it takes the kernel; false: K split over "
-           "the block's warps">,
+    Option<"program", "program", "std::string", /*default=*/"\"auto\"",
+           "Without a strategy: auto (the program derived from "
+           "emitStateStep for 16-bit inputs, the split-K program for fp32), "
+           "derived (wherever it takes the kernel) or per_lane (K split over "
+           "the block's warps)">,
   ];
 }
 

@@ -46,7 +46,7 @@ struct StrategyOptions {
   bool stateLanes = true;  // state-registers
   bool decodeLanes = true; // decode-registers
   bool windowLanes = true; // window-registers
-  bool stateWarps = true; // state-warps (the derived state program)
+  std::string stateProgram = "auto"; // state-program: auto, derived, per_lane
   int64_t stateStages = 2; // state-stages (its cp.async stages)
   int64_t threads = 128;   // threads per block
   int64_t warpSize = 32;
@@ -61,15 +61,15 @@ void registerGpuSelectStrategyPass();
 /// (kda.intra_pass) with `threads` per block; empty if it can.
 std::string intraLanesRefusal(IntraPassAttr intraPass, int64_t threads);
 /// The same for the register state kernel (kda.state_pass) of `func`;
-/// `warpPrograms`: the derived program (state-warps) is asked for, which
-/// takes the kernel where its workspace types allow (else the split-K
-/// program must).
+/// `program` is state-program (auto, derived or per_lane): the derived
+/// program takes the kernel where it is chosen and its workspace types
+/// allow (else the split-K program must).
 std::string stateLanesRefusal(func::FuncOp func, StatePassAttr statePass,
-                              int64_t threads, bool warpPrograms);
+                              int64_t threads, llvm::StringRef program);
 /// Which program writes that state kernel on lanes: "derived"
 /// (emitStateStep on lane tiles) or "per_lane" (the split-K program).
 std::string stateLanesProgram(func::FuncOp func, StatePassAttr statePass,
-                              int64_t threads, bool warpPrograms);
+                              int64_t threads, llvm::StringRef program);
 /// The same for the register decode kernel (kda.decode_pass).
 std::string decodeLanesRefusal(DecodePassAttr decodePass, int64_t warpSize);
 

@@ -103,7 +103,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   strategy.stateLanes = options.stateRegisters;
   strategy.decodeLanes = options.decodeRegisters;
   strategy.windowLanes = options.windowRegisters;
-  strategy.stateWarps = options.stateWarps;
+  strategy.stateProgram = options.stateProgram;
   strategy.stateStages = options.stateStages;
   strategy.threads = options.threads;
   strategy.warpSize = target.warpSize;
@@ -136,7 +136,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
       options.stateRegisters)
     pm.nest<func::FuncOp>().addPass(
-        createGpuStateRegistersPass(options.threads, options.stateWarps,
+        createGpuStateRegistersPass(options.threads, options.stateProgram,
                                     options.statePrefetch,
                                     options.stateMaxRegisters));
   // ... and its intra-chunk grid keeps its tiles in registers

@@ -11,7 +11,7 @@
 //
 // from the target (vendor, tensor cores, warp size, threads), the pipeline's
 // switches (intra-registers, state-registers, decode-registers,
-// window-registers, state-warps)
+// window-registers, state-program)
 // and what each lane kernel's layout takes (the *LanesRefusal functions). The
 // register passes write the kernels it gives them lanes; kda-gpu-map-kernels
 // copies the attribute into the kernel's launch description, and kda-compile
@@ -88,7 +88,7 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
     else if (!o.stateLanes)
       d.reason = "switched off (state-registers=false)";
     else if (std::string why =
-                 kda::stateLanesRefusal(f, state, o.threads, o.stateWarps);
+                 kda::stateLanesRefusal(f, state, o.threads, o.stateProgram);
              !why.empty()) {
       d.reason = why;
       d.fix = "compile with a V block of 16 or 32 (--v-block) and a chunk of "
@@ -98,7 +98,7 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
       // bf16 m16n8k16 in the derived program, tf32 m16n8k8 in the split-K
       // one (GpuStateRegisters.cpp).
       d.instruction = "mma_sync";
-      d.program = kda::stateLanesProgram(f, state, o.threads, o.stateWarps);
+      d.program = kda::stateLanesProgram(f, state, o.threads, o.stateProgram);
       // The derived program stages its chunks' workspaces (cp.async): how
       // many are in flight is the shape policy's or the tuning database's
       // choice (python/kda/tune.py), given here as state-stages.
@@ -166,7 +166,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     stateLanes = o.stateLanes;
     decodeLanes = o.decodeLanes;
     windowLanes = o.windowLanes;
-    stateWarps = o.stateWarps;
+    stateProgram = o.stateProgram;
     stateStages = o.stateStages;
     threads = o.threads;
     warpSize = o.warpSize;
@@ -182,11 +182,19 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     o.stateLanes = stateLanes;
     o.decodeLanes = decodeLanes;
     o.windowLanes = windowLanes;
-    o.stateWarps = stateWarps;
+    o.stateProgram = stateProgram;
     o.stateStages = stateStages;
     o.threads = threads;
     o.warpSize = warpSize;
     o.wgmma = wgmma;
+    if (o.stateProgram != "auto" && o.stateProgram != "derived" &&
+        o.stateProgram != "per_lane") {
+      getOperation().emitError()
+          << "kda-gpu-select-strategy: state-program is auto, derived or "
+             "per_lane, got '"
+          << o.stateProgram << "'";
+      return signalPassFailure();
+    }
     for (auto f : getOperation().getOps<func::FuncOp>()) {
       if (!f->hasAttr("kda.kernel") || f.isExternal())
         continue;

@@ -790,9 +790,15 @@ struct StateProgram : kda::LaneBuilder {
 /// state registers stored where a chunk that starts an interval begins, and
 /// zeros for the dense entries past the sequence's end.
 ///
-/// It takes 16-bit inputs (bf16 W, Gamma Q and decayed k workspaces: the
-/// matrix instruction's operands); fp32 kernels keep the split-K program's
-/// 3xTF32 products (1e-4 bar).
+/// Its matrix instruction takes the W, Gamma Q and decayed k workspaces'
+/// type: bf16 (16-bit inputs; S^T rounded to bf16 as its A operand) or f32
+/// (fp32 inputs: 3xTF32, S^T split into its tf32 part and the rest). The
+/// strategy gives fp32 kernels the split-K program unless asked otherwise
+/// (state-program=derived): at T = 8192, H = 32 on the H200 it took 1.35 ms
+/// where this program took 1.65 ms at its best tile (V blocks of 64) and
+/// 2.07 ms at the default one (bench/RESULTS.md, fifteenth session): with
+/// all of K per warp, a chunk step's 3xTF32 products are one warp's long
+/// chain, and every V block reads the f32 workspaces again.
 struct LaneStateProgram : kda::LaneBuilder {
   const StatePassConfig &cfg;
   int64_t C, K, VB, NW;
@@ -830,16 +836,27 @@ struct LaneStateProgram : kda::LaneBuilder {
              std::to_string(cfg.keyDim) + ", chunk " +
              std::to_string(cfg.chunk) +
              ": V blocks, K and chunks multiples of 16, chunks up to 64";
+    Type operandType;
     for (auto [role, type] : llvm::zip(cfg.roles, wsTypes)) {
       Type e = cast<MemRefType>(type).getElementType();
-      bool operand = role == "w" || role == "q" || role == "k";
-      if (operand ? !e.isBF16() : !e.isF32())
-        return "fp32 workspaces (fp32 inputs keep the split-K program's "
-               "3xTF32 products)";
+      if (role == "w" || role == "q" || role == "k") {
+        if ((!e.isBF16() && !e.isF32()) || (operandType && e != operandType))
+          return "W, Gamma Q and decayed k workspaces that are not all bf16 "
+                 "or all f32";
+        operandType = e;
+      } else if (!e.isF32()) {
+        return "a " + role + " workspace that is not f32";
+      }
     }
     return "";
   }
   int64_t threads() const { return 32 * NW; }
+  /// The products' operand type: the W, Gamma Q and decayed k workspaces'
+  /// (bf16: mma.sync m16n8k16; f32: 3xTF32 m16n8k8 pairs).
+  Type operandType() {
+    return cast<MemRefType>(ws[2].getType()).getElementType();
+  }
+  int64_t operandBytes() { return operandType().getIntOrFloatBitWidth() / 8; }
 
   SmallVector<Value> stateIndex(Value key, Value v) {
     Value vg = add(vCol, v);
@@ -900,10 +917,12 @@ struct LaneStateProgram : kda::LaneBuilder {
     Value local = mul(chunkIdx, C);
     Value t0 = add(start, local);
     Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
+    // 16-byte pieces of a K row: 8 bf16 or 4 f32 elements.
+    const int64_t kPieces = K * operandBytes() / 16;
     if (ws[0])
-      issueRows(0, shW, stage, t0, valid, C, K / 8, {}, true);
-    issueRows(2, shQ, stage, t0, valid, C, K / 8, {}, true);
-    issueRows(3, shK, stage, t0, valid, C, K / 8, {}, true);
+      issueRows(0, shW, stage, t0, valid, C, kPieces, {}, true);
+    issueRows(2, shQ, stage, t0, valid, C, kPieces, {}, true);
+    issueRows(3, shK, stage, t0, valid, C, kPieces, {}, true);
     issueRows(1, shU, stage, t0, valid, C, VB / 4, vCol, true);
     issueRows(4, shP, stage, t0, valid, C, C / 4, {}, true);
     if (ws[5])
@@ -992,7 +1011,7 @@ struct LaneStateProgram : kda::LaneBuilder {
 
   /// Emits the program; returns the builder's refusal (empty on success).
   std::string emit(ArrayRef<Value> ivs) {
-    Type f32Type = b.getF32Type(), bf16 = b.getBF16Type();
+    Type f32Type = b.getF32Type();
     n = ivs[0];
     head = ivs[1];
     vCol = mul(ivs[2], VB);
@@ -1012,17 +1031,19 @@ struct LaneStateProgram : kda::LaneBuilder {
       return memref::AllocOp::create(
           b, MemRefType::get(shape, e, MemRefLayoutAttrInterface(), wg));
     };
+    Type opType = operandType();
+    const int64_t kRow = K + (opType.isF32() ? kPad32 : kPad16);
     if (ws[0])
-      shW = alloc({stages, C, K + kPad16}, bf16);
-    shQ = alloc({stages, C, K + kPad16}, bf16);
-    shK = alloc({stages, C, K + kPad16}, bf16);
+      shW = alloc({stages, C, kRow}, opType);
+    shQ = alloc({stages, C, kRow}, opType);
+    shK = alloc({stages, C, kRow}, opType);
     shU = alloc({stages, C, VB + kPad32}, f32Type);
     shP = alloc({stages, C, C + kPad32}, f32Type);
     if (ws[5])
       shG = alloc({stages, K}, f32Type);
 
     kda::LaneTileBuilder tb(b, 32, NW, lane, warp);
-    tb.useMmaSync(bf16);
+    tb.useMmaSync(opType);
     using kda::LaneLayout;
     using kda::LaneTileBuilder;
     const LaneLayout stateL =
@@ -1159,7 +1180,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     if (!cfg || !abi || func.isExternal())
       return;
     std::string refusal =
-        kda::stateLanesRefusal(func, desc, threads, independentWarps);
+        kda::stateLanesRefusal(func, desc, threads, program);
     if (!kda::runsOnLanes(func, refusal)) {
       // The tile lowering records no boundary states into pool slots (the
       // tiling left them to this kernel).
@@ -1243,25 +1264,23 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       kda::requireAlignedRows(func, [](StringRef name, MemRefType) {
         return name == "boundary_states";
       });
-    // The derived program where it was asked for and takes the kernel;
-    // else the split-K program (which covers every shape it does).
+    // The program the strategy stage named; without one (kda-opt runs of
+    // this pass alone), the pass's own state-program option decides the
+    // same way. The split-K program covers every shape the derived one does.
     SmallVector<Type> wsTypes = workspaceTypes(func, *cfg);
-    std::string derivedRefusal =
-        independentWarps
-            ? LaneStateProgram::refusal(*cfg, wsTypes)
-            : std::string("not asked for (state-warps off)");
-    // The strategy stage's program, where it named one, is the one built.
+    std::string chosen = kda::stateLanesProgram(func, desc, threads, program);
     if (auto s = func->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr);
-        s && !s.getProgram().empty()) {
-      if (s.getProgram() == "per_lane")
-        derivedRefusal = "the strategy names the per-lane program";
-      else if (!derivedRefusal.empty()) {
-        func.emitError() << "kda-gpu-state-registers: the strategy names the "
-                            "derived state program, which does not take this "
-                            "kernel ("
-                         << derivedRefusal << ")";
-        return signalPassFailure();
-      }
+        s && !s.getProgram().empty())
+      chosen = s.getProgram().str();
+    std::string derivedRefusal =
+        chosen == "derived" ? LaneStateProgram::refusal(*cfg, wsTypes)
+                            : std::string("the per-lane program is chosen");
+    if (chosen == "derived" && !derivedRefusal.empty()) {
+      func.emitError() << "kda-gpu-state-registers: the strategy names the "
+                          "derived state program, which does not take this "
+                          "kernel ("
+                       << derivedRefusal << ")";
+      return signalPassFailure();
     }
     if (derivedRefusal.empty()) {
       // The strategy stage's count (the pipeline gives state-stages only
@@ -1310,16 +1329,12 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
 
 std::string mlir::kda::stateLanesRefusal(func::FuncOp func,
                                          StatePassAttr statePass,
-                                         int64_t threads, bool warpPrograms) {
+                                         int64_t threads, StringRef program) {
   std::optional<StatePassConfig> cfg = readConfig(statePass);
   if (!cfg)
     return "its description (kda.state_pass) is incomplete";
-  if (warpPrograms) {
-    SmallVector<Type> wsTypes = workspaceTypes(func, *cfg);
-    if (wsTypes.size() == cfg->roles.size() &&
-        LaneStateProgram::refusal(*cfg, wsTypes).empty())
-      return "";
-  }
+  if (stateLanesProgram(func, statePass, threads, program) == "derived")
+    return "";
   const int64_t warps = threads / 32;
   std::string why;
   llvm::raw_string_ostream os(why);
@@ -1335,23 +1350,32 @@ std::string mlir::kda::stateLanesRefusal(func::FuncOp func,
 
 std::string mlir::kda::stateLanesProgram(func::FuncOp func,
                                          StatePassAttr statePass,
-                                         int64_t threads, bool warpPrograms) {
+                                         int64_t threads, StringRef program) {
   std::optional<StatePassConfig> cfg = readConfig(statePass);
-  if (!cfg || !warpPrograms)
+  if (!cfg || program == "per_lane")
     return "per_lane";
   SmallVector<Type> wsTypes = workspaceTypes(func, *cfg);
-  return wsTypes.size() == cfg->roles.size() &&
-                 LaneStateProgram::refusal(*cfg, wsTypes).empty()
-             ? "derived"
-             : "per_lane";
+  if (wsTypes.size() != cfg->roles.size() ||
+      !LaneStateProgram::refusal(*cfg, wsTypes).empty())
+    return "per_lane";
+  if (program == "derived")
+    return "derived";
+  // auto: 16-bit inputs take the derived program; fp32 inputs (f32
+  // workspaces) the split-K one, measured faster (LaneStateProgram says by
+  // how much).
+  Type operand = cast<MemRefType>(wsTypes[2]).getElementType();
+  for (auto [role, type] : llvm::zip(cfg->roles, wsTypes))
+    if (role == "q")
+      operand = cast<MemRefType>(type).getElementType();
+  return operand.isF32() ? "per_lane" : "derived";
 }
 
 std::unique_ptr<Pass>
-mlir::kda::createGpuStateRegistersPass(int64_t threads, bool independentWarps,
+mlir::kda::createGpuStateRegistersPass(int64_t threads, StringRef program,
                                        bool prefetch, int64_t maxRegisters) {
   KdaGpuStateRegistersOptions o;
   o.threads = threads;
-  o.independentWarps = independentWarps;
+  o.program = program.str();
   o.prefetch = prefetch;
   o.maxRegisters = maxRegisters;
   return std::make_unique<StateRegistersPass>(o);

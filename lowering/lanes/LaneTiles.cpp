@@ -1,6 +1,7 @@
 //===- LaneTiles.cpp - the tile primitives on a GPU block's registers -----===//
 
 #include "lowering/lanes/LaneTiles.h"
+#include "lowering/GpuPipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -8,6 +9,7 @@
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -943,12 +945,29 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
     return fail("a product whose shape does not split into mma.sync "
                 "m16n8k16 tiles over the block's warps",
                 {M, N});
+  // f32 operands: each m16n8k16 step runs as two m16n8k8 tf32 steps, each
+  // 3xTF32 (a = hi + lo, a b ~ hi hi + hi lo + lo hi: fp32's 1e-4 bar), on
+  // the same fragment layouts. The contracted index needs only a bijection
+  // shared by A and B: tf32 step s takes the k16 fragment's columns
+  // 2t + s and 2t + 8 + s as its k indices t and t + 4.
+  const bool tf32x3 = mmaType.isF32();
   const int64_t MT = M / (16 * warps), KT = K / 16, NT = N / 8;
   SmallVector<Value> initRegs;
   if (init)
     initRegs = convertLayout(init, mmaAccumulator(M, N, warps));
   auto sh = shared.find(bTile.getAsOpaquePointer());
   auto shA = shared.find(a.getAsOpaquePointer());
+  if (sh != shared.end() && !sh->second.address &&
+      cast<MemRefType>(sh->second.buffer.getType()).getElementType() !=
+          mmaType)
+    return fail("a product whose B operand is a shared tile of another "
+                "element type than the matrix instruction's operands",
+                {M, N});
+  if (tf32x3 && ((sh != shared.end() && sh->second.address) ||
+                 shA != shared.end()))
+    return fail("a wgmma product of f32 operands (wgmma here takes 16-bit "
+                "operands)",
+                {M, N});
   if (shA != shared.end()) {
     // A read by wgmma from the swizzle too (its rows too many registers).
     if (sh == shared.end() || !sh->second.address || !shA->second.address)
@@ -966,8 +985,13 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
   if (sh != shared.end() && sh->second.address)
     return wgmmaProduct(aRegs, initRegs, sh->second, transB, M, K, N);
   auto aFrag = [&](int64_t mt, int64_t kt) {
-    SmallVector<Value, 4> f;
+    SmallVector<Value, 8> f;
     const int64_t base = (mt * KT + kt) * 8;
+    if (tf32x3) {
+      // a0 .. a7 as they are; the tf32 steps pick theirs (below).
+      f.append(aRegs.begin() + base, aRegs.begin() + base + 8);
+      return f;
+    }
     for (int64_t e = 0; e < 8; e += 2)
       f.push_back(packPair(aRegs[base + e], aRegs[base + e + 1]));
     return f;
@@ -988,20 +1012,54 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
     if (!error.empty())
       return fail("", {M, N});
   }
+  // 16-bit: two 32-bit registers of pairs per n tile; f32: b0 .. b3.
   auto bFrags = [&](int64_t kt) {
-    SmallVector<std::array<Value, 2>> frag(NT);
+    SmallVector<SmallVector<Value, 4>> frag(NT);
     if (sh == shared.end()) {
       for (int64_t nt = 0; nt < NT; ++nt) {
         const int64_t base = (kt * NT + nt) * 4;
-        frag[nt] = {packPair(bRegs[base], bRegs[base + 1]),
-                    packPair(bRegs[base + 2], bRegs[base + 3])};
+        if (tf32x3)
+          frag[nt].assign(bRegs.begin() + base, bRegs.begin() + base + 4);
+        else
+          frag[nt] = {packPair(bRegs[base], bRegs[base + 1]),
+                      packPair(bRegs[base + 2], bRegs[base + 3])};
+      }
+      return frag;
+    }
+    const SharedTile &t = sh->second;
+    if (tf32x3) {
+      // f32 in shared memory (no ldmatrix for 32-bit transposes): the
+      // lane's elements (k 16 kt + 2 t + e % 2 + 8 (e / 2), n 8 nt + g) by
+      // address; B = T^T reads T [N, K] rows, two consecutive k at once.
+      Value g = arith::DivUIOp::create(b, lane, index(4));
+      Value t2 = arith::MulIOp::create(
+          b, arith::RemUIOp::create(b, lane, index(4)), index(2));
+      auto f32Type = VectorType::get({2}, f32());
+      for (int64_t nt = 0; nt < NT; ++nt) {
+        Value n = arith::AddIOp::create(b, g, index(8 * nt));
+        for (int64_t h = 0; h < 2; ++h) {
+          Value k = arith::AddIOp::create(b, t2, index(16 * kt + 8 * h));
+          SmallVector<Value> at(t.prefix);
+          if (transB) {
+            at.append({n, k});
+            Value pair = vector::LoadOp::create(b, f32Type, t.buffer, at);
+            for (int64_t e = 0; e < 2; ++e)
+              frag[nt].push_back(vector::ExtractOp::create(
+                  b, pair, ArrayRef<int64_t>{e}));
+            continue;
+          }
+          for (int64_t e = 0; e < 2; ++e) {
+            SmallVector<Value> ate(at);
+            ate.append({arith::AddIOp::create(b, k, index(e)), n});
+            frag[nt].push_back(memref::LoadOp::create(b, t.buffer, ate));
+          }
+        }
       }
       return frag;
     }
     // B = T^T (transB) reads T's rows as they are; B = T reads them
     // transposed (.trans). Four matrices per load: (kt, nt) and
     // (kt, nt + 1), each as its two 8-row halves of k.
-    const SharedTile &t = sh->second;
     for (int64_t nt = 0; nt < NT; nt += 2) {
       const int64_t tiles = nt + 1 < NT ? 4 : 2;
       Value row, col;
@@ -1037,7 +1095,7 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
           /*transpose=*/!transB, static_cast<uint32_t>(tiles));
       for (int64_t i = 0; i < tiles; ++i) {
         Value pair = vector::ExtractOp::create(b, frags, ArrayRef<int64_t>{i});
-        frag[nt + i / 2][i % 2] = operandRegister(b, pair);
+        frag[nt + i / 2].push_back(operandRegister(b, pair));
       }
     }
     return frag;
@@ -1057,12 +1115,26 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
       for (int64_t nt = 0; nt < NT; ++nt)
         for (int64_t e = 0; e < 4; ++e)
           acc[mt][nt][e] = initRegs[(mt * NT + nt) * 4 + e];
+  auto accVector = VectorType::get({2, 2}, f32t);
   for (int64_t kt = 0; kt < KT; ++kt) {
-    SmallVector<std::array<Value, 2>> bf = bFrags(kt);
+    SmallVector<SmallVector<Value, 4>> bf = bFrags(kt);
     for (int64_t mt = 0; mt < MT; ++mt) {
-      SmallVector<Value, 4> af = aFrag(mt, kt);
+      SmallVector<Value, 8> af = aFrag(mt, kt);
       for (int64_t nt = 0; nt < NT; ++nt) {
         std::array<Value, 4> &c = acc[mt][nt];
+        if (tf32x3) {
+          Value cv = vector::FromElementsOp::create(
+              b, accVector, ValueRange{c[0], c[1], c[2], c[3]});
+          for (int64_t s = 0; s < 2; ++s)
+            cv = emitMmaSyncTf32(
+                b, b.getLoc(),
+                ValueRange{af[s], af[2 + s], af[4 + s], af[6 + s]},
+                ValueRange{bf[nt][s], bf[nt][2 + s]}, cv, /*precise=*/true);
+          for (int64_t e = 0; e < 4; ++e)
+            c[e] = vector::ExtractOp::create(
+                b, cv, ArrayRef<int64_t>{e / 2, e % 2});
+          continue;
+        }
         Value d = NVVM::MmaOp::create(
             b, accType, af, ValueRange{bf[nt][0], bf[nt][1]},
             ValueRange{c[0], c[1], c[2], c[3]}, ArrayRef<int64_t>{16, 8, 16},

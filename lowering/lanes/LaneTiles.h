@@ -118,8 +118,9 @@ public:
 
   /// Products of two distributed tiles (M, N, K > 1) run on NVIDIA
   /// mma.sync m16n8k16 with `operandType` operands (bf16 or f16: the
-  /// strategy's matrix instruction) and f32 accumulators; without it they
-  /// are refused.
+  /// strategy's matrix instruction) and f32 accumulators, or, for f32, as
+  /// pairs of 3xTF32 m16n8k8 steps on the same layouts (fp32's 1e-4 bar);
+  /// without it they are refused.
   void useMmaSync(Type operandType) { mmaType = operandType; }
   /// mma.sync m16n8k16's layouts (Triton's #mma and its dot operands): the
   /// accumulator [rows, cols] and the A operand [rows, k], the rows split
@@ -129,8 +130,9 @@ public:
   static LaneLayout mmaOperandA(int64_t rows, int64_t k, int64_t warps);
   static LaneLayout mmaOperandB(int64_t k, int64_t cols, int64_t warps);
   /// A [rows, cols] tile that stays in shared memory, buffer[prefix..., r,
-  /// c] (16-bit elements, rows 16-byte aligned): only products read it, as
-  /// their B operand, through ldmatrix.
+  /// c] (rows 16-byte aligned): only products read it, as their B operand,
+  /// through ldmatrix (16-bit elements) or by address (f32 elements, for
+  /// the f32 matrix instruction).
   Value makeShared(Value buffer, ValueRange prefix, ArrayRef<int64_t> shape);
 
   /// A [rows, cols] tile (16-bit elements) that stays in shared memory for

@@ -1,4 +1,4 @@
-// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-warps=false" | FileCheck %s
+// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-program=per_lane" | FileCheck %s
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=DERIVED
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-registers=false" | FileCheck %s --check-prefix=TILES
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-stages=3" | FileCheck %s --check-prefix=STAGES
@@ -9,6 +9,7 @@
 // RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-registers=false" 2>&1 | FileCheck %s --check-prefix=POOLNONE
 // RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-rocdl="chip=gfx942 format=none" 2>&1 | FileCheck %s --check-prefix=POOLNONE
 // RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_80 format=none" | FileCheck %s --check-prefix=F32
+// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_80 format=none state-program=derived" | FileCheck %s --check-prefix=F32DERIVED
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none intra-registers=false" --mlir-print-ir-after=kda-gpu-map-kernels 2>&1 >/dev/null | FileCheck %s --check-prefix=SKIP
 // RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=UNIT
 // RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_80 format=none state-registers=false" | FileCheck %s --check-prefix=UNITTILES
@@ -94,6 +95,21 @@
 // F32-COUNT-3: nvvm.mma.sync
 // F32: nvvm.barrier
 // F32: llvm.return
+
+// Asked for (state-program=derived), fp32 inputs run emitStateStep on lane
+// tiles too: two warps of 16 V rows, f32 workspaces in shared memory for two
+// chunks (W, Gamma Q and decayed k: 16 x (64 + 4) f32 each; U 16 x (32 + 4);
+// P 16 x (16 + 4): 2 x 4 x (3 x 1088 + 576 + 320) = 33280 bytes), one
+// barrier per chunk, every m16n8k16 step two tf32 steps of three products.
+// F32DERIVED: {block = [64, 1, 1], dynamic_shared_memory = 33280 : i64, grid = [2, 2, 2], module = "kda_gated_delta_kernel_state_module"
+// F32DERIVED-SAME: program = "derived"
+// F32DERIVED-LABEL: gpu.module @kda_gated_delta_kernel_state_module
+// F32DERIVED: nvvm.cp.async.shared.global
+// F32DERIVED: nvvm.barrier
+// F32DERIVED-NOT: nvvm.barrier
+// F32DERIVED-COUNT-6: nvvm.mma.sync {{.*}}tf32
+// F32DERIVED-NOT: bf16
+// F32DERIVED: llvm.return
 
 // Varlen chunk grids of the tile lowering launch every sequence's chunks up
 // to the longest: a program past its sequence's end returns before doing

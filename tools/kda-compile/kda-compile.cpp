@@ -89,14 +89,16 @@ static cl::opt<bool> noTensorCores(
     "no-tensor-cores",
     cl::desc("tile matmuls on the vector ALUs (no mma.sync / MFMA / WMMA)"),
     cl::init(false), cl::cat(compileCategory));
-static cl::opt<bool> stateWarps(
-    "state-warps",
-    cl::desc("NVIDIA: the chunk-parallel state kernel derived from the "
-             "algorithm (emitStateStep on lane tiles: V over the warps, all "
-             "of K per warp, bf16 products, staged copies) where it takes "
-             "the kernel: 16-bit inputs (default); --state-warps=false: K "
-             "split over a block's warps, the form fp32 inputs always get"),
-    cl::init(true), cl::cat(compileCategory));
+static cl::opt<std::string> stateProgram(
+    "state-program",
+    cl::desc("NVIDIA: which program writes the chunk-parallel state kernel: "
+             "auto (default: the program derived from the algorithm, "
+             "emitStateStep on lane tiles with V over the warps and all of K "
+             "per warp, for 16-bit inputs; the split-K program for fp32 "
+             "inputs, measured faster there), derived (wherever it takes the "
+             "kernel; fp32: 3xTF32 products) or per_lane (K split over a "
+             "block's warps)"),
+    cl::init("auto"), cl::cat(compileCategory));
 static cl::opt<bool> statePrefetch(
     "state-prefetch",
     cl::desc("NVIDIA: the register state kernel issues the next chunk's "
@@ -658,7 +660,7 @@ int main(int argc, char **argv) {
     options.threads = threads;
     options.vBlock = vBlock;
     options.tensorCores = !noTensorCores;
-    options.stateWarps = stateWarps;
+    options.stateProgram = stateProgram;
     options.statePrefetch = statePrefetch;
     options.stateMaxRegisters = stateMaxRegisters;
     options.stateStages = stateStages;
@@ -857,8 +859,8 @@ int main(int argc, char **argv) {
     }
     tile["threads"] = static_cast<int64_t>(threads);
     tile["tensor_cores"] = noTensorCores ? 0 : 1;
-    if (!stateWarps)
-      tile["state_warps"] = 0;
+    if (stateProgram != "auto")
+      tile["state_program"] = stateProgram;
     if (!statePrefetch)
       tile["state_prefetch"] = 0;
     if (stateStages != 2)

@@ -805,6 +805,8 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// Chunks in flight: cp.async stages (chunk i + stages - 1 is copied
   /// while chunk i computes).
   int64_t stages = 2;
+  /// The warps split K (splitsK), not V.
+  bool byK = false;
   static constexpr int64_t kPad16 = 8; // bf16 row padding: 16 bytes
   static constexpr int64_t kPad32 = 4; // f32 row padding: 16 bytes
   Value ws[6]; // w, u, q, k, p, g (null when absent)
@@ -822,9 +824,23 @@ struct LaneStateProgram : kda::LaneBuilder {
         NW(warps) {}
 
   /// Warps for `threads` per block: at most one per 16 V rows.
-  static int64_t warpsFor(const StatePassConfig &cfg, int64_t threads) {
+  /// Where the warps split the state: by V (16-bit inputs: every warp all
+  /// of K, no product crosses warps) or, for f32 workspaces, by K: each
+  /// warp's 3xTF32 chain of a chunk step is then 1 / warps as long (six
+  /// mma.sync per bf16 one), and the products over K meet in shared memory
+  /// (LaneTileBuilder's sums across warps).
+  static bool splitsK(TypeRange wsTypes, const StatePassConfig &cfg) {
+    for (auto [role, type] : llvm::zip(cfg.roles, wsTypes))
+      if (role == "q")
+        return cast<MemRefType>(type).getElementType().isF32();
+    return false;
+  }
+  /// Warps for `threads` per block: at most one per 16 V rows (by V) or
+  /// per 16 keys (by K).
+  static int64_t warpsFor(const StatePassConfig &cfg, int64_t threads,
+                          bool byK = false) {
     int64_t w = std::max<int64_t>(1, threads / 32);
-    while (w > 1 && cfg.vBlock % (16 * w) != 0)
+    while (w > 1 && (byK ? cfg.keyDim : cfg.vBlock) % (16 * w) != 0)
       w /= 2;
     return w;
   }
@@ -1046,9 +1062,32 @@ struct LaneStateProgram : kda::LaneBuilder {
     tb.useMmaSync(opType);
     using kda::LaneLayout;
     using kda::LaneTileBuilder;
+    // Layouts by V (rows of S^T over the warps) or by K (its columns; U, P
+    // and the outputs a copy in every warp, stored by warp 0).
+    auto split = [&](LaneLayout l, ArrayRef<int64_t> shape,
+                     LaneLayout::Coords step) {
+      l.shape.assign(shape.begin(), shape.end());
+      l.warps.clear();
+      for (int64_t w = 1; w < NW; w *= 2)
+        l.warps.push_back({step[0] * w, step[1] * w});
+      return l;
+    };
+    if (byK) {
+      // Two halves for the sums of W S and Gamma Q S (one barrier each);
+      // the staging barrier at the top of the chunk loop keeps them apart.
+      Value scratch = alloc({2 * NW * VB * C}, f32Type);
+      tb.useScratch(scratch);
+    }
     const LaneLayout stateL =
+        byK ? split(LaneTileBuilder::mmaAccumulator(VB, K / NW, 1), {VB, K},
+                    {0, K / NW})
+                  .transposed()
+            :
         LaneTileBuilder::mmaAccumulator(VB, K, NW).transposed();
     const LaneLayout rowsL =
+        byK ? split(LaneTileBuilder::mmaAccumulator(VB, C, 1), {VB, C}, {0, 0})
+                  .transposed()
+            :
         LaneTileBuilder::mmaAccumulator(VB, C, NW).transposed(); // U, O
     const LaneLayout pL = LaneTileBuilder::mmaOperandB(C, C, NW).transposed();
     const LaneLayout gL = stateL.slice(0);
@@ -1124,10 +1163,15 @@ struct LaneStateProgram : kda::LaneBuilder {
       Value t0 = add(start, local);
       Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
       Type oType = cast<MemRefType>(o.getType()).getElementType();
+      // Split by K, every warp holds the outputs: warp 0 stores them.
+      Value first = byK ? tb.holdsFirstCopy(rowsL) : Value();
       for (int64_t r = 0; r < int64_t(rowsL.regs.size()); ++r) {
         Value c = tb.coordinate(rowsL, r, 0);
         Value v = tb.coordinate(rowsL, r, 1);
-        auto store = scf::IfOp::create(b, ult(c, valid), false);
+        Value keep = ult(c, valid);
+        if (first)
+          keep = arith::AndIOp::create(b, keep, first);
+        auto store = scf::IfOp::create(b, keep, false);
         OpBuilder::InsertionGuard g2(b);
         b.setInsertionPointToStart(store.thenBlock());
         memref::StoreOp::create(b, fromF32(oRegs[r], oType), o,
@@ -1297,7 +1341,10 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
                          << stages;
         return signalPassFailure();
       }
-      LaneStateProgram lp(b, *cfg, LaneStateProgram::warpsFor(*cfg, threads));
+      const bool byK = LaneStateProgram::splitsK(wsTypes, *cfg);
+      LaneStateProgram lp(b, *cfg,
+                          LaneStateProgram::warpsFor(*cfg, threads, byK));
+      lp.byK = byK;
       lp.stages = stages;
       std::copy(std::begin(prog.ws), std::end(prog.ws), std::begin(lp.ws));
       lp.o = prog.o;

@@ -603,9 +603,16 @@ bool LaneTileBuilder::runsTransposed(Value a, Value bTile, bool transB) {
     return false;
   if (transB)
     opB = opB.transposed();
-  for (const LaneLayout::Coords &w : opB.warps)
-    if (w[0] != 0)
-      return false;
+  // op(b) split over the warps by its columns (C^T's rows: the state split
+  // by V) or by its rows (the contracted index of C^T: the state split by
+  // K, partial products summed across warps), not both.
+  bool onRows = false, onCols = false;
+  for (const LaneLayout::Coords &w : opB.warps) {
+    onRows |= w[0] != 0;
+    onCols |= w[1] != 0;
+  }
+  if (onRows && onCols)
+    return false;
   if (auto sh = shared.find(a.getAsOpaquePointer()); sh != shared.end())
     return !sh->second.address;
   if (!tiles.count(a.getAsOpaquePointer()))
@@ -941,9 +948,77 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
     return fail("a product of two distributed tiles (M, N, K > 1) without "
                 "a matrix instruction (the strategy gives this kernel none)",
                 {M, N});
-  if (warpSize != 32 || M % (16 * warps) != 0 || K % 16 != 0 || N % 8 != 0)
+  // How the block's warps share the product, from where its operands live:
+  // rows of A (and C) over the warps; the contracted index over the warps
+  // (A's columns: each warp multiplies its slice, and the partial products
+  // meet in shared memory, crossWarpSum); C's columns over the warps (A a
+  // copy in every warp, the accumulator `init` split by columns: each warp
+  // computes its columns); or the whole product in every warp (A a copy
+  // in every warp otherwise: the result a copy in every warp too, as the
+  // elementwise maps around it expect).
+  enum class Split { Rows, Contracted, Columns, Copies };
+  Split split = Split::Rows;
+  if (!shared.count(a.getAsOpaquePointer()) &&
+      tiles.count(a.getAsOpaquePointer())) {
+    bool onRows = false, onCols = false;
+    for (const LaneLayout::Coords &w : tile_(a).layout.warps) {
+      onRows |= w[0] != 0;
+      onCols |= w[1] != 0;
+    }
+    bool initOnCols = false;
+    if (init && tiles.count(init.getAsOpaquePointer()))
+      for (const LaneLayout::Coords &w : tile_(init).layout.warps)
+        initOnCols |= w[1] != 0;
+    if (onRows && onCols)
+      return fail("a product whose A operand splits rows and columns over "
+                  "the warps",
+                  {M, N});
+    if (onCols)
+      split = Split::Contracted;
+    else if (!onRows && initOnCols)
+      split = Split::Columns;
+    else if (!onRows && warps > 1)
+      split = Split::Copies;
+  }
+  const int64_t rowWarps = split == Split::Rows ? warps : 1;
+  const int64_t KW = split == Split::Contracted ? K / warps : K;
+  const int64_t NWc = split == Split::Columns ? N / warps : N;
+  if (warpSize != 32 || M % (16 * rowWarps) != 0 || KW % 16 != 0 ||
+      K % warps != 0 || NWc % 8 != 0 || N % warps != 0)
     return fail("a product whose shape does not split into mma.sync "
                 "m16n8k16 tiles over the block's warps",
+                {M, N});
+  // Layouts of A and of the accumulator for the split.
+  auto withWarps = [&](LaneLayout l, ArrayRef<int64_t> shape,
+                       LaneLayout::Coords step) {
+    l.shape.assign(shape.begin(), shape.end());
+    l.warps.clear();
+    for (int64_t w = 1; w < warps; w *= 2)
+      l.warps.push_back({step[0] * w, step[1] * w});
+    return l;
+  };
+  LaneLayout aLayout = mmaOperandA(M, K, warps);
+  LaneLayout accLayout = mmaAccumulator(M, N, warps);
+  if (split == Split::Contracted) {
+    aLayout = withWarps(mmaOperandA(M, KW, 1), {M, K}, {0, KW});
+    accLayout = withWarps(mmaAccumulator(M, N, 1), {M, N}, {0, 0});
+  } else if (split == Split::Columns) {
+    aLayout = withWarps(mmaOperandA(M, K, 1), {M, K}, {0, 0});
+    accLayout = withWarps(mmaAccumulator(M, NWc, 1), {M, N}, {0, NWc});
+  } else if (split == Split::Copies) {
+    aLayout = withWarps(mmaOperandA(M, K, 1), {M, K}, {0, 0});
+    accLayout = withWarps(mmaAccumulator(M, N, 1), {M, N}, {0, 0});
+  }
+  // The warp's slice of the contracted index or of C's columns in B.
+  Value kOff, nOff;
+  if (split == Split::Contracted)
+    kOff = arith::MulIOp::create(b, warp, index(KW));
+  if (split == Split::Columns)
+    nOff = arith::MulIOp::create(b, warp, index(NWc));
+  if ((split == Split::Contracted || split == Split::Columns) &&
+      !shared.count(bTile.getAsOpaquePointer()))
+    return fail("a product split over the warps by its contracted index or "
+                "its columns whose B operand is not in shared memory",
                 {M, N});
   // f32 operands: each m16n8k16 step runs as two m16n8k8 tf32 steps, each
   // 3xTF32 (a = hi + lo, a b ~ hi hi + hi lo + lo hi: fp32's 1e-4 bar), on
@@ -951,10 +1026,13 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
   // shared by A and B: tf32 step s takes the k16 fragment's columns
   // 2t + s and 2t + 8 + s as its k indices t and t + 4.
   const bool tf32x3 = mmaType.isF32();
-  const int64_t MT = M / (16 * warps), KT = K / 16, NT = N / 8;
+  const int64_t MT = M / (16 * rowWarps), KT = KW / 16, NT = NWc / 8;
   SmallVector<Value> initRegs;
   if (init)
-    initRegs = convertLayout(init, mmaAccumulator(M, N, warps));
+    initRegs = convertLayout(
+        init, split == Split::Contracted
+                  ? withWarps(mmaAccumulator(M, N, 1), {M, N}, {0, 0})
+                  : accLayout);
   auto sh = shared.find(bTile.getAsOpaquePointer());
   auto shA = shared.find(a.getAsOpaquePointer());
   if (sh != shared.end() && !sh->second.address &&
@@ -968,6 +1046,10 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
     return fail("a wgmma product of f32 operands (wgmma here takes 16-bit "
                 "operands)",
                 {M, N});
+  if (split != Split::Rows &&
+      ((sh != shared.end() && sh->second.address) || shA != shared.end()))
+    return fail("a wgmma product split over the warps other than by rows",
+                {M, N});
   if (shA != shared.end()) {
     // A read by wgmma from the swizzle too (its rows too many registers).
     if (sh == shared.end() || !sh->second.address || !shA->second.address)
@@ -979,7 +1061,7 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
     return wgmmaProduct({}, initRegs, sh->second, transB, M, K, N,
                         &shA->second);
   }
-  SmallVector<Value> aRegs = convertLayout(a, mmaOperandA(M, K, warps));
+  SmallVector<Value> aRegs = convertLayout(a, aLayout);
   if (!error.empty())
     return fail("", {M, N});
   if (sh != shared.end() && sh->second.address)
@@ -1037,8 +1119,12 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
       auto f32Type = VectorType::get({2}, f32());
       for (int64_t nt = 0; nt < NT; ++nt) {
         Value n = arith::AddIOp::create(b, g, index(8 * nt));
+        if (nOff)
+          n = arith::AddIOp::create(b, n, nOff);
         for (int64_t h = 0; h < 2; ++h) {
           Value k = arith::AddIOp::create(b, t2, index(16 * kt + 8 * h));
+          if (kOff)
+            k = arith::AddIOp::create(b, k, kOff);
           SmallVector<Value> at(t.prefix);
           if (transB) {
             at.append({n, k});
@@ -1082,6 +1168,12 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
         col = arith::MulIOp::create(
             b, arith::AddIOp::create(b, second, index(nt)), index(8));
       }
+      // The warp's slice (split by the contracted index or by columns).
+      Value kAt = kOff, nAt = nOff;
+      if (kAt)
+        (transB ? col : row) = arith::AddIOp::create(b, transB ? col : row, kAt);
+      if (nAt)
+        (transB ? row : col) = arith::AddIOp::create(b, transB ? row : col, nAt);
       if (tiles == 2) {
         // Lanes 16..31 give addresses too (ignored): keep them in bounds.
         row = arith::RemUIOp::create(b, row, index(t.shape[0]));
@@ -1110,7 +1202,7 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
   Value zero = constantF32(0.0);
   SmallVector<SmallVector<std::array<Value, 4>>> acc(
       MT, SmallVector<std::array<Value, 4>>(NT, {zero, zero, zero, zero}));
-  if (init)
+  if (init && split != Split::Contracted)
     for (int64_t mt = 0; mt < MT; ++mt)
       for (int64_t nt = 0; nt < NT; ++nt)
         for (int64_t e = 0; e < 4; ++e)
@@ -1151,7 +1243,63 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
   for (int64_t mt = 0; mt < MT; ++mt)
     for (int64_t nt = 0; nt < NT; ++nt)
       llvm::append_range(out, acc[mt][nt]);
-  return make(mmaAccumulator(M, N, warps), out);
+  if (split == Split::Contracted) {
+    // The warps' partial products, summed (then the accumulator added).
+    out = crossWarpSum(out);
+    if (!error.empty())
+      return fail("", {M, N});
+    if (init)
+      for (auto [o, i] : llvm::zip(out, initRegs))
+        o = arith::AddFOp::create(b, i, o);
+  }
+  return make(accLayout, out);
+}
+
+SmallVector<Value> LaneTileBuilder::crossWarpSum(ArrayRef<Value> regs) {
+  SmallVector<Value> out(regs.begin(), regs.end());
+  if (warps == 1)
+    return out;
+  const int64_t n = regs.size();
+  const int64_t half = warps * n * warpSize;
+  auto type = scratch ? dyn_cast<MemRefType>(scratch.getType()) : MemRefType();
+  if (!type || type.getRank() != 1 || !type.getElementType().isF32() ||
+      !type.hasStaticShape() || type.getDimSize(0) < half) {
+    fail("a sum across warps without shared memory for it (the driver's "
+         "useScratch: f32, warps x registers x lanes)",
+         {1});
+    return out;
+  }
+  // Two halves, taken in turn, where the buffer holds two: a half is
+  // written again only after the other half's barrier (or the barrier
+  // every loop around the program keeps at its top: useScratch), so a sum
+  // needs one barrier, not two.
+  const bool twoHalves = type.getDimSize(0) >= 2 * half;
+  const int64_t base = twoHalves ? (scratchTurn++ % 2) * half : 0;
+  // Register r of lane l in warp w at ((w n + r) 32 + l): each warp writes
+  // its partials, and every lane adds the warps' in warp order, so every
+  // copy is the same sum.
+  auto at = [&](Value w, int64_t r) -> Value {
+    Value slot = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, w, index(n)), index(r));
+    return arith::AddIOp::create(
+        b, arith::MulIOp::create(b, slot, index(warpSize)),
+        arith::AddIOp::create(b, lane, index(base)));
+  };
+  for (int64_t r = 0; r < n; ++r)
+    memref::StoreOp::create(b, regs[r], scratch, ValueRange{at(warp, r)});
+  gpu::BarrierOp::create(b);
+  for (int64_t r = 0; r < n; ++r) {
+    Value sum;
+    for (int64_t w = 0; w < warps; ++w) {
+      Value x = memref::LoadOp::create(b, scratch, ValueRange{at(index(w), r)});
+      sum = sum ? Value(arith::AddFOp::create(b, sum, x)) : x;
+    }
+    out[r] = sum;
+  }
+  // One half: the next sum may not overwrite it before every warp has read.
+  if (!twoHalves)
+    gpu::BarrierOp::create(b);
+  return out;
 }
 
 Value LaneTileBuilder::wgmmaProduct(ArrayRef<Value> aRegs,

@@ -125,7 +125,10 @@ public:
   /// mma.sync m16n8k16's layouts (Triton's #mma and its dot operands): the
   /// accumulator [rows, cols] and the A operand [rows, k], the rows split
   /// over the `warps` in blocks of rows / warps (a multiple of 16); the B
-  /// operand [k, cols], a copy in every warp.
+  /// operand [k, cols], a copy in every warp. Products also take A split
+  /// over the warps by its columns (k: partial sums across warps) or a copy
+  /// in every warp (with an accumulator split by columns: each warp its
+  /// columns; without: the whole product in every warp): mmaProduct.
   static LaneLayout mmaAccumulator(int64_t rows, int64_t cols, int64_t warps);
   static LaneLayout mmaOperandA(int64_t rows, int64_t k, int64_t warps);
   static LaneLayout mmaOperandB(int64_t k, int64_t cols, int64_t warps);
@@ -147,6 +150,16 @@ public:
   /// in elements from its start.
   static Value swizzledOffset(ImplicitLocOpBuilder &b, Value row, Value col,
                               int64_t rows);
+
+  /// Shared memory for products split over the warps by their contracted
+  /// index, whose partial sums meet there: a static 1-D f32 workgroup
+  /// buffer of at least warps x (the largest such product's registers per
+  /// lane) x 32, two barriers a sum; or twice that, whose halves the sums
+  /// take in turn, one barrier a sum. With two halves, a loop around the
+  /// program must keep a barrier at its top (the staging barrier of a
+  /// pipelined loop does): a body with an odd number of sums would
+  /// otherwise write a half the previous iteration's last sum still reads.
+  void useScratch(Value buffer) { scratch = buffer; }
 
   /// Why the last program could not be built; empty if it could.
   const std::string &failure() const { return error; }
@@ -178,10 +191,12 @@ private:
     SmallVector<Value> regs;
   };
   /// Whether op(a) op(b) runs as C^T = op(b)^T op(a)^T: where op(b) is
-  /// distributed with its rows not split over the warps (a state [K, V]
-  /// split by V) and `a` is in shared memory (not swizzled) or a copy in
-  /// every warp. The matrix instruction's A operand is then op(b)^T, rows
-  /// (op(b)'s columns) over the warps.
+  /// distributed over the warps by its columns (a state [K, V] split by V)
+  /// or by its rows (split by K) and `a` is in shared memory (not swizzled)
+  /// or a copy in every warp. The matrix instruction's A operand is then
+  /// op(b)^T: its rows (op(b)'s columns) over the warps, or its contracted
+  /// index (op(b)'s rows), the warps' partial products summed
+  /// (crossWarpSum).
   bool runsTransposed(Value a, Value bTile, bool transB);
   /// That product, added to `acc` (or not, where null); the result is
   /// op(b)'s transposed accumulator layout, transposed back.
@@ -225,6 +240,11 @@ private:
   /// makeSwizzledShared).
   Value sharedHandle(SharedTile tile);
   Type mmaType;
+  Value scratch;
+  int64_t scratchTurn = 0; // the half the next sum takes (two halves)
+  /// The sum over the warps of each register (the same lane, every warp),
+  /// through `scratch`, two barriers: every warp gets the total.
+  SmallVector<Value> crossWarpSum(ArrayRef<Value> regs);
 
   int64_t warpSize, warps;
   Value lane, warp;

@@ -97,17 +97,29 @@
 // F32: llvm.return
 
 // Asked for (state-program=derived), fp32 inputs run emitStateStep on lane
-// tiles too: two warps of 16 V rows, f32 workspaces in shared memory for two
-// chunks (W, Gamma Q and decayed k: 16 x (64 + 4) f32 each; U 16 x (32 + 4);
-// P 16 x (16 + 4): 2 x 4 x (3 x 1088 + 576 + 320) = 33280 bytes), one
-// barrier per chunk, every m16n8k16 step two tf32 steps of three products.
-// F32DERIVED: {block = [64, 1, 1], dynamic_shared_memory = 33280 : i64, grid = [2, 2, 2], module = "kda_gated_delta_kernel_state_module"
+// tiles too, the state split by K: four warps of 16 keys, each holding all 32
+// V rows of its keys; f32 workspaces in shared memory for two chunks (W,
+// Gamma Q and decayed k: 16 x (64 + 4) f32 each; U 16 x (32 + 4); P 16 x
+// (16 + 4): 2 x 4 x (3 x 1088 + 576 + 320) = 33280 bytes) and the warps'
+// partial W S and Gamma Q S, one half each (2 x 4 x 32 x 16 f32: 16384
+// bytes); every m16n8k16 step two tf32 steps of three products. A chunk:
+// the staging barrier, W S over the warp's keys, its sum across warps (one
+// barrier), Gamma Q S and its sum (one), then P V_new and the state update
+// on the warp's own keys.
+// F32DERIVED: {block = [128, 1, 1], dynamic_shared_memory = 49664 : i64, grid = [2, 2, 2], module = "kda_gated_delta_kernel_state_module"
 // F32DERIVED-SAME: program = "derived"
 // F32DERIVED-LABEL: gpu.module @kda_gated_delta_kernel_state_module
 // F32DERIVED: nvvm.cp.async.shared.global
 // F32DERIVED: nvvm.barrier
 // F32DERIVED-NOT: nvvm.barrier
-// F32DERIVED-COUNT-6: nvvm.mma.sync {{.*}}tf32
+// F32DERIVED: nvvm.mma.sync {{.*}}tf32
+// F32DERIVED: nvvm.barrier
+// F32DERIVED-NOT: nvvm.barrier
+// F32DERIVED: nvvm.mma.sync {{.*}}tf32
+// F32DERIVED: nvvm.barrier
+// F32DERIVED-NOT: nvvm.barrier
+// F32DERIVED: nvvm.mma.sync {{.*}}tf32
+// F32DERIVED-NOT: nvvm.barrier
 // F32DERIVED-NOT: bf16
 // F32DERIVED: llvm.return
 

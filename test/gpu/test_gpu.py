@@ -592,8 +592,10 @@ def expected_program(role, dtype):
     (the intra-chunk kernel, the split-K state program of fp32 inputs)."""
     if role == "intra":
         return "per_lane"
-    if role == "state":
-        return "per_lane" if dtype == "f32" else "derived"
+    if role == "state" and dtype == "f32":
+        # fp32 state kernels: the split-K program by default; bundles built with
+        # kda-compile --state-program=derived (KDA_STATE_PROGRAM=derived) the derived one.
+        return os.environ.get("KDA_STATE_PROGRAM", "per_lane")
     return "derived"
 
 

@@ -859,8 +859,6 @@ int main(int argc, char **argv) {
     }
     tile["threads"] = static_cast<int64_t>(threads);
     tile["tensor_cores"] = noTensorCores ? 0 : 1;
-    if (stateProgram != "auto")
-      tile["state_program"] = stateProgram;
     if (!statePrefetch)
       tile["state_prefetch"] = 0;
     if (stateStages != 2)

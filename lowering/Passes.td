@@ -112,6 +112,10 @@ def KdaGpuSelectStrategy : Pass<"kda-gpu-select-strategy", "ModuleOp"> {
     Option<"stateStages", "state-stages", "int64_t", /*default=*/"2",
            "Chunks in flight (cp.async stages) of the derived state "
            "program">,
+    Option<"intraProgram", "intra-program", "std::string",
+           /*default=*/"\"per_lane\"",
+           "Which program writes an intra-chunk kernel on lanes: per_lane or "
+           "derived (emitIntraChunk on lane tiles)">,
     Option<"threads", "threads", "int64_t", /*default=*/"128",
            "Threads per block">,
     Option<"warpSize", "warp-size", "int64_t", /*default=*/"32", "Warp size">,
@@ -194,11 +198,17 @@ def KdaGpuIntraRegisters : Pass<"kda-gpu-intra-registers", "func::FuncOp"> {
                 "an NVIDIA kernel with its tiles in registers and mma.sync";
   let description = [{
     Kernels kda-gpu-select-strategy gave lanes: the intra-chunk grid written
-    per lane (GpuIntraRegisters.cpp), every gate form.
+    per lane (GpuIntraRegisters.cpp), every gate form; or, with
+    program=derived, emitIntraChunk (passes/GatedDeltaKernel.cpp) run on
+    lane tiles (lowering/lanes/LaneTiles.h), the driver only loading and
+    storing.
   }];
   let options = [
     Option<"threads", "threads", "int64_t", /*default=*/"128",
            "Threads per block">,
+    Option<"program", "program", "std::string", /*default=*/"\"per_lane\"",
+           "per_lane (the program written per lane) or derived "
+           "(emitIntraChunk on lane tiles)">,
   ];
 }
 

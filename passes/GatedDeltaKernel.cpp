@@ -28,6 +28,8 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 
+#include <tuple>
+
 using namespace mlir;
 using namespace mlir::kda;
 
@@ -151,9 +153,9 @@ Value mlir::kda::activateBetaValue(ImplicitLocOpBuilder &b,
   return sg;
 }
 
-IntraChunk mlir::kda::emitIntraChunk(TileBuilder &tb,
-                                     const ChunkConfig &config,
-                                     const ChunkInputs &in) {
+IntraChunk mlir::kda::emitIntraChunk(
+    TileBuilder &tb, const ChunkConfig &config, const ChunkInputs &in,
+    llvm::function_ref<void(Value, Value, Value)> early) {
   ImplicitLocOpBuilder &b = tb.builder();
   const int64_t c = config.chunk, kd = config.keyDim, vd = config.valueDim;
   const int64_t sub = std::min(config.subChunk, c);
@@ -195,6 +197,17 @@ IntraChunk mlir::kda::emitIntraChunk(TileBuilder &tb,
       return math::ExpOp::create(bb, s[0]);
     });
     gLast = tb.rowOf(G, c - 1);
+  }
+  // The start state as q reads it, and k as the chunk end sees it.
+  // (A chunk of one token: exp(G_last - G) = exp(0) = 1.)
+  auto decayedQK = [&]() -> std::pair<Value, Value> {
+    return {decays ? mul(tb, {c, kd}, {q, gamma}) : q,
+            decays && c > 1 ? decayed(tb, k, G, gLast, /*refFirst=*/true) : k};
+  };
+  Value qDecayed, kToEnd;
+  if (early) {
+    std::tie(qDecayed, kToEnd) = decayedQK();
+    early(qDecayed, kToEnd, gLast);
   }
 
   Value P, L;
@@ -289,11 +302,10 @@ IntraChunk mlir::kda::emitIntraChunk(TileBuilder &tb,
     out.w = tb.matmul(A, kScaled);
     out.u = tb.matmul(A, vScaled);
   }
-  // The start state as q reads it, and k as the chunk end sees it.
-  out.qDecayed = decays ? mul(tb, {c, kd}, {q, gamma}) : q;
-  // (A chunk of one token: exp(G_last - G) = exp(0) = 1.)
-  out.kToEnd =
-      decays && c > 1 ? decayed(tb, k, G, gLast, /*refFirst=*/true) : k;
+  if (!early)
+    std::tie(qDecayed, kToEnd) = decayedQK();
+  out.qDecayed = qDecayed;
+  out.kToEnd = kToEnd;
   return out;
 }
 

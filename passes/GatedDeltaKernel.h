@@ -74,8 +74,14 @@ struct IntraChunk {
 
 /// The state-independent part of a chunk (prologue, gate cumsum, intra-chunk
 /// matrices, UT transform, W and U, decayed q and k).
-IntraChunk emitIntraChunk(TileBuilder &tb, const ChunkConfig &config,
-                          const ChunkInputs &inputs);
+/// `early`, where given, receives Gamma Q, exp(G_last - G) K and G_last as
+/// soon as they are final, before the intra-chunk products (a lane kernel
+/// stores them there and frees their registers); they are in the result
+/// too.
+IntraChunk emitIntraChunk(
+    TileBuilder &tb, const ChunkConfig &config, const ChunkInputs &inputs,
+    llvm::function_ref<void(Value qDecayed, Value kToEnd, Value gLast)>
+        early = {});
 
 /// The sequential part: V_new = U - W S, O = (Gamma Q) S + P V_new,
 /// S' = Diag(exp(G_last)) S + (exp(G_last - G) K)^T V_new. The V columns are

@@ -105,6 +105,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   strategy.windowLanes = options.windowRegisters;
   strategy.stateProgram = options.stateProgram;
   strategy.stateStages = options.stateStages;
+  strategy.intraProgram = options.intraProgram;
   strategy.threads = options.threads;
   strategy.warpSize = target.warpSize;
   strategy.wgmma = target.wgmma;
@@ -144,7 +145,8 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
       options.intraRegisters)
     pm.nest<func::FuncOp>().addPass(
-        createGpuIntraRegistersPass(options.threads));
+        createGpuIntraRegistersPass(options.threads,
+                                    options.intraProgram));
   // The target's tile primitives, then blocks / threads / shared memory.
   if (options.tensorCores)
     pm.nest<func::FuncOp>().addPass(

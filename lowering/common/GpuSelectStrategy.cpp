@@ -75,7 +75,7 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
     }
     if (d.reason.empty()) {
       d.instruction = "mma_sync"; // tf32 m16n8k8 (GpuIntraRegisters.cpp)
-      d.program = "per_lane";
+      d.program = o.intraProgram;
     }
     return d;
   }
@@ -168,6 +168,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     windowLanes = o.windowLanes;
     stateProgram = o.stateProgram;
     stateStages = o.stateStages;
+    intraProgram = o.intraProgram;
     threads = o.threads;
     warpSize = o.warpSize;
     wgmma = o.wgmma;
@@ -184,6 +185,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     o.windowLanes = windowLanes;
     o.stateProgram = stateProgram;
     o.stateStages = stateStages;
+    o.intraProgram = intraProgram;
     o.threads = threads;
     o.warpSize = warpSize;
     o.wgmma = wgmma;
@@ -193,6 +195,13 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
           << "kda-gpu-select-strategy: state-program is auto, derived or "
              "per_lane, got '"
           << o.stateProgram << "'";
+      return signalPassFailure();
+    }
+    if (o.intraProgram != "derived" && o.intraProgram != "per_lane") {
+      getOperation().emitError()
+          << "kda-gpu-select-strategy: intra-program is derived or per_lane, "
+             "got '"
+          << o.intraProgram << "'";
       return signalPassFailure();
     }
     for (auto f : getOperation().getOps<func::FuncOp>()) {

@@ -46,6 +46,7 @@
 
 #include "lowering/GpuPipeline.h"
 #include "lowering/lanes/LaneBuilder.h"
+#include "lowering/lanes/LaneTiles.h"
 #include "lowering/lanes/PassDescription.h"
 #include "lowering/Strategy.h"
 
@@ -108,6 +109,10 @@ struct IntraProgram : kda::LaneBuilder {
   Value ws[6]; // w, u, q, k, p, g (null when absent)
   // Lane coordinates.
   Value tid, lane, warp, g, t, colK, colV;
+
+  /// The chunk from the one algorithm (emitIntraChunk on lane tiles,
+  /// emitDerivedChunk) instead of the program written here per lane.
+  bool derived = false;
 
   IntraProgram(ImplicitLocOpBuilder &b, const IntraPassConfig &cfg,
                int64_t threads, bool precise)
@@ -509,7 +514,266 @@ struct IntraProgram : kda::LaneBuilder {
     });
   }
 
+  /// [C, D] tiles as the program loads them: lane (g, t) holds rows g and
+  /// g + 8 of D / NW / 4 consecutive columns (16-byte vectors), t after t,
+  /// warp after warp. Products over D take them as they are (the lane tile
+  /// builder relabels the contracted index: relabeledOperands).
+  kda::LaneLayout blocked(int64_t D) const {
+    const int64_t DW = D / NW, DL = DW / 4;
+    kda::LaneLayout l;
+    l.shape = {C, D};
+    for (int64_t h = 0; h < 2; ++h)
+      for (int64_t c = 0; c < DL; ++c)
+        l.regs.push_back({8 * h, c});
+    l.lanes = {{0, DL}, {0, 2 * DL}, {1, 0}, {2, 0}, {4, 0}};
+    for (int64_t w = 1; w < NW; w *= 2)
+      l.warps.push_back({0, DW * w});
+    return l;
+  }
+  /// The rows of blocked(): one register per row half, copies on t and on
+  /// the warps (beta).
+  kda::LaneLayout blockedRows() const {
+    kda::LaneLayout l;
+    l.shape = {C};
+    l.regs = {{0}, {8}};
+    l.lanes = {{0}, {0}, {1}, {2}, {4}};
+    for (int64_t w = 1; w < NW; w *= 2)
+      l.warps.push_back({0});
+    return l;
+  }
+  /// The columns of blocked(): copies on g (dt_bias, G's last row).
+  kda::LaneLayout blockedColumns(int64_t D) const {
+    const int64_t DW = D / NW, DL = DW / 4;
+    kda::LaneLayout l;
+    l.shape = {D};
+    for (int64_t c = 0; c < DL; ++c)
+      l.regs.push_back({c});
+    l.lanes = {{DL}, {2 * DL}, {0}, {0}, {0}};
+    for (int64_t w = 1; w < NW; w *= 2)
+      l.warps.push_back({DW * w});
+    return l;
+  }
+
+  /// Stores a [C, D] tile's rows below `valid` at mem[row, t0 + i, head,
+  /// column] (workspaces [B, T, H, D]), each element once (the first copy),
+  /// consecutive column pairs of a lane as one vector.
+  void storeTile(kda::LaneTileBuilder &tb, Value tile, Value mem, Value row,
+                 Value t0, Value head, Value valid) {
+    const kda::LaneLayout &l = tb.layoutOf(tile);
+    ArrayRef<Value> regs = tb.registersOf(tile);
+    if (l == blocked(l.shape[1])) {
+      // 16-byte rows.
+      const int64_t DL = l.regs.size() / 2;
+      Value col = add(mul(warp, l.shape[1] / NW), mul(t, DL));
+      for (int h = 0; h < 2; ++h) {
+        Value i = add(g, 8 * h);
+        when(ult(i, valid), [&] {
+          storeRow(mem, {row, add(t0, i), head}, col,
+                   regs.slice(h * DL, DL));
+        });
+      }
+      return;
+    }
+    Value first = tb.holdsFirstCopy(l);
+    when(first, [&] {
+      for (size_t r = 0; r < l.regs.size(); ++r) {
+        const bool pair = r + 1 < l.regs.size() &&
+                          l.regs[r + 1][0] == l.regs[r][0] &&
+                          l.regs[r + 1][1] == l.regs[r][1] + 1 &&
+                          l.regs[r][1] % 2 == 0;
+        Value i = tb.coordinate(l, r, 0), j = tb.coordinate(l, r, 1);
+        SmallVector<Value> values = {regs[r]};
+        if (pair)
+          values.push_back(regs[r + 1]);
+        when(ult(i, valid), [&] {
+          storeRow(mem, {row, add(t0, i), head}, j, values);
+        });
+        if (pair)
+          ++r;
+      }
+    });
+  }
+
+  /// One chunk, emitIntraChunk (passes/GatedDeltaKernel.cpp) on lane tiles:
+  /// this driver loads the chunk's inputs into blocked() tiles and stores
+  /// what the state pass reads; every step between is the algorithm's.
+  void emitDerivedChunk(Value row, Value t0, Value remaining, Value head) {
+    Type f32Type = b.getF32Type();
+    const bool decays = cfg.gate != "none";
+    Value valid = minu(idx(C), remaining);
+    Value lastRow = arith::SubIOp::create(b, valid, idx(1));
+    Value heads = memref::DimOp::create(b, v, 2);
+    Value qkHeads = memref::DimOp::create(b, q, 2);
+    Value qkHead = arith::DivUIOp::create(
+        b, head, arith::DivUIOp::create(b, heads, qkHeads));
+    tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    lane = arith::RemUIOp::create(b, tid, idx(32));
+    warp = arith::DivUIOp::create(b, tid, idx(32));
+    g = arith::DivUIOp::create(b, lane, idx(4));
+    t = arith::RemUIOp::create(b, lane, idx(4));
+    colK = add(mul(warp, KW), mul(t, KL));
+    colV = add(mul(warp, VW), mul(t, VL));
+    Value r[2], ok[2], tok[2];
+    for (int h = 0; h < 2; ++h) {
+      r[h] = add(g, 8 * h);
+      ok[h] = ult(r[h], valid);
+      tok[h] = add(t0, minu(r[h], lastRow));
+    }
+
+    kda::LaneTileBuilder tb(b, 32, NW, lane, warp);
+    // Products of f32 tiles (decayed q and k need f32's range): one TF32
+    // product a step for 16-bit inputs (the per-lane program's precision),
+    // 3xTF32 for fp32 inputs.
+    tb.useMmaSync(f32Type, precise);
+    auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
+                                         gpu::AddressSpace::Workgroup);
+    // Sums across warps: the 16 x 16 products' accumulators (8 registers a
+    // lane, the decayed pairs' too); two halves.
+    const int64_t regs = C * C / 32;
+    if (NW > 1)
+      tb.useScratch(memref::AllocOp::create(
+          b, MemRefType::get({2 * NW * regs * 32}, f32Type,
+                             MemRefLayoutAttrInterface(), wg)));
+    // The triangular inverse leaves a column per lane; the products take
+    // mma.sync's fragments: converted through each warp's region.
+    // W and U take beta Gamma K and beta V (rows of tokens) as B operands
+    // (the contracted index on the rows): through the same regions, each
+    // warp its columns.
+    tb.useExchange(memref::AllocOp::create(
+        b, MemRefType::get({NW * C * (std::max(std::max(KW, VW), C) + 1)},
+                           f32Type, MemRefLayoutAttrInterface(), wg)));
+    tb.preferColumnSplits();
+    // Fills of the chunk's [C, C] matrices (the algorithm's P and L before
+    // their blocks are inserted): the accumulator's layout, a copy per warp.
+    kda::LaneLayout cc = kda::LaneTileBuilder::mmaAccumulator(C, C, 1);
+    for (int64_t w = 1; w < NW; w *= 2)
+      cc.warps.push_back({0, 0});
+    tb.anchor(cc);
+
+    auto loadTile = [&](Value mem, Value headIdx, Value col, int64_t D,
+                        bool masked) {
+      SmallVector<Value> regsOut;
+      for (int h = 0; h < 2; ++h)
+        llvm::append_range(regsOut,
+                           loadRow(mem, {row, tok[h], headIdx}, col, D / NW / 4,
+                                   masked ? ok[h] : Value()));
+      return tb.make(blocked(D), regsOut);
+    };
+    kda::ChunkInputs in;
+    in.q = loadTile(q, qkHead, colK, K, true);
+    in.k = loadTile(k, qkHead, colK, K, true);
+    // V is read only by the last products (U = A (beta V)): its loads move
+    // to right before their first use once the chunk is built (held from
+    // here, its registers pushed the products over 128).
+    Operation *beforeV = b.getInsertionBlock()->empty()
+                             ? nullptr
+                             : &b.getInsertionBlock()->back();
+    in.v = loadTile(v, head, colV, V, true);
+    SmallVector<Operation *> vLoads;
+    for (Operation *op = beforeV ? beforeV->getNextNode()
+                                 : &b.getInsertionBlock()->front();
+         op; op = op->getNextNode())
+      vLoads.push_back(op);
+    if (cfg.gate == "channel") {
+      in.gate = loadTile(gate, head, colK, K, false);
+    } else if (cfg.gate == "head") {
+      SmallVector<Value> regsOut;
+      for (int h = 0; h < 2; ++h) {
+        Value x = toF32(
+            memref::LoadOp::create(b, gate, ValueRange{row, tok[h], head}));
+        regsOut.append(KL, x);
+      }
+      in.gate = tb.make(blocked(K), regsOut);
+    }
+    if (cfg.beta) {
+      SmallVector<Value> bs;
+      for (int h = 0; h < 2; ++h)
+        bs.push_back(select(ok[h],
+                            toF32(memref::LoadOp::create(
+                                b, beta, ValueRange{row, tok[h], head})),
+                            f32(0.0)));
+      in.beta = tb.make(blockedRows(), bs);
+    }
+    if (aLog)
+      in.aLog = toF32(memref::LoadOp::create(b, aLog, ValueRange{head}));
+    if (dtBias) {
+      SmallVector<Value> dt;
+      if (cast<MemRefType>(dtBias.getType()).getRank() == 2)
+        dt = loadRow(dtBias, {head}, colK, KL, {});
+      else
+        dt.assign(KL, toF32(memref::LoadOp::create(b, dtBias,
+                                                   ValueRange{head})));
+      in.dtBias = tb.make(blockedColumns(K), dt);
+    }
+    in.validRows = valid;
+
+    kda::ChunkConfig config;
+    config.chunk = C;
+    config.subChunk = cfg.subChunk;
+    config.keyDim = K;
+    config.valueDim = V;
+    config.update = cfg.delta ? UpdateRule::delta : UpdateRule::additive;
+    config.scale = cfg.scale;
+    config.qkL2Norm = cfg.l2norm;
+    config.betaActivation = cfg.betaActivation;
+    config.gateActivation = cfg.gateActivation;
+    config.lowerBound = cfg.lowerBound;
+    // What the state pass reads of q and k, stored as soon as it is final
+    // (its registers are free for the products after).
+    auto early = [&](Value qDecayed, Value kToEnd, Value gLast) {
+      if (!tb.failure().empty())
+        return;
+      storeTile(tb, qDecayed, ws[2], row, t0, head, valid);
+      storeTile(tb, kToEnd, ws[3], row, t0, head, valid);
+      if (gLast) {
+        // G_last in the chunk's first row, stored by the lanes of row 0.
+        SmallVector<Value> gl = tb.convertLayout(gLast, blockedColumns(K));
+        if (!tb.failure().empty())
+          return;
+        when(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, g, idx(0)),
+             [&] { storeRow(ws[5], {row, t0, head}, colK, gl); });
+      }
+    };
+    kda::IntraChunk out = kda::emitIntraChunk(tb, config, in, early);
+    if (!tb.failure().empty()) {
+      failure = tb.failure();
+      return;
+    }
+    sinkToFirstUse(vLoads);
+    storeTile(tb, out.p, ws[4], row, t0, head, valid);
+    storeTile(tb, out.u, ws[1], row, t0, head, valid);
+    if (out.w)
+      storeTile(tb, out.w, ws[0], row, t0, head, valid);
+    if (!tb.failure().empty())
+      failure = tb.failure();
+  }
+  /// Moves `ops` (consecutive, in one block, used only after them) to
+  /// right before the first op of their block that uses one of them.
+  static void sinkToFirstUse(ArrayRef<Operation *> ops) {
+    if (ops.empty())
+      return;
+    Block *block = ops.front()->getBlock();
+    llvm::SmallPtrSet<Operation *, 32> group(ops.begin(), ops.end());
+    Operation *first = nullptr;
+    for (Operation *op : ops)
+      for (Operation *user : op->getUsers()) {
+        Operation *at = block->findAncestorOpInBlock(*user);
+        if (!at || group.count(at))
+          continue;
+        if (!first || at->isBeforeInBlock(first))
+          first = at;
+      }
+    if (!first)
+      return;
+    for (Operation *op : ops)
+      op->moveBefore(first);
+  }
+  /// Why the derived chunk could not be built; empty if it could.
+  std::string failure;
+
   void emitChunk(Value row, Value t0, Value remaining, Value head) {
+    if (derived)
+      return emitDerivedChunk(row, t0, remaining, head);
     Type f32Type = b.getF32Type();
     const bool delta = cfg.delta;
     const bool decays = cfg.gate != "none";
@@ -794,7 +1058,10 @@ struct IntraProgram : kda::LaneBuilder {
 struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPass> {
   using Base::Base;
   IntraRegistersPass() = default;
-  explicit IntraRegistersPass(int64_t threads) { this->threads = threads; }
+  IntraRegistersPass(int64_t threads, StringRef program) {
+    this->threads = threads;
+    this->program = program.str();
+  }
   void getDependentDialects(DialectRegistry &registry) const override {
     registry.insert<gpu::GPUDialect, nvgpu::NVGPUDialect,
                     vector::VectorDialect, math::MathDialect, scf::SCFDialect,
@@ -858,6 +1125,19 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
       ivs[d] = forall.getInductionVar(i);
 
     IntraProgram prog(b, *cfg, threads, precise);
+    // The program the strategy stage named; without one (kda-opt runs of
+    // this pass alone), the pass's own option.
+    std::string chosen = program;
+    if (auto s = func->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr);
+        s && !s.getProgram().empty())
+      chosen = s.getProgram().str();
+    if (chosen != "per_lane" && chosen != "derived") {
+      func.emitError("kda-gpu-intra-registers: program is derived or "
+                     "per_lane, got '")
+          << chosen << "'";
+      return signalPassFailure();
+    }
+    prog.derived = chosen == "derived";
     prog.q = byName("q");
     prog.k = byName("k");
     prog.v = byName("v");
@@ -881,6 +1161,12 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
       return signalPassFailure();
     }
     prog.emit(ivs);
+    if (!prog.failure.empty()) {
+      func.emitError("kda-gpu-intra-registers: the derived intra-chunk "
+                     "program does not take this kernel: ")
+          << prog.failure;
+      return signalPassFailure();
+    }
     // 16-bit kernels: approximate exponentials, logarithms and divisions
     // (useApproximateMath says why that is safe). Every exponent the
     // factored form takes is <= 80 (products()).
@@ -937,7 +1223,8 @@ std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
   return why;
 }
 
-std::unique_ptr<Pass> mlir::kda::createGpuIntraRegistersPass(int64_t threads) {
-  return std::make_unique<IntraRegistersPass>(threads);
+std::unique_ptr<Pass> mlir::kda::createGpuIntraRegistersPass(int64_t threads,
+                                                            StringRef program) {
+  return std::make_unique<IntraRegistersPass>(threads, program);
 }
 

@@ -10,6 +10,7 @@
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -439,6 +440,8 @@ SmallVector<Value> LaneTileBuilder::convertLayout(Value tile,
   FailureOr<SmallVector<ConversionStep>> steps =
       planConversion(src.layout, to, warpSize, warps, why);
   if (failed(steps)) {
+    if (std::optional<SmallVector<Value>> out = exchangeInWarp(src, to))
+      return *out;
     fail(why, to.shape);
     return SmallVector<Value>(to.regs.size(), constantF32(0.0));
   }
@@ -454,6 +457,68 @@ SmallVector<Value> LaneTileBuilder::convertLayout(Value tile,
                                          gpu::ShuffleMode::IDX)
                       .getResult(0));
   }
+  return out;
+}
+
+std::optional<SmallVector<Value>>
+LaneTileBuilder::exchangeInWarp(const Tile &src, const LaneLayout &to) {
+  // Through the warp's own region of shared memory: every element's first
+  // copy in the warp stores it, a warp barrier, every lane loads what it
+  // needs, a warp barrier (the region's next use may not overwrite what a
+  // lane still reads). Rows padded by one element against bank conflicts.
+  // Only where each warp holds the same part of the tile in both layouts.
+  const LaneLayout &from = src.layout;
+  if (!exchange || from.rank() != 2 || to.shape != from.shape ||
+      from.warps != to.warps)
+    return std::nullopt;
+  auto type = cast<MemRefType>(exchange.getType());
+  // Each warp's part at its own coordinates (the warp bases left out: the
+  // parts are translations of warp 0's), rows of its extent.
+  auto local = [](LaneLayout l) {
+    for (LaneLayout::Coords &c : l.warps)
+      c.assign(c.size(), 0);
+    return l;
+  };
+  const LaneLayout fromL = local(from), toL = local(to);
+  int64_t rows = 0, cols = 0;
+  for (int64_t ln = 0; ln < fromL.numLanes(); ++ln)
+    for (size_t r = 0; r < fromL.regs.size(); ++r) {
+      LaneLayout::Coords c = fromL.at(r, ln, 0);
+      rows = std::max(rows, c[0] + 1);
+      cols = std::max(cols, c[1] + 1);
+    }
+  const int64_t stride = cols + 1;
+  const int64_t perWarp = type.getDimSize(0) / warps;
+  if (rows * stride > perWarp)
+    return std::nullopt;
+  auto at = [&](const LaneLayout &l, int64_t r) -> Value {
+    Value i = coordinate(l, r, 0), j = coordinate(l, r, 1);
+    Value e = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, i, index(stride)), j);
+    return arith::AddIOp::create(
+        b, arith::MulIOp::create(b, warp, index(perWarp)), e);
+  };
+  Value mask = arith::ConstantOp::create(b, b.getI32IntegerAttr(-1));
+  // The first copy within the warp (copies in other warps have regions
+  // of their own).
+  Value first = arith::ConstantOp::create(b, b.getBoolAttr(true));
+  if (int64_t m = from.replicatedLaneMask())
+    first = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::eq, arith::AndIOp::create(b, lane, index(m)),
+        index(0));
+  auto ifOp = scf::IfOp::create(b, first, /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    for (size_t r = 0; r < from.regs.size(); ++r)
+      memref::StoreOp::create(b, src.regs[r], exchange,
+                              ValueRange{at(fromL, r)});
+  }
+  NVVM::SyncWarpOp::create(b, mask);
+  SmallVector<Value> out;
+  for (size_t r = 0; r < to.regs.size(); ++r)
+    out.push_back(memref::LoadOp::create(b, exchange, ValueRange{at(toL, r)}));
+  NVVM::SyncWarpOp::create(b, mask);
   return out;
 }
 
@@ -572,11 +637,24 @@ Value LaneTileBuilder::reduce(Value tile, int64_t dim, bool isMax) {
                                             gpu::ShuffleMode::XOR)
                          .getResult(0));
   }
+  // Warps along the reduced dimension: each holds a partial sum of the
+  // same (lane, register) elements, summed in shared memory (crossWarpSum);
+  // every warp then holds the total, a copy.
+  bool acrossWarps = false;
   for (const LaneLayout::Coords &basis : l.warps) {
-    if (basis[dim] != 0)
-      return fail("a reduction across warps (it would need shared memory)",
-                  resultShape);
-    out.warps.push_back({keep >= 0 ? basis[keep] : 0});
+    if (basis[dim] != 0) {
+      if (isMax || (keep >= 0 && basis[keep] != 0))
+        return fail("a reduction across warps other than a sum over the "
+                    "reduced dimension alone",
+                    resultShape);
+      acrossWarps = true;
+    }
+    out.warps.push_back({keep >= 0 && basis[dim] == 0 ? basis[keep] : 0});
+  }
+  if (acrossWarps) {
+    acc = crossWarpSum(acc);
+    if (!error.empty())
+      return fail("", resultShape);
   }
   return make(out, acc);
 }
@@ -616,6 +694,10 @@ bool LaneTileBuilder::runsTransposed(Value a, Value bTile, bool transB) {
   if (auto sh = shared.find(a.getAsOpaquePointer()); sh != shared.end())
     return !sh->second.address;
   if (!tiles.count(a.getAsOpaquePointer()))
+    return false;
+  // A copy times op(b) split by columns: C split by columns in the
+  // accumulator's layout (mmaProduct's split by columns) where asked.
+  if (columnSplits && onCols)
     return false;
   // Products with a vector side keep their shuffle forms (matmul).
   const LaneLayout &al = tile_(a).layout;
@@ -940,6 +1022,78 @@ Value LaneTileBuilder::operandRegister(ImplicitLocOpBuilder &b, Value pair) {
   return vector::ExtractOp::create(b, word, ArrayRef<int64_t>{0});
 }
 
+bool LaneTileBuilder::relabeledOperands(Value a, Value bTile, bool transB,
+                                        int64_t M, int64_t KW, int64_t N,
+                                        SmallVector<Value> &aRegs,
+                                        SmallVector<Value> &bRegs) {
+  if (M != N || !tiles.count(a.getAsOpaquePointer()) ||
+      !tiles.count(bTile.getAsOpaquePointer()) || warpSize != 32)
+    return false;
+  const LaneLayout &l = tile_(a).layout;
+  // op(b)^T: the tile itself for B = T^T, its transposed view for B = T.
+  const LaneLayout bT = transB ? tile_(bTile).layout
+                               : tile_(bTile).layout.transposed();
+  if (!(bT == l) || l.rank() != 2 || l.lanes.size() != 5)
+    return false;
+  // Rows: g = lane / 4 on lane bits 2..4, the rest on registers (16 mt +
+  // 8 h); columns: lane bits 0 and 1 and registers, never the rows' bits;
+  // warps on columns only.
+  for (int64_t bit = 0; bit < 5; ++bit) {
+    const LaneLayout::Coords &c = l.lanes[bit];
+    if (bit < 2 ? c[0] != 0 : c != LaneLayout::Coords{int64_t(1) << (bit - 2), 0})
+      return false;
+  }
+  for (const LaneLayout::Coords &c : l.warps)
+    if (c[0] != 0)
+      return false;
+  // Per register row: the lane's columns, ascending (the same set in every
+  // row, and a function of t alone by the lane bases above).
+  std::map<int64_t, std::map<int64_t, Value>> byRow;
+  for (auto [r, c] : llvm::enumerate(l.regs)) {
+    if (c[0] % 8 != 0)
+      return false;
+    byRow[c[0]][c[1]] = tile_(a).regs[r];
+  }
+  if (int64_t(byRow.size()) != M / 8)
+    return false;
+  SmallVector<int64_t> cols;
+  for (auto &[col, v] : byRow.begin()->second)
+    cols.push_back(col);
+  if (int64_t(cols.size()) * 4 != KW)
+    return false;
+  for (auto &[row, m] : byRow) {
+    SmallVector<int64_t> here;
+    for (auto &[col, v] : m)
+      here.push_back(col);
+    if (here != cols)
+      return false;
+  }
+  auto regOf = [&](const Tile &t, int64_t row, int64_t slot) -> Value {
+    const LaneLayout tl = &t == &tile_(a) || transB ? t.layout
+                                                     : t.layout.transposed();
+    for (auto [r, c] : llvm::enumerate(tl.regs))
+      if (c[0] == row && c[1] == cols[slot])
+        return t.regs[r];
+    return {};
+  };
+  const Tile &ta = tile_(a), &tbt = tile_(bTile);
+  const int64_t MT = M / 16, KT = KW / 16, NT = N / 8;
+  // mma.sync m16n8k16 A a_i at (g + 8 ((i / 2) % 2), k slot i % 2 + 2 (i / 4))
+  // and B b_i at (k slot i % 2 + 2 (i / 2), n = g): slot j of k step kt is
+  // the lane's column cols[4 kt + j].
+  for (int64_t mt = 0; mt < MT; ++mt)
+    for (int64_t kt = 0; kt < KT; ++kt)
+      for (int64_t i = 0; i < 8; ++i)
+        aRegs.push_back(regOf(ta, 16 * mt + 8 * ((i / 2) % 2),
+                              4 * kt + i % 2 + 2 * (i / 4)));
+  for (int64_t kt = 0; kt < KT; ++kt)
+    for (int64_t nt = 0; nt < NT; ++nt)
+      for (int64_t i = 0; i < 4; ++i)
+        bRegs.push_back(regOf(tbt, 8 * nt, 4 * kt + i % 2 + 2 * (i / 2)));
+  return llvm::all_of(aRegs, [](Value v) { return bool(v); }) &&
+         llvm::all_of(bRegs, [](Value v) { return bool(v); });
+}
+
 Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
                                   int64_t K, int64_t N, Value init) {
   if (!error.empty())
@@ -969,13 +1123,20 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
     if (init && tiles.count(init.getAsOpaquePointer()))
       for (const LaneLayout::Coords &w : tile_(init).layout.warps)
         initOnCols |= w[1] != 0;
+    // A distributed B operand (op(b) [K, N]) split over the warps by its
+    // columns asks for a split by columns too.
+    bool bOnCols = false;
+    if (!shared.count(bTile.getAsOpaquePointer()) &&
+        tiles.count(bTile.getAsOpaquePointer()))
+      for (const LaneLayout::Coords &w : tile_(bTile).layout.warps)
+        bOnCols |= w[transB ? 0 : 1] != 0;
     if (onRows && onCols)
       return fail("a product whose A operand splits rows and columns over "
                   "the warps",
                   {M, N});
     if (onCols)
       split = Split::Contracted;
-    else if (!onRows && initOnCols)
+    else if (!onRows && (initOnCols || bOnCols))
       split = Split::Columns;
     else if (!onRows && warps > 1)
       split = Split::Copies;
@@ -1015,11 +1176,6 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
     kOff = arith::MulIOp::create(b, warp, index(KW));
   if (split == Split::Columns)
     nOff = arith::MulIOp::create(b, warp, index(NWc));
-  if ((split == Split::Contracted || split == Split::Columns) &&
-      !shared.count(bTile.getAsOpaquePointer()))
-    return fail("a product split over the warps by its contracted index or "
-                "its columns whose B operand is not in shared memory",
-                {M, N});
   // f32 operands: each m16n8k16 step runs as two m16n8k8 tf32 steps, each
   // 3xTF32 (a = hi + lo, a b ~ hi hi + hi lo + lo hi: fp32's 1e-4 bar), on
   // the same fragment layouts. The contracted index needs only a bijection
@@ -1061,7 +1217,16 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
     return wgmmaProduct({}, initRegs, sh->second, transB, M, K, N,
                         &shA->second);
   }
-  SmallVector<Value> aRegs = convertLayout(a, aLayout);
+  // A and op(b)^T in one layout with mma.sync's rows (Q K^T with q and k
+  // loaded alike): the contracted index is relabeled instead of moved. Any
+  // bijection of it serves, as long as A and B share it, and the lanes that
+  // hold a k fragment slot hold the same column in every row.
+  SmallVector<Value> aRegs, bRegs;
+  const bool relabeled = split != Split::Rows && split != Split::Columns &&
+                         relabeledOperands(a, bTile, transB, M, KW, N, aRegs,
+                                           bRegs);
+  if (!relabeled)
+    aRegs = convertLayout(a, aLayout);
   if (!error.empty())
     return fail("", {M, N});
   if (sh != shared.end() && sh->second.address)
@@ -1080,16 +1245,23 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
   };
   // B fragments of one k step, [nt] (two 32-bit registers each), loaded
   // right before its products: the live operand registers stay one k step's.
-  SmallVector<Value> bRegs;
   Value rowInMatrix, half, second;
-  if (sh != shared.end()) {
+  if (relabeled) {
+    // bRegs are the fragments already.
+  } else if (sh != shared.end()) {
     // ldmatrix: lane l gives the address of row l % 8 of matrix l / 8.
     rowInMatrix = arith::RemUIOp::create(b, lane, index(8));
     Value matrix = arith::DivUIOp::create(b, lane, index(8));
     half = arith::RemUIOp::create(b, matrix, index(2));
     second = arith::DivUIOp::create(b, matrix, index(2));
   } else {
+    // A distributed B: converted within each warp to the fragments of the
+    // warp's slice (its rows of the contracted index, or its columns).
     LaneLayout bl = mmaOperandB(K, N, warps);
+    if (split == Split::Contracted)
+      bl = withWarps(mmaOperandB(KW, N, 1), {K, N}, {KW, 0});
+    else if (split == Split::Columns)
+      bl = withWarps(mmaOperandB(K, NWc, 1), {K, N}, {0, NWc});
     bRegs = convertLayout(bTile, transB ? bl.transposed() : bl);
     if (!error.empty())
       return fail("", {M, N});
@@ -1221,7 +1393,7 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
             cv = emitMmaSyncTf32(
                 b, b.getLoc(),
                 ValueRange{af[s], af[2 + s], af[4 + s], af[6 + s]},
-                ValueRange{bf[nt][s], bf[nt][2 + s]}, cv, /*precise=*/true);
+                ValueRange{bf[nt][s], bf[nt][2 + s]}, cv, mmaPrecise);
           for (int64_t e = 0; e < 4; ++e)
             c[e] = vector::ExtractOp::create(
                 b, cv, ArrayRef<int64_t>{e / 2, e % 2});
@@ -1456,12 +1628,15 @@ Value LaneTileBuilder::prefixSumRows(Value a) {
     return fail("", s);
   if (s[0] == 1)
     return a;
-  // Rows in blocks: each lane holds, per column, the consecutive rows
-  // [0, n) of its block in registers, and the lane bits along the rows
-  // number the blocks (bases n 2^j, each bit once). The scan is the lane's
-  // own running sum over its registers, plus the sum of the blocks before
-  // it: an exclusive scan over the row lane bits by xor shuffles (each
-  // level adds the partner group's total where the lane's bit is set).
+  // The row index of an element is a sum of distinct powers of two, each
+  // the basis of a register bit (a lane's registers of one column) or of a
+  // lane bit. The scan takes them from the lowest: at basis B, every group
+  // of B consecutive rows already holds its inclusive prefix and total; the
+  // partner group (the other value of that bit) gives its total, which a
+  // group with the bit set adds to its prefix, and both to their totals.
+  // Register bits pair registers of the lane; lane bits are one xor shuffle
+  // of the totals. Any row order over registers and lanes works: blocks of
+  // consecutive rows per lane, or mma.sync's rows g and g + 8.
   const Tile &t = tile_(a);
   const LaneLayout &l = t.layout;
   for (const LaneLayout::Coords &c : l.warps)
@@ -1469,24 +1644,8 @@ Value LaneTileBuilder::prefixSumRows(Value a) {
       return fail("a prefix sum over rows split across warps (it would need "
                   "shared memory)",
                   s);
-  std::map<int64_t, SmallVector<std::pair<int64_t, int64_t>>> byColumn;
-  for (auto [r, c] : llvm::enumerate(l.regs))
-    byColumn[c[1]].push_back({c[0], int64_t(r)});
-  int64_t block = -1;
-  for (auto &[col, rows] : byColumn) {
-    llvm::sort(rows);
-    for (auto [i, rr] : llvm::enumerate(rows))
-      if (rr.first != int64_t(i))
-        return fail("a prefix sum over rows a lane does not hold as one "
-                    "block from row 0",
-                    s);
-    if (block >= 0 && int64_t(rows.size()) != block)
-      return fail("a prefix sum over blocks of rows of unequal length", s);
-    block = rows.size();
-  }
-  // The row lane bits, by their block: bases block 2^j, j = 0, 1, ...
-  SmallVector<int64_t> rowBits;
-  std::map<int64_t, int64_t> bitOfBase;
+  auto isPow2 = [](int64_t x) { return x > 0 && (x & (x - 1)) == 0; };
+  std::map<int64_t, int64_t> laneBitOfBase; // row basis -> lane bit
   for (auto [bit, c] : llvm::enumerate(l.lanes)) {
     if (c[0] == 0)
       continue;
@@ -1494,67 +1653,515 @@ Value LaneTileBuilder::prefixSumRows(Value a) {
       return fail("a prefix sum whose lane bits split rows and columns at "
                   "once",
                   s);
-    if (c[0] % block != 0 || !bitOfBase.emplace(c[0] / block, bit).second)
-      return fail("a prefix sum over rows interleaved between lanes", s);
-  }
-  for (int64_t j = 0; int64_t(rowBits.size()) < int64_t(bitOfBase.size());
-       ++j) {
-    auto it = bitOfBase.find(int64_t(1) << j);
-    if (it == bitOfBase.end())
-      return fail("a prefix sum over lane blocks that are not numbered by "
-                  "consecutive powers of two",
+    if (!isPow2(c[0]) || !laneBitOfBase.emplace(c[0], bit).second)
+      return fail("a prefix sum over rows whose lanes are not numbered by "
+                  "powers of two",
                   s);
-    rowBits.push_back(it->second);
   }
+  // Per column: the row of each of the lane's registers.
+  std::map<int64_t, std::map<int64_t, int64_t>> byColumn; // col -> row -> reg
+  for (auto [r, c] : llvm::enumerate(l.regs))
+    byColumn[c[1]][c[0]] = r;
+  int64_t regRowBits = -1;
+  for (auto &[col, rows] : byColumn) {
+    int64_t bits = 0;
+    for (auto &[row, r] : rows)
+      bits |= row;
+    if (!isPow2(int64_t(rows.size())) && rows.size() != 1)
+      return fail("a prefix sum over a lane's rows that are no set of "
+                  "register bits",
+                  s);
+    if (int64_t(llvm::popcount(uint64_t(bits))) !=
+            int64_t(llvm::countr_zero(uint64_t(rows.size()))) ||
+        (regRowBits >= 0 && bits != regRowBits))
+      return fail("a prefix sum over a lane's rows that are no set of "
+                  "register bits",
+                  s);
+    regRowBits = bits;
+    for (auto &[base, bit] : laneBitOfBase)
+      if (bits & base)
+        return fail("a prefix sum over rows held twice (registers and lanes)",
+                    s);
+  }
+  SmallVector<int64_t> bases; // every row basis, lowest first
+  for (int64_t x = 1; x < s[0]; x *= 2)
+    if ((regRowBits & x) || laneBitOfBase.count(x))
+      bases.push_back(x);
   SmallVector<Value> out(t.regs.size());
   Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(warpSize));
   Value laneI32 = arith::IndexCastOp::create(b, b.getI32Type(), lane);
-  Value zero = constantF32(0.0);
   for (auto &[col, rows] : byColumn) {
-    // The lane's running sum over its block.
-    Value run;
-    for (auto [row, r] : rows) {
-      run = run ? Value(arith::AddFOp::create(b, run, t.regs[r])) : t.regs[r];
-      out[r] = run;
-    }
-    // Blocks before this lane's: group totals, doubling.
-    Value total = run, before = zero;
-    for (int64_t bit : rowBits) {
-      Value other = gpu::ShuffleOp::create(
-                        b, total,
-                        arith::ConstantOp::create(
-                            b, b.getI32IntegerAttr(int64_t(1) << bit)),
-                        width, gpu::ShuffleMode::XOR)
-                        .getResult(0);
+    std::map<int64_t, Value> incl, total; // by row (of this lane's registers)
+    for (auto &[row, r] : rows)
+      incl[row] = total[row] = t.regs[r];
+    for (int64_t base : bases) {
+      if (regRowBits & base) {
+        for (auto &[row, r] : rows) {
+          if (!(row & base))
+            continue;
+          const int64_t low = row - base;
+          Value sum = arith::AddFOp::create(b, total[low], total[row]);
+          incl[row] = arith::AddFOp::create(b, incl[row], total[low]);
+          total[low] = total[row] = sum;
+        }
+        continue;
+      }
+      const int64_t bit = laneBitOfBase.at(base);
+      Value mask = arith::ConstantOp::create(
+          b, b.getI32IntegerAttr(int64_t(1) << bit));
       Value mine = arith::CmpIOp::create(
-          b, arith::CmpIPredicate::ne,
-          arith::AndIOp::create(
-              b, laneI32,
-              arith::ConstantOp::create(b,
-                                        b.getI32IntegerAttr(int64_t(1) << bit))),
+          b, arith::CmpIPredicate::ne, arith::AndIOp::create(b, laneI32, mask),
           arith::ConstantOp::create(b, b.getI32IntegerAttr(0)));
-      before = arith::SelectOp::create(
-          b, mine, arith::AddFOp::create(b, before, other), before);
-      total = arith::AddFOp::create(b, total, other);
+      // Registers of one group (rows equal above `base`'s register bits)
+      // share a total: shuffle it once per group.
+      std::map<int64_t, Value> otherOf;
+      for (auto &[row, r] : rows) {
+        const int64_t groupKey = row & ~(base - 1) & regRowBits;
+        auto it = otherOf.find(groupKey);
+        if (it == otherOf.end())
+          it = otherOf
+                   .emplace(groupKey,
+                            gpu::ShuffleOp::create(b, total[row], mask, width,
+                                                   gpu::ShuffleMode::XOR)
+                                .getResult(0))
+                   .first;
+        Value other = it->second;
+        incl[row] = arith::SelectOp::create(
+            b, mine, arith::AddFOp::create(b, incl[row], other), incl[row]);
+        total[row] = arith::AddFOp::create(b, total[row], other);
+      }
+      // The same sum for every register of a group: keep one Value.
+      std::map<int64_t, Value> shared;
+      for (auto &[row, r] : rows) {
+        const int64_t groupKey = row & ~(base - 1) & regRowBits;
+        auto [it, fresh] = shared.emplace(groupKey, total[row]);
+        total[row] = it->second;
+      }
     }
-    if (!rowBits.empty())
-      for (auto [row, r] : rows)
-        out[r] = arith::AddFOp::create(b, out[r], before);
+    for (auto &[row, r] : rows)
+      out[r] = incl[row];
   }
   return make(l, out);
 }
 
-Value LaneTileBuilder::invertUnitLower(Value l) {
-  SmallVector<int64_t> s = shape(l);
-  if (s != SmallVector<int64_t>{1, 1})
-    return fail("a triangular inverse larger than 1 x 1", s);
-  // A strictly lower 1 x 1 tile is zero: the inverse of I is I.
-  return filled({1, 1}, 1.0);
+/// Where each element of a tile is first held: (register, lane) of warp 0
+/// (-1 where warp 0 holds none of it).
+static std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>>
+holders(const LaneLayout &l) {
+  std::map<std::pair<int64_t, int64_t>, std::pair<int64_t, int64_t>> at;
+  for (int64_t lane = 0; lane < l.numLanes(); ++lane)
+    for (int64_t r = 0; r < int64_t(l.regs.size()); ++r) {
+      LaneLayout::Coords c = l.at(r, lane, 0);
+      at.try_emplace({c[0], c[1]}, std::make_pair(r, lane));
+    }
+  return at;
 }
 
-Value LaneTileBuilder::decayedPairs(Value a, Value, Value, bool) {
-  int64_t m = shape(a)[0];
-  return fail("the pairwise decayed product", {m, m});
+Value LaneTileBuilder::invertUnitLower(Value l) {
+  SmallVector<int64_t> s = shape(l);
+  if (s.size() != 2 || s[0] != s[1])
+    return fail("a triangular inverse of a tile that is not square", s);
+  if (!error.empty())
+    return fail("", s);
+  const int64_t n = s[0];
+  if (n == 1)
+    // A strictly lower 1 x 1 tile is zero: the inverse of I is I.
+    return filled({1, 1}, 1.0);
+  const Tile &t = tile_(l);
+  for (const LaneLayout::Coords &c : t.layout.warps)
+    if (c[0] != 0 || c[1] != 0)
+      return fail("a triangular inverse of a tile split over warps", s);
+  if (n > warpSize || (n & (n - 1)) != 0)
+    return fail("a triangular inverse larger than a warp's lanes or not a "
+                "power of two",
+                s);
+  // Forward substitution, one column of (I + L)^-1 per lane (column
+  // lane % n; the lanes past n hold copies):
+  //   X[i][c] = [i == c] - sum_{j < i} L[i][j] X[j][c].
+  // L's entries come from the lanes that hold them, one broadcast shuffle
+  // each (n (n - 1) / 2, every lane the same source), used at once: no copy
+  // of L is kept in any lane's registers.
+  auto at = holders(t.layout);
+  Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(warpSize));
+  Value col = arith::RemUIOp::create(b, lane, index(n));
+  SmallVector<Value> x;
+  for (int64_t i = 0; i < n; ++i) {
+    Value xi = arith::SelectOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::eq, col, index(i)),
+        constantF32(1.0), constantF32(0.0));
+    for (int64_t j = 0; j < i; ++j) {
+      auto [reg, src] = at.at({i, j});
+      Value lij =
+          gpu::ShuffleOp::create(
+              b, t.regs[reg],
+              arith::ConstantOp::create(b, b.getI32IntegerAttr(src)), width,
+              gpu::ShuffleMode::IDX)
+              .getResult(0);
+      xi = arith::SubFOp::create(b, xi, arith::MulFOp::create(b, lij, x[j]));
+    }
+    x.push_back(xi);
+  }
+  LaneLayout out;
+  out.shape = {n, n};
+  for (int64_t i = 0; i < n; ++i)
+    out.regs.push_back({i, 0});
+  for (int64_t bit = 0; (int64_t(1) << bit) < warpSize; ++bit)
+    out.lanes.push_back({0, (int64_t(1) << bit) < n ? int64_t(1) << bit : 0});
+  for (int64_t w = 1; w < warps; w *= 2)
+    out.warps.push_back({0, 0});
+  return make(out, x);
+}
+
+/// Where a [16, K] layout has mma.sync's rows (g = lane / 4 on lane bits
+/// 2..4, rows 0 and 8 on registers) and its columns on lane bits 0, 1 and
+/// registers (the same columns, in one order, for both rows), warps on
+/// columns only: each row's registers by column slot. Empty otherwise.
+static std::optional<std::array<SmallVector<int64_t>, 2>>
+mmaRowRegisters(const LaneLayout &l) {
+  if (l.rank() != 2 || l.shape[0] != 16 || l.lanes.size() != 5)
+    return std::nullopt;
+  for (int64_t bit = 0; bit < 5; ++bit) {
+    const LaneLayout::Coords &c = l.lanes[bit];
+    if (bit < 2 ? c[0] != 0
+                : c != LaneLayout::Coords{int64_t(1) << (bit - 2), 0})
+      return std::nullopt;
+  }
+  for (const LaneLayout::Coords &c : l.warps)
+    if (c[0] != 0)
+      return std::nullopt;
+  std::array<std::map<int64_t, int64_t>, 2> byCol;
+  for (auto [r, c] : llvm::enumerate(l.regs)) {
+    if (c[0] != 0 && c[0] != 8)
+      return std::nullopt;
+    byCol[c[0] / 8][c[1]] = r;
+  }
+  std::array<SmallVector<int64_t>, 2> out;
+  SmallVector<int64_t> cols[2];
+  for (int h = 0; h < 2; ++h)
+    for (auto [col, r] : byCol[h]) {
+      cols[h].push_back(col);
+      out[h].push_back(r);
+    }
+  if (cols[0] != cols[1] || cols[0].empty() || cols[0].size() % 4 != 0)
+    return std::nullopt;
+  return out;
+}
+
+Value LaneTileBuilder::factoredPairs(Value a, Value bTile, Value g,
+                                     bool inclusive) {
+  // P_ij = sum_d a_id b_jd exp(g_id - g_jd) for the 16 x 16 pairs of a
+  // chunk, on tf32 mma.sync with the decays factored through a reference
+  // row per group of keys (as the sub-chunks of GatedDeltaKernel.cpp, at a
+  // finer grain): for n tile nt (keys 8 nt .. 8 nt + 7) and groups of gs
+  // keys, reference row rho = 8 nt + gs gr + gs / 2:
+  //   A rows  a_i exp(g_i - g_rho)   (zero before the group: no pair),
+  //   B rows  b_j exp(g_rho - g_j)   (the group's keys only),
+  // whose positive exponents span at most gs / 2 gate steps. Lower-bounded
+  // gates keep them small by construction; others (softplus, log-space
+  // inputs) may not, and each warp checks, per chunk and n tile, the
+  // largest exponent it would take (exp overflows f32 near 88): groups of
+  // 8 up to 80, else of 4, else of 2, else the exact pairwise form. The
+  // choice is uniform within the warp (mma.sync needs the whole warp); the
+  // warps' partial sums over their columns meet after it (crossWarpSum).
+  const Tile &ta = tile_(a), &tbk = tile_(bTile), &tg = tile_(g);
+  auto rows = *mmaRowRegisters(ta.layout);
+  const int64_t slots = rows[0].size();
+  Value laneI = lane;
+  Value gIdx = arith::DivUIOp::create(b, laneI, index(4));
+  Value tIdx = arith::RemUIOp::create(b, laneI, index(4));
+  Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(warpSize));
+  auto i32 = [&](Value x) {
+    return arith::IndexCastOp::create(b, b.getI32Type(), x).getResult();
+  };
+  auto reg = [&](const Tile &t, int h, int64_t c) { return t.regs[rows[h][c]]; };
+  auto exp = [&](Value x) { return math::ExpOp::create(b, x).getResult(); };
+  auto sub = [&](Value x, Value y) {
+    return arith::SubFOp::create(b, x, y).getResult();
+  };
+  auto mulf = [&](Value x, Value y) {
+    return arith::MulFOp::create(b, x, y).getResult();
+  };
+  auto ult = [&](Value x, int64_t v) {
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, x, index(v))
+        .getResult();
+  };
+  Value zero = constantF32(0.0);
+  // g at row rho, the lane's columns: from lane (rho % 8, t). The checks
+  // name the lane by an or (the same lane) and take their differences the
+  // other way round: CSE would otherwise merge them with the products' and
+  // keep references and differences live from one to the other (ptxas
+  // spilled at 128 registers); recomputing them costs a shuffle each.
+  auto gAt = [&](int64_t rho, int64_t c, bool forCheck = false) {
+    Value row4 = index(4 * (rho % 8));
+    Value src = i32(forCheck ? arith::OrIOp::create(b, tIdx, row4).getResult()
+                             : arith::AddIOp::create(b, tIdx, row4).getResult());
+    return gpu::ShuffleOp::create(b, reg(tg, rho / 8, c), src, width,
+                                  gpu::ShuffleMode::IDX)
+        .getResult(0);
+  };
+  auto warpMax = [&](Value x) {
+    for (int64_t off = 1; off < warpSize; off *= 2)
+      x = arith::MaximumFOp::create(
+          b, x,
+          gpu::ShuffleOp::create(b, x,
+                                 arith::ConstantOp::create(
+                                     b, b.getI32IntegerAttr(off)),
+                                 width, gpu::ShuffleMode::XOR)
+              .getResult(0));
+    return x;
+  };
+  // The largest exponent of n tile nt's groups of gs, over the warp: minus
+  // the least of the negated exponents.
+  auto spread = [&](int64_t nt, int64_t gs) {
+    Value least = zero;
+    for (int64_t gr = 0; gr < 8 / gs; ++gr) {
+      const int64_t start = 8 * nt + gs * gr, rho = start + gs / 2;
+      Value inGroup = arith::AndIOp::create(
+          b,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::uge, gIdx,
+                                index(start % 8)),
+          ult(gIdx, start % 8 + gs));
+      for (int64_t c = 0; c < slots; ++c) {
+        Value ref = gAt(rho, c, /*forCheck=*/true);
+        for (int h = nt; h < 2; ++h) {
+          Value d = sub(ref, reg(tg, h, c));
+          if (h == nt && gr > 0)
+            d = arith::SelectOp::create(b, ult(gIdx, start % 8), zero, d);
+          least = arith::MinimumFOp::create(b, least, d);
+        }
+        least = arith::MinimumFOp::create(
+            b, least,
+            arith::SelectOp::create(b, inGroup, sub(reg(tg, nt, c), ref),
+                                    zero));
+      }
+    }
+    return warpMax(arith::NegFOp::create(b, least));
+  };
+  // The factored form of n tile nt: its accumulator (4 registers).
+  auto factored = [&](int64_t nt, int64_t gs) {
+    SmallVector<Value> acc(4, zero);
+    for (int64_t gr = 0; gr < 8 / gs; ++gr) {
+      const int64_t start = 8 * nt + gs * gr, rho = start + gs / 2;
+      Value inGroup = arith::AndIOp::create(
+          b,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::uge, gIdx,
+                                index(start % 8)),
+          ult(gIdx, start % 8 + gs));
+      SmallVector<Value> A[2], B;
+      for (int64_t c = 0; c < slots; ++c) {
+        Value ref = gAt(rho, c);
+        for (int h = 0; h < 2; ++h) {
+          if (h < nt) {
+            A[h].push_back(zero);
+            continue;
+          }
+          Value x = mulf(reg(ta, h, c), exp(sub(reg(tg, h, c), ref)));
+          if (h == nt && start % 8 > 0)
+            x = arith::SelectOp::create(b, ult(gIdx, start % 8), zero, x);
+          A[h].push_back(x);
+        }
+        Value y = mulf(reg(tbk, nt, c), exp(sub(ref, reg(tg, nt, c))));
+        if (gs < 8)
+          y = arith::SelectOp::create(b, inGroup, y, zero);
+        B.push_back(y);
+      }
+      Value cv = vector::FromElementsOp::create(
+          b, VectorType::get({2, 2}, f32()), acc);
+      for (int64_t kb = 0; kb < slots / 4; ++kb)
+        for (int64_t s = 0; s < 2; ++s) {
+          const int64_t c0 = 4 * kb + s, c1 = 4 * kb + 2 + s;
+          cv = emitMmaSyncTf32(b, b.getLoc(),
+                               ValueRange{A[0][c0], A[1][c0], A[0][c1],
+                                          A[1][c1]},
+                               ValueRange{B[c0], B[c1]}, cv, mmaPrecise);
+        }
+      for (int64_t e = 0; e < 4; ++e)
+        acc[e] = vector::ExtractOp::create(b, cv,
+                                           ArrayRef<int64_t>{e / 2, e % 2});
+    }
+    return acc;
+  };
+  // The exact form of n tile nt: key row j's columns from lane (j % 8, t),
+  // sums over the lane's columns and over t, kept by the lane whose
+  // accumulator holds (row, j).
+  auto pairwise = [&](int64_t nt) {
+    SmallVector<Value> acc(4, zero);
+    for (int64_t j = 8 * nt; j < 8 * nt + 8; ++j) {
+      Value src = i32(arith::AddIOp::create(b, tIdx, index(4 * (j % 8))));
+      SmallVector<Value> bj, gj;
+      for (int64_t c = 0; c < slots; ++c) {
+        bj.push_back(gpu::ShuffleOp::create(b, reg(tbk, nt, c), src, width,
+                                            gpu::ShuffleMode::IDX)
+                         .getResult(0));
+        gj.push_back(gpu::ShuffleOp::create(b, reg(tg, nt, c), src, width,
+                                            gpu::ShuffleMode::IDX)
+                         .getResult(0));
+      }
+      for (int h = nt; h < 2; ++h) {
+        Value sum = zero;
+        for (int64_t c = 0; c < slots; ++c)
+          sum = math::FmaOp::create(b, mulf(reg(ta, h, c), bj[c]),
+                                    exp(sub(reg(tg, h, c), gj[c])), sum);
+        for (int64_t off : {1, 2})
+          sum = arith::AddFOp::create(
+              b, sum,
+              gpu::ShuffleOp::create(
+                  b, sum, arith::ConstantOp::create(b, b.getI32IntegerAttr(off)),
+                  width, gpu::ShuffleMode::XOR)
+                  .getResult(0));
+        // Accumulator element e of this n tile: (g + 8 (e / 2), 2 t + e % 2).
+        for (int64_t e = 0; e < 2; ++e) {
+          Value mine = arith::CmpIOp::create(
+              b, arith::CmpIPredicate::eq,
+              arith::AddIOp::create(
+                  b, arith::MulIOp::create(b, tIdx, index(2)), index(e)),
+              index(j % 8));
+          acc[2 * h + e] = arith::SelectOp::create(b, mine, sum, acc[2 * h + e]);
+        }
+      }
+    }
+    return acc;
+  };
+  auto choose = [&](Value fits, llvm::function_ref<SmallVector<Value>()> then,
+                    llvm::function_ref<SmallVector<Value>()> otherwise) {
+    auto ifOp = scf::IfOp::create(b, TypeRange(SmallVector<Type>(4, f32())),
+                                  fits, /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      scf::YieldOp::create(b, then());
+      b.setInsertionPointToStart(ifOp.elseBlock());
+      scf::YieldOp::create(b, otherwise());
+    }
+    return SmallVector<Value>(ifOp.getResults());
+  };
+  auto fitsIn = [&](Value most) {
+    return arith::CmpFOp::create(b, arith::CmpFPredicate::OLE, most,
+                                 constantF32(80.0))
+        .getResult();
+  };
+  SmallVector<Value> out;
+  for (int64_t nt = 0; nt < 2; ++nt)
+    llvm::append_range(out, choose(fitsIn(spread(nt, 8)),
+                                   [&] { return factored(nt, 8); }, [&] {
+      return choose(fitsIn(spread(nt, 4)), [&] { return factored(nt, 4); },
+                    [&] {
+                      return choose(fitsIn(spread(nt, 2)),
+                                    [&] { return factored(nt, 2); },
+                                    [&] { return pairwise(nt); });
+                    });
+    }));
+  bool acrossWarps = false;
+  for (const LaneLayout::Coords &c : ta.layout.warps)
+    acrossWarps |= c[1] != 0;
+  if (acrossWarps) {
+    out = crossWarpSum(out);
+    if (!error.empty())
+      return fail("", {16, 16});
+  }
+  LaneLayout accL = mmaAccumulator(16, 16, 1);
+  for (int64_t w = 1; w < warps; w *= 2)
+    accL.warps.push_back({0, 0});
+  // Pairs j <= i (inclusive) or j < i.
+  for (size_t r = 0; r < out.size(); ++r) {
+    Value keep = arith::CmpIOp::create(
+        b, inclusive ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
+        coordinate(accL, r, 1), coordinate(accL, r, 0));
+    out[r] = arith::SelectOp::create(b, keep, out[r], zero);
+  }
+  return make(accL, out);
+}
+
+Value LaneTileBuilder::decayedPairs(Value a, Value bTile, Value g,
+                                    bool inclusive) {
+  SmallVector<int64_t> s = shape(a);
+  const int64_t m = s.size() == 2 ? s[0] : 1;
+  if (s.size() != 2 || shape(bTile) != s || shape(g) != s)
+    return fail("a pairwise decayed product of tiles of unequal shapes",
+                {m, m});
+  if (!error.empty())
+    return fail("", {m, m});
+  const Tile &ta = tile_(a);
+  const LaneLayout &l = ta.layout;
+  if (!(tile_(bTile).layout == l) || !(tile_(g).layout == l))
+    return fail("a pairwise decayed product of tiles in different layouts",
+                {m, m});
+  // Sixteen rows as mma.sync holds them, on the tf32 matrix instruction:
+  // the factored form (exact pairwise only where a warp's gates need it).
+  if (mmaType && mmaType.isF32() && warpSize == 32 && mmaRowRegisters(l))
+    return factoredPairs(a, bTile, g, inclusive);
+  for (const LaneLayout::Coords &c : l.warps)
+    if (c[0] != 0)
+      return fail("a pairwise decayed product whose rows are split over "
+                  "warps",
+                  {m, m});
+  // Exact for any gate: sum_d a_id b_jd exp(g_id - g_jd), with j <= i
+  // (inclusive) or j < i, every exponent <= 0 for a log-decay prefix sum.
+  // Key row j's columns come to every lane from the lanes that hold them
+  // (rowOf: indexed shuffles), each lane sums its registers' terms per row,
+  // then the sums meet over the column lane bits (xor shuffles) and the
+  // warps (crossWarpSum). The result holds, per lane, every j of the rows
+  // the lane holds.
+  std::map<int64_t, SmallVector<int64_t>> regsOfRow;
+  for (auto [r, c] : llvm::enumerate(l.regs))
+    regsOfRow[c[0]].push_back(r);
+  LaneLayout out;
+  out.shape = {m, m};
+  SmallVector<Value> sums;
+  const Tile &tb_ = tile_(bTile);
+  const Tile &tg = tile_(g);
+  SmallVector<Value> bRegs(tb_.regs), gRegs(tg.regs), aRegs(ta.regs);
+  for (int64_t j = 0; j < m; ++j) {
+    Value bj = rowOf(bTile, j), gj = rowOf(g, j);
+    if (!error.empty())
+      return fail("", {m, m});
+    // rowOf keeps the lane's registers of one row in order: column c of
+    // the lane's row registers is the k-th register of the row.
+    ArrayRef<Value> bjr = registersOf(bj), gjr = registersOf(gj);
+    for (auto &[row, rs] : regsOfRow) {
+      Value sum = constantF32(0.0);
+      for (auto [k, r] : llvm::enumerate(rs)) {
+        Value e = math::ExpOp::create(
+            b, arith::SubFOp::create(b, gRegs[r], gjr[k]));
+        sum = math::FmaOp::create(
+            b, arith::MulFOp::create(b, aRegs[r], bjr[k]), e, sum);
+      }
+      Value keep = arith::CmpIOp::create(
+          b, inclusive ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
+          index(j), coordinate(l, rs.front(), 0));
+      out.regs.push_back({row, j});
+      sums.push_back(arith::SelectOp::create(b, keep, sum, constantF32(0.0)));
+    }
+  }
+  Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(warpSize));
+  bool acrossWarps = false;
+  for (auto [bit, c] : llvm::enumerate(l.lanes)) {
+    out.lanes.push_back({c[0], 0});
+    if (c[1] == 0)
+      continue;
+    if (c[0] != 0)
+      return fail("a pairwise decayed product whose lane bits split rows and "
+                  "columns at once",
+                  {m, m});
+    Value offset =
+        arith::ConstantOp::create(b, b.getI32IntegerAttr(int64_t(1) << bit));
+    for (Value &x : sums)
+      x = arith::AddFOp::create(
+          b, x,
+          gpu::ShuffleOp::create(b, x, offset, width, gpu::ShuffleMode::XOR)
+              .getResult(0));
+  }
+  for (const LaneLayout::Coords &c : l.warps) {
+    acrossWarps |= c[1] != 0;
+    out.warps.push_back({0, 0});
+  }
+  if (acrossWarps) {
+    sums = crossWarpSum(sums);
+    if (!error.empty())
+      return fail("", {m, m});
+  }
+  return make(out, sums);
 }
 
 Value LaneTileBuilder::subTile(Value tile, ArrayRef<int64_t> offsets,
@@ -1582,21 +2189,57 @@ Value LaneTileBuilder::rowOf(Value tile, int64_t row) {
   const Tile &t = tile_(tile);
   if (!error.empty())
     return fail("", {s[1]});
-  for (const LaneLayout::Coords &c :
-       llvm::concat<const LaneLayout::Coords>(t.layout.lanes, t.layout.warps))
+  const LaneLayout &l = t.layout;
+  for (const LaneLayout::Coords &c : l.warps)
     if (c[0] != 0)
-      return fail("a row of a tile whose rows are split over lanes", {s[1]});
+      return fail("a row of a tile whose rows are split over warps", {s[1]});
+  // The row's part held by registers and the part numbered by lane bits:
+  // every lane reads its columns of the row from the lane that holds them
+  // (one indexed shuffle a register where rows are on lanes), and the
+  // result is a copy on those lane bits.
+  int64_t regRowBits = 0;
+  for (const LaneLayout::Coords &c : l.regs)
+    regRowBits |= c[0];
+  LaneFunction from;
+  from.c = 0;
+  from.m.assign(l.lanes.size(), 0);
+  int64_t rest = row & ~regRowBits;
+  bool rowsOnLanes = false;
+  for (auto [bit, c] : llvm::enumerate(l.lanes)) {
+    if (c[0] != 0 && c[1] != 0)
+      return fail("a row of a tile whose lane bits split rows and columns "
+                  "at once",
+                  {s[1]});
+    if (c[0] == 0) {
+      from.m[bit] = int64_t(1) << bit;
+      continue;
+    }
+    rowsOnLanes = true;
+    if (rest & c[0]) {
+      rest &= ~c[0];
+      from.c |= int64_t(1) << bit;
+    }
+  }
+  if (rest != 0)
+    return fail("a row of a tile that no lane holds as one", {s[1]});
+  const int64_t regRow = row & regRowBits;
   LaneLayout out;
   out.shape = {s[1]};
   SmallVector<Value> regs;
-  for (auto [r, c] : llvm::enumerate(t.layout.regs))
-    if (c[0] == row) {
+  Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(warpSize));
+  Value srcLane = rowsOnLanes ? laneIndexI32(from) : Value();
+  for (auto [r, c] : llvm::enumerate(l.regs))
+    if (c[0] == regRow) {
       out.regs.push_back({c[1]});
-      regs.push_back(t.regs[r]);
+      regs.push_back(rowsOnLanes ? gpu::ShuffleOp::create(b, t.regs[r], srcLane,
+                                                          width,
+                                                          gpu::ShuffleMode::IDX)
+                                       .getResult(0)
+                                 : t.regs[r]);
     }
-  for (const LaneLayout::Coords &c : t.layout.lanes)
+  for (const LaneLayout::Coords &c : l.lanes)
     out.lanes.push_back({c[1]});
-  for (const LaneLayout::Coords &c : t.layout.warps)
+  for (const LaneLayout::Coords &c : l.warps)
     out.warps.push_back({c[1]});
   return make(out, regs);
 }

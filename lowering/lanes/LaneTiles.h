@@ -33,6 +33,7 @@
 
 #include "passes/TileBuilder.h"
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -121,7 +122,13 @@ public:
   /// strategy's matrix instruction) and f32 accumulators, or, for f32, as
   /// pairs of 3xTF32 m16n8k8 steps on the same layouts (fp32's 1e-4 bar);
   /// without it they are refused.
-  void useMmaSync(Type operandType) { mmaType = operandType; }
+  /// f32 with `precise` false: one TF32 product a step (10-bit operands:
+  /// the intra-chunk products of 16-bit inputs, whose decayed operands
+  /// need f32's range).
+  void useMmaSync(Type operandType, bool precise = true) {
+    mmaType = operandType;
+    mmaPrecise = precise;
+  }
   /// mma.sync m16n8k16's layouts (Triton's #mma and its dot operands): the
   /// accumulator [rows, cols] and the A operand [rows, k], the rows split
   /// over the `warps` in blocks of rows / warps (a multiple of 16); the B
@@ -160,6 +167,17 @@ public:
   /// pipelined loop does): a body with an odd number of sums would
   /// otherwise write a half the previous iteration's last sum still reads.
   void useScratch(Value buffer) { scratch = buffer; }
+
+  /// Shared memory for layout conversions within a warp that shuffles
+  /// cannot make (a register that differs between the reading lanes: a
+  /// column per lane to mma.sync's fragments): a static 1-D f32 workgroup
+  /// buffer, warps x (rows x (cols + 1)) of the largest such tile.
+  void useExchange(Value buffer) { exchange = buffer; }
+
+  /// Products of a copy in every warp and a B split over the warps by its
+  /// columns: split by C's columns (C in the accumulator's layout, row
+  /// pairs of consecutive columns) instead of run transposed (C^T's).
+  void preferColumnSplits() { columnSplits = true; }
 
   /// Why the last program could not be built; empty if it could.
   const std::string &failure() const { return error; }
@@ -209,6 +227,10 @@ private:
   /// then xor shuffles over the lane bits along `dim`. The result keeps the
   /// other coordinate (rank 1), or is [1] for a rank-1 tile.
   Value reduce(Value tile, int64_t dim, bool isMax);
+  struct Tile;
+  /// convertLayout through `exchange`, where it applies.
+  std::optional<SmallVector<Value>> exchangeInWarp(const Tile &src,
+                                                   const LaneLayout &to);
   static FailureOr<SmallVector<ConversionStep>>
   planConversion(const LaneLayout &from, const LaneLayout &to,
                  int64_t warpSize, int64_t warps, std::string &why);
@@ -217,6 +239,18 @@ private:
   /// shared tile; `init` (or null: zeros) is the accumulator it adds to.
   Value mmaProduct(Value a, Value bTile, bool transB, int64_t M, int64_t K,
                    int64_t N, Value init = {});
+  /// Where A and op(b)^T are distributed alike, rows as mma.sync's (g on
+  /// lane bits 2..4, 8 h + 16 mt on registers) and the contracted index on
+  /// lane bits 0, 1 and registers: the fragments (mmaOperandA's and
+  /// mmaOperandB's register order) with the contracted index relabeled, no
+  /// shuffle. False where the layouts do not allow it.
+  bool relabeledOperands(Value a, Value bTile, bool transB, int64_t M,
+                         int64_t KW, int64_t N, SmallVector<Value> &aRegs,
+                         SmallVector<Value> &bRegs);
+  /// decayedPairs of a 16-row chunk whose tiles hold mma.sync's rows, on
+  /// tf32 mma.sync with the decays factored per group of keys (exact
+  /// pairwise where a warp's gates would overflow every factored form).
+  Value factoredPairs(Value a, Value bTile, Value g, bool inclusive);
   /// Two f32 values as one 32-bit register of two mmaType halves.
   Value packPair(Value lo, Value hi);
   /// A pair of halves as mma.sync's operand register (i32 for bf16, the
@@ -240,6 +274,9 @@ private:
   /// makeSwizzledShared).
   Value sharedHandle(SharedTile tile);
   Type mmaType;
+  bool mmaPrecise = true;
+  Value exchange;
+  bool columnSplits = false;
   Value scratch;
   int64_t scratchTurn = 0; // the half the next sum takes (two halves)
   /// The sum over the warps of each register (the same lane, every warp),

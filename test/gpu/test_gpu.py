@@ -591,7 +591,9 @@ def expected_program(role, dtype):
     passes/ (the decode step, window attention, the state step of 16-bit inputs) or per lane
     (the intra-chunk kernel, the split-K state program of fp32 inputs)."""
     if role == "intra":
-        return "per_lane"
+        # The per-lane program by default; bundles built with kda-compile
+        # --intra-program=derived (KDA_INTRA_PROGRAM=derived) the derived one.
+        return os.environ.get("KDA_INTRA_PROGRAM", "per_lane")
     if role == "state" and dtype == "f32":
         # fp32 state kernels: the split-K program by default; bundles built with
         # kda-compile --state-program=derived (KDA_STATE_PROGRAM=derived) the derived one.

@@ -23,6 +23,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <functional>
 #include <map>
 #include <optional>
 
@@ -146,6 +148,13 @@ protected:
         EXPECT_EQ(shuffles, expectShuffles) << "lane " << l;
       }
   }
+
+  int64_t evaluate(const LaneLayout &in,
+                   std::function<double(int64_t, int64_t)> value,
+                   std::function<Value(LaneTileBuilder &, Value)> program,
+                   std::function<double(const LaneLayout::Coords &)> expected,
+                   std::optional<LaneLayout> expectLayout = std::nullopt,
+                   double tolerance = 0.0);
 
   MLIRContext ctx;
   ModuleOp module;
@@ -343,11 +352,32 @@ public:
         return std::nullopt;
       return f32(*c ? sel.getTrueValue() : sel.getFalseValue(), lane);
     }
+    if (isa<arith::SubFOp, arith::MulFOp>(op)) {
+      auto x = f32(op->getOperand(0), lane), y = f32(op->getOperand(1), lane);
+      if (!x || !y)
+        return std::nullopt;
+      return isa<arith::SubFOp>(op) ? *x - *y : *x * *y;
+    }
+    if (isa<math::FmaOp>(op)) {
+      auto x = f32(op->getOperand(0), lane), y = f32(op->getOperand(1), lane),
+           z = f32(op->getOperand(2), lane);
+      if (!x || !y || !z)
+        return std::nullopt;
+      return *x * *y + *z;
+    }
+    if (isa<math::ExpOp>(op)) {
+      auto x = f32(op->getOperand(0), lane);
+      if (!x)
+        return std::nullopt;
+      return std::exp(*x);
+    }
     if (auto sh = dyn_cast<gpu::ShuffleOp>(op)) {
       std::optional<int64_t> off = evalInt(sh.getOffset());
-      if (!off || sh.getMode() != gpu::ShuffleMode::XOR)
+      if (!off || (sh.getMode() != gpu::ShuffleMode::XOR &&
+                   sh.getMode() != gpu::ShuffleMode::IDX))
         return std::nullopt;
-      const int64_t src = lane ^ *off;
+      const int64_t src =
+          sh.getMode() == gpu::ShuffleMode::XOR ? lane ^ *off : *off;
       auto [l, i] = where.at(op);
       (void)l;
       auto other = cast<gpu::ShuffleOp>(programs[src][i]);
@@ -365,6 +395,10 @@ public:
         return *x != *y;
       case arith::CmpIPredicate::eq:
         return *x == *y;
+      case arith::CmpIPredicate::ult:
+        return uint64_t(*x) < uint64_t(*y);
+      case arith::CmpIPredicate::ule:
+        return uint64_t(*x) <= uint64_t(*y);
       default:
         return std::nullopt;
       }
@@ -470,13 +504,154 @@ TEST_F(LaneTilesTest, PrefixSumRowsScansRegistersThenLaneBlocks) {
   EXPECT_EQ(xors, 2);
 }
 
-TEST_F(LaneTilesTest, PrefixSumRowsRefusesInterleavedRows) {
-  // The mma accumulator's rows: g and g + 8, interleaved between lanes.
-  auto ln = lane(32, 4, 0, 0);
-  Value acc = numbered(*ln, LaneTileBuilder::mmaAccumulator(64, 8, 4));
-  ln->tb->prefixSumRows(acc);
-  EXPECT_NE(ln->tb->failure().find("prefix sum"), std::string::npos)
-      << ln->tb->failure();
+/// Builds `program` once per lane of one warp (the tile's registers
+/// numbered by `value` of their coordinates), evaluates the registers of the
+/// tile it returns lane by lane, and checks each against `expected` of its
+/// coordinates. Returns the number of shuffles of lane 0's program.
+int64_t LaneTilesTest::evaluate(
+    const LaneLayout &in, std::function<double(int64_t, int64_t)> value,
+    std::function<Value(LaneTileBuilder &, Value)> program,
+    std::function<double(const LaneLayout::Coords &)> expected,
+    std::optional<LaneLayout> expectLayout, double tolerance) {
+  WarpEvaluator ev;
+  std::vector<std::unique_ptr<Lane>> lanes;
+  std::vector<SmallVector<Value>> results;
+  std::vector<LaneLayout> layouts;
+  for (int64_t lane = 0; lane < 32; ++lane) {
+    const size_t before = block->getOperations().size();
+    lanes.push_back(this->lane(32, 1, lane, 0));
+    SmallVector<Value> regs;
+    for (int64_t r = 0; r < int64_t(in.regs.size()); ++r) {
+      LaneLayout::Coords c = in.at(r, lane, 0);
+      regs.push_back(lanes.back()->tb->constantF32(value(c[0], c[1])));
+    }
+    Value x = lanes.back()->tb->make(in, regs);
+    Value y = program(*lanes.back()->tb, x);
+    EXPECT_EQ(lanes.back()->tb->failure(), "");
+    if (!lanes.back()->tb->failure().empty())
+      return -1;
+    layouts.push_back(lanes.back()->tb->layoutOf(y));
+    if (expectLayout)
+      EXPECT_EQ(layouts.back(), *expectLayout);
+    results.push_back(SmallVector<Value>(lanes.back()->tb->registersOf(y)));
+    std::vector<Operation *> ops;
+    auto it = block->begin();
+    std::advance(it, before);
+    for (; it != block->end(); ++it) {
+      ev.where[&*it] = {lane, int64_t(ops.size())};
+      ops.push_back(&*it);
+    }
+    ev.programs.push_back(std::move(ops));
+  }
+  for (int64_t lane = 0; lane < 32; ++lane)
+    for (int64_t r = 0; r < int64_t(results[lane].size()); ++r) {
+      LaneLayout::Coords c = layouts[lane].at(r, lane, 0);
+      std::optional<double> got = ev.f32(results[lane][r], lane);
+      EXPECT_TRUE(got.has_value()) << "lane " << lane << " register " << r;
+      if (!got)
+        return -1;
+      EXPECT_NEAR(*got, expected(c), tolerance)
+          << "lane " << lane << " register " << r << " at (" << c[0]
+          << (c.size() > 1 ? ", " + std::to_string(c[1]) : std::string())
+          << ")";
+    }
+  int64_t shuffles = 0;
+  for (Operation *op : ev.programs[0])
+    shuffles += isa<gpu::ShuffleOp>(op);
+  return shuffles;
+}
+
+/// The gate cumsum in mma.sync's own layout (rows g and g + 8 of a lane:
+/// a register bit above three lane bits): the scan takes the lane bits
+/// (xor shuffles of the totals), then the register bit.
+TEST_F(LaneTilesTest, PrefixSumRowsInTheMmaLayout) {
+  auto value = [](int64_t r, int64_t c) { return double(r * 10 + c + 1); };
+  LaneLayout acc = LaneTileBuilder::mmaOperandA(16, 32, 1);
+  int64_t shuffles = evaluate(
+      acc, value,
+      [](LaneTileBuilder &tb, Value x) { return tb.prefixSumRows(x); },
+      [&](const LaneLayout::Coords &c) {
+        double sum = 0;
+        for (int64_t row = 0; row <= c[0]; ++row)
+          sum += value(row, c[1]);
+        return sum;
+      },
+      acc);
+  // Three lane bits (rows 1, 2, 4), one shuffle each per register (rows
+  // g and g + 8 are in different 8-row groups until the register bit, row
+  // 8, which needs none): 3 x 16.
+  EXPECT_EQ(shuffles, 48);
+}
+
+/// A row of a tile whose rows are on lanes: every lane reads its columns of
+/// the row from the lane holding them (G's last row for the chunk's decay).
+TEST_F(LaneTilesTest, RowOfRowsOnLanes) {
+  auto value = [](int64_t r, int64_t c) { return double(r * 100 + c); };
+  LaneLayout acc = LaneTileBuilder::mmaAccumulator(16, 16, 1);
+  for (int64_t row : {0, 5, 8, 15})
+    evaluate(
+        acc, value,
+        [&](LaneTileBuilder &tb, Value x) { return tb.rowOf(x, row); },
+        [&](const LaneLayout::Coords &c) { return value(row, c[0]); });
+}
+
+/// (I + L)^-1 of a strictly lower 16 x 16 L held in the accumulator layout
+/// (as the intra-chunk products leave it): one column per lane, checked
+/// against the same forward substitution in double.
+TEST_F(LaneTilesTest, InvertUnitLowerOnLanes) {
+  auto value = [](int64_t i, int64_t j) {
+    return j < i ? 0.1 * double((i * 7 + j * 3) % 11) - 0.5 : 0.0;
+  };
+  double ref[16][16];
+  for (int64_t c = 0; c < 16; ++c)
+    for (int64_t i = 0; i < 16; ++i) {
+      double x = i == c ? 1.0 : 0.0;
+      for (int64_t j = 0; j < i; ++j)
+        x -= value(i, j) * ref[j][c];
+      ref[i][c] = x;
+    }
+  int64_t shuffles = evaluate(
+      LaneTileBuilder::mmaAccumulator(16, 16, 1), value,
+      [](LaneTileBuilder &tb, Value x) { return tb.invertUnitLower(x); },
+      [&](const LaneLayout::Coords &c) { return ref[c[0]][c[1]]; },
+      std::nullopt, 1e-5);
+  EXPECT_EQ(shuffles, 16 * 15 / 2);
+}
+
+/// The exact pairwise product of the intra-chunk matrices for gates whose
+/// factored form would overflow: sum_d a_id b_jd exp(g_id - g_jd), j <= i.
+TEST_F(LaneTilesTest, DecayedPairsOnLanes) {
+  // One tile in A's layout stands for a, b and g (the evaluator numbers a
+  // single input): a = b = x, g = x / 100.
+  auto value = [](int64_t r, int64_t c) {
+    return 0.01 * double((r * 5 + c * 3) % 17) - 0.05 * double(r);
+  };
+  const int64_t K = 32;
+  for (bool inclusive : {true, false})
+    evaluate(
+        LaneTileBuilder::mmaOperandA(16, K, 1), value,
+        [&](LaneTileBuilder &tb, Value x) {
+          Value g = tb.map({16, K}, {x},
+                           [](ImplicitLocOpBuilder &b, ValueRange s,
+                              ValueRange) -> Value {
+                             return arith::MulFOp::create(
+                                 b, s[0],
+                                 arith::ConstantOp::create(
+                                     b, b.getF32FloatAttr(0.01)));
+                           });
+          return tb.decayedPairs(x, x, g, inclusive);
+        },
+        [&](const LaneLayout::Coords &c) {
+          const int64_t i = c[0], j = c[1];
+          if (inclusive ? j > i : j >= i)
+            return 0.0;
+          double sum = 0;
+          for (int64_t d = 0; d < K; ++d)
+            sum += value(i, d) * value(j, d) *
+                   std::exp(0.01 * (value(i, d) - value(j, d)));
+          return sum;
+        },
+        std::nullopt, 1e-5);
 }
 
 TEST_F(LaneTilesTest, WhatItDoesNotTakeIsAReasonNotWrongCode) {

@@ -99,6 +99,12 @@ static cl::opt<std::string> stateProgram(
              "kernel; fp32: 3xTF32 products) or per_lane (K split over a "
              "block's warps)"),
     cl::init("auto"), cl::cat(compileCategory));
+static cl::opt<std::string> intraProgram(
+    "intra-program",
+    cl::desc("NVIDIA: which program writes the chunk-parallel intra-chunk "
+             "kernel: per_lane (default: written per lane) or derived "
+             "(emitIntraChunk of passes/GatedDeltaKernel.cpp on lane tiles)"),
+    cl::init("per_lane"), cl::cat(compileCategory));
 static cl::opt<bool> statePrefetch(
     "state-prefetch",
     cl::desc("NVIDIA: the register state kernel issues the next chunk's "
@@ -661,6 +667,7 @@ int main(int argc, char **argv) {
     options.vBlock = vBlock;
     options.tensorCores = !noTensorCores;
     options.stateProgram = stateProgram;
+    options.intraProgram = intraProgram;
     options.statePrefetch = statePrefetch;
     options.stateMaxRegisters = stateMaxRegisters;
     options.stateStages = stateStages;

@@ -269,11 +269,13 @@ IntraChunk mlir::kda::emitIntraChunk(
         }
         continue;
       }
-      P = tb.insertSubTile(tb.decayedPairs(qI, kI, gI, /*inclusive=*/true),
-                           P, {r, r});
+      // P's pairs j <= i, L's j < i, against the same keys.
+      SmallVector<Value> pairs =
+          delta ? tb.decayedPairsMany({qI, kI}, kI, gI, {true, false})
+                : tb.decayedPairsMany({qI}, kI, gI, {true});
+      P = tb.insertSubTile(pairs[0], P, {r, r});
       if (delta)
-        L = tb.insertSubTile(
-            tb.decayedPairs(kI, kI, gI, /*inclusive=*/false), L, {r, r});
+        L = tb.insertSubTile(pairs[1], L, {r, r});
     }
   } else {
     P = lowerTriangle(tb, tb.matmul(q, k, false, true), /*inclusive=*/true);

@@ -105,6 +105,18 @@ public:
   /// overflow. Discarded pairs take the exponent 0, so they cannot produce
   /// inf.
   virtual Value decayedPairs(Value a, Value bTile, Value g, bool inclusive) = 0;
+  /// decayedPairs of several tiles `as` against one `bTile` and `g`
+  /// (inclusive[i] for as[i]): P and L of a chunk share their keys. A
+  /// builder may share the keys' decays and checks between them; by
+  /// default, one decayedPairs each.
+  virtual SmallVector<Value> decayedPairsMany(ArrayRef<Value> as, Value bTile,
+                                              Value g,
+                                              ArrayRef<bool> inclusive) {
+    SmallVector<Value> out;
+    for (auto [a, inc] : llvm::zip(as, inclusive))
+      out.push_back(decayedPairs(a, bTile, g, inc));
+    return out;
+  }
 
   /// Static sub-tile [offsets, offsets + sizes) of the same rank.
   virtual Value subTile(Value tile, ArrayRef<int64_t> offsets,

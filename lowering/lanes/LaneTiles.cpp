@@ -1848,8 +1848,9 @@ mmaRowRegisters(const LaneLayout &l) {
   return out;
 }
 
-Value LaneTileBuilder::factoredPairs(Value a, Value bTile, Value g,
-                                     bool inclusive) {
+SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
+                                                  Value bTile, Value g,
+                                                  ArrayRef<bool> inclusive) {
   // P_ij = sum_d a_id b_jd exp(g_id - g_jd) for the 16 x 16 pairs of a
   // chunk, on tf32 mma.sync with the decays factored through a reference
   // row per group of keys (as the sub-chunks of GatedDeltaKernel.cpp, at a
@@ -1864,8 +1865,12 @@ Value LaneTileBuilder::factoredPairs(Value a, Value bTile, Value g,
   // 8 up to 80, else of 4, else of 2, else the exact pairwise form. The
   // choice is uniform within the warp (mma.sync needs the whole warp); the
   // warps' partial sums over their columns meet after it (crossWarpSum).
-  const Tile &ta = tile_(a), &tbk = tile_(bTile), &tg = tile_(g);
-  auto rows = *mmaRowRegisters(ta.layout);
+  const int64_t nA = as.size();
+  SmallVector<const Tile *> ta;
+  for (Value a : as)
+    ta.push_back(&tile_(a));
+  const Tile &tbk = tile_(bTile), &tg = tile_(g);
+  auto rows = *mmaRowRegisters(tg.layout);
   const int64_t slots = rows[0].size();
   Value laneI = lane;
   Value gIdx = arith::DivUIOp::create(b, laneI, index(4));
@@ -1940,7 +1945,7 @@ Value LaneTileBuilder::factoredPairs(Value a, Value bTile, Value g,
   };
   // The factored form of n tile nt: its accumulator (4 registers).
   auto factored = [&](int64_t nt, int64_t gs) {
-    SmallVector<Value> acc(4, zero);
+    SmallVector<Value> acc(4 * nA, zero);
     for (int64_t gr = 0; gr < 8 / gs; ++gr) {
       const int64_t start = 8 * nt + gs * gr, rho = start + gs / 2;
       Value inGroup = arith::AndIOp::create(
@@ -1948,37 +1953,46 @@ Value LaneTileBuilder::factoredPairs(Value a, Value bTile, Value g,
           arith::CmpIOp::create(b, arith::CmpIPredicate::uge, gIdx,
                                 index(start % 8)),
           ult(gIdx, start % 8 + gs));
-      SmallVector<Value> A[2], B;
+      // The decays of the A rows (exp(g_i - g_rho)) are the same for
+      // every A tile: taken once.
+      SmallVector<Value> up[2], B;
       for (int64_t c = 0; c < slots; ++c) {
         Value ref = gAt(rho, c);
-        for (int h = 0; h < 2; ++h) {
-          if (h < nt) {
-            A[h].push_back(zero);
-            continue;
-          }
-          Value x = mulf(reg(ta, h, c), exp(sub(reg(tg, h, c), ref)));
-          if (h == nt && start % 8 > 0)
-            x = arith::SelectOp::create(b, ult(gIdx, start % 8), zero, x);
-          A[h].push_back(x);
-        }
+        for (int h = nt; h < 2; ++h)
+          up[h].push_back(exp(sub(reg(tg, h, c), ref)));
         Value y = mulf(reg(tbk, nt, c), exp(sub(ref, reg(tg, nt, c))));
         if (gs < 8)
           y = arith::SelectOp::create(b, inGroup, y, zero);
         B.push_back(y);
       }
-      Value cv = vector::FromElementsOp::create(
-          b, VectorType::get({2, 2}, f32()), acc);
-      for (int64_t kb = 0; kb < slots / 4; ++kb)
-        for (int64_t s = 0; s < 2; ++s) {
-          const int64_t c0 = 4 * kb + s, c1 = 4 * kb + 2 + s;
-          cv = emitMmaSyncTf32(b, b.getLoc(),
-                               ValueRange{A[0][c0], A[1][c0], A[0][c1],
-                                          A[1][c1]},
-                               ValueRange{B[c0], B[c1]}, cv, mmaPrecise);
-        }
-      for (int64_t e = 0; e < 4; ++e)
-        acc[e] = vector::ExtractOp::create(b, cv,
-                                           ArrayRef<int64_t>{e / 2, e % 2});
+      for (int64_t m = 0; m < nA; ++m) {
+        SmallVector<Value> A[2];
+        for (int64_t c = 0; c < slots; ++c)
+          for (int h = 0; h < 2; ++h) {
+            if (h < nt) {
+              A[h].push_back(zero);
+              continue;
+            }
+            Value x = mulf(reg(*ta[m], h, c), up[h][c]);
+            if (h == nt && start % 8 > 0)
+              x = arith::SelectOp::create(b, ult(gIdx, start % 8), zero, x);
+            A[h].push_back(x);
+          }
+        Value cv = vector::FromElementsOp::create(
+            b, VectorType::get({2, 2}, f32()),
+            ArrayRef<Value>(acc).slice(4 * m, 4));
+        for (int64_t kb = 0; kb < slots / 4; ++kb)
+          for (int64_t s = 0; s < 2; ++s) {
+            const int64_t c0 = 4 * kb + s, c1 = 4 * kb + 2 + s;
+            cv = emitMmaSyncTf32(b, b.getLoc(),
+                                 ValueRange{A[0][c0], A[1][c0], A[0][c1],
+                                            A[1][c1]},
+                                 ValueRange{B[c0], B[c1]}, cv, mmaPrecise);
+          }
+        for (int64_t e = 0; e < 4; ++e)
+          acc[4 * m + e] = vector::ExtractOp::create(
+              b, cv, ArrayRef<int64_t>{e / 2, e % 2});
+      }
     }
     return acc;
   };
@@ -1986,7 +2000,7 @@ Value LaneTileBuilder::factoredPairs(Value a, Value bTile, Value g,
   // sums over the lane's columns and over t, kept by the lane whose
   // accumulator holds (row, j).
   auto pairwise = [&](int64_t nt) {
-    SmallVector<Value> acc(4, zero);
+    SmallVector<Value> acc(4 * nA, zero);
     for (int64_t j = 8 * nt; j < 8 * nt + 8; ++j) {
       Value src = i32(arith::AddIOp::create(b, tIdx, index(4 * (j % 8))));
       SmallVector<Value> bj, gj;
@@ -1999,25 +2013,31 @@ Value LaneTileBuilder::factoredPairs(Value a, Value bTile, Value g,
                          .getResult(0));
       }
       for (int h = nt; h < 2; ++h) {
-        Value sum = zero;
+        SmallVector<Value> e(slots);
         for (int64_t c = 0; c < slots; ++c)
-          sum = math::FmaOp::create(b, mulf(reg(ta, h, c), bj[c]),
-                                    exp(sub(reg(tg, h, c), gj[c])), sum);
-        for (int64_t off : {1, 2})
-          sum = arith::AddFOp::create(
-              b, sum,
-              gpu::ShuffleOp::create(
-                  b, sum, arith::ConstantOp::create(b, b.getI32IntegerAttr(off)),
-                  width, gpu::ShuffleMode::XOR)
-                  .getResult(0));
-        // Accumulator element e of this n tile: (g + 8 (e / 2), 2 t + e % 2).
-        for (int64_t e = 0; e < 2; ++e) {
-          Value mine = arith::CmpIOp::create(
-              b, arith::CmpIPredicate::eq,
-              arith::AddIOp::create(
-                  b, arith::MulIOp::create(b, tIdx, index(2)), index(e)),
-              index(j % 8));
-          acc[2 * h + e] = arith::SelectOp::create(b, mine, sum, acc[2 * h + e]);
+          e[c] = mulf(bj[c], exp(sub(reg(tg, h, c), gj[c])));
+        for (int64_t m = 0; m < nA; ++m) {
+          Value sum = zero;
+          for (int64_t c = 0; c < slots; ++c)
+            sum = math::FmaOp::create(b, reg(*ta[m], h, c), e[c], sum);
+          for (int64_t off : {1, 2})
+            sum = arith::AddFOp::create(
+                b, sum,
+                gpu::ShuffleOp::create(
+                    b, sum,
+                    arith::ConstantOp::create(b, b.getI32IntegerAttr(off)),
+                    width, gpu::ShuffleMode::XOR)
+                    .getResult(0));
+          // Accumulator element of this n tile: (g + 8 h, 2 t + x).
+          for (int64_t x = 0; x < 2; ++x) {
+            Value mine = arith::CmpIOp::create(
+                b, arith::CmpIPredicate::eq,
+                arith::AddIOp::create(
+                    b, arith::MulIOp::create(b, tIdx, index(2)), index(x)),
+                index(j % 8));
+            Value &slot = acc[4 * m + 2 * h + x];
+            slot = arith::SelectOp::create(b, mine, sum, slot);
+          }
         }
       }
     }
@@ -2025,7 +2045,7 @@ Value LaneTileBuilder::factoredPairs(Value a, Value bTile, Value g,
   };
   auto choose = [&](Value fits, llvm::function_ref<SmallVector<Value>()> then,
                     llvm::function_ref<SmallVector<Value>()> otherwise) {
-    auto ifOp = scf::IfOp::create(b, TypeRange(SmallVector<Type>(4, f32())),
+    auto ifOp = scf::IfOp::create(b, TypeRange(SmallVector<Type>(4 * nA, f32())),
                                   fits, /*withElseRegion=*/true);
     {
       OpBuilder::InsertionGuard guard(b);
@@ -2041,9 +2061,9 @@ Value LaneTileBuilder::factoredPairs(Value a, Value bTile, Value g,
                                  constantF32(80.0))
         .getResult();
   };
-  SmallVector<Value> out;
+  SmallVector<Value> perTile[2];
   for (int64_t nt = 0; nt < 2; ++nt)
-    llvm::append_range(out, choose(fitsIn(spread(nt, 8)),
+    llvm::append_range(perTile[nt], choose(fitsIn(spread(nt, 8)),
                                    [&] { return factored(nt, 8); }, [&] {
       return choose(fitsIn(spread(nt, 4)), [&] { return factored(nt, 4); },
                     [&] {
@@ -2053,24 +2073,49 @@ Value LaneTileBuilder::factoredPairs(Value a, Value bTile, Value g,
                     });
     }));
   bool acrossWarps = false;
-  for (const LaneLayout::Coords &c : ta.layout.warps)
+  for (const LaneLayout::Coords &c : tg.layout.warps)
     acrossWarps |= c[1] != 0;
-  if (acrossWarps) {
-    out = crossWarpSum(out);
-    if (!error.empty())
-      return fail("", {16, 16});
-  }
   LaneLayout accL = mmaAccumulator(16, 16, 1);
   for (int64_t w = 1; w < warps; w *= 2)
     accL.warps.push_back({0, 0});
-  // Pairs j <= i (inclusive) or j < i.
-  for (size_t r = 0; r < out.size(); ++r) {
-    Value keep = arith::CmpIOp::create(
-        b, inclusive ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
-        coordinate(accL, r, 1), coordinate(accL, r, 0));
-    out[r] = arith::SelectOp::create(b, keep, out[r], zero);
+  SmallVector<Value> results;
+  for (int64_t m = 0; m < nA; ++m) {
+    // The accumulator's order: n tile 0's four registers, then n tile 1's.
+    SmallVector<Value> out;
+    for (int64_t nt = 0; nt < 2; ++nt)
+      llvm::append_range(out, ArrayRef<Value>(perTile[nt]).slice(4 * m, 4));
+    if (acrossWarps) {
+      out = crossWarpSum(out);
+      if (!error.empty())
+        return SmallVector<Value>(nA, fail("", {16, 16}));
+    }
+    // Pairs j <= i (inclusive) or j < i.
+    for (size_t r = 0; r < out.size(); ++r) {
+      Value keep = arith::CmpIOp::create(
+          b,
+          inclusive[m] ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
+          coordinate(accL, r, 1), coordinate(accL, r, 0));
+      out[r] = arith::SelectOp::create(b, keep, out[r], zero);
+    }
+    results.push_back(make(accL, out));
   }
-  return make(accL, out);
+  return results;
+}
+
+SmallVector<Value> LaneTileBuilder::decayedPairsMany(ArrayRef<Value> as,
+                                                     Value bTile, Value g,
+                                                     ArrayRef<bool> inclusive) {
+  bool fast = error.empty() && mmaType && mmaType.isF32() && warpSize == 32 &&
+              tiles.count(g.getAsOpaquePointer()) &&
+              tiles.count(bTile.getAsOpaquePointer()) &&
+              mmaRowRegisters(tile_(g).layout) &&
+              tile_(bTile).layout == tile_(g).layout;
+  for (Value a : as)
+    fast &= tiles.count(a.getAsOpaquePointer()) &&
+            tile_(a).layout == tile_(g).layout;
+  if (fast)
+    return factoredPairs(as, bTile, g, inclusive);
+  return TileBuilder::decayedPairsMany(as, bTile, g, inclusive);
 }
 
 Value LaneTileBuilder::decayedPairs(Value a, Value bTile, Value g,
@@ -2090,7 +2135,7 @@ Value LaneTileBuilder::decayedPairs(Value a, Value bTile, Value g,
   // Sixteen rows as mma.sync holds them, on the tf32 matrix instruction:
   // the factored form (exact pairwise only where a warp's gates need it).
   if (mmaType && mmaType.isF32() && warpSize == 32 && mmaRowRegisters(l))
-    return factoredPairs(a, bTile, g, inclusive);
+    return factoredPairs({a}, bTile, g, {inclusive})[0];
   for (const LaneLayout::Coords &c : l.warps)
     if (c[0] != 0)
       return fail("a pairwise decayed product whose rows are split over "

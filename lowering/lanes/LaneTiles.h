@@ -196,6 +196,8 @@ public:
   Value prefixSumRows(Value a) override;
   Value invertUnitLower(Value l) override;
   Value decayedPairs(Value a, Value bTile, Value g, bool inclusive) override;
+  SmallVector<Value> decayedPairsMany(ArrayRef<Value> as, Value bTile, Value g,
+                                      ArrayRef<bool> inclusive) override;
   Value subTile(Value tile, ArrayRef<int64_t> offsets,
                 ArrayRef<int64_t> sizes) override;
   Value insertSubTile(Value sub, Value tile,
@@ -250,7 +252,8 @@ private:
   /// decayedPairs of a 16-row chunk whose tiles hold mma.sync's rows, on
   /// tf32 mma.sync with the decays factored per group of keys (exact
   /// pairwise where a warp's gates would overflow every factored form).
-  Value factoredPairs(Value a, Value bTile, Value g, bool inclusive);
+  SmallVector<Value> factoredPairs(ArrayRef<Value> as, Value bTile, Value g,
+                                   ArrayRef<bool> inclusive);
   /// Two f32 values as one 32-bit register of two mmaType halves.
   Value packPair(Value lo, Value hi);
   /// A pair of halves as mma.sync's operand register (i32 for bf16, the

@@ -599,7 +599,6 @@ struct IntraProgram : kda::LaneBuilder {
   /// what the state pass reads; every step between is the algorithm's.
   void emitDerivedChunk(Value row, Value t0, Value remaining, Value head) {
     Type f32Type = b.getF32Type();
-    const bool decays = cfg.gate != "none";
     Value valid = minu(idx(C), remaining);
     Value lastRow = arith::SubIOp::create(b, valid, idx(1));
     Value heads = memref::DimOp::create(b, v, 2);
@@ -628,8 +627,8 @@ struct IntraProgram : kda::LaneBuilder {
     auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
                                          gpu::AddressSpace::Workgroup);
     // Sums across warps: the 16 x 16 products' accumulators (8 registers a
-    // lane, the decayed pairs' too); two halves.
-    const int64_t regs = C * C / 32;
+    // lane; the decayed pairs of P and L meet in one sum: 16); two halves.
+    const int64_t regs = 2 * C * C / 32;
     if (NW > 1)
       tb.useScratch(memref::AllocOp::create(
           b, MemRefType::get({2 * NW * regs * 32}, f32Type,

@@ -1427,11 +1427,8 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
   return make(accLayout, out);
 }
 
-SmallVector<Value> LaneTileBuilder::crossWarpSum(ArrayRef<Value> regs) {
-  SmallVector<Value> out(regs.begin(), regs.end());
-  if (warps == 1)
-    return out;
-  const int64_t n = regs.size();
+std::optional<LaneTileBuilder::PendingSum>
+LaneTileBuilder::reserveSum(int64_t n) {
   const int64_t half = warps * n * warpSize;
   auto type = scratch ? dyn_cast<MemRefType>(scratch.getType()) : MemRefType();
   if (!type || type.getRank() != 1 || !type.getElementType().isF32() ||
@@ -1439,39 +1436,62 @@ SmallVector<Value> LaneTileBuilder::crossWarpSum(ArrayRef<Value> regs) {
     fail("a sum across warps without shared memory for it (the driver's "
          "useScratch: f32, warps x registers x lanes)",
          {1});
-    return out;
+    return std::nullopt;
   }
   // Two halves, taken in turn, where the buffer holds two: a half is
   // written again only after the other half's barrier (or the barrier
   // every loop around the program keeps at its top: useScratch), so a sum
   // needs one barrier, not two.
-  const bool twoHalves = type.getDimSize(0) >= 2 * half;
-  const int64_t base = twoHalves ? (scratchTurn++ % 2) * half : 0;
+  PendingSum p;
+  p.n = n;
+  p.twoHalves = type.getDimSize(0) >= 2 * half;
+  p.base = p.twoHalves ? (scratchTurn++ % 2) * half : 0;
+  return p;
+}
+
+Value LaneTileBuilder::sumSlot(const PendingSum &p, Value w, int64_t r) {
   // Register r of lane l in warp w at ((w n + r) 32 + l): each warp writes
   // its partials, and every lane adds the warps' in warp order, so every
   // copy is the same sum.
-  auto at = [&](Value w, int64_t r) -> Value {
-    Value slot = arith::AddIOp::create(
-        b, arith::MulIOp::create(b, w, index(n)), index(r));
-    return arith::AddIOp::create(
-        b, arith::MulIOp::create(b, slot, index(warpSize)),
-        arith::AddIOp::create(b, lane, index(base)));
-  };
-  for (int64_t r = 0; r < n; ++r)
-    memref::StoreOp::create(b, regs[r], scratch, ValueRange{at(warp, r)});
+  Value slot = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, w, index(p.n)), index(r));
+  return arith::AddIOp::create(
+      b, arith::MulIOp::create(b, slot, index(warpSize)),
+      arith::AddIOp::create(b, lane, index(p.base)));
+}
+
+void LaneTileBuilder::depositSum(const PendingSum &p, int64_t r, Value v) {
+  memref::StoreOp::create(b, v, scratch, ValueRange{sumSlot(p, warp, r)});
+}
+
+SmallVector<Value> LaneTileBuilder::collectSum(const PendingSum &p) {
   gpu::BarrierOp::create(b);
-  for (int64_t r = 0; r < n; ++r) {
+  SmallVector<Value> out(p.n);
+  for (int64_t r = 0; r < p.n; ++r) {
     Value sum;
     for (int64_t w = 0; w < warps; ++w) {
-      Value x = memref::LoadOp::create(b, scratch, ValueRange{at(index(w), r)});
+      Value x =
+          memref::LoadOp::create(b, scratch, ValueRange{sumSlot(p, index(w), r)});
       sum = sum ? Value(arith::AddFOp::create(b, sum, x)) : x;
     }
     out[r] = sum;
   }
   // One half: the next sum may not overwrite it before every warp has read.
-  if (!twoHalves)
+  if (!p.twoHalves)
     gpu::BarrierOp::create(b);
   return out;
+}
+
+SmallVector<Value> LaneTileBuilder::crossWarpSum(ArrayRef<Value> regs) {
+  SmallVector<Value> out(regs.begin(), regs.end());
+  if (warps == 1)
+    return out;
+  std::optional<PendingSum> p = reserveSum(regs.size());
+  if (!p)
+    return out;
+  for (auto [r, v] : llvm::enumerate(regs))
+    depositSum(*p, r, v);
+  return collectSum(*p);
 }
 
 Value LaneTileBuilder::wgmmaProduct(ArrayRef<Value> aRegs,
@@ -1781,27 +1801,68 @@ Value LaneTileBuilder::invertUnitLower(Value l) {
   // L's entries come from the lanes that hold them, one broadcast shuffle
   // each (n (n - 1) / 2, every lane the same source), used at once: no copy
   // of L is kept in any lane's registers.
+  //
+  // With an exchange region (useExchange), L goes there once and its
+  // entries are read back as broadcast loads instead (no register of L
+  // stays live while the columns are computed).
   auto at = holders(t.layout);
   Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(warpSize));
   Value col = arith::RemUIOp::create(b, lane, index(n));
+  std::function<Value(int64_t, int64_t)> entry;
+  Value base;
+  const int64_t stride = n + 1;
+  if (exchange && cast<MemRefType>(exchange.getType()).getDimSize(0) >=
+                      warps * n * stride) {
+    const int64_t perWarp =
+        cast<MemRefType>(exchange.getType()).getDimSize(0) / warps;
+    base = arith::MulIOp::create(b, warp, index(perWarp));
+    Value first = holdsFirstCopy(t.layout);
+    auto ifOp = scf::IfOp::create(b, first, /*withElseRegion=*/false);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(ifOp.thenBlock());
+      for (size_t r = 0; r < t.regs.size(); ++r) {
+        Value e = arith::AddIOp::create(
+            b,
+            arith::MulIOp::create(b, coordinate(t.layout, r, 0),
+                                  index(stride)),
+            coordinate(t.layout, r, 1));
+        memref::StoreOp::create(b, t.regs[r], exchange,
+                                ValueRange{arith::AddIOp::create(b, base, e)});
+      }
+    }
+    NVVM::SyncWarpOp::create(
+        b, arith::ConstantOp::create(b, b.getI32IntegerAttr(-1)));
+    entry = [&, base](int64_t i, int64_t j) -> Value {
+      return memref::LoadOp::create(
+          b, exchange,
+          ValueRange{arith::AddIOp::create(b, base, index(i * stride + j))});
+    };
+  } else {
+    entry = [&](int64_t i, int64_t j) -> Value {
+      auto [reg, src] = at.at({i, j});
+      return gpu::ShuffleOp::create(
+                 b, t.regs[reg],
+                 arith::ConstantOp::create(b, b.getI32IntegerAttr(src)), width,
+                 gpu::ShuffleMode::IDX)
+          .getResult(0);
+    };
+  }
   SmallVector<Value> x;
   for (int64_t i = 0; i < n; ++i) {
     Value xi = arith::SelectOp::create(
         b,
         arith::CmpIOp::create(b, arith::CmpIPredicate::eq, col, index(i)),
         constantF32(1.0), constantF32(0.0));
-    for (int64_t j = 0; j < i; ++j) {
-      auto [reg, src] = at.at({i, j});
-      Value lij =
-          gpu::ShuffleOp::create(
-              b, t.regs[reg],
-              arith::ConstantOp::create(b, b.getI32IntegerAttr(src)), width,
-              gpu::ShuffleMode::IDX)
-              .getResult(0);
-      xi = arith::SubFOp::create(b, xi, arith::MulFOp::create(b, lij, x[j]));
-    }
+    for (int64_t j = 0; j < i; ++j)
+      xi = arith::SubFOp::create(
+          b, xi, arith::MulFOp::create(b, entry(i, j), x[j]));
     x.push_back(xi);
   }
+  if (base)
+    // The region's next use may not overwrite L before every lane read it.
+    NVVM::SyncWarpOp::create(
+        b, arith::ConstantOp::create(b, b.getI32IntegerAttr(-1)));
   LaneLayout out;
   out.shape = {n, n};
   for (int64_t i = 0; i < n; ++i)
@@ -1862,9 +1923,11 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
   // gates keep them small by construction; others (softplus, log-space
   // inputs) may not, and each warp checks, per chunk and n tile, the
   // largest exponent it would take (exp overflows f32 near 88): groups of
-  // 8 up to 80, else of 4, else of 2, else the exact pairwise form. The
-  // choice is uniform within the warp (mma.sync needs the whole warp); the
-  // warps' partial sums over their columns meet after it (crossWarpSum).
+  // 8 up to 80, else of 4, else of 2, else groups of one key, each its own
+  // reference: exp(g_i - g_j) with i >= j, every exponent <= 0, exact for
+  // any gate (the pairwise form, as products). The choice is uniform
+  // within the warp (mma.sync needs the whole warp); the warps' partial
+  // sums over their columns meet after it (crossWarpSum).
   const int64_t nA = as.size();
   SmallVector<const Tile *> ta;
   for (Value a : as)
@@ -1996,53 +2059,6 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
     }
     return acc;
   };
-  // The exact form of n tile nt: key row j's columns from lane (j % 8, t),
-  // sums over the lane's columns and over t, kept by the lane whose
-  // accumulator holds (row, j).
-  auto pairwise = [&](int64_t nt) {
-    SmallVector<Value> acc(4 * nA, zero);
-    for (int64_t j = 8 * nt; j < 8 * nt + 8; ++j) {
-      Value src = i32(arith::AddIOp::create(b, tIdx, index(4 * (j % 8))));
-      SmallVector<Value> bj, gj;
-      for (int64_t c = 0; c < slots; ++c) {
-        bj.push_back(gpu::ShuffleOp::create(b, reg(tbk, nt, c), src, width,
-                                            gpu::ShuffleMode::IDX)
-                         .getResult(0));
-        gj.push_back(gpu::ShuffleOp::create(b, reg(tg, nt, c), src, width,
-                                            gpu::ShuffleMode::IDX)
-                         .getResult(0));
-      }
-      for (int h = nt; h < 2; ++h) {
-        SmallVector<Value> e(slots);
-        for (int64_t c = 0; c < slots; ++c)
-          e[c] = mulf(bj[c], exp(sub(reg(tg, h, c), gj[c])));
-        for (int64_t m = 0; m < nA; ++m) {
-          Value sum = zero;
-          for (int64_t c = 0; c < slots; ++c)
-            sum = math::FmaOp::create(b, reg(*ta[m], h, c), e[c], sum);
-          for (int64_t off : {1, 2})
-            sum = arith::AddFOp::create(
-                b, sum,
-                gpu::ShuffleOp::create(
-                    b, sum,
-                    arith::ConstantOp::create(b, b.getI32IntegerAttr(off)),
-                    width, gpu::ShuffleMode::XOR)
-                    .getResult(0));
-          // Accumulator element of this n tile: (g + 8 h, 2 t + x).
-          for (int64_t x = 0; x < 2; ++x) {
-            Value mine = arith::CmpIOp::create(
-                b, arith::CmpIPredicate::eq,
-                arith::AddIOp::create(
-                    b, arith::MulIOp::create(b, tIdx, index(2)), index(x)),
-                index(j % 8));
-            Value &slot = acc[4 * m + 2 * h + x];
-            slot = arith::SelectOp::create(b, mine, sum, slot);
-          }
-        }
-      }
-    }
-    return acc;
-  };
   auto choose = [&](Value fits, llvm::function_ref<SmallVector<Value>()> then,
                     llvm::function_ref<SmallVector<Value>()> otherwise) {
     auto ifOp = scf::IfOp::create(b, TypeRange(SmallVector<Type>(4 * nA, f32())),
@@ -2061,34 +2077,51 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
                                  constantF32(80.0))
         .getResult();
   };
+  bool acrossWarps = false;
+  for (const LaneLayout::Coords &c : tg.layout.warps)
+    acrossWarps |= c[1] != 0;
+  // The warps' partial sums of every tile meet in one sum across warps (one
+  // barrier); each n tile's go to shared memory as soon as they are done,
+  // so that no register holds them through the next n tile's products.
+  std::optional<PendingSum> pending;
+  if (acrossWarps && warps > 1) {
+    pending = reserveSum(8 * nA);
+    if (!pending)
+      return SmallVector<Value>(nA, fail("", {16, 16}));
+  }
+  // Register e of n tile nt of tile m: the accumulator's order (n tile 0's
+  // four registers, then n tile 1's).
+  auto slotOf = [](int64_t m, int64_t nt, int64_t e) {
+    return 8 * m + 4 * nt + e;
+  };
+  SmallVector<Value> summed(8 * nA);
   SmallVector<Value> perTile[2];
-  for (int64_t nt = 0; nt < 2; ++nt)
+  for (int64_t nt = 0; nt < 2; ++nt) {
     llvm::append_range(perTile[nt], choose(fitsIn(spread(nt, 8)),
                                    [&] { return factored(nt, 8); }, [&] {
       return choose(fitsIn(spread(nt, 4)), [&] { return factored(nt, 4); },
                     [&] {
                       return choose(fitsIn(spread(nt, 2)),
                                     [&] { return factored(nt, 2); },
-                                    [&] { return pairwise(nt); });
+                                    [&] { return factored(nt, 1); });
                     });
     }));
-  bool acrossWarps = false;
-  for (const LaneLayout::Coords &c : tg.layout.warps)
-    acrossWarps |= c[1] != 0;
+    for (int64_t m = 0; m < nA; ++m)
+      for (int64_t e = 0; e < 4; ++e) {
+        if (pending)
+          depositSum(*pending, slotOf(m, nt, e), perTile[nt][4 * m + e]);
+        else
+          summed[slotOf(m, nt, e)] = perTile[nt][4 * m + e];
+      }
+  }
+  if (pending)
+    summed = collectSum(*pending);
   LaneLayout accL = mmaAccumulator(16, 16, 1);
   for (int64_t w = 1; w < warps; w *= 2)
     accL.warps.push_back({0, 0});
   SmallVector<Value> results;
   for (int64_t m = 0; m < nA; ++m) {
-    // The accumulator's order: n tile 0's four registers, then n tile 1's.
-    SmallVector<Value> out;
-    for (int64_t nt = 0; nt < 2; ++nt)
-      llvm::append_range(out, ArrayRef<Value>(perTile[nt]).slice(4 * m, 4));
-    if (acrossWarps) {
-      out = crossWarpSum(out);
-      if (!error.empty())
-        return SmallVector<Value>(nA, fail("", {16, 16}));
-    }
+    SmallVector<Value> out(ArrayRef<Value>(summed).slice(8 * m, 8));
     // Pairs j <= i (inclusive) or j < i.
     for (size_t r = 0; r < out.size(); ++r) {
       Value keep = arith::CmpIOp::create(

@@ -229,7 +229,6 @@ private:
   /// then xor shuffles over the lane bits along `dim`. The result keeps the
   /// other coordinate (rank 1), or is [1] for a rank-1 tile.
   Value reduce(Value tile, int64_t dim, bool isMax);
-  struct Tile;
   /// convertLayout through `exchange`, where it applies.
   std::optional<SmallVector<Value>> exchangeInWarp(const Tile &src,
                                                    const LaneLayout &to);
@@ -285,6 +284,16 @@ private:
   /// The sum over the warps of each register (the same lane, every warp),
   /// through `scratch`, two barriers: every warp gets the total.
   SmallVector<Value> crossWarpSum(ArrayRef<Value> regs);
+  /// crossWarpSum in steps: reserve room for n registers a lane, deposit
+  /// each warp's partials as they are done, collect the sums (the barrier).
+  struct PendingSum {
+    int64_t base = 0, n = 0;
+    bool twoHalves = false;
+  };
+  std::optional<PendingSum> reserveSum(int64_t n);
+  Value sumSlot(const PendingSum &p, Value w, int64_t r);
+  void depositSum(const PendingSum &p, int64_t r, Value v);
+  SmallVector<Value> collectSum(const PendingSum &p);
 
   int64_t warpSize, warps;
   Value lane, warp;

@@ -1816,7 +1816,13 @@ Value LaneTileBuilder::invertUnitLower(Value l) {
     const int64_t perWarp =
         cast<MemRefType>(exchange.getType()).getDimSize(0) / warps;
     base = arith::MulIOp::create(b, warp, index(perWarp));
-    Value first = holdsFirstCopy(t.layout);
+    // The first copy within each warp: every warp writes its own region
+    // (holdsFirstCopy would leave the other warps' regions unwritten).
+    Value first = arith::ConstantOp::create(b, b.getBoolAttr(true));
+    if (int64_t m = t.layout.replicatedLaneMask())
+      first = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                    arith::AndIOp::create(b, lane, index(m)),
+                                    index(0));
     auto ifOp = scf::IfOp::create(b, first, /*withElseRegion=*/false);
     {
       OpBuilder::InsertionGuard guard(b);

@@ -1442,10 +1442,14 @@ LaneTileBuilder::reserveSum(int64_t n) {
   // written again only after the other half's barrier (or the barrier
   // every loop around the program keeps at its top: useScratch), so a sum
   // needs one barrier, not two.
+  // The halves are the buffer's, whatever each sum's size: a sum of fewer
+  // registers must not sit across the boundary where the next sum of more
+  // registers begins (the racecheck hazard of sums of 2 then 8 registers).
   PendingSum p;
   p.n = n;
-  p.twoHalves = type.getDimSize(0) >= 2 * half;
-  p.base = p.twoHalves ? (scratchTurn++ % 2) * half : 0;
+  const int64_t bufferHalf = type.getDimSize(0) / 2;
+  p.twoHalves = bufferHalf >= half;
+  p.base = p.twoHalves ? (scratchTurn++ % 2) * bufferHalf : 0;
   return p;
 }
 

@@ -483,17 +483,7 @@ struct DecodeProgram : kda::LaneBuilder {
       llvm::append_range(flat, r);
     Value start = tb.make(state, flat);
 
-    ChunkConfig step;
-    step.chunk = 1;
-    step.subChunk = 1;
-    step.keyDim = K;
-    step.valueDim = state.shape[1];
-    step.update = cfg.delta ? UpdateRule::delta : UpdateRule::additive;
-    step.scale = cfg.scale;
-    step.qkL2Norm = cfg.l2norm;
-    step.betaActivation = cfg.betaActivation;
-    step.gateActivation = cfg.gateActivation;
-    step.lowerBound = cfg.lowerBound;
+    ChunkConfig step = cfg.chunkConfig(1, 1, K, state.shape[1]);
     ChunkOutputs out = emitGatedDeltaChunk(tb, step, in, start);
 
     SmallVector<Value> o = tb.convertLayout(out.o, values);

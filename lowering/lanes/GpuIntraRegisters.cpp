@@ -514,6 +514,38 @@ struct IntraProgram : kda::LaneBuilder {
     });
   }
 
+  /// A chunk's rows as a lane sees them (both programs): rows g and g + 8,
+  /// whether each is a token of the sequence, the token it reads (the last
+  /// valid one past the end), and the lane coordinates (tid, lane, warp, g,
+  /// t, colK, colV).
+  struct ChunkRows {
+    Value valid, qkHead;
+    Value r[2], ok[2], tok[2];
+  };
+  ChunkRows chunkRows(Value t0, Value remaining, Value head) {
+    ChunkRows cr;
+    cr.valid = minu(idx(C), remaining);
+    Value lastRow = arith::SubIOp::create(b, cr.valid, idx(1));
+    Value heads = memref::DimOp::create(b, v, 2);
+    Value qkHeads = memref::DimOp::create(b, q, 2);
+    cr.qkHead = arith::DivUIOp::create(
+        b, head, arith::DivUIOp::create(b, heads, qkHeads));
+
+    tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    lane = arith::RemUIOp::create(b, tid, idx(32));
+    warp = arith::DivUIOp::create(b, tid, idx(32));
+    g = arith::DivUIOp::create(b, lane, idx(4));
+    t = arith::RemUIOp::create(b, lane, idx(4));
+    colK = add(mul(warp, KW), mul(t, KL));
+    colV = add(mul(warp, VW), mul(t, VL));
+    for (int h = 0; h < 2; ++h) {
+      cr.r[h] = add(g, 8 * h);
+      cr.ok[h] = ult(cr.r[h], cr.valid);
+      cr.tok[h] = add(t0, minu(cr.r[h], lastRow));
+    }
+    return cr;
+  }
+
   /// [C, D] tiles as the program loads them: lane (g, t) holds rows g and
   /// g + 8 of D / NW / 4 consecutive columns (16-byte vectors), t after t,
   /// warp after warp. Products over D take them as they are (the lane tile
@@ -599,25 +631,8 @@ struct IntraProgram : kda::LaneBuilder {
   /// what the state pass reads; every step between is the algorithm's.
   void emitDerivedChunk(Value row, Value t0, Value remaining, Value head) {
     Type f32Type = b.getF32Type();
-    Value valid = minu(idx(C), remaining);
-    Value lastRow = arith::SubIOp::create(b, valid, idx(1));
-    Value heads = memref::DimOp::create(b, v, 2);
-    Value qkHeads = memref::DimOp::create(b, q, 2);
-    Value qkHead = arith::DivUIOp::create(
-        b, head, arith::DivUIOp::create(b, heads, qkHeads));
-    tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-    lane = arith::RemUIOp::create(b, tid, idx(32));
-    warp = arith::DivUIOp::create(b, tid, idx(32));
-    g = arith::DivUIOp::create(b, lane, idx(4));
-    t = arith::RemUIOp::create(b, lane, idx(4));
-    colK = add(mul(warp, KW), mul(t, KL));
-    colV = add(mul(warp, VW), mul(t, VL));
-    Value r[2], ok[2], tok[2];
-    for (int h = 0; h < 2; ++h) {
-      r[h] = add(g, 8 * h);
-      ok[h] = ult(r[h], valid);
-      tok[h] = add(t0, minu(r[h], lastRow));
-    }
+    ChunkRows cr = chunkRows(t0, remaining, head);
+    Value valid = cr.valid, qkHead = cr.qkHead, *ok = cr.ok, *tok = cr.tok;
 
     kda::LaneTileBuilder tb(b, 32, NW, lane, warp);
     // Products of f32 tiles (decayed q and k need f32's range): one TF32
@@ -661,18 +676,7 @@ struct IntraProgram : kda::LaneBuilder {
     kda::ChunkInputs in;
     in.q = loadTile(q, qkHead, colK, K, true);
     in.k = loadTile(k, qkHead, colK, K, true);
-    // V is read only by the last products (U = A (beta V)): its loads move
-    // to right before their first use once the chunk is built (held from
-    // here, its registers pushed the products over 128).
-    Operation *beforeV = b.getInsertionBlock()->empty()
-                             ? nullptr
-                             : &b.getInsertionBlock()->back();
     in.v = loadTile(v, head, colV, V, true);
-    SmallVector<Operation *> vLoads;
-    for (Operation *op = beforeV ? beforeV->getNextNode()
-                                 : &b.getInsertionBlock()->front();
-         op; op = op->getNextNode())
-      vLoads.push_back(op);
     if (cfg.gate == "channel") {
       in.gate = loadTile(gate, head, colK, K, false);
     } else if (cfg.gate == "head") {
@@ -706,17 +710,7 @@ struct IntraProgram : kda::LaneBuilder {
     }
     in.validRows = valid;
 
-    kda::ChunkConfig config;
-    config.chunk = C;
-    config.subChunk = cfg.subChunk;
-    config.keyDim = K;
-    config.valueDim = V;
-    config.update = cfg.delta ? UpdateRule::delta : UpdateRule::additive;
-    config.scale = cfg.scale;
-    config.qkL2Norm = cfg.l2norm;
-    config.betaActivation = cfg.betaActivation;
-    config.gateActivation = cfg.gateActivation;
-    config.lowerBound = cfg.lowerBound;
+    kda::ChunkConfig config = cfg.chunkConfig(C, cfg.subChunk, K, V);
     // What the state pass reads of q and k, stored as soon as it is final
     // (its registers are free for the products after).
     auto early = [&](Value qDecayed, Value kToEnd, Value gLast) {
@@ -738,34 +732,12 @@ struct IntraProgram : kda::LaneBuilder {
       failure = tb.failure();
       return;
     }
-    sinkToFirstUse(vLoads);
     storeTile(tb, out.p, ws[4], row, t0, head, valid);
     storeTile(tb, out.u, ws[1], row, t0, head, valid);
     if (out.w)
       storeTile(tb, out.w, ws[0], row, t0, head, valid);
     if (!tb.failure().empty())
       failure = tb.failure();
-  }
-  /// Moves `ops` (consecutive, in one block, used only after them) to
-  /// right before the first op of their block that uses one of them.
-  static void sinkToFirstUse(ArrayRef<Operation *> ops) {
-    if (ops.empty())
-      return;
-    Block *block = ops.front()->getBlock();
-    llvm::SmallPtrSet<Operation *, 32> group(ops.begin(), ops.end());
-    Operation *first = nullptr;
-    for (Operation *op : ops)
-      for (Operation *user : op->getUsers()) {
-        Operation *at = block->findAncestorOpInBlock(*user);
-        if (!at || group.count(at))
-          continue;
-        if (!first || at->isBeforeInBlock(first))
-          first = at;
-      }
-    if (!first)
-      return;
-    for (Operation *op : ops)
-      op->moveBefore(first);
   }
   /// Why the derived chunk could not be built; empty if it could.
   std::string failure;
@@ -776,26 +748,9 @@ struct IntraProgram : kda::LaneBuilder {
     Type f32Type = b.getF32Type();
     const bool delta = cfg.delta;
     const bool decays = cfg.gate != "none";
-    Value valid = minu(idx(C), remaining);
-    Value lastRow = arith::SubIOp::create(b, valid, idx(1));
-    Value heads = memref::DimOp::create(b, v, 2);
-    Value qkHeads = memref::DimOp::create(b, q, 2);
-    Value qkHead = arith::DivUIOp::create(
-        b, head, arith::DivUIOp::create(b, heads, qkHeads));
-
-    tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-    lane = arith::RemUIOp::create(b, tid, idx(32));
-    warp = arith::DivUIOp::create(b, tid, idx(32));
-    g = arith::DivUIOp::create(b, lane, idx(4));
-    t = arith::RemUIOp::create(b, lane, idx(4));
-    colK = add(mul(warp, KW), mul(t, KL));
-    colV = add(mul(warp, VW), mul(t, VL));
-    Value r[2], ok[2], tok[2];
-    for (int h = 0; h < 2; ++h) {
-      r[h] = add(g, 8 * h);
-      ok[h] = ult(r[h], valid);
-      tok[h] = add(t0, minu(r[h], lastRow));
-    }
+    ChunkRows cr = chunkRows(t0, remaining, head);
+    Value valid = cr.valid, qkHead = cr.qkHead, *r = cr.r, *ok = cr.ok,
+          *tok = cr.tok;
 
     // Shared memory (rows padded against bank conflicts).
     auto alloc = [&](ArrayRef<int64_t> shape) -> Value {

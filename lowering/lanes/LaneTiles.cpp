@@ -264,15 +264,19 @@ Value LaneTileBuilder::coordinate(const LaneLayout &layout, int64_t r,
 }
 
 Value LaneTileBuilder::holdsFirstCopy(const LaneLayout &layout) {
-  Value yes = arith::ConstantOp::create(b, b.getBoolAttr(true));
-  auto none = [&](Value id, int64_t mask) -> Value {
-    if (mask == 0)
-      return yes;
-    Value bits = arith::AndIOp::create(b, id, index(mask));
-    return arith::CmpIOp::create(b, arith::CmpIPredicate::eq, bits, index(0));
-  };
-  return arith::AndIOp::create(b, none(lane, layout.replicatedLaneMask()),
-                               none(warp, layout.replicatedWarpMask()));
+  return arith::AndIOp::create(b, noneOf(lane, layout.replicatedLaneMask()),
+                               noneOf(warp, layout.replicatedWarpMask()));
+}
+
+Value LaneTileBuilder::holdsFirstCopyInWarp(const LaneLayout &layout) {
+  return noneOf(lane, layout.replicatedLaneMask());
+}
+
+Value LaneTileBuilder::noneOf(Value id, int64_t mask) {
+  if (mask == 0)
+    return arith::ConstantOp::create(b, b.getBoolAttr(true));
+  Value bits = arith::AndIOp::create(b, id, index(mask));
+  return arith::CmpIOp::create(b, arith::CmpIPredicate::eq, bits, index(0));
 }
 
 namespace {
@@ -499,14 +503,8 @@ LaneTileBuilder::exchangeInWarp(const Tile &src, const LaneLayout &to) {
         b, arith::MulIOp::create(b, warp, index(perWarp)), e);
   };
   Value mask = arith::ConstantOp::create(b, b.getI32IntegerAttr(-1));
-  // The first copy within the warp (copies in other warps have regions
-  // of their own).
-  Value first = arith::ConstantOp::create(b, b.getBoolAttr(true));
-  if (int64_t m = from.replicatedLaneMask())
-    first = arith::CmpIOp::create(
-        b, arith::CmpIPredicate::eq, arith::AndIOp::create(b, lane, index(m)),
-        index(0));
-  auto ifOp = scf::IfOp::create(b, first, /*withElseRegion=*/false);
+  auto ifOp = scf::IfOp::create(b, holdsFirstCopyInWarp(from),
+                                /*withElseRegion=*/false);
   {
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(ifOp.thenBlock());
@@ -1820,14 +1818,9 @@ Value LaneTileBuilder::invertUnitLower(Value l) {
     const int64_t perWarp =
         cast<MemRefType>(exchange.getType()).getDimSize(0) / warps;
     base = arith::MulIOp::create(b, warp, index(perWarp));
-    // The first copy within each warp: every warp writes its own region
-    // (holdsFirstCopy would leave the other warps' regions unwritten).
-    Value first = arith::ConstantOp::create(b, b.getBoolAttr(true));
-    if (int64_t m = t.layout.replicatedLaneMask())
-      first = arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                    arith::AndIOp::create(b, lane, index(m)),
-                                    index(0));
-    auto ifOp = scf::IfOp::create(b, first, /*withElseRegion=*/false);
+    // Every warp writes its own region.
+    auto ifOp = scf::IfOp::create(b, holdsFirstCopyInWarp(t.layout),
+                                  /*withElseRegion=*/false);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(ifOp.thenBlock());
@@ -1989,17 +1982,21 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
               .getResult(0));
     return x;
   };
+  // Whether the lane's key row (8 nt + g) is one of the gs keys from start.
+  auto inKeyGroup = [&](int64_t start, int64_t gs) -> Value {
+    return arith::AndIOp::create(
+        b,
+        arith::CmpIOp::create(b, arith::CmpIPredicate::uge, gIdx,
+                              index(start % 8)),
+        ult(gIdx, start % 8 + gs));
+  };
   // The largest exponent of n tile nt's groups of gs, over the warp: minus
   // the least of the negated exponents.
   auto spread = [&](int64_t nt, int64_t gs) {
     Value least = zero;
     for (int64_t gr = 0; gr < 8 / gs; ++gr) {
       const int64_t start = 8 * nt + gs * gr, rho = start + gs / 2;
-      Value inGroup = arith::AndIOp::create(
-          b,
-          arith::CmpIOp::create(b, arith::CmpIPredicate::uge, gIdx,
-                                index(start % 8)),
-          ult(gIdx, start % 8 + gs));
+      Value inGroup = inKeyGroup(start, gs);
       for (int64_t c = 0; c < slots; ++c) {
         Value ref = gAt(rho, c, /*forCheck=*/true);
         for (int h = nt; h < 2; ++h) {
@@ -2021,11 +2018,7 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
     SmallVector<Value> acc(4 * nA, zero);
     for (int64_t gr = 0; gr < 8 / gs; ++gr) {
       const int64_t start = 8 * nt + gs * gr, rho = start + gs / 2;
-      Value inGroup = arith::AndIOp::create(
-          b,
-          arith::CmpIOp::create(b, arith::CmpIPredicate::uge, gIdx,
-                                index(start % 8)),
-          ult(gIdx, start % 8 + gs));
+      Value inGroup = inKeyGroup(start, gs);
       // The decays of the A rows (exp(g_i - g_rho)) are the same for
       // every A tile: taken once.
       SmallVector<Value> up[2], B;

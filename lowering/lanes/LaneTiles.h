@@ -114,6 +114,9 @@ public:
   /// Whether this lane holds the first copy of its registers (the lane and
   /// warp bits that hold copies are zero): the one that stores them.
   Value holdsFirstCopy(const LaneLayout &layout);
+  /// The same within the lane's warp only (copies in other warps count as
+  /// first copies there): what writes a warp's own shared region.
+  Value holdsFirstCopyInWarp(const LaneLayout &layout);
   /// Index of coordinate `dim` of register `r` on the calling lane.
   Value coordinate(const LaneLayout &layout, int64_t r, int64_t dim);
 
@@ -236,6 +239,8 @@ private:
   planConversion(const LaneLayout &from, const LaneLayout &to,
                  int64_t warpSize, int64_t warps, std::string &why);
   Value laneIndexI32(const LaneFunction &f);
+  /// Whether the bits `mask` of `id` (a lane or warp index) are all zero.
+  Value noneOf(Value id, int64_t mask);
   /// A product on mma.sync (useMmaSync), or on wgmma where B is a swizzled
   /// shared tile; `init` (or null: zeros) is the accumulator it adds to.
   Value mmaProduct(Value a, Value bTile, bool transB, int64_t M, int64_t K,

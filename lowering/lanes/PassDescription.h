@@ -12,6 +12,7 @@
 #define KDA_LOWERING_PASSDESCRIPTION_H
 
 #include "dialect/KdaOps.h"
+#include "passes/GatedDeltaKernel.h"
 
 #include <string>
 
@@ -36,6 +37,23 @@ struct PrologueDescription {
     betaActivation = p.getBetaActivation();
     lowerBound = p.getLowerBound().getValueAsDouble();
     scale = p.getScale().getValueAsDouble();
+  }
+
+  /// The algorithm's chunk step for this prologue (GatedDeltaKernel.h).
+  ChunkConfig chunkConfig(int64_t chunk, int64_t subChunk, int64_t keyDim,
+                          int64_t valueDim) const {
+    ChunkConfig c;
+    c.chunk = chunk;
+    c.subChunk = subChunk;
+    c.keyDim = keyDim;
+    c.valueDim = valueDim;
+    c.update = delta ? UpdateRule::delta : UpdateRule::additive;
+    c.scale = scale;
+    c.qkL2Norm = l2norm;
+    c.betaActivation = betaActivation;
+    c.gateActivation = gateActivation;
+    c.lowerBound = lowerBound;
+    return c;
   }
 };
 

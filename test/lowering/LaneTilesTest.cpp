@@ -460,48 +460,19 @@ TEST_F(LaneTilesTest, PrefixSumRowsScansRegistersThenLaneBlocks) {
     l.regs.push_back({r, 0});
   l.lanes = {{0, 1}, {0, 2}, {4, 0}, {0, 0}, {8, 0}};
   ASSERT_EQ(l.check(), "");
-  auto value = [](const LaneLayout::Coords &c) {
-    return double(c[0] * 10 + c[1] + 1);
-  };
-  WarpEvaluator ev;
-  std::vector<std::unique_ptr<Lane>> lanes;
-  std::vector<SmallVector<Value>> results;
-  for (int64_t lane = 0; lane < 32; ++lane) {
-    const size_t before = block->getOperations().size();
-    lanes.push_back(this->lane(32, 1, lane, 0));
-    SmallVector<Value> regs;
-    for (int64_t r = 0; r < 4; ++r)
-      regs.push_back(lanes.back()->tb->constantF32(value(l.at(r, lane, 0))));
-    Value x = lanes.back()->tb->make(l, regs);
-    Value y = lanes.back()->tb->prefixSumRows(x);
-    ASSERT_EQ(lanes.back()->tb->failure(), "");
-    ASSERT_EQ(lanes.back()->tb->layoutOf(y), l);
-    results.push_back(SmallVector<Value>(lanes.back()->tb->registersOf(y)));
-    std::vector<Operation *> ops;
-    auto it = block->begin();
-    std::advance(it, before);
-    for (; it != block->end(); ++it) {
-      ev.where[&*it] = {lane, int64_t(ops.size())};
-      ops.push_back(&*it);
-    }
-    ev.programs.push_back(std::move(ops));
-  }
-  for (int64_t lane = 0; lane < 32; ++lane)
-    for (int64_t r = 0; r < 4; ++r) {
-      LaneLayout::Coords c = l.at(r, lane, 0);
-      double expected = 0;
-      for (int64_t row = 0; row <= c[0]; ++row)
-        expected += value({row, c[1]});
-      std::optional<double> got = ev.f32(results[lane][r], lane);
-      ASSERT_TRUE(got.has_value()) << "lane " << lane << " register " << r;
-      EXPECT_EQ(*got, expected) << "lane " << lane << " row " << c[0]
-                                << " column " << c[1];
-    }
+  auto value = [](int64_t r, int64_t c) { return double(r * 10 + c + 1); };
+  int64_t shuffles = evaluate(
+      l, value,
+      [](LaneTileBuilder &tb, Value x) { return tb.prefixSumRows(x); },
+      [&](const LaneLayout::Coords &c) {
+        double expected = 0;
+        for (int64_t row = 0; row <= c[0]; ++row)
+          expected += value(row, c[1]);
+        return expected;
+      },
+      l);
   // Two levels of xor shuffles (lane bits 2 and 4), one per lane.
-  int64_t xors = 0;
-  for (Operation *op : ev.programs[0])
-    xors += isa<gpu::ShuffleOp>(op);
-  EXPECT_EQ(xors, 2);
+  EXPECT_EQ(shuffles, 2);
 }
 
 /// Builds `program` once per lane of one warp (the tile's registers

@@ -13,7 +13,8 @@
 #                    exported as the git-ignored .flashkda.tgz; never committed) in place, ~90 s
 #   kda:NAME:DIR:CASES  the same with --no-fla and bundles from DIR (tile variants; $BENCH_EXTRA too)
 #   ncu:KERNEL:ARGS  Nsight Compute (clocks left alone) on the first launch of kernels matching
-#                    the regex KERNEL in bench/profile_kda.py ARGS
+#                    the regex KERNEL in bench/profile_kda.py ARGS (bundles from .benchb, or
+#                    $NCU_BUNDLES: a variant's folder)
 #   py:SCRIPT        python3 SCRIPT with the package, the runtime and .benchb's bundles
 #                    (host-side measurements, one-off experiments)
 #   profile:ARGS     bench/profile_kda.py --torch-profile ARGS (per-kernel times), e.g.
@@ -80,24 +81,24 @@ for step in "$@"; do
       script=${step#py:}
       timeout "$left" bash -c "
         work=\$(mktemp -d); CXX=g++ runtime/gpu/build-runtime.sh \"\$work\" >/dev/null
-        KDA_RUNTIME_LIBRARY=\$work/libkda_runtime.so KDA_BUNDLE_PATH=\$PWD/.benchb KDA_NO_COMPILE=1 \
+        KDA_RUNTIME_LIBRARY=\$work/libkda_runtime.so KDA_BUNDLE_PATH=\$PWD/${NCU_BUNDLES:-.benchb} KDA_NO_COMPILE=1 \
         PYTHONPATH=\$PWD/python:\$PWD/.fla python3 $script" 2>&1 | tee -a "$out/py.log" | tail -45 ;;
     profile:*)
       args=${step#profile:}
       timeout "$left" bash -c "
         work=\$(mktemp -d); CXX=g++ runtime/gpu/build-runtime.sh \"\$work\" >/dev/null
-        KDA_RUNTIME_LIBRARY=\$work/libkda_runtime.so KDA_BUNDLE_PATH=\$PWD/.benchb KDA_NO_COMPILE=1 \
+        KDA_RUNTIME_LIBRARY=\$work/libkda_runtime.so KDA_BUNDLE_PATH=\$PWD/${NCU_BUNDLES:-.benchb} KDA_NO_COMPILE=1 \
         PYTHONPATH=\$PWD/python:\$PWD/.fla python3 bench/profile_kda.py --torch-profile $args" \
         2>&1 | tee -a "$out/profile.log" | tail -20 ;;
     ncu:*)
       IFS=: read -r _ kernel args <<<"$step"
       timeout "$left" bash -c "
         work=\$(mktemp -d); CXX=g++ runtime/gpu/build-runtime.sh \"\$work\" >/dev/null
-        KDA_RUNTIME_LIBRARY=\$work/libkda_runtime.so KDA_BUNDLE_PATH=\$PWD/.benchb KDA_NO_COMPILE=1 \
+        KDA_RUNTIME_LIBRARY=\$work/libkda_runtime.so KDA_BUNDLE_PATH=\$PWD/${NCU_BUNDLES:-.benchb} KDA_NO_COMPILE=1 \
         PYTHONPATH=\$PWD/python ncu --clock-control none -k regex:$kernel --launch-count 1 \
           --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats \
-          --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
-          python3 bench/profile_kda.py $args" 2>&1 | tee -a "$out/ncu.log" | grep -vE '^\s*$' | grep -E 'Duration|Throughput|Occupancy|Registers|Warp Cycles|Issued|Eligible|Stall|Block Limit|Waves|Busy|Hit Rate|^  [a-z_]+' | head -60 ;;
+          --section SchedulerStats --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section InstructionStats \
+          python3 bench/profile_kda.py $args" 2>&1 | tee -a "$out/ncu.log" | grep -vE '^\s*$' | grep -E 'Duration|Throughput|Occupancy|Registers|Warp Cycles|Issued|Executed Instructions|Eligible|Stall|Block Limit|Waves|Busy|Hit Rate|^  [a-z_]+' | head -60 ;;
     *)
       echo "unknown step: $step"; status=2 ;;
   esac

@@ -222,6 +222,10 @@ IntraChunk mlir::kda::emitIntraChunk(
     const bool boundedSubChunk =
         config.gateActivation == GateActivation::lower_bound &&
         -config.lowerBound * double(sub - 1) <= 80.0;
+    // After q's and k's decays, Gamma waits for W's keys (the delta rule)
+    // through the decayed pairs, the chunk's longest stretch.
+    if (delta && !boundedSubChunk && sub > 1)
+      gamma = tb.park(gamma);
     for (int64_t r = 0; r < c; r += sub) {
       Value qI = tb.subTile(q, {r, 0}, {sub, kd});
       Value kI = tb.subTile(k, {r, 0}, {sub, kd});

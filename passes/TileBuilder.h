@@ -118,6 +118,12 @@ public:
     return out;
   }
 
+  /// A hint: `tile` is not used again for a long stretch of other work. A
+  /// builder whose tiles live in registers may hold it elsewhere until then
+  /// (its registers free for that work); the result stands for `tile`. By
+  /// default, `tile` itself.
+  virtual Value park(Value tile) { return tile; }
+
   /// Static sub-tile [offsets, offsets + sizes) of the same rank.
   virtual Value subTile(Value tile, ArrayRef<int64_t> offsets,
                         ArrayRef<int64_t> sizes) = 0;

@@ -657,6 +657,10 @@ struct IntraProgram : kda::LaneBuilder {
         b, MemRefType::get({NW * C * (std::max(std::max(KW, VW), C) + 1)},
                            f32Type, MemRefLayoutAttrInterface(), wg)));
     tb.preferColumnSplits();
+    // Gamma = exp(G), parked through the intra-chunk matrices (held in
+    // registers, ptxas spilled the softplus gate's form at 128).
+    tb.useParking(memref::AllocOp::create(
+        b, MemRefType::get({C * K}, f32Type, MemRefLayoutAttrInterface(), wg)));
     // Fills of the chunk's [C, C] matrices (the algorithm's P and L before
     // their blocks are inserted): the accumulator's layout, a copy per warp.
     kda::LaneLayout cc = kda::LaneTileBuilder::mmaAccumulator(C, C, 1);

@@ -226,12 +226,62 @@ void LaneTileBuilder::anchor(const LaneLayout &layout) {
 SmallVector<int64_t> LaneTileBuilder::shape(Value tile) {
   if (auto sh = shared.find(tile.getAsOpaquePointer()); sh != shared.end())
     return llvm::to_vector(ArrayRef<int64_t>(sh->second.shape));
+  if (auto pk = parked.find(tile.getAsOpaquePointer()); pk != parked.end())
+    return llvm::to_vector(ArrayRef<int64_t>(pk->second.layout.shape));
   auto it = tiles.find(tile.getAsOpaquePointer());
   if (it == tiles.end()) {
     fail("a value that is not a lane tile", {1});
     return {1};
   }
   return llvm::to_vector(ArrayRef<int64_t>(it->second.layout.shape));
+}
+
+void LaneTileBuilder::useParking(Value buffer) {
+  parking = buffer;
+  parkingWords = cast<MemRefType>(buffer.getType()).getNumElements();
+}
+
+Value LaneTileBuilder::park(Value tile) {
+  // A hint: without room (or for a tile not in registers) the tile stays
+  // where it is.
+  if (!parking || !error.empty() || !tiles.count(tile.getAsOpaquePointer()))
+    return tile;
+  const Tile &t = tiles[tile.getAsOpaquePointer()];
+  const int64_t threads = warpSize * warps, n = t.regs.size();
+  if (parkingUsed + n * threads > parkingWords)
+    return tile;
+  Parked pk{t.layout, parkingUsed};
+  parkingUsed += n * threads;
+  // Word base + r * threads + thread: consecutive lanes, consecutive words
+  // (no bank conflicts).
+  Value thread = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, warp, index(warpSize)), lane);
+  for (int64_t r = 0; r < n; ++r)
+    memref::StoreOp::create(
+        b, t.regs[r], parking,
+        ValueRange{arith::AddIOp::create(b, thread,
+                                         index(pk.base + r * threads))});
+  Value handle = sharedHandle(SharedTile{});
+  shared.erase(handle.getAsOpaquePointer());
+  parked[handle.getAsOpaquePointer()] = std::move(pk);
+  return handle;
+}
+
+LaneTileBuilder::Tile &LaneTileBuilder::unpark(Value handle) {
+  const Parked &pk = parked[handle.getAsOpaquePointer()];
+  auto key = std::make_pair(handle.getAsOpaquePointer(), b.getInsertionBlock());
+  if (auto it = unparked.find(key); it != unparked.end())
+    return it->second;
+  const int64_t threads = warpSize * warps;
+  Value thread = arith::AddIOp::create(
+      b, arith::MulIOp::create(b, warp, index(warpSize)), lane);
+  Tile t{pk.layout, {}};
+  for (int64_t r = 0; r < int64_t(pk.layout.regs.size()); ++r)
+    t.regs.push_back(memref::LoadOp::create(
+        b, parking,
+        ValueRange{arith::AddIOp::create(b, thread,
+                                         index(pk.base + r * threads))}));
+  return unparked[key] = std::move(t);
 }
 
 Value LaneTileBuilder::coordinate(const LaneLayout &layout, int64_t r,
@@ -672,7 +722,7 @@ Value LaneTileBuilder::rowMax(Value a) {
 bool LaneTileBuilder::runsTransposed(Value a, Value bTile, bool transB) {
   // Only on the matrix instruction, and op(b) must be a distributed tile.
   if (!mmaType || shared.count(bTile.getAsOpaquePointer()) ||
-      !tiles.count(bTile.getAsOpaquePointer()) || !error.empty())
+      !inRegisters(bTile) || !error.empty())
     return false;
   LaneLayout opB = tile_(bTile).layout;
   if (opB.rank() != 2)
@@ -691,7 +741,7 @@ bool LaneTileBuilder::runsTransposed(Value a, Value bTile, bool transB) {
     return false;
   if (auto sh = shared.find(a.getAsOpaquePointer()); sh != shared.end())
     return !sh->second.address;
-  if (!tiles.count(a.getAsOpaquePointer()))
+  if (!inRegisters(a))
     return false;
   // A copy times op(b) split by columns: C split by columns in the
   // accumulator's layout (mmaProduct's split by columns) where asked.
@@ -1024,8 +1074,8 @@ bool LaneTileBuilder::relabeledOperands(Value a, Value bTile, bool transB,
                                         int64_t M, int64_t KW, int64_t N,
                                         SmallVector<Value> &aRegs,
                                         SmallVector<Value> &bRegs) {
-  if (M != N || !tiles.count(a.getAsOpaquePointer()) ||
-      !tiles.count(bTile.getAsOpaquePointer()) || warpSize != 32)
+  if (M != N || !inRegisters(a) ||
+      !inRegisters(bTile) || warpSize != 32)
     return false;
   const LaneLayout &l = tile_(a).layout;
   // op(b)^T: the tile itself for B = T^T, its transposed view for B = T.
@@ -1111,21 +1161,21 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
   enum class Split { Rows, Contracted, Columns, Copies };
   Split split = Split::Rows;
   if (!shared.count(a.getAsOpaquePointer()) &&
-      tiles.count(a.getAsOpaquePointer())) {
+      inRegisters(a)) {
     bool onRows = false, onCols = false;
     for (const LaneLayout::Coords &w : tile_(a).layout.warps) {
       onRows |= w[0] != 0;
       onCols |= w[1] != 0;
     }
     bool initOnCols = false;
-    if (init && tiles.count(init.getAsOpaquePointer()))
+    if (init && inRegisters(init))
       for (const LaneLayout::Coords &w : tile_(init).layout.warps)
         initOnCols |= w[1] != 0;
     // A distributed B operand (op(b) [K, N]) split over the warps by its
     // columns asks for a split by columns too.
     bool bOnCols = false;
     if (!shared.count(bTile.getAsOpaquePointer()) &&
-        tiles.count(bTile.getAsOpaquePointer()))
+        inRegisters(bTile))
       for (const LaneLayout::Coords &w : tile_(bTile).layout.warps)
         bOnCols |= w[transB ? 0 : 1] != 0;
     if (onRows && onCols)
@@ -1929,8 +1979,9 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
   // 8 up to 80, else of 4, else of 2, else groups of one key, each its own
   // reference: exp(g_i - g_j) with i >= j, every exponent <= 0, exact for
   // any gate (the pairwise form, as products). The choice is uniform
-  // within the warp (mma.sync needs the whole warp); the warps' partial
-  // sums over their columns meet after it (crossWarpSum).
+  // within the warp (mma.sync needs the whole warp): the group size, then
+  // one loop over the groups; the warps' partial sums over their columns
+  // meet after it (crossWarpSum).
   const int64_t nA = as.size();
   SmallVector<const Tile *> ta;
   for (Value a : as)
@@ -1958,15 +2009,9 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
         .getResult();
   };
   Value zero = constantF32(0.0);
-  // g at row rho, the lane's columns: from lane (rho % 8, t). The checks
-  // name the lane by an or (the same lane) and take their differences the
-  // other way round: CSE would otherwise merge them with the products' and
-  // keep references and differences live from one to the other (ptxas
-  // spilled at 128 registers); recomputing them costs a shuffle each.
-  auto gAt = [&](int64_t rho, int64_t c, bool forCheck = false) {
-    Value row4 = index(4 * (rho % 8));
-    Value src = i32(forCheck ? arith::OrIOp::create(b, tIdx, row4).getResult()
-                             : arith::AddIOp::create(b, tIdx, row4).getResult());
+  // g at row rho, the lane's columns: from lane (rho % 8, t).
+  auto gAt = [&](int64_t rho, int64_t c) {
+    Value src = i32(arith::AddIOp::create(b, tIdx, index(4 * (rho % 8))));
     return gpu::ShuffleOp::create(b, reg(tg, rho / 8, c), src, width,
                                   gpu::ShuffleMode::IDX)
         .getResult(0);
@@ -1998,7 +2043,7 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
       const int64_t start = 8 * nt + gs * gr, rho = start + gs / 2;
       Value inGroup = inKeyGroup(start, gs);
       for (int64_t c = 0; c < slots; ++c) {
-        Value ref = gAt(rho, c, /*forCheck=*/true);
+        Value ref = gAt(rho, c);
         for (int h = nt; h < 2; ++h) {
           Value d = sub(ref, reg(tg, h, c));
           if (h == nt && gr > 0)
@@ -2013,72 +2058,86 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
     }
     return warpMax(arith::NegFOp::create(b, least));
   };
-  // The factored form of n tile nt: its accumulator (4 registers).
-  auto factored = [&](int64_t nt, int64_t gs) {
-    SmallVector<Value> acc(4 * nA, zero);
-    for (int64_t gr = 0; gr < 8 / gs; ++gr) {
-      const int64_t start = 8 * nt + gs * gr, rho = start + gs / 2;
-      Value inGroup = inKeyGroup(start, gs);
-      // The decays of the A rows (exp(g_i - g_rho)) are the same for
-      // every A tile: taken once.
-      SmallVector<Value> up[2], B;
-      for (int64_t c = 0; c < slots; ++c) {
-        Value ref = gAt(rho, c);
+  // One group of keys of n tile nt: its `gs` key rows from row `first` of
+  // the n tile (both warp-uniform values), added to the accumulators `acc`
+  // (4 registers a tile of `as`).
+  auto group = [&](int64_t nt, Value gs, Value first, ArrayRef<Value> kOwn,
+                   SmallVector<Value> acc) {
+    // Reference row 8 nt + first + gs / 2, from lane (row % 8, t).
+    Value rhoLane = arith::MulIOp::create(
+        b,
+        arith::AddIOp::create(b, first,
+                              arith::DivUIOp::create(b, gs, index(2))),
+        index(4));
+    Value src = i32(arith::AddIOp::create(b, tIdx, rhoLane));
+    Value inGroup = arith::AndIOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::uge, gIdx, first),
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, gIdx,
+                              arith::AddIOp::create(b, first, gs)));
+    Value before =
+        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, gIdx, first);
+    // One k block (4 of the lane's columns, two tf32 steps) at a time, so
+    // that only its decays are live. Those of the A rows (exp(g_i - g_rho))
+    // are the same for every A tile: taken once.
+    SmallVector<Value> cv;
+    for (int64_t m = 0; m < nA; ++m)
+      cv.push_back(vector::FromElementsOp::create(
+          b, VectorType::get({2, 2}, f32()),
+          ArrayRef<Value>(acc).slice(4 * m, 4)));
+    for (int64_t kb = 0; kb < slots / 4; ++kb) {
+      DenseMap<int64_t, Value> up[2], B;
+      for (int64_t c = 4 * kb; c < 4 * kb + 4; ++c) {
+        Value ref = gpu::ShuffleOp::create(b, reg(tg, nt, c), src, width,
+                                           gpu::ShuffleMode::IDX)
+                        .getResult(0);
         for (int h = nt; h < 2; ++h)
-          up[h].push_back(exp(sub(reg(tg, h, c), ref)));
-        Value y = mulf(reg(tbk, nt, c), exp(sub(ref, reg(tg, nt, c))));
-        if (gs < 8)
-          y = arith::SelectOp::create(b, inGroup, y, zero);
-        B.push_back(y);
+          up[h][c] = exp(sub(reg(tg, h, c), ref));
+        B[c] = arith::SelectOp::create(b, inGroup, kOwn[c], zero);
       }
       for (int64_t m = 0; m < nA; ++m) {
-        SmallVector<Value> A[2];
-        for (int64_t c = 0; c < slots; ++c)
-          for (int h = 0; h < 2; ++h) {
-            if (h < nt) {
-              A[h].push_back(zero);
-              continue;
-            }
-            Value x = mulf(reg(*ta[m], h, c), up[h][c]);
-            if (h == nt && start % 8 > 0)
-              x = arith::SelectOp::create(b, ult(gIdx, start % 8), zero, x);
-            A[h].push_back(x);
-          }
-        Value cv = vector::FromElementsOp::create(
-            b, VectorType::get({2, 2}, f32()),
-            ArrayRef<Value>(acc).slice(4 * m, 4));
-        for (int64_t kb = 0; kb < slots / 4; ++kb)
-          for (int64_t s = 0; s < 2; ++s) {
-            const int64_t c0 = 4 * kb + s, c1 = 4 * kb + 2 + s;
-            cv = emitMmaSyncTf32(b, b.getLoc(),
-                                 ValueRange{A[0][c0], A[1][c0], A[0][c1],
-                                            A[1][c1]},
-                                 ValueRange{B[c0], B[c1]}, cv, mmaPrecise);
-          }
-        for (int64_t e = 0; e < 4; ++e)
-          acc[4 * m + e] = vector::ExtractOp::create(
-              b, cv, ArrayRef<int64_t>{e / 2, e % 2});
+        // Query rows before the group have no pair with its keys.
+        auto aAt = [&](int h, int64_t c) -> Value {
+          if (h < nt)
+            return zero;
+          Value x = mulf(reg(*ta[m], h, c), up[h][c]);
+          return h == nt ? arith::SelectOp::create(b, before, zero, x)
+                         : x;
+        };
+        for (int64_t s = 0; s < 2; ++s) {
+          const int64_t c0 = 4 * kb + s, c1 = 4 * kb + 2 + s;
+          cv[m] = emitMmaSyncTf32(
+              b, b.getLoc(),
+              ValueRange{aAt(0, c0), aAt(1, c0), aAt(0, c1), aAt(1, c1)},
+              ValueRange{B[c0], B[c1]}, cv[m], mmaPrecise);
+        }
       }
     }
+    for (int64_t m = 0; m < nA; ++m)
+      for (int64_t e = 0; e < 4; ++e)
+        acc[4 * m + e] = vector::ExtractOp::create(
+            b, cv[m], ArrayRef<int64_t>{e / 2, e % 2});
     return acc;
-  };
-  auto choose = [&](Value fits, llvm::function_ref<SmallVector<Value>()> then,
-                    llvm::function_ref<SmallVector<Value>()> otherwise) {
-    auto ifOp = scf::IfOp::create(b, TypeRange(SmallVector<Type>(4 * nA, f32())),
-                                  fits, /*withElseRegion=*/true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-      scf::YieldOp::create(b, then());
-      b.setInsertionPointToStart(ifOp.elseBlock());
-      scf::YieldOp::create(b, otherwise());
-    }
-    return SmallVector<Value>(ifOp.getResults());
   };
   auto fitsIn = [&](Value most) {
     return arith::CmpFOp::create(b, arith::CmpFPredicate::OLE, most,
                                  constantF32(80.0))
         .getResult();
+  };
+  // The group size of n tile nt: the largest of 8, 4, 2 whose exponents
+  // fit, else 1; each check only where the larger one failed.
+  std::function<Value(int64_t, int64_t)> groupSize = [&](int64_t nt,
+                                                         int64_t gs) -> Value {
+    if (gs == 1)
+      return index(1);
+    auto ifOp = scf::IfOp::create(b, TypeRange{b.getIndexType()},
+                                  fitsIn(spread(nt, gs)),
+                                  /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    scf::YieldOp::create(b, index(gs));
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    scf::YieldOp::create(b, groupSize(nt, gs / 2));
+    return ifOp.getResult(0);
   };
   bool acrossWarps = false;
   for (const LaneLayout::Coords &c : tg.layout.warps)
@@ -2098,23 +2157,44 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
     return 8 * m + 4 * nt + e;
   };
   SmallVector<Value> summed(8 * nA);
-  SmallVector<Value> perTile[2];
   for (int64_t nt = 0; nt < 2; ++nt) {
-    llvm::append_range(perTile[nt], choose(fitsIn(spread(nt, 8)),
-                                   [&] { return factored(nt, 8); }, [&] {
-      return choose(fitsIn(spread(nt, 4)), [&] { return factored(nt, 4); },
-                    [&] {
-                      return choose(fitsIn(spread(nt, 2)),
-                                    [&] { return factored(nt, 2); },
-                                    [&] { return factored(nt, 1); });
-                    });
-    }));
+    // One loop over the n tile's key groups, whatever their size: one
+    // iteration for groups of 8 (the usual case), up to 8 for groups of one
+    // key. (Written as a branch per size, each with its products, ptxas
+    // spilled at the 128-register cap, and still with 255 registers.)
+    Value gs = groupSize(nt, 8);
+    // The B rows, each key decayed from its own group's reference row
+    // (g / gs) gs + gs / 2: taken once for every group (each keeps its own
+    // keys).
+    Value ownRow = arith::AddIOp::create(
+        b,
+        arith::MulIOp::create(b, arith::DivUIOp::create(b, gIdx, gs), gs),
+        arith::DivUIOp::create(b, gs, index(2)));
+    Value ownSrc = i32(arith::AddIOp::create(
+        b, tIdx, arith::MulIOp::create(b, ownRow, index(4))));
+    SmallVector<Value> kOwn;
+    for (int64_t c = 0; c < slots; ++c) {
+      Value ref = gpu::ShuffleOp::create(b, reg(tg, nt, c), ownSrc, width,
+                                         gpu::ShuffleMode::IDX)
+                      .getResult(0);
+      kOwn.push_back(mulf(reg(tbk, nt, c), exp(sub(ref, reg(tg, nt, c)))));
+    }
+    auto loop = scf::ForOp::create(b, index(0), index(8), gs,
+                                   SmallVector<Value>(4 * nA, zero));
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      scf::YieldOp::create(
+          b, group(nt, gs, loop.getInductionVar(), kOwn,
+                   SmallVector<Value>(loop.getRegionIterArgs())));
+    }
     for (int64_t m = 0; m < nA; ++m)
       for (int64_t e = 0; e < 4; ++e) {
+        Value x = loop.getResult(4 * m + e);
         if (pending)
-          depositSum(*pending, slotOf(m, nt, e), perTile[nt][4 * m + e]);
+          depositSum(*pending, slotOf(m, nt, e), x);
         else
-          summed[slotOf(m, nt, e)] = perTile[nt][4 * m + e];
+          summed[slotOf(m, nt, e)] = x;
       }
   }
   if (pending)
@@ -2142,12 +2222,12 @@ SmallVector<Value> LaneTileBuilder::decayedPairsMany(ArrayRef<Value> as,
                                                      Value bTile, Value g,
                                                      ArrayRef<bool> inclusive) {
   bool fast = error.empty() && mmaType && mmaType.isF32() && warpSize == 32 &&
-              tiles.count(g.getAsOpaquePointer()) &&
-              tiles.count(bTile.getAsOpaquePointer()) &&
+              inRegisters(g) &&
+              inRegisters(bTile) &&
               mmaRowRegisters(tile_(g).layout) &&
               tile_(bTile).layout == tile_(g).layout;
   for (Value a : as)
-    fast &= tiles.count(a.getAsOpaquePointer()) &&
+    fast &= inRegisters(a) &&
             tile_(a).layout == tile_(g).layout;
   if (fast)
     return factoredPairs(as, bTile, g, inclusive);

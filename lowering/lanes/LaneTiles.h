@@ -177,6 +177,12 @@ public:
   /// buffer, warps x (rows x (cols + 1)) of the largest such tile.
   void useExchange(Value buffer) { exchange = buffer; }
 
+  /// Shared memory where park() holds tiles through a long stretch of
+  /// other work (a static 1-D f32 workgroup buffer; each thread's registers
+  /// at their own words, so no barrier is needed).
+  void useParking(Value buffer);
+  Value park(Value tile) override;
+
   /// Products of a copy in every warp and a B split over the warps by its
   /// columns: split by C's columns (C in the accumulator's layout, row
   /// pairs of consecutive columns) instead of run transposed (C^T's).
@@ -305,7 +311,28 @@ private:
   /// The tiles by handle (a node-based map: references stay valid while
   /// primitives add tiles).
   std::map<const void *, Tile> tiles;
-  Tile &tile_(Value handle) { return tiles[handle.getAsOpaquePointer()]; }
+  /// Parked tiles: their layout and first word in `parking`. A parked
+  /// tile's registers are read back where a primitive first takes it in a
+  /// block (and cached for that block: later reads there reuse them).
+  struct Parked {
+    LaneLayout layout;
+    int64_t base = 0;
+  };
+  Value parking;
+  int64_t parkingWords = 0, parkingUsed = 0;
+  std::map<const void *, Parked> parked;
+  std::map<std::pair<const void *, Block *>, Tile> unparked;
+  Tile &unpark(Value handle);
+  /// Whether `v` is a tile in registers (parked ones included).
+  bool inRegisters(Value v) {
+    return tiles.count(v.getAsOpaquePointer()) ||
+           parked.count(v.getAsOpaquePointer());
+  }
+  Tile &tile_(Value handle) {
+    if (parked.count(handle.getAsOpaquePointer()))
+      return unpark(handle);
+    return tiles[handle.getAsOpaquePointer()];
+  }
   SmallVector<LaneLayout> anchors;
   std::string error;
 };

@@ -198,6 +198,8 @@ def all_cases():
         Case("fwd logspace 8x4096 H=32", "fwd", 32, B=8, T=4096, variant="logspace"),
         Case("fwd fp16 T=8192 H=32", "fwd", 32, B=1, T=8192, variant="fp16"),
         Case("fwd fp32 T=8192 H=32", "fwd", 32, B=1, T=8192, variant="fp32"),
+        Case("fwd fp32 8x4096 H=32", "fwd", 32, B=8, T=4096, variant="fp32"),
+        Case("fwd fp32 T=8192 H=96", "fwd", 96, B=1, T=8192, variant="fp32"),
         Case("fwd chunk64 T=8192 H=32", "fwd", 32, B=1, T=8192, variant="chunk64"),
         Case("fwd chunk64 8x4096 H=32", "fwd", 32, B=8, T=4096, variant="chunk64"),
         Case("fwd chunk32 T=8192 H=32", "fwd", 32, B=1, T=8192, variant="chunk32"),

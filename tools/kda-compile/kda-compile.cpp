@@ -615,6 +615,16 @@ int main(int argc, char **argv) {
     }
   }
 
+  // The program options are checked before any pass runs (the strategy
+  // stage would also refuse them, but after printing the whole module).
+  if (stateProgram != "auto" && stateProgram != "derived" &&
+      stateProgram != "per_lane")
+    return fail("--state-program is auto, derived or per_lane, got '" +
+                stateProgram + "'");
+  if (intraProgram != "derived" && intraProgram != "per_lane")
+    return fail("--intra-program is derived or per_lane, got '" +
+                intraProgram + "'");
+
   // --v-block applies to the ops whose V it divides and that have no
   // v_block of their own; one it cannot apply to anywhere would be ignored
   // while the manifest recorded it.

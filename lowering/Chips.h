@@ -34,7 +34,12 @@ struct GpuTarget {
   // vendors. On the H200 the chunk-parallel state pass is latency-bound, and
   // V blocks of 16 (256 programs at H = 32) beat 8, 32 and 64 over BENCH.md's
   // cases (bench/RESULTS.md, 2026-12-01); on AMD they also fit 64 KB of LDS.
-  int64_t defaultChunk, defaultVBlock;
+  // fp32 inputs (f32 workspaces, the derived state program split by K) take
+  // V blocks of 32 on NVIDIA: 0.97, 0.88 and 0.96 of the per-lane split-K
+  // program's time at T = 8192 H = 32, 8 x 4096 H = 32 and T = 8192 H = 96,
+  // where V blocks of 16 took 1.12 and 128 five times as long
+  // (bench/RESULTS.md, seventeenth session).
+  int64_t defaultChunk, defaultVBlock, defaultVBlockF32;
   /// Bytes of shared memory (LDS) one block may use: the opt-in maximum on
   /// NVIDIA (the runtime raises the limit for kernels past 48 KB).
   int64_t sharedMemoryPerBlock;

@@ -164,12 +164,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
   PassOptions::Option<std::string> stateProgram{
       *this, "state-program",
       llvm::cl::desc("NVIDIA: which program writes the register state "
-                     "kernel: auto (the program derived from emitStateStep "
-                     "for 16-bit inputs: V over the warps, all of K per "
-                     "warp, bf16 products; the split-K program for fp32, "
-                     "measured faster there), derived (wherever it takes the "
-                     "kernel; fp32: 3xTF32 products) or per_lane (K split "
-                     "over the block's warps, 3xTF32 / tf32 products)"),
+                     "kernel: auto or derived (the program derived from "
+                     "emitStateStep wherever it takes the kernel: V over the "
+                     "warps, all of K per warp, bf16 products for 16-bit "
+                     "inputs; K split over the warps, 3xTF32 products for "
+                     "fp32) or per_lane (the older split-K program written "
+                     "per lane)"),
       llvm::cl::init("auto")};
   PassOptions::Option<std::string> intraProgram{
       *this, "intra-program",

@@ -107,8 +107,8 @@ def KdaGpuSelectStrategy : Pass<"kda-gpu-select-strategy", "ModuleOp"> {
            "Register window-attention kernels">,
     Option<"stateProgram", "state-program", "std::string",
            /*default=*/"\"auto\"",
-           "Which program writes a state kernel on lanes: auto (derived for "
-           "16-bit inputs, per_lane for fp32), derived or per_lane">,
+           "Which program writes a state kernel on lanes: auto or derived "
+           "(wherever it takes the kernel), or per_lane">,
     Option<"stateStages", "state-stages", "int64_t", /*default=*/"2",
            "Chunks in flight (cp.async stages) of the derived state "
            "program">,
@@ -186,10 +186,9 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
            "The derived program's cp.async stages: chunks in flight (2 to "
            "8)">,
     Option<"program", "program", "std::string", /*default=*/"\"auto\"",
-           "Without a strategy: auto (the program derived from "
-           "emitStateStep for 16-bit inputs, the split-K program for fp32), "
-           "derived (wherever it takes the kernel) or per_lane (K split over "
-           "the block's warps)">,
+           "Without a strategy: auto or derived (the program derived from "
+           "emitStateStep, wherever it takes the kernel) or per_lane (the "
+           "older split-K program, K split over the block's warps)">,
   ];
 }
 

@@ -443,10 +443,10 @@ OpFoldResult boundaryCount(ImplicitLocOpBuilder &b, GatedDeltaOp op) {
 
 struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
   TileGatedDelta(MLIRContext *ctx, int64_t chunk, int64_t subChunk,
-                 int64_t vBlock, bool chunkParallel, bool slotsInKernel,
-                 bool subChunkSteps)
+                 int64_t vBlock, int64_t vBlockF32, bool chunkParallel,
+                 bool slotsInKernel, bool subChunkSteps)
       : OpRewritePattern(ctx), chunk(chunk), subChunk(subChunk),
-        vBlock(vBlock), chunkParallel(chunkParallel),
+        vBlock(vBlock), vBlockF32(vBlockF32), chunkParallel(chunkParallel),
         slotsInKernel(slotsInKernel), subChunkSteps(subChunkSteps) {}
 
   LogicalResult matchAndRewrite(GatedDeltaOp op,
@@ -460,13 +460,31 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     const int64_t kd = dimOf(q, 3), vd = dimOf(v, 3);
     // Every check before the first op is created: a pattern that creates ops
     // and then fails leaves them behind, and the driver never converges.
-    std::optional<int64_t> vBlocked = valueBlock(op.getTile(), vBlock, vd);
+    // fp32 inputs have a default of their own (f32 workspaces: the chip
+    // table's defaultVBlockF32).
+    const bool f32Inputs =
+        cast<ShapedType>(q.getType()).getElementType().isF32();
+    const bool ownVBlock = op.getTile() && *op.getTile() &&
+                           op.getTile()->getVBlock() > 0;
+    const int64_t vBlockOption =
+        f32Inputs && vBlockF32 > 0 ? vBlockF32 : vBlock;
+    std::optional<int64_t> vBlocked =
+        valueBlock(op.getTile(), vBlockOption, vd);
     if (!vBlocked)
       return rewriter.notifyMatchFailure(op, "v_block must divide V");
 
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     TensorTileBuilder tb(b);
     auto [cTile, subTile] = tileSizes(op.getTile(), chunk, subChunk);
+    // A V block other than the pass's v-block is recorded where the bundle
+    // manifest reads the kernel's tile (an op's own #kda.tile already is).
+    if (!ownVBlock && vBlockOption != vBlock)
+      if (auto kernel = op->getParentOfType<func::FuncOp>();
+          kernel && kernel->hasAttr("kda.kernel") &&
+          !kernel->hasAttr("kda.tile"))
+        kernel->setAttr("kda.tile",
+                        TileAttr::get(op.getContext(), cTile, subTile,
+                                      *vBlocked, 4, 2, 1));
     // sub-chunk-steps: a chunk of several 16-token sub-chunks runs as that
     // many chunk steps of 16. Same chunkwise form (SPEC.md section 3), same
     // result up to rounding; the sub-chunks meet through the state instead
@@ -888,7 +906,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     return seqLoop.getResult(0);
   }
 
-  int64_t chunk, subChunk, vBlock;
+  int64_t chunk, subChunk, vBlock, vBlockF32;
   bool chunkParallel;
   /// Boundary states into pool slots (boundary_indices): written by the
   /// target's state kernel (the tile program leaves the pool alone), else
@@ -1169,6 +1187,8 @@ struct KdaTileChunksPass
 
   void runOnOperation() override {
     std::string invalid = checkTileOptions(chunk, subChunk, vBlock);
+    if (invalid.empty() && vBlockF32 != 0)
+      invalid = checkTileOptions(chunk, subChunk, vBlockF32);
     if (!invalid.empty()) {
       getOperation().emitError() << "kda-tile-chunks: option " << invalid;
       return signalPassFailure();
@@ -1275,7 +1295,7 @@ struct KdaTileChunksPass
       return signalPassFailure();
     RewritePatternSet patterns(&getContext());
     patterns.add<TileGatedDelta>(&getContext(), chunk, subChunk, vBlock,
-                                 schedule == "chunk-parallel",
+                                 vBlockF32, schedule == "chunk-parallel",
                                  boundarySlots == "kernel", subChunkSteps);
     patterns.add<TileDecodeStep>(&getContext(), vBlock);
     patterns.add<TileWindowAttention>(&getContext(), chunk);

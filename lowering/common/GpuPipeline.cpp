@@ -69,6 +69,8 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   // checks the pair instead of clamping a sub-chunk larger than the chunk.
   tiling.subChunk = tiling.chunk > 1 ? options.subChunk : tiling.chunk;
   tiling.vBlock = options.vBlock > 0 ? options.vBlock : target.defaultVBlock;
+  tiling.vBlockF32 =
+      options.vBlock > 0 ? options.vBlock : target.defaultVBlockF32;
   tiling.schedule = options.schedule;
   // [C, K] tiles in shared memory and registers: past 1024 nothing fits a
   // block on any of the five chips (and the lowering took minutes first).

@@ -792,13 +792,13 @@ struct StateProgram : kda::LaneBuilder {
 ///
 /// Its matrix instruction takes the W, Gamma Q and decayed k workspaces'
 /// type: bf16 (16-bit inputs; S^T rounded to bf16 as its A operand) or f32
-/// (fp32 inputs: 3xTF32, S^T split into its tf32 part and the rest). The
-/// strategy gives fp32 kernels the split-K program unless asked otherwise
-/// (state-program=derived): at T = 8192, H = 32 on the H200 it took 1.35 ms
-/// where this program took 1.65 ms at its best tile (V blocks of 64) and
-/// 2.07 ms at the default one (bench/RESULTS.md, fifteenth session): with
-/// all of K per warp, a chunk step's 3xTF32 products are one warp's long
-/// chain, and every V block reads the f32 workspaces again.
+/// (fp32 inputs: 3xTF32, S^T split into its tf32 part and the rest). With
+/// all of K per warp, an fp32 chunk step's 3xTF32 products were one warp's
+/// long chain (1.5 times the per-lane split-K program's time, fifteenth
+/// session); fp32 kernels therefore split K over the warps (byK: partial
+/// products summed across warps, one barrier each) at V blocks of 32, the
+/// chip table's fp32 default: 0.88 to 0.97 of the split-K program's time on
+/// the H200 (bench/RESULTS.md, seventeenth session), and the default since.
 struct LaneStateProgram : kda::LaneBuilder {
   const StatePassConfig &cfg;
   int64_t C, K, VB, NW;
@@ -1405,16 +1405,11 @@ std::string mlir::kda::stateLanesProgram(func::FuncOp func,
   if (wsTypes.size() != cfg->roles.size() ||
       !LaneStateProgram::refusal(*cfg, wsTypes).empty())
     return "per_lane";
-  if (program == "derived")
-    return "derived";
-  // auto: 16-bit inputs take the derived program; fp32 inputs (f32
-  // workspaces) the split-K one, measured faster (LaneStateProgram says by
-  // how much).
-  Type operand = cast<MemRefType>(wsTypes[2]).getElementType();
-  for (auto [role, type] : llvm::zip(cfg->roles, wsTypes))
-    if (role == "q")
-      operand = cast<MemRefType>(type).getElementType();
-  return operand.isF32() ? "per_lane" : "derived";
+  // derived or auto: every configuration LaneStateProgram takes (fp32
+  // inputs since the seventeenth session: split by K at V blocks of 32, the
+  // chip table's fp32 default, faster than the per-lane split-K program on
+  // every shape measured; bench/RESULTS.md).
+  return "derived";
 }
 
 std::unique_ptr<Pass>

@@ -9,12 +9,21 @@ bundles). Every Python module that needs a chip fact reads it here.
 
 from typing import Dict, Tuple
 
+# default_tile: kda-compile's tile without flags (v_block_f32: the V block of
+# gated delta ops with fp32 q and k).
+_NV_TILE = {"chunk": 16, "v_block": 16, "v_block_f32": 32}
+_AMD_TILE = {"chunk": 16, "v_block": 16, "v_block_f32": 16}
 CHIP_TABLE: Dict[str, Dict[str, object]] = {
-    "sm_80": {"vendor": "nvidia", "warp_size": 32, "shared_memory_per_block": 163 * 1024},
-    "sm_90a": {"vendor": "nvidia", "warp_size": 32, "shared_memory_per_block": 227 * 1024},
-    "gfx90a": {"vendor": "amd", "warp_size": 64, "shared_memory_per_block": 64 * 1024},
-    "gfx942": {"vendor": "amd", "warp_size": 64, "shared_memory_per_block": 64 * 1024},
-    "gfx1100": {"vendor": "amd", "warp_size": 32, "shared_memory_per_block": 64 * 1024},
+    "sm_80": {"vendor": "nvidia", "warp_size": 32, "shared_memory_per_block": 163 * 1024,
+              "default_tile": _NV_TILE},
+    "sm_90a": {"vendor": "nvidia", "warp_size": 32, "shared_memory_per_block": 227 * 1024,
+               "default_tile": _NV_TILE},
+    "gfx90a": {"vendor": "amd", "warp_size": 64, "shared_memory_per_block": 64 * 1024,
+               "default_tile": _AMD_TILE},
+    "gfx942": {"vendor": "amd", "warp_size": 64, "shared_memory_per_block": 64 * 1024,
+               "default_tile": _AMD_TILE},
+    "gfx1100": {"vendor": "amd", "warp_size": 32, "shared_memory_per_block": 64 * 1024,
+                "default_tile": _AMD_TILE},
 }
 
 CHIPS: Tuple[str, ...] = tuple(CHIP_TABLE)

@@ -152,10 +152,14 @@ def enumerate_space(cfg: Dict[str, Any], chunks: Iterable[int] = CHUNKS,
     return out
 
 
-def default_tile(chip: str) -> Dict[str, int]:
-    """The tile kda-compile uses without flags (GpuTarget's defaults: C = 16,
-    V blocks of 16, 128 threads on every chip today)."""
-    return make_tile(16, 16, 128)
+def default_tile(chip: str, cfg: Optional[Dict[str, Any]] = None) -> Dict[str, int]:
+    """The tile kda-compile uses without flags for cfg (GpuTarget's defaults,
+    kda.chips' copy: C = 16, V blocks of 16, or of the chip's fp32 default
+    for gated delta ops with fp32 q and k; 128 threads on every chip)."""
+    from . import chips as _chips
+    d = _chips.CHIP_TABLE.get(chip, {}).get("default_tile") or {"chunk": 16, "v_block": 16}
+    f32 = bool(cfg) and cfg.get("op") == "gated_delta" and cfg.get("qk_dtype") == "f32"
+    return make_tile(int(d["chunk"]), int(d.get("v_block_f32", d["v_block"]) if f32 else d["v_block"]), 128)
 
 
 def bundle_shared_memory(manifest: Dict[str, Any]) -> int:
@@ -345,7 +349,7 @@ class TuningDB:
         for c in cands:
             c["by_shape"] = {sid: c.get("median_ms") if c.get("status") == "ok" else None}
             c["status_by_shape"] = {sid: c.get("status")}
-        base = shape_policy_tile(cfg, chip, shape["N"], HV, multiprocessors or 0) or default_tile(chip)
+        base = shape_policy_tile(cfg, chip, shape["N"], HV, multiprocessors or 0) or default_tile(chip, cfg)
         new = {"config": copy.deepcopy(cfg), "config_hash": h, "chip": chip,
                "compiler_fingerprint": fingerprint, "bucket": bucket,
                # What kda-compile --tuning-db matches: it sees the module, not cfg.

@@ -8,8 +8,8 @@
 // RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none v-block=8" 2>&1 | FileCheck %s --check-prefix=POOLTILE
 // RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-registers=false" 2>&1 | FileCheck %s --check-prefix=POOLNONE
 // RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-rocdl="chip=gfx942 format=none" 2>&1 | FileCheck %s --check-prefix=POOLNONE
-// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_80 format=none" | FileCheck %s --check-prefix=F32
-// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_80 format=none state-program=derived" | FileCheck %s --check-prefix=F32DERIVED
+// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_80 format=none state-program=per_lane" | FileCheck %s --check-prefix=F32
+// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_80 format=none" | FileCheck %s --check-prefix=F32DERIVED
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none intra-registers=false" --mlir-print-ir-after=kda-gpu-map-kernels 2>&1 >/dev/null | FileCheck %s --check-prefix=SKIP
 // RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=UNIT
 // RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_80 format=none state-registers=false" | FileCheck %s --check-prefix=UNITTILES
@@ -58,15 +58,16 @@
 // STAGES-NEXT: nvvm.barrier
 // STAGES9: error: kda-gpu-state-registers: the derived state program's chunks in flight (state-stages) are 2 to 8, got 9
 
-// Chunk-boundary states of fp32 inputs (varlen, a V split) keep the split-K
-// program: two barriers per chunk step, as without them.
+// Chunk-boundary states of fp32 inputs (varlen, V = 32 in one block): the
+// derived program, the state split by K; where a chunk starts a boundary
+// interval each lane stores its accumulators (f32) before the chunk's
+// products.
+// BOUNDARY: name = "kda_gated_delta_kernel_state"{{.*}}program = "derived"
 // BOUNDARY-LABEL: gpu.module @kda_gated_delta_kernel_state_module
-// BOUNDARY: nvvm.mma.sync
-// BOUNDARY-COUNT-2: nvvm.barrier
-// BOUNDARY-NOT: nvvm.barrier
-// BOUNDARY: nvvm.mma.sync
-// BOUNDARY-COUNT-2: nvvm.barrier
-// BOUNDARY-NOT: nvvm.barrier
+// BOUNDARY: nvvm.cp.async.shared.global
+// BOUNDARY: nvvm.cp.async.wait.group
+// BOUNDARY: llvm.store {{.*}} : f32, !llvm.ptr
+// BOUNDARY: nvvm.mma.sync {{.*}}tf32
 // BOUNDARY: llvm.return
 
 // Boundary states into pool slots: the state kernel stores them itself (the
@@ -88,7 +89,8 @@
 // TILES-COUNT-8: nvvm.barrier
 
 // fp32 inputs keep fp32 accuracy: three tf32 products per product
-// (3xTF32), here with K = 64 (2 accumulator tiles per warp), V blocks of 32
+// (3xTF32). Asked for (state-program=per_lane), the split-K program written
+// per lane, here with K = 64 (2 accumulator tiles per warp), V blocks of 32
 // (2 row tiles) and no gate; shared memory 4 x 2 x 16 x 36 + 2 x 32 x 20 f32.
 // F32: dynamic_shared_memory = 23552 : i64, grid = [2, 2, 2], module = "kda_gated_delta_kernel_state_module"
 // F32-LABEL: gpu.module @kda_gated_delta_kernel_state_module
@@ -96,8 +98,8 @@
 // F32: nvvm.barrier
 // F32: llvm.return
 
-// Asked for (state-program=derived), fp32 inputs run emitStateStep on lane
-// tiles too, the state split by K: four warps of 16 keys, each holding all 32
+// By default fp32 inputs run emitStateStep on lane tiles too (the chip
+// table's fp32 V block, 32), the state split by K: four warps of 16 keys, each holding all 32
 // V rows of its keys; f32 workspaces in shared memory for two chunks (W,
 // Gamma Q and decayed k: 16 x (64 + 4) f32 each; U 16 x (32 + 4); P 16 x
 // (16 + 4): 2 x 4 x (3 x 1088 + 576 + 320) = 33280 bytes) and the warps'

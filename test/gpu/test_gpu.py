@@ -588,16 +588,16 @@ def make_inputs(case, torch):
 
 def expected_program(role, dtype):
     """How a lane kernel of `role` is written for inputs of `dtype`: derived from an algorithm of
-    passes/ (the decode step, window attention, the state step of 16-bit inputs) or per lane
-    (the intra-chunk kernel, the split-K state program of fp32 inputs)."""
+    passes/ (the decode step, window attention, the state step) or per lane (the intra-chunk
+    kernel)."""
     if role == "intra":
         # The per-lane program by default; bundles built with kda-compile
         # --intra-program=derived (KDA_INTRA_PROGRAM=derived) the derived one.
         return os.environ.get("KDA_INTRA_PROGRAM", "per_lane")
-    if role == "state" and dtype == "f32":
-        # fp32 state kernels: the split-K program by default; bundles built with
-        # kda-compile --state-program=derived (KDA_STATE_PROGRAM=derived) the derived one.
-        return os.environ.get("KDA_STATE_PROGRAM", "per_lane")
+    if role == "state":
+        # The derived program (fp32 too, since the seventeenth session); bundles built with
+        # kda-compile --state-program=per_lane (KDA_STATE_PROGRAM=per_lane) the split-K one.
+        return os.environ.get("KDA_STATE_PROGRAM", "derived")
     return "derived"
 
 

@@ -92,12 +92,12 @@ static cl::opt<bool> noTensorCores(
 static cl::opt<std::string> stateProgram(
     "state-program",
     cl::desc("NVIDIA: which program writes the chunk-parallel state kernel: "
-             "auto (default: the program derived from the algorithm, "
-             "emitStateStep on lane tiles with V over the warps and all of K "
-             "per warp, for 16-bit inputs; the split-K program for fp32 "
-             "inputs, measured faster there), derived (wherever it takes the "
-             "kernel; fp32: 3xTF32 products) or per_lane (K split over a "
-             "block's warps)"),
+             "auto (default) or derived (the program derived from the "
+             "algorithm, emitStateStep on lane tiles: V over the warps and "
+             "all of K per warp for 16-bit inputs; K split over the warps, "
+             "3xTF32 products, for fp32), or per_lane (the older split-K "
+             "program written per lane, K split over a block's warps; "
+             "measured slower)"),
     cl::init("auto"), cl::cat(compileCategory));
 static cl::opt<std::string> intraProgram(
     "intra-program",

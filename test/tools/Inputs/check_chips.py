@@ -1,6 +1,6 @@
 """Checks python/kda/chips.py against `kda-compile --print-chips` (argv[1]):
 the same chips, and for each the values the package keeps (vendor, warp size,
-shared memory per block) equal to the compiler's."""
+shared memory per block, default tiles) equal to the compiler's."""
 import json
 import sys
 

@@ -458,8 +458,10 @@ def part_flow(kda_tune, kda_compile, runtime, tmp):
     with open(cfg_file, "w") as f:
         json.dump(cfg, f)
     plan = os.path.join(tmp, "plan")
+    # V blocks of 32: the configuration is fp32, whose default V block is the
+    # chip table's fp32 one (32, all of V here), kda-tune's reference tile.
     out = run([kda_tune, "compile", "--chip", "sm_90a", "--config", cfg_file, "--out", plan,
-               "--chunks", "16,32", "--v-blocks", "16", "--threads", "128", "--state-prefetch", "1",
+               "--chunks", "16,32", "--v-blocks", "32", "--threads", "128", "--state-prefetch", "1",
                "--jobs", "2", "--shape", "T=256,N=2,H=2", "--shape", "T=4096,N=1,H=4"], env)
     with open(os.path.join(plan, "plan.json")) as f:
         p = json.load(f)
@@ -484,10 +486,10 @@ def part_flow(kda_tune, kda_compile, runtime, tmp):
         pass
     out = run([kda_tune, "pick", plan, "--db", db, "--allow-fake"], env)
     print("\n".join("     | " + line for line in out.splitlines()))
-    check("C=32 vb=16 thr=128" in out and "speedup" in out, "summary table names the winner")
+    check("C=32 vb=32 thr=128" in out and "speedup" in out, "summary table names the winner")
     tdb = TU.TuningDB.load(db)
     check(len(tdb.entries) == 2, f"{len(tdb.entries)} entries")
-    check(tdb.lookup(cfg, "sm_90a", fp, 256, 2, 2) == TU.make_tile(32, 16, 128), "winner: chunk 32 (fake timer)")
+    check(tdb.lookup(cfg, "sm_90a", fp, 256, 2, 2) == TU.make_tile(32, 32, 128), "winner: chunk 32 (fake timer)")
     check(tdb.lookup(cfg, "sm_90a", "kda-0000000000000000-llvm22.1.0", 256, 2, 2) is None,
           "another compiler's fingerprint finds nothing")
     # The package uses it: the tuned bundle is the plan's (same name, same compiler).
@@ -496,7 +498,7 @@ def part_flow(kda_tune, kda_compile, runtime, tmp):
         os.environ.update(KDA_TUNING_DB=db, KDA_COMPILE=kda_compile,
                           KDA_BUNDLE_PATH=os.path.join(plan, "bundles"), KDA_CACHE_DIR=os.path.join(tmp, "c"))
         tile = TU.tuned_tile(cfg, "sm_90a", 4096, 1, 4)
-        check(tile == TU.make_tile(32, 16, 128), f"tuned_tile {tile}")
+        check(tile == TU.make_tile(32, 32, 128), f"tuned_tile {tile}")
         path = B.find_bundle(cfg, "sm_90a", tile)
         check(path is not None and os.path.dirname(path) == os.path.join(plan, "bundles"),
               f"the plan's bundle is the cache's: {path}")
@@ -569,7 +571,7 @@ def part_flow(kda_tune, kda_compile, runtime, tmp):
     check(all(e["compiler_fingerprint"] == k.split("|")[2] for k, e in carried.entries.items()),
           "an entry's fingerprint is its key's")
     check("2 entries carried" in out and len(carried.entries) == 4
-          and carried.lookup(cfg, "sm_90a", fp, 256, 2, 2) == TU.make_tile(32, 16, 128), out)
+          and carried.lookup(cfg, "sm_90a", fp, 256, 2, 2) == TU.make_tile(32, 32, 128), out)
     cubin = sorted(n for n in os.listdir(os.path.join(plan, cands[1]["bundle"])) if n.endswith(".cubin"))[0]
     with open(os.path.join(plan, cands[1]["bundle"], cubin), "r+b") as f:
         f.seek(100)

@@ -478,13 +478,19 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     auto [cTile, subTile] = tileSizes(op.getTile(), chunk, subChunk);
     // A V block other than the pass's v-block is recorded where the bundle
     // manifest reads the kernel's tile (an op's own #kda.tile already is).
+    // (An op's #kda.tile without a v_block is completed.)
     if (!ownVBlock && vBlockOption != vBlock)
       if (auto kernel = op->getParentOfType<func::FuncOp>();
-          kernel && kernel->hasAttr("kda.kernel") &&
-          !kernel->hasAttr("kda.tile"))
-        kernel->setAttr("kda.tile",
-                        TileAttr::get(op.getContext(), cTile, subTile,
-                                      *vBlocked, 4, 2, 1));
+          kernel && kernel->hasAttr("kda.kernel")) {
+        auto had = kernel->getAttrOfType<TileAttr>("kda.tile");
+        kernel->setAttr(
+            "kda.tile",
+            had ? TileAttr::get(op.getContext(), had.getChunk(),
+                                had.getSubChunk(), *vBlocked, had.getWarps(),
+                                had.getStages(), had.getSegments())
+                : TileAttr::get(op.getContext(), cTile, subTile, *vBlocked, 4,
+                                2, 1));
+      }
     // sub-chunk-steps: a chunk of several 16-token sub-chunks runs as that
     // many chunk steps of 16. Same chunkwise form (SPEC.md section 3), same
     // result up to rounding; the sub-chunks meet through the state instead

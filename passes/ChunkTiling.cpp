@@ -461,13 +461,14 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     // Every check before the first op is created: a pattern that creates ops
     // and then fails leaves them behind, and the driver never converges.
     // fp32 inputs have a default of their own (f32 workspaces: the chip
-    // table's defaultVBlockF32).
+    // table's defaultVBlockF32) where it divides V; else v-block's.
     const bool f32Inputs =
         cast<ShapedType>(q.getType()).getElementType().isF32();
     const bool ownVBlock = op.getTile() && *op.getTile() &&
                            op.getTile()->getVBlock() > 0;
     const int64_t vBlockOption =
-        f32Inputs && vBlockF32 > 0 ? vBlockF32 : vBlock;
+        f32Inputs && vBlockF32 > 0 && vd % vBlockF32 == 0 ? vBlockF32
+                                                           : vBlock;
     std::optional<int64_t> vBlocked =
         valueBlock(op.getTile(), vBlockOption, vd);
     if (!vBlocked)
@@ -477,8 +478,8 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     TensorTileBuilder tb(b);
     auto [cTile, subTile] = tileSizes(op.getTile(), chunk, subChunk);
     // A V block other than the pass's v-block is recorded where the bundle
-    // manifest reads the kernel's tile (an op's own #kda.tile already is).
-    // (An op's #kda.tile without a v_block is completed.)
+    // manifest reads the kernel's tile: the kernel's kda.tile (the op's own,
+    // which had no v_block, completed).
     if (!ownVBlock && vBlockOption != vBlock)
       if (auto kernel = op->getParentOfType<func::FuncOp>();
           kernel && kernel->hasAttr("kda.kernel")) {

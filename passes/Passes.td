@@ -36,8 +36,9 @@ def KdaTileChunks : Pass<"kda-tile-chunks", "func::FuncOp"> {
            "columns of V per program when the op's #kda.tile sets none "
            "(0: all of V; ignored where it does not divide V)">,
     Option<"vBlockF32", "v-block-f32", "int64_t", /*default=*/"0",
-           "the same for gated delta ops with fp32 q and k (0: v-block's); "
-           "the chosen value is recorded as the kernel's kda.tile">,
+           "the same for gated delta ops with fp32 q and k, where it divides "
+           "V (0 or not dividing: v-block's); recorded as the kernel's "
+           "kda.tile">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"sequential\"",
            "how kda.gated_delta's chunks are scheduled: 'sequential' (one "
            "program per (sequence, head, V block) walks its chunks) or "

@@ -2004,17 +2004,26 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
   auto mulf = [&](Value x, Value y) {
     return arith::MulFOp::create(b, x, y).getResult();
   };
-  auto ult = [&](Value x, int64_t v) {
-    return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, x, index(v))
-        .getResult();
-  };
   Value zero = constantF32(0.0);
-  // g at row rho, the lane's columns: from lane (rho % 8, t).
-  auto gAt = [&](int64_t rho, int64_t c) {
-    Value src = i32(arith::AddIOp::create(b, tIdx, index(4 * (rho % 8))));
-    return gpu::ShuffleOp::create(b, reg(tg, rho / 8, c), src, width,
+  // g at row 8 nt + row (row < 8, a warp-uniform value), the lane's column
+  // c: from lane (row, t).
+  auto gAt = [&](int64_t nt, Value row, int64_t c) {
+    Value src = i32(arith::AddIOp::create(
+        b, tIdx, arith::MulIOp::create(b, row, index(4))));
+    return gpu::ShuffleOp::create(b, reg(tg, nt, c), src, width,
                                   gpu::ShuffleMode::IDX)
         .getResult(0);
+  };
+  // Whether the lane's row (8 nt + g) is before row `first` of the n tile,
+  // and whether it is one of the `count` rows from there.
+  auto before = [&](Value first) {
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::ult, gIdx, first)
+        .getResult();
+  };
+  auto inRows = [&](Value first, Value count) -> Value {
+    return arith::AndIOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::uge, gIdx, first),
+        before(arith::AddIOp::create(b, first, count)));
   };
   auto warpMax = [&](Value x) {
     for (int64_t off = 1; off < warpSize; off *= 2)
@@ -2027,27 +2036,19 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
               .getResult(0));
     return x;
   };
-  // Whether the lane's key row (8 nt + g) is one of the gs keys from start.
-  auto inKeyGroup = [&](int64_t start, int64_t gs) -> Value {
-    return arith::AndIOp::create(
-        b,
-        arith::CmpIOp::create(b, arith::CmpIPredicate::uge, gIdx,
-                              index(start % 8)),
-        ult(gIdx, start % 8 + gs));
-  };
   // The largest exponent of n tile nt's groups of gs, over the warp: minus
   // the least of the negated exponents.
   auto spread = [&](int64_t nt, int64_t gs) {
     Value least = zero;
     for (int64_t gr = 0; gr < 8 / gs; ++gr) {
-      const int64_t start = 8 * nt + gs * gr, rho = start + gs / 2;
-      Value inGroup = inKeyGroup(start, gs);
+      Value first = index(gs * gr);
+      Value inGroup = inRows(first, index(gs));
       for (int64_t c = 0; c < slots; ++c) {
-        Value ref = gAt(rho, c);
+        Value ref = gAt(nt, index(gs * gr + gs / 2), c);
         for (int h = nt; h < 2; ++h) {
           Value d = sub(ref, reg(tg, h, c));
           if (h == nt && gr > 0)
-            d = arith::SelectOp::create(b, ult(gIdx, start % 8), zero, d);
+            d = arith::SelectOp::create(b, before(first), zero, d);
           least = arith::MinimumFOp::create(b, least, d);
         }
         least = arith::MinimumFOp::create(
@@ -2063,19 +2064,10 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
   // (4 registers a tile of `as`).
   auto group = [&](int64_t nt, Value gs, Value first, ArrayRef<Value> kOwn,
                    SmallVector<Value> acc) {
-    // Reference row 8 nt + first + gs / 2, from lane (row % 8, t).
-    Value rhoLane = arith::MulIOp::create(
-        b,
-        arith::AddIOp::create(b, first,
-                              arith::DivUIOp::create(b, gs, index(2))),
-        index(4));
-    Value src = i32(arith::AddIOp::create(b, tIdx, rhoLane));
-    Value inGroup = arith::AndIOp::create(
-        b, arith::CmpIOp::create(b, arith::CmpIPredicate::uge, gIdx, first),
-        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, gIdx,
-                              arith::AddIOp::create(b, first, gs)));
-    Value before =
-        arith::CmpIOp::create(b, arith::CmpIPredicate::ult, gIdx, first);
+    // Reference row 8 nt + first + gs / 2.
+    Value rho = arith::AddIOp::create(
+        b, first, arith::DivUIOp::create(b, gs, index(2)));
+    Value inGroup = inRows(first, gs), isBefore = before(first);
     // One k block (4 of the lane's columns, two tf32 steps) at a time, so
     // that only its decays are live. Those of the A rows (exp(g_i - g_rho))
     // are the same for every A tile: taken once.
@@ -2087,9 +2079,7 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
     for (int64_t kb = 0; kb < slots / 4; ++kb) {
       DenseMap<int64_t, Value> up[2], B;
       for (int64_t c = 4 * kb; c < 4 * kb + 4; ++c) {
-        Value ref = gpu::ShuffleOp::create(b, reg(tg, nt, c), src, width,
-                                           gpu::ShuffleMode::IDX)
-                        .getResult(0);
+        Value ref = gAt(nt, rho, c);
         for (int h = nt; h < 2; ++h)
           up[h][c] = exp(sub(reg(tg, h, c), ref));
         B[c] = arith::SelectOp::create(b, inGroup, kOwn[c], zero);
@@ -2100,7 +2090,7 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
           if (h < nt)
             return zero;
           Value x = mulf(reg(*ta[m], h, c), up[h][c]);
-          return h == nt ? arith::SelectOp::create(b, before, zero, x)
+          return h == nt ? arith::SelectOp::create(b, isBefore, zero, x)
                          : x;
         };
         for (int64_t s = 0; s < 2; ++s) {
@@ -2170,15 +2160,10 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
         b,
         arith::MulIOp::create(b, arith::DivUIOp::create(b, gIdx, gs), gs),
         arith::DivUIOp::create(b, gs, index(2)));
-    Value ownSrc = i32(arith::AddIOp::create(
-        b, tIdx, arith::MulIOp::create(b, ownRow, index(4))));
     SmallVector<Value> kOwn;
-    for (int64_t c = 0; c < slots; ++c) {
-      Value ref = gpu::ShuffleOp::create(b, reg(tg, nt, c), ownSrc, width,
-                                         gpu::ShuffleMode::IDX)
-                      .getResult(0);
-      kOwn.push_back(mulf(reg(tbk, nt, c), exp(sub(ref, reg(tg, nt, c)))));
-    }
+    for (int64_t c = 0; c < slots; ++c)
+      kOwn.push_back(mulf(reg(tbk, nt, c),
+                          exp(sub(gAt(nt, ownRow, c), reg(tg, nt, c)))));
     auto loop = scf::ForOp::create(b, index(0), index(8), gs,
                                    SmallVector<Value>(4 * nA, zero));
     {

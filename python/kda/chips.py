@@ -35,6 +35,12 @@ def shared_memory_per_block(chip: str) -> int:
     return int(CHIP_TABLE[chip]["shared_memory_per_block"])
 
 
+def default_tile(chip: str) -> Dict[str, int]:
+    """kda-compile's tile without flags on `chip`: chunk, v_block and the
+    v_block of gated delta ops with fp32 q and k (v_block_f32)."""
+    return dict(CHIP_TABLE[chip]["default_tile"])  # type: ignore[arg-type]
+
+
 def amd_chips() -> Tuple[str, ...]:
     """The AMD chips kda compiles for."""
     return tuple(c for c, t in CHIP_TABLE.items() if t["vendor"] == "amd")

@@ -156,10 +156,9 @@ def default_tile(chip: str, cfg: Optional[Dict[str, Any]] = None) -> Dict[str, i
     """The tile kda-compile uses without flags for cfg (GpuTarget's defaults,
     kda.chips' copy: C = 16, V blocks of 16, or of the chip's fp32 default
     for gated delta ops with fp32 q and k; 128 threads on every chip)."""
-    from . import chips as _chips
-    d = _chips.CHIP_TABLE.get(chip, {}).get("default_tile") or {"chunk": 16, "v_block": 16}
+    d = _chips.default_tile(chip)
     f32 = bool(cfg) and cfg.get("op") == "gated_delta" and cfg.get("qk_dtype") == "f32"
-    return make_tile(int(d["chunk"]), int(d.get("v_block_f32", d["v_block"]) if f32 else d["v_block"]), 128)
+    return make_tile(d["chunk"], d["v_block_f32"] if f32 else d["v_block"], 128)
 
 
 def bundle_shared_memory(manifest: Dict[str, Any]) -> int:

@@ -156,6 +156,23 @@ protected:
                    std::optional<LaneLayout> expectLayout = std::nullopt,
                    double tolerance = 0.0);
 
+  /// prefixSumRows of a tile in layout `l` (element (r, c) = 10 r + c + 1),
+  /// evaluated lane by lane: every element the sum of its column's rows up
+  /// to its own, in the same layout. Returns the shuffles one lane took.
+  int64_t prefixSumRowsShuffles(const LaneLayout &l) {
+    auto value = [](int64_t r, int64_t c) { return double(r * 10 + c + 1); };
+    return evaluate(
+        l, value,
+        [](LaneTileBuilder &tb, Value x) { return tb.prefixSumRows(x); },
+        [&](const LaneLayout::Coords &c) {
+          double sum = 0;
+          for (int64_t row = 0; row <= c[0]; ++row)
+            sum += value(row, c[1]);
+          return sum;
+        },
+        l);
+  }
+
   MLIRContext ctx;
   ModuleOp module;
   Block *block = nullptr;
@@ -460,19 +477,8 @@ TEST_F(LaneTilesTest, PrefixSumRowsScansRegistersThenLaneBlocks) {
     l.regs.push_back({r, 0});
   l.lanes = {{0, 1}, {0, 2}, {4, 0}, {0, 0}, {8, 0}};
   ASSERT_EQ(l.check(), "");
-  auto value = [](int64_t r, int64_t c) { return double(r * 10 + c + 1); };
-  int64_t shuffles = evaluate(
-      l, value,
-      [](LaneTileBuilder &tb, Value x) { return tb.prefixSumRows(x); },
-      [&](const LaneLayout::Coords &c) {
-        double expected = 0;
-        for (int64_t row = 0; row <= c[0]; ++row)
-          expected += value(row, c[1]);
-        return expected;
-      },
-      l);
   // Two levels of xor shuffles (lane bits 2 and 4), one per lane.
-  EXPECT_EQ(shuffles, 2);
+  EXPECT_EQ(prefixSumRowsShuffles(l), 2);
 }
 
 /// Builds `program` once per lane of one warp (the tile's registers
@@ -536,22 +542,10 @@ int64_t LaneTilesTest::evaluate(
 /// a register bit above three lane bits): the scan takes the lane bits
 /// (xor shuffles of the totals), then the register bit.
 TEST_F(LaneTilesTest, PrefixSumRowsInTheMmaLayout) {
-  auto value = [](int64_t r, int64_t c) { return double(r * 10 + c + 1); };
-  LaneLayout acc = LaneTileBuilder::mmaOperandA(16, 32, 1);
-  int64_t shuffles = evaluate(
-      acc, value,
-      [](LaneTileBuilder &tb, Value x) { return tb.prefixSumRows(x); },
-      [&](const LaneLayout::Coords &c) {
-        double sum = 0;
-        for (int64_t row = 0; row <= c[0]; ++row)
-          sum += value(row, c[1]);
-        return sum;
-      },
-      acc);
   // Three lane bits (rows 1, 2, 4), one shuffle each per register (rows
   // g and g + 8 are in different 8-row groups until the register bit, row
   // 8, which needs none): 3 x 16.
-  EXPECT_EQ(shuffles, 48);
+  EXPECT_EQ(prefixSumRowsShuffles(LaneTileBuilder::mmaOperandA(16, 32, 1)), 48);
 }
 
 /// A row of a tile whose rows are on lanes: every lane reads its columns of

@@ -209,6 +209,19 @@ IntraChunk mlir::kda::emitIntraChunk(
     std::tie(qDecayed, kToEnd) = decayedQK();
     early(qDecayed, kToEnd, gLast);
   }
+  // The UT transform's right-hand sides, beta Gamma K and beta V: taken
+  // now, while Gamma and V are at hand, and parked through the intra-chunk
+  // matrices, the chunk's longest stretch (they wait for the inverse).
+  Value kScaled, vScaled;
+  if (delta) {
+    SmallVector<TileOperand> kFactors = {k};
+    if (decays)
+      kFactors.push_back(gamma);
+    if (beta)
+      kFactors.push_back(perRow(beta));
+    kScaled = tb.park(kFactors.size() > 1 ? mul(tb, {c, kd}, kFactors) : k);
+    vScaled = tb.park(beta ? mul(tb, {c, vd}, {in.v, perRow(beta)}) : in.v);
+  }
 
   Value P, L;
   if (decays) {
@@ -222,10 +235,6 @@ IntraChunk mlir::kda::emitIntraChunk(
     const bool boundedSubChunk =
         config.gateActivation == GateActivation::lower_bound &&
         -config.lowerBound * double(sub - 1) <= 80.0;
-    // After q's and k's decays, Gamma waits for W's keys (the delta rule)
-    // through the decayed pairs, the chunk's longest stretch.
-    if (delta && !boundedSubChunk && sub > 1)
-      gamma = tb.park(gamma);
     for (int64_t r = 0; r < c; r += sub) {
       Value qI = tb.subTile(q, {r, 0}, {sub, kd});
       Value kI = tb.subTile(k, {r, 0}, {sub, kd});
@@ -298,13 +307,6 @@ IntraChunk mlir::kda::emitIntraChunk(
     if (beta)
       L = mul(tb, {c, c}, {L, perRow(beta)});
     Value A = tb.invertUnitLower(L);
-    SmallVector<TileOperand> kFactors = {k};
-    if (decays)
-      kFactors.push_back(gamma);
-    if (beta)
-      kFactors.push_back(perRow(beta));
-    Value kScaled = kFactors.size() > 1 ? mul(tb, {c, kd}, kFactors) : k;
-    Value vScaled = beta ? mul(tb, {c, vd}, {in.v, perRow(beta)}) : in.v;
     out.w = tb.matmul(A, kScaled);
     out.u = tb.matmul(A, vScaled);
   }

@@ -657,10 +657,14 @@ struct IntraProgram : kda::LaneBuilder {
         b, MemRefType::get({NW * C * (std::max(std::max(KW, VW), C) + 1)},
                            f32Type, MemRefLayoutAttrInterface(), wg)));
     tb.preferColumnSplits();
-    // Gamma = exp(G), parked through the intra-chunk matrices (held in
-    // registers, ptxas spilled the softplus gate's form at 128).
+    // beta Gamma K and beta V, parked through the intra-chunk matrices
+    // (row-major, 16-byte rows plus 4 words): the UT transform's products
+    // read them from there as B operands, and their registers are free for
+    // the pairs (held, ptxas spilled the softplus gate's form at 128).
+    auto rowWords = [](int64_t d) { return (d + 3) / 4 * 4 + 4; };
     tb.useParking(memref::AllocOp::create(
-        b, MemRefType::get({C * K}, f32Type, MemRefLayoutAttrInterface(), wg)));
+        b, MemRefType::get({C * (rowWords(K) + rowWords(V))}, f32Type,
+                           MemRefLayoutAttrInterface(), wg)));
     // Fills of the chunk's [C, C] matrices (the algorithm's P and L before
     // their blocks are inserted): the accumulator's layout, a copy per warp.
     kda::LaneLayout cc = kda::LaneTileBuilder::mmaAccumulator(C, C, 1);

@@ -241,6 +241,27 @@ void LaneTileBuilder::useParking(Value buffer) {
   parkingWords = cast<MemRefType>(buffer.getType()).getNumElements();
 }
 
+void LaneTileBuilder::barrier() {
+  gpu::BarrierOp::create(b);
+  ++barriers;
+}
+
+const LaneLayout *LaneTileBuilder::distribution(Value v) {
+  if (auto it = tiles.find(v.getAsOpaquePointer()); it != tiles.end())
+    return &it->second.layout;
+  if (auto it = parked.find(v.getAsOpaquePointer()); it != parked.end())
+    return &it->second.layout;
+  return nullptr;
+}
+
+Value LaneTileBuilder::inRegistersView(Value v) {
+  auto it = parked.find(v.getAsOpaquePointer());
+  if (it == parked.end() || !it->second.stride)
+    return v;
+  const Tile &t = unpark(v);
+  return make(t.layout, t.regs);
+}
+
 Value LaneTileBuilder::park(Value tile) {
   // A hint: without room (or for a tile not in registers) the tile stays
   // where it is.
@@ -248,21 +269,54 @@ Value LaneTileBuilder::park(Value tile) {
     return tile;
   const Tile &t = tiles[tile.getAsOpaquePointer()];
   const int64_t threads = warpSize * warps, n = t.regs.size();
-  if (parkingUsed + n * threads > parkingWords)
+  const LaneLayout &l = t.layout;
+  // Row-major: rows of a multiple of 4 words, plus 4 (16-byte rows; with
+  // 4 (mod 32) words a row, the lanes of a row group and of a column pair
+  // meet different banks).
+  const bool rowMajor = l.rank() == 2 && l.replicatedLaneMask() == 0 &&
+                        l.replicatedWarpMask() == 0 &&
+                        int64_t(l.regs.size()) * threads ==
+                            l.shape[0] * l.shape[1];
+  const int64_t stride = rowMajor ? (l.shape[1] + 3) / 4 * 4 + 4 : 0;
+  const int64_t words = rowMajor ? l.shape[0] * stride : n * threads;
+  if (parkingUsed + words > parkingWords)
     return tile;
-  Parked pk{t.layout, parkingUsed};
-  parkingUsed += n * threads;
-  // Word base + r * threads + thread: consecutive lanes, consecutive words
-  // (no bank conflicts).
-  Value thread = arith::AddIOp::create(
-      b, arith::MulIOp::create(b, warp, index(warpSize)), lane);
-  for (int64_t r = 0; r < n; ++r)
-    memref::StoreOp::create(
-        b, t.regs[r], parking,
-        ValueRange{arith::AddIOp::create(b, thread,
-                                         index(pk.base + r * threads))});
-  Value handle = sharedHandle(SharedTile{});
-  shared.erase(handle.getAsOpaquePointer());
+  Parked pk{l, parkingUsed, stride, barriers};
+  parkingUsed += words;
+  Value handle;
+  if (rowMajor) {
+    // The region may still be read by the products of the program before
+    // (a loop around the program): a barrier first, unless the builder
+    // emitted one before (it runs between them).
+    if (barriers == 0 && warps > 1)
+      barrier();
+    pk.barriersAtPark = barriers;
+    for (int64_t r = 0; r < n; ++r) {
+      Value i = coordinate(l, r, 0), j = coordinate(l, r, 1);
+      memref::StoreOp::create(
+          b, t.regs[r], parking,
+          ValueRange{arith::AddIOp::create(
+              b, arith::AddIOp::create(
+                     b, arith::MulIOp::create(b, i, index(stride)), j),
+              index(pk.base))});
+    }
+    SharedTile st{parking, {}, SmallVector<int64_t, 2>(l.shape), Value()};
+    st.base = pk.base;
+    st.stride = stride;
+    handle = sharedHandle(std::move(st));
+  } else {
+    // Word base + r * threads + thread: consecutive lanes, consecutive
+    // words (no bank conflicts).
+    Value thread = arith::AddIOp::create(
+        b, arith::MulIOp::create(b, warp, index(warpSize)), lane);
+    for (int64_t r = 0; r < n; ++r)
+      memref::StoreOp::create(
+          b, t.regs[r], parking,
+          ValueRange{arith::AddIOp::create(b, thread,
+                                           index(pk.base + r * threads))});
+    handle = sharedHandle(SharedTile{});
+    shared.erase(handle.getAsOpaquePointer());
+  }
   parked[handle.getAsOpaquePointer()] = std::move(pk);
   return handle;
 }
@@ -276,11 +330,20 @@ LaneTileBuilder::Tile &LaneTileBuilder::unpark(Value handle) {
   Value thread = arith::AddIOp::create(
       b, arith::MulIOp::create(b, warp, index(warpSize)), lane);
   Tile t{pk.layout, {}};
-  for (int64_t r = 0; r < int64_t(pk.layout.regs.size()); ++r)
-    t.regs.push_back(memref::LoadOp::create(
-        b, parking,
-        ValueRange{arith::AddIOp::create(b, thread,
-                                         index(pk.base + r * threads))}));
+  for (int64_t r = 0; r < int64_t(pk.layout.regs.size()); ++r) {
+    Value at;
+    if (pk.stride) {
+      // Each element where its own lane wrote it: no barrier.
+      Value i = coordinate(pk.layout, r, 0), j = coordinate(pk.layout, r, 1);
+      at = arith::AddIOp::create(
+          b, arith::AddIOp::create(
+                 b, arith::MulIOp::create(b, i, index(pk.stride)), j),
+          index(pk.base));
+    } else {
+      at = arith::AddIOp::create(b, thread, index(pk.base + r * threads));
+    }
+    t.regs.push_back(memref::LoadOp::create(b, parking, ValueRange{at}));
+  }
   return unparked[key] = std::move(t);
 }
 
@@ -792,6 +855,9 @@ Value LaneTileBuilder::matmulAdd(Value acc, Value a, Value bTile, bool transA,
                                  bool transB) {
   // A product on the matrix instruction adds to the accumulator in place;
   // every other product is a product and a sum.
+  a = inRegistersView(a);
+  if (!mmaType || !mmaType.isF32() || transA)
+    bTile = inRegistersView(bTile);
   if (runsTransposed(a, bTile, transB))
     return transposedProduct(a, bTile, transA, transB, acc);
   SmallVector<int64_t> sa = shape(a), sb = shape(bTile);
@@ -807,6 +873,11 @@ Value LaneTileBuilder::matmulAdd(Value acc, Value a, Value bTile, bool transA,
 }
 
 Value LaneTileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
+  // A parked tile is B straight from shared memory (f32 products only);
+  // anywhere else its registers are read back.
+  a = inRegistersView(a);
+  if (!mmaType || !mmaType.isF32() || transA)
+    bTile = inRegistersView(bTile);
   SmallVector<int64_t> sa = shape(a), sb = shape(bTile);
   if (sa.size() != 2 || sb.size() != 2)
     return fail("a product of tiles that are not 2-D", {1, 1});
@@ -1173,10 +1244,10 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
         initOnCols |= w[1] != 0;
     // A distributed B operand (op(b) [K, N]) split over the warps by its
     // columns asks for a split by columns too.
+    // (A parked B: as it was distributed.)
     bool bOnCols = false;
-    if (!shared.count(bTile.getAsOpaquePointer()) &&
-        inRegisters(bTile))
-      for (const LaneLayout::Coords &w : tile_(bTile).layout.warps)
+    if (const LaneLayout *bl = distribution(bTile))
+      for (const LaneLayout::Coords &w : bl->warps)
         bOnCols |= w[transB ? 0 : 1] != 0;
     if (onRows && onCols)
       return fail("a product whose A operand splits rows and columns over "
@@ -1245,6 +1316,16 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
     return fail("a product whose B operand is a shared tile of another "
                 "element type than the matrix instruction's operands",
                 {M, N});
+  // A parked B: the writes of other lanes and warps seen first.
+  if (auto pk = parked.find(bTile.getAsOpaquePointer());
+      pk != parked.end() && pk->second.stride &&
+      barriers == pk->second.barriersAtPark) {
+    if (warps > 1)
+      barrier();
+    else
+      NVVM::SyncWarpOp::create(
+          b, arith::ConstantOp::create(b, b.getI32IntegerAttr(-1)));
+  }
   if (tf32x3 && ((sh != shared.end() && sh->second.address) ||
                  shA != shared.end()))
     return fail("a wgmma product of f32 operands (wgmma here takes 16-bit "
@@ -1345,20 +1426,30 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
           Value k = arith::AddIOp::create(b, t2, index(16 * kt + 8 * h));
           if (kOff)
             k = arith::AddIOp::create(b, k, kOff);
-          SmallVector<Value> at(t.prefix);
+          // Element (i, j) of T: by prefix, or row-major (parked).
+          auto at = [&](Value i, Value j) {
+            SmallVector<Value> x(t.prefix);
+            if (!t.stride) {
+              x.append({i, j});
+              return x;
+            }
+            x.push_back(arith::AddIOp::create(
+                b,
+                arith::AddIOp::create(
+                    b, arith::MulIOp::create(b, i, index(t.stride)), j),
+                index(t.base)));
+            return x;
+          };
           if (transB) {
-            at.append({n, k});
-            Value pair = vector::LoadOp::create(b, f32Type, t.buffer, at);
+            Value pair = vector::LoadOp::create(b, f32Type, t.buffer, at(n, k));
             for (int64_t e = 0; e < 2; ++e)
               frag[nt].push_back(vector::ExtractOp::create(
                   b, pair, ArrayRef<int64_t>{e}));
             continue;
           }
-          for (int64_t e = 0; e < 2; ++e) {
-            SmallVector<Value> ate(at);
-            ate.append({arith::AddIOp::create(b, k, index(e)), n});
-            frag[nt].push_back(memref::LoadOp::create(b, t.buffer, ate));
-          }
+          for (int64_t e = 0; e < 2; ++e)
+            frag[nt].push_back(memref::LoadOp::create(
+                b, t.buffer, at(arith::AddIOp::create(b, k, index(e)), n)));
         }
       }
       return frag;
@@ -1517,7 +1608,7 @@ void LaneTileBuilder::depositSum(const PendingSum &p, int64_t r, Value v) {
 }
 
 SmallVector<Value> LaneTileBuilder::collectSum(const PendingSum &p) {
-  gpu::BarrierOp::create(b);
+  barrier();
   SmallVector<Value> out(p.n);
   for (int64_t r = 0; r < p.n; ++r) {
     Value sum;
@@ -1530,7 +1621,7 @@ SmallVector<Value> LaneTileBuilder::collectSum(const PendingSum &p) {
   }
   // One half: the next sum may not overwrite it before every warp has read.
   if (!p.twoHalves)
-    gpu::BarrierOp::create(b);
+    barrier();
   return out;
 }
 
@@ -2062,11 +2153,12 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
   // One group of keys of n tile nt: its `gs` key rows from row `first` of
   // the n tile (both warp-uniform values), added to the accumulators `acc`
   // (4 registers a tile of `as`).
-  auto group = [&](int64_t nt, Value gs, Value first, ArrayRef<Value> kOwn,
+  auto group = [&](int64_t nt, Value gs, Value first,
                    SmallVector<Value> acc) {
-    // Reference row 8 nt + first + gs / 2.
+    // Reference row 8 nt + first + gs / 2 (gs a power of two: a shift,
+    // never a division by a value the hardware does not know).
     Value rho = arith::AddIOp::create(
-        b, first, arith::DivUIOp::create(b, gs, index(2)));
+        b, first, arith::ShRUIOp::create(b, gs, index(1)));
     Value inGroup = inRows(first, gs), isBefore = before(first);
     // One k block (4 of the lane's columns, two tf32 steps) at a time, so
     // that only its decays are live. Those of the A rows (exp(g_i - g_rho))
@@ -2080,18 +2172,24 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
       DenseMap<int64_t, Value> up[2], B;
       for (int64_t c = 4 * kb; c < 4 * kb + 4; ++c) {
         Value ref = gAt(nt, rho, c);
-        for (int h = nt; h < 2; ++h)
+        for (int h = nt; h < 2; ++h) {
           up[h][c] = exp(sub(reg(tg, h, c), ref));
-        B[c] = arith::SelectOp::create(b, inGroup, kOwn[c], zero);
+          // Query rows before the group have no pair with its keys: their
+          // decay is zero (once for every A tile).
+          if (h == nt)
+            up[h][c] = arith::SelectOp::create(b, isBefore, zero, up[h][c]);
+        }
+        // The group's keys decayed from its reference (the same shuffle as
+        // the A rows'; the others zero).
+        B[c] = arith::SelectOp::create(
+            b, inGroup, mulf(reg(tbk, nt, c), exp(sub(ref, reg(tg, nt, c)))),
+            zero);
       }
       for (int64_t m = 0; m < nA; ++m) {
-        // Query rows before the group have no pair with its keys.
         auto aAt = [&](int h, int64_t c) -> Value {
           if (h < nt)
             return zero;
-          Value x = mulf(reg(*ta[m], h, c), up[h][c]);
-          return h == nt ? arith::SelectOp::create(b, isBefore, zero, x)
-                         : x;
+          return mulf(reg(*ta[m], h, c), up[h][c]);
         };
         for (int64_t s = 0; s < 2; ++s) {
           const int64_t c0 = 4 * kb + s, c1 = 4 * kb + 2 + s;
@@ -2153,24 +2251,13 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
     // key. (Written as a branch per size, each with its products, ptxas
     // spilled at the 128-register cap, and still with 255 registers.)
     Value gs = groupSize(nt, 8);
-    // The B rows, each key decayed from its own group's reference row
-    // (g / gs) gs + gs / 2: taken once for every group (each keeps its own
-    // keys).
-    Value ownRow = arith::AddIOp::create(
-        b,
-        arith::MulIOp::create(b, arith::DivUIOp::create(b, gIdx, gs), gs),
-        arith::DivUIOp::create(b, gs, index(2)));
-    SmallVector<Value> kOwn;
-    for (int64_t c = 0; c < slots; ++c)
-      kOwn.push_back(mulf(reg(tbk, nt, c),
-                          exp(sub(gAt(nt, ownRow, c), reg(tg, nt, c)))));
     auto loop = scf::ForOp::create(b, index(0), index(8), gs,
                                    SmallVector<Value>(4 * nA, zero));
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(loop.getBody());
       scf::YieldOp::create(
-          b, group(nt, gs, loop.getInductionVar(), kOwn,
+          b, group(nt, gs, loop.getInductionVar(),
                    SmallVector<Value>(loop.getRegionIterArgs())));
     }
     for (int64_t m = 0; m < nA; ++m)

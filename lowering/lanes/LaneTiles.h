@@ -178,8 +178,11 @@ public:
   void useExchange(Value buffer) { exchange = buffer; }
 
   /// Shared memory where park() holds tiles through a long stretch of
-  /// other work (a static 1-D f32 workgroup buffer; each thread's registers
-  /// at their own words, so no barrier is needed).
+  /// other work (a static 1-D f32 workgroup buffer). A 2-D tile without
+  /// copies goes there row-major (16-byte rows, padded against bank
+  /// conflicts), and f32 products read it as their B operand straight from
+  /// there (after a barrier); any other tile, each thread's registers at
+  /// their own words (no barrier needed).
   void useParking(Value buffer);
   Value park(Value tile) override;
 
@@ -275,6 +278,9 @@ private:
     SmallVector<Value> prefix;
     SmallVector<int64_t, 2> shape;
     Value address; // swizzled tiles (makeSwizzledShared): i32 byte address
+    /// Row-major in a 1-D buffer (park): element (i, j) at base + i stride
+    /// + j; stride 0 otherwise (the buffer indexed by prefix, i, j).
+    int64_t base = 0, stride = 0;
   };
   /// The wgmma form of mmaProduct: A's registers in mmaOperandA's layout,
   /// `acc` in mmaAccumulator's.
@@ -317,7 +323,24 @@ private:
   struct Parked {
     LaneLayout layout;
     int64_t base = 0;
+    /// 0: each thread's registers at its own words (base + r * threads +
+    /// thread). Else the tile row-major at base, rows `stride` words apart
+    /// (each element once, by the lane that holds it: for tiles without
+    /// copies), also a shared tile the products read as their B operand.
+    int64_t stride = 0;
+    /// Barriers the builder had emitted when it was parked: the products'
+    /// reads need one more (other lanes' and warps' writes).
+    int64_t barriersAtPark = 0;
   };
+  /// Barriers this builder has emitted (gpu.barrier).
+  int64_t barriers = 0;
+  void barrier();
+  /// Where a tile is distributed (in registers or parked), without reading
+  /// a parked tile back; null for shared tiles.
+  const LaneLayout *distribution(Value v);
+  /// A parked row-major tile as the registers' tile (read back), anything
+  /// else as it is.
+  Value inRegistersView(Value v);
   Value parking;
   int64_t parkingWords = 0, parkingUsed = 0;
   std::map<const void *, Parked> parked;

@@ -59,8 +59,10 @@ std::unique_ptr<Pass> createGpuSelectStrategyPass(const StrategyOptions &o);
 void registerGpuSelectStrategyPass();
 
 /// Why the register intra-chunk kernel cannot take the description
-/// (kda.intra_pass) with `threads` per block; empty if it can.
-std::string intraLanesRefusal(IntraPassAttr intraPass, int64_t threads);
+/// (kda.intra_pass) with `threads` per block; empty if it can. `fix`, where
+/// given, gets what the user can do about it.
+std::string intraLanesRefusal(IntraPassAttr intraPass, int64_t threads,
+                              std::string *fix = nullptr);
 /// The same for the register state kernel (kda.state_pass) of `func`;
 /// `program` is state-program (auto, derived or per_lane): the derived
 /// program takes the kernel where it is chosen and its workspace types

@@ -67,12 +67,10 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
       d.reason = noTensorCores;
     else if (!o.intraLanes)
       d.reason = "switched off (intra-registers=false)";
-    else if (std::string why = kda::intraLanesRefusal(intra, o.threads);
-             !why.empty()) {
+    else if (std::string why = kda::intraLanesRefusal(intra, o.threads,
+                                                       &d.fix);
+             !why.empty())
       d.reason = why;
-      d.fix = "tile with sub-chunks of 16 and sub-chunk-steps (kda-compile: "
-              "--sub-chunk=16, the default), or accept the tile lowering";
-    }
     if (d.reason.empty()) {
       d.instruction = "mma_sync"; // tf32 m16n8k8 (GpuIntraRegisters.cpp)
       d.program = o.intraProgram;

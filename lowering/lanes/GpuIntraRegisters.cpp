@@ -1158,16 +1158,21 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
 } // namespace
 
 std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
-                                         int64_t threads) {
+                                         int64_t threads, std::string *fix) {
   std::optional<IntraPassConfig> cfg = readConfig(intraPass);
   if (!cfg)
     return "its description (kda.intra_pass) is incomplete";
   const int64_t warps = threads / 32;
   std::string why;
   llvm::raw_string_ostream os(why);
-  if (threads % 32 != 0 || warps < 1)
+  auto say = [&](StringRef f) {
+    if (fix)
+      *fix = f.str();
+  };
+  if (threads % 32 != 0 || warps < 1) {
     os << threads << " threads per block are not whole warps";
-  else if (cfg->chunk != 16 || cfg->subChunk != 16)
+    say("threads per block a multiple of 32 (kda-compile: --threads)");
+  } else if (cfg->chunk != 16 || cfg->subChunk != 16) {
     // The program is one sub-chunk of 16 (its exponent guards are made for
     // 16 rows). Chunks of 32 and 64 with sub-chunks of 16 reach it as
     // sub-chunk steps: kda-tile-chunks' sub-chunk-steps, on in the NVIDIA
@@ -1176,12 +1181,23 @@ std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
        << ": the register program is one sub-chunk of 16 (chunks of 32 and "
           "64 with sub_chunk=16 reach it as sub-chunk steps, kda-tile-chunks' "
           "sub-chunk-steps)";
-  else if (cfg->keyDim % (8 * warps) != 0 || cfg->valueDim % (8 * warps) != 0 ||
-           (cfg->keyDim / warps / 4) % 2 != 0)
+    say("tile with sub-chunks of 16 and sub-chunk-steps (kda-compile: "
+        "--sub-chunk=16, the default), or accept the tile lowering");
+  } else if (cfg->keyDim % (8 * warps) != 0 ||
+             cfg->valueDim % (8 * warps) != 0 ||
+             (cfg->keyDim / warps / 4) % 2 != 0) {
     os << "K = " << cfg->keyDim << " and V = " << cfg->valueDim
        << " do not split over " << warps
        << " warps (multiples of 8 per warp, an even number of key columns per "
-          "lane: K and V multiples of 32 at 4 warps)";
+          "lane: K and V multiples of " << 8 * warps << " at " << warps
+       << " warps)";
+    // Zero key columns of q, k and the gate add nothing to any product
+    // (and nothing to an l2 norm); zero value columns give zero outputs.
+    say("pad K and V with zero columns to multiples of " +
+        std::to_string(8 * warps) +
+        " (q, k and gate columns of zeros leave the output unchanged; "
+        "slice the padded value columns off), or accept the tile lowering");
+  }
   return why;
 }
 

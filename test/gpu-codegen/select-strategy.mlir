@@ -33,6 +33,14 @@ func.func @intra64() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<ch
   return
 }
 
+// K = V = 80 do not split over 4 warps: the fix is padding, not sub-chunks.
+// REMARK: select-strategy.mlir:[[@LINE+3]]:1: remark: kda-gpu-select-strategy: the intra kernel 'intra_k80' takes the shared-memory tile lowering, several times slower than lanes: K = 80 and V = 80 do not split over 4 warps (multiples of 8 per warp, an even number of key columns per lane: K and V multiples of 32 at 4 warps); fix: pad K and V with zero columns to multiples of 32 (q, k and gate columns of zeros leave the output unchanged; slice the padded value columns off), or accept the tile lowering
+// CHECK-LABEL: func.func @intra_k80
+// CHECK-SAME: kind = "tiles", reason = "K = 80 and V = 80 do not split over 4 warps
+func.func @intra_k80() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 16, sub_chunk = 16, key_dim = 80, value_dim = 80, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = none, l2norm = false, scale = 0.11180339887498948 : f64>>} {
+  return
+}
+
 // The op's chunk 64 tiled as sub-chunk steps of 16 (tile_chunk): lanes, and
 // the strategy records the step the kernel takes.
 // CHECK-LABEL: func.func @intra64steps

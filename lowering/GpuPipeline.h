@@ -93,9 +93,7 @@ void requireAlignedRows(
 /// Lowers the state grid of a chunk-parallel schedule (kda.state_pass) to a
 /// kernel that keeps the state in registers (NVIDIA mma.sync).
 std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads,
-                                                  llvm::StringRef program,
-                                                  bool prefetch = true,
-                                                  int64_t maxRegisters = 0);
+                                                  int64_t stages = 2);
 /// Lowers a decode step (kda.decode_pass) to a kernel that streams each
 /// state once through registers, reductions by warp shuffles (any vendor).
 std::unique_ptr<Pass> createGpuDecodeRegistersPass(int64_t warpSize,
@@ -148,29 +146,6 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the chunk-parallel state pass with the state "
                      "in tensor-core registers (false: the tile lowering)"),
       llvm::cl::init(true)};
-  PassOptions::Option<bool> statePrefetch{
-      *this, "state-prefetch",
-      llvm::cl::desc("NVIDIA: the register state kernel issues the next "
-                     "chunk's loads before this chunk's products (false: "
-                     "fewer registers, 108 instead of 205 at K = V = 128, 4 "
-                     "blocks per SM instead of 2; python/kda/tune.py's shape "
-                     "policy says where that pays on the H200)"),
-      llvm::cl::init(true)};
-  PassOptions::Option<int64_t> stateMaxRegisters{
-      *this, "state-max-registers",
-      llvm::cl::desc("NVIDIA: registers per thread of the register state "
-                     "kernel (0: ptxas decides)"),
-      llvm::cl::init(0)};
-  PassOptions::Option<std::string> stateProgram{
-      *this, "state-program",
-      llvm::cl::desc("NVIDIA: which program writes the register state "
-                     "kernel: auto or derived (the program derived from "
-                     "emitStateStep wherever it takes the kernel: V over the "
-                     "warps, all of K per warp, bf16 products for 16-bit "
-                     "inputs; K split over the warps, 3xTF32 products for "
-                     "fp32) or per_lane (the older split-K program written "
-                     "per lane)"),
-      llvm::cl::init("auto")};
   PassOptions::Option<std::string> intraProgram{
       *this, "intra-program",
       llvm::cl::desc("NVIDIA: which program writes the register intra-chunk "
@@ -180,7 +155,7 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
   PassOptions::Option<int64_t> stateStages{
       *this, "state-stages",
       llvm::cl::desc("NVIDIA: chunks in flight (cp.async stages, 2 to 8) of "
-                     "the derived state program"),
+                     "the register state kernel"),
       llvm::cl::init(2)};
   PassOptions::Option<bool> decodeRegisters{
       *this, "decode-registers",

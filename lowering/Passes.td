@@ -105,13 +105,8 @@ def KdaGpuSelectStrategy : Pass<"kda-gpu-select-strategy", "ModuleOp"> {
            "Register decode kernels">,
     Option<"windowLanes", "window-registers", "bool", /*default=*/"true",
            "Register window-attention kernels">,
-    Option<"stateProgram", "state-program", "std::string",
-           /*default=*/"\"auto\"",
-           "Which program writes a state kernel on lanes: auto or derived "
-           "(wherever it takes the kernel), or per_lane">,
     Option<"stateStages", "state-stages", "int64_t", /*default=*/"2",
-           "Chunks in flight (cp.async stages) of the derived state "
-           "program">,
+           "Chunks in flight (cp.async stages) of the state program">,
     Option<"intraProgram", "intra-program", "std::string",
            /*default=*/"\"per_lane\"",
            "Which program writes an intra-chunk kernel on lanes: per_lane or "
@@ -172,23 +167,16 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
   let summary = "Lower the state grid of a chunk-parallel schedule to an "
                 "NVIDIA kernel that keeps the state in mma.sync accumulators";
   let description = [{
-    Kernels kda-gpu-select-strategy gave lanes: the state pass written per
-    lane (GpuStateRegisters.cpp).
+    Kernels kda-gpu-select-strategy gave lanes: the state pass derived from
+    the one algorithm, emitStateStep (passes/GatedDeltaKernel.cpp) run on
+    lane tiles (GpuStateRegisters.cpp stages the chunks' workspaces and
+    stores).
   }];
   let options = [
     Option<"threads", "threads", "int64_t", /*default=*/"128",
            "Threads per block">,
-    Option<"prefetch", "prefetch", "bool", /*default=*/"true",
-           "Issue the next chunk's loads before this chunk's products">,
-    Option<"maxRegisters", "max-registers", "int64_t", /*default=*/"0",
-           "Registers per thread (0: ptxas decides)">,
     Option<"stages", "stages", "int64_t", /*default=*/"2",
-           "The derived program's cp.async stages: chunks in flight (2 to "
-           "8)">,
-    Option<"program", "program", "std::string", /*default=*/"\"auto\"",
-           "Without a strategy: auto or derived (the program derived from "
-           "emitStateStep, wherever it takes the kernel) or per_lane (the "
-           "older split-K program, K split over the block's warps)">,
+           "Without a strategy: cp.async stages, chunks in flight (2 to 8)">,
   ];
 }
 

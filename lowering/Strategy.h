@@ -46,7 +46,6 @@ struct StrategyOptions {
   bool stateLanes = true;  // state-registers
   bool decodeLanes = true; // decode-registers
   bool windowLanes = true; // window-registers
-  std::string stateProgram = "auto"; // state-program: auto, derived, per_lane
   int64_t stateStages = 2; // state-stages (its cp.async stages)
   std::string intraProgram = "per_lane"; // intra-program: per_lane, derived
   int64_t threads = 128;   // threads per block
@@ -63,16 +62,10 @@ void registerGpuSelectStrategyPass();
 /// given, gets what the user can do about it.
 std::string intraLanesRefusal(IntraPassAttr intraPass, int64_t threads,
                               std::string *fix = nullptr);
-/// The same for the register state kernel (kda.state_pass) of `func`;
-/// `program` is state-program (auto, derived or per_lane): the derived
-/// program takes the kernel where it is chosen and its workspace types
-/// allow (else the split-K program must).
+/// The same for the register state kernel (kda.state_pass) of `func`
+/// (its workspace types decide the matrix instruction).
 std::string stateLanesRefusal(func::FuncOp func, StatePassAttr statePass,
-                              int64_t threads, llvm::StringRef program);
-/// Which program writes that state kernel on lanes: "derived"
-/// (emitStateStep on lane tiles) or "per_lane" (the split-K program).
-std::string stateLanesProgram(func::FuncOp func, StatePassAttr statePass,
-                              int64_t threads, llvm::StringRef program);
+                              int64_t threads, std::string *fix = nullptr);
 /// The same for the register decode kernel (kda.decode_pass).
 std::string decodeLanesRefusal(DecodePassAttr decodePass, int64_t warpSize);
 

@@ -105,7 +105,6 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   strategy.stateLanes = options.stateRegisters;
   strategy.decodeLanes = options.decodeRegisters;
   strategy.windowLanes = options.windowRegisters;
-  strategy.stateProgram = options.stateProgram;
   strategy.stateStages = options.stateStages;
   strategy.intraProgram = options.intraProgram;
   strategy.threads = options.threads;
@@ -139,9 +138,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
       options.stateRegisters)
     pm.nest<func::FuncOp>().addPass(
-        createGpuStateRegistersPass(options.threads, options.stateProgram,
-                                    options.statePrefetch,
-                                    options.stateMaxRegisters));
+        createGpuStateRegistersPass(options.threads));
   // ... and its intra-chunk grid keeps its tiles in registers
   // (GpuIntraRegisters.cpp).
   if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&

@@ -86,22 +86,19 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
     else if (!o.stateLanes)
       d.reason = "switched off (state-registers=false)";
     else if (std::string why =
-                 kda::stateLanesRefusal(f, state, o.threads, o.stateProgram);
-             !why.empty()) {
+                 kda::stateLanesRefusal(f, state, o.threads, &d.fix);
+             !why.empty())
       d.reason = why;
-      d.fix = "compile with a V block of 16 or 32 (--v-block) and a chunk of "
-              "16 (--chunk)";
-    }
     if (d.reason.empty()) {
-      // bf16 m16n8k16 in the derived program, tf32 m16n8k8 in the split-K
-      // one (GpuStateRegisters.cpp).
+      // bf16 m16n8k16 for 16-bit workspaces, 3xTF32 m16n8k8 for f32 ones
+      // (GpuStateRegisters.cpp), always the derived program: emitStateStep
+      // on lane tiles.
       d.instruction = "mma_sync";
-      d.program = kda::stateLanesProgram(f, state, o.threads, o.stateProgram);
-      // The derived program stages its chunks' workspaces (cp.async): how
-      // many are in flight is the shape policy's or the tuning database's
-      // choice (python/kda/tune.py), given here as state-stages.
-      if (d.program == "derived")
-        d.stages = o.stateStages;
+      d.program = "derived";
+      // It stages its chunks' workspaces (cp.async): how many are in flight
+      // is the shape policy's or the tuning database's choice
+      // (python/kda/tune.py), given here as state-stages.
+      d.stages = o.stateStages;
     }
     return d;
   }
@@ -164,7 +161,6 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     stateLanes = o.stateLanes;
     decodeLanes = o.decodeLanes;
     windowLanes = o.windowLanes;
-    stateProgram = o.stateProgram;
     stateStages = o.stateStages;
     intraProgram = o.intraProgram;
     threads = o.threads;
@@ -181,20 +177,11 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     o.stateLanes = stateLanes;
     o.decodeLanes = decodeLanes;
     o.windowLanes = windowLanes;
-    o.stateProgram = stateProgram;
     o.stateStages = stateStages;
     o.intraProgram = intraProgram;
     o.threads = threads;
     o.warpSize = warpSize;
     o.wgmma = wgmma;
-    if (o.stateProgram != "auto" && o.stateProgram != "derived" &&
-        o.stateProgram != "per_lane") {
-      getOperation().emitError()
-          << "kda-gpu-select-strategy: state-program is auto, derived or "
-             "per_lane, got '"
-          << o.stateProgram << "'";
-      return signalPassFailure();
-    }
     if (o.intraProgram != "derived" && o.intraProgram != "per_lane") {
       getOperation().emitError()
           << "kda-gpu-select-strategy: intra-program is derived or per_lane, "

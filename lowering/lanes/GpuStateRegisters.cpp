@@ -10,37 +10,22 @@
 // (passes/GatedDeltaKernel.cpp, emitStateStep, is the definition). Lowered
 // like every other tile program, each of these products is a phase over
 // shared memory fenced by barriers, and the chain of chunk steps is all
-// latency. This pass writes the program for NVIDIA tensor cores with the
-// state where it is used: in the accumulators of mma.sync m16n8k8, in
-// registers, for the whole sequence.
+// latency. This pass runs emitStateStep itself on lane tiles
+// (lowering/lanes/LaneTiles.h) with the state where it is used: in mma.sync
+// accumulators, in registers, for the whole sequence. The driver
+// (LaneStateProgram) only stages each chunk's workspaces in shared memory
+// (cp.async, `stages` chunks in flight) and stores the outputs, the final
+// state and the chunk-boundary states (prefix caching: dense, or into the
+// slots of a pool).
 //
-// Layouts (g = lane / 4, t = lane % 4; the PTX ISA's m16n8k8 fragments):
-//   * The program keeps S^T ([V block, K]) as accumulator tiles: V rows in
-//     16-row tiles, K split over the warps (K / warps columns each) in 8-column
-//     tiles. A lane's accumulator element (tile j, element e) holds key column
-//       kcol(warp, t, j, e%2) = warp * K/warps + t * 2J + 2j + e%2
-//     (J tiles per warp). The mma's own column order is 2t + e%2 within the
-//     tile; since K is only ever contracted or stored, any bijection works,
-//     and this one gives every lane 2J consecutive key columns: workspace rows
-//     are read with 16-byte loads.
-//   * The same registers are the A operand of S^T x (W^T or (Gamma Q)^T):
-//     the accumulator's columns (2t, 2t+1) serve as the A fragment's k
-//     columns (t, t+4) when B's rows are read in the same order; so the
-//     products against the state need no layout change at all.
-//   * Products over K are split over warps; their partial sums meet in shared
-//     memory ([warps, 2, C, V block]), the only data that crosses warps along
-//     with V_new^T (the A operand of the output and state updates).
-// Two barriers per chunk; every global load of a chunk is issued before its
-// first use, from the f32 workspaces (rows past the sequence's end read as
-// zeros).
+// 16-bit inputs: the warps split the V block and every warp holds all of K
+// (bf16 m16n8k16, no product crosses warps). fp32 inputs: the warps split K
+// (3xTF32 m16n8k8; partial products meet in shared memory), at V blocks of
+// 32 (the chip table's fp32 default).
 //
-// Chunk-boundary states (prefix caching) are the accumulators stored where a
-// chunk that starts a boundary interval begins, and zeros for the entries
-// past the sequence's end; each program writes only its own entries.
-//
-// What it does not take (V blocks not a multiple of 16, K not a multiple of
-// 8 x warps, C not a multiple of 8 or above 64) is stateLanesRefusal's answer
-// to kda-gpu-select-strategy, which gives those kernels the tile lowering and
+// What it does not take (V blocks, K or chunks not multiples of 16, chunks
+// above 64, mixed workspace types) is stateLanesRefusal's answer to
+// kda-gpu-select-strategy, which gives those kernels the tile lowering and
 // says so in a remark.
 //
 //===----------------------------------------------------------------------===//
@@ -120,21 +105,6 @@ Value flatWorkspace(ImplicitLocOpBuilder &b, Value ws) {
       ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
 }
 
-/// Element `at` of a flat workspace view, as f32.
-Value loadWorkspaceElement(ImplicitLocOpBuilder &b, Value flat, Value at) {
-  Value x = memref::LoadOp::create(b, flat, ValueRange{at});
-  return x.getType().isF32() ? x
-                             : arith::ExtFOp::create(b, b.getF32Type(), x);
-}
-
-/// `width` consecutive elements of a flat workspace view from element `at`
-/// (which the caller keeps aligned to the vector), as f32, with the widest
-/// vector loads of at most 16 bytes that divide `width`: 4 f32 or 8 bf16.
-SmallVector<Value> loadWorkspaceRow(ImplicitLocOpBuilder &b, Value flat,
-                                    Value at, int64_t width) {
-  return kda::loadRowAsF32(b, b.getLoc(), flat, ValueRange{}, at, width);
-}
-
 /// Where sequence `n`'s tokens are: (batch row, first token, length), from
 /// cu_seqlens when the kernel is varlen (one batch row), else row n of
 /// `tokens` each.
@@ -196,576 +166,6 @@ void atBoundaryEntry(ImplicitLocOpBuilder &b, Value chunkIdx, int64_t per,
   store({slot, head});
 }
 
-/// Emits one program of the state pass. Sizes: C (chunk), K, VB (V block),
-/// NW warps; J = K / NW / 8 accumulator tiles per warp and V tile, MT = VB /
-/// 16 V tiles, NC = C / 8 row tiles of a chunk.
-struct StateProgram : kda::LaneBuilder {
-  const StatePassConfig &cfg;
-  /// Whether chunk i + 1's loads are issued before chunk i's products
-  /// (more registers, fewer resident blocks).
-  bool prefetch = true;
-  int64_t C, K, VB, NW, J, MT, NC, threads;
-  bool precise;
-  // Arguments.
-  Value ws[6]; // w, u, q, k, p, g (null when absent)
-  Value o, h0, ht, cuSeqlens;
-  Value boundary; // [N, NT, HV, K, V] (V-major: [N, NT, HV, V, K]) or null;
-                  // with a table, the pool [S, HV, K, V]
-  Value boundaryTable; // [N, NB] slots of the pool, or null
-  // Program and lane coordinates.
-  Value n, head, vCol, row, start, length, tokens;
-  Value tid, lane, warp, g, t, kBase;
-
-  StateProgram(ImplicitLocOpBuilder &b, const StatePassConfig &cfg,
-               int64_t threads, bool precise)
-      : LaneBuilder(b), cfg(cfg), C(cfg.chunk), K(cfg.keyDim), VB(cfg.vBlock),
-        NW(threads / 32), J(cfg.keyDim / (threads / 32) / 8),
-        MT(cfg.vBlock / 16), NC(cfg.chunk / 8), threads(threads),
-        precise(precise) {}
-
-  Value element(Value acc, int64_t e) {
-    return vector::ExtractOp::create(b, acc, ArrayRef<int64_t>{e / 2, e % 2});
-  }
-  Value accOf(ArrayRef<Value> e) {
-    return vector::FromElementsOp::create(
-        b, VectorType::get({2, 2}, b.getF32Type()), e);
-  }
-  Value zeroAcc() {
-    Value z = f32(0.0);
-    return accOf({z, z, z, z});
-  }
-  Value mma(ArrayRef<Value> a, ArrayRef<Value> bv, Value acc) {
-    return kda::emitMmaSyncTf32(b, b.getLoc(), a, bv, acc, precise);
-  }
-
-  /// Key column of a lane's accumulator element (see the file comment).
-  Value kcol(int64_t j, int64_t e) { return add(kBase, 2 * j + e % 2); }
-
-  /// 1-D views of the workspaces (flat[i] for ws[i]) and their head count:
-  /// element (row, token, head, col) of a workspace of `width` columns is
-  /// ((row * T + token) * HV + head) * width + col. Addresses are built as
-  /// a per-chunk base plus a per-lane row offset that does not change from
-  /// chunk to chunk (hoisted out of the loop), so a chunk's loads cost a
-  /// few integer instructions instead of a 64-bit index computation each.
-  Value flat[6];
-  Value heads;
-
-  void makeFlatViews() {
-    heads = memref::DimOp::create(b, o, 2);
-    for (int i = 0; i < 6; ++i)
-      if (ws[i])
-        flat[i] = flatWorkspace(b, ws[i]);
-  }
-  int64_t widthOf(int i) {
-    return cast<MemRefType>(ws[i].getType()).getDimSize(3);
-  }
-  /// Element index of chunk row 0, column 0 of workspace i.
-  Value chunkBase(int i, Value t0) {
-    Value r = arith::MulIOp::create(b, row, tokens);
-    r = add(r, t0);
-    r = add(arith::MulIOp::create(b, r, heads), head);
-    return mul(r, widthOf(i));
-  }
-  /// Offset of chunk row r from row 0 in workspace i: computed in 32 bits
-  /// (r < 64, and HV x width < 2^25 for any real head count), so the
-  /// loop-invariant offsets a lane keeps take one register each.
-  Value rowOffset(int i, Value r) {
-    Type i32 = b.getI32Type();
-    Value r32 = arith::IndexCastUIOp::create(b, i32, r);
-    Value h32 = arith::IndexCastUIOp::create(b, i32, heads);
-    Value off = arith::MulIOp::create(
-        b, arith::MulIOp::create(b, r32, h32),
-        arith::ConstantOp::create(b, b.getI32IntegerAttr(widthOf(i))));
-    return arith::IndexCastUIOp::create(b, b.getIndexType(), off);
-  }
-  /// `width` consecutive elements of workspace i from element `at`, as f32
-  /// (loadWorkspaceRow), rows past a partial chunk's end zero where `keep`.
-  SmallVector<Value> loadFlat(int i, Value at, int64_t width, Value keep) {
-    SmallVector<Value> out = loadWorkspaceRow(b, flat[i], at, width);
-    if (keep)
-      for (Value &v : out)
-        v = select(keep, v, f32(0.0));
-    return out;
-  }
-
-  Value loadF32(Value w, ValueRange indices, Value keep = {}) {
-    Value v = memref::LoadOp::create(b, w, indices);
-    return keep ? select(keep, v, f32(0.0)) : v;
-  }
-
-  /// Memory index of state element (k, v) of this program ([N, HV, K, V]
-  /// or, V-major, [N, HV, V, K]).
-  SmallVector<Value> stateIndex(Value k, Value v) {
-    Value vg = add(vCol, v);
-    return cfg.vMajor ? SmallVector<Value>{n, head, vg, k}
-                      : SmallVector<Value>{n, head, k, vg};
-  }
-
-  /// The lane's V row of accumulator element e of V tile mt.
-  Value vRow(int64_t mt, int64_t e) { return add(g, mt * 16 + (e / 2) * 8); }
-
-  /// Stores the lane's state elements (the accumulators, or zeros where
-  /// `state` is empty) as the boundary entry at `lead` (sequence, entry,
-  /// head; or pool slot, head).
-  void storeBoundaryEntry(ArrayRef<Value> lead, ArrayRef<Value> state) {
-    Type type = cast<MemRefType>(boundary.getType()).getElementType();
-    if (cfg.vMajor) {
-      // A lane's key columns kBase .. kBase + 2J - 1 of one V row are
-      // consecutive in a V-major state: one row store (16-byte vectors;
-      // the four lanes of a row group write 8J consecutive columns).
-      for (int64_t mt = 0; mt < MT; ++mt)
-        for (int64_t half = 0; half < 2; ++half) {
-          SmallVector<Value> row;
-          for (int64_t jt = 0; jt < J; ++jt)
-            for (int64_t e = 0; e < 2; ++e)
-              row.push_back(state.empty()
-                                ? f32(0.0)
-                                : element(state[mt * J + jt], half * 2 + e));
-          SmallVector<Value> prefix(lead);
-          prefix.push_back(add(vCol, vRow(mt, half * 2)));
-          kda::storeRowFromF32(b, b.getLoc(), boundary, prefix, kBase, row);
-        }
-      return;
-    }
-    Value zero = fromF32(f32(0.0), type);
-    for (int64_t mt = 0; mt < MT; ++mt)
-      for (int64_t jt = 0; jt < J; ++jt)
-        for (int64_t i = 0; i < 4; ++i) {
-          SmallVector<Value> at(lead);
-          at.push_back(kcol(jt, i));
-          at.push_back(add(vCol, vRow(mt, i)));
-          Value x = state.empty()
-                        ? zero
-                        : fromF32(element(state[mt * J + jt], i), type);
-          memref::StoreOp::create(b, x, boundary, at);
-        }
-  }
-
-  /// Boundary state before chunk `chunkIdx`, where that chunk starts an
-  /// interval and the entry is one of the NT recorded.
-  void storeBoundaryBefore(Value chunkIdx, ArrayRef<Value> S) {
-    if (!boundary)
-      return;
-    atBoundaryEntry(b, chunkIdx, cfg.interval / C, boundary, boundaryTable, n,
-                    head, [&](ArrayRef<Value> lead) {
-                      storeBoundaryEntry(lead, S);
-                    });
-  }
-
-  /// Zeros for the entries at or past the sequence's end (j * interval >=
-  /// length), which no chunk records.
-  void zeroBoundariesPastEnd() {
-    if (!boundary || boundaryTable)
-      return; // pool slots past the end are not named: nothing to write
-    Value nt = memref::DimOp::create(b, boundary, 1);
-    Value first = arith::CeilDivUIOp::create(b, length, idx(cfg.interval));
-    auto loop = scf::ForOp::create(b, minu(first, nt), nt, idx(1));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    storeBoundaryEntry({n, loop.getInductionVar(), head}, {});
-  }
-
-  /// `ivs`: the program's (sequence, head, V block) coordinates, 0 where
-  /// the grid has no such dimension.
-  void emit(ArrayRef<Value> ivs) {
-    Type f32Type = b.getF32Type();
-    n = ivs[0];
-    head = ivs[1];
-    vCol = mul(ivs[2], VB);
-    tokens = memref::DimOp::create(b, o, 1);
-    std::tie(row, start, length) = sequenceBounds(b, n, tokens, cuSeqlens);
-    tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-    lane = arith::RemUIOp::create(b, tid, idx(32));
-    warp = arith::DivUIOp::create(b, tid, idx(32));
-    g = arith::DivUIOp::create(b, lane, idx(4));
-    t = arith::RemUIOp::create(b, lane, idx(4));
-    kBase = add(mul(warp, K / NW), mul(t, 2 * J));
-
-    // Shared memory: the warps' partial products, V_new^T and (Gamma Q) S
-    // as A operands. Rows are padded against bank conflicts: a partial
-    // product's store puts lane (g, t) at row 2t, column g, so a row length
-    // of 4 mod 16 words spreads the 32 lanes over the 32 banks (8t + g).
-    const bool delta = static_cast<bool>(ws[0]);
-    const int64_t products = delta ? 2 : 1;
-    const int64_t redRow = VB + (4 - VB % 16 + 16) % 16;
-    auto red = memref::AllocOp::create(
-        b, MemRefType::get({NW, products, C, redRow}, f32Type));
-    auto vnT = memref::AllocOp::create(b, MemRefType::get({VB, C + 4}, f32Type));
-    auto oS = memref::AllocOp::create(b, MemRefType::get({VB, C + 4}, f32Type));
-
-    // The initial state, in accumulator layout.
-    SmallVector<Value> init;
-    for (int64_t mt = 0; mt < MT; ++mt)
-      for (int64_t j = 0; j < J; ++j) {
-        if (!h0) {
-          init.push_back(zeroAcc());
-          continue;
-        }
-        SmallVector<Value> e;
-        for (int64_t i = 0; i < 4; ++i)
-          e.push_back(toF32(memref::LoadOp::create(
-              b, h0, stateIndex(kcol(j, i), vRow(mt, i)))));
-        init.push_back(accOf(e));
-      }
-
-    // Software pipelining: chunk i + 1's global loads are issued before
-    // chunk i's products (the chain of chunk steps is latency: a step that
-    // waits for its own loads waits for memory every time). Full chunks run
-    // in the loop; a partial last chunk, whose rows are clamped and masked,
-    // after it.
-    makeFlatViews();
-    Value numFull = arith::DivUIOp::create(b, length, idx(C));
-    const size_t numState = init.size();
-    auto zerosOr = [&](Value cond, llvm::function_ref<SmallVector<Value>()> f) {
-      auto op = scf::IfOp::create(b, loadTypes(), cond, /*withElseRegion=*/true);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(op.thenBlock());
-      scf::YieldOp::create(b, f());
-      b.setInsertionPointToStart(op.elseBlock());
-      SmallVector<Value> zeros;
-      for (Type type : loadTypes())
-        zeros.push_back(arith::ConstantOp::create(b, b.getZeroAttr(type)));
-      scf::YieldOp::create(b, zeros);
-      return SmallVector<Value>(op.getResults().begin(), op.getResults().end());
-    };
-    if (prefetch)
-      llvm::append_range(
-          init, zerosOr(arith::CmpIOp::create(b, arith::CmpIPredicate::ugt,
-                                              numFull, idx(0)),
-                        [&] { return loadChunk(idx(0), /*full=*/true); }));
-    auto loop = scf::ForOp::create(b, idx(0), numFull, idx(1), init);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(loop.getBody());
-      ValueRange iter = loop.getRegionIterArgs();
-      SmallVector<Value> S(iter.begin(), iter.begin() + numState);
-      SmallVector<Value> next;
-      if (prefetch) {
-        SmallVector<Value> loaded(iter.begin() + numState, iter.end());
-        // The last iteration loads its own chunk again (unused): every
-        // address stays inside the sequence.
-        Value nextChunk = minu(add(loop.getInductionVar(), 1),
-                               arith::SubIOp::create(b, numFull, idx(1)));
-        SmallVector<Value> prefetched = loadChunk(nextChunk, /*full=*/true);
-        storeBoundaryBefore(loop.getInductionVar(), S);
-        next = emitChunk(loop.getInductionVar(), loaded, S, red, vnT, oS,
-                         /*full=*/true);
-        next.append(prefetched);
-      } else {
-        SmallVector<Value> loaded =
-            loadChunk(loop.getInductionVar(), /*full=*/true);
-        storeBoundaryBefore(loop.getInductionVar(), S);
-        next = emitChunk(loop.getInductionVar(), loaded, S, red, vnT, oS,
-                         /*full=*/true);
-      }
-      scf::YieldOp::create(b, next);
-    }
-    SmallVector<Value> afterFull(loop.getResults().begin(),
-                                 loop.getResults().begin() + numState);
-    SmallVector<Type> stateTypes;
-    for (Value v : afterFull)
-      stateTypes.push_back(v.getType());
-    auto tail = scf::IfOp::create(
-        b, stateTypes,
-        ult(mul(numFull, C), length), /*withElseRegion=*/true);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(tail.thenBlock());
-      SmallVector<Value> loaded = loadChunk(numFull, /*full=*/false);
-      storeBoundaryBefore(numFull, afterFull);
-      scf::YieldOp::create(
-          b, emitChunk(numFull, loaded, afterFull, red, vnT, oS, /*full=*/false));
-      b.setInsertionPointToStart(tail.elseBlock());
-      scf::YieldOp::create(b, afterFull);
-    }
-    SmallVector<Value> finalState(tail.getResults().begin(),
-                                  tail.getResults().end());
-    zeroBoundariesPastEnd();
-
-    // The final state.
-    if (ht) {
-      Type type = cast<MemRefType>(ht.getType()).getElementType();
-      for (int64_t mt = 0; mt < MT; ++mt)
-        for (int64_t j = 0; j < J; ++j) {
-          Value acc = finalState[mt * J + j];
-          for (int64_t i = 0; i < 4; ++i)
-            memref::StoreOp::create(b, fromF32(element(acc, i), type), ht,
-                                    stateIndex(kcol(j, i), vRow(mt, i)));
-        }
-    }
-  }
-
-  /// Where chunk `chunkIdx`'s rows are: (first token, valid rows).
-  std::pair<Value, Value> chunkRows(Value chunkIdx) {
-    Value local = mul(chunkIdx, C);
-    return {add(start, local),
-            minu(idx(C), arith::SubIOp::create(b, length, local))};
-  }
-
-  /// Counts of the values a chunk loads, in loadChunk's order.
-  int64_t numUElements() const { return (VB * C + threads - 1) / threads; }
-  int64_t numPTiles() const { return (MT * NC + NW - 1) / NW; }
-  SmallVector<Type> loadTypes() {
-    const bool delta = static_cast<bool>(ws[0]);
-    int64_t count = (delta ? NC * 2 * J : 0) + NC * 2 * J + NC * J * 2 +
-                    (ws[5] ? 2 * J : 0) + numUElements() +
-                    numPTiles() * NC * 2;
-    return SmallVector<Type>(count, b.getF32Type());
-  }
-
-  /// Every global load of chunk `chunkIdx`, in this order: W rows and
-  /// Gamma Q rows (NC x 2J each, W only with the delta rule), the decayed k
-  /// fragments (NC x 2 x J), the chunk's log-decay (2J, with a gate), U for
-  /// the elements this thread reduces, the P fragments of the output tiles
-  /// this warp owns.
-  SmallVector<Value> loadChunk(Value chunkIdx, bool full) {
-    const bool delta = static_cast<bool>(ws[0]);
-    Value t0, valid;
-    std::tie(t0, valid) = chunkRows(chunkIdx);
-    Value lastRow = arith::SubIOp::create(b, valid, idx(1));
-    // Chunk row r's offset in workspace i. Rows past the end of a partial
-    // chunk read the last valid row, and are masked where they matter; a
-    // full chunk needs neither (and its row offsets are loop-invariant).
-    auto at = [&](int i, Value base, Value r, Value col) {
-      return add(add(base, rowOffset(i, full ? r : minu(r, lastRow))), col);
-    };
-    auto rowOk = [&](Value r) -> Value { return full ? Value() : ult(r, valid); };
-    Value base[6];
-    for (int i = 0; i < 6; ++i)
-      if (ws[i])
-        base[i] = chunkBase(i, t0);
-    SmallVector<Value> out;
-
-    // W and Gamma Q rows 8m + g: the lane's 2J key columns.
-    if (delta)
-      for (int64_t m = 0; m < NC; ++m) {
-        Value r = add(g, 8 * m);
-        llvm::append_range(out, loadFlat(0, at(0, base[0], r, kBase), 2 * J,
-                                         rowOk(r)));
-      }
-    for (int64_t m = 0; m < NC; ++m) {
-      Value r = add(g, 8 * m);
-      llvm::append_range(out, loadFlat(2, at(2, base[2], r, kBase), 2 * J, {}));
-    }
-    // Decayed k, B operand of S^T += V_new^T k~: rows 8kk + t (+4), the key
-    // column of output column g of tile j.
-    Value gHalf = arith::DivUIOp::create(b, g, idx(2));
-    Value gOdd = arith::RemUIOp::create(b, g, idx(2));
-    Value kColOfG = add(add(mul(warp, K / NW), mul(gHalf, 2 * J)), gOdd);
-    for (int64_t kk = 0; kk < NC; ++kk)
-      for (int64_t h = 0; h < 2; ++h) {
-        Value r = add(t, 8 * kk + 4 * h);
-        Value a = at(3, base[3], r, kColOfG);
-        Value keep = rowOk(r);
-        for (int64_t j = 0; j < J; ++j) {
-          Value x = loadWorkspaceElement(b, flat[3], add(a, 2 * j));
-          out.push_back(keep ? select(keep, x, f32(0.0)) : x);
-        }
-      }
-    if (ws[5])
-      llvm::append_range(out, loadFlat(5, add(base[5], kBase), 2 * J, {}));
-    // U for the elements this thread reduces: e = tid + s * threads.
-    for (int64_t s = 0; s < numUElements(); ++s) {
-      Value e = minu(add(tid, s * threads), idx(VB * C - 1));
-      Value c = arith::DivUIOp::create(b, e, idx(VB));
-      Value v = arith::RemUIOp::create(b, e, idx(VB));
-      Value x = memref::LoadOp::create(
-          b, flat[1], ValueRange{at(1, base[1], c, add(vCol, v))});
-      Value keep = rowOk(c);
-      out.push_back(keep ? select(keep, x, f32(0.0)) : x);
-    }
-    // P fragments of the output tiles this warp owns (tile = warp + s * NW;
-    // past the last tile it reads the last one, unused): rows 8 nt + g,
-    // columns 8 kk + t (+4).
-    for (int64_t s = 0; s < numPTiles(); ++s) {
-      Value tile = minu(add(warp, s * NW), idx(MT * NC - 1));
-      Value pr = add(g, mul(arith::RemUIOp::create(b, tile, idx(NC)), 8));
-      Value a = at(4, base[4], pr, t);
-      for (int64_t kk = 0; kk < NC; ++kk)
-        for (int64_t h = 0; h < 2; ++h)
-          out.push_back(memref::LoadOp::create(
-              b, flat[4], ValueRange{add(a, 8 * kk + 4 * h)}));
-    }
-    return out;
-  }
-
-  /// One chunk step from its loads (loadChunk's order) and the state.
-  /// A full chunk masks nothing (every row is a token of the sequence).
-  SmallVector<Value> emitChunk(Value chunkIdx, ArrayRef<Value> loaded,
-                               ArrayRef<Value> S, Value red, Value vnT,
-                               Value oS, bool full) {
-    Value w = ws[0], o = this->o;
-    const bool delta = static_cast<bool>(w);
-    const int64_t products = delta ? 2 : 1;
-    Value t0, valid;
-    std::tie(t0, valid) = chunkRows(chunkIdx);
-    auto rowOk = [&](Value r) -> Value {
-      return full ? Value() : ult(r, valid);
-    };
-    // Unpack the loads.
-    size_t at = 0;
-    auto take = [&](int64_t count) {
-      SmallVector<Value> part(loaded.begin() + at,
-                              loaded.begin() + at + count);
-      at += count;
-      return part;
-    };
-    SmallVector<SmallVector<Value>> wRows, qRows;
-    if (delta)
-      for (int64_t m = 0; m < NC; ++m)
-        wRows.push_back(take(2 * J));
-    for (int64_t m = 0; m < NC; ++m)
-      qRows.push_back(take(2 * J));
-    SmallVector<Value> kFrag = take(NC * J * 2); // [kk][2][j]
-    SmallVector<Value> decay;
-    if (ws[5])
-      for (Value x : take(2 * J))
-        decay.push_back(math::ExpOp::create(b, x));
-    SmallVector<std::pair<Value, Value>> mine; // (c, v) per element
-    SmallVector<Value> uVals = take(numUElements());
-    for (int64_t s = 0; s < numUElements(); ++s) {
-      Value e = add(tid, s * threads);
-      mine.push_back({arith::DivUIOp::create(b, e, idx(VB)),
-                      arith::RemUIOp::create(b, e, idx(VB))});
-    }
-    SmallVector<SmallVector<Value>> pFrag; // [s][kk * 2 + h]
-    for (int64_t s = 0; s < numPTiles(); ++s)
-      pFrag.push_back(take(NC * 2));
-
-    // 1. Partial products over this warp's key columns:
-    //    Y1^T = S^T W^T, Y2^T = S^T (Gamma Q)^T, [VB, C] each.
-    SmallVector<Value> y1(MT * NC), y2(MT * NC);
-    for (int64_t mt = 0; mt < MT; ++mt)
-      for (int64_t m = 0; m < NC; ++m) {
-        Value a1 = zeroAcc(), a2 = zeroAcc();
-        for (int64_t j = 0; j < J; ++j) {
-          Value s = S[mt * J + j];
-          SmallVector<Value> a = {element(s, 0), element(s, 2), element(s, 1),
-                                  element(s, 3)};
-          if (delta)
-            a1 = mma(a, {wRows[m][2 * j], wRows[m][2 * j + 1]}, a1);
-          a2 = mma(a, {qRows[m][2 * j], qRows[m][2 * j + 1]}, a2);
-        }
-        y1[mt * NC + m] = a1;
-        y2[mt * NC + m] = a2;
-      }
-
-    // 2. Partial sums meet in shared memory; each thread reduces its
-    //    elements into V_new^T and ((Gamma Q) S)^T.
-    for (int64_t mt = 0; mt < MT; ++mt)
-      for (int64_t m = 0; m < NC; ++m)
-        for (int64_t i = 0; i < 4; ++i) {
-          Value c = add(mul(t, 2), 8 * m + i % 2);
-          Value v = vRow(mt, i);
-          if (delta)
-            memref::StoreOp::create(b, element(y1[mt * NC + m], i), red,
-                                    ValueRange{warp, idx(0), c, v});
-          memref::StoreOp::create(b, element(y2[mt * NC + m], i), red,
-                                  ValueRange{warp, idx(products - 1), c, v});
-        }
-    gpu::BarrierOp::create(b);
-    for (auto [s, cv] : llvm::enumerate(mine)) {
-      auto [c, v] = cv;
-      // Threads past the last element skip (VB * C need not be a multiple
-      // of the block).
-      Value e = add(tid, static_cast<int64_t>(s) * threads);
-      OpBuilder::InsertionGuard guard(b);
-      if ((VB * C) % threads != 0) {
-        auto inRange = scf::IfOp::create(b, ult(e, idx(VB * C)), false);
-        b.setInsertionPointToStart(inRange.thenBlock());
-      }
-      Value sum1 = f32(0.0), sum2 = f32(0.0);
-      for (int64_t wi = 0; wi < NW; ++wi) {
-        if (delta)
-          sum1 = arith::AddFOp::create(
-              b, sum1,
-              memref::LoadOp::create(b, red, ValueRange{idx(wi), idx(0), c, v}));
-        sum2 = arith::AddFOp::create(
-            b, sum2,
-            memref::LoadOp::create(
-                b, red, ValueRange{idx(wi), idx(products - 1), c, v}));
-      }
-      Value vn = delta ? arith::SubFOp::create(b, uVals[s], sum1) : uVals[s];
-      if (Value ok = rowOk(c))
-        vn = select(ok, vn, f32(0.0));
-      memref::StoreOp::create(b, vn, vnT, ValueRange{v, c});
-      memref::StoreOp::create(b, sum2, oS, ValueRange{v, c});
-    }
-    gpu::BarrierOp::create(b);
-
-    // A fragment of V_new^T: V tile mt, k-step kk (chunk rows 8kk..8kk+7).
-    auto vnFrag = [&](int64_t mt, int64_t kk) {
-      Value r0 = add(g, mt * 16), r1 = add(g, mt * 16 + 8);
-      Value k0 = add(t, 8 * kk), k1 = add(t, 8 * kk + 4);
-      return SmallVector<Value>{
-          memref::LoadOp::create(b, vnT, ValueRange{r0, k0}),
-          memref::LoadOp::create(b, vnT, ValueRange{r1, k0}),
-          memref::LoadOp::create(b, vnT, ValueRange{r0, k1}),
-          memref::LoadOp::create(b, vnT, ValueRange{r1, k1})};
-    };
-
-    // 3. The state: S^T <- S^T Diag(exp(g_last)) + V_new^T k~.
-    SmallVector<Value> next;
-    for (int64_t mt = 0; mt < MT; ++mt) {
-      SmallVector<SmallVector<Value>> aFrags;
-      for (int64_t kk = 0; kk < NC; ++kk)
-        aFrags.push_back(vnFrag(mt, kk));
-      for (int64_t j = 0; j < J; ++j) {
-        Value acc = S[mt * J + j];
-        if (!decay.empty()) {
-          SmallVector<Value> e;
-          for (int64_t i = 0; i < 4; ++i)
-            e.push_back(arith::MulFOp::create(b, element(acc, i),
-                                              decay[2 * j + i % 2]));
-          acc = accOf(e);
-        }
-        for (int64_t kk = 0; kk < NC; ++kk)
-          acc = mma(aFrags[kk],
-                    {kFrag[(kk * 2) * J + j], kFrag[(kk * 2 + 1) * J + j]},
-                    acc);
-        next.push_back(acc);
-      }
-    }
-    // 4. The output (after the state update, which the next chunk waits
-    //    for): O^T = ((Gamma Q) S)^T + V_new^T P^T, tile (mt, n) by
-    //    warp (mt * NC + n) mod NW; rows past the chunk's end are not
-    //    stored.
-    Type oType = cast<MemRefType>(o.getType()).getElementType();
-    for (int64_t tile = 0; tile < MT * NC; ++tile) {
-      int64_t mt = tile / NC, nt = tile % NC;
-      auto mine = scf::IfOp::create(
-          b,
-          arith::CmpIOp::create(b, arith::CmpIPredicate::eq, warp,
-                                idx(tile % NW)),
-          false);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(mine.thenBlock());
-      SmallVector<Value> e;
-      for (int64_t i = 0; i < 4; ++i)
-        e.push_back(memref::LoadOp::create(
-            b, oS,
-            ValueRange{vRow(mt, i), add(mul(t, 2), 8 * nt + i % 2)}));
-      Value acc = accOf(e);
-      const SmallVector<Value> &pf = pFrag[tile / NW];
-      for (int64_t kk = 0; kk <= nt; ++kk)
-        acc = mma(vnFrag(mt, kk), {pf[kk * 2], pf[kk * 2 + 1]}, acc);
-      for (int64_t i = 0; i < 4; ++i) {
-        Value c = add(mul(t, 2), 8 * nt + i % 2);
-        OpBuilder::InsertionGuard g2(b);
-        if (Value ok = rowOk(c)) {
-          auto store = scf::IfOp::create(b, ok, false);
-          b.setInsertionPointToStart(store.thenBlock());
-        }
-        memref::StoreOp::create(
-            b, fromF32(element(acc, i), oType), o,
-            ValueRange{row, add(t0, c), head, add(vCol, vRow(mt, i))});
-      }
-    }
-
-    return next;
-  }
-};
-
 /// The state pass derived from the one algorithm: emitStateStep
 /// (passes/GatedDeltaKernel.cpp) runs on LaneTileBuilder tiles, and this
 /// driver only stages a chunk's workspaces in shared memory and stores.
@@ -794,8 +194,8 @@ struct StateProgram : kda::LaneBuilder {
 /// type: bf16 (16-bit inputs; S^T rounded to bf16 as its A operand) or f32
 /// (fp32 inputs: 3xTF32, S^T split into its tf32 part and the rest). With
 /// all of K per warp, an fp32 chunk step's 3xTF32 products were one warp's
-/// long chain (1.5 times the per-lane split-K program's time, fifteenth
-/// session); fp32 kernels therefore split K over the warps (byK: partial
+/// long chain (1.5 times the time of the split-K program then written per
+/// lane, fifteenth session; removed since); fp32 kernels therefore split K over the warps (byK: partial
 /// products summed across warps, one barrier each) at V blocks of 32, the
 /// chip table's fp32 default: 0.88 to 0.97 of the split-K program's time on
 /// the H200 (bench/RESULTS.md, seventeenth session), and the default since.
@@ -811,7 +211,7 @@ struct LaneStateProgram : kda::LaneBuilder {
   static constexpr int64_t kPad32 = 4; // f32 row padding: 16 bytes
   Value ws[6]; // w, u, q, k, p, g (null when absent)
   Value o, h0, ht, cuSeqlens;
-  Value boundary;      // as the split-K program's, or null
+  Value boundary;      // chunk-boundary states, or null
   Value boundaryTable; // pool slots per (sequence, entry), or null
   Value n, head, vCol, row, start, length, tokens, heads;
   Value tid, lane, warp;
@@ -1223,8 +623,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
     if (!cfg || !abi || func.isExternal())
       return;
-    std::string refusal =
-        kda::stateLanesRefusal(func, desc, threads, program);
+    std::string refusal = kda::stateLanesRefusal(func, desc, threads);
     if (!kda::runsOnLanes(func, refusal)) {
       // The tile lowering records no boundary states into pool slots (the
       // tiling left them to this kernel).
@@ -1249,8 +648,6 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     auto byName = [&](StringRef name) {
       return kda::abiArgument(func, abi, name);
     };
-    // fp32 kernels (no 16-bit float argument) keep fp32 accuracy (3xTF32).
-    bool precise = kda::keepsFp32Accuracy(func.getArgumentTypes());
     Block *body = forall.getBody();
     kda::clearProgram(body);
     // Blocks start in x-fastest order. The grid's dimensions are reversed
@@ -1275,99 +672,71 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     SmallVector<Value> ivs(3, zero);
     for (auto [i, d] : llvm::enumerate(grid->kept))
       ivs[d] = forall.getInductionVar(rank - 1 - i);
-    StateProgram prog(b, *cfg, threads, precise);
+    SmallVector<Type> wsTypes = workspaceTypes(func, *cfg);
+    if (std::string why = LaneStateProgram::refusal(*cfg, wsTypes);
+        !why.empty()) {
+      func.emitError() << "kda-gpu-state-registers: the state program does "
+                          "not take this kernel ("
+                       << why << ")";
+      return signalPassFailure();
+    }
+    // The strategy stage's count (the pipeline gives state-stages only to
+    // kda-gpu-select-strategy); the pass option serves kda-opt runs of this
+    // pass alone, without a strategy.
+    int64_t stages = this->stages;
+    if (auto s = func->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr);
+        s && s.getStages() > 0)
+      stages = s.getStages();
+    if (stages < 2 || stages > 8) {
+      func.emitError() << "kda-gpu-state-registers: the state program's "
+                          "chunks in flight (state-stages) are 2 to 8, got "
+                       << stages;
+      return signalPassFailure();
+    }
+    const bool byK = LaneStateProgram::splitsK(wsTypes, *cfg);
+    LaneStateProgram lp(b, *cfg,
+                        LaneStateProgram::warpsFor(*cfg, threads, byK));
+    lp.byK = byK;
+    lp.stages = stages;
     static const char *const kRoles[] = {"w", "u", "q", "k", "p", "g"};
     for (auto [i, role] : llvm::enumerate(cfg->roles)) {
       Value arg = byName("ws" + std::to_string(i));
       for (int r = 0; r < 6; ++r)
         if (role == kRoles[r])
-          prog.ws[r] = arg;
+          lp.ws[r] = arg;
     }
-    prog.o = byName("o");
-    prog.h0 = byName("initial_state");
-    prog.ht = byName("final_state");
-    prog.cuSeqlens = byName("cu_seqlens");
-    prog.boundary = byName("boundary_states");
-    prog.boundaryTable = byName("boundary_indices");
-    if (cfg->boundaryPool != static_cast<bool>(prog.boundaryTable)) {
+    lp.o = byName("o");
+    lp.h0 = byName("initial_state");
+    lp.ht = byName("final_state");
+    lp.cuSeqlens = byName("cu_seqlens");
+    lp.boundary = byName("boundary_states");
+    lp.boundaryTable = byName("boundary_indices");
+    if (cfg->boundaryPool != static_cast<bool>(lp.boundaryTable)) {
       func.emitError("kda-gpu-state-registers: the state kernel's pool slot "
                      "table does not match its description");
       return signalPassFailure();
     }
-    if (cfg->boundary != static_cast<bool>(prog.boundary)) {
+    if (cfg->boundary != static_cast<bool>(lp.boundary)) {
       func.emitError("kda-gpu-state-registers: the state kernel's boundary "
                      "states argument does not match its description");
       return signalPassFailure();
     }
-    if (!prog.ws[1] || !prog.ws[2] || !prog.ws[3] || !prog.ws[4] || !prog.o) {
+    if (!lp.ws[1] || !lp.ws[2] || !lp.ws[3] || !lp.ws[4] || !lp.o) {
       func.emitError("kda-gpu-state-registers: the state kernel lacks a "
                      "workspace or its output");
       return signalPassFailure();
     }
-    if (prog.boundary && cfg->vMajor)
+    if (lp.boundary && cfg->vMajor)
       kda::requireAlignedRows(func, [](StringRef name, MemRefType) {
         return name == "boundary_states";
       });
-    // The program the strategy stage named; without one (kda-opt runs of
-    // this pass alone), the pass's own state-program option decides the
-    // same way. The split-K program covers every shape the derived one does.
-    SmallVector<Type> wsTypes = workspaceTypes(func, *cfg);
-    std::string chosen = kda::stateLanesProgram(func, desc, threads, program);
-    if (auto s = func->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr);
-        s && !s.getProgram().empty())
-      chosen = s.getProgram().str();
-    std::string derivedRefusal =
-        chosen == "derived" ? LaneStateProgram::refusal(*cfg, wsTypes)
-                            : std::string("the per-lane program is chosen");
-    if (chosen == "derived" && !derivedRefusal.empty()) {
-      func.emitError() << "kda-gpu-state-registers: the strategy names the "
-                          "derived state program, which does not take this "
-                          "kernel ("
-                       << derivedRefusal << ")";
+    if (std::string why = lp.emit(ivs); !why.empty()) {
+      func.emitError() << "kda-gpu-state-registers: the state program cannot "
+                          "be built: "
+                       << why;
       return signalPassFailure();
     }
-    if (derivedRefusal.empty()) {
-      // The strategy stage's count (the pipeline gives state-stages only
-      // to kda-gpu-select-strategy); the pass option serves kda-opt runs of
-      // this pass alone, without a strategy.
-      int64_t stages = this->stages;
-      if (auto s = func->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr);
-          s && s.getStages() > 0)
-        stages = s.getStages();
-      if (stages < 2 || stages > 8) {
-        func.emitError() << "kda-gpu-state-registers: the derived state "
-                            "program's chunks in flight (state-stages) are 2 "
-                            "to 8, got "
-                         << stages;
-        return signalPassFailure();
-      }
-      const bool byK = LaneStateProgram::splitsK(wsTypes, *cfg);
-      LaneStateProgram lp(b, *cfg,
-                          LaneStateProgram::warpsFor(*cfg, threads, byK));
-      lp.byK = byK;
-      lp.stages = stages;
-      std::copy(std::begin(prog.ws), std::end(prog.ws), std::begin(lp.ws));
-      lp.o = prog.o;
-      lp.h0 = prog.h0;
-      lp.ht = prog.ht;
-      lp.cuSeqlens = prog.cuSeqlens;
-      lp.boundary = prog.boundary;
-      lp.boundaryTable = prog.boundaryTable;
-      if (std::string why = lp.emit(ivs); !why.empty()) {
-        func.emitError() << "kda-gpu-state-registers: the derived state "
-                            "program cannot be built: "
-                         << why;
-        return signalPassFailure();
-      }
-      func->setAttr(kda::kBlockThreadsAttr,
-                    b.getI64IntegerAttr(lp.threads()));
-    } else {
-      prog.prefetch = prefetch;
-      prog.emit(ivs);
-      if (maxRegisters > 0)
-        func->setAttr(kda::kMaxRegistersAttr,
-                      b.getI32IntegerAttr(maxRegisters));
-    }
+    func->setAttr(kda::kBlockThreadsAttr, b.getI64IntegerAttr(lp.threads()));
     func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
   }
 };
@@ -1376,50 +745,44 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
 
 std::string mlir::kda::stateLanesRefusal(func::FuncOp func,
                                          StatePassAttr statePass,
-                                         int64_t threads, StringRef program) {
+                                         int64_t threads, std::string *fix) {
+  auto say = [&](StringRef f) {
+    if (fix)
+      *fix = f.str();
+  };
   std::optional<StatePassConfig> cfg = readConfig(statePass);
   if (!cfg)
     return "its description (kda.state_pass) is incomplete";
-  if (stateLanesProgram(func, statePass, threads, program) == "derived")
-    return "";
-  const int64_t warps = threads / 32;
-  std::string why;
-  llvm::raw_string_ostream os(why);
-  if (threads % 32 != 0 || warps < 1 || cfg->vBlock % 16 != 0 ||
-      cfg->chunk % 8 != 0 || cfg->chunk > 64 ||
-      cfg->keyDim % (8 * warps) != 0)
-    os << "V block " << cfg->vBlock << ", chunk " << cfg->chunk << ", K "
-       << cfg->keyDim << ", " << threads
-       << " threads: V blocks a multiple of 16, chunks a multiple of 8 up to "
-          "64, K a multiple of 8 x warps";
+  if (threads % 32 != 0 || threads < 32) {
+    say("threads per block a multiple of 32 (kda-compile: --threads)");
+    return std::to_string(threads) + " threads per block are not whole warps";
+  }
+  // The workspaces decide the matrix instruction. A kernel without every
+  // one its description names (the intra-chunk grid given the tile
+  // lowering may keep some to itself) is not the program's; a description
+  // alone (no arguments: kda-opt runs of the strategy stage) is judged by
+  // its shape.
+  SmallVector<Type> wsTypes = workspaceTypes(func, *cfg);
+  if (wsTypes.size() != cfg->roles.size()) {
+    if (func.getNumArguments() > 0) {
+      say("give the intra-chunk kernel lanes (its remark says how)");
+      return "the kernel lacks workspaces its description names (" +
+             std::to_string(cfg->roles.size() - wsTypes.size()) + " of " +
+             std::to_string(cfg->roles.size()) + ")";
+    }
+    wsTypes.clear();
+  }
+  std::string why = LaneStateProgram::refusal(*cfg, wsTypes);
+  if (!why.empty())
+    say("compile with a V block of 16 or 32 (--v-block) and a chunk of 16, "
+        "32 or 64 (--chunk)");
   return why;
 }
 
-std::string mlir::kda::stateLanesProgram(func::FuncOp func,
-                                         StatePassAttr statePass,
-                                         int64_t threads, StringRef program) {
-  std::optional<StatePassConfig> cfg = readConfig(statePass);
-  if (!cfg || program == "per_lane")
-    return "per_lane";
-  SmallVector<Type> wsTypes = workspaceTypes(func, *cfg);
-  if (wsTypes.size() != cfg->roles.size() ||
-      !LaneStateProgram::refusal(*cfg, wsTypes).empty())
-    return "per_lane";
-  // derived or auto: every configuration LaneStateProgram takes (fp32
-  // inputs since the seventeenth session: split by K at V blocks of 32, the
-  // chip table's fp32 default, faster than the per-lane split-K program on
-  // every shape measured; bench/RESULTS.md).
-  return "derived";
-}
-
 std::unique_ptr<Pass>
-mlir::kda::createGpuStateRegistersPass(int64_t threads, StringRef program,
-                                       bool prefetch, int64_t maxRegisters) {
+mlir::kda::createGpuStateRegistersPass(int64_t threads, int64_t stages) {
   KdaGpuStateRegistersOptions o;
   o.threads = threads;
-  o.program = program.str();
-  o.prefetch = prefetch;
-  o.maxRegisters = maxRegisters;
+  o.stages = stages;
   return std::make_unique<StateRegistersPass>(o);
 }
-

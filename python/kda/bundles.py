@@ -328,24 +328,26 @@ def validate(cfg: Dict[str, Any]) -> None:
 
 TILE_KEYS = ("chunk", "sub_chunk", "v_block", "threads")
 # Optional tile keys, kept only where they differ from kda-compile's default
-# (so tiles without them hash as before): state_prefetch 0 is
-# --state-prefetch=false (the NVIDIA register state kernel loads each chunk
-# when it starts: fewer registers, more resident blocks); state_stages N is
-# --state-stages=N (chunks in flight in the derived state program's cp.async
+# (so tiles without them hash as before): state_stages N is
+# --state-stages=N (chunks in flight in the state program's cp.async
 # pipeline, 2 to 8).
-OPTIONAL_TILE_KEYS = {"state_prefetch": 1, "state_stages": 2}
+OPTIONAL_TILE_KEYS = {"state_stages": 2}
+# Keys of older tuning databases whose choice no kernel has any more (the
+# split-K state program's prefetch, removed in the eighteenth session): read
+# and dropped, so a database that has them still loads.
+OBSOLETE_TILE_KEYS = ("state_prefetch",)
 
 
 def normalise_tile(tile: Optional[Dict[str, int]]) -> Optional[Dict[str, int]]:
     """A tuned tile as kda-compile's flags take it (chunk, sub_chunk,
-    v_block, block threads, optionally state_prefetch and state_stages), or None for the
+    v_block, block threads, optionally state_stages), or None for the
     chip's defaults."""
     if tile is None:
         return None
     out = {k: int(tile[k]) for k in TILE_KEYS if k in tile}
     if set(out) != set(TILE_KEYS):
         raise ValueError(f"tile: expected the keys {TILE_KEYS}, got {sorted(tile)}")
-    unknown = set(tile) - set(TILE_KEYS) - set(OPTIONAL_TILE_KEYS)
+    unknown = set(tile) - set(TILE_KEYS) - set(OPTIONAL_TILE_KEYS) - set(OBSOLETE_TILE_KEYS)
     if unknown:
         raise ValueError(f"tile: unknown keys {sorted(unknown)} (known: {TILE_KEYS} and "
                          f"{tuple(OPTIONAL_TILE_KEYS)})")
@@ -794,8 +796,6 @@ def tile_flags(tile: Optional[Dict[str, int]]) -> List[str]:
     t = normalise_tile(tile)
     flags = [f"--chunk={t['chunk']}", f"--sub-chunk={t['sub_chunk']}", f"--v-block={t['v_block']}",
              f"--block-threads={t['threads']}"]
-    if t.get("state_prefetch", 1) == 0:
-        flags.append("--state-prefetch=false")
     if t.get("state_stages", 2) != 2:
         flags.append(f"--state-stages={t['state_stages']}")
     return flags
@@ -808,7 +808,7 @@ def compile_bundle(cfg: Dict[str, Any], chip: str, out_root: Optional[str] = Non
 
     tile: a tuned tile (kda.tune) for a configuration whose chunk is 0 (the
     target's default), or whose chunk and sub-chunk are the tile's (the
-    op's #kda.tile keeps them; V block, threads and prefetch come from the
+    op's #kda.tile keeps them; V block, threads and state stages come from the
     flags), given to kda-compile as flags.
 
     The bundle is written to a temporary sibling directory and renamed into

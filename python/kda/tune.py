@@ -105,11 +105,9 @@ STATE_STAGES = (2, 3, 4, 5, 6, 7, 8)
 
 
 def make_tile(chunk: int, v_block: int, threads: int, sub_chunk: int = SUB_CHUNK,
-              state_prefetch: bool = True, state_stages: int = 2) -> Dict[str, int]:
+              state_stages: int = 2) -> Dict[str, int]:
     tile = {"chunk": int(chunk), "sub_chunk": min(int(sub_chunk), int(chunk)),
             "v_block": int(v_block), "threads": int(threads)}
-    if not state_prefetch:
-        tile["state_prefetch"] = 0
     if int(state_stages) != 2:
         tile["state_stages"] = int(state_stages)
     return tile
@@ -118,15 +116,11 @@ def make_tile(chunk: int, v_block: int, threads: int, sub_chunk: int = SUB_CHUNK
 def enumerate_space(cfg: Dict[str, Any], chunks: Iterable[int] = CHUNKS,
                     vblocks: Optional[Iterable[int]] = None,
                     threads: Iterable[int] = THREADS,
-                    prefetch: Iterable[int] = (1, 0),
                     stages: Iterable[int] = (2,)) -> List[Dict[str, int]]:
     """Every legal tile for a gated_delta configuration, restricted to the
-    given chunks / V blocks / thread counts / state prefetch choices (1: the
-    NVIDIA register state kernel issues the next chunk's loads before this
-    chunk's products, 0: it does not: fewer registers, more resident blocks)
-    / state stages (chunks in flight in the derived state program; only with
-    prefetch 1, whose form it is); illegal values given there are dropped,
-    not an error, so a command line can narrow the space."""
+    given chunks / V blocks / thread counts / state stages (chunks in flight
+    in the state program's cp.async pipeline); illegal values given there
+    are dropped, not an error, so a command line can narrow the space."""
     if cfg.get("op") != "gated_delta":
         raise ValueError(f"only gated_delta configurations are tuned, not {cfg.get('op')!r}")
     if cfg.get("chunk"):
@@ -142,13 +136,9 @@ def enumerate_space(cfg: Dict[str, Any], chunks: Iterable[int] = CHUNKS,
             for t in threads:
                 if t not in THREADS:
                     continue
-                for p in prefetch:
-                    if p not in (0, 1):
-                        continue
-                    for s in (stages if p else (2,)):
-                        if s in STATE_STAGES:
-                            out.append(make_tile(c, v, t, state_prefetch=bool(p),
-                                                 state_stages=s))
+                for s in stages:
+                    if s in STATE_STAGES:
+                        out.append(make_tile(c, v, t, state_stages=s))
     return out
 
 

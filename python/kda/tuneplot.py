@@ -86,7 +86,6 @@ class _Canvas:
 
 def _tile_label(t: Dict[str, Any]) -> str:
     return (f"C{t['chunk']} VB{t['v_block']} T{t['threads']}"
-            + (" NP" if t.get("state_prefetch", 1) == 0 else "")
             + (f" S{t['state_stages']}" if t.get("state_stages", 2) != 2 else ""))
 
 

@@ -49,15 +49,15 @@ func.func @intra64steps() attributes {kda.kernel, kda.intra_pass = #kda.intra_pa
   return
 }
 
-// The state grid: V blocks of 16 take lanes, V blocks of 8 do not. Without
-// workspaces whose types say 16-bit operands (none here) the split-K program
-// writes it, per lane (pipeline.mlir and bundle.test see the derived one).
+// The state grid: V blocks of 16 take lanes, V blocks of 8 do not. The one
+// program is emitStateStep on lane tiles (derived), with the strategy's
+// chunks in flight.
 // CHECK-LABEL: func.func @state16
-// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "state", kind = "lanes", instruction = "mma_sync", program = "per_lane">
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "state", kind = "lanes", instruction = "mma_sync", program = "derived", stages = 2>
 func.func @state16() attributes {kda.kernel, kda.state_pass = #kda.state_pass<chunk = 16, tile_chunk = 16, key_dim = 128, v_block = 16, v_major = false, boundary = false, boundary_pool = false, boundary_interval = 0, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, 4, 8]>} {
   return
 }
-// REMARK: remark: kda-gpu-select-strategy: the state kernel 'state8' takes the shared-memory tile lowering, several times slower than lanes: V block 8, chunk 16, K 128, 128 threads: V blocks a multiple of 16, chunks a multiple of 8 up to 64, K a multiple of 8 x warps; fix: compile with a V block of 16 or 32 (--v-block) and a chunk of 16 (--chunk)
+// REMARK: remark: kda-gpu-select-strategy: the state kernel 'state8' takes the shared-memory tile lowering, several times slower than lanes: V block 8, K 128, chunk 16: V blocks, K and chunks multiples of 16, chunks up to 64; fix: compile with a V block of 16 or 32 (--v-block) and a chunk of 16, 32 or 64 (--chunk)
 // CHECK-LABEL: func.func @state8
 // CHECK-SAME: kind = "tiles"
 func.func @state8() attributes {kda.kernel, kda.state_pass = #kda.state_pass<chunk = 16, tile_chunk = 16, key_dim = 128, v_block = 8, v_major = false, boundary = false, boundary_pool = false, boundary_interval = 0, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, 4, 16]>} {

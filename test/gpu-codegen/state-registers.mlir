@@ -1,4 +1,3 @@
-// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-program=per_lane" | FileCheck %s
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=DERIVED
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-registers=false" | FileCheck %s --check-prefix=TILES
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-stages=3" | FileCheck %s --check-prefix=STAGES
@@ -8,7 +7,6 @@
 // RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none v-block=8" 2>&1 | FileCheck %s --check-prefix=POOLTILE
 // RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-registers=false" 2>&1 | FileCheck %s --check-prefix=POOLNONE
 // RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-rocdl="chip=gfx942 format=none" 2>&1 | FileCheck %s --check-prefix=POOLNONE
-// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_80 format=none state-program=per_lane" | FileCheck %s --check-prefix=F32
 // RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_80 format=none" | FileCheck %s --check-prefix=F32DERIVED
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none intra-registers=false" --mlir-print-ir-after=kda-gpu-map-kernels 2>&1 >/dev/null | FileCheck %s --check-prefix=SKIP
 // RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=UNIT
@@ -17,25 +15,9 @@
 // RUN: kda-opt %S/../tools/Inputs/gated.mlir --kda-lower-to-rocdl="chip=gfx942 format=none" | FileCheck %s --check-prefix=ONE
 
 // The chunk-parallel state pass on NVIDIA (kda-gpu-state-registers): the
-// state stays in mma.sync accumulators for the whole sequence, and a chunk
-// step is the products against it, one barrier before the partial sums are
-// reduced and one before V_new is read back as an operand. Full chunks run
-// in a loop that loads the next chunk while computing this one; a partial
-// last chunk runs after it (the same step, with its rows clamped and
-// masked). Shared memory holds only those: 4 warps x 2 products x C=16 x
-// (16 + 4) + 2 x 16 x (16 + 4) f32 = 12800 bytes.
-// CHECK: {block = [128, 1, 1], dynamic_shared_memory = 12800 : i64, grid = [{{.*}}], module = "kda_gated_delta_kernel_state_module"
-// CHECK-LABEL: gpu.module @kda_gated_delta_kernel_state_module
-// CHECK: nvvm.mma.sync
-// CHECK-COUNT-2: nvvm.barrier
-// CHECK-NOT: nvvm.barrier
-// CHECK: nvvm.mma.sync
-// CHECK-COUNT-2: nvvm.barrier
-// CHECK-NOT: nvvm.barrier
-// CHECK: llvm.return
-
-// The default for 16-bit inputs: emitStateStep on lane tiles (LaneStateProgram),
-// one warp per 16 V rows (the default V block of 16: one warp) holding all of
+// state stays in mma.sync accumulators for the whole sequence. 16-bit
+// inputs: emitStateStep on lane tiles (LaneStateProgram), one warp per 16 V
+// rows (the default V block of 16: one warp) holding all of
 // K; a chunk's workspaces come in by cp.async, one barrier per chunk, and
 // every product is a bf16 mma.sync.
 // DERIVED: {block = [32, 1, 1], dynamic_shared_memory = {{[1-9][0-9]+}} : i64, grid = [{{.*}}], module = "kda_gated_delta_kernel_state_module"
@@ -56,7 +38,7 @@
 // STAGES: nvvm.cp.async.commit.group
 // STAGES: nvvm.cp.async.wait.group 1
 // STAGES-NEXT: nvvm.barrier
-// STAGES9: error: kda-gpu-state-registers: the derived state program's chunks in flight (state-stages) are 2 to 8, got 9
+// STAGES9: error: kda-gpu-state-registers: the state program's chunks in flight (state-stages) are 2 to 8, got 9
 
 // Chunk-boundary states of fp32 inputs (varlen, V = 32 in one block): the
 // derived program, the state split by K; where a chunk starts a boundary
@@ -80,7 +62,7 @@
 // POOL: nvvm.cp.async.shared.global
 // POOL: llvm.store {{.*}} : vector<2xbf16>, !llvm.ptr
 // POOL: llvm.return
-// POOLTILE: error: kda-gpu-state-registers: boundary states into pool slots need the register state kernel, which does not cover this tiling (V block 8, chunk 16, K 64, 128 threads
+// POOLTILE: error: kda-gpu-state-registers: boundary states into pool slots need the register state kernel, which does not cover this tiling (V block 8, K 64, chunk 16: V blocks, K and chunks multiples of 16
 // POOLNONE: error: kda-tile-chunks: boundary states into pool slots (boundary_indices) are not supported on this target
 
 // The tile lowering stays where the pass is switched off: a barrier per
@@ -88,18 +70,9 @@
 // TILES-LABEL: gpu.module @kda_gated_delta_kernel_state_module
 // TILES-COUNT-8: nvvm.barrier
 
-// fp32 inputs keep fp32 accuracy: three tf32 products per product
-// (3xTF32). Asked for (state-program=per_lane), the split-K program written
-// per lane, here with K = 64 (2 accumulator tiles per warp), V blocks of 32
-// (2 row tiles) and no gate; shared memory 4 x 2 x 16 x 36 + 2 x 32 x 20 f32.
-// F32: dynamic_shared_memory = 23552 : i64, grid = [2, 2, 2], module = "kda_gated_delta_kernel_state_module"
-// F32-LABEL: gpu.module @kda_gated_delta_kernel_state_module
-// F32-COUNT-3: nvvm.mma.sync
-// F32: nvvm.barrier
-// F32: llvm.return
-
-// By default fp32 inputs run emitStateStep on lane tiles too (the chip
-// table's fp32 V block, 32), the state split by K: four warps of 16 keys, each holding all 32
+// fp32 inputs keep fp32 accuracy (3xTF32: three tf32 products per
+// product) on emitStateStep too (the chip table's fp32 V block, 32), the
+// state split by K: four warps of 16 keys, each holding all 32
 // V rows of its keys; f32 workspaces in shared memory for two chunks (W,
 // Gamma Q and decayed k: 16 x (64 + 4) f32 each; U 16 x (32 + 4); P 16 x
 // (16 + 4): 2 x 4 x (3 x 1088 + 576 + 320) = 33280 bytes) and the warps'

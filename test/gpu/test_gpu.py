@@ -594,10 +594,7 @@ def expected_program(role, dtype):
         # The per-lane program by default; bundles built with kda-compile
         # --intra-program=derived (KDA_INTRA_PROGRAM=derived) the derived one.
         return os.environ.get("KDA_INTRA_PROGRAM", "per_lane")
-    if role == "state":
-        # The derived program (fp32 too, since the seventeenth session); bundles built with
-        # kda-compile --state-program=per_lane (KDA_STATE_PROGRAM=per_lane) the split-K one.
-        return os.environ.get("KDA_STATE_PROGRAM", "derived")
+    # The state kernel has one program since the eighteenth session (emitStateStep on lane tiles).
     return "derived"
 
 
@@ -729,7 +726,7 @@ def run_case(case, torch, oracle):
             problems.append(f"shape policy: the default tile ran (asked for "
                             f"{getattr(kops.last_launch, 'requested_tile', None)})")
         else:
-            metrics.append(f"v_block={tile['v_block']}{'' if tile.get('state_prefetch', 1) else ',np'}")
+            metrics.append(f"v_block={tile['v_block']}")
             # The derived state program runs with the tile's chunks in flight
             # (the strategy's stages, from --state-stages).
             want = tile.get("state_stages", 2)

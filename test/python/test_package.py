@@ -613,7 +613,7 @@ def part_bundles(kda_compile, runtime, tmp):
     import warnings
     os.environ["KDA_NO_COMPILE"] = "1"
     try:
-        tile = {"chunk": 16, "sub_chunk": 16, "v_block": 32, "threads": 128, "state_prefetch": 0}
+        tile = {"chunk": 16, "sub_chunk": 16, "v_block": 32, "threads": 128, "state_stages": 5}
         for attempt in range(2):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")

@@ -99,21 +99,19 @@ def part_unit(tmp):
     check(TU.v_blocks(96) == [16, 32, 48, 96], f"v_blocks(96) {TU.v_blocks(96)}")
     check(TU.v_blocks(8) == [], "v_blocks(8)")
     space = TU.enumerate_space(cfg)
-    check(len(space) == 3 * 4 * 2 * 2, f"space size {len(space)}")
-    check(sum(1 for t in space if t.get("state_prefetch") == 0) == 3 * 4 * 2,
-          "half the space without the state kernel's prefetch")
+    check(len(space) == 3 * 4 * 2, f"space size {len(space)}")
+    check(all("state_prefetch" not in t for t in space), "no state prefetch choice (one state program)")
     check(all(t["sub_chunk"] == 16 for t in space), "sub_chunk 16")
     staged = TU.enumerate_space(cfg, chunks=[16], vblocks=[32], threads=[128], stages=[2, 3, 9])
-    check(staged == [TU.make_tile(16, 32, 128), TU.make_tile(16, 32, 128, state_stages=3),
-                     TU.make_tile(16, 32, 128, state_prefetch=False)],
-          f"stages 2 and 3 with prefetch, 9 dropped, none without prefetch: {staged}")
+    check(staged == [TU.make_tile(16, 32, 128), TU.make_tile(16, 32, 128, state_stages=3)],
+          f"stages 2 and 3, 9 dropped: {staged}")
     check({t["chunk"] for t in space} == {16, 32, 64} and {t["threads"] for t in space} == {128, 256},
           "chunks and threads")
     # NVIDIA's lane kernels run chunks 32 and 64 as sub-chunk steps of 16: the same kernels.
     check(TU.default_chunks("sm_90a") == (16,) and TU.default_chunks("sm_80") == (16,)
           and TU.default_chunks("gfx942") == (16, 32, 64), "default chunks per chip")
     narrow = TU.enumerate_space(cfg, chunks=[16, 32, 8], vblocks=[16, 24, 256], threads=[128, 100],
-                                prefetch=[1, 7])
+                                stages=[2, 9])
     check(narrow == [TU.make_tile(16, 16, 128), TU.make_tile(32, 16, 128)], f"narrowed space {narrow}")
     for bad, what in ((small_cfg(chunk=32), "fixed chunk"),
                       (B.decode_step_config(K=64, V=64, qk_dtype="bf16", v_dtype="bf16"), "decode")):
@@ -151,7 +149,6 @@ def part_unit(tmp):
                                 final_state_dtype="f32", state_layout="v_major")
     pol = lambda n, hv, sms=132: TU.shape_policy_tile(kimi, "sm_90a", n, hv, sms)  # noqa: E731
     vb32 = TU.make_tile(16, 32, 128, state_stages=3)
-    vb32np = TU.make_tile(16, 32, 128, state_prefetch=False)
     vb128 = TU.make_tile(16, 128, 128)
     # The derived state program: V blocks of 32 with 3 chunks in flight while (sequence, head)
     # units x 4 blocks fit twice the multiprocessors, V blocks of 128 (2 in flight) past that.
@@ -179,16 +176,18 @@ def part_unit(tmp):
           TU.policy_tiles(kimi64, "sm_90a"))
     check(TU.shape_policy_tile(dict(kimi, chunk=32), "sm_90a", 1, 32, 132) == dict(vb32, chunk=32),
           "H=32 at chunk 32: V blocks of 32")
-    check(B.tile_flags(vb32np)[-1] == "--state-prefetch=false" and
-          "--state-prefetch=false" not in B.tile_flags(vb32), B.tile_flags(vb32np))
-    check(B.normalise_tile(dict(vb32, state_prefetch=1)) == vb32, "prefetch 1 is the default")
+    # An older database's state_prefetch (the removed split-K state program's) loads, dropped.
+    check(B.normalise_tile(dict(vb32, state_prefetch=0)) == vb32 and
+          B.normalise_tile(dict(vb32, state_prefetch=1)) == vb32, "state_prefetch is dropped")
+    check(not any("prefetch" in f for f in B.tile_flags(dict(vb32, state_prefetch=0))),
+          B.tile_flags(dict(vb32, state_prefetch=0)))
     check(B.tile_flags(vb32)[-1] == "--state-stages=3" and
           not any(f.startswith("--state-stages") for f in B.tile_flags(vb128)), B.tile_flags(vb32))
     check(B.normalise_tile(dict(vb128, state_stages=2)) == vb128, "2 stages is the default")
     check(B.config_hash(kimi, "sm_90a", vb32) != B.config_hash(kimi, "sm_90a", TU.make_tile(16, 32, 128)),
           "stages are part of the bundle key")
-    check(B.config_hash(kimi, "sm_90a", vb32) != B.config_hash(kimi, "sm_90a", vb32np),
-          "prefetch is part of the bundle key")
+    check(B.config_hash(kimi, "sm_90a", vb32) == B.config_hash(kimi, "sm_90a", dict(vb32, state_prefetch=0)),
+          "state_prefetch is not part of the bundle key")
     try:
         B.normalise_tile(dict(vb32, warps=8))
         check(False, "an unknown tile key was accepted")
@@ -367,7 +366,7 @@ def part_unit(tmp):
             tdb.save(TU.PACKAGED_DB)
             check(TU.db_paths() == [TU.PACKAGED_DB] and TU.tuned_tile(cfg, "sm_90a", 8192, 1, 32) == tile,
                   "the package's database alone")
-            other = TU.make_tile(32, 64, 256, state_prefetch=False)
+            other = TU.make_tile(32, 64, 256, state_stages=4)
             udb = TU.TuningDB()
             udb.add(cfg, "sm_90a", fa, dict(shape, T=100), [{"tile": other, "status": "ok", "median_ms": 1.0}])
             udb.save(user_db)
@@ -411,7 +410,7 @@ def part_unit(tmp):
     proc = subprocess.run([sys.executable, tool, "compile", "--chip", "sm_80", "--config", cfg_file,
                            "--chunks", "16,32,64",
                            "--kda-compile", ca, "--out", plan, "--threads", "128", "--v-blocks", "64",
-                           "--state-prefetch", "1", "--shape", "T=64,N=1,H=2", "--jobs", "2"],
+                           "--shape", "T=64,N=1,H=2", "--jobs", "2"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env=dict(os.environ, FAKE_REFUSE_64="1"))
     check(proc.returncode == 0, f"kda-tune compile with a fake compiler:\n{proc.stdout}")
@@ -424,7 +423,7 @@ def part_unit(tmp):
     plan2 = os.path.join(tmp, "plan-amd")
     proc = subprocess.run([sys.executable, tool, "compile", "--chip", "gfx942", "--config", cfg_file,
                            "--kda-compile", ca, "--out", plan2, "--threads", "128", "--v-blocks", "64",
-                           "--state-prefetch", "1", "--chunks", "16,32", "--shape", "T=64,N=1,H=2"],
+                           "--chunks", "16,32", "--shape", "T=64,N=1,H=2"],
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     with open(os.path.join(plan2, "plan.json")) as f:
         p2 = json.load(f)
@@ -461,7 +460,7 @@ def part_flow(kda_tune, kda_compile, runtime, tmp):
     # V blocks of 32: the configuration is fp32, whose default V block is the
     # chip table's fp32 one (32, all of V here), kda-tune's reference tile.
     out = run([kda_tune, "compile", "--chip", "sm_90a", "--config", cfg_file, "--out", plan,
-               "--chunks", "16,32", "--v-blocks", "32", "--threads", "128", "--state-prefetch", "1",
+               "--chunks", "16,32", "--v-blocks", "32", "--threads", "128",
                "--jobs", "2", "--shape", "T=256,N=2,H=2", "--shape", "T=4096,N=1,H=4"], env)
     with open(os.path.join(plan, "plan.json")) as f:
         p = json.load(f)

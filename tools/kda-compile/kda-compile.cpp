@@ -89,40 +89,18 @@ static cl::opt<bool> noTensorCores(
     "no-tensor-cores",
     cl::desc("tile matmuls on the vector ALUs (no mma.sync / MFMA / WMMA)"),
     cl::init(false), cl::cat(compileCategory));
-static cl::opt<std::string> stateProgram(
-    "state-program",
-    cl::desc("NVIDIA: which program writes the chunk-parallel state kernel: "
-             "auto (default) or derived (the program derived from the "
-             "algorithm, emitStateStep on lane tiles: V over the warps and "
-             "all of K per warp for 16-bit inputs; K split over the warps, "
-             "3xTF32 products, for fp32), or per_lane (the older split-K "
-             "program written per lane, K split over a block's warps; "
-             "measured slower)"),
-    cl::init("auto"), cl::cat(compileCategory));
 static cl::opt<std::string> intraProgram(
     "intra-program",
     cl::desc("NVIDIA: which program writes the chunk-parallel intra-chunk "
              "kernel: per_lane (default: written per lane) or derived "
              "(emitIntraChunk of passes/GatedDeltaKernel.cpp on lane tiles)"),
     cl::init("per_lane"), cl::cat(compileCategory));
-static cl::opt<bool> statePrefetch(
-    "state-prefetch",
-    cl::desc("NVIDIA: the register state kernel issues the next chunk's "
-             "loads before this chunk's products (more registers, fewer "
-             "resident blocks); --state-prefetch=false loads each chunk when "
-             "it starts"),
-    cl::init(true), cl::cat(compileCategory));
 static cl::opt<int64_t> stateStages(
     "state-stages",
     cl::desc("NVIDIA: chunks in flight (cp.async stages, 2 to 8) of the "
-             "derived state kernel: deeper stages hide more of a chunk's "
+             "register state kernel: deeper stages hide more of a chunk's "
              "load latency behind the products of the chunks before it"),
     cl::init(2), cl::cat(compileCategory));
-static cl::opt<int64_t> stateMaxRegisters(
-    "state-max-registers",
-    cl::desc("NVIDIA: registers per thread of the register state kernel "
-             "(0: ptxas decides); fewer registers, more resident blocks"),
-    cl::init(0), cl::cat(compileCategory));
 static cl::opt<std::string>
     toolkit("toolkit",
             cl::desc("CUDA toolkit root (ptxas) or, for AMD, a folder with "
@@ -510,16 +488,12 @@ int main(int argc, char **argv) {
       take(subChunk, "sub_chunk");
       take(vBlock, "v_block");
       take(threads, "threads");
-      if (statePrefetch.getNumOccurrences() == 0)
-        if (std::optional<int64_t> v = (*tile)->getInteger("state_prefetch"))
-          statePrefetch = *v != 0;
       if (stateStages.getNumOccurrences() == 0)
         if (std::optional<int64_t> v = (*tile)->getInteger("state_stages"))
           stateStages = *v;
       llvm::outs() << "kda-compile: tuned tile for bucket " << bucket
                    << ": chunk=" << chunk << " sub_chunk=" << subChunk
                    << " v_block=" << vBlock << " threads=" << threads
-                   << (statePrefetch ? "" : " state_prefetch=0")
                    << (stateStages == 2
                            ? std::string()
                            : " state_stages=" + std::to_string(stateStages))
@@ -617,10 +591,6 @@ int main(int argc, char **argv) {
 
   // The program options are checked before any pass runs (the strategy
   // stage would also refuse them, but after printing the whole module).
-  if (stateProgram != "auto" && stateProgram != "derived" &&
-      stateProgram != "per_lane")
-    return fail("--state-program is auto, derived or per_lane, got '" +
-                stateProgram + "'");
   if (intraProgram != "derived" && intraProgram != "per_lane")
     return fail("--intra-program is derived or per_lane, got '" +
                 intraProgram + "'");
@@ -676,10 +646,7 @@ int main(int argc, char **argv) {
     options.threads = threads;
     options.vBlock = vBlock;
     options.tensorCores = !noTensorCores;
-    options.stateProgram = stateProgram;
     options.intraProgram = intraProgram;
-    options.statePrefetch = statePrefetch;
-    options.stateMaxRegisters = stateMaxRegisters;
     options.stateStages = stateStages;
     options.schedule = schedule;
     options.format = format.str();
@@ -876,12 +843,8 @@ int main(int argc, char **argv) {
     }
     tile["threads"] = static_cast<int64_t>(threads);
     tile["tensor_cores"] = noTensorCores ? 0 : 1;
-    if (!statePrefetch)
-      tile["state_prefetch"] = 0;
     if (stateStages != 2)
       tile["state_stages"] = static_cast<int64_t>(stateStages);
-    if (stateMaxRegisters > 0)
-      tile["state_max_registers"] = static_cast<int64_t>(stateMaxRegisters);
     kernel["tile"] = std::move(tile);
     if (!resources.empty())
       kernel["resources"] = std::move(resources);

@@ -155,7 +155,8 @@ Value mlir::kda::activateBetaValue(ImplicitLocOpBuilder &b,
 
 IntraChunk mlir::kda::emitIntraChunk(
     TileBuilder &tb, const ChunkConfig &config, const ChunkInputs &in,
-    llvm::function_ref<void(Value, Value, Value)> early) {
+    llvm::function_ref<void(Value, Value, Value)> early,
+    llvm::function_ref<void(StringRef, Value)> done) {
   ImplicitLocOpBuilder &b = tb.builder();
   const int64_t c = config.chunk, kd = config.keyDim, vd = config.valueDim;
   const int64_t sub = std::min(config.subChunk, c);
@@ -298,6 +299,8 @@ IntraChunk mlir::kda::emitIntraChunk(
 
   IntraChunk out;
   out.p = P;
+  if (done)
+    done("p", P);
   out.gLast = gLast;
   // The UT transform: what each token writes is U - W S, after erasing what
   // the state (and the earlier tokens of the chunk) already predict for its
@@ -308,8 +311,12 @@ IntraChunk mlir::kda::emitIntraChunk(
       L = mul(tb, {c, c}, {L, perRow(beta)});
     Value A = tb.invertUnitLower(L);
     out.w = tb.matmul(A, kScaled);
+    if (done)
+      done("w", out.w);
     out.u = tb.matmul(A, vScaled);
   }
+  if (done)
+    done("u", out.u);
   if (!early)
     std::tie(qDecayed, kToEnd) = decayedQK();
   out.qDecayed = qDecayed;

@@ -77,11 +77,13 @@ struct IntraChunk {
 /// `early`, where given, receives Gamma Q, exp(G_last - G) K and G_last as
 /// soon as they are final, before the intra-chunk products (a lane kernel
 /// stores them there and frees their registers); they are in the result
-/// too.
+/// too. `done`, where given, receives each of P, W and U (by the names
+/// "p", "w", "u") as soon as it is final, for the same reason.
 IntraChunk emitIntraChunk(
     TileBuilder &tb, const ChunkConfig &config, const ChunkInputs &inputs,
     llvm::function_ref<void(Value qDecayed, Value kToEnd, Value gLast)>
-        early = {});
+        early = {},
+    llvm::function_ref<void(StringRef role, Value tile)> done = {});
 
 /// The sequential part: V_new = U - W S, O = (Gamma Q) S + P V_new,
 /// S' = Diag(exp(G_last)) S + (exp(G_last - G) K)^T V_new. The V columns are

@@ -735,15 +735,15 @@ struct IntraProgram : kda::LaneBuilder {
              [&] { storeRow(ws[5], {row, t0, head}, colK, gl); });
       }
     };
-    kda::IntraChunk out = kda::emitIntraChunk(tb, config, in, early);
-    if (!tb.failure().empty()) {
-      failure = tb.failure();
-      return;
-    }
-    storeTile(tb, out.p, ws[4], row, t0, head, valid);
-    storeTile(tb, out.u, ws[1], row, t0, head, valid);
-    if (out.w)
-      storeTile(tb, out.w, ws[0], row, t0, head, valid);
+    // P, W and U stored as each is final (their registers free for what
+    // follows).
+    auto done = [&](StringRef role, Value tile) {
+      if (!tb.failure().empty())
+        return;
+      Value mem = role == "p" ? ws[4] : role == "w" ? ws[0] : ws[1];
+      storeTile(tb, tile, mem, row, t0, head, valid);
+    };
+    (void)kda::emitIntraChunk(tb, config, in, early, done);
     if (!tb.failure().empty())
       failure = tb.failure();
   }

@@ -6,6 +6,7 @@
 // RUN: kda-opt %S/Inputs/kimi_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=FASTMATH
 // RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=ACCURATE
 // RUN: kda-opt %S/Inputs/softplus_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=SOFTPLUS
+// RUN: kda-opt %S/Inputs/softplus_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none intra-program=derived" | FileCheck %s --check-prefix=DERIVED
 
 // The chunk-parallel intra-chunk grid on NVIDIA (kda-gpu-intra-registers),
 // here for Kimi's prologue (l2 norm, beta sigmoid, lower-bound gate with
@@ -127,3 +128,22 @@ func.func @f32(%q: tensor<2x?x2x64xf32>, %k: tensor<2x?x2x64xf32>, %v: tensor<2x
 // SOFTPLUS: llvm.call @__nv_fast_logf
 // SOFTPLUS-NOT: @__nv_log1pf
 // SOFTPLUS: gpu.module @kda_gated_delta_kernel_state_module
+
+// The derived program (emitIntraChunk on lane tiles), Kimi's softplus gate:
+// after the l2 norms' two sums across warps, beta Gamma K and beta V are
+// parked row-major in shared memory (32 stores a lane; rows of K + 4 and
+// V + 4 words), the decayed pairs run on mma.sync, their sums across warps
+// take the one barrier left, and the UT transform's products read the parked
+// tiles as B operands after it: no barrier of their own. Shared memory: sums
+// across warps 2 x 4 x 16 x 32, the warps' exchange regions 4 x 16 x 33, the
+// parked tiles 16 x (132 + 132) f32 = 41728 bytes.
+// DERIVED: dynamic_shared_memory = 41728 : i64, {{.*}} module = "kda_gated_delta_kernel_intra_module"
+// DERIVED-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
+// DERIVED-COUNT-2: nvvm.barrier
+// DERIVED-COUNT-32: llvm.store {{.*}} : f32, !llvm.ptr<3>
+// DERIVED: nvvm.mma.sync
+// DERIVED: nvvm.barrier
+// DERIVED-NOT: nvvm.barrier
+// DERIVED: nvvm.mma.sync
+// DERIVED-NOT: nvvm.barrier
+// DERIVED: gpu.module @kda_gated_delta_kernel_state_module

@@ -85,9 +85,14 @@ def Kda_TileAttr : AttrDef<Kda_Dialect, "Tile"> {
     - `sub_chunk`: tokens per sub-chunk whose local reference point keeps every
       gate exponent <= 0 (divides `chunk`).
     - `v_block`: columns of V handled by one program (0: all of V).
-    - `warps`: warps (waves) per program on GPU targets.
-    - `stages`: software pipeline depth of tile loads on GPU targets.
-    - `segments`: sequence-parallel segments per sequence (1: sequential).
+    - `warps`: warps (waves) per program on GPU targets: those of the
+      pipeline's threads per block, which every kernel takes (a different
+      count is refused, naming the threads that give it).
+    - `stages`: software pipeline depth of tile loads on GPU targets: the
+      NVIDIA state program's chunks in flight (2 to 8; 1 runs as 2). Other
+      than 2, it wins over the tuning database's and the shape policy's.
+    - `segments`: sequence-parallel segments per sequence (1: sequential;
+      no target implements more yet, and kda-tile-chunks refuses them).
 
     Example: `#kda.tile<chunk = 64, sub_chunk = 16, v_block = 64>`; omitted
     fields take their defaults.

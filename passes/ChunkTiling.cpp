@@ -1243,6 +1243,22 @@ struct KdaTileChunksPass
       if (tooWide.wasInterrupted())
         return signalPassFailure();
     }
+    // #kda.tile's segments (sequence-parallel segments of one sequence) are
+    // not implemented by any target: every one runs a sequence's chunks in
+    // order. Asked for, they would be dropped without a word; refuse them.
+    WalkResult badSegments = getOperation().walk([&](Operation *op) {
+      auto tile = op->getAttrOfType<TileAttr>("tile");
+      if (!tile || tile.getSegments() == 1)
+        return WalkResult::advance();
+      op->emitError() << "kda-tile-chunks: #kda.tile segments = "
+                      << tile.getSegments()
+                      << ": sequence-parallel segments are not implemented "
+                         "yet (every target runs a sequence's chunks in "
+                         "order); use segments = 1";
+      return WalkResult::interrupt();
+    });
+    if (badSegments.wasInterrupted())
+      return signalPassFailure();
     // Static sizes wherever the op states them (refineStaticSizes).
     SmallVector<Operation *> kdaOps;
     getOperation().walk([&](Operation *op) {

@@ -193,6 +193,31 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
       if (!f->hasAttr("kda.kernel") || f.isExternal())
         continue;
       Decision d = decide(f, o);
+      // The op's own #kda.tile comes first (then the tuning database and
+      // the shape policy, given as state-stages, then the target's
+      // default). Fields at their defaults say nothing (they cannot be told
+      // from fields left out).
+      if (auto tile = f->getAttrOfType<kda::TileAttr>("kda.tile")) {
+        // Warps per program are the pipeline's threads for every kernel;
+        // a different count in one op's tile would be dropped silently.
+        if (tile.getWarps() != 4 &&
+            tile.getWarps() * o.warpSize != o.threads) {
+          mlir::emitError(f.getLoc()) << "kda-gpu-select-strategy: #kda.tile warps = "
+                        << tile.getWarps() << " of kernel '" << f.getSymName()
+                        << "': warps come from the threads per block of every "
+                           "kernel ("
+                        << o.threads << " threads: " << o.threads / o.warpSize
+                        << " of " << o.warpSize
+                        << " lanes); compile with threads = "
+                        << tile.getWarps() * o.warpSize
+                        << " (kda-compile --block-threads) or leave warps out";
+          return signalPassFailure();
+        }
+        // Chunks in flight of the state program (its cp.async pipeline
+        // takes 2 to 8; one stage is no pipeline, which it does not have).
+        if (d.stages > 0 && tile.getStages() != 2)
+          d.stages = std::max<int64_t>(2, tile.getStages());
+      }
       // A chunk run as sub-chunk steps (kda-tile-chunks' sub-chunk-steps):
       // the manifest says which step the kernel takes for the op's chunk.
       std::optional<std::pair<int64_t, int64_t>> chunks;

@@ -1171,7 +1171,7 @@ std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
   };
   if (threads % 32 != 0 || warps < 1) {
     os << threads << " threads per block are not whole warps";
-    say("threads per block a multiple of 32 (kda-compile: --threads)");
+    say("threads per block a multiple of 32 (kda-compile: --block-threads)");
   } else if (cfg->chunk != 16 || cfg->subChunk != 16) {
     // The program is one sub-chunk of 16 (its exponent guards are made for
     // 16 rows). Chunks of 32 and 64 with sub-chunks of 16 reach it as

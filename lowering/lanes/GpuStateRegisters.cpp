@@ -754,7 +754,7 @@ std::string mlir::kda::stateLanesRefusal(func::FuncOp func,
   if (!cfg)
     return "its description (kda.state_pass) is incomplete";
   if (threads % 32 != 0 || threads < 32) {
-    say("threads per block a multiple of 32 (kda-compile: --threads)");
+    say("threads per block a multiple of 32 (kda-compile: --block-threads)");
     return std::to_string(threads) + " threads per block are not whole warps";
   }
   // The workspaces decide the matrix instruction. A kernel without every

@@ -410,6 +410,13 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(compileCategory);
   cl::ParseCommandLineOptions(argc, argv,
                               "kda compile driver: module -> GPU bundle\n");
+  // LLVM's libraries register a hidden --threads (a thread count of their
+  // own): taken for threads per block, it would be accepted and do nothing.
+  if (auto it = cl::getRegisteredOptions().find("threads");
+      it != cl::getRegisteredOptions().end() &&
+      it->second->getNumOccurrences() > 0)
+    return fail("--threads is not a kda-compile option (LLVM's own, hidden): "
+                "threads per block are --block-threads");
   if (schedule != "chunk-parallel" && schedule != "sequential")
     return fail("unknown --schedule '" + schedule +
                 "' (expected chunk-parallel or sequential)");

@@ -94,6 +94,9 @@ def Kda_TileAttr : AttrDef<Kda_Dialect, "Tile"> {
     - `segments`: sequence-parallel segments per sequence (1: sequential;
       no target implements more yet, and kda-tile-chunks refuses them).
 
+    Window attention takes only `chunk` (its queries per program): a
+    `v_block` or `sub_chunk` there is refused by kda-tile-chunks.
+
     Example: `#kda.tile<chunk = 64, sub_chunk = 16, v_block = 64>`; omitted
     fields take their defaults.
   }];

@@ -1246,16 +1246,39 @@ struct KdaTileChunksPass
     // #kda.tile's segments (sequence-parallel segments of one sequence) are
     // not implemented by any target: every one runs a sequence's chunks in
     // order. Asked for, they would be dropped without a word; refuse them.
+    // Window attention takes only the tile's chunk (queries per program):
+    // every program computes all of V, and there are no sub-chunks.
     WalkResult badSegments = getOperation().walk([&](Operation *op) {
       auto tile = op->getAttrOfType<TileAttr>("tile");
-      if (!tile || tile.getSegments() == 1)
+      if (!tile)
         return WalkResult::advance();
-      op->emitError() << "kda-tile-chunks: #kda.tile segments = "
-                      << tile.getSegments()
-                      << ": sequence-parallel segments are not implemented "
-                         "yet (every target runs a sequence's chunks in "
-                         "order); use segments = 1";
-      return WalkResult::interrupt();
+      if (tile.getSegments() != 1) {
+        op->emitError() << "kda-tile-chunks: #kda.tile segments = "
+                        << tile.getSegments()
+                        << ": sequence-parallel segments are not implemented "
+                           "yet (every target runs a sequence's chunks in "
+                           "order); use segments = 1";
+        return WalkResult::interrupt();
+      }
+      if (auto w = dyn_cast<WindowAttentionOp>(op)) {
+        const int64_t vd = cast<ShapedType>(w.getV().getType()).getDimSize(3);
+        if (tile.getVBlock() > 0 && tile.getVBlock() != vd) {
+          op->emitError() << "kda-tile-chunks: #kda.tile v_block = "
+                          << tile.getVBlock()
+                          << " on window attention: its programs compute "
+                             "all of V (" << vd << "); leave v_block out";
+          return WalkResult::interrupt();
+        }
+        if (tile.getSubChunk() != 16) {
+          op->emitError() << "kda-tile-chunks: #kda.tile sub_chunk = "
+                          << tile.getSubChunk()
+                          << " on window attention, which has no "
+                             "sub-chunks (only chunk, the queries per "
+                             "program, is taken); leave sub_chunk out";
+          return WalkResult::interrupt();
+        }
+      }
+      return WalkResult::advance();
     });
     if (badSegments.wasInterrupted())
       return signalPassFailure();

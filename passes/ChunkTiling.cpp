@@ -118,6 +118,32 @@ Value extractF32(ImplicitLocOpBuilder &b, Value t, ValueRange indices) {
   return arith::ExtFOp::create(b, b.getF32Type(), e);
 }
 
+/// What of an op's #kda.tile no target takes (empty: nothing). Segments
+/// (sequence-parallel segments of one sequence) are implemented nowhere:
+/// every target runs a sequence's chunks in order. Window attention takes
+/// only the chunk (queries per program): its programs compute all of V, and
+/// it has no sub-chunks.
+std::string untakenTileFields(Operation *op, TileAttr tile) {
+  std::string why;
+  llvm::raw_string_ostream os(why);
+  if (tile.getSegments() != 1) {
+    os << "segments = " << tile.getSegments()
+       << ": sequence-parallel segments are not implemented yet (every "
+          "target runs a sequence's chunks in order); use segments = 1";
+  } else if (auto w = dyn_cast<WindowAttentionOp>(op)) {
+    const int64_t vd = cast<ShapedType>(w.getV().getType()).getDimSize(3);
+    if (tile.getVBlock() > 0 && tile.getVBlock() != vd)
+      os << "v_block = " << tile.getVBlock()
+         << " on window attention: its programs compute all of V (" << vd
+         << "); leave v_block out";
+    else if (tile.getSubChunk() != 16)
+      os << "sub_chunk = " << tile.getSubChunk()
+         << " on window attention, which has no sub-chunks (only chunk, the "
+            "queries per program, is taken); leave sub_chunk out";
+  }
+  return why;
+}
+
 /// Chunk and sub-chunk of an op: its #kda.tile, else the pass options.
 std::pair<int64_t, int64_t> tileSizes(std::optional<TileAttr> tile,
                                       int64_t chunk, int64_t subChunk) {
@@ -1243,44 +1269,18 @@ struct KdaTileChunksPass
       if (tooWide.wasInterrupted())
         return signalPassFailure();
     }
-    // #kda.tile's segments (sequence-parallel segments of one sequence) are
-    // not implemented by any target: every one runs a sequence's chunks in
-    // order. Asked for, they would be dropped without a word; refuse them.
-    // Window attention takes only the tile's chunk (queries per program):
-    // every program computes all of V, and there are no sub-chunks.
-    WalkResult badSegments = getOperation().walk([&](Operation *op) {
+    // Tile fields no target takes would be dropped without a word: refused.
+    WalkResult badTile = getOperation().walk([&](Operation *op) {
       auto tile = op->getAttrOfType<TileAttr>("tile");
       if (!tile)
         return WalkResult::advance();
-      if (tile.getSegments() != 1) {
-        op->emitError() << "kda-tile-chunks: #kda.tile segments = "
-                        << tile.getSegments()
-                        << ": sequence-parallel segments are not implemented "
-                           "yet (every target runs a sequence's chunks in "
-                           "order); use segments = 1";
-        return WalkResult::interrupt();
-      }
-      if (auto w = dyn_cast<WindowAttentionOp>(op)) {
-        const int64_t vd = cast<ShapedType>(w.getV().getType()).getDimSize(3);
-        if (tile.getVBlock() > 0 && tile.getVBlock() != vd) {
-          op->emitError() << "kda-tile-chunks: #kda.tile v_block = "
-                          << tile.getVBlock()
-                          << " on window attention: its programs compute "
-                             "all of V (" << vd << "); leave v_block out";
-          return WalkResult::interrupt();
-        }
-        if (tile.getSubChunk() != 16) {
-          op->emitError() << "kda-tile-chunks: #kda.tile sub_chunk = "
-                          << tile.getSubChunk()
-                          << " on window attention, which has no "
-                             "sub-chunks (only chunk, the queries per "
-                             "program, is taken); leave sub_chunk out";
-          return WalkResult::interrupt();
-        }
-      }
-      return WalkResult::advance();
+      std::string why = untakenTileFields(op, tile);
+      if (why.empty())
+        return WalkResult::advance();
+      op->emitError() << "kda-tile-chunks: #kda.tile " << why;
+      return WalkResult::interrupt();
     });
-    if (badSegments.wasInterrupted())
+    if (badTile.wasInterrupted())
       return signalPassFailure();
     // Static sizes wherever the op states them (refineStaticSizes).
     SmallVector<Operation *> kdaOps;

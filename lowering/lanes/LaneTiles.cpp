@@ -262,6 +262,14 @@ Value LaneTileBuilder::inRegistersView(Value v) {
   return make(t.layout, t.regs);
 }
 
+Value LaneTileBuilder::rowMajorIndex(int64_t base, int64_t stride, Value i,
+                                     Value j) {
+  return arith::AddIOp::create(
+      b, arith::AddIOp::create(b, arith::MulIOp::create(b, i, index(stride)),
+                               j),
+      index(base));
+}
+
 Value LaneTileBuilder::park(Value tile) {
   // A hint: without room (or for a tile not in registers) the tile stays
   // where it is.
@@ -291,15 +299,11 @@ Value LaneTileBuilder::park(Value tile) {
     if (barriers == 0 && warps > 1)
       barrier();
     pk.barriersAtPark = barriers;
-    for (int64_t r = 0; r < n; ++r) {
-      Value i = coordinate(l, r, 0), j = coordinate(l, r, 1);
+    for (int64_t r = 0; r < n; ++r)
       memref::StoreOp::create(
           b, t.regs[r], parking,
-          ValueRange{arith::AddIOp::create(
-              b, arith::AddIOp::create(
-                     b, arith::MulIOp::create(b, i, index(stride)), j),
-              index(pk.base))});
-    }
+          ValueRange{rowMajorIndex(pk.base, stride, coordinate(l, r, 0),
+                                   coordinate(l, r, 1))});
     SharedTile st{parking, {}, SmallVector<int64_t, 2>(l.shape), Value()};
     st.base = pk.base;
     st.stride = stride;
@@ -334,11 +338,8 @@ LaneTileBuilder::Tile &LaneTileBuilder::unpark(Value handle) {
     Value at;
     if (pk.stride) {
       // Each element where its own lane wrote it: no barrier.
-      Value i = coordinate(pk.layout, r, 0), j = coordinate(pk.layout, r, 1);
-      at = arith::AddIOp::create(
-          b, arith::AddIOp::create(
-                 b, arith::MulIOp::create(b, i, index(pk.stride)), j),
-          index(pk.base));
+      at = rowMajorIndex(pk.base, pk.stride, coordinate(pk.layout, r, 0),
+                         coordinate(pk.layout, r, 1));
     } else {
       at = arith::AddIOp::create(b, thread, index(pk.base + r * threads));
     }
@@ -1433,11 +1434,7 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
               x.append({i, j});
               return x;
             }
-            x.push_back(arith::AddIOp::create(
-                b,
-                arith::AddIOp::create(
-                    b, arith::MulIOp::create(b, i, index(t.stride)), j),
-                index(t.base)));
+            x.push_back(rowMajorIndex(t.base, t.stride, i, j));
             return x;
           };
           if (transB) {

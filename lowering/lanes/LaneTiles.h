@@ -341,6 +341,8 @@ private:
   /// A parked row-major tile as the registers' tile (read back), anything
   /// else as it is.
   Value inRegistersView(Value v);
+  /// Word base + i stride + j of a row-major tile in a 1-D buffer.
+  Value rowMajorIndex(int64_t base, int64_t stride, Value i, Value j);
   Value parking;
   int64_t parkingWords = 0, parkingUsed = 0;
   std::map<const void *, Parked> parked;

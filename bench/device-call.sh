@@ -4,7 +4,7 @@
 # Steps, run in order, each with its log under $OUT (default /tmp/kda-out):
 #   suite[:DIR]      test/gpu/run.sh .gpub (or DIR) without the sanitizers
 #   sanitize[:DIR]   compute-sanitizer memcheck and racecheck on the suite's --sanitize subset (bundles .gpub or DIR)
-#   bench:NAME:CASES bench/run.sh .benchb .fla --quick --cases CASES --json $OUT/NAME.json
+#   bench:NAME:CASES bench/run.sh .benchb (or $BENCH_BUNDLES) .fla --quick --cases CASES --json $OUT/NAME.json
 #                    (CASES: bench_kda.py's comma-separated substrings, e.g. "fwd T=8192 H=32";
 #                    $BENCH_EXTRA is added, e.g. "--kda-variant acc=$PWD/.var/acc-benchb";
 #                    BENCH_QUICK= (empty) times with bench_kda.py's full method instead of --quick)
@@ -71,7 +71,7 @@ for step in "$@"; do
     bench:*)
       IFS=: read -r _ name cases <<<"$step"
       fx=(); ls .flashkda/flash_kda_C*.so >/dev/null 2>&1 && fx=(--flashkda .flashkda)
-      timeout "$left" bash bench/run.sh .benchb .fla ${BENCH_QUICK---quick} --cases "$cases" \
+      timeout "$left" bash bench/run.sh "${BENCH_BUNDLES:-.benchb}" .fla ${BENCH_QUICK---quick} --cases "$cases" \
         --json "$out/$name.json" "${fx[@]}" ${BENCH_EXTRA:-} 2>&1 | tee "$out/$name.log" | grep -vE '^\s*$' | tail -24 ;;
     kda:*)
       IFS=: read -r _ name dir cases <<<"$step"

@@ -259,9 +259,8 @@ def Kda_StrategyAttr : AttrDef<Kda_Dialect, "Strategy"> {
     `instruction`, the matrix instruction of a lane kernel's products
     (mma_sync, or wgmma on Hopper; empty where it has none); `program`,
     how a lane kernel is written: derived (an algorithm of passes/ run on
-    LaneTileBuilder tiles: the decode step, window attention, the state
-    step of 16-bit inputs) or per_lane (written per lane against the
-    algorithm: the intra-chunk kernel, the split-K state program);
+    LaneTileBuilder tiles: every lane kernel today; the field names the
+    program should another way of writing one come);
     `stages`, the chunks a lane kernel has in flight through staged
     asynchronous copies (the derived state program's cp.async stages; 0
     where it stages none). The
@@ -275,7 +274,7 @@ def Kda_StrategyAttr : AttrDef<Kda_Dialect, "Strategy"> {
     DefaultValuedParameter<"int64_t", "0">:$step,
     DefaultValuedParameter<"int64_t", "0">:$tile_chunk,
     StringRefParameter<"the matrix instruction", "\"\"">:$instruction,
-    StringRefParameter<"derived or per_lane (lanes only)", "\"\"">:$program,
+    StringRefParameter<"derived (lanes only)", "\"\"">:$program,
     DefaultValuedParameter<"int64_t", "0">:$stages
   );
   let assemblyFormat = "`<` struct(params) `>`";

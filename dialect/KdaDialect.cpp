@@ -179,9 +179,9 @@ LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                           "for lanes only, found '"
                        << instruction << "' (kind '" << kind << "')";
   if (!program.empty() &&
-      (kind != "lanes" || (program != "derived" && program != "per_lane")))
-    return emitError() << "#kda.strategy: 'program' is derived or per_lane, "
-                          "for lanes only, found '"
+      (kind != "lanes" || program != "derived"))
+    return emitError() << "#kda.strategy: 'program' is derived, for lanes "
+                          "only, found '"
                        << program << "' (kind '" << kind << "')";
   if (stages != 0 && (kind != "lanes" || stages < 2 || stages > 8))
     return emitError() << "#kda.strategy: 'stages' is 0 or 2 to 8, for "

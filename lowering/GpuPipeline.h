@@ -103,8 +103,7 @@ std::unique_ptr<Pass> createGpuDecodeRegistersPass(int64_t warpSize,
 std::unique_ptr<Pass> createGpuWindowRegistersPass();
 /// Lowers the intra-chunk grid of a chunk-parallel schedule (kda.intra_pass)
 /// to a kernel with its tiles in registers (NVIDIA mma.sync).
-std::unique_ptr<Pass> createGpuIntraRegistersPass(int64_t threads,
-                                                  StringRef program = "per_lane");
+std::unique_ptr<Pass> createGpuIntraRegistersPass(int64_t threads);
 /// One kernel per program grid of a multi-grid kernel function (the
 /// chunk-parallel schedule), recorded as a bundle entry (`kda.entries`).
 std::unique_ptr<Pass> createGpuSplitSchedulePass();
@@ -146,12 +145,6 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the chunk-parallel state pass with the state "
                      "in tensor-core registers (false: the tile lowering)"),
       llvm::cl::init(true)};
-  PassOptions::Option<std::string> intraProgram{
-      *this, "intra-program",
-      llvm::cl::desc("NVIDIA: which program writes the register intra-chunk "
-                     "kernel: per_lane (default: written per lane) or derived "
-                     "(emitIntraChunk on lane tiles)"),
-      llvm::cl::init("per_lane")};
   PassOptions::Option<int64_t> stateStages{
       *this, "state-stages",
       llvm::cl::desc("NVIDIA: chunks in flight (cp.async stages, 2 to 8) of "

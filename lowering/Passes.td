@@ -107,10 +107,6 @@ def KdaGpuSelectStrategy : Pass<"kda-gpu-select-strategy", "ModuleOp"> {
            "Register window-attention kernels">,
     Option<"stateStages", "state-stages", "int64_t", /*default=*/"2",
            "Chunks in flight (cp.async stages) of the state program">,
-    Option<"intraProgram", "intra-program", "std::string",
-           /*default=*/"\"per_lane\"",
-           "Which program writes an intra-chunk kernel on lanes: per_lane or "
-           "derived (emitIntraChunk on lane tiles)">,
     Option<"threads", "threads", "int64_t", /*default=*/"128",
            "Threads per block">,
     Option<"warpSize", "warp-size", "int64_t", /*default=*/"32", "Warp size">,
@@ -184,18 +180,14 @@ def KdaGpuIntraRegisters : Pass<"kda-gpu-intra-registers", "func::FuncOp"> {
   let summary = "Lower the intra-chunk grid of a chunk-parallel schedule to "
                 "an NVIDIA kernel with its tiles in registers and mma.sync";
   let description = [{
-    Kernels kda-gpu-select-strategy gave lanes: the intra-chunk grid written
-    per lane (GpuIntraRegisters.cpp), every gate form; or, with
-    program=derived, emitIntraChunk (passes/GatedDeltaKernel.cpp) run on
-    lane tiles (lowering/lanes/LaneTiles.h), the driver only loading and
-    storing.
+    Kernels kda-gpu-select-strategy gave lanes: emitIntraChunk
+    (passes/GatedDeltaKernel.cpp), every gate form, run on lane tiles
+    (lowering/lanes/LaneTiles.h); the driver (GpuIntraRegisters.cpp) only
+    loads the chunk's rows and stores its workspaces.
   }];
   let options = [
     Option<"threads", "threads", "int64_t", /*default=*/"128",
            "Threads per block">,
-    Option<"program", "program", "std::string", /*default=*/"\"per_lane\"",
-           "per_lane (the program written per lane) or derived "
-           "(emitIntraChunk on lane tiles)">,
   ];
 }
 
@@ -222,6 +214,17 @@ def KdaGpuPrepareTiles : Pass<"kda-gpu-prepare-tiles", "func::FuncOp"> {
     Each tile primitive becomes one loop nest of one shape: an scf.parallel
     over its output elements with any reduction sequential inside, the shape
     kda-gpu-map-kernels spreads over threads.
+  }];
+}
+
+def KdaNvvmFtzMath : Pass<"kda-nvvm-ftz-math", "gpu::GPUModuleOp"> {
+  let summary = "NVIDIA: approximate exp and log as ex2 / lg2.approx.ftz";
+  let description = [{
+    After convert-gpu-to-nvvm: libdevice's __nv_fast_expf and __nv_fast_logf
+    (math ops marked afn) become x * log2(e) then ex2.approx.ftz.f32, and
+    lg2.approx.ftz.f32 then * ln(2), one MUFU instruction each where the
+    denormal-preserving forms take three more. Results below 2^-126 flush to
+    zero (lowering/nvidia/NvvmFtzMath.cpp says why that is safe).
   }];
 }
 

@@ -47,7 +47,6 @@ struct StrategyOptions {
   bool decodeLanes = true; // decode-registers
   bool windowLanes = true; // window-registers
   int64_t stateStages = 2; // state-stages (its cp.async stages)
-  std::string intraProgram = "per_lane"; // intra-program: per_lane, derived
   int64_t threads = 128;   // threads per block
   int64_t warpSize = 32;
   bool wgmma = false; // the chip has Hopper's wgmma (Chips.h)

@@ -525,7 +525,9 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
     }
   }
   // Informational: {kernel, kind: lanes | tiles, reason, instruction,
-  // program: derived | per_lane}, stages (chunks in flight, 2 to 8)
+  // program: derived | per_lane (bundles of compilers that still wrote the
+  // intra-chunk kernel per lane: the kernels are valid, the field only
+  // says how they were written)}, stages (chunks in flight, 2 to 8)
   // (strings), and {step, tile_chunk} for a chunk run as sub-chunk steps
   // (integers: the op's chunk a multiple of the step).
   if (const Value *st = v.find("strategy")) {

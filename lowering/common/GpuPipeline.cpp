@@ -106,7 +106,6 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   strategy.decodeLanes = options.decodeRegisters;
   strategy.windowLanes = options.windowRegisters;
   strategy.stateStages = options.stateStages;
-  strategy.intraProgram = options.intraProgram;
   strategy.threads = options.threads;
   strategy.warpSize = target.warpSize;
   strategy.wgmma = target.wgmma;
@@ -144,8 +143,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
       options.intraRegisters)
     pm.nest<func::FuncOp>().addPass(
-        createGpuIntraRegistersPass(options.threads,
-                                    options.intraProgram));
+        createGpuIntraRegistersPass(options.threads));
   // The target's tile primitives, then blocks / threads / shared memory.
   if (options.tensorCores)
     pm.nest<func::FuncOp>().addPass(

@@ -11,7 +11,7 @@
 //
 // from the target (vendor, tensor cores, warp size, threads), the pipeline's
 // switches (intra-registers, state-registers, decode-registers,
-// window-registers, state-program)
+// window-registers, state-stages)
 // and what each lane kernel's layout takes (the *LanesRefusal functions). The
 // register passes write the kernels it gives them lanes; kda-gpu-map-kernels
 // copies the attribute into the kernel's launch description, and kda-compile
@@ -46,7 +46,7 @@ namespace {
 struct Decision {
   std::string kernel, reason, fix;
   std::string instruction = {}; // lanes: the products' matrix instruction
-  std::string program = {};     // lanes: derived or per_lane
+  std::string program = {};     // lanes: "derived" (an algorithm of passes/)
   int64_t stages = 0;           // lanes: chunks in flight (staged copies)
 };
 
@@ -73,7 +73,7 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
       d.reason = why;
     if (d.reason.empty()) {
       d.instruction = "mma_sync"; // tf32 m16n8k8 (GpuIntraRegisters.cpp)
-      d.program = o.intraProgram;
+      d.program = "derived";      // GatedDeltaKernel.cpp's emitIntraChunk
     }
     return d;
   }
@@ -162,7 +162,6 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     decodeLanes = o.decodeLanes;
     windowLanes = o.windowLanes;
     stateStages = o.stateStages;
-    intraProgram = o.intraProgram;
     threads = o.threads;
     warpSize = o.warpSize;
     wgmma = o.wgmma;
@@ -178,17 +177,9 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     o.decodeLanes = decodeLanes;
     o.windowLanes = windowLanes;
     o.stateStages = stateStages;
-    o.intraProgram = intraProgram;
     o.threads = threads;
     o.warpSize = warpSize;
     o.wgmma = wgmma;
-    if (o.intraProgram != "derived" && o.intraProgram != "per_lane") {
-      getOperation().emitError()
-          << "kda-gpu-select-strategy: intra-program is derived or per_lane, "
-             "got '"
-          << o.intraProgram << "'";
-      return signalPassFailure();
-    }
     for (auto f : getOperation().getOps<func::FuncOp>()) {
       if (!f->hasAttr("kda.kernel") || f.isExternal())
         continue;

@@ -3,42 +3,34 @@
 // The chunk-parallel schedule's intra-chunk grid runs one program per
 // (sequence, chunk, value head) (varlen: per window of C packed tokens, and
 // per sequence for its chunk 0: IntraProgram::emitVarlen, a flat grid with no
-// empty programs) and computes everything of a chunk that does
-// not depend on the state entering it (passes/GatedDeltaKernel.cpp,
-// emitIntraChunk, is the definition): the prologue (l2 norm, scale, beta and
-// gate activations), the gate's prefix sum G, the decayed products
+// empty programs) and computes everything of a chunk that does not depend on
+// the state entering it: the prologue (l2 norm, scale, beta and gate
+// activations), the gate's prefix sum G, the decayed products
 //
 //   P = tril(Q_r K_r^T),  L = beta * strict_tril(K'_r K_r^T),  A = (I + L)^-1
 //   W = A (beta Gamma K),  U = A (beta V)
 //
-// with the decays factored from a reference row r (Q_r = Q exp(G - G_r),
-// K_r = K exp(G_r - G), K'_r = K exp(G - G_r); r the middle row of each
-// 8-key n tile, or the exact pairwise form where that would overflow:
-// products()), and the decayed q and k the state pass reads. Lowered like every tile program, each of these steps is
-// a phase over shared memory fenced by barriers (64 per chunk). This pass
-// writes the program for NVIDIA tensor cores with the tiles in registers.
+// and the decayed q and k the state pass reads. Lowered like every tile
+// program, each of these steps is a phase over shared memory fenced by
+// barriers (64 per chunk). This pass runs the algorithm itself,
+// passes/GatedDeltaKernel.cpp's emitIntraChunk, on lane tiles
+// (lowering/lanes/LaneTiles.h) for NVIDIA tensor cores: tf32 mma.sync
+// products (3xTF32 for fp32 inputs), the decays factored through a reference
+// row per group of keys, or pairwise where a warp's gates would overflow f32
+// (LaneTileBuilder::factoredPairs), the triangular inverse per lane.
 //
-// Layout (g = lane / 4, t = lane % 4): the K columns are split over the
-// warps (K / warps each) and, within a warp, over t: lane (g, t) holds rows
-// g and g + 8 of its warp's columns t * KL .. t * KL + KL - 1 (KL = K /
-// warps / 4), so every global row access is one 16-byte vector. The
-// mma.sync m16n8k8 operand fragments of the products over K come straight
-// from these registers: k-step s takes the lane's columns 2s and 2s + 1 as
-// the fragment's k indices t and t + 4 (any bijection works for a
-// contracted index, as long as A and B use the same one). The prefix sum
-// over rows is a shuffle scan over g; row sums (the l2 norm) are shuffles
-// over t and one exchange between warps.
+// What is this file's own is the memory side: the grid (dense or the flat
+// varlen grid), loading the chunk's rows into blocked() tiles (lane (g, t),
+// g = lane / 4, t = lane % 4, holds rows g and g + 8 of K / warps / 4
+// consecutive columns: every global row access one 16-byte vector; the
+// products take them as they are, the tile builder relabels the contracted
+// index), the shared memory the builder uses where data crosses warps (sums
+// across warps, the inverse's exchange, the parked right-hand sides of the
+// UT transform), and storing each workspace as soon as the algorithm has it
+// final (emitIntraChunk's `early` and `done` hooks).
 //
-// Shared memory holds what crosses warps: the warps' partial P and L (their
-// sum is the product over all of K), beta and the full L, A as an operand
-// fragment, and beta Gamma K and beta V transposed for W and U (the
-// products over chunk rows want the row index where the first products
-// had the column). Four barriers per chunk.
-//
-// Every gate form: decays are factored where their exponents stay within
-// f32 and computed pairwise where a chunk's would not (products()). What it
-// does not take (chunks other than 16 in one sub-chunk, sizes that do not
-// split over the warps) is intraLanesRefusal's answer to
+// What it does not take (chunks other than 16 in one sub-chunk, sizes that
+// do not split over the warps) is intraLanesRefusal's answer to
 // kda-gpu-select-strategy, which gives those kernels the tile lowering and
 // says so in a remark.
 //
@@ -56,6 +48,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -110,10 +104,6 @@ struct IntraProgram : kda::LaneBuilder {
   // Lane coordinates.
   Value tid, lane, warp, g, t, colK, colV;
 
-  /// The chunk from the one algorithm (emitIntraChunk on lane tiles,
-  /// emitDerivedChunk) instead of the program written here per lane.
-  bool derived = false;
-
   IntraProgram(ImplicitLocOpBuilder &b, const IntraPassConfig &cfg,
                int64_t threads, bool precise)
       : LaneBuilder(b), cfg(cfg), C(cfg.chunk), K(cfg.keyDim), V(cfg.valueDim),
@@ -121,24 +111,6 @@ struct IntraProgram : kda::LaneBuilder {
         VW(cfg.valueDim / (threads / 32)), KL(KW / 4), VL(VW / 4),
         threads(threads), precise(precise) {}
 
-  Value exp(Value x) { return math::ExpOp::create(b, x); }
-  Value element(Value acc, int64_t e) {
-    return vector::ExtractOp::create(b, acc, ArrayRef<int64_t>{e / 2, e % 2});
-  }
-  Value zeroAcc() {
-    Value z = f32(0.0);
-    return vector::FromElementsOp::create(
-        b, VectorType::get({2, 2}, b.getF32Type()), ValueRange{z, z, z, z});
-  }
-  Value mma(ArrayRef<Value> a, ArrayRef<Value> bv, Value acc) {
-    return kda::emitMmaSyncTf32(b, b.getLoc(), a, bv, acc, precise);
-  }
-  Value shuffle(Value x, Value offset, gpu::ShuffleMode mode) {
-    return gpu::ShuffleOp::create(b, x, offset, i32(32), mode).getResult(0);
-  }
-  Value laneI32(Value x) {
-    return arith::IndexCastOp::create(b, b.getI32Type(), x);
-  }
   /// Runs `body` only where `cond` holds.
   void when(Value cond, llvm::function_ref<void()> body) {
     auto op = scf::IfOp::create(b, cond, false);
@@ -165,255 +137,6 @@ struct IntraProgram : kda::LaneBuilder {
   void storeRow(Value mem, ValueRange prefix, Value col,
                 ArrayRef<Value> values) {
     kda::storeRowFromF32(b, b.getLoc(), mem, prefix, col, values);
-  }
-
-  /// Stores the warp's partial P = Q K^T and L = K K^T over its columns,
-  /// decayed pairwise by exp(G_i - G_j), into red[warp][0 / 1] (16 x 16;
-  /// entries above the diagonal are left as they come: the reader masks
-  /// them).
-  ///
-  /// Decays enter the products factored, exp(G_i - G_j) =
-  /// exp(G_i - G_r) exp(G_r - G_j), with a reference row r per group of
-  /// keys: the middle row of each 8-key n tile (r = 8 nt + 4), whose
-  /// positive exponents span at most 4 gate steps (query rows 8 nt .. r - 1)
-  /// and 3 (key rows r + 1 .. 8 nt + 7). Lower-bounded gates (g >= lb) keep
-  /// them under 4 |lb| <= 80 by construction. Other gates (softplus,
-  /// log-space inputs) may not, and each warp checks, per chunk, the largest
-  /// exponent it would use (exp overflows f32 near 88):
-  ///   - up to 80: the 8-key groups (one mma per n tile and product);
-  ///   - else, with 4-key groups (r = 8 nt + 4 gr + 2, exponents within 2
-  ///     gate steps; two mma per n tile, each with the other group's keys
-  ///     zeroed), up to 80: that form. Steep gates (Kimi's softplus with
-  ///     A = exp(A_log) up to 16 reaches -48 a token) land here, where the
-  ///     pairwise form cost half of the kernel's time again;
-  ///   - else, with 2-key groups (r = 8 nt + 2 gr + 1: the one positive
-  ///     exponent is a single gate step, checked by stepSpread()), up to 80:
-  ///     that form. Two steps of Kimi's steepest heads pass 80 often enough
-  ///     that the pairwise form behind them took a third of softplus' intra
-  ///     time at 8 x 4096 (bench/RESULTS.md);
-  ///   - else the pairwise form, exact for any gate (the tile algorithm's,
-  ///     GatedDeltaKernel.cpp).
-  /// The choice is uniform within the warp (mma.sync needs the whole warp)
-  /// and needs no barrier.
-  void products(SmallVector<Value> *Q, SmallVector<Value> *Kx,
-                SmallVector<Value> *G, Value red) {
-    const bool decays = cfg.gate != "none";
-    const bool bounded = cfg.gateActivation == GateActivation::lower_bound &&
-                         -cfg.lowerBound * 4.0 <= 80.0;
-    for (int nt = 0; nt < 2; ++nt) {
-      if (!decays || bounded) {
-        factored(Q, Kx, G, nt, 8, red);
-        continue;
-      }
-      auto tryGroups = [&](int gs, llvm::function_ref<void()> otherwise) {
-        Value fits = arith::CmpFOp::create(b, arith::CmpFPredicate::OLE,
-                                           spread(G, nt, gs), f32(80.0));
-        auto ifOp = scf::IfOp::create(b, fits, /*withElseRegion=*/true);
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(ifOp.thenBlock());
-        factored(Q, Kx, G, nt, gs, red);
-        b.setInsertionPointToStart(ifOp.elseBlock());
-        otherwise();
-      };
-      tryGroups(8, [&] {
-        tryGroups(4, [&] {
-          Value fits = arith::CmpFOp::create(
-              b, arith::CmpFPredicate::OLE, stepSpread(G, nt), f32(80.0));
-          auto ifOp = scf::IfOp::create(b, fits, /*withElseRegion=*/true);
-          OpBuilder::InsertionGuard guard(b);
-          b.setInsertionPointToStart(ifOp.thenBlock());
-          factored(Q, Kx, G, nt, 2, red);
-          b.setInsertionPointToStart(ifOp.elseBlock());
-          pairwise(Q, Kx, G, nt, red);
-        });
-      });
-    }
-  }
-
-  /// G at the reference row of key group gr (gs rows) of n tile nt, row
-  /// 8 nt + gs gr + gs / 2, the lane's column c.
-  Value ref(SmallVector<Value> *G, int nt, int gs, int gr, int64_t c,
-            bool forSpread = false) {
-    // spread() names the source lane differently (t | 4 r, the same lane
-    // as t + 4 r): CSE would otherwise merge its shuffles with factored()'s
-    // and keep the references live from one to the other (ptxas spilled at
-    // 128 registers); recomputing them there costs a shuffle each.
-    Value row4 = idx(4 * (gs * gr + gs / 2));
-    Value src = forSpread ? Value(arith::OrIOp::create(b, t, row4))
-                          : add(t, row4);
-    return shuffle(G[nt][c], laneI32(src), gpu::ShuffleMode::IDX);
-  }
-  /// The reference of the group holding the lane's key row 8 nt + g (for
-  /// groups smaller than 8 the reference row is computed per lane: one
-  /// shuffle).
-  Value ownRef(SmallVector<Value> *G, int nt, int gs, int64_t c,
-               bool forSpread = false) {
-    if (gs == 8)
-      return ref(G, nt, gs, 0, c, forSpread);
-    Value row = add(mul(arith::DivUIOp::create(b, g, idx(gs)), gs), gs / 2);
-    Value row4 = mul(row, 4);
-    Value src = forSpread ? Value(arith::OrIOp::create(b, t, row4))
-                          : add(t, row4);
-    return shuffle(G[nt][c], laneI32(src), gpu::ShuffleMode::IDX);
-  }
-
-  /// The largest exponent the factored form of n tile nt with `gs`-key
-  /// groups would take, over the warp (query rows from their group's start
-  /// on; the others are zeroed there). It is taken as minus the least of
-  /// the negated exponents: the differences factored() takes would be merged
-  /// with these by CSE and kept live from here to there (spills at 128
-  /// registers), where the references alone are few.
-  Value spread(SmallVector<Value> *G, int nt, int gs) {
-    Value least = f32(0.0);
-    auto narrow = [&](Value x) {
-      least = arith::MinimumFOp::create(b, least, x);
-    };
-    for (int64_t c = 0; c < KL; ++c) {
-      narrow(fsub(G[nt][c], ownRef(G, nt, gs, c, /*forSpread=*/true)));
-      for (int gr = 0; gr < 8 / gs; ++gr) {
-        Value r = ref(G, nt, gs, gr, c, /*forSpread=*/true);
-        for (int h = nt; h < 2; ++h) {
-          Value d = fsub(r, G[h][c]);
-          if (h == nt && gr > 0)
-            d = select(ult(g, idx(gs * gr)), f32(0.0), d);
-          narrow(d);
-        }
-      }
-    }
-    for (int off : {1, 2, 4, 8, 16})
-      least = arith::MinimumFOp::create(
-          b, least, shuffle(least, i32(off), gpu::ShuffleMode::XOR));
-    return arith::NegFOp::create(b, least);
-  }
-
-  /// The largest exponent the factored form with 2-key groups takes: its
-  /// reference rows are the odd rows r of n tile nt, and the only positive
-  /// exponent is one gate step, G_{r-1} - G_r (row r - 1 against r's keys),
-  /// over the warp's columns. Cheaper than spread() (one xor shuffle per
-  /// column), which kept too many references live at this depth.
-  Value stepSpread(SmallVector<Value> *G, int nt) {
-    Value odd = arith::CmpIOp::create(
-        b, arith::CmpIPredicate::eq, arith::AndIOp::create(b, g, idx(1)),
-        idx(1));
-    Value most = f32(0.0);
-    for (int64_t c = 0; c < KL; ++c) {
-      // Lane (g, t) ^ 4 holds row g ^ 1: row r - 1 for an odd row r.
-      Value step =
-          fsub(shuffle(G[nt][c], i32(4), gpu::ShuffleMode::XOR), G[nt][c]);
-      most = arith::MaximumFOp::create(b, most, select(odd, step, f32(0.0)));
-    }
-    for (int off : {1, 2, 4, 8, 16})
-      most = arith::MaximumFOp::create(
-          b, most, shuffle(most, i32(off), gpu::ShuffleMode::XOR));
-    return most;
-  }
-
-  /// The factored form of n tile nt: per key group, A rows Q exp(G_i - G_r)
-  /// and K exp(G_i - G_r) (zero for rows before the group: they pair with
-  /// none of its keys), B rows K exp(G_r - G_j) for the group's keys (zero
-  /// for the others); mma.sync over the warp's columns.
-  void factored(SmallVector<Value> *Q, SmallVector<Value> *Kx,
-                SmallVector<Value> *G, int nt, int gs, Value red) {
-    const bool delta = cfg.delta;
-    const bool decays = cfg.gate != "none";
-    const int groups = 8 / gs;
-    SmallVector<Value> kOwn;
-    for (int64_t c = 0; c < KL; ++c)
-      kOwn.push_back(decays ? fmul(Kx[nt][c],
-                                   exp(fsub(ownRef(G, nt, gs, c), G[nt][c])))
-                            : Kx[nt][c]);
-    Value acc[2] = {zeroAcc(), zeroAcc()}; // P, L
-    for (int gr = 0; gr < groups; ++gr) {
-      SmallVector<Value> kR = kOwn, qA[2], kA[2];
-      if (groups > 1) {
-        Value mine =
-            arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
-                                  arith::DivUIOp::create(b, g, idx(gs)),
-                                  idx(gr));
-        for (Value &x : kR)
-          x = select(mine, x, f32(0.0));
-      }
-      for (int h = 0; h < 2; ++h) {
-        Value before =
-            groups > 1 && h == nt && gr > 0 ? ult(g, idx(gs * gr)) : Value();
-        for (int64_t c = 0; c < KL; ++c) {
-          if (h < nt) {
-            qA[h].push_back(f32(0.0));
-            kA[h].push_back(f32(0.0));
-            continue;
-          }
-          Value up = decays ? exp(fsub(G[h][c], ref(G, nt, gs, gr, c)))
-                            : Value();
-          Value qa = decays ? fmul(Q[h][c], up) : Q[h][c];
-          Value ka = decays ? fmul(Kx[h][c], up) : Kx[h][c];
-          if (before) {
-            qa = select(before, f32(0.0), qa);
-            ka = select(before, f32(0.0), ka);
-          }
-          qA[h].push_back(qa);
-          kA[h].push_back(ka);
-        }
-      }
-      for (int64_t s = 0; s < KL / 2; ++s) {
-        SmallVector<Value> bK = {kR[2 * s], kR[2 * s + 1]};
-        acc[0] = mma({qA[0][2 * s], qA[1][2 * s], qA[0][2 * s + 1],
-                      qA[1][2 * s + 1]},
-                     bK, acc[0]);
-        if (delta)
-          acc[1] = mma({kA[0][2 * s], kA[1][2 * s], kA[0][2 * s + 1],
-                        kA[1][2 * s + 1]},
-                       bK, acc[1]);
-      }
-    }
-    // Accumulator element e: row g + 8 (e / 2), column 8 nt + 2t + e % 2.
-    for (int m = 0; m < (delta ? 2 : 1); ++m)
-      for (int64_t e = 0; e < 4; ++e)
-        memref::StoreOp::create(b, element(acc[m], e), red,
-                                ValueRange{warp, idx(m), add(g, 8 * (e / 2)),
-                                           add(mul(t, 2), 8 * nt + e % 2)});
-  }
-
-  /// The pairwise form of n tile nt: key row j's columns come from lane
-  /// (j % 8, t) by shuffles, each lane sums its rows' products over its own
-  /// columns, the four lanes of a row group add theirs (butterfly over t),
-  /// and one of them stores the entry.
-  void pairwise(SmallVector<Value> *Q, SmallVector<Value> *Kx,
-                SmallVector<Value> *G, int nt, Value red) {
-    const bool delta = cfg.delta;
-    for (int64_t j = 8 * nt; j < 8 * nt + 8; ++j) {
-      const int hj = j / 8;
-      Value src = laneI32(add(t, 4 * (j % 8)));
-      SmallVector<Value> kj, gj;
-      for (int64_t c = 0; c < KL; ++c) {
-        kj.push_back(shuffle(Kx[hj][c], src, gpu::ShuffleMode::IDX));
-        gj.push_back(shuffle(G[hj][c], src, gpu::ShuffleMode::IDX));
-      }
-      Value sums[2][2]; // [row half][P or L]
-      for (int h = hj; h < 2; ++h) { // rows 0..7 pair with no key past 7
-        Value p = f32(0.0), l = f32(0.0);
-        for (int64_t c = 0; c < KL; ++c) {
-          Value e = exp(fsub(G[h][c], gj[c]));
-          p = fma(fmul(Q[h][c], kj[c]), e, p);
-          if (delta)
-            l = fma(fmul(Kx[h][c], kj[c]), e, l);
-        }
-        for (int off : {1, 2}) {
-          p = fadd(p, shuffle(p, i32(off), gpu::ShuffleMode::XOR));
-          if (delta)
-            l = fadd(l, shuffle(l, i32(off), gpu::ShuffleMode::XOR));
-        }
-        sums[h][0] = p;
-        sums[h][1] = l;
-      }
-      when(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t, idx(0)),
-           [&] {
-             for (int h = hj; h < 2; ++h)
-               for (int m = 0; m < (delta ? 2 : 1); ++m)
-                 memref::StoreOp::create(b, sums[h][m], red,
-                                         ValueRange{warp, idx(m), add(g, 8 * h),
-                                                    idx(j)});
-           });
-    }
   }
 
   void emit(ArrayRef<Value> ivs) {
@@ -514,7 +237,7 @@ struct IntraProgram : kda::LaneBuilder {
     });
   }
 
-  /// A chunk's rows as a lane sees them (both programs): rows g and g + 8,
+  /// A chunk's rows as a lane sees them: rows g and g + 8,
   /// whether each is a token of the sequence, the token it reads (the last
   /// valid one past the end), and the lane coordinates (tid, lane, warp, g,
   /// t, colK, colV).
@@ -629,15 +352,14 @@ struct IntraProgram : kda::LaneBuilder {
   /// One chunk, emitIntraChunk (passes/GatedDeltaKernel.cpp) on lane tiles:
   /// this driver loads the chunk's inputs into blocked() tiles and stores
   /// what the state pass reads; every step between is the algorithm's.
-  void emitDerivedChunk(Value row, Value t0, Value remaining, Value head) {
+  void emitChunk(Value row, Value t0, Value remaining, Value head) {
     Type f32Type = b.getF32Type();
     ChunkRows cr = chunkRows(t0, remaining, head);
     Value valid = cr.valid, qkHead = cr.qkHead, *ok = cr.ok, *tok = cr.tok;
 
     kda::LaneTileBuilder tb(b, 32, NW, lane, warp);
     // Products of f32 tiles (decayed q and k need f32's range): one TF32
-    // product a step for 16-bit inputs (the per-lane program's precision),
-    // 3xTF32 for fp32 inputs.
+    // product a step for 16-bit inputs, 3xTF32 for fp32 inputs.
     tb.useMmaSync(f32Type, precise);
     auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
                                          gpu::AddressSpace::Workgroup);
@@ -747,287 +469,21 @@ struct IntraProgram : kda::LaneBuilder {
     if (!tb.failure().empty())
       failure = tb.failure();
   }
-  /// Why the derived chunk could not be built; empty if it could.
+  /// Why the chunk could not be built on lane tiles; empty if it could.
   std::string failure;
-
-  void emitChunk(Value row, Value t0, Value remaining, Value head) {
-    if (derived)
-      return emitDerivedChunk(row, t0, remaining, head);
-    Type f32Type = b.getF32Type();
-    const bool delta = cfg.delta;
-    const bool decays = cfg.gate != "none";
-    ChunkRows cr = chunkRows(t0, remaining, head);
-    Value valid = cr.valid, qkHead = cr.qkHead, *r = cr.r, *ok = cr.ok,
-          *tok = cr.tok;
-
-    // Shared memory (rows padded against bank conflicts).
-    auto alloc = [&](ArrayRef<int64_t> shape) -> Value {
-      return memref::AllocOp::create(b, MemRefType::get(shape, f32Type));
-    };
-    auto pad8 = [](int64_t w) { return w + ((8 - w % 32) % 32 + 32) % 32; };
-    Value norms = cfg.l2norm ? alloc({NW, 2, C}) : Value();
-    Value red = alloc({NW, delta ? 2 : 1, C, C + 1});
-    Value betaS = delta ? alloc({C}) : Value();
-    Value lFull = delta ? alloc({C, C + 4}) : Value();
-    Value aInv = delta ? alloc({NW, C, C + 4}) : Value();
-    Value kT = delta ? alloc({NW, C, pad8(KW)}) : Value();
-    Value vT = delta ? alloc({NW, C, pad8(VW)}) : Value();
-
-    // All global loads first.
-    SmallVector<Value> Q[2], Kx[2], Vx[2], Gr[2];
-    Value betaRaw[2];
-    for (int h = 0; h < 2; ++h) {
-      Q[h] = loadRow(q, {row, tok[h], qkHead}, colK, KL, ok[h]);
-      Kx[h] = loadRow(k, {row, tok[h], qkHead}, colK, KL, ok[h]);
-      Vx[h] = loadRow(v, {row, tok[h], head}, colV, VL, ok[h]);
-      if (cfg.gate == "channel") {
-        Gr[h] = loadRow(gate, {row, tok[h], head}, colK, KL, {});
-      } else if (cfg.gate == "head") {
-        Value x = toF32(
-            memref::LoadOp::create(b, gate, ValueRange{row, tok[h], head}));
-        Gr[h].assign(KL, x);
-      }
-      if (cfg.beta)
-        betaRaw[h] = select(ok[h],
-                            toF32(memref::LoadOp::create(
-                                b, beta, ValueRange{row, tok[h], head})),
-                            f32(0.0));
-    }
-    Value aLogV = aLog ? toF32(memref::LoadOp::create(b, aLog, ValueRange{head}))
-                       : Value();
-    SmallVector<Value> dt;
-    if (dtBias) {
-      if (cast<MemRefType>(dtBias.getType()).getRank() == 2)
-        dt = loadRow(dtBias, {head}, colK, KL, {});
-      else
-        dt.assign(KL, toF32(memref::LoadOp::create(b, dtBias,
-                                                   ValueRange{head})));
-    }
-
-    // l2 norm over K: sums over the lane's columns, over t (shuffles),
-    // then over the warps.
-    if (cfg.l2norm) {
-      SmallVector<Value> *tiles[2] = {Q, Kx};
-      for (int x = 0; x < 2; ++x)
-        for (int h = 0; h < 2; ++h) {
-          Value ss = f32(0.0);
-          for (Value e : tiles[x][h])
-            ss = arith::AddFOp::create(b, ss, fmul(e, e));
-          for (int off : {1, 2})
-            ss = fadd(ss, shuffle(ss, i32(off), gpu::ShuffleMode::XOR));
-          when(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t, idx(0)),
-               [&] {
-                 memref::StoreOp::create(b, ss, norms,
-                                         ValueRange{warp, idx(x), r[h]});
-               });
-        }
-      gpu::BarrierOp::create(b);
-      for (int x = 0; x < 2; ++x)
-        for (int h = 0; h < 2; ++h) {
-          Value sum = f32(0.0);
-          for (int64_t w = 0; w < NW; ++w)
-            sum = fadd(sum, memref::LoadOp::create(
-                                b, norms, ValueRange{idx(w), idx(x), r[h]}));
-          Value inv = math::RsqrtOp::create(b, fadd(sum, f32(1e-6)));
-          for (Value &e : tiles[x][h])
-            e = fmul(e, inv);
-        }
-    }
-    Value scale = f32(cfg.scale);
-    for (int h = 0; h < 2; ++h)
-      for (Value &e : Q[h])
-        e = fmul(e, scale);
-    Value betaV[2];
-    if (cfg.beta)
-      for (int h = 0; h < 2; ++h)
-        betaV[h] = activateBetaValue(b, cfg.betaActivation, betaRaw[h]);
-
-    // Gate: activation, zero past the sequence's end, prefix sum over the
-    // chunk's rows (a shuffle scan over g, then the first half's total into
-    // the second), G at the first and last rows.
-    SmallVector<Value> G[2], gLast;
-    if (decays) {
-      for (int h = 0; h < 2; ++h)
-        for (int64_t c = 0; c < KL; ++c) {
-          Value x = Gr[h][c];
-          if (cfg.gateActivation != GateActivation::none)
-            x = activateGateValue(b, cfg.gateActivation, cfg.lowerBound, x,
-                                  aLogV, dt.empty() ? Value() : dt[c]);
-          G[h].push_back(select(ok[h], x, f32(0.0)));
-        }
-      for (int64_t step : {1, 2, 4}) {
-        Value has = arith::CmpIOp::create(b, arith::CmpIPredicate::uge, g,
-                                          idx(step));
-        for (int h = 0; h < 2; ++h)
-          for (Value &x : G[h])
-            x = select(has,
-                       fadd(x, shuffle(x, i32(4 * step), gpu::ShuffleMode::UP)),
-                       x);
-      }
-      Value fromRow7 = laneI32(add(t, 28));
-      for (int64_t c = 0; c < KL; ++c)
-        G[1][c] = fadd(G[1][c], shuffle(G[0][c], fromRow7,
-                                        gpu::ShuffleMode::IDX));
-      for (int64_t c = 0; c < KL; ++c)
-        gLast.push_back(shuffle(G[1][c], fromRow7, gpu::ShuffleMode::IDX));
-    }
-
-    // What the state pass reads: Gamma Q and exp(G_last - G) K (stored
-    // now, their registers are free after), G_last in the chunk's first row.
-    for (int h = 0; h < 2; ++h) {
-      SmallVector<Value> qd, ke;
-      for (int64_t c = 0; c < KL; ++c) {
-        qd.push_back(decays ? fmul(Q[h][c], exp(G[h][c])) : Q[h][c]);
-        ke.push_back(decays ? fmul(Kx[h][c], exp(fsub(gLast[c], G[h][c])))
-                            : Kx[h][c]);
-      }
-      when(ok[h], [&] {
-        storeRow(ws[2], {row, add(t0, r[h]), head}, colK, qd);
-        storeRow(ws[3], {row, add(t0, r[h]), head}, colK, ke);
-      });
-    }
-    if (decays)
-      when(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, g, idx(0)),
-           [&] { storeRow(ws[5], {row, t0, head}, colK, gLast); });
-    if (!delta) {
-      // The additive rule writes V itself.
-      for (int h = 0; h < 2; ++h)
-        when(ok[h],
-             [&] { storeRow(ws[1], {row, add(t0, r[h]), head}, colV, Vx[h]); });
-    }
-
-    if (delta) {
-      // beta per row, and beta Gamma K and beta V transposed for W and U
-      // (first: V's registers are free for the products after).
-      if (cfg.beta)
-        when(arith::AndIOp::create(
-                 b,
-                 arith::CmpIOp::create(b, arith::CmpIPredicate::eq, warp,
-                                       idx(0)),
-                 arith::CmpIOp::create(b, arith::CmpIPredicate::eq, t, idx(0))),
-             [&] {
-               for (int h = 0; h < 2; ++h)
-                 memref::StoreOp::create(b, betaV[h], betaS, ValueRange{r[h]});
-             });
-      for (int h = 0; h < 2; ++h) {
-        SmallVector<Value> ks, vs;
-        for (int64_t c = 0; c < KL; ++c) {
-          Value x = Kx[h][c];
-          if (decays)
-            x = fmul(x, exp(G[h][c]));
-          if (cfg.beta)
-            x = fmul(x, betaV[h]);
-          ks.push_back(x);
-        }
-        for (int64_t c = 0; c < VL; ++c)
-          vs.push_back(cfg.beta ? fmul(Vx[h][c], betaV[h]) : Vx[h][c]);
-        storeRow(kT, {warp, r[h]}, mul(t, KL), ks);
-        storeRow(vT, {warp, r[h]}, mul(t, VL), vs);
-      }
-    }
-    // Partial P and L over this warp's columns: 16 x 16, two n tiles of 8
-    // key rows each (rows g and g + 8 of K are the B fragments of tiles 0
-    // and 1).
-    products(Q, Kx, G, red);
-    gpu::BarrierOp::create(b);
-
-    // P: the warps' partial sums, lower triangle (inclusive), rows of the
-    // sequence only. L likewise, strict, times beta, into shared memory.
-    for (int64_t s = 0; s * threads < C * C; ++s) {
-      Value e = add(tid, s * threads);
-      Value i = arith::DivUIOp::create(b, e, idx(C));
-      Value j = arith::RemUIOp::create(b, e, idx(C));
-      auto sumOf = [&](int64_t m) {
-        Value sum = f32(0.0);
-        for (int64_t w = 0; w < NW; ++w)
-          sum = fadd(sum, memref::LoadOp::create(
-                              b, red, ValueRange{idx(w), idx(m), i, j}));
-        return sum;
-      };
-      Value p = select(arith::CmpIOp::create(b, arith::CmpIPredicate::ule, j, i),
-                       sumOf(0), f32(0.0));
-      when(ult(i, valid), [&] {
-        memref::StoreOp::create(b, p, ws[4], ValueRange{row, add(t0, i), head, j});
-      });
-      if (delta) {
-        Value l = sumOf(1);
-        if (cfg.beta)
-          l = fmul(l, memref::LoadOp::create(b, betaS, ValueRange{i}));
-        l = select(ult(j, i), l, f32(0.0));
-        memref::StoreOp::create(b, l, lFull, ValueRange{i, j});
-      }
-    }
-    if (!delta)
-      return;
-    gpu::BarrierOp::create(b);
-
-    // A = (I + L)^-1 by forward substitution, column c = lane % 16 per lane:
-    // A[i][c] = [i == c] - sum_{j < i} L[i][j] A[j][c].
-    Value c16 = arith::RemUIOp::create(b, lane, idx(C));
-    SmallVector<Value> col;
-    for (int64_t i = 0; i < C; ++i) {
-      Value x = select(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, c16,
-                                             idx(i)),
-                       f32(1.0), f32(0.0));
-      for (int64_t j = 0; j < i; ++j)
-        x = fsub(x, fmul(memref::LoadOp::create(b, lFull,
-                                                ValueRange{idx(i), idx(j)}),
-                         col[j]));
-      col.push_back(x);
-    }
-    when(ult(lane, idx(C)), [&] {
-      for (int64_t i = 0; i < C; ++i)
-        memref::StoreOp::create(b, col[i], aInv, ValueRange{warp, idx(i), c16});
-    });
-    gpu::BarrierOp::create(b);
-
-    // W = A (beta Gamma K), U = A (beta V): n tiles of 8 of this warp's
-    // columns, k over the chunk's rows (two steps of 8).
-    SmallVector<SmallVector<Value>> aFrag;
-    for (int64_t kk = 0; kk < C / 8; ++kk) {
-      Value c0 = add(t, 8 * kk), c1 = add(t, 8 * kk + 4);
-      Value g8 = add(g, 8);
-      aFrag.push_back(
-          {memref::LoadOp::create(b, aInv, ValueRange{warp, g, c0}),
-           memref::LoadOp::create(b, aInv, ValueRange{warp, g8, c0}),
-           memref::LoadOp::create(b, aInv, ValueRange{warp, g, c1}),
-           memref::LoadOp::create(b, aInv, ValueRange{warp, g8, c1})});
-    }
-    auto product = [&](Value operand, int64_t width, Value out) {
-      for (int64_t nt = 0; nt < width / 8; ++nt) {
-        Value acc = zeroAcc();
-        Value n = add(g, 8 * nt);
-        for (int64_t kk = 0; kk < C / 8; ++kk)
-          acc = mma(aFrag[kk],
-                    {memref::LoadOp::create(
-                         b, operand, ValueRange{warp, add(t, 8 * kk), n}),
-                     memref::LoadOp::create(
-                         b, operand, ValueRange{warp, add(t, 8 * kk + 4), n})},
-                    acc);
-        Value colOut = add(add(mul(warp, width), 8 * nt), mul(t, 2));
-        for (int h = 0; h < 2; ++h)
-          when(ok[h], [&] {
-            storeRow(out, {row, add(t0, r[h]), head}, colOut,
-                     {element(acc, 2 * h), element(acc, 2 * h + 1)});
-          });
-      }
-    };
-    product(kT, KW, ws[0]);
-    product(vT, VW, ws[1]);
-  }
 };
 
 struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPass> {
   using Base::Base;
   IntraRegistersPass() = default;
-  IntraRegistersPass(int64_t threads, StringRef program) {
-    this->threads = threads;
-    this->program = program.str();
-  }
+  IntraRegistersPass(int64_t threads) { this->threads = threads; }
   void getDependentDialects(DialectRegistry &registry) const override {
+    // The lane tiles' products are nvvm.mma.sync on LLVM struct types: a
+    // run of this pass alone (kda-opt) must load both dialects itself.
     registry.insert<gpu::GPUDialect, nvgpu::NVGPUDialect,
                     vector::VectorDialect, math::MathDialect, scf::SCFDialect,
-                    memref::MemRefDialect, arith::ArithDialect>();
+                    memref::MemRefDialect, arith::ArithDialect,
+                    LLVM::LLVMDialect, NVVM::NVVMDialect>();
   }
 
   void runOnOperation() override {
@@ -1087,19 +543,6 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
       ivs[d] = forall.getInductionVar(i);
 
     IntraProgram prog(b, *cfg, threads, precise);
-    // The program the strategy stage named; without one (kda-opt runs of
-    // this pass alone), the pass's own option.
-    std::string chosen = program;
-    if (auto s = func->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr);
-        s && !s.getProgram().empty())
-      chosen = s.getProgram().str();
-    if (chosen != "per_lane" && chosen != "derived") {
-      func.emitError("kda-gpu-intra-registers: program is derived or "
-                     "per_lane, got '")
-          << chosen << "'";
-      return signalPassFailure();
-    }
-    prog.derived = chosen == "derived";
     prog.q = byName("q");
     prog.k = byName("k");
     prog.v = byName("v");
@@ -1124,14 +567,14 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     }
     prog.emit(ivs);
     if (!prog.failure.empty()) {
-      func.emitError("kda-gpu-intra-registers: the derived intra-chunk "
-                     "program does not take this kernel: ")
+      func.emitError("kda-gpu-intra-registers: the intra-chunk algorithm "
+                     "does not run on lane tiles for this kernel: ")
           << prog.failure;
       return signalPassFailure();
     }
     // 16-bit kernels: approximate exponentials, logarithms and divisions
     // (useApproximateMath says why that is safe). Every exponent the
-    // factored form takes is <= 80 (products()).
+    // factored form takes is <= 80 (LaneTileBuilder::factoredPairs).
     if (!precise)
       kda::useApproximateMath(func);
     func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
@@ -1201,8 +644,7 @@ std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
   return why;
 }
 
-std::unique_ptr<Pass> mlir::kda::createGpuIntraRegistersPass(int64_t threads,
-                                                            StringRef program) {
-  return std::make_unique<IntraRegistersPass>(threads, program);
+std::unique_ptr<Pass> mlir::kda::createGpuIntraRegistersPass(int64_t threads) {
+  return std::make_unique<IntraRegistersPass>(threads);
 }
 

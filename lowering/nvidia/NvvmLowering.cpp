@@ -20,8 +20,10 @@ std::string mlir::kda::addNvvmLowering(OpPassManager &pm,
   // sm_90a needs PTX 8.0 (CUDA 12+ ptxas reads it for sm_80 as well).
   addUpstream(pm, "nvvm-attach-target{chip=" + target.chip +
                       " features=+ptx80 O=3}");
+  // kda-nvvm-ftz-math: the approximate exp and log as one MUFU instruction
+  // each (NvvmFtzMath.cpp).
   addUpstream(pm, "gpu.module(convert-nvgpu-to-nvvm,convert-gpu-to-nvvm{"
-                  "index-bitwidth=64},canonicalize,cse)");
+                  "index-bitwidth=64},kda-nvvm-ftz-math,canonicalize,cse)");
   if (!toolkit.empty())
     return toolkit.str();
   if (const char *root = std::getenv("CUDA_ROOT"))

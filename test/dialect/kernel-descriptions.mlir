@@ -87,13 +87,20 @@ func.func private @unknown_instruction() attributes {kda.strategy = #kda.strateg
 
 // -----
 
-// A program (how a lane kernel is written) goes with lanes: derived or per_lane.
-// expected-error @+1 {{#kda.strategy: 'program' is derived or per_lane, for lanes only, found 'handwritten' (kind 'lanes')}}
+// A program (how a lane kernel is written) goes with lanes: derived (an
+// algorithm of passes/ on lane tiles, every lane kernel's). The per-lane
+// programs written against the algorithm are gone.
+// expected-error @+1 {{#kda.strategy: 'program' is derived, for lanes only, found 'handwritten' (kind 'lanes')}}
 func.func private @unknown_program() attributes {kda.strategy = #kda.strategy<kernel = "state", kind = "lanes", program = "handwritten">}
 
 // -----
 
-// expected-error @+1 {{#kda.strategy: 'program' is derived or per_lane, for lanes only, found 'derived' (kind 'tiles')}}
+// expected-error @+1 {{#kda.strategy: 'program' is derived, for lanes only, found 'per_lane' (kind 'lanes')}}
+func.func private @per_lane_program() attributes {kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", program = "per_lane">}
+
+// -----
+
+// expected-error @+1 {{#kda.strategy: 'program' is derived, for lanes only, found 'derived' (kind 'tiles')}}
 func.func private @tiles_with_program() attributes {kda.strategy = #kda.strategy<kernel = "state", kind = "tiles", reason = "fp32", program = "derived">}
 
 // -----

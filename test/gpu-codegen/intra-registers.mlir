@@ -6,28 +6,33 @@
 // RUN: kda-opt %S/Inputs/kimi_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=FASTMATH
 // RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=ACCURATE
 // RUN: kda-opt %S/Inputs/softplus_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=SOFTPLUS
-// RUN: kda-opt %S/Inputs/softplus_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none intra-program=derived" | FileCheck %s --check-prefix=DERIVED
+// RUN: kda-opt %S/Inputs/softplus_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=DERIVED
 
-// The chunk-parallel intra-chunk grid on NVIDIA (kda-gpu-intra-registers),
-// here for Kimi's prologue (l2 norm, beta sigmoid, lower-bound gate with
-// A_log and dt_bias): the tiles stay in registers; rows are read as 16-byte
-// vectors (so the manifest asks for 16-byte aligned q, k, v, gate and
-// dt_bias); the gate's prefix sum and the l2 norms are warp shuffles;
-// P and L are mma.sync partial products over each warp's key columns.
-// Four barriers per chunk: the l2 norms, the partial products, the full L,
-// the inverse. Shared memory: norms 4 x 2 x 16, partials 4 x 2 x 16 x 17,
-// beta 16, L 16 x 20, A 4 x 16 x 20, beta Gamma K and beta V 2 x 4 x 16 x 40
-// f32 = 36160 bytes.
-// CHECK: {block = [128, 1, 1], dynamic_shared_memory = 36160 : i64, grid = [{ceil_div = 16 : i64, symbol = "T"}, "B", "HV"], module = "kda_gated_delta_kernel_intra_module", name = "kda_gated_delta_kernel_intra", params = [{alignment = 16 : i64, dtype = "bf16", kind = "tensor", name = "q"
+// The chunk-parallel intra-chunk grid on NVIDIA (kda-gpu-intra-registers):
+// emitIntraChunk (passes/GatedDeltaKernel.cpp) on lane tiles, here for
+// Kimi's prologue (l2 norm, beta sigmoid, lower-bound gate with A_log and
+// dt_bias). Rows are read as 16-byte vectors (so the manifest asks for
+// 16-byte aligned q, k, v, gate and dt_bias); the l2 norms are butterfly
+// shuffles and one sum across warps each; the lower-bounded gate's chunk is
+// one sub-chunk factored from its first row, so P and L are plain mma.sync
+// products over each warp's key columns, each summed across warps (a
+// barrier); the triangular inverse and the conversions to W's and U's A
+// operands need warp barriers only. Shared memory: sums across warps
+// 2 x 4 x 16 x 32, the warps' exchange regions 4 x 16 x 33, beta Gamma K and
+// beta V parked 16 x (132 + 132) f32 = 41728 bytes.
+// CHECK: {block = [128, 1, 1], dynamic_shared_memory = 41728 : i64, grid = [{ceil_div = 16 : i64, symbol = "T"}, "B", "HV"], module = "kda_gated_delta_kernel_intra_module", name = "kda_gated_delta_kernel_intra", params = [{alignment = 16 : i64, dtype = "bf16", kind = "tensor", name = "q"
 // CHECK-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
 // CHECK: llvm.load {{.*}} -> vector<8xbf16>
 // CHECK: nvvm.shfl.sync bfly
-// CHECK: nvvm.barrier
-// CHECK: nvvm.shfl.sync up
-// CHECK: nvvm.shfl.sync idx
-// CHECK: nvvm.mma.sync
-// CHECK-COUNT-3: nvvm.barrier
+// CHECK-COUNT-2: nvvm.barrier
 // CHECK-NOT: nvvm.barrier
+// CHECK: nvvm.mma.sync
+// CHECK: nvvm.barrier
+// CHECK-NOT: nvvm.barrier
+// CHECK: nvvm.mma.sync
+// CHECK: nvvm.barrier
+// CHECK-NOT: nvvm.barrier
+// CHECK: nvvm.bar.warp.sync
 // CHECK: nvvm.mma.sync
 // CHECK-NOT: nvvm.barrier
 // CHECK: llvm.return
@@ -39,50 +44,51 @@
 // TILES-COUNT-20: nvvm.barrier
 
 // Log-space gates without a lower bound (varlen, no prologue) take the same
-// kernel. Per 8-key n tile, each warp finds the largest exponent its
-// factored decays would use (a least negated exponent over its lanes by
-// butterfly shuffles): at most 80, it multiplies operands factored from each
-// tile's middle row on the tensor cores; else, checked the same way, from the
-// middle rows of 4-key groups (two mma passes, exponents within 2 gate
-// steps); else it forms the tile's partial products pairwise
-// (exp(G_i - G_j) per pair and column, key rows fetched by shuffles). No
-// barrier in any branch.
+// kernel, with the factored pairs (LaneTileBuilder::factoredPairs) for P
+// and L. Per 8-key n tile, each warp finds the largest exponent its
+// factored decays would take (a least negated exponent over its lanes,
+// then five butterfly shuffles): at most 80, groups of 8 keys, each
+// factored from its middle row; else, checked the same way, groups of 4,
+// then of 2, else groups of one key (exact for any gate). Then one loop over
+// the n tile's groups, whatever their size, on mma.sync, P's and L's
+// products against the same keys. No barrier in any of it: the two n tiles'
+// sums across warps meet after both (one barrier).
 // Varlen runs the flat grid: ceil(T / 16) windows of packed tokens plus one
 // program per sequence (chunk 0 of sequence x - ceil(T / 16)), not sequences
 // x the longest sequence's chunks; a window's sequence is a binary search
 // over cu_seqlens (a loop of loads from it before the first barrier).
 // LOGSPACE: grid = [{ceil_div = 16 : i64, plus = "N_plus_1", symbol = "T"}, 1, 4], module = "kda_gated_delta_kernel_intra_module"
 // LOGSPACE-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
+// LOGSPACE: nvvm.barrier
+// LOGSPACE-NOT: nvvm.barrier
 // LOGSPACE: llvm.intr.minimum
-// LOGSPACE-COUNT-5: nvvm.shfl.sync bfly
+// LOGSPACE-NOT: nvvm.barrier
 // LOGSPACE: llvm.fneg
-// LOGSPACE-NEXT: llvm.fcmp "ole" {{.*}} : f32
-// LOGSPACE-NOT: nvvm.barrier
-// LOGSPACE: nvvm.mma.sync
+// LOGSPACE-COUNT-5: nvvm.shfl.sync bfly
+// LOGSPACE: llvm.fcmp "ole" {{.*}} : f32
 // LOGSPACE-NOT: nvvm.barrier
 // LOGSPACE: llvm.fcmp "ole" {{.*}} : f32
 // LOGSPACE-NOT: nvvm.barrier
-// LOGSPACE: nvvm.mma.sync
+// LOGSPACE: llvm.fcmp "ole" {{.*}} : f32
 // LOGSPACE-NOT: nvvm.barrier
 // LOGSPACE: nvvm.shfl.sync idx
 // LOGSPACE-NOT: nvvm.barrier
-// LOGSPACE: llvm.call @__nv_fast_expf
+// LOGSPACE: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f"
 // LOGSPACE-NOT: nvvm.barrier
-// LOGSPACE: nvvm.shfl.sync bfly
-// LOGSPACE-NOT: nvvm.barrier
-// LOGSPACE: llvm.fcmp "ole" {{.*}} : f32
+// LOGSPACE-COUNT-4: nvvm.mma.sync
 // LOGSPACE-NOT: nvvm.barrier
 // LOGSPACE: llvm.fcmp "ole" {{.*}} : f32
 // LOGSPACE-NOT: nvvm.barrier
 // LOGSPACE: nvvm.mma.sync
+// LOGSPACE: nvvm.barrier
 // LOGSPACE-NOT: nvvm.barrier
-// LOGSPACE: nvvm.shfl.sync idx
-// LOGSPACE-COUNT-3: nvvm.barrier
+// LOGSPACE: nvvm.bar.warp.sync
 // LOGSPACE-NOT: nvvm.barrier
 // LOGSPACE: llvm.return
 
 // No gate, no prologue (K = V = 64, sm_80): no shuffles for the gate, no
-// barrier for the norms; the partial products, L and the inverse.
+// barrier for the norms; P's and L's sums across warps and the parked
+// tiles' one barrier before W and U read them.
 // NOGATE-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
 // NOGATE-NOT: nvvm.shfl.sync
 // NOGATE-COUNT-3: nvvm.barrier
@@ -90,23 +96,32 @@
 // NOGATE: llvm.return
 
 // 16-bit kernels take the approximate exponential and division (gate
-// activation, decays, sigmoids); fp32 kernels keep libdevice's accurate
-// forms for the 1e-4 bar.
+// activation, decays, sigmoids), the exponential as the hardware's
+// flush-to-zero ex2 (kda-nvvm-ftz-math: no libdevice fast form left); fp32
+// kernels keep libdevice's accurate forms for the 1e-4 bar.
 // FASTMATH-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
 // FASTMATH-NOT: @__nv_expf
-// FASTMATH: llvm.call @__nv_fast_expf
+// FASTMATH-NOT: @__nv_fast_expf
+// FASTMATH: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f"
+// FASTMATH-NOT: @__nv_fast_expf
 // FASTMATH: llvm.fdiv {{.*}}fastmath<arcp, afn>
 // FASTMATH: gpu.module @kda_gated_delta_kernel_state_module
 // ACCURATE-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
 // ACCURATE-NOT: @__nv_fast_expf
+// ACCURATE-NOT: approx.ftz
 // ACCURATE-NOT: afn
 // ACCURATE: gpu.module @kda_gated_delta_kernel_state_module
 
-// fp32 inputs keep fp32 accuracy: three tf32 products per product (3xTF32).
+// fp32 inputs keep fp32 accuracy: three tf32 products per product (3xTF32),
+// 12 mma.sync where a 16-bit kernel takes 4 (K = 64 over 4 warps).
 // F32-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
+// F32-COUNT-2: nvvm.barrier
+// F32-COUNT-12: nvvm.mma.sync
 // F32: nvvm.barrier
-// F32-COUNT-3: nvvm.mma.sync
-// F32-COUNT-3: nvvm.barrier
+// F32-COUNT-12: nvvm.mma.sync
+// F32: nvvm.barrier
+// F32-NOT: nvvm.barrier
+// F32: nvvm.mma.sync
 // F32-NOT: nvvm.barrier
 // F32: llvm.return
 func.func @f32(%q: tensor<2x?x2x64xf32>, %k: tensor<2x?x2x64xf32>, %v: tensor<2x?x2x64xf32>,
@@ -122,14 +137,16 @@ func.func @f32(%q: tensor<2x?x2x64xf32>, %k: tensor<2x?x2x64xf32>, %v: tensor<2x
 
 // The softplus gate of a 16-bit kernel, log(1 + e^x), on the approximate
 // logarithm: libdevice's log1pf (a 30-instruction polynomial, no fast form)
-// made the kernel 1.5 times slower than the lower-bound gate's.
+// made the kernel 1.5 times slower than the lower-bound gate's. It is the
+// hardware's flush-to-zero lg2 times ln 2.
 // SOFTPLUS-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
 // SOFTPLUS-NOT: @__nv_log1pf
-// SOFTPLUS: llvm.call @__nv_fast_logf
+// SOFTPLUS: llvm.call_intrinsic "llvm.nvvm.lg2.approx.ftz.f"
 // SOFTPLUS-NOT: @__nv_log1pf
+// SOFTPLUS-NOT: @__nv_fast_logf
 // SOFTPLUS: gpu.module @kda_gated_delta_kernel_state_module
 
-// The derived program (emitIntraChunk on lane tiles), Kimi's softplus gate:
+// Kimi's softplus gate:
 // after the l2 norms' two sums across warps, beta Gamma K and beta V are
 // parked row-major in shared memory (32 stores a lane; rows of K + 4 and
 // V + 4 words), the decayed pairs run on mma.sync, their sums across warps

@@ -6,14 +6,16 @@
 // RUN: sed 's/kernel = "intra", kind = "lanes"/kernel = "intra", kind = "tiles", reason = "a test"/' %S/Inputs/register_kernels_small.mlir | kda-opt --pass-pipeline="builtin.module(func.func(kda-gpu-intra-registers))" | FileCheck %s --check-prefix=TILES
 // RUN: sed 's/, kda.strategy = #kda.strategy<kernel = "[a-z]*", kind = "lanes">//' %S/Inputs/register_kernels_small.mlir | kda-opt --pass-pipeline="builtin.module(func.func(kda-gpu-intra-registers,kda-gpu-state-registers))" | FileCheck %s --check-prefix=BOTH
 
-// kda-gpu-intra-registers: the intra-chunk kernel per lane (shuffles for the
-// gate's prefix sum, mma.sync partial products, four-phase barriers); the
-// state kernel is untouched.
+// kda-gpu-intra-registers: emitIntraChunk on lane tiles (sums across warps
+// behind block barriers, the triangular inverse behind warp barriers, W and
+// U on mma.sync); the state kernel is untouched. (At K = 32 a warp holds 8
+// key columns, too few for the factored pairs' tf32 fragments: P and L take
+// the tile builder's generic pairs.)
 // INTRA-LABEL: func.func private @kda_gated_delta_kernel_intra
 // INTRA-SAME: kda.explicit_threads
-// INTRA: gpu.shuffle up
-// INTRA: nvgpu.mma.sync
 // INTRA: gpu.barrier
+// INTRA: nvvm.bar.warp.sync
+// INTRA: nvgpu.mma.sync
 // INTRA-LABEL: func.func private @kda_gated_delta_kernel_state
 // INTRA-NOT: gpu.shuffle
 // INTRA-NOT: nvgpu.mma.sync

@@ -15,7 +15,7 @@
 
 // The intra-chunk grid at chunk 16 (one sub-chunk): lanes, whatever the gate.
 // CHECK-LABEL: func.func @intra16
-// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", instruction = "mma_sync", program = "per_lane">
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", instruction = "mma_sync", program = "derived">
 // AMD-LABEL: func.func @intra16
 // AMD-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "tiles", reason = "AMD targets have no lane kernels
 // OFF-LABEL: func.func @intra16
@@ -44,7 +44,7 @@ func.func @intra_k80() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<
 // The op's chunk 64 tiled as sub-chunk steps of 16 (tile_chunk): lanes, and
 // the strategy records the step the kernel takes.
 // CHECK-LABEL: func.func @intra64steps
-// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", step = 16, tile_chunk = 64, instruction = "mma_sync", program = "per_lane">
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", step = 16, tile_chunk = 64, instruction = "mma_sync", program = "derived">
 func.func @intra64steps() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 64, sub_chunk = 16, key_dim = 128, value_dim = 128, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = none, l2norm = false, scale = 0.088388347648318433 : f64>>} {
   return
 }

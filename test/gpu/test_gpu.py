@@ -587,14 +587,10 @@ def make_inputs(case, torch):
 
 
 def expected_program(role, dtype):
-    """How a lane kernel of `role` is written for inputs of `dtype`: derived from an algorithm of
-    passes/ (the decode step, window attention, the state step) or per lane (the intra-chunk
-    kernel)."""
-    if role == "intra":
-        # The per-lane program by default; bundles built with kda-compile
-        # --intra-program=derived (KDA_INTRA_PROGRAM=derived) the derived one.
-        return os.environ.get("KDA_INTRA_PROGRAM", "per_lane")
-    # The state kernel has one program since the eighteenth session (emitStateStep on lane tiles).
+    """How a lane kernel of `role` is written for inputs of `dtype`: every lane kernel is an
+    algorithm of passes/ run on lane tiles ("derived": the intra-chunk kernel since the nineteenth
+    session, the state kernel since the eighteenth; the decode step and window attention from the
+    start). A bundle of an older compiler reports "per_lane" and fails here: rebuild it."""
     return "derived"
 
 

@@ -89,12 +89,6 @@ static cl::opt<bool> noTensorCores(
     "no-tensor-cores",
     cl::desc("tile matmuls on the vector ALUs (no mma.sync / MFMA / WMMA)"),
     cl::init(false), cl::cat(compileCategory));
-static cl::opt<std::string> intraProgram(
-    "intra-program",
-    cl::desc("NVIDIA: which program writes the chunk-parallel intra-chunk "
-             "kernel: per_lane (default: written per lane) or derived "
-             "(emitIntraChunk of passes/GatedDeltaKernel.cpp on lane tiles)"),
-    cl::init("per_lane"), cl::cat(compileCategory));
 static cl::opt<int64_t> stateStages(
     "state-stages",
     cl::desc("NVIDIA: chunks in flight (cp.async stages, 2 to 8) of the "
@@ -596,12 +590,6 @@ int main(int argc, char **argv) {
     }
   }
 
-  // The program options are checked before any pass runs (the strategy
-  // stage would also refuse them, but after printing the whole module).
-  if (intraProgram != "derived" && intraProgram != "per_lane")
-    return fail("--intra-program is derived or per_lane, got '" +
-                intraProgram + "'");
-
   // --v-block applies to the ops whose V it divides and that have no
   // v_block of their own; one it cannot apply to anywhere would be ignored
   // while the manifest recorded it.
@@ -653,7 +641,6 @@ int main(int argc, char **argv) {
     options.threads = threads;
     options.vBlock = vBlock;
     options.tensorCores = !noTensorCores;
-    options.intraProgram = intraProgram;
     options.stateStages = stateStages;
     options.schedule = schedule;
     options.format = format.str();

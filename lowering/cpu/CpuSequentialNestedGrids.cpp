@@ -31,6 +31,16 @@ struct SequentialNestedGridsPass : kda::impl::KdaCpuSequentialNestedGridsBase<Se
       if (f->getParentOfType<scf::ForallOp>())
         nested.push_back(f);
     });
+    // It runs after bufferization (kda-lower-to-cpu): a nested grid still
+    // on tensors (shared_outs) would become loops whose results the forall's
+    // terminator no longer yields, IR the verifier cannot read.
+    for (scf::ForallOp f : nested)
+      if (f.getNumResults() != 0) {
+        f.emitOpError("kda-cpu-sequential-nested-grids runs on bufferized "
+                      "kernels (kda-lower-to-cpu): this nested grid still has ")
+            << f.getNumResults() << " tensor result(s) (shared_outs)";
+        return signalPassFailure();
+      }
     IRRewriter rewriter(&getContext());
     for (scf::ForallOp f : nested) {
       rewriter.setInsertionPoint(f);

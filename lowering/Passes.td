@@ -83,7 +83,7 @@ def KdaGpuBindDestinations
 }
 
 def KdaGpuSelectStrategy : Pass<"kda-gpu-select-strategy", "ModuleOp"> {
-  let summary = "Decide for every GPU kernel whether it is written per lane "
+  let summary = "Decide for every GPU kernel whether it runs on lanes "
                 "(register kernels) or as shared-memory tiles, record it as "
                 "kda.strategy, and (remarks) say why a kernel gets tiles";
   let description = [{

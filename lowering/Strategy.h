@@ -1,8 +1,9 @@
 //===- Strategy.h - how each GPU kernel is written -------------*- C++ -*-===//
 //
 // Every GPU kernel of a kda op is written one of two ways:
-//   lanes  the per-lane register kernels (GpuIntraRegisters, GpuStateRegisters,
-//          GpuDecodeRegisters, GpuWindowRegisters): tiles in registers in the matrix instruction's
+//   lanes  the register kernels (GpuIntraRegisters, GpuStateRegisters,
+//          GpuDecodeRegisters, GpuWindowRegisters: an algorithm of passes/ run on
+//          LaneTileBuilder tiles): tiles in registers in the matrix instruction's
 //          layout, shared memory only where warps exchange data; the fast path;
 //   tiles  the shared-memory tile lowering (GpuTileMatmuls + GpuMapKernels): every
 //          tile primitive a phase of the block fenced by barriers; correct for

@@ -1,8 +1,9 @@
-//===- LaneBuilder.h - scalar builders of the per-lane GPU programs --------===//
+//===- LaneBuilder.h - scalar builders of the lane kernels' drivers --------===//
 //
-// The kernels written per lane (GpuStateRegisters, GpuIntraRegisters,
-// GpuDecodeRegisters) build their programs from index and f32 arithmetic on
-// one ImplicitLocOpBuilder; these are the shorthands they share.
+// The lane kernels' drivers (GpuStateRegisters, GpuIntraRegisters,
+// GpuDecodeRegisters: the grids, loads and stores around an algorithm of
+// passes/ run on LaneTileBuilder tiles) build their code from index and f32
+// arithmetic on one ImplicitLocOpBuilder; these are the shorthands they share.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,8 +1,8 @@
 //===- PassDescription.h - reading kda-tile-chunks' kernel descriptions ---===//
 //
 // kda-tile-chunks describes what a kernel's grids compute (#kda.state_pass,
-// #kda.intra_pass, #kda.decode_pass, dialect/KdaAttrs.td) for the lowerings
-// that write those programs per lane. The attributes are typed and verified;
+// #kda.intra_pass, #kda.decode_pass, dialect/KdaAttrs.td) for the lane
+// kernels' drivers. The attributes are typed and verified;
 // this reads the prologue they share into the plain values the lane programs
 // test.
 //

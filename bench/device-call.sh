@@ -15,6 +15,8 @@
 #   ncu:KERNEL:ARGS  Nsight Compute (clocks left alone) on the first launch of kernels matching
 #                    the regex KERNEL in bench/profile_kda.py ARGS (bundles from .benchb, or
 #                    $NCU_BUNDLES: a variant's folder)
+#   tune:PLAN[,PLAN] kda-tune time over plan folders (kda-tune compile here; carry them):
+#                    $OUT/tune-NAME.json each, then `kda-tune pick PLAN --measurements ...`
 #   py:SCRIPT        python3 SCRIPT with the package, the runtime and .benchb's bundles
 #                    (host-side measurements, one-off experiments)
 #   profile:ARGS     bench/profile_kda.py --torch-profile ARGS (per-kernel times), e.g.
@@ -77,6 +79,17 @@ for step in "$@"; do
       IFS=: read -r _ name dir cases <<<"$step"
       timeout "$left" bash bench/run.sh "$dir" .fla --quick --no-fla --cases "$cases" \
         --json "$out/$name.json" ${BENCH_EXTRA:-} 2>&1 | tee "$out/$name.log" | grep -vE '^\s*$' | tail -12 ;;
+    tune:*)
+      # kda-tune time over plan folders (comma-separated; kda-tune compile made
+      # them here): $OUT/tune-NAME.json each, for `kda-tune pick PLAN
+      # --measurements FILE` back here.
+      timeout "$left" bash -c '
+        work=$(mktemp -d); CXX=g++ runtime/gpu/build-runtime.sh "$work" >/dev/null
+        export KDA_RUNTIME_LIBRARY=$work/libkda_runtime.so PYTHONPATH=$PWD/python
+        IFS=, read -ra plans <<<"$1"
+        for p in "${plans[@]}"; do
+          python3 tools/kda-tune/kda-tune time "$p" --out "$2/tune-$(basename "$p").json" 2>&1 | tail -2
+        done' _ "${step#tune:}" "$out" 2>&1 | tee -a "$out/tune.log" ;;
     py:*)
       script=${step#py:}
       timeout "$left" bash -c "
@@ -119,5 +132,15 @@ for g in glob.glob(os.path.join(sys.argv[1], "*", "__grp__*.json")):
     json.dump(d, open(g, "w"))
 PY
 tar -czf - -C "$TRITON_CACHE_DIR" . 2>/dev/null | split -b 15m - "$out/triton-cache.tgz.part-"
+# The device tool brings back a handful of files per call (the cache takes
+# two): past five results (JSON, logs, kda-tune measurements written to
+# $OUT by a step or by commands after this script), they travel as one
+# results.tgz (`tar -xzf results.tgz` here). Steps run later in the same
+# call should write to $OUT before calling this script last.
+results=$(find "$out" -maxdepth 1 -type f ! -name 'triton-cache.tgz.part-*' ! -name results.tgz | wc -l)
+if [ "$results" -gt 5 ]; then
+  (cd "$out" && find . -maxdepth 1 -type f ! -name 'triton-cache.tgz.part-*' ! -name results.tgz -printf '%f\n' |
+     tar -czf results.tgz -T - && find . -maxdepth 1 -type f ! -name 'triton-cache.tgz.part-*' ! -name results.tgz -delete)
+fi
 ls -la "$out"
 exit $status

@@ -96,7 +96,7 @@ std::optional<IntraPassConfig> readConfig(IntraPassAttr desc) {
 /// VL = VW / 4 per lane and row.
 struct IntraProgram : kda::LaneBuilder {
   const IntraPassConfig &cfg;
-  int64_t C, K, V, NW, KW, VW, KL, VL, threads;
+  int64_t C, K, V, NW, KW, VW, KL, VL;
   bool precise;
   // Arguments.
   Value q, k, v, gate, beta, aLog, dtBias, cuSeqlens;
@@ -109,7 +109,7 @@ struct IntraProgram : kda::LaneBuilder {
       : LaneBuilder(b), cfg(cfg), C(cfg.chunk), K(cfg.keyDim), V(cfg.valueDim),
         NW(threads / 32), KW(cfg.keyDim / (threads / 32)),
         VW(cfg.valueDim / (threads / 32)), KL(KW / 4), VL(VW / 4),
-        threads(threads), precise(precise) {}
+        precise(precise) {}
 
   /// Runs `body` only where `cond` holds.
   void when(Value cond, llvm::function_ref<void()> body) {
@@ -243,7 +243,7 @@ struct IntraProgram : kda::LaneBuilder {
   /// t, colK, colV).
   struct ChunkRows {
     Value valid, qkHead;
-    Value r[2], ok[2], tok[2];
+    Value ok[2], tok[2];
   };
   ChunkRows chunkRows(Value t0, Value remaining, Value head) {
     ChunkRows cr;
@@ -262,9 +262,9 @@ struct IntraProgram : kda::LaneBuilder {
     colK = add(mul(warp, KW), mul(t, KL));
     colV = add(mul(warp, VW), mul(t, VL));
     for (int h = 0; h < 2; ++h) {
-      cr.r[h] = add(g, 8 * h);
-      cr.ok[h] = ult(cr.r[h], cr.valid);
-      cr.tok[h] = add(t0, minu(cr.r[h], lastRow));
+      Value r = add(g, 8 * h);
+      cr.ok[h] = ult(r, cr.valid);
+      cr.tok[h] = add(t0, minu(r, lastRow));
     }
     return cr;
   }

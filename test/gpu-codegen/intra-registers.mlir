@@ -46,10 +46,12 @@
 // Log-space gates without a lower bound (varlen, no prologue) take the same
 // kernel, with the factored pairs (LaneTileBuilder::factoredPairs) for P
 // and L. Per 8-key n tile, each warp finds the largest exponent its
-// factored decays would take (a least negated exponent over its lanes,
-// then five butterfly shuffles): at most 80, groups of 8 keys, each
-// factored from its middle row; else, checked the same way, groups of 4,
-// then of 2, else groups of one key (exact for any gate). Then one loop over
+// factored decays would take: g <= 0 makes a group's end rows its extremes,
+// so each lane takes its columns' difference to the row gs - 1 below (a
+// shuffle down per column, a maximum), then five butterfly shuffles: at
+// most 80, groups of 8 keys, each factored from the middle of its end
+// gates; else, checked the same way, groups of 4, then of 2, else groups
+// of one key (exact for any decaying gate). Then one loop over
 // the n tile's groups, whatever their size, on mma.sync, P's and L's
 // products against the same keys. No barrier in any of it: the two n tiles'
 // sums across warps meet after both (one barrier).
@@ -61,9 +63,10 @@
 // LOGSPACE-LABEL: gpu.module @kda_gated_delta_kernel_intra_module
 // LOGSPACE: nvvm.barrier
 // LOGSPACE-NOT: nvvm.barrier
-// LOGSPACE: llvm.intr.minimum
+// LOGSPACE: nvvm.shfl.sync down
+// LOGSPACE-NEXT: llvm.fsub
+// LOGSPACE-NEXT: llvm.intr.maximum
 // LOGSPACE-NOT: nvvm.barrier
-// LOGSPACE: llvm.fneg
 // LOGSPACE-COUNT-5: nvvm.shfl.sync bfly
 // LOGSPACE: llvm.fcmp "ole" {{.*}} : f32
 // LOGSPACE-NOT: nvvm.barrier

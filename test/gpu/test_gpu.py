@@ -338,6 +338,13 @@ def all_cases():
              prologue="kimi_lb"),
         Case("f32-k64-neg-eigval-scale0.3-T100-ht", "f32", 64, B=2, T=100, H=2, ht=True, neg_eigval=True,
              scale=0.3),
+        # Launch edges (issue 22): one sequence of 2^20 + 37 tokens (65,539 chunks: the intra-chunk
+        # grid's chunk index is on grid x, whose limit is 2^31 - 1, not y's 65,535), and a varlen
+        # batch with one long sequence among short ones (the flat grid's windows all belong to it
+        # but a few; every other sequence fits in its first chunk).
+        Case("bf16-k64-T1048613-H1-ht", "bf16", 64, B=1, T=(1 << 20) + 37, H=1, ht=True),
+        Case("bf16-k128-kimi-lb-varlen-one-long-3,17,40000,5,64,1-h0-ht", "bf16", 128,
+             seqlens=[3, 17, 40000, 5, 64, 1], H=2, h0=True, ht=True, prologue="kimi_lb"),
         # The shape policy's tiles (kda.tune.shape_policy_tile, H200: 132 multiprocessors): 48 and
         # 40 (sequence, head) units take V blocks of 32, 80 and 72 units V blocks of 128 (the
         # derived state program's 4 warps of 32 rows); T not a multiple of the chunk, both state

@@ -23,8 +23,9 @@ random inputs (never zeros), with kda's outputs poisoned with NaN before the
 launch; relative RMSE of o and of the final state / updated pool slots is
 printed (and untouched pool slots must stay bit-identical). Then each side is
 timed with CUDA events around every call after a warm-up, FLA and kda
-alternating over ``--passes`` passes, median over all calls; inputs rotate over
-several sets so that one set plus its outputs never sits in L2. A second number
+alternating over ``--passes`` passes (odd passes in reverse order), median over
+all calls; inputs rotate over several sets so that one set plus its outputs
+never sits in L2. A second number
 (``b2b``, in the JSON) is the mean of back-to-back calls between one pair of
 events (throughput without per-call event gaps).
 
@@ -722,8 +723,12 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
     passes = {name: [] for name, _ in sides}
     host = {}
     failed = {}
-    for _ in range(args.passes):
-        for name, fn in sides:
+    for p in range(args.passes):
+        # Odd passes time the sides in reverse order: a side's position in a pass matters (at
+        # 8 x 4096 the side timed right after another kda side read 4 to 8 % slower with
+        # byte-identical kernels, bench/RESULTS.md, twentieth session), so with two or more
+        # passes every side takes every position alike.
+        for name, fn in (sides if p % 2 == 0 else sides[::-1]):
             if name in failed:
                 continue
             try:

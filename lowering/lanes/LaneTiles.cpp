@@ -2141,9 +2141,10 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
   // The largest exponent of n tile nt's groups of gs, over the warp.
   auto spread = [&](int64_t nt, int64_t gs) {
     // SPEC.md's gates are log-decays, g <= 0, so G is non-increasing down
-    // every column (an f32 sum of non-positive terms is too): a group's
-    // exponents are largest at its ends, (g_f - g_l) / 2 on either side of
-    // the reference. Each lane takes its columns' difference to the row
+    // every column (the lanes' scan adds in another order per row: up to a
+    // few ulps of G, far inside the margin between 80 and exp's overflow
+    // near 88.7): a group's exponents are largest at its ends,
+    // (g_f - g_l) / 2 on either side of the reference. Each lane takes its columns' difference to the row
     // gs - 1 below (4 (gs - 1) lanes on); the lanes of a group's first row
     // hold the group's. (Outside SPEC, g > 0, this bound is not one; nor
     // does the pairwise form keep its exponents <= 0 then.)

@@ -124,4 +124,19 @@ def KdaFusePrologue : Pass<"kda-fuse-prologue", "func::FuncOp"> {
   }];
 }
 
+def KdaScalarAdjoint : Pass<"kda-scalar-adjoint", "ModuleOp"> {
+  let summary = "Add the reverse-mode derivative of every function of scalars";
+  let description = [{
+    For every function of floating-point scalars of one type that returns
+    one such scalar, adds `<name>_grad`, taking the same arguments and
+    returning the value and its partial derivative with respect to each
+    argument (filling in a declaration of that name and type where the
+    module has one), by the rules of passes/ScalarAdjoint.h (emitScalarAdjoint: the
+    derivative of an elementwise map body, the first piece of the derived
+    backward, docs/backward.md). A body that reaches its result through an op
+    without a rule is an error naming the op.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 #endif // KDA_PASSES_PASSES_TD

@@ -33,6 +33,13 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 # The stock mlir-opt of the LLVM install (it links libMLIR.so, which the
 # plugin needs), never one found elsewhere on PATH.
 llvm_config.add_tool_substitutions(["mlir-opt"], [config.llvm_tools_dir])
+# mlir-runner executes small lowered programs (test/passes/scalar-adjoint.mlir:
+# derivatives against finite differences); vector.print needs the C runner
+# utilities of the same install.
+llvm_config.add_tool_substitutions(["mlir-runner"], [config.llvm_tools_dir])
+config.substitutions.append(
+    ("%mlir_c_runner_utils",
+     os.path.join(os.path.dirname(config.llvm_tools_dir), "lib", "libmlir_c_runner_utils.so")))
 
 # The CUDA toolkit's ptxas serializes cubins (kda-lower-to-nvvm format=bin,
 # kda-compile) and reports registers and spills. Tests that need it say

@@ -13,7 +13,6 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Pass/Pass.h"
-#include "llvm/ADT/SetVector.h"
 
 #include "passes/Passes.h"
 
@@ -59,9 +58,10 @@ mlir::kda::emitScalarAdjoint(ImplicitLocOpBuilder &b, Value y,
     return dep;
   };
   SmallVector<Value> partials;
-  auto zero = [&]() -> Value {
-    return arith::ConstantOp::create(b, b.getFloatAttr(type, 0.0));
+  auto cst = [&](double v) -> Value {
+    return arith::ConstantOp::create(b, b.getFloatAttr(type, v));
   };
+  auto zero = [&]() { return cst(0.0); };
   if (!visit(y)) {
     for (size_t i = 0; i < wrt.size(); ++i)
       partials.push_back(zero());
@@ -70,9 +70,6 @@ mlir::kda::emitScalarAdjoint(ImplicitLocOpBuilder &b, Value y,
 
   DenseMap<Value, Value> adj;
   adj[y] = seed;
-  auto cst = [&](double v) -> Value {
-    return arith::ConstantOp::create(b, b.getFloatAttr(type, v));
-  };
   auto mul = [&](Value x, Value z) -> Value {
     return arith::MulFOp::create(b, x, z);
   };

@@ -2144,9 +2144,9 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
     // every column (the lanes' scan adds in another order per row: up to a
     // few ulps of G, far inside the margin between 80 and exp's overflow
     // near 88.7): a group's exponents are largest at its ends,
-    // (g_f - g_l) / 2 on either side of the reference. Each lane takes its columns' difference to the row
-    // gs - 1 below (4 (gs - 1) lanes on); the lanes of a group's first row
-    // hold the group's. (Outside SPEC, g > 0, this bound is not one; nor
+    // (g_f - g_l) / 2 on either side of the reference. Each lane takes its
+    // columns' difference to the row gs - 1 below (4 (gs - 1) lanes on);
+    // the lanes of a group's first row hold the group's. (Outside SPEC, g > 0, this bound is not one; nor
     // does the pairwise form keep its exponents <= 0 then.)
     Value offset =
         arith::ConstantOp::create(b, b.getI32IntegerAttr(4 * (gs - 1)));

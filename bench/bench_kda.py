@@ -192,6 +192,7 @@ def all_cases():
         Case("fwd varlen32 H=32", "fwd", 32, seqlens=VARLEN32),
         Case("fwd-h T=8192 H=32", "fwd", 32, B=1, T=8192, boundary=True),
         Case("fwd-h varlen6 T=8192 H=64", "fwd", 64, seqlens=VARLEN6, boundary=True),
+        Case("fwd-h 8x4096 H=32", "fwd", 32, B=8, T=4096, boundary=True),
         # Every gate form, dtype and chunk a user calls (issue 21): each against FLA's same call.
         Case("fwd softplus T=8192 H=32", "fwd", 32, B=1, T=8192, variant="softplus"),
         Case("fwd softplus 8x4096 H=32", "fwd", 32, B=8, T=4096, variant="softplus"),

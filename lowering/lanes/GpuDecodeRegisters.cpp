@@ -101,6 +101,12 @@ std::optional<DecodeConfig> readConfig(DecodePassAttr desc) {
 /// registers) measured no faster on the H200 (bench/RESULTS.md).
 constexpr int64_t kColumnsPerLane = 4;
 
+/// Warps per block of a multi-token step: it runs uncapped (below, at the
+/// register cap), at 158 registers for K = V = 128, where blocks of 8 warps
+/// leave one block (8 warps) per NVIDIA multiprocessor and blocks of 4 leave
+/// three (12 warps).
+constexpr int64_t kMultiTokenWarps = 4;
+
 struct DecodeLayout {
   int64_t groups = 0;  // lane groups that split K (K-major) or V (V-major)
   int64_t along = 0;   // lanes per group
@@ -110,7 +116,8 @@ struct DecodeLayout {
   int64_t warps = 0;   // warps per block
 
   static std::optional<DecodeLayout> of(const DecodeConfig &c,
-                                        int64_t warpSize, int64_t colsLane) {
+                                        int64_t warpSize, int64_t colsLane,
+                                        int64_t maxWarps) {
     DecodeLayout l;
     const int64_t K = c.keyDim, V = c.valueDim;
     if (warpSize % 8 != 0 || colsLane % 4 != 0 || colsLane <= 0)
@@ -135,7 +142,7 @@ struct DecodeLayout {
       return std::nullopt;
     const int64_t programs = V / l.colsV;
     for (int64_t w : {8, 4, 2, 1})
-      if (programs % w == 0) {
+      if (w <= maxWarps && programs % w == 0) {
         l.warps = w;
         break;
       }
@@ -524,7 +531,8 @@ struct DecodeRegistersPass : kda::impl::KdaGpuDecodeRegistersBase<DecodeRegister
         !kda::runsOnLanes(func, kda::decodeLanesRefusal(desc, warpSize)))
       return;
     std::optional<DecodeLayout> lay =
-        DecodeLayout::of(*cfg, warpSize, kColumnsPerLane);
+        DecodeLayout::of(*cfg, warpSize, kColumnsPerLane,
+                         cfg->multiToken ? kMultiTokenWarps : 8);
     SmallVector<scf::ForOp> nests;
     for (Operation &op : func.getBody().front())
       if (auto l = dyn_cast<scf::ForOp>(op);
@@ -600,7 +608,12 @@ struct DecodeRegistersPass : kda::impl::KdaGpuDecodeRegistersBase<DecodeRegister
     // 64 state elements per lane, bundle.test): a register more would halve
     // the resident blocks of 8 warps. Past 64 (K = 256: 128 state elements
     // per lane) the state alone fills the 128: no cap, rather than spills.
-    if (maxRegisters > 0 && lay->rowsK * lay->colsLane <= 64)
+    // A multi-token step carries the state through its token loop beside
+    // each token's inputs (158 registers at K = V = 128, 80 bytes of spills
+    // under the cap): no cap either; it loads the state once for all its
+    // tokens, so it needs fewer loads in flight (bench/RESULTS.md).
+    if (maxRegisters > 0 && lay->rowsK * lay->colsLane <= 64 &&
+        !cfg->multiToken)
       func->setAttr(kda::kMaxRegistersAttr, b.getI32IntegerAttr(maxRegisters));
     // Rows read and written as vectors need aligned pointers (the runtime
     // checks what the manifest states).
@@ -620,7 +633,7 @@ std::string mlir::kda::decodeLanesRefusal(DecodePassAttr decodePass,
   std::optional<DecodeConfig> cfg = readConfig(decodePass);
   if (!cfg)
     return "its description (kda.decode_pass) is incomplete";
-  if (DecodeLayout::of(*cfg, warpSize, kColumnsPerLane))
+  if (DecodeLayout::of(*cfg, warpSize, kColumnsPerLane, 8))
     return "";
   std::string why;
   llvm::raw_string_ostream os(why);

@@ -21,6 +21,7 @@ agree to rounding. With ``ssm_state_indices`` (a vLLM-style extension) it is a
 
 from __future__ import annotations
 
+import ctypes
 import json
 import math
 import operator
@@ -692,10 +693,11 @@ def chunk_kda(
                _tensor_key(initial_state), _tensor_key(cu_seqlens), _tensor_key(A_log),
                _tensor_key(dt_bias), scale, output_final_state, use_qk_l2norm_in_kernel,
                use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, safe_gate, lower_bound,
-               state_v_first, chunk_size, os.environ.get("KDA_CHIP"), os.environ.get("KDA_BUNDLE_PATH"),
-               os.environ.get("KDA_TUNING_DB"))
+               state_v_first, chunk_size, _plan_env())
         plan = _chunk_plans.get(key)
     if plan is not None:
+        if plan.fast is not None:
+            return _run_fast(plan, plan.fast, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias)
         return _run_gated_delta(plan.cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias,
                                 cu_seqlens_cpu=cu_seqlens_cpu, plan=plan)
     cfg = chunk_kda_config(q, k, v, g, beta, scale=scale, initial_state=initial_state,
@@ -765,6 +767,7 @@ def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    given = (q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias)
     q, k, v, g, beta = (_contig(x) for x in (q, k, v, g, beta))
     if cu_seqlens is not None and cu_seqlens.device != q.device:
         cu_seqlens = cu_seqlens.to(q.device)
@@ -819,6 +822,8 @@ def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt
     # many (sequence, head) programs the chip holds at once).
     if plan is not None and plan.chip is not None:
         _launch_planned(plan, named, _device_index(q.device))
+        if plan.fast is None and o.dtype == q.dtype:
+            plan.fast = _Fast.of(plan, given, named, o, final_state)
     else:
         T_seq = T if cu_seqlens is None else max(1, (B * T) // max(1, N))
         tile = _tune.tuned_tile(cfg, chip, T_seq, N, HV)
@@ -1020,7 +1025,7 @@ def fused_recurrent_kda(
                _tensor_key(cu_seqlens),
                scale, output_final_state,
                use_qk_l2norm_in_kernel, use_gate_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval,
-               lower_bound, state_v_first, os.environ.get("KDA_CHIP"), os.environ.get("KDA_BUNDLE_PATH"))
+               lower_bound, state_v_first, _plan_env())
         plan = _decode_plans.get(key)
     if plan is not None:
         cfg = plan.cfg
@@ -1109,14 +1114,117 @@ def _ragged_multi_token(q, k, v, g, beta, A_log, dt_bias, scale, pool, cu_seqlen
 class _Plan:
     """A chunk_kda or decode configuration and, after its first launch, the
     chip, the tile, the bundle, the workspace size and the marshalled tensor
-    array (whose data pointers each call rebinds)."""
+    array (whose data pointers each call rebinds); for chunk_kda, after its
+    first planned launch, the few steps left of a call (_Fast)."""
 
-    __slots__ = ("cfg", "chip", "tile", "resolved", "names", "nbytes", "marshalled", "lock")
+    __slots__ = ("cfg", "chip", "tile", "resolved", "names", "nbytes", "marshalled", "lock", "fast")
 
     def __init__(self, cfg):
         self.cfg, self.chip, self.tile, self.resolved = cfg, None, None, None
-        self.names = self.nbytes = self.marshalled = None
+        self.names = self.nbytes = self.marshalled = self.fast = None
         self.lock = threading.Lock()  # one marshalled array: rebind and launch together
+
+
+# The tensors of a chunk_kda call as _Fast numbers them: the arguments, then
+# the two outputs.
+_FAST_SOURCES = ("q", "k", "v", "gate", "beta", "initial_state", "cu_seqlens", "A_log", "dt_bias",
+                 "o", "final_state")
+
+
+class _Fast:
+    """A planned chunk_kda call reduced to what changes between its calls:
+    two fresh outputs, the data pointers and the stream (issue 22's host path:
+    a 27-layer model pays it at every layer). Made after a planned launch,
+    only where the caller's tensors went to the kernel as they were (already
+    contiguous, cu_seqlens on q's device, A_log and dt_bias reshaped in
+    place): the plan's key fixes shapes, strides, dtypes and devices, so
+    every later call of the plan is the same."""
+
+    __slots__ = ("device", "index", "o_shape", "o_dtype", "fs_shape", "slots", "bundle", "kernel", "array",
+                 "count", "strategy", "requested_tile", "bundle_tile")
+
+    @classmethod
+    def of(cls, plan, given, named, o, final_state):
+        from .runtime import _KdaTensor
+        if plan.marshalled is None or plan.resolved is None:
+            return None
+        for x, name in zip(given, _FAST_SOURCES):
+            passed = named.get(name)
+            if (x is None) != (passed is None):
+                return None
+            if x is not None and (not x.is_contiguous() or x.data_ptr() != passed.data_ptr()
+                                  or x.device != o.device):
+                return None  # a copy or a move made it: later calls must make theirs
+        m, kernel = plan.marshalled
+        f = cls()
+        f.device, f.index = o.device, _device_index(o.device)
+        f.o_shape, f.o_dtype = tuple(o.shape), o.dtype
+        f.fs_shape = tuple(final_state.shape) if final_state is not None else None
+        try:
+            sources = [_FAST_SOURCES.index(n) for n in plan.names]
+        except ValueError:
+            return None  # a tensor this path does not make
+        # The data field of each kda_tensor of the marshalled array, as a
+        # ctypes view made once: rebinding is then one store per tensor.
+        base = ctypes.addressof(m.array)
+        size, offset = ctypes.sizeof(_KdaTensor), _KdaTensor.data.offset
+        f.slots = tuple((ctypes.c_uint64.from_address(base + i * size + offset), src)
+                        for i, src in enumerate(sources))
+        f.bundle, f.kernel, f.array, f.count = plan.resolved[0], kernel, m, m.count
+        f.strategy = plan.resolved[0].strategies(plan.resolved[1])
+        f.requested_tile, f.bundle_tile = plan.tile, plan.resolved[2]
+        return f
+
+
+# Workspaces kept per (device index, stream handle) for planned calls: an
+# entry's workspace (the chunk-parallel schedule's intra-chunk results) is
+# dead when its launches end, and launches on one stream run in order, so
+# every call on that stream can reuse one buffer (grown to the largest call).
+# release_workspaces() gives them back. Calls captured into a CUDA graph get
+# fresh ones (the graph's private pool keeps them), since a kept buffer that
+# later grew would free memory a graph still names.
+_workspaces: Dict[Tuple[int, int], Any] = {}
+
+
+def release_workspaces() -> None:
+    """Drops the workspaces kda.ops keeps per device and stream (torch's
+    caching allocator keeps the memory until torch.cuda.empty_cache())."""
+    _workspaces.clear()
+
+
+def _workspace(device, index, stream, nbytes):
+    import torch
+    if index != torch.cuda.current_device() or torch.cuda.is_current_stream_capturing():
+        return torch.empty(nbytes, dtype=torch.uint8, device=device)
+    key = (index, stream)
+    w = _workspaces.get(key)
+    if w is None or w.numel() < nbytes:
+        _workspaces.pop(key, None)  # freed before the larger one is made
+        w = torch.empty(nbytes, dtype=torch.uint8, device=device)
+        _workspaces[key] = w
+    return w
+
+
+def _run_fast(plan, f, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias):
+    import torch
+    from .runtime import _stream_handle
+    if torch.is_grad_enabled():
+        _check_no_grad(q, k, v, g, beta, initial_state, A_log, dt_bias)
+    o = _alloc(f.o_shape, f.o_dtype, f.device)
+    final_state = _alloc(f.fs_shape, torch.float32, f.device) if f.fs_shape is not None else None
+    sources = (q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, o, final_state)
+    stream = _stream_handle(None, f.index) or 0
+    nbytes = plan.nbytes
+    workspace = _workspace(f.device, f.index, stream, nbytes) if nbytes else None
+    with plan.lock:
+        for slot, src in f.slots:
+            slot.value = sources[src].data_ptr()
+        f.bundle.launch_prepared(f.kernel, f.array, stream, workspace, nbytes)
+    last_launch.bundle = f.bundle.path
+    last_launch.requested_tile = f.requested_tile
+    last_launch.bundle_tile = f.bundle_tile
+    last_launch.strategy = f.strategy
+    return o, final_state
 
 
 def _launch_planned(plan, named, device):
@@ -1169,9 +1277,27 @@ def _tensor_key(t):
     if t is None:
         return None
     try:
-        return (t.shape, t.dtype, t.device, t.stride())
+        # get_device(): the CUDA index, or -1 off the GPU (an int, where
+        # t.device builds a torch.device object: a microsecond a tensor).
+        return (t.shape, t.dtype, t.get_device(), t.stride())
     except (AttributeError, TypeError):  # shape-and-dtype descriptions
         return (tuple(t.shape), str(getattr(t, "dtype", None)))
+
+
+# The environment variables a plan depends on, read straight from the bytes
+# mapping behind os.environ where CPython has one (a plan key reads them on
+# every call; os.environ.get encodes and decodes each).
+_ENV_NAMES = ("KDA_CHIP", "KDA_BUNDLE_PATH", "KDA_TUNING_DB")
+_env_data = getattr(os, "environ", None)
+_env_data = getattr(_env_data, "_data", None) if os.name == "posix" else None
+_ENV_KEYS = tuple(n.encode() for n in _ENV_NAMES)
+
+
+def _plan_env():
+    if isinstance(_env_data, dict):
+        get = _env_data.get
+        return (get(_ENV_KEYS[0]), get(_ENV_KEYS[1]), get(_ENV_KEYS[2]))
+    return tuple(os.environ.get(n) for n in _ENV_NAMES)
 
 
 def _run_decode(plan, q, k, v, g, beta, pool, cu_seqlens, A_log, dt_bias, indices, read_indices=None,

@@ -452,6 +452,22 @@ class Bundle:
         stream_arg = ctypes.c_void_p(handle) if handle else None
         self._launch(kernel, m, stream_arg, workspace, trusted)
 
+    def launch_prepared(self, kernel: bytes, m: _Marshalled, stream: int, workspace: Any,
+                        nbytes: int) -> None:
+        """launch_marshalled's last step for kda.ops' planned calls: the
+        stream handle already known (0: the default stream), `workspace` a
+        torch CUDA tensor of at least `nbytes` bytes (or None), every tensor
+        trusted (torch CUDA tensors of the launch's device)."""
+        launch = getattr(self._lib, "kda_launch_trusted", None)
+        if launch is None:
+            self._launch(kernel, m, ctypes.c_void_p(stream) if stream else None,
+                         (workspace.data_ptr(), nbytes) if workspace is not None else None, True)
+            return
+        status = launch(self._handle, kernel, m.array, m.count,
+                        workspace.data_ptr() if workspace is not None else None, nbytes, stream or None)
+        if status != 0:
+            _raise(self._lib, status, f"kda_launch_trusted({kernel.decode()})")
+
     def launch(self, kernel: str, tensors: Union[Sequence[Any], Mapping[str, Any]],
                stream: Any = None, workspace: Any = None) -> None:
         """Launches a kernel or an entry on stream (default: torch's current

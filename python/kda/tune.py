@@ -455,6 +455,13 @@ class TuningDB:
 # measured, not derived.
 # A tuning database entry (kda-tune) overrides it. Other chips and shapes
 # keep the compiled default until they are measured.
+#
+# Chunk-boundary states (boundary_interval, FLA's h, a prefix cache's pool):
+# the state kernel also stores the state at every interval, and at V blocks
+# of 128 that spills 144 to 302 bytes (ptxas -v; 254 registers and no spill
+# at 64). Where the policy would take 128 such calls take BOUNDARY_V_BLOCK
+# (measured against 128 in the same run: bench/RESULTS.md, 21st session).
+BOUNDARY_V_BLOCK = 64
 
 POLICY_CHIPS = ("sm_90a",)
 
@@ -471,8 +478,9 @@ def policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
     cfg, chunk = steps_form(cfg, chip)
     if not _policy_applies(cfg, chip):
         return []
+    wide = BOUNDARY_V_BLOCK if cfg.get("boundary_interval") else 128
     return [_stamp(make_tile(16, 32, 128, state_stages=3), chunk),
-            _stamp(make_tile(16, 128, 128), chunk)]
+            _stamp(make_tile(16, wide, 128), chunk)]
 
 
 def shape_policy_tile(cfg: Dict[str, Any], chip: str, N: int, HV: int,
@@ -483,14 +491,14 @@ def shape_policy_tile(cfg: Dict[str, Any], chip: str, N: int, HV: int,
     cfg, chunk = steps_form(cfg, chip)
     if not _policy_applies(cfg, chip) or multiprocessors <= 0:
         return None
-    return _stamp(_policy_tile(N, HV, multiprocessors), chunk)
+    return _stamp(_policy_tile(N, HV, multiprocessors, bool(cfg.get("boundary_interval"))), chunk)
 
 
-def _policy_tile(N: int, HV: int, multiprocessors: int) -> Optional[Dict[str, int]]:
+def _policy_tile(N: int, HV: int, multiprocessors: int, boundary: bool = False) -> Optional[Dict[str, int]]:
     units = max(1, int(N)) * max(1, int(HV))
     if units * 4 <= 2 * multiprocessors:
         return make_tile(16, 32, 128, state_stages=3)
-    return make_tile(16, 128, 128)
+    return make_tile(16, BOUNDARY_V_BLOCK if boundary else 128, 128)
 
 
 # ---------------------------------------------------------------------------

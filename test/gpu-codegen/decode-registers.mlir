@@ -7,6 +7,8 @@
 // RUN: kda-opt %S/../../examples/decode_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | grep -o "nvvm.shfl.sync *[a-z]*" | sed "s/  */ /g" | FileCheck %s --check-prefix=SHFL
 // RUN: kda-opt %s --kda-lower-to-rocdl="chip=gfx942 format=none" | FileCheck %s --check-prefix=AMDPERM
 // RUN: kda-opt %S/Inputs/decode_multi_token.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" --mlir-print-ir-after=kda-gpu-decode-registers 2>&1 >/dev/null | FileCheck %s --check-prefix=MULTI
+// RUN: kda-opt %S/Inputs/decode_multi_token.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=MULTIKERNEL
+// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=ONETOKEN
 // RUN: kda-opt %S/Inputs/decode_head_gate.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=HEAD
 
 // The decode step as one pass over each state (kda-gpu-decode-registers):
@@ -52,7 +54,13 @@
 
 // Several tokens per sequence: the state stays in registers across a token
 // loop (64 f32 carried per lane); each token's state goes to indices[n, t]
-// where that is not negative.
+// where that is not negative. Blocks of 4 warps and no register cap (158
+// registers, no spill; under the one-token kernel's cap of 128 it spilled
+// 80 bytes, and blocks of 8 warps left one block per multiprocessor).
+// MULTIKERNEL: {block = [128, 1, 1], dynamic_shared_memory = 0 : i64, grid = [2, "HV", "B"]
+// MULTIKERNEL-NOT: maxnreg
+// MULTIKERNEL: llvm.return
+// ONETOKEN: maxnreg = 128
 // MULTI: scf.forall
 // MULTI: scf.for {{.*}} iter_args({{.*}}) -> (f32, f32
 // MULTI: memref.load %{{.*}}[%{{.*}}, %{{.*}}] : memref<?x?xi32>

@@ -276,6 +276,62 @@ def part_graph_prefill(torch, kda):
     return problems, "2 replays, bit-exact"
 
 
+def part_planned(torch, kda):
+    """kda.ops' host path for repeated shapes (issue 22): the second call of a
+    shape makes the plan's fast path, later calls take it. Their results must
+    be bit-exact against unplanned calls of the same inputs, with two shapes
+    interleaved on one stream without synchronizing (the kept workspace grows
+    from the smaller to the larger and is reused by both), and on a second
+    stream (its own workspace)."""
+    shapes = [(2, 100), (1, 300)]  # the graph-prefill bundle (T and B are dynamic)
+    sets = [(s, inputs(torch, *s, 400 + i), torch.randn(s[0], HEADS, HEAD_DIM, HEAD_DIM, device="cuda") * 0.1)
+            for i, s in enumerate(shapes * 3)]
+
+    def call(x, h):
+        return kda.chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], A_log=x["A_log"], dt_bias=x["dt_bias"],
+                             initial_state=h, output_final_state=True, **GATE)
+
+    problems = []
+    with torch.no_grad():
+        refs = []
+        for _, x, h in sets:
+            kops._chunk_plans.clear()  # every reference call unplanned
+            refs.append(call(x, h))
+        kops._chunk_plans.clear()
+        kops.release_workspaces()
+        torch.cuda.synchronize()
+        got = [call(x, h) for _, x, h in sets]  # per shape: unplanned, planned, fast
+        got += [call(x, h) for _, x, h in sets]  # all fast
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            got_side = [call(x, h) for _, x, h in sets]
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        fast = [p for p in kops._chunk_plans.values() if p.fast is not None]
+        if len(kops._chunk_plans) != 2 or len(fast) != 2:
+            problems.append(f"expected 2 plans with fast paths, got {len(kops._chunk_plans)} plans, "
+                            f"{len(fast)} fast")
+        keys = sorted(kops._workspaces)
+        if len(keys) != 2:
+            problems.append(f"expected one kept workspace per stream (2), got {keys}")
+        need = max(p.nbytes or 0 for p in kops._chunk_plans.values())
+        small = [w.numel() for w in kops._workspaces.values() if w.numel() < need]
+        if small:
+            problems.append(f"a kept workspace is smaller than the largest call's {need} bytes: {small}")
+        if kops.last_launch.strategy in (None, {}) or any(
+                s.get("kind") != "lanes" for s in kops.last_launch.strategy.values()):
+            problems.append(f"last_launch.strategy after a fast call: {kops.last_launch.strategy}")
+        for i, (ref, a, b, c) in enumerate(zip(refs, got, got[len(sets):], got_side)):
+            for what, out in (("interleaved", a), ("fast", b), ("side stream", c)):
+                if not (torch.equal(out[0], ref[0]) and torch.equal(out[1], ref[1])):
+                    problems.append(f"call {i} ({sets[i][0]}), {what}: differs from the unplanned call")
+        kops.release_workspaces()
+        if kops._workspaces:
+            problems.append("release_workspaces() kept some")
+    return problems, f"{len(sets)} inputs x 3 ways, bit-exact against unplanned calls"
+
+
 # ---------------------------------------------------------------------------
 # The layer against FLA's
 
@@ -579,7 +635,8 @@ def main():
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}; custom ops registered: "
           f"{kda.ops._traced is not None}", flush=True)
     parts = [("opcheck", part_opcheck), ("compile", part_compile), ("graph-decode", part_graph_decode),
-             ("graph-prefill", part_graph_prefill), ("compile-model", part_compile_model)]
+             ("graph-prefill", part_graph_prefill), ("planned", part_planned),
+             ("compile-model", part_compile_model)]
     layer_parts = [("layer-state-dict", part_layer_state_dict), ("layer-varlen-decode", part_layer_varlen_decode),
                    ("layer-dense", part_layer_dense), ("layer-mask", part_layer_mask)]
     failed = passed = skipped = 0

@@ -164,6 +164,13 @@ def part_unit(tmp):
     check(TU.shape_policy_tile(kimi, "sm_90a", 1, 64, 0) is None, "unknown multiprocessor count")
     check(TU.policy_tiles(kimi, "sm_90a") == [vb32, vb128], TU.policy_tiles(kimi, "sm_90a"))
     check(TU.policy_tiles(kimi, "sm_80") == [], "policy tiles only where the policy applies")
+    # Chunk-boundary states: V blocks of BOUNDARY_V_BLOCK where the others take 128 (128 spills there).
+    kimi_h = dict(kimi, boundary_interval=64)
+    vbh = TU.make_tile(16, TU.BOUNDARY_V_BLOCK, 128)
+    check(TU.BOUNDARY_V_BLOCK < 128, f"boundary V block {TU.BOUNDARY_V_BLOCK}")
+    check(TU.shape_policy_tile(kimi_h, "sm_90a", 6, 64, 132) == vbh, "boundary states, many units")
+    check(TU.shape_policy_tile(kimi_h, "sm_90a", 1, 32, 132) == vb32, "boundary states, few units")
+    check(TU.policy_tiles(kimi_h, "sm_90a") == [vb32, vbh], TU.policy_tiles(kimi_h, "sm_90a"))
     # chunk_size=64 (or 32) with sub-chunks of 16 runs the chunk-0 form's kernels on NVIDIA (sub-chunk
     # steps of 16): the same tiles, with the op's chunk stamped on them; elsewhere it keeps its own.
     kimi64 = dict(kimi, chunk=64)

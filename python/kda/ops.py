@@ -32,7 +32,7 @@ from typing import Any, Dict, Optional, Tuple
 
 from . import bundles as _bundles
 from . import tune as _tune
-from .runtime import KdaError, _Marshalled, load_bundle
+from .runtime import KdaError, _Marshalled, _stream_handle, load_bundle
 
 __all__ = ["chunk_kda", "fused_recurrent_kda", "window_attention", "chunk_kda_config",
            "fused_recurrent_kda_config", "window_attention_config", "chip_for_device"]
@@ -531,8 +531,7 @@ def _launch(cfg, chip, named: Dict[str, Any], tile: Optional[Dict[str, int]] = N
 
 def _alloc(shape, dtype, device):
     """Allocates an output (tests replace it to poison outputs with NaN)."""
-    import torch
-    return torch.empty(shape, dtype=dtype, device=device)
+    return _torch().empty(shape, dtype=dtype, device=device)
 
 
 def _check_no_grad(*tensors):
@@ -1193,7 +1192,7 @@ def release_workspaces() -> None:
 
 
 def _workspace(device, index, stream, nbytes):
-    import torch
+    torch = _torch()
     if index != torch.cuda.current_device() or torch.cuda.is_current_stream_capturing():
         return torch.empty(nbytes, dtype=torch.uint8, device=device)
     key = (index, stream)
@@ -1205,9 +1204,21 @@ def _workspace(device, index, stream, nbytes):
     return w
 
 
+_torch_module = None
+
+
+def _torch():
+    """torch, imported once (an import statement inside a function costs a
+    module look-up per call, and _run_fast's whole budget is microseconds)."""
+    global _torch_module
+    if _torch_module is None:
+        import torch
+        _torch_module = torch
+    return _torch_module
+
+
 def _run_fast(plan, f, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias):
-    import torch
-    from .runtime import _stream_handle
+    torch = _torch()
     if torch.is_grad_enabled():
         _check_no_grad(q, k, v, g, beta, initial_state, A_log, dt_bias)
     o = _alloc(f.o_shape, f.o_dtype, f.device)

@@ -139,4 +139,32 @@ def KdaScalarAdjoint : Pass<"kda-scalar-adjoint", "ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect"];
 }
 
+def KdaTestTileAdjoint : Pass<"kda-test-tile-adjoint", "ModuleOp"> {
+  let summary = "Add tile programs, their derived adjoints and finite-difference checks (a test)";
+  let description = [{
+    Fills the module with small programs written against TileBuilder (one
+    per primitive with an adjoint rule, and the gated delta rule's chunk step
+    from passes/GatedDeltaKernel.cpp with both gate forms), each one's
+    gradient derived by a TapeTileBuilder (passes/TileAdjoint.h), a
+    `check_<name>` function printing, per input, whether every element's
+    gradient agrees with a central finite difference of the forward, and
+    `main` running them all (test/passes/tile-adjoint.mlir lowers and runs
+    it with mlir-runner).
+  }];
+  let options = [
+    Option<"printErrors", "print-errors", "bool", /*default=*/"false",
+           "also print each input's largest relative error before its verdict">,
+    ListOption<"only", "only", "std::string",
+               "the programs to add (default: all but 'row_max', whose "
+               "primitive has no rule and makes the pass fail)">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::vector::VectorDialect"];
+}
+
 #endif // KDA_PASSES_PASSES_TD

@@ -301,6 +301,55 @@ Value TensorTileBuilder::decayedPairs(Value a, Value bt, Value g,
   return op.getResult(0);
 }
 
+Value TileBuilder::decayedApply(Value dP, Value x, Value g, bool inclusive,
+                                bool transposed) {
+  emitError(b.getLoc(), "this tile builder has no decayedApply (the adjoint "
+                        "of decayedPairs)");
+  return filled(shape(x), 0.0);
+}
+
+Value TensorTileBuilder::decayedApply(Value dP, Value x, Value g,
+                                      bool inclusive, bool transposed) {
+  MLIRContext *ctx = b.getContext();
+  ArrayRef<int64_t> xs = shapeOf(x);
+  // Loops (r, d, s): r the output row, s the summed one. The pair (i, j) of
+  // the forward is (r, s), or (s, r) when transposed.
+  AffineExpr r = b.getAffineDimExpr(0), d = b.getAffineDimExpr(1),
+             s = b.getAffineDimExpr(2);
+  AffineMap pair = transposed ? AffineMap::get(3, 0, {s, r}, ctx)
+                              : AffineMap::get(3, 0, {r, s}, ctx);
+  SmallVector<AffineMap> maps = {
+      pair, AffineMap::get(3, 0, {s, d}, ctx),
+      AffineMap::get(3, 0, {r, d}, ctx), AffineMap::get(3, 0, {s, d}, ctx),
+      AffineMap::get(3, 0, {r, d}, ctx)};
+  Value init = filled({xs[0], xs[1]}, 0.0);
+  auto op = linalg::GenericOp::create(
+      b, TypeRange{init.getType()}, ValueRange{dP, x, g, g}, ValueRange{init},
+      maps,
+      {IteratorType::parallel, IteratorType::parallel,
+       IteratorType::reduction},
+      [&](OpBuilder &nested, Location loc, ValueRange a) {
+        ImplicitLocOpBuilder ib(loc, nested);
+        Value row = linalg::IndexOp::create(ib, transposed ? 2 : 0);
+        Value col = linalg::IndexOp::create(ib, transposed ? 0 : 2);
+        Value keep = arith::CmpIOp::create(
+            ib, inclusive ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
+            col, row);
+        Value zero = arith::ConstantOp::create(ib, ib.getF32FloatAttr(0.0));
+        // exp(g_i - g_j) with i the pair's row: g at (r, d) is g_i unless
+        // transposed.
+        Value gi = transposed ? a[3] : a[2], gj = transposed ? a[2] : a[3];
+        Value exponent = arith::SelectOp::create(
+            ib, keep, arith::SubFOp::create(ib, gi, gj), zero);
+        Value term = arith::MulFOp::create(
+            ib, arith::MulFOp::create(ib, a[0], a[1]),
+            math::ExpOp::create(ib, exponent));
+        Value kept = arith::SelectOp::create(ib, keep, term, zero);
+        linalg::YieldOp::create(ib, ValueRange{arith::AddFOp::create(ib, a[4], kept)});
+      });
+  return op.getResult(0);
+}
+
 Value TensorTileBuilder::convert(Value t, Type elementType) {
   auto type = cast<RankedTensorType>(t.getType());
   Type from = type.getElementType();

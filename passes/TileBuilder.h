@@ -118,6 +118,15 @@ public:
     return out;
   }
 
+  /// The two sums of decayedPairs' adjoint (docs/backward.md), with the
+  /// forward's exponents: out[i, d] = sum_j dP[i, j] x[j, d] exp(g[i, d] -
+  /// g[j, d]) over the pairs decayedPairs keeps (j < i, or j <= i when
+  /// `inclusive`); `transposed`: out[j, d] = sum_i dP[i, j] x[i, d]
+  /// exp(g[i, d] - g[j, d]). [M, M], [M, D], [M, D] -> [M, D]. Builders
+  /// without it (the lane builder, until the GPU backward) emit an error.
+  virtual Value decayedApply(Value dP, Value x, Value g, bool inclusive,
+                             bool transposed);
+
   /// A hint: `tile` is not used again for a long stretch of other work. A
   /// builder whose tiles live in registers may hold it elsewhere until then
   /// (its registers free for that work); the result stands for `tile`. By
@@ -168,6 +177,8 @@ public:
   /// no barrier, a CPU one after another.
   Value invertUnitLower(Value l) override;
   Value decayedPairs(Value a, Value bTile, Value g, bool inclusive) override;
+  Value decayedApply(Value dP, Value x, Value g, bool inclusive,
+                     bool transposed) override;
   Value subTile(Value tile, ArrayRef<int64_t> offsets,
                 ArrayRef<int64_t> sizes) override;
   Value insertSubTile(Value sub, Value tile,

@@ -1,0 +1,420 @@
+//===- TileAdjoint.cpp - reverse mode over the tile primitives ------------===//
+//
+// The rules are docs/backward.md's table, one per primitive, each emitted
+// with the primitives themselves on the inner builder.
+//
+//===----------------------------------------------------------------------===//
+
+#include "passes/TileAdjoint.h"
+
+#include "passes/ScalarAdjoint.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/DenseMap.h"
+
+using namespace mlir;
+using namespace mlir::kda;
+
+namespace {
+enum class Kind {
+  Filled,
+  Map,
+  Matmul,
+  MatmulAdd,
+  Vecmat,
+  RowSum,
+  RowMax,
+  PrefixSumRows,
+  InvertUnitLower,
+  DecayedPairs,
+  Park,
+  SubTile,
+  InsertSubTile,
+  RowOf,
+  Transpose,
+};
+
+/// A map body held as IR: a block not in any region, whose arguments are the
+/// body's scalars then its indices. Dropped with the tape.
+struct BodyDeleter {
+  void operator()(Block *block) const {
+    block->dropAllDefinedValueUses();
+    block->clear();
+    delete block;
+  }
+};
+} // namespace
+
+struct TapeTileBuilder::Entry {
+  Kind kind;
+  SmallVector<Value> inputs;
+  Value result;
+  SmallVector<int64_t> shape;   // map: the result shape
+  SmallVector<Broadcast> casts; // map: each operand's broadcast
+  SmallVector<int64_t> offsets; // subTile, insertSubTile; rowOf: {row}
+  bool transA = false, transB = false, inclusive = false;
+  std::unique_ptr<Block, BodyDeleter> body; // map
+  Value bodyResult;                         // map: in `body`, or outside it
+};
+
+TapeTileBuilder::TapeTileBuilder(TileBuilder &inner)
+    : TileBuilder(inner.builder()), inner(inner) {}
+
+TapeTileBuilder::~TapeTileBuilder() = default;
+
+namespace {
+std::unique_ptr<TapeTileBuilder::Entry> entry(Kind kind, ValueRange inputs,
+                                              Value result) {
+  auto e = std::make_unique<TapeTileBuilder::Entry>();
+  e->kind = kind;
+  e->inputs.assign(inputs.begin(), inputs.end());
+  e->result = result;
+  return e;
+}
+} // namespace
+
+SmallVector<int64_t> TapeTileBuilder::shape(Value tile) {
+  return inner.shape(tile);
+}
+
+Value TapeTileBuilder::filled(ArrayRef<int64_t> shape, double value) {
+  return inner.filled(shape, value); // a constant: nothing to record
+}
+
+Value TapeTileBuilder::map(ArrayRef<int64_t> shape,
+                           ArrayRef<TileOperand> operands, MapBody body,
+                           Type resultType) {
+  auto e = entry(Kind::Map, {}, Value());
+  for (const TileOperand &o : operands) {
+    e->inputs.push_back(o.value);
+    e->casts.push_back(o.broadcast);
+  }
+  e->shape.assign(shape.begin(), shape.end());
+  e->body.reset(new Block());
+  Block *copy = e->body.get();
+  bool captured = false;
+  Value result = inner.map(
+      shape, operands,
+      [&](ImplicitLocOpBuilder &ib, ValueRange scalars,
+          ValueRange ivs) -> Value {
+        if (!captured) {
+          // The body once more, into the tape's own block, for its adjoint.
+          captured = true;
+          for (Value s : scalars)
+            copy->addArgument(s.getType(), ib.getLoc());
+          for (Value i : ivs)
+            copy->addArgument(i.getType(), ib.getLoc());
+          OpBuilder::InsertionGuard guard(ib);
+          ib.setInsertionPointToStart(copy);
+          e->bodyResult =
+              body(ib, copy->getArguments().take_front(scalars.size()),
+                   copy->getArguments().drop_front(scalars.size()));
+        }
+        return body(ib, scalars, ivs);
+      },
+      resultType);
+  e->result = result;
+  tape.push_back(std::move(e));
+  return result;
+}
+
+Value TapeTileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
+  Value r = inner.matmul(a, bTile, transA, transB);
+  auto e = entry(Kind::Matmul, {a, bTile}, r);
+  e->transA = transA;
+  e->transB = transB;
+  tape.push_back(std::move(e));
+  return r;
+}
+
+Value TapeTileBuilder::matmulAdd(Value acc, Value a, Value bTile, bool transA,
+                                 bool transB) {
+  Value r = inner.matmulAdd(acc, a, bTile, transA, transB);
+  auto e = entry(Kind::MatmulAdd, {acc, a, bTile}, r);
+  e->transA = transA;
+  e->transB = transB;
+  tape.push_back(std::move(e));
+  return r;
+}
+
+#define KDA_RECORD(KIND, CALL, ...)                                            \
+  Value r = inner.CALL;                                                        \
+  tape.push_back(entry(Kind::KIND, {__VA_ARGS__}, r));                          \
+  return r;
+
+Value TapeTileBuilder::vecmat(Value x, Value a) {
+  KDA_RECORD(Vecmat, vecmat(x, a), x, a)
+}
+Value TapeTileBuilder::rowSum(Value a) { KDA_RECORD(RowSum, rowSum(a), a) }
+Value TapeTileBuilder::rowMax(Value a) { KDA_RECORD(RowMax, rowMax(a), a) }
+Value TapeTileBuilder::prefixSumRows(Value a) {
+  KDA_RECORD(PrefixSumRows, prefixSumRows(a), a)
+}
+Value TapeTileBuilder::invertUnitLower(Value l) {
+  KDA_RECORD(InvertUnitLower, invertUnitLower(l), l)
+}
+Value TapeTileBuilder::park(Value tile) {
+  // A builder whose park is the tile itself (TensorTileBuilder) made no new
+  // value: recording it would pass the tile's gradient to itself.
+  Value r = inner.park(tile);
+  if (r != tile)
+    tape.push_back(entry(Kind::Park, {tile}, r));
+  return r;
+}
+Value TapeTileBuilder::transpose(Value a) {
+  KDA_RECORD(Transpose, transpose(a), a)
+}
+#undef KDA_RECORD
+
+Value TapeTileBuilder::decayedPairs(Value a, Value bTile, Value g,
+                                    bool inclusive) {
+  Value r = inner.decayedPairs(a, bTile, g, inclusive);
+  auto e = entry(Kind::DecayedPairs, {a, bTile, g}, r);
+  e->inclusive = inclusive;
+  tape.push_back(std::move(e));
+  return r;
+}
+
+Value TapeTileBuilder::decayedApply(Value dP, Value x, Value g,
+                                    bool inclusive, bool transposed) {
+  // Only adjoints use it (no second derivative): not recorded.
+  return inner.decayedApply(dP, x, g, inclusive, transposed);
+}
+
+Value TapeTileBuilder::subTile(Value tile, ArrayRef<int64_t> offsets,
+                               ArrayRef<int64_t> sizes) {
+  Value r = inner.subTile(tile, offsets, sizes);
+  auto e = entry(Kind::SubTile, {tile}, r);
+  e->offsets.assign(offsets.begin(), offsets.end());
+  tape.push_back(std::move(e));
+  return r;
+}
+
+Value TapeTileBuilder::insertSubTile(Value sub, Value tile,
+                                     ArrayRef<int64_t> offsets) {
+  Value r = inner.insertSubTile(sub, tile, offsets);
+  auto e = entry(Kind::InsertSubTile, {sub, tile}, r);
+  e->offsets.assign(offsets.begin(), offsets.end());
+  tape.push_back(std::move(e));
+  return r;
+}
+
+Value TapeTileBuilder::rowOf(Value tile, int64_t row) {
+  Value r = inner.rowOf(tile, row);
+  auto e = entry(Kind::RowOf, {tile}, r);
+  e->offsets = {row};
+  tape.push_back(std::move(e));
+  return r;
+}
+
+FailureOr<SmallVector<Value>>
+TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
+                             ArrayRef<Value> wrt, std::string &why) {
+  TileBuilder &tb = inner;
+  llvm::DenseMap<Value, Value> grads;
+  auto add = [&](Value x, Value dx) {
+    auto it = grads.find(x);
+    if (it == grads.end()) {
+      grads[x] = dx;
+      return;
+    }
+    it->second = tb.map(tb.shape(dx), {it->second, dx},
+                        [](ImplicitLocOpBuilder &ib, ValueRange s,
+                           ValueRange) -> Value {
+                          return arith::AddFOp::create(ib, s[0], s[1]);
+                        });
+  };
+  for (auto [x, dx] : seeds)
+    add(x, dx);
+  auto isFloatTile = [&](Value v) {
+    Type t = v.getType();
+    if (auto shaped = dyn_cast<ShapedType>(t))
+      t = shaped.getElementType();
+    return isa<FloatType>(t);
+  };
+  auto zeros = [&](Value like) { return tb.filled(tb.shape(like), 0.0); };
+  auto identity = [](ImplicitLocOpBuilder &, ValueRange s, ValueRange) {
+    return s[0];
+  };
+  auto mul = [](ImplicitLocOpBuilder &ib, ValueRange s, ValueRange) -> Value {
+    return arith::MulFOp::create(ib, s[0], s[1]);
+  };
+
+  for (auto it = tape.rbegin(); it != tape.rend(); ++it) {
+    Entry &e = **it;
+    auto found = grads.find(e.result);
+    if (found == grads.end())
+      continue;
+    Value dy = found->second;
+    const SmallVector<Value> &in = e.inputs;
+    switch (e.kind) {
+    case Kind::Filled:
+      break;
+    case Kind::Park:
+      add(in[0], dy);
+      break;
+    case Kind::Transpose:
+      add(in[0], tb.transpose(dy));
+      break;
+    case Kind::MatmulAdd:
+    case Kind::Matmul: {
+      // C = op(a) op(b): d op(a) = dC op(b)^T, d op(b) = op(a)^T dC, with
+      // the transposes folded into the flags.
+      size_t first = e.kind == Kind::MatmulAdd ? 1 : 0;
+      if (first)
+        add(in[0], dy);
+      Value a = in[first], bt = in[first + 1];
+      add(a, e.transA ? tb.matmul(bt, dy, e.transB, true)
+                      : tb.matmul(dy, bt, false, !e.transB));
+      add(bt, e.transB ? tb.matmul(dy, a, true, e.transA)
+                       : tb.matmul(a, dy, !e.transA, false));
+      break;
+    }
+    case Kind::Vecmat: {
+      // y[N] = x[M] a[M, N]: dx = a dy, da = x dy^T.
+      SmallVector<int64_t> s = tb.shape(in[1]);
+      add(in[0], tb.rowSum(tb.map(s, {in[1], perColumn(dy)}, mul)));
+      add(in[1], tb.map(s, {perRow(in[0]), perColumn(dy)}, mul));
+      break;
+    }
+    case Kind::RowSum:
+      add(in[0], tb.map(tb.shape(in[0]), {perRow(dy)}, identity));
+      break;
+    case Kind::PrefixSumRows: {
+      // G_i = sum_{j <= i} a_j: da_i = sum_{j >= i} dG_j, the column total
+      // less the inclusive prefix, plus dG_i.
+      SmallVector<int64_t> s = tb.shape(in[0]);
+      if (s.size() != 2) {
+        why = "prefixSumRows of a tile of rank " + std::to_string(s.size()) +
+              " (the rule is for [M, N] tiles)";
+        return failure();
+      }
+      Value total = tb.vecmat(tb.filled({s[0]}, 1.0), dy);
+      Value prefix = tb.prefixSumRows(dy);
+      add(in[0], tb.map(s, {perColumn(total), prefix, dy},
+                        [](ImplicitLocOpBuilder &ib, ValueRange v,
+                           ValueRange) -> Value {
+                          return arith::AddFOp::create(
+                              ib, arith::SubFOp::create(ib, v[0], v[1]), v[2]);
+                        }));
+      break;
+    }
+    case Kind::InvertUnitLower: {
+      // A = (I + L)^-1: dL = strict_tril(-A^T dA A^T).
+      Value a = e.result;
+      Value t = tb.matmul(tb.matmul(a, dy, /*transA=*/true), a, false,
+                          /*transB=*/true);
+      add(in[0], tb.map(tb.shape(t), {t},
+                        [](ImplicitLocOpBuilder &ib, ValueRange v,
+                           ValueRange ivs) -> Value {
+                          Value below = arith::CmpIOp::create(
+                              ib, arith::CmpIPredicate::ult, ivs[1], ivs[0]);
+                          Value zero = arith::ConstantOp::create(
+                              ib, ib.getF32FloatAttr(0.0));
+                          return arith::SelectOp::create(
+                              ib, below, arith::NegFOp::create(ib, v[0]),
+                              zero);
+                        }));
+      break;
+    }
+    case Kind::DecayedPairs: {
+      // P_ij = sum_d a_id b_jd exp(g_id - g_jd): the two sums with the
+      // forward's exponents, and dg = a da - b db.
+      Value a = in[0], bt = in[1], g = in[2];
+      Value da = tb.decayedApply(dy, bt, g, e.inclusive, false);
+      Value db = tb.decayedApply(dy, a, g, e.inclusive, true);
+      add(a, da);
+      add(bt, db);
+      add(g, tb.map(tb.shape(g), {a, da, bt, db},
+                    [](ImplicitLocOpBuilder &ib, ValueRange v,
+                       ValueRange) -> Value {
+                      return arith::SubFOp::create(
+                          ib, arith::MulFOp::create(ib, v[0], v[1]),
+                          arith::MulFOp::create(ib, v[2], v[3]));
+                    }));
+      break;
+    }
+    case Kind::SubTile:
+      add(in[0], tb.insertSubTile(dy, zeros(in[0]), e.offsets));
+      break;
+    case Kind::InsertSubTile: {
+      SmallVector<int64_t> s = tb.shape(in[0]);
+      add(in[0], tb.subTile(dy, e.offsets, s));
+      add(in[1], tb.insertSubTile(tb.filled(s, 0.0), dy, e.offsets));
+      break;
+    }
+    case Kind::RowOf: {
+      SmallVector<int64_t> s = tb.shape(in[0]);
+      Value row = tb.map({1, s[1]}, {perColumn(dy)}, identity);
+      add(in[0], tb.insertSubTile(row, zeros(in[0]), {e.offsets[0], 0}));
+      break;
+    }
+    case Kind::RowMax:
+      why = "rowMax has no adjoint rule (a softmax's stabilizer; the window "
+            "backward will give it one)";
+      return failure();
+    case Kind::Map: {
+      if (!isFloatTile(e.result))
+        break;
+      Block *body = e.body.get();
+      size_t n = in.size();
+      if (!e.bodyResult || body->getNumArguments() < n)
+        break; // the body never ran (an empty tile)
+      for (size_t k = 0; k < n; ++k) {
+        if (!isFloatTile(in[k]))
+          continue;
+        SmallVector<TileOperand> operands;
+        for (size_t i = 0; i < n; ++i)
+          operands.push_back({in[i], e.casts[i]});
+        operands.push_back(TileOperand(dy));
+        std::string whyNot;
+        Value full = tb.map(
+            e.shape, operands,
+            [&](ImplicitLocOpBuilder &ib, ValueRange s,
+                ValueRange ivs) -> Value {
+              IRMapping m;
+              for (size_t i = 0; i < n; ++i)
+                m.map(body->getArgument(i), s[i]);
+              for (size_t i = 0; i < ivs.size() &&
+                                 n + i < body->getNumArguments();
+                   ++i)
+                m.map(body->getArgument(n + i), ivs[i]);
+              for (Operation &op : *body)
+                ib.clone(op, m);
+              Value y = m.lookupOrDefault(e.bodyResult);
+              FailureOr<SmallVector<Value>> parts =
+                  emitScalarAdjoint(ib, y, {s[k]}, s[n], whyNot);
+              if (failed(parts) || parts->empty())
+                return arith::ConstantOp::create(
+                    ib, ib.getZeroAttr(s[n].getType()));
+              return (*parts)[0];
+            });
+        if (!whyNot.empty()) {
+          why = "map: " + whyNot;
+          return failure();
+        }
+        switch (e.casts[k]) {
+        case Broadcast::None:
+          add(in[k], full);
+          break;
+        case Broadcast::AlongColumns: // an [M] operand read per row
+          add(in[k], tb.rowSum(full));
+          break;
+        case Broadcast::AlongRows: // an [N] operand read per column
+          add(in[k], tb.vecmat(tb.filled({e.shape[0]}, 1.0), full));
+          break;
+        }
+      }
+      break;
+    }
+    }
+  }
+
+  SmallVector<Value> out;
+  for (Value w : wrt) {
+    auto it = grads.find(w);
+    out.push_back(it != grads.end() ? it->second : zeros(w));
+  }
+  return out;
+}

@@ -12,8 +12,8 @@
 //                                    0 where one does not;
 // and @main, which runs every check. The programs cover every primitive
 // with a rule, and the chunk step of the gated delta rule itself
-// (emitGatedDeltaChunk, both gate forms): the backward derived from the
-// one algorithm. test/passes/tile-adjoint.mlir lowers and runs it.
+// (emitGatedDeltaChunk, both gate forms, A_log included): the backward
+// derived from the one algorithm. test/passes/tile-adjoint.mlir lowers and runs it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -47,7 +47,8 @@ namespace {
 
 struct InputSpec {
   SmallVector<int64_t> shape;
-  double lo, hi; // values drawn in [lo, hi]
+  double lo, hi;       // values drawn in [lo, hi]
+  bool scalar = false; // a [1] tile the program reads as a scalar (A_log)
 };
 
 using Program =
@@ -206,16 +207,16 @@ SmallVector<TestProgram> programs() {
       ci.gate = in[3];
       ci.beta = in[4];
       ci.dtBias = in[5];
-      ci.aLog = f32c(tb.builder(), 0.4);
+      ci.aLog = in[7];
       ci.validRows = tb.index(valid);
       ChunkOutputs o = emitGatedDeltaChunk(tb, cfg, ci, in[6]);
       return {o.o, o.nextState};
     };
   };
-  SmallVector<InputSpec> chunkInputs = {{{8, 4}, -1, 1},  {{8, 4}, -1, 1},
-                                        {{8, 3}, -1, 1},  {{8, 4}, -1, 1},
-                                        {{8}, -1, 1},     {{4}, -0.5, 0.5},
-                                        {{4, 3}, -0.5, 0.5}};
+  SmallVector<InputSpec> chunkInputs = {
+      {{8, 4}, -1, 1},     {{8, 4}, -1, 1}, {{8, 3}, -1, 1},
+      {{8, 4}, -1, 1},     {{8}, -1, 1},    {{4}, -0.5, 0.5},
+      {{4, 3}, -0.5, 0.5}, {{1}, -0.2, 0.8, /*scalar=*/true}};
   out.push_back({"chunk_lower_bound", chunkInputs,
                  chunk(GateActivation::lower_bound, true, 7)});
   out.push_back({"chunk_softplus", chunkInputs,
@@ -226,7 +227,8 @@ SmallVector<TestProgram> programs() {
   out.push_back(
       {"sequence",
        {{{24, 4}, -1, 1}, {{24, 4}, -1, 1}, {{24, 3}, -1, 1}, {{24, 4}, -1, 1},
-        {{24}, -1, 1}, {{4}, -0.5, 0.5}, {{4, 3}, -0.5, 0.5}},
+        {{24}, -1, 1}, {{4}, -0.5, 0.5}, {{4, 3}, -0.5, 0.5},
+        {{1}, -0.2, 0.8, /*scalar=*/true}},
        [](TileBuilder &tb, ArrayRef<Value> in) -> SmallVector<Value> {
          ChunkConfig cfg;
          cfg.chunk = 8;
@@ -260,7 +262,7 @@ SmallVector<TestProgram> programs() {
            ci.gate = rows(in[3]);
            ci.beta = rows(in[4]);
            ci.dtBias = in[5];
-           ci.aLog = f32c(tb.builder(), 0.4);
+           ci.aLog = in[7];
            ci.validRows = tb.index(c == 2 ? 4 : 8);
            ChunkOutputs r = emitGatedDeltaChunk(tb, cfg, ci, state);
            o = tb.insertSubTile(r.o, o, {8 * c, 0});
@@ -275,6 +277,18 @@ SmallVector<TestProgram> programs() {
                    return {tb.rowMax(in[0])};
                  }});
   return out;
+}
+
+/// What a program gets: its input tiles, a scalar input read from its [1]
+/// tile (the value the tape differentiates it as).
+SmallVector<Value> programArgs(ImplicitLocOpBuilder &b, const TestProgram &p,
+                               ValueRange tiles) {
+  SmallVector<Value> args(tiles.begin(), tiles.end());
+  for (auto [i, spec] : llvm::enumerate(p.inputs))
+    if (spec.scalar)
+      args[i] = tensor::ExtractOp::create(
+          b, args[i], ValueRange{arith::ConstantIndexOp::create(b, 0)});
+  return args;
 }
 
 struct TestTileAdjointPass
@@ -304,7 +318,7 @@ struct TestTileAdjointPass
         Block *entry = fwd.addEntryBlock();
         ImplicitLocOpBuilder b(loc, entry, entry->begin());
         TensorTileBuilder tb(b);
-        SmallVector<Value> args(entry->getArguments());
+        SmallVector<Value> args = programArgs(b, p, entry->getArguments());
         SmallVector<Value> r = p.run(tb, args);
         for (Value v : r)
           outs.push_back(v.getType());
@@ -322,7 +336,8 @@ struct TestTileAdjointPass
         ImplicitLocOpBuilder b(loc, entry, entry->begin());
         TensorTileBuilder inner(b);
         TapeTileBuilder tape(inner);
-        SmallVector<Value> args(entry->getArguments().take_front(ins.size()));
+        SmallVector<Value> args = programArgs(
+            b, p, entry->getArguments().take_front(ins.size()));
         SmallVector<Value> r = p.run(tape, args);
         SmallVector<std::pair<Value, Value>> seeds;
         for (auto [i, v] : llvm::enumerate(r))

@@ -227,6 +227,12 @@ TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
   };
   for (auto [x, dx] : seeds)
     add(x, dx);
+  // Scalars among `wrt` (A_log): map bodies capture them rather than take
+  // them as operands. Their gradients are [1] tiles.
+  SmallVector<Value> watched;
+  for (Value w : wrt)
+    if (isa<FloatType>(w.getType()))
+      watched.push_back(w);
   auto isFloatTile = [&](Value v) {
     Type t = v.getType();
     if (auto shaped = dyn_cast<ShapedType>(t))
@@ -406,6 +412,55 @@ TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
           break;
         }
       }
+      // A watched scalar the body captures: the body once more with the
+      // scalar as an operand (a tile filled with it), differentiated with
+      // respect to that operand, summed over the tile to a [1] tile.
+      for (Value w : watched) {
+        bool captured = false;
+        body->walk([&](Operation *op) {
+          captured |= llvm::is_contained(op->getOperands(), w);
+        });
+        if (!captured && e.bodyResult != w)
+          continue;
+        Value splat = tb.map(e.shape, {},
+                             [&](ImplicitLocOpBuilder &, ValueRange,
+                                 ValueRange) { return w; });
+        SmallVector<TileOperand> operands;
+        for (size_t i = 0; i < n; ++i)
+          operands.push_back({in[i], e.casts[i]});
+        operands.push_back(TileOperand(splat));
+        operands.push_back(TileOperand(dy));
+        std::string whyNot;
+        Value full = tb.map(
+            e.shape, operands,
+            [&](ImplicitLocOpBuilder &ib, ValueRange s,
+                ValueRange ivs) -> Value {
+              IRMapping m;
+              for (size_t i = 0; i < n; ++i)
+                m.map(body->getArgument(i), s[i]);
+              for (size_t i = 0; i < ivs.size() &&
+                                 n + i < body->getNumArguments();
+                   ++i)
+                m.map(body->getArgument(n + i), ivs[i]);
+              m.map(w, s[n]);
+              for (Operation &op : *body)
+                ib.clone(op, m);
+              Value y = m.lookupOrDefault(e.bodyResult);
+              FailureOr<SmallVector<Value>> parts =
+                  emitScalarAdjoint(ib, y, {s[n]}, s[n + 1], whyNot);
+              if (failed(parts) || parts->empty())
+                return arith::ConstantOp::create(
+                    ib, ib.getZeroAttr(s[n + 1].getType()));
+              return (*parts)[0];
+            });
+        if (!whyNot.empty()) {
+          why = "map: " + whyNot;
+          return failure();
+        }
+        Value vec = e.shape.size() == 2 ? tb.rowSum(full) : full;
+        int64_t len = tb.shape(vec)[0];
+        add(w, tb.rowSum(tb.map({1, len}, {perColumn(vec)}, identity)));
+      }
       break;
     }
     }
@@ -414,7 +469,11 @@ TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
   SmallVector<Value> out;
   for (Value w : wrt) {
     auto it = grads.find(w);
-    out.push_back(it != grads.end() ? it->second : zeros(w));
+    if (it != grads.end())
+      out.push_back(it->second);
+    else
+      out.push_back(isa<FloatType>(w.getType()) ? tb.filled({1}, 0.0)
+                                                : zeros(w));
   }
   return out;
 }

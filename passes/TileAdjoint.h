@@ -9,8 +9,8 @@
 // rule differentiates the map's own body (ScalarAdjoint.h).
 //
 // What is a constant to the adjoint: values a map body captures instead of
-// taking them as operands (A_log, the scale), and index operands
-// (validRows): no gradient flows to them.
+// taking them as operands (the scale), unless they are named among the
+// scalars to differentiate (A_log), and index operands (validRows).
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,7 +60,9 @@ public:
   /// Emits, on the inner builder, the gradient of every `wrt` tile given the
   /// gradients `seeds` (forward tile, its gradient) of the values the loss
   /// reads: reverse mode over the tape. A `wrt` the seeds do not reach gets
-  /// zeros. Fails, saying which primitive, where a seed reaches a `wrt`
+  /// zeros. A `wrt` that is a float scalar (A_log) is one map bodies capture:
+  /// its gradient, a [1] tile, sums what every body that captures it
+  /// contributes. Fails, saying which primitive, where a seed reaches a `wrt`
   /// through a primitive without a rule (rowMax) or a map body op without
   /// one (ScalarAdjoint.h).
   FailureOr<SmallVector<Value>>

@@ -21,18 +21,19 @@
 // CHECK-LABEL: func.func @products_grad(%{{.*}}: tensor<4x3xf32>, %{{.*}}: tensor<5x3xf32>, %{{.*}}: tensor<4x5xf32>, %{{.*}}: tensor<4xf32>, %{{.*}}: tensor<4x5xf32>, %{{.*}}: tensor<3x5xf32>, %{{.*}}: tensor<5xf32>, %{{.*}}: tensor<4x5xf32>) -> (tensor<4x3xf32>, tensor<5x3xf32>, tensor<4x5xf32>, tensor<4xf32>)
 // CHECK-LABEL: func.func @pairs_grad(
 // CHECK-LABEL: func.func @structural_grad(
-// The chunk step: q, k, v, the raw gate, beta logits, dt_bias and the state
-// in; o and the next state's seeds; a gradient for each input.
-// CHECK-LABEL: func.func @chunk_lower_bound_grad(%{{.*}}: tensor<8x4xf32>, %{{.*}}: tensor<8x4xf32>, %{{.*}}: tensor<8x3xf32>, %{{.*}}: tensor<8x4xf32>, %{{.*}}: tensor<8xf32>, %{{.*}}: tensor<4xf32>, %{{.*}}: tensor<4x3xf32>, %{{.*}}: tensor<8x3xf32>, %{{.*}}: tensor<4x3xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x3xf32>, tensor<8x4xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4x3xf32>)
+// The chunk step: q, k, v, the raw gate, beta logits, dt_bias, the state and
+// A_log in; o and the next state's seeds; a gradient for each input.
+// CHECK-LABEL: func.func @chunk_lower_bound_grad(%{{.*}}: tensor<8x4xf32>, %{{.*}}: tensor<8x4xf32>, %{{.*}}: tensor<8x3xf32>, %{{.*}}: tensor<8x4xf32>, %{{.*}}: tensor<8xf32>, %{{.*}}: tensor<4xf32>, %{{.*}}: tensor<4x3xf32>, %{{.*}}: tensor<1xf32>, %{{.*}}: tensor<8x3xf32>, %{{.*}}: tensor<4x3xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>, tensor<8x3xf32>, tensor<8x4xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4x3xf32>, tensor<1xf32>)
 // CHECK-LABEL: func.func @chunk_softplus_grad(
 // CHECK-LABEL: func.func @sequence_grad(%{{.*}}: tensor<24x4xf32>
 // CHECK-LABEL: func.func @main()
 
-// 4 + 3 + 1 + 3 + 2 inputs of the primitive programs, 7 + 7 of the chunk
-// step (lower-bound gate with l2 norm and a padding row; softplus gate), 7 of
+// 4 + 3 + 1 + 3 + 2 inputs of the primitive programs, 8 + 8 of the chunk
+// step (lower-bound gate with l2 norm and a padding row; softplus gate), 8 of
 // a sequence of 20 tokens in three chunks chained through the state (its
-// adjoint: the reverse state pass, chunk by chunk).
-// EXEC-COUNT-34: {{^}}1{{$}}
+// adjoint: the reverse state pass, chunk by chunk). The eighth is A_log, a
+// scalar the gate's map bodies capture: its gradient sums theirs.
+// EXEC-COUNT-37: {{^}}1{{$}}
 // EXEC-NOT: {{^}}0{{$}}
 
 // ERR: error: kda-test-tile-adjoint: row_max: rowMax has no adjoint rule

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/GatedDeltaBackward.h"
 #include "passes/GatedDeltaKernel.h"
 #include "passes/Passes.h"
 #include "passes/TileAdjoint.h"
@@ -54,11 +55,33 @@ struct InputSpec {
 using Program =
     std::function<SmallVector<Value>(TileBuilder &tb, ArrayRef<Value> in)>;
 
+/// A gradient written for a program (instead of the tape over `run`):
+/// (inputs as the program gets them, seeds) -> a gradient per input.
+using GradProgram = std::function<FailureOr<SmallVector<Value>>(
+    ImplicitLocOpBuilder &b, ArrayRef<Value> in, ArrayRef<Value> seeds,
+    std::string &why)>;
+
 struct TestProgram {
   std::string name;
   SmallVector<InputSpec> inputs;
   Program run;
+  GradProgram grad = {};
 };
+
+/// The sequence programs' chunk step: C = 8, sub-chunks of 4, K = 4, V = 3,
+/// l2 norm, beta sigmoid, the lower-bound gate.
+ChunkConfig sequenceConfig() {
+  ChunkConfig cfg;
+  cfg.chunk = 8;
+  cfg.subChunk = 4;
+  cfg.keyDim = 4;
+  cfg.valueDim = 3;
+  cfg.scale = 0.5;
+  cfg.qkL2Norm = true;
+  cfg.betaActivation = BetaActivation::sigmoid;
+  cfg.gateActivation = GateActivation::lower_bound;
+  return cfg;
+}
 
 Value f32c(ImplicitLocOpBuilder &b, double v) {
   return arith::ConstantOp::create(b, b.getF32FloatAttr(v));
@@ -230,15 +253,7 @@ SmallVector<TestProgram> programs() {
         {{24}, -1, 1}, {{4}, -0.5, 0.5}, {{4, 3}, -0.5, 0.5},
         {{1}, -0.2, 0.8, /*scalar=*/true}},
        [](TileBuilder &tb, ArrayRef<Value> in) -> SmallVector<Value> {
-         ChunkConfig cfg;
-         cfg.chunk = 8;
-         cfg.subChunk = 4;
-         cfg.keyDim = 4;
-         cfg.valueDim = 3;
-         cfg.scale = 0.5;
-         cfg.qkL2Norm = true;
-         cfg.betaActivation = BetaActivation::sigmoid;
-         cfg.gateActivation = GateActivation::lower_bound;
+         ChunkConfig cfg = sequenceConfig();
          Value state = in[6];
          Value o = tb.filled({24, 3}, 0.0);
          for (int64_t c = 0; c < 3; ++c) {
@@ -270,6 +285,35 @@ SmallVector<TestProgram> programs() {
          }
          return {o, state};
        }});
+  // The same sequence's gradient by emitSequenceBackward (the forward pass
+  // keeping each chunk's state, then the reverse pass over scf.for loops:
+  // each chunk recomputed under a tape), checked against the unrolled
+  // forward's differences.
+  {
+    TestProgram loop = out.back();
+    loop.name = "sequence_loop";
+    loop.grad = [](ImplicitLocOpBuilder &b, ArrayRef<Value> in,
+                   ArrayRef<Value> seeds,
+                   std::string &why) -> FailureOr<SmallVector<Value>> {
+      SequenceTiles t;
+      t.q = in[0];
+      t.k = in[1];
+      t.v = in[2];
+      t.gate = in[3];
+      t.beta = in[4];
+      t.dtBias = in[5];
+      t.state = in[6];
+      t.aLog = in[7];
+      t.tokens = 20;
+      FailureOr<SequenceGrads> g =
+          emitSequenceBackward(b, sequenceConfig(), t, seeds[0], seeds[1], why);
+      if (failed(g))
+        return failure();
+      return SmallVector<Value>{g->dq,    g->dk,      g->dv,     g->dgate,
+                                g->dbeta, g->dDtBias, g->dState, g->dALog};
+    };
+    out.push_back(loop);
+  }
   // A primitive without a rule: the pass must fail and name it.
   out.push_back({"row_max",
                  {{{3, 4}, -1, 1}},
@@ -338,12 +382,19 @@ struct TestTileAdjointPass
         TapeTileBuilder tape(inner);
         SmallVector<Value> args = programArgs(
             b, p, entry->getArguments().take_front(ins.size()));
-        SmallVector<Value> r = p.run(tape, args);
-        SmallVector<std::pair<Value, Value>> seeds;
-        for (auto [i, v] : llvm::enumerate(r))
-          seeds.push_back({v, entry->getArgument(ins.size() + i)});
         std::string why;
-        FailureOr<SmallVector<Value>> grads = tape.emitAdjoint(seeds, args, why);
+        FailureOr<SmallVector<Value>> grads;
+        if (p.grad) {
+          SmallVector<Value> seedArgs(
+              entry->getArguments().drop_front(ins.size()));
+          grads = p.grad(b, args, seedArgs, why);
+        } else {
+          SmallVector<Value> r = p.run(tape, args);
+          SmallVector<std::pair<Value, Value>> seeds;
+          for (auto [i, v] : llvm::enumerate(r))
+            seeds.push_back({v, entry->getArgument(ins.size() + i)});
+          grads = tape.emitAdjoint(seeds, args, why);
+        }
         if (failed(grads)) {
           module.emitError() << "kda-test-tile-adjoint: " << p.name << ": "
                              << why;

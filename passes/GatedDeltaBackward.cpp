@@ -1,0 +1,204 @@
+//===- GatedDeltaBackward.cpp - the gated delta rule's backward, derived --===//
+
+#include "passes/GatedDeltaBackward.h"
+
+#include "passes/TileAdjoint.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinAttributes.h"
+
+using namespace mlir;
+using namespace mlir::kda;
+
+namespace {
+
+Value zerosOf(ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape) {
+  auto type = RankedTensorType::get(shape, b.getF32Type());
+  return arith::ConstantOp::create(
+      b, DenseElementsAttr::get(type, b.getF32FloatAttr(0.0)));
+}
+
+/// Rows [off, off + C) of a [P] or [P, N] tensor.
+Value rowsAt(ImplicitLocOpBuilder &b, Value t, Value off, int64_t c) {
+  auto type = cast<RankedTensorType>(t.getType());
+  SmallVector<OpFoldResult> offs = {off}, sizes = {b.getIndexAttr(c)},
+                            strides = {b.getIndexAttr(1)};
+  SmallVector<int64_t> shape = {c};
+  if (type.getRank() == 2) {
+    offs.push_back(b.getIndexAttr(0));
+    sizes.push_back(b.getIndexAttr(type.getShape()[1]));
+    strides.push_back(b.getIndexAttr(1));
+    shape.push_back(type.getShape()[1]);
+  }
+  return tensor::ExtractSliceOp::create(
+      b, RankedTensorType::get(shape, type.getElementType()), t, offs, sizes,
+      strides);
+}
+
+/// `sub` written over rows [off, off + C) of `dest`.
+Value putRows(ImplicitLocOpBuilder &b, Value sub, Value dest, Value off) {
+  auto type = cast<RankedTensorType>(sub.getType());
+  SmallVector<OpFoldResult> offs = {off}, sizes, strides;
+  for (int64_t d = 0; d < type.getRank(); ++d) {
+    if (d > 0)
+      offs.push_back(b.getIndexAttr(0));
+    sizes.push_back(b.getIndexAttr(type.getShape()[d]));
+    strides.push_back(b.getIndexAttr(1));
+  }
+  return tensor::InsertSliceOp::create(b, sub, dest, offs, sizes, strides);
+}
+
+/// [K, V] state `c` of a [NC, K, V] stack, or `state` written there.
+SmallVector<OpFoldResult> stackAt(ImplicitLocOpBuilder &b, Value c,
+                                  SmallVector<OpFoldResult> &sizes,
+                                  SmallVector<OpFoldResult> &strides,
+                                  int64_t k, int64_t v) {
+  sizes = {b.getIndexAttr(1), b.getIndexAttr(k), b.getIndexAttr(v)};
+  strides = {b.getIndexAttr(1), b.getIndexAttr(1), b.getIndexAttr(1)};
+  return {c, b.getIndexAttr(0), b.getIndexAttr(0)};
+}
+
+} // namespace
+
+FailureOr<SequenceGrads>
+mlir::kda::emitSequenceBackward(ImplicitLocOpBuilder &b,
+                                const ChunkConfig &config,
+                                const SequenceTiles &in, Value dO,
+                                Value dStateEnd, std::string &why) {
+  const int64_t C = config.chunk, K = config.keyDim, V = config.valueDim;
+  const int64_t padded = cast<RankedTensorType>(in.q.getType()).getShape()[0];
+  const int64_t chunks = (in.tokens + C - 1) / C;
+  if (in.tokens <= 0 || chunks * C > padded) {
+    why = "emitSequenceBackward: " + std::to_string(in.tokens) +
+          " tokens in chunks of " + std::to_string(C) + " need " +
+          std::to_string(chunks * C) + " rows, the tiles have " +
+          std::to_string(padded);
+    return failure();
+  }
+  Type f32 = b.getF32Type();
+  Value c0 = arith::ConstantIndexOp::create(b, 0);
+  Value c1 = arith::ConstantIndexOp::create(b, 1);
+  Value cC = arith::ConstantIndexOp::create(b, C);
+  Value cChunks = arith::ConstantIndexOp::create(b, chunks);
+  Value cLast = arith::ConstantIndexOp::create(b, chunks - 1);
+  Value cTokens = arith::ConstantIndexOp::create(b, in.tokens);
+
+  // Chunk c's inputs: rows [c C, c C + C), the real ones min(C, T - c C).
+  auto inputsAt = [&](ImplicitLocOpBuilder &ib, Value off) {
+    ChunkInputs ci;
+    ci.q = rowsAt(ib, in.q, off, C);
+    ci.k = rowsAt(ib, in.k, off, C);
+    ci.v = rowsAt(ib, in.v, off, C);
+    ci.gate = in.gate ? rowsAt(ib, in.gate, off, C) : Value();
+    ci.beta = in.beta ? rowsAt(ib, in.beta, off, C) : Value();
+    ci.dtBias = in.dtBias;
+    ci.aLog = in.aLog;
+    ci.validRows = arith::MinSIOp::create(
+        ib, arith::SubIOp::create(ib, cTokens, off), cC);
+    return ci;
+  };
+
+  // Forward: the state before every chunk.
+  auto stackType = RankedTensorType::get({chunks, K, V}, f32);
+  Value stack0 = tensor::EmptyOp::create(b, stackType.getShape(), f32);
+  auto forward = scf::ForOp::create(
+      b, c0, cChunks, c1, ValueRange{in.state, stack0},
+      [&](OpBuilder &nb, Location loc, Value c, ValueRange carried) {
+        ImplicitLocOpBuilder ib(loc, nb);
+        SmallVector<OpFoldResult> sizes, strides;
+        SmallVector<OpFoldResult> at = stackAt(ib, c, sizes, strides, K, V);
+        Value stack = tensor::InsertSliceOp::create(ib, carried[0], carried[1],
+                                                    at, sizes, strides);
+        TensorTileBuilder tb(ib);
+        Value off = arith::MulIOp::create(ib, c, cC);
+        ChunkOutputs out =
+            emitGatedDeltaChunk(tb, config, inputsAt(ib, off), carried[0]);
+        scf::YieldOp::create(ib, ValueRange{out.nextState, stack});
+      });
+  Value stack = forward.getResult(1);
+
+  // Reverse: each chunk's step recomputed under a tape, its adjoint seeded
+  // with the chunk's output gradient and the state gradient from after it.
+  SmallVector<Value> init = {dStateEnd,
+                             zerosOf(b, {padded, K}),
+                             zerosOf(b, {padded, K}),
+                             zerosOf(b, {padded, V}),
+                             zerosOf(b, {padded, K}),
+                             zerosOf(b, {padded}),
+                             zerosOf(b, {K}),
+                             zerosOf(b, {1})};
+  std::string whyNot;
+  auto reverse = scf::ForOp::create(
+      b, c0, cChunks, c1, init,
+      [&](OpBuilder &nb, Location loc, Value i, ValueRange carried) {
+        ImplicitLocOpBuilder ib(loc, nb);
+        Value c = arith::SubIOp::create(ib, cLast, i);
+        Value off = arith::MulIOp::create(ib, c, cC);
+        SmallVector<OpFoldResult> sizes, strides;
+        SmallVector<OpFoldResult> at = stackAt(ib, c, sizes, strides, K, V);
+        Value h = tensor::ExtractSliceOp::create(
+            ib, RankedTensorType::get({K, V}, f32), stack, at, sizes, strides);
+        ChunkInputs ci = inputsAt(ib, off);
+        TensorTileBuilder inner(ib);
+        TapeTileBuilder tape(inner);
+        ChunkOutputs out = emitGatedDeltaChunk(tape, config, ci, h);
+        SmallVector<Value> wrt = {ci.q, ci.k, ci.v, h};
+        if (ci.gate)
+          wrt.push_back(ci.gate);
+        if (ci.beta)
+          wrt.push_back(ci.beta);
+        if (ci.dtBias)
+          wrt.push_back(ci.dtBias);
+        if (ci.aLog)
+          wrt.push_back(ci.aLog);
+        FailureOr<SmallVector<Value>> g = tape.emitAdjoint(
+            {{out.o, rowsAt(ib, dO, off, C)}, {out.nextState, carried[0]}},
+            wrt, whyNot);
+        if (failed(g)) {
+          scf::YieldOp::create(ib, carried);
+          return;
+        }
+        auto sum = [&](Value a, Value d) {
+          return inner.map(inner.shape(a), {a, d},
+                           [](ImplicitLocOpBuilder &bb, ValueRange s,
+                              ValueRange) -> Value {
+                             return arith::AddFOp::create(bb, s[0], s[1]);
+                           });
+        };
+        SmallVector<Value> next = {(*g)[3], putRows(ib, (*g)[0], carried[1], off),
+                                   putRows(ib, (*g)[1], carried[2], off),
+                                   putRows(ib, (*g)[2], carried[3], off),
+                                   carried[4], carried[5], carried[6],
+                                   carried[7]};
+        size_t at2 = 4;
+        if (ci.gate)
+          next[4] = putRows(ib, (*g)[at2++], carried[4], off);
+        if (ci.beta)
+          next[5] = putRows(ib, (*g)[at2++], carried[5], off);
+        if (ci.dtBias)
+          next[6] = sum(carried[6], (*g)[at2++]);
+        if (ci.aLog)
+          next[7] = sum(carried[7], (*g)[at2++]);
+        scf::YieldOp::create(ib, next);
+      });
+  if (!whyNot.empty()) {
+    why = whyNot;
+    return failure();
+  }
+  SequenceGrads out;
+  out.dState = reverse.getResult(0);
+  out.dq = reverse.getResult(1);
+  out.dk = reverse.getResult(2);
+  out.dv = reverse.getResult(3);
+  if (in.gate)
+    out.dgate = reverse.getResult(4);
+  if (in.beta)
+    out.dbeta = reverse.getResult(5);
+  if (in.dtBias)
+    out.dDtBias = reverse.getResult(6);
+  if (in.aLog)
+    out.dALog = reverse.getResult(7);
+  return out;
+}

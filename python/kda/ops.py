@@ -1181,7 +1181,13 @@ class _Fast:
 # every call on that stream can reuse one buffer (grown to the largest call).
 # release_workspaces() gives them back. Calls captured into a CUDA graph get
 # fresh ones (the graph's private pool keeps them), since a kept buffer that
-# later grew would free memory a graph still names.
+# later grew would free memory a graph still names. Only workspaces up to
+# KEEP_WORKSPACE_BYTES are kept: a kept buffer is memory the caller's other
+# work cannot reuse between calls (T = 8192 x 32 heads needs 486 MB, a
+# serving batch of 32,000 tokens 1.9 GB), and keeping one saves about 1 to 3
+# us of torch.empty (bench/host_path.py), which matters only on short calls,
+# whose workspaces are small (T = 1024 x 32 heads: 61 MB).
+KEEP_WORKSPACE_BYTES = 64 << 20
 _workspaces: Dict[Tuple[int, int], Any] = {}
 
 
@@ -1193,7 +1199,8 @@ def release_workspaces() -> None:
 
 def _workspace(device, index, stream, nbytes):
     torch = _torch()
-    if index != torch.cuda.current_device() or torch.cuda.is_current_stream_capturing():
+    if (nbytes > KEEP_WORKSPACE_BYTES or index != torch.cuda.current_device()
+            or torch.cuda.is_current_stream_capturing()):
         return torch.empty(nbytes, dtype=torch.uint8, device=device)
     key = (index, stream)
     w = _workspaces.get(key)

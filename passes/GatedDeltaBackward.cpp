@@ -202,3 +202,199 @@ mlir::kda::emitSequenceBackward(ImplicitLocOpBuilder &b,
     out.dALog = reverse.getResult(7);
   return out;
 }
+
+namespace {
+
+/// [.., T, .., N] slices of the dense layout: (b, :, x, :) of a rank-4
+/// tensor -> [T, N]; (b, :, x) of a rank-3 one -> [T]; (b, x, :, :) of a
+/// state stack [B, X, K, V] -> [K, V] (`stateLike`).
+Value denseSlice(ImplicitLocOpBuilder &b, Value t, Value bi, Value x,
+                 bool stateLike = false) {
+  auto type = cast<RankedTensorType>(t.getType());
+  ArrayRef<int64_t> s = type.getShape();
+  auto I = [&](int64_t v) -> OpFoldResult { return b.getIndexAttr(v); };
+  SmallVector<OpFoldResult> offs, sizes, strides(s.size(), I(1));
+  SmallVector<int64_t> shape;
+  if (stateLike) {
+    offs = {bi, x, I(0), I(0)};
+    sizes = {I(1), I(1), I(s[2]), I(s[3])};
+    shape = {s[2], s[3]};
+  } else if (s.size() == 4) {
+    offs = {bi, I(0), x, I(0)};
+    sizes = {I(1), I(s[1]), I(1), I(s[3])};
+    shape = {s[1], s[3]};
+  } else {
+    offs = {bi, I(0), x};
+    sizes = {I(1), I(s[1]), I(1)};
+    shape = {s[1]};
+  }
+  return tensor::ExtractSliceOp::create(
+      b, RankedTensorType::get(shape, type.getElementType()), t, offs, sizes,
+      strides);
+}
+
+/// `sub` written where denseSlice(dest, bi, x, stateLike) reads.
+Value denseInsert(ImplicitLocOpBuilder &b, Value sub, Value dest, Value bi,
+                  Value x, bool stateLike = false) {
+  ArrayRef<int64_t> s = cast<RankedTensorType>(dest.getType()).getShape();
+  auto I = [&](int64_t v) -> OpFoldResult { return b.getIndexAttr(v); };
+  SmallVector<OpFoldResult> offs, sizes, strides(s.size(), I(1));
+  if (stateLike) {
+    offs = {bi, x, I(0), I(0)};
+    sizes = {I(1), I(1), I(s[2]), I(s[3])};
+  } else if (s.size() == 4) {
+    offs = {bi, I(0), x, I(0)};
+    sizes = {I(1), I(s[1]), I(1), I(s[3])};
+  } else {
+    offs = {bi, I(0), x};
+    sizes = {I(1), I(s[1]), I(1)};
+  }
+  return tensor::InsertSliceOp::create(b, sub, dest, offs, sizes, strides);
+}
+
+/// Rows [0, rows) of a [P] or [P, N] tensor, or `t` grown to `rows` rows of
+/// zeros after its own.
+Value withRows(ImplicitLocOpBuilder &b, Value t, int64_t rows) {
+  auto type = cast<RankedTensorType>(t.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  if (shape[0] == rows)
+    return t;
+  Value zero = arith::ConstantIndexOp::create(b, 0);
+  if (shape[0] > rows)
+    return rowsAt(b, t, zero, rows);
+  shape[0] = rows;
+  return putRows(b, t, zerosOf(b, shape), zero);
+}
+
+Value addTiles(ImplicitLocOpBuilder &b, Value x, Value y) {
+  TensorTileBuilder tb(b);
+  return tb.map(tb.shape(x), {x, y},
+                [](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange) -> Value {
+                  return arith::AddFOp::create(bb, s[0], s[1]);
+                });
+}
+
+} // namespace
+
+FailureOr<SequenceGrads>
+mlir::kda::emitDenseBackward(ImplicitLocOpBuilder &b, const ChunkConfig &config,
+                             const DenseTensors &in, Value dO, Value dStateEnd,
+                             std::string &why) {
+  auto shapeOf = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getShape();
+  };
+  const int64_t B = shapeOf(in.q)[0], T = shapeOf(in.q)[1],
+                H = shapeOf(in.q)[2], K = config.keyDim,
+                HV = shapeOf(in.v)[2], V = config.valueDim,
+                C = config.chunk;
+  if (HV % H != 0) {
+    why = "emitDenseBackward: " + std::to_string(HV) +
+          " value heads are not a multiple of " + std::to_string(H) +
+          " q / k heads";
+    return failure();
+  }
+  const int64_t padded = (T + C - 1) / C * C;
+  Value c0 = arith::ConstantIndexOp::create(b, 0);
+  Value c1 = arith::ConstantIndexOp::create(b, 1);
+  Value cB = arith::ConstantIndexOp::create(b, B);
+  Value cHV = arith::ConstantIndexOp::create(b, HV);
+  Value cGroup = arith::ConstantIndexOp::create(b, HV / H);
+
+  // dq, dk, dv, dgate, dbeta, dstate, dA_log, ddt_bias: zeros to start.
+  SmallVector<Value> init = {zerosOf(b, {B, T, H, K}),  zerosOf(b, {B, T, H, K}),
+                             zerosOf(b, {B, T, HV, V}), zerosOf(b, {B, T, HV, K}),
+                             zerosOf(b, {B, T, HV}),    zerosOf(b, {B, HV, K, V}),
+                             zerosOf(b, {HV}),          zerosOf(b, {HV, K})};
+  std::string whyNot;
+  auto outer = scf::ForOp::create(
+      b, c0, cB, c1, init,
+      [&](OpBuilder &ob, Location ol, Value bi, ValueRange seqAcc) {
+        ImplicitLocOpBuilder sb(ol, ob);
+        auto inner = scf::ForOp::create(
+            sb, c0, cHV, c1, seqAcc,
+            [&](OpBuilder &nb, Location loc, Value hv, ValueRange acc) {
+              ImplicitLocOpBuilder ib(loc, nb);
+              Value qh = arith::DivUIOp::create(ib, hv, cGroup);
+              SequenceTiles t;
+              t.tokens = T;
+              t.q = withRows(ib, denseSlice(ib, in.q, bi, qh), padded);
+              t.k = withRows(ib, denseSlice(ib, in.k, bi, qh), padded);
+              t.v = withRows(ib, denseSlice(ib, in.v, bi, hv), padded);
+              if (in.gate)
+                t.gate = withRows(ib, denseSlice(ib, in.gate, bi, hv), padded);
+              if (in.beta)
+                t.beta = withRows(ib, denseSlice(ib, in.beta, bi, hv), padded);
+              if (in.dtBias) {
+                auto I = [&](int64_t v) -> OpFoldResult { return ib.getIndexAttr(v); };
+                t.dtBias = tensor::ExtractSliceOp::create(
+                    ib, RankedTensorType::get({K}, ib.getF32Type()), in.dtBias,
+                    SmallVector<OpFoldResult>{hv, I(0)},
+                    SmallVector<OpFoldResult>{I(1), I(K)},
+                    SmallVector<OpFoldResult>{I(1), I(1)});
+              }
+              if (in.aLog)
+                t.aLog = tensor::ExtractOp::create(ib, in.aLog, ValueRange{hv});
+              t.state = in.state ? denseSlice(ib, in.state, bi, hv, true)
+                                 : zerosOf(ib, {K, V});
+              Value dOs = withRows(ib, denseSlice(ib, dO, bi, hv), padded);
+              Value dEnd = dStateEnd ? denseSlice(ib, dStateEnd, bi, hv, true)
+                                     : zerosOf(ib, {K, V});
+              FailureOr<SequenceGrads> g =
+                  emitSequenceBackward(ib, config, t, dOs, dEnd, whyNot);
+              if (failed(g)) {
+                scf::YieldOp::create(ib, acc);
+                return;
+              }
+              SmallVector<Value> next(acc.begin(), acc.end());
+              // GVA: the value heads of a q / k head sum into it.
+              next[0] = denseInsert(
+                  ib, addTiles(ib, denseSlice(ib, acc[0], bi, qh), withRows(ib, g->dq, T)),
+                  acc[0], bi, qh);
+              next[1] = denseInsert(
+                  ib, addTiles(ib, denseSlice(ib, acc[1], bi, qh), withRows(ib, g->dk, T)),
+                  acc[1], bi, qh);
+              next[2] = denseInsert(ib, withRows(ib, g->dv, T), acc[2], bi, hv);
+              if (g->dgate)
+                next[3] = denseInsert(ib, withRows(ib, g->dgate, T), acc[3], bi, hv);
+              if (g->dbeta)
+                next[4] = denseInsert(ib, withRows(ib, g->dbeta, T), acc[4], bi, hv);
+              next[5] = denseInsert(ib, g->dState, acc[5], bi, hv, true);
+              if (g->dALog) {
+                Value old = tensor::ExtractOp::create(ib, acc[6], ValueRange{hv});
+                Value add = tensor::ExtractOp::create(ib, g->dALog, ValueRange{c0});
+                next[6] = tensor::InsertOp::create(
+                    ib, arith::AddFOp::create(ib, old, add), acc[6], ValueRange{hv});
+              }
+              if (g->dDtBias) {
+                auto I = [&](int64_t v) -> OpFoldResult { return ib.getIndexAttr(v); };
+                SmallVector<OpFoldResult> offs = {hv, I(0)}, sizes = {I(1), I(K)},
+                                          strides = {I(1), I(1)};
+                Value row = tensor::ExtractSliceOp::create(
+                    ib, RankedTensorType::get({K}, ib.getF32Type()), acc[7], offs,
+                    sizes, strides);
+                next[7] = tensor::InsertSliceOp::create(
+                    ib, addTiles(ib, row, g->dDtBias), acc[7], offs, sizes, strides);
+              }
+              scf::YieldOp::create(ib, next);
+            });
+        scf::YieldOp::create(sb, inner.getResults());
+      });
+  if (!whyNot.empty()) {
+    why = whyNot;
+    return failure();
+  }
+  SequenceGrads out;
+  out.dq = outer.getResult(0);
+  out.dk = outer.getResult(1);
+  out.dv = outer.getResult(2);
+  if (in.gate)
+    out.dgate = outer.getResult(3);
+  if (in.beta)
+    out.dbeta = outer.getResult(4);
+  out.dState = outer.getResult(5);
+  if (in.aLog)
+    out.dALog = outer.getResult(6);
+  if (in.dtBias)
+    out.dDtBias = outer.getResult(7);
+  return out;
+}

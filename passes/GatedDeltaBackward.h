@@ -44,6 +44,26 @@ FailureOr<SequenceGrads> emitSequenceBackward(ImplicitLocOpBuilder &b,
                                               Value dO, Value dStateEnd,
                                               std::string &why);
 
+/// A whole dense call, as f32 tensors of static shapes: q, k [B, T, H, K],
+/// v [B, T, HV, V], gate [B, T, HV, K], beta [B, T, HV] (or null), dtBias
+/// [HV, K] and aLog [HV] (or null), state [B, HV, K, V] (K-major; or null:
+/// zeros). HV a multiple of H (GVA: value head hv reads q / k head
+/// hv / (HV / H)).
+struct DenseTensors {
+  Value q, k, v, gate, beta, dtBias, aLog, state;
+};
+
+/// Gradients of every input of DenseTensors (same shapes; null where the
+/// input is; dState also where the state is null: the zero state's), given
+/// dO [B, T, HV, V] and dStateEnd [B, HV, K, V] (or null: zeros). Each
+/// (sequence, value head) runs emitSequenceBackward; GVA sums the value
+/// heads' dq and dk into their q / k head, and dA_log and ddt_bias sum over
+/// the sequences.
+FailureOr<SequenceGrads> emitDenseBackward(ImplicitLocOpBuilder &b,
+                                           const ChunkConfig &config,
+                                           const DenseTensors &in, Value dO,
+                                           Value dStateEnd, std::string &why);
+
 } // namespace mlir::kda
 
 #endif // KDA_PASSES_GATEDDELTABACKWARD_H

@@ -101,12 +101,45 @@ Value constantTile(ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape, double lo,
       b, DenseElementsAttr::get(type, ArrayRef<float>(values)));
 }
 
+/// The row-major indices of linear position `e` in `shape`.
 SmallVector<Value> indicesOf(ImplicitLocOpBuilder &b, Value e,
                              ArrayRef<int64_t> shape) {
-  if (shape.size() == 1)
-    return {e};
-  Value cols = arith::ConstantIndexOp::create(b, shape[1]);
-  return {arith::DivUIOp::create(b, e, cols), arith::RemUIOp::create(b, e, cols)};
+  SmallVector<Value> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 1;) {
+    Value size = arith::ConstantIndexOp::create(b, shape[d]);
+    idx[d] = arith::RemUIOp::create(b, e, size);
+    e = arith::DivUIOp::create(b, e, size);
+  }
+  idx[0] = e;
+  return idx;
+}
+
+/// A static slice of a tensor: offsets and sizes per dimension, dimensions
+/// of size 1 in `drop` removed from the result.
+Value staticSlice(ImplicitLocOpBuilder &b, Value t, ArrayRef<int64_t> offsets,
+                  ArrayRef<int64_t> sizes, ArrayRef<int64_t> drop) {
+  SmallVector<OpFoldResult> o, z, st;
+  SmallVector<int64_t> shape;
+  for (size_t d = 0; d < offsets.size(); ++d) {
+    o.push_back(b.getIndexAttr(offsets[d]));
+    z.push_back(b.getIndexAttr(sizes[d]));
+    st.push_back(b.getIndexAttr(1));
+    if (!llvm::is_contained(drop, int64_t(d)))
+      shape.push_back(sizes[d]);
+  }
+  return tensor::ExtractSliceOp::create(
+      b, RankedTensorType::get(shape, b.getF32Type()), t, o, z, st);
+}
+
+Value staticInsert(ImplicitLocOpBuilder &b, Value sub, Value dest,
+                   ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes) {
+  SmallVector<OpFoldResult> o, z, st;
+  for (size_t d = 0; d < offsets.size(); ++d) {
+    o.push_back(b.getIndexAttr(offsets[d]));
+    z.push_back(b.getIndexAttr(sizes[d]));
+    st.push_back(b.getIndexAttr(1));
+  }
+  return tensor::InsertSliceOp::create(b, sub, dest, o, z, st);
 }
 
 /// sum(x * s) over every element, in f32.
@@ -314,6 +347,90 @@ SmallVector<TestProgram> programs() {
     };
     out.push_back(loop);
   }
+  // A dense call: B = 2 sequences of T = 12 tokens (chunks of 8, the second
+  // with 4 real rows), one q / k head shared by 2 value heads (GVA), A_log
+  // and dt_bias per value head. Its gradient by emitDenseBackward (each
+  // (sequence, value head) through emitSequenceBackward; dq and dk summed
+  // over the value heads, dA_log and ddt_bias over the sequences), against
+  // the differences of a forward written here with the chunks unrolled.
+  out.push_back(
+      {"dense_gva",
+       {{{2, 12, 1, 4}, -1, 1}, {{2, 12, 1, 4}, -1, 1}, {{2, 12, 2, 3}, -1, 1},
+        {{2, 12, 2, 4}, -1, 1}, {{2, 12, 2}, -1, 1}, {{2, 4}, -0.5, 0.5},
+        {{2, 2, 4, 3}, -0.5, 0.5}, {{2}, -0.2, 0.8}},
+       [](TileBuilder &tb, ArrayRef<Value> in) -> SmallVector<Value> {
+         ImplicitLocOpBuilder &b = tb.builder();
+         ChunkConfig cfg = sequenceConfig();
+         Value o = tb.filled({2, 12, 2, 3}, 0.0);
+         Value ht = tb.filled({2, 2, 4, 3}, 0.0);
+         for (int64_t s = 0; s < 2; ++s)
+           for (int64_t hv = 0; hv < 2; ++hv) {
+             Value state = staticSlice(b, in[6], {s, hv, 0, 0}, {1, 1, 4, 3}, {0, 1});
+             Value aLog = tensor::ExtractOp::create(
+                 b, in[7], ValueRange{arith::ConstantIndexOp::create(b, hv)});
+             Value dt = staticSlice(b, in[5], {hv, 0}, {1, 4}, {0});
+             for (int64_t c = 0; c < 2; ++c) {
+               int64_t rows = c == 0 ? 8 : 4;
+               auto chunkOf = [&](Value t, int64_t head) {
+                 auto shape = cast<RankedTensorType>(t.getType()).getShape();
+                 Value part =
+                     shape.size() == 4
+                         ? staticSlice(b, t, {s, 8 * c, head, 0},
+                                       {1, rows, 1, shape[3]}, {0, 2})
+                         : staticSlice(b, t, {s, 8 * c, head}, {1, rows, 1}, {0, 2});
+                 if (rows == 8)
+                   return part;
+                 SmallVector<int64_t> full = {8};
+                 if (shape.size() == 4)
+                   full.push_back(shape[3]);
+                 SmallVector<int64_t> at(full.size(), 0);
+                 SmallVector<int64_t> size = {rows};
+                 if (shape.size() == 4)
+                   size.push_back(shape[3]);
+                 return staticInsert(b, part, tb.filled(full, 0.0), at, size);
+               };
+               ChunkInputs ci;
+               ci.q = chunkOf(in[0], 0);
+               ci.k = chunkOf(in[1], 0);
+               ci.v = chunkOf(in[2], hv);
+               ci.gate = chunkOf(in[3], hv);
+               ci.beta = chunkOf(in[4], hv);
+               ci.dtBias = dt;
+               ci.aLog = aLog;
+               ci.validRows = tb.index(rows);
+               ChunkOutputs r = emitGatedDeltaChunk(tb, cfg, ci, state);
+               Value real = rows == 8 ? r.o : staticSlice(b, r.o, {0, 0}, {rows, 3}, {});
+               Value real4 = tensor::ExpandShapeOp::create(
+                   b, RankedTensorType::get({1, rows, 1, 3}, b.getF32Type()), real,
+                   SmallVector<ReassociationIndices>{{0, 1}, {2, 3}});
+               o = staticInsert(b, real4, o, {s, 8 * c, hv, 0}, {1, rows, 1, 3});
+               state = r.nextState;
+             }
+             Value st4 = tensor::ExpandShapeOp::create(
+                 b, RankedTensorType::get({1, 1, 4, 3}, b.getF32Type()), state,
+                 SmallVector<ReassociationIndices>{{0, 1, 2}, {3}});
+             ht = staticInsert(b, st4, ht, {s, hv, 0, 0}, {1, 1, 4, 3});
+           }
+         return {o, ht};
+       },
+       [](ImplicitLocOpBuilder &b, ArrayRef<Value> in, ArrayRef<Value> seeds,
+          std::string &why) -> FailureOr<SmallVector<Value>> {
+         DenseTensors t;
+         t.q = in[0];
+         t.k = in[1];
+         t.v = in[2];
+         t.gate = in[3];
+         t.beta = in[4];
+         t.dtBias = in[5];
+         t.state = in[6];
+         t.aLog = in[7];
+         FailureOr<SequenceGrads> g =
+             emitDenseBackward(b, sequenceConfig(), t, seeds[0], seeds[1], why);
+         if (failed(g))
+           return failure();
+         return SmallVector<Value>{g->dq,    g->dk,      g->dv,     g->dgate,
+                                   g->dbeta, g->dDtBias, g->dState, g->dALog};
+       }});
   // A primitive without a rule: the pass must fail and name it.
   out.push_back({"row_max",
                  {{{3, 4}, -1, 1}},

@@ -29,6 +29,7 @@
 // CHECK-LABEL: func.func @sequence_loop_grad(
 // CHECK: scf.for {{.*}} iter_args({{.*}}) -> (tensor<4x3xf32>, tensor<3x4x3xf32>)
 // CHECK: scf.for {{.*}} iter_args({{.*}}) -> (tensor<4x3xf32>, tensor<24x4xf32>, tensor<24x4xf32>, tensor<24x3xf32>, tensor<24x4xf32>, tensor<24xf32>, tensor<4xf32>, tensor<1xf32>)
+// CHECK-LABEL: func.func @dense_gva_grad(%{{.*}}: tensor<2x12x1x4xf32>, %{{.*}}: tensor<2x12x1x4xf32>, %{{.*}}: tensor<2x12x2x3xf32>, %{{.*}}: tensor<2x12x2x4xf32>, %{{.*}}: tensor<2x12x2xf32>, %{{.*}}: tensor<2x4xf32>, %{{.*}}: tensor<2x2x4x3xf32>, %{{.*}}: tensor<2xf32>, %{{.*}}: tensor<2x12x2x3xf32>, %{{.*}}: tensor<2x2x4x3xf32>) -> (tensor<2x12x1x4xf32>, tensor<2x12x1x4xf32>, tensor<2x12x2x3xf32>, tensor<2x12x2x4xf32>, tensor<2x12x2xf32>, tensor<2x4xf32>, tensor<2x2x4x3xf32>, tensor<2xf32>)
 // CHECK-LABEL: func.func @main()
 
 // 4 + 3 + 1 + 3 + 2 inputs of the primitive programs, 8 + 8 of the chunk
@@ -39,7 +40,9 @@
 // sequence_loop: the same sequence's gradient by emitSequenceBackward
 // (GatedDeltaBackward.h: a forward loop keeping the state before each chunk,
 // then a reverse loop recomputing each chunk under a tape), 8 more.
-// EXEC-COUNT-45: {{^}}1{{$}}
+// dense_gva: a dense call of 2 sequences x 2 value heads sharing one q / k
+// head, by emitDenseBackward, 8 more.
+// EXEC-COUNT-53: {{^}}1{{$}}
 // EXEC-NOT: {{^}}0{{$}}
 
 // ERR: error: kda-test-tile-adjoint: row_max: rowMax has no adjoint rule

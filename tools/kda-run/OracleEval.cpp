@@ -99,6 +99,10 @@ class Evaluator {
 public:
   std::string run(func::FuncOp f, const std::vector<std::vector<double>> &args,
                   std::vector<std::vector<double>> &results);
+  std::string grad(func::FuncOp f, const std::vector<std::vector<double>> &args,
+                   const std::vector<double> &dO,
+                   const std::vector<double> &dFinalState,
+                   std::vector<std::vector<double>> &grads);
 
 private:
   /// The tensor of `v` (nullptr with `error` set if unknown). A null `v`
@@ -112,6 +116,8 @@ private:
   bool store(Value result, oracle::Tensor t, bool padDim1 = false);
 
   bool evalGatedDelta(mlir::kda::GatedDeltaOp op);
+  /// The oracle's arguments of `op` (inputs from `env`, attributes).
+  bool argsOf(mlir::kda::GatedDeltaOp op, oracle::GatedDeltaArgs &a);
   bool evalGate(mlir::kda::GateOp op);
   bool evalDecodeStep(mlir::kda::DecodeStepOp op);
   bool evalWindow(mlir::kda::WindowAttentionOp op);
@@ -211,8 +217,7 @@ bool Evaluator::store(Value result, oracle::Tensor t, bool padDim1) {
   return true;
 }
 
-bool Evaluator::evalGatedDelta(mlir::kda::GatedDeltaOp op) {
-  oracle::GatedDeltaArgs a;
+bool Evaluator::argsOf(mlir::kda::GatedDeltaOp op, oracle::GatedDeltaArgs &a) {
   if (!load(op.getQ(), a.q) || !load(op.getK(), a.k) || !load(op.getV(), a.v) ||
       !load(op.getGate(), a.g) || !load(op.getBeta(), a.beta) ||
       !load(op.getInitialState(), a.initialState) ||
@@ -230,6 +235,13 @@ bool Evaluator::evalGatedDelta(mlir::kda::GatedDeltaOp op) {
   if (op.getBoundaryStates())
     a.boundaryInterval =
         static_cast<int64_t>(op.getBoundaryInterval().value_or(0));
+  return true;
+}
+
+bool Evaluator::evalGatedDelta(mlir::kda::GatedDeltaOp op) {
+  oracle::GatedDeltaArgs a;
+  if (!argsOf(op, a))
+    return false;
   oracle::GatedDeltaResult r;
   if (!check(oracle::gatedDelta(a, r)))
     return false;
@@ -661,7 +673,78 @@ std::string Evaluator::run(func::FuncOp f,
   return "function '" + f.getSymName().str() + "' has no func.return";
 }
 
+std::string Evaluator::grad(func::FuncOp f,
+                            const std::vector<std::vector<double>> &args,
+                            const std::vector<double> &dO,
+                            const std::vector<double> &dFinalState,
+                            std::vector<std::vector<double>> &grads) {
+  if (f.isExternal() || !f.getBody().hasOneBlock())
+    return "function '" + f.getSymName().str() + "': expected one block";
+  Block &block = f.getBody().front();
+  if (args.size() != block.getNumArguments())
+    return "function '" + f.getSymName().str() + "' takes " +
+           std::to_string(block.getNumArguments()) + " arguments, " +
+           std::to_string(args.size()) + " given";
+  for (BlockArgument arg : block.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type || !type.hasStaticShape())
+      return "argument #" + std::to_string(arg.getArgNumber()) +
+             " is not a statically shaped ranked tensor";
+    oracle::Tensor t;
+    t.shape.assign(type.getShape().begin(), type.getShape().end());
+    t.data = args[arg.getArgNumber()];
+    env[arg] = std::move(t);
+  }
+  SmallVector<mlir::kda::GatedDeltaOp> ops(
+      block.getOps<mlir::kda::GatedDeltaOp>());
+  if (ops.size() != 1)
+    return "the gradient needs exactly one kda.gated_delta op, the function "
+           "has " + std::to_string(ops.size());
+  mlir::kda::GatedDeltaOp op = ops.front();
+  current = op;
+  oracle::GatedDeltaGradArgs ga;
+  if (!argsOf(op, ga.forward))
+    return error;
+  auto shapeOf = [](Value v) {
+    auto t = cast<RankedTensorType>(v.getType());
+    return std::vector<int64_t>(t.getShape().begin(), t.getShape().end());
+  };
+  ga.dO.shape = shapeOf(op.getO());
+  ga.dO.data = dO;
+  if (op.getFinalState() && !dFinalState.empty()) {
+    ga.dFinalState.shape = shapeOf(op.getFinalState());
+    ga.dFinalState.data = dFinalState;
+  }
+  oracle::GatedDeltaGrads g;
+  if (!check(oracle::gatedDeltaGrad(ga, g)))
+    return error;
+  grads.assign(args.size(), {});
+  auto put = [&](Value operand, oracle::Tensor &t) {
+    if (auto arg = dyn_cast_or_null<BlockArgument>(operand))
+      if (arg.getOwner() == &block)
+        grads[arg.getArgNumber()] = std::move(t.data);
+  };
+  put(op.getQ(), g.dq);
+  put(op.getK(), g.dk);
+  put(op.getV(), g.dv);
+  put(op.getGate(), g.dg);
+  put(op.getBeta(), g.dbeta);
+  put(op.getInitialState(), g.dInitialState);
+  put(op.getALog(), g.dALog);
+  put(op.getDtBias(), g.dDtBias);
+  return "";
+}
+
 } // namespace
+
+std::string gatedDeltaGradWithOracle(func::FuncOp f,
+                                     const std::vector<std::vector<double>> &args,
+                                     const std::vector<double> &dO,
+                                     const std::vector<double> &dFinalState,
+                                     std::vector<std::vector<double>> &grads) {
+  Evaluator e;
+  return e.grad(f, args, dO, dFinalState, grads);
+}
 
 std::string evaluateWithOracle(func::FuncOp f,
                                const std::vector<std::vector<double>> &args,

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/CpuPipeline.h"
+#include "passes/GatedDeltaBackward.h"
 #include "passes/Passes.h"
 #include "tools/Registration.h"
 #include "tools/kda-run/Inputs.h"
@@ -101,12 +102,189 @@ static cl::opt<std::string>
 static cl::opt<bool> serial("serial",
                             cl::desc("run programs on one thread (no OpenMP)"),
                             cl::cat(runCategory));
+static cl::opt<bool> gradient(
+    "grad",
+    cl::desc("run the gradient of the function's one kda.gated_delta op "
+             "instead (derived from the forward algorithm, "
+             "passes/GatedDeltaBackward.h; dense, K-major state, the --chunk "
+             "and --sub-chunk sizes) for seeded random output gradients: its "
+             "results are the f32 gradients of the arguments the op reads; "
+             "--check compares them with the float64 oracle's (bar 1e-4)"),
+    cl::cat(runCategory));
 static cl::opt<std::string> ompLibrary("omp-library",
                                        cl::desc("path of the OpenMP runtime"),
                                        cl::init(KDA_OMP_LIBRARY),
                                        cl::cat(runCategory));
 
 namespace {
+
+/// --grad: replaces `f` by `<f>_grad`, the derived gradient of its one
+/// kda.gated_delta op (emitDenseBackward), taking f's arguments, then the
+/// output gradient dO and (when the op has a final state) dFinalState, both
+/// seeded random values appended to `specs` and `inputs`; returning the f32
+/// gradient of every argument the op reads. With `check`, `expected` gets
+/// the oracle's gradients and `bars` 1e-4 each.
+std::string buildGradient(func::FuncOp &f,
+                          std::vector<::kda::run::InputSpec> &specs,
+                          std::vector<std::vector<double>> &inputs,
+                          std::vector<std::vector<double>> &expected,
+                          std::vector<double> &bars, bool withCheck) {
+  SmallVector<mlir::kda::GatedDeltaOp> ops(
+      f.getBody().front().getOps<mlir::kda::GatedDeltaOp>());
+  if (ops.size() != 1)
+    return "--grad: @" + f.getSymName().str() +
+           " must hold exactly one kda.gated_delta op (it has " +
+           std::to_string(ops.size()) + ")";
+  mlir::kda::GatedDeltaOp op = ops.front();
+  Block &block = f.getBody().front();
+  auto argOf = [&](Value v) -> BlockArgument {
+    auto a = dyn_cast_or_null<BlockArgument>(v);
+    return a && a.getOwner() == &block ? a : BlockArgument();
+  };
+  std::string why;
+  if (op.getCuSeqlens())
+    why = "cu_seqlens (varlen)";
+  else if (op.getBoundaryStates())
+    why = "chunk-boundary states";
+  else if (op.getUpdate() != mlir::kda::UpdateRule::delta)
+    why = "the additive rule";
+  else if (op.getInitialState() &&
+           op.getStateLayout() != mlir::kda::StateLayout::k_major)
+    why = "a V-major state";
+  else if (op.getGate() &&
+           cast<RankedTensorType>(op.getGate().getType()).getRank() != 4)
+    why = "a head-wise gate";
+  else if (!op.getGate())
+    why = "no gate";
+  for (Value v : {op.getQ(), op.getK(), op.getV(), op.getGate(), op.getBeta(),
+                  op.getInitialState(), op.getALog(), op.getDtBias()})
+    if (v && !argOf(v))
+      why = "an operand that is not an argument of the function";
+  if (!why.empty())
+    return "--grad: the derived gradient does not take " + why +
+           " yet (docs/backward.md)";
+  MLIRContext *ctx = f.getContext();
+  auto q = cast<RankedTensorType>(op.getQ().getType());
+  const int64_t K = q.getDimSize(3),
+                V = cast<RankedTensorType>(op.getV().getType()).getDimSize(3);
+  mlir::kda::ChunkConfig cfg;
+  cfg.chunk = chunk > 1 ? chunk : 16;
+  cfg.subChunk = subChunk > 0 && cfg.chunk % subChunk == 0 ? subChunk : cfg.chunk;
+  cfg.keyDim = K;
+  cfg.valueDim = V;
+  cfg.update = op.getUpdate();
+  cfg.scale = op.getScale() ? op.getScale()->convertToDouble()
+                            : 1.0 / std::sqrt(double(K));
+  cfg.qkL2Norm = op.getQkL2norm();
+  cfg.betaActivation = op.getBetaActivation();
+  cfg.gateActivation = op.getGateActivation();
+  if (auto lb = op.getLowerBound())
+    cfg.lowerBound = lb->convertToDouble();
+
+  // The output gradients: seeded values in [-1, 1], in the outputs' types.
+  SmallVector<Value> seedsOf = {op.getO()};
+  if (op.getFinalState())
+    seedsOf.push_back(op.getFinalState());
+  std::vector<std::vector<double>> seedValues;
+  uint64_t state = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+  for (Value v : seedsOf) {
+    auto type = cast<RankedTensorType>(v.getType());
+    if (!type.hasStaticShape())
+      return "--grad: the op's outputs need static shapes";
+    std::vector<double> values(type.getNumElements());
+    for (double &x : values) {
+      state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+      x = double(state >> 11) * 0x1p-53 * 2.0 - 1.0;
+    }
+    ::kda::run::roundToElementType(type.getElementType(), values);
+    seedValues.push_back(std::move(values));
+  }
+  if (withCheck) {
+    std::vector<std::vector<double>> grads;
+    std::string error = ::kda::run::gatedDeltaGradWithOracle(
+        f, inputs, seedValues[0],
+        seedValues.size() > 1 ? seedValues[1] : std::vector<double>(), grads);
+    if (!error.empty())
+      return "oracle: " + error;
+    expected.clear();
+    for (Value v : {op.getQ(), op.getK(), op.getV(), op.getGate(), op.getBeta(),
+                    op.getInitialState(), op.getALog(), op.getDtBias()})
+      if (v)
+        expected.push_back(grads[argOf(v).getArgNumber()]);
+  }
+
+  // The gradient function.
+  SmallVector<Type> argTypes(f.getArgumentTypes());
+  for (Value v : seedsOf)
+    argTypes.push_back(v.getType());
+  SmallVector<Value> wrt;
+  SmallVector<Type> results;
+  for (Value v : {op.getQ(), op.getK(), op.getV(), op.getGate(), op.getBeta(),
+                  op.getInitialState(), op.getALog(), op.getDtBias()})
+    if (v) {
+      wrt.push_back(v);
+      results.push_back(RankedTensorType::get(
+          cast<RankedTensorType>(v.getType()).getShape(), Float32Type::get(ctx)));
+    }
+  OpBuilder top(ctx);
+  top.setInsertionPointAfter(f);
+  auto g = func::FuncOp::create(top, f.getLoc(), f.getSymName().str() + "_grad",
+                                FunctionType::get(ctx, argTypes, results));
+  Block *entry = g.addEntryBlock();
+  ImplicitLocOpBuilder b(f.getLoc(), entry, entry->begin());
+  mlir::kda::TensorTileBuilder tb(b);
+  auto in = [&](Value v) -> Value {
+    if (!v)
+      return Value();
+    return tb.convert(entry->getArgument(argOf(v).getArgNumber()), b.getF32Type());
+  };
+  mlir::kda::DenseTensors t;
+  t.q = in(op.getQ());
+  t.k = in(op.getK());
+  t.v = in(op.getV());
+  t.gate = in(op.getGate());
+  t.beta = in(op.getBeta());
+  t.state = in(op.getInitialState());
+  t.aLog = in(op.getALog());
+  t.dtBias = in(op.getDtBias());
+  unsigned n = f.getNumArguments();
+  Value dO = tb.convert(entry->getArgument(n), b.getF32Type());
+  Value dEnd = seedsOf.size() > 1
+                   ? tb.convert(entry->getArgument(n + 1), b.getF32Type())
+                   : Value();
+  FailureOr<mlir::kda::SequenceGrads> grads =
+      mlir::kda::emitDenseBackward(b, cfg, t, dO, dEnd, why);
+  if (failed(grads)) {
+    g.erase();
+    return "--grad: " + why;
+  }
+  SmallVector<Value> out;
+  auto push = [&](Value v, Value grad) {
+    if (v)
+      out.push_back(grad);
+  };
+  push(op.getQ(), grads->dq);
+  push(op.getK(), grads->dk);
+  push(op.getV(), grads->dv);
+  push(op.getGate(), grads->dgate);
+  push(op.getBeta(), grads->dbeta);
+  push(op.getInitialState(), grads->dState);
+  push(op.getALog(), grads->dALog);
+  push(op.getDtBias(), grads->dDtBias);
+  func::ReturnOp::create(b, out);
+
+  for (auto [v, values] : llvm::zip(seedsOf, seedValues)) {
+    ::kda::run::InputSpec spec;
+    spec.type = cast<RankedTensorType>(v.getType());
+    spec.use = "the output gradient (--grad)";
+    specs.push_back(spec);
+    inputs.push_back(values);
+  }
+  bars.assign(results.size(), 1e-4);
+  f.erase();
+  f = g;
+  return "";
+}
 
 int fail(const llvm::Twine &message) {
   llvm::errs() << "kda-run: error: " << message << "\n";
@@ -504,7 +682,11 @@ int main(int argc, char **argv) {
   // The oracle reads the kda-level function before it is lowered.
   std::vector<std::vector<double>> expected;
   std::vector<double> bars = accuracyBars(f);
-  if (check) {
+  if (gradient) {
+    error = buildGradient(f, specs, inputs, expected, bars, check);
+    if (!error.empty())
+      return fail(error);
+  } else if (check) {
     error = ::kda::run::evaluateWithOracle(f, inputs, expected);
     if (!error.empty())
       return fail("oracle: " + error);

@@ -301,10 +301,18 @@ mlir::kda::emitDenseBackward(ImplicitLocOpBuilder &b, const ChunkConfig &config,
   Value cGroup = arith::ConstantIndexOp::create(b, HV / H);
 
   // dq, dk, dv, dgate, dbeta, dstate, dA_log, ddt_bias: zeros to start.
-  SmallVector<Value> init = {zerosOf(b, {B, T, H, K}),  zerosOf(b, {B, T, H, K}),
-                             zerosOf(b, {B, T, HV, V}), zerosOf(b, {B, T, HV, K}),
-                             zerosOf(b, {B, T, HV}),    zerosOf(b, {B, HV, K, V}),
-                             zerosOf(b, {HV}),          zerosOf(b, {HV, K})};
+  const bool headGate =
+      in.gate && cast<RankedTensorType>(in.gate.getType()).getRank() == 3;
+  const bool headDt =
+      in.dtBias && cast<RankedTensorType>(in.dtBias.getType()).getRank() == 1;
+  SmallVector<int64_t> stateShape = {B, HV, in.vMajor ? V : K,
+                                     in.vMajor ? K : V};
+  SmallVector<Value> init = {
+      zerosOf(b, {B, T, H, K}),  zerosOf(b, {B, T, H, K}),
+      zerosOf(b, {B, T, HV, V}),
+      headGate ? zerosOf(b, {B, T, HV}) : zerosOf(b, {B, T, HV, K}),
+      zerosOf(b, {B, T, HV}),    zerosOf(b, stateShape),
+      zerosOf(b, {HV}),          headDt ? zerosOf(b, {HV}) : zerosOf(b, {HV, K})};
   std::string whyNot;
   auto outer = scf::ForOp::create(
       b, c0, cB, c1, init,
@@ -320,11 +328,28 @@ mlir::kda::emitDenseBackward(ImplicitLocOpBuilder &b, const ChunkConfig &config,
               t.q = withRows(ib, denseSlice(ib, in.q, bi, qh), padded);
               t.k = withRows(ib, denseSlice(ib, in.k, bi, qh), padded);
               t.v = withRows(ib, denseSlice(ib, in.v, bi, hv), padded);
-              if (in.gate)
+              if (in.gate && headGate) {
+                // One gate per token, every channel's: broadcast, and its
+                // gradient summed back over the channels.
+                TensorTileBuilder tb(ib);
+                t.gate = tb.map({padded, K},
+                                {perRow(withRows(ib, denseSlice(ib, in.gate, bi, hv),
+                                                 padded))},
+                                [](ImplicitLocOpBuilder &, ValueRange s,
+                                   ValueRange) { return s[0]; });
+              } else if (in.gate) {
                 t.gate = withRows(ib, denseSlice(ib, in.gate, bi, hv), padded);
+              }
               if (in.beta)
                 t.beta = withRows(ib, denseSlice(ib, in.beta, bi, hv), padded);
-              if (in.dtBias) {
+              if (in.dtBias && headDt) {
+                Value scalar =
+                    tensor::ExtractOp::create(ib, in.dtBias, ValueRange{hv});
+                TensorTileBuilder tb(ib);
+                t.dtBias = tb.map({K}, {},
+                                  [&](ImplicitLocOpBuilder &, ValueRange,
+                                      ValueRange) { return scalar; });
+              } else if (in.dtBias) {
                 auto I = [&](int64_t v) -> OpFoldResult { return ib.getIndexAttr(v); };
                 t.dtBias = tensor::ExtractSliceOp::create(
                     ib, RankedTensorType::get({K}, ib.getF32Type()), in.dtBias,
@@ -334,11 +359,16 @@ mlir::kda::emitDenseBackward(ImplicitLocOpBuilder &b, const ChunkConfig &config,
               }
               if (in.aLog)
                 t.aLog = tensor::ExtractOp::create(ib, in.aLog, ValueRange{hv});
-              t.state = in.state ? denseSlice(ib, in.state, bi, hv, true)
+              TensorTileBuilder ttb(ib);
+              auto kMajor = [&](Value st) {
+                return in.vMajor ? ttb.transpose(st) : st;
+              };
+              t.state = in.state ? kMajor(denseSlice(ib, in.state, bi, hv, true))
                                  : zerosOf(ib, {K, V});
               Value dOs = withRows(ib, denseSlice(ib, dO, bi, hv), padded);
-              Value dEnd = dStateEnd ? denseSlice(ib, dStateEnd, bi, hv, true)
-                                     : zerosOf(ib, {K, V});
+              Value dEnd = dStateEnd
+                               ? kMajor(denseSlice(ib, dStateEnd, bi, hv, true))
+                               : zerosOf(ib, {K, V});
               FailureOr<SequenceGrads> g =
                   emitSequenceBackward(ib, config, t, dOs, dEnd, whyNot);
               if (failed(g)) {
@@ -354,18 +384,31 @@ mlir::kda::emitDenseBackward(ImplicitLocOpBuilder &b, const ChunkConfig &config,
                   ib, addTiles(ib, denseSlice(ib, acc[1], bi, qh), withRows(ib, g->dk, T)),
                   acc[1], bi, qh);
               next[2] = denseInsert(ib, withRows(ib, g->dv, T), acc[2], bi, hv);
-              if (g->dgate)
+              if (g->dgate && headGate)
+                next[3] = denseInsert(ib, withRows(ib, ttb.rowSum(g->dgate), T),
+                                      acc[3], bi, hv);
+              else if (g->dgate)
                 next[3] = denseInsert(ib, withRows(ib, g->dgate, T), acc[3], bi, hv);
               if (g->dbeta)
                 next[4] = denseInsert(ib, withRows(ib, g->dbeta, T), acc[4], bi, hv);
-              next[5] = denseInsert(ib, g->dState, acc[5], bi, hv, true);
+              next[5] = denseInsert(ib, kMajor(g->dState), acc[5], bi, hv, true);
               if (g->dALog) {
                 Value old = tensor::ExtractOp::create(ib, acc[6], ValueRange{hv});
                 Value add = tensor::ExtractOp::create(ib, g->dALog, ValueRange{c0});
                 next[6] = tensor::InsertOp::create(
                     ib, arith::AddFOp::create(ib, old, add), acc[6], ValueRange{hv});
               }
-              if (g->dDtBias) {
+              if (g->dDtBias && headDt) {
+                Value sum = ttb.rowSum(ttb.map({1, K}, {perColumn(g->dDtBias)},
+                                               [](ImplicitLocOpBuilder &,
+                                                  ValueRange s, ValueRange) {
+                                                 return s[0];
+                                               }));
+                Value old = tensor::ExtractOp::create(ib, acc[7], ValueRange{hv});
+                Value add = tensor::ExtractOp::create(ib, sum, ValueRange{c0});
+                next[7] = tensor::InsertOp::create(
+                    ib, arith::AddFOp::create(ib, old, add), acc[7], ValueRange{hv});
+              } else if (g->dDtBias) {
                 auto I = [&](int64_t v) -> OpFoldResult { return ib.getIndexAttr(v); };
                 SmallVector<OpFoldResult> offs = {hv, I(0)}, sizes = {I(1), I(K)},
                                           strides = {I(1), I(1)};

@@ -45,17 +45,18 @@ FailureOr<SequenceGrads> emitSequenceBackward(ImplicitLocOpBuilder &b,
                                               std::string &why);
 
 /// A whole dense call, as f32 tensors of static shapes: q, k [B, T, H, K],
-/// v [B, T, HV, V], gate [B, T, HV, K], beta [B, T, HV] (or null), dtBias
-/// [HV, K] and aLog [HV] (or null), state [B, HV, K, V] (K-major; or null:
-/// zeros). HV a multiple of H (GVA: value head hv reads q / k head
-/// hv / (HV / H)).
+/// v [B, T, HV, V], gate [B, T, HV, K] or head-wise [B, T, HV], beta
+/// [B, T, HV] (or null), dtBias [HV, K] or head-wise [HV], and aLog [HV] (or
+/// null), state [B, HV, K, V] ([B, HV, V, K] when `vMajor`; or null: zeros).
+/// HV a multiple of H (GVA: value head hv reads q / k head hv / (HV / H)).
 struct DenseTensors {
   Value q, k, v, gate, beta, dtBias, aLog, state;
+  bool vMajor = false;
 };
 
 /// Gradients of every input of DenseTensors (same shapes; null where the
 /// input is; dState also where the state is null: the zero state's), given
-/// dO [B, T, HV, V] and dStateEnd [B, HV, K, V] (or null: zeros). Each
+/// dO [B, T, HV, V] and dStateEnd (the state's layout; or null: zeros). Each
 /// (sequence, value head) runs emitSequenceBackward; GVA sums the value
 /// heads' dq and dk into their q / k head, and dA_log and ddt_bias sum over
 /// the sequences.

@@ -11,6 +11,8 @@
 // RUN: kda-run %s --function=kimi --chunk=16 --sub-chunk=16 --grad --check | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi --chunk=32 --sub-chunk=16 --grad --check | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=softplus --chunk=32 --sub-chunk=16 --grad --check | FileCheck %s --check-prefix=SOFT
+// RUN: kda-run %s --function=gdn --chunk=16 --sub-chunk=16 --grad --check | FileCheck %s --check-prefix=GDN
+// RUN: kda-run %s --function=head_softplus --chunk=16 --sub-chunk=16 --grad --check | FileCheck %s --check-prefix=HEAD
 // A wrong gradient fails the check (the first result scaled by 1 + 3 x its bar):
 // RUN: not kda-run %s --function=kimi --chunk=16 --sub-chunk=16 --grad --check --inject-fault=result 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=FAULT
@@ -49,6 +51,26 @@ func.func @kimi(%q: tensor<2x70x1x32xbf16>, %k: tensor<2x70x1x32xbf16>, %v: tens
 func.func @softplus(%q: tensor<1x50x2x64xf32>, %k: tensor<1x50x2x64xf32>, %v: tensor<1x50x2x32xf32>, %g: tensor<1x50x2x64xf32>, %beta: tensor<1x50x2xf32>, %A_log: tensor<2xf32>, %dt_bias: tensor<2x64xf32>) -> tensor<1x50x2x32xf32> {
   %o = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x50x2x64xf32>) beta(%beta : tensor<1x50x2xf32>) A_log(%A_log : tensor<2xf32>) dt_bias(%dt_bias : tensor<2x64xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate softplus>} : tensor<1x50x2x64xf32>, tensor<1x50x2x64xf32>, tensor<1x50x2x32xf32> -> tensor<1x50x2x32xf32>
   return %o : tensor<1x50x2x32xf32>
+}
+
+// Gated DeltaNet's form: one log-space gate per head and token (its
+// gradient sums the channels'), a V-major state.
+// GDN: @gdn_grad compiled
+// GDN: result 3: tensor<2x40x2xf32> {{.*}} ok
+// GDN: result 5: tensor<2x2x16x32xf32> {{.*}} ok
+// GDN-NOT: FAIL
+func.func @gdn(%q: tensor<2x40x2x32xf32>, %k: tensor<2x40x2x32xf32>, %v: tensor<2x40x2x16xf32>, %g: tensor<2x40x2xf32>, %b: tensor<2x40x2xf32>, %s0: tensor<2x2x16x32xf32>) -> (tensor<2x40x2x16xf32>, tensor<2x2x16x32xf32>) {
+  %o, %s = kda.gated_delta delta %q, %k, %v gate(%g : tensor<2x40x2xf32>) beta(%b : tensor<2x40x2xf32>) initial_state(%s0 : tensor<2x2x16x32xf32>) {state_layout = #kda<layout v_major>} : tensor<2x40x2x32xf32>, tensor<2x40x2x32xf32>, tensor<2x40x2x16xf32> -> tensor<2x40x2x16xf32> final_state tensor<2x2x16x32xf32>
+  return %o, %s : tensor<2x40x2x16xf32>, tensor<2x2x16x32xf32>
+}
+
+// A head-wise softplus gate with a head-wise dt_bias [HV].
+// HEAD: @head_softplus_grad compiled
+// HEAD-COUNT-7: bar=1e-04 ok
+// HEAD-NOT: FAIL
+func.func @head_softplus(%q: tensor<1x40x2x32xf32>, %k: tensor<1x40x2x32xf32>, %v: tensor<1x40x2x16xf32>, %g: tensor<1x40x2xf32>, %beta: tensor<1x40x2xf32>, %A_log: tensor<2xf32>, %dt_bias: tensor<2xf32>) -> tensor<1x40x2x16xf32> {
+  %o = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x40x2xf32>) beta(%beta : tensor<1x40x2xf32>) A_log(%A_log : tensor<2xf32>) dt_bias(%dt_bias : tensor<2xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate softplus>} : tensor<1x40x2x32xf32>, tensor<1x40x2x32xf32>, tensor<1x40x2x16xf32> -> tensor<1x40x2x16xf32>
+  return %o : tensor<1x40x2x16xf32>
 }
 
 // FAULT-DAG: result 0: {{.*}} FAIL

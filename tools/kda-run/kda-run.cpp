@@ -106,8 +106,8 @@ static cl::opt<bool> gradient(
     "grad",
     cl::desc("run the gradient of the function's one kda.gated_delta op "
              "instead (derived from the forward algorithm, "
-             "passes/GatedDeltaBackward.h; dense, K-major state, the --chunk "
-             "and --sub-chunk sizes) for seeded random output gradients: its "
+             "passes/GatedDeltaBackward.h; dense calls, the --chunk and "
+             "--sub-chunk sizes) for seeded random output gradients: its "
              "results are the f32 gradients of the arguments the op reads; "
              "--check compares them with the float64 oracle's (bar 1e-4)"),
     cl::cat(runCategory));
@@ -148,12 +148,6 @@ std::string buildGradient(func::FuncOp &f,
     why = "chunk-boundary states";
   else if (op.getUpdate() != mlir::kda::UpdateRule::delta)
     why = "the additive rule";
-  else if (op.getInitialState() &&
-           op.getStateLayout() != mlir::kda::StateLayout::k_major)
-    why = "a V-major state";
-  else if (op.getGate() &&
-           cast<RankedTensorType>(op.getGate().getType()).getRank() != 4)
-    why = "a head-wise gate";
   else if (!op.getGate())
     why = "no gate";
   for (Value v : {op.getQ(), op.getK(), op.getV(), op.getGate(), op.getBeta(),
@@ -247,6 +241,7 @@ std::string buildGradient(func::FuncOp &f,
   t.state = in(op.getInitialState());
   t.aLog = in(op.getALog());
   t.dtBias = in(op.getDtBias());
+  t.vMajor = op.getStateLayout() == mlir::kda::StateLayout::v_major;
   unsigned n = f.getNumArguments();
   Value dO = tb.convert(entry->getArgument(n), b.getF32Type());
   Value dEnd = seedsOf.size() > 1

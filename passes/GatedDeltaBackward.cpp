@@ -70,7 +70,7 @@ mlir::kda::emitSequenceBackward(ImplicitLocOpBuilder &b,
   const int64_t C = config.chunk, K = config.keyDim, V = config.valueDim;
   const int64_t padded = cast<RankedTensorType>(in.q.getType()).getShape()[0];
   const int64_t chunks = (in.tokens + C - 1) / C;
-  if (in.tokens <= 0 || chunks * C > padded) {
+  if (in.tokens < 0 || (!in.start && chunks * C > padded)) {
     why = "emitSequenceBackward: " + std::to_string(in.tokens) +
           " tokens in chunks of " + std::to_string(C) + " need " +
           std::to_string(chunks * C) + " rows, the tiles have " +
@@ -81,27 +81,57 @@ mlir::kda::emitSequenceBackward(ImplicitLocOpBuilder &b,
   Value c0 = arith::ConstantIndexOp::create(b, 0);
   Value c1 = arith::ConstantIndexOp::create(b, 1);
   Value cC = arith::ConstantIndexOp::create(b, C);
-  Value cChunks = arith::ConstantIndexOp::create(b, chunks);
-  Value cLast = arith::ConstantIndexOp::create(b, chunks - 1);
-  Value cTokens = arith::ConstantIndexOp::create(b, in.tokens);
+  // The sequence's rows and chunks (dynamic for a varlen batch's).
+  Value cTokens = in.count ? in.count : arith::ConstantIndexOp::create(b, in.tokens);
+  Value cStart = in.start ? in.start : c0;
+  Value cChunks = arith::CeilDivUIOp::create(b, cTokens, cC);
+  Value cLast = arith::SubIOp::create(b, cChunks, c1);
 
-  // Chunk c's inputs: rows [c C, c C + C), the real ones min(C, T - c C).
-  auto inputsAt = [&](ImplicitLocOpBuilder &ib, Value off) {
+  // Chunk c's inputs: rows [start + c C, start + c C + C), the real ones
+  // min(C, T - c C). `local` is c C.
+  // The rows past the sequence's end read as zeros, as the forward's loads
+  // give them (TensorTileBuilder::load): masked through `tb`, so that a tape
+  // sees the masks (`raw` gets the slices before them, the values whose
+  // gradients are wanted).
+  auto inputsAt = [&](ImplicitLocOpBuilder &ib, Value local, TileBuilder &tb,
+                      ChunkInputs *raw = nullptr) {
+    Value off = arith::AddIOp::create(ib, cStart, local);
     ChunkInputs ci;
-    ci.q = rowsAt(ib, in.q, off, C);
-    ci.k = rowsAt(ib, in.k, off, C);
-    ci.v = rowsAt(ib, in.v, off, C);
-    ci.gate = in.gate ? rowsAt(ib, in.gate, off, C) : Value();
-    ci.beta = in.beta ? rowsAt(ib, in.beta, off, C) : Value();
-    ci.dtBias = in.dtBias;
-    ci.aLog = in.aLog;
     ci.validRows = arith::MinSIOp::create(
-        ib, arith::SubIOp::create(ib, cTokens, off), cC);
+        ib, arith::SubIOp::create(ib, cTokens, local), cC);
+    Value valid = ci.validRows;
+    auto slice = [&](Value t) -> std::pair<Value, Value> {
+      if (!t)
+        return {Value(), Value()};
+      Value rows = rowsAt(ib, t, off, C);
+      if (!in.start)
+        return {rows, rows}; // padded with zeros by the caller
+      Value masked = tb.map(
+          tb.shape(rows), {rows},
+          [&](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange ivs) -> Value {
+            Value keep = arith::CmpIOp::create(bb, arith::CmpIPredicate::ult,
+                                               ivs[0], valid);
+            return arith::SelectOp::create(
+                bb, keep, s[0],
+                arith::ConstantOp::create(bb, bb.getF32FloatAttr(0.0)));
+          });
+      return {rows, masked};
+    };
+    ChunkInputs r;
+    std::tie(r.q, ci.q) = slice(in.q);
+    std::tie(r.k, ci.k) = slice(in.k);
+    std::tie(r.v, ci.v) = slice(in.v);
+    std::tie(r.gate, ci.gate) = slice(in.gate);
+    std::tie(r.beta, ci.beta) = slice(in.beta);
+    ci.dtBias = r.dtBias = in.dtBias;
+    ci.aLog = r.aLog = in.aLog;
+    if (raw)
+      *raw = r;
     return ci;
   };
 
   // Forward: the state before every chunk.
-  auto stackType = RankedTensorType::get({chunks, K, V}, f32);
+  auto stackType = RankedTensorType::get({std::max<int64_t>(chunks, 1), K, V}, f32);
   Value stack0 = tensor::EmptyOp::create(b, stackType.getShape(), f32);
   auto forward = scf::ForOp::create(
       b, c0, cChunks, c1, ValueRange{in.state, stack0},
@@ -114,7 +144,7 @@ mlir::kda::emitSequenceBackward(ImplicitLocOpBuilder &b,
         TensorTileBuilder tb(ib);
         Value off = arith::MulIOp::create(ib, c, cC);
         ChunkOutputs out =
-            emitGatedDeltaChunk(tb, config, inputsAt(ib, off), carried[0]);
+            emitGatedDeltaChunk(tb, config, inputsAt(ib, off, tb), carried[0]);
         scf::YieldOp::create(ib, ValueRange{out.nextState, stack});
       });
   Value stack = forward.getResult(1);
@@ -135,15 +165,23 @@ mlir::kda::emitSequenceBackward(ImplicitLocOpBuilder &b,
       [&](OpBuilder &nb, Location loc, Value i, ValueRange carried) {
         ImplicitLocOpBuilder ib(loc, nb);
         Value c = arith::SubIOp::create(ib, cLast, i);
-        Value off = arith::MulIOp::create(ib, c, cC);
+        Value local = arith::MulIOp::create(ib, c, cC);
+        Value off = arith::AddIOp::create(ib, cStart, local);
         SmallVector<OpFoldResult> sizes, strides;
         SmallVector<OpFoldResult> at = stackAt(ib, c, sizes, strides, K, V);
         Value h = tensor::ExtractSliceOp::create(
             ib, RankedTensorType::get({K, V}, f32), stack, at, sizes, strides);
-        ChunkInputs ci = inputsAt(ib, off);
         TensorTileBuilder inner(ib);
         TapeTileBuilder tape(inner);
+        ChunkInputs raw;
+        ChunkInputs ci = inputsAt(ib, local, tape, &raw);
         ChunkOutputs out = emitGatedDeltaChunk(tape, config, ci, h);
+        // Gradients of the slices themselves (before the masks).
+        ci.q = raw.q;
+        ci.k = raw.k;
+        ci.v = raw.v;
+        ci.gate = raw.gate;
+        ci.beta = raw.beta;
         SmallVector<Value> wrt = {ci.q, ci.k, ci.v, h};
         if (ci.gate)
           wrt.push_back(ci.gate);
@@ -153,9 +191,20 @@ mlir::kda::emitSequenceBackward(ImplicitLocOpBuilder &b,
           wrt.push_back(ci.dtBias);
         if (ci.aLog)
           wrt.push_back(ci.aLog);
+        // The output rows past the sequence's end are not its outputs: no
+        // gradient enters through them.
+        Value valid = ci.validRows;
+        Value dOc = inner.map(
+            {C, V}, {rowsAt(ib, dO, off, C)},
+            [&](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange ivs) -> Value {
+              Value keep = arith::CmpIOp::create(bb, arith::CmpIPredicate::ult,
+                                                 ivs[0], valid);
+              return arith::SelectOp::create(
+                  bb, keep, s[0],
+                  arith::ConstantOp::create(bb, bb.getF32FloatAttr(0.0)));
+            });
         FailureOr<SmallVector<Value>> g = tape.emitAdjoint(
-            {{out.o, rowsAt(ib, dO, off, C)}, {out.nextState, carried[0]}},
-            wrt, whyNot);
+            {{out.o, dOc}, {out.nextState, carried[0]}}, wrt, whyNot);
         if (failed(g)) {
           scf::YieldOp::create(ib, carried);
           return;
@@ -293,10 +342,19 @@ mlir::kda::emitDenseBackward(ImplicitLocOpBuilder &b, const ChunkConfig &config,
           " q / k heads";
     return failure();
   }
-  const int64_t padded = (T + C - 1) / C * C;
+  const bool varlen = static_cast<bool>(in.cuSeqlens);
+  if (varlen && B != 1) {
+    why = "emitDenseBackward: cu_seqlens with a batch of " + std::to_string(B) +
+          " (expected 1)";
+    return failure();
+  }
+  const int64_t N =
+      varlen ? cast<RankedTensorType>(in.cuSeqlens.getType()).getDimSize(0) - 1 : B;
+  // Packed sequences read C rows past their last one (masked).
+  const int64_t padded = varlen ? T + C : (T + C - 1) / C * C;
   Value c0 = arith::ConstantIndexOp::create(b, 0);
   Value c1 = arith::ConstantIndexOp::create(b, 1);
-  Value cB = arith::ConstantIndexOp::create(b, B);
+  Value cB = arith::ConstantIndexOp::create(b, N);
   Value cHV = arith::ConstantIndexOp::create(b, HV);
   Value cGroup = arith::ConstantIndexOp::create(b, HV / H);
 
@@ -305,7 +363,7 @@ mlir::kda::emitDenseBackward(ImplicitLocOpBuilder &b, const ChunkConfig &config,
       in.gate && cast<RankedTensorType>(in.gate.getType()).getRank() == 3;
   const bool headDt =
       in.dtBias && cast<RankedTensorType>(in.dtBias.getType()).getRank() == 1;
-  SmallVector<int64_t> stateShape = {B, HV, in.vMajor ? V : K,
+  SmallVector<int64_t> stateShape = {N, HV, in.vMajor ? V : K,
                                      in.vMajor ? K : V};
   SmallVector<Value> init = {
       zerosOf(b, {B, T, H, K}),  zerosOf(b, {B, T, H, K}),
@@ -316,8 +374,20 @@ mlir::kda::emitDenseBackward(ImplicitLocOpBuilder &b, const ChunkConfig &config,
   std::string whyNot;
   auto outer = scf::ForOp::create(
       b, c0, cB, c1, init,
-      [&](OpBuilder &ob, Location ol, Value bi, ValueRange seqAcc) {
+      [&](OpBuilder &ob, Location ol, Value n, ValueRange seqAcc) {
         ImplicitLocOpBuilder sb(ol, ob);
+        // Sequence n: batch row n, or rows [cu[n], cu[n + 1]) of row 0.
+        Value bi = varlen ? c0 : n;
+        Value start, count;
+        if (varlen) {
+          auto offset = [&](Value i) -> Value {
+            Value x = tensor::ExtractOp::create(sb, in.cuSeqlens, ValueRange{i});
+            return arith::IndexCastOp::create(sb, sb.getIndexType(), x);
+          };
+          start = offset(n);
+          count = arith::SubIOp::create(
+              sb, offset(arith::AddIOp::create(sb, n, c1)), start);
+        }
         auto inner = scf::ForOp::create(
             sb, c0, cHV, c1, seqAcc,
             [&](OpBuilder &nb, Location loc, Value hv, ValueRange acc) {
@@ -325,6 +395,8 @@ mlir::kda::emitDenseBackward(ImplicitLocOpBuilder &b, const ChunkConfig &config,
               Value qh = arith::DivUIOp::create(ib, hv, cGroup);
               SequenceTiles t;
               t.tokens = T;
+              t.start = start;
+              t.count = count;
               t.q = withRows(ib, denseSlice(ib, in.q, bi, qh), padded);
               t.k = withRows(ib, denseSlice(ib, in.k, bi, qh), padded);
               t.v = withRows(ib, denseSlice(ib, in.v, bi, hv), padded);
@@ -363,11 +435,11 @@ mlir::kda::emitDenseBackward(ImplicitLocOpBuilder &b, const ChunkConfig &config,
               auto kMajor = [&](Value st) {
                 return in.vMajor ? ttb.transpose(st) : st;
               };
-              t.state = in.state ? kMajor(denseSlice(ib, in.state, bi, hv, true))
+              t.state = in.state ? kMajor(denseSlice(ib, in.state, n, hv, true))
                                  : zerosOf(ib, {K, V});
               Value dOs = withRows(ib, denseSlice(ib, dO, bi, hv), padded);
               Value dEnd = dStateEnd
-                               ? kMajor(denseSlice(ib, dStateEnd, bi, hv, true))
+                               ? kMajor(denseSlice(ib, dStateEnd, n, hv, true))
                                : zerosOf(ib, {K, V});
               FailureOr<SequenceGrads> g =
                   emitSequenceBackward(ib, config, t, dOs, dEnd, whyNot);
@@ -383,15 +455,21 @@ mlir::kda::emitDenseBackward(ImplicitLocOpBuilder &b, const ChunkConfig &config,
               next[1] = denseInsert(
                   ib, addTiles(ib, denseSlice(ib, acc[1], bi, qh), withRows(ib, g->dk, T)),
                   acc[1], bi, qh);
-              next[2] = denseInsert(ib, withRows(ib, g->dv, T), acc[2], bi, hv);
+              // Added, not written: packed sequences share the rows of a
+              // head, and each one's gradient is zero outside its own.
+              auto accumulate = [&](Value acc, Value grad, Value x) {
+                return denseInsert(
+                    ib, addTiles(ib, denseSlice(ib, acc, bi, x), withRows(ib, grad, T)),
+                    acc, bi, x);
+              };
+              next[2] = accumulate(acc[2], g->dv, hv);
               if (g->dgate && headGate)
-                next[3] = denseInsert(ib, withRows(ib, ttb.rowSum(g->dgate), T),
-                                      acc[3], bi, hv);
+                next[3] = accumulate(acc[3], ttb.rowSum(g->dgate), hv);
               else if (g->dgate)
-                next[3] = denseInsert(ib, withRows(ib, g->dgate, T), acc[3], bi, hv);
+                next[3] = accumulate(acc[3], g->dgate, hv);
               if (g->dbeta)
-                next[4] = denseInsert(ib, withRows(ib, g->dbeta, T), acc[4], bi, hv);
-              next[5] = denseInsert(ib, kMajor(g->dState), acc[5], bi, hv, true);
+                next[4] = accumulate(acc[4], g->dbeta, hv);
+              next[5] = denseInsert(ib, kMajor(g->dState), acc[5], n, hv, true);
               if (g->dALog) {
                 Value old = tensor::ExtractOp::create(ib, acc[6], ValueRange{hv});
                 Value add = tensor::ExtractOp::create(ib, g->dALog, ValueRange{c0});

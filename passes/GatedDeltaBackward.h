@@ -29,6 +29,11 @@ namespace mlir::kda {
 struct SequenceTiles {
   Value q, k, v, gate, beta, dtBias, aLog, state;
   int64_t tokens = 0;
+  /// Optional (index values): the sequence is rows [start, start + count)
+  /// of the tiles, count <= tokens (a varlen batch's sequence in its packed
+  /// rows; the tiles then hold C rows past the last one). Gradients are zero
+  /// outside those rows.
+  Value start, count;
 };
 
 /// Their gradients (same shapes; dALog [1]; null where the input is).
@@ -44,7 +49,8 @@ FailureOr<SequenceGrads> emitSequenceBackward(ImplicitLocOpBuilder &b,
                                               Value dO, Value dStateEnd,
                                               std::string &why);
 
-/// A whole dense call, as f32 tensors of static shapes: q, k [B, T, H, K],
+/// A whole call (dense, or packed with cu_seqlens), as f32 tensors of static
+/// shapes: q, k [B, T, H, K],
 /// v [B, T, HV, V], gate [B, T, HV, K] or head-wise [B, T, HV], beta
 /// [B, T, HV] (or null), dtBias [HV, K] or head-wise [HV], and aLog [HV] (or
 /// null), state [B, HV, K, V] ([B, HV, V, K] when `vMajor`; or null: zeros).
@@ -52,6 +58,9 @@ FailureOr<SequenceGrads> emitSequenceBackward(ImplicitLocOpBuilder &b,
 struct DenseTensors {
   Value q, k, v, gate, beta, dtBias, aLog, state;
   bool vMajor = false;
+  /// Optional [N + 1] int32 / int64 offsets (B = 1): N packed sequences, each
+  /// with its own state (state, dStateEnd and dState [N, HV, ...]).
+  Value cuSeqlens;
 };
 
 /// Gradients of every input of DenseTensors (same shapes; null where the

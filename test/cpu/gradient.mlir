@@ -16,8 +16,9 @@
 // A wrong gradient fails the check (the first result scaled by 1 + 3 x its bar):
 // RUN: not kda-run %s --function=kimi --chunk=16 --sub-chunk=16 --grad --check --inject-fault=result 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=FAULT
+// RUN: kda-run %s --function=varlen --seqlens=37,1,52 --chunk=16 --sub-chunk=16 --grad --check | FileCheck %s --check-prefix=VARLEN
 // What the derived gradient does not take yet says so:
-// RUN: not kda-run %s --function=varlen --grad --check 2>&1 | FileCheck %s --check-prefix=VARLEN
+// RUN: not kda-run %s --function=boundary --grad --check 2>&1 | FileCheck %s --check-prefix=BOUNDARY
 
 // The log-space gate (FLA's default call: g precomputed, no prologue), an
 // initial state; T = 100 is not a multiple of the chunk.
@@ -76,8 +77,19 @@ func.func @head_softplus(%q: tensor<1x40x2x32xf32>, %k: tensor<1x40x2x32xf32>, %
 // FAULT-DAG: result 0: {{.*}} FAIL
 // FAULT-DAG: kda-run: error: output check failed
 
-// VARLEN: --grad: the derived gradient does not take cu_seqlens (varlen) yet
-func.func @varlen(%q: tensor<1x64x2x32xf32>, %k: tensor<1x64x2x32xf32>, %v: tensor<1x64x2x32xf32>, %g: tensor<1x64x2x32xf32>, %b: tensor<1x64x2xf32>, %cu: tensor<3xi32>) -> tensor<1x64x2x32xf32> {
-  %o = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x64x2x32xf32>) beta(%b : tensor<1x64x2xf32>) cu_seqlens(%cu : tensor<3xi32>) : tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32> -> tensor<1x64x2x32xf32>
-  return %o : tensor<1x64x2x32xf32>
+// Kimi's call on a packed batch (cu_seqlens: 37, 1 and 52 tokens, each with its
+// own states), V-major states: the sequences share the rows of a head, and
+// each one's gradient stays in its own rows.
+// VARLEN: @varlen_grad compiled
+// VARLEN-COUNT-8: bar=1e-04 ok
+// VARLEN-NOT: FAIL
+func.func @varlen(%q: tensor<1x90x1x32xbf16>, %k: tensor<1x90x1x32xbf16>, %v: tensor<1x90x2x16xbf16>, %g: tensor<1x90x2x32xbf16>, %beta: tensor<1x90x2xbf16>, %h0: tensor<3x2x16x32xf32>, %A_log: tensor<2xf32>, %dt_bias: tensor<2x32xf32>, %cu: tensor<4xi32>) -> (tensor<1x90x2x16xbf16>, tensor<3x2x16x32xf32>) {
+  %o, %ht = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x90x2x32xbf16>) beta(%beta : tensor<1x90x2xbf16>) initial_state(%h0 : tensor<3x2x16x32xf32>) cu_seqlens(%cu : tensor<4xi32>) A_log(%A_log : tensor<2xf32>) dt_bias(%dt_bias : tensor<2x32xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, state_layout = #kda<layout v_major>} : tensor<1x90x1x32xbf16>, tensor<1x90x1x32xbf16>, tensor<1x90x2x16xbf16> -> tensor<1x90x2x16xbf16> final_state tensor<3x2x16x32xf32>
+  return %o, %ht : tensor<1x90x2x16xbf16>, tensor<3x2x16x32xf32>
+}
+
+// BOUNDARY: --grad: the derived gradient does not take chunk-boundary states yet
+func.func @boundary(%q: tensor<1x64x2x32xf32>, %k: tensor<1x64x2x32xf32>, %v: tensor<1x64x2x32xf32>, %g: tensor<1x64x2x32xf32>, %b: tensor<1x64x2xf32>) -> (tensor<1x64x2x32xf32>, tensor<1x2x2x32x32xf32>) {
+  %o, %bs = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x64x2x32xf32>) beta(%b : tensor<1x64x2xf32>) {boundary_interval = 32 : i64} : tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32> -> tensor<1x64x2x32xf32> boundary_states tensor<1x2x2x32x32xf32>
+  return %o, %bs : tensor<1x64x2x32xf32>, tensor<1x2x2x32x32xf32>
 }

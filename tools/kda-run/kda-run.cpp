@@ -106,8 +106,8 @@ static cl::opt<bool> gradient(
     "grad",
     cl::desc("run the gradient of the function's one kda.gated_delta op "
              "instead (derived from the forward algorithm, "
-             "passes/GatedDeltaBackward.h; dense calls, the --chunk and "
-             "--sub-chunk sizes) for seeded random output gradients: its "
+             "passes/GatedDeltaBackward.h; the --chunk and --sub-chunk "
+             "sizes) for seeded random output gradients: its "
              "results are the f32 gradients of the arguments the op reads; "
              "--check compares them with the float64 oracle's (bar 1e-4)"),
     cl::cat(runCategory));
@@ -142,16 +142,15 @@ std::string buildGradient(func::FuncOp &f,
     return a && a.getOwner() == &block ? a : BlockArgument();
   };
   std::string why;
-  if (op.getCuSeqlens())
-    why = "cu_seqlens (varlen)";
-  else if (op.getBoundaryStates())
+  if (op.getBoundaryStates())
     why = "chunk-boundary states";
   else if (op.getUpdate() != mlir::kda::UpdateRule::delta)
     why = "the additive rule";
   else if (!op.getGate())
     why = "no gate";
   for (Value v : {op.getQ(), op.getK(), op.getV(), op.getGate(), op.getBeta(),
-                  op.getInitialState(), op.getALog(), op.getDtBias()})
+                  op.getInitialState(), op.getALog(), op.getDtBias(),
+                  op.getCuSeqlens()})
     if (v && !argOf(v))
       why = "an operand that is not an argument of the function";
   if (!why.empty())
@@ -242,6 +241,8 @@ std::string buildGradient(func::FuncOp &f,
   t.aLog = in(op.getALog());
   t.dtBias = in(op.getDtBias());
   t.vMajor = op.getStateLayout() == mlir::kda::StateLayout::v_major;
+  if (Value cu = op.getCuSeqlens())
+    t.cuSeqlens = entry->getArgument(argOf(cu).getArgNumber());
   unsigned n = f.getNumArguments();
   Value dO = tb.convert(entry->getArgument(n), b.getF32Type());
   Value dEnd = seedsOf.size() > 1

@@ -8,6 +8,7 @@
 // 1e-5), under a bar of 1e-4.
 // RUN: kda-run %s --function=log_space --chunk=16 --sub-chunk=16 --grad --check | FileCheck %s --check-prefix=LOG
 // RUN: kda-run %s --function=log_space --chunk=64 --sub-chunk=16 --grad --check | FileCheck %s --check-prefix=LOG
+// RUN: kda-run %s --function=log_space --chunk=1 --sub-chunk=1 --grad --check | FileCheck %s --check-prefix=LOG
 // RUN: kda-run %s --function=kimi --chunk=16 --sub-chunk=16 --grad --check | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi --chunk=32 --sub-chunk=16 --grad --check | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=softplus --chunk=32 --sub-chunk=16 --grad --check | FileCheck %s --check-prefix=SOFT
@@ -19,6 +20,7 @@
 // RUN: kda-run %s --function=varlen --seqlens=37,1,52 --chunk=16 --sub-chunk=16 --grad --check | FileCheck %s --check-prefix=VARLEN
 // What the derived gradient does not take yet says so:
 // RUN: not kda-run %s --function=boundary --grad --check 2>&1 | FileCheck %s --check-prefix=BOUNDARY
+// RUN: not kda-run %s --function=no_recurrence --grad --check 2>&1 | FileCheck %s --check-prefix=NONE
 
 // The log-space gate (FLA's default call: g precomputed, no prologue), an
 // initial state; T = 100 is not a multiple of the chunk.
@@ -86,6 +88,12 @@ func.func @head_softplus(%q: tensor<1x40x2x32xf32>, %k: tensor<1x40x2x32xf32>, %
 func.func @varlen(%q: tensor<1x90x1x32xbf16>, %k: tensor<1x90x1x32xbf16>, %v: tensor<1x90x2x16xbf16>, %g: tensor<1x90x2x32xbf16>, %beta: tensor<1x90x2xbf16>, %h0: tensor<3x2x16x32xf32>, %A_log: tensor<2xf32>, %dt_bias: tensor<2x32xf32>, %cu: tensor<4xi32>) -> (tensor<1x90x2x16xbf16>, tensor<3x2x16x32xf32>) {
   %o, %ht = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x90x2x32xbf16>) beta(%beta : tensor<1x90x2xbf16>) initial_state(%h0 : tensor<3x2x16x32xf32>) cu_seqlens(%cu : tensor<4xi32>) A_log(%A_log : tensor<2xf32>) dt_bias(%dt_bias : tensor<2x32xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, state_layout = #kda<layout v_major>} : tensor<1x90x1x32xbf16>, tensor<1x90x1x32xbf16>, tensor<1x90x2x16xbf16> -> tensor<1x90x2x16xbf16> final_state tensor<3x2x16x32xf32>
   return %o, %ht : tensor<1x90x2x16xbf16>, tensor<3x2x16x32xf32>
+}
+
+// NONE: --grad: @no_recurrence must hold exactly one kda.gated_delta op (it has 0)
+func.func @no_recurrence(%q: tensor<1x16x2x32xf32>, %k: tensor<1x16x2x32xf32>, %v: tensor<1x16x2x32xf32>) -> tensor<1x16x2x32xf32> {
+  %o = kda.window_attention %q, %k, %v {window = 4 : i64} : tensor<1x16x2x32xf32>, tensor<1x16x2x32xf32>, tensor<1x16x2x32xf32> -> tensor<1x16x2x32xf32>
+  return %o : tensor<1x16x2x32xf32>
 }
 
 // BOUNDARY: --grad: the derived gradient does not take chunk-boundary states yet

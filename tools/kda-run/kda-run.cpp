@@ -161,7 +161,7 @@ std::string buildGradient(func::FuncOp &f,
   const int64_t K = q.getDimSize(3),
                 V = cast<RankedTensorType>(op.getV().getType()).getDimSize(3);
   mlir::kda::ChunkConfig cfg;
-  cfg.chunk = chunk > 1 ? chunk : 16;
+  cfg.chunk = chunk > 0 ? chunk : 16;
   cfg.subChunk = subChunk > 0 && cfg.chunk % subChunk == 0 ? subChunk : cfg.chunk;
   cfg.keyDim = K;
   cfg.valueDim = V;

@@ -222,24 +222,6 @@ PrologueAttr prologueDescription(Builder &b, const ChunkConfig &config,
       b.getBoolAttr(config.qkL2Norm), b.getF64FloatAttr(config.scale));
 }
 
-template <typename RecurrenceOp>
-ChunkConfig makeConfig(RecurrenceOp op, int64_t chunk, int64_t subChunk, int64_t kd,
-                       int64_t vd) {
-  ChunkConfig config;
-  config.chunk = chunk;
-  config.subChunk = subChunk;
-  config.keyDim = kd;
-  config.valueDim = vd;
-  config.update = op.getUpdate();
-  config.scale = op.getScaleOrDefault();
-  config.qkL2Norm = op.getQkL2norm();
-  config.betaActivation = op.getBetaActivation();
-  config.gateActivation = op.getGateActivation();
-  if (auto lb = op.getLowerBound())
-    config.lowerBound = lb->convertToDouble();
-  return config;
-}
-
 LogicalResult requireStatic(PatternRewriter &rewriter, Operation *op,
                             ArrayRef<std::pair<Value, unsigned>> dims) {
   for (auto [v, d] : dims)
@@ -534,7 +516,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     const bool vMajor = op.getStateLayout() == StateLayout::v_major;
     const int64_t vb = *vBlocked;
     const bool splitV = vb < vd;
-    ChunkConfig config = makeConfig(op, c, sub, kd, vb);
+    ChunkConfig config = chunkConfigOf(op, c, sub, kd, vb);
     std::optional<GateGranularity> granularity = op.getGateGranularity();
     bool channelGate = granularity == GateGranularity::channel;
 
@@ -595,7 +577,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     // first, over (sequence, chunk, head) programs, into workspaces.
     IntraWorkspaces ws;
     if (chunkParallel) {
-      ChunkConfig full = makeConfig(op, c, sub, kd, vd);
+      ChunkConfig full = chunkConfigOf(op, c, sub, kd, vd);
       ws = emitIntraChunkGrid(b, op, full, sequences, hv, headsPerQueryHead);
     }
 
@@ -980,7 +962,7 @@ struct TileDecodeStep : OpRewritePattern<DecodeStepOp> {
     if (!vBlocked)
       return rewriter.notifyMatchFailure(op, "v_block must divide V");
     const int64_t vb = *vBlocked;
-    ChunkConfig config = makeConfig(op, 1, 1, kd, vb);
+    ChunkConfig config = chunkConfigOf(op, 1, 1, kd, vb);
     bool channelGate = op.getGateGranularity() == GateGranularity::channel;
     Value zero = tb.index(0), one = tb.index(1);
     Value hv = getValueOrCreateConstantIndexOp(b, b.getLoc(), sizeOf(b, v, row + 1));

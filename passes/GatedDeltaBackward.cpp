@@ -20,44 +20,58 @@ Value zerosOf(ImplicitLocOpBuilder &b, ArrayRef<int64_t> shape) {
       b, DenseElementsAttr::get(type, b.getF32FloatAttr(0.0)));
 }
 
-/// Rows [off, off + C) of a [P] or [P, N] tensor.
-Value rowsAt(ImplicitLocOpBuilder &b, Value t, Value off, int64_t c) {
-  auto type = cast<RankedTensorType>(t.getType());
-  SmallVector<OpFoldResult> offs = {off}, sizes = {b.getIndexAttr(c)},
-                            strides = {b.getIndexAttr(1)};
-  SmallVector<int64_t> shape = {c};
-  if (type.getRank() == 2) {
-    offs.push_back(b.getIndexAttr(0));
-    sizes.push_back(b.getIndexAttr(type.getShape()[1]));
-    strides.push_back(b.getIndexAttr(1));
-    shape.push_back(type.getShape()[1]);
+/// A static-size window of a tensor at (possibly dynamic) offsets, read
+/// (extract) or written (insert) with the shape `shape`: the dimensions a
+/// pick() indexes are dropped from it.
+struct Window {
+  SmallVector<OpFoldResult> offsets, sizes;
+  SmallVector<int64_t> shape;
+
+  Value extract(ImplicitLocOpBuilder &b, Value t) const {
+    SmallVector<OpFoldResult> strides(offsets.size(), b.getIndexAttr(1));
+    auto type = cast<RankedTensorType>(t.getType());
+    return tensor::ExtractSliceOp::create(
+        b, RankedTensorType::get(shape, type.getElementType()), t, offsets,
+        sizes, strides);
   }
-  return tensor::ExtractSliceOp::create(
-      b, RankedTensorType::get(shape, type.getElementType()), t, offs, sizes,
-      strides);
+  Value insert(ImplicitLocOpBuilder &b, Value sub, Value dest) const {
+    SmallVector<OpFoldResult> strides(offsets.size(), b.getIndexAttr(1));
+    return tensor::InsertSliceOp::create(b, sub, dest, offsets, sizes, strides);
+  }
+};
+
+/// Dimension d of `t` at index at[d] (dropped), or whole where at[d] is null
+/// or past the end of `at`: (b, :, x, :) of [B, T, X, N] is [T, N].
+Window pick(ImplicitLocOpBuilder &b, Value t, ArrayRef<Value> at) {
+  ArrayRef<int64_t> s = cast<RankedTensorType>(t.getType()).getShape();
+  Window w;
+  for (size_t d = 0; d < s.size(); ++d) {
+    bool indexed = d < at.size() && at[d];
+    w.offsets.push_back(indexed ? OpFoldResult(at[d]) : b.getIndexAttr(0));
+    w.sizes.push_back(b.getIndexAttr(indexed ? 1 : s[d]));
+    if (!indexed)
+      w.shape.push_back(s[d]);
+  }
+  return w;
 }
 
-/// `sub` written over rows [off, off + C) of `dest`.
+/// Rows [off, off + n) of a [P] or [P, N] tensor.
+Window rowsOf(ImplicitLocOpBuilder &b, Value t, Value off, int64_t n) {
+  Window w = pick(b, t, {});
+  w.offsets[0] = off;
+  w.sizes[0] = b.getIndexAttr(n);
+  w.shape[0] = n;
+  return w;
+}
+
+Value rowsAt(ImplicitLocOpBuilder &b, Value t, Value off, int64_t n) {
+  return rowsOf(b, t, off, n).extract(b, t);
+}
+
+/// `sub` written over rows [off, off + its rows) of `dest`.
 Value putRows(ImplicitLocOpBuilder &b, Value sub, Value dest, Value off) {
-  auto type = cast<RankedTensorType>(sub.getType());
-  SmallVector<OpFoldResult> offs = {off}, sizes, strides;
-  for (int64_t d = 0; d < type.getRank(); ++d) {
-    if (d > 0)
-      offs.push_back(b.getIndexAttr(0));
-    sizes.push_back(b.getIndexAttr(type.getShape()[d]));
-    strides.push_back(b.getIndexAttr(1));
-  }
-  return tensor::InsertSliceOp::create(b, sub, dest, offs, sizes, strides);
-}
-
-/// [K, V] state `c` of a [NC, K, V] stack, or `state` written there.
-SmallVector<OpFoldResult> stackAt(ImplicitLocOpBuilder &b, Value c,
-                                  SmallVector<OpFoldResult> &sizes,
-                                  SmallVector<OpFoldResult> &strides,
-                                  int64_t k, int64_t v) {
-  sizes = {b.getIndexAttr(1), b.getIndexAttr(k), b.getIndexAttr(v)};
-  strides = {b.getIndexAttr(1), b.getIndexAttr(1), b.getIndexAttr(1)};
-  return {c, b.getIndexAttr(0), b.getIndexAttr(0)};
+  int64_t n = cast<RankedTensorType>(sub.getType()).getDimSize(0);
+  return rowsOf(b, dest, off, n).insert(b, sub, dest);
 }
 
 } // namespace
@@ -137,10 +151,7 @@ mlir::kda::emitSequenceBackward(ImplicitLocOpBuilder &b,
       b, c0, cChunks, c1, ValueRange{in.state, stack0},
       [&](OpBuilder &nb, Location loc, Value c, ValueRange carried) {
         ImplicitLocOpBuilder ib(loc, nb);
-        SmallVector<OpFoldResult> sizes, strides;
-        SmallVector<OpFoldResult> at = stackAt(ib, c, sizes, strides, K, V);
-        Value stack = tensor::InsertSliceOp::create(ib, carried[0], carried[1],
-                                                    at, sizes, strides);
+        Value stack = pick(ib, carried[1], {c}).insert(ib, carried[0], carried[1]);
         TensorTileBuilder tb(ib);
         Value off = arith::MulIOp::create(ib, c, cC);
         ChunkOutputs out =
@@ -167,10 +178,7 @@ mlir::kda::emitSequenceBackward(ImplicitLocOpBuilder &b,
         Value c = arith::SubIOp::create(ib, cLast, i);
         Value local = arith::MulIOp::create(ib, c, cC);
         Value off = arith::AddIOp::create(ib, cStart, local);
-        SmallVector<OpFoldResult> sizes, strides;
-        SmallVector<OpFoldResult> at = stackAt(ib, c, sizes, strides, K, V);
-        Value h = tensor::ExtractSliceOp::create(
-            ib, RankedTensorType::get({K, V}, f32), stack, at, sizes, strides);
+        Value h = pick(ib, stack, {c}).extract(ib, stack);
         TensorTileBuilder inner(ib);
         TapeTileBuilder tape(inner);
         ChunkInputs raw;
@@ -254,53 +262,6 @@ mlir::kda::emitSequenceBackward(ImplicitLocOpBuilder &b,
 
 namespace {
 
-/// [.., T, .., N] slices of the dense layout: (b, :, x, :) of a rank-4
-/// tensor -> [T, N]; (b, :, x) of a rank-3 one -> [T]; (b, x, :, :) of a
-/// state stack [B, X, K, V] -> [K, V] (`stateLike`).
-Value denseSlice(ImplicitLocOpBuilder &b, Value t, Value bi, Value x,
-                 bool stateLike = false) {
-  auto type = cast<RankedTensorType>(t.getType());
-  ArrayRef<int64_t> s = type.getShape();
-  auto I = [&](int64_t v) -> OpFoldResult { return b.getIndexAttr(v); };
-  SmallVector<OpFoldResult> offs, sizes, strides(s.size(), I(1));
-  SmallVector<int64_t> shape;
-  if (stateLike) {
-    offs = {bi, x, I(0), I(0)};
-    sizes = {I(1), I(1), I(s[2]), I(s[3])};
-    shape = {s[2], s[3]};
-  } else if (s.size() == 4) {
-    offs = {bi, I(0), x, I(0)};
-    sizes = {I(1), I(s[1]), I(1), I(s[3])};
-    shape = {s[1], s[3]};
-  } else {
-    offs = {bi, I(0), x};
-    sizes = {I(1), I(s[1]), I(1)};
-    shape = {s[1]};
-  }
-  return tensor::ExtractSliceOp::create(
-      b, RankedTensorType::get(shape, type.getElementType()), t, offs, sizes,
-      strides);
-}
-
-/// `sub` written where denseSlice(dest, bi, x, stateLike) reads.
-Value denseInsert(ImplicitLocOpBuilder &b, Value sub, Value dest, Value bi,
-                  Value x, bool stateLike = false) {
-  ArrayRef<int64_t> s = cast<RankedTensorType>(dest.getType()).getShape();
-  auto I = [&](int64_t v) -> OpFoldResult { return b.getIndexAttr(v); };
-  SmallVector<OpFoldResult> offs, sizes, strides(s.size(), I(1));
-  if (stateLike) {
-    offs = {bi, x, I(0), I(0)};
-    sizes = {I(1), I(1), I(s[2]), I(s[3])};
-  } else if (s.size() == 4) {
-    offs = {bi, I(0), x, I(0)};
-    sizes = {I(1), I(s[1]), I(1), I(s[3])};
-  } else {
-    offs = {bi, I(0), x};
-    sizes = {I(1), I(s[1]), I(1)};
-  }
-  return tensor::InsertSliceOp::create(b, sub, dest, offs, sizes, strides);
-}
-
 /// Rows [0, rows) of a [P] or [P, N] tensor, or `t` grown to `rows` rows of
 /// zeros after its own.
 Value withRows(ImplicitLocOpBuilder &b, Value t, int64_t rows) {
@@ -315,12 +276,15 @@ Value withRows(ImplicitLocOpBuilder &b, Value t, int64_t rows) {
   return putRows(b, t, zerosOf(b, shape), zero);
 }
 
-Value addTiles(ImplicitLocOpBuilder &b, Value x, Value y) {
+/// `dest` with `grad` added over the window `w`.
+Value accumulate(ImplicitLocOpBuilder &b, Value dest, const Window &w,
+                 Value grad) {
   TensorTileBuilder tb(b);
-  return tb.map(tb.shape(x), {x, y},
-                [](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange) -> Value {
-                  return arith::AddFOp::create(bb, s[0], s[1]);
-                });
+  Value sum = tb.map(tb.shape(grad), {w.extract(b, dest), grad},
+                     [](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange) -> Value {
+                       return arith::AddFOp::create(bb, s[0], s[1]);
+                     });
+  return w.insert(b, sum, dest);
 }
 
 } // namespace
@@ -397,23 +361,27 @@ mlir::kda::emitDenseBackward(ImplicitLocOpBuilder &b, const ChunkConfig &config,
               t.tokens = T;
               t.start = start;
               t.count = count;
-              t.q = withRows(ib, denseSlice(ib, in.q, bi, qh), padded);
-              t.k = withRows(ib, denseSlice(ib, in.k, bi, qh), padded);
-              t.v = withRows(ib, denseSlice(ib, in.v, bi, hv), padded);
+              // (bi, :, x, :) of [B, T, X, N], (bi, :, x) of [B, T, X].
+              auto tokens = [&](Value t, Value x) {
+                return withRows(ib, pick(ib, t, {bi, Value(), x}).extract(ib, t),
+                                padded);
+              };
+              t.q = tokens(in.q, qh);
+              t.k = tokens(in.k, qh);
+              t.v = tokens(in.v, hv);
               if (in.gate && headGate) {
                 // One gate per token, every channel's: broadcast, and its
                 // gradient summed back over the channels.
                 TensorTileBuilder tb(ib);
                 t.gate = tb.map({padded, K},
-                                {perRow(withRows(ib, denseSlice(ib, in.gate, bi, hv),
-                                                 padded))},
+                                {perRow(tokens(in.gate, hv))},
                                 [](ImplicitLocOpBuilder &, ValueRange s,
                                    ValueRange) { return s[0]; });
               } else if (in.gate) {
-                t.gate = withRows(ib, denseSlice(ib, in.gate, bi, hv), padded);
+                t.gate = tokens(in.gate, hv);
               }
               if (in.beta)
-                t.beta = withRows(ib, denseSlice(ib, in.beta, bi, hv), padded);
+                t.beta = tokens(in.beta, hv);
               if (in.dtBias && headDt) {
                 Value scalar =
                     tensor::ExtractOp::create(ib, in.dtBias, ValueRange{hv});
@@ -422,12 +390,7 @@ mlir::kda::emitDenseBackward(ImplicitLocOpBuilder &b, const ChunkConfig &config,
                                   [&](ImplicitLocOpBuilder &, ValueRange,
                                       ValueRange) { return scalar; });
               } else if (in.dtBias) {
-                auto I = [&](int64_t v) -> OpFoldResult { return ib.getIndexAttr(v); };
-                t.dtBias = tensor::ExtractSliceOp::create(
-                    ib, RankedTensorType::get({K}, ib.getF32Type()), in.dtBias,
-                    SmallVector<OpFoldResult>{hv, I(0)},
-                    SmallVector<OpFoldResult>{I(1), I(K)},
-                    SmallVector<OpFoldResult>{I(1), I(1)});
+                t.dtBias = pick(ib, in.dtBias, {hv}).extract(ib, in.dtBias);
               }
               if (in.aLog)
                 t.aLog = tensor::ExtractOp::create(ib, in.aLog, ValueRange{hv});
@@ -435,12 +398,14 @@ mlir::kda::emitDenseBackward(ImplicitLocOpBuilder &b, const ChunkConfig &config,
               auto kMajor = [&](Value st) {
                 return in.vMajor ? ttb.transpose(st) : st;
               };
-              t.state = in.state ? kMajor(denseSlice(ib, in.state, n, hv, true))
-                                 : zerosOf(ib, {K, V});
-              Value dOs = withRows(ib, denseSlice(ib, dO, bi, hv), padded);
-              Value dEnd = dStateEnd
-                               ? kMajor(denseSlice(ib, dStateEnd, n, hv, true))
-                               : zerosOf(ib, {K, V});
+              // (n, hv, :, :) of a state stack.
+              auto stateOf = [&](Value st) {
+                return st ? kMajor(pick(ib, st, {n, hv}).extract(ib, st))
+                          : zerosOf(ib, {K, V});
+              };
+              t.state = stateOf(in.state);
+              Value dOs = tokens(dO, hv);
+              Value dEnd = stateOf(dStateEnd);
               FailureOr<SequenceGrads> g =
                   emitSequenceBackward(ib, config, t, dOs, dEnd, whyNot);
               if (failed(g)) {
@@ -448,53 +413,33 @@ mlir::kda::emitDenseBackward(ImplicitLocOpBuilder &b, const ChunkConfig &config,
                 return;
               }
               SmallVector<Value> next(acc.begin(), acc.end());
-              // GVA: the value heads of a q / k head sum into it.
-              next[0] = denseInsert(
-                  ib, addTiles(ib, denseSlice(ib, acc[0], bi, qh), withRows(ib, g->dq, T)),
-                  acc[0], bi, qh);
-              next[1] = denseInsert(
-                  ib, addTiles(ib, denseSlice(ib, acc[1], bi, qh), withRows(ib, g->dk, T)),
-                  acc[1], bi, qh);
-              // Added, not written: packed sequences share the rows of a
-              // head, and each one's gradient is zero outside its own.
-              auto accumulate = [&](Value acc, Value grad, Value x) {
-                return denseInsert(
-                    ib, addTiles(ib, denseSlice(ib, acc, bi, x), withRows(ib, grad, T)),
-                    acc, bi, x);
+              // Added, not written: the value heads of a q / k head sum into
+              // it (GVA), packed sequences share the rows of a head (each
+              // one's gradient is zero outside its own), and A_log and
+              // dt_bias are every sequence's.
+              auto perToken = [&](Value acc, Value grad, Value x) {
+                return accumulate(ib, acc, pick(ib, acc, {bi, Value(), x}),
+                                  withRows(ib, grad, T));
               };
-              next[2] = accumulate(acc[2], g->dv, hv);
-              if (g->dgate && headGate)
-                next[3] = accumulate(acc[3], ttb.rowSum(g->dgate), hv);
-              else if (g->dgate)
-                next[3] = accumulate(acc[3], g->dgate, hv);
+              next[0] = perToken(acc[0], g->dq, qh);
+              next[1] = perToken(acc[1], g->dk, qh);
+              next[2] = perToken(acc[2], g->dv, hv);
+              if (g->dgate)
+                next[3] = perToken(acc[3], headGate ? ttb.rowSum(g->dgate) : g->dgate, hv);
               if (g->dbeta)
-                next[4] = accumulate(acc[4], g->dbeta, hv);
-              next[5] = denseInsert(ib, kMajor(g->dState), acc[5], n, hv, true);
-              if (g->dALog) {
-                Value old = tensor::ExtractOp::create(ib, acc[6], ValueRange{hv});
-                Value add = tensor::ExtractOp::create(ib, g->dALog, ValueRange{c0});
-                next[6] = tensor::InsertOp::create(
-                    ib, arith::AddFOp::create(ib, old, add), acc[6], ValueRange{hv});
-              }
+                next[4] = perToken(acc[4], g->dbeta, hv);
+              next[5] = pick(ib, acc[5], {n, hv}).insert(ib, kMajor(g->dState), acc[5]);
+              if (g->dALog)
+                next[6] = accumulate(ib, acc[6], rowsOf(ib, acc[6], hv, 1), g->dALog);
               if (g->dDtBias && headDt) {
                 Value sum = ttb.rowSum(ttb.map({1, K}, {perColumn(g->dDtBias)},
                                                [](ImplicitLocOpBuilder &,
                                                   ValueRange s, ValueRange) {
                                                  return s[0];
                                                }));
-                Value old = tensor::ExtractOp::create(ib, acc[7], ValueRange{hv});
-                Value add = tensor::ExtractOp::create(ib, sum, ValueRange{c0});
-                next[7] = tensor::InsertOp::create(
-                    ib, arith::AddFOp::create(ib, old, add), acc[7], ValueRange{hv});
+                next[7] = accumulate(ib, acc[7], rowsOf(ib, acc[7], hv, 1), sum);
               } else if (g->dDtBias) {
-                auto I = [&](int64_t v) -> OpFoldResult { return ib.getIndexAttr(v); };
-                SmallVector<OpFoldResult> offs = {hv, I(0)}, sizes = {I(1), I(K)},
-                                          strides = {I(1), I(1)};
-                Value row = tensor::ExtractSliceOp::create(
-                    ib, RankedTensorType::get({K}, ib.getF32Type()), acc[7], offs,
-                    sizes, strides);
-                next[7] = tensor::InsertSliceOp::create(
-                    ib, addTiles(ib, row, g->dDtBias), acc[7], offs, sizes, strides);
+                next[7] = accumulate(ib, acc[7], pick(ib, acc[7], {hv}), g->dDtBias);
               }
               scf::YieldOp::create(ib, next);
             });

@@ -33,6 +33,27 @@ struct ChunkConfig {
 
 /// One chunk's raw inputs, as tiles loaded from memory (rows past
 /// `validRows` are zero).
+/// The configuration of a recurrence op's chunk step (kda.gated_delta,
+/// kda.decode_step): its attributes, and the chunk, sub-chunk and head sizes
+/// the caller tiles it with.
+template <typename RecurrenceOp>
+ChunkConfig chunkConfigOf(RecurrenceOp op, int64_t chunk, int64_t subChunk,
+                          int64_t keyDim, int64_t valueDim) {
+  ChunkConfig config;
+  config.chunk = chunk;
+  config.subChunk = subChunk;
+  config.keyDim = keyDim;
+  config.valueDim = valueDim;
+  config.update = op.getUpdate();
+  config.scale = op.getScaleOrDefault();
+  config.qkL2Norm = op.getQkL2norm();
+  config.betaActivation = op.getBetaActivation();
+  config.gateActivation = op.getGateActivation();
+  if (auto lb = op.getLowerBound())
+    config.lowerBound = lb->convertToDouble();
+  return config;
+}
+
 struct ChunkInputs {
   Value q;        // [C, K]
   Value k;        // [C, K]

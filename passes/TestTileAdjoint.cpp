@@ -68,7 +68,32 @@ struct TestProgram {
   GradProgram grad = {};
 };
 
-/// The sequence programs' chunk step: C = 8, sub-chunks of 4, K = 4, V = 3,
+/// The sequence programs' inputs in their order: q, k, v, gate, beta,
+/// dt_bias, state, A_log.
+template <typename Tiles>
+Tiles fromInputs(ArrayRef<Value> in) {
+  Tiles t;
+  t.q = in[0];
+  t.k = in[1];
+  t.v = in[2];
+  t.gate = in[3];
+  t.beta = in[4];
+  t.dtBias = in[5];
+  t.state = in[6];
+  t.aLog = in[7];
+  return t;
+}
+
+/// Their gradients in the same order.
+FailureOr<SmallVector<Value>> inInputOrder(FailureOr<SequenceGrads> g) {
+  if (failed(g))
+    return failure();
+  return SmallVector<Value>{g->dq,    g->dk,      g->dv,     g->dgate,
+                            g->dbeta, g->dDtBias, g->dState, g->dALog};
+}
+
+/// The chunk step of the chunk and sequence programs (the chunk programs vary
+/// the gate and the l2 norm): C = 8, sub-chunks of 4, K = 4, V = 3,
 /// l2 norm, beta sigmoid, the lower-bound gate.
 ChunkConfig sequenceConfig() {
   ChunkConfig cfg;
@@ -246,16 +271,9 @@ SmallVector<TestProgram> programs() {
   auto chunk = [](GateActivation gate, bool l2, int64_t valid) {
     return [gate, l2, valid](TileBuilder &tb,
                              ArrayRef<Value> in) -> SmallVector<Value> {
-      ChunkConfig cfg;
-      cfg.chunk = 8;
-      cfg.subChunk = 4;
-      cfg.keyDim = 4;
-      cfg.valueDim = 3;
-      cfg.scale = 0.5;
+      ChunkConfig cfg = sequenceConfig();
       cfg.qkL2Norm = l2;
-      cfg.betaActivation = BetaActivation::sigmoid;
       cfg.gateActivation = gate;
-      cfg.lowerBound = -5.0;
       ChunkInputs ci;
       ci.q = in[0];
       ci.k = in[1];
@@ -330,22 +348,10 @@ SmallVector<TestProgram> programs() {
     loop.grad = [](ImplicitLocOpBuilder &b, ArrayRef<Value> in,
                    ArrayRef<Value> seeds,
                    std::string &why) -> FailureOr<SmallVector<Value>> {
-      SequenceTiles t;
-      t.q = in[0];
-      t.k = in[1];
-      t.v = in[2];
-      t.gate = in[3];
-      t.beta = in[4];
-      t.dtBias = in[5];
-      t.state = in[6];
-      t.aLog = in[7];
+      auto t = fromInputs<SequenceTiles>(in);
       t.tokens = 20;
-      FailureOr<SequenceGrads> g =
-          emitSequenceBackward(b, sequenceConfig(), t, seeds[0], seeds[1], why);
-      if (failed(g))
-        return failure();
-      return SmallVector<Value>{g->dq,    g->dk,      g->dv,     g->dgate,
-                                g->dbeta, g->dDtBias, g->dState, g->dALog};
+      return inInputOrder(emitSequenceBackward(b, sequenceConfig(), t, seeds[0],
+                                               seeds[1], why));
     };
     out.push_back(loop);
   }
@@ -417,21 +423,9 @@ SmallVector<TestProgram> programs() {
        },
        [](ImplicitLocOpBuilder &b, ArrayRef<Value> in, ArrayRef<Value> seeds,
           std::string &why) -> FailureOr<SmallVector<Value>> {
-         DenseTensors t;
-         t.q = in[0];
-         t.k = in[1];
-         t.v = in[2];
-         t.gate = in[3];
-         t.beta = in[4];
-         t.dtBias = in[5];
-         t.state = in[6];
-         t.aLog = in[7];
-         FailureOr<SequenceGrads> g =
-             emitDenseBackward(b, sequenceConfig(), t, seeds[0], seeds[1], why);
-         if (failed(g))
-           return failure();
-         return SmallVector<Value>{g->dq,    g->dk,      g->dv,     g->dgate,
-                                   g->dbeta, g->dDtBias, g->dState, g->dALog};
+         return inInputOrder(emitDenseBackward(b, sequenceConfig(),
+                                               fromInputs<DenseTensors>(in),
+                                               seeds[0], seeds[1], why));
        }});
   // A primitive without a rule: the pass must fail and name it.
   out.push_back({"row_max",

@@ -367,12 +367,17 @@ TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
       size_t n = in.size();
       if (!e.bodyResult || body->getNumArguments() < n)
         break; // the body never ran (an empty tile)
-      for (size_t k = 0; k < n; ++k) {
-        if (!isFloatTile(in[k]))
-          continue;
+      // d y / d (operand `wrt`) * dy over the tile: a map of the forward's
+      // operands, the `captured` scalar as one more (a tile of it, `splat`)
+      // where one is differentiated, and dy, whose body is the recorded body
+      // followed by its scalar adjoint.
+      auto partial = [&](size_t wrt, Value captured,
+                         Value splat) -> FailureOr<Value> {
         SmallVector<TileOperand> operands;
         for (size_t i = 0; i < n; ++i)
           operands.push_back({in[i], e.casts[i]});
+        if (splat)
+          operands.push_back(TileOperand(splat));
         operands.push_back(TileOperand(dy));
         std::string whyNot;
         Value full = tb.map(
@@ -386,29 +391,40 @@ TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
                                  n + i < body->getNumArguments();
                    ++i)
                 m.map(body->getArgument(n + i), ivs[i]);
+              if (captured)
+                m.map(captured, s[n]);
               for (Operation &op : *body)
                 ib.clone(op, m);
               Value y = m.lookupOrDefault(e.bodyResult);
+              Value seed = s.back();
               FailureOr<SmallVector<Value>> parts =
-                  emitScalarAdjoint(ib, y, {s[k]}, s[n], whyNot);
+                  emitScalarAdjoint(ib, y, {s[wrt]}, seed, whyNot);
               if (failed(parts) || parts->empty())
                 return arith::ConstantOp::create(
-                    ib, ib.getZeroAttr(s[n].getType()));
+                    ib, ib.getZeroAttr(seed.getType()));
               return (*parts)[0];
             });
         if (!whyNot.empty()) {
           why = "map: " + whyNot;
           return failure();
         }
+        return full;
+      };
+      for (size_t k = 0; k < n; ++k) {
+        if (!isFloatTile(in[k]))
+          continue;
+        FailureOr<Value> full = partial(k, Value(), Value());
+        if (failed(full))
+          return failure();
         switch (e.casts[k]) {
         case Broadcast::None:
-          add(in[k], full);
+          add(in[k], *full);
           break;
         case Broadcast::AlongColumns: // an [M] operand read per row
-          add(in[k], tb.rowSum(full));
+          add(in[k], tb.rowSum(*full));
           break;
         case Broadcast::AlongRows: // an [N] operand read per column
-          add(in[k], tb.vecmat(tb.filled({e.shape[0]}, 1.0), full));
+          add(in[k], tb.vecmat(tb.filled({e.shape[0]}, 1.0), *full));
           break;
         }
       }
@@ -425,39 +441,10 @@ TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
         Value splat = tb.map(e.shape, {},
                              [&](ImplicitLocOpBuilder &, ValueRange,
                                  ValueRange) { return w; });
-        SmallVector<TileOperand> operands;
-        for (size_t i = 0; i < n; ++i)
-          operands.push_back({in[i], e.casts[i]});
-        operands.push_back(TileOperand(splat));
-        operands.push_back(TileOperand(dy));
-        std::string whyNot;
-        Value full = tb.map(
-            e.shape, operands,
-            [&](ImplicitLocOpBuilder &ib, ValueRange s,
-                ValueRange ivs) -> Value {
-              IRMapping m;
-              for (size_t i = 0; i < n; ++i)
-                m.map(body->getArgument(i), s[i]);
-              for (size_t i = 0; i < ivs.size() &&
-                                 n + i < body->getNumArguments();
-                   ++i)
-                m.map(body->getArgument(n + i), ivs[i]);
-              m.map(w, s[n]);
-              for (Operation &op : *body)
-                ib.clone(op, m);
-              Value y = m.lookupOrDefault(e.bodyResult);
-              FailureOr<SmallVector<Value>> parts =
-                  emitScalarAdjoint(ib, y, {s[n]}, s[n + 1], whyNot);
-              if (failed(parts) || parts->empty())
-                return arith::ConstantOp::create(
-                    ib, ib.getZeroAttr(s[n + 1].getType()));
-              return (*parts)[0];
-            });
-        if (!whyNot.empty()) {
-          why = "map: " + whyNot;
+        FailureOr<Value> full = partial(n, w, splat);
+        if (failed(full))
           return failure();
-        }
-        Value vec = e.shape.size() == 2 ? tb.rowSum(full) : full;
+        Value vec = e.shape.size() == 2 ? tb.rowSum(*full) : *full;
         int64_t len = tb.shape(vec)[0];
         add(w, tb.rowSum(tb.map({1, len}, {perColumn(vec)}, identity)));
       }

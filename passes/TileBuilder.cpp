@@ -266,6 +266,24 @@ Value TensorTileBuilder::rowOf(Value tile, int64_t row) {
   return rowOf(tile, OpFoldResult(b.getIndexAttr(row)));
 }
 
+/// The body of decayedPairs and decayedApply: acc + x y exp(gi - gj) where
+/// the pair (row, col) is kept (col < row, col <= row when `inclusive`), acc
+/// elsewhere; a discarded pair's exponent is 0, so it cannot produce inf.
+static Value decayedTerm(ImplicitLocOpBuilder &ib, bool inclusive, Value row,
+                         Value col, Value x, Value y, Value gi, Value gj,
+                         Value acc) {
+  Value keep = arith::CmpIOp::create(
+      ib, inclusive ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
+      col, row);
+  Value zero = arith::ConstantOp::create(ib, ib.getF32FloatAttr(0.0));
+  Value exponent =
+      arith::SelectOp::create(ib, keep, arith::SubFOp::create(ib, gi, gj), zero);
+  Value term = arith::MulFOp::create(ib, arith::MulFOp::create(ib, x, y),
+                                     math::ExpOp::create(ib, exponent));
+  Value kept = arith::SelectOp::create(ib, keep, term, zero);
+  return arith::AddFOp::create(ib, acc, kept);
+}
+
 Value TensorTileBuilder::decayedPairs(Value a, Value bt, Value g,
                                       bool inclusive) {
   MLIRContext *ctx = b.getContext();
@@ -286,17 +304,9 @@ Value TensorTileBuilder::decayedPairs(Value a, Value bt, Value g,
         ImplicitLocOpBuilder ib(loc, nested);
         Value row = linalg::IndexOp::create(ib, 0);
         Value col = linalg::IndexOp::create(ib, 2);
-        Value keep = arith::CmpIOp::create(
-            ib, inclusive ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
-            col, row);
-        Value zero = arith::ConstantOp::create(ib, ib.getF32FloatAttr(0.0));
-        Value exponent = arith::SelectOp::create(
-            ib, keep, arith::SubFOp::create(ib, s[2], s[3]), zero);
-        Value term = arith::MulFOp::create(
-            ib, arith::MulFOp::create(ib, s[0], s[1]),
-            math::ExpOp::create(ib, exponent));
-        Value kept = arith::SelectOp::create(ib, keep, term, zero);
-        linalg::YieldOp::create(ib, ValueRange{arith::AddFOp::create(ib, s[4], kept)});
+        linalg::YieldOp::create(
+            ib, ValueRange{decayedTerm(ib, inclusive, row, col, s[0], s[1],
+                                       s[2], s[3], s[4])});
       });
   return op.getResult(0);
 }
@@ -332,20 +342,12 @@ Value TensorTileBuilder::decayedApply(Value dP, Value x, Value g,
         ImplicitLocOpBuilder ib(loc, nested);
         Value row = linalg::IndexOp::create(ib, transposed ? 2 : 0);
         Value col = linalg::IndexOp::create(ib, transposed ? 0 : 2);
-        Value keep = arith::CmpIOp::create(
-            ib, inclusive ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
-            col, row);
-        Value zero = arith::ConstantOp::create(ib, ib.getF32FloatAttr(0.0));
         // exp(g_i - g_j) with i the pair's row: g at (r, d) is g_i unless
         // transposed.
         Value gi = transposed ? a[3] : a[2], gj = transposed ? a[2] : a[3];
-        Value exponent = arith::SelectOp::create(
-            ib, keep, arith::SubFOp::create(ib, gi, gj), zero);
-        Value term = arith::MulFOp::create(
-            ib, arith::MulFOp::create(ib, a[0], a[1]),
-            math::ExpOp::create(ib, exponent));
-        Value kept = arith::SelectOp::create(ib, keep, term, zero);
-        linalg::YieldOp::create(ib, ValueRange{arith::AddFOp::create(ib, a[4], kept)});
+        linalg::YieldOp::create(
+            ib, ValueRange{decayedTerm(ib, inclusive, row, col, a[0], a[1], gi,
+                                       gj, a[4])});
       });
   return op.getResult(0);
 }

@@ -99,6 +99,8 @@ class Evaluator {
 public:
   std::string run(func::FuncOp f, const std::vector<std::vector<double>> &args,
                   std::vector<std::vector<double>> &results);
+  /// Verifies `f` and binds its arguments to `args` ("" or why not).
+  std::string bind(func::FuncOp f, const std::vector<std::vector<double>> &args);
   std::string grad(func::FuncOp f, const std::vector<std::vector<double>> &args,
                    const std::vector<double> &dO,
                    const std::vector<double> &dFinalState,
@@ -576,9 +578,8 @@ bool Evaluator::evalExtractSlice(tensor::ExtractSliceOp op) {
   return true;
 }
 
-std::string Evaluator::run(func::FuncOp f,
-                           const std::vector<std::vector<double>> &args,
-                           std::vector<std::vector<double>> &results) {
+std::string Evaluator::bind(func::FuncOp f,
+                            const std::vector<std::vector<double>> &args) {
   if (f.isExternal())
     return "function '" + f.getSymName().str() + "' has no body";
   {
@@ -619,7 +620,15 @@ std::string Evaluator::run(func::FuncOp f,
     t.data = args[i];
     env[arg] = std::move(t);
   }
+  return "";
+}
 
+std::string Evaluator::run(func::FuncOp f,
+                           const std::vector<std::vector<double>> &args,
+                           std::vector<std::vector<double>> &results) {
+  if (std::string e = bind(f, args); !e.empty())
+    return e;
+  Block &block = f.getBody().front();
   for (Operation &opRef : block) {
     Operation *op = &opRef;
     current = op;
@@ -678,23 +687,9 @@ std::string Evaluator::grad(func::FuncOp f,
                             const std::vector<double> &dO,
                             const std::vector<double> &dFinalState,
                             std::vector<std::vector<double>> &grads) {
-  if (f.isExternal() || !f.getBody().hasOneBlock())
-    return "function '" + f.getSymName().str() + "': expected one block";
+  if (std::string e = bind(f, args); !e.empty())
+    return e;
   Block &block = f.getBody().front();
-  if (args.size() != block.getNumArguments())
-    return "function '" + f.getSymName().str() + "' takes " +
-           std::to_string(block.getNumArguments()) + " arguments, " +
-           std::to_string(args.size()) + " given";
-  for (BlockArgument arg : block.getArguments()) {
-    auto type = dyn_cast<RankedTensorType>(arg.getType());
-    if (!type || !type.hasStaticShape())
-      return "argument #" + std::to_string(arg.getArgNumber()) +
-             " is not a statically shaped ranked tensor";
-    oracle::Tensor t;
-    t.shape.assign(type.getShape().begin(), type.getShape().end());
-    t.data = args[arg.getArgNumber()];
-    env[arg] = std::move(t);
-  }
   SmallVector<mlir::kda::GatedDeltaOp> ops(
       block.getOps<mlir::kda::GatedDeltaOp>());
   if (ops.size() != 1)

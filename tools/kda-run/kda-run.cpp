@@ -160,19 +160,10 @@ std::string buildGradient(func::FuncOp &f,
   auto q = cast<RankedTensorType>(op.getQ().getType());
   const int64_t K = q.getDimSize(3),
                 V = cast<RankedTensorType>(op.getV().getType()).getDimSize(3);
-  mlir::kda::ChunkConfig cfg;
-  cfg.chunk = chunk > 0 ? chunk : 16;
-  cfg.subChunk = subChunk > 0 && cfg.chunk % subChunk == 0 ? subChunk : cfg.chunk;
-  cfg.keyDim = K;
-  cfg.valueDim = V;
-  cfg.update = op.getUpdate();
-  cfg.scale = op.getScale() ? op.getScale()->convertToDouble()
-                            : 1.0 / std::sqrt(double(K));
-  cfg.qkL2Norm = op.getQkL2norm();
-  cfg.betaActivation = op.getBetaActivation();
-  cfg.gateActivation = op.getGateActivation();
-  if (auto lb = op.getLowerBound())
-    cfg.lowerBound = lb->convertToDouble();
+  const int64_t c = chunk > 0 ? chunk : 16;
+  mlir::kda::ChunkConfig cfg = mlir::kda::chunkConfigOf(
+      op, c,
+      subChunk > 0 && c % subChunk == 0 ? int64_t(subChunk) : c, K, V);
 
   // The output gradients: seeded values in [-1, 1], in the outputs' types.
   SmallVector<Value> seedsOf = {op.getO()};

@@ -3,7 +3,10 @@
 30 us): the whole call as bench_kda.py's host column measures it, then each step
 of kda.ops' fast path timed alone (the plan look-up up to the fast path, the two
 output allocations, the stream handle, the kept workspace, the C launch), and
-the same call with the fast path turned off (the planned path before it).
+the same call with the fast path turned off (the planned path before it). The fast
+path is timed twice, alternating in one process: through kda_prepare's handle
+(kda_launch_prepared, `call_us`) and through kda_launch_trusted as before it
+(`call_trusted_us`, kda.ops._Fast.use_prepared = False).
 Times without a profiler: a profiler's own cost per Python call is larger than
 most of these steps.
 
@@ -50,6 +53,18 @@ def measure(case, torch, kda, ops):
                              output_final_state=True, cu_seqlens=x.get("cu"),
                              cu_seqlens_cpu=x.get("cu_cpu"), **kw)
 
+    def fast_path(prepared):
+        """Remakes the plan's fast path, through kda_prepare's handle or
+        kda_launch_trusted (the fast path before this session)."""
+        ops._Fast.use_prepared = prepared
+        for p in ops._chunk_plans.values():
+            p.fast = None
+        call()
+        call()
+        torch.cuda.synchronize()
+        p = list(ops._chunk_plans.values())[0]
+        return p.fast
+
     ops._chunk_plans.clear()
     for _ in range(5):
         call()
@@ -59,9 +74,23 @@ def measure(case, torch, kda, ops):
     plan = plans[0] if plans else None
     f = plan.fast if plan is not None else None
     row["fast_path"] = f is not None
-    row["call_us"] = per_call_us(torch, call)
     if f is None:
+        row["call_us"] = per_call_us(torch, call)
         return row
+    # The whole call, the prepared launch (after) and kda_launch_trusted
+    # (before) alternating, three rounds each; medians.
+    after, before = [], []
+    for _ in range(3):
+        fast_path(True)
+        after.append(per_call_us(torch, call))
+        fast_path(False)
+        before.append(per_call_us(torch, call))
+    row["call_trusted_us"] = statistics.median(before)
+    f = fast_path(True)
+    row["prepared"] = f.prepared is not None
+    row["call_us"] = statistics.median(after)
+    row["call_us_rounds"] = after
+    row["call_trusted_us_rounds"] = before
     from kda.runtime import _stream_handle
     stream = _stream_handle(None, f.index) or 0
     row["alloc_o_us"] = per_call_us(torch, lambda: ops._alloc(f.o_shape, f.o_dtype, f.device))
@@ -76,8 +105,14 @@ def measure(case, torch, kda, ops):
         row["fresh_workspace_us"] = per_call_us(
             torch, lambda: torch.empty(plan.nbytes, dtype=torch.uint8, device=f.device))
     ws = ops._workspace(f.device, f.index, stream, plan.nbytes) if plan.nbytes else None
-    row["c_launch_us"] = per_call_us(
+    # The C launch alone: kda_launch_trusted (before) and kda_launch_prepared
+    # (after), on the pointers of the last call.
+    row["c_launch_trusted_us"] = per_call_us(
         torch, lambda: f.bundle.launch_prepared(f.kernel, f.array, stream, ws, plan.nbytes))
+    if f.prepared is not None:
+        wptr = ws.data_ptr() if ws is not None else None
+        p = f.prepared
+        row["c_launch_us"] = per_call_us(torch, lambda: p.launch(wptr, plan.nbytes or 0, stream or None))
     # Everything before the fast path: argument handling and the plan key.
     real = ops._run_fast
     ops._run_fast = lambda *a: None
@@ -88,6 +123,7 @@ def measure(case, torch, kda, ops):
     # The planned path without the fast path (this session's starting point,
     # less its key and environment changes).
     plan.fast = None
+    ops._Fast.use_prepared = True
     real_of = ops._Fast.of
     ops._Fast.of = classmethod(lambda cls, *a: None)
     try:
@@ -96,6 +132,20 @@ def measure(case, torch, kda, ops):
         ops._Fast.of = real_of
     call()
     row["fast_path_restored"] = plan.fast is not None
+    # Bit-exact: the prepared fast path and the trusted one against an
+    # unplanned call of the same inputs.
+    ops._chunk_plans.clear()
+    ref = call()
+    exact = {}
+    for prepared in (True, False):
+        f = fast_path(prepared)
+        got = call()
+        torch.cuda.synchronize()
+        exact["prepared" if prepared else "trusted"] = (
+            f is not None and (f.prepared is not None) == prepared
+            and all(torch.equal(a, b) for a, b in zip(got, ref) if a is not None))
+    ops._Fast.use_prepared = True
+    row["bit_exact"] = exact
     return row
 
 

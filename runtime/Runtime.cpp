@@ -624,6 +624,285 @@ Status launch(kda_bundle *bundle, const char *name, const kda_tensor *tensors,
 
 } // namespace
 
+// A launch checked and resolved once (kda_prepare) for tensors of fixed
+// shapes, dtypes, strides and device: each later kda_launch_prepared stores
+// the new data pointers (and the workspace's) into the kernels' packed
+// arguments and launches, with nothing left to bind, lay out, look up or
+// allocate. Owns no driver object (modules belong to the bundle), so freeing
+// it never touches the bundle.
+struct kda_prepared {
+  Driver *driver = nullptr;
+  int device = 0;
+  const Kernel *signature = nullptr; // the entry's or the kernel's, for messages
+  std::string label;                 // "entry 'e'" / "kernel 'k'"
+  bool isEntry = false;
+  std::vector<uint64_t> bytes;     // each tensor's span; 0: empty, not checked
+  std::vector<uint64_t> alignment; // each tensor's, over every kernel it feeds
+  uint64_t workspaceTotal = 0, workspaceAlignment = 1;
+  size_t entryLaunches = 0; // for messages: launch l of entryLaunches
+
+  struct Launch {
+    size_t index = 0; // in the entry's launches (empty grids are left out)
+    const Kernel *kernel = nullptr;
+    void *function = nullptr;
+    LaunchConfig config{};
+    std::vector<uint64_t> storage; // packed arguments, pointers patched per call
+    std::vector<void *> args;
+  };
+  // One argument slot that holds a pointer: a tensor's data, or the
+  // workspace at an offset (tensor < 0; null for an empty workspace).
+  struct Patch {
+    uint64_t *slot;
+    int32_t tensor;
+    uint64_t offset;
+    bool null;
+  };
+  std::vector<Launch> launches;
+  std::vector<Patch> patches;
+};
+
+namespace {
+
+// kda_prepare's work: kda_launch_trusted's checks and look-ups, kept.
+Status prepare(kda_bundle *bundle, const char *name, const kda_tensor *tensors,
+               int32_t count, kda_prepared &p) {
+  Callable callable;
+  if (Status s = findCallable(bundle, name, callable))
+    return s;
+  const Kernel &signature = callable.signature();
+  p.signature = &signature;
+  p.label = label(signature);
+  p.isEntry = callable.entry != nullptr;
+  Binding binding;
+  if (Status s = bindTensors(signature, tensors, count, binding))
+    return s;
+  p.bytes = binding.bytes;
+  p.alignment.assign(binding.bytes.size(), 1);
+  for (size_t i = 0; i < signature.tensorParams.size(); ++i)
+    p.alignment[i] = static_cast<uint64_t>(
+        signature.params[signature.tensorParams[i]].alignment);
+
+  WorkspaceLayout layout;
+  if (callable.entry) {
+    if (Status s = layoutWorkspaces(*callable.entry, binding, layout))
+      return s;
+    p.workspaceTotal = layout.total;
+    p.workspaceAlignment = layout.alignment;
+    p.entryLaunches = callable.entry->launches.size();
+  }
+
+  Driver *driver = nullptr;
+  if (Status s = getDriver(bundle->manifest.target.vendor, driver))
+    return s;
+  int device = binding.device < 0 ? 0 : binding.device;
+  if (Status s = driver->checkDevice(device, bundle->manifest.target))
+    return s;
+  DeviceScope scope(*driver);
+  if (Status s = scope.enter(device))
+    return s;
+  p.driver = driver;
+  p.device = device;
+
+  const std::vector<Kernel> &kernels = bundle->manifest.kernels;
+  // (kernel index, where each of its tensor arguments comes from)
+  struct Source {
+    size_t kernel;
+    std::vector<LaunchArg> args;
+  };
+  std::vector<Source> sources;
+  if (callable.entry) {
+    for (const EntryLaunch &l : callable.entry->launches)
+      sources.push_back({l.kernel, l.args});
+  } else {
+    Source only{callable.kernelIndex, {}};
+    for (size_t i = 0; i < signature.tensorParams.size(); ++i)
+      only.args.push_back({false, i});
+    sources.push_back(only);
+  }
+
+  // A stand-in workspace start, aligned as a caller's must be: the kernels'
+  // bindings check offsets and shapes here, the pointer comes per call.
+  char *base = layout.total > 0
+                   ? reinterpret_cast<char *>(static_cast<uintptr_t>(
+                         std::max<uint64_t>(layout.alignment, 256)))
+                   : nullptr;
+  std::vector<size_t> shapeStart(callable.entry
+                                     ? callable.entry->workspaces.size()
+                                     : 0);
+  for (size_t w = 0, at = 0; w < shapeStart.size(); ++w) {
+    shapeStart[w] = at;
+    at += callable.entry->workspaces[w].shape.size();
+  }
+  auto entryLabel = [&] { return p.label; };
+  p.launches.reserve(sources.size());
+  for (size_t l = 0; l < sources.size(); ++l) {
+    const Kernel &kernel = kernels[sources[l].kernel];
+    const std::vector<LaunchArg> &largs = sources[l].args;
+    std::vector<kda_tensor> kernelTensors(largs.size());
+    for (size_t a = 0; a < largs.size(); ++a) {
+      const LaunchArg &arg = largs[a];
+      if (!arg.isWorkspace) {
+        kernelTensors[a] = tensors[arg.index];
+        continue;
+      }
+      const Workspace &w = callable.entry->workspaces[arg.index];
+      kda_tensor &t = kernelTensors[a];
+      t.data = base && layout.bytes[arg.index] > 0
+                   ? base + layout.offsets[arg.index]
+                   : nullptr;
+      t.dtype = w.dtype;
+      t.rank = static_cast<int32_t>(w.shape.size());
+      t.shape = layout.shapes.data() + shapeStart[arg.index];
+      t.strides = nullptr;
+      t.device = device;
+    }
+    auto where = [&] {
+      return entryLabel() + " launch " + std::to_string(l) + " of " +
+             std::to_string(sources.size()) + " (kernel '" + kernel.name +
+             "'): ";
+    };
+    Binding kernelBinding;
+    if (callable.entry) {
+      if (Status s = bindTensors(kernel, kernelTensors.data(),
+                                 static_cast<int32_t>(kernelTensors.size()),
+                                 kernelBinding))
+        return s.prefix(where());
+    } else {
+      kernelBinding = binding;
+    }
+    // Modules are loaded here, so that a missing entry point fails now.
+    void *function = nullptr;
+    if (Status s = bundle->function(*driver, sources[l].kernel, device,
+                                    function))
+      return callable.entry ? s.prefix(where()) : s;
+    if (kernelBinding.emptyGrid())
+      continue; // launches nothing, as kda_launch
+    // Where each tensor argument's pointer comes from, and the alignment
+    // its kernel parameter needs of a caller's tensor.
+    for (size_t a = 0; a < largs.size(); ++a)
+      if (!largs[a].isWorkspace) {
+        const Param &kp = kernel.params[kernel.tensorParams[a]];
+        uint64_t &need = p.alignment[largs[a].index];
+        need = std::max(need, static_cast<uint64_t>(kp.alignment));
+      }
+    p.launches.emplace_back();
+    kda_prepared::Launch &launch = p.launches.back();
+    launch.index = l;
+    launch.kernel = &kernel;
+    launch.function = function;
+    packArguments(kernel, kernelTensors.data(), kernelBinding, launch.storage,
+                  launch.args);
+    launch.config = LaunchConfig{
+        {kernelBinding.grid[0], kernelBinding.grid[1], kernelBinding.grid[2]},
+        {kernel.block[0], kernel.block[1], kernel.block[2]},
+        kernel.dynamicSharedMemory,
+        nullptr,
+        nullptr};
+  }
+  // Slots are addressed once the launches no longer move.
+  for (kda_prepared::Launch &launch : p.launches) {
+    launch.config.args = launch.args.data();
+    const std::vector<LaunchArg> &largs = sources[launch.index].args;
+    size_t tensor = 0;
+    for (size_t i = 0; i < launch.kernel->params.size(); ++i) {
+      if (launch.kernel->params[i].kind != ParamKind::Tensor)
+        continue;
+      const LaunchArg &arg = largs[tensor++];
+      kda_prepared::Patch patch{&launch.storage[i], -1, 0, false};
+      if (arg.isWorkspace) {
+        patch.offset = layout.offsets[arg.index];
+        patch.null = layout.bytes[arg.index] == 0;
+      } else {
+        patch.tensor = static_cast<int32_t>(arg.index);
+      }
+      p.patches.push_back(patch);
+    }
+  }
+  return Status::ok();
+}
+
+Status launchPrepared(kda_prepared *p, void *const *data, int32_t count,
+                      void *workspace, uint64_t workspaceBytes, void *stream) {
+  if (!p)
+    return Status(KDA_ERROR_INVALID_ARGUMENT, "prepared launch is NULL");
+  size_t expected = p->bytes.size();
+  if (count < 0 || static_cast<size_t>(count) != expected)
+    return Status(KDA_ERROR_INVALID_ARGUMENT,
+                  p->label + " was prepared for " + std::to_string(expected) +
+                      (expected == 1 ? " tensor" : " tensors") + ", got " +
+                      std::to_string(count) + " data pointers");
+  if (count > 0 && !data)
+    return Status(KDA_ERROR_INVALID_ARGUMENT,
+                  "data is NULL, but " + p->label + " takes " +
+                      std::to_string(count) + " tensors");
+  for (size_t i = 0; i < expected; ++i) {
+    if (p->bytes[i] == 0)
+      continue;
+    if (!data[i])
+      return Status(KDA_ERROR_BAD_TENSOR, tensorName(*p->signature, i) +
+                                              " has a NULL data pointer");
+    if (reinterpret_cast<uintptr_t>(data[i]) % p->alignment[i] != 0)
+      return Status(KDA_ERROR_BAD_TENSOR,
+                    tensorName(*p->signature, i) + " data pointer " +
+                        pointerText(data[i]) + " is not aligned to " +
+                        std::to_string(p->alignment[i]) + " bytes, as " +
+                        p->label + " requires");
+  }
+  if (p->isEntry) {
+    if (workspaceBytes < p->workspaceTotal)
+      return Status(KDA_ERROR_INVALID_ARGUMENT,
+                    p->label + " needs " + std::to_string(p->workspaceTotal) +
+                        " bytes of workspace for these tensors "
+                        "(kda_entry_workspace_bytes), got " +
+                        std::to_string(workspaceBytes));
+    if (p->workspaceTotal > 0 && !workspace)
+      return Status(KDA_ERROR_INVALID_ARGUMENT,
+                    "workspace is NULL, but " + p->label + " needs " +
+                        std::to_string(p->workspaceTotal) + " bytes");
+    if (p->workspaceTotal > 0 &&
+        reinterpret_cast<uintptr_t>(workspace) % p->workspaceAlignment != 0)
+      return Status(KDA_ERROR_INVALID_ARGUMENT,
+                    "workspace " + pointerText(workspace) +
+                        " is not aligned to " +
+                        std::to_string(p->workspaceAlignment) + " bytes, as " +
+                        p->label + " requires");
+  }
+  if (p->launches.empty())
+    return Status::ok(); // an empty batch
+  for (const kda_prepared::Patch &patch : p->patches) {
+    uintptr_t v;
+    if (patch.tensor >= 0)
+      v = reinterpret_cast<uintptr_t>(data[patch.tensor]);
+    else
+      v = patch.null ? 0
+                     : reinterpret_cast<uintptr_t>(workspace) + patch.offset;
+    *patch.slot = static_cast<uint64_t>(v);
+  }
+  DeviceScope scope(*p->driver);
+  if (Status s = scope.enter(p->device))
+    return s;
+  for (size_t l = 0; l < p->launches.size(); ++l) {
+    kda_prepared::Launch &launch = p->launches[l];
+    launch.config.stream = stream;
+    if (Status s = p->driver->launch(*launch.kernel, launch.function,
+                                     launch.config)) {
+      if (!p->isEntry)
+        return s;
+      size_t i = launch.index;
+      return Status(s.code(),
+                    p->label + " launch " + std::to_string(i) + " of " +
+                        std::to_string(p->entryLaunches) + " (kernel '" +
+                        launch.kernel->name + "'): " + s.message() +
+                        (l == 0 ? std::string()
+                                : " (launches 0.." + std::to_string(i - 1) +
+                                      " were enqueued before it)"));
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace
+
 extern "C" {
 
 kda_status kda_bundle_load(const char *directory, kda_bundle **out) {
@@ -770,6 +1049,35 @@ kda_status kda_launch_trusted(kda_bundle *bundle, const char *name,
                        /*callerWorkspace=*/true, workspace, workspace_bytes,
                        /*checkPointers=*/false));
 }
+
+kda_status kda_prepare(kda_bundle *bundle, const char *name,
+                       const kda_tensor *tensors, int32_t num_tensors,
+                       kda_prepared **out, uint64_t *workspace_bytes) {
+  if (out)
+    *out = nullptr;
+  if (workspace_bytes)
+    *workspace_bytes = 0;
+  if (!out)
+    return finish(Status(KDA_ERROR_INVALID_ARGUMENT, "out is NULL"));
+  auto *p = new kda_prepared;
+  if (Status s = prepare(bundle, name, tensors, num_tensors, *p)) {
+    delete p;
+    return finish(s);
+  }
+  if (workspace_bytes)
+    *workspace_bytes = p->workspaceTotal;
+  *out = p;
+  return finish(Status::ok());
+}
+
+kda_status kda_launch_prepared(kda_prepared *prepared, void *const *data,
+                               int32_t num_data, void *workspace,
+                               uint64_t workspace_bytes, void *stream) {
+  return finish(launchPrepared(prepared, data, num_data, workspace,
+                               workspace_bytes, stream));
+}
+
+void kda_prepared_free(kda_prepared *prepared) { delete prepared; }
 
 const char *kda_last_error(void) { return lastError.c_str(); }
 

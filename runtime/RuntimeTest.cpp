@@ -2269,6 +2269,243 @@ TEST_F(FakeEntries, CallerOwnedWorkspace) {
   std::free(ws);
 }
 
+// kda_prepare + kda_launch_prepared: the checks and look-ups once, then
+// each launch only stores the new pointers and launches what
+// kda_launch_trusted would (the same arguments, context handling and
+// messages), allocating nothing.
+TEST_F(FakeEntries, PreparedLaunch) {
+  ctxSetCurrent(kForeignContext);
+  std::vector<kda_tensor> views = t.views();
+  kda_prepared *prepared = nullptr;
+  uint64_t bytes = 0;
+  ASSERT_EQ(kda_prepare(bundle, "kda_ws", views.data(), 3, &prepared, &bytes),
+            KDA_OK)
+      << kda_last_error();
+  ASSERT_NE(prepared, nullptr);
+  EXPECT_EQ(bytes, 4108u);
+  // Modules are loaded, nothing is launched or allocated, the caller's
+  // context is back.
+  EXPECT_EQ(state().moduleLoads, 2);
+  EXPECT_EQ(state().launches, 0);
+  EXPECT_EQ(state().allocs, 0);
+  void *current = nullptr;
+  ctxGetCurrent(&current);
+  EXPECT_EQ(current, kForeignContext);
+
+  // Other tensors of the same shapes; the driver is not asked about them.
+  WsTensors other(1, 3, 5);
+  void *data[3] = {other.q.data, other.k.data, other.o.data};
+  void *ws = std::aligned_alloc(1024, 8192);
+  {
+    ScopedEnv fail("KDA_FAKE_FAIL", "cuPointerGetAttributes=3");
+    ASSERT_EQ(kda_launch_prepared(prepared, data, 3, ws, 4108, kStream), KDA_OK)
+        << kda_last_error();
+  }
+  EXPECT_STREQ(kda_last_error(), "");
+  const FakeState &s = state();
+  EXPECT_STREQ(s.events, "launch:intra_entry launch:state_entry");
+  ASSERT_EQ(s.historyCount, 2);
+  EXPECT_EQ(s.history[0].stream, kStream);
+  EXPECT_EQ(s.history[1].stream, kStream);
+  // intra(q, k, ws0, ws1, T), state(q, ws0, ws1, o, H), as kda_launch.
+  EXPECT_EQ(arg(0, 0), data[0]);
+  EXPECT_EQ(arg(0, 1), data[1]);
+  EXPECT_EQ(arg(0, 2), ws);
+  EXPECT_EQ(arg(0, 3), static_cast<char *>(ws) + 4096);
+  EXPECT_EQ(dim(0, 4), 3);
+  EXPECT_EQ(arg(1, 0), data[0]);
+  EXPECT_EQ(arg(1, 1), ws);
+  EXPECT_EQ(arg(1, 2), static_cast<char *>(ws) + 4096);
+  EXPECT_EQ(arg(1, 3), data[2]);
+  EXPECT_EQ(dim(1, 4), 5);
+  EXPECT_STREQ(s.last.entry, "state_entry");
+  EXPECT_EQ(s.last.grid[0], 3u);
+  EXPECT_EQ(s.last.block[0], 64u);
+  EXPECT_EQ(s.last.shared, 1024u);
+  EXPECT_EQ(s.last.context, kDevice0Context);
+  ctxGetCurrent(&current);
+  EXPECT_EQ(current, kForeignContext);
+
+  // The same arguments as kda_launch_trusted with these pointers.
+  std::vector<kda_tensor> otherViews = other.views();
+  ASSERT_EQ(kda_launch_trusted(bundle, "kda_ws", otherViews.data(), 3, ws,
+                               4108, kStream),
+            KDA_OK)
+      << kda_last_error();
+  ASSERT_EQ(state().historyCount, 4);
+  for (int l = 0; l < 2; ++l)
+    for (int i = 0; i < 5; ++i)
+      EXPECT_EQ(state().history[l].args[i],
+                state().history[l + 2].args[i])
+          << "launch " << l << " argument " << i;
+
+  // Warm: new pointers each time, no heap allocation, no module load.
+  long before = heapAllocations.load();
+  for (int i = 0; i < 5; ++i) {
+    void *swapped[3] = {data[1], data[0], data[2]};
+    ASSERT_EQ(kda_launch_prepared(prepared, i % 2 ? swapped : data, 3, ws,
+                                  8192, nullptr),
+              KDA_OK)
+        << kda_last_error();
+  }
+  EXPECT_EQ(heapAllocations.load() - before, 0);
+  EXPECT_EQ(state().moduleLoads, 2);
+  EXPECT_EQ(state().launches, 14);
+  EXPECT_EQ(state().last.stream, nullptr);
+  kda_prepared_free(prepared);
+  kda_prepared_free(nullptr);
+  std::free(ws);
+}
+
+TEST_F(FakeEntries, PreparedLaunchErrors) {
+  std::vector<kda_tensor> views = t.views();
+  kda_prepared *prepared = reinterpret_cast<kda_prepared *>(0x1);
+  // kda_prepare checks as kda_launch_trusted does (same messages); *out is
+  // NULL on failure.
+  views[1].dtype = KDA_F32;
+  EXPECT_EQ(kda_prepare(bundle, "kda_ws", views.data(), 3, &prepared, nullptr),
+            KDA_ERROR_BAD_TENSOR);
+  EXPECT_EQ(prepared, nullptr);
+  EXPECT_STREQ(kda_last_error(),
+               "tensor 1 ('k') has dtype f32, but entry 'kda_ws' expects bf16");
+  views = t.views();
+  EXPECT_EQ(kda_prepare(bundle, "kda_nope", views.data(), 3, &prepared,
+                        nullptr),
+            KDA_ERROR_NOT_FOUND);
+  EXPECT_EQ(kda_prepare(nullptr, "kda_ws", views.data(), 3, &prepared,
+                        nullptr),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(kda_prepare(bundle, "kda_ws", views.data(), 3, nullptr, nullptr),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(kda_last_error(), "out is NULL");
+  {
+    ScopedEnv fail("KDA_FAKE_FAIL", "cuModuleLoadData=200");
+    EXPECT_EQ(kda_prepare(bundle, "kda_ws", views.data(), 3, &prepared,
+                          nullptr),
+              KDA_ERROR_CORRUPT_BUNDLE);
+    EXPECT_NE(std::string(kda_last_error())
+                  .find("entry 'kda_ws' launch 0 of 2 (kernel "
+                        "'kda_ws_intra'): "),
+              std::string::npos)
+        << kda_last_error();
+  }
+  EXPECT_EQ(state().launches, 0);
+
+  ASSERT_EQ(kda_prepare(bundle, "kda_ws", views.data(), 3, &prepared, nullptr),
+            KDA_OK)
+      << kda_last_error();
+  void *ws = std::aligned_alloc(1024, 8192);
+  void *data[3] = {views[0].data, views[1].data, views[2].data};
+  EXPECT_EQ(kda_launch_prepared(nullptr, data, 3, ws, 4108, kStream),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(kda_last_error(), "prepared launch is NULL");
+  EXPECT_EQ(kda_launch_prepared(prepared, data, 2, ws, 4108, kStream),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(kda_last_error(),
+               "entry 'kda_ws' was prepared for 3 tensors, got 2 data pointers");
+  EXPECT_EQ(kda_launch_prepared(prepared, nullptr, 3, ws, 4108, kStream),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(kda_last_error(),
+               "data is NULL, but entry 'kda_ws' takes 3 tensors");
+  void *withNull[3] = {data[0], nullptr, data[2]};
+  EXPECT_EQ(kda_launch_prepared(prepared, withNull, 3, ws, 4108, kStream),
+            KDA_ERROR_BAD_TENSOR);
+  EXPECT_STREQ(kda_last_error(), "tensor 1 ('k') has a NULL data pointer");
+  void *misaligned[3] = {data[0], data[1], static_cast<char *>(data[2]) + 2};
+  EXPECT_EQ(kda_launch_prepared(prepared, misaligned, 3, ws, 4108, kStream),
+            KDA_ERROR_BAD_TENSOR);
+  EXPECT_NE(std::string(kda_last_error())
+                .find("tensor 2 ('o') data pointer "),
+            std::string::npos)
+      << kda_last_error();
+  EXPECT_NE(std::string(kda_last_error())
+                .find(" is not aligned to 16 bytes, as entry 'kda_ws' "
+                      "requires"),
+            std::string::npos)
+      << kda_last_error();
+  // The workspace, as kda_launch_with_workspace checks it.
+  EXPECT_EQ(kda_launch_prepared(prepared, data, 3, ws, 4107, kStream),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(kda_last_error(),
+               "entry 'kda_ws' needs 4108 bytes of workspace for these tensors "
+               "(kda_entry_workspace_bytes), got 4107");
+  EXPECT_EQ(kda_launch_prepared(prepared, data, 3, nullptr, 4108, kStream),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_STREQ(kda_last_error(),
+               "workspace is NULL, but entry 'kda_ws' needs 4108 bytes");
+  EXPECT_EQ(kda_launch_prepared(prepared, data, 3,
+                                static_cast<char *>(ws) + 512, 4108, kStream),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kda_last_error())
+                .find("is not aligned to 1024 bytes, as entry 'kda_ws' "
+                      "requires"),
+            std::string::npos)
+      << kda_last_error();
+  EXPECT_EQ(state().launches, 0);
+  // A failed launch is named as kda_launch names it.
+  failLaunchesAfter(1);
+  EXPECT_EQ(kda_launch_prepared(prepared, data, 3, ws, 4108, kStream),
+            KDA_ERROR_LAUNCH_FAILED);
+  EXPECT_STREQ(kda_last_error(),
+               "entry 'kda_ws' launch 1 of 2 (kernel 'kda_ws_state'): kernel "
+               "'kda_ws_state' (grid [3, 1, 1], block [64, 1, 1], 1024 bytes "
+               "of dynamic shared memory): cuLaunchKernel failed: "
+               "CUDA_ERROR_LAUNCH_FAILED (launches 0..0 were enqueued before "
+               "it)");
+  kda_prepared_free(prepared);
+  std::free(ws);
+}
+
+// A kernel name, and entries whose grids are empty or whose workspace is.
+TEST_F(FakeEntries, PreparedKernelAndEmptyLaunches) {
+  const int sizes[] = {8}; // kda_small takes one argument
+  setArgSizes(1, sizes);
+  Tensor x(KDA_F32, {100});
+  kda_tensor xv = x.view();
+  kda_prepared *prepared = nullptr;
+  uint64_t bytes = 7;
+  ASSERT_EQ(kda_prepare(bundle, "kda_small", &xv, 1, &prepared, &bytes), KDA_OK)
+      << kda_last_error();
+  EXPECT_EQ(bytes, 0u);
+  Tensor y(KDA_F32, {100});
+  void *data[1] = {y.data};
+  // A kernel name ignores the workspace.
+  ASSERT_EQ(kda_launch_prepared(prepared, data, 1, nullptr, 0, kStream), KDA_OK)
+      << kda_last_error();
+  EXPECT_STREQ(state().events, "launch:small_entry");
+  EXPECT_EQ(arg(0, 0), y.data);
+  EXPECT_EQ(state().last.grid[0], 100u);
+  kda_prepared_free(prepared);
+
+  // The entry that runs kda_small twice, the second time on its workspace.
+  ASSERT_EQ(kda_prepare(bundle, "kda_small_twice", &xv, 1, &prepared, &bytes),
+            KDA_OK)
+      << kda_last_error();
+  EXPECT_EQ(bytes, 400u);
+  void *ws = std::aligned_alloc(256, 512);
+  ASSERT_EQ(kda_launch_prepared(prepared, data, 1, ws, 400, nullptr), KDA_OK)
+      << kda_last_error();
+  EXPECT_EQ(arg(1, 0), y.data);
+  EXPECT_EQ(arg(2, 0), ws);
+  kda_prepared_free(prepared);
+
+  // An empty batch: nothing launched, a NULL data pointer and no workspace
+  // are fine.
+  Tensor empty(KDA_F32, {0});
+  kda_tensor ev = empty.view();
+  ASSERT_EQ(kda_prepare(bundle, "kda_small_twice", &ev, 1, &prepared, &bytes),
+            KDA_OK)
+      << kda_last_error();
+  EXPECT_EQ(bytes, 0u);
+  void *none[1] = {nullptr};
+  const int launches = state().launches;
+  ASSERT_EQ(kda_launch_prepared(prepared, none, 1, nullptr, 0, nullptr), KDA_OK)
+      << kda_last_error();
+  EXPECT_EQ(state().launches, launches);
+  kda_prepared_free(prepared);
+  std::free(ws);
+}
+
 TEST_F(Fake, EntryNeedsStreamOrderedAllocation) {
   // A driver without cuMemAllocAsync (CUDA < 11.2) still launches kernels
   // and entries with caller-owned workspace.

@@ -21,8 +21,11 @@ kda_check_tensors
 kda_entry_workspace_bytes
 kda_last_error
 kda_launch
+kda_launch_prepared
 kda_launch_trusted
 kda_launch_with_workspace
+kda_prepare
+kda_prepared_free
 kda_status_name"
 exported=$("$nm" -D --defined-only "$lib" | awk '{print $NF}' | sort)
 if [ "$exported" != "$expected" ]; then

@@ -8,9 +8,9 @@
  * first launch, so a machine without a GPU can load and check bundles and gets
  * KDA_ERROR_NO_DRIVER, never a crash, when it tries to launch.
  *
- * Errors: every function except kda_bundle_free, kda_last_error and
- * kda_status_name sets a thread-local message, read with kda_last_error():
- * "" after a success, otherwise a sentence naming exactly what was wrong (the
+ * Errors: every function except kda_bundle_free, kda_prepared_free,
+ * kda_last_error and kda_status_name sets a thread-local message, read with
+ * kda_last_error(): "" after a success, otherwise a sentence naming exactly what was wrong (the
  * tensor and dimension with the expected and found values, the manifest file,
  * line, column and field, the driver call and its error name). No function
  * aborts on bad input.
@@ -158,6 +158,41 @@ KDA_API kda_status kda_launch_trusted(kda_bundle *bundle, const char *name,
                                       const kda_tensor *tensors,
                                       int32_t num_tensors, void *workspace,
                                       uint64_t workspace_bytes, void *stream);
+
+/* Prepared launches: the per-call path of repeated launches of one name with
+ * tensors of the same shapes, dtypes, strides and device (a framework's
+ * planned calls, a decode loop). kda_prepare does, once, everything of
+ * kda_launch_trusted that does not depend on the data pointers: it checks
+ * `tensors` against the manifest (their data pointers too, as samples:
+ * non-NULL and aligned), binds the symbols, lays out the workspaces, checks
+ * the device and loads the modules (the device is made current for that and
+ * restored), packs every kernel's arguments, and launches nothing. On success
+ * *out is a handle (NULL on failure) and *workspace_bytes, when not NULL,
+ * what kda_entry_workspace_bytes says (0 for a kernel name). The bundle must
+ * outlive the handle. */
+typedef struct kda_prepared kda_prepared;
+KDA_API kda_status kda_prepare(kda_bundle *bundle, const char *name,
+                               const kda_tensor *tensors, int32_t num_tensors,
+                               kda_prepared **out, uint64_t *workspace_bytes);
+
+/* kda_launch_trusted of the prepared tensors with new data pointers: `data`
+ * holds one per tensor, in order (`num_data` of them, as prepared). Checks
+ * that every non-empty tensor's pointer is non-NULL and aligned, and the
+ * workspace as kda_launch_with_workspace does (size, NULL, alignment; for an
+ * entry; ignored for a kernel); the caller vouches for the rest, as for
+ * kda_launch_trusted: each pointer is device memory of the prepared device
+ * holding the whole tensor. Then makes the device current, launches every
+ * kernel on `stream` and restores the caller's context. Capturable into a
+ * CUDA graph (the runtime allocates nothing). A handle must not be launched
+ * from two threads at once (it keeps the packed arguments it updates). */
+KDA_API kda_status kda_launch_prepared(kda_prepared *prepared,
+                                       void *const *data, int32_t num_data,
+                                       void *workspace,
+                                       uint64_t workspace_bytes, void *stream);
+
+/* Frees a handle of kda_prepare (never the bundle's modules). NULL is a
+ * no-op. */
+KDA_API void kda_prepared_free(kda_prepared *prepared);
 
 /* The message of this thread's last kda_status-returning call ("" after a
  * success). Valid until the thread's next call into the runtime. Never NULL. */

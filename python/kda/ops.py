@@ -1140,7 +1140,13 @@ class _Fast:
     every later call of the plan is the same."""
 
     __slots__ = ("device", "index", "o_shape", "o_dtype", "fs_shape", "slots", "bundle", "kernel", "array",
-                 "count", "strategy", "requested_tile", "bundle_tile")
+                 "count", "strategy", "requested_tile", "bundle_tile", "prepared", "launch", "handle", "data",
+                 "raw_stream")
+
+    # Whether new fast paths launch through kda_prepare's handle (where the
+    # runtime library has it) or kda_launch_trusted (bench/host_path.py
+    # measures both in one process).
+    use_prepared = True
 
     @classmethod
     def of(cls, plan, given, named, o, final_state):
@@ -1163,13 +1169,31 @@ class _Fast:
             sources = [_FAST_SOURCES.index(n) for n in plan.names]
         except ValueError:
             return None  # a tensor this path does not make
-        # The data field of each kda_tensor of the marshalled array, as a
-        # ctypes view made once: rebinding is then one store per tensor.
-        base = ctypes.addressof(m.array)
-        size, offset = ctypes.sizeof(_KdaTensor), _KdaTensor.data.offset
-        f.slots = tuple((ctypes.c_uint64.from_address(base + i * size + offset), src)
-                        for i, src in enumerate(sources))
-        f.bundle, f.kernel, f.array, f.count = plan.resolved[0], kernel, m, m.count
+        bundle = plan.resolved[0]
+        # A prepared launch (kda_prepare): the runtime's checks, look-ups and
+        # argument packing done once; each call passes the data pointers.
+        f.prepared = None
+        if cls.use_prepared:
+            try:
+                f.prepared = bundle.prepare(kernel, m)
+            except KdaError:
+                f.prepared = None  # kda_launch_trusted, as before
+        if f.prepared is not None:
+            p = f.prepared
+            f.launch, f.handle, f.data = p.call, p.handle, p.data_address
+            from . import runtime as _rt
+            f.raw_stream = _rt._raw_stream or (lambda d: _stream_handle(None, d) or 0)
+            # Each pointer of the handle's data array, as a ctypes view made
+            # once: rebinding is then one store per tensor.
+            f.slots = tuple((ctypes.c_uint64.from_address(p.data_address + 8 * i), src)
+                            for i, src in enumerate(sources))
+        else:
+            # The data field of each kda_tensor of the marshalled array.
+            base = ctypes.addressof(m.array)
+            size, offset = ctypes.sizeof(_KdaTensor), _KdaTensor.data.offset
+            f.slots = tuple((ctypes.c_uint64.from_address(base + i * size + offset), src)
+                            for i, src in enumerate(sources))
+        f.bundle, f.kernel, f.array, f.count = bundle, kernel, m, m.count
         f.strategy = plan.resolved[0].strategies(plan.resolved[1])
         f.requested_tile, f.bundle_tile = plan.tile, plan.resolved[2]
         return f
@@ -1224,7 +1248,66 @@ def _torch():
     return _torch_module
 
 
+_cuda_state = None  # (current device, is the current stream capturing): torch._C's own functions
+
+
+def _cuda_queries():
+    global _cuda_state
+    torch = _torch()
+    device = getattr(torch._C, "_cuda_getDevice", None) or torch.cuda.current_device
+    capturing = getattr(torch._C, "_cuda_isCurrentStreamCapturing", None) or \
+        torch.cuda.is_current_stream_capturing
+    _cuda_state = (device, capturing)
+    return _cuda_state
+
+
 def _run_fast(plan, f, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias):
+    """A planned call on its fast path: two fresh outputs, the data pointers
+    stored into the prepared launch's array, the kept workspace, one
+    kda_launch_prepared call (issue 22: microseconds per call)."""
+    if f.prepared is None:
+        return _run_fast_trusted(plan, f, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias)
+    torch = _torch()
+    if torch.is_grad_enabled():
+        _check_no_grad(q, k, v, g, beta, initial_state, A_log, dt_bias)
+    o = _alloc(f.o_shape, f.o_dtype, f.device)
+    final_state = _alloc(f.fs_shape, torch.float32, f.device) if f.fs_shape is not None else None
+    sources = (q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, o, final_state)
+    index = f.index
+    stream = f.raw_stream(index)
+    nbytes = plan.nbytes
+    workspace = None
+    if nbytes:
+        # _workspace's rule: kept per (device, stream) up to
+        # KEEP_WORKSPACE_BYTES, fresh under CUDA-graph capture (the graph's
+        # pool keeps it) or when another device is current.
+        current, capturing = _cuda_state or _cuda_queries()
+        if nbytes > KEEP_WORKSPACE_BYTES or current() != index or capturing():
+            workspace = torch.empty(nbytes, dtype=torch.uint8, device=f.device)
+        else:
+            key = (index, stream)
+            workspace = _workspaces.get(key)
+            if workspace is None or workspace.numel() < nbytes:
+                _workspaces.pop(key, None)  # freed before the larger one is made
+                workspace = torch.empty(nbytes, dtype=torch.uint8, device=f.device)
+                _workspaces[key] = workspace
+    with plan.lock:
+        for slot, src in f.slots:
+            slot.value = sources[src].data_ptr()
+        status = f.launch(f.handle, f.data, f.count, workspace.data_ptr() if workspace is not None else None,
+                          nbytes or 0, stream)
+    if status:
+        f.prepared.fail(status)
+    last_launch.bundle = f.bundle.path
+    last_launch.requested_tile = f.requested_tile
+    last_launch.bundle_tile = f.bundle_tile
+    last_launch.strategy = f.strategy
+    return o, final_state
+
+
+def _run_fast_trusted(plan, f, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias):
+    """_run_fast through kda_launch_trusted: runtime libraries without
+    kda_prepare (and bench/host_path.py's 'before')."""
     torch = _torch()
     if torch.is_grad_enabled():
         _check_no_grad(q, k, v, g, beta, initial_state, A_log, dt_bias)

@@ -18,7 +18,7 @@ import os
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-__all__ = ["KdaError", "Bundle", "load_library", "library_path", "STATUS_NAMES"]
+__all__ = ["KdaError", "Bundle", "Prepared", "load_library", "library_path", "STATUS_NAMES"]
 
 # kda_status
 STATUS_NAMES = (
@@ -159,6 +159,18 @@ def load_library():
             lib.kda_launch_trusted.argtypes = [c_void_p, c_char_p, ctypes.POINTER(_KdaTensor), c_int32,
                                                c_void_p, ctypes.c_uint64, c_void_p]
             lib.kda_launch_trusted.restype = c_int
+        # Prepared launches (kda_prepare); absent from older libraries.
+        if hasattr(lib, "kda_prepare"):
+            lib.kda_prepare.argtypes = [c_void_p, c_char_p, ctypes.POINTER(_KdaTensor), c_int32,
+                                        ctypes.POINTER(c_void_p), ctypes.POINTER(ctypes.c_uint64)]
+            lib.kda_prepare.restype = c_int
+            # Every pointer argument is c_void_p, so that callers pass plain ints
+            # (the cheapest conversion ctypes has).
+            lib.kda_launch_prepared.argtypes = [c_void_p, c_void_p, c_int32, c_void_p, ctypes.c_uint64,
+                                                c_void_p]
+            lib.kda_launch_prepared.restype = c_int
+            lib.kda_prepared_free.argtypes = [c_void_p]
+            lib.kda_prepared_free.restype = None
         lib.kda_last_error.argtypes = []
         lib.kda_last_error.restype = c_char_p
         lib.kda_status_name.argtypes = [c_int]
@@ -300,6 +312,50 @@ def _stream_handle(stream: Any, device: int) -> Optional[int]:
     if isinstance(stream, ctypes.c_void_p):
         return stream.value
     raise TypeError(f"stream: expected None, an int handle or a torch.cuda.Stream, got {type(stream)}")
+
+
+class Prepared:
+    """A kda_prepare handle: a launch of one name checked and resolved once
+    for tensors of fixed shapes, dtypes, strides and device; each launch
+    passes new data pointers (``data``, one c_void_p per tensor, in order)
+    and is one kda_launch_prepared call. Keeps its bundle alive (the handle
+    must not outlive it). Not for two threads at once."""
+
+    def __init__(self, bundle: "Bundle", name: bytes, m: "_Marshalled"):
+        self.bundle = bundle
+        self.name = name
+        self._lib = lib = bundle._lib
+        handle = ctypes.c_void_p()
+        nbytes = ctypes.c_uint64(0)
+        status = lib.kda_prepare(bundle._handle, name, m.array, m.count, ctypes.byref(handle),
+                                 ctypes.byref(nbytes))
+        if status != 0:
+            _raise(lib, status, f"kda_prepare({name.decode()})")
+        self.handle = handle.value
+        self.workspace_bytes = int(nbytes.value)
+        self.count = m.count
+        self.data = (ctypes.c_void_p * max(m.count, 1))(*[m.array[i].data for i in range(m.count)])
+        self.data_address = ctypes.addressof(self.data)
+        self.call = lib.kda_launch_prepared  # (handle, data, count, workspace, bytes, stream) -> status
+
+    def launch(self, workspace: Optional[int] = None, nbytes: int = 0, stream: Optional[int] = None) -> None:
+        """One launch with the pointers now in ``data`` (workspace: a device
+        pointer, stream: a raw handle; None for none / the default stream)."""
+        status = self.call(self.handle, self.data_address, self.count, workspace, nbytes, stream)
+        if status != 0:
+            self.fail(status)
+
+    def fail(self, status: int) -> None:
+        _raise(self._lib, status, f"kda_launch_prepared({self.name.decode()})")
+
+    def __del__(self):
+        h = getattr(self, "handle", None)
+        if h:
+            self.handle = None
+            try:
+                self._lib.kda_prepared_free(h)
+            except Exception:
+                pass
 
 
 class Bundle:
@@ -467,6 +523,14 @@ class Bundle:
                         workspace.data_ptr() if workspace is not None else None, nbytes, stream or None)
         if status != 0:
             _raise(self._lib, status, f"kda_launch_trusted({kernel.decode()})")
+
+    def prepare(self, kernel: bytes, m: _Marshalled) -> Optional[Prepared]:
+        """kda_prepare of an already marshalled tensor array (trusted tensors:
+        torch CUDA tensors of one device), or None where the library predates
+        it."""
+        if not hasattr(self._lib, "kda_prepare"):
+            return None
+        return Prepared(self, kernel, m)
 
     def launch(self, kernel: str, tensors: Union[Sequence[Any], Mapping[str, Any]],
                stream: Any = None, workspace: Any = None) -> None:

@@ -312,6 +312,9 @@ def part_planned(torch, kda):
         if len(kops._chunk_plans) != 2 or len(fast) != 2:
             problems.append(f"expected 2 plans with fast paths, got {len(kops._chunk_plans)} plans, "
                             f"{len(fast)} fast")
+        from kda.runtime import load_library
+        if hasattr(load_library(), "kda_prepare") and any(p.fast.prepared is None for p in fast):
+            problems.append("a fast path without a prepared launch (kda_prepare)")
         keys = sorted(kops._workspaces)
         if len(keys) != 2:
             problems.append(f"expected one kept workspace per stream (2), got {keys}")

@@ -589,6 +589,153 @@ LogicalResult GatedDeltaOp::verify() {
 }
 
 //===----------------------------------------------------------------------===//
+// GatedDeltaGradOp
+//===----------------------------------------------------------------------===//
+
+std::optional<GateGranularity> GatedDeltaGradOp::getGateGranularity() {
+  return granularityFromRank(getGate(), /*headWiseRank=*/3);
+}
+
+double GatedDeltaGradOp::getScaleOrDefault() {
+  if (auto s = getScale())
+    return s->convertToDouble();
+  return defaultScale(getQ());
+}
+
+LogicalResult GatedDeltaGradOp::verify() {
+  Operation *op = getOperation();
+  ShapeChecker shapes(op);
+  // The forward's operands, checked as kda.gated_delta checks them.
+  if (failed(verifyQueryKeyValue(op, shapes, getQ(), getK(), getV(),
+                                 {"B", "T", "H", "K"}, {"B", "T", "H", "K"},
+                                 {"B", "T", "HV", "V"})))
+    return failure();
+  if (failed(shapes.checkNonEmpty(kHeadsAndHeadDims)) ||
+      failed(shapes.checkMultiple("HV", "H")))
+    return failure();
+  std::optional<double> lowerBound;
+  if (auto lb = getLowerBound())
+    lowerBound = lb->convertToDouble();
+  if (failed(verifyPrologue(op, shapes, {"B", "T"}, "gate", getGate(),
+                            getBeta(), getALog(), getDtBias(), getUpdate(),
+                            getBetaActivation(), getGateActivation(),
+                            lowerBound, getGateGranularity())))
+    return failure();
+  std::optional<double> scale;
+  if (auto s = getScale())
+    scale = s->convertToDouble();
+  if (failed(verifyScale(op, scale)))
+    return failure();
+  if (getCuSeqlens()) {
+    if (failed(verifyCuSeqlens(op, shapes, getCuSeqlens())))
+      return failure();
+  } else if (auto b = shapes.get("B")) {
+    if (failed(shapes.bind("operand 'q'", 0, "N", *b)))
+      return failure();
+  }
+  SmallVector<StringRef, 2> axes = stateAxes(getStateLayout());
+  SmallVector<StringRef> stateDims = {"N", "HV", axes[0], axes[1]};
+  if (Value h0 = getInitialState())
+    if (failed(shapes.check(operandName("initial_state"), h0, stateDims,
+                            ElemKind::State)))
+      return failure();
+
+  // What the derived gradient takes (passes/GatedDeltaBackward.h).
+  if (getUpdate() != UpdateRule::delta)
+    return emitOpError() << "attribute 'update': the gradient is derived for "
+                            "the delta rule only, found "
+                         << stringifyUpdateRule(getUpdate());
+  if (!getGate())
+    return emitOpError() << "operand 'gate' is required: the gradient is "
+                            "derived for gated recurrences only";
+
+  // The output gradients: d_o as the forward's o, d_final_state as a state.
+  if (failed(shapes.check(operandName("d_o"), getDO(), {"B", "T", "HV", "V"},
+                          ElemKind::Activation)))
+    return failure();
+  if (Value dEnd = getDFinalState())
+    if (failed(shapes.check(operandName("d_final_state"), dEnd, stateDims,
+                            ElemKind::State)))
+      return failure();
+  // Kept states: the forward's boundary states, one every states_interval
+  // tokens of each sequence (NT = ceil(T / interval) without cu_seqlens).
+  std::optional<int64_t> interval = getStatesInterval();
+  if (Value kept = getChunkStates()) {
+    if (!interval)
+      return emitOpError() << "operand 'chunk_states' needs the "
+                              "'states_interval' attribute (tokens between "
+                              "two kept states)";
+    if (*interval <= 0)
+      return emitOpError() << "attribute 'states_interval': expected a "
+                              "positive number of tokens, found "
+                           << *interval;
+    if (auto t = shapes.get("T"); t && !getCuSeqlens())
+      if (failed(shapes.bind("'states_interval' and T", 0, "NT",
+                             *t == 0 ? 0 : (*t - 1) / *interval + 1)))
+        return failure();
+    if (failed(shapes.check(operandName("chunk_states"), kept,
+                            {"N", "NT", "HV", axes[0], axes[1]},
+                            ElemKind::State)))
+      return failure();
+    if (auto tile = getTile(); tile && *tile && tile->getChunk() != *interval)
+      return emitOpError()
+             << "attribute 'tile': chunk = " << tile->getChunk()
+             << " must equal states_interval = " << *interval
+             << " (the backward reads the state before every chunk)";
+  } else if (interval) {
+    return emitOpError() << "attribute 'states_interval' is set but the op "
+                            "has no 'chunk_states' operand";
+  }
+
+  // One f32 gradient per input the forward reads, in that input's shape.
+  if (failed(shapes.check(resultName("d_q"), getDQ(), {"B", "T", "H", "K"},
+                          ElemKind::Float32)) ||
+      failed(shapes.check(resultName("d_k"), getDK(), {"B", "T", "H", "K"},
+                          ElemKind::Float32)) ||
+      failed(shapes.check(resultName("d_v"), getDV(), {"B", "T", "HV", "V"},
+                          ElemKind::Float32)))
+    return failure();
+  SmallVector<StringRef> gateAxes;
+  if (auto g = getGateGranularity())
+    gateAxes = gateDims({"B", "T"}, *g);
+  SmallVector<StringRef> dtAxes = {"HV"};
+  if (getGateGranularity() == GateGranularity::channel)
+    dtAxes.push_back("K");
+  struct Pair {
+    StringRef input, grad;
+    Value in, out;
+    SmallVector<StringRef> dims;
+  };
+  Pair pairs[] = {
+      {"gate", "d_gate", getGate(), getDGate(), gateAxes},
+      {"beta", "d_beta", getBeta(), getDBeta(), {"B", "T", "HV"}},
+      {"initial_state", "d_initial_state", getInitialState(),
+       getDInitialState(), stateDims},
+      {"A_log", "d_A_log", getALog(), getD_ALog(), {"HV"}},
+      {"dt_bias", "d_dt_bias", getDtBias(), getDDtBias(), dtAxes},
+  };
+  for (const Pair &p : pairs) {
+    if (p.in && !p.out)
+      return emitOpError() << "operand '" << p.input << "' needs its gradient, "
+                           << "result '" << p.grad << "'";
+    if (!p.in && p.out)
+      return emitOpError() << "result '" << p.grad << "' is the gradient of '"
+                           << p.input << "', but the op has no operand '"
+                           << p.input << "'";
+    if (p.out && failed(shapes.check(resultName(p.grad), p.out, p.dims,
+                                     ElemKind::Float32)))
+      return failure();
+  }
+  if (failed(shapes.checkNonEmpty(kHeadsAndHeadDims)) ||
+      failed(shapes.checkMultiple("HV", "H")))
+    return failure();
+  if (auto b = shapes.get("B"); b && !getCuSeqlens())
+    if (failed(shapes.bind(shapes.source("B"), 0, "N", *b)))
+      return failure();
+  return verifyTileAgainst(op, getTile(), shapes);
+}
+
+//===----------------------------------------------------------------------===//
 // GateOp
 //===----------------------------------------------------------------------===//
 
@@ -1019,8 +1166,8 @@ DimensionNames mlir::kda::nameDimensions(Operation *op) {
   ShapeChecker::dimensionRecorder = &names;
   LogicalResult verified =
       llvm::TypeSwitch<Operation *, LogicalResult>(op)
-          .Case<GatedDeltaOp, DecodeStepOp, WindowAttentionOp, GateOp,
-                HybridOp, MultiScaleOp>([](auto typed) { return typed.verify(); })
+          .Case<GatedDeltaOp, GatedDeltaGradOp, DecodeStepOp,
+                WindowAttentionOp, GateOp, HybridOp, MultiScaleOp>([](auto typed) { return typed.verify(); })
           .Default([](Operation *) { return failure(); });
   ShapeChecker::dimensionRecorder = nullptr;
   if (failed(verified))

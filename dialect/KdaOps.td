@@ -128,6 +128,119 @@ def Kda_GatedDeltaOp : Kda_Op<"gated_delta",
 }
 
 //===----------------------------------------------------------------------===//
+// kda.gated_delta_grad
+//===----------------------------------------------------------------------===//
+
+def Kda_GatedDeltaGradOp : Kda_Op<"gated_delta_grad",
+    [Pure, AttrSizedOperandSegments, AttrSizedResultSegments,
+     Kda_KernelAbiOpInterface]> {
+  let summary = "the gradient of kda.gated_delta, derived from its algorithm";
+  let description = [{
+    The reverse-mode gradient of the `kda.gated_delta` op with the same
+    operands and attributes: given the gradient `d_o` of its output `o`
+    (`[B, T, HV, V]`) and, optionally, `d_final_state` of its final state
+    (the state's shape), it returns the gradient of every input the forward
+    reads, in f32:
+
+    - `d_q`, `d_k` `[B, T, H, K]` (with GVA, the value heads of a q / k head
+      summed), `d_v` `[B, T, HV, V]`;
+    - `d_gate`, `d_beta`, `d_initial_state`, `d_A_log` and `d_dt_bias`, each
+      present exactly when its operand is, in its operand's shape. With a
+      gate activation, `d_gate` is the gradient of the raw gate (through the
+      activation), `d_A_log` and `d_dt_bias` those of its parameters; with
+      `beta_activation`, `d_beta` is that of the logits; with `qk_l2norm`,
+      `d_q` and `d_k` are those of the un-normalised q and k.
+
+    What is kept from the forward and what is recomputed is the caller's
+    choice: with `chunk_states` (`[N, NT, HV, K, V]`, `[N, NT, HV, V, K]`
+    for `v_major`: the forward's `boundary_states` at `states_interval`
+    tokens, which must be the chunk the gradient is tiled with) the
+    backward reads the state before every chunk; without, it recomputes
+    them by running the forward's chunks first (one more pass over the
+    sequence).
+
+    The chunkwise tiling derives it from the forward's tile algorithm
+    (passes/GatedDeltaKernel.cpp) by adjoint rules (passes/TileAdjoint.h):
+    nothing of the algorithm is written twice. Taken so far: the delta rule
+    with a gate (channel- or head-wise). Chunk-boundary states have no
+    gradient form.
+
+    Example (KDA with the full prologue, as the forward's example):
+    ```mlir
+    %dq, %dk, %dv, %dg, %db, %da, %dd = kda.gated_delta_grad delta
+        %q, %k, %v, %do
+        gate(%g : tensor<1x64x2x32xf32>) beta(%b : tensor<1x64x2xf32>)
+        A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x32xf32>)
+        {qk_l2norm, beta_activation = #kda<beta sigmoid>,
+         gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64}
+        : tensor<1x64x2x32xbf16>, tensor<1x64x2x32xbf16>,
+          tensor<1x64x2x32xbf16>, tensor<1x64x2x32xbf16>
+        -> tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32>
+        d_gate tensor<1x64x2x32xf32> d_beta tensor<1x64x2xf32>
+        d_A_log tensor<2xf32> d_dt_bias tensor<2x32xf32>
+    ```
+  }];
+  let arguments = (ins
+    AnyRankedTensor:$q,
+    AnyRankedTensor:$k,
+    AnyRankedTensor:$v,
+    AnyRankedTensor:$d_o,
+    Optional<AnyRankedTensor>:$gate,
+    Optional<AnyRankedTensor>:$beta,
+    Optional<AnyRankedTensor>:$initial_state,
+    Optional<AnyRankedTensor>:$cu_seqlens,
+    Optional<AnyRankedTensor>:$A_log,
+    Optional<AnyRankedTensor>:$dt_bias,
+    Optional<AnyRankedTensor>:$d_final_state,
+    Optional<AnyRankedTensor>:$chunk_states,
+    Kda_UpdateRuleAttr:$update,
+    OptionalAttr<F64Attr>:$scale,
+    DefaultValuedAttr<Kda_StateLayoutAttr, "StateLayout::k_major">:$state_layout,
+    UnitAttr:$qk_l2norm,
+    DefaultValuedAttr<Kda_BetaActivationAttr, "BetaActivation::none">:$beta_activation,
+    DefaultValuedAttr<Kda_GateActivationAttr, "GateActivation::none">:$gate_activation,
+    OptionalAttr<F64Attr>:$lower_bound,
+    OptionalAttr<I64Attr>:$states_interval,
+    OptionalAttr<Kda_TileAttr>:$tile
+  );
+  let results = (outs
+    AnyRankedTensor:$d_q,
+    AnyRankedTensor:$d_k,
+    AnyRankedTensor:$d_v,
+    Optional<AnyRankedTensor>:$d_gate,
+    Optional<AnyRankedTensor>:$d_beta,
+    Optional<AnyRankedTensor>:$d_initial_state,
+    Optional<AnyRankedTensor>:$d_A_log,
+    Optional<AnyRankedTensor>:$d_dt_bias
+  );
+  let assemblyFormat = [{
+    custom<EnumKeyword>($update) $q `,` $k `,` $v `,` $d_o
+    (`gate` `(` $gate^ `:` type($gate) `)`)?
+    (`beta` `(` $beta^ `:` type($beta) `)`)?
+    (`initial_state` `(` $initial_state^ `:` type($initial_state) `)`)?
+    (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
+    (`A_log` `(` $A_log^ `:` type($A_log) `)`)?
+    (`dt_bias` `(` $dt_bias^ `:` type($dt_bias) `)`)?
+    (`d_final_state` `(` $d_final_state^ `:` type($d_final_state) `)`)?
+    (`chunk_states` `(` $chunk_states^ `:` type($chunk_states) `)`)?
+    attr-dict `:` type($q) `,` type($k) `,` type($v) `,` type($d_o)
+    `->` type($d_q) `,` type($d_k) `,` type($d_v)
+    (`d_gate` type($d_gate)^)?
+    (`d_beta` type($d_beta)^)?
+    (`d_initial_state` type($d_initial_state)^)?
+    (`d_A_log` type($d_A_log)^)?
+    (`d_dt_bias` type($d_dt_bias)^)?
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Gate granularity implied by the gate operand (nullopt: no gate).
+    std::optional<GateGranularity> getGateGranularity();
+    /// The scale applied to q: the attribute, or 1/sqrt(K).
+    double getScaleOrDefault();
+  }];
+}
+
+//===----------------------------------------------------------------------===//
 // kda.gate
 //===----------------------------------------------------------------------===//
 

@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "passes/GatedDeltaBackward.h"
 #include "passes/GatedDeltaKernel.h"
 #include "passes/Passes.h"
 #include "passes/Sequences.h"
@@ -1196,6 +1197,81 @@ struct TileWindowAttention : OpRewritePattern<WindowAttentionOp> {
   int64_t chunk;
 };
 
+/// kda.gated_delta_grad: the gradient derived from the forward's tile
+/// algorithm (passes/GatedDeltaBackward.h), over f32 copies of the inputs.
+/// Every (sequence, value head) runs the forward over its chunks keeping
+/// each chunk's state, then the chunks' adjoints in reverse; GVA sums the
+/// value heads' dq and dk into their q / k head and the gate parameters'
+/// gradients sum over the sequences. Static shapes only (the sizes of the
+/// sequences' tiles and of the kept states are the IR's).
+struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
+  TileGatedDeltaGrad(MLIRContext *ctx, int64_t chunk, int64_t subChunk)
+      : OpRewritePattern(ctx), chunk(chunk), subChunk(subChunk) {}
+
+  LogicalResult matchAndRewrite(GatedDeltaGradOp op,
+                                PatternRewriter &rewriter) const override {
+    for (Type t : llvm::concat<Type>(op->getOperandTypes(),
+                                     op->getResultTypes()))
+      if (!cast<ShapedType>(t).hasStaticShape())
+        return rewriter.notifyMatchFailure(op, "dynamic shapes");
+    const int64_t kd = dimOf(op.getQ(), 3), vd = dimOf(op.getV(), 3);
+    auto [c, sub] = tileSizes(op.getTile(), chunk, subChunk);
+    ChunkConfig config = chunkConfigOf(op, c, sub, kd, vd);
+    if (op.getChunkStates() && op.getStatesInterval() != c) {
+      op.emitError() << "kda-tile-chunks: chunk_states every "
+                     << *op.getStatesInterval() << " tokens, but the gradient "
+                     << "is tiled in chunks of " << c
+                     << ": it reads the state before every chunk (tile it "
+                        "with chunk = states_interval)";
+      return failure();
+    }
+
+    // Built in a block of its own and moved before the op once it succeeds:
+    // a failure (a tape step without a rule) leaves nothing behind.
+    Block scratch;
+    OpBuilder ob(op.getContext());
+    ob.setInsertionPointToStart(&scratch);
+    ImplicitLocOpBuilder b(op.getLoc(), ob);
+    TensorTileBuilder tb(b);
+    auto f32 = [&](Value v) {
+      return v ? tb.convert(v, b.getF32Type()) : Value();
+    };
+    DenseTensors in;
+    in.q = f32(op.getQ());
+    in.k = f32(op.getK());
+    in.v = f32(op.getV());
+    in.gate = f32(op.getGate());
+    in.beta = f32(op.getBeta());
+    in.dtBias = f32(op.getDtBias());
+    in.aLog = f32(op.getALog());
+    in.state = f32(op.getInitialState());
+    in.vMajor = op.getStateLayout() == StateLayout::v_major;
+    in.cuSeqlens = op.getCuSeqlens();
+    in.chunkStates = f32(op.getChunkStates());
+    std::string why;
+    FailureOr<SequenceGrads> g = emitDenseBackward(
+        b, config, in, f32(op.getDO()), f32(op.getDFinalState()), why);
+    if (failed(g)) {
+      op.emitError() << "kda-tile-chunks: " << why;
+      return failure();
+    }
+    SmallVector<Value> results = {g->dq, g->dk, g->dv};
+    for (auto [result, grad] :
+         {std::pair(op.getDGate(), g->dgate), std::pair(op.getDBeta(), g->dbeta),
+          std::pair(op.getDInitialState(), g->dState),
+          std::pair(op.getD_ALog(), g->dALog),
+          std::pair(op.getDDtBias(), g->dDtBias)})
+      if (result)
+        results.push_back(grad);
+    op->getBlock()->getOperations().splice(Block::iterator(op),
+                                           scratch.getOperations());
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+
+  int64_t chunk, subChunk;
+};
+
 struct KdaTileChunksPass
     : mlir::kda::impl::KdaTileChunksBase<KdaTileChunksPass> {
   using KdaTileChunksBase::KdaTileChunksBase;
@@ -1326,6 +1402,7 @@ struct KdaTileChunksPass
                                  vBlockF32, schedule == "chunk-parallel",
                                  boundarySlots == "kernel", subChunkSteps);
     patterns.add<TileDecodeStep>(&getContext(), vBlock);
+    patterns.add<TileGatedDeltaGrad>(&getContext(), chunk, subChunk);
     patterns.add<TileWindowAttention>(&getContext(), chunk);
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);
@@ -1339,6 +1416,17 @@ struct KdaTileChunksPass
     }
     // Whatever is left could not be tiled: say why instead of miscompiling.
     WalkResult result = getOperation().walk([&](Operation *op) {
+      if (isa<GatedDeltaGradOp>(op)) {
+        // With static shapes the pattern said why already.
+        if (llvm::any_of(llvm::concat<Type>(op->getOperandTypes(),
+                                            op->getResultTypes()),
+                         [](Type t) {
+                           return !cast<ShapedType>(t).hasStaticShape();
+                         }))
+          op->emitError() << "kda-tile-chunks: cannot tile this op (the "
+                             "derived gradient takes static shapes only)";
+        return WalkResult::interrupt();
+      }
       if (isa<GatedDeltaOp, DecodeStepOp, WindowAttentionOp>(op)) {
         op->emitError() << "kda-tile-chunks: cannot tile this op (head "
                            "dimensions K and V and the number of boundary "

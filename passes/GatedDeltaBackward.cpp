@@ -144,21 +144,26 @@ mlir::kda::emitSequenceBackward(ImplicitLocOpBuilder &b,
     return ci;
   };
 
-  // Forward: the state before every chunk.
-  auto stackType = RankedTensorType::get({std::max<int64_t>(chunks, 1), K, V}, f32);
-  Value stack0 = tensor::EmptyOp::create(b, stackType.getShape(), f32);
-  auto forward = scf::ForOp::create(
-      b, c0, cChunks, c1, ValueRange{in.state, stack0},
-      [&](OpBuilder &nb, Location loc, Value c, ValueRange carried) {
-        ImplicitLocOpBuilder ib(loc, nb);
-        Value stack = pick(ib, carried[1], {c}).insert(ib, carried[0], carried[1]);
-        TensorTileBuilder tb(ib);
-        Value off = arith::MulIOp::create(ib, c, cC);
-        ChunkOutputs out =
-            emitGatedDeltaChunk(tb, config, inputsAt(ib, off, tb), carried[0]);
-        scf::YieldOp::create(ib, ValueRange{out.nextState, stack});
-      });
-  Value stack = forward.getResult(1);
+  // Forward: the state before every chunk (unless the caller kept them).
+  Value stack = in.states;
+  if (!stack) {
+    auto stackType =
+        RankedTensorType::get({std::max<int64_t>(chunks, 1), K, V}, f32);
+    Value stack0 = tensor::EmptyOp::create(b, stackType.getShape(), f32);
+    auto forward = scf::ForOp::create(
+        b, c0, cChunks, c1, ValueRange{in.state, stack0},
+        [&](OpBuilder &nb, Location loc, Value c, ValueRange carried) {
+          ImplicitLocOpBuilder ib(loc, nb);
+          Value stack =
+              pick(ib, carried[1], {c}).insert(ib, carried[0], carried[1]);
+          TensorTileBuilder tb(ib);
+          Value off = arith::MulIOp::create(ib, c, cC);
+          ChunkOutputs out = emitGatedDeltaChunk(
+              tb, config, inputsAt(ib, off, tb), carried[0]);
+          scf::YieldOp::create(ib, ValueRange{out.nextState, stack});
+        });
+    stack = forward.getResult(1);
+  }
 
   // Reverse: each chunk's step recomputed under a tape, its adjoint seeded
   // with the chunk's output gradient and the state gradient from after it.
@@ -180,6 +185,8 @@ mlir::kda::emitSequenceBackward(ImplicitLocOpBuilder &b,
         Value off = arith::AddIOp::create(ib, cStart, local);
         Value h = pick(ib, stack, {c}).extract(ib, stack);
         TensorTileBuilder inner(ib);
+        if (in.states && in.statesVMajor)
+          h = inner.transpose(h);
         TapeTileBuilder tape(inner);
         ChunkInputs raw;
         ChunkInputs ci = inputsAt(ib, local, tape, &raw);
@@ -404,6 +411,11 @@ mlir::kda::emitDenseBackward(ImplicitLocOpBuilder &b, const ChunkConfig &config,
                           : zerosOf(ib, {K, V});
               };
               t.state = stateOf(in.state);
+              if (in.chunkStates) {
+                t.states = pick(ib, in.chunkStates, {n, Value(), hv})
+                               .extract(ib, in.chunkStates);
+                t.statesVMajor = in.vMajor;
+              }
               Value dOs = tokens(dO, hv);
               Value dEnd = stateOf(dStateEnd);
               FailureOr<SequenceGrads> g =

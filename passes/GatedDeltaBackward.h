@@ -34,6 +34,10 @@ struct SequenceTiles {
   /// rows; the tiles then hold C rows past the last one). Gradients are zero
   /// outside those rows.
   Value start, count;
+  /// Optional: the state before every chunk, [NT, K, V] (or [NT, V, K] with
+  /// `statesVMajor`), NT at least the chunks: read instead of recomputed.
+  Value states;
+  bool statesVMajor = false;
 };
 
 /// Their gradients (same shapes; dALog [1]; null where the input is).
@@ -61,6 +65,10 @@ struct DenseTensors {
   /// Optional [N + 1] int32 / int64 offsets (B = 1): N packed sequences, each
   /// with its own state (state, dStateEnd and dState [N, HV, ...]).
   Value cuSeqlens;
+  /// Optional: the state before every chunk of every sequence, [N, NT, HV,
+  /// K, V] ([N, NT, HV, V, K] when `vMajor`), as the forward's boundary
+  /// states at the chunk give them: read instead of recomputed.
+  Value chunkStates;
 };
 
 /// Gradients of every input of DenseTensors (same shapes; null where the

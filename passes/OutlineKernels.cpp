@@ -45,7 +45,8 @@ struct KdaOutlineKernelsPass
     llvm::StringMap<func::FuncOp> kernels;
     SmallVector<Operation *> ops;
     module.walk([&](Operation *op) {
-      if (!isa<GatedDeltaOp, DecodeStepOp, WindowAttentionOp>(op) ||
+      if (!isa<GatedDeltaOp, GatedDeltaGradOp, DecodeStepOp, WindowAttentionOp>(
+               op) ||
           op->getParentOfType<func::FuncOp>()->hasAttr("kda.kernel"))
         return;
       // Kernels return their results through caller-allocated buffers,

@@ -101,3 +101,42 @@ func.func @boundary(%q: tensor<1x64x2x32xf32>, %k: tensor<1x64x2x32xf32>, %v: te
   %o, %bs = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x64x2x32xf32>) beta(%b : tensor<1x64x2xf32>) {boundary_interval = 32 : i64} : tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32>, tensor<1x64x2x32xf32> -> tensor<1x64x2x32xf32> boundary_states tensor<1x2x2x32x32xf32>
   return %o, %bs : tensor<1x64x2x32xf32>, tensor<1x2x2x32x32xf32>
 }
+
+// The gradient op written as such (what kda.ops' autograd compiles): run and
+// checked like any op, the oracle evaluating kda.gated_delta_grad itself.
+// bf16 inputs: SPEC.md's bar for results computed from 16-bit values.
+// RUN: kda-run %s --function=grad_op --chunk=16 --sub-chunk=16 --check | FileCheck %s --check-prefix=OP
+// OP: @grad_op compiled
+// OP-COUNT-8: bar=5e-03 ok
+// OP-NOT: FAIL
+func.func @grad_op(%q: tensor<1x50x1x32xbf16>, %k: tensor<1x50x1x32xbf16>, %v: tensor<1x50x2x16xbf16>, %do: tensor<1x50x2x16xbf16>, %g: tensor<1x50x2x32xbf16>, %beta: tensor<1x50x2xbf16>, %h0: tensor<1x2x32x16xf32>, %A_log: tensor<2xf32>, %dt_bias: tensor<2x32xf32>, %dht: tensor<1x2x32x16xf32>) -> (tensor<1x50x1x32xf32>, tensor<1x50x1x32xf32>, tensor<1x50x2x16xf32>, tensor<1x50x2x32xf32>, tensor<1x50x2xf32>, tensor<1x2x32x16xf32>, tensor<2xf32>, tensor<2x32xf32>) {
+  %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd = kda.gated_delta_grad delta %q, %k, %v, %do gate(%g : tensor<1x50x2x32xbf16>) beta(%beta : tensor<1x50x2xbf16>) initial_state(%h0 : tensor<1x2x32x16xf32>) A_log(%A_log : tensor<2xf32>) dt_bias(%dt_bias : tensor<2x32xf32>) d_final_state(%dht : tensor<1x2x32x16xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64} : tensor<1x50x1x32xbf16>, tensor<1x50x1x32xbf16>, tensor<1x50x2x16xbf16>, tensor<1x50x2x16xbf16> -> tensor<1x50x1x32xf32>, tensor<1x50x1x32xf32>, tensor<1x50x2x16xf32> d_gate tensor<1x50x2x32xf32> d_beta tensor<1x50x2xf32> d_initial_state tensor<1x2x32x16xf32> d_A_log tensor<2xf32> d_dt_bias tensor<2x32xf32>
+  return %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd : tensor<1x50x1x32xf32>, tensor<1x50x1x32xf32>, tensor<1x50x2x16xf32>, tensor<1x50x2x32xf32>, tensor<1x50x2xf32>, tensor<1x2x32x16xf32>, tensor<2xf32>, tensor<2x32xf32>
+}
+
+// The forward's states kept, the gradient reading them instead of
+// recomputing (FLA's split: the state pass reruns with chunk-boundary states
+// at the chunk, the backward reads them): a forward op whose boundary states
+// at interval 16 feed the gradient's chunk_states, both compiled, both
+// evaluated by the oracle.
+// RUN: kda-run %s --function=kept_states --chunk=16 --sub-chunk=16 --check | FileCheck %s --check-prefix=KEPT
+// KEPT: @kept_states compiled
+// KEPT-COUNT-6: bar=1e-04 ok
+// KEPT-NOT: FAIL
+// Tiled in chunks other than the kept interval: refused, saying why.
+// RUN: not kda-run %s --function=kept_states --chunk=32 --sub-chunk=16 --check 2>&1 | FileCheck %s --check-prefix=KEPT32
+// KEPT32: chunk_states every 16 tokens, but the gradient is tiled in chunks of 32
+func.func @kept_states(%q: tensor<2x40x2x32xf32>, %k: tensor<2x40x2x32xf32>, %v: tensor<2x40x2x16xf32>, %g: tensor<2x40x2x32xf32>, %b: tensor<2x40x2xf32>, %h0: tensor<2x2x16x32xf32>, %do: tensor<2x40x2x16xf32>) -> (tensor<2x40x2x32xf32>, tensor<2x40x2x32xf32>, tensor<2x40x2x16xf32>, tensor<2x40x2x32xf32>, tensor<2x40x2xf32>, tensor<2x2x16x32xf32>) {
+  %o, %states = kda.gated_delta delta %q, %k, %v gate(%g : tensor<2x40x2x32xf32>) beta(%b : tensor<2x40x2xf32>) initial_state(%h0 : tensor<2x2x16x32xf32>) {boundary_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<2x40x2x32xf32>, tensor<2x40x2x32xf32>, tensor<2x40x2x16xf32> -> tensor<2x40x2x16xf32> boundary_states tensor<2x3x2x16x32xf32>
+  %dq, %dk, %dv, %dg, %db, %dh0 = kda.gated_delta_grad delta %q, %k, %v, %do gate(%g : tensor<2x40x2x32xf32>) beta(%b : tensor<2x40x2xf32>) initial_state(%h0 : tensor<2x2x16x32xf32>) chunk_states(%states : tensor<2x3x2x16x32xf32>) {states_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<2x40x2x32xf32>, tensor<2x40x2x32xf32>, tensor<2x40x2x16xf32>, tensor<2x40x2x16xf32> -> tensor<2x40x2x32xf32>, tensor<2x40x2x32xf32>, tensor<2x40x2x16xf32> d_gate tensor<2x40x2x32xf32> d_beta tensor<2x40x2xf32> d_initial_state tensor<2x2x16x32xf32>
+  return %dq, %dk, %dv, %dg, %db, %dh0 : tensor<2x40x2x32xf32>, tensor<2x40x2x32xf32>, tensor<2x40x2x16xf32>, tensor<2x40x2x32xf32>, tensor<2x40x2xf32>, tensor<2x2x16x32xf32>
+}
+
+// The kept states are what the gradient reads: given other states than the
+// forward's, its gradients are not the oracle's (which knows the true ones).
+// RUN: not kda-run %s --function=kept_wrong --chunk=16 --sub-chunk=16 --check 2>&1 | FileCheck %s --check-prefix=WRONG
+// WRONG: FAIL
+func.func @kept_wrong(%q: tensor<1x40x2x32xf32>, %k: tensor<1x40x2x32xf32>, %v: tensor<1x40x2x16xf32>, %g: tensor<1x40x2x32xf32>, %b: tensor<1x40x2xf32>, %do: tensor<1x40x2x16xf32>, %states: tensor<1x3x2x32x16xf32>) -> (tensor<1x40x2x32xf32>, tensor<1x40x2x32xf32>, tensor<1x40x2x16xf32>, tensor<1x40x2x32xf32>, tensor<1x40x2xf32>) {
+  %dq, %dk, %dv, %dg, %db = kda.gated_delta_grad delta %q, %k, %v, %do gate(%g : tensor<1x40x2x32xf32>) beta(%b : tensor<1x40x2xf32>) chunk_states(%states : tensor<1x3x2x32x16xf32>) {states_interval = 16 : i64} : tensor<1x40x2x32xf32>, tensor<1x40x2x32xf32>, tensor<1x40x2x16xf32>, tensor<1x40x2x16xf32> -> tensor<1x40x2x32xf32>, tensor<1x40x2x32xf32>, tensor<1x40x2x16xf32> d_gate tensor<1x40x2x32xf32> d_beta tensor<1x40x2xf32>
+  return %dq, %dk, %dv, %dg, %db : tensor<1x40x2x32xf32>, tensor<1x40x2x32xf32>, tensor<1x40x2x16xf32>, tensor<1x40x2x32xf32>, tensor<1x40x2xf32>
+}

@@ -2395,3 +2395,82 @@ func.func @gd_boundary_pool_heads(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x1
   return
 }
 
+
+//===----------------------------------------------------------------------===//
+// kda.gated_delta_grad
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Every input the forward reads has its gradient.
+func.func @grad_missing_result(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>, %g: tensor<2x64x4x32xf32>) {
+  // expected-error @+1 {{operand 'gate' needs its gradient, result 'd_gate'}}
+  %dq, %dk, %dv = kda.gated_delta_grad delta %q, %q, %v, %v gate(%g : tensor<2x64x4x32xf32>) : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @grad_extra_result(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>, %g: tensor<2x64x4x32xf32>) {
+  // expected-error @+1 {{result 'd_beta' is the gradient of 'beta', but the op has no operand 'beta'}}
+  %dq, %dk, %dv, %dg, %db = kda.gated_delta_grad delta %q, %q, %v, %v gate(%g : tensor<2x64x4x32xf32>) : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> d_gate tensor<2x64x4x32xf32> d_beta tensor<2x64x4xf32>
+  return
+}
+
+// -----
+
+// Gradients are f32, whatever the inputs.
+func.func @grad_bf16_result(%q: tensor<2x64x4x32xbf16>, %v: tensor<2x64x4x16xbf16>, %g: tensor<2x64x4x32xf32>) {
+  // expected-error @+1 {{result 'd_q': expected element type f32, found 'bf16'}}
+  %dq, %dk, %dv, %dg = kda.gated_delta_grad delta %q, %q, %v, %v gate(%g : tensor<2x64x4x32xf32>) : tensor<2x64x4x32xbf16>, tensor<2x64x4x32xbf16>, tensor<2x64x4x16xbf16>, tensor<2x64x4x16xbf16> -> tensor<2x64x4x32xbf16>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> d_gate tensor<2x64x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @grad_do_shape(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>, %do: tensor<2x64x4x32xf32>, %g: tensor<2x64x4x32xf32>) {
+  // expected-error @+1 {{operand 'd_o': dimension 3 (V) is 32, but operand 'v' has V = 16}}
+  %dq, %dk, %dv, %dg = kda.gated_delta_grad delta %q, %q, %v, %do gate(%g : tensor<2x64x4x32xf32>) : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32>, tensor<2x64x4x32xf32> -> tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> d_gate tensor<2x64x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @grad_additive(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>, %g: tensor<2x64x4x32xf32>) {
+  // expected-error @+1 {{attribute 'update': the gradient is derived for the delta rule only, found additive}}
+  %dq, %dk, %dv, %dg = kda.gated_delta_grad additive %q, %q, %v, %v gate(%g : tensor<2x64x4x32xf32>) : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> d_gate tensor<2x64x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @grad_no_gate(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>) {
+  // expected-error @+1 {{operand 'gate' is required: the gradient is derived for gated recurrences only}}
+  %dq, %dk, %dv = kda.gated_delta_grad delta %q, %q, %v, %v : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32>
+  return
+}
+
+// -----
+
+func.func @grad_final_state_layout(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>, %g: tensor<2x64x4x32xf32>, %dht: tensor<2x4x16x32xf32>) {
+  // expected-error @+1 {{operand 'd_final_state': dimension 2 (K) is 16, but operand 'q' has K = 32}}
+  %dq, %dk, %dv, %dg = kda.gated_delta_grad delta %q, %q, %v, %v gate(%g : tensor<2x64x4x32xf32>) d_final_state(%dht : tensor<2x4x16x32xf32>) : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> d_gate tensor<2x64x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @grad_states_interval(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>, %g: tensor<2x64x4x32xf32>, %s: tensor<2x4x4x32x16xf32>) {
+  // expected-error @+1 {{operand 'chunk_states' needs the 'states_interval' attribute}}
+  %dq, %dk, %dv, %dg = kda.gated_delta_grad delta %q, %q, %v, %v gate(%g : tensor<2x64x4x32xf32>) chunk_states(%s : tensor<2x4x4x32x16xf32>) : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> d_gate tensor<2x64x4x32xf32>
+  return
+}
+
+// -----
+
+// T = 64 at an interval of 16: four kept states per sequence.
+func.func @grad_states_count(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32>, %g: tensor<2x64x4x32xf32>, %s: tensor<2x3x4x32x16xf32>) {
+  // expected-error @+1 {{operand 'chunk_states': dimension 1 (NT) is 3, but 'states_interval' and T has NT = 4}}
+  %dq, %dk, %dv, %dg = kda.gated_delta_grad delta %q, %q, %v, %v gate(%g : tensor<2x64x4x32xf32>) chunk_states(%s : tensor<2x3x4x32x16xf32>) {states_interval = 16 : i64} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32>, tensor<2x64x4x16xf32> -> tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> d_gate tensor<2x64x4x32xf32>
+  return
+}

@@ -793,3 +793,30 @@ func.func @multi_scale_dynamic(%qk: tensor<?x?x?x?xf32>, %v: tensor<?x?x?x?xf32>
       -> tensor<?x?x?x?xf32> final_states tensor<?x?x?x?x?xf32>
   return %o, %s : tensor<?x?x?x?xf32>, tensor<?x?x?x?x?xf32>
 }
+
+// The gradient op: the forward's operands and attributes, d_o and
+// d_final_state in, one f32 gradient per input out (head-wise gate, V-major
+// states, varlen).
+// CHECK-LABEL: func.func @gdn_grad
+// CHECK: kda.gated_delta_grad delta %arg0, %arg1, %arg2, %arg3 gate(%arg4 : tensor<1x64x4xf32>)
+// CHECK-SAME: initial_state(%arg5 : tensor<2x4x16x32xf32>) cu_seqlens(%arg6 : tensor<3xi32>)
+// CHECK-SAME: d_final_state(%arg7 : tensor<2x4x16x32xf32>)
+// CHECK-SAME: state_layout = #kda<layout v_major>
+// CHECK-SAME: -> tensor<1x64x4x32xf32>, tensor<1x64x4x32xf32>, tensor<1x64x4x16xf32> d_gate tensor<1x64x4xf32> d_initial_state tensor<2x4x16x32xf32>
+func.func @gdn_grad(%q: tensor<1x64x4x32xbf16>, %k: tensor<1x64x4x32xbf16>,
+                    %v: tensor<1x64x4x16xbf16>, %do: tensor<1x64x4x16xbf16>,
+                    %g: tensor<1x64x4xf32>, %h0: tensor<2x4x16x32xf32>,
+                    %cu: tensor<3xi32>, %dht: tensor<2x4x16x32xf32>)
+    -> (tensor<1x64x4x32xf32>, tensor<1x64x4x32xf32>, tensor<1x64x4x16xf32>,
+        tensor<1x64x4xf32>, tensor<2x4x16x32xf32>) {
+  %dq, %dk, %dv, %dg, %dh0 = kda.gated_delta_grad delta %q, %k, %v, %do
+      gate(%g : tensor<1x64x4xf32>) initial_state(%h0 : tensor<2x4x16x32xf32>)
+      cu_seqlens(%cu : tensor<3xi32>) d_final_state(%dht : tensor<2x4x16x32xf32>)
+      {state_layout = #kda<layout v_major>}
+      : tensor<1x64x4x32xbf16>, tensor<1x64x4x32xbf16>, tensor<1x64x4x16xbf16>,
+        tensor<1x64x4x16xbf16>
+      -> tensor<1x64x4x32xf32>, tensor<1x64x4x32xf32>, tensor<1x64x4x16xf32>
+      d_gate tensor<1x64x4xf32> d_initial_state tensor<2x4x16x32xf32>
+  return %dq, %dk, %dv, %dg, %dh0 : tensor<1x64x4x32xf32>, tensor<1x64x4x32xf32>,
+      tensor<1x64x4x16xf32>, tensor<1x64x4xf32>, tensor<2x4x16x32xf32>
+}

@@ -590,6 +590,23 @@ int main(int argc, char **argv) {
     }
   }
 
+  // The derived gradient has a CPU lowering only (kda-run); on a GPU target
+  // the pipeline would stop deep inside with a message about program grids.
+  {
+    Operation *grad = nullptr;
+    module->walk([&](mlir::kda::GatedDeltaGradOp op) {
+      if (!grad)
+        grad = op;
+    });
+    if (grad) {
+      mlir::emitError(grad->getLoc())
+          << "kda.gated_delta_grad has no GPU lowering yet: the derived "
+             "gradient runs on the CPU (kda-run, the CPU pipeline); its GPU "
+             "kernels are docs/backward.md's plan";
+      return fail("nothing to compile for a GPU");
+    }
+  }
+
   // --v-block applies to the ops whose V it divides and that have no
   // v_block of their own; one it cannot apply to anywhere would be ignored
   // while the manifest recorded it.

@@ -146,6 +146,39 @@ UseInfo classify(OpOperand &operand) {
     }
     return info;
   }
+  if (auto g = dyn_cast<mlir::kda::GatedDeltaGradOp>(op)) {
+    // The forward's operands as kda.gated_delta's; the output gradients
+    // as values of v and of a state.
+    name = odsName(g, n,
+                   {"q", "k", "v", "d_o", "gate", "beta", "initial_state",
+                    "cu_seqlens", "A_log", "dt_bias", "d_final_state",
+                    "chunk_states"});
+    if (name == "q" || name == "k") {
+      set(name == "q" ? Role::Q : Role::K);
+      info.unitRows = !g.getQkL2norm();
+    } else if (name == "v" || name == "d_o") {
+      set(Role::V);
+    } else if (name == "gate") {
+      set(g.getGateActivation() != mlir::kda::GateActivation::none
+              ? Role::RawGate
+              : Role::Gate);
+    } else if (name == "beta") {
+      set(g.getBetaActivation() != mlir::kda::BetaActivation::none
+              ? Role::BetaLogits
+              : Role::Beta);
+    } else if (name == "initial_state" || name == "d_final_state" ||
+               name == "chunk_states") {
+      set(Role::InitialState);
+    } else if (name == "cu_seqlens") {
+      set(Role::CuSeqlens);
+      info.tokens = dimOf(g.getQ(), 1);
+    } else if (name == "A_log") {
+      set(Role::ALog);
+    } else if (name == "dt_bias") {
+      set(Role::DtBias);
+    }
+    return info;
+  }
   if (auto g = dyn_cast<mlir::kda::GateOp>(op)) {
     name = odsName(g, n, {"input", "A_log", "dt_bias"});
     if (name == "input")

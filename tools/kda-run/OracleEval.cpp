@@ -101,10 +101,6 @@ public:
                   std::vector<std::vector<double>> &results);
   /// Verifies `f` and binds its arguments to `args` ("" or why not).
   std::string bind(func::FuncOp f, const std::vector<std::vector<double>> &args);
-  std::string grad(func::FuncOp f, const std::vector<std::vector<double>> &args,
-                   const std::vector<double> &dO,
-                   const std::vector<double> &dFinalState,
-                   std::vector<std::vector<double>> &grads);
 
 private:
   /// The tensor of `v` (nullptr with `error` set if unknown). A null `v`
@@ -119,7 +115,9 @@ private:
 
   bool evalGatedDelta(mlir::kda::GatedDeltaOp op);
   /// The oracle's arguments of `op` (inputs from `env`, attributes).
-  bool argsOf(mlir::kda::GatedDeltaOp op, oracle::GatedDeltaArgs &a);
+  template <typename RecurrenceOp>
+  bool argsOf(RecurrenceOp op, oracle::GatedDeltaArgs &a);
+  bool evalGatedDeltaGrad(mlir::kda::GatedDeltaGradOp op);
   bool evalGate(mlir::kda::GateOp op);
   bool evalDecodeStep(mlir::kda::DecodeStepOp op);
   bool evalWindow(mlir::kda::WindowAttentionOp op);
@@ -219,7 +217,10 @@ bool Evaluator::store(Value result, oracle::Tensor t, bool padDim1) {
   return true;
 }
 
-bool Evaluator::argsOf(mlir::kda::GatedDeltaOp op, oracle::GatedDeltaArgs &a) {
+/// kda.gated_delta and kda.gated_delta_grad share their operands and
+/// attributes (the gradient has no boundary states).
+template <typename RecurrenceOp>
+bool Evaluator::argsOf(RecurrenceOp op, oracle::GatedDeltaArgs &a) {
   if (!load(op.getQ(), a.q) || !load(op.getK(), a.k) || !load(op.getV(), a.v) ||
       !load(op.getGate(), a.g) || !load(op.getBeta(), a.beta) ||
       !load(op.getInitialState(), a.initialState) ||
@@ -234,9 +235,33 @@ bool Evaluator::argsOf(mlir::kda::GatedDeltaOp op, oracle::GatedDeltaArgs &a) {
   a.gate.activation = gateActivation(op.getGateActivation());
   if (auto lb = optDouble(op.getLowerBound()))
     a.gate.lowerBound = *lb;
-  if (op.getBoundaryStates())
-    a.boundaryInterval =
-        static_cast<int64_t>(op.getBoundaryInterval().value_or(0));
+  if constexpr (std::is_same_v<RecurrenceOp, mlir::kda::GatedDeltaOp>)
+    if (op.getBoundaryStates())
+      a.boundaryInterval =
+          static_cast<int64_t>(op.getBoundaryInterval().value_or(0));
+  return true;
+}
+
+bool Evaluator::evalGatedDeltaGrad(mlir::kda::GatedDeltaGradOp op) {
+  oracle::GatedDeltaGradArgs ga;
+  if (!argsOf(op, ga.forward) || !load(op.getDO(), ga.dO) ||
+      !load(op.getDFinalState(), ga.dFinalState))
+    return false;
+  oracle::GatedDeltaGrads g;
+  if (!check(oracle::gatedDeltaGrad(ga, g)))
+    return false;
+  if (!store(op.getDQ(), std::move(g.dq)) ||
+      !store(op.getDK(), std::move(g.dk)) ||
+      !store(op.getDV(), std::move(g.dv)))
+    return false;
+  for (auto [result, t] :
+       {std::pair<Value, oracle::Tensor *>(op.getDGate(), &g.dg),
+        {op.getDBeta(), &g.dbeta},
+        {op.getDInitialState(), &g.dInitialState},
+        {op.getD_ALog(), &g.dALog},
+        {op.getDDtBias(), &g.dDtBias}})
+    if (result && !store(result, std::move(*t)))
+      return false;
   return true;
 }
 
@@ -646,6 +671,8 @@ std::string Evaluator::run(func::FuncOp f,
     }
     if (auto g = dyn_cast<mlir::kda::GatedDeltaOp>(op))
       ok = evalGatedDelta(g);
+    else if (auto g = dyn_cast<mlir::kda::GatedDeltaGradOp>(op))
+      ok = evalGatedDeltaGrad(g);
     else if (auto g = dyn_cast<mlir::kda::GateOp>(op))
       ok = evalGate(g);
     else if (auto d = dyn_cast<mlir::kda::DecodeStepOp>(op))
@@ -672,7 +699,8 @@ std::string Evaluator::run(func::FuncOp f,
       return "unsupported operation '" +
              op->getName().getStringRef().str() + "' at " +
              str(op->getLoc()) +
-             ": the oracle evaluator knows kda.gated_delta, kda.gate, "
+             ": the oracle evaluator knows kda.gated_delta, "
+             "kda.gated_delta_grad, kda.gate, "
              "kda.decode_step, kda.window_attention, kda.hybrid, "
              "kda.multi_scale, arith.constant, tensor.empty, "
              "tensor.extract_slice (static), tensor.cast and func.return";
@@ -682,64 +710,7 @@ std::string Evaluator::run(func::FuncOp f,
   return "function '" + f.getSymName().str() + "' has no func.return";
 }
 
-std::string Evaluator::grad(func::FuncOp f,
-                            const std::vector<std::vector<double>> &args,
-                            const std::vector<double> &dO,
-                            const std::vector<double> &dFinalState,
-                            std::vector<std::vector<double>> &grads) {
-  if (std::string e = bind(f, args); !e.empty())
-    return e;
-  Block &block = f.getBody().front();
-  SmallVector<mlir::kda::GatedDeltaOp> ops(
-      block.getOps<mlir::kda::GatedDeltaOp>());
-  if (ops.size() != 1)
-    return "the gradient needs exactly one kda.gated_delta op, the function "
-           "has " + std::to_string(ops.size());
-  mlir::kda::GatedDeltaOp op = ops.front();
-  current = op;
-  oracle::GatedDeltaGradArgs ga;
-  if (!argsOf(op, ga.forward))
-    return error;
-  auto shapeOf = [](Value v) {
-    auto t = cast<RankedTensorType>(v.getType());
-    return std::vector<int64_t>(t.getShape().begin(), t.getShape().end());
-  };
-  ga.dO.shape = shapeOf(op.getO());
-  ga.dO.data = dO;
-  if (op.getFinalState() && !dFinalState.empty()) {
-    ga.dFinalState.shape = shapeOf(op.getFinalState());
-    ga.dFinalState.data = dFinalState;
-  }
-  oracle::GatedDeltaGrads g;
-  if (!check(oracle::gatedDeltaGrad(ga, g)))
-    return error;
-  grads.assign(args.size(), {});
-  auto put = [&](Value operand, oracle::Tensor &t) {
-    if (auto arg = dyn_cast_or_null<BlockArgument>(operand))
-      if (arg.getOwner() == &block)
-        grads[arg.getArgNumber()] = std::move(t.data);
-  };
-  put(op.getQ(), g.dq);
-  put(op.getK(), g.dk);
-  put(op.getV(), g.dv);
-  put(op.getGate(), g.dg);
-  put(op.getBeta(), g.dbeta);
-  put(op.getInitialState(), g.dInitialState);
-  put(op.getALog(), g.dALog);
-  put(op.getDtBias(), g.dDtBias);
-  return "";
-}
-
 } // namespace
-
-std::string gatedDeltaGradWithOracle(func::FuncOp f,
-                                     const std::vector<std::vector<double>> &args,
-                                     const std::vector<double> &dO,
-                                     const std::vector<double> &dFinalState,
-                                     std::vector<std::vector<double>> &grads) {
-  Evaluator e;
-  return e.grad(f, args, dO, dFinalState, grads);
-}
 
 std::string evaluateWithOracle(func::FuncOp f,
                                const std::vector<std::vector<double>> &args,

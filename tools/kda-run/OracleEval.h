@@ -41,16 +41,6 @@ std::string evaluateWithOracle(mlir::func::FuncOp f,
                                const std::vector<std::vector<double>> &args,
                                std::vector<std::vector<double>> &results);
 
-/// The float64 gradient (oracle gatedDeltaGrad) of the one kda.gated_delta
-/// op of `f` for the loss sum(dO * o) + sum(dFinalState * final_state)
-/// (dFinalState empty: no such term), with respect to each argument of `f`
-/// the op reads directly: grads[i] is argument i's (empty for the others).
-std::string gatedDeltaGradWithOracle(mlir::func::FuncOp f,
-                                     const std::vector<std::vector<double>> &args,
-                                     const std::vector<double> &dO,
-                                     const std::vector<double> &dFinalState,
-                                     std::vector<std::vector<double>> &grads);
-
 } // namespace kda::run
 
 #endif // KDA_TOOLS_KDA_RUN_ORACLEEVAL_H

@@ -1198,25 +1198,46 @@ struct TileWindowAttention : OpRewritePattern<WindowAttentionOp> {
 };
 
 /// kda.gated_delta_grad: the gradient derived from the forward's tile
-/// algorithm (passes/GatedDeltaBackward.h), over f32 copies of the inputs.
-/// Every (sequence, value head) runs the forward over its chunks keeping
-/// each chunk's state, then the chunks' adjoints in reverse; GVA sums the
-/// value heads' dq and dk into their q / k head and the gate parameters'
-/// gradients sum over the sequences. Static shapes only (the sizes of the
-/// sequences' tiles and of the kept states are the IR's).
+/// algorithm (GatedDeltaBackward.h's emitChunkBackward), as programs a GPU
+/// can run:
+///
+///   scf.forall (n, hv, vb) in (N, HV, V / v_block)   one program per
+///                                          (sequence, value head, V block)
+///     [no chunk_states: scf.for over the chunks keeping each one's state]
+///     scf.for c = last .. 0                reverse: carries dS [K, v_block]
+///       tiles = load chunk c (zero past the end); h = the state before it
+///       grads = the chunk step's adjoint (dO rows of c, dS)
+///       store the rows' gradients; dS = the state's gradient
+///     store dh0 = dS; this program's dA_log, ddt_bias partials
+///   scf.forall grids summing the partials: dq and dk over each q / k
+///   head's value heads and V blocks, d_gate and d_beta over V blocks, dA_log
+///   and ddt_bias over sequences and V blocks
+///
+/// The V columns of the state evolve independently given q, k, the gate and
+/// beta, so the loss is a sum over V blocks and each block's program gives
+/// its share of the gradients of what the blocks share (q, k, gate, beta,
+/// the gate's parameters) and all of its own (v, dh0). Every program writes
+/// only its own rows and slots: the sums across programs are grids of their
+/// own.
 struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
-  TileGatedDeltaGrad(MLIRContext *ctx, int64_t chunk, int64_t subChunk)
-      : OpRewritePattern(ctx), chunk(chunk), subChunk(subChunk) {}
+  TileGatedDeltaGrad(MLIRContext *ctx, int64_t chunk, int64_t subChunk,
+                     int64_t vBlock)
+      : OpRewritePattern(ctx), chunk(chunk), subChunk(subChunk),
+        vBlock(vBlock) {}
 
   LogicalResult matchAndRewrite(GatedDeltaGradOp op,
                                 PatternRewriter &rewriter) const override {
-    for (Type t : llvm::concat<Type>(op->getOperandTypes(),
-                                     op->getResultTypes()))
-      if (!cast<ShapedType>(t).hasStaticShape())
-        return rewriter.notifyMatchFailure(op, "dynamic shapes");
-    const int64_t kd = dimOf(op.getQ(), 3), vd = dimOf(op.getV(), 3);
-    auto [c, sub] = tileSizes(op.getTile(), chunk, subChunk);
-    ChunkConfig config = chunkConfigOf(op, c, sub, kd, vd);
+    Value q = op.getQ(), v = op.getV();
+    if (failed(requireStatic(rewriter, op, {{q, 3}, {v, 3}})))
+      return failure();
+    const int64_t kd = dimOf(q, 3), vd = dimOf(v, 3);
+    std::optional<int64_t> vBlocked = valueBlock(op.getTile(), vBlock, vd);
+    if (!vBlocked)
+      return rewriter.notifyMatchFailure(op, "v_block must divide V");
+    const int64_t vb = *vBlocked, blocks = vd / vb;
+    auto [cTile, subTile] = tileSizes(op.getTile(), chunk, subChunk);
+    const int64_t c = cTile, sub = subTile;
+    ChunkConfig config = chunkConfigOf(op, c, sub, kd, vb);
     if (op.getChunkStates() && op.getStatesInterval() != c) {
       op.emitError() << "kda-tile-chunks: chunk_states every "
                      << *op.getStatesInterval() << " tokens, but the gradient "
@@ -1225,6 +1246,9 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                         "with chunk = states_interval)";
       return failure();
     }
+    const bool vMajor = op.getStateLayout() == StateLayout::v_major;
+    const bool channelGate =
+        op.getGateGranularity() == GateGranularity::channel;
 
     // Built in a block of its own and moved before the op once it succeeds:
     // a failure (a tape step without a rule) leaves nothing behind.
@@ -1233,43 +1257,526 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     ob.setInsertionPointToStart(&scratch);
     ImplicitLocOpBuilder b(op.getLoc(), ob);
     TensorTileBuilder tb(b);
-    auto f32 = [&](Value v) {
-      return v ? tb.convert(v, b.getF32Type()) : Value();
+    Type f32 = b.getF32Type();
+    Value zero = tb.index(0), one = tb.index(1), cIdx = tb.index(c);
+    SequenceLayout sequences(b, q, op.getCuSeqlens());
+    OpFoldResult hv = sizeOf(b, v, 2);
+    Value hvValue = getValueOrCreateConstantIndexOp(b, b.getLoc(), hv);
+    Value group =
+        arith::DivUIOp::create(b, hvValue, dimValue(b, q, 2)); // HV / H
+    // Partials: one per (value head, V block), as two dimensions (every
+    // workspace dimension is a dimension of an argument, or static).
+    auto tokensOf = [&](bool perBlock, int64_t last) {
+      // [B, T, HV(, blocks)(, last)] f32 (last < 0: none).
+      SmallVector<int64_t> shape = {dimOf(q, 0), dimOf(q, 1), dimOf(v, 2)};
+      SmallVector<OpFoldResult> sizes = {sizeOf(b, q, 0), sizeOf(b, q, 1), hv};
+      if (perBlock) {
+        shape.push_back(blocks);
+        sizes.push_back(b.getIndexAttr(blocks));
+      }
+      if (last >= 0) {
+        shape.push_back(last);
+        sizes.push_back(b.getIndexAttr(last));
+      }
+      return tb.emptyOfType(RankedTensorType::get(shape, f32), sizes);
     };
-    DenseTensors in;
-    in.q = f32(op.getQ());
-    in.k = f32(op.getK());
-    in.v = f32(op.getV());
-    in.gate = f32(op.getGate());
-    in.beta = f32(op.getBeta());
-    in.dtBias = f32(op.getDtBias());
-    in.aLog = f32(op.getALog());
-    in.state = f32(op.getInitialState());
-    in.vMajor = op.getStateLayout() == StateLayout::v_major;
-    in.cuSeqlens = op.getCuSeqlens();
-    in.chunkStates = f32(op.getChunkStates());
-    std::string why;
-    FailureOr<SequenceGrads> g = emitDenseBackward(
-        b, config, in, f32(op.getDO()), f32(op.getDFinalState()), why);
-    if (failed(g)) {
-      op.emitError() << "kda-tile-chunks: " << why;
+    OpFoldResult numSeqs = sequences.gridSize();
+    // Rows of the per-sequence partials: B, or N + 1 with cu_seqlens (the
+    // last one unused), so that the workspace's size is an argument's.
+    OpFoldResult seqRows = op.getCuSeqlens() ? sizeOf(b, op.getCuSeqlens(), 0)
+                                             : sizeOf(b, q, 0);
+    auto perSequence = [&](bool perBlock, ArrayRef<int64_t> tail) {
+      SmallVector<OpFoldResult> sizes = {perBlock ? seqRows : numSeqs, hv};
+      SmallVector<int64_t> shape;
+      for (OpFoldResult f : sizes) {
+        auto c = getConstantIntValue(f);
+        shape.push_back(c ? *c : ShapedType::kDynamic);
+      }
+      if (perBlock) {
+        shape.push_back(blocks);
+        sizes.push_back(b.getIndexAttr(blocks));
+      }
+      shape.append(tail.begin(), tail.end());
+      for (int64_t t : tail)
+        sizes.push_back(b.getIndexAttr(t));
+      return tb.emptyOfType(RankedTensorType::get(shape, f32), sizes);
+    };
+    // Shared outputs: dq, dk, d_gate, d_beta per (value head, V block); dv;
+    // dh0; dA_log and ddt_bias per (sequence, value head, V block).
+    Value dtBiasIn = op.getDtBias();
+    SmallVector<Value> outs = {tokensOf(true, kd), tokensOf(true, kd),
+                               tokensOf(false, vd)};
+    int idxGate = -1, idxBeta = -1, idxState = -1, idxALog = -1, idxDt = -1;
+    if (op.getGate()) {
+      idxGate = outs.size();
+      outs.push_back(tokensOf(true, channelGate ? kd : -1));
+    }
+    if (op.getBeta()) {
+      idxBeta = outs.size();
+      outs.push_back(tokensOf(true, -1));
+    }
+    if (op.getInitialState()) {
+      idxState = outs.size();
+      outs.push_back(perSequence(false, {vMajor ? vd : kd, vMajor ? kd : vd}));
+    }
+    if (op.getALog()) {
+      idxALog = outs.size();
+      outs.push_back(perSequence(true, {1}));
+    }
+    if (dtBiasIn) {
+      idxDt = outs.size();
+      outs.push_back(perSequence(true, {channelGate ? kd : 1}));
+    }
+
+    SmallVector<OpFoldResult> grid = {numSeqs, hv};
+    if (blocks > 1)
+      grid.push_back(b.getIndexAttr(blocks));
+    auto forall = scf::ForallOp::create(b, grid, outs, std::nullopt);
+    Block *body = forall.getBody();
+    b.setInsertionPointToStart(body);
+    Value n = forall.getInductionVar(0), head = forall.getInductionVar(1);
+    Value block = blocks > 1 ? forall.getInductionVar(2) : zero;
+    Value vCol = arith::MulIOp::create(b, block, tb.index(vb));
+    ValueRange shared = forall.getRegionIterArgs();
+    SequenceLayout::Bounds where = sequences.bounds(b, n);
+    Value row = where.row, start = where.start, length = where.length;
+    Value qkHead = arith::DivUIOp::create(b, head, group);
+    Value numChunks = arith::CeilDivUIOp::create(b, length, cIdx);
+    // A [K, v_block] state of a state tensor at (prefix..., this block).
+    auto stateAt = [&](TensorTileBuilder &sb, Value src,
+                       ArrayRef<OpFoldResult> prefix) {
+      SmallVector<OpFoldResult> offsets(prefix);
+      offsets.push_back(vMajor ? OpFoldResult(vCol) : OpFoldResult(zero));
+      offsets.push_back(vMajor ? OpFoldResult(zero) : OpFoldResult(vCol));
+      return loadState(sb, src, offsets, prefix.size(), vMajor, kd, vb);
+    };
+
+    // The gate's parameters: A_log and a head-wise dt_bias are scalars the
+    // gate's map bodies capture (their gradients: [1] tiles); a channel-wise
+    // dt_bias is a [K] tile.
+    Value aLog, dtBias, dtScalar;
+    if (Value a = op.getALog())
+      aLog = extractF32(b, a, head);
+    if (dtBiasIn) {
+      if (channelGate)
+        dtBias = tb.load(dtBiasIn, {head, b.getIndexAttr(0)}, {1}, {kd},
+                         tb.index(kd));
+      else
+        dtScalar = extractF32(b, dtBiasIn, head);
+    }
+
+    // This program's rows of each per-token output: (output, its head
+    // index, columns at, width; width < 0: no column dimension).
+    struct Region {
+      int shared;
+      bool perBlock;
+      Value col;
+      int64_t width;
+    };
+    SmallVector<Region> regions = {{0, true, zero, kd},
+                                   {1, true, zero, kd},
+                                   {2, false, vCol, vb}};
+    if (idxGate >= 0)
+      regions.push_back({idxGate, true, zero, channelGate ? kd : -1});
+    if (idxBeta >= 0)
+      regions.push_back({idxBeta, true, zero, -1});
+    SmallVector<SmallVector<OpFoldResult>> regionOffsets, regionSizes;
+    SmallVector<Value> init = {
+        op.getDFinalState() ? stateAt(tb, op.getDFinalState(), {n, head})
+                            : tb.filled({kd, vb}, 0.0)};
+    for (const Region &r : regions) {
+      bool columns = r.width >= 0;
+      auto type = columns
+                      ? RankedTensorType::get({ShapedType::kDynamic, r.width},
+                                              f32)
+                      : RankedTensorType::get({ShapedType::kDynamic}, f32);
+      SmallVector<OpFoldResult> offsets = {row, start, head};
+      SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), length,
+                                         b.getIndexAttr(1)};
+      if (r.perBlock) {
+        offsets.push_back(block);
+        sizes.push_back(b.getIndexAttr(1));
+      }
+      if (columns) {
+        offsets.push_back(r.col);
+        sizes.push_back(b.getIndexAttr(r.width));
+      }
+      SmallVector<OpFoldResult> strides(offsets.size(), b.getIndexAttr(1));
+      init.push_back(tensor::ExtractSliceOp::create(
+          b, type, shared[r.shared], offsets, sizes, strides));
+      regionOffsets.push_back(offsets);
+      regionSizes.push_back(sizes);
+    }
+    const size_t accAt = init.size();
+    if (aLog)
+      init.push_back(tb.filled({1}, 0.0));
+    if (dtBias || dtScalar)
+      init.push_back(tb.filled({dtBias ? kd : 1}, 0.0));
+
+    Value h0 = op.getInitialState() ? stateAt(tb, op.getInitialState(), {n, head})
+                                    : tb.filled({kd, vb}, 0.0);
+
+    // Chunk c's inputs, loaded (the leaves: their rows past the sequence's
+    // end read as zeros) and built on the tape (the head-wise gate's
+    // broadcast, the captured gate parameters).
+    auto chunkInputs = [&](ImplicitLocOpBuilder &ib, Value local,
+                           TileBuilder &on, ChunkInputs &leaves) {
+      TensorTileBuilder lb(ib);
+      Value t0 = arith::AddIOp::create(ib, start, local);
+      Value valid = validRows(ib, cIdx, length, local);
+      Value z = lb.index(0);
+      ChunkInputs ci;
+      ci.validRows = leaves.validRows = valid;
+      ci.q = leaves.q = lb.load(q, {row, t0, qkHead, z}, {1, 3}, {c, kd}, valid);
+      ci.k = leaves.k =
+          lb.load(op.getK(), {row, t0, qkHead, z}, {1, 3}, {c, kd}, valid);
+      ci.v = leaves.v =
+          lb.load(v, {row, t0, head, vCol}, {1, 3}, {c, vb}, valid);
+      if (Value g = op.getGate()) {
+        if (channelGate) {
+          ci.gate = leaves.gate =
+              lb.load(g, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
+        } else {
+          leaves.gate = lb.load(g, {row, t0, head}, {1}, {c}, valid);
+          ci.gate = on.map({c, kd}, {perRow(leaves.gate)},
+                           [](ImplicitLocOpBuilder &, ValueRange s,
+                              ValueRange) { return s[0]; });
+        }
+      }
+      if (Value beta = op.getBeta())
+        ci.beta = leaves.beta = lb.load(beta, {row, t0, head}, {1}, {c}, valid);
+      ci.aLog = leaves.aLog = aLog;
+      if (dtBias) {
+        ci.dtBias = leaves.dtBias = dtBias;
+      } else if (dtScalar) {
+        leaves.dtBias = dtScalar;
+        ci.dtBias = on.map({kd}, {}, [&](ImplicitLocOpBuilder &, ValueRange,
+                                         ValueRange) { return dtScalar; });
+      }
+      return ci;
+    };
+
+    // The state before every chunk: the caller's (chunk_states), or this
+    // program's forward pass over its chunks.
+    Value stack;
+    if (!op.getChunkStates()) {
+      Value empty = tensor::EmptyOp::create(
+          b, ArrayRef<OpFoldResult>{numChunks, b.getIndexAttr(kd),
+                                    b.getIndexAttr(vb)},
+          f32);
+      auto fwd = scf::ForOp::create(
+          b, zero, numChunks, one, ValueRange{h0, empty},
+          [&](OpBuilder &nb, Location loc, Value ch, ValueRange it) {
+            ImplicitLocOpBuilder ib(loc, nb);
+            TensorTileBuilder itb(ib);
+            Value kept = tensor::InsertSliceOp::create(
+                ib, it[0], it[1],
+                ArrayRef<OpFoldResult>{ch, ib.getIndexAttr(0),
+                                       ib.getIndexAttr(0)},
+                ArrayRef<OpFoldResult>{ib.getIndexAttr(1),
+                                       ib.getIndexAttr(kd),
+                                       ib.getIndexAttr(vb)},
+                SmallVector<OpFoldResult>(3, ib.getIndexAttr(1)));
+            ChunkInputs leaves;
+            ChunkInputs ci = chunkInputs(
+                ib, arith::MulIOp::create(ib, ch, cIdx), itb, leaves);
+            ChunkOutputs out = emitGatedDeltaChunk(itb, config, ci, it[0]);
+            scf::YieldOp::create(ib, ValueRange{out.nextState, kept});
+          });
+      stack = fwd.getResult(1);
+    }
+
+    // The reverse pass.
+    std::string whyNot;
+    auto reverse = scf::ForOp::create(
+        b, zero, numChunks, one, init,
+        [&](OpBuilder &nb, Location loc, Value i, ValueRange it) {
+          ImplicitLocOpBuilder ib(loc, nb);
+          TensorTileBuilder itb(ib);
+          Value ch = arith::SubIOp::create(
+              ib, arith::SubIOp::create(ib, numChunks, one), i);
+          Value local = arith::MulIOp::create(ib, ch, cIdx);
+          Value t0 = arith::AddIOp::create(ib, start, local);
+          Value valid = validRows(ib, cIdx, length, local);
+          Value z = itb.index(0);
+          Value h;
+          if (Value kept = op.getChunkStates())
+            h = stateAt(itb, kept, {n, ch, head});
+          else
+            h = tensor::ExtractSliceOp::create(
+                ib, RankedTensorType::get({kd, vb}, f32), stack,
+                ArrayRef<OpFoldResult>{ch, ib.getIndexAttr(0),
+                                       ib.getIndexAttr(0)},
+                ArrayRef<OpFoldResult>{ib.getIndexAttr(1),
+                                       ib.getIndexAttr(kd),
+                                       ib.getIndexAttr(vb)},
+                SmallVector<OpFoldResult>(3, ib.getIndexAttr(1)));
+          Value dOc = itb.load(op.getDO(), {row, t0, head, vCol}, {1, 3},
+                               {c, vb}, valid);
+          FailureOr<ChunkGrads> g = emitChunkBackward(
+              itb, config,
+              [&](TileBuilder &tape, ChunkInputs &leaves) {
+                return chunkInputs(ib, local, tape, leaves);
+              },
+              h, dOc, it[0], whyNot);
+          if (failed(g)) {
+            scf::YieldOp::create(ib, it);
+            return;
+          }
+          SmallVector<Value> next = {g->dState};
+          Value grads[] = {g->dq, g->dk, g->dv, g->dgate, g->dbeta};
+          size_t r = 0;
+          for (Value grad : grads) {
+            if (!grad)
+              continue;
+            bool rows2d = cast<RankedTensorType>(grad.getType()).getRank() == 2;
+            next.push_back(rows2d ? itb.store(grad, it[1 + r], {local, z},
+                                              {0, 1}, valid)
+                                  : itb.store(grad, it[1 + r], {local}, {0},
+                                              valid));
+            ++r;
+          }
+          auto add = [&](Value a, Value d) {
+            return itb.map(itb.shape(a), {a, d},
+                           [](ImplicitLocOpBuilder &bb, ValueRange s,
+                              ValueRange) -> Value {
+                             return arith::AddFOp::create(bb, s[0], s[1]);
+                           });
+          };
+          size_t acc = accAt;
+          if (aLog) {
+            next.push_back(add(it[acc], g->dALog));
+            ++acc;
+          }
+          if (dtBias || dtScalar)
+            next.push_back(add(it[acc], g->dDtBias));
+          scf::YieldOp::create(ib, next);
+        });
+    if (!whyNot.empty()) {
+      op.emitError() << "kda-tile-chunks: " << whyNot;
       return failure();
     }
-    SmallVector<Value> results = {g->dq, g->dk, g->dv};
-    for (auto [result, grad] :
-         {std::pair(op.getDGate(), g->dgate), std::pair(op.getDBeta(), g->dbeta),
-          std::pair(op.getDInitialState(), g->dState),
-          std::pair(op.getD_ALog(), g->dALog),
-          std::pair(op.getDDtBias(), g->dDtBias)})
-      if (result)
-        results.push_back(grad);
+
+    // Publish this program's rows and slots.
+    b.setInsertionPoint(forall.getTerminator());
+    Value dh0;
+    if (idxState >= 0)
+      dh0 = vMajor ? tb.transpose(reverse.getResult(0)) : reverse.getResult(0);
+    b.setInsertionPointToStart(forall.getTerminator().getBody());
+    for (auto [k, r] : llvm::enumerate(regions))
+      tensor::ParallelInsertSliceOp::create(
+          b, reverse.getResult(1 + k), shared[r.shared], regionOffsets[k],
+          regionSizes[k],
+          SmallVector<OpFoldResult>(regionOffsets[k].size(),
+                                    b.getIndexAttr(1)));
+    auto slot = [&](Value tile, int at) {
+      int64_t len = cast<RankedTensorType>(tile.getType()).getDimSize(0);
+      tensor::ParallelInsertSliceOp::create(
+          b, tile, shared[at], ArrayRef<OpFoldResult>{n, head, block, zero},
+          ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                                 b.getIndexAttr(1), b.getIndexAttr(len)},
+          SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+    };
+    if (dh0) {
+      auto type = cast<RankedTensorType>(dh0.getType());
+      tensor::ParallelInsertSliceOp::create(
+          b, dh0, shared[idxState],
+          ArrayRef<OpFoldResult>{n, head, vMajor ? vCol : zero,
+                                 vMajor ? zero : vCol},
+          ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                                 b.getIndexAttr(type.getDimSize(0)),
+                                 b.getIndexAttr(type.getDimSize(1))},
+          SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+    }
+    if (idxALog >= 0)
+      slot(reverse.getResult(accAt), idxALog);
+    if (idxDt >= 0)
+      slot(reverse.getResult(accAt + (aLog ? 1 : 0)), idxDt);
+
+    // The sums across programs.
+    b.setInsertionPointAfter(forall);
+    SmallVector<Value> results;
+    for (int which = 0; which < 2; ++which)
+      results.push_back(sumGroups(b, forall.getResult(which), q,
+                                  sizeOf(b, q, 2), group, blocks, c));
+    results.push_back(forall.getResult(2));
+    if (idxGate >= 0)
+      results.push_back(sumGroups(b, forall.getResult(idxGate), q, hv,
+                                  tb.index(1), blocks, c));
+    if (idxBeta >= 0)
+      results.push_back(sumGroups(b, forall.getResult(idxBeta), q, hv,
+                                  tb.index(1), blocks, c));
+    if (idxState >= 0)
+      results.push_back(forall.getResult(idxState));
+    Value sequencesCount = sequences.numSequences();
+    if (idxALog >= 0)
+      results.push_back(sumSequences(b, forall.getResult(idxALog), hv,
+                                     sequencesCount, blocks, 1,
+                                     /*squeeze=*/true));
+    if (idxDt >= 0)
+      results.push_back(sumSequences(b, forall.getResult(idxDt), hv,
+                                     sequencesCount, blocks,
+                                     channelGate ? kd : 1,
+                                     /*squeeze=*/!channelGate));
+    // Results in the op's types (static where the op's are).
+    for (auto [r, want] : llvm::zip(results, op->getResultTypes()))
+      if (r.getType() != want)
+        r = tensor::CastOp::create(b, want, r);
     op->getBlock()->getOperations().splice(Block::iterator(op),
                                            scratch.getOperations());
     rewriter.replaceOp(op, results);
     return success();
   }
 
-  int64_t chunk, subChunk;
+  /// [B, T, heads(, X)] from partials [B, T, HV, blocks(, X)]: output head
+  /// j sums value heads [j group, (j + 1) group) and every V block; a grid
+  /// over (batch row, head), chunk by chunk (`like` gives B and T).
+  static Value sumGroups(ImplicitLocOpBuilder &b, Value partials, Value like,
+                         OpFoldResult heads, Value group, int64_t blocks,
+                         int64_t c) {
+    TensorTileBuilder tb(b);
+    auto pType = cast<RankedTensorType>(partials.getType());
+    const bool columns = pType.getRank() == 5;
+    const int64_t width = columns ? pType.getDimSize(4) : 1;
+    auto staticHeads = getConstantIntValue(heads);
+    SmallVector<int64_t> shape = {pType.getDimSize(0), pType.getDimSize(1),
+                                  staticHeads ? *staticHeads
+                                              : ShapedType::kDynamic};
+    SmallVector<OpFoldResult> sizes = {sizeOf(b, like, 0), sizeOf(b, like, 1),
+                                       heads};
+    if (columns) {
+      shape.push_back(width);
+      sizes.push_back({});
+    }
+    Value out =
+        tb.emptyOfType(RankedTensorType::get(shape, b.getF32Type()), sizes);
+    auto grid = scf::ForallOp::create(b, {sizeOf(b, like, 0), heads},
+                                      ValueRange{out}, std::nullopt);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(grid.getBody());
+    TensorTileBuilder gb(b);
+    Value row = grid.getInductionVar(0), h = grid.getInductionVar(1);
+    Value shared = grid.getRegionIterArgs()[0];
+    Value tokens = tensor::DimOp::create(b, like, 1);
+    Value zero = gb.index(0), one = gb.index(1), cIdx = gb.index(c);
+    SmallVector<OpFoldResult> offsets = {row, b.getIndexAttr(0), h};
+    SmallVector<OpFoldResult> regionSizes = {b.getIndexAttr(1), tokens,
+                                             b.getIndexAttr(1)};
+    auto regionType =
+        columns ? RankedTensorType::get({ShapedType::kDynamic, width},
+                                        b.getF32Type())
+                : RankedTensorType::get({ShapedType::kDynamic},
+                                        b.getF32Type());
+    if (columns) {
+      offsets.push_back(b.getIndexAttr(0));
+      regionSizes.push_back(b.getIndexAttr(width));
+    }
+    SmallVector<OpFoldResult> strides(offsets.size(), b.getIndexAttr(1));
+    Value region = tensor::ExtractSliceOp::create(b, regionType, shared,
+                                                  offsets, regionSizes, strides);
+    Value chunks = arith::CeilDivUIOp::create(b, tokens, cIdx);
+    SmallVector<int64_t> tile = {c};
+    if (columns)
+      tile.push_back(width);
+    auto add = [&](TensorTileBuilder &tb2, Value a, Value x) {
+      return tb2.map(tile, {a, x},
+                     [](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange) {
+                       return Value(arith::AddFOp::create(bb, s[0], s[1]));
+                     });
+    };
+    auto loop = scf::ForOp::create(
+        b, zero, chunks, one, ValueRange{region},
+        [&](OpBuilder &nb, Location loc, Value ch, ValueRange it) {
+          ImplicitLocOpBuilder ib(loc, nb);
+          TensorTileBuilder itb(ib);
+          Value local = arith::MulIOp::create(ib, ch, cIdx);
+          Value valid = validRows(ib, cIdx, tokens, local);
+          Value z = itb.index(0);
+          Value first = arith::MulIOp::create(ib, h, group);
+          auto sum = scf::ForOp::create(
+              ib, z, group, itb.index(1), ValueRange{itb.filled(tile, 0.0)},
+              [&](OpBuilder &gnb, Location gl, Value g, ValueRange acc) {
+                ImplicitLocOpBuilder gib(gl, gnb);
+                TensorTileBuilder gtb(gib);
+                Value hv = arith::AddIOp::create(gib, first, g);
+                Value total = acc[0];
+                for (int64_t blk = 0; blk < blocks; ++blk) {
+                  Value bi = gtb.index(blk);
+                  Value piece =
+                      columns ? gtb.load(partials, {row, local, hv, bi, z},
+                                         {1, 4}, tile, valid)
+                              : gtb.load(partials, {row, local, hv, bi}, {1},
+                                         tile, valid);
+                  total = add(gtb, total, piece);
+                }
+                scf::YieldOp::create(gib, total);
+              });
+          Value stored =
+              columns ? itb.store(sum.getResult(0), it[0], {local, z}, {0, 1},
+                                  valid)
+                      : itb.store(sum.getResult(0), it[0], {local}, {0}, valid);
+          scf::YieldOp::create(ib, stored);
+        });
+    b.setInsertionPointToStart(grid.getTerminator().getBody());
+    tensor::ParallelInsertSliceOp::create(b, loop.getResult(0), shared,
+                                          offsets, regionSizes, strides);
+    return grid.getResult(0);
+  }
+
+  /// [HV, len] (or [HV] with `squeeze`, len 1) from the partials
+  /// [rows, HV, blocks, len] of `count` sequences: a grid over the value
+  /// heads summing every sequence's and V block's.
+  static Value sumSequences(ImplicitLocOpBuilder &b, Value partials,
+                            OpFoldResult hv, Value count, int64_t blocks,
+                            int64_t len, bool squeeze) {
+    TensorTileBuilder tb(b);
+    auto staticHeads = getConstantIntValue(hv);
+    SmallVector<int64_t> shape = {staticHeads ? *staticHeads
+                                              : ShapedType::kDynamic};
+    SmallVector<OpFoldResult> dynamicSizes = {hv};
+    if (!squeeze) {
+      shape.push_back(len);
+      dynamicSizes.push_back({});
+    }
+    Value out = tb.emptyOfType(RankedTensorType::get(shape, b.getF32Type()),
+                               dynamicSizes);
+    auto grid = scf::ForallOp::create(b, {hv}, ValueRange{out}, std::nullopt);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(grid.getBody());
+    TensorTileBuilder gb(b);
+    Value head = grid.getInductionVar(0);
+    auto loop = scf::ForOp::create(
+        b, gb.index(0), count, gb.index(1), ValueRange{gb.filled({len}, 0.0)},
+        [&](OpBuilder &nb, Location loc, Value n, ValueRange acc) {
+          ImplicitLocOpBuilder ib(loc, nb);
+          TensorTileBuilder itb(ib);
+          Value total = acc[0];
+          for (int64_t blk = 0; blk < blocks; ++blk) {
+            Value piece =
+                itb.load(partials, {n, head, itb.index(blk), itb.index(0)},
+                         {3}, {len}, itb.index(len));
+            total = itb.map({len}, {total, piece},
+                            [](ImplicitLocOpBuilder &bb, ValueRange s,
+                               ValueRange) {
+                              return Value(
+                                  arith::AddFOp::create(bb, s[0], s[1]));
+                            });
+          }
+          scf::YieldOp::create(ib, total);
+        });
+    b.setInsertionPointToStart(grid.getTerminator().getBody());
+    SmallVector<OpFoldResult> offsets = {head}, sizes = {b.getIndexAttr(1)};
+    if (!squeeze) {
+      offsets.push_back(b.getIndexAttr(0));
+      sizes.push_back(b.getIndexAttr(len));
+    }
+    tensor::ParallelInsertSliceOp::create(
+        b, loop.getResult(0), grid.getRegionIterArgs()[0], offsets, sizes,
+        SmallVector<OpFoldResult>(offsets.size(), b.getIndexAttr(1)));
+    return grid.getResult(0);
+  }
+
+  int64_t chunk, subChunk, vBlock;
 };
 
 struct KdaTileChunksPass
@@ -1402,7 +1909,7 @@ struct KdaTileChunksPass
                                  vBlockF32, schedule == "chunk-parallel",
                                  boundarySlots == "kernel", subChunkSteps);
     patterns.add<TileDecodeStep>(&getContext(), vBlock);
-    patterns.add<TileGatedDeltaGrad>(&getContext(), chunk, subChunk);
+    patterns.add<TileGatedDeltaGrad>(&getContext(), chunk, subChunk, vBlock);
     patterns.add<TileWindowAttention>(&getContext(), chunk);
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);
@@ -1417,14 +1924,13 @@ struct KdaTileChunksPass
     // Whatever is left could not be tiled: say why instead of miscompiling.
     WalkResult result = getOperation().walk([&](Operation *op) {
       if (isa<GatedDeltaGradOp>(op)) {
-        // With static shapes the pattern said why already.
-        if (llvm::any_of(llvm::concat<Type>(op->getOperandTypes(),
-                                            op->getResultTypes()),
-                         [](Type t) {
-                           return !cast<ShapedType>(t).hasStaticShape();
-                         }))
-          op->emitError() << "kda-tile-chunks: cannot tile this op (the "
-                             "derived gradient takes static shapes only)";
+        // The pattern said why where it could; otherwise the head
+        // dimensions are dynamic.
+        auto grad = cast<GatedDeltaGradOp>(op);
+        if (ShapedType::isDynamic(dimOf(grad.getQ(), 3)) ||
+            ShapedType::isDynamic(dimOf(grad.getV(), 3)))
+          op->emitError() << "kda-tile-chunks: cannot tile this op (head "
+                             "dimensions K and V must be static)";
         return WalkResult::interrupt();
       }
       if (isa<GatedDeltaOp, DecodeStepOp, WindowAttentionOp>(op)) {

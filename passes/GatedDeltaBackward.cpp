@@ -76,6 +76,52 @@ Value putRows(ImplicitLocOpBuilder &b, Value sub, Value dest, Value off) {
 
 } // namespace
 
+FailureOr<ChunkGrads>
+mlir::kda::emitChunkBackward(TileBuilder &inner, const ChunkConfig &config,
+                             ChunkInputsBuilder inputs, Value state, Value dO,
+                             Value dStateAfter, std::string &why) {
+  const int64_t C = config.chunk, V = config.valueDim;
+  TapeTileBuilder tape(inner);
+  ChunkInputs leaves;
+  ChunkInputs ci = inputs(tape, leaves);
+  ChunkOutputs out = emitGatedDeltaChunk(tape, config, ci, state);
+  SmallVector<Value> wrt = {leaves.q, leaves.k, leaves.v, state};
+  for (Value v : {leaves.gate, leaves.beta, leaves.dtBias, leaves.aLog})
+    if (v)
+      wrt.push_back(v);
+  // The output rows past the sequence's end are not its outputs: no
+  // gradient enters through them.
+  Value valid = ci.validRows;
+  Value dOc = inner.map(
+      {C, V}, {dO},
+      [&](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange ivs) -> Value {
+        Value keep = arith::CmpIOp::create(bb, arith::CmpIPredicate::ult,
+                                           ivs[0], valid);
+        return arith::SelectOp::create(
+            bb, keep, s[0],
+            arith::ConstantOp::create(bb, bb.getF32FloatAttr(0.0)));
+      });
+  FailureOr<SmallVector<Value>> g = tape.emitAdjoint(
+      {{out.o, dOc}, {out.nextState, dStateAfter}}, wrt, why);
+  if (failed(g))
+    return failure();
+  ChunkGrads r;
+  r.dq = (*g)[0];
+  r.dk = (*g)[1];
+  r.dv = (*g)[2];
+  r.dState = (*g)[3];
+  size_t at = 4;
+  if (leaves.gate)
+    r.dgate = (*g)[at++];
+  if (leaves.beta)
+    r.dbeta = (*g)[at++];
+  if (leaves.dtBias)
+    r.dDtBias = (*g)[at++];
+  if (leaves.aLog)
+    r.dALog = (*g)[at++];
+  return r;
+}
+
 FailureOr<SequenceGrads>
 mlir::kda::emitSequenceBackward(ImplicitLocOpBuilder &b,
                                 const ChunkConfig &config,
@@ -187,39 +233,14 @@ mlir::kda::emitSequenceBackward(ImplicitLocOpBuilder &b,
         TensorTileBuilder inner(ib);
         if (in.states && in.statesVMajor)
           h = inner.transpose(h);
-        TapeTileBuilder tape(inner);
-        ChunkInputs raw;
-        ChunkInputs ci = inputsAt(ib, local, tape, &raw);
-        ChunkOutputs out = emitGatedDeltaChunk(tape, config, ci, h);
-        // Gradients of the slices themselves (before the masks).
-        ci.q = raw.q;
-        ci.k = raw.k;
-        ci.v = raw.v;
-        ci.gate = raw.gate;
-        ci.beta = raw.beta;
-        SmallVector<Value> wrt = {ci.q, ci.k, ci.v, h};
-        if (ci.gate)
-          wrt.push_back(ci.gate);
-        if (ci.beta)
-          wrt.push_back(ci.beta);
-        if (ci.dtBias)
-          wrt.push_back(ci.dtBias);
-        if (ci.aLog)
-          wrt.push_back(ci.aLog);
-        // The output rows past the sequence's end are not its outputs: no
-        // gradient enters through them.
-        Value valid = ci.validRows;
-        Value dOc = inner.map(
-            {C, V}, {rowsAt(ib, dO, off, C)},
-            [&](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange ivs) -> Value {
-              Value keep = arith::CmpIOp::create(bb, arith::CmpIPredicate::ult,
-                                                 ivs[0], valid);
-              return arith::SelectOp::create(
-                  bb, keep, s[0],
-                  arith::ConstantOp::create(bb, bb.getF32FloatAttr(0.0)));
-            });
-        FailureOr<SmallVector<Value>> g = tape.emitAdjoint(
-            {{out.o, dOc}, {out.nextState, carried[0]}}, wrt, whyNot);
+        // The tape sees the masked rows; the gradients are the slices'
+        // themselves (before the masks).
+        FailureOr<ChunkGrads> g = emitChunkBackward(
+            inner, config,
+            [&](TileBuilder &tape, ChunkInputs &leaves) {
+              return inputsAt(ib, local, tape, &leaves);
+            },
+            h, rowsAt(ib, dO, off, C), carried[0], whyNot);
         if (failed(g)) {
           scf::YieldOp::create(ib, carried);
           return;
@@ -231,20 +252,19 @@ mlir::kda::emitSequenceBackward(ImplicitLocOpBuilder &b,
                              return arith::AddFOp::create(bb, s[0], s[1]);
                            });
         };
-        SmallVector<Value> next = {(*g)[3], putRows(ib, (*g)[0], carried[1], off),
-                                   putRows(ib, (*g)[1], carried[2], off),
-                                   putRows(ib, (*g)[2], carried[3], off),
+        SmallVector<Value> next = {g->dState, putRows(ib, g->dq, carried[1], off),
+                                   putRows(ib, g->dk, carried[2], off),
+                                   putRows(ib, g->dv, carried[3], off),
                                    carried[4], carried[5], carried[6],
                                    carried[7]};
-        size_t at2 = 4;
-        if (ci.gate)
-          next[4] = putRows(ib, (*g)[at2++], carried[4], off);
-        if (ci.beta)
-          next[5] = putRows(ib, (*g)[at2++], carried[5], off);
-        if (ci.dtBias)
-          next[6] = sum(carried[6], (*g)[at2++]);
-        if (ci.aLog)
-          next[7] = sum(carried[7], (*g)[at2++]);
+        if (g->dgate)
+          next[4] = putRows(ib, g->dgate, carried[4], off);
+        if (g->dbeta)
+          next[5] = putRows(ib, g->dbeta, carried[5], off);
+        if (g->dDtBias)
+          next[6] = sum(carried[6], g->dDtBias);
+        if (g->dALog)
+          next[7] = sum(carried[7], g->dALog);
         scf::YieldOp::create(ib, next);
       });
   if (!whyNot.empty()) {

@@ -22,6 +22,31 @@
 
 namespace mlir::kda {
 
+/// The gradients of one chunk's inputs (null where the input is): dq, dk
+/// [C, K], dv [C, V], dgate [C, K] (or the shape of the tile the inputs gave
+/// for it), dbeta [C], dDtBias [K] or [1] (a captured scalar's), dALog [1],
+/// dState [K, V] (of the state before the chunk).
+struct ChunkGrads {
+  Value dq, dk, dv, dgate, dbeta, dDtBias, dALog, dState;
+};
+
+/// Builds a chunk's inputs on the tape (`tape`): whatever it computes there
+/// (masks, broadcasts) is differentiated through. `leaves` gets the values
+/// whose gradients are wanted (tiles, or the f32 scalars map bodies
+/// capture: A_log, a head-wise dt_bias), in ChunkInputs' fields.
+using ChunkInputsBuilder =
+    llvm::function_ref<ChunkInputs(TileBuilder &tape, ChunkInputs &leaves)>;
+
+/// One chunk's backward: the chunk step (emitGatedDeltaChunk) recomputed
+/// under a tape from `state`, the state before the chunk, and its adjoint
+/// emitted on `inner`, seeded with `dO` [C, V] (rows from the inputs'
+/// validRows on are no outputs: masked here) and `dStateAfter` [K, V].
+FailureOr<ChunkGrads> emitChunkBackward(TileBuilder &inner,
+                                        const ChunkConfig &config,
+                                        ChunkInputsBuilder inputs, Value state,
+                                        Value dO, Value dStateAfter,
+                                        std::string &why);
+
 /// One sequence of one head, as f32 tensors padded to whole chunks:
 /// q, k, gate [NC C, K], v [NC C, V], beta [NC C] (logits or values, as the
 /// config's activation says), dtBias [K] or null, aLog an f32 scalar or

@@ -142,6 +142,14 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
   if (name.contains("window_attention"))
     return {"window",
             "its description (kda.window_pass) is missing", ""};
+  // (Names are kda-outline-kernels' kda_<op>_kernel, and kda-gpu-split-
+  // schedule's _<grid> after them.)
+  if (name.contains("gated_delta_grad"))
+    return {"gradient",
+            "the derived gradient has no lane kernels yet (its reverse pass "
+            "and sums run on shared-memory tiles)",
+            "docs/backward.md: the lane builder's decayedApply and the "
+            "backward's grids on lanes"};
   if (name.contains("gated_delta"))
     return {"chunkwise",
             "the sequential schedule (schedule=sequential) has no lane "

@@ -142,16 +142,41 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
       return cast<StringAttr>(cast<DictionaryAttr>(abi[i]).get("name"));
     };
 
-    // Every result of a grid but the last is a workspace that only later
-    // grids read; the last grid's results are the function's.
+    // Which grid writes each of the function's results (through casts):
+    // any grid may (the gradient's first grid writes dv while later grids
+    // sum dq); every other result of a grid is a workspace that only later
+    // grids read.
+    auto gridResultOf = [](Value v) -> OpResult {
+      while (auto cast = v.getDefiningOp<tensor::CastOp>())
+        v = cast.getSource();
+      if (!v.getDefiningOp<scf::ForallOp>())
+        return OpResult();
+      return cast<OpResult>(v);
+    };
+    // Per grid: the indices of the function's results it writes.
+    SmallVector<SmallVector<unsigned>> writes(grids.size());
+    llvm::DenseSet<Value> returned;
+    for (auto [j, value] : llvm::enumerate(ret.getOperands())) {
+      OpResult r = gridResultOf(value);
+      auto it = r ? llvm::find(grids, r.getOwner()) : grids.end();
+      // Not a grid's (a destination left as the caller holds it): the last
+      // kernel's, as before.
+      size_t g = it == grids.end() ? grids.size() - 1 : it - grids.begin();
+      writes[g].push_back(j);
+      if (r)
+        returned.insert(r);
+    }
     llvm::DenseMap<Value, std::pair<StringAttr, DictionaryAttr>> workspaces;
     SmallVector<Attribute> workspaceList;
-    for (scf::ForallOp g : grids.drop_back()) {
+    SmallVector<SmallVector<Value>> gridWorkspaces(grids.size());
+    for (auto [gi, constG] : llvm::enumerate(grids)) {
+      scf::ForallOp g = constG;
+      const bool last = gi + 1 == grids.size();
       for (auto [r, result] : llvm::enumerate(g.getResults())) {
-        for (Operation *user : result.getUsers())
-          if (user == ret)
-            return g.emitError("kda-gpu-split-schedule: a grid before the "
-                               "last writes a result of the kernel");
+        if (returned.contains(result))
+          continue;
+        if (last)
+          continue; // unused (the last grid's are the function's)
         tensor::EmptyOp empty = emptyOf(g.getOutputs()[r]);
         if (!empty)
           return g.emitError("kda-gpu-split-schedule: workspace ")
@@ -163,6 +188,7 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
         DictionaryAttr desc = b.getDictionaryAttr(
             {b.getNamedAttr("name", name), b.getNamedAttr("dims", *dims)});
         workspaces[result] = {name, desc};
+        gridWorkspaces[gi].push_back(result);
         workspaceList.push_back(b.getDictionaryAttr(
             {b.getNamedAttr("name", name),
              b.getNamedAttr("shape", manifestShape(*dims, b)),
@@ -181,14 +207,18 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
     SmallVector<Attribute> launches;
     for (auto [i, constGrid] : llvm::enumerate(grids)) {
       scf::ForallOp grid = constGrid;
-      const bool last = i + 1 == grids.size();
       // What the grid needs from the function body: ops to clone, and
       // workspaces written by earlier grids.
       llvm::SetVector<Operation *> needed;
       llvm::SetVector<Value> reads;
       SmallVector<Operation *> worklist = {grid};
-      if (last)
-        worklist.push_back(ret);
+      // The ops between the grid and the results it writes (casts).
+      for (unsigned j : writes[i])
+        if (Operation *def = ret.getOperand(j).getDefiningOp();
+            def && def != grid.getOperation() && def->getBlock() == &body)
+          worklist.push_back(def);
+      for (Operation *op : llvm::drop_begin(worklist))
+        needed.insert(op);
       bool bad = false;
       while (!worklist.empty()) {
         Operation *op = worklist.pop_back_val();
@@ -233,21 +263,18 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
         argNames.push_back(workspaces[r].first);
       }
       SmallVector<Type> resultTypes;
-      if (last) {
-        for (unsigned a = firstDest; a < numArgs; ++a) {
-          argTypes.push_back(f.getArgument(a).getType());
-          argAbi.push_back(abi[a]);
-          argNames.push_back(argName(a));
-        }
-        resultTypes.append(ret.getOperandTypes().begin(),
-                           ret.getOperandTypes().end());
-      } else {
-        for (Value r : grid.getResults()) {
-          argTypes.push_back(r.getType());
-          argAbi.push_back(workspaces[r].second);
-          argNames.push_back(workspaces[r].first);
-          resultTypes.push_back(r.getType());
-        }
+      for (Value r : gridWorkspaces[i]) {
+        argTypes.push_back(r.getType());
+        argAbi.push_back(workspaces[r].second);
+        argNames.push_back(workspaces[r].first);
+        resultTypes.push_back(r.getType());
+      }
+      for (unsigned j : writes[i]) {
+        unsigned a = firstDest + j;
+        argTypes.push_back(f.getArgument(a).getType());
+        argAbi.push_back(abi[a]);
+        argNames.push_back(argName(a));
+        resultTypes.push_back(ret.getOperand(j).getType());
       }
       std::string suffix = "_" + std::to_string(i);
       if (auto phases = f->getAttrOfType<ArrayAttr>(kda::kPhaseAttr);
@@ -280,22 +307,19 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
         map.map(f.getArgument(a), entry->getArgument(next++));
       for (Value r : reads)
         map.map(r, entry->getArgument(next++));
-      if (last)
-        for (unsigned a = firstDest; a < numArgs; ++a)
-          map.map(f.getArgument(a), entry->getArgument(next++));
+      next += gridWorkspaces[i].size(); // the destinations of workspaces
+      for (unsigned j : writes[i])
+        map.map(f.getArgument(firstDest + j), entry->getArgument(next++));
       OpBuilder kb = OpBuilder::atBlockEnd(entry);
       for (Operation &op : body) {
         if (&op == grid.getOperation() || needed.contains(&op))
           kb.clone(op, map);
       }
       SmallVector<Value> results;
-      if (last) {
-        for (Value v : ret.getOperands())
-          results.push_back(map.lookupOrDefault(v));
-      } else {
-        for (Value r : grid.getResults())
-          results.push_back(map.lookup(r));
-      }
+      for (Value r : gridWorkspaces[i])
+        results.push_back(map.lookup(r));
+      for (unsigned j : writes[i])
+        results.push_back(map.lookupOrDefault(ret.getOperand(j)));
       func::ReturnOp::create(kb, f.getLoc(), results);
       mb.setInsertionPointAfter(kernel);
       kernels.push_back(kernel);
@@ -315,39 +339,35 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
     IRMapping map;
     for (auto [o, n] : llvm::zip(body.getArguments(), schedule->getArguments()))
       map.map(o, n);
-    SmallVector<Value> finalResults;
+    SmallVector<Value> finalResults(ret.getNumOperands());
     for (auto [i, constGrid] : llvm::enumerate(grids)) {
-      scf::ForallOp grid = constGrid;
-      const bool last = i + 1 == grids.size();
       SmallVector<Value> args;
       for (unsigned a = 0; a < firstDest; ++a)
         args.push_back(schedule->getArgument(a));
       for (Value r : kernelReads[i])
         args.push_back(map.lookup(r));
-      if (last) {
-        for (unsigned a = firstDest; a < numArgs; ++a)
-          args.push_back(schedule->getArgument(a));
-      } else {
-        for (Value out : grid.getOutputs()) {
-          tensor::EmptyOp empty = emptyOf(out);
-          SmallVector<Value> sizes;
-          for (Value s : empty.getDynamicSizes()) {
-            auto dim = s.getDefiningOp<tensor::DimOp>();
-            sizes.push_back(tensor::DimOp::create(
-                sb, f.getLoc(), map.lookup(dim.getSource()),
-                *getConstantIntValue(dim.getIndex())));
-          }
-          args.push_back(tensor::EmptyOp::create(sb, f.getLoc(),
-                                                 empty.getType(), sizes));
+      for (Value r : gridWorkspaces[i]) {
+        scf::ForallOp grid = constGrid;
+        Value out = grid.getOutputs()[cast<OpResult>(r).getResultNumber()];
+        tensor::EmptyOp empty = emptyOf(out);
+        SmallVector<Value> sizes;
+        for (Value s : empty.getDynamicSizes()) {
+          auto dim = s.getDefiningOp<tensor::DimOp>();
+          sizes.push_back(tensor::DimOp::create(
+              sb, f.getLoc(), map.lookup(dim.getSource()),
+              *getConstantIntValue(dim.getIndex())));
         }
+        args.push_back(tensor::EmptyOp::create(sb, f.getLoc(),
+                                               empty.getType(), sizes));
       }
+      for (unsigned j : writes[i])
+        args.push_back(schedule->getArgument(firstDest + j));
       auto call = func::CallOp::create(sb, f.getLoc(), kernels[i], args);
-      if (last) {
-        finalResults.append(call.getResults().begin(), call.getResults().end());
-      } else {
-        for (auto [r, c] : llvm::zip(grid.getResults(), call.getResults()))
-          map.map(r, c);
-      }
+      unsigned c = 0;
+      for (Value r : gridWorkspaces[i])
+        map.map(r, call.getResult(c++));
+      for (unsigned j : writes[i])
+        finalResults[j] = call.getResult(c++);
     }
     func::ReturnOp::create(sb, f.getLoc(), finalResults);
     body.dropAllDefinedValueUses();

@@ -160,6 +160,31 @@ def gated_delta_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
     return cfg
 
 
+def gated_delta_grad_config(forward: Dict[str, Any], *, d_final_state: bool = False,
+                            chunk: int = 16) -> Dict[str, Any]:
+    """Canonical configuration of the ``kda.gated_delta_grad`` kernel of a
+    ``gated_delta`` configuration: the forward's operands and prologue, the
+    output gradient (v's dtype), the final state's gradient (f32) when
+    ``d_final_state``, and the forward's chunk-boundary states at ``chunk``
+    tokens (f32), which the backward reads instead of recomputing (issue 24:
+    the split FLA makes). Every gradient is f32.
+    """
+    if forward.get("op") != "gated_delta":
+        raise ValueError(f"gated_delta_grad_config: expected a gated_delta configuration, "
+                         f"got {forward.get('op')!r}")
+    cfg = {"op": "gated_delta_grad"}
+    for key in ("update", "K", "V", "qk_dtype", "v_dtype", "gate", "beta_dtype", "qk_l2norm",
+                "beta_activation", "gate_activation", "lower_bound", "A_log_dtype",
+                "dt_bias_dtype", "scale", "state_layout", "initial_state_dtype",
+                "cu_seqlens_dtype"):
+        cfg[key] = copy.deepcopy(forward[key])
+    cfg["d_final_state_dtype"] = "f32" if d_final_state else None
+    cfg["chunk"] = int(chunk)
+    cfg["sub_chunk"] = min(16, int(chunk))
+    validate(cfg)
+    return cfg
+
+
 def decode_step_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
                        gate: Optional[Dict[str, str]] = None,
                        beta_dtype: Optional[str] = None,
@@ -251,7 +276,7 @@ def validate(cfg: Dict[str, Any]) -> None:
         if value not in allowed:
             raise ValueError(f"{name}: expected one of {allowed}, got {value!r}")
 
-    if cfg.get("op") not in ("gated_delta", "decode_step", "window_attention"):
+    if cfg.get("op") not in ("gated_delta", "gated_delta_grad", "decode_step", "window_attention"):
         raise ValueError(f"op: unknown {cfg.get('op')!r}")
     for d in ("K", "V"):
         if not isinstance(cfg.get(d), int) or isinstance(cfg.get(d), bool) or cfg[d] <= 0:
@@ -300,6 +325,20 @@ def validate(cfg: Dict[str, Any]) -> None:
         raise ValueError("the additive update takes no beta")
     if cfg["state_layout"] not in ("k_major", "v_major"):
         raise ValueError(f"state_layout: expected k_major or v_major, got {cfg['state_layout']!r}")
+    if cfg["op"] == "gated_delta_grad":
+        # What kda.gated_delta_grad's verifier takes (the derived gradient).
+        if cfg["update"] != "delta":
+            raise ValueError("gated_delta_grad: the gradient is derived for the delta rule only")
+        if cfg["gate"] is None:
+            raise ValueError("gated_delta_grad: the gradient is derived for gated recurrences only")
+        dtype("initial_state_dtype", allowed=("f32", "bf16"))
+        dtype("d_final_state_dtype", allowed=("f32", "bf16"))
+        dtype("cu_seqlens_dtype", allowed=("i32", "i64"))
+        if cfg["chunk"] not in (16, 32, 64):
+            raise ValueError(f"chunk: expected 16, 32 or 64, got {cfg['chunk']}")
+        if cfg["sub_chunk"] <= 0 or cfg["chunk"] % cfg["sub_chunk"]:
+            raise ValueError(f"sub_chunk {cfg['sub_chunk']} must divide chunk {cfg['chunk']}")
+        return
     if cfg["op"] == "gated_delta":
         dtype("initial_state_dtype")
         dtype("final_state_dtype")
@@ -425,7 +464,16 @@ def describe(cfg: Dict[str, Any]) -> str:
             parts.append("dt_bias")
     if cfg["scale"] is not None:
         parts.append(f"scale={cfg['scale']:g}")
-    if cfg["op"] == "gated_delta":
+    if cfg["op"] == "gated_delta_grad":
+        if cfg["initial_state_dtype"]:
+            parts.append(f"h0={cfg['initial_state_dtype']}")
+        if cfg["d_final_state_dtype"]:
+            parts.append(f"dht={cfg['d_final_state_dtype']}")
+        parts.append(cfg["state_layout"])
+        if cfg["cu_seqlens_dtype"]:
+            parts.append(f"varlen={cfg['cu_seqlens_dtype']}")
+        parts.append(f"chunk={cfg['chunk']}")
+    elif cfg["op"] == "gated_delta":
         if cfg["initial_state_dtype"]:
             parts.append(f"h0={cfg['initial_state_dtype']}")
         if cfg["final_state_dtype"]:
@@ -486,6 +534,8 @@ def to_mlir(cfg: Dict[str, Any]) -> str:
     validate(cfg)
     if cfg["op"] == "gated_delta":
         return _gated_delta_mlir(cfg)
+    if cfg["op"] == "gated_delta_grad":
+        return _gated_delta_grad_mlir(cfg)
     if cfg["op"] == "window_attention":
         return _window_attention_mlir(cfg)
     return _decode_step_mlir(cfg)
@@ -554,6 +604,74 @@ def _gated_delta_mlir(cfg: Dict[str, Any]) -> str:
           + f" : {tq}, {tq}, {tv} {result_types}")
     return (f"// kda configuration: {describe(cfg)}\n"
             f"func.func @kda_gated_delta({', '.join(args)}) -> ({types}) {{\n"
+            f"{op}\n"
+            f"  return {names} : {types}\n"
+            "}\n")
+
+
+def _gated_delta_grad_mlir(cfg: Dict[str, Any]) -> str:
+    K, V = cfg["K"], cfg["V"]
+    varlen = cfg["cu_seqlens_dtype"] is not None
+    B = 1 if varlen else None
+    state_tail = [K, V] if cfg["state_layout"] == "k_major" else [V, K]
+    f32 = lambda dims: _tensor(dims, "f32")  # noqa: E731
+    tq = _tensor([B, None, None, K], cfg["qk_dtype"])
+    tv = _tensor([B, None, None, V], cfg["v_dtype"])
+    args = [f"%q: {tq}", f"%k: {tq}", f"%v: {tv}", f"%d_o: {tv}"]
+    operands, results = [], [("%d_q", f32([B, None, None, K])), ("%d_k", f32([B, None, None, K])),
+                              ("%d_v", f32([B, None, None, V]))]
+    tails = []
+    gdims = [B, None, None, K] if cfg["gate"]["form"] == "channel" else [B, None, None]
+    tg = _tensor(gdims, cfg["gate"]["dtype"])
+    args.append(f"%g: {tg}")
+    operands.append(f"gate(%g : {tg})")
+    tails.append(("%d_gate", "d_gate", f32(gdims)))
+    if cfg["beta_dtype"]:
+        tb = _tensor([B, None, None], cfg["beta_dtype"])
+        args.append(f"%beta: {tb}")
+        operands.append(f"beta(%beta : {tb})")
+        tails.append(("%d_beta", "d_beta", f32([B, None, None])))
+    if cfg["initial_state_dtype"]:
+        ts0 = _tensor([None, None] + state_tail, cfg["initial_state_dtype"])
+        args.append(f"%h0: {ts0}")
+        operands.append(f"initial_state(%h0 : {ts0})")
+        tails.append(("%d_h0", "d_initial_state", f32([None, None] + state_tail)))
+    if varlen:
+        tcu = _tensor([None], cfg["cu_seqlens_dtype"])
+        args.append(f"%cu_seqlens: {tcu}")
+        operands.append(f"cu_seqlens(%cu_seqlens : {tcu})")
+    if cfg["A_log_dtype"]:
+        ta = _tensor([None], cfg["A_log_dtype"])
+        args.append(f"%A_log: {ta}")
+        operands.append(f"A_log(%A_log : {ta})")
+        tails.append(("%d_A_log", "d_A_log", f32([None])))
+    if cfg["dt_bias_dtype"]:
+        dims = [None, K] if cfg["gate"]["form"] == "channel" else [None]
+        td = _tensor(dims, cfg["dt_bias_dtype"])
+        args.append(f"%dt_bias: {td}")
+        operands.append(f"dt_bias(%dt_bias : {td})")
+        tails.append(("%d_dt_bias", "d_dt_bias", f32(dims)))
+    if cfg["d_final_state_dtype"]:
+        tdh = _tensor([None, None] + state_tail, cfg["d_final_state_dtype"])
+        args.append(f"%d_ht: {tdh}")
+        operands.append(f"d_final_state(%d_ht : {tdh})")
+    tcs = f32([None, None, None] + state_tail)
+    args.append(f"%chunk_states: {tcs}")
+    operands.append(f"chunk_states(%chunk_states : {tcs})")
+    attrs = _prologue_attrs(cfg)
+    attrs.append(f"states_interval = {cfg['chunk']} : i64")
+    attrs.append(f"tile = #kda.tile<chunk = {cfg['chunk']}, sub_chunk = {cfg['sub_chunk']}>")
+    results += [(name, t) for name, _, t in tails]
+    names = ", ".join(r[0] for r in results)
+    types = ", ".join(r[1] for r in results)
+    result_types = (f"-> {results[0][1]}, {results[1][1]}, {results[2][1]}"
+                    + "".join(f" {kw} {t}" for _, kw, t in tails))
+    op = (f"  {names} = kda.gated_delta_grad {cfg['update']} %q, %k, %v, %d_o"
+          + "".join(" " + o for o in operands)
+          + " {" + ", ".join(attrs) + "}"
+          + f" : {tq}, {tq}, {tv}, {tv} {result_types}")
+    return (f"// kda configuration: {describe(cfg)}\n"
+            f"func.func @kda_gated_delta_grad({', '.join(args)}) -> ({types}) {{\n"
             f"{op}\n"
             f"  return {names} : {types}\n"
             "}\n")

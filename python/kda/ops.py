@@ -630,8 +630,15 @@ def chunk_kda(
     sequence's end: not written) and leaves every other slot untouched; the
     pool is returned as the third value.
 
-    Not supported (NotImplementedError): ``cp_context``, gradients (forward
-    only).
+    Gradients: where an input requires grad (and grad mode is on), the call
+    is differentiable (``torch.autograd.Function``): the forward also keeps
+    the fp32 state before every 16 tokens, and the backward runs the
+    compiler's derived gradient (``kda.gated_delta_grad``), giving FLA's
+    gradients (dq, dk, dv, dg, dbeta, dh0, and dA_log, ddt_bias with the gate
+    in kernel) in the inputs' dtypes. Not with boundary states or
+    ``return_intermediate_states``.
+
+    Not supported (NotImplementedError): ``cp_context``.
 
     Returns:
         ``(o, final_state)``: o ``[B, T, HV, V]`` in q's dtype (FLA returns
@@ -681,6 +688,18 @@ def chunk_kda(
     if kwargs:
         raise TypeError(f"kda.chunk_kda: unknown keyword arguments {sorted(kwargs)}")
 
+    if _wants_gradient(q, k, v, g, beta, initial_state, A_log, dt_bias):
+        if boundary_interval is not None or table is not None or fla_h:
+            raise NotImplementedError("kda.chunk_kda: gradients through chunk-boundary states "
+                                      "(boundary_interval, return_intermediate_states) are not "
+                                      "supported; detach the inputs or drop those options")
+        return _chunk_kda_autograd(q, k, v, g, beta, initial_state, A_log, dt_bias, cu_seqlens, dict(
+            scale=scale, output_final_state=output_final_state,
+            use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel, use_gate_in_kernel=use_gate_in_kernel,
+            use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel, allow_neg_eigval=allow_neg_eigval,
+            safe_gate=safe_gate, lower_bound=lower_bound, state_v_first=state_v_first,
+            cu_seqlens_cpu=cu_seqlens_cpu))
+
     # A call whose configuration follows from shapes, dtypes, strides,
     # devices and options alone (no boundary states: their counts read
     # cu_seqlens' values) keeps a plan per all of them, as decode does: a
@@ -722,6 +741,126 @@ def chunk_kda(
             _chunk_plans.clear()
         _chunk_plans[key] = plan
     return result
+
+
+# ---------------------------------------------------------------------------
+# Autograd: chunk_kda's backward, the compiler's derived gradient
+# (kda.gated_delta_grad, issue 24)
+# ---------------------------------------------------------------------------
+
+# The backward's chunk: the forward keeps the state before every GRAD_CHUNK
+# tokens (its chunk-boundary states, fp32), and the gradient kernel reads
+# them instead of recomputing them (FLA's split: the state pass reruns, the
+# intra-chunk quantities are recomputed per chunk).
+GRAD_CHUNK = 16
+
+
+def _wants_gradient(*tensors) -> bool:
+    if _compiling() or not any(t is not None and getattr(t, "requires_grad", False) for t in tensors):
+        return False  # (torch is not imported for tensors that are not torch's)
+    return _torch().is_grad_enabled()
+
+
+_autograd_class = None
+
+
+def _chunk_kda_function():
+    """The torch.autograd.Function behind a differentiable chunk_kda call
+    (made on first use: torch is imported lazily)."""
+    global _autograd_class
+    if _autograd_class is not None:
+        return _autograd_class
+    torch = _torch()
+
+    class ChunkKDAFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, q, k, v, g, beta, initial_state, A_log, dt_bias, cu_seqlens, opts):
+            # Under autograd.Function.forward gradients are off: this is the
+            # plain forward, with the states the backward reads.
+            o, ht, states = chunk_kda(
+                q, k, v, g, beta, scale=opts["scale"], initial_state=initial_state,
+                output_final_state=opts["output_final_state"],
+                use_qk_l2norm_in_kernel=opts["use_qk_l2norm_in_kernel"],
+                use_gate_in_kernel=opts["use_gate_in_kernel"],
+                use_beta_sigmoid_in_kernel=opts["use_beta_sigmoid_in_kernel"],
+                allow_neg_eigval=opts["allow_neg_eigval"], safe_gate=opts["safe_gate"],
+                lower_bound=opts["lower_bound"], state_v_first=opts["state_v_first"],
+                cu_seqlens=cu_seqlens, cu_seqlens_cpu=opts["cu_seqlens_cpu"],
+                A_log=A_log, dt_bias=dt_bias, boundary_interval=GRAD_CHUNK)
+            ctx.save_for_backward(q, k, v, g, beta, initial_state, A_log, dt_bias, cu_seqlens, states)
+            ctx.opts = opts
+            ctx.set_materialize_grads(False)
+            return o, ht
+
+        @staticmethod
+        def backward(ctx, do, dht):
+            grads = _chunk_kda_backward(ctx.opts, *ctx.saved_tensors, do, dht)
+            return grads + (None, None)
+
+    _autograd_class = ChunkKDAFunction
+    return ChunkKDAFunction
+
+
+def _chunk_kda_autograd(q, k, v, g, beta, initial_state, A_log, dt_bias, cu_seqlens, opts):
+    o, ht = _chunk_kda_function().apply(q, k, v, g, beta, initial_state, A_log, dt_bias,
+                                        cu_seqlens, opts)
+    return o, ht
+
+
+def _chunk_kda_backward(opts, q, k, v, g, beta, initial_state, A_log, dt_bias, cu_seqlens, states,
+                        do, dht):
+    """Gradients of chunk_kda's inputs (q, k, v, g, beta, initial_state,
+    A_log, dt_bias; None where absent) by the kda.gated_delta_grad kernel,
+    in each input's dtype and shape."""
+    torch = _torch()
+    from . import bundles as _bundles
+    cfg = chunk_kda_config(q, k, v, g, beta, scale=opts["scale"], initial_state=initial_state,
+                           output_final_state=opts["output_final_state"],
+                           use_qk_l2norm_in_kernel=opts["use_qk_l2norm_in_kernel"],
+                           use_gate_in_kernel=opts["use_gate_in_kernel"],
+                           use_beta_sigmoid_in_kernel=opts["use_beta_sigmoid_in_kernel"],
+                           allow_neg_eigval=opts["allow_neg_eigval"], safe_gate=opts["safe_gate"],
+                           lower_bound=opts["lower_bound"], state_v_first=opts["state_v_first"],
+                           cu_seqlens=cu_seqlens, A_log=A_log, dt_bias=dt_bias)
+    gcfg = _bundles.gated_delta_grad_config(cfg, d_final_state=dht is not None, chunk=GRAD_CHUNK)
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    dev = q.device
+    if do is None:
+        do = torch.zeros(B, T, HV, V, dtype=v.dtype, device=dev)
+    named = {"q": q.contiguous(), "k": k.contiguous(), "v": v.contiguous(),
+             "d_o": do.to(v.dtype).contiguous(), "gate": _contig(g), "beta": _contig(beta),
+             "initial_state": _contig(initial_state), "cu_seqlens": _contig(cu_seqlens),
+             "A_log": A_log.reshape(HV).contiguous() if A_log is not None else None,
+             "chunk_states": states.contiguous(),
+             "d_final_state": dht.float().contiguous() if dht is not None else None}
+    if dt_bias is not None:
+        channel = g is not None and g.dim() == 4
+        named["dt_bias"] = dt_bias.reshape((HV, K) if channel else (HV,)).contiguous()
+    f32 = torch.float32
+    named["d_q"] = torch.empty(B, T, H, K, dtype=f32, device=dev)
+    named["d_k"] = torch.empty(B, T, H, K, dtype=f32, device=dev)
+    named["d_v"] = torch.empty(B, T, HV, V, dtype=f32, device=dev)
+    if g is not None:
+        named["d_gate"] = torch.empty(g.shape, dtype=f32, device=dev)
+    if beta is not None:
+        named["d_beta"] = torch.empty(beta.shape, dtype=f32, device=dev)
+    if initial_state is not None:
+        named["d_initial_state"] = torch.empty(initial_state.shape, dtype=f32, device=dev)
+    if A_log is not None:
+        named["d_A_log"] = torch.empty(HV, dtype=f32, device=dev)
+    if dt_bias is not None:
+        named["d_dt_bias"] = torch.empty(named["dt_bias"].shape, dtype=f32, device=dev)
+    chip = chip_for_device(dev)
+    with torch.cuda.device(dev):
+        _launch(gcfg, chip, named, None)
+
+    def back(name, like):
+        if like is None:
+            return None
+        return named[name].reshape(like.shape).to(like.dtype)
+    return (back("d_q", q), back("d_k", k), back("d_v", v), back("d_gate", g), back("d_beta", beta),
+            back("d_initial_state", initial_state), back("d_A_log", A_log), back("d_dt_bias", dt_bias))
 
 
 def _check_boundary_pool(cfg, q, v, cu_seqlens, table, pool):

@@ -140,3 +140,18 @@ func.func @kept_wrong(%q: tensor<1x40x2x32xf32>, %k: tensor<1x40x2x32xf32>, %v: 
   %dq, %dk, %dv, %dg, %db = kda.gated_delta_grad delta %q, %k, %v, %do gate(%g : tensor<1x40x2x32xf32>) beta(%b : tensor<1x40x2xf32>) chunk_states(%states : tensor<1x3x2x32x16xf32>) {states_interval = 16 : i64} : tensor<1x40x2x32xf32>, tensor<1x40x2x32xf32>, tensor<1x40x2x16xf32>, tensor<1x40x2x16xf32> -> tensor<1x40x2x32xf32>, tensor<1x40x2x32xf32>, tensor<1x40x2x16xf32> d_gate tensor<1x40x2x32xf32> d_beta tensor<1x40x2xf32>
   return %dq, %dk, %dv, %dg, %db : tensor<1x40x2x32xf32>, tensor<1x40x2x32xf32>, tensor<1x40x2x16xf32>, tensor<1x40x2x32xf32>, tensor<1x40x2xf32>
 }
+
+// V split over programs (#kda.tile v_block, as GPUs compile it): each V block's
+// program gives its share of the gradients the blocks share (q, k, the gate,
+// beta, A_log, dt_bias), summed over the blocks (and GVA's value heads) by
+// grids of their own; dv and dh0 are each block's own. Kimi's call with GVA,
+// kept states in V-major layout, and a packed batch.
+// RUN: kda-run %s --function=vblocks --seqlens=23,40 --chunk=16 --sub-chunk=16 --check | FileCheck %s --check-prefix=VBLOCKS
+// VBLOCKS: @vblocks compiled
+// VBLOCKS-COUNT-8: bar=1e-04 ok
+// VBLOCKS-NOT: FAIL
+func.func @vblocks(%q: tensor<1x63x1x32xf32>, %k: tensor<1x63x1x32xf32>, %v: tensor<1x63x2x16xf32>, %g: tensor<1x63x2x32xf32>, %beta: tensor<1x63x2xf32>, %h0: tensor<2x2x16x32xf32>, %A_log: tensor<2xf32>, %dt_bias: tensor<2x32xf32>, %cu: tensor<3xi32>, %do: tensor<1x63x2x16xf32>, %dht: tensor<2x2x16x32xf32>) -> (tensor<1x63x1x32xf32>, tensor<1x63x1x32xf32>, tensor<1x63x2x16xf32>, tensor<1x63x2x32xf32>, tensor<1x63x2xf32>, tensor<2x2x16x32xf32>, tensor<2xf32>, tensor<2x32xf32>) {
+  %o, %ht, %states = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x63x2x32xf32>) beta(%beta : tensor<1x63x2xf32>) initial_state(%h0 : tensor<2x2x16x32xf32>) cu_seqlens(%cu : tensor<3xi32>) A_log(%A_log : tensor<2xf32>) dt_bias(%dt_bias : tensor<2x32xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, boundary_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x63x1x32xf32>, tensor<1x63x1x32xf32>, tensor<1x63x2x16xf32> -> tensor<1x63x2x16xf32> final_state tensor<2x2x16x32xf32> boundary_states tensor<2x3x2x16x32xf32>
+  %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd = kda.gated_delta_grad delta %q, %k, %v, %do gate(%g : tensor<1x63x2x32xf32>) beta(%beta : tensor<1x63x2xf32>) initial_state(%h0 : tensor<2x2x16x32xf32>) cu_seqlens(%cu : tensor<3xi32>) A_log(%A_log : tensor<2xf32>) dt_bias(%dt_bias : tensor<2x32xf32>) d_final_state(%dht : tensor<2x2x16x32xf32>) chunk_states(%states : tensor<2x3x2x16x32xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, states_interval = 16 : i64, state_layout = #kda<layout v_major>, tile = #kda.tile<chunk = 16, v_block = 8>} : tensor<1x63x1x32xf32>, tensor<1x63x1x32xf32>, tensor<1x63x2x16xf32>, tensor<1x63x2x16xf32> -> tensor<1x63x1x32xf32>, tensor<1x63x1x32xf32>, tensor<1x63x2x16xf32> d_gate tensor<1x63x2x32xf32> d_beta tensor<1x63x2xf32> d_initial_state tensor<2x2x16x32xf32> d_A_log tensor<2xf32> d_dt_bias tensor<2x32xf32>
+  return %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd : tensor<1x63x1x32xf32>, tensor<1x63x1x32xf32>, tensor<1x63x2x16xf32>, tensor<1x63x2x32xf32>, tensor<1x63x2xf32>, tensor<2x2x16x32xf32>, tensor<2xf32>, tensor<2x32xf32>
+}

@@ -11,6 +11,11 @@
                break, the same results as eager calls, bit for bit
   graph-decode a decode step on a state pool captured in a CUDA graph, replayed on new inputs
   graph-prefill a prefill call (initial and final states) captured and replayed
+  grad         chunk_kda differentiable (the compiler's derived gradient, kda.gated_delta_grad):
+               Kimi's call (gate, l2 norm and beta sigmoid in kernel, GVA, packed sequences, initial and
+               final states) and FLA's default call (log-space gate, dense batch), bf16: every gradient
+               against the float64 oracle's within FLA's bars (0.008 dq, dk, dv, dh0; 0.02 dg, dbeta,
+               dA_log, ddt_bias); with FLA, its gradients of the same inputs are reported beside
   compile-model two KimiDeltaAttention layers under torch.compile(fullgraph=True): prefill (packed
                sequences) and a decode step with a cache, against eager (bit-exact with aot_eager;
                inductor's fusions round differently: relative RMSE <= 2e-3)
@@ -82,6 +87,13 @@ def configs():
         return kops.fused_recurrent_kda_config(q, q, v, g, beta, initial_state=Meta((N, HV, V, K), "f32"),
                                                output_final_state=True, **kw)
 
+    # grad: the forward keeping the states at the backward's chunk, and the
+    # gradient kernel (kda.ops' autograd derives both the same way).
+    from kda import bundles as kbundles
+    for cfg in grad_forward_configs():
+        out.append(cfg)
+        out.append(kbundles.gated_delta_grad_config(cfg, d_final_state=cfg["final_state_dtype"] is not None,
+                                                    chunk=kops.GRAD_CHUNK))
     out += [chunk(1, 300, False, True, "i32"),   # layer: packed prefill filling a cache; compile
             chunk(1, 300, False, False, "i32"),  # layer: a padded batch, unpadded by its mask
             chunk(2, 100, False, False),         # layer: a dense batch without a cache
@@ -94,6 +106,140 @@ def configs():
     out.append(kops.window_attention_config(q, q, Meta((2, 100, H, 64), "bf16"), None,
                                             window_sizes=Meta((100,), "i32")))
     return out  # (kda.prebuild drops repeats)
+
+
+GRAD_H, GRAD_HV, GRAD_K, GRAD_V = 2, 4, 64, 64  # GVA: two value heads per q / k head
+GRAD_SEQLENS = (100, 37, 163)                    # Kimi's case: packed sequences
+GRAD_DENSE = (2, 130)                            # FLA's default case: B, T
+
+
+def grad_forward_configs():
+    """The forward configurations of the grad part's two calls, with the
+    states the backward reads (boundary_interval = kda.ops.GRAD_CHUNK)."""
+    H, HV, K, V = GRAD_H, GRAD_HV, GRAD_K, GRAD_V
+    T = sum(GRAD_SEQLENS)
+    q, v = Meta((1, T, H, K), "bf16"), Meta((1, T, HV, V), "bf16")
+    kimi = kops.chunk_kda_config(q, q, v, Meta((1, T, HV, K), "bf16"), Meta((1, T, HV), "bf16"),
+                                 initial_state=Meta((3, HV, V, K), "f32"), output_final_state=True,
+                                 use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                                 use_beta_sigmoid_in_kernel=True, state_v_first=True,
+                                 cu_seqlens=Meta((4,), "i32"), A_log=Meta((HV,), "f32"),
+                                 dt_bias=Meta((HV * K,), "f32"), lower_bound=-5.0,
+                                 boundary_interval=kops.GRAD_CHUNK)
+    B, T = GRAD_DENSE
+    q, v = Meta((B, T, H, K), "bf16"), Meta((B, T, HV, V), "bf16")
+    fla = kops.chunk_kda_config(q, q, v, Meta((B, T, HV, K), "f32"), Meta((B, T, HV), "bf16"),
+                                boundary_interval=kops.GRAD_CHUNK)
+    return [kimi, fla]
+
+
+def part_grad(torch, kda, fla_dir=""):
+    """chunk_kda's gradients against the float64 oracle (and FLA's, where it imports)."""
+    import numpy as np
+    import oracle
+    problems, info = [], []
+    H, HV, K, V = GRAD_H, GRAD_HV, GRAD_K, GRAD_V
+    gen = torch.Generator(device="cuda").manual_seed(24)
+    r = lambda *s: torch.randn(*s, generator=gen, device="cuda")  # noqa: E731
+    try:
+        if fla_dir:
+            sys.path.insert(0, fla_dir)
+        from fla.ops.kda import chunk_kda as fla_chunk_kda
+    except Exception:  # noqa: BLE001
+        fla_chunk_kda = None
+    bars = dict(dq=8e-3, dk=8e-3, dv=8e-3, dh0=8e-3, dg=2e-2, dbeta=2e-2, dA_log=2e-2, ddt_bias=2e-2)
+
+    def check(label, leaves, names, out_grads, oracle_grads, fla_grads=None):
+        worst = 0.0
+        for name, leaf in zip(names, leaves):
+            got = leaf.grad
+            want = oracle_grads[name]
+            if got is None:
+                problems.append(f"{label}: no gradient for {name}")
+                continue
+            if got.dtype != leaf.dtype or tuple(got.shape) != tuple(leaf.shape):
+                problems.append(f"{label}: {name} gradient {got.dtype} {tuple(got.shape)}, "
+                                f"expected {leaf.dtype} {tuple(leaf.shape)}")
+            err = oracle.relative_rmse(got.double().cpu().numpy(), np.reshape(want, tuple(got.shape)))
+            worst = max(worst, err / bars[name])
+            note = ""
+            if fla_grads is not None and fla_grads.get(name) is not None:
+                fe = oracle.relative_rmse(fla_grads[name].double().cpu().numpy(),
+                                          np.reshape(want, tuple(got.shape)))
+                note = f" (FLA {fe:.1e})"
+            info.append(f"{label}.{name} {err:.1e}{note}")
+            if not err <= bars[name]:
+                problems.append(f"{label}: {name} relative RMSE {err:.3e} against the oracle, bar {bars[name]:g}")
+        return worst
+
+    # Kimi's call.
+    T = sum(GRAD_SEQLENS)
+    cu = torch.tensor([0] + list(np.cumsum(GRAD_SEQLENS)), dtype=torch.int32, device="cuda")
+    x = dict(q=r(1, T, H, K).bfloat16(), k=r(1, T, H, K).bfloat16(), v=r(1, T, HV, V).bfloat16(),
+             g=r(1, T, HV, K).bfloat16(), beta=r(1, T, HV).bfloat16(),
+             h0=(r(3, HV, V, K) * 0.1), A_log=torch.log(torch.rand(HV, generator=gen, device="cuda") * 15 + 1),
+             dt_bias=r(HV * K) * 0.5)
+    leaves = {n: t.detach().clone().requires_grad_(True) for n, t in x.items()}
+    do, dht = r(1, T, HV, V).bfloat16(), r(3, HV, V, K)
+    kw = dict(use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+              state_v_first=True, lower_bound=-5.0)
+    o, ht = kda.chunk_kda(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"],
+                          initial_state=leaves["h0"], output_final_state=True, cu_seqlens=cu,
+                          A_log=leaves["A_log"], dt_bias=leaves["dt_bias"], **kw)
+    ((o.float() * do.float()).sum() + (ht * dht).sum()).backward()
+    npf = lambda t: t.detach().double().cpu().numpy()  # noqa: E731
+    want = oracle.gated_delta_grad(
+        npf(x["q"]), npf(x["k"]), npf(x["v"]), npf(x["g"]), npf(x["beta"]), npf(x["h0"]), cu.cpu().numpy(),
+        npf(x["A_log"]), npf(x["dt_bias"]), do=npf(do), dht=npf(dht), state_layout="v_major",
+        qk_l2norm=True, beta_activation="sigmoid", gate_activation="lower_bound", lower_bound=-5.0)
+    fla_grads = None
+    try:
+      if fla_chunk_kda is not None:
+        fl = {n: t.detach().clone().requires_grad_(True) for n, t in x.items()}
+        fo, fht = fla_chunk_kda(fl["q"], fl["k"], fl["v"], fl["g"], fl["beta"], initial_state=fl["h0"],
+                                output_final_state=True, cu_seqlens=cu.long(), A_log=fl["A_log"],
+                                dt_bias=fl["dt_bias"], **kw)
+        ((fo.float() * do.float()).sum() + (fht * dht).sum()).backward()
+        fla_grads = {"dq": fl["q"].grad, "dk": fl["k"].grad, "dv": fl["v"].grad, "dg": fl["g"].grad,
+                     "dbeta": fl["beta"].grad, "dh0": fl["h0"].grad, "dA_log": fl["A_log"].grad,
+                     "ddt_bias": fl["dt_bias"].grad}
+    except Exception as e:  # noqa: BLE001  (FLA's gradients are reported, not required)
+        info.append(f"FLA kimi: {type(e).__name__}: {e}")
+        fla_grads = None
+    names = ["dq", "dk", "dv", "dg", "dbeta", "dh0", "dA_log", "ddt_bias"]
+    check("kimi", [leaves[n] for n in ("q", "k", "v", "g", "beta", "h0", "A_log", "dt_bias")], names,
+          None, want, fla_grads)
+    strategy = kda.ops.last_launch.strategy
+    info.append(f"strategy {strategy}")
+
+    # FLA's default call: log-space gate in fp32, pre-normalised q and k,
+    # beta after its sigmoid, a dense batch, no states.
+    B, T = GRAD_DENSE
+    q = torch.nn.functional.normalize(r(B, T, H, K), dim=-1).bfloat16()
+    k = torch.nn.functional.normalize(r(B, T, H, K), dim=-1).bfloat16()
+    y = dict(q=q, k=k, v=r(B, T, HV, V).bfloat16(),
+             g=torch.nn.functional.logsigmoid(r(B, T, HV, K) + 3.0).float(),
+             beta=torch.sigmoid(r(B, T, HV)).bfloat16())
+    leaves = {n: t.detach().clone().requires_grad_(True) for n, t in y.items()}
+    do = r(B, T, HV, V).bfloat16()
+    o, _ = kda.chunk_kda(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"])
+    (o.float() * do.float()).sum().backward()
+    want = oracle.gated_delta_grad(npf(y["q"]), npf(y["k"]), npf(y["v"]), npf(y["g"]), npf(y["beta"]),
+                                   do=npf(do))
+    fla_grads = None
+    try:
+      if fla_chunk_kda is not None:
+        fl = {n: t.detach().clone().requires_grad_(True) for n, t in y.items()}
+        fo, _ = fla_chunk_kda(fl["q"], fl["k"], fl["v"], fl["g"], fl["beta"])
+        (fo.float() * do.float()).sum().backward()
+        fla_grads = {"dq": fl["q"].grad, "dk": fl["k"].grad, "dv": fl["v"].grad, "dg": fl["g"].grad,
+                     "dbeta": fl["beta"].grad}
+    except Exception as e:  # noqa: BLE001
+        info.append(f"FLA default: {type(e).__name__}: {e}")
+        fla_grads = None
+    check("fla-default", [leaves[n] for n in ("q", "k", "v", "g", "beta")],
+          ["dq", "dk", "dv", "dg", "dbeta"], None, want, fla_grads)
+    return problems, "; ".join(info)
 
 
 # ---------------------------------------------------------------------------
@@ -639,7 +785,8 @@ def main():
           f"{kda.ops._traced is not None}", flush=True)
     parts = [("opcheck", part_opcheck), ("compile", part_compile), ("graph-decode", part_graph_decode),
              ("graph-prefill", part_graph_prefill), ("planned", part_planned),
-             ("compile-model", part_compile_model)]
+             ("compile-model", part_compile_model),
+             ("grad", lambda torch, kda: part_grad(torch, kda, args.fla))]
     layer_parts = [("layer-state-dict", part_layer_state_dict), ("layer-varlen-decode", part_layer_varlen_decode),
                    ("layer-dense", part_layer_dense), ("layer-mask", part_layer_mask)]
     failed = passed = skipped = 0

@@ -150,6 +150,12 @@ def configs():
                              cu_seqlens_dtype="i64", boundary_interval=64, boundary_dtype="bf16",
                              boundary_indices_dtype="i32"),
     ]
+    # The derived gradient of gated_delta configurations (kda.ops' autograd):
+    # Kimi's prologue with varlen and states, head-wise gates, fp32.
+    for fwd in (out[6], out[7], out[10]):
+        for dht in (False, True):
+            out.append(b.gated_delta_grad_config(fwd, d_final_state=dht))
+    out.append(b.gated_delta_grad_config(out[0]))
     for dt in ("bf16", "f32"):
         for KV in (64, 128):
             for layout in ("k_major", "v_major"):

@@ -807,13 +807,13 @@ def _chunk_kda_autograd(q, k, v, g, beta, initial_state, A_log, dt_bias, cu_seql
     return o, ht
 
 
-def _chunk_kda_backward(opts, q, k, v, g, beta, initial_state, A_log, dt_bias, cu_seqlens, states,
-                        do, dht):
-    """Gradients of chunk_kda's inputs (q, k, v, g, beta, initial_state,
-    A_log, dt_bias; None where absent) by the kda.gated_delta_grad kernel,
-    in each input's dtype and shape."""
-    torch = _torch()
-    from . import bundles as _bundles
+def chunk_kda_grad_config(q, k, v, g, beta, initial_state, A_log, dt_bias, cu_seqlens, opts,
+                          d_final_state=False):
+    """The kda.gated_delta_grad configuration of a differentiable chunk_kda
+    call (``opts``: its options, as _chunk_kda_autograd gets them). It is
+    derived from the forward's configuration *with* its kept states, whose
+    layout is the one the gradient reads them in (a configuration without
+    states says k_major whatever state_v_first says)."""
     cfg = chunk_kda_config(q, k, v, g, beta, scale=opts["scale"], initial_state=initial_state,
                            output_final_state=opts["output_final_state"],
                            use_qk_l2norm_in_kernel=opts["use_qk_l2norm_in_kernel"],
@@ -821,8 +821,19 @@ def _chunk_kda_backward(opts, q, k, v, g, beta, initial_state, A_log, dt_bias, c
                            use_beta_sigmoid_in_kernel=opts["use_beta_sigmoid_in_kernel"],
                            allow_neg_eigval=opts["allow_neg_eigval"], safe_gate=opts["safe_gate"],
                            lower_bound=opts["lower_bound"], state_v_first=opts["state_v_first"],
-                           cu_seqlens=cu_seqlens, A_log=A_log, dt_bias=dt_bias)
-    gcfg = _bundles.gated_delta_grad_config(cfg, d_final_state=dht is not None, chunk=GRAD_CHUNK)
+                           cu_seqlens=cu_seqlens, A_log=A_log, dt_bias=dt_bias,
+                           boundary_interval=GRAD_CHUNK)
+    return _bundles.gated_delta_grad_config(cfg, d_final_state=d_final_state, chunk=GRAD_CHUNK)
+
+
+def _chunk_kda_backward(opts, q, k, v, g, beta, initial_state, A_log, dt_bias, cu_seqlens, states,
+                        do, dht):
+    """Gradients of chunk_kda's inputs (q, k, v, g, beta, initial_state,
+    A_log, dt_bias; None where absent) by the kda.gated_delta_grad kernel,
+    in each input's dtype and shape."""
+    torch = _torch()
+    gcfg = chunk_kda_grad_config(q, k, v, g, beta, initial_state, A_log, dt_bias, cu_seqlens, opts,
+                                 d_final_state=dht is not None)
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     dev = q.device

@@ -130,7 +130,14 @@ def grad_forward_configs():
     q, v = Meta((B, T, H, K), "bf16"), Meta((B, T, HV, V), "bf16")
     fla = kops.chunk_kda_config(q, q, v, Meta((B, T, HV, K), "f32"), Meta((B, T, HV), "bf16"),
                                 boundary_interval=kops.GRAD_CHUNK)
-    return [kimi, fla]
+    # kda.layers' training call: V-major states kept though the call has none
+    # (the gradient must read them in that layout), the softplus gate.
+    layer = kops.chunk_kda_config(q, q, v, Meta((B, T, HV, K), "bf16"), Meta((B, T, HV), "bf16"),
+                                  use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                                  use_beta_sigmoid_in_kernel=True, state_v_first=True,
+                                  A_log=Meta((HV,), "f32"), dt_bias=Meta((HV * K,), "f32"),
+                                  boundary_interval=kops.GRAD_CHUNK)
+    return [kimi, fla, layer]
 
 
 def part_grad(torch, kda, fla_dir=""):
@@ -239,6 +246,23 @@ def part_grad(torch, kda, fla_dir=""):
         fla_grads = None
     check("fla-default", [leaves[n] for n in ("q", "k", "v", "g", "beta")],
           ["dq", "dk", "dv", "dg", "dbeta"], None, want, fla_grads)
+
+    # kda.layers' training call: the softplus gate in kernel, state_v_first
+    # without states, the same dense batch.
+    z = dict(q=r(B, T, H, K).bfloat16(), k=r(B, T, H, K).bfloat16(), v=r(B, T, HV, V).bfloat16(),
+             g=r(B, T, HV, K).bfloat16(), beta=r(B, T, HV).bfloat16(),
+             A_log=torch.log(torch.rand(HV, generator=gen, device="cuda") * 15 + 1), dt_bias=r(HV * K) * 0.5)
+    leaves = {n: t.detach().clone().requires_grad_(True) for n, t in z.items()}
+    kw = dict(use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+              state_v_first=True)
+    o, _ = kda.chunk_kda(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"],
+                         A_log=leaves["A_log"], dt_bias=leaves["dt_bias"], **kw)
+    (o.float() * do.float()).sum().backward()
+    want = oracle.gated_delta_grad(npf(z["q"]), npf(z["k"]), npf(z["v"]), npf(z["g"]), npf(z["beta"]),
+                                   None, None, npf(z["A_log"]), npf(z["dt_bias"]), do=npf(do),
+                                   qk_l2norm=True, beta_activation="sigmoid", gate_activation="softplus")
+    check("layer", [leaves[n] for n in ("q", "k", "v", "g", "beta", "A_log", "dt_bias")],
+          ["dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias"], None, want)
     return problems, "; ".join(info)
 
 

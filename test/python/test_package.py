@@ -298,6 +298,35 @@ def part_pure(kda_opt, tmp):
           and "boundary_interval" not in ops.chunk_kda_config(q, q, v, g, beta),
           "boundary keys in the configuration only when asked for")
     print("ok   chunk_kda boundary states: configuration and errors")
+
+    # The gradient's configuration (chunk_kda's autograd): it reads the
+    # forward's kept states in their layout, so a state_v_first call without
+    # states keeps v_major through its boundary states (a configuration
+    # without states says k_major: the gradient would read V-major states as
+    # K-major, a silent wrong answer at K = V).
+    class M:
+        def __init__(self, shape, dtype):
+            self.shape, self.dtype = tuple(shape), dtype
+    qm, bm = M((2, 64, 4, 128), "bf16"), M((2, 64, 4), "bf16")
+    fwd = ops.chunk_kda_config(qm, qm, qm, qm, bm, use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                               use_beta_sigmoid_in_kernel=True, state_v_first=True, A_log=M((4,), "f32"),
+                               dt_bias=M((512,), "f32"), boundary_interval=ops.GRAD_CHUNK)
+    opts = dict(scale=None, output_final_state=False, use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                use_beta_sigmoid_in_kernel=True, allow_neg_eigval=False, safe_gate=False, lower_bound=None,
+                state_v_first=True, cu_seqlens_cpu=None)
+    grad = ops.chunk_kda_grad_config(qm, qm, qm, qm, bm, None, M((4,), "f32"), M((512,), "f32"), None, opts)
+    check(fwd["state_layout"] == "v_major" and grad["state_layout"] == "v_major",
+          f"gradient of a state_v_first call: layouts {fwd['state_layout']}, {grad['state_layout']}")
+    check(grad == b.gated_delta_grad_config(fwd, chunk=ops.GRAD_CHUNK),
+          "the autograd's gradient configuration is the one of the forward it keeps states with")
+    check("states_interval = 16" in b.to_mlir(grad), "the gradient's module reads states every 16 tokens")
+    raises(ValueError, b.gated_delta_grad_config, b.gated_delta_config(
+        K=64, V=64, qk_dtype="bf16", v_dtype="bf16", update="additive", gate={"form": "channel", "dtype": "bf16"}),
+        contains=("delta rule",), what="the additive rule's gradient")
+    raises(ValueError, b.gated_delta_grad_config, b.decode_step_config(
+        K=64, V=64, qk_dtype="bf16", v_dtype="bf16", gate={"form": "channel", "dtype": "bf16"}, beta_dtype="bf16"),
+        contains=("gated_delta configuration",), what="a decode configuration's gradient")
+    print("ok   chunk_kda gradient: its configuration reads the forward's states in their layout")
     raises(TypeError, kda.chunk_kda, q, q, v, g, beta, bogus=1, contains="bogus", what="chunk_kda unknown kwarg")
     raises(ValueError, kda.Bundle, "bundles/a\0b", contains="contains a NUL character",
            what="bundle path with a NUL")

@@ -160,6 +160,10 @@ def gated_delta_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
     return cfg
 
 
+# The gradient's V block (0: the target's default); see gated_delta_grad_config.
+GRAD_V_BLOCK = 0
+
+
 def gated_delta_grad_config(forward: Dict[str, Any], *, d_final_state: bool = False,
                             chunk: int = 16) -> Dict[str, Any]:
     """Canonical configuration of the ``kda.gated_delta_grad`` kernel of a
@@ -181,6 +185,14 @@ def gated_delta_grad_config(forward: Dict[str, Any], *, d_final_state: bool = Fa
     cfg["d_final_state_dtype"] = "f32" if d_final_state else None
     cfg["chunk"] = int(chunk)
     cfg["sub_chunk"] = min(16, int(chunk))
+    # Columns of V per program: the target's default (16 on NVIDIA). Every V
+    # block recomputes the chunk's intra-chunk work, so wider blocks do less:
+    # 32 fits a block's shared memory at K = V = 128 (161 KB; 64 needs 235 KB)
+    # and took 84 ms instead of 156 for T = 8192 H = 32 forward + backward on
+    # the H200 (bench/RESULTS.md, twenty-second session), but has not been
+    # checked against the oracle on the GPU yet: GRAD_V_BLOCK, once it has.
+    if GRAD_V_BLOCK and cfg["V"] % GRAD_V_BLOCK == 0 and cfg["V"] > GRAD_V_BLOCK:
+        cfg["v_block"] = GRAD_V_BLOCK
     validate(cfg)
     return cfg
 
@@ -473,6 +485,8 @@ def describe(cfg: Dict[str, Any]) -> str:
         if cfg["cu_seqlens_dtype"]:
             parts.append(f"varlen={cfg['cu_seqlens_dtype']}")
         parts.append(f"chunk={cfg['chunk']}")
+        if cfg.get("v_block"):
+            parts.append(f"v_block={cfg['v_block']}")
     elif cfg["op"] == "gated_delta":
         if cfg["initial_state_dtype"]:
             parts.append(f"h0={cfg['initial_state_dtype']}")
@@ -660,7 +674,8 @@ def _gated_delta_grad_mlir(cfg: Dict[str, Any]) -> str:
     operands.append(f"chunk_states(%chunk_states : {tcs})")
     attrs = _prologue_attrs(cfg)
     attrs.append(f"states_interval = {cfg['chunk']} : i64")
-    attrs.append(f"tile = #kda.tile<chunk = {cfg['chunk']}, sub_chunk = {cfg['sub_chunk']}>")
+    vb = f", v_block = {cfg['v_block']}" if cfg.get("v_block") else ""
+    attrs.append(f"tile = #kda.tile<chunk = {cfg['chunk']}, sub_chunk = {cfg['sub_chunk']}{vb}>")
     results += [(name, t) for name, _, t in tails]
     names = ", ".join(r[0] for r in results)
     types = ", ".join(r[1] for r in results)

@@ -480,6 +480,42 @@ double defaultScale(Value q) {
 // GatedDeltaOp
 //===----------------------------------------------------------------------===//
 
+namespace {
+/// What kda.gated_delta and kda.gated_delta_grad check alike: q, k, v, the
+/// head counts, the prologue (gate, beta, A_log, dt_bias and their
+/// activations), the scale and the sequences (N from cu_seqlens or B).
+template <typename RecurrenceOp>
+LogicalResult verifyRecurrenceInputs(RecurrenceOp op, ShapeChecker &shapes) {
+  Operation *o = op.getOperation();
+  if (failed(verifyQueryKeyValue(o, shapes, op.getQ(), op.getK(), op.getV(),
+                                 {"B", "T", "H", "K"}, {"B", "T", "H", "K"},
+                                 {"B", "T", "HV", "V"})) ||
+      failed(shapes.checkNonEmpty(kHeadsAndHeadDims)) ||
+      failed(shapes.checkMultiple("HV", "H")))
+    return failure();
+  std::optional<double> lowerBound;
+  if (auto lb = op.getLowerBound())
+    lowerBound = lb->convertToDouble();
+  if (failed(verifyPrologue(o, shapes, {"B", "T"}, "gate", op.getGate(),
+                            op.getBeta(), op.getALog(), op.getDtBias(),
+                            op.getUpdate(), op.getBetaActivation(),
+                            op.getGateActivation(), lowerBound,
+                            op.getGateGranularity())))
+    return failure();
+  std::optional<double> scale;
+  if (auto s = op.getScale())
+    scale = s->convertToDouble();
+  if (failed(verifyScale(o, scale)))
+    return failure();
+  // N: number of sequences, from cu_seqlens when varlen, else B.
+  if (op.getCuSeqlens())
+    return verifyCuSeqlens(o, shapes, op.getCuSeqlens());
+  if (auto b = shapes.get("B"))
+    return shapes.bind("operand 'q'", 0, "N", *b);
+  return success();
+}
+} // namespace
+
 std::optional<GateGranularity> GatedDeltaOp::getGateGranularity() {
   return granularityFromRank(getGate(), /*headWiseRank=*/3);
 }
@@ -493,36 +529,8 @@ double GatedDeltaOp::getScaleOrDefault() {
 LogicalResult GatedDeltaOp::verify() {
   Operation *op = getOperation();
   ShapeChecker shapes(op);
-  if (failed(verifyQueryKeyValue(op, shapes, getQ(), getK(), getV(), {"B", "T", "H", "K"},
-                                 {"B", "T", "H", "K"}, {"B", "T", "HV", "V"})))
+  if (failed(verifyRecurrenceInputs(*this, shapes)))
     return failure();
-  if (failed(shapes.checkNonEmpty(kHeadsAndHeadDims)))
-    return failure();
-  if (failed(shapes.checkMultiple("HV", "H")))
-    return failure();
-
-  std::optional<double> lowerBound;
-  if (auto lb = getLowerBound())
-    lowerBound = lb->convertToDouble();
-  if (failed(verifyPrologue(op, shapes, {"B", "T"}, "gate", getGate(), getBeta(),
-                            getALog(), getDtBias(), getUpdate(),
-                            getBetaActivation(), getGateActivation(),
-                            lowerBound, getGateGranularity())))
-    return failure();
-  std::optional<double> scale;
-  if (auto s = getScale())
-    scale = s->convertToDouble();
-  if (failed(verifyScale(op, scale)))
-    return failure();
-
-  // N: number of sequences, from cu_seqlens when varlen, else B.
-  if (getCuSeqlens()) {
-    if (failed(verifyCuSeqlens(op, shapes, getCuSeqlens())))
-      return failure();
-  } else if (auto b = shapes.get("B")) {
-    if (failed(shapes.bind("operand 'q'", 0, "N", *b)))
-      return failure();
-  }
 
   SmallVector<StringRef, 2> axes = stateAxes(getStateLayout());
   SmallVector<StringRef> stateDims = {"N", "HV", axes[0], axes[1]};
@@ -606,33 +614,8 @@ LogicalResult GatedDeltaGradOp::verify() {
   Operation *op = getOperation();
   ShapeChecker shapes(op);
   // The forward's operands, checked as kda.gated_delta checks them.
-  if (failed(verifyQueryKeyValue(op, shapes, getQ(), getK(), getV(),
-                                 {"B", "T", "H", "K"}, {"B", "T", "H", "K"},
-                                 {"B", "T", "HV", "V"})))
+  if (failed(verifyRecurrenceInputs(*this, shapes)))
     return failure();
-  if (failed(shapes.checkNonEmpty(kHeadsAndHeadDims)) ||
-      failed(shapes.checkMultiple("HV", "H")))
-    return failure();
-  std::optional<double> lowerBound;
-  if (auto lb = getLowerBound())
-    lowerBound = lb->convertToDouble();
-  if (failed(verifyPrologue(op, shapes, {"B", "T"}, "gate", getGate(),
-                            getBeta(), getALog(), getDtBias(), getUpdate(),
-                            getBetaActivation(), getGateActivation(),
-                            lowerBound, getGateGranularity())))
-    return failure();
-  std::optional<double> scale;
-  if (auto s = getScale())
-    scale = s->convertToDouble();
-  if (failed(verifyScale(op, scale)))
-    return failure();
-  if (getCuSeqlens()) {
-    if (failed(verifyCuSeqlens(op, shapes, getCuSeqlens())))
-      return failure();
-  } else if (auto b = shapes.get("B")) {
-    if (failed(shapes.bind("operand 'q'", 0, "N", *b)))
-      return failure();
-  }
   SmallVector<StringRef, 2> axes = stateAxes(getStateLayout());
   SmallVector<StringRef> stateDims = {"N", "HV", axes[0], axes[1]};
   if (Value h0 = getInitialState())

@@ -555,6 +555,30 @@ def to_mlir(cfg: Dict[str, Any]) -> str:
     return _decode_step_mlir(cfg)
 
 
+def _recurrence_operands(cfg: Dict[str, Any], B) -> List[Tuple[str, str, List[Any], str]]:
+    """The optional operands kda.gated_delta and its gradient share, in op
+    order: (argument name, keyword, dims, dtype) for gate, beta,
+    initial_state, cu_seqlens, A_log and dt_bias where present."""
+    K, V = cfg["K"], cfg["V"]
+    state_tail = [K, V] if cfg["state_layout"] == "k_major" else [V, K]
+    out = []
+    if cfg["gate"]:
+        dims = [B, None, None, K] if cfg["gate"]["form"] == "channel" else [B, None, None]
+        out.append(("g", "gate", dims, cfg["gate"]["dtype"]))
+    if cfg["beta_dtype"]:
+        out.append(("beta", "beta", [B, None, None], cfg["beta_dtype"]))
+    if cfg["initial_state_dtype"]:
+        out.append(("h0", "initial_state", [None, None] + state_tail, cfg["initial_state_dtype"]))
+    if cfg["cu_seqlens_dtype"] is not None:
+        out.append(("cu_seqlens", "cu_seqlens", [None], cfg["cu_seqlens_dtype"]))
+    if cfg["A_log_dtype"]:
+        out.append(("A_log", "A_log", [None], cfg["A_log_dtype"]))
+    if cfg["dt_bias_dtype"]:
+        dims = [None, K] if cfg["gate"]["form"] == "channel" else [None]
+        out.append(("dt_bias", "dt_bias", dims, cfg["dt_bias_dtype"]))
+    return out
+
+
 def _gated_delta_mlir(cfg: Dict[str, Any]) -> str:
     K, V = cfg["K"], cfg["V"]
     varlen = cfg["cu_seqlens_dtype"] is not None
@@ -564,32 +588,10 @@ def _gated_delta_mlir(cfg: Dict[str, Any]) -> str:
     tv = _tensor([B, None, None, V], cfg["v_dtype"])
     args, operands, results = [], [], []
     args += [f"%q: {tq}", f"%k: {tq}", f"%v: {tv}"]
-    if cfg["gate"]:
-        dims = [B, None, None, K] if cfg["gate"]["form"] == "channel" else [B, None, None]
-        tg = _tensor(dims, cfg["gate"]["dtype"])
-        args.append(f"%g: {tg}")
-        operands.append(f"gate(%g : {tg})")
-    if cfg["beta_dtype"]:
-        tb = _tensor([B, None, None], cfg["beta_dtype"])
-        args.append(f"%beta: {tb}")
-        operands.append(f"beta(%beta : {tb})")
-    if cfg["initial_state_dtype"]:
-        ts0 = _tensor([None, None] + state_tail, cfg["initial_state_dtype"])
-        args.append(f"%h0: {ts0}")
-        operands.append(f"initial_state(%h0 : {ts0})")
-    if varlen:
-        tcu = _tensor([None], cfg["cu_seqlens_dtype"])
-        args.append(f"%cu_seqlens: {tcu}")
-        operands.append(f"cu_seqlens(%cu_seqlens : {tcu})")
-    if cfg["A_log_dtype"]:
-        ta = _tensor([None], cfg["A_log_dtype"])
-        args.append(f"%A_log: {ta}")
-        operands.append(f"A_log(%A_log : {ta})")
-    if cfg["dt_bias_dtype"]:
-        dims = [None, K] if cfg["gate"]["form"] == "channel" else [None]
-        td = _tensor(dims, cfg["dt_bias_dtype"])
-        args.append(f"%dt_bias: {td}")
-        operands.append(f"dt_bias(%dt_bias : {td})")
+    for name, keyword, dims, dtype in _recurrence_operands(cfg, B):
+        t = _tensor(dims, dtype)
+        args.append(f"%{name}: {t}")
+        operands.append(f"{keyword}(%{name} : {t})")
     pool_form = bool(cfg.get("boundary_indices_dtype"))
     if pool_form:
         tbt = _tensor([None, None], cfg["boundary_indices_dtype"])
@@ -635,36 +637,16 @@ def _gated_delta_grad_mlir(cfg: Dict[str, Any]) -> str:
     operands, results = [], [("%d_q", f32([B, None, None, K])), ("%d_k", f32([B, None, None, K])),
                               ("%d_v", f32([B, None, None, V]))]
     tails = []
-    gdims = [B, None, None, K] if cfg["gate"]["form"] == "channel" else [B, None, None]
-    tg = _tensor(gdims, cfg["gate"]["dtype"])
-    args.append(f"%g: {tg}")
-    operands.append(f"gate(%g : {tg})")
-    tails.append(("%d_gate", "d_gate", f32(gdims)))
-    if cfg["beta_dtype"]:
-        tb = _tensor([B, None, None], cfg["beta_dtype"])
-        args.append(f"%beta: {tb}")
-        operands.append(f"beta(%beta : {tb})")
-        tails.append(("%d_beta", "d_beta", f32([B, None, None])))
-    if cfg["initial_state_dtype"]:
-        ts0 = _tensor([None, None] + state_tail, cfg["initial_state_dtype"])
-        args.append(f"%h0: {ts0}")
-        operands.append(f"initial_state(%h0 : {ts0})")
-        tails.append(("%d_h0", "d_initial_state", f32([None, None] + state_tail)))
-    if varlen:
-        tcu = _tensor([None], cfg["cu_seqlens_dtype"])
-        args.append(f"%cu_seqlens: {tcu}")
-        operands.append(f"cu_seqlens(%cu_seqlens : {tcu})")
-    if cfg["A_log_dtype"]:
-        ta = _tensor([None], cfg["A_log_dtype"])
-        args.append(f"%A_log: {ta}")
-        operands.append(f"A_log(%A_log : {ta})")
-        tails.append(("%d_A_log", "d_A_log", f32([None])))
-    if cfg["dt_bias_dtype"]:
-        dims = [None, K] if cfg["gate"]["form"] == "channel" else [None]
-        td = _tensor(dims, cfg["dt_bias_dtype"])
-        args.append(f"%dt_bias: {td}")
-        operands.append(f"dt_bias(%dt_bias : {td})")
-        tails.append(("%d_dt_bias", "d_dt_bias", f32(dims)))
+    # Every input the forward reads has its f32 gradient (cu_seqlens none).
+    grad_names = {"gate": ("%d_gate", "d_gate"), "beta": ("%d_beta", "d_beta"),
+                  "initial_state": ("%d_h0", "d_initial_state"), "A_log": ("%d_A_log", "d_A_log"),
+                  "dt_bias": ("%d_dt_bias", "d_dt_bias")}
+    for name, keyword, dims, dtype in _recurrence_operands(cfg, B):
+        t = _tensor(dims, dtype)
+        args.append(f"%{name}: {t}")
+        operands.append(f"{keyword}(%{name} : {t})")
+        if keyword in grad_names:
+            tails.append(grad_names[keyword] + (f32(dims),))
     if cfg["d_final_state_dtype"]:
         tdh = _tensor([None, None] + state_tail, cfg["d_final_state_dtype"])
         args.append(f"%d_ht: {tdh}")

@@ -104,6 +104,35 @@ std::string useText(StringRef operand, Operation *op) {
       .str();
 }
 
+/// The roles kda.gated_delta, its gradient and the decode step give their
+/// common operands (q, k, v, gate, beta, A_log, dt_bias): true when `name`
+/// is one of them.
+template <typename RecurrenceOp>
+bool recurrenceRole(RecurrenceOp op, StringRef name,
+                    llvm::function_ref<void(Role)> set, UseInfo &info) {
+  if (name == "q" || name == "k") {
+    set(name == "q" ? Role::Q : Role::K);
+    info.unitRows = !op.getQkL2norm();
+  } else if (name == "v") {
+    set(Role::V);
+  } else if (name == "gate") {
+    set(op.getGateActivation() != mlir::kda::GateActivation::none
+            ? Role::RawGate
+            : Role::Gate);
+  } else if (name == "beta") {
+    set(op.getBetaActivation() != mlir::kda::BetaActivation::none
+            ? Role::BetaLogits
+            : Role::Beta);
+  } else if (name == "A_log") {
+    set(Role::ALog);
+  } else if (name == "dt_bias") {
+    set(Role::DtBias);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 UseInfo classify(OpOperand &operand) {
   Operation *op = operand.getOwner();
   unsigned n = operand.getOperandNumber();
@@ -118,27 +147,13 @@ UseInfo classify(OpOperand &operand) {
     name = odsName(g, n,
                    {"q", "k", "v", "gate", "beta", "initial_state",
                     "cu_seqlens", "A_log", "dt_bias", "boundary_indices"});
-    if (name == "q" || name == "k") {
-      set(name == "q" ? Role::Q : Role::K);
-      info.unitRows = !g.getQkL2norm();
-    } else if (name == "v") {
-      set(Role::V);
-    } else if (name == "gate") {
-      set(g.getGateActivation() != mlir::kda::GateActivation::none ? Role::RawGate
-                                                             : Role::Gate);
-    } else if (name == "beta") {
-      set(g.getBetaActivation() != mlir::kda::BetaActivation::none
-              ? Role::BetaLogits
-              : Role::Beta);
-    } else if (name == "initial_state") {
+    if (recurrenceRole(g, name, set, info))
+      return info;
+    if (name == "initial_state") {
       set(Role::InitialState);
     } else if (name == "cu_seqlens") {
       set(Role::CuSeqlens);
       info.tokens = dimOf(g.getQ(), 1);
-    } else if (name == "A_log") {
-      set(Role::ALog);
-    } else if (name == "dt_bias") {
-      set(Role::DtBias);
     } else if (name == "boundary_indices") {
       // Pool slots of the boundary states, distinct like decode's.
       set(Role::Indices);
@@ -153,29 +168,16 @@ UseInfo classify(OpOperand &operand) {
                    {"q", "k", "v", "d_o", "gate", "beta", "initial_state",
                     "cu_seqlens", "A_log", "dt_bias", "d_final_state",
                     "chunk_states"});
-    if (name == "q" || name == "k") {
-      set(name == "q" ? Role::Q : Role::K);
-      info.unitRows = !g.getQkL2norm();
-    } else if (name == "v" || name == "d_o") {
+    if (recurrenceRole(g, name, set, info))
+      return info;
+    if (name == "d_o") {
       set(Role::V);
-    } else if (name == "gate") {
-      set(g.getGateActivation() != mlir::kda::GateActivation::none
-              ? Role::RawGate
-              : Role::Gate);
-    } else if (name == "beta") {
-      set(g.getBetaActivation() != mlir::kda::BetaActivation::none
-              ? Role::BetaLogits
-              : Role::Beta);
     } else if (name == "initial_state" || name == "d_final_state" ||
                name == "chunk_states") {
       set(Role::InitialState);
     } else if (name == "cu_seqlens") {
       set(Role::CuSeqlens);
       info.tokens = dimOf(g.getQ(), 1);
-    } else if (name == "A_log") {
-      set(Role::ALog);
-    } else if (name == "dt_bias") {
-      set(Role::DtBias);
     }
     return info;
   }
@@ -194,23 +196,9 @@ UseInfo classify(OpOperand &operand) {
                    {"q", "k", "v", "gate", "beta", "A_log", "dt_bias",
                     "indices", "read_indices", "read_pool", "o_init",
                     "state_pool"});
-    if (name == "q" || name == "k") {
-      set(name == "q" ? Role::Q : Role::K);
-      info.unitRows = !d.getQkL2norm();
-    } else if (name == "v") {
-      set(Role::V);
-    } else if (name == "gate") {
-      set(d.getGateActivation() != mlir::kda::GateActivation::none ? Role::RawGate
-                                                             : Role::Gate);
-    } else if (name == "beta") {
-      set(d.getBetaActivation() != mlir::kda::BetaActivation::none
-              ? Role::BetaLogits
-              : Role::Beta);
-    } else if (name == "A_log") {
-      set(Role::ALog);
-    } else if (name == "dt_bias") {
-      set(Role::DtBias);
-    } else if (name == "indices" || name == "read_indices") {
+    if (recurrenceRole(d, name, set, info))
+      return info;
+    if (name == "indices" || name == "read_indices") {
       set(name == "indices" ? Role::Indices : Role::ReadIndices);
       // Slots of the pool they index: read_indices index read_pool where
       // there is one; indices read from it too without read_indices.

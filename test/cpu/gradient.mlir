@@ -18,6 +18,8 @@
 // RUN: not kda-run %s --function=kimi --chunk=16 --sub-chunk=16 --grad --check --inject-fault=result 2>&1 \
 // RUN:   | FileCheck %s --check-prefix=FAULT
 // RUN: kda-run %s --function=varlen --seqlens=37,1,52 --chunk=16 --sub-chunk=16 --grad --check | FileCheck %s --check-prefix=VARLEN
+// An empty sequence among them: no rows, its initial state's gradient is the final state's.
+// RUN: kda-run %s --function=varlen --seqlens=37,0,53 --chunk=16 --sub-chunk=16 --grad --check | FileCheck %s --check-prefix=VARLEN
 // What the derived gradient does not take yet says so:
 // RUN: not kda-run %s --function=boundary --grad --check 2>&1 | FileCheck %s --check-prefix=BOUNDARY
 // RUN: not kda-run %s --function=no_recurrence --grad --check 2>&1 | FileCheck %s --check-prefix=NONE

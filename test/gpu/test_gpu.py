@@ -144,6 +144,56 @@ class Case:
         return run_case(self, torch, oracle)
 
 
+# FLA's bars for the gradients of 16-bit inputs (issue 24); fp32 keeps 1e-4.
+GRAD_BARS = {"dq": 8e-3, "dk": 8e-3, "dv": 8e-3, "dh0": 8e-3, "dg": 2e-2, "dbeta": 2e-2, "dA_log": 2e-2,
+             "ddt_bias": 2e-2}
+
+
+class GradCase(Case):
+    """chunk_kda's gradients (autograd: the forward keeping its states every
+    kda.ops.GRAD_CHUNK tokens, then kda.gated_delta_grad) against the float64
+    oracle's gatedDeltaGrad, for L = sum(do * o) + sum(dht * final_state)."""
+
+    def configs(self):
+        """The plain forward (torch.no_grad calls), the forward keeping its
+        states, and the gradient."""
+        q, k, v, g, beta, h0, A_log, dt_bias, cu = self._metas()
+        gcfg = kops.chunk_kda_grad_config(q, k, v, g, beta, h0, A_log, dt_bias, cu, self._opts(),
+                                          d_final_state=self.ht)
+        return [Case.config(self), self._forward_with_states(), gcfg]
+
+    def _metas(self):
+        s = self.shapes()
+        q = Meta(s["q"], self.dtype)
+        g = Meta(s["g"], self.g_dtype)
+        beta = Meta(s["beta"], self.dtype)
+        v = Meta(s["v"], self.dtype)
+        h0 = Meta(s["h0"], "f32") if self.h0 else None
+        A_log = Meta(s["A_log"], "f32") if self.prologue in ("kimi_lb", "kimi_softplus") else None
+        dt_bias = Meta(s["dt_bias"], "f32") if self.prologue != "none" else None
+        cu = Meta(s["cu"], self.cu_dtype) if self.seqlens is not None else None
+        return q, q, v, g, beta, h0, A_log, dt_bias, cu
+
+    def _opts(self):
+        kw = self.kwargs()
+        return dict(scale=kw["scale"], output_final_state=kw["output_final_state"],
+                    use_qk_l2norm_in_kernel=kw["use_qk_l2norm_in_kernel"],
+                    use_gate_in_kernel=kw["use_gate_in_kernel"],
+                    use_beta_sigmoid_in_kernel=kw["use_beta_sigmoid_in_kernel"],
+                    allow_neg_eigval=kw["allow_neg_eigval"], safe_gate=False,
+                    lower_bound=kw.get("lower_bound"), state_v_first=kw["state_v_first"], cu_seqlens_cpu=None)
+
+    def _forward_with_states(self):
+        q, k, v, g, beta, h0, A_log, dt_bias, cu = self._metas()
+        kw = self.kwargs()
+        kw["boundary_interval"] = kops.GRAD_CHUNK
+        return kops.chunk_kda_config(q, k, v, g, beta, initial_state=h0, cu_seqlens=cu, A_log=A_log,
+                                     dt_bias=dt_bias, **kw)
+
+    def run(self, torch, oracle):
+        return run_grad_case(self, torch, oracle)
+
+
 class DecodeCase(Case):
     """fused_recurrent_kda(..., initial_state=pool, ssm_state_indices=idx): one
     token per sequence on a pool of P slots; every third index is -1 (skip).
@@ -391,8 +441,25 @@ def all_cases():
         Case("f32-k64-pool-f32-boundary16-varlen-5,40,17-vmajor", "f32", 64, seqlens=[5, 40, 17], H=2,
              layout="v_major", boundary=16, pool="f32"),
     ]
-    cases += decode_cases() + window_cases()
+    cases += grad_cases() + decode_cases() + window_cases()
     return cases
+
+
+def grad_cases():
+    """chunk_kda's gradients (issue 24): every gate form, GVA, varlen with an empty and a one-token
+    sequence, both state layouts, initial and final states, K and V of 64 and 128."""
+    return [
+        GradCase("grad-bf16-k128-kimi-lb-varlen-37,1,0,90-h0-ht-vmajor", "bf16", 128,
+                 seqlens=[37, 1, 0, 90], H=2, h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
+        GradCase("grad-bf16-k128-kimi-softplus-gva-T100", "bf16", 128, B=2, T=100, H=1, HV=2,
+                 prologue="kimi_softplus", layout="v_major"),
+        GradCase("grad-bf16-k64-logspace-f32-gate-T130-h0", "bf16", 64, B=2, T=130, H=2, h0=True,
+                 g_dtype="f32"),
+        GradCase("grad-bf16-k64-lb-no-A_log-T70-ht", "bf16", 64, B=1, T=70, H=2, ht=True,
+                 prologue="lb_no_A_log"),
+        GradCase("grad-f32-k64-logspace-varlen-50,13-h0-ht", "f32", 64, seqlens=[50, 13], H=2, h0=True,
+                 ht=True),
+    ]
 
 
 def decode_cases():
@@ -513,6 +580,8 @@ def sanitize_cases():
                    layout="v_major", prologue="kimi_lb", read_write=True),
         DecodeCase("san-bf16-k128-decode-spec3-vmajor-kimi-lb", "bf16", 128, N=4, P=30, H=1, HV=2,
                    layout="v_major", prologue="kimi_lb", tokens=3, spec=True),
+        GradCase("san-grad-bf16-k64-kimi-lb-varlen-20,1,35-h0-ht-gva", "bf16", 64, seqlens=[20, 1, 35], H=1,
+                 HV=2, h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
         WindowCase("san-bf16-k64-window-W16-varlen-gqa", "bf16", 64, 16, seqlens=[20, 1, 45], HQ=2, HK=1),
         # The lane kernel's two shared stages, interior and edge blocks, a partial last block.
         WindowCase("san-bf16-k128-window-W100-T300-gqa", "bf16", 128, 100, B=1, T=300, HQ=2, HK=1),
@@ -523,11 +592,11 @@ def sanitize_cases():
 def unique_configs(cases):
     seen, out = set(), []
     for c in cases:
-        cfg = c.config()
-        key = json.dumps(cfg, sort_keys=True)
-        if key not in seen:
-            seen.add(key)
-            out.append(cfg)
+        for cfg in (c.configs() if hasattr(c, "configs") else [c.config()]):
+            key = json.dumps(cfg, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                out.append(cfg)
     return out
 
 
@@ -784,6 +853,58 @@ def _compare(torch, oracle, name, out, r, bar, problems, metrics):
     metrics.append(f"{name}={err:.2e}")
     if not err <= bar:
         problems.append(f"{name}: relative RMSE {err:.3e} > {bar:g}")
+
+
+def run_grad_case(case, torch, oracle):
+    import kda
+    import numpy as np
+    gpu, ref = make_inputs(case, torch)
+    kw = case.kwargs()
+    names = [n for n in ("q", "k", "v", "g", "beta", "h0", "A_log", "dt_bias") if n in gpu]
+    leaves = {n: gpu[n].detach().clone().requires_grad_(True) for n in names}
+    gen = torch.Generator().manual_seed(7 + case.seed)
+    s = case.shapes()
+    do = torch.randn(s["v"], generator=gen, dtype=torch.float64)
+    dht = torch.randn(s["h0"], generator=gen, dtype=torch.float64) if case.ht else None
+    extra = {n: leaves[n] for n in ("A_log", "dt_bias") if n in leaves}
+    o, ht = kda.chunk_kda(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"],
+                          initial_state=leaves.get("h0"), cu_seqlens=gpu.get("cu"), **kw, **extra)
+    loss = (o.double() * do.cuda()).sum()
+    if case.ht:
+        loss = loss + (ht.double() * dht.cuda()).sum()
+    loss.backward()
+    torch.cuda.synchronize()
+    # The oracle sees dO as the kernel does: rounded to o's dtype.
+    do_seen = do.to(o.dtype).to(torch.float64)
+    p = case.prologue
+    want = oracle.gated_delta_grad(
+        ref["q"], ref["k"], ref["v"], ref["g"], ref["beta"], ref.get("h0"), ref.get("cu"), ref.get("A_log"),
+        ref.get("dt_bias"), do=do_seen.numpy(), dht=dht.numpy() if dht is not None else None,
+        scale=kw["scale"], state_layout=case.layout, qk_l2norm=kw["use_qk_l2norm_in_kernel"],
+        beta_activation="sigmoid" if p != "none" else "none",
+        gate_activation={"none": "none", "kimi_lb": "lower_bound", "lb_no_A_log": "lower_bound",
+                         "kimi_softplus": "softplus"}[p],
+        lower_bound=-5.0)
+    problems, metrics = [], []
+    grad_of = {"q": "dq", "k": "dk", "v": "dv", "g": "dg", "beta": "dbeta", "h0": "dh0", "A_log": "dA_log",
+               "dt_bias": "ddt_bias"}
+    worst = 0.0
+    for n in names:
+        leaf, gname = leaves[n], grad_of[n]
+        bar = BARS["f32"] if case.dtype == "f32" else GRAD_BARS[gname]
+        if leaf.grad is None:
+            problems.append(f"no gradient for {n}")
+            continue
+        if leaf.grad.dtype != leaf.dtype or leaf.grad.shape != leaf.shape:
+            problems.append(f"{gname}: {leaf.grad.dtype} {tuple(leaf.grad.shape)}, expected {leaf.dtype} "
+                            f"{tuple(leaf.shape)}")
+        err = oracle.relative_rmse(leaf.grad.double().cpu().numpy(),
+                                   np.reshape(want[gname], tuple(leaf.shape)))
+        worst = max(worst, err / bar)
+        metrics.append(f"{gname}={err:.1e}")
+        if not err <= bar:
+            problems.append(f"{gname}: relative RMSE {err:.3e} against the oracle, bar {bar:g}")
+    return problems, metrics, BARS[case.dtype] if case.dtype == "f32" else 8e-3
 
 
 def run_decode_case(case, torch, oracle):

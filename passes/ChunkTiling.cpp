@@ -1221,9 +1221,9 @@ struct TileWindowAttention : OpRewritePattern<WindowAttentionOp> {
 /// own.
 struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
   TileGatedDeltaGrad(MLIRContext *ctx, int64_t chunk, int64_t subChunk,
-                     int64_t vBlock)
+                     int64_t vBlock, bool recomputeStates)
       : OpRewritePattern(ctx), chunk(chunk), subChunk(subChunk),
-        vBlock(vBlock) {}
+        vBlock(vBlock), recomputeStates(recomputeStates) {}
 
   LogicalResult matchAndRewrite(GatedDeltaGradOp op,
                                 PatternRewriter &rewriter) const override {
@@ -1238,6 +1238,13 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     auto [cTile, subTile] = tileSizes(op.getTile(), chunk, subChunk);
     const int64_t c = cTile, sub = subTile;
     ChunkConfig config = chunkConfigOf(op, c, sub, kd, vb);
+    if (!op.getChunkStates() && !recomputeStates) {
+      op.emitError() << "kda.gated_delta_grad on a GPU needs chunk_states "
+                        "(the forward's boundary states at the chunk, "
+                        "states_interval): recomputing them runs on the CPU "
+                        "only";
+      return failure();
+    }
     if (op.getChunkStates() && op.getStatesInterval() != c) {
       op.emitError() << "kda-tile-chunks: chunk_states every "
                      << *op.getStatesInterval() << " tokens, but the gradient "
@@ -1777,6 +1784,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
   }
 
   int64_t chunk, subChunk, vBlock;
+  bool recomputeStates;
 };
 
 struct KdaTileChunksPass
@@ -1797,6 +1805,13 @@ struct KdaTileChunksPass
           << "kda-tile-chunks: boundary-slots must be 'copy', 'kernel' or "
              "'none', found '"
           << boundarySlots << "'";
+      return signalPassFailure();
+    }
+    if (gradientStates != "recompute" && gradientStates != "required") {
+      getOperation().emitError()
+          << "kda-tile-chunks: gradient-states must be 'recompute' or "
+             "'required', found '"
+          << gradientStates << "'";
       return signalPassFailure();
     }
     if (schedule != "sequential" && schedule != "chunk-parallel") {
@@ -1909,7 +1924,8 @@ struct KdaTileChunksPass
                                  vBlockF32, schedule == "chunk-parallel",
                                  boundarySlots == "kernel", subChunkSteps);
     patterns.add<TileDecodeStep>(&getContext(), vBlock);
-    patterns.add<TileGatedDeltaGrad>(&getContext(), chunk, subChunk, vBlock);
+    patterns.add<TileGatedDeltaGrad>(&getContext(), chunk, subChunk, vBlock,
+                                     gradientStates == "recompute");
     patterns.add<TileWindowAttention>(&getContext(), chunk);
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);

@@ -54,6 +54,14 @@ def KdaTileChunks : Pass<"kda-tile-chunks", "func::FuncOp"> {
            "state kernel writes the slots; the tile program leaves the pool "
            "alone: NVIDIA's kda-gpu-state-registers) or 'none' (refused "
            "with an error)">,
+    Option<"gradientStates", "gradient-states", "std::string",
+           /*default=*/"\"recompute\"",
+           "where kda.gated_delta_grad without chunk_states gets the state "
+           "before each chunk: 'recompute' (each program runs the forward "
+           "over its chunks first, keeping the states in a buffer of its "
+           "own: the CPU) or 'required' (refused with an error: GPU "
+           "programs have no such buffer, the forward's boundary states are "
+           "passed instead)">,
     Option<"subChunkSteps", "sub-chunk-steps", "bool", /*default=*/"false",
            "chunk-parallel only: an op whose chunk holds several sub-chunks "
            "of 16 tokens is tiled at the sub-chunk. The state pass then "

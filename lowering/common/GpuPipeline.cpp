@@ -72,6 +72,9 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   tiling.vBlockF32 =
       options.vBlock > 0 ? options.vBlock : target.defaultVBlockF32;
   tiling.schedule = options.schedule;
+  // A GPU program has no buffer of its own for a sequence's states: the
+  // gradient reads the forward's (chunk_states).
+  tiling.gradientStates = "required";
   // [C, K] tiles in shared memory and registers: past 1024 nothing fits a
   // block on any of the five chips (and the lowering took minutes first).
   tiling.maxHeadDim = 1024;

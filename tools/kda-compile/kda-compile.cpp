@@ -590,24 +590,6 @@ int main(int argc, char **argv) {
     }
   }
 
-  // On a GPU the derived gradient reads the forward's states (a program
-  // keeping its own would need a buffer per program the size of its
-  // sequence's states).
-  {
-    Operation *grad = nullptr;
-    module->walk([&](mlir::kda::GatedDeltaGradOp op) {
-      if (!grad && !op.getChunkStates())
-        grad = op;
-    });
-    if (grad) {
-      mlir::emitError(grad->getLoc())
-          << "kda.gated_delta_grad on a GPU needs chunk_states (the "
-             "forward's boundary states at the chunk, states_interval): "
-             "recomputing them runs on the CPU only";
-      return fail("nothing to compile for a GPU");
-    }
-  }
-
   // --v-block applies to the ops whose V it divides and that have no
   // v_block of their own; one it cannot apply to anywhere would be ignored
   // while the manifest recorded it.

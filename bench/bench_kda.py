@@ -76,6 +76,9 @@ FLOOR_CHUNK = 64            # C in BENCH.md's flop count
 KV = 128
 LOWER_BOUND = -5.0
 BF16 = 2
+# kda's gradients against FLA's (each ~2e-3..5e-3 off the float64 oracle's, bench/RESULTS.md,
+# twenty-second session; FLA's own bar for dg and dbeta)
+GRAD_CHECK_BAR = 2e-2
 CHECK_BAR = 1e-2            # relative RMSE ours vs FLA (both bf16 outputs; each ~1e-3..5e-3 off exact)
 VARLEN6 = [1300, 547, 2048, 963, 271, 3063]
 # Issue 22's serving prefill batch: 32 sequences, 31,960 tokens.
@@ -114,7 +117,10 @@ class Case:
     (FLA's default call: g = logsigmoid(x) in fp32, q and k normalised and beta
     after its sigmoid beforehand, no in-kernel prologue), "fp16" (BENCH.md's
     configuration in fp16), "fp32" (in fp32: 3xTF32 products, SPEC's 1e-4 bar), "chunk64" (kda asked for chunk_size=64, FLA's own) or "chunk32";
-    decode-seq: "inplace" (kda's final state written over its initial state). "window":
+    decode-seq: "inplace" (kda's final state written over its initial state). "fwdbwd":
+    training, forward plus backward (issue 24): q, k, v, the raw gate, beta, A_log and dt_bias
+    require grad, no initial or final state; one call is chunk_kda, then torch.autograd.grad of
+    the output against the same random d_o (FLA's call and kda's alike). "window":
     sliding-window softmax attention over `window` positions, ``kda.window_attention``
     against FLA's ``parallel_attn(..., window_size=W)``, bf16 (variant "fp16": fp16), k and v
     with HK heads (GQA where HK < H)."""
@@ -130,7 +136,7 @@ class Case:
         self.boundary = boundary
         if seqlens is not None:
             self.B, self.T = 1, sum(seqlens)
-        if kind not in ("fwd", "window"):
+        if kind not in ("fwd", "window", "fwdbwd"):
             self.B, self.T = N, tokens
 
     @property
@@ -155,6 +161,16 @@ class Case:
             W = self.window
             pairs = sum(min(L, W) * (min(L, W) + 1) // 2 + max(L - W, 0) * W for L in self.lengths())
             flops = 2 * pairs * (K + V) * H
+            return max(nbytes / HBM_BYTES_PER_S, flops / PEAK_FLOPS) * 1e3, nbytes, flops
+        if self.kind == "fwdbwd":
+            # forward: q, k, v, gate, beta read, o written; backward: those and d_o read, their
+            # gradients written (bf16); products: the forward's and twice them.
+            tokens = sum(self.lengths())
+            row = (3 * K + 2 * V) * BF16 + BF16
+            nbytes = tokens * H * (row + (row + V * BF16) + row)
+            chunks = sum(-(-L // FLOOR_CHUNK) for L in self.lengths())
+            C = FLOOR_CHUNK
+            flops = 3 * 2 * (5 * C * C * K + 3 * C * K * V) * chunks * H
             return max(nbytes / HBM_BYTES_PER_S, flops / PEAK_FLOPS) * 1e3, nbytes, flops
         if self.kind == "fwd":
             tokens = sum(self.lengths())
@@ -206,6 +222,13 @@ def all_cases():
         Case("fwd chunk64 8x4096 H=32", "fwd", 32, B=8, T=4096, variant="chunk64"),
         Case("fwd chunk32 T=8192 H=32", "fwd", 32, B=1, T=8192, variant="chunk32"),
     ]
+    # Training (issue 24): forward plus backward of the Kimi-prologue call, and its softplus
+    # neighbour.
+    cases += [
+        Case("fwdbwd T=8192 H=32", "fwdbwd", 32, B=1, T=8192),
+        Case("fwdbwd 8x4096 H=32", "fwdbwd", 32, B=8, T=4096),
+        Case("fwdbwd softplus T=8192 H=32", "fwdbwd", 32, B=1, T=8192, variant="softplus"),
+    ]
     for N in (64, 256, 1024):
         cases.append(Case(f"decode pool N={N} H=32", "decode", 32, N=N))
     for N in (64, 256):
@@ -247,6 +270,8 @@ class Meta:
 
 
 def kda_config(case, chunk=None):
+    """The case's kernel configuration, or a list of them (fwdbwd: the forward keeping its states,
+    and the gradient)."""
     H, K, V, B, T = case.H, case.dim, case.dim, case.B, case.T
     dt = input_dtype(case)
     q = Meta((B, T, H, K), dt)
@@ -258,6 +283,15 @@ def kda_config(case, chunk=None):
         kv = Meta((B, T, case.HK, K), dt)
         cu = Meta((case.nseq + 1,), "i64") if case.seqlens is not None else None
         return kops.window_attention_config(q, kv, kv, case.window, cu_seqlens=cu)
+    if case.kind == "fwdbwd":
+        kw = prologue(case)
+        opts = dict(scale=None, output_final_state=False, allow_neg_eigval=False,
+                    safe_gate=kw.pop("safe_gate", False), lower_bound=kw.pop("lower_bound", None),
+                    cu_seqlens_cpu=None, **kw)
+        fwd = kops.chunk_kda_config(q, q, v, g, beta, A_log=A_log, dt_bias=dt_bias,
+                                    boundary_interval=kops.GRAD_CHUNK, **prologue(case))
+        grad = kops.chunk_kda_grad_config(q, q, v, g, beta, None, A_log, dt_bias, None, opts)
+        return [fwd, grad]
     if case.kind == "fwd":
         cu = Meta((case.nseq + 1,), "i64") if case.seqlens is not None else None
         h0 = Meta((case.nseq, H, V, K), "f32")
@@ -287,11 +321,12 @@ def kda_config(case, chunk=None):
 def unique_configs(cases, chunk=None):
     seen, out = set(), []
     for c in cases:
-        cfg = kda_config(c, chunk)
-        key = json.dumps(cfg, sort_keys=True)
-        if key not in seen:
-            seen.add(key)
-            out.append(cfg)
+        cfgs = kda_config(c, chunk)
+        for cfg in (cfgs if isinstance(cfgs, list) else [cfgs]):
+            key = json.dumps(cfg, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                out.append(cfg)
     return out
 
 
@@ -410,6 +445,10 @@ def make_set(case, torch, seed):
         x["beta"] = torch.sigmoid(x["beta"].float()).to(bf)
     x["A_log"] = torch.log(1.0 + 15.0 * torch.rand((H,), generator=gen, device=dev))
     x["dt_bias"] = randn((H * K,), 0.5, torch.float32)
+    if case.kind == "fwdbwd":
+        x["do"] = randn((B, T, H, V))
+        for n in GRAD_LEAVES:
+            x[n].requires_grad_(True)
     if case.kind == "fwd":
         x["h0"] = randn((case.nseq, H, V, K), 0.5, torch.float32)
         if case.seqlens is not None:
@@ -425,9 +464,13 @@ def make_set(case, torch, seed):
         # distinct slots for every (sequence, token); each sequence starts from its token-0 slot
         P = case.pool_slots
         x["idx"] = torch.randperm(P, generator=gen, device=dev)[:case.N * T].to(torch.int32).view(case.N, T)
-    else:
+    elif case.kind != "fwdbwd":  # (training calls start from no state)
         x["h0"] = randn((case.N, H, V, K), 0.5, torch.float32)
     return x
+
+
+# The inputs a training call differentiates (fwdbwd), in the order both libraries' grads come.
+GRAD_LEAVES = ("q", "k", "v", "g", "beta", "A_log", "dt_bias")
 
 
 def set_bytes(x):
@@ -464,6 +507,10 @@ class Runner:
             from fla.ops.attn.parallel import parallel_attn
             return parallel_attn(x["q"], x["k"], x["v"], scale=c.dim ** -0.5, window_size=c.window,
                                  cu_seqlens=x.get("cu"))
+        if c.kind == "fwdbwd":
+            o, _ = chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], A_log=x["A_log"],
+                             dt_bias=x["dt_bias"], **prologue(c))
+            return self._grads(o, x)
         if c.kind == "fwd":
             extra = {"return_intermediate_states": True} if c.boundary else {}
             if c.variant != "logspace":
@@ -491,8 +538,17 @@ class Runner:
                           final_state=ht, cu_seqlens=x.get("cu"))
         return o, ht
 
+    def _grads(self, o, x):
+        """(o, the leaves' gradients) of one training call: d_o is the set's."""
+        leaves = [x[n] for n in GRAD_LEAVES]
+        return (o.detach(),) + tuple(self.torch.autograd.grad(o, leaves, x["do"]))
+
     def kda_call(self, i, pool=None):
         x, c = self.sets[i], self.case
+        if c.kind == "fwdbwd":
+            o, _ = self.kda.chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], A_log=x["A_log"],
+                                      dt_bias=x["dt_bias"], **prologue(c))
+            return self._grads(o, x)
         if c.kind == "window":
             return self.kda.window_attention(x["q"], x["k"], x["v"], c.window, cu_seqlens=x.get("cu"))
         if c.kind == "fwd":
@@ -536,6 +592,9 @@ class Runner:
             s_f = s_k = None
             if c.kind == "window":
                 o_f, o_k = self.fla_call(0), self.kda_call(0)
+            elif c.kind == "fwdbwd":
+                r_f, r_k = self.fla_call(0), self.kda_call(0)
+                o_f, o_k = r_f[0], r_k[0]
             elif c.kind in ("decode", "decode-mtp"):
                 pf, pk = self.pool0.clone(), self.pool0.clone()
                 o_f, _ = self.fla_call(0, pool=pf)
@@ -575,6 +634,15 @@ class Runner:
             del pf, pk
         elif c.kind == "window":
             res["state_nonfinite"] = 0
+        elif c.kind == "fwdbwd":
+            res["state_nonfinite"] = 0
+            for n, a, b in zip(GRAD_LEAVES, r_k[1:], r_f[1:]):
+                if a is None or tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+                    res["problem"] = (f"d{n}: {None if a is None else (tuple(a.shape), a.dtype)} vs FLA "
+                                      f"{(tuple(b.shape), b.dtype)}")
+                    return res
+                res[f"d{n}_rel_rmse"] = rel_rmse(torch, a, b)
+                res["state_nonfinite"] += int((~torch.isfinite(a.float())).sum())
         else:
             if s_k is None or tuple(s_k.shape) != tuple(s_f.shape):
                 res["problem"] = f"final state {None if s_k is None else tuple(s_k.shape)} vs FLA {tuple(s_f.shape)}"
@@ -596,6 +664,10 @@ class Runner:
                     "flashkda_state_rel_rmse"):
             if key in res and not res[key] <= CHECK_BAR:
                 problems.append(f"{key} {res[key]:.3e} > {CHECK_BAR:g}")
+        for n in GRAD_LEAVES:
+            key = f"d{n}_rel_rmse"
+            if key in res and not res[key] <= GRAD_CHECK_BAR:
+                problems.append(f"{key} {res[key]:.3e} > {GRAD_CHECK_BAR:g}")
         if c.kind in ("decode", "decode-mtp") and not res["untouched_slots_equal"]:
             problems.append("kda changed pool slots that no sequence names")
         if problems:
@@ -664,7 +736,7 @@ def summarize(passes):
 def run_case(case, torch, fla, kda_mod, args, l2_bytes):
     floor_ms, nbytes, flops = case.floor()
     row = {"case": case.name, "kind": case.kind, "H": case.H, "B": case.B, "T": case.T,
-           "seqlens": case.lengths() if case.kind == "fwd" else None, "N": case.N,
+           "seqlens": case.lengths() if case.kind in ("fwd", "fwdbwd") else None, "N": case.N,
            "floor_ms": floor_ms, "floor_bytes": nbytes, "floor_flops": flops}
     if case.kind in ("decode", "decode-mtp") and fla is not None and fla[2] is None:
         row["fla_note"] = "FLA has no state-pool fused_recurrent_kda_fwd: FLA not timed for this case"
@@ -973,7 +1045,10 @@ def main(argv=None):
             print(f"== {case.name}", flush=True)
             t0 = time.time()
             try:
-                row = run_case(case, torch, fla, kda_mod, args, l2)
+                # Training cases need autograd: their inputs are made and called outside
+                # inference mode.
+                with torch.inference_mode(case.kind != "fwdbwd"):
+                    row = run_case(case, torch, fla, kda_mod, args, l2)
             except Exception as e:  # noqa: BLE001
                 row = {"case": case.name, "kind": case.kind, "floor_ms": case.floor()[0],
                        "error": f"{type(e).__name__}: {e}"}

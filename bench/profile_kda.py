@@ -31,6 +31,9 @@ p.add_argument("--chunk", type=int, default=None, help="chunk_size passed to chu
 p.add_argument("--flashkda", default=None, metavar="DIR",
                help="profile FlashKDA's fwd (built in place in DIR) on the same tensors instead "
                     "of kda (lower-bound gate only): its kernels under the same profiler")
+p.add_argument("--backward", action="store_true",
+               help="a training call: chunk_kda with q, k, v, g, beta, A_log and dt_bias requiring "
+                    "grad and no states, then the gradients of sum(o * do) (kda.gated_delta_grad)")
 p.add_argument("--torch-profile", action="store_true",
                help="time 10 calls under torch.profiler and print the GPU time "
                     "of each kernel (an entry's launches one by one)")
@@ -95,6 +98,15 @@ else:
         flags.update(lower_bound=-5.0, safe_gate=True)
 run = lambda: kda.chunk_kda(q, k, v, g, beta, initial_state=h0, output_final_state=True,
                             state_v_first=True, cu_seqlens=cu, **flags, **extra)
+if a.backward:
+    leaves = [q, k, v, g, beta] + ([A_log, dt_bias] if "A_log" in flags else [])
+    for t in leaves:
+        t.requires_grad_(True)
+    do = torch.randn_like(v)
+
+    def run():
+        o, _ = kda.chunk_kda(q, k, v, g, beta, state_v_first=True, cu_seqlens=cu, **flags, **extra)
+        return (o.detach(),) + torch.autograd.grad(o, leaves, do)
 if a.flashkda is not None:
     if a.variant != "lb" or a.chunk or a.intermediate:
         raise SystemExit("--flashkda: FlashKDA computes the lower-bound gate at chunk 16 only")
@@ -108,7 +120,7 @@ if a.flashkda is not None:
         flash_kda.fwd(q, k, v, g, beta, K ** -0.5, o, A_log, dt_bias.view(H, K), -5.0,
                       initial_state=h0, final_state=ht, cu_seqlens=cu)
         return o, ht
-with torch.inference_mode():
+with torch.inference_mode(not a.backward):
     o, ht = run()[:2]
     if a.torch_profile:
         run()

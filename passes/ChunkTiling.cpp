@@ -1637,7 +1637,10 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
 
   /// [B, T, heads(, X)] from partials [B, T, HV, blocks(, X)]: output head
   /// j sums value heads [j group, (j + 1) group) and every V block; a grid
-  /// over (batch row, head), chunk by chunk (`like` gives B and T).
+  /// over (batch row, chunk, head), one chunk's rows a program (`like`
+  /// gives B and T). Every program is independent: a grid over (row, head)
+  /// walking its chunks in turn ran 32 programs for T = 8192 H = 32 and took
+  /// 3.5 ms per result on the H200 (bench/RESULTS.md, twenty-third session).
   static Value sumGroups(ImplicitLocOpBuilder &b, Value partials, Value like,
                          OpFoldResult heads, Value group, int64_t blocks,
                          int64_t c) {
@@ -1657,17 +1660,50 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     }
     Value out =
         tb.emptyOfType(RankedTensorType::get(shape, b.getF32Type()), sizes);
-    auto grid = scf::ForallOp::create(b, {sizeOf(b, like, 0), heads},
-                                      ValueRange{out}, std::nullopt);
+    Value tokens = tensor::DimOp::create(b, like, 1);
+    Value cIdx = tb.index(c);
+    Value chunks = arith::CeilDivUIOp::create(b, tokens, cIdx);
+    auto grid = scf::ForallOp::create(
+        b, {sizeOf(b, like, 0), OpFoldResult(chunks), heads}, ValueRange{out},
+        std::nullopt);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(grid.getBody());
     TensorTileBuilder gb(b);
-    Value row = grid.getInductionVar(0), h = grid.getInductionVar(1);
-    Value shared = grid.getRegionIterArgs()[0];
-    Value tokens = tensor::DimOp::create(b, like, 1);
-    Value zero = gb.index(0), one = gb.index(1), cIdx = gb.index(c);
-    SmallVector<OpFoldResult> offsets = {row, b.getIndexAttr(0), h};
-    SmallVector<OpFoldResult> regionSizes = {b.getIndexAttr(1), tokens,
+    Value row = grid.getInductionVar(0), ch = grid.getInductionVar(1),
+          h = grid.getInductionVar(2);
+    Value z = gb.index(0);
+    Value local = arith::MulIOp::create(b, ch, cIdx);
+    Value valid = validRows(b, cIdx, tokens, local);
+    SmallVector<int64_t> tile = {c};
+    if (columns)
+      tile.push_back(width);
+    Value first = arith::MulIOp::create(b, h, group);
+    auto sum = scf::ForOp::create(
+        b, z, group, gb.index(1), ValueRange{gb.filled(tile, 0.0)},
+        [&](OpBuilder &gnb, Location gl, Value g, ValueRange acc) {
+          ImplicitLocOpBuilder gib(gl, gnb);
+          TensorTileBuilder gtb(gib);
+          Value hv = arith::AddIOp::create(gib, first, g);
+          Value total = acc[0];
+          for (int64_t blk = 0; blk < blocks; ++blk) {
+            Value bi = gtb.index(blk);
+            Value piece =
+                columns ? gtb.load(partials, {row, local, hv, bi, z}, {1, 4},
+                                   tile, valid)
+                        : gtb.load(partials, {row, local, hv, bi}, {1}, tile,
+                                   valid);
+            total = gtb.map(tile, {total, piece},
+                            [](ImplicitLocOpBuilder &bb, ValueRange s,
+                               ValueRange) {
+                              return Value(
+                                  arith::AddFOp::create(bb, s[0], s[1]));
+                            });
+          }
+          scf::YieldOp::create(gib, total);
+        });
+    // The chunk's valid rows of the program's (row, head), written in place.
+    SmallVector<OpFoldResult> offsets = {row, local, h};
+    SmallVector<OpFoldResult> regionSizes = {b.getIndexAttr(1), valid,
                                              b.getIndexAttr(1)};
     auto regionType =
         columns ? RankedTensorType::get({ShapedType::kDynamic, width},
@@ -1679,53 +1715,14 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       regionSizes.push_back(b.getIndexAttr(width));
     }
     SmallVector<OpFoldResult> strides(offsets.size(), b.getIndexAttr(1));
-    Value region = tensor::ExtractSliceOp::create(b, regionType, shared,
-                                                  offsets, regionSizes, strides);
-    Value chunks = arith::CeilDivUIOp::create(b, tokens, cIdx);
-    SmallVector<int64_t> tile = {c};
-    if (columns)
-      tile.push_back(width);
-    auto add = [&](TensorTileBuilder &tb2, Value a, Value x) {
-      return tb2.map(tile, {a, x},
-                     [](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange) {
-                       return Value(arith::AddFOp::create(bb, s[0], s[1]));
-                     });
-    };
-    auto loop = scf::ForOp::create(
-        b, zero, chunks, one, ValueRange{region},
-        [&](OpBuilder &nb, Location loc, Value ch, ValueRange it) {
-          ImplicitLocOpBuilder ib(loc, nb);
-          TensorTileBuilder itb(ib);
-          Value local = arith::MulIOp::create(ib, ch, cIdx);
-          Value valid = validRows(ib, cIdx, tokens, local);
-          Value z = itb.index(0);
-          Value first = arith::MulIOp::create(ib, h, group);
-          auto sum = scf::ForOp::create(
-              ib, z, group, itb.index(1), ValueRange{itb.filled(tile, 0.0)},
-              [&](OpBuilder &gnb, Location gl, Value g, ValueRange acc) {
-                ImplicitLocOpBuilder gib(gl, gnb);
-                TensorTileBuilder gtb(gib);
-                Value hv = arith::AddIOp::create(gib, first, g);
-                Value total = acc[0];
-                for (int64_t blk = 0; blk < blocks; ++blk) {
-                  Value bi = gtb.index(blk);
-                  Value piece =
-                      columns ? gtb.load(partials, {row, local, hv, bi, z},
-                                         {1, 4}, tile, valid)
-                              : gtb.load(partials, {row, local, hv, bi}, {1},
-                                         tile, valid);
-                  total = add(gtb, total, piece);
-                }
-                scf::YieldOp::create(gib, total);
-              });
-          Value stored =
-              columns ? itb.store(sum.getResult(0), it[0], {local, z}, {0, 1},
-                                  valid)
-                      : itb.store(sum.getResult(0), it[0], {local}, {0}, valid);
-          scf::YieldOp::create(ib, stored);
-        });
+    Value region = tensor::ExtractSliceOp::create(
+        b, regionType, grid.getRegionIterArgs()[0], offsets, regionSizes,
+        strides);
+    Value stored =
+        columns ? gb.store(sum.getResult(0), region, {z, z}, {0, 1}, valid)
+                : gb.store(sum.getResult(0), region, {z}, {0}, valid);
     b.setInsertionPointToStart(grid.getTerminator().getBody());
-    tensor::ParallelInsertSliceOp::create(b, loop.getResult(0), shared,
+    tensor::ParallelInsertSliceOp::create(b, stored, grid.getRegionIterArgs()[0],
                                           offsets, regionSizes, strides);
     return grid.getResult(0);
   }
@@ -1795,6 +1792,8 @@ struct KdaTileChunksPass
     std::string invalid = checkTileOptions(chunk, subChunk, vBlock);
     if (invalid.empty() && vBlockF32 != 0)
       invalid = checkTileOptions(chunk, subChunk, vBlockF32);
+    if (invalid.empty() && vBlockGradient != 0)
+      invalid = checkTileOptions(chunk, subChunk, vBlockGradient);
     if (!invalid.empty()) {
       getOperation().emitError() << "kda-tile-chunks: option " << invalid;
       return signalPassFailure();
@@ -1924,8 +1923,10 @@ struct KdaTileChunksPass
                                  vBlockF32, schedule == "chunk-parallel",
                                  boundarySlots == "kernel", subChunkSteps);
     patterns.add<TileDecodeStep>(&getContext(), vBlock);
-    patterns.add<TileGatedDeltaGrad>(&getContext(), chunk, subChunk, vBlock,
-                                     gradientStates == "recompute");
+    patterns.add<TileGatedDeltaGrad>(
+        &getContext(), chunk, subChunk,
+        vBlockGradient > 0 ? int64_t(vBlockGradient) : int64_t(vBlock),
+        gradientStates == "recompute");
     patterns.add<TileWindowAttention>(&getContext(), chunk);
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);

@@ -39,6 +39,9 @@ def KdaTileChunks : Pass<"kda-tile-chunks", "func::FuncOp"> {
            "the same for gated delta ops with fp32 q and k, where it divides "
            "V (0 or not dividing: v-block's); recorded as the kernel's "
            "kda.tile">,
+    Option<"vBlockGradient", "v-block-gradient", "int64_t", /*default=*/"0",
+           "columns of V per program of kda.gated_delta_grad when its "
+           "#kda.tile sets none (0: v-block's)">,
     Option<"schedule", "schedule", "std::string", /*default=*/"\"sequential\"",
            "how kda.gated_delta's chunks are scheduled: 'sequential' (one "
            "program per (sequence, head, V block) walks its chunks) or "

@@ -84,6 +84,16 @@ mlir::kda::emitScalarAdjoint(ImplicitLocOpBuilder &b, Value y,
     Value &a = adj[v];
     a = a ? Value(arith::AddFOp::create(b, a, contribution)) : contribution;
   };
+  // g * (a derivative that may have overflowed), zero where g is: the
+  // forward takes an exp past its range in stride (a sigmoid's 1 / (1 +
+  // exp(-x)) is 0 for x below -88.7, a softplus's branch not taken is
+  // dropped), and a zero gradient reaching that exp must stay zero, not
+  // become 0 * inf = NaN (it did, in d_gate, dA_log and ddt_bias).
+  auto strongZero = [&](Value g, Value product) -> Value {
+    Value isZero =
+        arith::CmpFOp::create(b, arith::CmpFPredicate::OEQ, g, zero());
+    return arith::SelectOp::create(b, isZero, zero(), product);
+  };
   // The first (or second) branch's share of g under a condition.
   auto where = [&](Value cond, Value g, bool first) -> Value {
     return first ? arith::SelectOp::create(b, cond, g, zero()).getResult()
@@ -137,9 +147,10 @@ mlir::kda::emitScalarAdjoint(ImplicitLocOpBuilder &b, Value y,
       add(o.getB(), mul(g, o.getA()));
       add(o.getC(), g);
     } else if (auto o = dyn_cast<math::ExpOp>(op)) {
-      add(o.getOperand(), mul(g, r));
+      add(o.getOperand(), strongZero(g, mul(g, r)));
     } else if (auto o = dyn_cast<math::Exp2Op>(op)) {
-      add(o.getOperand(), mul(g, mul(r, cst(llvm::numbers::ln2))));
+      add(o.getOperand(),
+          strongZero(g, mul(g, mul(r, cst(llvm::numbers::ln2)))));
     } else if (auto o = dyn_cast<math::LogOp>(op)) {
       add(o.getOperand(), div(g, o.getOperand()));
     } else if (auto o = dyn_cast<math::Log1pOp>(op)) {

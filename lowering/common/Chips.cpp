@@ -14,8 +14,10 @@ using V = GpuTarget::Vendor;
 // Shared memory per block: sm_80 227 - 64 = 163 KB and sm_90a 227 KB
 // (cudaDevAttrMaxSharedMemoryPerBlockOptin); the AMD chips' 64 KB of LDS.
 const GpuTarget kChips[] = {
-    {V::Nvidia, "sm_80", 32, "mma_sync", 16, 16, 32, 163 * 1024, 255, 0},
-    {V::Nvidia, "sm_90a", 32, "mma_sync", 16, 16, 32, 227 * 1024, 255, 0, true},
+    {V::Nvidia, "sm_80", 32, "mma_sync", 16, 16, 32, 163 * 1024, 255, 0, false,
+     32, 256},
+    {V::Nvidia, "sm_90a", 32, "mma_sync", 16, 16, 32, 227 * 1024, 255, 0, true,
+     32, 256},
     {V::Amd, "gfx90a", 64, "mfma", 16, 16, 16, 64 * 1024, 512,
      llvm::ELF::EF_AMDGPU_MACH_AMDGCN_GFX90A},
     {V::Amd, "gfx942", 64, "mfma", 16, 16, 16, 64 * 1024, 512,
@@ -62,7 +64,9 @@ void mlir::kda::printChipTable(llvm::raw_ostream &os) {
         {"default_tile",
          llvm::json::Object{{"chunk", t.defaultChunk},
                             {"v_block", t.defaultVBlock},
-                            {"v_block_f32", t.defaultVBlockF32}}}};
+                            {"v_block_f32", t.defaultVBlockF32},
+                            {"v_block_gradient", t.gradientVBlock},
+                            {"threads_gradient", t.gradientThreads}}}};
     if (!t.isNvidia())
       row["amd_machine"] = int64_t(t.amdMachine);
     chips.push_back(std::move(row));

@@ -71,6 +71,8 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   tiling.vBlock = options.vBlock > 0 ? options.vBlock : target.defaultVBlock;
   tiling.vBlockF32 =
       options.vBlock > 0 ? options.vBlock : target.defaultVBlockF32;
+  tiling.vBlockGradient =
+      options.vBlock > 0 ? options.vBlock : target.gradientVBlock;
   tiling.schedule = options.schedule;
   // A GPU program has no buffer of its own for a sequence's states: the
   // gradient reads the forward's (chunk_states).

@@ -161,7 +161,9 @@ def gated_delta_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
 
 
 # The gradient's V block (0: the target's default); see gated_delta_grad_config.
-GRAD_V_BLOCK = 0
+# KDA_GRAD_V_BLOCK overrides it (the GPU suite and the benchmarks measure
+# other blocks with it; the configuration, and so the bundle, carries it).
+GRAD_V_BLOCK = int(os.environ.get("KDA_GRAD_V_BLOCK") or 0)
 
 
 def gated_delta_grad_config(forward: Dict[str, Any], *, d_final_state: bool = False,
@@ -185,12 +187,9 @@ def gated_delta_grad_config(forward: Dict[str, Any], *, d_final_state: bool = Fa
     cfg["d_final_state_dtype"] = "f32" if d_final_state else None
     cfg["chunk"] = int(chunk)
     cfg["sub_chunk"] = min(16, int(chunk))
-    # Columns of V per program: the target's default (16 on NVIDIA). Every V
-    # block recomputes the chunk's intra-chunk work, so wider blocks do less:
-    # 32 fits a block's shared memory at K = V = 128 (161 KB; 64 needs 235 KB)
-    # and took 84 ms instead of 156 for T = 8192 H = 32 forward + backward on
-    # the H200 (bench/RESULTS.md, twenty-second session), but has not been
-    # checked against the oracle on the GPU yet: GRAD_V_BLOCK, once it has.
+    # Columns of V per program: the chip table's gradient V block (32 on
+    # NVIDIA, with 256 threads; lowering/Chips.h), unless GRAD_V_BLOCK
+    # (KDA_GRAD_V_BLOCK) names one: measurements of other blocks.
     if GRAD_V_BLOCK and cfg["V"] % GRAD_V_BLOCK == 0 and cfg["V"] > GRAD_V_BLOCK:
         cfg["v_block"] = GRAD_V_BLOCK
     validate(cfg)

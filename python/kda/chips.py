@@ -10,9 +10,12 @@ bundles). Every Python module that needs a chip fact reads it here.
 from typing import Dict, Tuple
 
 # default_tile: kda-compile's tile without flags (v_block_f32: the V block of
-# gated delta ops with fp32 q and k).
-_NV_TILE = {"chunk": 16, "v_block": 16, "v_block_f32": 32}
-_AMD_TILE = {"chunk": 16, "v_block": 16, "v_block_f32": 16}
+# gated delta ops with fp32 q and k; v_block_gradient and threads_gradient:
+# the V block and block threads of kda.gated_delta_grad).
+_NV_TILE = {"chunk": 16, "v_block": 16, "v_block_f32": 32, "v_block_gradient": 32,
+            "threads_gradient": 256}
+_AMD_TILE = {"chunk": 16, "v_block": 16, "v_block_f32": 16, "v_block_gradient": 16,
+             "threads_gradient": 128}
 CHIP_TABLE: Dict[str, Dict[str, object]] = {
     "sm_80": {"vendor": "nvidia", "warp_size": 32, "shared_memory_per_block": 163 * 1024,
               "default_tile": _NV_TILE},

@@ -157,3 +157,25 @@ func.func @vblocks(%q: tensor<1x63x1x32xf32>, %k: tensor<1x63x1x32xf32>, %v: ten
   %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd = kda.gated_delta_grad delta %q, %k, %v, %do gate(%g : tensor<1x63x2x32xf32>) beta(%beta : tensor<1x63x2xf32>) initial_state(%h0 : tensor<2x2x16x32xf32>) cu_seqlens(%cu : tensor<3xi32>) A_log(%A_log : tensor<2xf32>) dt_bias(%dt_bias : tensor<2x32xf32>) d_final_state(%dht : tensor<2x2x16x32xf32>) chunk_states(%states : tensor<2x3x2x16x32xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, states_interval = 16 : i64, state_layout = #kda<layout v_major>, tile = #kda.tile<chunk = 16, v_block = 8>} : tensor<1x63x1x32xf32>, tensor<1x63x1x32xf32>, tensor<1x63x2x16xf32>, tensor<1x63x2x16xf32> -> tensor<1x63x1x32xf32>, tensor<1x63x1x32xf32>, tensor<1x63x2x16xf32> d_gate tensor<1x63x2x32xf32> d_beta tensor<1x63x2xf32> d_initial_state tensor<2x2x16x32xf32> d_A_log tensor<2xf32> d_dt_bias tensor<2x32xf32>
   return %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd : tensor<1x63x1x32xf32>, tensor<1x63x1x32xf32>, tensor<1x63x2x16xf32>, tensor<1x63x2x32xf32>, tensor<1x63x2xf32>, tensor<2x2x16x32xf32>, tensor<2xf32>, tensor<2x32xf32>
 }
+
+// Raw gate and beta logits past exp's range (+/-120 at every 7th and 11th
+// element, Inputs/extreme_gate_npy.py): the forward's sigmoid and softplus
+// overflow exp(.) to inf and still give 0 or x; their derivatives there are 0
+// (an adjoint of exp that multiplied a zero gradient by inf made NaN in
+// d_gate, dA_log and ddt_bias: 8 x 4096 tokens on the H200, twenty-third
+// session).
+// RUN: %python %S/Inputs/extreme_gate_npy.py %t.g.npy 1 50 2 64
+// RUN: %python %S/Inputs/extreme_gate_npy.py %t.b.npy 1 50 2
+// RUN: kda-run %s --function=extreme_lb --chunk=16 --sub-chunk=16 --grad --check --input=3=%t.g.npy --input=4=%t.b.npy | FileCheck %s --check-prefix=EXTREME
+// The softplus gate with A_log = log(0.01): its exp(x) overflows at x = 120
+// while the decays stay moderate (with exp(A_log) near 16 they reach
+// e^-1900, and dA_log, a sum of such terms with cancellation, is then off
+// the float64 oracle by about 1.2e-4 in f32).
+// RUN: %python %S/Inputs/extreme_gate_npy.py %t.a.npy fill=-4.605170 2
+// RUN: kda-run %s --function=softplus --chunk=16 --sub-chunk=16 --grad --check --input=3=%t.g.npy --input=4=%t.b.npy --input=5=%t.a.npy | FileCheck %s --check-prefix=EXTREME
+// EXTREME-COUNT-7: bar=1e-04 ok
+// EXTREME-NOT: FAIL
+func.func @extreme_lb(%q: tensor<1x50x2x64xf32>, %k: tensor<1x50x2x64xf32>, %v: tensor<1x50x2x32xf32>, %g: tensor<1x50x2x64xf32>, %beta: tensor<1x50x2xf32>, %A_log: tensor<2xf32>, %dt_bias: tensor<2x64xf32>) -> tensor<1x50x2x32xf32> {
+  %o = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x50x2x64xf32>) beta(%beta : tensor<1x50x2xf32>) A_log(%A_log : tensor<2xf32>) dt_bias(%dt_bias : tensor<2x64xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64} : tensor<1x50x2x64xf32>, tensor<1x50x2x64xf32>, tensor<1x50x2x32xf32> -> tensor<1x50x2x32xf32>
+  return %o : tensor<1x50x2x32xf32>
+}

@@ -1083,7 +1083,7 @@ def main():
 
     cases = sanitize_cases() if args.sanitize else all_cases()
     if args.print_configs:
-        cases = all_cases() + sanitize_cases()
+        cases = [c for c in all_cases() + sanitize_cases() if args.filter in c.name]
         print(json.dumps(unique_configs(cases), indent=1, sort_keys=True))
         return 0
     cases = [c for c in cases if args.filter in c.name]

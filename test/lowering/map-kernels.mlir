@@ -33,3 +33,12 @@
 // CHECK-NOT: memref.alloc
 // CHECK-NOT: scf.parallel
 // CHECK-NOT: func.func
+
+// Past 256 threads a lane's 255 registers no longer fit a block's 64K: the
+// kernel states the registers a lane may use (65536 / threads, a multiple of
+// 8), so that ptxas fits the block instead of every launch failing
+// (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES). At 128 threads nothing is stated.
+// RUN: kda-opt %S/Inputs/before-map-kernels.mlir --kda-gpu-map-kernels="threads=512" | FileCheck %s --check-prefix=WIDE
+// WIDE: gpu.func @kda_window_attention_kernel({{.*}}) kernel attributes {nvvm.maxnreg = 128 : i32}
+// RUN: kda-opt %S/Inputs/before-map-kernels.mlir --kda-gpu-map-kernels | FileCheck %s --check-prefix=NARROW
+// NARROW: gpu.func @kda_window_attention_kernel({{.*}}: i64) kernel {

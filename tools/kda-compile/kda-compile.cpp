@@ -550,6 +550,14 @@ int main(int argc, char **argv) {
   if (!module)
     return fail("cannot parse " + inputFile);
 
+  // The derived gradient takes the chip table's V block and block threads
+  // (its kernels are the tile lowering's, tuned apart from the forward's),
+  // unless the command line gives them.
+  bool gradient = false;
+  module->walk([&](mlir::kda::GatedDeltaGradOp) { gradient = true; });
+  if (gradient && threads.getNumOccurrences() == 0)
+    threads = target->gradientThreads;
+
   // A recurrence or attention op with a static size of 0 (no sequences,
   // tokens or heads) would make kernels that launch nothing (a decode step's
   // was an internal error): a bundle serves calls, and a call may pass 0
@@ -657,8 +665,9 @@ int main(int argc, char **argv) {
   const int64_t flagChunk =
       chunk > 0 ? static_cast<int64_t>(chunk) : target->defaultChunk;
   const int64_t flagSubChunk = std::min<int64_t>(subChunk, flagChunk);
-  const int64_t flagVBlock =
-      vBlock > 0 ? static_cast<int64_t>(vBlock) : target->defaultVBlock;
+  const int64_t flagVBlock = vBlock > 0 ? static_cast<int64_t>(vBlock)
+                             : gradient ? target->gradientVBlock
+                                        : target->defaultVBlock;
 
   OwningOpRef<ModuleOp> unlowered = module->clone();
   OwningOpRef<ModuleOp> ptxModule;

@@ -118,17 +118,23 @@ class Case:
         return dict(q=(B, T, H, K), k=(B, T, H, K), v=(B, T, HV, V), g=(B, T, HV, K), beta=(B, T, HV),
                     h0=st, A_log=(HV,), dt_bias=(HV * K,), cu=(self.N + 1,))
 
-    def config(self):
-        """The kernel configuration, derived exactly as kda.ops derives it."""
+    def _metas(self):
+        """The call's operands as shapes and dtypes: q, k, v, g, beta, h0, A_log,
+        dt_bias, cu_seqlens (None where the case has none)."""
         s = self.shapes()
         q = Meta(s["q"], self.dtype)
         g = Meta(s["g"], self.g_dtype)
         beta = Meta(s["beta"], self.dtype)
         v = Meta(s["v"], self.dtype)
         h0 = Meta(s["h0"], "f32") if self.h0 else None
-        cu = Meta(s["cu"], self.cu_dtype) if self.seqlens is not None else None
         A_log = Meta(s["A_log"], "f32") if self.prologue in ("kimi_lb", "kimi_softplus") else None
         dt_bias = Meta(s["dt_bias"], "f32") if self.prologue != "none" else None
+        cu = Meta(s["cu"], self.cu_dtype) if self.seqlens is not None else None
+        return q, q, v, g, beta, h0, A_log, dt_bias, cu
+
+    def config(self):
+        """The kernel configuration, derived exactly as kda.ops derives it."""
+        q, _, v, g, beta, h0, A_log, dt_bias, cu = self._metas()
         kw = self.kwargs()
         if self.api == "recurrent":
             return kops.fused_recurrent_kda_config(q, q, v, g, beta, A_log=A_log, dt_bias=dt_bias,
@@ -161,18 +167,6 @@ class GradCase(Case):
         gcfg = kops.chunk_kda_grad_config(q, k, v, g, beta, h0, A_log, dt_bias, cu, self._opts(),
                                           d_final_state=self.ht)
         return [Case.config(self), self._forward_with_states(), gcfg]
-
-    def _metas(self):
-        s = self.shapes()
-        q = Meta(s["q"], self.dtype)
-        g = Meta(s["g"], self.g_dtype)
-        beta = Meta(s["beta"], self.dtype)
-        v = Meta(s["v"], self.dtype)
-        h0 = Meta(s["h0"], "f32") if self.h0 else None
-        A_log = Meta(s["A_log"], "f32") if self.prologue in ("kimi_lb", "kimi_softplus") else None
-        dt_bias = Meta(s["dt_bias"], "f32") if self.prologue != "none" else None
-        cu = Meta(s["cu"], self.cu_dtype) if self.seqlens is not None else None
-        return q, q, v, g, beta, h0, A_log, dt_bias, cu
 
     def _opts(self):
         kw = self.kwargs()

@@ -23,6 +23,7 @@
 #include "passes/GatedDeltaKernel.h"
 #include "passes/Passes.h"
 #include "passes/Sequences.h"
+#include "passes/TileAdjoint.h"
 #include "passes/TileBuilder.h"
 #include "passes/WindowAttentionKernel.h"
 
@@ -255,7 +256,11 @@ Value asRow(TensorTileBuilder &tb, Value vec) {
                 });
 }
 
-IntraWorkspaces emitIntraChunkGrid(ImplicitLocOpBuilder &b, GatedDeltaOp op,
+/// For kda.gated_delta (the forward's first grid) and kda.gated_delta_grad
+/// (the backward's: the same workspaces, which its reverse scan reads as
+/// the forward's state pass does).
+template <typename ChunkOp>
+IntraWorkspaces emitIntraChunkGrid(ImplicitLocOpBuilder &b, ChunkOp op,
                                    const ChunkConfig &config,
                                    const SequenceLayout &sequences,
                                    OpFoldResult hv, Value headsPerQueryHead) {
@@ -1253,6 +1258,9 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                         "with chunk = states_interval)";
       return failure();
     }
+    if (op.getChunkStates())
+      return rewriteSplit(op, rewriter, config,
+                          chunkConfigOf(op, c, sub, kd, vd));
     const bool vMajor = op.getStateLayout() == StateLayout::v_major;
     const bool channelGate =
         op.getGateGranularity() == GateGranularity::channel;
@@ -1618,14 +1626,535 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     Value sequencesCount = sequences.numSequences();
     if (idxALog >= 0)
       results.push_back(sumSequences(b, forall.getResult(idxALog), hv,
-                                     sequencesCount, blocks, 1,
+                                     sequencesCount, b.getIndexAttr(blocks), 1,
                                      /*squeeze=*/true));
     if (idxDt >= 0)
       results.push_back(sumSequences(b, forall.getResult(idxDt), hv,
-                                     sequencesCount, blocks,
+                                     sequencesCount, b.getIndexAttr(blocks),
                                      channelGate ? kd : 1,
                                      /*squeeze=*/!channelGate));
     // Results in the op's types (static where the op's are).
+    for (auto [r, want] : llvm::zip(results, op->getResultTypes()))
+      if (r.getType() != want)
+        r = tensor::CastOp::create(b, want, r);
+    op->getBlock()->getOperations().splice(Block::iterator(op),
+                                           scratch.getOperations());
+    rewriter.replaceOp(op, results);
+    return success();
+  }
+
+  /// With the forward's states (chunk_states), the gradient as docs/
+  /// backward.md schedules it: the forward's two grids transposed, so that
+  /// only the state's gradient is sequential.
+  ///
+  ///   intra    (sequence, chunk, value head)  the forward's intra-chunk
+  ///            grid (emitIntraChunkGrid): W, U, Gamma Q, the decayed k, P,
+  ///            g_last into workspaces, as the forward's state pass reads
+  ///            them (and on the same lane kernel)
+  ///   reverse  (sequence, value head, V block)  chunks last to first,
+  ///            carrying dS: records dS after each chunk (workspace), then
+  ///            dS <- the adjoint of emitStateStep with respect to the
+  ///            state; writes dh0
+  ///   chunk    (sequence, chunk, value head)  every chunk at once: the
+  ///            adjoint of emitStateStep with respect to its chunk inputs
+  ///            (V blocks in turn, from the chunk's state and dS), then
+  ///            emitIntraChunk recomputed under a tape and its adjoint,
+  ///            once for all of V: dq, dk, dv, d_gate, d_beta, and the
+  ///            chunk's share of dA_log and ddt_bias
+  ///   sums     dq and dk over the value heads of a q / k head; dA_log and
+  ///            ddt_bias over sequences and chunks
+  ///
+  /// Both adjoints come from the tape (TileAdjoint.h) over the forward's
+  /// own functions: nothing of the algorithm is restated here.
+  LogicalResult rewriteSplit(GatedDeltaGradOp op, PatternRewriter &rewriter,
+                             const ChunkConfig &blockConfig,
+                             const ChunkConfig &fullConfig) const {
+    Value q = op.getQ(), v = op.getV(), kept = op.getChunkStates();
+    const int64_t c = blockConfig.chunk, kd = blockConfig.keyDim,
+                  vb = blockConfig.valueDim, vd = fullConfig.valueDim;
+    const int64_t blocks = vd / vb;
+    const bool vMajor = op.getStateLayout() == StateLayout::v_major;
+    const bool channelGate =
+        op.getGateGranularity() == GateGranularity::channel;
+    const bool delta = blockConfig.update == UpdateRule::delta;
+
+    Block scratch;
+    OpBuilder ob(op.getContext());
+    ob.setInsertionPointToStart(&scratch);
+    ImplicitLocOpBuilder b(op.getLoc(), ob);
+    TensorTileBuilder tb(b);
+    Type f32 = b.getF32Type();
+    Value zero = tb.index(0), one = tb.index(1), cIdx = tb.index(c);
+    OpFoldResult unit = b.getIndexAttr(1);
+    SequenceLayout sequences(b, q, op.getCuSeqlens());
+    OpFoldResult hv = sizeOf(b, v, 2);
+    Value hvValue = getValueOrCreateConstantIndexOp(b, b.getLoc(), hv);
+    Value group = arith::DivUIOp::create(b, hvValue, dimValue(b, q, 2));
+    OpFoldResult numSeqs = sequences.gridSize();
+    // The kept states' sequences and chunks: NS >= N, NT >= every
+    // sequence's chunks (dimensions of an argument, so workspaces sized by
+    // them are the runtime's to allocate).
+    OpFoldResult keptSeqs = sizeOf(b, kept, 0), keptChunks = sizeOf(b, kept, 1);
+    Value keptChunksValue =
+        getValueOrCreateConstantIndexOp(b, b.getLoc(), keptChunks);
+    auto staticOr = [](OpFoldResult f) {
+      auto c = getConstantIntValue(f);
+      return c ? *c : ShapedType::kDynamic;
+    };
+    auto stateAt = [&](TensorTileBuilder &sb, Value src, bool srcVMajor,
+                       ArrayRef<OpFoldResult> prefix, Value col) {
+      SmallVector<OpFoldResult> offsets(prefix);
+      offsets.push_back(srcVMajor ? OpFoldResult(col) : OpFoldResult(zero));
+      offsets.push_back(srcVMajor ? OpFoldResult(zero) : OpFoldResult(col));
+      return loadState(sb, src, offsets, prefix.size(), srcVMajor, kd, vb);
+    };
+
+    // 1. The intra-chunk grid, the forward's.
+    IntraWorkspaces ws =
+        emitIntraChunkGrid(b, op, fullConfig, sequences, hv, group);
+
+    // 2. The reverse scan. dS after every chunk goes to `dStates` ([NS, NT,
+    // HV, K, V] f32, K-major whatever the states' layout).
+    Value dStates = tb.emptyOfType(
+        RankedTensorType::get({staticOr(keptSeqs), staticOr(keptChunks),
+                               staticOr(hv), kd, vd},
+                              f32),
+        {keptSeqs, keptChunks, hv, {}, {}});
+    SmallVector<Value> scanOuts = {dStates};
+    if (Value h0 = op.getInitialState()) {
+      auto type = cast<RankedTensorType>(h0.getType());
+      scanOuts.push_back(tb.emptyOfType(
+          RankedTensorType::get({staticOr(numSeqs), staticOr(hv),
+                                 type.getDimSize(2), type.getDimSize(3)},
+                                f32),
+          {numSeqs, hv, {}, {}}));
+    }
+    std::string whyNot;
+    Value dStatesDone, dh0Done;
+    {
+      SmallVector<OpFoldResult> grid = {numSeqs, hv};
+      if (blocks > 1)
+        grid.push_back(b.getIndexAttr(blocks));
+      auto forall = scf::ForallOp::create(b, grid, scanOuts, std::nullopt);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(forall.getBody());
+      Value n = forall.getInductionVar(0), head = forall.getInductionVar(1);
+      Value block = blocks > 1 ? forall.getInductionVar(2) : zero;
+      Value vCol = arith::MulIOp::create(b, block, tb.index(vb));
+      ValueRange shared = forall.getRegionIterArgs();
+      SequenceLayout::Bounds where = sequences.bounds(b, n);
+      Value numChunks = arith::CeilDivUIOp::create(b, where.length, cIdx);
+      Value dS0 = op.getDFinalState()
+                      ? stateAt(tb, op.getDFinalState(), vMajor, {n, head},
+                                vCol)
+                      : tb.filled({kd, vb}, 0.0);
+      SmallVector<OpFoldResult> rOffsets = {n, zero, head, zero, vCol};
+      SmallVector<OpFoldResult> rSizes = {unit, keptChunks, unit,
+                                          b.getIndexAttr(kd),
+                                          b.getIndexAttr(vb)};
+      SmallVector<OpFoldResult> strides5(5, b.getIndexAttr(1));
+      Value region = tensor::ExtractSliceOp::create(
+          b, RankedTensorType::get({staticOr(keptChunks), kd, vb}, f32),
+          shared[0], rOffsets, rSizes, strides5);
+      auto scan = scf::ForOp::create(
+          b, zero, numChunks, one, ValueRange{dS0, region},
+          [&](OpBuilder &nb, Location loc, Value i, ValueRange it) {
+            ImplicitLocOpBuilder ib(loc, nb);
+            TensorTileBuilder itb(ib);
+            Value ch = arith::SubIOp::create(
+                ib, arith::SubIOp::create(ib, numChunks, one), i);
+            Value local = arith::MulIOp::create(ib, ch, cIdx);
+            Value t0 = arith::AddIOp::create(ib, where.start, local);
+            Value valid = validRows(ib, cIdx, where.length, local);
+            Value recorded = tensor::InsertSliceOp::create(
+                ib, it[0], it[1],
+                ArrayRef<OpFoldResult>{ch, ib.getIndexAttr(0),
+                                       ib.getIndexAttr(0)},
+                ArrayRef<OpFoldResult>{ib.getIndexAttr(1),
+                                       ib.getIndexAttr(kd),
+                                       ib.getIndexAttr(vb)},
+                SmallVector<OpFoldResult>(3, ib.getIndexAttr(1)));
+            IntraChunk intra = loadIntraChunk(itb, ws, where.row, t0, head,
+                                              vCol, valid, c, kd, vb);
+            Value h = stateAt(itb, kept, vMajor, {n, ch, head}, vCol);
+            Value dO = itb.load(op.getDO(), {where.row, t0, head, vCol},
+                                {1, 3}, {c, vb}, valid);
+            TapeTileBuilder tape(itb);
+            ChunkOutputs out = emitStateStep(tape, intra, h);
+            FailureOr<SmallVector<Value>> g = tape.emitAdjoint(
+                {{out.o, dO}, {out.nextState, it[0]}}, {h}, whyNot);
+            scf::YieldOp::create(
+                ib, ValueRange{failed(g) ? it[0] : (*g)[0], recorded});
+          });
+      b.setInsertionPointToStart(forall.getTerminator().getBody());
+      tensor::ParallelInsertSliceOp::create(b, scan.getResult(1), shared[0],
+                                            rOffsets, rSizes, strides5);
+      if (op.getInitialState()) {
+        b.setInsertionPoint(forall.getTerminator());
+        Value dh0 = vMajor ? tb.transpose(scan.getResult(0))
+                           : scan.getResult(0);
+        auto type = cast<RankedTensorType>(dh0.getType());
+        // (After dS's: the terminator's inserts in the order of the
+        // outputs, as forall's canonicalizations expect.)
+        b.setInsertionPointToEnd(forall.getTerminator().getBody());
+        tensor::ParallelInsertSliceOp::create(
+            b, dh0, shared[1],
+            ArrayRef<OpFoldResult>{n, head, vMajor ? vCol : zero,
+                                   vMajor ? zero : vCol},
+            ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1),
+                                   b.getIndexAttr(type.getDimSize(0)),
+                                   b.getIndexAttr(type.getDimSize(1))},
+            SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+      }
+      dStatesDone = forall.getResult(0);
+      if (op.getInitialState())
+        dh0Done = forall.getResult(1);
+    }
+    if (!whyNot.empty()) {
+      op.emitError() << "kda-tile-chunks: " << whyNot;
+      return failure();
+    }
+
+    // 3. The chunk-parallel adjoint. Per-token results ([B, T, HV(, X)]:
+    // dq and dk per value head, summed into q / k heads after), and the
+    // gate parameters' shares per (kept sequence, value head, chunk).
+    // (dq and dk as sumGroups' partials [B, T, HV, 1, K]: one V block.)
+    auto tokens = [&](int64_t last, bool unitBlock = false) {
+      SmallVector<int64_t> shape = {dimOf(q, 0), dimOf(q, 1), dimOf(v, 2)};
+      SmallVector<OpFoldResult> sizes = {sizeOf(b, q, 0), sizeOf(b, q, 1), hv};
+      if (unitBlock) {
+        shape.push_back(1);
+        sizes.push_back(b.getIndexAttr(1));
+      }
+      if (last >= 0) {
+        shape.push_back(last);
+        sizes.push_back(b.getIndexAttr(last));
+      }
+      return tb.emptyOfType(RankedTensorType::get(shape, f32), sizes);
+    };
+    auto shares = [&](int64_t len) {
+      return tb.emptyOfType(
+          RankedTensorType::get({staticOr(keptSeqs), staticOr(hv),
+                                 staticOr(keptChunks), len},
+                                f32),
+          {keptSeqs, hv, keptChunks, {}});
+    };
+    Value dtBiasIn = op.getDtBias();
+    const int64_t dtLen = channelGate ? kd : 1;
+    // (output, columns; -1: none)
+    SmallVector<std::pair<Value, int64_t>> rowOuts = {
+        {tokens(kd, true), kd}, {tokens(kd, true), kd}, {tokens(vd), vd}};
+    int idxGate = -1, idxBeta = -1;
+    if (op.getGate()) {
+      idxGate = rowOuts.size();
+      rowOuts.push_back({tokens(channelGate ? kd : -1), channelGate ? kd : -1});
+    }
+    if (op.getBeta()) {
+      idxBeta = rowOuts.size();
+      rowOuts.push_back({tokens(-1), -1});
+    }
+    SmallVector<Value> chunkOuts;
+    for (auto &[t, w] : rowOuts)
+      chunkOuts.push_back(t);
+    int idxALog = -1, idxDt = -1;
+    if (op.getALog()) {
+      idxALog = chunkOuts.size();
+      chunkOuts.push_back(shares(1));
+    }
+    if (dtBiasIn) {
+      idxDt = chunkOuts.size();
+      chunkOuts.push_back(shares(dtLen));
+    }
+    Value maxChunks = arith::CeilDivUIOp::create(b, sequences.tokens(), cIdx);
+    auto chunkGrid = scf::ForallOp::create(
+        b, SmallVector<OpFoldResult>{numSeqs, maxChunks, hv}, chunkOuts,
+        std::nullopt);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(chunkGrid.getBody());
+      Value n = chunkGrid.getInductionVar(0),
+            ch = chunkGrid.getInductionVar(1),
+            head = chunkGrid.getInductionVar(2);
+      ValueRange shared = chunkGrid.getRegionIterArgs();
+      SequenceLayout::Bounds where = sequences.bounds(b, n);
+      Value row = where.row;
+      Value qkHead = arith::DivUIOp::create(b, head, group);
+      Value local = arith::MulIOp::create(b, ch, cIdx);
+      Value t0 = arith::AddIOp::create(b, where.start, local);
+      // Programs past their sequence's end run on zero rows and seeds and
+      // write no rows (see emitIntraChunkGrid); their gate-parameter slots,
+      // where the kept states have them, get zeros.
+      Value clamped = arith::MinUIOp::create(b, local, where.length);
+      Value valid = validRows(b, cIdx, where.length, clamped);
+      Value live = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, valid,
+                                         zero);
+      Value chRead = arith::MinUIOp::create(
+          b, ch, arith::SubIOp::create(b, keptChunksValue, one));
+      Value slotRows = arith::SelectOp::create(
+          b,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::ult, ch,
+                                keptChunksValue),
+          one, zero);
+      Value z = zero;
+      auto liveOnly = [&](TensorTileBuilder &on, Value t) {
+        return on.map(on.shape(t), {t},
+                      [&](ImplicitLocOpBuilder &bb, ValueRange s,
+                          ValueRange) -> Value {
+                        return arith::SelectOp::create(
+                            bb, live, s[0],
+                            arith::ConstantOp::create(bb,
+                                                      bb.getF32FloatAttr(0.0)));
+                      });
+      };
+
+      // The state step's adjoint with respect to the chunk's inputs, V
+      // block by V block (its state and dS are [K, v_block] at a time).
+      IntraChunk whole =
+          loadIntraChunk(tb, ws, row, t0, head, zero, valid, c, kd, vb);
+      SmallVector<Value> acc = {tb.filled({c, kd}, 0.0),
+                                tb.filled({c, kd}, 0.0),
+                                tb.filled({c, kd}, 0.0),
+                                tb.filled({c, c}, 0.0),
+                                tb.filled({kd}, 0.0),
+                                tb.filled({c, vd}, 0.0)};
+      auto vLoop = scf::ForOp::create(
+          b, zero, tb.index(blocks), one, acc,
+          [&](OpBuilder &nb, Location loc, Value blk, ValueRange it) {
+            ImplicitLocOpBuilder ib(loc, nb);
+            TensorTileBuilder itb(ib);
+            Value vCol = arith::MulIOp::create(ib, blk, itb.index(vb));
+            IntraChunk intra = whole;
+            intra.u = itb.load(ws.u, {row, t0, head, vCol}, {1, 3}, {c, vb},
+                               valid);
+            Value h = stateAt(itb, kept, vMajor, {n, chRead, head}, vCol);
+            Value dS = liveOnly(
+                itb, itb.load(dStatesDone, {n, chRead, head, itb.index(0),
+                                            vCol},
+                              {3, 4}, {kd, vb}, itb.index(kd)));
+            Value dO = itb.load(op.getDO(), {row, t0, head, vCol}, {1, 3},
+                                {c, vb}, valid);
+            TapeTileBuilder tape(itb);
+            ChunkOutputs out = emitStateStep(tape, intra, h);
+            SmallVector<Value> wrt = {intra.w ? intra.w : intra.u,
+                                      intra.qDecayed, intra.kToEnd, intra.p,
+                                      intra.gLast ? intra.gLast : intra.u,
+                                      intra.u};
+            FailureOr<SmallVector<Value>> g = tape.emitAdjoint(
+                {{out.o, dO}, {out.nextState, dS}}, wrt, whyNot);
+            if (failed(g)) {
+              scf::YieldOp::create(ib, it);
+              return;
+            }
+            SmallVector<Value> next;
+            for (int k = 0; k < 5; ++k) {
+              bool absent = (k == 0 && !intra.w) || (k == 4 && !intra.gLast);
+              next.push_back(absent ? it[k]
+                                    : itb.map(itb.shape(it[k]),
+                                              {it[k], (*g)[k]},
+                                              [](ImplicitLocOpBuilder &bb,
+                                                 ValueRange s, ValueRange) {
+                                                return Value(
+                                                    arith::AddFOp::create(
+                                                        bb, s[0], s[1]));
+                                              }));
+            }
+            next.push_back(tensor::InsertSliceOp::create(
+                ib, (*g)[5], it[5],
+                ArrayRef<OpFoldResult>{ib.getIndexAttr(0), vCol},
+                ArrayRef<OpFoldResult>{ib.getIndexAttr(c),
+                                       ib.getIndexAttr(vb)},
+                SmallVector<OpFoldResult>(2, ib.getIndexAttr(1))));
+            scf::YieldOp::create(ib, next);
+          });
+
+      // The intra-chunk part, recomputed under a tape once for all of V.
+      TapeTileBuilder tape(tb);
+      ChunkInputs leaves;
+      ChunkInputs ci;
+      {
+        ci.validRows = leaves.validRows = valid;
+        ci.q = leaves.q = tb.load(q, {row, t0, qkHead, z}, {1, 3}, {c, kd},
+                                  valid);
+        ci.k = leaves.k = tb.load(op.getK(), {row, t0, qkHead, z}, {1, 3},
+                                  {c, kd}, valid);
+        ci.v = leaves.v = tb.load(v, {row, t0, head, z}, {1, 3}, {c, vd},
+                                  valid);
+        if (Value g = op.getGate()) {
+          if (channelGate) {
+            ci.gate = leaves.gate =
+                tb.load(g, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
+          } else {
+            leaves.gate = tb.load(g, {row, t0, head}, {1}, {c}, valid);
+            ci.gate = tape.map({c, kd}, {perRow(leaves.gate)},
+                               [](ImplicitLocOpBuilder &, ValueRange s,
+                                  ValueRange) { return s[0]; });
+          }
+        }
+        if (Value beta = op.getBeta())
+          ci.beta = leaves.beta =
+              tb.load(beta, {row, t0, head}, {1}, {c}, valid);
+        if (Value a = op.getALog())
+          ci.aLog = leaves.aLog = extractF32(b, a, head);
+        if (dtBiasIn) {
+          if (channelGate) {
+            ci.dtBias = leaves.dtBias = tb.load(
+                dtBiasIn, {head, b.getIndexAttr(0)}, {1}, {kd}, tb.index(kd));
+          } else {
+            Value dtScalar = extractF32(b, dtBiasIn, head);
+            leaves.dtBias = dtScalar;
+            ci.dtBias = tape.map({kd}, {},
+                                 [&](ImplicitLocOpBuilder &, ValueRange,
+                                     ValueRange) { return dtScalar; });
+          }
+        }
+      }
+      IntraChunk intra = emitIntraChunk(tape, fullConfig, ci);
+      SmallVector<std::pair<Value, Value>> seeds = {
+          {intra.u, vLoop.getResult(5)},
+          {intra.qDecayed, vLoop.getResult(1)},
+          {intra.kToEnd, vLoop.getResult(2)},
+          {intra.p, vLoop.getResult(3)}};
+      if (delta)
+        seeds.push_back({intra.w, vLoop.getResult(0)});
+      if (intra.gLast)
+        seeds.push_back({intra.gLast, vLoop.getResult(4)});
+      SmallVector<Value> wrt = {leaves.q, leaves.k, leaves.v};
+      for (Value l : {leaves.gate, leaves.beta, leaves.dtBias, leaves.aLog})
+        if (l)
+          wrt.push_back(l);
+      FailureOr<SmallVector<Value>> g = tape.emitAdjoint(seeds, wrt, whyNot);
+      if (failed(g)) {
+        op.emitError() << "kda-tile-chunks: " << whyNot;
+        return failure();
+      }
+      size_t at = 3;
+      Value dGate = leaves.gate ? (*g)[at++] : Value();
+      Value dBeta = leaves.beta ? (*g)[at++] : Value();
+      Value dDt = leaves.dtBias ? (*g)[at++] : Value();
+      Value dALog = leaves.aLog ? (*g)[at++] : Value();
+
+      // This program's rows and slots.
+      SmallVector<Value> rowGrads = {(*g)[0], (*g)[1], (*g)[2]};
+      if (idxGate >= 0)
+        rowGrads.push_back(dGate);
+      if (idxBeta >= 0)
+        rowGrads.push_back(dBeta);
+      SmallVector<std::tuple<Value, SmallVector<OpFoldResult>,
+                             SmallVector<OpFoldResult>>>
+          writes;
+      for (auto [k, out] : llvm::enumerate(rowOuts)) {
+        int64_t width = out.second;
+        SmallVector<OpFoldResult> offsets = {row, t0, head};
+        SmallVector<OpFoldResult> sizes = {unit, valid, unit};
+        if (k < 2) { // dq, dk: the unit V-block dimension
+          offsets.push_back(z);
+          sizes.push_back(unit);
+        }
+        RankedTensorType type =
+            width >= 0
+                ? RankedTensorType::get({ShapedType::kDynamic, width}, f32)
+                : RankedTensorType::get({ShapedType::kDynamic}, f32);
+        if (width >= 0) {
+          offsets.push_back(z);
+          sizes.push_back(b.getIndexAttr(width));
+        }
+        Value regionT = tensor::ExtractSliceOp::create(
+            b, type, shared[k], offsets, sizes,
+            SmallVector<OpFoldResult>(offsets.size(), b.getIndexAttr(1)));
+        Value stored =
+            width >= 0 ? tb.store(rowGrads[k], regionT, {z, z}, {0, 1}, valid)
+                       : tb.store(rowGrads[k], regionT, {z}, {0}, valid);
+        writes.push_back({stored, offsets, sizes});
+      }
+      auto slotWrite = [&](int idx, Value share, int64_t len) {
+        SmallVector<OpFoldResult> offsets = {n, head, chRead, z};
+        SmallVector<OpFoldResult> sizes = {unit, unit, slotRows,
+                                           b.getIndexAttr(len)};
+        Value regionT = tensor::ExtractSliceOp::create(
+            b, RankedTensorType::get({ShapedType::kDynamic, len}, f32),
+            shared[idx], offsets, sizes,
+            SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+        Value asRowTile = tb.map({1, len}, {perColumn(liveOnly(tb, share))},
+                                 [](ImplicitLocOpBuilder &, ValueRange s,
+                                    ValueRange) { return s[0]; });
+        writes.push_back(
+            {tb.store(asRowTile, regionT, {z, z}, {0, 1}, slotRows), offsets,
+             sizes});
+      };
+      if (idxALog >= 0)
+        slotWrite(idxALog, dALog, 1);
+      if (idxDt >= 0)
+        slotWrite(idxDt, dDt, dtLen);
+      b.setInsertionPointToStart(chunkGrid.getTerminator().getBody());
+      for (auto [k, w] : llvm::enumerate(writes)) {
+        auto &[stored, offsets, sizes] = w;
+        tensor::ParallelInsertSliceOp::create(
+            b, stored, shared[k], offsets, sizes,
+            SmallVector<OpFoldResult>(offsets.size(), b.getIndexAttr(1)));
+      }
+    }
+    if (!whyNot.empty()) {
+      op.emitError() << "kda-tile-chunks: " << whyNot;
+      return failure();
+    }
+
+    // 4. The sums.
+    SmallVector<Value> results;
+    for (int which = 0; which < 2; ++which)
+      results.push_back(sumGroups(b, chunkGrid.getResult(which), q,
+                                  sizeOf(b, q, 2), group, 1, c));
+    results.push_back(chunkGrid.getResult(2));
+    if (idxGate >= 0)
+      results.push_back(chunkGrid.getResult(idxGate));
+    if (idxBeta >= 0)
+      results.push_back(chunkGrid.getResult(idxBeta));
+    if (dh0Done)
+      results.push_back(dh0Done);
+    Value seqCount = sequences.numSequences();
+    if (idxALog >= 0)
+      results.push_back(sumSequences(b, chunkGrid.getResult(idxALog), hv,
+                                     seqCount, keptChunks, 1,
+                                     /*squeeze=*/true));
+    if (idxDt >= 0)
+      results.push_back(sumSequences(b, chunkGrid.getResult(idxDt), hv,
+                                     seqCount, keptChunks, dtLen,
+                                     /*squeeze=*/!channelGate));
+    // The grids' names, and the intra-chunk grid's description (the
+    // forward's: it takes the same lane kernel).
+    if (auto f = op->getParentOfType<FunctionOpInterface>()) {
+      SmallVector<StringRef> phases = {"intra", "reverse", "chunk", "sum_dq",
+                                       "sum_dk"};
+      if (idxALog >= 0)
+        phases.push_back("sum_d_A_log");
+      if (idxDt >= 0)
+        phases.push_back("sum_d_dt_bias");
+      f->setAttr(kPhaseAttr, b.getStrArrayAttr(phases));
+      SmallVector<StringRef> roles;
+      if (ws.w)
+        roles.push_back("w");
+      roles.append({"u", "q", "k", "p"});
+      if (ws.g)
+        roles.push_back("g");
+      int64_t seqsStatic = dimOf(q, 0);
+      if (Value cu = op.getCuSeqlens())
+        seqsStatic = ShapedType::isDynamic(dimOf(cu, 0)) ? ShapedType::kDynamic
+                                                         : dimOf(cu, 0) - 1;
+      int64_t tokensStatic = dimOf(q, 1);
+      auto minusOne = [](int64_t d) {
+        return ShapedType::isDynamic(d) ? int64_t(-1) : d;
+      };
+      int64_t chunksStatic =
+          ShapedType::isDynamic(tokensStatic) ? -1 : (tokensStatic + c - 1) / c;
+      f->setAttr(kIntraPassAttr,
+                 IntraPassAttr::get(
+                     b.getContext(), c, c, fullConfig.subChunk, kd, vd,
+                     b.getStrArrayAttr(roles),
+                     b.getDenseI64ArrayAttr({minusOne(seqsStatic),
+                                             chunksStatic,
+                                             minusOne(dimOf(v, 2))}),
+                     prologueDescription(b, fullConfig, bool(op.getGate()),
+                                         channelGate, bool(op.getBeta()))));
+    }
     for (auto [r, want] : llvm::zip(results, op->getResultTypes()))
       if (r.getType() != want)
         r = tensor::CastOp::create(b, want, r);
@@ -1731,7 +2260,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
   /// [rows, HV, blocks, len] of `count` sequences: a grid over the value
   /// heads summing every sequence's and V block's.
   static Value sumSequences(ImplicitLocOpBuilder &b, Value partials,
-                            OpFoldResult hv, Value count, int64_t blocks,
+                            OpFoldResult hv, Value count, OpFoldResult blocks,
                             int64_t len, bool squeeze) {
     TensorTileBuilder tb(b);
     auto staticHeads = getConstantIntValue(hv);
@@ -1754,17 +2283,34 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
         [&](OpBuilder &nb, Location loc, Value n, ValueRange acc) {
           ImplicitLocOpBuilder ib(loc, nb);
           TensorTileBuilder itb(ib);
+          auto add = [&](TensorTileBuilder &on, Value total, Value blk) {
+            Value piece = on.load(partials, {n, head, blk, on.index(0)}, {3},
+                                  {len}, on.index(len));
+            return on.map({len}, {total, piece},
+                          [](ImplicitLocOpBuilder &bb, ValueRange s,
+                             ValueRange) {
+                            return Value(arith::AddFOp::create(bb, s[0], s[1]));
+                          });
+          };
           Value total = acc[0];
-          for (int64_t blk = 0; blk < blocks; ++blk) {
-            Value piece =
-                itb.load(partials, {n, head, itb.index(blk), itb.index(0)},
-                         {3}, {len}, itb.index(len));
-            total = itb.map({len}, {total, piece},
-                            [](ImplicitLocOpBuilder &bb, ValueRange s,
-                               ValueRange) {
-                              return Value(
-                                  arith::AddFOp::create(bb, s[0], s[1]));
-                            });
+          if (std::optional<int64_t> fixed = getConstantIntValue(blocks)) {
+            for (int64_t blk = 0; blk < *fixed; ++blk)
+              total = add(itb, total, itb.index(blk));
+          } else {
+            // As many blocks as an argument's dimension (the gradient's
+            // per-chunk shares): a loop.
+            total = scf::ForOp::create(
+                        ib, itb.index(0),
+                        getValueOrCreateConstantIndexOp(ib, loc, blocks),
+                        itb.index(1), ValueRange{total},
+                        [&](OpBuilder &bnb, Location bl, Value blk,
+                            ValueRange bacc) {
+                          ImplicitLocOpBuilder bib(bl, bnb);
+                          TensorTileBuilder btb(bib);
+                          scf::YieldOp::create(bib,
+                                               add(btb, bacc[0], blk));
+                        })
+                        .getResult(0);
           }
           scf::YieldOp::create(ib, total);
         });

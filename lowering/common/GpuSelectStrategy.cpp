@@ -146,8 +146,9 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
   // schedule's _<grid> after them.)
   if (name.contains("gated_delta_grad"))
     return {"gradient",
-            "the derived gradient has no lane kernels yet (its reverse pass "
-            "and sums run on shared-memory tiles)",
+            "the derived gradient's reverse scan, chunk-parallel adjoint "
+            "and sums have no lane kernels yet (its intra-chunk grid is the "
+            "forward's lane kernel)",
             "docs/backward.md: the lane builder's decayedApply and the "
             "backward's grids on lanes"};
   if (name.contains("gated_delta"))

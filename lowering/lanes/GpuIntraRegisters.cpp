@@ -578,15 +578,20 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     if (!precise)
       kda::useApproximateMath(func);
     func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
-    // Four blocks per SM (65536 registers): the program is a chain of
+    // Four blocks of 128 threads per SM (65536 registers): the program is a chain of
     // short phases, and more resident blocks hide their latencies. At
     // K = V = 128 ptxas fits a 16-bit kernel in 128 registers without
     // spills (156 unbounded); fp32 kernels (3xTF32 products) spilled there
     // (4 bytes, the varlen form) and get three blocks per SM, registers
     // rounded down to ptxas's granule of 8 (bundle.test checks for spills).
-    const int64_t blocksPerSM = precise ? 3 : 4;
+    // The target is resident warps (16, fp32 12), not blocks: at 256
+    // threads (the gradient's modules) the same budget is two blocks of
+    // 128 registers (four blocks of 64 spilled).
+    const int64_t residentThreads = (precise ? 3 : 4) * 128;
+    const int64_t blocksPerSM = std::max<int64_t>(1, residentThreads / threads);
     func->setAttr(kda::kMaxRegistersAttr,
-                  b.getI32IntegerAttr(65536 / (threads * blocksPerSM) / 8 * 8));
+                  b.getI32IntegerAttr(std::min<int64_t>(
+                      255, 65536 / (threads * blocksPerSM) / 8 * 8)));
     // Inputs read as 16-byte vectors need 16-byte aligned pointers (the
     // runtime checks what the manifest states).
     kda::requireAlignedRows(func, [&](StringRef name, MemRefType type) {
@@ -626,18 +631,22 @@ std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
           "sub-chunk-steps)";
     say("tile with sub-chunks of 16 and sub-chunk-steps (kda-compile: "
         "--sub-chunk=16, the default), or accept the tile lowering");
-  } else if (cfg->keyDim % (8 * warps) != 0 ||
-             cfg->valueDim % (8 * warps) != 0 ||
-             (cfg->keyDim / warps / 4) % 2 != 0) {
+  } else if (cfg->keyDim % (16 * warps) != 0 ||
+             cfg->valueDim % (8 * warps) != 0) {
+    // Products contracted over K split it over the warps, each warp's
+    // slice a whole number of m16n8k16 steps (LaneTileBuilder::matmul);
+    // V splits by columns, 8 per mma.sync tile. (K = 64 at 8 warps passed
+    // the old check of 8 per warp and failed in the lane program.)
     os << "K = " << cfg->keyDim << " and V = " << cfg->valueDim
        << " do not split over " << warps
-       << " warps (multiples of 8 per warp, an even number of key columns per "
-          "lane: K and V multiples of " << 8 * warps << " at " << warps
+       << " warps (K a multiple of 16 per warp, V of 8 per warp: K a multiple "
+          "of " << 16 * warps << " and V of " << 8 * warps << " at " << warps
        << " warps)";
     // Zero key columns of q, k and the gate add nothing to any product
     // (and nothing to an l2 norm); zero value columns give zero outputs.
-    say("pad K and V with zero columns to multiples of " +
-        std::to_string(8 * warps) +
+    say("pad K to a multiple of " + std::to_string(16 * warps) +
+        " and V to a multiple of " + std::to_string(8 * warps) +
+        " with zero columns, or use fewer threads per block" +
         " (q, k and gate columns of zeros leave the output unchanged; "
         "slice the padded value columns off), or accept the tile lowering");
   }

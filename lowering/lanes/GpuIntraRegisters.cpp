@@ -631,20 +631,24 @@ std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
           "sub-chunk-steps)";
     say("tile with sub-chunks of 16 and sub-chunk-steps (kda-compile: "
         "--sub-chunk=16, the default), or accept the tile lowering");
-  } else if (cfg->keyDim % (16 * warps) != 0 ||
-             cfg->valueDim % (8 * warps) != 0) {
-    // Products contracted over K split it over the warps, each warp's
-    // slice a whole number of m16n8k16 steps (LaneTileBuilder::matmul);
-    // V splits by columns, 8 per mma.sync tile. (K = 64 at 8 warps passed
-    // the old check of 8 per warp and failed in the lane program.)
+  } else if (cfg->keyDim % (8 * warps) != 0 ||
+             cfg->valueDim % (8 * warps) != 0 ||
+             (cfg->keyDim / warps / 4) % 2 != 0 ||
+             (warps > 4 && cfg->keyDim % (16 * warps) != 0)) {
+    // Past 4 warps (the gradient's modules run 8) the products contracted
+    // over K split it over the warps in whole m16n8k16 steps
+    // (LaneTileBuilder::matmul): K = 64 at 8 warps passed the check of 8
+    // per warp and then failed in the lane program.
+    const int64_t kMultiple = warps > 4 ? 16 * warps : 8 * warps;
     os << "K = " << cfg->keyDim << " and V = " << cfg->valueDim
        << " do not split over " << warps
-       << " warps (K a multiple of 16 per warp, V of 8 per warp: K a multiple "
-          "of " << 16 * warps << " and V of " << 8 * warps << " at " << warps
-       << " warps)";
+       << " warps (K a multiple of " << kMultiple << " and V of "
+       << 8 * warps << " at " << warps
+       << " warps: whole mma.sync steps per warp, an even number of key "
+          "columns per lane)";
     // Zero key columns of q, k and the gate add nothing to any product
     // (and nothing to an l2 norm); zero value columns give zero outputs.
-    say("pad K to a multiple of " + std::to_string(16 * warps) +
+    say("pad K to a multiple of " + std::to_string(kMultiple) +
         " and V to a multiple of " + std::to_string(8 * warps) +
         " with zero columns, or use fewer threads per block" +
         " (q, k and gate columns of zeros leave the output unchanged; "

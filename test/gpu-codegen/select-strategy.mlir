@@ -35,7 +35,7 @@ func.func @intra64() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<ch
 }
 
 // K = V = 80 do not split over 4 warps: the fix is padding, not sub-chunks.
-// REMARK: select-strategy.mlir:[[@LINE+3]]:1: remark: kda-gpu-select-strategy: the intra kernel 'intra_k80' takes the shared-memory tile lowering, several times slower than lanes: K = 80 and V = 80 do not split over 4 warps (K a multiple of 16 per warp, V of 8 per warp: K a multiple of 64 and V of 32 at 4 warps); fix: pad K to a multiple of 64 and V to a multiple of 32 with zero columns, or use fewer threads per block (q, k and gate columns of zeros leave the output unchanged; slice the padded value columns off), or accept the tile lowering
+// REMARK: select-strategy.mlir:[[@LINE+3]]:1: remark: kda-gpu-select-strategy: the intra kernel 'intra_k80' takes the shared-memory tile lowering, several times slower than lanes: K = 80 and V = 80 do not split over 4 warps (K a multiple of 32 and V of 32 at 4 warps: whole mma.sync steps per warp, an even number of key columns per lane); fix: pad K to a multiple of 32 and V to a multiple of 32 with zero columns, or use fewer threads per block (q, k and gate columns of zeros leave the output unchanged; slice the padded value columns off), or accept the tile lowering
 // CHECK-LABEL: func.func @intra_k80
 // CHECK-SAME: kind = "tiles", reason = "K = 80 and V = 80 do not split over 4 warps
 func.func @intra_k80() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 16, sub_chunk = 16, key_dim = 80, value_dim = 80, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = none, l2norm = false, scale = 0.11180339887498948 : f64>>} {
@@ -43,14 +43,14 @@ func.func @intra_k80() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<
 }
 
 // K = 64: lanes at 4 warps; at 8 warps (256 threads, the gradient's
-// modules) each warp's slice of K would be 8 columns, less than one
-// m16n8k16 step: the lane program failed there, so it is refused.
+// modules) a product contracted over K would give each warp 8 columns, less
+// than one m16n8k16 step: the lane program failed there, so it is refused.
 // CHECK-LABEL: func.func @intra_k64
 // CHECK-SAME: kind = "lanes"
 // WARPS8-LABEL: func.func @intra16
 // WARPS8-SAME: kind = "lanes"
 // WARPS8-LABEL: func.func @intra_k64
-// WARPS8-SAME: kind = "tiles", reason = "K = 64 and V = 64 do not split over 8 warps (K a multiple of 16 per warp
+// WARPS8-SAME: kind = "tiles", reason = "K = 64 and V = 64 do not split over 8 warps (K a multiple of 128 and V of 64 at 8 warps
 func.func @intra_k64() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 16, sub_chunk = 16, key_dim = 64, value_dim = 64, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = none, l2norm = false, scale = 0.125 : f64>>} {
   return
 }

@@ -51,14 +51,15 @@ struct GpuTarget {
   /// Hopper's warpgroup products (wgmma.mma_async, sm_90a only): lane
   /// kernels whose B operands stay in shared memory take them.
   bool wgmma = false;
-  /// The derived gradient (kda.gated_delta_grad, tile lowering): V block and
-  /// block threads. Each V block's program recomputes the chunk's
-  /// intra-chunk work, and its chunk step is a chain of small shared-memory
-  /// phases: at K = V = 128 on the H200, V blocks of 32 and 256 threads took
-  /// 43 ms for T = 8192 H = 32 forward + backward, 32 and 128 threads 58 ms,
-  /// 16 and 128 threads 156 ms (bench/RESULTS.md, twenty-third session); a
-  /// V block of 32 needs 161 KB of shared memory there (64: 235 KB, more
-  /// than any chip has). AMD keeps 16 (its 64 KB of LDS fit neither).
+  /// The derived gradient (kda.gated_delta_grad): V block and block threads
+  /// of its tile-lowered kernels. The V block splits the reverse scan's
+  /// programs and is the chunk-parallel adjoint's step over V. At K = V =
+  /// 128 on the H200 (T = 8192 H = 32, bench/RESULTS.md, twenty-fourth
+  /// session), 256 threads: V blocks of 16 took the scan 5.6 ms and the
+  /// adjoint 19.6 ms, 32 7.4 and 20.5, 64 10.6 and 18.9. (Before the
+  /// schedule was split, one program per V block walked the chunks: 32 and
+  /// 256 threads were best there, 43 ms in all.) AMD keeps 16 at 128
+  /// threads (the tile programs do not fit its 64 KB of LDS yet).
   int64_t gradientVBlock = 16, gradientThreads = 128;
 
   bool isNvidia() const { return vendor == Vendor::Nvidia; }

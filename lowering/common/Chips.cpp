@@ -15,9 +15,9 @@ using V = GpuTarget::Vendor;
 // (cudaDevAttrMaxSharedMemoryPerBlockOptin); the AMD chips' 64 KB of LDS.
 const GpuTarget kChips[] = {
     {V::Nvidia, "sm_80", 32, "mma_sync", 16, 16, 32, 163 * 1024, 255, 0, false,
-     32, 256},
+     16, 256},
     {V::Nvidia, "sm_90a", 32, "mma_sync", 16, 16, 32, 227 * 1024, 255, 0, true,
-     32, 256},
+     16, 256},
     {V::Amd, "gfx90a", 64, "mfma", 16, 16, 16, 64 * 1024, 512,
      llvm::ELF::EF_AMDGPU_MACH_AMDGCN_GFX90A},
     {V::Amd, "gfx942", 64, "mfma", 16, 16, 16, 64 * 1024, 512,

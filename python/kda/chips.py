@@ -12,7 +12,7 @@ from typing import Dict, Tuple
 # default_tile: kda-compile's tile without flags (v_block_f32: the V block of
 # gated delta ops with fp32 q and k; v_block_gradient and threads_gradient:
 # the V block and block threads of kda.gated_delta_grad).
-_NV_TILE = {"chunk": 16, "v_block": 16, "v_block_f32": 32, "v_block_gradient": 32,
+_NV_TILE = {"chunk": 16, "v_block": 16, "v_block_f32": 32, "v_block_gradient": 16,
             "threads_gradient": 256}
 _AMD_TILE = {"chunk": 16, "v_block": 16, "v_block_f32": 16, "v_block_gradient": 16,
              "threads_gradient": 128}

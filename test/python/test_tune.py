@@ -593,6 +593,25 @@ def part_flow(kda_tune, kda_compile, runtime, tmp):
     check("1 of 2 candidates changed" in bad and f"{cubin} differs" in bad
           and TU.TuningDB.load(db_old).lookup(cfg, "sm_90a", fp, 256, 2, 2) is None, bad)
     ok("kda-tune rekey: entries carried where the code is the same, left where one cubin differs")
+    # --drop-changed: entries whose winner and baselines are the same code
+    # carry without the changed candidate; one whose winner changed stays.
+    with open(os.path.join(plan, "plan.json"), "w") as f:
+        json.dump(pj, f)
+    old_db.save(db_old)
+    changed = TU._tile_id(cands[1]["tile"])
+    used = {TU._tile_id(t) for e in old_db.entries.values()
+            for t in [(e.get("winner") or {}).get("tile")] + list((e.get("baselines") or {}).values()) if t}
+    part = run([kda_tune, "rekey", plan, "--db", db_old, "--jobs", "2", "--drop-changed"], env,
+               expect_fail=changed in used)
+    after = TU.TuningDB.load(db_old)
+    if changed in used:
+        check("1 of 2 candidates changed" in part and after.lookup(cfg, "sm_90a", fp, 256, 2, 2) is None, part)
+    else:
+        kept = [e for k, e in after.entries.items() if k.split("|")[2] == fp]
+        check("1 changed and dropped" in part and kept
+              and all(changed not in {TU._tile_id(c["tile"]) for c in e["candidates"]}
+                      and e["dropped_candidates"] == [changed] for e in kept), part)
+    ok("kda-tune rekey --drop-changed: a changed candidate dropped where the winner and baselines are not it")
 
 
 def part_packaged(kda_tune, kda_compile, tmp):

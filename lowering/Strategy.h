@@ -66,6 +66,10 @@ std::string intraLanesRefusal(IntraPassAttr intraPass, int64_t threads,
 /// (its workspace types decide the matrix instruction).
 std::string stateLanesRefusal(func::FuncOp func, StatePassAttr statePass,
                               int64_t threads, std::string *fix = nullptr);
+/// The same for a gradient's reverse scan (kda.reverse_pass), the state
+/// program run backwards (GpuStateRegisters.cpp).
+std::string reverseLanesRefusal(func::FuncOp func, StatePassAttr reversePass,
+                                int64_t threads, std::string *fix = nullptr);
 /// The same for the register decode kernel (kda.decode_pass).
 std::string decodeLanesRefusal(DecodePassAttr decodePass, int64_t warpSize);
 

@@ -2154,6 +2154,16 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       };
       int64_t chunksStatic =
           ShapedType::isDynamic(tokensStatic) ? -1 : (tokensStatic + c - 1) / c;
+      SmallVector<int64_t> scanGrid = {minusOne(seqsStatic),
+                                       minusOne(dimOf(v, 2))};
+      if (blocks > 1)
+        scanGrid.push_back(blocks);
+      f->setAttr(kReversePassAttr,
+                 StatePassAttr::get(b.getContext(), c, c, kd, vb,
+                                    b.getBoolAttr(vMajor), b.getBoolAttr(false),
+                                    b.getBoolAttr(false), 0,
+                                    b.getStrArrayAttr(roles),
+                                    b.getDenseI64ArrayAttr(scanGrid)));
       f->setAttr(kIntraPassAttr,
                  IntraPassAttr::get(
                      b.getContext(), c, c, fullConfig.subChunk, kd, vd,

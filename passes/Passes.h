@@ -36,6 +36,11 @@ inline constexpr llvm::StringLiteral kPhaseAttr = "kda.phase";
 /// order ("w" = A(beta Gamma K), "u", "q" = Gamma Q, "k" = the decayed k,
 /// "p", "g" = the chunk's total log-decay in its first row).
 inline constexpr llvm::StringLiteral kStatePassAttr = "kda.state_pass";
+/// On a gradient's function (kda.gated_delta_grad with chunk_states): its
+/// reverse scan, described as the forward's state grid it transposes (the
+/// same fields; no boundary states). kda-gpu-state-registers runs it on
+/// lanes: the tape's adjoint of emitStateStep with respect to the state.
+inline constexpr llvm::StringLiteral kReversePassAttr = "kda.reverse_pass";
 /// On a function with a chunk-parallel schedule: what its intra-chunk grid
 /// computes, for targets that lower it with a kernel of their own
 /// (kda-gpu-intra-registers): {chunk, sub_chunk, key_dim, value_dim, delta,

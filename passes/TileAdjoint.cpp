@@ -247,10 +247,34 @@ TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
     return arith::MulFOp::create(ib, s[0], s[1]);
   };
 
+  // Activity: the values computed from a `wrt` (or from a watched scalar a
+  // map body captures). Only those take gradients: the others' would be
+  // dead code, and a builder that cannot emit some dead product (a lane
+  // builder's layouts) would fail for nothing. (The reverse scan of the
+  // gradient asks only for the state's: without this, every matmul rule
+  // also built the gradient of its workspace operand.)
+  llvm::DenseSet<Value> active(wrt.begin(), wrt.end());
+  for (const std::unique_ptr<Entry> &ep : tape) {
+    const Entry &e = *ep;
+    bool act = llvm::any_of(e.inputs,
+                            [&](Value v) { return active.contains(v); });
+    if (!act && e.kind == Kind::Map && e.body && !watched.empty()) {
+      for (Value w : watched) {
+        act |= e.bodyResult == w;
+        e.body->walk([&](Operation *op) {
+          act |= llvm::is_contained(op->getOperands(), w);
+        });
+      }
+    }
+    if (act)
+      active.insert(e.result);
+  }
+  auto live = [&](Value v) { return active.contains(v); };
+
   for (auto it = tape.rbegin(); it != tape.rend(); ++it) {
     Entry &e = **it;
     auto found = grads.find(e.result);
-    if (found == grads.end())
+    if (found == grads.end() || !live(e.result))
       continue;
     Value dy = found->second;
     const SmallVector<Value> &in = e.inputs;
@@ -268,20 +292,41 @@ TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
       // C = op(a) op(b): d op(a) = dC op(b)^T, d op(b) = op(a)^T dC, with
       // the transposes folded into the flags.
       size_t first = e.kind == Kind::MatmulAdd ? 1 : 0;
-      if (first)
+      if (first && live(in[0]))
         add(in[0], dy);
       Value a = in[first], bt = in[first + 1];
-      add(a, e.transA ? tb.matmul(bt, dy, e.transB, true)
-                      : tb.matmul(dy, bt, false, !e.transB));
-      add(bt, e.transB ? tb.matmul(dy, a, true, e.transA)
-                       : tb.matmul(a, dy, !e.transA, false));
+      // A gradient that exists already takes the product accumulated into
+      // it (matmulAdd): a matrix instruction accumulates in place, in the
+      // accumulator's own layout (the lane builder's state, whose layout a
+      // fresh product's would not match); elsewhere the same sum.
+      auto addProduct = [&](Value x, Value l, Value r, bool tl, bool tr) {
+        auto it = grads.find(x);
+        if (it == grads.end())
+          grads[x] = tb.matmul(l, r, tl, tr);
+        else
+          it->second = tb.matmulAdd(it->second, l, r, tl, tr);
+      };
+      if (live(a)) {
+        if (e.transA)
+          addProduct(a, bt, dy, e.transB, true);
+        else
+          addProduct(a, dy, bt, false, !e.transB);
+      }
+      if (live(bt)) {
+        if (e.transB)
+          addProduct(bt, dy, a, true, e.transA);
+        else
+          addProduct(bt, a, dy, !e.transA, false);
+      }
       break;
     }
     case Kind::Vecmat: {
       // y[N] = x[M] a[M, N]: dx = a dy, da = x dy^T.
       SmallVector<int64_t> s = tb.shape(in[1]);
-      add(in[0], tb.rowSum(tb.map(s, {in[1], perColumn(dy)}, mul)));
-      add(in[1], tb.map(s, {perRow(in[0]), perColumn(dy)}, mul));
+      if (live(in[0]))
+        add(in[0], tb.rowSum(tb.map(s, {in[1], perColumn(dy)}, mul)));
+      if (live(in[1]))
+        add(in[1], tb.map(s, {perRow(in[0]), perColumn(dy)}, mul));
       break;
     }
     case Kind::RowSum:
@@ -330,9 +375,12 @@ TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
       Value a = in[0], bt = in[1], g = in[2];
       Value da = tb.decayedApply(dy, bt, g, e.inclusive, false);
       Value db = tb.decayedApply(dy, a, g, e.inclusive, true);
-      add(a, da);
-      add(bt, db);
-      add(g, tb.map(tb.shape(g), {a, da, bt, db},
+      if (live(a))
+        add(a, da);
+      if (live(bt))
+        add(bt, db);
+      if (live(g))
+        add(g, tb.map(tb.shape(g), {a, da, bt, db},
                     [](ImplicitLocOpBuilder &ib, ValueRange v,
                        ValueRange) -> Value {
                       return arith::SubFOp::create(
@@ -346,8 +394,10 @@ TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
       break;
     case Kind::InsertSubTile: {
       SmallVector<int64_t> s = tb.shape(in[0]);
-      add(in[0], tb.subTile(dy, e.offsets, s));
-      add(in[1], tb.insertSubTile(tb.filled(s, 0.0), dy, e.offsets));
+      if (live(in[0]))
+        add(in[0], tb.subTile(dy, e.offsets, s));
+      if (live(in[1]))
+        add(in[1], tb.insertSubTile(tb.filled(s, 0.0), dy, e.offsets));
       break;
     }
     case Kind::RowOf: {
@@ -411,7 +461,7 @@ TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
         return full;
       };
       for (size_t k = 0; k < n; ++k) {
-        if (!isFloatTile(in[k]))
+        if (!isFloatTile(in[k]) || !live(in[k]))
           continue;
         FailureOr<Value> full = partial(k, Value(), Value());
         if (failed(full))

@@ -77,6 +77,28 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
     }
     return d;
   }
+  if (auto reverse =
+          f->getAttrOfType<kda::StatePassAttr>(kda::kReversePassAttr)) {
+    Decision d{"reverse", "", ""};
+    if (!o.nvidia)
+      d.reason = amd;
+    else if (!o.tensorCores)
+      d.reason = noTensorCores;
+    else if (!o.stateLanes)
+      d.reason = "switched off (state-registers=false)";
+    else if (std::string why =
+                 kda::reverseLanesRefusal(f, reverse, o.threads, &d.fix);
+             !why.empty())
+      d.reason = why;
+    if (d.reason.empty()) {
+      // The forward state program run backwards: the tape's adjoint of
+      // emitStateStep on lane tiles (GpuStateRegisters.cpp).
+      d.instruction = "mma_sync";
+      d.program = "derived";
+      d.stages = o.stateStages;
+    }
+    return d;
+  }
   if (state) {
     Decision d{"state", "", ""};
     if (!o.nvidia)
@@ -146,9 +168,9 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
   // schedule's _<grid> after them.)
   if (name.contains("gated_delta_grad"))
     return {"gradient",
-            "the derived gradient's reverse scan, chunk-parallel adjoint "
-            "and sums have no lane kernels yet (its intra-chunk grid is the "
-            "forward's lane kernel)",
+            "the derived gradient's chunk-parallel adjoint and sums have no "
+            "lane kernels yet (its intra-chunk grid and reverse scan run on "
+            "lanes)",
             "docs/backward.md: the lane builder's decayedApply and the "
             "backward's grids on lanes"};
   if (name.contains("gated_delta"))

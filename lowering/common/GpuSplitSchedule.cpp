@@ -297,6 +297,9 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
           kernel->setAttr(kda::kChunkGridAttr,
                           b.getI64IntegerAttr(state.getChunk()));
       }
+      if (Attribute reverse = f->getAttr(kda::kReversePassAttr))
+        if (suffix == "_reverse")
+          kernel->setAttr(kda::kReversePassAttr, reverse);
       if (Attribute intra = f->getAttr(kda::kIntraPassAttr))
         if (suffix == "_intra")
           kernel->setAttr(kda::kIntraPassAttr, intra);
@@ -378,6 +381,7 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
     f->removeAttr(kda::kPhaseAttr);
     f->removeAttr(kda::kStatePassAttr);
     f->removeAttr(kda::kIntraPassAttr);
+    f->removeAttr(kda::kReversePassAttr);
 
     // The bundle entry: the op's parameters as its kernel would have had
     // them, the workspaces, the launches.

@@ -37,6 +37,7 @@
 #include "lowering/Strategy.h"
 
 #include "passes/GatedDeltaKernel.h"
+#include "passes/TileAdjoint.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -211,6 +212,15 @@ struct LaneStateProgram : kda::LaneBuilder {
   static constexpr int64_t kPad32 = 4; // f32 row padding: 16 bytes
   Value ws[6]; // w, u, q, k, p, g (null when absent)
   Value o, h0, ht, cuSeqlens;
+  /// The reverse scan of a gradient (kda.reverse_pass): chunks last to
+  /// first, the carried tile dS (from d_final_state, `h0` here; zeros
+  /// without it), each step the tape's adjoint of emitStateStep with
+  /// respect to the state, seeded with the chunk's dO rows (`dO`, read in
+  /// place of U, which the adjoint does not read) and dS. dS before each
+  /// step goes to `dStates` ([N, NT, HV, K, V] f32, K-major) at the chunk;
+  /// the last one to `ht` (d_initial_state).
+  bool reverse = false;
+  Value dO, dStates;
   Value boundary;      // chunk-boundary states, or null
   Value boundaryTable; // pool slots per (sequence, entry), or null
   Value n, head, vCol, row, start, length, tokens, heads;
@@ -339,7 +349,8 @@ struct LaneStateProgram : kda::LaneBuilder {
       issueRows(0, shW, stage, t0, valid, C, kPieces, {}, true);
     issueRows(2, shQ, stage, t0, valid, C, kPieces, {}, true);
     issueRows(3, shK, stage, t0, valid, C, kPieces, {}, true);
-    issueRows(1, shU, stage, t0, valid, C, VB / 4, vCol, true);
+    if (!reverse)
+      issueRows(1, shU, stage, t0, valid, C, VB / 4, vCol, true);
     issueRows(4, shP, stage, t0, valid, C, C / 4, {}, true);
     if (ws[5])
       issueRows(5, shG, stage, t0, valid, 1, K / 4, {}, false);
@@ -425,14 +436,30 @@ struct LaneStateProgram : kda::LaneBuilder {
     storeBoundaryEntry(tb, layout, {n, loop.getInductionVar(), head}, {});
   }
 
+  /// The reverse scan's dS before chunk `chunkIdx`'s step (the gradient of
+  /// the state after it), into `dStates` [N, NT, HV, K, V] (K-major) at
+  /// (n, chunkIdx, head).
+  void storeDState(kda::LaneTileBuilder &tb, const kda::LaneLayout &layout,
+                   Value chunkIdx, ArrayRef<Value> S) {
+    // Split by K, every warp holds its own keys; by V, its own V rows: each
+    // register is one element, stored once.
+    for (int64_t r = 0; r < int64_t(layout.regs.size()); ++r) {
+      Value key = tb.coordinate(layout, r, 0);
+      Value v = add(vCol, tb.coordinate(layout, r, 1));
+      memref::StoreOp::create(b, S[r], dStates,
+                              ValueRange{n, chunkIdx, head, key, v});
+    }
+  }
+
   /// Emits the program; returns the builder's refusal (empty on success).
   std::string emit(ArrayRef<Value> ivs) {
     Type f32Type = b.getF32Type();
     n = ivs[0];
     head = ivs[1];
     vCol = mul(ivs[2], VB);
-    tokens = memref::DimOp::create(b, o, 1);
-    heads = memref::DimOp::create(b, o, 2);
+    Value rows = reverse ? dO : o; // [B, T, HV, V]
+    tokens = memref::DimOp::create(b, rows, 1);
+    heads = memref::DimOp::create(b, rows, 2);
     std::tie(row, start, length) = sequenceBounds(b, n, tokens, cuSeqlens);
     tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
     lane = arith::RemUIOp::create(b, tid, idx(32));
@@ -453,7 +480,8 @@ struct LaneStateProgram : kda::LaneBuilder {
       shW = alloc({stages, C, kRow}, opType);
     shQ = alloc({stages, C, kRow}, opType);
     shK = alloc({stages, C, kRow}, opType);
-    shU = alloc({stages, C, VB + kPad32}, f32Type);
+    if (!reverse)
+      shU = alloc({stages, C, VB + kPad32}, f32Type);
     shP = alloc({stages, C, C + kPad32}, f32Type);
     if (ws[5])
       shG = alloc({stages, K}, f32Type);
@@ -505,6 +533,13 @@ struct LaneStateProgram : kda::LaneBuilder {
     }
 
     Value numChunks = arith::CeilDivUIOp::create(b, length, idx(C));
+    // The chunk of step j: j, or (reverse) numChunks - 1 - j.
+    auto chunkOf = [&](Value j) -> Value {
+      if (!reverse)
+        return j;
+      return arith::SubIOp::create(
+          b, arith::SubIOp::create(b, numChunks, idx(1)), j);
+    };
     // Chunks 0 .. stages - 2 in flight, one commit group each (empty past
     // the sequence's end, so that every wait below counts the same groups).
     for (int64_t j = 0; j + 1 < stages; ++j) {
@@ -512,7 +547,7 @@ struct LaneStateProgram : kda::LaneBuilder {
         auto first = scf::IfOp::create(b, ult(idx(j), numChunks), false);
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(first.thenBlock());
-        issue(idx(j), idx(j));
+        issue(chunkOf(idx(j)), idx(j));
       }
       NVVM::CpAsyncCommitGroupOp::create(b);
     }
@@ -532,7 +567,8 @@ struct LaneStateProgram : kda::LaneBuilder {
         auto more = scf::IfOp::create(b, ult(nextChunk, numChunks), false);
         OpBuilder::InsertionGuard g2(b);
         b.setInsertionPointToStart(more.thenBlock());
-        issue(nextChunk, arith::RemUIOp::create(b, nextChunk, idx(stages)));
+        issue(chunkOf(nextChunk),
+              arith::RemUIOp::create(b, nextChunk, idx(stages)));
       }
       NVVM::CpAsyncCommitGroupOp::create(b);
 
@@ -541,12 +577,60 @@ struct LaneStateProgram : kda::LaneBuilder {
         intra.w = tb.makeShared(shW, ValueRange{stage}, {C, K});
       intra.qDecayed = tb.makeShared(shQ, ValueRange{stage}, {C, K});
       intra.kToEnd = tb.makeShared(shK, ValueRange{stage}, {C, K});
-      intra.u = readTile(tb, rowsL, shU, stage);
-      intra.p = readTile(tb, pL, shP, stage);
+      if (!reverse)
+        intra.u = readTile(tb, rowsL, shU, stage);
+      // The reverse step reads P transposed (P^T dO): from shared memory,
+      // in whichever operand layout its product takes.
+      intra.p = reverse ? tb.makeShared(shP, ValueRange{stage}, {C, C})
+                        : readTile(tb, pL, shP, stage);
       if (ws[5])
         intra.gLast = readTile(tb, gL, shG, stage);
       SmallVector<Value> cur(loop.getRegionIterArgs().begin(),
                              loop.getRegionIterArgs().end());
+      if (reverse) {
+        Value c = chunkOf(i);
+        Value local = mul(c, C);
+        Value t0 = add(start, local);
+        Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
+        storeDState(tb, stateL, c, cur);
+        // The chunk's dO rows (zeros past the sequence's end) where U was.
+        Type dType = cast<MemRefType>(dO.getType()).getElementType();
+        Value last = arith::SubIOp::create(b, valid, idx(1));
+        SmallVector<Value> dRegs, zeros;
+        for (int64_t r = 0; r < int64_t(rowsL.regs.size()); ++r) {
+          Value cr = tb.coordinate(rowsL, r, 0);
+          Value v = tb.coordinate(rowsL, r, 1);
+          Value x = toF32(memref::LoadOp::create(
+              b, dO, ValueRange{row, add(t0, minu(cr, last)), head,
+                                add(vCol, v)}));
+          (void)dType;
+          dRegs.push_back(select(ult(cr, valid), x, f32(0.0)));
+          zeros.push_back(f32(0.0));
+        }
+        intra.u = tb.make(rowsL, zeros);
+        SmallVector<Value> zeroState(stateL.regs.size(), f32(0.0));
+        // The adjoint with respect to the state does not read the state's
+        // value (the step is affine in it): the forward runs on zeros, and
+        // what it computes is dead.
+        Value state = tb.make(stateL, zeroState);
+        kda::TapeTileBuilder tape(tb);
+        kda::ChunkOutputs out = kda::emitStateStep(tape, intra, state);
+        std::string why;
+        FailureOr<SmallVector<Value>> g = tape.emitAdjoint(
+            {{out.o, tb.make(rowsL, dRegs)},
+             {out.nextState, tb.make(stateL, cur)}},
+            {state}, why);
+        if (failed(g)) {
+          scf::YieldOp::create(b, cur);
+          return why;
+        }
+        SmallVector<Value> next = tb.convertLayout((*g)[0], stateL);
+        if (!tb.failure().empty()) {
+          scf::YieldOp::create(b, cur);
+          return tb.failure();
+        }
+        scf::YieldOp::create(b, next);
+      } else {
       if (boundary)
         storeBoundaryBefore(tb, stateL, i, cur);
       Value state = tb.make(stateL, cur);
@@ -578,6 +662,7 @@ struct LaneStateProgram : kda::LaneBuilder {
                                 ValueRange{row, add(t0, c), head, add(vCol, v)});
       }
       scf::YieldOp::create(b, next);
+      }
     }
 
     zeroBoundariesPastEnd(tb, stateL);
@@ -606,6 +691,28 @@ SmallVector<Type> workspaceTypes(func::FuncOp func,
   return types;
 }
 
+/// A reverse scan's description without U (the adjoint with respect to the
+/// state does not read it, and the kernel does not take it).
+StatePassConfig withoutU(StatePassConfig cfg) {
+  llvm::erase(cfg.roles, std::string("u"));
+  return cfg;
+}
+
+/// The reverse scan's workspace types, U skipped: ws<i> keeps the index of
+/// its role in the full description.
+SmallVector<Type> reverseWorkspaceTypes(func::FuncOp func,
+                                        const StatePassConfig &cfg) {
+  SmallVector<Type> types;
+  auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
+  if (!abi || func.isExternal())
+    return types;
+  for (size_t i = 0; i < cfg.roles.size(); ++i)
+    if (cfg.roles[i] != "u")
+      if (Value arg = kda::abiArgument(func, abi, "ws" + std::to_string(i)))
+        types.push_back(arg.getType());
+  return types;
+}
+
 struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPass> {
   using Base::Base;
   StateRegistersPass() = default;
@@ -619,11 +726,16 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     auto desc = func->getAttrOfType<kda::StatePassAttr>(kda::kStatePassAttr);
+    const bool reverse = !desc;
+    if (reverse)
+      desc = func->getAttrOfType<kda::StatePassAttr>(kda::kReversePassAttr);
     std::optional<StatePassConfig> cfg = readConfig(desc);
     auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
     if (!cfg || !abi || func.isExternal())
       return;
-    std::string refusal = kda::stateLanesRefusal(func, desc, threads);
+    std::string refusal =
+        reverse ? kda::reverseLanesRefusal(func, desc, threads)
+                : kda::stateLanesRefusal(func, desc, threads);
     if (!kda::runsOnLanes(func, refusal)) {
       // The tile lowering records no boundary states into pool slots (the
       // tiling left them to this kernel).
@@ -672,8 +784,10 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     SmallVector<Value> ivs(3, zero);
     for (auto [i, d] : llvm::enumerate(grid->kept))
       ivs[d] = forall.getInductionVar(rank - 1 - i);
-    SmallVector<Type> wsTypes = workspaceTypes(func, *cfg);
-    if (std::string why = LaneStateProgram::refusal(*cfg, wsTypes);
+    SmallVector<Type> wsTypes = reverse ? reverseWorkspaceTypes(func, *cfg)
+                                        : workspaceTypes(func, *cfg);
+    if (std::string why = LaneStateProgram::refusal(
+            reverse ? withoutU(*cfg) : *cfg, wsTypes);
         !why.empty()) {
       func.emitError() << "kda-gpu-state-registers: the state program does "
                           "not take this kernel ("
@@ -693,7 +807,8 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
                        << stages;
       return signalPassFailure();
     }
-    const bool byK = LaneStateProgram::splitsK(wsTypes, *cfg);
+    const bool byK = LaneStateProgram::splitsK(
+        wsTypes, reverse ? withoutU(*cfg) : *cfg);
     LaneStateProgram lp(b, *cfg,
                         LaneStateProgram::warpsFor(*cfg, threads, byK));
     lp.byK = byK;
@@ -705,9 +820,24 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
         if (role == kRoles[r])
           lp.ws[r] = arg;
     }
-    lp.o = byName("o");
-    lp.h0 = byName("initial_state");
-    lp.ht = byName("final_state");
+    lp.reverse = reverse;
+    if (reverse) {
+      // dS in from d_final_state, dh0 out to d_initial_state; dS per chunk
+      // into the workspace after the intra grid's (ws<roles>).
+      lp.dO = byName("d_o");
+      lp.h0 = byName("d_final_state");
+      lp.ht = byName("d_initial_state");
+      lp.dStates = byName("ws" + std::to_string(cfg->roles.size()));
+      if (!lp.dO || !lp.dStates || !lp.ws[2] || !lp.ws[3] || !lp.ws[4]) {
+        func.emitError("kda-gpu-state-registers: the reverse scan lacks d_o, "
+                       "its dS workspace or a workspace of the intra grid");
+        return signalPassFailure();
+      }
+    } else {
+      lp.o = byName("o");
+      lp.h0 = byName("initial_state");
+      lp.ht = byName("final_state");
+    }
     lp.cuSeqlens = byName("cu_seqlens");
     lp.boundary = byName("boundary_states");
     lp.boundaryTable = byName("boundary_indices");
@@ -721,7 +851,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
                      "states argument does not match its description");
       return signalPassFailure();
     }
-    if (!lp.ws[1] || !lp.ws[2] || !lp.ws[3] || !lp.ws[4] || !lp.o) {
+    if (!reverse && (!lp.ws[1] || !lp.ws[2] || !lp.ws[3] || !lp.ws[4] || !lp.o)) {
       func.emitError("kda-gpu-state-registers: the state kernel lacks a "
                      "workspace or its output");
       return signalPassFailure();
@@ -776,6 +906,31 @@ std::string mlir::kda::stateLanesRefusal(func::FuncOp func,
   if (!why.empty())
     say("compile with a V block of 16 or 32 (--v-block) and a chunk of 16, "
         "32 or 64 (--chunk)");
+  return why;
+}
+
+std::string mlir::kda::reverseLanesRefusal(func::FuncOp func,
+                                           StatePassAttr reversePass,
+                                           int64_t threads, std::string *fix) {
+  std::optional<StatePassConfig> cfg = readConfig(reversePass);
+  if (!cfg)
+    return "its description (kda.reverse_pass) is incomplete";
+  if (threads % 32 != 0 || threads < 32) {
+    if (fix)
+      *fix = "threads per block a multiple of 32 (kda-compile: --block-threads)";
+    return std::to_string(threads) + " threads per block are not whole warps";
+  }
+  StatePassConfig scan = withoutU(*cfg);
+  SmallVector<Type> wsTypes = reverseWorkspaceTypes(func, *cfg);
+  if (wsTypes.size() != scan.roles.size()) {
+    if (func.getNumArguments() > 0)
+      return "the kernel lacks workspaces its description names";
+    wsTypes.clear();
+  }
+  std::string why = LaneStateProgram::refusal(scan, wsTypes);
+  if (!why.empty() && fix)
+    *fix = "compile the gradient with a V block of 16 or 32 and a chunk of "
+           "16, 32 or 64";
   return why;
 }
 

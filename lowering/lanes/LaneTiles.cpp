@@ -466,6 +466,20 @@ LaneTileBuilder::planConversion(const LaneLayout &from, const LaneLayout &to,
     if (!common || common->empty()) {
       why = "a layout conversion that needs data from another warp (or from "
             "registers that differ between lanes)";
+      // Which tile: its shape and whether the warps split it.
+      why += " (a [";
+      for (size_t d = 0; d < from.shape.size(); ++d)
+        why += (d ? ", " : "") + std::to_string(from.shape[d]);
+      why += "] tile";
+      bool split = false, toSplit = false;
+      for (const LaneLayout::Coords &w : from.warps)
+        for (int64_t x : w)
+          split |= x != 0;
+      for (const LaneLayout::Coords &w : to.warps)
+        for (int64_t x : w)
+          toSplit |= x != 0;
+      why += std::string(split ? ", split" : ", copied") + " over the warps, to " +
+             (toSplit ? "split" : "copied") + ")";
       return mlir::failure();
     }
     // Prefer the register the lane itself holds the element in.

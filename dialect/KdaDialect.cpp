@@ -153,12 +153,17 @@ LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    StringRef reason, int64_t step,
                                    int64_t tileChunk, StringRef instruction,
                                    StringRef program, int64_t stages) {
+  // (gradient: the derived gradient's tile-lowered kernels; reverse: its
+  // reverse scan. Both were missing here, so a printed gradient kernel did
+  // not parse again.)
   if (!llvm::is_contained(ArrayRef<StringRef>{"intra", "state", "decode",
                                               "window", "chunkwise",
-                                              "elementwise"},
+                                              "elementwise", "gradient",
+                                              "reverse"},
                           kernel))
     return emitError() << "#kda.strategy: 'kernel' is intra, state, decode, "
-                          "window, chunkwise or elementwise, found '"
+                          "window, chunkwise, elementwise, gradient or "
+                          "reverse, found '"
                        << kernel << "'";
   if (kind != "lanes" && kind != "tiles")
     return emitError() << "#kda.strategy: 'kind' is lanes or tiles, found '"

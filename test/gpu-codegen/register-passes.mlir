@@ -48,6 +48,28 @@
 // BOTH-LABEL: func.func private @kda_gated_delta_kernel_state
 // BOTH: nvvm.mma.sync
 
+// kda-gpu-state-registers on a gradient's reverse scan (kda.reverse_pass):
+// the state program run backwards. Chunks staged by cp.async, the adjoint's
+// products on mma.sync (f32 workspaces: 3xTF32, K split over 2 warps at
+// K = 32), dS carried in registers through the chunk loop and stored into
+// the dS workspace (ws6) every chunk, dh0 into d_initial_state at the end; no
+// tile program left. Given tiles by the strategy, it is left alone.
+// RUN: kda-opt %S/Inputs/reverse_kernel_small.mlir --pass-pipeline="builtin.module(func.func(kda-gpu-state-registers))" | FileCheck %s --check-prefix=REVERSE
+// RUN: sed 's/kernel = "reverse", kind = "lanes", instruction = "mma_sync", program = "derived", stages = 2/kernel = "reverse", kind = "tiles", reason = "a test"/' %S/Inputs/reverse_kernel_small.mlir | kda-opt --pass-pipeline="builtin.module(func.func(kda-gpu-state-registers))" | FileCheck %s --check-prefix=REVTILES
+// REVERSE-LABEL: func.func private @kda_gated_delta_grad_kernel_reverse
+// REVERSE-SAME: kda.block_threads = 64
+// REVERSE-NOT: linalg.generic
+// REVERSE: nvgpu.device_async_copy
+// REVERSE: scf.for {{.*}} iter_args(
+// REVERSE: memref.store %{{.*}}, %arg17[
+// REVERSE: nvgpu.mma.sync
+// REVERSE: memref.store %{{.*}}, %arg18[
+// REVERSE-NOT: linalg.generic
+// REVTILES-LABEL: func.func private @kda_gated_delta_grad_kernel_reverse
+// REVTILES-SAME: kind = "tiles"
+// REVTILES-NOT: nvgpu.mma.sync
+// REVTILES: linalg.generic
+
 // kda-gpu-decode-registers: one pass over each state, reductions by
 // shuffles, no shared memory or barrier; tiles where the strategy says so.
 // RUN: kda-opt %S/Inputs/decode_kernel_128.mlir --pass-pipeline="builtin.module(func.func(kda-gpu-decode-registers))" | FileCheck %s --check-prefix=DECODE

@@ -78,6 +78,26 @@ func.func @state8() attributes {kda.kernel, kda.state_pass = #kda.state_pass<chu
   return
 }
 
+// A gradient's reverse scan (kda.reverse_pass, the state grid it transposes):
+// the state program run backwards, on lanes where the state grid would be;
+// tiles on AMD and for V blocks the state program does not take, with the
+// reason.
+// CHECK-LABEL: func.func @reverse16
+// CHECK-SAME: kda.strategy = #kda.strategy<kernel = "reverse", kind = "lanes", instruction = "mma_sync", program = "derived", stages = 2>
+// AMD-LABEL: func.func @reverse16
+// AMD-SAME: kda.strategy = #kda.strategy<kernel = "reverse", kind = "tiles", reason = "AMD targets have no lane kernels
+// OFF-LABEL: func.func @reverse16
+// OFF-SAME: kind = "lanes"
+func.func @reverse16() attributes {kda.kernel, kda.reverse_pass = #kda.state_pass<chunk = 16, tile_chunk = 16, key_dim = 128, v_block = 16, v_major = true, boundary = false, boundary_pool = false, boundary_interval = 0, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 8]>} {
+  return
+}
+// REMARK: remark: kda-gpu-select-strategy: the reverse kernel 'reverse8' takes the shared-memory tile lowering, several times slower than lanes: V block 8, K 128, chunk 16: V blocks, K and chunks multiples of 16, chunks up to 64; fix: compile the gradient with a V block of 16 or 32 and a chunk of 16, 32 or 64
+// CHECK-LABEL: func.func @reverse8
+// CHECK-SAME: kernel = "reverse", kind = "tiles"
+func.func @reverse8() attributes {kda.kernel, kda.reverse_pass = #kda.state_pass<chunk = 16, tile_chunk = 16, key_dim = 128, v_block = 8, v_major = true, boundary = false, boundary_pool = false, boundary_interval = 0, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 16]>} {
+  return
+}
+
 // Decode steps: lanes on any vendor where K and V split over a warp.
 // CHECK-LABEL: func.func @decode
 // CHECK-SAME: kda.strategy = #kda.strategy<kernel = "decode", kind = "lanes", program = "derived">

@@ -1207,12 +1207,14 @@ struct TileWindowAttention : OpRewritePattern<WindowAttentionOp> {
 };
 
 /// kda.gated_delta_grad: the gradient derived from the forward's tile
-/// algorithm (GatedDeltaBackward.h's emitChunkBackward), as programs a GPU
-/// can run:
+/// algorithm. With the forward's states (chunk_states, what a GPU call
+/// always has) it is the forward's grids transposed (rewriteSplit below).
+/// Without them (the CPU only) it is GatedDeltaBackward.h's
+/// emitChunkBackward per chunk, as programs:
 ///
 ///   scf.forall (n, hv, vb) in (N, HV, V / v_block)   one program per
 ///                                          (sequence, value head, V block)
-///     [no chunk_states: scf.for over the chunks keeping each one's state]
+///     scf.for over the chunks keeping each one's state
 ///     scf.for c = last .. 0                reverse: carries dS [K, v_block]
 ///       tiles = load chunk c (zero past the end); h = the state before it
 ///       grads = the chunk step's adjoint (dO rows of c, dS)
@@ -1475,10 +1477,10 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       return ci;
     };
 
-    // The state before every chunk: the caller's (chunk_states), or this
-    // program's forward pass over its chunks.
+    // The state before every chunk: this program's forward pass over its
+    // chunks (with chunk_states, rewriteSplit took the op).
     Value stack;
-    if (!op.getChunkStates()) {
+    {
       Value empty = tensor::EmptyOp::create(
           b, ArrayRef<OpFoldResult>{numChunks, b.getIndexAttr(kd),
                                     b.getIndexAttr(vb)},
@@ -1518,11 +1520,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
           Value t0 = arith::AddIOp::create(ib, start, local);
           Value valid = validRows(ib, cIdx, length, local);
           Value z = itb.index(0);
-          Value h;
-          if (Value kept = op.getChunkStates())
-            h = stateAt(itb, kept, {n, ch, head});
-          else
-            h = tensor::ExtractSliceOp::create(
+          Value h = tensor::ExtractSliceOp::create(
                 ib, RankedTensorType::get({kd, vb}, f32), stack,
                 ArrayRef<OpFoldResult>{ch, ib.getIndexAttr(0),
                                        ib.getIndexAttr(0)},

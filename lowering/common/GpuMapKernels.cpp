@@ -565,20 +565,21 @@ struct MapKernelsPass : kda::impl::KdaGpuMapKernelsBase<MapKernelsPass> {
     // No known_block_size: the .maxntid it implies makes ptxas trade
     // registers for occupancy and spill (the block size is in the manifest).
     // A kernel that knows its register budget states it (NVIDIA .maxnreg).
+    // Past 256 threads a lane's 255 registers no longer fit the 64K of a
+    // block: without a cap the kernel compiles and then fails every launch
+    // (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES; a gradient kernel of 147
+    // registers at 512 threads did). The cap makes ptxas fit the block,
+    // spilling if it must; a kernel's own budget (kda.max_registers) is
+    // held to it too.
+    int64_t blockThreads = threads;
+    if (auto a = f->getAttrOfType<IntegerAttr>(kda::kBlockThreadsAttr))
+      blockThreads = a.getInt();
+    const int64_t fits = ((65536 / std::max<int64_t>(blockThreads, 1)) / 8) * 8;
     if (auto regs = f->getAttrOfType<IntegerAttr>(kda::kMaxRegistersAttr)) {
-      gpuFunc->setAttr("nvvm.maxnreg", regs);
-    } else {
-      // Past 256 threads a lane's 255 registers no longer fit the 64K of a
-      // block: without a cap the kernel compiles and then fails every launch
-      // (CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES; a gradient kernel of 147
-      // registers at 512 threads did). The cap makes ptxas fit the block,
-      // spilling if it must.
-      int64_t blockThreads = threads;
-      if (auto a = f->getAttrOfType<IntegerAttr>(kda::kBlockThreadsAttr))
-        blockThreads = a.getInt();
-      if (blockThreads > 256)
-        gpuFunc->setAttr("nvvm.maxnreg",
-                         mb.getI32IntegerAttr(((65536 / blockThreads) / 8) * 8));
+      gpuFunc->setAttr("nvvm.maxnreg",
+                       mb.getI32IntegerAttr(std::min<int64_t>(regs.getInt(), fits)));
+    } else if (blockThreads > 256) {
+      gpuFunc->setAttr("nvvm.maxnreg", mb.getI32IntegerAttr(fits));
     }
     Block &entry = gpuFunc.getBody().front();
     Block &oldEntry = f.getBody().front();
@@ -627,9 +628,6 @@ struct MapKernelsPass : kda::impl::KdaGpuMapKernelsBase<MapKernelsPass> {
     //    barriers between them; stores outside any primitive are made by one
     //    thread. Kernels that say what each thread does are left alone.
     bool explicitThreads = f->hasAttr(kda::kExplicitThreadsAttr);
-    int64_t blockThreads = threads;
-    if (auto a = f->getAttrOfType<IntegerAttr>(kda::kBlockThreadsAttr))
-      blockThreads = a.getInt();
     SmallVector<scf::ForallOp> nestedGrids;
     guard.walk([&](scf::ForallOp f) { nestedGrids.push_back(f); });
     IRRewriter rewriter(ctx);

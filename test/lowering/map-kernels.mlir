@@ -42,3 +42,9 @@
 // WIDE: gpu.func @kda_window_attention_kernel({{.*}}) kernel attributes {nvvm.maxnreg = 128 : i32}
 // RUN: kda-opt %S/Inputs/before-map-kernels.mlir --kda-gpu-map-kernels | FileCheck %s --check-prefix=NARROW
 // NARROW: gpu.func @kda_window_attention_kernel({{.*}}: i64) kernel {
+// A kernel's own budget (kda.max_registers, a lane kernel's) is held to what
+// fits the block: 200 at 512 threads would be 102,400 registers.
+// RUN: sed 's/attributes {kda.abi/attributes {kda.max_registers = 200 : i32, kda.abi/' %S/Inputs/before-map-kernels.mlir | kda-opt --kda-gpu-map-kernels="threads=512" | FileCheck %s --check-prefix=OWNWIDE
+// OWNWIDE: gpu.func @kda_window_attention_kernel({{.*}}) kernel attributes {nvvm.maxnreg = 128 : i32}
+// RUN: sed 's/attributes {kda.abi/attributes {kda.max_registers = 200 : i32, kda.abi/' %S/Inputs/before-map-kernels.mlir | kda-opt --kda-gpu-map-kernels | FileCheck %s --check-prefix=OWNNARROW
+// OWNNARROW: gpu.func @kda_window_attention_kernel({{.*}}) kernel attributes {nvvm.maxnreg = 200 : i32}

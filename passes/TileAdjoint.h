@@ -60,7 +60,11 @@ public:
   /// Emits, on the inner builder, the gradient of every `wrt` tile given the
   /// gradients `seeds` (forward tile, its gradient) of the values the loss
   /// reads: reverse mode over the tape. A `wrt` the seeds do not reach gets
-  /// zeros. A `wrt` that is a float scalar (A_log) is one map bodies capture:
+  /// zeros. Only values computed from a `wrt` take gradients (activity: no
+  /// dead adjoint code, which a lane builder might not be able to lay out),
+  /// and a product's contribution to a gradient that exists already is
+  /// accumulated into it with matmulAdd (in the accumulator's layout, as
+  /// the forward's state update). A `wrt` that is a float scalar (A_log) is one map bodies capture:
   /// its gradient, a [1] tile, sums what every body that captures it
   /// contributes. Fails, saying which primitive, where a seed reaches a `wrt`
   /// through a primitive without a rule (rowMax) or a map body op without

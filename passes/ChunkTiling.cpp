@@ -1942,10 +1942,18 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                 {c, vb}, valid);
             TapeTileBuilder tape(itb);
             ChunkOutputs out = emitStateStep(tape, intra, h);
-            SmallVector<Value> wrt = {intra.w ? intra.w : intra.u,
-                                      intra.qDecayed, intra.kToEnd, intra.p,
-                                      intra.gLast ? intra.gLast : intra.u,
-                                      intra.u};
+            // The carried sums' order: dW, d(Gamma Q), d(decayed k), dP,
+            // d(g_last), then dU; W and g_last may be absent.
+            Value fields[] = {intra.w, intra.qDecayed, intra.kToEnd, intra.p,
+                              intra.gLast};
+            SmallVector<Value> wrt;
+            SmallVector<int> at;
+            for (Value f : fields) {
+              at.push_back(f ? int(wrt.size()) : -1);
+              if (f)
+                wrt.push_back(f);
+            }
+            wrt.push_back(intra.u);
             FailureOr<SmallVector<Value>> g = tape.emitAdjoint(
                 {{out.o, dO}, {out.nextState, dS}}, wrt, whyNot);
             if (failed(g)) {
@@ -1954,10 +1962,10 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
             }
             SmallVector<Value> next;
             for (int k = 0; k < 5; ++k) {
-              bool absent = (k == 0 && !intra.w) || (k == 4 && !intra.gLast);
-              next.push_back(absent ? it[k]
-                                    : itb.map(itb.shape(it[k]),
-                                              {it[k], (*g)[k]},
+              next.push_back(at[k] < 0
+                                 ? it[k]
+                                 : itb.map(itb.shape(it[k]),
+                                              {it[k], (*g)[at[k]]},
                                               [](ImplicitLocOpBuilder &bb,
                                                  ValueRange s, ValueRange) {
                                                 return Value(
@@ -1966,7 +1974,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                               }));
             }
             next.push_back(tensor::InsertSliceOp::create(
-                ib, (*g)[5], it[5],
+                ib, g->back(), it[5],
                 ArrayRef<OpFoldResult>{ib.getIndexAttr(0), vCol},
                 ArrayRef<OpFoldResult>{ib.getIndexAttr(c),
                                        ib.getIndexAttr(vb)},

@@ -594,7 +594,6 @@ struct LaneStateProgram : kda::LaneBuilder {
         Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
         storeDState(tb, stateL, c, cur);
         // The chunk's dO rows (zeros past the sequence's end) where U was.
-        Type dType = cast<MemRefType>(dO.getType()).getElementType();
         Value last = arith::SubIOp::create(b, valid, idx(1));
         SmallVector<Value> dRegs, zeros;
         for (int64_t r = 0; r < int64_t(rowsL.regs.size()); ++r) {
@@ -603,7 +602,6 @@ struct LaneStateProgram : kda::LaneBuilder {
           Value x = toF32(memref::LoadOp::create(
               b, dO, ValueRange{row, add(t0, minu(cr, last)), head,
                                 add(vCol, v)}));
-          (void)dType;
           dRegs.push_back(select(ult(cr, valid), x, f32(0.0)));
           zeros.push_back(f32(0.0));
         }

@@ -63,13 +63,12 @@ void registerGpuSelectStrategyPass();
 std::string intraLanesRefusal(IntraPassAttr intraPass, int64_t threads,
                               std::string *fix = nullptr);
 /// The same for the register state kernel (kda.state_pass) of `func`
-/// (its workspace types decide the matrix instruction).
+/// (its workspace types decide the matrix instruction), or with `reverse`
+/// for a gradient's reverse scan (kda.reverse_pass: the state program run
+/// backwards, which takes no U workspace).
 std::string stateLanesRefusal(func::FuncOp func, StatePassAttr statePass,
-                              int64_t threads, std::string *fix = nullptr);
-/// The same for a gradient's reverse scan (kda.reverse_pass), the state
-/// program run backwards (GpuStateRegisters.cpp).
-std::string reverseLanesRefusal(func::FuncOp func, StatePassAttr reversePass,
-                                int64_t threads, std::string *fix = nullptr);
+                              int64_t threads, std::string *fix = nullptr,
+                              bool reverse = false);
 /// The same for the register decode kernel (kda.decode_pass).
 std::string decodeLanesRefusal(DecodePassAttr decodePass, int64_t warpSize);
 

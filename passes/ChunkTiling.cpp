@@ -1230,6 +1230,76 @@ struct TileWindowAttention : OpRewritePattern<WindowAttentionOp> {
 /// the gate's parameters) and all of its own (v, dh0). Every program writes
 /// only its own rows and slots: the sums across programs are grids of their
 /// own.
+/// The gate's parameters of value head `head` as the gradient's tape sees
+/// them: A_log and a head-wise dt_bias are f32 scalars the gate's map bodies
+/// capture (their gradients: [1] tiles); a channel-wise dt_bias is a [K]
+/// tile.
+struct GradGateParams {
+  Value aLog, dtBias, dtScalar;
+};
+
+GradGateParams gradGateParams(TensorTileBuilder &tb, GatedDeltaGradOp op,
+                              Value head, bool channelGate, int64_t kd) {
+  ImplicitLocOpBuilder &b = tb.builder();
+  GradGateParams p;
+  if (Value a = op.getALog())
+    p.aLog = extractF32(b, a, head);
+  if (Value dt = op.getDtBias()) {
+    if (channelGate)
+      p.dtBias = tb.load(dt, {head, b.getIndexAttr(0)}, {1}, {kd},
+                         tb.index(kd));
+    else
+      p.dtScalar = extractF32(b, dt, head);
+  }
+  return p;
+}
+
+/// A chunk's inputs for the gradient's tape: rows [t0, t0 + c) of batch row
+/// `row` (the first `valid` real, the others zero), V columns [vCol, vCol +
+/// width). The loads are the leaves (`leaves` gets them: the values whose
+/// gradients are wanted); what is built from them (the head-wise gate's
+/// broadcast, a head-wise dt_bias as a [K] tile) is built on `on`, the tape,
+/// so that it is differentiated through.
+ChunkInputs gradChunkInputs(TensorTileBuilder &lb, TileBuilder &on,
+                            GatedDeltaGradOp op, const GradGateParams &gp,
+                            Value row, Value t0, Value qkHead, Value head,
+                            Value vCol, int64_t width, Value valid, int64_t c,
+                            int64_t kd, bool channelGate,
+                            ChunkInputs &leaves) {
+  Value z = lb.index(0);
+  ChunkInputs ci;
+  ci.validRows = leaves.validRows = valid;
+  ci.q = leaves.q =
+      lb.load(op.getQ(), {row, t0, qkHead, z}, {1, 3}, {c, kd}, valid);
+  ci.k = leaves.k =
+      lb.load(op.getK(), {row, t0, qkHead, z}, {1, 3}, {c, kd}, valid);
+  ci.v = leaves.v =
+      lb.load(op.getV(), {row, t0, head, vCol}, {1, 3}, {c, width}, valid);
+  if (Value g = op.getGate()) {
+    if (channelGate) {
+      ci.gate = leaves.gate =
+          lb.load(g, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
+    } else {
+      leaves.gate = lb.load(g, {row, t0, head}, {1}, {c}, valid);
+      ci.gate = on.map({c, kd}, {perRow(leaves.gate)},
+                       [](ImplicitLocOpBuilder &, ValueRange s, ValueRange) {
+                         return s[0];
+                       });
+    }
+  }
+  if (Value beta = op.getBeta())
+    ci.beta = leaves.beta = lb.load(beta, {row, t0, head}, {1}, {c}, valid);
+  ci.aLog = leaves.aLog = gp.aLog;
+  if (gp.dtBias) {
+    ci.dtBias = leaves.dtBias = gp.dtBias;
+  } else if (Value dt = gp.dtScalar) {
+    leaves.dtBias = dt;
+    ci.dtBias = on.map({kd}, {}, [dt](ImplicitLocOpBuilder &, ValueRange,
+                                      ValueRange) { return dt; });
+  }
+  return ci;
+}
+
 struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
   TileGatedDeltaGrad(MLIRContext *ctx, int64_t chunk, int64_t subChunk,
                      int64_t vBlock, bool recomputeStates)
@@ -1372,19 +1442,8 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       return loadState(sb, src, offsets, prefix.size(), vMajor, kd, vb);
     };
 
-    // The gate's parameters: A_log and a head-wise dt_bias are scalars the
-    // gate's map bodies capture (their gradients: [1] tiles); a channel-wise
-    // dt_bias is a [K] tile.
-    Value aLog, dtBias, dtScalar;
-    if (Value a = op.getALog())
-      aLog = extractF32(b, a, head);
-    if (dtBiasIn) {
-      if (channelGate)
-        dtBias = tb.load(dtBiasIn, {head, b.getIndexAttr(0)}, {1}, {kd},
-                         tb.index(kd));
-      else
-        dtScalar = extractF32(b, dtBiasIn, head);
-    }
+    GradGateParams gate = gradGateParams(tb, op, head, channelGate, kd);
+    Value aLog = gate.aLog, dtBias = gate.dtBias, dtScalar = gate.dtScalar;
 
     // This program's rows of each per-token output: (output, its head
     // index, columns at, width; width < 0: no column dimension).
@@ -1443,38 +1502,10 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     auto chunkInputs = [&](ImplicitLocOpBuilder &ib, Value local,
                            TileBuilder &on, ChunkInputs &leaves) {
       TensorTileBuilder lb(ib);
-      Value t0 = arith::AddIOp::create(ib, start, local);
-      Value valid = validRows(ib, cIdx, length, local);
-      Value z = lb.index(0);
-      ChunkInputs ci;
-      ci.validRows = leaves.validRows = valid;
-      ci.q = leaves.q = lb.load(q, {row, t0, qkHead, z}, {1, 3}, {c, kd}, valid);
-      ci.k = leaves.k =
-          lb.load(op.getK(), {row, t0, qkHead, z}, {1, 3}, {c, kd}, valid);
-      ci.v = leaves.v =
-          lb.load(v, {row, t0, head, vCol}, {1, 3}, {c, vb}, valid);
-      if (Value g = op.getGate()) {
-        if (channelGate) {
-          ci.gate = leaves.gate =
-              lb.load(g, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
-        } else {
-          leaves.gate = lb.load(g, {row, t0, head}, {1}, {c}, valid);
-          ci.gate = on.map({c, kd}, {perRow(leaves.gate)},
-                           [](ImplicitLocOpBuilder &, ValueRange s,
-                              ValueRange) { return s[0]; });
-        }
-      }
-      if (Value beta = op.getBeta())
-        ci.beta = leaves.beta = lb.load(beta, {row, t0, head}, {1}, {c}, valid);
-      ci.aLog = leaves.aLog = aLog;
-      if (dtBias) {
-        ci.dtBias = leaves.dtBias = dtBias;
-      } else if (dtScalar) {
-        leaves.dtBias = dtScalar;
-        ci.dtBias = on.map({kd}, {}, [&](ImplicitLocOpBuilder &, ValueRange,
-                                         ValueRange) { return dtScalar; });
-      }
-      return ci;
+      return gradChunkInputs(lb, on, op, gate, row,
+                             arith::AddIOp::create(ib, start, local), qkHead,
+                             head, vCol, vb, validRows(ib, cIdx, length, local),
+                             c, kd, channelGate, leaves);
     };
 
     // The state before every chunk: this program's forward pass over its
@@ -1985,44 +2016,9 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       // The intra-chunk part, recomputed under a tape once for all of V.
       TapeTileBuilder tape(tb);
       ChunkInputs leaves;
-      ChunkInputs ci;
-      {
-        ci.validRows = leaves.validRows = valid;
-        ci.q = leaves.q = tb.load(q, {row, t0, qkHead, z}, {1, 3}, {c, kd},
-                                  valid);
-        ci.k = leaves.k = tb.load(op.getK(), {row, t0, qkHead, z}, {1, 3},
-                                  {c, kd}, valid);
-        ci.v = leaves.v = tb.load(v, {row, t0, head, z}, {1, 3}, {c, vd},
-                                  valid);
-        if (Value g = op.getGate()) {
-          if (channelGate) {
-            ci.gate = leaves.gate =
-                tb.load(g, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
-          } else {
-            leaves.gate = tb.load(g, {row, t0, head}, {1}, {c}, valid);
-            ci.gate = tape.map({c, kd}, {perRow(leaves.gate)},
-                               [](ImplicitLocOpBuilder &, ValueRange s,
-                                  ValueRange) { return s[0]; });
-          }
-        }
-        if (Value beta = op.getBeta())
-          ci.beta = leaves.beta =
-              tb.load(beta, {row, t0, head}, {1}, {c}, valid);
-        if (Value a = op.getALog())
-          ci.aLog = leaves.aLog = extractF32(b, a, head);
-        if (dtBiasIn) {
-          if (channelGate) {
-            ci.dtBias = leaves.dtBias = tb.load(
-                dtBiasIn, {head, b.getIndexAttr(0)}, {1}, {kd}, tb.index(kd));
-          } else {
-            Value dtScalar = extractF32(b, dtBiasIn, head);
-            leaves.dtBias = dtScalar;
-            ci.dtBias = tape.map({kd}, {},
-                                 [&](ImplicitLocOpBuilder &, ValueRange,
-                                     ValueRange) { return dtScalar; });
-          }
-        }
-      }
+      ChunkInputs ci = gradChunkInputs(
+          tb, tape, op, gradGateParams(tb, op, head, channelGate, kd), row,
+          t0, qkHead, head, zero, vd, valid, c, kd, channelGate, leaves);
       IntraChunk intra = emitIntraChunk(tape, fullConfig, ci);
       SmallVector<std::pair<Value, Value>> seeds = {
           {intra.u, vLoop.getResult(5)},

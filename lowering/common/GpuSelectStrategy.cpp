@@ -77,38 +77,20 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
     }
     return d;
   }
-  if (auto reverse =
-          f->getAttrOfType<kda::StatePassAttr>(kda::kReversePassAttr)) {
-    Decision d{"reverse", "", ""};
+  // A gradient's reverse scan is the state program run backwards (the
+  // tape's adjoint of emitStateStep on lane tiles): the same decision.
+  auto reverse = f->getAttrOfType<kda::StatePassAttr>(kda::kReversePassAttr);
+  if (state || reverse) {
+    Decision d{reverse ? "reverse" : "state", "", ""};
     if (!o.nvidia)
       d.reason = amd;
     else if (!o.tensorCores)
       d.reason = noTensorCores;
     else if (!o.stateLanes)
       d.reason = "switched off (state-registers=false)";
-    else if (std::string why =
-                 kda::reverseLanesRefusal(f, reverse, o.threads, &d.fix);
-             !why.empty())
-      d.reason = why;
-    if (d.reason.empty()) {
-      // The forward state program run backwards: the tape's adjoint of
-      // emitStateStep on lane tiles (GpuStateRegisters.cpp).
-      d.instruction = "mma_sync";
-      d.program = "derived";
-      d.stages = o.stateStages;
-    }
-    return d;
-  }
-  if (state) {
-    Decision d{"state", "", ""};
-    if (!o.nvidia)
-      d.reason = amd;
-    else if (!o.tensorCores)
-      d.reason = noTensorCores;
-    else if (!o.stateLanes)
-      d.reason = "switched off (state-registers=false)";
-    else if (std::string why =
-                 kda::stateLanesRefusal(f, state, o.threads, &d.fix);
+    else if (std::string why = kda::stateLanesRefusal(
+                 f, reverse ? reverse : state, o.threads, &d.fix,
+                 static_cast<bool>(reverse));
              !why.empty())
       d.reason = why;
     if (d.reason.empty()) {

@@ -675,20 +675,6 @@ struct LaneStateProgram : kda::LaneBuilder {
   }
 };
 
-/// The types of `func`'s workspaces (kda.abi's ws0, ws1, ...), in the
-/// description's role order; fewer where one is missing.
-SmallVector<Type> workspaceTypes(func::FuncOp func,
-                                 const StatePassConfig &cfg) {
-  SmallVector<Type> types;
-  auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
-  if (!abi || func.isExternal())
-    return types;
-  for (size_t i = 0; i < cfg.roles.size(); ++i)
-    if (Value arg = kda::abiArgument(func, abi, "ws" + std::to_string(i)))
-      types.push_back(arg.getType());
-  return types;
-}
-
 /// A reverse scan's description without U (the adjoint with respect to the
 /// state does not read it, and the kernel does not take it).
 StatePassConfig withoutU(StatePassConfig cfg) {
@@ -696,16 +682,17 @@ StatePassConfig withoutU(StatePassConfig cfg) {
   return cfg;
 }
 
-/// The reverse scan's workspace types, U skipped: ws<i> keeps the index of
-/// its role in the full description.
-SmallVector<Type> reverseWorkspaceTypes(func::FuncOp func,
-                                        const StatePassConfig &cfg) {
+/// The types of `func`'s workspaces (kda.abi's ws0, ws1, ...), in the
+/// description's role order; fewer where one is missing. A reverse scan
+/// skips U (ws<i> keeps the index of its role in the full description).
+SmallVector<Type> workspaceTypes(func::FuncOp func, const StatePassConfig &cfg,
+                                 bool reverse = false) {
   SmallVector<Type> types;
   auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
   if (!abi || func.isExternal())
     return types;
   for (size_t i = 0; i < cfg.roles.size(); ++i)
-    if (cfg.roles[i] != "u")
+    if (!reverse || cfg.roles[i] != "u")
       if (Value arg = kda::abiArgument(func, abi, "ws" + std::to_string(i)))
         types.push_back(arg.getType());
   return types;
@@ -732,8 +719,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     if (!cfg || !abi || func.isExternal())
       return;
     std::string refusal =
-        reverse ? kda::reverseLanesRefusal(func, desc, threads)
-                : kda::stateLanesRefusal(func, desc, threads);
+        kda::stateLanesRefusal(func, desc, threads, nullptr, reverse);
     if (!kda::runsOnLanes(func, refusal)) {
       // The tile lowering records no boundary states into pool slots (the
       // tiling left them to this kernel).
@@ -782,8 +768,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     SmallVector<Value> ivs(3, zero);
     for (auto [i, d] : llvm::enumerate(grid->kept))
       ivs[d] = forall.getInductionVar(rank - 1 - i);
-    SmallVector<Type> wsTypes = reverse ? reverseWorkspaceTypes(func, *cfg)
-                                        : workspaceTypes(func, *cfg);
+    SmallVector<Type> wsTypes = workspaceTypes(func, *cfg, reverse);
     if (std::string why = LaneStateProgram::refusal(
             reverse ? withoutU(*cfg) : *cfg, wsTypes);
         !why.empty()) {
@@ -873,14 +858,16 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
 
 std::string mlir::kda::stateLanesRefusal(func::FuncOp func,
                                          StatePassAttr statePass,
-                                         int64_t threads, std::string *fix) {
+                                         int64_t threads, std::string *fix,
+                                         bool reverse) {
   auto say = [&](StringRef f) {
     if (fix)
       *fix = f.str();
   };
-  std::optional<StatePassConfig> cfg = readConfig(statePass);
-  if (!cfg)
-    return "its description (kda.state_pass) is incomplete";
+  std::optional<StatePassConfig> desc = readConfig(statePass);
+  if (!desc)
+    return reverse ? "its description (kda.reverse_pass) is incomplete"
+                   : "its description (kda.state_pass) is incomplete";
   if (threads % 32 != 0 || threads < 32) {
     say("threads per block a multiple of 32 (kda-compile: --block-threads)");
     return std::to_string(threads) + " threads per block are not whole warps";
@@ -889,46 +876,24 @@ std::string mlir::kda::stateLanesRefusal(func::FuncOp func,
   // one its description names (the intra-chunk grid given the tile
   // lowering may keep some to itself) is not the program's; a description
   // alone (no arguments: kda-opt runs of the strategy stage) is judged by
-  // its shape.
-  SmallVector<Type> wsTypes = workspaceTypes(func, *cfg);
-  if (wsTypes.size() != cfg->roles.size()) {
+  // its shape. A reverse scan takes no U.
+  StatePassConfig cfg = reverse ? withoutU(*desc) : *desc;
+  SmallVector<Type> wsTypes = workspaceTypes(func, *desc, reverse);
+  if (wsTypes.size() != cfg.roles.size()) {
     if (func.getNumArguments() > 0) {
       say("give the intra-chunk kernel lanes (its remark says how)");
       return "the kernel lacks workspaces its description names (" +
-             std::to_string(cfg->roles.size() - wsTypes.size()) + " of " +
-             std::to_string(cfg->roles.size()) + ")";
+             std::to_string(cfg.roles.size() - wsTypes.size()) + " of " +
+             std::to_string(cfg.roles.size()) + ")";
     }
     wsTypes.clear();
   }
-  std::string why = LaneStateProgram::refusal(*cfg, wsTypes);
+  std::string why = LaneStateProgram::refusal(cfg, wsTypes);
   if (!why.empty())
-    say("compile with a V block of 16 or 32 (--v-block) and a chunk of 16, "
-        "32 or 64 (--chunk)");
-  return why;
-}
-
-std::string mlir::kda::reverseLanesRefusal(func::FuncOp func,
-                                           StatePassAttr reversePass,
-                                           int64_t threads, std::string *fix) {
-  std::optional<StatePassConfig> cfg = readConfig(reversePass);
-  if (!cfg)
-    return "its description (kda.reverse_pass) is incomplete";
-  if (threads % 32 != 0 || threads < 32) {
-    if (fix)
-      *fix = "threads per block a multiple of 32 (kda-compile: --block-threads)";
-    return std::to_string(threads) + " threads per block are not whole warps";
-  }
-  StatePassConfig scan = withoutU(*cfg);
-  SmallVector<Type> wsTypes = reverseWorkspaceTypes(func, *cfg);
-  if (wsTypes.size() != scan.roles.size()) {
-    if (func.getNumArguments() > 0)
-      return "the kernel lacks workspaces its description names";
-    wsTypes.clear();
-  }
-  std::string why = LaneStateProgram::refusal(scan, wsTypes);
-  if (!why.empty() && fix)
-    *fix = "compile the gradient with a V block of 16 or 32 and a chunk of "
-           "16, 32 or 64";
+    say(reverse ? "compile the gradient with a V block of 16 or 32 and a "
+                  "chunk of 16, 32 or 64"
+                : "compile with a V block of 16 or 32 (--v-block) and a "
+                  "chunk of 16, 32 or 64 (--chunk)");
   return why;
 }
 

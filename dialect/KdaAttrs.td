@@ -257,7 +257,8 @@ def Kda_StrategyAttr : AttrDef<Kda_Dialect, "Strategy"> {
     shared-memory tile lowering), with the `reason` for tiles; `step` and
     `tile_chunk` (0: absent) where a chunk runs as sub-chunk steps;
     `instruction`, the matrix instruction of a lane kernel's products
-    (mma_sync, or wgmma on Hopper; empty where it has none); `program`,
+    (mma_sync, or wgmma on Hopper; mfma on gfx90a / gfx942, wmma on gfx1100;
+    empty where it has none); `program`,
     how a lane kernel is written: derived (an algorithm of passes/ run on
     LaneTileBuilder tiles: every lane kernel today; the field names the
     program should another way of writing one come);

@@ -178,9 +178,13 @@ LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                           "together, tile_chunk a multiple of step, found "
                        << step << " and " << tileChunk;
   if (!instruction.empty() && (kind != "lanes" ||
-                               (instruction != "mma_sync" &&
-                                instruction != "wgmma")))
-    return emitError() << "#kda.strategy: 'instruction' is mma_sync or wgmma, "
+                               !llvm::is_contained(
+                                   ArrayRef<StringRef>{"mma_sync", "wgmma",
+                                                       "mfma", "wmma",
+                                                       "wmma_emulated"},
+                                   instruction)))
+    return emitError() << "#kda.strategy: 'instruction' is mma_sync, wgmma, "
+                          "mfma or wmma, "
                           "for lanes only, found '"
                        << instruction << "' (kind '" << kind << "')";
   if (!program.empty() &&

@@ -142,9 +142,18 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::init(128)};
   PassOptions::Option<bool> stateRegisters{
       *this, "state-registers",
-      llvm::cl::desc("NVIDIA: the chunk-parallel state pass with the state "
-                     "in tensor-core registers (false: the tile lowering)"),
+      llvm::cl::desc("The chunk-parallel state pass with the state in the "
+                     "matrix unit's registers (mma.sync, MFMA, WMMA; false: "
+                     "the tile lowering)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> emulateWmma{
+      *this, "emulate-wmma",
+      llvm::cl::desc("NVIDIA, for tests: the state kernels written for "
+                     "gfx1100's WMMA (its layouts, splits and staging), each "
+                     "16x16x16 step emulated with shuffles and FMAs "
+                     "(instruction wmma_emulated): the AMD lane program run "
+                     "against the oracle on an NVIDIA GPU"),
+      llvm::cl::init(false)};
   PassOptions::Option<int64_t> stateStages{
       *this, "state-stages",
       llvm::cl::desc("NVIDIA: chunks in flight (cp.async stages, 2 to 8) of "

@@ -50,6 +50,8 @@ struct StrategyOptions {
   int64_t stateStages = 2; // state-stages (its cp.async stages)
   int64_t threads = 128;   // threads per block
   int64_t warpSize = 32;
+  /// The chip's matrix instructions (Chips.h: mma_sync, mfma, wmma).
+  std::string instructions = "mma_sync";
   bool wgmma = false; // the chip has Hopper's wgmma (Chips.h)
   bool remarks = false; // a remark for each kernel of a kda op given tiles
 };
@@ -66,9 +68,11 @@ std::string intraLanesRefusal(IntraPassAttr intraPass, int64_t threads,
 /// (its workspace types decide the matrix instruction), or with `reverse`
 /// for a gradient's reverse scan (kda.reverse_pass: the state program run
 /// backwards, which takes no U workspace).
+/// `instruction`: the chip's matrix instructions (mma_sync, mfma, wmma).
 std::string stateLanesRefusal(func::FuncOp func, StatePassAttr statePass,
                               int64_t threads, std::string *fix = nullptr,
-                              bool reverse = false);
+                              bool reverse = false,
+                              StringRef instruction = "mma_sync");
 /// The same for the register decode kernel (kda.decode_pass).
 std::string decodeLanesRefusal(DecodePassAttr decodePass, int64_t warpSize);
 

@@ -113,6 +113,9 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   strategy.stateStages = options.stateStages;
   strategy.threads = options.threads;
   strategy.warpSize = target.warpSize;
+  strategy.instructions = target.matrixInstructions;
+  if (options.emulateWmma && target.vendor == GpuTarget::Vendor::Nvidia)
+    strategy.instructions = "wmma_emulated";
   strategy.wgmma = target.wgmma;
   strategy.remarks = options.strategyRemarks;
   pm.addPass(createGpuSelectStrategyPass(strategy));
@@ -137,10 +140,10 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
       options.windowRegisters)
     pm.nest<func::FuncOp>().addPass(createGpuWindowRegistersPass());
-  // NVIDIA: the state pass of a chunk-parallel schedule keeps the state in
-  // tensor-core accumulators (a kernel of its own, GpuStateRegisters.cpp).
-  if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
-      options.stateRegisters)
+  // The state pass of a chunk-parallel schedule keeps the state in the
+  // matrix unit's accumulators (a kernel of its own, GpuStateRegisters.cpp:
+  // mma.sync on NVIDIA, MFMA or WMMA on AMD).
+  if (options.tensorCores && options.stateRegisters)
     pm.nest<func::FuncOp>().addPass(
         createGpuStateRegistersPass(options.threads));
   // ... and its intra-chunk grid keeps its tiles in registers

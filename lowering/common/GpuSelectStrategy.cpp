@@ -82,22 +82,25 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
   auto reverse = f->getAttrOfType<kda::StatePassAttr>(kda::kReversePassAttr);
   if (state || reverse) {
     Decision d{reverse ? "reverse" : "state", "", ""};
-    if (!o.nvidia)
-      d.reason = amd;
+    if (!o.nvidia && reverse)
+      d.reason = "AMD targets have no lane kernel for the gradient's reverse "
+                 "scan yet (the state program on MFMA / WMMA runs forwards "
+                 "only)";
     else if (!o.tensorCores)
       d.reason = noTensorCores;
     else if (!o.stateLanes)
       d.reason = "switched off (state-registers=false)";
     else if (std::string why = kda::stateLanesRefusal(
                  f, reverse ? reverse : state, o.threads, &d.fix,
-                 static_cast<bool>(reverse));
+                 static_cast<bool>(reverse), o.instructions);
              !why.empty())
       d.reason = why;
     if (d.reason.empty()) {
       // bf16 m16n8k16 for 16-bit workspaces, 3xTF32 m16n8k8 for f32 ones
       // (GpuStateRegisters.cpp), always the derived program: emitStateStep
-      // on lane tiles.
-      d.instruction = "mma_sync";
+      // on lane tiles. AMD: the chip's MFMA or WMMA (LaneTileBuilder's
+      // unitProduct), its copies staged without cp.async.
+      d.instruction = reverse ? "mma_sync" : o.instructions;
       d.program = "derived";
       // It stages its chunks' workspaces (cp.async): how many are in flight
       // is the shape policy's or the tuning database's choice
@@ -177,6 +180,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     stateStages = o.stateStages;
     threads = o.threads;
     warpSize = o.warpSize;
+    instructions = o.instructions;
     wgmma = o.wgmma;
     remarks = o.remarks;
   }
@@ -192,6 +196,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     o.stateStages = stateStages;
     o.threads = threads;
     o.warpSize = warpSize;
+    o.instructions = instructions;
     o.wgmma = wgmma;
     for (auto f : getOperation().getOps<func::FuncOp>()) {
       if (!f->hasAttr("kda.kernel") || f.isExternal())

@@ -228,18 +228,33 @@ struct LaneStateProgram : kda::LaneBuilder {
   Value flat[6];
   Value shW, shQ, shK, shU, shP, shG;
 
+  /// The matrix unit (the strategy's instruction) and its warp size.
+  kda::MatrixUnit unit = kda::MatrixUnit::MmaSync;
+  int64_t warpSize = 32;
+  bool amd() const { return unit != kda::MatrixUnit::MmaSync; }
+  /// WMMA's program on NVIDIA (instruction wmma_emulated, for tests): the
+  /// steps emulated, the staging still AMD's plain copies.
+  bool emulated = false;
+
   LaneStateProgram(ImplicitLocOpBuilder &b, const StatePassConfig &cfg,
-                   int64_t warps)
+                   int64_t warps, kda::MatrixUnit unit)
       : LaneBuilder(b), cfg(cfg), C(cfg.chunk), K(cfg.keyDim), VB(cfg.vBlock),
-        NW(warps) {}
+        NW(warps), unit(unit),
+        warpSize(kda::LaneTileBuilder::unitWarpSize(unit)) {}
 
   /// Warps for `threads` per block: at most one per 16 V rows.
   /// Where the warps split the state: by V (16-bit inputs: every warp all
   /// of K, no product crosses warps) or, for f32 workspaces, by K: each
   /// warp's 3xTF32 chain of a chunk step is then 1 / warps as long (six
   /// mma.sync per bf16 one), and the products over K meet in shared memory
-  /// (LaneTileBuilder's sums across warps).
-  static bool splitsK(TypeRange wsTypes, const StatePassConfig &cfg) {
+  /// (LaneTileBuilder's sums across warps). On WMMA (gfx1100) always by
+  /// K: its B operand holds every element twice (both half-waves), and the
+  /// state's fragments of W S and (Gamma Q) S, shared by the two products,
+  /// spilled at all of K per warp (K = 128, bf16).
+  static bool splitsK(TypeRange wsTypes, const StatePassConfig &cfg,
+                      kda::MatrixUnit unit) {
+    if (unit == kda::MatrixUnit::Wmma)
+      return true;
     for (auto [role, type] : llvm::zip(cfg.roles, wsTypes))
       if (role == "q")
         return cast<MemRefType>(type).getElementType().isF32();
@@ -248,14 +263,15 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// Warps for `threads` per block: at most one per 16 V rows (by V) or
   /// per 16 keys (by K).
   static int64_t warpsFor(const StatePassConfig &cfg, int64_t threads,
-                          bool byK = false) {
-    int64_t w = std::max<int64_t>(1, threads / 32);
+                          bool byK, int64_t warpSize) {
+    int64_t w = std::max<int64_t>(1, threads / warpSize);
     while (w > 1 && (byK ? cfg.keyDim : cfg.vBlock) % (16 * w) != 0)
       w /= 2;
     return w;
   }
   /// Why the derived program does not take `cfg`; empty if it does.
-  static std::string refusal(const StatePassConfig &cfg, TypeRange wsTypes) {
+  static std::string refusal(const StatePassConfig &cfg, TypeRange wsTypes,
+                             kda::MatrixUnit unit) {
     if (cfg.vBlock % 16 != 0 || cfg.keyDim % 16 != 0 || cfg.chunk % 16 != 0 ||
         cfg.chunk > 64)
       return "V block " + std::to_string(cfg.vBlock) + ", K " +
@@ -274,9 +290,16 @@ struct LaneStateProgram : kda::LaneBuilder {
         return "a " + role + " workspace that is not f32";
       }
     }
+    // WMMA has no fp32 form: each product is three bf16 ones of split
+    // operands, and past 16-token chunks the step spilled (gfx1100).
+    if (unit == kda::MatrixUnit::Wmma && operandType && operandType.isF32() &&
+        cfg.chunk > 16)
+      return "fp32 workspaces at chunk " + std::to_string(cfg.chunk) +
+             " on WMMA (three bf16 products a step; past chunk 16 the step "
+             "spills)";
     return "";
   }
-  int64_t threads() const { return 32 * NW; }
+  int64_t threads() const { return warpSize * NW; }
   /// The products' operand type: the W, Gamma Q and decayed k workspaces'
   /// (bf16: mma.sync m16n8k16; f32: 3xTF32 m16n8k8 pairs).
   Type operandType() {
@@ -331,6 +354,18 @@ struct LaneStateProgram : kda::LaneBuilder {
       if (perRow)
         to.push_back(r);
       to.push_back(c);
+      if (amd()) {
+        // AMD: a 16-byte load and store (zeros past the chunk's valid
+        // rows); the chunk-loop barrier orders them like cp.async's waits.
+        auto piece = VectorType::get({perPiece}, type.getElementType());
+        Value x = vector::LoadOp::create(b, piece, flat[i], ValueRange{src});
+        if (perRow)
+          x = arith::SelectOp::create(
+              b, ult(r, valid), x,
+              arith::ConstantOp::create(b, b.getZeroAttr(piece)));
+        vector::StoreOp::create(b, x, dst, to);
+        continue;
+      }
       nvgpu::DeviceAsyncCopyOp::create(
           b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst, to,
           flat[i], ValueRange{src}, b.getIndexAttr(perPiece), count,
@@ -462,8 +497,8 @@ struct LaneStateProgram : kda::LaneBuilder {
     heads = memref::DimOp::create(b, rows, 2);
     std::tie(row, start, length) = sequenceBounds(b, n, tokens, cuSeqlens);
     tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-    lane = arith::RemUIOp::create(b, tid, idx(32));
-    warp = arith::DivUIOp::create(b, tid, idx(32));
+    lane = arith::RemUIOp::create(b, tid, idx(warpSize));
+    warp = arith::DivUIOp::create(b, tid, idx(warpSize));
     for (int i = 0; i < 6; ++i)
       if (ws[i])
         flat[i] = flatWorkspace(b, ws[i]);
@@ -486,8 +521,11 @@ struct LaneStateProgram : kda::LaneBuilder {
     if (ws[5])
       shG = alloc({stages, K}, f32Type);
 
-    kda::LaneTileBuilder tb(b, 32, NW, lane, warp);
-    tb.useMmaSync(opType);
+    kda::LaneTileBuilder tb(b, warpSize, NW, lane, warp);
+    if (amd())
+      tb.useMatrixUnit(unit, opType, emulated);
+    else
+      tb.useMmaSync(opType);
     using kda::LaneLayout;
     using kda::LaneTileBuilder;
     // Layouts by V (rows of S^T over the warps) or by K (its columns; U, P
@@ -506,18 +544,31 @@ struct LaneStateProgram : kda::LaneBuilder {
       Value scratch = alloc({2 * NW * VB * C}, f32Type);
       tb.useScratch(scratch);
     }
+    // AMD: every product untransposed (LaneTileBuilder::unitProduct). The
+    // state [K, VB] and the rows U, V_new, O [C, VB] in the accumulator's
+    // layout, which is MFMA's B operand layout: W S, (Gamma Q) S, P V_new
+    // and (decayed k)^T V_new read their A operands from shared memory (P
+    // from registers) and take the state and V_new as they are.
+    const int64_t vPer = byK ? VB : VB / NW, kPer = byK ? K / NW : K;
     const LaneLayout stateL =
-        byK ? split(LaneTileBuilder::mmaAccumulator(VB, K / NW, 1), {VB, K},
+        amd() ? LaneTileBuilder::unitAccumulator(unit, kPer, vPer).spread(
+                    {K, VB}, {byK ? kPer : 0, byK ? 0 : vPer}, NW)
+        : byK ? split(LaneTileBuilder::mmaAccumulator(VB, K / NW, 1), {VB, K},
                     {0, K / NW})
                   .transposed()
             :
         LaneTileBuilder::mmaAccumulator(VB, K, NW).transposed();
     const LaneLayout rowsL =
-        byK ? split(LaneTileBuilder::mmaAccumulator(VB, C, 1), {VB, C}, {0, 0})
+        amd() ? LaneTileBuilder::unitAccumulator(unit, C, vPer).spread(
+                    {C, VB}, {0, byK ? 0 : vPer}, NW)
+        : byK ? split(LaneTileBuilder::mmaAccumulator(VB, C, 1), {VB, C}, {0, 0})
                   .transposed()
             :
         LaneTileBuilder::mmaAccumulator(VB, C, NW).transposed(); // U, O
-    const LaneLayout pL = LaneTileBuilder::mmaOperandB(C, C, NW).transposed();
+    const LaneLayout pL =
+        amd() ? LaneTileBuilder::unitOperandA(unit, C, C).spread({C, C},
+                                                                 {0, 0}, NW)
+              : LaneTileBuilder::mmaOperandB(C, C, NW).transposed();
     const LaneLayout gL = stateL.slice(0);
 
     // The initial state.
@@ -549,7 +600,8 @@ struct LaneStateProgram : kda::LaneBuilder {
         b.setInsertionPointToStart(first.thenBlock());
         issue(chunkOf(idx(j)), idx(j));
       }
-      NVVM::CpAsyncCommitGroupOp::create(b);
+      if (!amd())
+        NVVM::CpAsyncCommitGroupOp::create(b);
     }
     auto loop = scf::ForOp::create(b, idx(0), numChunks, idx(1), S);
     {
@@ -560,7 +612,8 @@ struct LaneStateProgram : kda::LaneBuilder {
       // Chunk i's group is the oldest of the stages - 1 pending ones; past
       // the barrier every warp is done with chunk i - 1, whose stage takes
       // chunk i + stages - 1's copies.
-      NVVM::CpAsyncWaitGroupOp::create(b, stages - 2);
+      if (!amd())
+        NVVM::CpAsyncWaitGroupOp::create(b, stages - 2);
       gpu::BarrierOp::create(b);
       {
         Value nextChunk = add(i, stages - 1);
@@ -570,7 +623,8 @@ struct LaneStateProgram : kda::LaneBuilder {
         issue(chunkOf(nextChunk),
               arith::RemUIOp::create(b, nextChunk, idx(stages)));
       }
-      NVVM::CpAsyncCommitGroupOp::create(b);
+      if (!amd())
+        NVVM::CpAsyncCommitGroupOp::create(b);
 
       kda::IntraChunk intra;
       if (ws[0])
@@ -581,8 +635,10 @@ struct LaneStateProgram : kda::LaneBuilder {
         intra.u = readTile(tb, rowsL, shU, stage);
       // The reverse step reads P transposed (P^T dO): from shared memory,
       // in whichever operand layout its product takes.
-      intra.p = reverse ? tb.makeShared(shP, ValueRange{stage}, {C, C})
-                        : readTile(tb, pL, shP, stage);
+      // AMD: the A operand of P V_new, read from shared memory a row tile
+      // at a time by the product (unitProduct), not held for the step.
+      intra.p = reverse || amd() ? tb.makeShared(shP, ValueRange{stage}, {C, C})
+                                 : readTile(tb, pL, shP, stage);
       if (ws[5])
         intra.gLast = readTile(tb, gL, shG, stage);
       SmallVector<Value> cur(loop.getRegionIterArgs().begin(),
@@ -718,8 +774,16 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
     if (!cfg || !abi || func.isExternal())
       return;
-    std::string refusal =
-        kda::stateLanesRefusal(func, desc, threads, nullptr, reverse);
+    // The matrix unit is the strategy's instruction (kda-opt runs of this
+    // pass alone, without a strategy: mma.sync).
+    kda::MatrixUnit unit = kda::MatrixUnit::MmaSync;
+    bool emulated = false;
+    if (auto s = func->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr)) {
+      unit = kda::matrixUnitOf(s.getInstruction());
+      emulated = s.getInstruction() == "wmma_emulated";
+    }
+    std::string refusal = kda::stateLanesRefusal(
+        func, desc, threads, nullptr, reverse, kda::matrixUnitName(unit));
     if (!kda::runsOnLanes(func, refusal)) {
       // The tile lowering records no boundary states into pool slots (the
       // tiling left them to this kernel).
@@ -770,7 +834,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       ivs[d] = forall.getInductionVar(rank - 1 - i);
     SmallVector<Type> wsTypes = workspaceTypes(func, *cfg, reverse);
     if (std::string why = LaneStateProgram::refusal(
-            reverse ? withoutU(*cfg) : *cfg, wsTypes);
+            reverse ? withoutU(*cfg) : *cfg, wsTypes, unit);
         !why.empty()) {
       func.emitError() << "kda-gpu-state-registers: the state program does "
                           "not take this kernel ("
@@ -791,10 +855,19 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       return signalPassFailure();
     }
     const bool byK = LaneStateProgram::splitsK(
-        wsTypes, reverse ? withoutU(*cfg) : *cfg);
-    LaneStateProgram lp(b, *cfg,
-                        LaneStateProgram::warpsFor(*cfg, threads, byK));
+        wsTypes, reverse ? withoutU(*cfg) : *cfg, unit);
+    if (reverse && unit != kda::MatrixUnit::MmaSync) {
+      func.emitError("kda-gpu-state-registers: the reverse scan has no lane "
+                     "program on AMD's matrix units");
+      return signalPassFailure();
+    }
+    LaneStateProgram lp(
+        b, *cfg,
+        LaneStateProgram::warpsFor(*cfg, threads, byK,
+                                   kda::LaneTileBuilder::unitWarpSize(unit)),
+        unit);
     lp.byK = byK;
+    lp.emulated = emulated;
     lp.stages = stages;
     static const char *const kRoles[] = {"w", "u", "q", "k", "p", "g"};
     for (auto [i, role] : llvm::enumerate(cfg->roles)) {
@@ -859,7 +932,9 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
 std::string mlir::kda::stateLanesRefusal(func::FuncOp func,
                                          StatePassAttr statePass,
                                          int64_t threads, std::string *fix,
-                                         bool reverse) {
+                                         bool reverse, StringRef instruction) {
+  const kda::MatrixUnit unit = kda::matrixUnitOf(instruction);
+  const int64_t warpSize = kda::LaneTileBuilder::unitWarpSize(unit);
   auto say = [&](StringRef f) {
     if (fix)
       *fix = f.str();
@@ -868,8 +943,9 @@ std::string mlir::kda::stateLanesRefusal(func::FuncOp func,
   if (!desc)
     return reverse ? "its description (kda.reverse_pass) is incomplete"
                    : "its description (kda.state_pass) is incomplete";
-  if (threads % 32 != 0 || threads < 32) {
-    say("threads per block a multiple of 32 (kda-compile: --block-threads)");
+  if (threads % warpSize != 0 || threads < warpSize) {
+    say("threads per block a multiple of " + std::to_string(warpSize) +
+        " (kda-compile: --block-threads)");
     return std::to_string(threads) + " threads per block are not whole warps";
   }
   // The workspaces decide the matrix instruction. A kernel without every
@@ -888,8 +964,10 @@ std::string mlir::kda::stateLanesRefusal(func::FuncOp func,
     }
     wsTypes.clear();
   }
-  std::string why = LaneStateProgram::refusal(cfg, wsTypes);
-  if (!why.empty())
+  std::string why = LaneStateProgram::refusal(cfg, wsTypes, unit);
+  if (!why.empty() && why.find("WMMA") != std::string::npos)
+    say("compile with --chunk 16 (or 16-bit inputs)");
+  else if (!why.empty())
     say(reverse ? "compile the gradient with a V block of 16 or 32 and a "
                   "chunk of 16, 32 or 64"
                 : "compile with a V block of 16 or 32 (--v-block) and a "

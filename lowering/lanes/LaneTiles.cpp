@@ -3,6 +3,7 @@
 #include "lowering/lanes/LaneTiles.h"
 #include "lowering/GpuPipeline.h"
 
+#include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -159,6 +160,16 @@ LaneLayout LaneLayout::transposed() const {
   for (Coords &c : llvm::concat<Coords>(s.regs, s.lanes, s.warps))
     std::swap(c[0], c[1]);
   return s;
+}
+
+LaneLayout LaneLayout::spread(ArrayRef<int64_t> shape, Coords step,
+                              int64_t warps) const {
+  LaneLayout l = *this;
+  l.shape.assign(shape.begin(), shape.end());
+  l.warps.clear();
+  for (int64_t w = 1; w < warps; w *= 2)
+    l.warps.push_back({step[0] * w, step[1] * w});
+  return l;
 }
 
 //===----------------------------------------------------------------------===//
@@ -630,7 +641,6 @@ LaneTileBuilder::exchangeInWarp(const Tile &src, const LaneLayout &to) {
     return arith::AddIOp::create(
         b, arith::MulIOp::create(b, warp, index(perWarp)), e);
   };
-  Value mask = arith::ConstantOp::create(b, b.getI32IntegerAttr(-1));
   auto ifOp = scf::IfOp::create(b, holdsFirstCopyInWarp(from),
                                 /*withElseRegion=*/false);
   {
@@ -640,11 +650,11 @@ LaneTileBuilder::exchangeInWarp(const Tile &src, const LaneLayout &to) {
       memref::StoreOp::create(b, src.regs[r], exchange,
                               ValueRange{at(fromL, r)});
   }
-  NVVM::SyncWarpOp::create(b, mask);
+  warpSync();
   SmallVector<Value> out;
   for (size_t r = 0; r < to.regs.size(); ++r)
     out.push_back(memref::LoadOp::create(b, exchange, ValueRange{at(toL, r)}));
-  NVVM::SyncWarpOp::create(b, mask);
+  warpSync();
   return out;
 }
 
@@ -797,9 +807,28 @@ Value LaneTileBuilder::rowMax(Value a) {
   return reduce(a, 1, true);
 }
 
+bool LaneTileBuilder::onAmdUnit(Value a, Value bTile, bool transA,
+                                bool transB) {
+  if (unit == MatrixUnit::MmaSync || !mmaType || !error.empty())
+    return false;
+  SmallVector<int64_t> sa = shape(a), sb = shape(bTile);
+  if (sa.size() != 2 || sb.size() != 2)
+    return false;
+  // A shared operand is read by the unit's product; two distributed tiles
+  // go there where no side is a vector (those keep matmul's shuffle forms).
+  if (shared.count(a.getAsOpaquePointer()) ||
+      shared.count(bTile.getAsOpaquePointer()))
+    return true;
+  const int64_t M = transA ? sa[1] : sa[0], K = transA ? sa[0] : sa[1],
+                N = transB ? sb[0] : sb[1];
+  return M > 1 && K > 1 && N > 1;
+}
+
 bool LaneTileBuilder::runsTransposed(Value a, Value bTile, bool transB) {
-  // Only on the matrix instruction, and op(b) must be a distributed tile.
-  if (!mmaType || shared.count(bTile.getAsOpaquePointer()) ||
+  // Only on mma.sync (AMD's units run every product as it is written:
+  // unitProduct), and op(b) must be a distributed tile.
+  if (!mmaType || unit != MatrixUnit::MmaSync ||
+      shared.count(bTile.getAsOpaquePointer()) ||
       !inRegisters(bTile) || !error.empty())
     return false;
   LaneLayout opB = tile_(bTile).layout;
@@ -870,6 +899,8 @@ Value LaneTileBuilder::matmulAdd(Value acc, Value a, Value bTile, bool transA,
                                  bool transB) {
   // A product on the matrix instruction adds to the accumulator in place;
   // every other product is a product and a sum.
+  if (onAmdUnit(a, bTile, transA, transB))
+    return unitProduct(a, transA, bTile, transB, acc);
   a = inRegistersView(a);
   if (!mmaType || !mmaType.isF32() || transA)
     bTile = inRegistersView(bTile);
@@ -888,6 +919,8 @@ Value LaneTileBuilder::matmulAdd(Value acc, Value a, Value bTile, bool transA,
 }
 
 Value LaneTileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
+  if (onAmdUnit(a, bTile, transA, transB))
+    return unitProduct(a, transA, bTile, transB, {});
   // A parked tile is B straight from shared memory (f32 products only);
   // anywhere else its registers are read back.
   a = inRegistersView(a);
@@ -1338,8 +1371,7 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
     if (warps > 1)
       barrier();
     else
-      NVVM::SyncWarpOp::create(
-          b, arith::ConstantOp::create(b, b.getI32IntegerAttr(-1)));
+      warpSync();
   }
   if (tf32x3 && ((sh != shared.end() && sh->second.address) ||
                  shA != shared.end()))
@@ -1575,6 +1607,393 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
         o = arith::AddFOp::create(b, i, o);
   }
   return make(accLayout, out);
+}
+
+//===----------------------------------------------------------------------===//
+// Products on AMD's matrix units
+//===----------------------------------------------------------------------===//
+
+// One 16 x 16 x 16 step of each unit, lane l of the wave (the ISA's
+// register layouts, as lowering/common/GpuTileMatmuls.cpp states them):
+//   MFMA 16x16x16 (wave64): A[l % 16][4 (l / 16) + e], B[4 (l / 16) + e][l % 16]
+//     and C[4 (l / 16) + e][l % 16], e < 4: B's layout is C's.
+//   WMMA 16x16x16 (wave32): A[l % 16][e] and B[e][l % 16], e < 16 (lanes
+//     16..31 hold copies of lanes 0..15), C[2 e + l / 16][l % 16], e < 8.
+// Tiled: registers in (row tile, column tile, e) order.
+
+LaneLayout LaneTileBuilder::unitAccumulator(MatrixUnit u, int64_t rows,
+                                            int64_t cols) {
+  if (u == MatrixUnit::MmaSync)
+    return mmaAccumulator(rows, cols, 1);
+  LaneLayout l;
+  l.shape = {rows, cols};
+  const bool mfma = u == MatrixUnit::Mfma;
+  for (int64_t mt = 0; mt < rows / 16; ++mt)
+    for (int64_t nt = 0; nt < cols / 16; ++nt)
+      for (int64_t e = 0; e < (mfma ? 4 : 8); ++e)
+        l.regs.push_back({16 * mt + (mfma ? e : 2 * e), 16 * nt});
+  l.lanes = {{0, 1}, {0, 2}, {0, 4}, {0, 8}};
+  if (mfma)
+    l.lanes.append({{4, 0}, {8, 0}});
+  else
+    l.lanes.push_back({1, 0});
+  return l;
+}
+
+LaneLayout LaneTileBuilder::unitOperandB(MatrixUnit u, int64_t k,
+                                         int64_t cols) {
+  if (u == MatrixUnit::MmaSync)
+    return mmaOperandB(k, cols, 1);
+  LaneLayout l;
+  l.shape = {k, cols};
+  const bool mfma = u == MatrixUnit::Mfma;
+  for (int64_t kt = 0; kt < k / 16; ++kt)
+    for (int64_t nt = 0; nt < cols / 16; ++nt)
+      for (int64_t e = 0; e < (mfma ? 4 : 16); ++e)
+        l.regs.push_back({16 * kt + e, 16 * nt});
+  l.lanes = {{0, 1}, {0, 2}, {0, 4}, {0, 8}};
+  if (mfma)
+    l.lanes.append({{4, 0}, {8, 0}});
+  else
+    l.lanes.push_back({0, 0});
+  return l;
+}
+
+LaneLayout LaneTileBuilder::unitOperandA(MatrixUnit u, int64_t rows,
+                                         int64_t k) {
+  if (u == MatrixUnit::MmaSync)
+    return mmaOperandA(rows, k, 1);
+  // A [rows, k] is B's layout of A^T, with row tiles outermost.
+  LaneLayout l = unitOperandB(u, k, rows).transposed();
+  const int64_t per = u == MatrixUnit::Mfma ? 4 : 16;
+  l.regs.clear();
+  for (int64_t mt = 0; mt < rows / 16; ++mt)
+    for (int64_t kt = 0; kt < k / 16; ++kt)
+      for (int64_t e = 0; e < per; ++e)
+        l.regs.push_back({16 * mt, 16 * kt + e});
+  return l;
+}
+
+void LaneTileBuilder::warpSync() {
+  if (unit == MatrixUnit::MmaSync) {
+    NVVM::SyncWarpOp::create(
+        b, arith::ConstantOp::create(b, b.getI32IntegerAttr(-1)));
+    return;
+  }
+  // A wave's lanes run in lock step and its LDS accesses in order; the
+  // fence keeps the compiler from moving them across.
+  LLVM::FenceOp::create(b, LLVM::AtomicOrdering::acq_rel, "wavefront");
+}
+
+SmallVector<Value> LaneTileBuilder::readShared(const SharedTile &t,
+                                               const LaneLayout &layout,
+                                               bool transposed) {
+  SmallVector<Value> regs;
+  for (int64_t r = 0; r < int64_t(layout.regs.size()); ++r) {
+    Value i = coordinate(layout, r, 0), j = coordinate(layout, r, 1);
+    if (transposed)
+      std::swap(i, j);
+    SmallVector<Value> at(t.prefix);
+    if (t.stride)
+      at.push_back(rowMajorIndex(t.base, t.stride, i, j));
+    else
+      at.append({i, j});
+    Value x = memref::LoadOp::create(b, t.buffer, at);
+    if (!x.getType().isF32())
+      x = arith::ExtFOp::create(b, f32(), x);
+    regs.push_back(x);
+  }
+  return regs;
+}
+
+Value LaneTileBuilder::unitProduct(Value a, bool transA, Value bTile,
+                                   bool transB, Value init) {
+  a = inRegistersView(a);
+  bTile = inRegistersView(bTile);
+  SmallVector<int64_t> sa = shape(a), sb = shape(bTile);
+  if (sa.size() != 2 || sb.size() != 2)
+    return fail("a product of tiles that are not 2-D", {1, 1});
+  const int64_t M = transA ? sa[1] : sa[0], K = transA ? sa[0] : sa[1],
+                N = transB ? sb[0] : sb[1];
+  if (!error.empty())
+    return fail("", {M, N});
+  if ((transB ? sb[1] : sb[0]) != K)
+    return fail("a product whose inner dimensions differ", {M, N});
+  if (!mmaType || !(mmaType.isF32() || mmaType.isBF16() || mmaType.isF16()))
+    return fail("a product of two distributed tiles without a matrix "
+                "instruction (the strategy gives this kernel none)",
+                {M, N});
+  auto shA = shared.find(a.getAsOpaquePointer());
+  auto shB = shared.find(bTile.getAsOpaquePointer());
+  if ((shA != shared.end() && shA->second.address) ||
+      (shB != shared.end() && shB->second.address))
+    return fail("a product of a swizzled shared tile (wgmma's) on AMD's "
+                "matrix units",
+                {M, N});
+  // Where op(a), op(b) and the accumulator are distributed (none: a shared
+  // tile, which any split reads).
+  std::optional<LaneLayout> la, lb, li;
+  if (shA == shared.end())
+    la = transA ? tile_(a).layout.transposed() : tile_(a).layout;
+  if (shB == shared.end())
+    lb = transB ? tile_(bTile).layout.transposed() : tile_(bTile).layout;
+  if (init)
+    li = tile_(init).layout;
+  auto over = [](const std::optional<LaneLayout> &l, int64_t dim) {
+    return l && llvm::any_of(l->warps, [&](const LaneLayout::Coords &w) {
+             return w[dim] != 0;
+           });
+  };
+  const bool aRows = over(la, 0), aCols = over(la, 1), bRows = over(lb, 0),
+             bCols = over(lb, 1), iRows = over(li, 0), iCols = over(li, 1);
+  if ((aRows && aCols) || (bRows && bCols) || (iRows && iCols))
+    return fail("a product whose operand splits rows and columns over the "
+                "warps",
+                {M, N});
+  // The contracted index over the warps where an operand splits it (partial
+  // products summed across warps), else C's rows or columns as A, B or the
+  // accumulator split them, else the whole product in every warp.
+  enum class Split { Rows, Contracted, Columns, Copies };
+  const Split split = aCols || bRows          ? Split::Contracted
+                      : aRows || iRows        ? Split::Rows
+                      : bCols || iCols        ? Split::Columns
+                                              : Split::Copies;
+  const int64_t rowW = split == Split::Rows ? warps : 1,
+                kW = split == Split::Contracted ? warps : 1,
+                colW = split == Split::Columns ? warps : 1;
+  if (M % (16 * rowW) != 0 || K % (16 * kW) != 0 || N % (16 * colW) != 0)
+    return fail("a product whose shape does not split into 16 x 16 x 16 "
+                "matrix-unit steps over the block's warps",
+                {M, N});
+  const int64_t MW = M / rowW, KW = K / kW, NW = N / colW;
+  const LaneLayout aL = unitOperandA(unit, MW, KW).spread(
+      {M, K}, {split == Split::Rows ? MW : 0, split == Split::Contracted ? KW : 0},
+      warps);
+  const LaneLayout bL = unitOperandB(unit, KW, NW).spread(
+      {K, N},
+      {split == Split::Contracted ? KW : 0, split == Split::Columns ? NW : 0},
+      warps);
+  const LaneLayout accL = unitAccumulator(unit, MW, NW).spread(
+      {M, N}, {split == Split::Rows ? MW : 0, split == Split::Columns ? NW : 0},
+      warps);
+  SmallVector<Value> initRegs;
+  if (init)
+    initRegs = convertLayout(init, accL);
+  if (!error.empty())
+    return fail("", {M, N});
+
+  const bool mfma = unit == MatrixUnit::Mfma;
+  const int64_t per = mfma ? 4 : 16, accPer = mfma ? 4 : 8;
+  const int64_t MT = MW / 16, KT = KW / 16, NT = NW / 16;
+  // An operand's fragments of k step kt, in its layout's register order
+  // (A: (mt, e); B: (nt, e)), made right before that step's products: the
+  // live operand registers stay one k step's (WMMA's operands hold every
+  // element twice, and a whole converted state would spill).
+  struct Operand {
+    Value handle;
+    const SharedTile *sharedTile = nullptr;
+    bool trans = false;
+    std::optional<LaneLayout> from; // distributed: where it is
+    LaneLayout to;                  // the fragments' layout
+    int64_t kDim = 0;               // the contracted dimension of `to`
+    SmallVector<Value> whole;       // converted at once (where needed)
+  };
+  Operand opA{a, shA == shared.end() ? nullptr : &shA->second, transA, la, aL,
+              1};
+  Operand opB{bTile, shB == shared.end() ? nullptr : &shB->second, transB, lb,
+              bL, 0};
+  // The registers of `l` in k tile kt, as a layout of a 16-deep tile (k
+  // shifted to it); none where lanes or warps move k past a tile.
+  auto kPiece = [](const LaneLayout &l, int64_t d, int64_t kt,
+                   SmallVectorImpl<int64_t> &regIdx)
+      -> std::optional<LaneLayout> {
+    int64_t span = 0;
+    for (const LaneLayout::Coords &c : llvm::concat<const LaneLayout::Coords>(
+             l.lanes, l.warps))
+      span += c[d];
+    LaneLayout p = l;
+    p.shape[d] = 16;
+    p.regs.clear();
+    for (auto [r, c] : llvm::enumerate(l.regs)) {
+      if (c[d] / 16 != kt)
+        continue;
+      if (c[d] % 16 + span >= 16)
+        return std::nullopt;
+      LaneLayout::Coords shifted = c;
+      shifted[d] -= 16 * kt;
+      p.regs.push_back(shifted);
+      regIdx.push_back(r);
+    }
+    if (!p.check().empty())
+      return std::nullopt;
+    return p;
+  };
+  // `tile` >= 0: only the fragments of that row tile (A) of the k step.
+  auto fragments = [&](Operand &op, int64_t kt,
+                       int64_t tile = -1) -> SmallVector<Value> {
+    // The fragments' registers of this k step (their order kept).
+    LaneLayout sub = op.to;
+    sub.regs.clear();
+    SmallVector<int64_t> toIdx;
+    for (auto [r, c] : llvm::enumerate(op.to.regs))
+      if (c[op.kDim] / 16 == kt && (tile < 0 || c[1 - op.kDim] / 16 == tile)) {
+        sub.regs.push_back(c);
+        toIdx.push_back(r);
+      }
+    if (op.sharedTile)
+      return readShared(*op.sharedTile, sub, op.trans);
+    if (!op.whole.empty()) {
+      SmallVector<Value> regs;
+      for (int64_t r : toIdx)
+        regs.push_back(op.whole[r]);
+      return regs;
+    }
+    const Tile &t = tile_(op.handle);
+    if (*op.from == op.to) {
+      SmallVector<Value> regs;
+      for (int64_t r : toIdx)
+        regs.push_back(t.regs[r]);
+      return regs;
+    }
+    SmallVector<int64_t> fromIdx, unused;
+    std::optional<LaneLayout> src = kPiece(*op.from, op.kDim, kt, fromIdx);
+    std::optional<LaneLayout> dst = kPiece(op.to, op.kDim, kt, unused);
+    if (src && dst &&
+        conversionRefusal(*src, *dst, warpSize, warps).empty()) {
+      SmallVector<Value> regs;
+      for (int64_t r : fromIdx)
+        regs.push_back(t.regs[r]);
+      return convertLayout(make(*src, regs), *dst);
+    }
+    // Otherwise the whole operand at once, kept for the other k steps.
+    op.whole = convertLayout(make(*op.from, SmallVector<Value>(t.regs)), op.to);
+    if (!error.empty())
+      return SmallVector<Value>(toIdx.size(), constantF32(0.0));
+    SmallVector<Value> regs;
+    for (int64_t r : toIdx)
+      regs.push_back(op.whole[r]);
+    return regs;
+  };
+  Type f32t = f32(), bf16 = b.getBF16Type();
+  auto accType = VectorType::get({accPer}, f32t);
+  auto vec = [&](Type t, ArrayRef<Value> xs) -> Value {
+    return vector::FromElementsOp::create(
+        b, VectorType::get({int64_t(xs.size())}, t), xs);
+  };
+  auto narrow = [&](Type t, Value x) -> Value {
+    return arith::TruncFOp::create(b, t, x);
+  };
+  // One 16 x 16 x 16 step: acc += A B with the fragments' f32 registers.
+  auto step = [&](ArrayRef<Value> af, ArrayRef<Value> bf, Value acc) -> Value {
+    if (emulateSteps) {
+      // WMMA on 32 NVIDIA lanes: C[2 e + l / 16][l % 16] += sum over k of
+      // A[2 e + l / 16][k] (row r's lane is r) B[k][l % 16] (this lane's).
+      auto round = [&](Value x) -> Value {
+        if (mmaType.isF32())
+          return x;
+        return arith::ExtFOp::create(b, f32t, narrow(mmaType, x));
+      };
+      Type i32 = b.getI32Type();
+      Value half = arith::IndexCastOp::create(
+          b, i32, arith::DivUIOp::create(b, lane, index(16)));
+      Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(32));
+      SmallVector<Value> c;
+      for (int64_t e = 0; e < accPer; ++e) {
+        Value src = arith::AddIOp::create(
+            b, half, arith::ConstantOp::create(b, b.getI32IntegerAttr(2 * e)));
+        Value sum = vector::ExtractOp::create(b, acc, ArrayRef<int64_t>{e});
+        for (int64_t k = 0; k < 16; ++k) {
+          Value x = gpu::ShuffleOp::create(b, round(af[k]), src, width,
+                                           gpu::ShuffleMode::IDX)
+                        .getResult(0);
+          sum = math::FmaOp::create(b, x, round(bf[k]), sum);
+        }
+        c.push_back(sum);
+      }
+      return vec(f32t, c);
+    }
+    if (mfma && mmaType.isF32()) {
+      // Four fp32 16x16x4 steps: step e takes register e of both, whose k
+      // index 4 (l / 16) + e is the instruction's l / 16 (one bijection
+      // of the contracted index for A and B).
+      for (int64_t e = 0; e < 4; ++e)
+        acc = amdgpu::MFMAOp::create(b, accType, 16, 16, 4, 1, af[e], bf[e],
+                                     acc);
+      return acc;
+    }
+    auto run = [&](Value x, Value y, Value c) -> Value {
+      if (mfma)
+        return amdgpu::MFMAOp::create(b, accType, 16, 16, 16, 1, x, y, c);
+      return amdgpu::WMMAOp::create(b, accType, 16, 16, 16, x, y, c);
+    };
+    if (!mmaType.isF32()) {
+      SmallVector<Value> x, y;
+      for (Value v : af)
+        x.push_back(narrow(mmaType, v));
+      for (Value v : bf)
+        y.push_back(narrow(mmaType, v));
+      return run(vec(mmaType, x), vec(mmaType, y), acc);
+    }
+    // WMMA has no fp32 form: v = hi + lo with hi = bf16(v), lo = bf16(v -
+    // hi); a b ~ lo_a hi_b + hi_a lo_b + hi_a hi_b (small terms first).
+    auto split2 = [&](ArrayRef<Value> xs, SmallVector<Value> &hi,
+                      SmallVector<Value> &lo) {
+      for (Value v : xs) {
+        Value h = narrow(bf16, v);
+        hi.push_back(h);
+        lo.push_back(narrow(
+            bf16, arith::SubFOp::create(b, v, arith::ExtFOp::create(b, f32t, h))));
+      }
+    };
+    SmallVector<Value> ah, al, bh, bl;
+    split2(af, ah, al);
+    split2(bf, bh, bl);
+    acc = run(vec(bf16, al), vec(bf16, bh), acc);
+    acc = run(vec(bf16, ah), vec(bf16, bl), acc);
+    return run(vec(bf16, ah), vec(bf16, bh), acc);
+  };
+  Value zero = constantF32(0.0);
+  SmallVector<Value> acc(MT * NT);
+  for (int64_t t = 0; t < MT * NT; ++t) {
+    SmallVector<Value> c(accPer, zero);
+    if (init && split != Split::Contracted)
+      c.assign(initRegs.begin() + t * accPer,
+               initRegs.begin() + (t + 1) * accPer);
+    acc[t] = vec(f32t, c);
+  }
+  // A shared A operand is read a row tile at a time (the decayed keys'
+  // [K, C] of a state update are eight row tiles of one k step).
+  for (int64_t kt = 0; kt < KT; ++kt) {
+    SmallVector<Value> aRegs =
+        opA.sharedTile ? SmallVector<Value>() : fragments(opA, kt);
+    SmallVector<Value> bRegs = fragments(opB, kt);
+    if (!error.empty())
+      return fail("", {M, N});
+    for (int64_t mt = 0; mt < MT; ++mt) {
+      SmallVector<Value> aTile =
+          opA.sharedTile
+              ? fragments(opA, kt, mt)
+              : SmallVector<Value>(ArrayRef<Value>(aRegs).slice(mt * per, per));
+      for (int64_t nt = 0; nt < NT; ++nt)
+        acc[mt * NT + nt] =
+            step(aTile, ArrayRef<Value>(bRegs).slice(nt * per, per),
+                 acc[mt * NT + nt]);
+    }
+  }
+  SmallVector<Value> out;
+  for (Value c : acc)
+    for (int64_t e = 0; e < accPer; ++e)
+      out.push_back(vector::ExtractOp::create(b, c, ArrayRef<int64_t>{e}));
+  if (split == Split::Contracted) {
+    // The warps' partial products, summed (then the accumulator added).
+    out = crossWarpSum(out);
+    if (!error.empty())
+      return fail("", {M, N});
+    if (init)
+      for (auto [o, i] : llvm::zip(out, initRegs))
+        o = arith::AddFOp::create(b, i, o);
+  }
+  return make(accL, out);
 }
 
 std::optional<LaneTileBuilder::PendingSum>
@@ -1986,8 +2405,7 @@ Value LaneTileBuilder::invertUnitLower(Value l) {
                                 ValueRange{arith::AddIOp::create(b, base, e)});
       }
     }
-    NVVM::SyncWarpOp::create(
-        b, arith::ConstantOp::create(b, b.getI32IntegerAttr(-1)));
+    warpSync();
     entry = [&, base](int64_t i, int64_t j) -> Value {
       return memref::LoadOp::create(
           b, exchange,
@@ -2016,8 +2434,7 @@ Value LaneTileBuilder::invertUnitLower(Value l) {
   }
   if (base)
     // The region's next use may not overwrite L before every lane read it.
-    NVVM::SyncWarpOp::create(
-        b, arith::ConstantOp::create(b, b.getI32IntegerAttr(-1)));
+    warpSync();
   LaneLayout out;
   out.shape = {n, n};
   for (int64_t i = 0; i < n; ++i)

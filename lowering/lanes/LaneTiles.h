@@ -73,7 +73,32 @@ struct LaneLayout {
   LaneLayout squeezed(int64_t dim) const;
   LaneLayout unsqueezed(int64_t dim) const;
   LaneLayout transposed() const;
+  /// This layout of one warp's part ([shape] / the split), in a block of
+  /// `warps` warps whose warp w holds it translated by w x `step`
+  /// (zero: a copy in every warp), as a tile of `shape`.
+  LaneLayout spread(ArrayRef<int64_t> shape, Coords step,
+                    int64_t warps) const;
 };
+
+/// The matrix unit a lane program's products run on (the strategy's matrix
+/// instruction): NVIDIA's mma.sync (with wgmma where a B operand is a
+/// swizzled shared tile), AMD CDNA's MFMA (wave64: gfx90a, gfx942) or
+/// RDNA3's WMMA (wave32: gfx1100).
+enum class MatrixUnit { MmaSync, Mfma, Wmma };
+/// The unit of a strategy's instruction name (mfma, wmma; anything else:
+/// mma.sync) and back.
+/// wmma_emulated: WMMA's programs on NVIDIA (GpuPipeline.h's
+/// emulate-wmma), each step emulated (useMatrixUnit's `emulated`).
+inline MatrixUnit matrixUnitOf(StringRef instruction) {
+  return instruction == "mfma"                                ? MatrixUnit::Mfma
+         : instruction == "wmma" || instruction == "wmma_emulated" ? MatrixUnit::Wmma
+                                                              : MatrixUnit::MmaSync;
+}
+inline StringRef matrixUnitName(MatrixUnit u) {
+  return u == MatrixUnit::Mfma ? "mfma"
+         : u == MatrixUnit::Wmma ? "wmma"
+                                 : "mma_sync";
+}
 
 class LaneTileBuilder final : public TileBuilder {
 public:
@@ -132,6 +157,39 @@ public:
     mmaType = operandType;
     mmaPrecise = precise;
   }
+  /// Products on `unit` with `operandType` operands: useMmaSync for
+  /// MmaSync; on AMD's units, 16 x 16 x 16 steps with f32 accumulators, bf16
+  /// or f16 operands as they are, f32 operands as MFMA's fp32 16x16x4
+  /// steps (four a 16-deep step, full fp32) or, on WMMA (no fp32 form), as
+  /// three bf16 products of operands split into a bf16 part and the rest
+  /// (about 16 bits of each operand). On AMD every product is written
+  /// untransposed, C = op(a) op(b): the accumulator layout is MFMA's B
+  /// operand layout as it is (WMMA's after a shuffle of rows), so a state
+  /// in accumulators is the B operand of the next step's products, and A
+  /// operands in shared memory (makeShared, transposed or not) are read by
+  /// address.
+  /// `emulated` (WMMA only, for tests on NVIDIA): each step as shuffles
+  /// and FMAs in fp32 (the operands rounded to the operand type as the
+  /// unit rounds them), on WMMA's layouts.
+  void useMatrixUnit(MatrixUnit u, Type operandType, bool emulated = false) {
+    unit = u;
+    mmaType = operandType;
+    mmaPrecise = true;
+    emulateSteps = emulated;
+  }
+  MatrixUnit matrixUnit() const { return unit; }
+  /// The lanes of a warp (wave) on `u`.
+  static int64_t unitWarpSize(MatrixUnit u) {
+    return u == MatrixUnit::Mfma ? 64 : 32;
+  }
+  /// One warp's fragment layouts on `u` (no warp bases: LaneLayout::spread
+  /// places them): the accumulator [rows, cols], the A operand [rows, k]
+  /// and the B operand [k, cols]; rows, cols and k multiples of 16 (8 for
+  /// mma.sync's accumulator and B columns). MmaSync gives mmaAccumulator's,
+  /// mmaOperandA's and mmaOperandB's at one warp.
+  static LaneLayout unitAccumulator(MatrixUnit u, int64_t rows, int64_t cols);
+  static LaneLayout unitOperandA(MatrixUnit u, int64_t rows, int64_t k);
+  static LaneLayout unitOperandB(MatrixUnit u, int64_t k, int64_t cols);
   /// mma.sync m16n8k16's layouts (Triton's #mma and its dot operands): the
   /// accumulator [rows, cols] and the A operand [rows, k], the rows split
   /// over the `warps` in blocks of rows / warps (a multiple of 16); the B
@@ -230,6 +288,9 @@ private:
   /// index (op(b)'s rows), the warps' partial products summed
   /// (crossWarpSum).
   bool runsTransposed(Value a, Value bTile, bool transB);
+  /// Whether op(a) op(b) runs on AMD's units (unitProduct): a shared
+  /// operand, or two distributed tiles without a vector side.
+  bool onAmdUnit(Value a, Value bTile, bool transA, bool transB);
   /// That product, added to `acc` (or not, where null); the result is
   /// op(b)'s transposed accumulator layout, transposed back.
   Value transposedProduct(Value a, Value bTile, bool transA, bool transB,
@@ -267,6 +328,16 @@ private:
   /// pairwise where a warp's gates would overflow every factored form).
   SmallVector<Value> factoredPairs(ArrayRef<Value> as, Value bTile, Value g,
                                    ArrayRef<bool> inclusive);
+  /// A product on AMD's matrix units (useMatrixUnit): C = op(a) op(b)
+  /// (+ init), every operand in registers or a shared tile (read by
+  /// address), the warps splitting rows, columns or the contracted index
+  /// as the operands are distributed (mmaProduct's splits).
+  Value unitProduct(Value a, bool transA, Value bTile, bool transB,
+                    Value init);
+  /// Orders a warp's shared-memory accesses between lanes (exchanges): a
+  /// warp barrier on NVIDIA, a wave barrier on AMD (a wave runs in lock
+  /// step; the barrier keeps the compiler from moving accesses across it).
+  void warpSync();
   /// Two f32 values as one 32-bit register of two mmaType halves.
   Value packPair(Value lo, Value hi);
   /// A pair of halves as mma.sync's operand register (i32 for bf16, the
@@ -292,8 +363,14 @@ private:
   /// A handle for a tile that stays in shared memory (makeShared,
   /// makeSwizzledShared).
   Value sharedHandle(SharedTile tile);
+  /// The registers of a shared tile `t` in `layout` (transposed: element
+  /// (i, j) of the layout is t's (j, i)), as f32.
+  SmallVector<Value> readShared(const SharedTile &t, const LaneLayout &layout,
+                                bool transposed);
   Type mmaType;
   bool mmaPrecise = true;
+  MatrixUnit unit = MatrixUnit::MmaSync;
+  bool emulateSteps = false;
   Value exchange;
   bool columnSplits = false;
   Value scratch;

@@ -77,13 +77,13 @@ func.func private @bad_kind() attributes {kda.strategy = #kda.strategy<kernel = 
 // -----
 
 // A matrix instruction goes with lanes, and is one kda writes.
-// expected-error @+1 {{#kda.strategy: 'instruction' is mma_sync or wgmma, for lanes only, found 'wgmma' (kind 'tiles')}}
+// expected-error @+1 {{#kda.strategy: 'instruction' is mma_sync, wgmma, mfma or wmma, for lanes only, found 'wgmma' (kind 'tiles')}}
 func.func private @tiles_with_instruction() attributes {kda.strategy = #kda.strategy<kernel = "window", kind = "tiles", reason = "fp32", instruction = "wgmma">}
 
 // -----
 
-// expected-error @+1 {{#kda.strategy: 'instruction' is mma_sync or wgmma, for lanes only, found 'mfma' (kind 'lanes')}}
-func.func private @unknown_instruction() attributes {kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "mfma">}
+// expected-error @+1 {{#kda.strategy: 'instruction' is mma_sync, wgmma, mfma or wmma, for lanes only, found 'xdl' (kind 'lanes')}}
+func.func private @unknown_instruction() attributes {kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "xdl">}
 
 // -----
 

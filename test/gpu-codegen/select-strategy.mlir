@@ -1,6 +1,6 @@
 // RUN: kda-opt %s --kda-gpu-select-strategy="remarks=true" 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
 // RUN: kda-opt %s --kda-gpu-select-strategy | FileCheck %s
-// RUN: kda-opt %s --kda-gpu-select-strategy="nvidia=false" | FileCheck %s --check-prefix=AMD
+// RUN: kda-opt %s --kda-gpu-select-strategy="nvidia=false warp-size=64 instructions=mfma" | FileCheck %s --check-prefix=AMD
 // RUN: kda-opt %s --kda-gpu-select-strategy="intra-registers=false decode-registers=false window-registers=false" | FileCheck %s --check-prefix=OFF
 // RUN: kda-opt %s --kda-gpu-select-strategy 2>&1 >/dev/null | FileCheck %s --allow-empty --check-prefix=QUIET
 // RUN: kda-opt %s --kda-gpu-select-strategy="wgmma=true" | FileCheck %s --check-prefix=HOPPER
@@ -68,6 +68,9 @@ func.func @intra64steps() attributes {kda.kernel, kda.intra_pass = #kda.intra_pa
 // chunks in flight.
 // CHECK-LABEL: func.func @state16
 // CHECK-SAME: kda.strategy = #kda.strategy<kernel = "state", kind = "lanes", instruction = "mma_sync", program = "derived", stages = 2>
+// On AMD the same program on the chip's matrix unit (MFMA here).
+// AMD-LABEL: func.func @state16
+// AMD-SAME: kda.strategy = #kda.strategy<kernel = "state", kind = "lanes", instruction = "mfma", program = "derived", stages = 2>
 func.func @state16() attributes {kda.kernel, kda.state_pass = #kda.state_pass<chunk = 16, tile_chunk = 16, key_dim = 128, v_block = 16, v_major = false, boundary = false, boundary_pool = false, boundary_interval = 0, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, 4, 8]>} {
   return
 }
@@ -85,7 +88,7 @@ func.func @state8() attributes {kda.kernel, kda.state_pass = #kda.state_pass<chu
 // CHECK-LABEL: func.func @reverse16
 // CHECK-SAME: kda.strategy = #kda.strategy<kernel = "reverse", kind = "lanes", instruction = "mma_sync", program = "derived", stages = 2>
 // AMD-LABEL: func.func @reverse16
-// AMD-SAME: kda.strategy = #kda.strategy<kernel = "reverse", kind = "tiles", reason = "AMD targets have no lane kernels
+// AMD-SAME: kda.strategy = #kda.strategy<kernel = "reverse", kind = "tiles", reason = "AMD targets have no lane kernel for the gradient's reverse scan yet
 // OFF-LABEL: func.func @reverse16
 // OFF-SAME: kind = "lanes"
 func.func @reverse16() attributes {kda.kernel, kda.reverse_pass = #kda.state_pass<chunk = 16, tile_chunk = 16, key_dim = 128, v_block = 16, v_major = true, boundary = false, boundary_pool = false, boundary_interval = 0, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 8]>} {

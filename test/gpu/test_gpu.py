@@ -688,6 +688,17 @@ def check_strategy(problems, metrics, expect, dtype=None):
                         f"{ {n: expected_program(s.get('kernel'), dtype) for n, s in st.items()} }")
     elif any(s.get("kernel") == "state" for s in st.values()):
         metrics.append("state " + expected_program("state", dtype))
+    # KDA_EXPECT_STATE_INSTRUCTION: the state kernels' matrix instruction
+    # (wmma_emulated: bundles from kda-compile --emulate-wmma, gfx1100's
+    # lane program on this GPU; scripts/build-emulated-amd-bundles.sh).
+    want = os.environ.get("KDA_EXPECT_STATE_INSTRUCTION")
+    if want:
+        wrong = {n: s.get("instruction") for n, s in st.items()
+                 if s.get("kernel") == "state" and s.get("instruction") != want}
+        if wrong:
+            problems.append(f"strategy: state instructions {wrong}, expected {want}")
+        elif any(s.get("kernel") == "state" for s in st.values()):
+            metrics.append("state " + want)
 
 
 def run_case(case, torch, oracle):

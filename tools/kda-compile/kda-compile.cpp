@@ -89,6 +89,11 @@ static cl::opt<bool> noTensorCores(
     "no-tensor-cores",
     cl::desc("tile matmuls on the vector ALUs (no mma.sync / MFMA / WMMA)"),
     cl::init(false), cl::cat(compileCategory));
+static cl::opt<bool> emulateWmma(
+    "emulate-wmma",
+    cl::desc("NVIDIA, for tests: state kernels written for gfx1100's WMMA, "
+             "each step emulated (the AMD lane program on an NVIDIA GPU)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<int64_t> stateStages(
     "state-stages",
     cl::desc("NVIDIA: chunks in flight (cp.async stages, 2 to 8) of the "
@@ -650,6 +655,7 @@ int main(int argc, char **argv) {
     options.vBlock = vBlock;
     options.tensorCores = !noTensorCores;
     options.stateStages = stateStages;
+    options.emulateWmma = emulateWmma;
     options.schedule = schedule;
     options.format = format.str();
     options.toolkit = toolkit;

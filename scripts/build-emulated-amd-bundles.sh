@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The GPU suite's bundles with every forward state kernel written for AMD's
+# gfx1100 (WMMA's layouts, its warp splits and its plain staged copies:
+# GpuStateRegisters.cpp on LaneTileBuilder::unitProduct) and each 16x16x16
+# step emulated with shuffles and FMAs (kda-compile --emulate-wmma): the AMD
+# lane program run against the float64 oracle on an NVIDIA GPU, where no AMD
+# GPU is at hand. MFMA's own register layouts and the instructions
+# themselves are not exercised (they are checked by disassembly:
+# test/gpu-codegen/amd-bundle.test).
+#
+# Usage: scripts/build-emulated-amd-bundles.sh OUT_DIR
+# then, on the GPU machine:
+#   KDA_EXPECT_STATE_INSTRUCTION=wmma_emulated test/gpu/run.sh OUT_DIR
+# (the suite then also asserts that every state kernel it ran was emulated).
+# Environment: as scripts/build-gpu-bundles.sh (KDA_COMPILE: the real
+# kda-compile, wrapped here).
+set -euo pipefail
+if [ $# -ne 1 ]; then
+  echo "usage: $0 OUT_DIR" >&2
+  exit 2
+fi
+root=$(cd "$(dirname "$0")/.." && pwd)
+real=${KDA_COMPILE:-$root/build/bin/kda-compile}
+wrap=$(mktemp -d "${TMPDIR:-/tmp}/kda-emulate.XXXXXX")
+trap 'rm -rf "$wrap"' EXIT
+printf '#!/bin/sh\nexec "%s" "$@" --emulate-wmma\n' "$real" > "$wrap/kda-compile"
+chmod +x "$wrap/kda-compile"
+KDA_COMPILE=$wrap/kda-compile SET=none "$root/scripts/build-gpu-bundles.sh" "$1"

@@ -570,11 +570,16 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
       std::string instruction;
       if (Status s = r.string(*st, stPath, "instruction", instruction))
         return s;
-      if (instruction != "mma_sync" && instruction != "wgmma")
+      // wmma_emulated: kda-compile --emulate-wmma's test bundles (gfx1100's
+      // lane program on an NVIDIA GPU).
+      if (instruction != "mma_sync" && instruction != "wgmma" &&
+          instruction != "mfma" && instruction != "wmma" &&
+          instruction != "wmma_emulated")
         return r.error(*st->find("instruction"),
                        Reader::join(stPath, "instruction"),
                        "unknown matrix instruction " + quote(instruction) +
-                           " (expected mma_sync or wgmma)");
+                           " (expected mma_sync, wgmma, mfma, wmma or "
+                           "wmma_emulated)");
     }
     if (st->find("program")) {
       std::string program;

@@ -534,9 +534,9 @@ TEST(Manifest, ErrorsNameTheField) {
        "kernels[0].strategy.tile_chunk: 64 is not a multiple of the step 24"},
       {"\"step\": 16,\n                   \"tile_chunk\": 64", "\"tile_chunk\": 64",
        "kernels[0].strategy: step and tile_chunk go together"},
-      {"\"instruction\": \"mma_sync\"", "\"instruction\": \"mfma\"",
-       "kernels[0].strategy.instruction: unknown matrix instruction \"mfma\" "
-       "(expected mma_sync or wgmma)"},
+      {"\"instruction\": \"mma_sync\"", "\"instruction\": \"xdl\"",
+       "kernels[0].strategy.instruction: unknown matrix instruction \"xdl\" "
+       "(expected mma_sync, wgmma, mfma, wmma or wmma_emulated)"},
       {"\"instruction\": \"mma_sync\"", "\"instruction\": 1",
        "kernels[0].strategy.instruction:"},
       {"\"program\": \"derived\"", "\"program\": \"handwritten\"",

@@ -13,6 +13,9 @@
 // RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_80 format=none state-registers=false" | FileCheck %s --check-prefix=UNITTILES
 // RUN: kda-opt %S/../tools/Inputs/gated.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=ONE
 // RUN: kda-opt %S/../tools/Inputs/gated.mlir --kda-lower-to-rocdl="chip=gfx942 format=none" | FileCheck %s --check-prefix=ONE
+// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-rocdl="chip=gfx942 format=none" | FileCheck %s --check-prefix=MFMA
+// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-rocdl="chip=gfx1100 format=none" | FileCheck %s --check-prefix=WMMA
+// RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none emulate-wmma=true" | FileCheck %s --check-prefix=EMULATED
 
 // The chunk-parallel state pass on NVIDIA (kda-gpu-state-registers): the
 // state stays in mma.sync accumulators for the whole sequence. 16-bit
@@ -134,3 +137,28 @@ func.func @f32_k64(%q: tensor<2x?x2x64xf32>, %k: tensor<2x?x2x64xf32>,
       -> tensor<2x?x2x64xf32> final_state tensor<2x2x64x64xf32>
   return %o, %ht : tensor<2x?x2x64xf32>, tensor<2x2x64x64xf32>
 }
+
+// AMD: the same program on the chip's matrix unit (LaneTileBuilder's
+// unitProduct): gfx942's wave64 MFMA with the state's V block on one wave
+// (64 lanes), its workspaces staged by plain 16-byte copies (no cp.async),
+// one barrier per chunk, every product a bf16 MFMA; gfx1100's wave32 WMMA
+// splits K over the warps (partial products summed in LDS).
+// MFMA-LABEL: gpu.module @kda_gated_delta_kernel_state_module
+// MFMA: rocdl.workitem.id.x
+// MFMA: rocdl.barrier
+// MFMA-NOT: rocdl.barrier
+// MFMA: rocdl.mfma.f32.16x16x16bf16.1k
+// MFMA-NOT: rocdl.barrier
+// MFMA: llvm.return
+// WMMA-LABEL: gpu.module @kda_gated_delta_kernel_state_module
+// WMMA: rocdl.wmma.f32.16x16x16.bf16
+// WMMA: llvm.return
+
+// --emulate-wmma (tests): gfx1100's program for NVIDIA, each WMMA step as
+// shuffles and FMAs, the workspaces staged as on AMD.
+// EMULATED-LABEL: gpu.module @kda_gated_delta_kernel_state_module
+// EMULATED-NOT: nvvm.cp.async
+// EMULATED-NOT: nvvm.mma.sync
+// EMULATED: nvvm.shfl.sync idx
+// EMULATED-NOT: nvvm.mma.sync
+// EMULATED: llvm.return

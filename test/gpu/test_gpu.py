@@ -1083,15 +1083,19 @@ def main():
                     help="a few small cases, for compute-sanitizer memcheck / racecheck")
     ap.add_argument("--print-configs", action="store_true",
                     help="print the kernel configurations of the cases (JSON) and exit")
-    ap.add_argument("-k", dest="filter", default="", help="only cases whose name contains this")
+    ap.add_argument("-k", dest="filter", default="",
+                    help="only cases whose name contains this (several joined by '|': any of them)")
     args = ap.parse_args()
+
+    def matches(name):
+        return any(f in name for f in args.filter.split("|"))
 
     cases = sanitize_cases() if args.sanitize else all_cases()
     if args.print_configs:
-        cases = [c for c in all_cases() + sanitize_cases() if args.filter in c.name]
+        cases = [c for c in all_cases() + sanitize_cases() if matches(c.name)]
         print(json.dumps(unique_configs(cases), indent=1, sort_keys=True))
         return 0
-    cases = [c for c in cases if args.filter in c.name]
+    cases = [c for c in cases if matches(c.name)]
 
     try:
         import torch

@@ -62,8 +62,10 @@ void registerGpuSelectStrategyPass();
 /// Why the register intra-chunk kernel cannot take the description
 /// (kda.intra_pass) with `threads` per block; empty if it can. `fix`, where
 /// given, gets what the user can do about it.
+/// `instruction`: the chip's matrix instructions (mma_sync, mfma, wmma).
 std::string intraLanesRefusal(IntraPassAttr intraPass, int64_t threads,
-                              std::string *fix = nullptr);
+                              std::string *fix = nullptr,
+                              StringRef instruction = "mma_sync");
 /// The same for the register state kernel (kda.state_pass) of `func`
 /// (its workspace types decide the matrix instruction), or with `reverse`
 /// for a gradient's reverse scan (kda.reverse_pass: the state program run

@@ -148,8 +148,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
         createGpuStateRegistersPass(options.threads));
   // ... and its intra-chunk grid keeps its tiles in registers
   // (GpuIntraRegisters.cpp).
-  if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
-      options.intraRegisters)
+  if (options.tensorCores && options.intraRegisters)
     pm.nest<func::FuncOp>().addPass(
         createGpuIntraRegistersPass(options.threads));
   // The target's tile primitives, then blocks / threads / shared memory.

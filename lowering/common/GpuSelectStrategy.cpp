@@ -55,24 +55,22 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
   auto state = f->getAttrOfType<kda::StatePassAttr>(kda::kStatePassAttr);
   auto decode = f->getAttrOfType<kda::DecodePassAttr>(kda::kDecodePassAttr);
   StringRef name = f.getSymName();
-  const char *amd = "AMD targets have no lane kernels for the chunkwise "
-                    "passes yet (MFMA / WMMA register layouts)";
   const char *noTensorCores = "tensor-cores=false: the lane kernels are "
                               "written on the matrix instructions";
   if (intra) {
     Decision d{"intra", "", ""};
-    if (!o.nvidia)
-      d.reason = amd;
-    else if (!o.tensorCores)
+    if (!o.tensorCores)
       d.reason = noTensorCores;
     else if (!o.intraLanes)
       d.reason = "switched off (intra-registers=false)";
     else if (std::string why = kda::intraLanesRefusal(intra, o.threads,
-                                                       &d.fix);
+                                                       &d.fix, o.instructions);
              !why.empty())
       d.reason = why;
     if (d.reason.empty()) {
-      d.instruction = "mma_sync"; // tf32 m16n8k8 (GpuIntraRegisters.cpp)
+      // tf32 m16n8k8 (GpuIntraRegisters.cpp); AMD: MFMA / WMMA on f32
+      // tiles (LaneTileBuilder::unitProduct).
+      d.instruction = o.instructions;
       d.program = "derived";      // GatedDeltaKernel.cpp's emitIntraChunk
     }
     return d;

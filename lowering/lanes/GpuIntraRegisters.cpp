@@ -29,6 +29,13 @@
 // UT transform), and storing each workspace as soon as the algorithm has it
 // final (emitIntraChunk's `early` and `done` hooks).
 //
+// AMD: the same program on the chip's matrix unit (the strategy's mfma /
+// wmma: LaneTileBuilder::unitProduct, f32 operands), blocked() with one row
+// a lane on 64-lane waves; the products' fragments come from the blocked
+// rows through the exchange region. Only lower-bounded gates: the other
+// gates' exact pairwise decays have no factored form there yet (the
+// per-lane form exceeded the register file).
+//
 // What it does not take (chunks other than 16 in one sub-chunk, sizes that
 // do not split over the warps) is intraLanesRefusal's answer to
 // kda-gpu-select-strategy, which gives those kernels the tile lowering and
@@ -96,8 +103,16 @@ std::optional<IntraPassConfig> readConfig(IntraPassAttr desc) {
 /// VL = VW / 4 per lane and row.
 struct IntraProgram : kda::LaneBuilder {
   const IntraPassConfig &cfg;
+  /// The matrix unit (the strategy's instruction; AMD's: MFMA, WMMA, or
+  /// WMMA emulated on NVIDIA for tests) and its warp size. A block's rows
+  /// sit on the lane bits above the two column bits: two row halves (g,
+  /// g + 8) a lane on 32-lane warps, one row a lane on 64-lane waves.
+  kda::MatrixUnit unit;
+  bool emulated;
+  int64_t warpSize, halves;
   int64_t C, K, V, NW, KW, VW, KL, VL;
   bool precise;
+  bool amd() const { return unit != kda::MatrixUnit::MmaSync; }
   // Arguments.
   Value q, k, v, gate, beta, aLog, dtBias, cuSeqlens;
   Value ws[6]; // w, u, q, k, p, g (null when absent)
@@ -105,11 +120,14 @@ struct IntraProgram : kda::LaneBuilder {
   Value tid, lane, warp, g, t, colK, colV;
 
   IntraProgram(ImplicitLocOpBuilder &b, const IntraPassConfig &cfg,
-               int64_t threads, bool precise)
-      : LaneBuilder(b), cfg(cfg), C(cfg.chunk), K(cfg.keyDim), V(cfg.valueDim),
-        NW(threads / 32), KW(cfg.keyDim / (threads / 32)),
-        VW(cfg.valueDim / (threads / 32)), KL(KW / 4), VL(VW / 4),
-        precise(precise) {}
+               int64_t threads, bool precise, kda::MatrixUnit unit,
+               bool emulated)
+      : LaneBuilder(b), cfg(cfg), unit(unit), emulated(emulated),
+        warpSize(kda::LaneTileBuilder::unitWarpSize(unit)),
+        halves(2 * 32 / kda::LaneTileBuilder::unitWarpSize(unit)),
+        C(cfg.chunk), K(cfg.keyDim), V(cfg.valueDim),
+        NW(threads / warpSize), KW(cfg.keyDim / NW), VW(cfg.valueDim / NW),
+        KL(KW / 4), VL(VW / 4), precise(precise) {}
 
   /// Runs `body` only where `cond` holds.
   void when(Value cond, llvm::function_ref<void()> body) {
@@ -255,13 +273,13 @@ struct IntraProgram : kda::LaneBuilder {
         b, head, arith::DivUIOp::create(b, heads, qkHeads));
 
     tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-    lane = arith::RemUIOp::create(b, tid, idx(32));
-    warp = arith::DivUIOp::create(b, tid, idx(32));
+    lane = arith::RemUIOp::create(b, tid, idx(warpSize));
+    warp = arith::DivUIOp::create(b, tid, idx(warpSize));
     g = arith::DivUIOp::create(b, lane, idx(4));
     t = arith::RemUIOp::create(b, lane, idx(4));
     colK = add(mul(warp, KW), mul(t, KL));
     colV = add(mul(warp, VW), mul(t, VL));
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < halves; ++h) {
       Value r = add(g, 8 * h);
       cr.ok[h] = ult(r, cr.valid);
       cr.tok[h] = add(t0, minu(r, lastRow));
@@ -277,10 +295,12 @@ struct IntraProgram : kda::LaneBuilder {
     const int64_t DW = D / NW, DL = DW / 4;
     kda::LaneLayout l;
     l.shape = {C, D};
-    for (int64_t h = 0; h < 2; ++h)
+    for (int64_t h = 0; h < halves; ++h)
       for (int64_t c = 0; c < DL; ++c)
         l.regs.push_back({8 * h, c});
     l.lanes = {{0, DL}, {0, 2 * DL}, {1, 0}, {2, 0}, {4, 0}};
+    if (halves == 1)
+      l.lanes.push_back({8, 0});
     for (int64_t w = 1; w < NW; w *= 2)
       l.warps.push_back({0, DW * w});
     return l;
@@ -292,6 +312,10 @@ struct IntraProgram : kda::LaneBuilder {
     l.shape = {C};
     l.regs = {{0}, {8}};
     l.lanes = {{0}, {0}, {1}, {2}, {4}};
+    if (halves == 1) {
+      l.regs = {{0}};
+      l.lanes.push_back({8});
+    }
     for (int64_t w = 1; w < NW; w *= 2)
       l.warps.push_back({0});
     return l;
@@ -304,6 +328,8 @@ struct IntraProgram : kda::LaneBuilder {
     for (int64_t c = 0; c < DL; ++c)
       l.regs.push_back({c});
     l.lanes = {{DL}, {2 * DL}, {0}, {0}, {0}};
+    if (halves == 1)
+      l.lanes.push_back({0});
     for (int64_t w = 1; w < NW; w *= 2)
       l.warps.push_back({DW * w});
     return l;
@@ -318,9 +344,9 @@ struct IntraProgram : kda::LaneBuilder {
     ArrayRef<Value> regs = tb.registersOf(tile);
     if (l == blocked(l.shape[1])) {
       // 16-byte rows.
-      const int64_t DL = l.regs.size() / 2;
+      const int64_t DL = l.regs.size() / halves;
       Value col = add(mul(warp, l.shape[1] / NW), mul(t, DL));
-      for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < halves; ++h) {
         Value i = add(g, 8 * h);
         when(ult(i, valid), [&] {
           storeRow(mem, {row, add(t0, i), head}, col,
@@ -357,10 +383,14 @@ struct IntraProgram : kda::LaneBuilder {
     ChunkRows cr = chunkRows(t0, remaining, head);
     Value valid = cr.valid, qkHead = cr.qkHead, *ok = cr.ok, *tok = cr.tok;
 
-    kda::LaneTileBuilder tb(b, 32, NW, lane, warp);
+    kda::LaneTileBuilder tb(b, warpSize, NW, lane, warp);
     // Products of f32 tiles (decayed q and k need f32's range): one TF32
-    // product a step for 16-bit inputs, 3xTF32 for fp32 inputs.
-    tb.useMmaSync(f32Type, precise);
+    // product a step for 16-bit inputs, 3xTF32 for fp32 inputs; AMD: MFMA's
+    // fp32 steps, WMMA's three bf16 products (LaneTileBuilder::unitProduct).
+    if (amd())
+      tb.useMatrixUnit(unit, f32Type, emulated);
+    else
+      tb.useMmaSync(f32Type, precise);
     auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
                                          gpu::AddressSpace::Workgroup);
     // Sums across warps: the 16 x 16 products' accumulators (8 registers a
@@ -375,9 +405,15 @@ struct IntraProgram : kda::LaneBuilder {
     // W and U take beta Gamma K and beta V (rows of tokens) as B operands
     // (the contracted index on the rows): through the same regions, each
     // warp its columns.
+    // AMD: the fragments of K^T (Q K^T's B operand, a warp's [KW, C]) come
+    // from the blocked rows through the region too (an MFMA B register's
+    // source register differs between lanes).
+    const int64_t wide = std::max(std::max(KW, VW), C);
+    const int64_t region =
+        amd() ? std::max(C * (wide + 1), wide * (C + 1)) : C * (wide + 1);
     tb.useExchange(memref::AllocOp::create(
-        b, MemRefType::get({NW * C * (std::max(std::max(KW, VW), C) + 1)},
-                           f32Type, MemRefLayoutAttrInterface(), wg)));
+        b, MemRefType::get({NW * region}, f32Type,
+                           MemRefLayoutAttrInterface(), wg)));
     tb.preferColumnSplits();
     // beta Gamma K and beta V, parked through the intra-chunk matrices
     // (row-major, 16-byte rows plus 4 words): the UT transform's products
@@ -389,15 +425,15 @@ struct IntraProgram : kda::LaneBuilder {
                            MemRefLayoutAttrInterface(), wg)));
     // Fills of the chunk's [C, C] matrices (the algorithm's P and L before
     // their blocks are inserted): the accumulator's layout, a copy per warp.
-    kda::LaneLayout cc = kda::LaneTileBuilder::mmaAccumulator(C, C, 1);
-    for (int64_t w = 1; w < NW; w *= 2)
-      cc.warps.push_back({0, 0});
+    kda::LaneLayout cc =
+        kda::LaneTileBuilder::unitAccumulator(unit, C, C).spread({C, C},
+                                                                 {0, 0}, NW);
     tb.anchor(cc);
 
     auto loadTile = [&](Value mem, Value headIdx, Value col, int64_t D,
                         bool masked) {
       SmallVector<Value> regsOut;
-      for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < halves; ++h)
         llvm::append_range(regsOut,
                            loadRow(mem, {row, tok[h], headIdx}, col, D / NW / 4,
                                    masked ? ok[h] : Value()));
@@ -411,7 +447,7 @@ struct IntraProgram : kda::LaneBuilder {
       in.gate = loadTile(gate, head, colK, K, false);
     } else if (cfg.gate == "head") {
       SmallVector<Value> regsOut;
-      for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < halves; ++h) {
         Value x = toF32(
             memref::LoadOp::create(b, gate, ValueRange{row, tok[h], head}));
         regsOut.append(KL, x);
@@ -420,7 +456,7 @@ struct IntraProgram : kda::LaneBuilder {
     }
     if (cfg.beta) {
       SmallVector<Value> bs;
-      for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < halves; ++h)
         bs.push_back(select(ok[h],
                             toF32(memref::LoadOp::create(
                                 b, beta, ValueRange{row, tok[h], head})),
@@ -491,8 +527,18 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     auto desc = func->getAttrOfType<IntraPassAttr>(kda::kIntraPassAttr);
     std::optional<IntraPassConfig> cfg = readConfig(desc);
     auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
+    // The matrix unit is the strategy's instruction (without a strategy:
+    // mma.sync, kda-opt runs of this pass alone).
+    kda::MatrixUnit unit = kda::MatrixUnit::MmaSync;
+    bool emulated = false;
+    if (auto s = func->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr)) {
+      unit = kda::matrixUnitOf(s.getInstruction());
+      emulated = s.getInstruction() == "wmma_emulated";
+    }
     if (!cfg || !abi || func.isExternal() ||
-        !kda::runsOnLanes(func, kda::intraLanesRefusal(desc, threads)))
+        !kda::runsOnLanes(func, kda::intraLanesRefusal(
+                                    desc, threads, nullptr,
+                                    kda::matrixUnitName(unit))))
       return;
     const bool decays = cfg->gate != "none";
     std::optional<kda::ProgramGrid> grid =
@@ -542,7 +588,7 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     for (auto [i, d] : llvm::enumerate(grid->kept))
       ivs[d] = forall.getInductionVar(i);
 
-    IntraProgram prog(b, *cfg, threads, precise);
+    IntraProgram prog(b, *cfg, threads, precise, unit, emulated);
     prog.q = byName("q");
     prog.k = byName("k");
     prog.v = byName("v");
@@ -587,11 +633,13 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     // The target is resident warps (16, fp32 12), not blocks: at 256
     // threads (the gradient's modules) the same budget is two blocks of
     // 128 registers (four blocks of 64 spilled).
+    // (NVIDIA's register file; AMD's kernels take what the compiler gives.)
     const int64_t residentThreads = (precise ? 3 : 4) * 128;
     const int64_t blocksPerSM = std::max<int64_t>(1, residentThreads / threads);
-    func->setAttr(kda::kMaxRegistersAttr,
-                  b.getI32IntegerAttr(std::min<int64_t>(
-                      255, 65536 / (threads * blocksPerSM) / 8 * 8)));
+    if (unit == kda::MatrixUnit::MmaSync || emulated)
+      func->setAttr(kda::kMaxRegistersAttr,
+                    b.getI32IntegerAttr(std::min<int64_t>(
+                        255, 65536 / (threads * blocksPerSM) / 8 * 8)));
     // Inputs read as 16-byte vectors need 16-byte aligned pointers (the
     // runtime checks what the manifest states).
     kda::requireAlignedRows(func, [&](StringRef name, MemRefType type) {
@@ -605,21 +653,36 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
 
 } // namespace
 
+namespace {
+/// Whether emitIntraChunk's 16-row blocks factor the decays through their
+/// first row (a lower-bounded gate: every factor within e^80), the form
+/// that is a plain product; its boundedSubChunk, for sub-chunks of 16.
+bool boundedGate(const IntraPassConfig &cfg) {
+  kda::ChunkConfig c = cfg.chunkConfig(16, 16, cfg.keyDim, cfg.valueDim);
+  return c.gateActivation == kda::GateActivation::lower_bound &&
+         -c.lowerBound * 15.0 <= 80.0;
+}
+} // namespace
+
 std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
-                                         int64_t threads, std::string *fix) {
+                                         int64_t threads, std::string *fix,
+                                         StringRef instruction) {
   std::optional<IntraPassConfig> cfg = readConfig(intraPass);
   if (!cfg)
     return "its description (kda.intra_pass) is incomplete";
-  const int64_t warps = threads / 32;
+  const kda::MatrixUnit unit = kda::matrixUnitOf(instruction);
+  const int64_t warpSize = kda::LaneTileBuilder::unitWarpSize(unit);
+  const int64_t warps = threads / warpSize;
   std::string why;
   llvm::raw_string_ostream os(why);
   auto say = [&](StringRef f) {
     if (fix)
       *fix = f.str();
   };
-  if (threads % 32 != 0 || warps < 1) {
+  if (threads % warpSize != 0 || warps < 1) {
     os << threads << " threads per block are not whole warps";
-    say("threads per block a multiple of 32 (kda-compile: --block-threads)");
+    say("threads per block a multiple of " + std::to_string(warpSize) +
+        " (kda-compile: --block-threads)");
   } else if (cfg->chunk != 16 || cfg->subChunk != 16) {
     // The program is one sub-chunk of 16 (its exponent guards are made for
     // 16 rows). Chunks of 32 and 64 with sub-chunks of 16 reach it as
@@ -631,6 +694,37 @@ std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
           "sub-chunk-steps)";
     say("tile with sub-chunks of 16 and sub-chunk-steps (kda-compile: "
         "--sub-chunk=16, the default), or accept the tile lowering");
+  } else if (unit != kda::MatrixUnit::MmaSync &&
+             (cfg->keyDim % (16 * warps) != 0 ||
+              cfg->valueDim % (16 * warps) != 0)) {
+    // AMD's units take 16 x 16 x 16 steps: the products split K or V over
+    // the warps in whole steps.
+    os << "K = " << cfg->keyDim << " and V = " << cfg->valueDim
+       << " do not split over " << warps << " warps of " << warpSize
+       << " lanes (K and V multiples of " << 16 * warps
+       << ": whole 16 x 16 x 16 " << instruction << " steps per warp)";
+    say("pad K and V to multiples of " + std::to_string(16 * warps) +
+        " with zero columns, or use fewer threads per block, or accept the "
+        "tile lowering");
+  } else if (unit != kda::MatrixUnit::MmaSync && cfg->gate != "none" &&
+             !boundedGate(*cfg)) {
+    // Unbounded gates (softplus without a lower bound, log-space g) take
+    // emitIntraChunk's exact pairwise decays within a 16-row block: on
+    // NVIDIA the factored form on tf32 mma.sync (LaneTileBuilder::
+    // factoredPairs); on AMD only the per-lane exact form exists, which
+    // needed 768 VGPRs on gfx942 (512 there) and spilled on gfx1100.
+    if (cfg->gateActivation == kda::GateActivation::none)
+      os << "an unbounded gate (log-space g)";
+    else
+      os << "an unbounded gate ("
+         << kda::stringifyGateActivation(cfg->gateActivation)
+         << " without a lower bound)";
+    os << ": its exact pairwise decays have no factored form on "
+       << instruction << " yet, and the per-lane form exceeds the register "
+                         "file";
+    say("a lower-bounded gate (gate_activation lower_bound, FLA's "
+        "lower_bound=-5: Kimi's) takes lanes; otherwise accept the tile "
+        "lowering");
   } else if (cfg->keyDim % (8 * warps) != 0 ||
              cfg->valueDim % (8 * warps) != 0 ||
              (cfg->keyDim / warps / 4) % 2 != 0 ||

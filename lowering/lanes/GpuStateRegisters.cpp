@@ -18,6 +18,12 @@
 // state and the chunk-boundary states (prefix caching: dense, or into the
 // slots of a pool).
 //
+// AMD (the strategy's mfma / wmma): the same program on the chip's unit
+// (LaneTileBuilder::unitProduct), every product untransposed with the state
+// and the rows in the unit's accumulator layout (MFMA's B operand layout),
+// W / Gamma Q / decayed k / P read from LDS by the products, the chunks
+// staged by plain copies. WMMA splits K over the warps.
+//
 // 16-bit inputs: the warps split the V block and every warp holds all of K
 // (bf16 m16n8k16, no product crosses warps). fp32 inputs: the warps split K
 // (3xTF32 m16n8k8; partial products meet in shared memory), at V blocks of

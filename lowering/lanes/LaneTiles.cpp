@@ -1675,7 +1675,8 @@ LaneLayout LaneTileBuilder::unitOperandA(MatrixUnit u, int64_t rows,
 }
 
 void LaneTileBuilder::warpSync() {
-  if (unit == MatrixUnit::MmaSync) {
+  // (The emulated unit runs on NVIDIA.)
+  if (unit == MatrixUnit::MmaSync || emulateSteps) {
     NVVM::SyncWarpOp::create(
         b, arith::ConstantOp::create(b, b.getI32IntegerAttr(-1)));
     return;
@@ -2736,7 +2737,9 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
 SmallVector<Value> LaneTileBuilder::decayedPairsMany(ArrayRef<Value> as,
                                                      Value bTile, Value g,
                                                      ArrayRef<bool> inclusive) {
-  bool fast = error.empty() && mmaType && mmaType.isF32() && warpSize == 32 &&
+  // (factoredPairs runs on mma.sync: NVIDIA only.)
+  bool fast = error.empty() && mmaType && mmaType.isF32() &&
+              unit == MatrixUnit::MmaSync && warpSize == 32 &&
               inRegisters(g) &&
               inRegisters(bTile) &&
               mmaRowRegisters(tile_(g).layout) &&
@@ -2765,7 +2768,8 @@ Value LaneTileBuilder::decayedPairs(Value a, Value bTile, Value g,
                 {m, m});
   // Sixteen rows as mma.sync holds them, on the tf32 matrix instruction:
   // the factored form (exact pairwise only where a warp's gates need it).
-  if (mmaType && mmaType.isF32() && warpSize == 32 && mmaRowRegisters(l))
+  if (mmaType && mmaType.isF32() && unit == MatrixUnit::MmaSync &&
+      warpSize == 32 && mmaRowRegisters(l))
     return factoredPairs({a}, bTile, g, {inclusive})[0];
   for (const LaneLayout::Coords &c : l.warps)
     if (c[0] != 0)

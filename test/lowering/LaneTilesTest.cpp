@@ -13,6 +13,7 @@
 
 #include "lowering/lanes/LaneTiles.h"
 
+#include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -74,8 +75,9 @@ std::optional<int64_t> evalInt(Value v) {
 class LaneTilesTest : public ::testing::Test {
 protected:
   LaneTilesTest() {
-    ctx.loadDialect<arith::ArithDialect, func::FuncDialect, gpu::GPUDialect,
-                    math::MathDialect, vector::VectorDialect>();
+    ctx.loadDialect<amdgpu::AMDGPUDialect, arith::ArithDialect,
+                    func::FuncDialect, gpu::GPUDialect, math::MathDialect,
+                    vector::VectorDialect>();
     module = ModuleOp::create(UnknownLoc::get(&ctx));
     OpBuilder ob(&ctx);
     ob.setInsertionPointToEnd(module.getBody());
@@ -388,6 +390,15 @@ public:
         return std::nullopt;
       return std::exp(*x);
     }
+    // Rounding to an operand type is left out (the tests' values are small
+    // integers, exact in bf16).
+    if (isa<arith::TruncFOp, arith::ExtFOp>(op))
+      return f32(op->getOperand(0), lane);
+    if (auto ex = dyn_cast<vector::ExtractOp>(op)) {
+      if (ex.getStaticPosition().size() != 1)
+        return std::nullopt;
+      return element(ex.getSource(), ex.getStaticPosition()[0], lane);
+    }
     if (auto sh = dyn_cast<gpu::ShuffleOp>(op)) {
       std::optional<int64_t> off = evalInt(sh.getOffset());
       if (!off || (sh.getMode() != gpu::ShuffleMode::XOR &&
@@ -401,6 +412,55 @@ public:
       return f32(other.getValue(), src);
     }
     return std::nullopt;
+  }
+  /// Element `e` of a vector (or a scalar operand, e = 0) on `lane`.
+  std::optional<double> element(Value v, int64_t e, int64_t lane) {
+    if (!isa<VectorType>(v.getType()))
+      return f32(v, lane);
+    Operation *op = v.getDefiningOp();
+    if (!op)
+      return std::nullopt;
+    if (auto fe = dyn_cast<vector::FromElementsOp>(op))
+      return f32(fe.getElements()[e], lane);
+    if (isa<amdgpu::MFMAOp, amdgpu::WMMAOp>(op))
+      return unitStep(op, e, lane);
+    return std::nullopt;
+  }
+  /// One 16 x 16 step of AMD's units, as the ISA places its operands (lane
+  /// l of the wave; the op at the same place in every lane's program):
+  ///   MFMA 16x16x16: A[l % 16][4 (l / 16) + e], B[4 (l / 16) + e][l % 16],
+  ///     C[4 (l / 16) + e][l % 16];  MFMA 16x16x4 (f32): A[l % 16][l / 16],
+  ///     B[l / 16][l % 16], C as above;
+  ///   WMMA 16x16x16: A[l % 16][e], B[e][l % 16], C[2 e + l / 16][l % 16].
+  std::optional<double> unitStep(Operation *op, int64_t e, int64_t lane) {
+    auto [l0, at] = where.at(op);
+    (void)l0;
+    const bool wmma = isa<amdgpu::WMMAOp>(op);
+    const int64_t k = wmma ? 16 : cast<amdgpu::MFMAOp>(op).getK();
+    const int64_t row = wmma ? 2 * e + lane / 16 : 4 * (lane / 16) + e;
+    const int64_t col = lane % 16;
+    std::optional<double> sum = element(op->getOperand(2), e, lane);
+    if (!sum)
+      return std::nullopt;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      // The lanes that hold A[row][kk] and B[kk][col], and which element.
+      int64_t aLane, aE, bLane, bE;
+      if (wmma) {
+        aLane = row, aE = kk, bLane = col, bE = kk;
+      } else if (k == 4) {
+        aLane = row + 16 * kk, aE = 0, bLane = col + 16 * kk, bE = 0;
+      } else {
+        aLane = row + 16 * (kk / 4), aE = kk % 4;
+        bLane = col + 16 * (kk / 4), bE = kk % 4;
+      }
+      Operation *aOp = programs[aLane][at], *bOp = programs[bLane][at];
+      auto a = element(aOp->getOperand(0), aE, aLane);
+      auto b = element(bOp->getOperand(1), bE, bLane);
+      if (!a || !b)
+        return std::nullopt;
+      *sum += *a * *b;
+    }
+    return sum;
   }
   std::optional<int64_t> cond(Value v) {
     if (auto c = v.getDefiningOp<arith::CmpIOp>()) {
@@ -455,6 +515,116 @@ TEST_F(LaneTilesTest, MmaLayoutsAreThePtxFragments) {
         EXPECT_EQ(bop.at(i, lane, w),
                   (LaneLayout::Coords{2 * t + i % 2 + 8 * (i / 2), g}))
             << "b" << i << " lane " << lane << " warp " << w;
+    }
+}
+
+/// AMD's fragments, lane by lane, as the ISA states them (lane l of the
+/// wave): MFMA 16x16x16 (wave64) A[l % 16][4 (l / 16) + e], B[4 (l / 16) +
+/// e][l % 16], C[4 (l / 16) + e][l % 16]; WMMA 16x16x16 (wave32) A[l %
+/// 16][e] and B[e][l % 16] (lanes 16..31 copies), C[2 e + l / 16][l % 16].
+/// Tiled: registers in (row tile, column tile, e) order.
+TEST_F(LaneTilesTest, AmdUnitLayoutsAreTheIsaFragments) {
+  for (MatrixUnit u : {MatrixUnit::Mfma, MatrixUnit::Wmma}) {
+    const bool mfma = u == MatrixUnit::Mfma;
+    const int64_t lanes = LaneTileBuilder::unitWarpSize(u);
+    const int64_t per = mfma ? 4 : 16, accPer = mfma ? 4 : 8;
+    LaneLayout acc = LaneTileBuilder::unitAccumulator(u, 32, 32);
+    LaneLayout a = LaneTileBuilder::unitOperandA(u, 32, 32);
+    LaneLayout bop = LaneTileBuilder::unitOperandB(u, 32, 32);
+    for (const LaneLayout *l : {&acc, &a, &bop})
+      EXPECT_EQ(l->check(), "");
+    for (int64_t lane = 0; lane < lanes; ++lane)
+      for (int64_t t0 = 0; t0 < 2; ++t0)
+        for (int64_t t1 = 0; t1 < 2; ++t1) {
+          for (int64_t e = 0; e < accPer; ++e) {
+            const int64_t r = (t0 * 2 + t1) * accPer + e;
+            const int64_t row = mfma ? 4 * (lane / 16) + e : 2 * e + lane / 16;
+            EXPECT_EQ(acc.at(r, lane, 0),
+                      (LaneLayout::Coords{16 * t0 + row, 16 * t1 + lane % 16}))
+                << "c" << e << " lane " << lane;
+          }
+          for (int64_t e = 0; e < per; ++e) {
+            const int64_t r = (t0 * 2 + t1) * per + e;
+            const int64_t k = mfma ? 4 * (lane / 16) + e : e;
+            EXPECT_EQ(a.at(r, lane, 0),
+                      (LaneLayout::Coords{16 * t0 + lane % 16, 16 * t1 + k}))
+                << "a" << e << " lane " << lane;
+            EXPECT_EQ(bop.at(r, lane, 0),
+                      (LaneLayout::Coords{16 * t0 + k, 16 * t1 + lane % 16}))
+                << "b" << e << " lane " << lane;
+          }
+        }
+  }
+}
+
+/// Products on AMD's units (unitProduct), evaluated lane by lane with the
+/// instructions as the ISA defines them: C = A B + C0 for [32, 32] tiles
+/// (two tiles each way, two k steps), A in the A operand layout, B and C0 in
+/// the accumulator layout (MFMA's B operand layout; WMMA's B rows come by
+/// shuffles), for bf16 and f32 operands (MFMA's fp32 16x16x4 steps, WMMA's
+/// three bf16 products).
+TEST_F(LaneTilesTest, UnitProductsOnAmd) {
+  auto aVal = [](int64_t i, int64_t k) { return double((i * 3 + k) % 7) - 3; };
+  auto bVal = [](int64_t k, int64_t j) { return double((k + 2 * j) % 5) - 2; };
+  auto cVal = [](int64_t i, int64_t j) { return double(i - j); };
+  for (MatrixUnit u : {MatrixUnit::Mfma, MatrixUnit::Wmma})
+    for (bool f32 : {false, true}) {
+      const int64_t lanes = LaneTileBuilder::unitWarpSize(u);
+      const LaneLayout aL = LaneTileBuilder::unitOperandA(u, 32, 32);
+      const LaneLayout accL = LaneTileBuilder::unitAccumulator(u, 32, 32);
+      WarpEvaluator ev;
+      std::vector<std::unique_ptr<Lane>> ls;
+      std::vector<SmallVector<Value>> results;
+      std::vector<LaneLayout> layouts;
+      for (int64_t lane = 0; lane < lanes; ++lane) {
+        const size_t before = block->getOperations().size();
+        ls.push_back(this->lane(lanes, 1, lane, 0));
+        LaneTileBuilder &tb = *ls.back()->tb;
+        tb.useMatrixUnit(u, f32 ? Float32Type::get(&ctx)
+                                : Type(BFloat16Type::get(&ctx)));
+        auto tile = [&](const LaneLayout &l,
+                        std::function<double(int64_t, int64_t)> f) {
+          SmallVector<Value> regs;
+          for (int64_t r = 0; r < int64_t(l.regs.size()); ++r) {
+            LaneLayout::Coords c = l.at(r, lane, 0);
+            regs.push_back(tb.constantF32(f(c[0], c[1])));
+          }
+          return tb.make(l, regs);
+        };
+        Value y = tb.matmulAdd(tile(accL, cVal), tile(aL, aVal),
+                               tile(accL, bVal));
+        ASSERT_EQ(tb.failure(), "");
+        layouts.push_back(tb.layoutOf(y));
+        results.push_back(SmallVector<Value>(tb.registersOf(y)));
+        std::vector<Operation *> ops;
+        auto it = block->begin();
+        std::advance(it, before);
+        for (; it != block->end(); ++it) {
+          ev.where[&*it] = {lane, int64_t(ops.size())};
+          ops.push_back(&*it);
+        }
+        ev.programs.push_back(std::move(ops));
+      }
+      int64_t steps = 0;
+      for (Operation *op : ev.programs[0])
+        steps += isa<amdgpu::MFMAOp, amdgpu::WMMAOp>(op);
+      // 2 x 2 tiles x 2 k steps; MFMA fp32 four 16x16x4 steps each, WMMA
+      // fp32 three products each.
+      EXPECT_EQ(steps, 8 * (!f32 ? 1 : u == MatrixUnit::Mfma ? 4 : 3));
+      for (int64_t lane = 0; lane < lanes; ++lane) {
+        EXPECT_EQ(layouts[lane], accL);
+        for (int64_t r = 0; r < int64_t(results[lane].size()); ++r) {
+          LaneLayout::Coords c = layouts[lane].at(r, lane, 0);
+          double want = cVal(c[0], c[1]);
+          for (int64_t k = 0; k < 32; ++k)
+            want += aVal(c[0], k) * bVal(k, c[1]);
+          std::optional<double> got = ev.f32(results[lane][r], lane);
+          ASSERT_TRUE(got.has_value()) << "lane " << lane << " register " << r;
+          EXPECT_EQ(*got, want) << (u == MatrixUnit::Mfma ? "mfma" : "wmma")
+                                << (f32 ? " f32" : " bf16") << " lane " << lane
+                                << " at (" << c[0] << ", " << c[1] << ")";
+        }
+      }
     }
 }
 

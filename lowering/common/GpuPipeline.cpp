@@ -80,20 +80,19 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   // [C, K] tiles in shared memory and registers: past 1024 nothing fits a
   // block on any of the five chips (and the lowering took minutes first).
   tiling.maxHeadDim = 1024;
-  // Boundary states into pool slots are written by the NVIDIA register state
-  // kernel; a copy loop after the grid would be a second grid in the kernel.
-  tiling.boundarySlots =
-      target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
-              options.stateRegisters && options.schedule == "chunk-parallel"
-          ? "kernel"
-          : "none";
+  // Boundary states into pool slots are written by the register state
+  // kernel (mma.sync, MFMA or WMMA); a copy loop after the grid would be a
+  // second grid in the kernel.
+  tiling.boundarySlots = options.tensorCores && options.stateRegisters &&
+                                 options.schedule == "chunk-parallel"
+                             ? "kernel"
+                             : "none";
   // The lane kernels run a chunk of 16-token sub-chunks as sub-chunk steps
   // (their intra-chunk program is one sub-chunk): chunk_size=32 or 64, FLA's
-  // habit, takes them instead of the tile lowering.
-  tiling.subChunkSteps =
-      target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
-      options.intraRegisters && options.stateRegisters &&
-      options.schedule == "chunk-parallel";
+  // habit, takes them instead of the tile lowering (on AMD too).
+  tiling.subChunkSteps = options.tensorCores && options.intraRegisters &&
+                         options.stateRegisters &&
+                         options.schedule == "chunk-parallel";
   pm.nest<func::FuncOp>().addPass(createKdaTileChunks(tiling));
   pm.nest<func::FuncOp>().addPass(createGpuFuseTilesPass());
   pm.addPass(createGridPreservingCanonicalizer());

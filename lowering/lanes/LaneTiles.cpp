@@ -1800,9 +1800,9 @@ Value LaneTileBuilder::unitProduct(Value a, bool transA, Value bTile,
     SmallVector<Value> whole;       // converted at once (where needed)
   };
   Operand opA{a, shA == shared.end() ? nullptr : &shA->second, transA, la, aL,
-              1};
+              1, {}};
   Operand opB{bTile, shB == shared.end() ? nullptr : &shB->second, transB, lb,
-              bL, 0};
+              bL, 0, {}};
   // The registers of `l` in k tile kt, as a layout of a 16-deep tile (k
   // shifted to it); none where lanes or warps move k past a tile.
   auto kPiece = [](const LaneLayout &l, int64_t d, int64_t kt,

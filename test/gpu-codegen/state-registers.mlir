@@ -6,7 +6,7 @@
 // RUN: kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=POOL
 // RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none v-block=8" 2>&1 | FileCheck %s --check-prefix=POOLTILE
 // RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-nvvm="chip=sm_90a format=none state-registers=false" 2>&1 | FileCheck %s --check-prefix=POOLNONE
-// RUN: not kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-rocdl="chip=gfx942 format=none" 2>&1 | FileCheck %s --check-prefix=POOLNONE
+// RUN: kda-opt %S/Inputs/boundary_pool.mlir --kda-lower-to-rocdl="chip=gfx942 format=none" | FileCheck %s --check-prefix=POOLAMD
 // RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_80 format=none" | FileCheck %s --check-prefix=F32DERIVED
 // RUN: kda-opt %S/Inputs/varlen_prefill.mlir --kda-lower-to-nvvm="chip=sm_90a format=none intra-registers=false" --mlir-print-ir-after=kda-gpu-map-kernels 2>&1 >/dev/null | FileCheck %s --check-prefix=SKIP
 // RUN: kda-opt %S/Inputs/single_head.mlir --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=UNIT
@@ -67,6 +67,13 @@
 // POOL: llvm.return
 // POOLTILE: error: kda-gpu-state-registers: boundary states into pool slots need the register state kernel, which does not cover this tiling (V block 8, K 64, chunk 16: V blocks, K and chunks multiples of 16
 // POOLNONE: error: kda-tile-chunks: boundary states into pool slots (boundary_indices) are not supported on this target
+// On AMD the state kernel on MFMA writes the pool slots too (negative slots
+// skipped: the signed compare, before each chunk's step).
+// POOLAMD: name = "boundary_states", shape = ["S", "HV", 64, 64]
+// POOLAMD-LABEL: gpu.module @kda_gated_delta_kernel_state_module
+// POOLAMD: llvm.icmp "sge"
+// POOLAMD: rocdl.mfma.f32.16x16x16bf16.1k
+// POOLAMD: llvm.return
 
 // The tile lowering stays where the pass is switched off: a barrier per
 // primitive.

@@ -113,6 +113,8 @@ def KdaGpuSelectStrategy : Pass<"kda-gpu-select-strategy", "ModuleOp"> {
     Option<"instructions", "instructions", "std::string",
            /*default=*/"\"mma_sync\"",
            "The chip's matrix instructions (mma_sync, mfma, wmma)">,
+    Option<"sharedMemory", "shared-memory", "int64_t", /*default=*/"0",
+           "The chip's shared memory per block in bytes (0: unchecked)">,
     Option<"wgmma", "wgmma", "bool", /*default=*/"false",
            "The chip has Hopper's wgmma (sm_90a)">,
     Option<"remarks", "remarks", "bool", /*default=*/"false",

@@ -52,6 +52,8 @@ struct StrategyOptions {
   int64_t warpSize = 32;
   /// The chip's matrix instructions (Chips.h: mma_sync, mfma, wmma).
   std::string instructions = "mma_sync";
+  /// The chip's shared memory per block in bytes (Chips.h; 0: unchecked).
+  int64_t sharedMemory = 0;
   bool wgmma = false; // the chip has Hopper's wgmma (Chips.h)
   bool remarks = false; // a remark for each kernel of a kda op given tiles
 };
@@ -63,9 +65,11 @@ void registerGpuSelectStrategyPass();
 /// (kda.intra_pass) with `threads` per block; empty if it can. `fix`, where
 /// given, gets what the user can do about it.
 /// `instruction`: the chip's matrix instructions (mma_sync, mfma, wmma).
+/// `sharedMemory`: the chip's bytes per block (0: not checked).
 std::string intraLanesRefusal(IntraPassAttr intraPass, int64_t threads,
                               std::string *fix = nullptr,
-                              StringRef instruction = "mma_sync");
+                              StringRef instruction = "mma_sync",
+                              int64_t sharedMemory = 0);
 /// The same for the register state kernel (kda.state_pass) of `func`
 /// (its workspace types decide the matrix instruction), or with `reverse`
 /// for a gradient's reverse scan (kda.reverse_pass: the state program run

@@ -113,6 +113,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   strategy.threads = options.threads;
   strategy.warpSize = target.warpSize;
   strategy.instructions = target.matrixInstructions;
+  strategy.sharedMemory = target.sharedMemoryPerBlock;
   if (options.emulateWmma && target.vendor == GpuTarget::Vendor::Nvidia)
     strategy.instructions = "wmma_emulated";
   strategy.wgmma = target.wgmma;

@@ -64,7 +64,8 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
     else if (!o.intraLanes)
       d.reason = "switched off (intra-registers=false)";
     else if (std::string why = kda::intraLanesRefusal(intra, o.threads,
-                                                       &d.fix, o.instructions);
+                                                       &d.fix, o.instructions,
+                                                       o.sharedMemory);
              !why.empty())
       d.reason = why;
     if (d.reason.empty()) {
@@ -179,6 +180,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     threads = o.threads;
     warpSize = o.warpSize;
     instructions = o.instructions;
+    sharedMemory = o.sharedMemory;
     wgmma = o.wgmma;
     remarks = o.remarks;
   }
@@ -195,6 +197,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     o.threads = threads;
     o.warpSize = warpSize;
     o.instructions = instructions;
+    o.sharedMemory = sharedMemory;
     o.wgmma = wgmma;
     for (auto f : getOperation().getOps<func::FuncOp>()) {
       if (!f->hasAttr("kda.kernel") || f.isExternal())

@@ -98,6 +98,31 @@ std::optional<IntraPassConfig> readConfig(IntraPassAttr desc) {
   return c;
 }
 
+/// The f32 words of shared memory the program gives the lane tile builder
+/// (C = 16, K, V, NW warps): sums across warps (the 16 x 16 products'
+/// accumulators, 8 registers a lane and the decayed pairs of P and L in one
+/// sum: 16; two halves), each warp's exchange region (the triangular
+/// inverse's column per lane to the products' fragments, and beta Gamma K /
+/// beta V as B operands, each warp its columns; on AMD also K^T's fragments,
+/// a warp's [KW, C], from the blocked rows), and the parking of beta Gamma K
+/// and beta V (row-major, 16-byte rows plus 4 words).
+struct SharedWords {
+  int64_t scratch = 0, exchange = 0, parking = 0;
+  int64_t bytes() const { return 4 * (scratch + exchange + parking); }
+};
+SharedWords sharedWords(int64_t C, int64_t K, int64_t V, int64_t NW,
+                        bool amd) {
+  SharedWords w;
+  if (NW > 1)
+    w.scratch = 2 * NW * (2 * C * C / 32) * 32;
+  const int64_t wide = std::max(std::max(K / NW, V / NW), C);
+  w.exchange =
+      NW * (amd ? std::max(C * (wide + 1), wide * (C + 1)) : C * (wide + 1));
+  auto rowWords = [](int64_t d) { return (d + 3) / 4 * 4 + 4; };
+  w.parking = C * (rowWords(K) + rowWords(V));
+  return w;
+}
+
 /// Emits one program of the intra-chunk grid. Sizes: C = 16 (chunk), K, V,
 /// NW warps, KW = K / NW and VW = V / NW columns per warp, KL = KW / 4 and
 /// VL = VW / 4 per lane and row.
@@ -395,10 +420,10 @@ struct IntraProgram : kda::LaneBuilder {
                                          gpu::AddressSpace::Workgroup);
     // Sums across warps: the 16 x 16 products' accumulators (8 registers a
     // lane; the decayed pairs of P and L meet in one sum: 16); two halves.
-    const int64_t regs = 2 * C * C / 32;
-    if (NW > 1)
+    const SharedWords words = sharedWords(C, K, V, NW, amd());
+    if (words.scratch)
       tb.useScratch(memref::AllocOp::create(
-          b, MemRefType::get({2 * NW * regs * 32}, f32Type,
+          b, MemRefType::get({words.scratch}, f32Type,
                              MemRefLayoutAttrInterface(), wg)));
     // The triangular inverse leaves a column per lane; the products take
     // mma.sync's fragments: converted through each warp's region.
@@ -408,20 +433,16 @@ struct IntraProgram : kda::LaneBuilder {
     // AMD: the fragments of K^T (Q K^T's B operand, a warp's [KW, C]) come
     // from the blocked rows through the region too (an MFMA B register's
     // source register differs between lanes).
-    const int64_t wide = std::max(std::max(KW, VW), C);
-    const int64_t region =
-        amd() ? std::max(C * (wide + 1), wide * (C + 1)) : C * (wide + 1);
     tb.useExchange(memref::AllocOp::create(
-        b, MemRefType::get({NW * region}, f32Type,
+        b, MemRefType::get({words.exchange}, f32Type,
                            MemRefLayoutAttrInterface(), wg)));
     tb.preferColumnSplits();
     // beta Gamma K and beta V, parked through the intra-chunk matrices
     // (row-major, 16-byte rows plus 4 words): the UT transform's products
     // read them from there as B operands, and their registers are free for
     // the pairs (held, ptxas spilled the softplus gate's form at 128).
-    auto rowWords = [](int64_t d) { return (d + 3) / 4 * 4 + 4; };
     tb.useParking(memref::AllocOp::create(
-        b, MemRefType::get({C * (rowWords(K) + rowWords(V))}, f32Type,
+        b, MemRefType::get({words.parking}, f32Type,
                            MemRefLayoutAttrInterface(), wg)));
     // Fills of the chunk's [C, C] matrices (the algorithm's P and L before
     // their blocks are inserted): the accumulator's layout, a copy per warp.
@@ -666,7 +687,8 @@ bool boundedGate(const IntraPassConfig &cfg) {
 
 std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
                                          int64_t threads, std::string *fix,
-                                         StringRef instruction) {
+                                         StringRef instruction,
+                                         int64_t sharedMemory) {
   std::optional<IntraPassConfig> cfg = readConfig(intraPass);
   if (!cfg)
     return "its description (kda.intra_pass) is incomplete";
@@ -725,6 +747,15 @@ std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
     say("a lower-bounded gate (gate_activation lower_bound, FLA's "
         "lower_bound=-5: Kimi's) takes lanes; otherwise accept the tile "
         "lowering");
+  } else if (int64_t bytes = sharedWords(16, cfg->keyDim, cfg->valueDim,
+                                         warps,
+                                         unit != kda::MatrixUnit::MmaSync)
+                                 .bytes();
+             sharedMemory > 0 && bytes > sharedMemory) {
+    // (The kernel's workspaces' staging is the tile lowering's: none here.)
+    os << "its shared memory (" << bytes << " bytes at K = " << cfg->keyDim
+       << ", V = " << cfg->valueDim << ") exceeds the chip's " << sharedMemory;
+    say("fewer threads per block, or accept the tile lowering");
   } else if (cfg->keyDim % (8 * warps) != 0 ||
              cfg->valueDim % (8 * warps) != 0 ||
              (cfg->keyDim / warps / 4) % 2 != 0 ||

@@ -536,14 +536,6 @@ struct LaneStateProgram : kda::LaneBuilder {
     using kda::LaneTileBuilder;
     // Layouts by V (rows of S^T over the warps) or by K (its columns; U, P
     // and the outputs a copy in every warp, stored by warp 0).
-    auto split = [&](LaneLayout l, ArrayRef<int64_t> shape,
-                     LaneLayout::Coords step) {
-      l.shape.assign(shape.begin(), shape.end());
-      l.warps.clear();
-      for (int64_t w = 1; w < NW; w *= 2)
-        l.warps.push_back({step[0] * w, step[1] * w});
-      return l;
-    };
     if (byK) {
       // Two halves for the sums of W S and Gamma Q S (one barrier each);
       // the staging barrier at the top of the chunk loop keeps them apart.
@@ -559,22 +551,21 @@ struct LaneStateProgram : kda::LaneBuilder {
     const LaneLayout stateL =
         amd() ? LaneTileBuilder::unitAccumulator(unit, kPer, vPer).spread(
                     {K, VB}, {byK ? kPer : 0, byK ? 0 : vPer}, NW)
-        : byK ? split(LaneTileBuilder::mmaAccumulator(VB, K / NW, 1), {VB, K},
-                    {0, K / NW})
+        : byK ? LaneTileBuilder::mmaAccumulator(VB, K / NW, 1)
+                    .spread({VB, K}, {0, K / NW}, NW)
                   .transposed()
             :
         LaneTileBuilder::mmaAccumulator(VB, K, NW).transposed();
     const LaneLayout rowsL =
         amd() ? LaneTileBuilder::unitAccumulator(unit, C, vPer).spread(
                     {C, VB}, {0, byK ? 0 : vPer}, NW)
-        : byK ? split(LaneTileBuilder::mmaAccumulator(VB, C, 1), {VB, C}, {0, 0})
+        : byK ? LaneTileBuilder::mmaAccumulator(VB, C, 1).spread({VB, C}, {0, 0},
+                                                                  NW)
                   .transposed()
             :
         LaneTileBuilder::mmaAccumulator(VB, C, NW).transposed(); // U, O
-    const LaneLayout pL =
-        amd() ? LaneTileBuilder::unitOperandA(unit, C, C).spread({C, C},
-                                                                 {0, 0}, NW)
-              : LaneTileBuilder::mmaOperandB(C, C, NW).transposed();
+    // (NVIDIA's P operand; AMD's products read P from shared memory.)
+    const LaneLayout pL = LaneTileBuilder::mmaOperandB(C, C, NW).transposed();
     const LaneLayout gL = stateL.slice(0);
 
     // The initial state.

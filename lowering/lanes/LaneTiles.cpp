@@ -1317,25 +1317,17 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
                 "m16n8k16 tiles over the block's warps",
                 {M, N});
   // Layouts of A and of the accumulator for the split.
-  auto withWarps = [&](LaneLayout l, ArrayRef<int64_t> shape,
-                       LaneLayout::Coords step) {
-    l.shape.assign(shape.begin(), shape.end());
-    l.warps.clear();
-    for (int64_t w = 1; w < warps; w *= 2)
-      l.warps.push_back({step[0] * w, step[1] * w});
-    return l;
-  };
   LaneLayout aLayout = mmaOperandA(M, K, warps);
   LaneLayout accLayout = mmaAccumulator(M, N, warps);
   if (split == Split::Contracted) {
-    aLayout = withWarps(mmaOperandA(M, KW, 1), {M, K}, {0, KW});
-    accLayout = withWarps(mmaAccumulator(M, N, 1), {M, N}, {0, 0});
+    aLayout = mmaOperandA(M, KW, 1).spread({M, K}, {0, KW}, warps);
+    accLayout = mmaAccumulator(M, N, 1).spread({M, N}, {0, 0}, warps);
   } else if (split == Split::Columns) {
-    aLayout = withWarps(mmaOperandA(M, K, 1), {M, K}, {0, 0});
-    accLayout = withWarps(mmaAccumulator(M, NWc, 1), {M, N}, {0, NWc});
+    aLayout = mmaOperandA(M, K, 1).spread({M, K}, {0, 0}, warps);
+    accLayout = mmaAccumulator(M, NWc, 1).spread({M, N}, {0, NWc}, warps);
   } else if (split == Split::Copies) {
-    aLayout = withWarps(mmaOperandA(M, K, 1), {M, K}, {0, 0});
-    accLayout = withWarps(mmaAccumulator(M, N, 1), {M, N}, {0, 0});
+    aLayout = mmaOperandA(M, K, 1).spread({M, K}, {0, 0}, warps);
+    accLayout = mmaAccumulator(M, N, 1).spread({M, N}, {0, 0}, warps);
   }
   // The warp's slice of the contracted index or of C's columns in B.
   Value kOff, nOff;
@@ -1354,7 +1346,7 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
   if (init)
     initRegs = convertLayout(
         init, split == Split::Contracted
-                  ? withWarps(mmaAccumulator(M, N, 1), {M, N}, {0, 0})
+                  ? mmaAccumulator(M, N, 1).spread({M, N}, {0, 0}, warps)
                   : accLayout);
   auto sh = shared.find(bTile.getAsOpaquePointer());
   auto shA = shared.find(a.getAsOpaquePointer());
@@ -1435,9 +1427,9 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
     // warp's slice (its rows of the contracted index, or its columns).
     LaneLayout bl = mmaOperandB(K, N, warps);
     if (split == Split::Contracted)
-      bl = withWarps(mmaOperandB(KW, N, 1), {K, N}, {KW, 0});
+      bl = mmaOperandB(KW, N, 1).spread({K, N}, {KW, 0}, warps);
     else if (split == Split::Columns)
-      bl = withWarps(mmaOperandB(K, NWc, 1), {K, N}, {0, NWc});
+      bl = mmaOperandB(K, NWc, 1).spread({K, N}, {0, NWc}, warps);
     bRegs = convertLayout(bTile, transB ? bl.transposed() : bl);
     if (!error.empty())
       return fail("", {M, N});

@@ -1,6 +1,7 @@
 // RUN: kda-opt %s --kda-gpu-select-strategy="remarks=true" 2>&1 >/dev/null | FileCheck %s --check-prefix=REMARK
 // RUN: kda-opt %s --kda-gpu-select-strategy | FileCheck %s
 // RUN: kda-opt %s --kda-gpu-select-strategy="nvidia=false warp-size=64 instructions=mfma" | FileCheck %s --check-prefix=AMD
+// RUN: kda-opt %s --kda-gpu-select-strategy="nvidia=false warp-size=32 instructions=wmma shared-memory=65536" | FileCheck %s --check-prefix=WMMA
 // RUN: kda-opt %s --kda-gpu-select-strategy="intra-registers=false decode-registers=false window-registers=false" | FileCheck %s --check-prefix=OFF
 // RUN: kda-opt %s --kda-gpu-select-strategy 2>&1 >/dev/null | FileCheck %s --allow-empty --check-prefix=QUIET
 // RUN: kda-opt %s --kda-gpu-select-strategy="wgmma=true" | FileCheck %s --check-prefix=HOPPER
@@ -154,6 +155,23 @@ func.func @window_k256(%q: tensor<?x?x?x256xf16>, %k: tensor<?x?x?x256xf16>, %v:
   return
 }
 
+// AMD's intra kernel takes lower-bounded gates (their 16-row blocks are
+// plain products) where its shared memory fits the chip: K = V = 128 on
+// gfx942's MFMA; K = V = 256 on gfx1100's WMMA (4 warps of 32) would need
+// 67072 bytes of its 65536.
+// AMD-LABEL: func.func @intra_lb128
+// AMD-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", instruction = "mfma", program = "derived">
+// WMMA-LABEL: func.func @intra_lb128
+// WMMA-SAME: kind = "lanes", instruction = "wmma"
+// WMMA-LABEL: func.func @intra_lb256
+// WMMA-SAME: kind = "tiles", reason = "its shared memory (67072 bytes at K = 256, V = 256) exceeds the chip's 65536"
+func.func @intra_lb128() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 16, sub_chunk = 16, key_dim = 128, value_dim = 128, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = lower_bound, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = sigmoid, l2norm = true, scale = 0.088388347648318433 : f64>>} {
+  return
+}
+func.func @intra_lb256() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 16, sub_chunk = 16, key_dim = 256, value_dim = 256, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = lower_bound, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = sigmoid, l2norm = true, scale = 0.0625 : f64>>} {
+  return
+}
+
 // Elementwise kernels are tiles without a remark; functions that are not
 // kernels are left alone.
 // REMARK-NOT: remark
@@ -170,3 +188,4 @@ func.func @host() {
 
 // Without remarks=true the decisions are recorded and nothing is said.
 // QUIET-NOT: remark
+

@@ -95,6 +95,10 @@ std::string windowInstruction(WindowPassAttr windowPass, bool chipHasWgmma);
 /// Whether `func` is to be written per lane: its kda.strategy says so, or,
 /// without one (a register pass run on its own), `refusal` is empty.
 bool runsOnLanes(func::FuncOp func, llvm::StringRef refusal);
+/// The matrix instruction `func`'s kda.strategy gives its products (empty
+/// without one, or for tiles: a register pass run on its own takes its
+/// target's default).
+llvm::StringRef strategyInstruction(func::FuncOp func);
 
 } // namespace mlir::kda
 

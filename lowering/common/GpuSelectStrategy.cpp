@@ -99,6 +99,8 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
       // (GpuStateRegisters.cpp), always the derived program: emitStateStep
       // on lane tiles. AMD: the chip's MFMA or WMMA (LaneTileBuilder's
       // unitProduct), its copies staged without cp.async.
+      // (The reverse scan runs on mma.sync only: AMD's is refused above,
+      // and an emulated-WMMA build, --emulate-wmma, keeps its own.)
       d.instruction = reverse ? "mma_sync" : o.instructions;
       d.program = "derived";
       // It stages its chunks' workspaces (cp.async): how many are in flight
@@ -271,4 +273,10 @@ bool mlir::kda::runsOnLanes(func::FuncOp func, StringRef refusal) {
   if (auto s = func->getAttrOfType<StrategyAttr>(kStrategyAttr))
     return s.getKind() == "lanes";
   return refusal.empty();
+}
+
+StringRef mlir::kda::strategyInstruction(func::FuncOp func) {
+  if (auto s = func->getAttrOfType<StrategyAttr>(kStrategyAttr))
+    return s.getInstruction();
+  return "";
 }

@@ -550,16 +550,13 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
     // The matrix unit is the strategy's instruction (without a strategy:
     // mma.sync, kda-opt runs of this pass alone).
-    kda::MatrixUnit unit = kda::MatrixUnit::MmaSync;
-    bool emulated = false;
-    if (auto s = func->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr)) {
-      unit = kda::matrixUnitOf(s.getInstruction());
-      emulated = s.getInstruction() == "wmma_emulated";
-    }
+    StringRef instruction = kda::strategyInstruction(func);
+    const kda::UnitChoice choice = kda::unitChoice(instruction);
+    const kda::MatrixUnit unit = choice.unit;
+    const bool emulated = choice.emulated;
     if (!cfg || !abi || func.isExternal() ||
-        !kda::runsOnLanes(func, kda::intraLanesRefusal(
-                                    desc, threads, nullptr,
-                                    kda::matrixUnitName(unit))))
+        !kda::runsOnLanes(func, kda::intraLanesRefusal(desc, threads, nullptr,
+                                                       instruction)))
       return;
     const bool decays = cfg->gate != "none";
     std::optional<kda::ProgramGrid> grid =
@@ -692,7 +689,7 @@ std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
   std::optional<IntraPassConfig> cfg = readConfig(intraPass);
   if (!cfg)
     return "its description (kda.intra_pass) is incomplete";
-  const kda::MatrixUnit unit = kda::matrixUnitOf(instruction);
+  const kda::MatrixUnit unit = kda::unitChoice(instruction).unit;
   const int64_t warpSize = kda::LaneTileBuilder::unitWarpSize(unit);
   const int64_t warps = threads / warpSize;
   std::string why;

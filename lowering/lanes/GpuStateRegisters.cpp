@@ -773,14 +773,11 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       return;
     // The matrix unit is the strategy's instruction (kda-opt runs of this
     // pass alone, without a strategy: mma.sync).
-    kda::MatrixUnit unit = kda::MatrixUnit::MmaSync;
-    bool emulated = false;
-    if (auto s = func->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr)) {
-      unit = kda::matrixUnitOf(s.getInstruction());
-      emulated = s.getInstruction() == "wmma_emulated";
-    }
-    std::string refusal = kda::stateLanesRefusal(
-        func, desc, threads, nullptr, reverse, kda::matrixUnitName(unit));
+    StringRef instruction = kda::strategyInstruction(func);
+    const kda::UnitChoice choice = kda::unitChoice(instruction);
+    const kda::MatrixUnit unit = choice.unit;
+    std::string refusal = kda::stateLanesRefusal(func, desc, threads, nullptr,
+                                                 reverse, instruction);
     if (!kda::runsOnLanes(func, refusal)) {
       // The tile lowering records no boundary states into pool slots (the
       // tiling left them to this kernel).
@@ -864,7 +861,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
                                    kda::LaneTileBuilder::unitWarpSize(unit)),
         unit);
     lp.byK = byK;
-    lp.emulated = emulated;
+    lp.emulated = choice.emulated;
     lp.stages = stages;
     static const char *const kRoles[] = {"w", "u", "q", "k", "p", "g"};
     for (auto [i, role] : llvm::enumerate(cfg->roles)) {
@@ -930,7 +927,7 @@ std::string mlir::kda::stateLanesRefusal(func::FuncOp func,
                                          StatePassAttr statePass,
                                          int64_t threads, std::string *fix,
                                          bool reverse, StringRef instruction) {
-  const kda::MatrixUnit unit = kda::matrixUnitOf(instruction);
+  const kda::MatrixUnit unit = kda::unitChoice(instruction).unit;
   const int64_t warpSize = kda::LaneTileBuilder::unitWarpSize(unit);
   auto say = [&](StringRef f) {
     if (fix)

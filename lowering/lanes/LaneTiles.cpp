@@ -1613,57 +1613,59 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
 //     16..31 hold copies of lanes 0..15), C[2 e + l / 16][l % 16], e < 8.
 // Tiled: registers in (row tile, column tile, e) order.
 
+namespace {
+/// [rows, cols] in 16 x 16 tiles, registers in (row tile, column tile, e)
+/// order, register e of a tile at e x `step` from its corner, one lane bit
+/// for each basis of `lanes`.
+LaneLayout unitTiles(int64_t rows, int64_t cols, int64_t per,
+                     LaneLayout::Coords step,
+                     SmallVector<LaneLayout::Coords> lanes) {
+  LaneLayout l;
+  l.shape = {rows, cols};
+  for (int64_t t0 = 0; t0 < rows / 16; ++t0)
+    for (int64_t t1 = 0; t1 < cols / 16; ++t1)
+      for (int64_t e = 0; e < per; ++e)
+        l.regs.push_back({16 * t0 + step[0] * e, 16 * t1 + step[1] * e});
+  l.lanes = std::move(lanes);
+  return l;
+}
+} // namespace
+
 LaneLayout LaneTileBuilder::unitAccumulator(MatrixUnit u, int64_t rows,
                                             int64_t cols) {
   if (u == MatrixUnit::MmaSync)
     return mmaAccumulator(rows, cols, 1);
-  LaneLayout l;
-  l.shape = {rows, cols};
-  const bool mfma = u == MatrixUnit::Mfma;
-  for (int64_t mt = 0; mt < rows / 16; ++mt)
-    for (int64_t nt = 0; nt < cols / 16; ++nt)
-      for (int64_t e = 0; e < (mfma ? 4 : 8); ++e)
-        l.regs.push_back({16 * mt + (mfma ? e : 2 * e), 16 * nt});
-  l.lanes = {{0, 1}, {0, 2}, {0, 4}, {0, 8}};
-  if (mfma)
-    l.lanes.append({{4, 0}, {8, 0}});
-  else
-    l.lanes.push_back({1, 0});
-  return l;
+  // Columns on lane bits 0..3; rows on the registers and the bits above.
+  if (u == MatrixUnit::Mfma)
+    return unitTiles(rows, cols, 4, {1, 0},
+                     {{0, 1}, {0, 2}, {0, 4}, {0, 8}, {4, 0}, {8, 0}});
+  return unitTiles(rows, cols, 8, {2, 0},
+                   {{0, 1}, {0, 2}, {0, 4}, {0, 8}, {1, 0}});
 }
 
 LaneLayout LaneTileBuilder::unitOperandB(MatrixUnit u, int64_t k,
                                          int64_t cols) {
   if (u == MatrixUnit::MmaSync)
     return mmaOperandB(k, cols, 1);
-  LaneLayout l;
-  l.shape = {k, cols};
-  const bool mfma = u == MatrixUnit::Mfma;
-  for (int64_t kt = 0; kt < k / 16; ++kt)
-    for (int64_t nt = 0; nt < cols / 16; ++nt)
-      for (int64_t e = 0; e < (mfma ? 4 : 16); ++e)
-        l.regs.push_back({16 * kt + e, 16 * nt});
-  l.lanes = {{0, 1}, {0, 2}, {0, 4}, {0, 8}};
-  if (mfma)
-    l.lanes.append({{4, 0}, {8, 0}});
-  else
-    l.lanes.push_back({0, 0});
-  return l;
+  // MFMA: the accumulator's layout. WMMA: all 16 k a lane, lane bit 4 a
+  // copy.
+  if (u == MatrixUnit::Mfma)
+    return unitAccumulator(u, k, cols);
+  return unitTiles(k, cols, 16, {1, 0},
+                   {{0, 1}, {0, 2}, {0, 4}, {0, 8}, {0, 0}});
 }
 
 LaneLayout LaneTileBuilder::unitOperandA(MatrixUnit u, int64_t rows,
                                          int64_t k) {
   if (u == MatrixUnit::MmaSync)
     return mmaOperandA(rows, k, 1);
-  // A [rows, k] is B's layout of A^T, with row tiles outermost.
-  LaneLayout l = unitOperandB(u, k, rows).transposed();
-  const int64_t per = u == MatrixUnit::Mfma ? 4 : 16;
-  l.regs.clear();
-  for (int64_t mt = 0; mt < rows / 16; ++mt)
-    for (int64_t kt = 0; kt < k / 16; ++kt)
-      for (int64_t e = 0; e < per; ++e)
-        l.regs.push_back({16 * mt, 16 * kt + e});
-  return l;
+  // B's layout transposed: rows on lane bits 0..3, k on the registers and
+  // the bits above.
+  if (u == MatrixUnit::Mfma)
+    return unitTiles(rows, k, 4, {0, 1},
+                     {{1, 0}, {2, 0}, {4, 0}, {8, 0}, {0, 4}, {0, 8}});
+  return unitTiles(rows, k, 16, {0, 1},
+                   {{1, 0}, {2, 0}, {4, 0}, {8, 0}, {0, 0}});
 }
 
 void LaneTileBuilder::warpSync() {

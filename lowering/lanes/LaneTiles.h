@@ -85,19 +85,19 @@ struct LaneLayout {
 /// swizzled shared tile), AMD CDNA's MFMA (wave64: gfx90a, gfx942) or
 /// RDNA3's WMMA (wave32: gfx1100).
 enum class MatrixUnit { MmaSync, Mfma, Wmma };
-/// The unit of a strategy's instruction name (mfma, wmma; anything else:
-/// mma.sync) and back.
-/// wmma_emulated: WMMA's programs on NVIDIA (GpuPipeline.h's
-/// emulate-wmma), each step emulated (useMatrixUnit's `emulated`).
-inline MatrixUnit matrixUnitOf(StringRef instruction) {
-  return instruction == "mfma"                                ? MatrixUnit::Mfma
-         : instruction == "wmma" || instruction == "wmma_emulated" ? MatrixUnit::Wmma
-                                                              : MatrixUnit::MmaSync;
-}
-inline StringRef matrixUnitName(MatrixUnit u) {
-  return u == MatrixUnit::Mfma ? "mfma"
-         : u == MatrixUnit::Wmma ? "wmma"
-                                 : "mma_sync";
+/// A strategy's matrix instruction as lane programs take it: mfma, wmma, or
+/// wmma_emulated (WMMA's programs on NVIDIA, GpuPipeline.h's emulate-wmma:
+/// each step emulated, useMatrixUnit's `emulated`); anything else mma.sync.
+struct UnitChoice {
+  MatrixUnit unit = MatrixUnit::MmaSync;
+  bool emulated = false;
+};
+inline UnitChoice unitChoice(StringRef instruction) {
+  if (instruction == "mfma")
+    return {MatrixUnit::Mfma, false};
+  if (instruction == "wmma" || instruction == "wmma_emulated")
+    return {MatrixUnit::Wmma, instruction == "wmma_emulated"};
+  return {};
 }
 
 class LaneTileBuilder final : public TileBuilder {
@@ -177,7 +177,6 @@ public:
     mmaPrecise = true;
     emulateSteps = emulated;
   }
-  MatrixUnit matrixUnit() const { return unit; }
   /// The lanes of a warp (wave) on `u`.
   static int64_t unitWarpSize(MatrixUnit u) {
     return u == MatrixUnit::Mfma ? 64 : 32;

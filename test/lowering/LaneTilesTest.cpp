@@ -352,6 +352,19 @@ public:
   std::vector<std::vector<Operation *>> programs;
   std::map<Operation *, std::pair<int64_t, int64_t>> where; // lane, index
 
+  /// Lane `lane`'s program: the ops of `block` from position `before` (the
+  /// lanes' programs are built one after another, in lane order).
+  void record(Block *block, size_t before, int64_t lane) {
+    std::vector<Operation *> ops;
+    auto it = block->begin();
+    std::advance(it, before);
+    for (; it != block->end(); ++it) {
+      where[&*it] = {lane, int64_t(ops.size())};
+      ops.push_back(&*it);
+    }
+    programs.push_back(std::move(ops));
+  }
+
   std::optional<double> f32(Value v, int64_t lane) {
     Operation *op = v.getDefiningOp();
     if (!op)
@@ -596,14 +609,7 @@ TEST_F(LaneTilesTest, UnitProductsOnAmd) {
         ASSERT_EQ(tb.failure(), "");
         layouts.push_back(tb.layoutOf(y));
         results.push_back(SmallVector<Value>(tb.registersOf(y)));
-        std::vector<Operation *> ops;
-        auto it = block->begin();
-        std::advance(it, before);
-        for (; it != block->end(); ++it) {
-          ev.where[&*it] = {lane, int64_t(ops.size())};
-          ops.push_back(&*it);
-        }
-        ev.programs.push_back(std::move(ops));
+        ev.record(block, before, lane);
       }
       int64_t steps = 0;
       for (Operation *op : ev.programs[0])
@@ -681,14 +687,7 @@ int64_t LaneTilesTest::evaluate(
     if (expectLayout)
       EXPECT_EQ(layouts.back(), *expectLayout);
     results.push_back(SmallVector<Value>(lanes.back()->tb->registersOf(y)));
-    std::vector<Operation *> ops;
-    auto it = block->begin();
-    std::advance(it, before);
-    for (; it != block->end(); ++it) {
-      ev.where[&*it] = {lane, int64_t(ops.size())};
-      ops.push_back(&*it);
-    }
-    ev.programs.push_back(std::move(ops));
+    ev.record(block, before, lane);
   }
   for (int64_t lane = 0; lane < 32; ++lane)
     for (int64_t r = 0; r < int64_t(results[lane].size()); ++r) {

@@ -148,8 +148,9 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::init(true)};
   PassOptions::Option<bool> emulateWmma{
       *this, "emulate-wmma",
-      llvm::cl::desc("NVIDIA, for tests: the state kernels written for "
-                     "gfx1100's WMMA (its layouts, splits and staging), each "
+      llvm::cl::desc("NVIDIA, for tests: the lane kernels (state, intra, "
+                     "window) written for gfx1100's WMMA (its layouts, splits "
+                     "and staging), each "
                      "16x16x16 step emulated with shuffles and FMAs "
                      "(instruction wmma_emulated): the AMD lane program run "
                      "against the oracle on an NVIDIA GPU"),
@@ -167,14 +168,16 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::init(true)};
   PassOptions::Option<bool> windowRegisters{
       *this, "window-registers",
-      llvm::cl::desc("NVIDIA: window attention with its tiles in registers "
-                     "and mma.sync products, key blocks only where the "
-                     "window reaches (false: the tile lowering)"),
+      llvm::cl::desc("Window attention with its tiles in registers and "
+                     "products on the matrix unit (wgmma / mma.sync, MFMA, "
+                     "WMMA), key blocks only where the window reaches "
+                     "(false: the tile lowering)"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> intraRegisters{
       *this, "intra-registers",
-      llvm::cl::desc("NVIDIA: the chunk-parallel intra-chunk grid with its "
-                     "tiles in registers (false: the tile lowering)"),
+      llvm::cl::desc("The chunk-parallel intra-chunk grid with its tiles "
+                     "in registers (mma.sync, MFMA, WMMA; false: the tile "
+                     "lowering)"),
       llvm::cl::init(true)};
   PassOptions::Option<bool> strategyRemarks{
       *this, "strategy-remarks",

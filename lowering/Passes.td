@@ -143,24 +143,26 @@ def KdaGpuDecodeRegisters : Pass<"kda-gpu-decode-registers", "func::FuncOp"> {
 }
 
 def KdaGpuWindowRegisters : Pass<"kda-gpu-window-registers", "func::FuncOp"> {
-  let summary = "Lower window attention to an NVIDIA kernel with its tiles in "
-                "registers, products on wgmma or mma.sync and K / V blocks "
+  let summary = "Lower window attention to a kernel with its tiles in "
+                "registers, products on the matrix unit and K / V blocks "
                 "streamed through shared memory";
   let description = [{
     Kernels kda-gpu-select-strategy gave lanes: the online softmax of
     WindowAttentionKernel.cpp run on lane tiles (GpuWindowRegisters.cpp):
     64 queries per block of 4 warps, key blocks of 64 visited only where the
-    window reaches, copied by cp.async one block ahead. The products take
-    the strategy's instruction: wgmma (K and V blocks in 128-byte swizzled
-    shared memory) or mma.sync (ldmatrix from padded rows; also without a
-    strategy).
+    window reaches. The products take the strategy's instruction: wgmma (K
+    and V blocks in 128-byte swizzled shared memory) or mma.sync (ldmatrix
+    from padded rows; also without a strategy), copied by cp.async one block
+    ahead; on AMD MFMA or WMMA, each wave its 16 queries, every product
+    transposed (S^T = K Q^T, O^T += V^T P^T), V staged transposed by plain
+    copies.
   }];
   let dependentDialects = [
     "::mlir::gpu::GPUDialect", "::mlir::vector::VectorDialect",
     "::mlir::math::MathDialect", "::mlir::scf::SCFDialect",
     "::mlir::memref::MemRefDialect", "::mlir::arith::ArithDialect",
     "::mlir::nvgpu::NVGPUDialect", "::mlir::NVVM::NVVMDialect",
-    "::mlir::LLVM::LLVMDialect"
+    "::mlir::amdgpu::AMDGPUDialect", "::mlir::LLVM::LLVMDialect"
   ];
 }
 
@@ -183,7 +185,8 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
 
 def KdaGpuIntraRegisters : Pass<"kda-gpu-intra-registers", "func::FuncOp"> {
   let summary = "Lower the intra-chunk grid of a chunk-parallel schedule to "
-                "an NVIDIA kernel with its tiles in registers and mma.sync";
+                "a kernel with its tiles in registers and products on the "
+                "matrix unit (mma.sync, MFMA, WMMA)";
   let description = [{
     Kernels kda-gpu-select-strategy gave lanes: emitIntraChunk
     (passes/GatedDeltaKernel.cpp), every gate form, run on lane tiles

@@ -135,10 +135,9 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
     pm.nest<func::FuncOp>().addPass(createGpuDecodeRegistersPass(
         target.warpSize,
         target.vendor == GpuTarget::Vendor::Nvidia ? 128 : 0));
-  // NVIDIA: window attention on register tiles and mma.sync
-  // (GpuWindowRegisters.cpp).
-  if (target.vendor == GpuTarget::Vendor::Nvidia && options.tensorCores &&
-      options.windowRegisters)
+  // Window attention on register tiles: mma.sync / wgmma on NVIDIA, MFMA /
+  // WMMA on AMD (GpuWindowRegisters.cpp).
+  if (options.tensorCores && options.windowRegisters)
     pm.nest<func::FuncOp>().addPass(createGpuWindowRegistersPass());
   // The state pass of a chunk-parallel schedule keeps the state in the
   // matrix unit's accumulators (a kernel of its own, GpuStateRegisters.cpp:

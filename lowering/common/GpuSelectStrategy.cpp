@@ -23,6 +23,7 @@
 
 #include "lowering/GpuPipeline.h"
 #include "lowering/Strategy.h"
+#include "lowering/lanes/LaneTiles.h"
 
 #include "passes/Passes.h"
 
@@ -126,15 +127,16 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
   if (auto window =
           f->getAttrOfType<kda::WindowPassAttr>(kda::kWindowPassAttr)) {
     Decision d{"window", "", ""};
-    if (!o.nvidia)
-      d.reason = "AMD targets have no lane kernel for window attention yet "
-                 "(MFMA / WMMA register layouts)";
-    else if (!o.tensorCores)
+    // AMD's units (and WMMA emulated on NVIDIA): no wgmma.
+    const bool unit =
+        kda::unitChoice(o.instructions).unit != kda::MatrixUnit::MmaSync;
+    const bool wgmma = o.wgmma && !unit;
+    if (!o.tensorCores)
       d.reason = noTensorCores;
     else if (!o.windowLanes)
       d.reason = "switched off (window-registers=false)";
     else if (std::string why = kda::windowLanesRefusal(
-                 window, f.getFunctionType().getInputs(), o.wgmma);
+                 window, f.getFunctionType().getInputs(), wgmma);
              !why.empty()) {
       d.reason = why;
       d.fix = "bf16 or fp16 q, k and v with K and V multiples of 16 up to "
@@ -142,7 +144,8 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
               "window kernel";
     }
     if (d.reason.empty()) {
-      d.instruction = kda::windowInstruction(window, o.wgmma);
+      d.instruction =
+          unit ? o.instructions : kda::windowInstruction(window, wgmma);
       d.program = "derived"; // WindowAttentionKernel.cpp's windowStep
     }
     return d;

@@ -32,9 +32,9 @@
 // AMD: the same program on the chip's matrix unit (the strategy's mfma /
 // wmma: LaneTileBuilder::unitProduct, f32 operands), blocked() with one row
 // a lane on 64-lane waves; the products' fragments come from the blocked
-// rows through the exchange region. Only lower-bounded gates: the other
-// gates' exact pairwise decays have no factored form there yet (the
-// per-lane form exceeded the register file).
+// rows through the exchange region. Unbounded gates' pairwise decays take
+// the factored form on the unit (LaneTileBuilder::unitFactoredPairs: each
+// warp sizes its key groups by its own gates, down to exact pairwise).
 //
 // What it does not take (chunks other than 16 in one sub-chunk, sizes that
 // do not split over the warps) is intraLanesRefusal's answer to
@@ -671,17 +671,6 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
 
 } // namespace
 
-namespace {
-/// Whether emitIntraChunk's 16-row blocks factor the decays through their
-/// first row (a lower-bounded gate: every factor within e^80), the form
-/// that is a plain product; its boundedSubChunk, for sub-chunks of 16.
-bool boundedGate(const IntraPassConfig &cfg) {
-  kda::ChunkConfig c = cfg.chunkConfig(16, 16, cfg.keyDim, cfg.valueDim);
-  return c.gateActivation == kda::GateActivation::lower_bound &&
-         -c.lowerBound * 15.0 <= 80.0;
-}
-} // namespace
-
 std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
                                          int64_t threads, std::string *fix,
                                          StringRef instruction,
@@ -725,25 +714,6 @@ std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
     say("pad K and V to multiples of " + std::to_string(16 * warps) +
         " with zero columns, or use fewer threads per block, or accept the "
         "tile lowering");
-  } else if (unit != kda::MatrixUnit::MmaSync && cfg->gate != "none" &&
-             !boundedGate(*cfg)) {
-    // Unbounded gates (softplus without a lower bound, log-space g) take
-    // emitIntraChunk's exact pairwise decays within a 16-row block: on
-    // NVIDIA the factored form on tf32 mma.sync (LaneTileBuilder::
-    // factoredPairs); on AMD only the per-lane exact form exists, which
-    // needed 768 VGPRs on gfx942 (512 there) and spilled on gfx1100.
-    if (cfg->gateActivation == kda::GateActivation::none)
-      os << "an unbounded gate (log-space g)";
-    else
-      os << "an unbounded gate ("
-         << kda::stringifyGateActivation(cfg->gateActivation)
-         << " without a lower bound)";
-    os << ": its exact pairwise decays have no factored form on "
-       << instruction << " yet, and the per-lane form exceeds the register "
-                         "file";
-    say("a lower-bounded gate (gate_activation lower_bound, FLA's "
-        "lower_bound=-5: Kimi's) takes lanes; otherwise accept the tile "
-        "lowering");
   } else if (int64_t bytes = sharedWords(16, cfg->keyDim, cfg->valueDim,
                                          warps,
                                          unit != kda::MatrixUnit::MmaSync)

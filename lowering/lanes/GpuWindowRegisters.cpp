@@ -55,6 +55,7 @@
 #include "passes/Passes.h"
 #include "passes/WindowAttentionKernel.h"
 
+#include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -120,6 +121,14 @@ struct WindowProgram : LaneBuilder {
   /// before the stages), read by descriptors: its registers and the
   /// accumulator's would not fit together.
   bool qShared = false;
+  /// The matrix unit (the strategy's instruction): mma.sync / wgmma on
+  /// NVIDIA, or AMD's MFMA / WMMA (emitBlockUnit; `emulated`: WMMA's
+  /// program on NVIDIA for tests) and its warp size.
+  kda::MatrixUnit unit = kda::MatrixUnit::MmaSync;
+  bool emulated = false;
+  int64_t warpSize = 32;
+  bool amd() const { return unit != kda::MatrixUnit::MmaSync; }
+  int64_t threads() const { return kWarps * warpSize; }
   Value q, k, v, o, cu, sizes;
   Value lane, warp, tid;
   std::string failure;
@@ -239,8 +248,8 @@ struct WindowProgram : LaneBuilder {
   /// One program: query block `qb` of sequence `n`, output head `head`.
   void emit(Value qb, Value head, Value n) {
     tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-    lane = arith::RemUIOp::create(b, tid, idx(32));
-    warp = arith::DivUIOp::create(b, tid, idx(32));
+    lane = arith::RemUIOp::create(b, tid, idx(warpSize));
+    warp = arith::DivUIOp::create(b, tid, idx(warpSize));
     const bool varlen = desc.getVarlen().getValue();
     Value row = n, start = idx(0), length = memref::DimOp::create(b, q, 1);
     if (varlen) {
@@ -250,7 +259,308 @@ struct WindowProgram : LaneBuilder {
                                      start);
     }
     Value q0 = mul(qb, kRows);
-    when(ult(q0, length), [&] { emitBlock(q0, head, row, start, length); });
+    when(ult(q0, length), [&] {
+      if (amd())
+        emitBlockUnit(q0, head, row, start, length);
+      else
+        emitBlock(q0, head, row, start, length);
+    });
+  }
+
+  /// AMD: key block `kb` (positions 64 kb..) of k and v into `stage` of the
+  /// shared buffers by plain 16-byte loads, zeros past the sequence (the
+  /// loop's barriers order them): K as it is, [stage, key, col] (16-byte
+  /// stores), V transposed, [stage, col, key] (the products' fragments take
+  /// consecutive keys of a V column: one vector read each).
+  void issueUnit(Value ks, Value vs, Value stage, Value kb, Value length,
+                 Value row, Value start, Value kHead, Value vHead) {
+    Value k0 = mul(kb, kKeys);
+    Value last = arith::SubIOp::create(b, length, idx(1));
+    for (auto [src, dst, width, hd] :
+         {std::make_tuple(k, ks, K, kHead), std::make_tuple(v, vs, V, vHead)}) {
+      const int64_t perRow = width / 8, total = kKeys * perRow;
+      auto piece = VectorType::get({8}, elem);
+      for (int64_t s0 = 0; s0 < total; s0 += threads()) {
+        Value p = add(tid, s0);
+        OpBuilder::InsertionGuard guard(b);
+        if (s0 + threads() > total) {
+          auto inRange = scf::IfOp::create(b, ult(p, idx(total)), false);
+          b.setInsertionPointToStart(inRange.thenBlock());
+        }
+        Value r = arith::DivUIOp::create(b, p, idx(perRow));
+        Value c = mul(arith::RemUIOp::create(b, p, idx(perRow)), 8);
+        Value token = add(k0, r);
+        Value x = vector::LoadOp::create(
+            b, piece, src,
+            ValueRange{row, add(start, minu(token, last)), hd, c});
+        x = arith::SelectOp::create(
+            b, ult(token, length), x,
+            arith::ConstantOp::create(b, b.getZeroAttr(piece)));
+        if (dst == ks) {
+          vector::StoreOp::create(b, x, dst, ValueRange{stage, r, c});
+          continue;
+        }
+        for (int64_t e = 0; e < 8; ++e)
+          memref::StoreOp::create(
+              b, vector::ExtractOp::create(b, x, ArrayRef<int64_t>{e}), dst,
+              ValueRange{stage, add(c, e), r});
+      }
+    }
+  }
+
+  /// Runs of a layout's registers a lane can move as one vector: (first
+  /// register, length), each run's registers one row, consecutive columns,
+  /// its length a power of two (at most `most`) that divides the first
+  /// column whatever the lane and warp (so a vector access is aligned).
+  static SmallVector<std::pair<int64_t, int64_t>>
+  columnRuns(const LaneLayout &l, int64_t most) {
+    int64_t align = most;
+    for (const LaneLayout::Coords &c :
+         llvm::concat<const LaneLayout::Coords>(l.lanes, l.warps))
+      while (align > 1 && c[1] % align != 0)
+        align /= 2;
+    SmallVector<std::pair<int64_t, int64_t>> runs;
+    const int64_t n = l.regs.size();
+    for (int64_t r = 0; r < n;) {
+      int64_t len = align;
+      while (len > 1) {
+        bool ok = r + len <= n && l.regs[r][1] % len == 0;
+        for (int64_t i = 1; ok && i < len; ++i)
+          ok = l.regs[r + i][0] == l.regs[r][0] &&
+               l.regs[r + i][1] == l.regs[r][1] + i;
+        if (ok)
+          break;
+        len /= 2;
+      }
+      runs.push_back({r, len});
+      r += len;
+    }
+    return runs;
+  }
+
+  /// AMD's MFMA / WMMA (and WMMA emulated on NVIDIA): the same online
+  /// softmax, each wave its own 16 queries of the block's 64 (a program of
+  /// [16, ...] tiles, a copy in every wave: the waves share only the staged
+  /// K and V blocks), every product transposed
+  /// (transposeSharedProducts): S^T = K Q^T, then O^T += V^T P^T, so that
+  /// P^T, S^T's accumulator, is the next product's B operand where it is
+  /// (MFMA) or a shuffle away (WMMA), with no trip through LDS. Q is that B
+  /// operand too: MFMA loads it in its fragments (8-byte loads, registers
+  /// for the whole block); WMMA, whose operands hold every element twice,
+  /// keeps each wave's Q in LDS. K and V blocks: plain copies, two stages
+  /// where the chip's 64 KB allow, one otherwise (a second barrier).
+  void emitBlockUnit(Value q0, Value head, Value row, Value start,
+                     Value length) {
+    Value ho = memref::DimOp::create(b, o, 2);
+    auto headOf = [&](Value mem) {
+      return arith::DivUIOp::create(
+          b, head,
+          arith::DivUIOp::create(b, ho, memref::DimOp::create(b, mem, 2)));
+    };
+    Value qHead = headOf(q), kHead = headOf(k), vHead = headOf(v);
+    Value last = arith::SubIOp::create(b, length, idx(1));
+    Value qLast = minu(add(q0, kRows - 1), last);
+    const int64_t window = desc.getWindow();
+    // This wave's queries.
+    Value qw = add(q0, mul(warp, 16));
+
+    LaneTileBuilder tb(b, warpSize, kWarps, lane, warp);
+    tb.useMatrixUnit(unit, elem, emulated);
+    tb.transposeSharedProducts();
+    auto copies = [&](const LaneLayout &l) {
+      return l.spread(l.shape, {0, 0}, kWarps);
+    };
+    // O as O^T's accumulator [V, 16], transposed; its rows (queries).
+    const LaneLayout accL =
+        copies(LaneTileBuilder::unitAccumulator(unit, V, 16)).transposed();
+    const LaneLayout rowL = accL.slice(0);
+    tb.anchor(accL);
+    tb.anchor(rowL);
+
+    auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
+                                         gpu::AddressSpace::Workgroup);
+    auto alloc = [&](ArrayRef<int64_t> shape) -> Value {
+      return memref::AllocOp::create(
+          b, MemRefType::get(shape, elem, MemRefLayoutAttrInterface{}, wg));
+    };
+    const bool qInRegisters = unit == kda::MatrixUnit::Mfma;
+    const int64_t qBytes = qInRegisters ? 0 : kWarps * 16 * (K + kPad) * 2;
+    const int64_t stageBytes = (kKeys * (K + kPad) + V * (kKeys + kPad)) * 2;
+    const int64_t unitStages = qBytes + 2 * stageBytes <= 65536 ? 2 : 1;
+    Value ks = alloc({unitStages, kKeys, K + kPad});
+    Value vs = alloc({unitStages, V, kKeys + kPad});
+
+    // Q: rows past the sequence read its last.
+    Value qTile;
+    if (qInRegisters) {
+      const LaneLayout qL =
+          copies(LaneTileBuilder::unitOperandB(unit, K, 16)).transposed();
+      SmallVector<Value> regs(qL.regs.size());
+      for (auto [r0, len] : columnRuns(qL, 8)) {
+        Value qi = minu(add(qw, tb.coordinate(qL, r0, 0)), last);
+        Value x = vector::LoadOp::create(
+            b, VectorType::get({len}, elem), q,
+            ValueRange{row, add(start, qi), qHead, tb.coordinate(qL, r0, 1)});
+        for (int64_t e = 0; e < len; ++e)
+          regs[r0 + e] =
+              toF32(vector::ExtractOp::create(b, x, ArrayRef<int64_t>{e}));
+      }
+      qTile = tb.make(qL, regs);
+    } else {
+      // Each wave copies its 16 rows into its own [16, K] (16-byte pieces).
+      Value qs = alloc({kWarps, 16, K + kPad});
+      const int64_t perRow = K / 8;
+      auto piece = VectorType::get({8}, elem);
+      for (int64_t s0 = 0; s0 < 16 * perRow; s0 += warpSize) {
+        Value p = add(lane, s0);
+        OpBuilder::InsertionGuard guard(b);
+        if (s0 + warpSize > 16 * perRow) {
+          auto inRange = scf::IfOp::create(b, ult(p, idx(16 * perRow)), false);
+          b.setInsertionPointToStart(inRange.thenBlock());
+        }
+        Value r = arith::DivUIOp::create(b, p, idx(perRow));
+        Value c = mul(arith::RemUIOp::create(b, p, idx(perRow)), 8);
+        Value x = vector::LoadOp::create(
+            b, piece, q,
+            ValueRange{row, add(start, minu(add(qw, r), last)), qHead, c});
+        vector::StoreOp::create(b, x, qs, ValueRange{warp, r, c});
+      }
+      // (The key loop's first barrier publishes them.)
+      qTile = tb.makeShared(qs, ValueRange{warp}, {16, K});
+    }
+
+    // Each row's window (per-position sizes), as f32 for the filter.
+    Value windows;
+    Value firstKey;
+    if (window > 0) {
+      firstKey = windowFirstKey(b, q0, idx(window));
+    } else {
+      SmallVector<Value> w;
+      Value cap = f32(double(int64_t(1) << 62));
+      for (int64_t r = 0; r < int64_t(rowL.regs.size()); ++r) {
+        Value qi = minu(add(qw, tb.coordinate(rowL, r, 0)), last);
+        Value size = arith::SIToFPOp::create(
+            b, b.getF32Type(), load(sizes, ValueRange{add(start, qi)}));
+        w.push_back(arith::MinimumFOp::create(b, size, cap));
+      }
+      windows = tb.make(rowL, w);
+      // The block's first key: the least over its rows.
+      auto loop = scf::ForOp::create(b, q0, add(qLast, 1), idx(1),
+                                     ValueRange{q0});
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(loop.getBody());
+        Value qi = loop.getInductionVar();
+        Value size = asIndex(load(sizes, ValueRange{add(start, qi)}));
+        Value first = windowFirstKey(b, qi, size);
+        scf::YieldOp::create(b, ValueRange{minu(first,
+                                                loop.getRegionIterArgs()[0])});
+      }
+      firstKey = loop.getResult(0);
+    }
+    Value kbFirst = arith::DivUIOp::create(b, firstKey, idx(kKeys));
+    Value kbLast = arith::DivUIOp::create(b, qLast, idx(kKeys));
+    auto issueBlock = [&](Value stage, Value kb) {
+      issueUnit(ks, vs, stage, kb, length, row, start, kHead, vHead);
+    };
+    if (unitStages == 2)
+      issueBlock(idx(0), kbFirst);
+
+    SoftmaxState s0 = windowStart(tb, 16, V);
+    SmallVector<Value> init;
+    for (Value t : {s0.m, s0.l, s0.acc})
+      llvm::append_range(init, tb.registersOf(t));
+    const int64_t nRow = rowL.regs.size(), nAcc = accL.regs.size();
+
+    auto loop = scf::ForOp::create(b, kbFirst, add(kbLast, 1), idx(1), init);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value kb = loop.getInductionVar();
+      ValueRange it = loop.getRegionIterArgs();
+      Value visited = arith::SubIOp::create(b, kb, kbFirst);
+      Value stage = arith::RemUIOp::create(b, visited, idx(unitStages));
+      // Past this barrier every wave is done with the previous block (and
+      // this block's copies, issued before it, are visible).
+      gpu::BarrierOp::create(b);
+      if (unitStages == 2) {
+        Value ahead = add(kb, 1);
+        when(cmp(arith::CmpIPredicate::ule, ahead, kbLast), [&] {
+          issueBlock(arith::RemUIOp::create(b, add(visited, 1), idx(2)),
+                     ahead);
+        });
+      } else {
+        issueBlock(stage, kb);
+        gpu::BarrierOp::create(b);
+      }
+
+      Value k0 = mul(kb, kKeys);
+      // The interior: every key of the block is at or before the block's
+      // first query and inside its last valid query's window. One step,
+      // its mask kept everywhere but there (a branch per case, as on
+      // NVIDIA, had the compiler hoist both cases' shared fragment reads
+      // above it: WMMA's kernel spilled).
+      Value interior = arith::ConstantOp::create(b, b.getBoolAttr(false));
+      if (window > 0)
+        interior = arith::AndIOp::create(
+            b, cmp(arith::CmpIPredicate::ule, add(k0, kKeys - 1), q0),
+            cmp(arith::CmpIPredicate::uge, k0,
+                windowFirstKey(b, qLast, idx(window))));
+      SoftmaxState s{tb.make(rowL, llvm::to_vector(it.take_front(nRow))),
+                     tb.make(rowL, llvm::to_vector(it.slice(nRow, nRow))),
+                     tb.make(accL, llvm::to_vector(it.slice(2 * nRow, nAcc)))};
+      Value kTile = tb.makeShared(ks, ValueRange{stage}, {kKeys, K});
+      Value vTile =
+          tb.makeSharedTransposed(vs, ValueRange{stage}, {kKeys, V});
+      auto keep = [&](ImplicitLocOpBuilder &bb, Value r, Value col,
+                      ValueRange rowScalars) -> Value {
+        Value qi = arith::AddIOp::create(bb, qw, r);
+        Value kj = arith::AddIOp::create(bb, k0, col);
+        return arith::OrIOp::create(
+            bb, interior,
+            windowKeeps(bb, qi, kj,
+                        window > 0
+                            ? Value(arith::ConstantIndexOp::create(bb, window))
+                            : windowFromF32(bb, rowScalars[0])));
+      };
+      SmallVector<Value> rowData;
+      if (windows)
+        rowData.push_back(windows);
+      SoftmaxState next =
+          windowStep(tb, qTile, kTile, vTile,
+                     desc.getScale().getValueAsDouble(), keep, rowData, s);
+      SmallVector<Value> out;
+      for (Value t : {next.m, next.l, next.acc})
+        llvm::append_range(out,
+                           tb.convertLayout(t, t == next.acc ? accL : rowL));
+      scf::YieldOp::create(b, out);
+    }
+    ValueRange fin = loop.getResults();
+    SoftmaxState s{tb.make(rowL, llvm::to_vector(fin.take_front(nRow))),
+                   tb.make(rowL, llvm::to_vector(fin.slice(nRow, nRow))),
+                   tb.make(accL, llvm::to_vector(fin.slice(2 * nRow, nAcc)))};
+    Value out = windowOutput(tb, s);
+    SmallVector<Value> regs = tb.convertLayout(out, accL);
+    if (!tb.failure().empty()) {
+      failure = tb.failure();
+      return;
+    }
+    // The wave's rows inside the sequence, runs of consecutive columns as
+    // one vector each.
+    for (auto run : columnRuns(accL, 8)) {
+      const int64_t r0 = run.first, len = run.second;
+      Value qi = add(qw, tb.coordinate(accL, r0, 0));
+      when(ult(qi, length), [&] {
+        SmallVector<Value> xs;
+        for (int64_t e = 0; e < len; ++e)
+          xs.push_back(fromF32(regs[r0 + e], elem));
+        Value x = vector::FromElementsOp::create(
+            b, VectorType::get({len}, elem), xs);
+        vector::StoreOp::create(
+            b, x, o,
+            ValueRange{row, add(start, qi), head, tb.coordinate(accL, r0, 1)});
+      });
+    }
   }
 
   void emitBlock(Value q0, Value head, Value row, Value start, Value length) {
@@ -544,8 +854,13 @@ struct WindowRegistersPass
     ImplicitLocOpBuilder b(grid->forall.getLoc(), &getContext());
     b.setInsertionPoint(grid->forall);
     WindowProgram prog(b, desc, elem);
-    if (auto s = func->getAttrOfType<StrategyAttr>(kda::kStrategyAttr))
+    if (auto s = func->getAttrOfType<StrategyAttr>(kda::kStrategyAttr)) {
       prog.wgmma = s.getInstruction() == "wgmma";
+      const kda::UnitChoice choice = kda::unitChoice(s.getInstruction());
+      prog.unit = choice.unit;
+      prog.emulated = choice.emulated;
+      prog.warpSize = kda::LaneTileBuilder::unitWarpSize(choice.unit);
+    }
     prog.qShared = prog.wgmma && (prog.K > 128 || prog.V > 128);
     auto byName = [&](StringRef name) {
       return kda::abiArgument(func, abi, name);
@@ -605,7 +920,10 @@ struct WindowRegistersPass
     // every exp2 in a range check and two multiplies for subnormal results
     // (3 of the key step's ~800 instructions per score); a probability
     // under 2^-126 adds nothing to a row whose largest term is 1.
+    // (AMD: math.exp2 is v_exp_f32 already.)
     forall.walk([&](math::Exp2Op e) {
+      if (prog.amd() && !prog.emulated)
+        return;
       OpBuilder eb(e);
       if (!e.getType().isF32())
         return;
@@ -618,7 +936,7 @@ struct WindowRegistersPass
       e.erase();
     });
     func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
-    func->setAttr(kda::kBlockThreadsAttr, b.getI64IntegerAttr(kWarps * 32));
+    func->setAttr(kda::kBlockThreadsAttr, b.getI64IntegerAttr(prog.threads()));
     // cp.async copies 16 bytes and pairs are read and written as 4: rows
     // need aligned pointers (the runtime checks what the manifest states).
     kda::requireAlignedRows(func, [&](StringRef name, MemRefType) {

@@ -895,12 +895,25 @@ Value LaneTileBuilder::transposedProduct(Value a, Value bTile, bool transA,
   return transpose(t);
 }
 
+Value LaneTileBuilder::amdProduct(Value a, bool transA, Value bTile,
+                                  bool transB, Value acc) {
+  if (!sharedTransposed || !shared.count(bTile.getAsOpaquePointer()))
+    return unitProduct(a, transA, bTile, transB, acc);
+  // C^T = op(b)^T op(a)^T (+ acc^T).
+  Value init;
+  if (acc) {
+    const Tile &C = tile_(acc);
+    init = make(C.layout.transposed(), C.regs);
+  }
+  return transpose(unitProduct(bTile, !transB, a, !transA, init));
+}
+
 Value LaneTileBuilder::matmulAdd(Value acc, Value a, Value bTile, bool transA,
                                  bool transB) {
   // A product on the matrix instruction adds to the accumulator in place;
   // every other product is a product and a sum.
   if (onAmdUnit(a, bTile, transA, transB))
-    return unitProduct(a, transA, bTile, transB, acc);
+    return amdProduct(a, transA, bTile, transB, acc);
   a = inRegistersView(a);
   if (!mmaType || !mmaType.isF32() || transA)
     bTile = inRegistersView(bTile);
@@ -920,7 +933,7 @@ Value LaneTileBuilder::matmulAdd(Value acc, Value a, Value bTile, bool transA,
 
 Value LaneTileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
   if (onAmdUnit(a, bTile, transA, transB))
-    return unitProduct(a, transA, bTile, transB, {});
+    return amdProduct(a, transA, bTile, transB, {});
   // A parked tile is B straight from shared memory (f32 products only);
   // anywhere else its registers are read back.
   a = inRegistersView(a);
@@ -1135,6 +1148,18 @@ Value LaneTileBuilder::makeShared(Value buffer, ValueRange prefix,
                                   ArrayRef<int64_t> shape) {
   return sharedHandle(SharedTile{buffer, SmallVector<Value>(prefix),
                                  SmallVector<int64_t, 2>(shape), Value()});
+}
+
+Value LaneTileBuilder::makeSharedTransposed(Value buffer, ValueRange prefix,
+                                            ArrayRef<int64_t> shape) {
+  if (unit == MatrixUnit::MmaSync)
+    return fail("a shared tile stored transposed outside AMD's unit "
+                "products",
+                shape);
+  SharedTile t{buffer, SmallVector<Value>(prefix),
+               SmallVector<int64_t, 2>(shape), Value()};
+  t.storedTransposed = true;
+  return sharedHandle(t);
 }
 
 Value LaneTileBuilder::sharedHandle(SharedTile tile) {
@@ -1683,8 +1708,42 @@ void LaneTileBuilder::warpSync() {
 SmallVector<Value> LaneTileBuilder::readShared(const SharedTile &t,
                                                const LaneLayout &layout,
                                                bool transposed) {
+  // A tile stored transposed: its element (i, j) at memory (j, i).
+  transposed = transposed != t.storedTransposed;
   SmallVector<Value> regs;
-  for (int64_t r = 0; r < int64_t(layout.regs.size()); ++r) {
+  // AMD: registers that hold consecutive elements of a shared row (the
+  // memory's last index: the layout's columns, its rows where transposed)
+  // are read as one aligned vector, up to 16 bytes (MFMA's A and B
+  // fragments: 4 consecutive k; WMMA's: 16), where the buffer's rows and
+  // the lanes' and warps' offsets along the row keep the vector aligned.
+  // (NVIDIA's shared f32 operands keep their element loads.)
+  auto type = cast<MemRefType>(t.buffer.getType());
+  Type elem = type.getElementType();
+  const int64_t elemBytes = elem.getIntOrFloatBitWidth() / 8;
+  const int64_t rowDim = transposed ? 0 : 1;
+  int64_t most = 1;
+  if (unit != MatrixUnit::MmaSync && type.hasStaticShape()) {
+    most = 16 / elemBytes;
+    const int64_t pitch = t.stride ? t.stride : type.getShape().back();
+    auto fits = [&](int64_t v) { return v % most == 0; };
+    while (most > 1 && !(fits(pitch) && fits(t.base)))
+      most /= 2;
+    for (const LaneLayout::Coords &c :
+         llvm::concat<const LaneLayout::Coords>(layout.lanes, layout.warps))
+      while (most > 1 && c[rowDim] % most != 0)
+        most /= 2;
+  }
+  const int64_t n = layout.regs.size();
+  for (int64_t r = 0; r < n;) {
+    int64_t len = most;
+    for (; len > 1; len /= 2) {
+      bool ok = r + len <= n && layout.regs[r][rowDim] % len == 0;
+      for (int64_t e = 1; ok && e < len; ++e)
+        ok = layout.regs[r + e][1 - rowDim] == layout.regs[r][1 - rowDim] &&
+             layout.regs[r + e][rowDim] == layout.regs[r][rowDim] + e;
+      if (ok)
+        break;
+    }
     Value i = coordinate(layout, r, 0), j = coordinate(layout, r, 1);
     if (transposed)
       std::swap(i, j);
@@ -1693,10 +1752,22 @@ SmallVector<Value> LaneTileBuilder::readShared(const SharedTile &t,
       at.push_back(rowMajorIndex(t.base, t.stride, i, j));
     else
       at.append({i, j});
-    Value x = memref::LoadOp::create(b, t.buffer, at);
-    if (!x.getType().isF32())
-      x = arith::ExtFOp::create(b, f32(), x);
-    regs.push_back(x);
+    SmallVector<Value> xs;
+    if (len == 1) {
+      xs.push_back(memref::LoadOp::create(b, t.buffer, at));
+    } else {
+      auto load = vector::LoadOp::create(b, VectorType::get({len}, elem),
+                                         t.buffer, at);
+      load.setAlignment(uint64_t(len * elemBytes));
+      for (int64_t e = 0; e < len; ++e)
+        xs.push_back(
+            vector::ExtractOp::create(b, load, ArrayRef<int64_t>{e}));
+    }
+    for (Value x : xs)
+      regs.push_back(x.getType().isF32()
+                         ? x
+                         : arith::ExtFOp::create(b, f32(), x).getResult());
+    r += len;
   }
   return regs;
 }
@@ -2728,6 +2799,252 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
   return results;
 }
 
+bool LaneTileBuilder::onAmdUnitPairs(ArrayRef<Value> as, Value bTile,
+                                     Value g) {
+  if (!error.empty() || unit == MatrixUnit::MmaSync || !mmaType ||
+      !mmaType.isF32() || !inRegisters(g) || !inRegisters(bTile) ||
+      !(tile_(bTile).layout == tile_(g).layout))
+    return false;
+  for (Value a : as)
+    if (!inRegisters(a) || !(tile_(a).layout == tile_(g).layout))
+      return false;
+  return true;
+}
+
+std::optional<SmallVector<Value>>
+LaneTileBuilder::unitFactoredPairs(ArrayRef<Value> as, Value bTile, Value g,
+                                   ArrayRef<bool> inclusive) {
+  // factoredPairs' form on AMD's units. P_ij = sum_d a_id b_jd exp(g_id -
+  // g_jd) for the 16 x 16 pairs, the decays factored through a reference
+  // per group of keys and column: for the group of gs keys from row f to
+  // l = f + gs - 1, r = (g_f + g_l) / 2,
+  //   A rows  a_i exp(g_i - r)   (zero before the group: no pair),
+  //   B rows  b_j exp(r - g_j)   (the group's keys only),
+  // and P += A B^T, one product on the unit a group. For a decaying gate
+  // the positive exponents are at most (g_f - g_l) / 2 on either side;
+  // each warp takes, for its own columns, the largest group size (16, 8,
+  // 4, 2) whose groups keep them within 80 (exp overflows f32 near 88),
+  // else groups of one key, r = g_f: exp(g_i - g_j), i >= j, every
+  // exponent <= 0, exact for any decaying gate. The unit's products are
+  // per warp (the block's warps split the columns, the contracted index:
+  // each warp its own partial P over its own group sizes), so the choice
+  // only needs to be uniform over the warp, and the partial sums meet in
+  // one sum across warps after the loop.
+  const Tile &tg = tile_(g);
+  const LaneLayout full = tg.layout;
+  if (full.rank() != 2 || full.shape[0] != 16)
+    return std::nullopt;
+  for (const LaneLayout::Coords &c : full.warps)
+    if (c[0] != 0)
+      return std::nullopt;
+  // One warp's part: its columns, the warp bits copies. Every warp holds
+  // the same columns of its own part in the same registers and lanes, so
+  // A's and B's contracted index is labeled alike (what a product needs).
+  LaneLayout local = full;
+  local.shape[1] = full.shape[1] / full.numWarps();
+  for (LaneLayout::Coords &c : local.warps)
+    c = {0, 0};
+  if (!local.check().empty() || local.shape[1] % 16 != 0)
+    return std::nullopt;
+  int64_t regRowBits = 0;
+  for (const LaneLayout::Coords &c : local.regs)
+    regRowBits |= c[0];
+  for (const LaneLayout::Coords &c : local.lanes)
+    if (c[0] != 0 && (c[1] != 0 || !llvm::isPowerOf2_64(c[0])))
+      return std::nullopt;
+  const int64_t nA = as.size();
+  const Tile &tbk = tile_(bTile);
+  SmallVector<SmallVector<Value>> aRegs;
+  for (Value a : as)
+    aRegs.push_back(SmallVector<Value>(tile_(a).regs));
+  SmallVector<Value> gRegs(tg.regs), bRegs(tbk.regs);
+
+  // The lane's columns (distinct coordinates of its registers) and, per
+  // column, the register of each register-row part.
+  std::map<int64_t, std::map<int64_t, int64_t>> regOf; // col -> regRow -> r
+  for (auto [r, c] : llvm::enumerate(local.regs))
+    regOf[c[1]][c[0]] = r;
+  Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(warpSize));
+  auto i32 = [&](Value x) {
+    return arith::IndexCastOp::create(b, b.getI32Type(), x).getResult();
+  };
+  auto eqIdx = [&](Value x, int64_t v) {
+    return arith::CmpIOp::create(b, arith::CmpIPredicate::eq, x, index(v))
+        .getResult();
+  };
+  // The lane that holds row `row` of the calling lane's columns.
+  auto sourceLane = [&](Value row) {
+    Value src = index(0);
+    for (auto [bit, c] : llvm::enumerate(local.lanes)) {
+      Value piece;
+      if (c[0] == 0) {
+        piece = arith::AndIOp::create(b, lane, index(int64_t(1) << bit));
+      } else {
+        Value set = arith::AndIOp::create(b, row, index(c[0]));
+        piece = arith::SelectOp::create(b, eqIdx(set, 0), index(0),
+                                        index(int64_t(1) << bit));
+      }
+      src = arith::OrIOp::create(b, src, piece);
+    }
+    return i32(src);
+  };
+  // Element (row, column `col`) of a tile in `local` (registers `regs`):
+  // `row` uniform over the warp (the register chosen before one shuffle)
+  // or not (every register-row part shuffled, the right one chosen after).
+  auto readRow = [&](ArrayRef<Value> regs, Value row, int64_t col,
+                     bool uniform) -> Value {
+    const std::map<int64_t, int64_t> &parts = regOf.at(col);
+    Value part = arith::AndIOp::create(b, row, index(regRowBits));
+    Value src = sourceLane(row);
+    auto shuffle = [&](Value v) {
+      return gpu::ShuffleOp::create(b, v, src, width, gpu::ShuffleMode::IDX)
+          .getResult(0);
+    };
+    Value out;
+    for (auto [regRow, r] : parts) {
+      Value v = uniform ? regs[r] : shuffle(regs[r]);
+      out = out ? arith::SelectOp::create(b, eqIdx(part, regRow), v, out)
+                      .getResult()
+                : v;
+    }
+    return uniform ? shuffle(out) : out;
+  };
+  auto sub = [&](Value x, Value y) {
+    return arith::SubFOp::create(b, x, y).getResult();
+  };
+  auto mulf = [&](Value x, Value y) {
+    return arith::MulFOp::create(b, x, y).getResult();
+  };
+  auto exp = [&](Value x) { return math::ExpOp::create(b, x).getResult(); };
+  Value zero = constantF32(0.0);
+  // A value the warp's lanes all hold, as one the compiler knows uniform on
+  // AMD (a scalar register: the group loop's bounds and branches).
+  auto warpUniform = [&](Value x) -> Value {
+    if (emulateSteps)
+      return x;
+    return gpu::SubgroupBroadcastOp::create(
+        b, x, /*lane=*/Value(), gpu::BroadcastType::first_active_lane);
+  };
+  auto warpMax = [&](Value x) {
+    for (int64_t off = 1; off < warpSize; off *= 2)
+      x = arith::MaximumFOp::create(
+          b, x,
+          gpu::ShuffleOp::create(
+              b, x, arith::ConstantOp::create(b, b.getI32IntegerAttr(off)),
+              width, gpu::ShuffleMode::XOR)
+              .getResult(0));
+    return warpUniform(x);
+  };
+  SmallVector<Value> rowOfReg;
+  for (int64_t r = 0; r < int64_t(local.regs.size()); ++r)
+    rowOfReg.push_back(coordinate(local, r, 0));
+  // The largest exponent of the warp's groups of gs keys: half the largest
+  // g_f - g_l over them and the warp's columns (SPEC.md's gates are
+  // log-decays: G is non-increasing down each column, so a group's largest
+  // exponents are at its ends). A lane whose row starts a group reads the
+  // group's last row, i | (gs - 1).
+  auto spread = [&](int64_t gs) {
+    Value most = zero;
+    for (int64_t r = 0; r < int64_t(local.regs.size()); ++r) {
+      Value i = rowOfReg[r];
+      Value last = arith::OrIOp::create(b, i, index(gs - 1));
+      Value other = readRow(gRegs, last, local.regs[r][1], false);
+      Value starts =
+          eqIdx(arith::AndIOp::create(b, i, index(gs - 1)), 0);
+      most = arith::MaximumFOp::create(
+          b, most,
+          arith::SelectOp::create(b, starts, sub(gRegs[r], other), zero));
+    }
+    return warpMax(mulf(most, constantF32(0.5)));
+  };
+  std::function<Value(int64_t)> groupSize = [&](int64_t gs) -> Value {
+    if (gs == 1)
+      return index(1);
+    Value fits = arith::CmpFOp::create(b, arith::CmpFPredicate::OLE,
+                                       spread(gs), constantF32(80.0));
+    auto ifOp = scf::IfOp::create(b, TypeRange{b.getIndexType()}, fits,
+                                  /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    scf::YieldOp::create(b, index(gs));
+    b.setInsertionPointToStart(ifOp.elseBlock());
+    scf::YieldOp::create(b, groupSize(gs / 2));
+    return ifOp.getResult(0);
+  };
+
+  const LaneLayout accL =
+      unitAccumulator(unit, 16, 16).spread({16, 16}, {0, 0}, warps);
+  const int64_t accRegs = accL.regs.size();
+  Value gs = groupSize(16);
+  auto loop = scf::ForOp::create(b, index(0), index(16), gs,
+                                 SmallVector<Value>(nA * accRegs, zero));
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value first = loop.getInductionVar();
+    Value last = arith::SubIOp::create(
+        b, arith::AddIOp::create(b, first, gs), index(1));
+    std::map<int64_t, Value> ref;
+    for (auto &[col, parts] : regOf) {
+      (void)parts;
+      ref[col] = mulf(arith::AddFOp::create(b, readRow(gRegs, first, col, true),
+                                            readRow(gRegs, last, col, true)),
+                      constantF32(0.5));
+    }
+    SmallVector<SmallVector<Value>> aDecayed(nA);
+    SmallVector<Value> bDecayed;
+    for (int64_t r = 0; r < int64_t(local.regs.size()); ++r) {
+      Value i = rowOfReg[r];
+      Value rf = ref.at(local.regs[r][1]);
+      Value before =
+          arith::CmpIOp::create(b, arith::CmpIPredicate::ult, i, first);
+      Value inGroup = arith::AndIOp::create(
+          b, arith::CmpIOp::create(b, arith::CmpIPredicate::uge, i, first),
+          arith::CmpIOp::create(b, arith::CmpIPredicate::ule, i, last));
+      // Rows before the group have no pair with its keys.
+      Value up = arith::SelectOp::create(b, before, zero, exp(sub(gRegs[r], rf)));
+      for (int64_t m = 0; m < nA; ++m)
+        aDecayed[m].push_back(mulf(aRegs[m][r], up));
+      bDecayed.push_back(arith::SelectOp::create(
+          b, inGroup, mulf(bRegs[r], exp(sub(rf, gRegs[r]))), zero));
+    }
+    Value bt = make(local, bDecayed);
+    SmallVector<Value> next;
+    ValueRange carried = loop.getRegionIterArgs();
+    for (int64_t m = 0; m < nA; ++m) {
+      Value init = make(accL, SmallVector<Value>(
+                                  carried.slice(m * accRegs, accRegs)));
+      Value p = unitProduct(make(local, aDecayed[m]), false, bt, true, init);
+      if (!error.empty() || !(layoutOf(p) == accL)) {
+        scf::YieldOp::create(b, carried);
+        return std::nullopt;
+      }
+      llvm::append_range(next, registersOf(p));
+    }
+    scf::YieldOp::create(b, next);
+  }
+  SmallVector<Value> summed(loop.getResults());
+  if (warps > 1) {
+    summed = crossWarpSum(summed);
+    if (!error.empty())
+      return std::nullopt;
+  }
+  SmallVector<Value> results;
+  for (int64_t m = 0; m < nA; ++m) {
+    SmallVector<Value> out(ArrayRef<Value>(summed).slice(m * accRegs, accRegs));
+    // Pairs j <= i (inclusive) or j < i.
+    for (int64_t r = 0; r < accRegs; ++r) {
+      Value keep = arith::CmpIOp::create(
+          b,
+          inclusive[m] ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
+          coordinate(accL, r, 1), coordinate(accL, r, 0));
+      out[r] = arith::SelectOp::create(b, keep, out[r], zero);
+    }
+    results.push_back(make(accL, out));
+  }
+  return results;
+}
+
 SmallVector<Value> LaneTileBuilder::decayedPairsMany(ArrayRef<Value> as,
                                                      Value bTile, Value g,
                                                      ArrayRef<bool> inclusive) {
@@ -2743,6 +3060,10 @@ SmallVector<Value> LaneTileBuilder::decayedPairsMany(ArrayRef<Value> as,
             tile_(a).layout == tile_(g).layout;
   if (fast)
     return factoredPairs(as, bTile, g, inclusive);
+  if (onAmdUnitPairs(as, bTile, g))
+    if (std::optional<SmallVector<Value>> r =
+            unitFactoredPairs(as, bTile, g, inclusive))
+      return *r;
   return TileBuilder::decayedPairsMany(as, bTile, g, inclusive);
 }
 
@@ -2765,6 +3086,10 @@ Value LaneTileBuilder::decayedPairs(Value a, Value bTile, Value g,
   if (mmaType && mmaType.isF32() && unit == MatrixUnit::MmaSync &&
       warpSize == 32 && mmaRowRegisters(l))
     return factoredPairs({a}, bTile, g, {inclusive})[0];
+  if (onAmdUnitPairs({a}, bTile, g))
+    if (std::optional<SmallVector<Value>> r =
+            unitFactoredPairs({a}, bTile, g, {inclusive}))
+      return (*r)[0];
   for (const LaneLayout::Coords &c : l.warps)
     if (c[0] != 0)
       return fail("a pairwise decayed product whose rows are split over "

@@ -204,6 +204,12 @@ public:
   /// through ldmatrix (16-bit elements) or by address (f32 elements, for
   /// the f32 matrix instruction).
   Value makeShared(Value buffer, ValueRange prefix, ArrayRef<int64_t> shape);
+  /// The same for a [rows, cols] tile stored transposed, element (i, j) at
+  /// buffer[prefix..., j, i]: AMD's unit products only (a V block staged
+  /// as V^T, so that the fragments that take consecutive keys read one
+  /// vector).
+  Value makeSharedTransposed(Value buffer, ValueRange prefix,
+                             ArrayRef<int64_t> shape);
 
   /// A [rows, cols] tile (16-bit elements) that stays in shared memory for
   /// Hopper's wgmma, in the 128-byte swizzled form its descriptors read:
@@ -247,6 +253,14 @@ public:
   /// columns: split by C's columns (C in the accumulator's layout, row
   /// pairs of consecutive columns) instead of run transposed (C^T's).
   void preferColumnSplits() { columnSplits = true; }
+
+  /// AMD's units: a product whose B operand is a shared tile runs
+  /// transposed, C^T = op(b)^T op(a)^T, the shared tile as the A operand
+  /// (read by address) and op(a)^T as the B operand. MFMA's B operand
+  /// layout is its accumulator layout, so a product's result transposed is
+  /// the next one's B operand as it is (the window kernel's S^T = K Q^T,
+  /// then O^T += V^T P^T: P never moves; on WMMA, by shuffles).
+  void transposeSharedProducts() { sharedTransposed = true; }
 
   /// Why the last program could not be built; empty if it could.
   const std::string &failure() const { return error; }
@@ -327,6 +341,18 @@ private:
   /// pairwise where a warp's gates would overflow every factored form).
   SmallVector<Value> factoredPairs(ArrayRef<Value> as, Value bTile, Value g,
                                    ArrayRef<bool> inclusive);
+  /// The same on AMD's units (useMatrixUnit): a 16-row chunk whose rows
+  /// are on lane and register bits (the warps split its columns), each
+  /// warp's key groups sized by its own gates, one product a group on the
+  /// unit; the warps' partial sums meet once at the end. Null results
+  /// where the layouts do not allow it (the caller takes another form).
+  /// Whether decayedPairs of `as` against `bTile` and `g` can take
+  /// unitFactoredPairs: AMD's unit with f32 operands, every tile in
+  /// registers in g's layout.
+  bool onAmdUnitPairs(ArrayRef<Value> as, Value bTile, Value g);
+  std::optional<SmallVector<Value>> unitFactoredPairs(ArrayRef<Value> as,
+                                                      Value bTile, Value g,
+                                                      ArrayRef<bool> inclusive);
   /// A product on AMD's matrix units (useMatrixUnit): C = op(a) op(b)
   /// (+ init), every operand in registers or a shared tile (read by
   /// address), the warps splitting rows, columns or the contracted index
@@ -351,6 +377,7 @@ private:
     /// Row-major in a 1-D buffer (park): element (i, j) at base + i stride
     /// + j; stride 0 otherwise (the buffer indexed by prefix, i, j).
     int64_t base = 0, stride = 0;
+    bool storedTransposed = false; // makeSharedTransposed
   };
   /// The wgmma form of mmaProduct: A's registers in mmaOperandA's layout,
   /// `acc` in mmaAccumulator's.
@@ -372,6 +399,10 @@ private:
   bool emulateSteps = false;
   Value exchange;
   bool columnSplits = false;
+  bool sharedTransposed = false;
+  /// A product on AMD's units (unitProduct), transposed where
+  /// transposeSharedProducts asks.
+  Value amdProduct(Value a, bool transA, Value bTile, bool transB, Value acc);
   Value scratch;
   int64_t scratchTurn = 0; // the half the next sum takes (two halves)
   /// The sum over the warps of each register (the same lane, every warp),

@@ -19,7 +19,9 @@
 // CHECK-LABEL: func.func @intra16
 // CHECK-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", instruction = "mma_sync", program = "derived">
 // AMD-LABEL: func.func @intra16
-// AMD-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "tiles", reason = "an unbounded gate (log-space g): its exact pairwise decays have no factored form on mfma
+// AMD-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", instruction = "mfma", program = "derived">
+// WMMA-LABEL: func.func @intra16
+// WMMA-SAME: kind = "lanes", instruction = "wmma"
 // OFF-LABEL: func.func @intra16
 // OFF-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "tiles", reason = "switched off (intra-registers=false)">
 func.func @intra16() attributes {kda.kernel, kda.intra_pass = #kda.intra_pass<chunk = 16, tile_chunk = 16, sub_chunk = 16, key_dim = 128, value_dim = 128, workspaces = ["w", "u", "q", "k", "p", "g"], grid = [-1, -1, 4], prologue = <delta = true, gate = channel, gate_activation = none, lower_bound = -5.000000e+00 : f64, beta = true, beta_activation = none, l2norm = false, scale = 0.088388347648318433 : f64>>} {
@@ -125,7 +127,9 @@ func.func @decode_k20() attributes {kda.kernel, kda.decode_pass = #kda.decode_pa
 // HOPPER-LABEL: func.func @window_bf16
 // HOPPER-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wgmma", program = "derived">
 // AMD-LABEL: func.func @window_bf16
-// AMD-SAME: kind = "tiles", reason = "AMD targets have no lane kernel for window attention yet
+// AMD-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "mfma", program = "derived">
+// WMMA-LABEL: func.func @window_bf16
+// WMMA-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wmma", program = "derived">
 // OFF-LABEL: func.func @window_bf16
 // OFF-SAME: reason = "switched off (window-registers=false)"
 func.func @window_bf16(%q: tensor<?x?x?x128xbf16>, %k: tensor<?x?x?x128xbf16>, %v: tensor<?x?x?x128xbf16>) attributes {kda.kernel, kda.window_pass = #kda.window_pass<key_dim = 128, value_dim = 128, window = 512, scale = 0.088388347648318433 : f64, varlen = false>} {
@@ -149,16 +153,18 @@ func.func @window_f32(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: te
 // On a chip with wgmma, heads of 256 take lanes (Q in shared memory too).
 // HOPPER-LABEL: func.func @window_k256
 // HOPPER-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wgmma", program = "derived">
+// AMD-LABEL: func.func @window_k256
+// AMD-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "tiles", reason = "K = 256, V = 256 are not multiples of 16 up to 128
 // CHECK-LABEL: func.func @window_k256
 // CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "tiles"
 func.func @window_k256(%q: tensor<?x?x?x256xf16>, %k: tensor<?x?x?x256xf16>, %v: tensor<?x?x?x256xf16>) attributes {kda.kernel, kda.window_pass = #kda.window_pass<key_dim = 256, value_dim = 256, window = 64, scale = 0.0625 : f64, varlen = true>} {
   return
 }
 
-// AMD's intra kernel takes lower-bounded gates (their 16-row blocks are
-// plain products) where its shared memory fits the chip: K = V = 128 on
-// gfx942's MFMA; K = V = 256 on gfx1100's WMMA (4 warps of 32) would need
-// 67072 bytes of its 65536.
+// AMD's intra kernel takes every gate (@intra16 above: log-space g, its
+// decays factored per group of keys on the unit) where its shared memory
+// fits the chip: K = V = 128 on gfx942's MFMA; K = V = 256 on gfx1100's
+// WMMA (4 warps of 32) would need 67072 bytes of its 65536.
 // AMD-LABEL: func.func @intra_lb128
 // AMD-SAME: kda.strategy = #kda.strategy<kernel = "intra", kind = "lanes", instruction = "mfma", program = "derived">
 // WMMA-LABEL: func.func @intra_lb128

@@ -1,5 +1,6 @@
 // RUN: kda-opt %s --kda-gpu-window-registers --split-input-file --verify-diagnostics | FileCheck %s
 // RUN: kda-opt %s --kda-gpu-window-registers --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=COUNT
+// RUN: kda-opt %s --kda-gpu-window-registers --split-input-file --verify-diagnostics | FileCheck %s --check-prefix=AMD
 
 // kda-gpu-window-registers on its own input: a bufferized window kernel
 // that kda-gpu-select-strategy gave lanes. Its program grid (sequence,
@@ -137,6 +138,67 @@ func.func @wgmma_d256(%q: memref<?x?x?x256xbf16>, %k: memref<?x?x?x256xbf16>, %v
   %c2 = arith.constant 2 : index
   %b = memref.dim %o, %c0 : memref<?x?x?x256xbf16>
   %h = memref.dim %o, %c2 : memref<?x?x?x256xbf16>
+  scf.forall (%n, %head) in (%b, %h) {
+  }
+  return
+}
+
+// -----
+
+// AMD's units (the strategy's instruction mfma / wmma): each wave its own
+// 16 queries, every product transposed (S^T = K Q^T, then O^T += V^T P^T:
+// P^T, S^T's accumulator, is MFMA's B operand where it is), K and V blocks
+// by plain copies, V stored transposed (the fragments read consecutive
+// keys as one vector), no cp.async, ldmatrix or NVVM, exp2 left to the
+// chip. MFMA at K = V = 128: 4 waves of 64 (256 threads), one stage (two
+// would exceed 64 KB of LDS) and so two barriers a block; Q in registers
+// as the B operand; 32 + 32 products of 16 x 16 x 16 (the key block's 4
+// tiles x 8 k steps, then 8 V tiles x 4 key steps).
+// AMD-LABEL: func.func @mfma
+// AMD-SAME: kda.block_threads = 256 : i64
+// AMD: memref.alloc() : memref<1x64x136xbf16, #gpu.address_space<workgroup>>
+// AMD: memref.alloc() : memref<1x128x72xbf16, #gpu.address_space<workgroup>>
+// AMD: scf.for
+// AMD: gpu.barrier
+// AMD: memref.store {{.*}} : memref<1x128x72xbf16, #gpu.address_space<workgroup>>
+// AMD: gpu.barrier
+// AMD: vector.load {{.*}} {alignment = 8 : i64} : memref<1x64x136xbf16, #gpu.address_space<workgroup>>, vector<4xbf16>
+// AMD-COUNT-64: amdgpu.mfma 16x16x16
+// AMD-NOT: amdgpu.mfma
+// AMD-NOT: nvgpu.
+// AMD-NOT: nvvm.
+// AMD-LABEL: func.func @wmma
+func.func @mfma(%q: memref<?x?x?x128xbf16>, %k: memref<?x?x?x128xbf16>, %v: memref<?x?x?x128xbf16>, %o: memref<?x?x?x128xbf16>) attributes {kda.abi = [{dims = ["B", "T", "HQ", 128], name = "q"}, {dims = ["B", "T", "HK", 128], name = "k"}, {dims = ["B", "T", "HV", 128], name = "v"}, {dims = ["B", "T", "HO", 128], name = "o"}], kda.kernel, kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "mfma">, kda.window_pass = #kda.window_pass<key_dim = 128, value_dim = 128, window = 512, scale = 0.088388347648318433 : f64, varlen = false>} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %b = memref.dim %o, %c0 : memref<?x?x?x128xbf16>
+  %h = memref.dim %o, %c2 : memref<?x?x?x128xbf16>
+  scf.forall (%n, %head) in (%b, %h) {
+  }
+  return
+}
+
+// -----
+
+// WMMA (gfx1100) at K = V = 64, fp16: 4 waves of 32, two stages, each
+// wave's Q in LDS (WMMA's operands hold every element twice: in registers
+// for the whole block it spilled), one barrier a block, 16 + 16 products.
+// AMD-SAME: kda.block_threads = 128 : i64
+// AMD: memref.alloc() : memref<2x64x72xf16, #gpu.address_space<workgroup>>
+// AMD: memref.alloc() : memref<2x64x72xf16, #gpu.address_space<workgroup>>
+// AMD: memref.alloc() : memref<4x16x72xf16, #gpu.address_space<workgroup>>
+// AMD: scf.for
+// AMD: gpu.barrier
+// AMD-NOT: gpu.barrier
+// AMD-COUNT-32: amdgpu.wmma 16x16x16
+// AMD-NOT: amdgpu.wmma
+// AMD-NOT: gpu.barrier
+// AMD-LABEL: func.func @tiles
+func.func @wmma(%q: memref<?x?x?x64xf16>, %k: memref<?x?x?x64xf16>, %v: memref<?x?x?x64xf16>, %o: memref<?x?x?x64xf16>) attributes {kda.abi = [{dims = ["B", "T", "HQ", 64], name = "q"}, {dims = ["B", "T", "HK", 64], name = "k"}, {dims = ["B", "T", "HV", 64], name = "v"}, {dims = ["B", "T", "HO", 64], name = "o"}], kda.kernel, kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wmma">, kda.window_pass = #kda.window_pass<key_dim = 64, value_dim = 64, window = 100, scale = 0.125 : f64, varlen = false>} {
+  %c0 = arith.constant 0 : index
+  %c2 = arith.constant 2 : index
+  %b = memref.dim %o, %c0 : memref<?x?x?x64xf16>
+  %h = memref.dim %o, %c2 : memref<?x?x?x64xf16>
   scf.forall (%n, %head) in (%b, %h) {
   }
   return

@@ -674,12 +674,7 @@ def check_strategy(problems, metrics, expect, dtype=None):
     if not st:
         problems.append("kda.ops.last_launch reports no strategy")
         return
-    # The emulated AMD run (KDA_EXPECT_STATE_INSTRUCTION below): AMD's intra
-    # kernel of an unbounded gate keeps the tile lowering by design (named).
-    amd_tiles = os.environ.get("KDA_EXPECT_STATE_INSTRUCTION") and expect == "lanes"
-    wrong = {n: s for n, s in st.items() if s.get("kind") != expect and not (
-        amd_tiles and s.get("kernel") == "intra"
-        and s.get("reason", "").startswith("an unbounded gate"))}
+    wrong = {n: s for n, s in st.items() if s.get("kind") != expect}
     if wrong:
         problems.append(f"strategy: expected {expect} for every kernel, got {wrong}")
         return
@@ -694,22 +689,21 @@ def check_strategy(problems, metrics, expect, dtype=None):
                         f"{ {n: expected_program(s.get('kernel'), dtype) for n, s in st.items()} }")
     elif any(s.get("kernel") == "state" for s in st.values()):
         metrics.append("state " + expected_program("state", dtype))
-    # KDA_EXPECT_STATE_INSTRUCTION: the state kernels' matrix instruction
+    # KDA_EXPECT_STATE_INSTRUCTION: the lane kernels' matrix instruction
     # (wmma_emulated: bundles from kda-compile --emulate-wmma, gfx1100's
-    # lane program on this GPU; scripts/build-emulated-amd-bundles.sh).
+    # lane programs on this GPU; scripts/build-emulated-amd-bundles.sh).
     want = os.environ.get("KDA_EXPECT_STATE_INSTRUCTION")
     if want:
-        # The state kernels, and the intra kernels on lanes (lower-bounded
-        # gates), on the emulated unit.
+        # The state, intra and window kernels on the emulated unit.
         wrong = {n: s.get("instruction") for n, s in st.items()
-                 if s.get("kernel") in ("state", "intra") and s.get("kind") == "lanes"
+                 if s.get("kernel") in ("state", "intra", "window") and s.get("kind") == "lanes"
                  and s.get("instruction") != want}
         if wrong:
             problems.append(f"strategy: state instructions {wrong}, expected {want}")
         else:
             metrics.append(" ".join(f"{s.get('kernel')} {s.get('instruction') or s.get('kind')}"
                                     for s in st.values()
-                                    if s.get("kernel") in ("state", "intra")))
+                                    if s.get("kernel") in ("state", "intra", "window")))
 
 
 def run_case(case, torch, oracle):
@@ -1080,8 +1074,11 @@ def run_window_case(case, torch, oracle):
                                     cu_seqlens=cu, scale=case.scale)
     problems, metrics = [], []
     bar = BARS[case.dtype]
-    # Lanes for 16-bit windows (mma.sync); fp32 keeps the tile lowering for its 1e-4 bar.
-    check_strategy(problems, metrics, "tiles" if case.dtype == "f32" else "lanes", case.dtype)
+    # Lanes for 16-bit windows (mma.sync); fp32 keeps the tile lowering for its 1e-4 bar. AMD's
+    # lanes (the emulated run, KDA_EXPECT_STATE_INSTRUCTION) take K and V up to 128 (no wgmma).
+    amd_wide = bool(os.environ.get("KDA_EXPECT_STATE_INSTRUCTION")) and max(case.K, case.V) > 128
+    check_strategy(problems, metrics, "tiles" if case.dtype == "f32" or amd_wide else "lanes",
+                   case.dtype)
     if o.dtype != gpu["v"].dtype:
         problems.append(f"o: dtype {o.dtype}, expected v's {gpu['v'].dtype}")
     _compare(torch, oracle, "o", o, ref_o, bar, problems, metrics)

@@ -91,8 +91,9 @@ static cl::opt<bool> noTensorCores(
     cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> emulateWmma(
     "emulate-wmma",
-    cl::desc("NVIDIA, for tests: state kernels written for gfx1100's WMMA, "
-             "each step emulated (the AMD lane program on an NVIDIA GPU)"),
+    cl::desc("NVIDIA, for tests: lane kernels (state, intra, window) written "
+             "for gfx1100's WMMA, each step emulated (the AMD lane programs "
+             "on an NVIDIA GPU)"),
     cl::init(false), cl::cat(compileCategory));
 static cl::opt<int64_t> stateStages(
     "state-stages",

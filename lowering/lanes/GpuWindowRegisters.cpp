@@ -429,37 +429,11 @@ struct WindowProgram : LaneBuilder {
       qTile = tb.makeShared(qs, ValueRange{warp}, {16, K});
     }
 
-    // Each row's window (per-position sizes), as f32 for the filter.
-    Value windows;
-    Value firstKey;
-    if (window > 0) {
-      firstKey = windowFirstKey(b, q0, idx(window));
-    } else {
-      SmallVector<Value> w;
-      Value cap = f32(double(int64_t(1) << 62));
-      for (int64_t r = 0; r < int64_t(rowL.regs.size()); ++r) {
-        Value qi = minu(add(qw, tb.coordinate(rowL, r, 0)), last);
-        Value size = arith::SIToFPOp::create(
-            b, b.getF32Type(), load(sizes, ValueRange{add(start, qi)}));
-        w.push_back(arith::MinimumFOp::create(b, size, cap));
-      }
-      windows = tb.make(rowL, w);
-      // The block's first key: the least over its rows.
-      auto loop = scf::ForOp::create(b, q0, add(qLast, 1), idx(1),
-                                     ValueRange{q0});
-      {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(loop.getBody());
-        Value qi = loop.getInductionVar();
-        Value size = asIndex(load(sizes, ValueRange{add(start, qi)}));
-        Value first = windowFirstKey(b, qi, size);
-        scf::YieldOp::create(b, ValueRange{minu(first,
-                                                loop.getRegionIterArgs()[0])});
-      }
-      firstKey = loop.getResult(0);
-    }
-    Value kbFirst = arith::DivUIOp::create(b, firstKey, idx(kKeys));
-    Value kbLast = arith::DivUIOp::create(b, qLast, idx(kKeys));
+    // Each row's window (per-position sizes) and the key blocks to visit
+    // (the block's: its waves share the staged K and V).
+    KeyBlocks blocks = keyBlocks(tb, rowL, qw, q0, qLast, start, last);
+    Value windows = blocks.windows, kbFirst = blocks.first,
+          kbLast = blocks.last;
     auto issueBlock = [&](Value stage, Value kb) {
       issueUnit(ks, vs, stage, kb, length, row, start, kHead, vHead);
     };
@@ -495,17 +469,10 @@ struct WindowProgram : LaneBuilder {
       }
 
       Value k0 = mul(kb, kKeys);
-      // The interior: every key of the block is at or before the block's
-      // first query and inside its last valid query's window. One step,
-      // its mask kept everywhere but there (a branch per case, as on
-      // NVIDIA, had the compiler hoist both cases' shared fragment reads
-      // above it: WMMA's kernel spilled).
-      Value interior = arith::ConstantOp::create(b, b.getBoolAttr(false));
-      if (window > 0)
-        interior = arith::AndIOp::create(
-            b, cmp(arith::CmpIPredicate::ule, add(k0, kKeys - 1), q0),
-            cmp(arith::CmpIPredicate::uge, k0,
-                windowFirstKey(b, qLast, idx(window))));
+      // One step, its mask kept everywhere but the interior (a branch per
+      // case, as on NVIDIA, had the compiler hoist both cases' shared
+      // fragment reads above it: WMMA's kernel spilled).
+      Value interior = interiorOf(k0, q0, qLast);
       SoftmaxState s{tb.make(rowL, llvm::to_vector(it.take_front(nRow))),
                      tb.make(rowL, llvm::to_vector(it.slice(nRow, nRow))),
                      tb.make(accL, llvm::to_vector(it.slice(2 * nRow, nAcc)))};
@@ -563,6 +530,65 @@ struct WindowProgram : LaneBuilder {
     }
   }
 
+  /// Each row's window as f32 (per-position sizes: `windows`, in `rowL`,
+  /// row i the query rowBase + i; null for one window per op), and the key
+  /// blocks the block of queries q0 .. qLast reaches: from the one of its
+  /// least first key to the one of its last query.
+  struct KeyBlocks {
+    Value windows, first, last;
+  };
+  KeyBlocks keyBlocks(LaneTileBuilder &tb, const LaneLayout &rowL,
+                      Value rowBase, Value q0, Value qLast, Value start,
+                      Value last) {
+    const int64_t window = desc.getWindow();
+    KeyBlocks out;
+    Value firstKey;
+    if (window > 0) {
+      firstKey = windowFirstKey(b, q0, idx(window));
+    } else {
+      SmallVector<Value> w;
+      Value cap = f32(double(int64_t(1) << 62));
+      for (int64_t r = 0; r < int64_t(rowL.regs.size()); ++r) {
+        Value qi = minu(add(rowBase, tb.coordinate(rowL, r, 0)), last);
+        Value size = arith::SIToFPOp::create(
+            b, b.getF32Type(), load(sizes, ValueRange{add(start, qi)}));
+        w.push_back(arith::MinimumFOp::create(b, size, cap));
+      }
+      out.windows = tb.make(rowL, w);
+      // The block's first key: the least over its rows (each thread walks
+      // them; once per program).
+      auto loop = scf::ForOp::create(b, q0, add(qLast, 1), idx(1),
+                                     ValueRange{q0});
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(loop.getBody());
+        Value qi = loop.getInductionVar();
+        Value size = asIndex(load(sizes, ValueRange{add(start, qi)}));
+        Value first = windowFirstKey(b, qi, size);
+        scf::YieldOp::create(b, ValueRange{minu(first,
+                                                loop.getRegionIterArgs()[0])});
+      }
+      firstKey = loop.getResult(0);
+    }
+    out.first = arith::DivUIOp::create(b, firstKey, idx(kKeys));
+    out.last = arith::DivUIOp::create(b, qLast, idx(kKeys));
+    return out;
+  }
+
+  /// Whether key block k0 .. k0 + 63 is interior to the block of queries
+  /// q0 .. qLast: every key at or before its first query and inside its last
+  /// valid query's window (false for per-position windows).
+  Value interiorOf(Value k0, Value q0, Value qLast) {
+    const int64_t window = desc.getWindow();
+    Value interior = arith::ConstantOp::create(b, b.getBoolAttr(false));
+    if (window > 0)
+      interior = arith::AndIOp::create(
+          b, cmp(arith::CmpIPredicate::ule, add(k0, kKeys - 1), q0),
+          cmp(arith::CmpIPredicate::uge, k0,
+              windowFirstKey(b, qLast, idx(window))));
+    return interior;
+  }
+
   void emitBlock(Value q0, Value head, Value row, Value start, Value length) {
     Value ho = memref::DimOp::create(b, o, 2);
     auto headOf = [&](Value mem) {
@@ -597,38 +623,10 @@ struct WindowProgram : LaneBuilder {
     }
     Value qTile = qShared ? Value() : tb.make(qL, qRegs);
 
-    // Each row's window (per-position sizes), as f32 for the filter.
-    Value windows;
-    Value firstKey;
-    if (window > 0) {
-      firstKey = windowFirstKey(b, q0, idx(window));
-    } else {
-      SmallVector<Value> w;
-      Value cap = f32(double(int64_t(1) << 62));
-      for (int64_t r = 0; r < int64_t(rowL.regs.size()); ++r) {
-        Value qi = minu(add(q0, tb.coordinate(rowL, r, 0)), last);
-        Value size = arith::SIToFPOp::create(
-            b, b.getF32Type(), load(sizes, ValueRange{add(start, qi)}));
-        w.push_back(arith::MinimumFOp::create(b, size, cap));
-      }
-      windows = tb.make(rowL, w);
-      // The block's first key: the least over its rows (each thread walks
-      // them; once per program).
-      auto loop = scf::ForOp::create(b, q0, add(qLast, 1), idx(1),
-                                     ValueRange{q0});
-      {
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(loop.getBody());
-        Value qi = loop.getInductionVar();
-        Value size = asIndex(load(sizes, ValueRange{add(start, qi)}));
-        Value first = windowFirstKey(b, qi, size);
-        scf::YieldOp::create(b, ValueRange{minu(first,
-                                                loop.getRegionIterArgs()[0])});
-      }
-      firstKey = loop.getResult(0);
-    }
-    Value kbFirst = arith::DivUIOp::create(b, firstKey, idx(kKeys));
-    Value kbLast = arith::DivUIOp::create(b, qLast, idx(kKeys));
+    // Each row's window (per-position sizes) and the key blocks to visit.
+    KeyBlocks blocks = keyBlocks(tb, rowL, q0, q0, qLast, start, last);
+    Value windows = blocks.windows, kbFirst = blocks.first,
+          kbLast = blocks.last;
 
     // Shared memory: two stages of K and V blocks.
     auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
@@ -779,14 +777,8 @@ struct WindowProgram : LaneBuilder {
                                       t, t == next.acc ? accL : rowL));
         return out;
       };
-      // The interior: every key of the block is at or before the block's
-      // first query and inside its last valid query's window.
-      Value interior = arith::ConstantOp::create(b, b.getBoolAttr(false));
-      if (window > 0)
-        interior = arith::AndIOp::create(
-            b, cmp(arith::CmpIPredicate::ule, add(k0, kKeys - 1), q0),
-            cmp(arith::CmpIPredicate::uge, k0,
-                windowFirstKey(b, qLast, idx(window))));
+      // The interior runs without the mask.
+      Value interior = interiorOf(k0, q0, qLast);
       auto branch = scf::IfOp::create(b, TypeRange(ValueRange(init)),
                                       interior, /*withElse=*/true);
       {
@@ -812,7 +804,8 @@ struct WindowProgram : LaneBuilder {
     std::map<int64_t, SmallVector<int64_t>> byRow;
     for (int64_t r = 0; r < int64_t(accL.regs.size()); r += 2)
       byRow[accL.regs[r][0]].push_back(r);
-    for (auto &[rowCoord, rs] : byRow) {
+    for (auto &entry : byRow) {
+      const SmallVector<int64_t> &rs = entry.second;
       Value qi = add(q0, tb.coordinate(accL, rs.front(), 0));
       when(ult(qi, length), [&] {
         for (int64_t r : rs) {

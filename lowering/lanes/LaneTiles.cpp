@@ -2784,19 +2784,24 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
   for (int64_t w = 1; w < warps; w *= 2)
     accL.warps.push_back({0, 0});
   SmallVector<Value> results;
-  for (int64_t m = 0; m < nA; ++m) {
-    SmallVector<Value> out(ArrayRef<Value>(summed).slice(8 * m, 8));
-    // Pairs j <= i (inclusive) or j < i.
-    for (size_t r = 0; r < out.size(); ++r) {
-      Value keep = arith::CmpIOp::create(
-          b,
-          inclusive[m] ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
-          coordinate(accL, r, 1), coordinate(accL, r, 0));
-      out[r] = arith::SelectOp::create(b, keep, out[r], zero);
-    }
-    results.push_back(make(accL, out));
-  }
+  for (int64_t m = 0; m < nA; ++m)
+    results.push_back(
+        keptPairs(accL, ArrayRef<Value>(summed).slice(8 * m, 8), inclusive[m]));
   return results;
+}
+
+Value LaneTileBuilder::keptPairs(const LaneLayout &accL, ArrayRef<Value> regs,
+                                 bool inclusive) {
+  // Pairs j <= i (inclusive) or j < i.
+  SmallVector<Value> out(regs);
+  Value zero = constantF32(0.0);
+  for (size_t r = 0; r < out.size(); ++r) {
+    Value keep = arith::CmpIOp::create(
+        b, inclusive ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
+        coordinate(accL, r, 1), coordinate(accL, r, 0));
+    out[r] = arith::SelectOp::create(b, keep, out[r], zero);
+  }
+  return make(accL, out);
 }
 
 bool LaneTileBuilder::onAmdUnitPairs(ArrayRef<Value> as, Value bTile,
@@ -3030,18 +3035,9 @@ LaneTileBuilder::unitFactoredPairs(ArrayRef<Value> as, Value bTile, Value g,
       return std::nullopt;
   }
   SmallVector<Value> results;
-  for (int64_t m = 0; m < nA; ++m) {
-    SmallVector<Value> out(ArrayRef<Value>(summed).slice(m * accRegs, accRegs));
-    // Pairs j <= i (inclusive) or j < i.
-    for (int64_t r = 0; r < accRegs; ++r) {
-      Value keep = arith::CmpIOp::create(
-          b,
-          inclusive[m] ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult,
-          coordinate(accL, r, 1), coordinate(accL, r, 0));
-      out[r] = arith::SelectOp::create(b, keep, out[r], zero);
-    }
-    results.push_back(make(accL, out));
-  }
+  for (int64_t m = 0; m < nA; ++m)
+    results.push_back(keptPairs(
+        accL, ArrayRef<Value>(summed).slice(m * accRegs, accRegs), inclusive[m]));
   return results;
 }
 

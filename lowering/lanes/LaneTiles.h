@@ -350,6 +350,10 @@ private:
   /// unitFactoredPairs: AMD's unit with f32 operands, every tile in
   /// registers in g's layout.
   bool onAmdUnitPairs(ArrayRef<Value> as, Value bTile, Value g);
+  /// A decayed-pairs tile from its registers in `accL`: the pairs j <= i
+  /// (inclusive) or j < i, zero elsewhere.
+  Value keptPairs(const LaneLayout &accL, ArrayRef<Value> regs,
+                  bool inclusive);
   std::optional<SmallVector<Value>> unitFactoredPairs(ArrayRef<Value> as,
                                                       Value bTile, Value g,
                                                       ArrayRef<bool> inclusive);

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -77,7 +78,7 @@ protected:
   LaneTilesTest() {
     ctx.loadDialect<amdgpu::AMDGPUDialect, arith::ArithDialect,
                     func::FuncDialect, gpu::GPUDialect, math::MathDialect,
-                    vector::VectorDialect>();
+                    memref::MemRefDialect, vector::VectorDialect>();
     module = ModuleOp::create(UnknownLoc::get(&ctx));
     OpBuilder ob(&ctx);
     ob.setInsertionPointToEnd(module.getBody());
@@ -351,6 +352,27 @@ class WarpEvaluator {
 public:
   std::vector<std::vector<Operation *>> programs;
   std::map<Operation *, std::pair<int64_t, int64_t>> where; // lane, index
+  /// The contents of shared buffers (memref.alloc values) the programs read,
+  /// by their indices.
+  std::map<Operation *, std::function<double(ArrayRef<int64_t>)>> memory;
+
+  /// A load's value: `buffer`'s element at `indices` with `extra` added to
+  /// the last (a vector load's element).
+  std::optional<double> loaded(Value buffer, ValueRange indices,
+                               int64_t extra) {
+    auto it = memory.find(buffer.getDefiningOp());
+    if (it == memory.end())
+      return std::nullopt;
+    SmallVector<int64_t> at;
+    for (Value i : indices) {
+      std::optional<int64_t> x = evalInt(i);
+      if (!x)
+        return std::nullopt;
+      at.push_back(*x);
+    }
+    at.back() += extra;
+    return it->second(at);
+  }
 
   /// Lane `lane`'s program: the ops of `block` from position `before` (the
   /// lanes' programs are built one after another, in lane order).
@@ -403,6 +425,8 @@ public:
         return std::nullopt;
       return std::exp(*x);
     }
+    if (auto ld = dyn_cast<memref::LoadOp>(op))
+      return loaded(ld.getMemref(), ld.getIndices(), 0);
     // Rounding to an operand type is left out (the tests' values are small
     // integers, exact in bf16).
     if (isa<arith::TruncFOp, arith::ExtFOp>(op))
@@ -435,6 +459,8 @@ public:
       return std::nullopt;
     if (auto fe = dyn_cast<vector::FromElementsOp>(op))
       return f32(fe.getElements()[e], lane);
+    if (auto ld = dyn_cast<vector::LoadOp>(op))
+      return loaded(ld.getBase(), ld.getIndices(), e);
     if (isa<amdgpu::MFMAOp, amdgpu::WMMAOp>(op))
       return unitStep(op, e, lane);
     return std::nullopt;
@@ -632,6 +658,119 @@ TEST_F(LaneTilesTest, UnitProductsOnAmd) {
         }
       }
     }
+}
+
+/// The window kernel's products on AMD's units (transposeSharedProducts):
+/// S = Q K^T with K a shared [64, 32] tile, run as S^T = K Q^T (K the A
+/// operand, read from shared memory as aligned vectors; Q the B operand in
+/// its fragments), then O = O0 + S V with V a [64, 32] shared tile stored
+/// transposed (makeSharedTransposed), run as O^T = V^T S^T + O0^T: S^T, the
+/// first product's accumulator, is the second's B operand (MFMA: as it is;
+/// WMMA: after shuffles). Evaluated lane by lane, the loads read from the
+/// buffers' contents; the vector reads are checked too.
+TEST_F(LaneTilesTest, WindowProductsOnAmdRunTransposed) {
+  const int64_t K = 32, V = 32, keys = 64, pad = 8;
+  auto qVal = [](int64_t i, int64_t k) { return double((i + k) % 3) - 1; };
+  auto kVal = [](int64_t j, int64_t k) { return double((j * 3 + k) % 5) - 2; };
+  auto vVal = [](int64_t j, int64_t c) { return double((j + 2 * c) % 7) - 3; };
+  auto oVal = [](int64_t i, int64_t c) { return double(i - c); };
+  for (MatrixUnit u : {MatrixUnit::Mfma, MatrixUnit::Wmma}) {
+    const int64_t lanes = LaneTileBuilder::unitWarpSize(u);
+    const LaneLayout qL = LaneTileBuilder::unitOperandB(u, K, 16).transposed();
+    const LaneLayout oL =
+        LaneTileBuilder::unitAccumulator(u, V, 16).transposed();
+    WarpEvaluator ev;
+    auto wg = gpu::AddressSpaceAttr::get(&ctx, gpu::AddressSpace::Workgroup);
+    ImplicitLocOpBuilder ab =
+        ImplicitLocOpBuilder::atBlockEnd(UnknownLoc::get(&ctx), block);
+    Type bf16 = ab.getBF16Type();
+    Value ks = memref::AllocOp::create(
+        ab, MemRefType::get({1, keys, K + pad}, bf16,
+                            MemRefLayoutAttrInterface{}, wg));
+    Value vs = memref::AllocOp::create(
+        ab, MemRefType::get({1, V, keys + pad}, bf16,
+                            MemRefLayoutAttrInterface{}, wg));
+    ev.memory[ks.getDefiningOp()] = [&](ArrayRef<int64_t> at) {
+      return at[2] < K ? kVal(at[1], at[2]) : 1e9;
+    };
+    // V^T: element (c, j) is V's (j, c).
+    ev.memory[vs.getDefiningOp()] = [&](ArrayRef<int64_t> at) {
+      return at[2] < keys ? vVal(at[2], at[1]) : 1e9;
+    };
+    std::vector<std::unique_ptr<Lane>> ls;
+    std::vector<SmallVector<Value>> sRegs, oRegs;
+    std::vector<LaneLayout> sLayouts, oLayouts;
+    int64_t vectorReads = 0, scalarReads = 0;
+    for (int64_t lane = 0; lane < lanes; ++lane) {
+      const size_t before = block->getOperations().size();
+      ls.push_back(this->lane(lanes, 1, lane, 0));
+      LaneTileBuilder &tb = *ls.back()->tb;
+      tb.useMatrixUnit(u, bf16);
+      tb.transposeSharedProducts();
+      auto tile = [&](const LaneLayout &l,
+                      std::function<double(int64_t, int64_t)> f) {
+        SmallVector<Value> regs;
+        for (int64_t r = 0; r < int64_t(l.regs.size()); ++r) {
+          LaneLayout::Coords c = l.at(r, lane, 0);
+          regs.push_back(tb.constantF32(f(c[0], c[1])));
+        }
+        return tb.make(l, regs);
+      };
+      Value zero = arith::ConstantIndexOp::create(ls.back()->b, 0);
+      Value kTile = tb.makeShared(ks, ValueRange{zero}, {keys, K});
+      Value vTile = tb.makeSharedTransposed(vs, ValueRange{zero}, {keys, V});
+      Value sTile = tb.matmul(tile(qL, qVal), kTile, false, true);
+      Value oTile = tb.matmulAdd(tile(oL, oVal), sTile, vTile);
+      ASSERT_EQ(tb.failure(), "");
+      sLayouts.push_back(tb.layoutOf(sTile));
+      oLayouts.push_back(tb.layoutOf(oTile));
+      sRegs.push_back(SmallVector<Value>(tb.registersOf(sTile)));
+      oRegs.push_back(SmallVector<Value>(tb.registersOf(oTile)));
+      ev.record(block, before, lane);
+    }
+    for (Operation *op : ev.programs[0]) {
+      if (auto ld = dyn_cast<vector::LoadOp>(op)) {
+        ++vectorReads;
+        EXPECT_EQ(ld.getAlignment().value_or(0),
+                  uint64_t(ld.getVectorType().getNumElements() * 2));
+      }
+      scalarReads += isa<memref::LoadOp>(op);
+    }
+    // Every shared read a vector: MFMA's fragments 4 consecutive k, WMMA's 16.
+    EXPECT_EQ(scalarReads, 0);
+    EXPECT_GT(vectorReads, 0);
+    for (int64_t lane = 0; lane < lanes; ++lane) {
+      EXPECT_EQ(sLayouts[lane], LaneTileBuilder::unitAccumulator(u, keys, 16)
+                                    .transposed());
+      EXPECT_EQ(oLayouts[lane], oL);
+      for (int64_t r = 0; r < int64_t(sRegs[lane].size()); ++r) {
+        LaneLayout::Coords c = sLayouts[lane].at(r, lane, 0);
+        double want = 0;
+        for (int64_t k = 0; k < K; ++k)
+          want += qVal(c[0], k) * kVal(c[1], k);
+        std::optional<double> got = ev.f32(sRegs[lane][r], lane);
+        ASSERT_TRUE(got.has_value()) << "S lane " << lane << " register " << r;
+        EXPECT_EQ(*got, want) << (u == MatrixUnit::Mfma ? "mfma" : "wmma")
+                              << " S lane " << lane << " at (" << c[0] << ", "
+                              << c[1] << ")";
+      }
+      for (int64_t r = 0; r < int64_t(oRegs[lane].size()); ++r) {
+        LaneLayout::Coords c = oL.at(r, lane, 0);
+        double want = oVal(c[0], c[1]);
+        for (int64_t j = 0; j < keys; ++j) {
+          double s = 0;
+          for (int64_t k = 0; k < K; ++k)
+            s += qVal(c[0], k) * kVal(j, k);
+          want += s * vVal(j, c[1]);
+        }
+        std::optional<double> got = ev.f32(oRegs[lane][r], lane);
+        ASSERT_TRUE(got.has_value()) << "O lane " << lane << " register " << r;
+        EXPECT_EQ(*got, want) << (u == MatrixUnit::Mfma ? "mfma" : "wmma")
+                              << " O lane " << lane << " at (" << c[0] << ", "
+                              << c[1] << ")";
+      }
+    }
+  }
 }
 
 /// The window kernel's P: the scores' accumulator registers are the next

@@ -83,9 +83,11 @@ std::string stateLanesRefusal(func::FuncOp func, StatePassAttr statePass,
 std::string decodeLanesRefusal(DecodePassAttr decodePass, int64_t warpSize);
 
 /// The same for the register window kernel (kda.window_pass) of a kernel
-/// with these argument types.
+/// with these argument types, on `instruction` (AMD's MFMA takes K and V up
+/// to 256, WMMA and mma.sync up to 128; wgmma multiples of 64 up to 256).
 std::string windowLanesRefusal(WindowPassAttr windowPass,
-                               TypeRange argumentTypes, bool chipHasWgmma);
+                               TypeRange argumentTypes, bool chipHasWgmma,
+                               llvm::StringRef instruction = "mma_sync");
 
 /// The window lane kernel's matrix instruction: wgmma where the chip has it
 /// and K and V are multiples of 64 (its shared tiles' 128-byte swizzle),

@@ -136,12 +136,13 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
     else if (!o.windowLanes)
       d.reason = "switched off (window-registers=false)";
     else if (std::string why = kda::windowLanesRefusal(
-                 window, f.getFunctionType().getInputs(), wgmma);
+                 window, f.getFunctionType().getInputs(), wgmma,
+                 o.instructions);
              !why.empty()) {
       d.reason = why;
       d.fix = "bf16 or fp16 q, k and v with K and V multiples of 16 up to "
-              "128 (on sm_90a, multiples of 64 up to 256) take the register "
-              "window kernel";
+              "128 (up to 256 on MFMA; on sm_90a, multiples of 64 up to 256) "
+              "take the register window kernel";
     }
     if (d.reason.empty()) {
       d.instruction =

@@ -129,6 +129,9 @@ struct WindowProgram : LaneBuilder {
   int64_t warpSize = 32;
   bool amd() const { return unit != kda::MatrixUnit::MmaSync; }
   int64_t threads() const { return kWarps * warpSize; }
+  /// Keys per block: 64; AMD with K or V past 128, 32 (a block of 64 and
+  /// its transposed V would not fit 64 KB of LDS).
+  int64_t keys = kKeys;
   Value q, k, v, o, cu, sizes;
   Value lane, warp, tid;
   std::string failure;
@@ -267,18 +270,18 @@ struct WindowProgram : LaneBuilder {
     });
   }
 
-  /// AMD: key block `kb` (positions 64 kb..) of k and v into `stage` of the
+  /// AMD: key block `kb` (positions `keys` kb..) of k and v into `stage` of the
   /// shared buffers by plain 16-byte loads, zeros past the sequence (the
   /// loop's barriers order them): K as it is, [stage, key, col] (16-byte
   /// stores), V transposed, [stage, col, key] (the products' fragments take
   /// consecutive keys of a V column: one vector read each).
   void issueUnit(Value ks, Value vs, Value stage, Value kb, Value length,
                  Value row, Value start, Value kHead, Value vHead) {
-    Value k0 = mul(kb, kKeys);
+    Value k0 = mul(kb, keys);
     Value last = arith::SubIOp::create(b, length, idx(1));
     for (auto [src, dst, width, hd] :
          {std::make_tuple(k, ks, K, kHead), std::make_tuple(v, vs, V, vHead)}) {
-      const int64_t perRow = width / 8, total = kKeys * perRow;
+      const int64_t perRow = width / 8, total = keys * perRow;
       auto piece = VectorType::get({8}, elem);
       for (int64_t s0 = 0; s0 < total; s0 += threads()) {
         Value p = add(tid, s0);
@@ -385,10 +388,10 @@ struct WindowProgram : LaneBuilder {
     };
     const bool qInRegisters = unit == kda::MatrixUnit::Mfma;
     const int64_t qBytes = qInRegisters ? 0 : kWarps * 16 * (K + kPad) * 2;
-    const int64_t stageBytes = (kKeys * (K + kPad) + V * (kKeys + kPad)) * 2;
+    const int64_t stageBytes = (keys * (K + kPad) + V * (keys + kPad)) * 2;
     const int64_t unitStages = qBytes + 2 * stageBytes <= 65536 ? 2 : 1;
-    Value ks = alloc({unitStages, kKeys, K + kPad});
-    Value vs = alloc({unitStages, V, kKeys + kPad});
+    Value ks = alloc({unitStages, keys, K + kPad});
+    Value vs = alloc({unitStages, V, keys + kPad});
 
     // Q: rows past the sequence read its last.
     Value qTile;
@@ -468,7 +471,7 @@ struct WindowProgram : LaneBuilder {
         gpu::BarrierOp::create(b);
       }
 
-      Value k0 = mul(kb, kKeys);
+      Value k0 = mul(kb, keys);
       // One step, its mask kept everywhere but the interior (a branch per
       // case, as on NVIDIA, had the compiler hoist both cases' shared
       // fragment reads above it: WMMA's kernel spilled).
@@ -476,9 +479,9 @@ struct WindowProgram : LaneBuilder {
       SoftmaxState s{tb.make(rowL, llvm::to_vector(it.take_front(nRow))),
                      tb.make(rowL, llvm::to_vector(it.slice(nRow, nRow))),
                      tb.make(accL, llvm::to_vector(it.slice(2 * nRow, nAcc)))};
-      Value kTile = tb.makeShared(ks, ValueRange{stage}, {kKeys, K});
+      Value kTile = tb.makeShared(ks, ValueRange{stage}, {keys, K});
       Value vTile =
-          tb.makeSharedTransposed(vs, ValueRange{stage}, {kKeys, V});
+          tb.makeSharedTransposed(vs, ValueRange{stage}, {keys, V});
       auto keep = [&](ImplicitLocOpBuilder &bb, Value r, Value col,
                       ValueRange rowScalars) -> Value {
         Value qi = arith::AddIOp::create(bb, qw, r);
@@ -570,12 +573,12 @@ struct WindowProgram : LaneBuilder {
       }
       firstKey = loop.getResult(0);
     }
-    out.first = arith::DivUIOp::create(b, firstKey, idx(kKeys));
-    out.last = arith::DivUIOp::create(b, qLast, idx(kKeys));
+    out.first = arith::DivUIOp::create(b, firstKey, idx(keys));
+    out.last = arith::DivUIOp::create(b, qLast, idx(keys));
     return out;
   }
 
-  /// Whether key block k0 .. k0 + 63 is interior to the block of queries
+  /// Whether the key block from k0 is interior to the block of queries
   /// q0 .. qLast: every key at or before its first query and inside its last
   /// valid query's window (false for per-position windows).
   Value interiorOf(Value k0, Value q0, Value qLast) {
@@ -583,7 +586,7 @@ struct WindowProgram : LaneBuilder {
     Value interior = arith::ConstantOp::create(b, b.getBoolAttr(false));
     if (window > 0)
       interior = arith::AndIOp::create(
-          b, cmp(arith::CmpIPredicate::ule, add(k0, kKeys - 1), q0),
+          b, cmp(arith::CmpIPredicate::ule, add(k0, keys - 1), q0),
           cmp(arith::CmpIPredicate::uge, k0,
               windowFirstKey(b, qLast, idx(window))));
     return interior;
@@ -854,6 +857,8 @@ struct WindowRegistersPass
       prog.emulated = choice.emulated;
       prog.warpSize = kda::LaneTileBuilder::unitWarpSize(choice.unit);
     }
+    if (prog.amd() && (prog.K > 128 || prog.V > 128))
+      prog.keys = 32;
     prog.qShared = prog.wgmma && (prog.K > 128 || prog.V > 128);
     auto byName = [&](StringRef name) {
       return kda::abiArgument(func, abi, name);
@@ -942,7 +947,8 @@ struct WindowRegistersPass
 
 std::string mlir::kda::windowLanesRefusal(WindowPassAttr windowPass,
                                           TypeRange argumentTypes,
-                                          bool chipHasWgmma) {
+                                          bool chipHasWgmma,
+                                          StringRef instruction) {
   if (!windowPass)
     return "its description (kda.window_pass) is missing";
   if (!operandType(argumentTypes))
@@ -951,15 +957,20 @@ std::string mlir::kda::windowLanesRefusal(WindowPassAttr windowPass,
            "and its 1e-4 bar)";
   const int64_t K = windowPass.getKeyDim(), V = windowPass.getValueDim();
   // Up to 128 on either instruction; up to 256 where the chip has wgmma and
-  // both are multiples of 64 (Q then stays in shared memory as well).
+  // both are multiples of 64 (Q then stays in shared memory as well), or on
+  // MFMA (key blocks of 32: a block and its transposed V within 64 KB of
+  // LDS; Q and O^T in registers, 128 of a wave64 lane's).
   const bool wide = chipHasWgmma && K % 64 == 0 && V % 64 == 0 && K <= 256 &&
                     V <= 256;
-  if (!wide && (K % 16 != 0 || V % 16 != 0 || K > 128 || V > 128)) {
+  const bool mfma = unitChoice(instruction).unit == MatrixUnit::Mfma;
+  const int64_t most = mfma ? 256 : 128;
+  if (!wide && (K % 16 != 0 || V % 16 != 0 || K > most || V > most)) {
     std::string why;
     llvm::raw_string_ostream os(why);
-    os << "K = " << K << ", V = " << V
-       << " are not multiples of 16 up to 128 (the register tiles of 64 "
-          "queries), nor, on a chip with wgmma, multiples of 64 up to 256";
+    os << "K = " << K << ", V = " << V << " are not multiples of 16 up to "
+       << most
+       << " (the register tiles of 64 queries), nor, on a chip with wgmma, "
+          "multiples of 64 up to 256";
     return why;
   }
   return "";

@@ -154,7 +154,9 @@ func.func @window_f32(%q: tensor<?x?x?x64xf32>, %k: tensor<?x?x?x64xf32>, %v: te
 // HOPPER-LABEL: func.func @window_k256
 // HOPPER-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "wgmma", program = "derived">
 // AMD-LABEL: func.func @window_k256
-// AMD-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "tiles", reason = "K = 256, V = 256 are not multiples of 16 up to 128
+// AMD-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "lanes", instruction = "mfma", program = "derived">
+// WMMA-LABEL: func.func @window_k256
+// WMMA-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "tiles", reason = "K = 256, V = 256 are not multiples of 16 up to 128
 // CHECK-LABEL: func.func @window_k256
 // CHECK-SAME: kda.strategy = #kda.strategy<kernel = "window", kind = "tiles"
 func.func @window_k256(%q: tensor<?x?x?x256xf16>, %k: tensor<?x?x?x256xf16>, %v: tensor<?x?x?x256xf16>) attributes {kda.kernel, kda.window_pass = #kda.window_pass<key_dim = 256, value_dim = 256, window = 64, scale = 0.0625 : f64, varlen = true>} {

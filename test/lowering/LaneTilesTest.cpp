@@ -17,6 +17,8 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
@@ -77,8 +79,9 @@ class LaneTilesTest : public ::testing::Test {
 protected:
   LaneTilesTest() {
     ctx.loadDialect<amdgpu::AMDGPUDialect, arith::ArithDialect,
-                    func::FuncDialect, gpu::GPUDialect, math::MathDialect,
-                    memref::MemRefDialect, vector::VectorDialect>();
+                    func::FuncDialect, gpu::GPUDialect, LLVM::LLVMDialect,
+                    math::MathDialect, memref::MemRefDialect,
+                    scf::SCFDialect, vector::VectorDialect>();
     module = ModuleOp::create(UnknownLoc::get(&ctx));
     OpBuilder ob(&ctx);
     ob.setInsertionPointToEnd(module.getBody());
@@ -523,6 +526,308 @@ public:
   }
 };
 
+/// Runs the lanes' programs in lock step, op by op, as a wave does (the
+/// WarpEvaluator above folds straight-line code; this one executes control
+/// flow): every lane's program has the same structure, so the op at one
+/// place is one instruction of the wave. scf.if runs each region for the
+/// lanes whose condition chose it; scf.for's bounds must agree over the
+/// lanes. Shuffles and AMD's matrix steps read the other lanes' values at
+/// the same instruction; shared memory is one map for the wave. Values are
+/// doubles (rounding to an operand type is left out: the tests check
+/// factored decays in f32's range, not rounding).
+class SimtInterpreter {
+public:
+  explicit SimtInterpreter(int64_t lanes) : env(lanes) {}
+  std::vector<DenseMap<Value, std::vector<double>>> env;
+  std::map<std::pair<Operation *, std::vector<int64_t>>, double> shared;
+  std::string error;
+
+  std::vector<double> &of(int64_t lane, Value v) {
+    auto it = env[lane].find(v);
+    if (it == env[lane].end()) {
+      // Values defined outside the programs (the test's buffers).
+      if (error.empty())
+        error = "a value used before it is defined";
+      static std::vector<double> none{0.0};
+      return none;
+    }
+    return it->second;
+  }
+  double scalar(int64_t lane, Value v) { return of(lane, v)[0]; }
+
+  /// Runs ops[l] (the same instruction of lane l's program) for the lanes
+  /// in `active`.
+  void run(const std::vector<Operation *> &ops,
+           const std::vector<int64_t> &active) {
+    Operation *op0 = ops[active[0]];
+    auto set = [&](int64_t l, Value v, std::vector<double> x) {
+      env[l][v] = std::move(x);
+    };
+    if (auto ifOp = dyn_cast<scf::IfOp>(op0)) {
+      std::vector<int64_t> yes, no;
+      for (int64_t l : active)
+        (scalar(l, ops[l]->getOperand(0)) != 0 ? yes : no).push_back(l);
+      for (int side = 0; side < 2; ++side) {
+        const std::vector<int64_t> &who = side == 0 ? yes : no;
+        if (who.empty())
+          continue;
+        std::vector<Block *> blocks(ops.size(), nullptr);
+        bool empty = false;
+        for (int64_t l : who) {
+          Region &r = ops[l]->getRegion(side);
+          if (r.empty()) {
+            empty = true;
+            break;
+          }
+          blocks[l] = &r.front();
+        }
+        if (empty)
+          continue;
+        std::vector<std::vector<double>> none;
+        runBlock(blocks, who);
+        for (int64_t l : who) {
+          auto y = cast<scf::YieldOp>(blocks[l]->getTerminator());
+          for (auto [res, val] : llvm::zip(ops[l]->getResults(), y.getOperands()))
+            set(l, res, of(l, val));
+        }
+      }
+      return;
+    }
+    if (auto forOp = dyn_cast<scf::ForOp>(op0)) {
+      int64_t lo = int64_t(scalar(active[0], forOp.getLowerBound())),
+              hi = int64_t(scalar(active[0], forOp.getUpperBound())),
+              st = int64_t(scalar(active[0], forOp.getStep()));
+      for (int64_t l : active) {
+        auto f = cast<scf::ForOp>(ops[l]);
+        if (int64_t(scalar(l, f.getLowerBound())) != lo ||
+            int64_t(scalar(l, f.getUpperBound())) != hi ||
+            int64_t(scalar(l, f.getStep())) != st)
+          error = "a loop whose bounds differ over the lanes";
+        for (auto [arg, init] :
+             llvm::zip(f.getRegionIterArgs(), f.getInitArgs()))
+          set(l, arg, of(l, init));
+      }
+      if (st <= 0) {
+        error = "a loop step that is not positive";
+        return;
+      }
+      std::vector<Block *> blocks(ops.size(), nullptr);
+      for (int64_t l : active)
+        blocks[l] = cast<scf::ForOp>(ops[l]).getBody();
+      for (int64_t i = lo; i < hi && error.empty(); i += st) {
+        for (int64_t l : active)
+          set(l, cast<scf::ForOp>(ops[l]).getInductionVar(), {double(i)});
+        runBlock(blocks, active);
+        for (int64_t l : active) {
+          auto f = cast<scf::ForOp>(ops[l]);
+          auto y = cast<scf::YieldOp>(f.getBody()->getTerminator());
+          std::vector<std::vector<double>> next;
+          for (Value v : y.getOperands())
+            next.push_back(of(l, v));
+          for (auto [arg, x] : llvm::zip(f.getRegionIterArgs(), next))
+            set(l, arg, x);
+        }
+      }
+      for (int64_t l : active) {
+        auto f = cast<scf::ForOp>(ops[l]);
+        for (auto [res, arg] : llvm::zip(f.getResults(), f.getRegionIterArgs()))
+          set(l, res, of(l, arg));
+      }
+      return;
+    }
+    if (isa<amdgpu::MFMAOp, amdgpu::WMMAOp>(op0)) {
+      const bool wmma = isa<amdgpu::WMMAOp>(op0);
+      const int64_t k = wmma ? 16 : cast<amdgpu::MFMAOp>(op0).getK();
+      const int64_t n = wmma ? 8 : 4;
+      for (int64_t lane : active) {
+        std::vector<double> c = of(lane, ops[lane]->getOperand(2));
+        for (int64_t e = 0; e < n; ++e) {
+          const int64_t row = wmma ? 2 * e + lane / 16 : 4 * (lane / 16) + e;
+          const int64_t col = lane % 16;
+          for (int64_t kk = 0; kk < k; ++kk) {
+            int64_t aLane, aE, bLane, bE;
+            if (wmma) {
+              aLane = row, aE = kk, bLane = col, bE = kk;
+            } else if (k == 4) {
+              aLane = row + 16 * kk, aE = 0, bLane = col + 16 * kk, bE = 0;
+            } else {
+              aLane = row + 16 * (kk / 4), aE = kk % 4;
+              bLane = col + 16 * (kk / 4), bE = kk % 4;
+            }
+            c[e] += of(aLane, ops[aLane]->getOperand(0))[aE] *
+                    of(bLane, ops[bLane]->getOperand(1))[bE];
+          }
+        }
+        set(lane, ops[lane]->getResult(0), c);
+      }
+      return;
+    }
+    if (isa<gpu::ShuffleOp>(op0)) {
+      const int64_t width = int64_t(env.size());
+      std::vector<std::vector<double>> got(ops.size());
+      for (int64_t l : active) {
+        auto sh = cast<gpu::ShuffleOp>(ops[l]);
+        int64_t off = int64_t(scalar(l, sh.getOffset())), src = l;
+        switch (sh.getMode()) {
+        case gpu::ShuffleMode::XOR: src = l ^ off; break;
+        case gpu::ShuffleMode::IDX: src = off; break;
+        case gpu::ShuffleMode::DOWN: src = l + off < width ? l + off : l; break;
+        case gpu::ShuffleMode::UP: src = l >= off ? l - off : l; break;
+        }
+        if (src < 0 || src >= width) {
+          error = "a shuffle from outside the wave";
+          return;
+        }
+        got[l] = of(src, ops[src]->getOperand(0));
+      }
+      for (int64_t l : active) {
+        set(l, ops[l]->getResult(0), got[l]);
+        set(l, ops[l]->getResult(1), {1.0});
+      }
+      return;
+    }
+    if (isa<gpu::SubgroupBroadcastOp>(op0)) {
+      std::vector<double> first = of(active[0], ops[active[0]]->getOperand(0));
+      for (int64_t l : active)
+        set(l, ops[l]->getResult(0), first);
+      return;
+    }
+    for (int64_t l : active)
+      runOne(l, ops[l]);
+  }
+
+  void runBlock(const std::vector<Block *> &blocks,
+                const std::vector<int64_t> &active) {
+    std::vector<Block::iterator> it(blocks.size());
+    for (int64_t l : active)
+      it[l] = blocks[l]->begin();
+    while (error.empty()) {
+      std::vector<Operation *> ops(blocks.size(), nullptr);
+      bool done = false;
+      for (int64_t l : active) {
+        if (it[l] == blocks[l]->end() ||
+            it[l]->hasTrait<OpTrait::IsTerminator>()) {
+          done = true;
+          break;
+        }
+        ops[l] = &*it[l];
+      }
+      if (done)
+        return;
+      run(ops, active);
+      for (int64_t l : active)
+        ++it[l];
+    }
+  }
+
+  /// One lane's own instruction (no other lane's values).
+  void runOne(int64_t l, Operation *op) {
+    auto x = [&](unsigned i) { return scalar(l, op->getOperand(i)); };
+    auto out = [&](std::vector<double> v) { env[l][op->getResult(0)] = v; };
+    auto asInt = [](double v) { return int64_t(v); };
+    if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+      if (auto f = dyn_cast<FloatAttr>(c.getValue()))
+        return out({f.getValueAsDouble()});
+      if (auto i = dyn_cast<IntegerAttr>(c.getValue()))
+        return out({double(i.getValue().getSExtValue())});
+      if (auto d = dyn_cast<DenseElementsAttr>(c.getValue())) {
+        std::vector<double> v;
+        if (d.getElementType().isIntOrIndex())
+          for (APInt a : d.getValues<APInt>())
+            v.push_back(double(a.getSExtValue()));
+        else
+          for (APFloat a : d.getValues<APFloat>())
+            v.push_back(a.convertToDouble());
+        return out(v);
+      }
+    }
+    if (isa<arith::IndexCastOp, arith::ExtFOp, arith::TruncFOp>(op))
+      return out(of(l, op->getOperand(0)));
+    if (isa<arith::AddIOp>(op)) return out({double(asInt(x(0)) + asInt(x(1)))});
+    if (isa<arith::SubIOp>(op)) return out({double(asInt(x(0)) - asInt(x(1)))});
+    if (isa<arith::MulIOp>(op)) return out({double(asInt(x(0)) * asInt(x(1)))});
+    if (isa<arith::AndIOp>(op)) return out({double(asInt(x(0)) & asInt(x(1)))});
+    if (isa<arith::OrIOp>(op)) return out({double(asInt(x(0)) | asInt(x(1)))});
+    if (isa<arith::XOrIOp>(op)) return out({double(asInt(x(0)) ^ asInt(x(1)))});
+    if (isa<arith::ShRUIOp>(op))
+      return out({double(int64_t(uint64_t(asInt(x(0))) >> asInt(x(1))))});
+    if (isa<arith::DivUIOp>(op)) return out({double(asInt(x(0)) / asInt(x(1)))});
+    if (isa<arith::RemUIOp>(op)) return out({double(asInt(x(0)) % asInt(x(1)))});
+    if (isa<arith::MinUIOp>(op)) return out({std::min(x(0), x(1))});
+    if (auto c = dyn_cast<arith::CmpIOp>(op)) {
+      int64_t a = asInt(x(0)), b = asInt(x(1));
+      bool r = false;
+      switch (c.getPredicate()) {
+      case arith::CmpIPredicate::eq: r = a == b; break;
+      case arith::CmpIPredicate::ne: r = a != b; break;
+      case arith::CmpIPredicate::ult: case arith::CmpIPredicate::slt: r = a < b; break;
+      case arith::CmpIPredicate::ule: case arith::CmpIPredicate::sle: r = a <= b; break;
+      case arith::CmpIPredicate::ugt: case arith::CmpIPredicate::sgt: r = a > b; break;
+      case arith::CmpIPredicate::uge: case arith::CmpIPredicate::sge: r = a >= b; break;
+      }
+      return out({r ? 1.0 : 0.0});
+    }
+    if (auto c = dyn_cast<arith::CmpFOp>(op)) {
+      double a = x(0), b = x(1);
+      bool r = false;
+      switch (c.getPredicate()) {
+      case arith::CmpFPredicate::OLE: r = a <= b; break;
+      case arith::CmpFPredicate::OLT: r = a < b; break;
+      case arith::CmpFPredicate::OGE: r = a >= b; break;
+      case arith::CmpFPredicate::OGT: r = a > b; break;
+      default: error = "an unhandled float comparison"; break;
+      }
+      return out({r ? 1.0 : 0.0});
+    }
+    if (isa<arith::SelectOp>(op))
+      return out(x(0) != 0 ? of(l, op->getOperand(1)) : of(l, op->getOperand(2)));
+    if (isa<arith::AddFOp>(op)) return out({x(0) + x(1)});
+    if (isa<arith::SubFOp>(op)) return out({x(0) - x(1)});
+    if (isa<arith::MulFOp>(op)) return out({x(0) * x(1)});
+    if (isa<arith::MaximumFOp>(op)) return out({std::max(x(0), x(1))});
+    if (isa<math::ExpOp>(op)) return out({std::exp(x(0))});
+    if (isa<math::FmaOp>(op)) return out({x(0) * x(1) + x(2)});
+    if (auto fe = dyn_cast<vector::FromElementsOp>(op)) {
+      std::vector<double> v;
+      for (Value e : fe.getElements())
+        v.push_back(scalar(l, e));
+      return out(v);
+    }
+    if (auto ex = dyn_cast<vector::ExtractOp>(op)) {
+      auto type = cast<VectorType>(ex.getSource().getType());
+      int64_t flat = 0;
+      for (auto [d, p] : llvm::enumerate(ex.getStaticPosition()))
+        flat = flat * type.getDimSize(d) + p;
+      return out({of(l, ex.getSource())[flat]});
+    }
+    auto indices = [&](ValueRange is) {
+      std::vector<int64_t> at;
+      for (Value i : is)
+        at.push_back(asInt(scalar(l, i)));
+      return at;
+    };
+    if (auto st = dyn_cast<memref::StoreOp>(op)) {
+      shared[{st.getMemref().getDefiningOp(), indices(st.getIndices())}] =
+          scalar(l, st.getValue());
+      return;
+    }
+    if (auto ld = dyn_cast<memref::LoadOp>(op)) {
+      auto it = shared.find({ld.getMemref().getDefiningOp(), indices(ld.getIndices())});
+      if (it == shared.end()) {
+        error = "a shared load of a word nothing stored";
+        return;
+      }
+      return out({it->second});
+    }
+    if (isa<LLVM::FenceOp, gpu::BarrierOp>(op) ||
+        op->getName().getStringRef() == "nvvm.barrier0" ||
+        op->getName().getStringRef() == "nvvm.bar.warp.sync")
+      return;
+    if (error.empty())
+      error = "no rule for " + op->getName().getStringRef().str();
+  }
+};
+
 /// mma.sync m16n8k16's fragments, lane by lane, as the PTX ISA states them
 /// (g = lane / 4, t = lane % 4): the accumulator c_i at (g + 8 (i / 2),
 /// 2 t + i % 2); the A operand a_i at (g + 8 ((i / 2) % 2), 2 t + i % 2 +
@@ -925,6 +1230,119 @@ TEST_F(LaneTilesTest, DecayedPairsOnLanes) {
           return sum;
         },
         std::nullopt, 1e-5);
+}
+
+/// Unbounded gates' decayed pairs on AMD's units (unitFactoredPairs), run
+/// lane by lane in lock step: the intra kernel's blocked [16, 32] rows (one
+/// row a lane on MFMA's 64 lanes, two on WMMA's 32), P = sum_d q_id k_jd
+/// exp(G_id - G_jd) for j <= i and L the same for j < i, against the sum
+/// itself, for gates whose steps make the wave take groups of 16, 8, 4 and
+/// one key.
+TEST_F(LaneTilesTest, FactoredPairsOnAmdUnits) {
+  const int64_t C = 16, D = 32;
+  // Values exact in f32 (the program's constants are f32): eighths.
+  auto qVal = [](int64_t i, int64_t d) { return double((i * 5 + d * 3) % 7 - 3) / 8; };
+  auto kVal = [](int64_t i, int64_t d) { return double((i * 3 + d) % 5 - 2) / 8; };
+  // Per-token steps of steep x 2/8 .. 9/8: the largest group whose half
+  // span stays within 80 is 16 keys, then 8 (steep 12), 4 (24), one (160).
+  for (MatrixUnit u : {MatrixUnit::Mfma, MatrixUnit::Wmma})
+    for (double steep : {0.0625, 12.0, 24.0, 160.0}) {
+      auto gVal = [&](int64_t i, int64_t d) {
+        double sum = 0;
+        for (int64_t t = 0; t <= i; ++t)
+          sum -= steep * double(2 + (t * 7 + d * 3) % 8) / 8;
+        return sum;
+      };
+      const int64_t lanes = LaneTileBuilder::unitWarpSize(u);
+      const int64_t halves = 64 / lanes, DL = D / 4;
+      LaneLayout blocked;
+      blocked.shape = {C, D};
+      for (int64_t h = 0; h < halves; ++h)
+        for (int64_t c = 0; c < DL; ++c)
+          blocked.regs.push_back({8 * h, c});
+      blocked.lanes = {{0, DL}, {0, 2 * DL}, {1, 0}, {2, 0}, {4, 0}};
+      if (halves == 1)
+        blocked.lanes.push_back({8, 0});
+      ASSERT_EQ(blocked.check(), "");
+      ImplicitLocOpBuilder ab =
+          ImplicitLocOpBuilder::atBlockEnd(UnknownLoc::get(&ctx), block);
+      Value exchange = memref::AllocOp::create(
+          ab, MemRefType::get({std::max(C * (D + 1), D * (C + 1))}, ab.getF32Type(),
+                              MemRefLayoutAttrInterface{},
+                              gpu::AddressSpaceAttr::get(
+                                  &ctx, gpu::AddressSpace::Workgroup)));
+      std::vector<std::unique_ptr<Lane>> ls;
+      std::vector<std::vector<Operation *>> programs;
+      std::vector<SmallVector<Value>> pRegs, lRegs;
+      std::vector<LaneLayout> layouts;
+      for (int64_t lane = 0; lane < lanes; ++lane) {
+        const size_t before = block->getOperations().size();
+        ls.push_back(this->lane(lanes, 1, lane, 0));
+        LaneTileBuilder &tb = *ls.back()->tb;
+        tb.useMatrixUnit(u, ab.getF32Type());
+        tb.useExchange(exchange);
+        auto tile = [&](std::function<double(int64_t, int64_t)> f) {
+          SmallVector<Value> regs;
+          for (int64_t r = 0; r < int64_t(blocked.regs.size()); ++r) {
+            LaneLayout::Coords c = blocked.at(r, lane, 0);
+            regs.push_back(tb.constantF32(f(c[0], c[1])));
+          }
+          return tb.make(blocked, regs);
+        };
+        Value q = tile(qVal), k = tile(kVal), g = tile(gVal);
+        SmallVector<Value> pairs =
+            tb.decayedPairsMany({q, k}, k, g, {true, false});
+        ASSERT_EQ(tb.failure(), "");
+        layouts.push_back(tb.layoutOf(pairs[0]));
+        pRegs.push_back(SmallVector<Value>(tb.registersOf(pairs[0])));
+        lRegs.push_back(SmallVector<Value>(tb.registersOf(pairs[1])));
+        std::vector<Operation *> ops;
+        auto it = block->begin();
+        std::advance(it, before);
+        for (; it != block->end(); ++it)
+          ops.push_back(&*it);
+        programs.push_back(std::move(ops));
+      }
+      // The factored form, not the per-lane pairwise one: a loop over key
+      // groups whose size a branch picks.
+      bool loops = false;
+      for (Operation *op : programs[0])
+        loops |= isa<scf::ForOp>(op);
+      EXPECT_TRUE(loops);
+      SimtInterpreter sim(lanes);
+      std::vector<int64_t> all;
+      for (int64_t l = 0; l < lanes; ++l) {
+        all.push_back(l);
+        ASSERT_EQ(programs[l].size(), programs[0].size());
+      }
+      for (size_t i = 0; i < programs[0].size() && sim.error.empty(); ++i) {
+        std::vector<Operation *> ops;
+        for (int64_t l = 0; l < lanes; ++l)
+          ops.push_back(programs[l][i]);
+        sim.run(ops, all);
+      }
+      ASSERT_EQ(sim.error, "");
+      for (int64_t lane = 0; lane < lanes; ++lane)
+        for (int64_t r = 0; r < int64_t(pRegs[lane].size()); ++r) {
+          LaneLayout::Coords c = layouts[lane].at(r, lane, 0);
+          const int64_t i = c[0], j = c[1];
+          // (Pairs j > i are not summed: their decays overflow a double.)
+          double want = 0, scale = 0, wantL = 0;
+          for (int64_t d = 0; d < D && j <= i; ++d) {
+            double t = kVal(j, d) * std::exp(gVal(i, d) - gVal(j, d));
+            want += qVal(i, d) * t;
+            wantL += kVal(i, d) * t;
+            scale += std::abs(qVal(i, d) * t) + std::abs(kVal(i, d) * t);
+          }
+          const double p = sim.scalar(lane, pRegs[lane][r]);
+          const double lv = sim.scalar(lane, lRegs[lane][r]);
+          const char *unit = u == MatrixUnit::Mfma ? "mfma" : "wmma";
+          EXPECT_NEAR(p, j <= i ? want : 0.0, 1e-9 * (1 + scale))
+              << unit << " steep " << steep << " P(" << i << ", " << j << ")";
+          EXPECT_NEAR(lv, j < i ? wantL : 0.0, 1e-9 * (1 + scale))
+              << unit << " steep " << steep << " L(" << i << ", " << j << ")";
+        }
+    }
 }
 
 TEST_F(LaneTilesTest, WhatItDoesNotTakeIsAReasonNotWrongCode) {

@@ -343,13 +343,7 @@ struct LaneStateProgram : kda::LaneBuilder {
     if (col0)
       base = add(base, col0);
     Value last = arith::SubIOp::create(b, valid, idx(1));
-    for (int64_t s0 = 0; s0 < total; s0 += threads()) {
-      Value p = add(tid, s0);
-      OpBuilder::InsertionGuard guard(b);
-      if (s0 + threads() > total) {
-        auto inRange = scf::IfOp::create(b, ult(p, idx(total)), false);
-        b.setInsertionPointToStart(inRange.thenBlock());
-      }
+    forEachPiece(tid, threads(), total, [&](Value p) {
       Value r = arith::DivUIOp::create(b, p, idx(pieces));
       Value c = mul(arith::RemUIOp::create(b, p, idx(pieces)), perPiece);
       Value src = perRow ? add(add(base, rowOffset(i, minu(r, last))), c)
@@ -370,13 +364,13 @@ struct LaneStateProgram : kda::LaneBuilder {
               b, ult(r, valid), x,
               arith::ConstantOp::create(b, b.getZeroAttr(piece)));
         vector::StoreOp::create(b, x, dst, to);
-        continue;
+        return;
       }
       nvgpu::DeviceAsyncCopyOp::create(
           b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst, to,
           flat[i], ValueRange{src}, b.getIndexAttr(perPiece), count,
           /*bypassL1=*/b.getUnitAttr());
-    }
+    });
   }
 
   /// Chunk `chunkIdx`'s workspaces into `stage`.

@@ -270,6 +270,27 @@ struct WindowProgram : LaneBuilder {
     });
   }
 
+  /// A query block's heads (output head `head`'s q, k and v heads: GQA),
+  /// the sequence's last position and the block's last valid query.
+  struct QueryBlock {
+    Value qHead, kHead, vHead, last, qLast;
+  };
+  QueryBlock queryBlock(Value q0, Value head, Value length) {
+    Value ho = memref::DimOp::create(b, o, 2);
+    auto headOf = [&](Value mem) {
+      return arith::DivUIOp::create(
+          b, head,
+          arith::DivUIOp::create(b, ho, memref::DimOp::create(b, mem, 2)));
+    };
+    QueryBlock out;
+    out.qHead = headOf(q);
+    out.kHead = headOf(k);
+    out.vHead = headOf(v);
+    out.last = arith::SubIOp::create(b, length, idx(1));
+    out.qLast = minu(add(q0, kRows - 1), out.last);
+    return out;
+  }
+
   /// AMD: key block `kb` (positions `keys` kb..) of k and v into `stage` of the
   /// shared buffers by plain 16-byte loads, zeros past the sequence (the
   /// loop's barriers order them): K as it is, [stage, key, col] (16-byte
@@ -279,66 +300,30 @@ struct WindowProgram : LaneBuilder {
                  Value row, Value start, Value kHead, Value vHead) {
     Value k0 = mul(kb, keys);
     Value last = arith::SubIOp::create(b, length, idx(1));
-    for (auto [src, dst, width, hd] :
-         {std::make_tuple(k, ks, K, kHead), std::make_tuple(v, vs, V, vHead)}) {
-      const int64_t perRow = width / 8, total = keys * perRow;
-      auto piece = VectorType::get({8}, elem);
-      for (int64_t s0 = 0; s0 < total; s0 += threads()) {
-        Value p = add(tid, s0);
-        OpBuilder::InsertionGuard guard(b);
-        if (s0 + threads() > total) {
-          auto inRange = scf::IfOp::create(b, ult(p, idx(total)), false);
-          b.setInsertionPointToStart(inRange.thenBlock());
-        }
+    auto piece = VectorType::get({8}, elem);
+    for (bool isV : {false, true}) {
+      const int64_t perRow = (isV ? V : K) / 8;
+      forEachPiece(tid, threads(), keys * perRow, [&](Value p) {
         Value r = arith::DivUIOp::create(b, p, idx(perRow));
         Value c = mul(arith::RemUIOp::create(b, p, idx(perRow)), 8);
         Value token = add(k0, r);
         Value x = vector::LoadOp::create(
-            b, piece, src,
-            ValueRange{row, add(start, minu(token, last)), hd, c});
+            b, piece, isV ? v : k,
+            ValueRange{row, add(start, minu(token, last)), isV ? vHead : kHead,
+                       c});
         x = arith::SelectOp::create(
             b, ult(token, length), x,
             arith::ConstantOp::create(b, b.getZeroAttr(piece)));
-        if (dst == ks) {
-          vector::StoreOp::create(b, x, dst, ValueRange{stage, r, c});
-          continue;
+        if (!isV) {
+          vector::StoreOp::create(b, x, ks, ValueRange{stage, r, c});
+          return;
         }
         for (int64_t e = 0; e < 8; ++e)
           memref::StoreOp::create(
-              b, vector::ExtractOp::create(b, x, ArrayRef<int64_t>{e}), dst,
+              b, vector::ExtractOp::create(b, x, ArrayRef<int64_t>{e}), vs,
               ValueRange{stage, add(c, e), r});
-      }
+      });
     }
-  }
-
-  /// Runs of a layout's registers a lane can move as one vector: (first
-  /// register, length), each run's registers one row, consecutive columns,
-  /// its length a power of two (at most `most`) that divides the first
-  /// column whatever the lane and warp (so a vector access is aligned).
-  static SmallVector<std::pair<int64_t, int64_t>>
-  columnRuns(const LaneLayout &l, int64_t most) {
-    int64_t align = most;
-    for (const LaneLayout::Coords &c :
-         llvm::concat<const LaneLayout::Coords>(l.lanes, l.warps))
-      while (align > 1 && c[1] % align != 0)
-        align /= 2;
-    SmallVector<std::pair<int64_t, int64_t>> runs;
-    const int64_t n = l.regs.size();
-    for (int64_t r = 0; r < n;) {
-      int64_t len = align;
-      while (len > 1) {
-        bool ok = r + len <= n && l.regs[r][1] % len == 0;
-        for (int64_t i = 1; ok && i < len; ++i)
-          ok = l.regs[r + i][0] == l.regs[r][0] &&
-               l.regs[r + i][1] == l.regs[r][1] + i;
-        if (ok)
-          break;
-        len /= 2;
-      }
-      runs.push_back({r, len});
-      r += len;
-    }
-    return runs;
   }
 
   /// AMD's MFMA / WMMA (and WMMA emulated on NVIDIA): the same online
@@ -354,16 +339,9 @@ struct WindowProgram : LaneBuilder {
   /// where the chip's 64 KB allow, one otherwise (a second barrier).
   void emitBlockUnit(Value q0, Value head, Value row, Value start,
                      Value length) {
-    Value ho = memref::DimOp::create(b, o, 2);
-    auto headOf = [&](Value mem) {
-      return arith::DivUIOp::create(
-          b, head,
-          arith::DivUIOp::create(b, ho, memref::DimOp::create(b, mem, 2)));
-    };
-    Value qHead = headOf(q), kHead = headOf(k), vHead = headOf(v);
-    Value last = arith::SubIOp::create(b, length, idx(1));
-    Value qLast = minu(add(q0, kRows - 1), last);
-    const int64_t window = desc.getWindow();
+    QueryBlock blk = queryBlock(q0, head, length);
+    Value qHead = blk.qHead, kHead = blk.kHead, vHead = blk.vHead,
+          last = blk.last, qLast = blk.qLast;
     // This wave's queries.
     Value qw = add(q0, mul(warp, 16));
 
@@ -399,7 +377,7 @@ struct WindowProgram : LaneBuilder {
       const LaneLayout qL =
           copies(LaneTileBuilder::unitOperandB(unit, K, 16)).transposed();
       SmallVector<Value> regs(qL.regs.size());
-      for (auto [r0, len] : columnRuns(qL, 8)) {
+      for (auto [r0, len] : qL.vectorRuns(1, 8)) {
         Value qi = minu(add(qw, tb.coordinate(qL, r0, 0)), last);
         Value x = vector::LoadOp::create(
             b, VectorType::get({len}, elem), q,
@@ -414,20 +392,14 @@ struct WindowProgram : LaneBuilder {
       Value qs = alloc({kWarps, 16, K + kPad});
       const int64_t perRow = K / 8;
       auto piece = VectorType::get({8}, elem);
-      for (int64_t s0 = 0; s0 < 16 * perRow; s0 += warpSize) {
-        Value p = add(lane, s0);
-        OpBuilder::InsertionGuard guard(b);
-        if (s0 + warpSize > 16 * perRow) {
-          auto inRange = scf::IfOp::create(b, ult(p, idx(16 * perRow)), false);
-          b.setInsertionPointToStart(inRange.thenBlock());
-        }
+      forEachPiece(lane, warpSize, 16 * perRow, [&](Value p) {
         Value r = arith::DivUIOp::create(b, p, idx(perRow));
         Value c = mul(arith::RemUIOp::create(b, p, idx(perRow)), 8);
         Value x = vector::LoadOp::create(
             b, piece, q,
             ValueRange{row, add(start, minu(add(qw, r), last)), qHead, c});
         vector::StoreOp::create(b, x, qs, ValueRange{warp, r, c});
-      }
+      });
       // (The key loop's first barrier publishes them.)
       qTile = tb.makeShared(qs, ValueRange{warp}, {16, K});
     }
@@ -443,11 +415,8 @@ struct WindowProgram : LaneBuilder {
     if (unitStages == 2)
       issueBlock(idx(0), kbFirst);
 
-    SoftmaxState s0 = windowStart(tb, 16, V);
-    SmallVector<Value> init;
-    for (Value t : {s0.m, s0.l, s0.acc})
-      llvm::append_range(init, tb.registersOf(t));
-    const int64_t nRow = rowL.regs.size(), nAcc = accL.regs.size();
+    SmallVector<Value> init =
+        carried(tb, windowStart(tb, 16, V), rowL, accL);
 
     auto loop = scf::ForOp::create(b, kbFirst, add(kbLast, 1), idx(1), init);
     {
@@ -476,22 +445,13 @@ struct WindowProgram : LaneBuilder {
       // case, as on NVIDIA, had the compiler hoist both cases' shared
       // fragment reads above it: WMMA's kernel spilled).
       Value interior = interiorOf(k0, q0, qLast);
-      SoftmaxState s{tb.make(rowL, llvm::to_vector(it.take_front(nRow))),
-                     tb.make(rowL, llvm::to_vector(it.slice(nRow, nRow))),
-                     tb.make(accL, llvm::to_vector(it.slice(2 * nRow, nAcc)))};
+      SoftmaxState s = fromCarried(tb, it, rowL, accL);
       Value kTile = tb.makeShared(ks, ValueRange{stage}, {keys, K});
       Value vTile =
           tb.makeSharedTransposed(vs, ValueRange{stage}, {keys, V});
       auto keep = [&](ImplicitLocOpBuilder &bb, Value r, Value col,
-                      ValueRange rowScalars) -> Value {
-        Value qi = arith::AddIOp::create(bb, qw, r);
-        Value kj = arith::AddIOp::create(bb, k0, col);
-        return arith::OrIOp::create(
-            bb, interior,
-            windowKeeps(bb, qi, kj,
-                        window > 0
-                            ? Value(arith::ConstantIndexOp::create(bb, window))
-                            : windowFromF32(bb, rowScalars[0])));
+                      ValueRange rowScalars) {
+        return keeps(bb, qw, k0, interior, r, col, rowScalars);
       };
       SmallVector<Value> rowData;
       if (windows)
@@ -499,17 +459,9 @@ struct WindowProgram : LaneBuilder {
       SoftmaxState next =
           windowStep(tb, qTile, kTile, vTile,
                      desc.getScale().getValueAsDouble(), keep, rowData, s);
-      SmallVector<Value> out;
-      for (Value t : {next.m, next.l, next.acc})
-        llvm::append_range(out,
-                           tb.convertLayout(t, t == next.acc ? accL : rowL));
-      scf::YieldOp::create(b, out);
+      scf::YieldOp::create(b, carried(tb, next, rowL, accL));
     }
-    ValueRange fin = loop.getResults();
-    SoftmaxState s{tb.make(rowL, llvm::to_vector(fin.take_front(nRow))),
-                   tb.make(rowL, llvm::to_vector(fin.slice(nRow, nRow))),
-                   tb.make(accL, llvm::to_vector(fin.slice(2 * nRow, nAcc)))};
-    Value out = windowOutput(tb, s);
+    Value out = windowOutput(tb, fromCarried(tb, loop.getResults(), rowL, accL));
     SmallVector<Value> regs = tb.convertLayout(out, accL);
     if (!tb.failure().empty()) {
       failure = tb.failure();
@@ -517,7 +469,7 @@ struct WindowProgram : LaneBuilder {
     }
     // The wave's rows inside the sequence, runs of consecutive columns as
     // one vector each.
-    for (auto run : columnRuns(accL, 8)) {
+    for (auto run : accL.vectorRuns(1, 8)) {
       const int64_t r0 = run.first, len = run.second;
       Value qi = add(qw, tb.coordinate(accL, r0, 0));
       when(ult(qi, length), [&] {
@@ -592,17 +544,44 @@ struct WindowProgram : LaneBuilder {
     return interior;
   }
 
-  void emitBlock(Value q0, Value head, Value row, Value start, Value length) {
-    Value ho = memref::DimOp::create(b, o, 2);
-    auto headOf = [&](Value mem) {
-      return arith::DivUIOp::create(
-          b, head,
-          arith::DivUIOp::create(b, ho, memref::DimOp::create(b, mem, 2)));
-    };
-    Value qHead = headOf(q), kHead = headOf(k), vHead = headOf(v);
-    Value last = arith::SubIOp::create(b, length, idx(1));
-    Value qLast = minu(add(q0, kRows - 1), last);
+  /// Whether row rowBase + r keeps key k0 + col: causal and inside the
+  /// row's window (per-position windows: rowScalars[0]); every key where
+  /// `interior` (when given) holds.
+  Value keeps(ImplicitLocOpBuilder &bb, Value rowBase, Value k0, Value interior,
+              Value r, Value col, ValueRange rowScalars) {
     const int64_t window = desc.getWindow();
+    Value qi = arith::AddIOp::create(bb, rowBase, r);
+    Value kj = arith::AddIOp::create(bb, k0, col);
+    Value keep = windowKeeps(
+        bb, qi, kj,
+        window > 0 ? Value(arith::ConstantIndexOp::create(bb, window))
+                   : windowFromF32(bb, rowScalars[0]));
+    return interior ? Value(arith::OrIOp::create(bb, interior, keep)) : keep;
+  }
+
+  /// The online softmax's state as the key loop carries it: m and l in
+  /// `rowL`, then the accumulator in `accL`, register after register.
+  static SmallVector<Value> carried(LaneTileBuilder &tb, const SoftmaxState &s,
+                                    const LaneLayout &rowL,
+                                    const LaneLayout &accL) {
+    SmallVector<Value> out;
+    for (Value t : {s.m, s.l, s.acc})
+      llvm::append_range(out, tb.convertLayout(t, t == s.acc ? accL : rowL));
+    return out;
+  }
+  static SoftmaxState fromCarried(LaneTileBuilder &tb, ValueRange regs,
+                                  const LaneLayout &rowL,
+                                  const LaneLayout &accL) {
+    const int64_t nRow = rowL.regs.size();
+    return {tb.make(rowL, llvm::to_vector(regs.take_front(nRow))),
+            tb.make(rowL, llvm::to_vector(regs.slice(nRow, nRow))),
+            tb.make(accL, llvm::to_vector(regs.drop_front(2 * nRow)))};
+  }
+
+  void emitBlock(Value q0, Value head, Value row, Value start, Value length) {
+    QueryBlock blk = queryBlock(q0, head, length);
+    Value qHead = blk.qHead, kHead = blk.kHead, vHead = blk.vHead,
+          last = blk.last, qLast = blk.qLast;
 
     LaneTileBuilder tb(b, 32, kWarps, lane, warp);
     tb.useMmaSync(elem);
@@ -701,11 +680,8 @@ struct WindowProgram : LaneBuilder {
       NVVM::CpAsyncCommitGroupOp::create(b);
     }
 
-    SoftmaxState s0 = windowStart(tb, kRows, V);
-    SmallVector<Value> init;
-    for (Value t : {s0.m, s0.l, s0.acc})
-      llvm::append_range(init, tb.registersOf(t));
-    const int64_t nRow = rowL.regs.size(), nAcc = accL.regs.size();
+    SmallVector<Value> init =
+        carried(tb, windowStart(tb, kRows, V), rowL, accL);
 
     auto loop = scf::ForOp::create(b, kbFirst, add(kbLast, 1), idx(1), init);
     {
@@ -739,9 +715,7 @@ struct WindowProgram : LaneBuilder {
 
       Value k0 = mul(kb, kKeys);
       auto step = [&](bool masked) -> SmallVector<Value> {
-        SoftmaxState s{tb.make(rowL, llvm::to_vector(it.take_front(nRow))),
-                       tb.make(rowL, llvm::to_vector(it.slice(nRow, nRow))),
-                       tb.make(accL, llvm::to_vector(it.slice(2 * nRow, nAcc)))};
+        SoftmaxState s = fromCarried(tb, it, rowL, accL);
         Value kTile, vTile;
         if (wgmma) {
           auto at = [&](bool isV) -> Value {
@@ -756,13 +730,8 @@ struct WindowProgram : LaneBuilder {
           vTile = tb.makeShared(vs, ValueRange{stage}, {kKeys, V});
         }
         auto keep = [&](ImplicitLocOpBuilder &bb, Value r, Value col,
-                        ValueRange rowScalars) -> Value {
-          Value qi = arith::AddIOp::create(bb, q0, r);
-          Value kj = arith::AddIOp::create(bb, k0, col);
-          return windowKeeps(
-              bb, qi, kj,
-              window > 0 ? Value(arith::ConstantIndexOp::create(bb, window))
-                         : windowFromF32(bb, rowScalars[0]));
+                        ValueRange rowScalars) {
+          return keeps(bb, q0, k0, Value(), r, col, rowScalars);
         };
         SmallVector<Value> rowData;
         if (windows)
@@ -774,11 +743,7 @@ struct WindowProgram : LaneBuilder {
                    : windowStep(tb, qTile, kTile, vTile,
                                 desc.getScale().getValueAsDouble(), {}, {},
                                 s);
-        SmallVector<Value> out;
-        for (Value t : {next.m, next.l, next.acc})
-          llvm::append_range(out, tb.convertLayout(
-                                      t, t == next.acc ? accL : rowL));
-        return out;
+        return carried(tb, next, rowL, accL);
       };
       // The interior runs without the mask.
       Value interior = interiorOf(k0, q0, qLast);
@@ -793,11 +758,7 @@ struct WindowProgram : LaneBuilder {
       }
       scf::YieldOp::create(b, branch.getResults());
     }
-    ValueRange fin = loop.getResults();
-    SoftmaxState s{tb.make(rowL, llvm::to_vector(fin.take_front(nRow))),
-                   tb.make(rowL, llvm::to_vector(fin.slice(nRow, nRow))),
-                   tb.make(accL, llvm::to_vector(fin.slice(2 * nRow, nAcc)))};
-    Value out = windowOutput(tb, s);
+    Value out = windowOutput(tb, fromCarried(tb, loop.getResults(), rowL, accL));
     SmallVector<Value> regs = tb.convertLayout(out, accL);
     if (!tb.failure().empty()) {
       failure = tb.failure();

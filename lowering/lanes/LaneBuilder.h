@@ -59,6 +59,21 @@ struct LaneBuilder {
   Value fromF32(Value v, Type t) {
     return t.isF32() ? v : arith::TruncFOp::create(b, t, v);
   }
+  /// `body(p)` for every piece p < total of a copy that `count` threads
+  /// (a block's, or a warp's lanes) share: thread `id` takes id, id +
+  /// count, ...; the last pass, where it does not fill `count`, is guarded.
+  void forEachPiece(Value id, int64_t count, int64_t total,
+                    llvm::function_ref<void(Value)> body) {
+    for (int64_t s0 = 0; s0 < total; s0 += count) {
+      Value p = add(id, s0);
+      OpBuilder::InsertionGuard guard(b);
+      if (s0 + count > total) {
+        auto inRange = scf::IfOp::create(b, ult(p, idx(total)), false);
+        b.setInsertionPointToStart(inRange.thenBlock());
+      }
+      body(p);
+    }
+  }
 };
 
 /// The kernel argument `name` of `func` (its kda.abi), or null.

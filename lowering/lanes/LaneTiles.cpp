@@ -162,6 +162,29 @@ LaneLayout LaneLayout::transposed() const {
   return s;
 }
 
+SmallVector<std::pair<int64_t, int64_t>>
+LaneLayout::vectorRuns(int64_t dim, int64_t most) const {
+  for (const Coords &c : llvm::concat<const Coords>(lanes, warps))
+    while (most > 1 && c[dim] % most != 0)
+      most /= 2;
+  SmallVector<std::pair<int64_t, int64_t>> runs;
+  const int64_t n = regs.size();
+  for (int64_t r = 0; r < n;) {
+    int64_t len = most;
+    for (; len > 1; len /= 2) {
+      bool ok = r + len <= n && regs[r][dim] % len == 0;
+      for (int64_t e = 1; ok && e < len; ++e)
+        ok = regs[r + e][1 - dim] == regs[r][1 - dim] &&
+             regs[r + e][dim] == regs[r][dim] + e;
+      if (ok)
+        break;
+    }
+    runs.push_back({r, len});
+    r += len;
+  }
+  return runs;
+}
+
 LaneLayout LaneLayout::spread(ArrayRef<int64_t> shape, Coords step,
                               int64_t warps) const {
   LaneLayout l = *this;
@@ -1728,22 +1751,8 @@ SmallVector<Value> LaneTileBuilder::readShared(const SharedTile &t,
     auto fits = [&](int64_t v) { return v % most == 0; };
     while (most > 1 && !(fits(pitch) && fits(t.base)))
       most /= 2;
-    for (const LaneLayout::Coords &c :
-         llvm::concat<const LaneLayout::Coords>(layout.lanes, layout.warps))
-      while (most > 1 && c[rowDim] % most != 0)
-        most /= 2;
   }
-  const int64_t n = layout.regs.size();
-  for (int64_t r = 0; r < n;) {
-    int64_t len = most;
-    for (; len > 1; len /= 2) {
-      bool ok = r + len <= n && layout.regs[r][rowDim] % len == 0;
-      for (int64_t e = 1; ok && e < len; ++e)
-        ok = layout.regs[r + e][1 - rowDim] == layout.regs[r][1 - rowDim] &&
-             layout.regs[r + e][rowDim] == layout.regs[r][rowDim] + e;
-      if (ok)
-        break;
-    }
+  for (auto [r, len] : layout.vectorRuns(rowDim, most)) {
     Value i = coordinate(layout, r, 0), j = coordinate(layout, r, 1);
     if (transposed)
       std::swap(i, j);
@@ -1767,7 +1776,6 @@ SmallVector<Value> LaneTileBuilder::readShared(const SharedTile &t,
       regs.push_back(x.getType().isF32()
                          ? x
                          : arith::ExtFOp::create(b, f32(), x).getResult());
-    r += len;
   }
   return regs;
 }

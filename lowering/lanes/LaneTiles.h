@@ -78,6 +78,14 @@ struct LaneLayout {
   /// (zero: a copy in every warp), as a tile of `shape`.
   LaneLayout spread(ArrayRef<int64_t> shape, Coords step,
                     int64_t warps) const;
+  /// The runs of registers a lane can move as one vector along dimension
+  /// `dim` of a 2-D layout: (first register, length), each run's registers
+  /// consecutive along `dim` with the other coordinate equal, its length a
+  /// power of two, at most `most`, that divides the run's first coordinate
+  /// along `dim` whatever the lane and warp (the vector stays aligned to
+  /// its length). Every register is in one run, in register order.
+  SmallVector<std::pair<int64_t, int64_t>> vectorRuns(int64_t dim,
+                                                      int64_t most) const;
 };
 
 /// The matrix unit a lane program's products run on (the strategy's matrix

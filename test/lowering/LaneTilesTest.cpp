@@ -112,6 +112,18 @@ protected:
       regs.push_back(l.tb->constantF32(double(r)));
     return l.tb->make(layout, regs);
   }
+  /// A [rows, cols] tile of `layout` on lane `lane` (warp 0) whose element
+  /// (i, j) is the constant f(i, j).
+  static Value constants(LaneTileBuilder &tb, const LaneLayout &layout,
+                         int64_t lane,
+                         std::function<double(int64_t, int64_t)> f) {
+    SmallVector<Value> regs;
+    for (int64_t r = 0; r < int64_t(layout.regs.size()); ++r) {
+      LaneLayout::Coords c = layout.at(r, lane, 0);
+      regs.push_back(tb.constantF32(f(c[0], c[1])));
+    }
+    return tb.make(layout, regs);
+  }
   /// The source register a value of `numbered` is (its constant).
   static std::optional<int64_t> registerOf(Value v) {
     if (auto c = v.getDefiningOp<arith::ConstantOp>())
@@ -351,6 +363,31 @@ TEST_F(LaneTilesTest, VectorTimesStateSumsOverTheKeyLanes) {
 /// Runs `build` once per lane of a warp (lane ids constant) and evaluates
 /// the f32 values it returns for every lane, shuffles reading the same op of
 /// the source lane's program (the programs differ only in their constants).
+/// AMD's 16 x 16 steps as the ISA places their operands (lane l of the
+/// wave): MFMA 16x16x16: A[l % 16][4 (l / 16) + e], B[4 (l / 16) + e][l %
+/// 16], C[4 (l / 16) + e][l % 16]; MFMA 16x16x4 (f32): A[l % 16][l / 16],
+/// B[l / 16][l % 16], C as above; WMMA 16x16x16: A[l % 16][e], B[e][l %
+/// 16], C[2 e + l / 16][l % 16].
+struct UnitPlace {
+  int64_t lane, element;
+};
+/// Where accumulator element e of `lane` is: (row, column).
+std::pair<int64_t, int64_t> unitAccumulatorAt(bool wmma, int64_t lane,
+                                              int64_t e) {
+  return {wmma ? 2 * e + lane / 16 : 4 * (lane / 16) + e, lane % 16};
+}
+/// Which lane and element hold A[row][kk] and B[kk][col] of a step with k
+/// = 4 or 16.
+std::pair<UnitPlace, UnitPlace> unitOperandsAt(bool wmma, int64_t k,
+                                               int64_t row, int64_t col,
+                                               int64_t kk) {
+  if (wmma)
+    return {{row, kk}, {col, kk}};
+  if (k == 4)
+    return {{row + 16 * kk, 0}, {col + 16 * kk, 0}};
+  return {{row + 16 * (kk / 4), kk % 4}, {col + 16 * (kk / 4), kk % 4}};
+}
+
 class WarpEvaluator {
 public:
   std::vector<std::vector<Operation *>> programs;
@@ -468,36 +505,22 @@ public:
       return unitStep(op, e, lane);
     return std::nullopt;
   }
-  /// One 16 x 16 step of AMD's units, as the ISA places its operands (lane
-  /// l of the wave; the op at the same place in every lane's program):
-  ///   MFMA 16x16x16: A[l % 16][4 (l / 16) + e], B[4 (l / 16) + e][l % 16],
-  ///     C[4 (l / 16) + e][l % 16];  MFMA 16x16x4 (f32): A[l % 16][l / 16],
-  ///     B[l / 16][l % 16], C as above;
-  ///   WMMA 16x16x16: A[l % 16][e], B[e][l % 16], C[2 e + l / 16][l % 16].
+  /// One 16 x 16 step of AMD's units (unitOperandsAt; the op at the same
+  /// place in every lane's program).
   std::optional<double> unitStep(Operation *op, int64_t e, int64_t lane) {
     auto [l0, at] = where.at(op);
     (void)l0;
     const bool wmma = isa<amdgpu::WMMAOp>(op);
     const int64_t k = wmma ? 16 : cast<amdgpu::MFMAOp>(op).getK();
-    const int64_t row = wmma ? 2 * e + lane / 16 : 4 * (lane / 16) + e;
-    const int64_t col = lane % 16;
+    auto [row, col] = unitAccumulatorAt(wmma, lane, e);
     std::optional<double> sum = element(op->getOperand(2), e, lane);
     if (!sum)
       return std::nullopt;
     for (int64_t kk = 0; kk < k; ++kk) {
-      // The lanes that hold A[row][kk] and B[kk][col], and which element.
-      int64_t aLane, aE, bLane, bE;
-      if (wmma) {
-        aLane = row, aE = kk, bLane = col, bE = kk;
-      } else if (k == 4) {
-        aLane = row + 16 * kk, aE = 0, bLane = col + 16 * kk, bE = 0;
-      } else {
-        aLane = row + 16 * (kk / 4), aE = kk % 4;
-        bLane = col + 16 * (kk / 4), bE = kk % 4;
-      }
-      Operation *aOp = programs[aLane][at], *bOp = programs[bLane][at];
-      auto a = element(aOp->getOperand(0), aE, aLane);
-      auto b = element(bOp->getOperand(1), bE, bLane);
+      auto [pa, pb] = unitOperandsAt(wmma, k, row, col, kk);
+      Operation *aOp = programs[pa.lane][at], *bOp = programs[pb.lane][at];
+      auto a = element(aOp->getOperand(0), pa.element, pa.lane);
+      auto b = element(bOp->getOperand(1), pb.element, pb.lane);
       if (!a || !b)
         return std::nullopt;
       *sum += *a * *b;
@@ -642,20 +665,11 @@ public:
       for (int64_t lane : active) {
         std::vector<double> c = of(lane, ops[lane]->getOperand(2));
         for (int64_t e = 0; e < n; ++e) {
-          const int64_t row = wmma ? 2 * e + lane / 16 : 4 * (lane / 16) + e;
-          const int64_t col = lane % 16;
+          auto [row, col] = unitAccumulatorAt(wmma, lane, e);
           for (int64_t kk = 0; kk < k; ++kk) {
-            int64_t aLane, aE, bLane, bE;
-            if (wmma) {
-              aLane = row, aE = kk, bLane = col, bE = kk;
-            } else if (k == 4) {
-              aLane = row + 16 * kk, aE = 0, bLane = col + 16 * kk, bE = 0;
-            } else {
-              aLane = row + 16 * (kk / 4), aE = kk % 4;
-              bLane = col + 16 * (kk / 4), bE = kk % 4;
-            }
-            c[e] += of(aLane, ops[aLane]->getOperand(0))[aE] *
-                    of(bLane, ops[bLane]->getOperand(1))[bE];
+            auto [pa, pb] = unitOperandsAt(wmma, k, row, col, kk);
+            c[e] += of(pa.lane, ops[pa.lane]->getOperand(0))[pa.element] *
+                    of(pb.lane, ops[pb.lane]->getOperand(1))[pb.element];
           }
         }
         set(lane, ops[lane]->getResult(0), c);
@@ -928,12 +942,7 @@ TEST_F(LaneTilesTest, UnitProductsOnAmd) {
                                 : Type(BFloat16Type::get(&ctx)));
         auto tile = [&](const LaneLayout &l,
                         std::function<double(int64_t, int64_t)> f) {
-          SmallVector<Value> regs;
-          for (int64_t r = 0; r < int64_t(l.regs.size()); ++r) {
-            LaneLayout::Coords c = l.at(r, lane, 0);
-            regs.push_back(tb.constantF32(f(c[0], c[1])));
-          }
-          return tb.make(l, regs);
+          return constants(tb, l, lane, f);
         };
         Value y = tb.matmulAdd(tile(accL, cVal), tile(aL, aVal),
                                tile(accL, bVal));
@@ -1014,12 +1023,7 @@ TEST_F(LaneTilesTest, WindowProductsOnAmdRunTransposed) {
       tb.transposeSharedProducts();
       auto tile = [&](const LaneLayout &l,
                       std::function<double(int64_t, int64_t)> f) {
-        SmallVector<Value> regs;
-        for (int64_t r = 0; r < int64_t(l.regs.size()); ++r) {
-          LaneLayout::Coords c = l.at(r, lane, 0);
-          regs.push_back(tb.constantF32(f(c[0], c[1])));
-        }
-        return tb.make(l, regs);
+        return constants(tb, l, lane, f);
       };
       Value zero = arith::ConstantIndexOp::create(ls.back()->b, 0);
       Value kTile = tb.makeShared(ks, ValueRange{zero}, {keys, K});
@@ -1282,12 +1286,7 @@ TEST_F(LaneTilesTest, FactoredPairsOnAmdUnits) {
         tb.useMatrixUnit(u, ab.getF32Type());
         tb.useExchange(exchange);
         auto tile = [&](std::function<double(int64_t, int64_t)> f) {
-          SmallVector<Value> regs;
-          for (int64_t r = 0; r < int64_t(blocked.regs.size()); ++r) {
-            LaneLayout::Coords c = blocked.at(r, lane, 0);
-            regs.push_back(tb.constantF32(f(c[0], c[1])));
-          }
-          return tb.make(blocked, regs);
+          return constants(tb, blocked, lane, f);
         };
         Value q = tile(qVal), k = tile(kVal), g = tile(gVal);
         SmallVector<Value> pairs =

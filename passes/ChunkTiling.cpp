@@ -241,8 +241,8 @@ LogicalResult requireStatic(PatternRewriter &rewriter, Operation *op,
 /// What the intra-chunk grid hands the state pass, one f32 tensor per
 /// emitIntraChunk result, indexed like the tokens ([B, T, HV, .]): the rows
 /// of chunk c of sequence n sit at the chunk's own token rows, so sequences
-/// never overlap and varlen needs no chunk offsets. gLast ([K] per chunk) is
-/// stored in the chunk's first row of `g`.
+/// never overlap and varlen needs no chunk offsets. The chunk's decay
+/// exp(G_last) ([K] per chunk) is stored in the chunk's first row of `g`.
 struct IntraWorkspaces {
   Value w, u, q, k, p, g; // w and g may be null (no delta rule, no gate)
 };
@@ -374,7 +374,7 @@ IntraWorkspaces emitIntraChunkGrid(ImplicitLocOpBuilder &b, ChunkOp op,
       tiles.push_back(intra.w);
     tiles.append({intra.u, intra.qDecayed, intra.kToEnd, intra.p});
     if (decays)
-      tiles.push_back(asRow(itb, intra.gLast));
+      tiles.push_back(asRow(itb, intra.decayLast));
     for (auto [i, tile] : llvm::enumerate(tiles)) {
       bool gRow = decays && i + 1 == tiles.size();
       written.push_back(itb.store(tile, regions[i], {z, z}, {0, 1},
@@ -413,7 +413,7 @@ IntraChunk loadIntraChunk(TensorTileBuilder &tb, const IntraWorkspaces &ws,
   intra.kToEnd = tb.load(ws.k, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
   intra.p = tb.load(ws.p, {row, t0, head, z}, {1, 3}, {c, c}, valid);
   if (ws.g)
-    intra.gLast = tb.load(ws.g, {row, t0, head, z}, {3}, {kd}, tb.index(kd));
+    intra.decayLast = tb.load(ws.g, {row, t0, head, z}, {3}, {kd}, tb.index(kd));
   return intra;
 }
 
@@ -1682,7 +1682,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
   ///
   ///   intra    (sequence, chunk, value head)  the forward's intra-chunk
   ///            grid (emitIntraChunkGrid): W, U, Gamma Q, the decayed k, P,
-  ///            g_last into workspaces, as the forward's state pass reads
+  ///            exp(g_last) into workspaces, as the forward's state pass reads
   ///            them (and on the same lane kernel)
   ///   reverse  (sequence, value head, V block)  chunks last to first,
   ///            carrying dS: records dS after each chunk (workspace), then
@@ -1974,9 +1974,9 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
             TapeTileBuilder tape(itb);
             ChunkOutputs out = emitStateStep(tape, intra, h);
             // The carried sums' order: dW, d(Gamma Q), d(decayed k), dP,
-            // d(g_last), then dU; W and g_last may be absent.
+            // d(exp(g_last)), then dU; W and the decay may be absent.
             Value fields[] = {intra.w, intra.qDecayed, intra.kToEnd, intra.p,
-                              intra.gLast};
+                              intra.decayLast};
             SmallVector<Value> wrt;
             SmallVector<int> at;
             for (Value f : fields) {
@@ -2027,8 +2027,8 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
           {intra.p, vLoop.getResult(3)}};
       if (delta)
         seeds.push_back({intra.w, vLoop.getResult(0)});
-      if (intra.gLast)
-        seeds.push_back({intra.gLast, vLoop.getResult(4)});
+      if (intra.decayLast)
+        seeds.push_back({intra.decayLast, vLoop.getResult(4)});
       SmallVector<Value> wrt = {leaves.q, leaves.k, leaves.v};
       for (Value l : {leaves.gate, leaves.beta, leaves.dtBias, leaves.aLog})
         if (l)

@@ -178,7 +178,7 @@ IntraChunk mlir::kda::emitIntraChunk(
   // Without a gate nothing decays: no prefix sums, no exponentials, and the
   // intra-chunk matrices are plain masked tile matmuls.
   const bool decays = static_cast<bool>(in.gate);
-  Value G, gamma, gLast;
+  Value G, gamma, gLast, decayLast;
   if (decays) {
     Value g = in.gate;
     if (config.gateActivation != GateActivation::none)
@@ -198,6 +198,15 @@ IntraChunk mlir::kda::emitIntraChunk(
       return math::ExpOp::create(bb, s[0]);
     });
     gLast = tb.rowOf(G, c - 1);
+    // The chunk's decay per key, exp(G_last) (every exponent <= 0): the
+    // state step's one use of the gate. Taken here, where every chunk runs
+    // at once, it costs the sequential state pass nothing (there it was a
+    // third of a chunk step's instructions, the exponentials of each lane's
+    // keys).
+    decayLast = tb.map({kd}, {gLast}, [](ImplicitLocOpBuilder &bb,
+                                          ValueRange s, ValueRange) {
+      return Value(math::ExpOp::create(bb, s[0]));
+    });
   }
   // The start state as q reads it, and k as the chunk end sees it.
   // (A chunk of one token: exp(G_last - G) = exp(0) = 1.)
@@ -208,7 +217,7 @@ IntraChunk mlir::kda::emitIntraChunk(
   Value qDecayed, kToEnd;
   if (early) {
     std::tie(qDecayed, kToEnd) = decayedQK();
-    early(qDecayed, kToEnd, gLast);
+    early(qDecayed, kToEnd, decayLast);
   }
   // The UT transform's right-hand sides, beta Gamma K and beta V: taken
   // now, while Gamma and V are at hand, and parked through the intra-chunk
@@ -301,7 +310,7 @@ IntraChunk mlir::kda::emitIntraChunk(
   out.p = P;
   if (done)
     done("p", P);
-  out.gLast = gLast;
+  out.decayLast = decayLast;
   // The UT transform: what each token writes is U - W S, after erasing what
   // the state (and the earlier tokens of the chunk) already predict for its
   // key.
@@ -325,7 +334,8 @@ IntraChunk mlir::kda::emitIntraChunk(
 }
 
 ChunkOutputs mlir::kda::emitStateStep(TileBuilder &tb,
-                                      const IntraChunk &intra, Value state) {
+                                      const IntraChunk &intra, Value state,
+                                      llvm::function_ref<Value()> readDecay) {
   const int64_t c = tb.shape(intra.u)[0], vd = tb.shape(intra.u)[1];
   const int64_t kd = tb.shape(state)[0];
 
@@ -351,19 +361,13 @@ ChunkOutputs mlir::kda::emitStateStep(TileBuilder &tb,
   // one product added in place (a matrix instruction accumulates into the
   // state's own registers).
   Value kept = state;
-  if (intra.gLast) {
-    // The chunk's decay per key, taken once per key rather than per state
-    // element.
-    Value decayLast = tb.map({kd}, {intra.gLast}, [](ImplicitLocOpBuilder &bb,
-                                                     ValueRange s, ValueRange) {
-      return Value(math::ExpOp::create(bb, s[0]));
-    });
-    kept = tb.map({kd, vd}, {state, perRow(decayLast)},
+  Value decay = readDecay ? readDecay() : intra.decayLast;
+  if (decay)
+    kept = tb.map({kd, vd}, {state, perRow(decay)},
                   [](ImplicitLocOpBuilder &bb, ValueRange s,
                      ValueRange) -> Value {
                     return arith::MulFOp::create(bb, s[0], s[1]);
                   });
-  }
   Value next = tb.matmulAdd(kept, intra.kToEnd, vNew, /*transA=*/true);
   return {o, next};
 }

@@ -90,27 +90,34 @@ struct IntraChunk {
   Value qDecayed; // [C, K] Gamma Q, scaled
   Value kToEnd;   // [C, K] exp(G_last - G) K
   Value p;        // [C, C] the masked, decayed Q K^T of the chunk
-  Value gLast;    // [K] the chunk's total log-decay; null without a gate
+  Value decayLast; // [K] exp(G_last), the chunk's total decay per key (the
+                   // state step's only use of the gate: taken here, once per
+                   // chunk, not in the sequential pass); null without a gate
 };
 
 /// The state-independent part of a chunk (prologue, gate cumsum, intra-chunk
 /// matrices, UT transform, W and U, decayed q and k).
-/// `early`, where given, receives Gamma Q, exp(G_last - G) K and G_last as
+/// `early`, where given, receives Gamma Q, exp(G_last - G) K and exp(G_last) as
 /// soon as they are final, before the intra-chunk products (a lane kernel
 /// stores them there and frees their registers); they are in the result
 /// too. `done`, where given, receives each of P, W and U (by the names
 /// "p", "w", "u") as soon as it is final, for the same reason.
 IntraChunk emitIntraChunk(
     TileBuilder &tb, const ChunkConfig &config, const ChunkInputs &inputs,
-    llvm::function_ref<void(Value qDecayed, Value kToEnd, Value gLast)>
+    llvm::function_ref<void(Value qDecayed, Value kToEnd, Value decayLast)>
         early = {},
     llvm::function_ref<void(StringRef role, Value tile)> done = {});
 
 /// The sequential part: V_new = U - W S, O = (Gamma Q) S + P V_new,
-/// S' = Diag(exp(G_last)) S + (exp(G_last - G) K)^T V_new. The V columns are
+/// S' = Diag(exp(G_last)) S + (exp(G_last - G) K)^T V_new (exp(G_last) is
+/// the intra-chunk part's decayLast). The V columns are
 /// those of `intra.u` and `state` (a V block of the intra-chunk's).
+/// `readDecay`, where given, supplies the chunk's decay in place of
+/// intra.decayLast when the step reaches the state update (a lane kernel
+/// then reads it there rather than with the chunk's other tiles).
 ChunkOutputs emitStateStep(TileBuilder &tb, const IntraChunk &intra,
-                           Value state);
+                           Value state,
+                           llvm::function_ref<Value()> readDecay = {});
 
 /// One chunk: emitIntraChunk then emitStateStep.
 ChunkOutputs emitGatedDeltaChunk(TileBuilder &tb, const ChunkConfig &config,

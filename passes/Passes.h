@@ -34,7 +34,7 @@ inline constexpr llvm::StringLiteral kPhaseAttr = "kda.phase";
 /// own (kda-gpu-state-registers): {chunk, key_dim, v_block, v_major,
 /// boundary, workspaces}, the last naming the intra-chunk workspaces in
 /// order ("w" = A(beta Gamma K), "u", "q" = Gamma Q, "k" = the decayed k,
-/// "p", "g" = the chunk's total log-decay in its first row).
+/// "p", "g" = the chunk's total decay exp(G_last) in its first row).
 inline constexpr llvm::StringLiteral kStatePassAttr = "kda.state_pass";
 /// On a gradient's function (kda.gated_delta_grad with chunk_states): its
 /// reverse scan, described as the forward's state grid it transposes (the

@@ -500,14 +500,14 @@ struct IntraProgram : kda::LaneBuilder {
     kda::ChunkConfig config = cfg.chunkConfig(C, cfg.subChunk, K, V);
     // What the state pass reads of q and k, stored as soon as it is final
     // (its registers are free for the products after).
-    auto early = [&](Value qDecayed, Value kToEnd, Value gLast) {
+    auto early = [&](Value qDecayed, Value kToEnd, Value decayLast) {
       if (!tb.failure().empty())
         return;
       storeTile(tb, qDecayed, ws[2], row, t0, head, valid);
       storeTile(tb, kToEnd, ws[3], row, t0, head, valid);
-      if (gLast) {
-        // G_last in the chunk's first row, stored by the lanes of row 0.
-        SmallVector<Value> gl = tb.convertLayout(gLast, blockedColumns(K));
+      if (decayLast) {
+        // exp(G_last) in the chunk's first row, stored by the lanes of row 0.
+        SmallVector<Value> gl = tb.convertLayout(decayLast, blockedColumns(K));
         if (!tb.failure().empty())
           return;
         when(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, g, idx(0)),

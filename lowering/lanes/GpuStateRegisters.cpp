@@ -7,6 +7,10 @@
 //   V_new = U - W S          O = (Gamma Q) S + P V_new
 //   S     <- Diag(exp(g_last)) S + (decayed K)^T V_new
 //
+// (exp(g_last), the chunk's decay, comes from the intra-chunk grid: the
+// pass's only exponentials were those of each lane's keys, a third of a
+// step's instructions.)
+//
 // (passes/GatedDeltaKernel.cpp, emitStateStep, is the definition). Lowered
 // like every other tile program, each of these products is a phase over
 // shared memory fenced by barriers, and the chain of chunk steps is all
@@ -51,6 +55,7 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/LLVMIR/ROCDLDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -184,7 +189,7 @@ void atBoundaryEntry(ImplicitLocOpBuilder &b, Value chunkIdx, int64_t per,
 /// (LaneTileBuilder::runsTransposed), with S^T as the A operand (rounded to
 /// bf16, as FLA's and FlashKDA's kernels round it) and W, Gamma Q and the
 /// decayed k read from shared memory through ldmatrix. U, P and the chunk's
-/// log-decay are read from shared memory into the layouts their products
+/// decay exp(g_last) are read from shared memory into the layouts their products
 /// want, so no layout conversion moves data between lanes.
 ///
 /// Staging: `stages` cp.async stages (the strategy's; 2 or 3 from the shape
@@ -630,8 +635,18 @@ struct LaneStateProgram : kda::LaneBuilder {
       // at a time by the product (unitProduct), not held for the step.
       intra.p = reverse || amd() ? tb.makeShared(shP, ValueRange{stage}, {C, C})
                                  : readTile(tb, pL, shP, stage);
-      if (ws[5])
-        intra.gLast = readTile(tb, gL, shG, stage);
+      // The chunk's decay exp(g_last). AMD's forward step reads it where
+      // the state update takes it (emitStateStep's readDecay), behind a
+      // scheduling barrier: read with the chunk's other tiles, LLVM's
+      // scheduler hoisted its LDS reads among the products' and gfx1100's
+      // fp32 step spilled 45 VGPRs (256 used; 228 and no spill so).
+      if (ws[5] && (reverse || !amd()))
+        intra.decayLast = readTile(tb, gL, shG, stage);
+      auto readDecay = [&]() -> Value {
+        if (!emulated)
+          ROCDL::SchedBarrier::create(b, 0);
+        return readTile(tb, gL, shG, stage);
+      };
       SmallVector<Value> cur(loop.getRegionIterArgs().begin(),
                              loop.getRegionIterArgs().end());
       if (reverse) {
@@ -679,7 +694,10 @@ struct LaneStateProgram : kda::LaneBuilder {
       if (boundary)
         storeBoundaryBefore(tb, stateL, i, cur);
       Value state = tb.make(stateL, cur);
-      kda::ChunkOutputs out = kda::emitStateStep(tb, intra, state);
+      kda::ChunkOutputs out = kda::emitStateStep(
+          tb, intra, state,
+          ws[5] && amd() ? llvm::function_ref<Value()>(readDecay)
+                         : llvm::function_ref<Value()>());
       SmallVector<Value> oRegs = tb.convertLayout(out.o, rowsL);
       SmallVector<Value> next = tb.convertLayout(out.nextState, stateL);
       if (!tb.failure().empty()) {
@@ -752,7 +770,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     registry.insert<gpu::GPUDialect, nvgpu::NVGPUDialect,
                     vector::VectorDialect, math::MathDialect, scf::SCFDialect,
                     memref::MemRefDialect, arith::ArithDialect,
-                    LLVM::LLVMDialect, NVVM::NVVMDialect>();
+                    LLVM::LLVMDialect, NVVM::NVVMDialect, ROCDL::ROCDLDialect>();
   }
 
   void runOnOperation() override {

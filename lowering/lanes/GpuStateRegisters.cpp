@@ -339,6 +339,9 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// Copies `rows` rows of `pieces` 16-byte pieces of workspace i (from
   /// column `col0`) into shared buffer `dst` [stage, row, col]; rows at or
   /// past `valid` are zero-filled and read their last valid row's address.
+  /// A null `valid` says every row is real (a whole chunk): no clamp and no
+  /// zero fill, so a piece's address is the chunk's base plus an offset
+  /// that depends on the thread only (hoisted out of the chunk loop).
   void issueRows(int i, Value dst, Value stage, Value t0, Value valid,
                  int64_t rows, int64_t pieces, Value col0, bool perRow) {
     auto type = cast<MemRefType>(ws[i].getType());
@@ -347,14 +350,17 @@ struct LaneStateProgram : kda::LaneBuilder {
     Value base = chunkBase(i, t0);
     if (col0)
       base = add(base, col0);
-    Value last = arith::SubIOp::create(b, valid, idx(1));
+    const bool whole = !valid;
+    Value last = whole ? Value() : arith::SubIOp::create(b, valid, idx(1));
     forEachPiece(tid, threads(), total, [&](Value p) {
       Value r = arith::DivUIOp::create(b, p, idx(pieces));
       Value c = mul(arith::RemUIOp::create(b, p, idx(pieces)), perPiece);
-      Value src = perRow ? add(add(base, rowOffset(i, minu(r, last))), c)
-                         : add(base, c);
-      Value count = perRow ? select(ult(r, valid), idx(perPiece), idx(0))
-                           : idx(perPiece);
+      Value src = !perRow ? add(base, c)
+                  : whole ? add(base, add(rowOffset(i, r), c))
+                          : add(add(base, rowOffset(i, minu(r, last))), c);
+      Value count = perRow && !whole
+                        ? select(ult(r, valid), idx(perPiece), idx(0))
+                        : idx(perPiece);
       SmallVector<Value> to = {stage};
       if (perRow)
         to.push_back(r);
@@ -364,7 +370,7 @@ struct LaneStateProgram : kda::LaneBuilder {
         // rows); the chunk-loop barrier orders them like cp.async's waits.
         auto piece = VectorType::get({perPiece}, type.getElementType());
         Value x = vector::LoadOp::create(b, piece, flat[i], ValueRange{src});
-        if (perRow)
+        if (perRow && !whole)
           x = arith::SelectOp::create(
               b, ult(r, valid), x,
               arith::ConstantOp::create(b, b.getZeroAttr(piece)));
@@ -385,13 +391,28 @@ struct LaneStateProgram : kda::LaneBuilder {
     Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
     // 16-byte pieces of a K row: 8 bf16 or 4 f32 elements.
     const int64_t kPieces = K * operandBytes() / 16;
-    if (ws[0])
-      issueRows(0, shW, stage, t0, valid, C, kPieces, {}, true);
-    issueRows(2, shQ, stage, t0, valid, C, kPieces, {}, true);
-    issueRows(3, shK, stage, t0, valid, C, kPieces, {}, true);
-    if (!reverse)
-      issueRows(1, shU, stage, t0, valid, C, VB / 4, vCol, true);
-    issueRows(4, shP, stage, t0, valid, C, C / 4, {}, true);
+    // Every chunk but a sequence's last is whole: its copies skip the
+    // clamp and the zero fill (a quarter of a state step's instructions
+    // were the copies' address arithmetic).
+    auto rowsOf = [&](Value rowsValid) {
+      if (ws[0])
+        issueRows(0, shW, stage, t0, rowsValid, C, kPieces, {}, true);
+      issueRows(2, shQ, stage, t0, rowsValid, C, kPieces, {}, true);
+      issueRows(3, shK, stage, t0, rowsValid, C, kPieces, {}, true);
+      if (!reverse)
+        issueRows(1, shU, stage, t0, rowsValid, C, VB / 4, vCol, true);
+      issueRows(4, shP, stage, t0, rowsValid, C, C / 4, {}, true);
+    };
+    auto whole = scf::IfOp::create(
+        b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, valid, idx(C)),
+        /*withElseRegion=*/true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(whole.thenBlock());
+      rowsOf(Value());
+      b.setInsertionPointToStart(whole.elseBlock());
+      rowsOf(valid);
+    }
     if (ws[5])
       issueRows(5, shG, stage, t0, valid, 1, K / 4, {}, false);
   }

@@ -25,6 +25,14 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
       llvm::cl::desc("kda-tile-chunks' schedule: sequential or "
                      "chunk-parallel (the GPU's, run on the CPU)"),
       llvm::cl::init("sequential")};
+  Option<std::string> stateStep{
+      *this, "state-step",
+      llvm::cl::desc("chunk-parallel only: what one step of the state pass "
+                     "takes: 'chunk' (the whole-chunk algorithm), "
+                     "'sub-chunk' (a chunk of several 16-token sub-chunks as "
+                     "that many steps, the GPU lane kernels' form) or 'wide' "
+                     "(the chunk's sub-chunks coupled in one step)"),
+      llvm::cl::init("chunk")};
   Option<bool> parallel{*this, "parallel",
                         llvm::cl::desc("run (sequence, head) programs on "
                                        "OpenMP threads"),

@@ -462,10 +462,11 @@ OpFoldResult boundaryCount(ImplicitLocOpBuilder &b, GatedDeltaOp op) {
 struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
   TileGatedDelta(MLIRContext *ctx, int64_t chunk, int64_t subChunk,
                  int64_t vBlock, int64_t vBlockF32, bool chunkParallel,
-                 bool slotsInKernel, bool subChunkSteps)
+                 bool slotsInKernel, bool subChunkSteps, bool wideSteps)
       : OpRewritePattern(ctx), chunk(chunk), subChunk(subChunk),
         vBlock(vBlock), vBlockF32(vBlockF32), chunkParallel(chunkParallel),
-        slotsInKernel(slotsInKernel), subChunkSteps(subChunkSteps) {}
+        slotsInKernel(slotsInKernel), subChunkSteps(subChunkSteps),
+        wideSteps(wideSteps) {}
 
   LogicalResult matchAndRewrite(GatedDeltaOp op,
                                 PatternRewriter &rewriter) const override {
@@ -519,6 +520,9 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     if (chunkParallel && subChunkSteps && subTile == 16 && cTile > 16)
       cTile = subTile;
     const int64_t c = cTile, sub = subTile;
+    // Wide steps: the state pass takes `wide` sub-chunk steps at once.
+    const int64_t wide =
+        chunkParallel && wideSteps && c != tileChunk ? tileChunk / c : 1;
     OpFoldResult hv = sizeOf(b, v, 2);
     Value headsPerQueryHead = arith::DivUIOp::create(
         b, getValueOrCreateConstantIndexOp(b, b.getLoc(), hv),
@@ -621,6 +625,9 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
         roles.append({"u", "q", "k", "p"});
         if (ws.g)
           roles.push_back("g");
+        // (Wide steps have no lane program: the state grid keeps the tile
+        // lowering, so no description for kda-gpu-state-registers.)
+        if (wide == 1)
         f->setAttr(kStatePassAttr,
                    StatePassAttr::get(
                        b.getContext(), c, tileChunk, kd, vb,
@@ -708,7 +715,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
       iterInit.push_back(bRegion);
     }
 
-    Value cIdx = tb.index(c);
+    Value cIdx = tb.index(c * wide);
     Value numChunks = arith::CeilDivUIOp::create(b, length, cIdx);
     auto loop = scf::ForOp::create(
         b, zero, numChunks, one, iterInit,
@@ -753,6 +760,47 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
           }
 
           ChunkOutputs out;
+          if (chunkParallel && wide > 1) {
+            // The wide chunk's sub-chunks, each from its own workspace
+            // rows; one past the sequence's end comes in empty (zero rows,
+            // a decay of 1), read at the sequence's start so that nothing
+            // is read out of bounds.
+            SmallVector<IntraChunk> subs;
+            SmallVector<Value> subValid;
+            for (int64_t j = 0; j < wide; ++j) {
+              Value lj = arith::AddIOp::create(ib, local, itb.index(j * c));
+              Value present = arith::CmpIOp::create(
+                  ib, arith::CmpIPredicate::ult, lj, length);
+              Value vj = arith::SelectOp::create(
+                  ib, present, validRows(ib, itb.index(c), length, lj), z);
+              Value tj = arith::SelectOp::create(
+                  ib, present, arith::AddIOp::create(ib, start, lj), start);
+              IntraChunk in =
+                  loadIntraChunk(itb, ws, row, tj, head, vCol, vj, c, kd, vb);
+              if (in.decayLast)
+                in.decayLast = itb.map(
+                    {kd}, {in.decayLast},
+                    [&](ImplicitLocOpBuilder &bb, ValueRange x,
+                        ValueRange) -> Value {
+                      return arith::SelectOp::create(
+                          bb, present, x[0],
+                          arith::ConstantOp::create(bb, bb.getF32FloatAttr(1.0)));
+                    });
+              subs.push_back(in);
+              subValid.push_back(vj);
+            }
+            WideStepOutputs w = emitWideStateStep(itb, subs, s);
+            Value oAcc = iter[1];
+            for (int64_t j = 0; j < wide; ++j) {
+              Value lj = arith::AddIOp::create(ib, local, itb.index(j * c));
+              oAcc = itb.store(w.o[j], oAcc, {lj, z}, {0, 1}, subValid[j]);
+            }
+            results = {w.nextState, oAcc};
+            if (boundary)
+              results.push_back(bAcc);
+            scf::YieldOp::create(ib, results);
+            return;
+          }
           if (chunkParallel) {
             out = emitStateStep(
                 itb, loadIntraChunk(itb, ws, row, t0, head, vCol, valid, c, kd,
@@ -938,6 +986,9 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
   /// recorded densely and copied into their slots after the grid.
   bool slotsInKernel;
   bool subChunkSteps;
+  /// With sub-chunk steps: the state pass steps the op's whole chunk, its
+  /// sub-chunks coupled in the step (emitWideStateStep).
+  bool wideSteps;
 };
 
 //===----------------------------------------------------------------------===//
@@ -2488,7 +2539,8 @@ struct KdaTileChunksPass
     RewritePatternSet patterns(&getContext());
     patterns.add<TileGatedDelta>(&getContext(), chunk, subChunk, vBlock,
                                  vBlockF32, schedule == "chunk-parallel",
-                                 boundarySlots == "kernel", subChunkSteps);
+                                 boundarySlots == "kernel", subChunkSteps,
+                                 wideSteps);
     patterns.add<TileDecodeStep>(&getContext(), vBlock);
     patterns.add<TileGatedDeltaGrad>(
         &getContext(), chunk, subChunk,

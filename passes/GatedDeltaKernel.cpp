@@ -372,6 +372,79 @@ ChunkOutputs mlir::kda::emitStateStep(TileBuilder &tb,
   return {o, next};
 }
 
+WideStepOutputs mlir::kda::emitWideStateStep(TileBuilder &tb,
+                                             ArrayRef<IntraChunk> subs,
+                                             Value state) {
+  const int64_t m = subs.size();
+  const int64_t vd = tb.shape(state)[1], kd = tb.shape(state)[0];
+  auto binary = [&](Value a, Value b2, bool add) {
+    return tb.map(tb.shape(a), {a, b2},
+                  [add](ImplicitLocOpBuilder &bb, ValueRange s,
+                        ValueRange) -> Value {
+                    return add ? Value(arith::AddFOp::create(bb, s[0], s[1]))
+                               : Value(arith::SubFOp::create(bb, s[0], s[1]));
+                  });
+  };
+  // A [rows, K] tile with its columns scaled by a [K] decay (null: as is).
+  auto scaled = [&](Value a, Value decay) -> Value {
+    if (!a || !decay)
+      return a;
+    return mul(tb, tb.shape(a), {a, perColumn(decay)});
+  };
+  // The product of the decays of sub-chunks [from, to) (null: none, 1).
+  auto decayOver = [&](int64_t from, int64_t to) -> Value {
+    Value d;
+    for (int64_t l = from; l < to; ++l) {
+      if (!subs[l].decayLast)
+        continue;
+      d = d ? mul(tb, {kd}, {d, subs[l].decayLast}) : subs[l].decayLast;
+    }
+    return d;
+  };
+
+  WideStepOutputs out;
+  SmallVector<Value> vNew;
+  for (int64_t i = 0; i < m; ++i) {
+    const IntraChunk &in = subs[i];
+    Value E = decayOver(0, i);
+    // The state as sub-chunk i's q reads it, and what its W erases.
+    Value fromState = tb.matmul(scaled(in.qDecayed, E), state);
+    Value v = in.u;
+    if (in.w)
+      v = binary(v, tb.matmul(scaled(in.w, E), state), /*add=*/false);
+    for (int64_t j = 0; j < i; ++j) {
+      // Sub-chunk j's writes as sub-chunk i sees them: its decayed k
+      // carried over the sub-chunks between.
+      Value kj = scaled(subs[j].kToEnd, decayOver(j + 1, i));
+      if (in.w)
+        v = binary(v,
+                   tb.matmul(tb.matmul(in.w, kj, false, /*transB=*/true),
+                             vNew[j]),
+                   /*add=*/false);
+      fromState = binary(
+          fromState,
+          tb.matmul(tb.matmul(in.qDecayed, kj, false, /*transB=*/true),
+                    vNew[j]),
+          /*add=*/true);
+    }
+    vNew.push_back(v);
+    out.o.push_back(binary(fromState, tb.matmul(in.p, v), /*add=*/true));
+  }
+  // The state after the last sub-chunk.
+  Value next = state;
+  if (Value E = decayOver(0, m))
+    next = tb.map({kd, vd}, {state, perRow(E)},
+                  [](ImplicitLocOpBuilder &bb, ValueRange s,
+                     ValueRange) -> Value {
+                    return arith::MulFOp::create(bb, s[0], s[1]);
+                  });
+  for (int64_t j = 0; j < m; ++j)
+    next = tb.matmulAdd(next, scaled(subs[j].kToEnd, decayOver(j + 1, m)),
+                        vNew[j], /*transA=*/true);
+  out.nextState = next;
+  return out;
+}
+
 ChunkOutputs mlir::kda::emitGatedDeltaChunk(TileBuilder &tb,
                                             const ChunkConfig &config,
                                             const ChunkInputs &in,

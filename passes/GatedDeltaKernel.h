@@ -119,6 +119,31 @@ ChunkOutputs emitStateStep(TileBuilder &tb, const IntraChunk &intra,
                            Value state,
                            llvm::function_ref<Value()> readDecay = {});
 
+/// What a wide state step returns: each sub-chunk's output rows and the
+/// state after the last.
+struct WideStepOutputs {
+  SmallVector<Value> o; // [C_i, V] f32 per sub-chunk
+  Value nextState;      // [K, V] f32
+};
+
+/// The state step of several consecutive chunks at once (the sub-chunks of
+/// a wide chunk, each with its own intra-chunk part): the same result as
+/// emitStateStep applied to each in turn, up to rounding, but with the
+/// state read once. With S the state before sub-chunk 0, E_i the product
+/// of the decays of sub-chunks 0 .. i-1 and F_ji that of j+1 .. i-1 (every
+/// factor <= 1):
+///   V_new_i = U_i - (W_i E_i) S - sum_{j<i} (W_i F_ji K_j^T) V_new_j
+///   O_i     = (Gamma Q_i E_i) S + sum_{j<i} (Gamma Q_i F_ji K_j^T) V_new_j
+///             + P_i V_new_i
+///   S'      = E_m S + sum_j (K_j F_jm)^T V_new_j
+/// (K_j the sub-chunk's decayed k). Every product against S is independent
+/// of the others; what is sequential is the short chain of V_new_i through
+/// C_i x C_j blocks: the sequential pass takes one step per wide chunk
+/// instead of one per sub-chunk. A sub-chunk past a sequence's end comes in
+/// with zero rows and a decay of 1 (it changes nothing).
+WideStepOutputs emitWideStateStep(TileBuilder &tb,
+                                  ArrayRef<IntraChunk> subChunks, Value state);
+
 /// One chunk: emitIntraChunk then emitStateStep.
 ChunkOutputs emitGatedDeltaChunk(TileBuilder &tb, const ChunkConfig &config,
                                  const ChunkInputs &inputs, Value state);

@@ -72,6 +72,12 @@ def KdaTileChunks : Pass<"kda-tile-chunks", "func::FuncOp"> {
            "the off-diagonal blocks of the chunk's matrices: the form of the "
            "NVIDIA lane kernels, whose intra-chunk program is one sub-chunk. "
            "The kernel descriptions keep the op's chunk as `tile_chunk`">,
+    Option<"wideSteps", "wide-steps", "bool", /*default=*/"false",
+           "with sub-chunk-steps: the state pass steps the op's whole chunk "
+           "at once, its sub-chunks coupled inside the step "
+           "(GatedDeltaKernel.h, emitWideStateStep): chunk / 16 times fewer "
+           "sequential steps, each reading the state once. The state grid "
+           "has no lane program for it yet (tile lowering)">,
     Option<"maxHeadDim", "max-head-dim", "int64_t", /*default=*/"0",
            "the largest head dimension (K, V) the target lowers (0: any). "
            "The GPU pipelines' tiles of [C, K] live in shared memory and "

@@ -44,6 +44,8 @@ void mlir::kda::buildCpuPipeline(OpPassManager &pm,
   // clamped).
   tiling.subChunk = options.chunk > 1 ? options.subChunk : options.chunk;
   tiling.schedule = options.schedule;
+  tiling.subChunkSteps = options.stateStep != "chunk";
+  tiling.wideSteps = options.stateStep == "wide";
   fpm.addPass(createKdaTileChunks(tiling));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -99,6 +99,14 @@ static cl::opt<std::string>
              cl::desc("chunk schedule of kda.gated_delta: sequential "
                       "(default) or chunk-parallel (the GPU's)"),
              cl::init("sequential"), cl::cat(runCategory));
+static cl::opt<std::string> stateStep(
+    "state-step",
+    cl::desc("with --schedule=chunk-parallel: what one step of the state "
+             "pass takes: chunk (default: the whole-chunk algorithm), "
+             "sub-chunk (a chunk's 16-token sub-chunks as that many steps, "
+             "the GPU lane kernels' form) or wide (the chunk's sub-chunks "
+             "coupled in one step: chunk / 16 times fewer steps)"),
+    cl::init("chunk"), cl::cat(runCategory));
 static cl::opt<bool> serial("serial",
                             cl::desc("run programs on one thread (no OpenMP)"),
                             cl::cat(runCategory));
@@ -418,6 +426,13 @@ int main(int argc, char **argv) {
   if (schedule != "sequential" && schedule != "chunk-parallel")
     return fail("--schedule must be 'sequential' or 'chunk-parallel', "
                 "found '" + schedule + "'");
+  if (stateStep != "chunk" && stateStep != "sub-chunk" && stateStep != "wide")
+    return fail("--state-step must be 'chunk', 'sub-chunk' or 'wide', found '" +
+                stateStep + "'");
+  if (stateStep != "chunk" && schedule != "chunk-parallel")
+    return fail("--state-step=" + stateStep +
+                " needs --schedule=chunk-parallel (the sequential schedule "
+                "has no state pass of its own)");
 
   DialectRegistry registry;
   ::kda::registerEverything(registry);
@@ -687,6 +702,7 @@ int main(int argc, char **argv) {
   options.chunk = chunk;
   options.subChunk = subChunk;
   options.schedule = schedule;
+  options.stateStep = stateStep;
   options.parallel = !serial;
   mlir::kda::buildCpuPipeline(pm, options);
   if (failed(pm.run(*module)))

@@ -334,8 +334,7 @@ IntraChunk mlir::kda::emitIntraChunk(
 }
 
 ChunkOutputs mlir::kda::emitStateStep(TileBuilder &tb,
-                                      const IntraChunk &intra, Value state,
-                                      llvm::function_ref<Value()> readDecay) {
+                                      const IntraChunk &intra, Value state) {
   const int64_t c = tb.shape(intra.u)[0], vd = tb.shape(intra.u)[1];
   const int64_t kd = tb.shape(state)[0];
 
@@ -361,9 +360,8 @@ ChunkOutputs mlir::kda::emitStateStep(TileBuilder &tb,
   // one product added in place (a matrix instruction accumulates into the
   // state's own registers).
   Value kept = state;
-  Value decay = readDecay ? readDecay() : intra.decayLast;
-  if (decay)
-    kept = tb.map({kd, vd}, {state, perRow(decay)},
+  if (intra.decayLast)
+    kept = tb.map({kd, vd}, {state, perRow(intra.decayLast)},
                   [](ImplicitLocOpBuilder &bb, ValueRange s,
                      ValueRange) -> Value {
                     return arith::MulFOp::create(bb, s[0], s[1]);

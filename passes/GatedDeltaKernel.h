@@ -112,12 +112,8 @@ IntraChunk emitIntraChunk(
 /// S' = Diag(exp(G_last)) S + (exp(G_last - G) K)^T V_new (exp(G_last) is
 /// the intra-chunk part's decayLast). The V columns are
 /// those of `intra.u` and `state` (a V block of the intra-chunk's).
-/// `readDecay`, where given, supplies the chunk's decay in place of
-/// intra.decayLast when the step reaches the state update (a lane kernel
-/// then reads it there rather than with the chunk's other tiles).
 ChunkOutputs emitStateStep(TileBuilder &tb, const IntraChunk &intra,
-                           Value state,
-                           llvm::function_ref<Value()> readDecay = {});
+                           Value state);
 
 /// What a wide state step returns: each sub-chunk's output rows and the
 /// state after the last.

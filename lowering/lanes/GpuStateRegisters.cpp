@@ -55,7 +55,6 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
-#include "mlir/Dialect/LLVMIR/ROCDLDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -656,18 +655,8 @@ struct LaneStateProgram : kda::LaneBuilder {
       // at a time by the product (unitProduct), not held for the step.
       intra.p = reverse || amd() ? tb.makeShared(shP, ValueRange{stage}, {C, C})
                                  : readTile(tb, pL, shP, stage);
-      // The chunk's decay exp(g_last). AMD's forward step reads it where
-      // the state update takes it (emitStateStep's readDecay), behind a
-      // scheduling barrier: read with the chunk's other tiles, LLVM's
-      // scheduler hoisted its LDS reads among the products' and gfx1100's
-      // fp32 step spilled 45 VGPRs (256 used; 228 and no spill so).
-      if (ws[5] && (reverse || !amd()))
+      if (ws[5])
         intra.decayLast = readTile(tb, gL, shG, stage);
-      auto readDecay = [&]() -> Value {
-        if (!emulated)
-          ROCDL::SchedBarrier::create(b, 0);
-        return readTile(tb, gL, shG, stage);
-      };
       SmallVector<Value> cur(loop.getRegionIterArgs().begin(),
                              loop.getRegionIterArgs().end());
       if (reverse) {
@@ -715,10 +704,7 @@ struct LaneStateProgram : kda::LaneBuilder {
       if (boundary)
         storeBoundaryBefore(tb, stateL, i, cur);
       Value state = tb.make(stateL, cur);
-      kda::ChunkOutputs out = kda::emitStateStep(
-          tb, intra, state,
-          ws[5] && amd() ? llvm::function_ref<Value()>(readDecay)
-                         : llvm::function_ref<Value()>());
+      kda::ChunkOutputs out = kda::emitStateStep(tb, intra, state);
       SmallVector<Value> oRegs = tb.convertLayout(out.o, rowsL);
       SmallVector<Value> next = tb.convertLayout(out.nextState, stateL);
       if (!tb.failure().empty()) {
@@ -791,7 +777,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     registry.insert<gpu::GPUDialect, nvgpu::NVGPUDialect,
                     vector::VectorDialect, math::MathDialect, scf::SCFDialect,
                     memref::MemRefDialect, arith::ArithDialect,
-                    LLVM::LLVMDialect, NVVM::NVVMDialect, ROCDL::ROCDLDialect>();
+                    LLVM::LLVMDialect, NVVM::NVVMDialect>();
   }
 
   void runOnOperation() override {

@@ -188,8 +188,8 @@ void atBoundaryEntry(ImplicitLocOpBuilder &b, Value chunkIdx, int64_t per,
 /// (LaneTileBuilder::runsTransposed), with S^T as the A operand (rounded to
 /// bf16, as FLA's and FlashKDA's kernels round it) and W, Gamma Q and the
 /// decayed k read from shared memory through ldmatrix. U, P and the chunk's
-/// decay exp(g_last) are read from shared memory into the layouts their products
-/// want, so no layout conversion moves data between lanes.
+/// decay exp(g_last) are read from shared memory into the layouts their
+/// products want, so no layout conversion moves data between lanes.
 ///
 /// Staging: `stages` cp.async stages (the strategy's; 2 or 3 from the shape
 /// policy), one barrier per chunk; chunks i + 1 .. i + stages - 1 are in
@@ -391,8 +391,9 @@ struct LaneStateProgram : kda::LaneBuilder {
     // 16-byte pieces of a K row: 8 bf16 or 4 f32 elements.
     const int64_t kPieces = K * operandBytes() / 16;
     // Every chunk but a sequence's last is whole: its copies skip the
-    // clamp and the zero fill (a quarter of a state step's instructions
-    // were the copies' address arithmetic).
+    // clamp and the zero fill. The step is issue-bound, so the copies'
+    // address arithmetic is time: 2 to 4 % of the forward on the H200
+    // (bench/RESULTS.md, twenty-seventh session).
     auto rowsOf = [&](Value rowsValid) {
       if (ws[0])
         issueRows(0, shW, stage, t0, rowsValid, C, kPieces, {}, true);

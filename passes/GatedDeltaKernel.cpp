@@ -108,6 +108,16 @@ Value mul(TileBuilder &tb, ArrayRef<int64_t> shape, ArrayRef<TileOperand> ops) {
   });
 }
 
+/// a + b or a - b, element by element.
+Value addOrSub(TileBuilder &tb, Value a, Value b2, bool add) {
+  return tb.map(tb.shape(a), {a, b2},
+                [add](ImplicitLocOpBuilder &bb, ValueRange s,
+                      ValueRange) -> Value {
+                  return add ? Value(arith::AddFOp::create(bb, s[0], s[1]))
+                             : Value(arith::SubFOp::create(bb, s[0], s[1]));
+                });
+}
+
 /// a * exp(g - ref) (ref per column) or a * exp(ref - g) when `refFirst`.
 Value decayed(TileBuilder &tb, Value a, Value g, Value ref, bool refFirst) {
   SmallVector<int64_t> shape = tb.shape(a);
@@ -335,37 +345,26 @@ IntraChunk mlir::kda::emitIntraChunk(
 
 ChunkOutputs mlir::kda::emitStateStep(TileBuilder &tb,
                                       const IntraChunk &intra, Value state) {
-  const int64_t c = tb.shape(intra.u)[0], vd = tb.shape(intra.u)[1];
+  const int64_t vd = tb.shape(intra.u)[1];
   const int64_t kd = tb.shape(state)[0];
 
   // New values: V_new = U - W S (delta rule), V otherwise.
   Value vNew = intra.u;
   if (intra.w) {
-    Value WS = tb.matmul(intra.w, state);
-    vNew = tb.map({c, vd}, {intra.u, WS}, [](ImplicitLocOpBuilder &bb,
-                                             ValueRange s, ValueRange) -> Value {
-      return arith::SubFOp::create(bb, s[0], s[1]);
-    });
+    vNew = addOrSub(tb, intra.u, tb.matmul(intra.w, state), /*add=*/false);
   }
 
   // Output: the decayed start state read by q, plus the chunk's own writes.
   Value fromState = tb.matmul(intra.qDecayed, state);
   Value fromChunk = tb.matmul(intra.p, vNew);
-  Value o = tb.map({c, vd}, {fromState, fromChunk},
-                   [](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange) -> Value {
-                     return arith::AddFOp::create(bb, s[0], s[1]);
-                   });
+  Value o = addOrSub(tb, fromState, fromChunk, /*add=*/true);
 
   // State at the chunk end: the decayed state plus what the chunk writes,
   // one product added in place (a matrix instruction accumulates into the
   // state's own registers).
   Value kept = state;
   if (intra.decayLast)
-    kept = tb.map({kd, vd}, {state, perRow(intra.decayLast)},
-                  [](ImplicitLocOpBuilder &bb, ValueRange s,
-                     ValueRange) -> Value {
-                    return arith::MulFOp::create(bb, s[0], s[1]);
-                  });
+    kept = mul(tb, {kd, vd}, {state, perRow(intra.decayLast)});
   Value next = tb.matmulAdd(kept, intra.kToEnd, vNew, /*transA=*/true);
   return {o, next};
 }
@@ -375,14 +374,6 @@ WideStepOutputs mlir::kda::emitWideStateStep(TileBuilder &tb,
                                              Value state) {
   const int64_t m = subs.size();
   const int64_t vd = tb.shape(state)[1], kd = tb.shape(state)[0];
-  auto binary = [&](Value a, Value b2, bool add) {
-    return tb.map(tb.shape(a), {a, b2},
-                  [add](ImplicitLocOpBuilder &bb, ValueRange s,
-                        ValueRange) -> Value {
-                    return add ? Value(arith::AddFOp::create(bb, s[0], s[1]))
-                               : Value(arith::SubFOp::create(bb, s[0], s[1]));
-                  });
-  };
   // A [rows, K] tile with its columns scaled by a [K] decay (null: as is).
   auto scaled = [&](Value a, Value decay) -> Value {
     if (!a || !decay)
@@ -409,33 +400,29 @@ WideStepOutputs mlir::kda::emitWideStateStep(TileBuilder &tb,
     Value fromState = tb.matmul(scaled(in.qDecayed, E), state);
     Value v = in.u;
     if (in.w)
-      v = binary(v, tb.matmul(scaled(in.w, E), state), /*add=*/false);
+      v = addOrSub(tb, v, tb.matmul(scaled(in.w, E), state), /*add=*/false);
     for (int64_t j = 0; j < i; ++j) {
       // Sub-chunk j's writes as sub-chunk i sees them: its decayed k
       // carried over the sub-chunks between.
       Value kj = scaled(subs[j].kToEnd, decayOver(j + 1, i));
       if (in.w)
-        v = binary(v,
-                   tb.matmul(tb.matmul(in.w, kj, false, /*transB=*/true),
-                             vNew[j]),
-                   /*add=*/false);
-      fromState = binary(
-          fromState,
+        v = addOrSub(
+            tb, v,
+            tb.matmul(tb.matmul(in.w, kj, false, /*transB=*/true), vNew[j]),
+            /*add=*/false);
+      fromState = addOrSub(
+          tb, fromState,
           tb.matmul(tb.matmul(in.qDecayed, kj, false, /*transB=*/true),
                     vNew[j]),
           /*add=*/true);
     }
     vNew.push_back(v);
-    out.o.push_back(binary(fromState, tb.matmul(in.p, v), /*add=*/true));
+    out.o.push_back(addOrSub(tb, fromState, tb.matmul(in.p, v), /*add=*/true));
   }
   // The state after the last sub-chunk.
   Value next = state;
   if (Value E = decayOver(0, m))
-    next = tb.map({kd, vd}, {state, perRow(E)},
-                  [](ImplicitLocOpBuilder &bb, ValueRange s,
-                     ValueRange) -> Value {
-                    return arith::MulFOp::create(bb, s[0], s[1]);
-                  });
+    next = mul(tb, {kd, vd}, {state, perRow(E)});
   for (int64_t j = 0; j < m; ++j)
     next = tb.matmulAdd(next, scaled(subs[j].kToEnd, decayOver(j + 1, m)),
                         vNew[j], /*transA=*/true);

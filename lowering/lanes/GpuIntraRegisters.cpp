@@ -317,18 +317,7 @@ struct IntraProgram : kda::LaneBuilder {
   /// warp after warp. Products over D take them as they are (the lane tile
   /// builder relabels the contracted index: relabeledOperands).
   kda::LaneLayout blocked(int64_t D) const {
-    const int64_t DW = D / NW, DL = DW / 4;
-    kda::LaneLayout l;
-    l.shape = {C, D};
-    for (int64_t h = 0; h < halves; ++h)
-      for (int64_t c = 0; c < DL; ++c)
-        l.regs.push_back({8 * h, c});
-    l.lanes = {{0, DL}, {0, 2 * DL}, {1, 0}, {2, 0}, {4, 0}};
-    if (halves == 1)
-      l.lanes.push_back({8, 0});
-    for (int64_t w = 1; w < NW; w *= 2)
-      l.warps.push_back({0, DW * w});
-    return l;
+    return kda::LaneTileBuilder::rowBlocked(D, warpSize, NW);
   }
   /// The rows of blocked(): one register per row half, copies on t and on
   /// the warps (beta).

@@ -1152,6 +1152,23 @@ LaneLayout LaneTileBuilder::mmaOperandA(int64_t rows, int64_t k,
   return l;
 }
 
+LaneLayout LaneTileBuilder::rowBlocked(int64_t cols, int64_t warpSize,
+                                       int64_t warps) {
+  const int64_t halves = 64 / warpSize, perWarp = cols / warps,
+                perLane = perWarp / 4;
+  LaneLayout l;
+  l.shape = {16, cols};
+  for (int64_t h = 0; h < halves; ++h)
+    for (int64_t c = 0; c < perLane; ++c)
+      l.regs.push_back({8 * h, c});
+  l.lanes = {{0, perLane}, {0, 2 * perLane}, {1, 0}, {2, 0}, {4, 0}};
+  if (halves == 1)
+    l.lanes.push_back({8, 0});
+  for (int64_t w = 1; w < warps; w *= 2)
+    l.warps.push_back({0, perWarp * w});
+  return l;
+}
+
 LaneLayout LaneTileBuilder::mmaOperandB(int64_t k, int64_t cols,
                                         int64_t warps) {
   LaneLayout l;

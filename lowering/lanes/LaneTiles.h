@@ -205,6 +205,10 @@ public:
   /// in every warp (with an accumulator split by columns: each warp its
   /// columns; without: the whole product in every warp): mmaProduct.
   static LaneLayout mmaAccumulator(int64_t rows, int64_t cols, int64_t warps);
+  /// A [16, cols] tile as the intra-chunk program loads it: lane (g, t)
+  /// holds rows g and g + 8 (one row g on 64-lane waves) of cols / warps / 4
+  /// consecutive columns (16-byte vectors), t after t, warp after warp.
+  static LaneLayout rowBlocked(int64_t cols, int64_t warpSize, int64_t warps);
   static LaneLayout mmaOperandA(int64_t rows, int64_t k, int64_t warps);
   static LaneLayout mmaOperandB(int64_t k, int64_t cols, int64_t warps);
   /// A [rows, cols] tile that stays in shared memory, buffer[prefix..., r,

@@ -1258,15 +1258,8 @@ TEST_F(LaneTilesTest, FactoredPairsOnAmdUnits) {
         return sum;
       };
       const int64_t lanes = LaneTileBuilder::unitWarpSize(u);
-      const int64_t halves = 64 / lanes, DL = D / 4;
-      LaneLayout blocked;
-      blocked.shape = {C, D};
-      for (int64_t h = 0; h < halves; ++h)
-        for (int64_t c = 0; c < DL; ++c)
-          blocked.regs.push_back({8 * h, c});
-      blocked.lanes = {{0, DL}, {0, 2 * DL}, {1, 0}, {2, 0}, {4, 0}};
-      if (halves == 1)
-        blocked.lanes.push_back({8, 0});
+      // The intra program's own layout, one warp.
+      const LaneLayout blocked = LaneTileBuilder::rowBlocked(D, lanes, 1);
       ASSERT_EQ(blocked.check(), "");
       ImplicitLocOpBuilder ab =
           ImplicitLocOpBuilder::atBlockEnd(UnknownLoc::get(&ctx), block);

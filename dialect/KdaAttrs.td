@@ -91,8 +91,14 @@ def Kda_TileAttr : AttrDef<Kda_Dialect, "Tile"> {
     - `stages`: software pipeline depth of tile loads on GPU targets: the
       NVIDIA state program's chunks in flight (2 to 8; 1 runs as 2). Other
       than 2, it wins over the tuning database's and the shape policy's.
-    - `segments`: sequence-parallel segments per sequence (1: sequential;
-      no target implements more yet, and kda-tile-chunks refuses them).
+    - `segments`: sequence-parallel segments per sequence (1: sequential).
+      kda.gated_delta under the chunk-parallel schedule, without boundary
+      states, takes more: every sequence splits into that many runs of
+      whole chunks; a summary grid gives each its K x K transition and
+      offset from a zero state, a combine grid scans them into each
+      segment's true start state, and the state grid runs the segments side
+      by side (SPEC.md: the chunk step is affine in the state). Other ops
+      refuse them.
 
     Window attention takes only `chunk` (its queries per program): a
     `v_block` or `sub_chunk` there is refused by kda-tile-chunks.
@@ -188,6 +194,13 @@ def Kda_StatePassAttr : AttrDef<Kda_Dialect, "StatePass"> {
     `v_block`, the state `v_major` or not, reading the workspaces named by
     `workspaces`; `boundary`: it writes boundary states every
     `boundary_interval` tokens (`boundary_pool`: into pool slots).
+    `segments` > 1: each sequence runs as that many segments of whole chunks
+    (grid (sequence x segment, head[, V block])). `summary`: the segments'
+    first pass: from a zero state and, on the V blocks past V (value_dim),
+    from the identity with U taken as zero, it writes each segment's final
+    state (its offset and its K x K transition) and no outputs; without
+    `summary` a segmented grid starts each segment from the state the
+    combine grid wrote for it.
   }];
   let parameters = (ins
     "int64_t":$chunk,
@@ -199,7 +212,10 @@ def Kda_StatePassAttr : AttrDef<Kda_Dialect, "StatePass"> {
     "::mlir::BoolAttr":$boundary_pool,
     "int64_t":$boundary_interval,
     "::mlir::ArrayAttr":$workspaces,
-    "::mlir::DenseI64ArrayAttr":$grid
+    "::mlir::DenseI64ArrayAttr":$grid,
+    DefaultValuedParameter<"int64_t", "1">:$segments,
+    DefaultValuedParameter<"int64_t", "0">:$value_dim,
+    DefaultValuedParameter<"bool", "false">:$summary
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -107,7 +107,17 @@ LogicalResult StatePassAttr::verify(function_ref<InFlightDiagnostic()> emitError
                                     BoolAttr boundaryPool,
                                     int64_t boundaryInterval,
                                     ArrayAttr workspaces,
-                                    DenseI64ArrayAttr grid) {
+                                    DenseI64ArrayAttr grid, int64_t segments,
+                                    int64_t valueDim, bool summary) {
+  if (segments < 1)
+    return emitError() << "#kda.state_pass: 'segments' must be positive, "
+                          "found "
+                       << segments;
+  if (summary && (segments < 2 || valueDim <= 0 || valueDim % vBlock != 0))
+    return emitError() << "#kda.state_pass: a summary needs segments > 1 and "
+                          "a 'value_dim' that 'v_block' ("
+                       << vBlock << ") divides, found segments " << segments
+                       << ", value_dim " << valueDim;
   if (chunk <= 0 || tileChunk < chunk || tileChunk % chunk != 0)
     return emitError() << "#kda.state_pass: 'tile_chunk' must be a multiple "
                           "of 'chunk' ("

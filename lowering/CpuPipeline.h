@@ -33,6 +33,12 @@ struct CpuPipelineOptions : public PassPipelineOptions<CpuPipelineOptions> {
                      "that many steps, the GPU lane kernels' form) or 'wide' "
                      "(the chunk's sub-chunks coupled in one step)"),
       llvm::cl::init("chunk")};
+  Option<int64_t> segments{
+      *this, "segments",
+      llvm::cl::desc("chunk-parallel only: sequence-parallel segments per "
+                     "sequence of kda.gated_delta ops without their own "
+                     "#kda.tile segments (1: none)"),
+      llvm::cl::init(1)};
   Option<bool> parallel{*this, "parallel",
                         llvm::cl::desc("run (sequence, head) programs on "
                                        "OpenMP threads"),

@@ -131,6 +131,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("Columns of V per program for ops without #kda.tile (0: "
                      "the target's default)"),
       llvm::cl::init(0)};
+  PassOptions::Option<int64_t> segments{
+      *this, "segments",
+      llvm::cl::desc("Sequence-parallel segments per sequence of "
+                     "kda.gated_delta ops without #kda.tile segments (1: "
+                     "none)"),
+      llvm::cl::init(1)};
   PassOptions::Option<std::string> schedule{
       *this, "schedule",
       llvm::cl::desc("kda.gated_delta's chunk schedule: chunk-parallel "

@@ -121,17 +121,19 @@ Value extractF32(ImplicitLocOpBuilder &b, Value t, ValueRange indices) {
 }
 
 /// What of an op's #kda.tile no target takes (empty: nothing). Segments
-/// (sequence-parallel segments of one sequence) are implemented nowhere:
-/// every target runs a sequence's chunks in order. Window attention takes
+/// (sequence-parallel segments of one sequence) are kda.gated_delta's only
+/// (kda-tile-chunks checks the rest: segmentsRefusal). Window attention takes
 /// only the chunk (queries per program): its programs compute all of V, and
 /// it has no sub-chunks.
 std::string untakenTileFields(Operation *op, TileAttr tile) {
   std::string why;
   llvm::raw_string_ostream os(why);
-  if (tile.getSegments() != 1) {
+  if (tile.getSegments() < 1) {
+    os << "segments = " << tile.getSegments() << ": at least 1";
+  } else if (tile.getSegments() != 1 && !isa<GatedDeltaOp>(op)) {
     os << "segments = " << tile.getSegments()
-       << ": sequence-parallel segments are not implemented yet (every "
-          "target runs a sequence's chunks in order); use segments = 1";
+       << ": only kda.gated_delta runs sequence-parallel segments; use "
+          "segments = 1";
   } else if (auto w = dyn_cast<WindowAttentionOp>(op)) {
     const int64_t vd = cast<ShapedType>(w.getV().getType()).getDimSize(3);
     if (tile.getVBlock() > 0 && tile.getVBlock() != vd)
@@ -459,14 +461,79 @@ OpFoldResult boundaryCount(ImplicitLocOpBuilder &b, GatedDeltaOp op) {
   return tensor::DimOp::create(b, kernelDestination(boundary), 1).getResult();
 }
 
+
+//===----------------------------------------------------------------------===//
+// Segments: one sequence's chunks run side by side
+//===----------------------------------------------------------------------===//
+
+/// Segments per sequence of `op`: its #kda.tile's where that sets more
+/// than one, else the pass option's.
+int64_t segmentsOf(GatedDeltaOp op, int64_t option) {
+  if (std::optional<TileAttr> tile = op.getTile();
+      tile && *tile && tile->getSegments() != 1)
+    return tile->getSegments();
+  return std::max<int64_t>(option, 1);
+}
+
+/// Why `op` cannot run in `segments` segments under the given schedule
+/// (empty: it can).
+std::string segmentsRefusal(GatedDeltaOp op, int64_t segments,
+                            bool chunkParallel) {
+  if (segments <= 1)
+    return "";
+  std::string why;
+  llvm::raw_string_ostream os(why);
+  if (!chunkParallel)
+    os << "segments = " << segments
+       << " need the chunk-parallel schedule (the segments' scan reads the "
+          "intra-chunk workspaces); use --schedule=chunk-parallel or "
+          "segments = 1";
+  else if (op.getBoundaryStates())
+    os << "segments = " << segments
+       << " with boundary states are not implemented (a segment's state is "
+          "known only after the scan); use segments = 1";
+  else if (segments > 1024)
+    os << "segments = " << segments << " exceed 1024";
+  return why;
+}
+
+/// `extent` x P: the grid over (sequence, segment).
+OpFoldResult timesSegments(ImplicitLocOpBuilder &b, OpFoldResult extent,
+                           int64_t P) {
+  if (std::optional<int64_t> e = getConstantIntValue(extent))
+    return b.getIndexAttr(*e * P);
+  return arith::MulIOp::create(
+             b, getValueOrCreateConstantIndexOp(b, b.getLoc(), extent),
+             arith::ConstantIndexOp::create(b, P))
+      .getResult();
+}
+
+/// Segment `s` of P of a sequence at `seq`: whole steps of `step` tokens,
+/// ceil(steps / P) per segment (the last ones shorter or empty).
+SequenceLayout::Bounds segmentBounds(ImplicitLocOpBuilder &b,
+                                     SequenceLayout::Bounds seq, Value s,
+                                     int64_t P, int64_t step) {
+  auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  Value steps = arith::CeilDivUIOp::create(b, seq.length, c(step));
+  Value per = arith::CeilDivUIOp::create(b, steps, c(P));
+  Value tokens = arith::MulIOp::create(b, per, c(step));
+  Value first = arith::MinUIOp::create(
+      b, arith::MulIOp::create(b, s, tokens), seq.length);
+  Value end = arith::MinUIOp::create(
+      b, arith::AddIOp::create(b, first, tokens), seq.length);
+  return {seq.row, arith::AddIOp::create(b, seq.start, first),
+          arith::SubIOp::create(b, end, first)};
+}
+
 struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
   TileGatedDelta(MLIRContext *ctx, int64_t chunk, int64_t subChunk,
                  int64_t vBlock, int64_t vBlockF32, bool chunkParallel,
-                 bool slotsInKernel, bool subChunkSteps, bool wideSteps)
+                 bool slotsInKernel, bool subChunkSteps, bool wideSteps,
+                 int64_t segments)
       : OpRewritePattern(ctx), chunk(chunk), subChunk(subChunk),
         vBlock(vBlock), vBlockF32(vBlockF32), chunkParallel(chunkParallel),
         slotsInKernel(slotsInKernel), subChunkSteps(subChunkSteps),
-        wideSteps(wideSteps) {}
+        wideSteps(wideSteps), segments(segments) {}
 
   LogicalResult matchAndRewrite(GatedDeltaOp op,
                                 PatternRewriter &rewriter) const override {
@@ -493,6 +560,8 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     if (!vBlocked)
       return rewriter.notifyMatchFailure(op, "v_block must divide V");
 
+    const int64_t P = segmentsOf(op, segments);
+
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     TensorTileBuilder tb(b);
     auto [cTile, subTile] = tileSizes(op.getTile(), chunk, subChunk);
@@ -509,7 +578,23 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
                                 had.getSubChunk(), *vBlocked, had.getWarps(),
                                 had.getStages(), had.getSegments())
                 : TileAttr::get(op.getContext(), cTile, subTile, *vBlocked, 4,
-                                2, 1));
+                                2, P));
+      }
+    // Segments from the pass option are recorded on the kernel's kda.tile
+    // too (the bundle's manifest reads them there).
+    if (P > 1)
+      if (auto kernel = op->getParentOfType<func::FuncOp>();
+          kernel && kernel->hasAttr("kda.kernel")) {
+        auto had = kernel->getAttrOfType<TileAttr>("kda.tile");
+        kernel->setAttr(
+            "kda.tile",
+            had ? TileAttr::get(op.getContext(), had.getChunk(),
+                                had.getSubChunk(), had.getVBlock(),
+                                had.getWarps(), had.getStages(), P)
+                : TileAttr::get(op.getContext(), cTile, subTile,
+                                ownVBlock || vBlockOption != vBlock ? *vBlocked
+                                                                    : 0,
+                                4, 2, P));
       }
     // sub-chunk-steps: a chunk of several 16-token sub-chunks runs as that
     // many chunk steps of 16. Same chunkwise form (SPEC.md section 3), same
@@ -543,7 +628,9 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
         oType, {sequences.batch(), sequences.tokens(), hv,
                 b.getIndexAttr(vd)}));
     Value finalState = op.getFinalState();
-    if (finalState) {
+    // Segmented, the combine grid writes the final state (the scan's last
+    // state), not the state grid.
+    if (finalState && P == 1) {
       auto type = cast<RankedTensorType>(finalState.getType());
       outs.push_back(tb.emptyOfType(type, {numSeqs, hv, {}, {}}));
     }
@@ -594,8 +681,18 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
       ChunkConfig full = chunkConfigOf(op, c, sub, kd, vd);
       ws = emitIntraChunkGrid(b, op, full, sequences, hv, headsPerQueryHead);
     }
+    Value starts, segmentedFinal;
+    if (P > 1)
+      std::tie(starts, segmentedFinal) =
+          emitSegmentScan(b, tb, op, ws, sequences, hv, P, c, c * wide, kd,
+                          vd, vb);
+    // The state grid's first dimension: sequences, or (segmented) sequence
+    // x segment, segment fastest.
+    OpFoldResult seqGrid = sequences.gridSize();
+    if (P > 1)
+      seqGrid = timesSegments(b, seqGrid, P);
 
-    SmallVector<OpFoldResult> grid = {sequences.gridSize(), hv};
+    SmallVector<OpFoldResult> grid = {seqGrid, hv};
     if (splitV)
       grid.push_back(b.getIndexAttr(vd / vb));
     auto forall = scf::ForallOp::create(b, grid, outs, std::nullopt);
@@ -603,7 +700,11 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
       // Canonicalization rebuilds grids (dropping attributes): the names of
       // the schedule's grids, in order, go on the function.
       if (auto f = forall->getParentOfType<FunctionOpInterface>()) {
-        f->setAttr(kPhaseAttr, b.getStrArrayAttr({"intra", "state"}));
+        if (P > 1)
+          f->setAttr(kPhaseAttr, b.getStrArrayAttr(
+                                     {"intra", "summary", "combine", "state"}));
+        else
+          f->setAttr(kPhaseAttr, b.getStrArrayAttr({"intra", "state"}));
         // The state grid's extents where static (-1: dynamic), in order
         // (sequence, head, V block): canonicalization drops the dimensions
         // of extent 1, and a target that reads the grid needs to know which.
@@ -615,6 +716,9 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
           int64_t offsets = dimOf(cu, 0);
           numSeqsStatic = ShapedType::isDynamic(offsets) ? -1 : offsets - 1;
         }
+        const int64_t seqsStatic = numSeqsStatic;
+        if (P > 1 && numSeqsStatic >= 0)
+          numSeqsStatic *= P;
         SmallVector<int64_t> gridExtents = {numSeqsStatic,
                                             staticOr(dimOf(v, 2))};
         if (splitV)
@@ -634,7 +738,19 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
                        b.getBoolAttr(vMajor), b.getBoolAttr(bool(result)),
                        b.getBoolAttr(poolInKernel), interval,
                        b.getStrArrayAttr(roles),
-                       b.getDenseI64ArrayAttr(gridExtents)));
+                       b.getDenseI64ArrayAttr(gridExtents), P, vd, false));
+        // The segments' summary grid: the state program over the V blocks
+        // and, past them, the K / vb blocks of the transition.
+        if (wide == 1 && P > 1)
+          f->setAttr(kSummaryPassAttr,
+                     StatePassAttr::get(
+                         b.getContext(), c, tileChunk, kd, vb,
+                         b.getBoolAttr(false), b.getBoolAttr(false),
+                         b.getBoolAttr(false), 0, b.getStrArrayAttr(roles),
+                         b.getDenseI64ArrayAttr(
+                             {gridExtents[0], gridExtents[1],
+                              (vd + (kd + vb - 1) / vb * vb) / vb}),
+                         P, vd, true));
         // The intra-chunk grid: (sequence, chunk, head).
         int64_t tokensStatic = staticOr(dimOf(q, 1));
         int64_t chunksStatic =
@@ -643,7 +759,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
             b.getContext(), c, tileChunk, sub, kd, vd,
             b.getStrArrayAttr(roles),
             b.getDenseI64ArrayAttr(
-                {gridExtents[0], chunksStatic, gridExtents[1]}),
+                {seqsStatic, chunksStatic, gridExtents[1]}),
             prologueDescription(b, config, bool(op.getGate()), channelGate,
                                 bool(op.getBeta())));
         f->setAttr(kIntraPassAttr, intra);
@@ -652,19 +768,28 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     Block *body = forall.getBody();
     b.setInsertionPointToStart(body);
     Value n = forall.getInductionVar(0), head = forall.getInductionVar(1);
+    Value segment;
+    if (P > 1) {
+      segment = arith::RemUIOp::create(b, n, tb.index(P));
+      n = arith::DivUIOp::create(b, n, tb.index(P));
+    }
     Value vCol = splitV ? arith::MulIOp::create(b, forall.getInductionVar(2),
                                                 tb.index(vb))
                         : tb.index(0);
     ValueRange shared = forall.getRegionIterArgs();
 
-    // Where program n's tokens are.
+    // Where program n's tokens are (segmented: its segment's).
     Value zero = tb.index(0), one = tb.index(1);
     SequenceLayout::Bounds where = sequences.bounds(b, n);
+    if (P > 1)
+      where = segmentBounds(b, where, segment, P, c * wide);
     Value row = where.row, start = where.start, length = where.length;
     Value qkHead = arith::DivUIOp::create(b, head, headsPerQueryHead);
 
     Value state =
-        op.getInitialState()
+        P > 1 ? tb.load(starts, {n, segment, head, zero, vCol}, {3, 4},
+                        {kd, vb}, tb.index(kd))
+        : op.getInitialState()
             ? loadState(tb, op.getInitialState(),
                         vMajor ? ArrayRef<OpFoldResult>{n, head, vCol, zero}
                                : ArrayRef<OpFoldResult>{n, head, zero, vCol},
@@ -841,7 +966,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     Value lastState = loop.getResult(0);
     b.setInsertionPoint(forall.getTerminator());
     Value finalTile;
-    if (finalState) {
+    if (finalState && P == 1) {
       auto type = cast<RankedTensorType>(finalState.getType());
       Value t = vMajor ? tb.transpose(lastState) : lastState;
       finalTile = tb.convert(t, type.getElementType());
@@ -853,7 +978,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
         ArrayRef<OpFoldResult>{b.getIndexAttr(1), length, b.getIndexAttr(1),
                                b.getIndexAttr(vb)},
         SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
-    if (finalState) {
+    if (finalState && P == 1) {
       tensor::ParallelInsertSliceOp::create(
           b, finalTile, shared[1],
           vMajor ? ArrayRef<OpFoldResult>{n, head, vCol, zero}
@@ -872,7 +997,7 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     SmallVector<Value> replacements;
     replacements.push_back(forall.getResult(0));
     if (finalState)
-      replacements.push_back(forall.getResult(1));
+      replacements.push_back(P > 1 ? segmentedFinal : forall.getResult(1));
     if (result) {
       b.setInsertionPointAfter(forall);
       replacements.push_back(
@@ -883,6 +1008,187 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     }
     rewriter.replaceOp(op, replacements);
     return success();
+  }
+
+
+  /// The segments' first two grids. The state pass is affine in the state
+  /// (SPEC.md section 3): over a segment, S_end = A S_start + B. The summary
+  /// grid, (sequence x segment, head, (V + K) / vb), runs every segment's
+  /// chunk steps from a zero state on the V blocks (B, the offset) and,
+  /// past them, from the identity's columns with U taken as zero (A, the
+  /// K x K transition), into `summary` [rows, P, HV, K, V + KT] (KT: K
+  /// rounded up to a multiple of vb; the columns past K stay zero). The combine
+  /// grid, (sequence, head, V block), walks the segments in order from the
+  /// initial state: start_s = S; S = A_s S + B_s; it writes every start
+  /// into `starts` [rows, P, HV, K, V] and the last S as the final state.
+  /// (rows: B, or N + 1 with varlen: workspace sizes are argument sizes.)
+  /// Returns (starts, final state or null).
+  std::pair<Value, Value>
+  emitSegmentScan(ImplicitLocOpBuilder &b, TensorTileBuilder &tb,
+                  GatedDeltaOp op, const IntraWorkspaces &ws,
+                  const SequenceLayout &sequences, OpFoldResult hv, int64_t P,
+                  int64_t c, int64_t step, int64_t kd, int64_t vd,
+                  int64_t vb) const {
+    Value carrier = op.getCuSeqlens() ? op.getCuSeqlens() : op.getQ();
+    OpFoldResult rows = sizeOf(b, carrier, 0);
+    Type f32 = b.getF32Type();
+    auto wsType = [&](int64_t width) {
+      return RankedTensorType::get(
+          {dimOf(carrier, 0), P, dimOf(op.getV(), 2), kd, width}, f32);
+    };
+    Value zero = tb.index(0), one = tb.index(1);
+    OpFoldResult unit = b.getIndexAttr(1);
+    const bool vMajor = op.getStateLayout() == StateLayout::v_major;
+
+    // The summary grid.
+    const int64_t kt = (kd + vb - 1) / vb * vb;
+    Value summary = tb.emptyOfType(wsType(vd + kt), {rows, {}, hv, {}, {}});
+    auto sg = scf::ForallOp::create(
+        b,
+        ArrayRef<OpFoldResult>{timesSegments(b, sequences.gridSize(), P), hv,
+                               b.getIndexAttr((vd + kt) / vb)},
+        ValueRange{summary}, std::nullopt);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(sg.getBody());
+      Value p = sg.getInductionVar(0), head = sg.getInductionVar(1);
+      Value seg = arith::RemUIOp::create(b, p, tb.index(P));
+      Value n = arith::DivUIOp::create(b, p, tb.index(P));
+      Value col = arith::MulIOp::create(b, sg.getInductionVar(2), tb.index(vb));
+      Value transition = arith::CmpIOp::create(b, arith::CmpIPredicate::uge,
+                                               col, tb.index(vd));
+      Value uCol = arith::SelectOp::create(b, transition, zero, col);
+      Value diag = arith::SelectOp::create(
+          b, transition, arith::SubIOp::create(b, col, tb.index(vd)), zero);
+      SequenceLayout::Bounds where =
+          segmentBounds(b, sequences.bounds(b, n), seg, P, step);
+      // The identity's columns [col - V, col - V + vb) or zeros.
+      Value init = tb.map(
+          {kd, vb}, {tb.filled({kd, vb}, 0.0)},
+          [&](ImplicitLocOpBuilder &bb, ValueRange, ValueRange ivs) -> Value {
+            Value onDiag = arith::CmpIOp::create(
+                bb, arith::CmpIPredicate::eq, ivs[0],
+                arith::AddIOp::create(bb, ivs[1], diag));
+            return arith::SelectOp::create(
+                bb, arith::AndIOp::create(bb, transition, onDiag),
+                arith::ConstantOp::create(bb, bb.getF32FloatAttr(1.0)),
+                arith::ConstantOp::create(bb, bb.getF32FloatAttr(0.0)));
+          });
+      Value cIdx = tb.index(c);
+      Value numChunks = arith::CeilDivUIOp::create(b, where.length, cIdx);
+      auto loop = scf::ForOp::create(
+          b, zero, numChunks, one, ValueRange{init},
+          [&](OpBuilder &nested, Location loc, Value i, ValueRange iter) {
+            ImplicitLocOpBuilder ib(loc, nested);
+            TensorTileBuilder itb(ib);
+            Value local = arith::MulIOp::create(ib, i, cIdx);
+            Value t0 = arith::AddIOp::create(ib, where.start, local);
+            Value valid = validRows(ib, cIdx, where.length, local);
+            IntraChunk in = loadIntraChunk(itb, ws, where.row, t0, head, uCol,
+                                           valid, c, kd, vb);
+            in.u = itb.map({c, vb}, {in.u},
+                           [&](ImplicitLocOpBuilder &bb, ValueRange x,
+                               ValueRange) -> Value {
+                             return arith::SelectOp::create(
+                                 bb, transition,
+                                 arith::ConstantOp::create(
+                                     bb, bb.getF32FloatAttr(0.0)),
+                                 x[0]);
+                           });
+            ChunkOutputs out = emitStateStep(itb, in, iter[0]);
+            scf::YieldOp::create(ib, out.nextState);
+          });
+      b.setInsertionPointToStart(sg.getTerminator().getBody());
+      tensor::ParallelInsertSliceOp::create(
+          b, loop.getResult(0), sg.getRegionIterArgs()[0],
+          ArrayRef<OpFoldResult>{n, seg, head, zero, col},
+          ArrayRef<OpFoldResult>{unit, unit, unit, b.getIndexAttr(kd),
+                                 b.getIndexAttr(vb)},
+          SmallVector<OpFoldResult>(5, b.getIndexAttr(1)));
+    }
+    summary = sg.getResult(0);
+
+    // The combine grid.
+    const bool splitV = vb < vd;
+    SmallVector<Value> outs = {
+        tb.emptyOfType(wsType(vd), {rows, {}, hv, {}, {}})};
+    Value finalState = op.getFinalState();
+    if (finalState)
+      outs.push_back(tb.emptyOfType(
+          cast<RankedTensorType>(finalState.getType()),
+          {sequences.numSequences(), hv, {}, {}}));
+    SmallVector<OpFoldResult> grid = {sequences.gridSize(), hv};
+    if (splitV)
+      grid.push_back(b.getIndexAttr(vd / vb));
+    auto cg = scf::ForallOp::create(b, grid, outs, std::nullopt);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(cg.getBody());
+      Value n = cg.getInductionVar(0), head = cg.getInductionVar(1);
+      Value vCol = splitV ? arith::MulIOp::create(b, cg.getInductionVar(2),
+                                                  tb.index(vb))
+                          : zero;
+      Value state =
+          op.getInitialState()
+              ? loadState(tb, op.getInitialState(),
+                          vMajor ? ArrayRef<OpFoldResult>{n, head, vCol, zero}
+                                 : ArrayRef<OpFoldResult>{n, head, zero, vCol},
+                          2, vMajor, kd, vb)
+              : tb.filled({kd, vb}, 0.0);
+      ValueRange shared = cg.getRegionIterArgs();
+      auto regionType = RankedTensorType::get({P, kd, vb}, f32);
+      Value region = tensor::ExtractSliceOp::create(
+          b, regionType, shared[0],
+          ArrayRef<OpFoldResult>{n, zero, head, zero, vCol},
+          ArrayRef<OpFoldResult>{unit, b.getIndexAttr(P), unit,
+                                 b.getIndexAttr(kd), b.getIndexAttr(vb)},
+          SmallVector<OpFoldResult>(5, b.getIndexAttr(1)));
+      auto loop = scf::ForOp::create(
+          b, zero, tb.index(P), one, ValueRange{state, region},
+          [&](OpBuilder &nested, Location loc, Value s, ValueRange iter) {
+            ImplicitLocOpBuilder ib(loc, nested);
+            TensorTileBuilder itb(ib);
+            Value z = itb.index(0);
+            Value kIdx = itb.index(kd);
+            Value startsNext = tensor::InsertSliceOp::create(
+                ib, iter[0], iter[1], ArrayRef<OpFoldResult>{s, z, z},
+                ArrayRef<OpFoldResult>{ib.getIndexAttr(1),
+                                       ib.getIndexAttr(kd),
+                                       ib.getIndexAttr(vb)},
+                SmallVector<OpFoldResult>(3, ib.getIndexAttr(1)));
+            Value A = itb.load(summary, {n, s, head, z, itb.index(vd)},
+                               {3, 4}, {kd, kd}, kIdx);
+            Value B = itb.load(summary, {n, s, head, z, vCol}, {3, 4},
+                               {kd, vb}, kIdx);
+            Value next = itb.matmulAdd(B, A, iter[0]);
+            scf::YieldOp::create(ib, ValueRange{next, startsNext});
+          });
+      b.setInsertionPointToStart(cg.getTerminator().getBody());
+      tensor::ParallelInsertSliceOp::create(
+          b, loop.getResult(1), shared[0],
+          ArrayRef<OpFoldResult>{n, zero, head, zero, vCol},
+          ArrayRef<OpFoldResult>{unit, b.getIndexAttr(P), unit,
+                                 b.getIndexAttr(kd), b.getIndexAttr(vb)},
+          SmallVector<OpFoldResult>(5, b.getIndexAttr(1)));
+      if (finalState) {
+        auto type = cast<RankedTensorType>(finalState.getType());
+        OpBuilder::InsertionGuard g2(b);
+        b.setInsertionPoint(cg.getTerminator());
+        Value last = loop.getResult(0);
+        Value tile =
+            tb.convert(vMajor ? tb.transpose(last) : last, type.getElementType());
+        b.setInsertionPointToEnd(cg.getTerminator().getBody());
+        tensor::ParallelInsertSliceOp::create(
+            b, tile, shared[1],
+            vMajor ? ArrayRef<OpFoldResult>{n, head, vCol, zero}
+                   : ArrayRef<OpFoldResult>{n, head, zero, vCol},
+            ArrayRef<OpFoldResult>{unit, unit,
+                                   b.getIndexAttr(vMajor ? vb : kd),
+                                   b.getIndexAttr(vMajor ? kd : vb)},
+            SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+      }
+    }
+    return {cg.getResult(0), finalState ? cg.getResult(1) : Value()};
   }
 
   /// The pool of a boundary_indices op from its dense boundary states
@@ -989,6 +1295,9 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
   /// With sub-chunk steps: the state pass steps the op's whole chunk, its
   /// sub-chunks coupled in the step (emitWideStateStep).
   bool wideSteps;
+  /// Segments per sequence for ops whose #kda.tile sets none (the pass
+  /// checked that the op takes them).
+  int64_t segments;
 };
 
 //===----------------------------------------------------------------------===//
@@ -2216,7 +2525,8 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                     b.getBoolAttr(vMajor), b.getBoolAttr(false),
                                     b.getBoolAttr(false), 0,
                                     b.getStrArrayAttr(roles),
-                                    b.getDenseI64ArrayAttr(scanGrid)));
+                                    b.getDenseI64ArrayAttr(scanGrid), 1, vd,
+                                    false));
       f->setAttr(kIntraPassAttr,
                  IntraPassAttr::get(
                      b.getContext(), c, c, fullConfig.subChunk, kd, vd,
@@ -2479,6 +2789,18 @@ struct KdaTileChunksPass
     });
     if (badTile.wasInterrupted())
       return signalPassFailure();
+    // Segments (the op's #kda.tile or the pass option) where the op takes
+    // them.
+    WalkResult badSegments = getOperation().walk([&](GatedDeltaOp op) {
+      std::string why = segmentsRefusal(op, segmentsOf(op, segments),
+                                        schedule == "chunk-parallel");
+      if (why.empty())
+        return WalkResult::advance();
+      op.emitError() << "kda-tile-chunks: " << why;
+      return WalkResult::interrupt();
+    });
+    if (badSegments.wasInterrupted())
+      return signalPassFailure();
     // Static sizes wherever the op states them (refineStaticSizes).
     SmallVector<Operation *> kdaOps;
     getOperation().walk([&](Operation *op) {
@@ -2540,7 +2862,7 @@ struct KdaTileChunksPass
     patterns.add<TileGatedDelta>(&getContext(), chunk, subChunk, vBlock,
                                  vBlockF32, schedule == "chunk-parallel",
                                  boundarySlots == "kernel", subChunkSteps,
-                                 wideSteps);
+                                 wideSteps, segments);
     patterns.add<TileDecodeStep>(&getContext(), vBlock);
     patterns.add<TileGatedDeltaGrad>(
         &getContext(), chunk, subChunk,

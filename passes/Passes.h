@@ -41,6 +41,10 @@ inline constexpr llvm::StringLiteral kStatePassAttr = "kda.state_pass";
 /// same fields; no boundary states). kda-gpu-state-registers runs it on
 /// lanes: the tape's adjoint of emitStateStep with respect to the state.
 inline constexpr llvm::StringLiteral kReversePassAttr = "kda.reverse_pass";
+/// On a function whose gated delta runs in segments: its summary grid, a
+/// #kda.state_pass with `summary` set (kda-gpu-split-schedule hands it to
+/// the summary kernel as that kernel's kda.state_pass).
+inline constexpr llvm::StringLiteral kSummaryPassAttr = "kda.summary_pass";
 /// On a function with a chunk-parallel schedule: what its intra-chunk grid
 /// computes, for targets that lower it with a kernel of their own
 /// (kda-gpu-intra-registers): {chunk, sub_chunk, key_dim, value_dim, delta,

@@ -78,6 +78,12 @@ def KdaTileChunks : Pass<"kda-tile-chunks", "func::FuncOp"> {
            "(GatedDeltaKernel.h, emitWideStateStep): chunk / 16 times fewer "
            "sequential steps, each reading the state once. The state grid "
            "has no lane program for it yet (tile lowering)">,
+    Option<"segments", "segments", "int64_t", /*default=*/"1",
+           "chunk-parallel kda.gated_delta without boundary states whose "
+           "#kda.tile sets none: sequence-parallel segments per sequence "
+           "(1: none). A summary grid gives each segment its transition and "
+           "offset, a combine grid scans them into each segment's start "
+           "state, and the state grid runs the segments side by side">,
     Option<"maxHeadDim", "max-head-dim", "int64_t", /*default=*/"0",
            "the largest head dimension (K, V) the target lowers (0: any). "
            "The GPU pipelines' tiles of [C, K] live in shared memory and "

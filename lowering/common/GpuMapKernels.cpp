@@ -700,15 +700,19 @@ struct MapKernelsPass : kda::impl::KdaGpuMapKernelsBase<MapKernelsPass> {
       launch.push_back(builder.getNamedAttr("strategy", strategy));
     if (auto tile = dyn_cast_or_null<kda::TileAttr>(opTile)) {
       // What the op asked for (#kda.tile); the driver adds the defaults.
+      // Segments only where there are some (manifests before them match).
+      SmallVector<NamedAttribute> fields = {
+          builder.getNamedAttr("chunk",
+                               builder.getI64IntegerAttr(tile.getChunk())),
+          builder.getNamedAttr("sub_chunk",
+                               builder.getI64IntegerAttr(tile.getSubChunk())),
+          builder.getNamedAttr("v_block",
+                               builder.getI64IntegerAttr(tile.getVBlock()))};
+      if (tile.getSegments() > 1)
+        fields.push_back(builder.getNamedAttr(
+            "segments", builder.getI64IntegerAttr(tile.getSegments())));
       launch.push_back(builder.getNamedAttr(
-          "tile",
-          builder.getDictionaryAttr(
-              {builder.getNamedAttr("chunk",
-                                    builder.getI64IntegerAttr(tile.getChunk())),
-               builder.getNamedAttr(
-                   "sub_chunk", builder.getI64IntegerAttr(tile.getSubChunk())),
-               builder.getNamedAttr(
-                   "v_block", builder.getI64IntegerAttr(tile.getVBlock()))})));
+          "tile", builder.getDictionaryAttr(fields)));
     }
     return builder.getDictionaryAttr(launch);
   }

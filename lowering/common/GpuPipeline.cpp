@@ -69,6 +69,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   // checks the pair instead of clamping a sub-chunk larger than the chunk.
   tiling.subChunk = tiling.chunk > 1 ? options.subChunk : tiling.chunk;
   tiling.vBlock = options.vBlock > 0 ? options.vBlock : target.defaultVBlock;
+  tiling.segments = options.segments;
   tiling.vBlockF32 =
       options.vBlock > 0 ? options.vBlock : target.defaultVBlockF32;
   tiling.vBlockGradient =

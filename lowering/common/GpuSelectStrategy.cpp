@@ -163,6 +163,14 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
             "lanes)",
             "docs/backward.md: the lane builder's decayedApply and the "
             "backward's grids on lanes"};
+  // The segments' combine grid: per program, P products of a K x K
+  // transition with the state's V block, in order; small, and a tile
+  // program by design.
+  if (name.contains("gated_delta") && name.ends_with("_combine"))
+    return {"combine",
+            "the segments' combine (a few K x K products per program) is a "
+            "tile program by design",
+            ""};
   if (name.contains("gated_delta"))
     return {"chunkwise",
             "the sequential schedule (schedule=sequential) has no lane "
@@ -249,7 +257,8 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
                                         d.reason.empty() ? "lanes" : "tiles",
                                         d.reason, step, tileChunk,
                                         d.instruction, d.program, d.stages));
-      if (remarks && !d.reason.empty() && d.kernel != "elementwise") {
+      if (remarks && !d.reason.empty() && d.kernel != "elementwise" &&
+          d.kernel != "combine") {
         // At the op's location, without the kernel's IR (a remark, not an
         // error to debug).
         InFlightDiagnostic r = mlir::emitRemark(f.getLoc())

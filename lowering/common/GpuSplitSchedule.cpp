@@ -293,6 +293,12 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
               f->getAttrOfType<kda::StatePassAttr>(kda::kStatePassAttr)) {
         if (suffix == "_state")
           kernel->setAttr(kda::kStatePassAttr, state);
+        // The segments' summary kernel is a state program too (its
+        // description says `summary`).
+        if (auto summary = f->getAttrOfType<kda::StatePassAttr>(
+                kda::kSummaryPassAttr);
+            summary && suffix == "_summary")
+          kernel->setAttr(kda::kStatePassAttr, summary);
         if (suffix == "_intra")
           kernel->setAttr(kda::kChunkGridAttr,
                           b.getI64IntegerAttr(state.getChunk()));
@@ -379,6 +385,7 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
     f->removeAttr(kAbiAttr);
     f->removeAttr("kda.tile");
     f->removeAttr(kda::kPhaseAttr);
+    f->removeAttr(kda::kSummaryPassAttr);
     f->removeAttr(kda::kStatePassAttr);
     f->removeAttr(kda::kIntraPassAttr);
     f->removeAttr(kda::kReversePassAttr);

@@ -529,7 +529,10 @@ struct TileMatmulsPass : kda::impl::KdaGpuTileMatmulsBase<TileMatmulsPass> {
     if (!func->hasAttr("kda.kernel"))
       return;
     // fp32 kernels (no 16-bit float argument) keep fp32 accuracy.
-    bool precise = kda::keepsFp32Accuracy(func.getArgumentTypes());
+    // The segments' combine scans fp32 transitions and states (a product
+    // per segment, rounding compounding along the scan): always 3xTF32.
+    bool precise = kda::keepsFp32Accuracy(func.getArgumentTypes()) ||
+                   func.getSymName().ends_with("_combine");
     MLIRContext *ctx = &getContext();
     std::unique_ptr<MatrixInstruction> inst;
     if (instructions == "mma_sync")

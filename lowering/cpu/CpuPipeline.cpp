@@ -46,6 +46,7 @@ void mlir::kda::buildCpuPipeline(OpPassManager &pm,
   tiling.schedule = options.schedule;
   tiling.subChunkSteps = options.stateStep != "chunk";
   tiling.wideSteps = options.stateStep == "wide";
+  tiling.segments = options.segments;
   fpm.addPass(createKdaTileChunks(tiling));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

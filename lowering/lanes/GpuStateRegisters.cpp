@@ -83,6 +83,9 @@ struct StatePassConfig {
   int64_t interval = 0;      // tokens between two boundary states
   SmallVector<std::string> roles; // workspace roles, in workspace order
   SmallVector<int64_t> grid;      // (sequence, head[, V block]); -1 dynamic
+  int64_t segments = 1;           // per sequence (grid: sequence x segment)
+  int64_t valueDim = 0;           // V (a summary's blocks past it: A)
+  bool summary = false;           // the segments' summary grid
 };
 
 std::optional<StatePassConfig> readConfig(kda::StatePassAttr desc) {
@@ -99,6 +102,9 @@ std::optional<StatePassConfig> readConfig(kda::StatePassAttr desc) {
   for (Attribute r : desc.getWorkspaces())
     c.roles.push_back(cast<StringAttr>(r).getValue().str());
   llvm::append_range(c.grid, desc.getGrid().asArrayRef());
+  c.segments = desc.getSegments();
+  c.valueDim = desc.getValueDim();
+  c.summary = desc.getSummary();
   return c;
 }
 
@@ -233,7 +239,17 @@ struct LaneStateProgram : kda::LaneBuilder {
   Value dO, dStates;
   Value boundary;      // chunk-boundary states, or null
   Value boundaryTable; // pool slots per (sequence, entry), or null
+  /// Segments (cfg.segments > 1): program n of the grid is segment
+  /// n % segments of sequence n / segments. The state program starts from
+  /// `starts` [rows, P, HV, K, V] (the combine grid's), at (sequence,
+  /// segment, head); a summary (cfg.summary) writes its segment's final
+  /// state into `summaryOut` [rows, P, HV, K, V + KT] instead of outputs:
+  /// on its V blocks from zeros (the offset), on the blocks past V from the
+  /// identity's columns with U taken as zero (the transition).
+  Value segment, starts, summaryOut;
+  Value values; // v [B, T, HV, V]: a summary's token and head counts
   Value n, head, vCol, row, start, length, tokens, heads;
+  Value uCol; // U's first column: vCol, or 0 on a summary's transition
   Value tid, lane, warp;
   Value flat[6];
   Value shW, shQ, shK, shU, shP, shG;
@@ -266,7 +282,7 @@ struct LaneStateProgram : kda::LaneBuilder {
     if (unit == kda::MatrixUnit::Wmma)
       return true;
     for (auto [role, type] : llvm::zip(cfg.roles, wsTypes))
-      if (role == "q")
+      if (role == "k")
         return cast<MemRefType>(type).getElementType().isF32();
     return false;
   }
@@ -313,7 +329,7 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// The products' operand type: the W, Gamma Q and decayed k workspaces'
   /// (bf16: mma.sync m16n8k16; f32: 3xTF32 m16n8k8 pairs).
   Type operandType() {
-    return cast<MemRefType>(ws[2].getType()).getElementType();
+    return cast<MemRefType>(ws[3].getType()).getElementType();
   }
   int64_t operandBytes() { return operandType().getIntOrFloatBitWidth() / 8; }
 
@@ -397,11 +413,14 @@ struct LaneStateProgram : kda::LaneBuilder {
     auto rowsOf = [&](Value rowsValid) {
       if (ws[0])
         issueRows(0, shW, stage, t0, rowsValid, C, kPieces, {}, true);
-      issueRows(2, shQ, stage, t0, rowsValid, C, kPieces, {}, true);
+      // (A summary computes no outputs: no Gamma Q, no P.)
+      if (ws[2])
+        issueRows(2, shQ, stage, t0, rowsValid, C, kPieces, {}, true);
       issueRows(3, shK, stage, t0, rowsValid, C, kPieces, {}, true);
       if (!reverse)
-        issueRows(1, shU, stage, t0, rowsValid, C, VB / 4, vCol, true);
-      issueRows(4, shP, stage, t0, rowsValid, C, C / 4, {}, true);
+        issueRows(1, shU, stage, t0, rowsValid, C, VB / 4, uCol, true);
+      if (ws[4])
+        issueRows(4, shP, stage, t0, rowsValid, C, C / 4, {}, true);
     };
     auto whole = scf::IfOp::create(
         b, arith::CmpIOp::create(b, arith::CmpIPredicate::eq, valid, idx(C)),
@@ -518,10 +537,35 @@ struct LaneStateProgram : kda::LaneBuilder {
     n = ivs[0];
     head = ivs[1];
     vCol = mul(ivs[2], VB);
-    Value rows = reverse ? dO : o; // [B, T, HV, V]
+    const int64_t P = cfg.segments;
+    if (P > 1) {
+      segment = arith::RemUIOp::create(b, n, idx(P));
+      n = arith::DivUIOp::create(b, n, idx(P));
+    }
+    Value rows = reverse ? dO : cfg.summary ? values : o; // [B, T, HV, V]
     tokens = memref::DimOp::create(b, rows, 1);
     heads = memref::DimOp::create(b, rows, 2);
     std::tie(row, start, length) = sequenceBounds(b, n, tokens, cuSeqlens);
+    if (P > 1) {
+      // Segment `segment` of P: ceil(chunks / P) whole chunks each (the
+      // last ones shorter or empty), as kda-tile-chunks' segmentBounds.
+      Value chunks = arith::CeilDivUIOp::create(b, length, idx(C));
+      Value per = mul(arith::CeilDivUIOp::create(b, chunks, idx(P)), C);
+      Value first = minu(arith::MulIOp::create(b, segment, per), length);
+      Value end = minu(add(first, per), length);
+      start = add(start, first);
+      length = arith::SubIOp::create(b, end, first);
+    }
+    // A summary's transition blocks (past V) read U at column 0 and take
+    // it as zero.
+    Value transition;
+    if (cfg.summary) {
+      transition = arith::CmpIOp::create(b, arith::CmpIPredicate::uge, vCol,
+                                         idx(cfg.valueDim));
+      uCol = arith::SelectOp::create(b, transition, idx(0), vCol);
+    } else {
+      uCol = vCol;
+    }
     tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
     lane = arith::RemUIOp::create(b, tid, idx(warpSize));
     warp = arith::DivUIOp::create(b, tid, idx(warpSize));
@@ -591,6 +635,23 @@ struct LaneStateProgram : kda::LaneBuilder {
     // The initial state.
     SmallVector<Value> S;
     for (int64_t r = 0; r < int64_t(stateL.regs.size()); ++r) {
+      if (cfg.summary) {
+        // The identity's column (vCol + v - V) on transition blocks.
+        Value key = tb.coordinate(stateL, r, 0);
+        Value col = add(vCol, tb.coordinate(stateL, r, 1));
+        Value onDiag = arith::CmpIOp::create(
+            b, arith::CmpIPredicate::eq, add(key, idx(cfg.valueDim)), col);
+        S.push_back(select(arith::AndIOp::create(b, transition, onDiag),
+                           f32(1.0), f32(0.0)));
+        continue;
+      }
+      if (cfg.segments > 1) {
+        Value key = tb.coordinate(stateL, r, 0);
+        Value col = add(vCol, tb.coordinate(stateL, r, 1));
+        S.push_back(memref::LoadOp::create(
+            b, starts, ValueRange{n, segment, head, key, col}));
+        continue;
+      }
       if (!h0) {
         S.push_back(f32(0.0));
         continue;
@@ -650,6 +711,12 @@ struct LaneStateProgram : kda::LaneBuilder {
       intra.kToEnd = tb.makeShared(shK, ValueRange{stage}, {C, K});
       if (!reverse)
         intra.u = readTile(tb, rowsL, shU, stage);
+      if (cfg.summary) {
+        SmallVector<Value> uRegs = tb.convertLayout(intra.u, rowsL);
+        for (Value &x : uRegs)
+          x = select(transition, f32(0.0), x);
+        intra.u = tb.make(rowsL, uRegs);
+      }
       // The reverse step reads P transposed (P^T dO): from shared memory,
       // in whichever operand layout its product takes.
       // AMD: the A operand of P V_new, read from shared memory a row tile
@@ -713,6 +780,10 @@ struct LaneStateProgram : kda::LaneBuilder {
         return tb.failure();
       }
 
+      if (cfg.summary) {
+        scf::YieldOp::create(b, next);
+        return "";
+      }
       // The output rows of the chunk's tokens.
       Value local = mul(i, C);
       Value t0 = add(start, local);
@@ -737,6 +808,15 @@ struct LaneStateProgram : kda::LaneBuilder {
     }
 
     zeroBoundariesPastEnd(tb, stateL);
+    if (cfg.summary) {
+      // Split by K, every warp holds its own keys; by V, its own V rows.
+      for (int64_t r = 0; r < int64_t(stateL.regs.size()); ++r)
+        memref::StoreOp::create(
+            b, loop.getResult(r), summaryOut,
+            ValueRange{n, segment, head, tb.coordinate(stateL, r, 0),
+                       add(vCol, tb.coordinate(stateL, r, 1))});
+      return "";
+    }
     if (ht) {
       Type type = cast<MemRefType>(ht.getType()).getElementType();
       for (int64_t r = 0; r < int64_t(stateL.regs.size()); ++r)
@@ -749,10 +829,21 @@ struct LaneStateProgram : kda::LaneBuilder {
 };
 
 /// A reverse scan's description without U (the adjoint with respect to the
-/// state does not read it, and the kernel does not take it).
+/// state does not read it, and the kernel does not take it); a summary's
+/// without Gamma Q and P (it computes no outputs).
 StatePassConfig withoutU(StatePassConfig cfg) {
   llvm::erase(cfg.roles, std::string("u"));
   return cfg;
+}
+StatePassConfig takenRoles(const StatePassConfig &cfg, bool reverse) {
+  if (reverse)
+    return withoutU(cfg);
+  StatePassConfig c = cfg;
+  if (c.summary) {
+    llvm::erase(c.roles, std::string("q"));
+    llvm::erase(c.roles, std::string("p"));
+  }
+  return c;
 }
 
 /// The types of `func`'s workspaces (kda.abi's ws0, ws1, ...), in the
@@ -765,7 +856,8 @@ SmallVector<Type> workspaceTypes(func::FuncOp func, const StatePassConfig &cfg,
   if (!abi || func.isExternal())
     return types;
   for (size_t i = 0; i < cfg.roles.size(); ++i)
-    if (!reverse || cfg.roles[i] != "u")
+    if ((!reverse || cfg.roles[i] != "u") &&
+        (!cfg.summary || (cfg.roles[i] != "q" && cfg.roles[i] != "p")))
       if (Value arg = kda::abiArgument(func, abi, "ws" + std::to_string(i)))
         types.push_back(arg.getType());
   return types;
@@ -848,7 +940,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       ivs[d] = forall.getInductionVar(rank - 1 - i);
     SmallVector<Type> wsTypes = workspaceTypes(func, *cfg, reverse);
     if (std::string why = LaneStateProgram::refusal(
-            reverse ? withoutU(*cfg) : *cfg, wsTypes, unit);
+            takenRoles(*cfg, reverse), wsTypes, unit);
         !why.empty()) {
       func.emitError() << "kda-gpu-state-registers: the state program does "
                           "not take this kernel ("
@@ -869,7 +961,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       return signalPassFailure();
     }
     const bool byK = LaneStateProgram::splitsK(
-        wsTypes, reverse ? withoutU(*cfg) : *cfg, unit);
+        wsTypes, takenRoles(*cfg, reverse), unit);
     if (reverse && unit != kda::MatrixUnit::MmaSync) {
       func.emitError("kda-gpu-state-registers: the reverse scan has no lane "
                      "program on AMD's matrix units");
@@ -903,10 +995,31 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
                        "its dS workspace or a workspace of the intra grid");
         return signalPassFailure();
       }
+    } else if (cfg->summary) {
+      // Workspaces: the intra grid's (ws0 ..), then this grid's output.
+      lp.values = byName("v");
+      lp.summaryOut = byName("ws" + std::to_string(cfg->roles.size()));
+      if (!lp.values || !lp.summaryOut) {
+        func.emitError("kda-gpu-state-registers: the segments' summary "
+                       "kernel lacks v or its workspace");
+        return signalPassFailure();
+      }
     } else {
       lp.o = byName("o");
       lp.h0 = byName("initial_state");
       lp.ht = byName("final_state");
+      if (cfg->segments > 1) {
+        // The combine grid's start states (after the summary's workspace);
+        // the initial state went into them, and the combine grid writes
+        // the final state.
+        lp.starts = byName("ws" + std::to_string(cfg->roles.size() + 1));
+        lp.h0 = lp.ht = Value();
+        if (!lp.starts) {
+          func.emitError("kda-gpu-state-registers: the segmented state "
+                         "kernel lacks its start states");
+          return signalPassFailure();
+        }
+      }
     }
     lp.cuSeqlens = byName("cu_seqlens");
     lp.boundary = byName("boundary_states");
@@ -921,7 +1034,9 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
                      "states argument does not match its description");
       return signalPassFailure();
     }
-    if (!reverse && (!lp.ws[1] || !lp.ws[2] || !lp.ws[3] || !lp.ws[4] || !lp.o)) {
+    if (!reverse &&
+        (!lp.ws[1] || !lp.ws[3] ||
+         (!cfg->summary && (!lp.ws[2] || !lp.ws[4] || !lp.o)))) {
       func.emitError("kda-gpu-state-registers: the state kernel lacks a "
                      "workspace or its output");
       return signalPassFailure();
@@ -967,7 +1082,7 @@ std::string mlir::kda::stateLanesRefusal(func::FuncOp func,
   // lowering may keep some to itself) is not the program's; a description
   // alone (no arguments: kda-opt runs of the strategy stage) is judged by
   // its shape. A reverse scan takes no U.
-  StatePassConfig cfg = reverse ? withoutU(*desc) : *desc;
+  StatePassConfig cfg = takenRoles(*desc, reverse);
   SmallVector<Type> wsTypes = workspaceTypes(func, *desc, reverse);
   if (wsTypes.size() != cfg.roles.size()) {
     if (func.getNumArguments() > 0) {

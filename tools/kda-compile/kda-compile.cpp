@@ -76,6 +76,13 @@ static cl::opt<int64_t>
     vBlock("v-block",
            cl::desc("columns of V per program (0: the chip's default, 16)"),
            cl::init(0), cl::cat(compileCategory));
+static cl::opt<int64_t> segments(
+    "segments",
+    cl::desc("sequence-parallel segments per sequence of kda.gated_delta "
+             "(1: none): a summary kernel gives each segment its transition "
+             "and offset, a combine kernel scans them, and the state kernel "
+             "runs the segments side by side (long sequences, few heads)"),
+    cl::init(1), cl::cat(compileCategory));
 static cl::opt<std::string>
     schedule("schedule",
              cl::desc("chunk schedule of kda.gated_delta: chunk-parallel "
@@ -495,6 +502,7 @@ int main(int argc, char **argv) {
       take(subChunk, "sub_chunk");
       take(vBlock, "v_block");
       take(threads, "threads");
+      take(segments, "segments");
       if (stateStages.getNumOccurrences() == 0)
         if (std::optional<int64_t> v = (*tile)->getInteger("state_stages"))
           stateStages = *v;
@@ -520,6 +528,9 @@ int main(int argc, char **argv) {
                                ? " (--chunk=0: the chip's default, " +
                                      std::to_string(resolvedChunk) + ")"
                                : std::string()));
+  if (segments < 1 || segments > 1024)
+    return fail("--segments must be 1 to 1024, found " +
+                llvm::Twine(static_cast<int64_t>(segments)));
   if (threads < 1 || threads > 1024 || threads % target->warpSize != 0)
     return fail("--block-threads must be a positive multiple of the warp "
                 "size (" +
@@ -654,6 +665,7 @@ int main(int argc, char **argv) {
     options.subChunk = subChunk;
     options.threads = threads;
     options.vBlock = vBlock;
+    options.segments = segments;
     options.tensorCores = !noTensorCores;
     options.stateStages = stateStages;
     options.emulateWmma = emulateWmma;

@@ -107,6 +107,12 @@ static cl::opt<std::string> stateStep(
              "the GPU lane kernels' form) or wide (the chunk's sub-chunks "
              "coupled in one step: chunk / 16 times fewer steps)"),
     cl::init("chunk"), cl::cat(runCategory));
+static cl::opt<int64_t> segments(
+    "segments",
+    cl::desc("with --schedule=chunk-parallel: sequence-parallel segments per "
+             "sequence of kda.gated_delta (1: none; an op's #kda.tile "
+             "segments win)"),
+    cl::init(1), cl::cat(runCategory));
 static cl::opt<bool> serial("serial",
                             cl::desc("run programs on one thread (no OpenMP)"),
                             cl::cat(runCategory));
@@ -429,6 +435,12 @@ int main(int argc, char **argv) {
   if (stateStep != "chunk" && stateStep != "sub-chunk" && stateStep != "wide")
     return fail("--state-step must be 'chunk', 'sub-chunk' or 'wide', found '" +
                 stateStep + "'");
+  if (segments < 1 || segments > 1024)
+    return fail("--segments must be 1 to 1024, found " +
+                std::to_string(segments));
+  if (segments > 1 && schedule != "chunk-parallel")
+    return fail("--segments=" + std::to_string(segments) +
+                " needs --schedule=chunk-parallel");
   if (stateStep != "chunk" && schedule != "chunk-parallel")
     return fail("--state-step=" + stateStep +
                 " needs --schedule=chunk-parallel (the sequential schedule "
@@ -703,6 +715,7 @@ int main(int argc, char **argv) {
   options.subChunk = subChunk;
   options.schedule = schedule;
   options.stateStep = stateStep;
+  options.segments = segments;
   options.parallel = !serial;
   mlir::kda::buildCpuPipeline(pm, options);
   if (failed(pm.run(*module)))

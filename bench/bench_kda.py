@@ -205,6 +205,12 @@ def all_cases():
         # batch of 32 sequences.
         Case("fwd T=1024 H=32", "fwd", 32, B=1, T=1024),
         Case("fwd T=131072 H=16", "fwd", 16, B=1, T=131072),
+        # Long single sequences around it (sequence-parallel segments: the shape policy's choice by
+        # tokens and (sequence, head) units).
+        Case("fwd T=65536 H=16", "fwd", 16, B=1, T=65536),
+        Case("fwd T=131072 H=32", "fwd", 32, B=1, T=131072),
+        Case("fwd T=262144 H=8", "fwd", 8, B=1, T=262144),
+        Case("fwd softplus T=131072 H=16", "fwd", 16, B=1, T=131072, variant="softplus"),
         Case("fwd varlen32 H=32", "fwd", 32, seqlens=VARLEN32),
         Case("fwd-h T=8192 H=32", "fwd", 32, B=1, T=8192, boundary=True),
         Case("fwd-h varlen6 T=8192 H=64", "fwd", 64, seqlens=VARLEN6, boundary=True),
@@ -848,6 +854,26 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
 _variant_caches = {}
 
 
+def _variant_arg(s):
+    """NAME=DIR[,VAR=VALUE...] -> (NAME, DIR); the pairs go to _variant_env."""
+    if "=" not in s:
+        raise argparse.ArgumentTypeError("expected NAME=DIR[,VAR=VALUE...]")
+    name, rest = s.split("=", 1)
+    parts = rest.split(",")
+    env = {}
+    for p in parts[1:]:
+        if "=" not in p:
+            raise argparse.ArgumentTypeError(f"{s}: expected VAR=VALUE after the directory, got {p!r}")
+        k, v = p.split("=", 1)
+        env[k] = v
+    _variant_env[name] = env
+    return (name, parts[0])
+
+
+# Environment variables per variant name (--kda-variant NAME=DIR,VAR=VALUE).
+_variant_env = {}
+
+
 class _bundles_of:
     """While timing side `name` = "kda@VARIANT": kda's bundles come from that
     variant's directory (--kda-variant VARIANT=DIR), with their own resolved
@@ -856,6 +882,7 @@ class _bundles_of:
 
     def __init__(self, name, args):
         self.dir = dict(args.kda_variant).get(name[4:]) if name.startswith("kda@") else None
+        self.env = _variant_env.get(name[4:], {}) if self.dir is not None else {}
         self.untuned = name == "kda@untuned"
         self.name = name
 
@@ -868,6 +895,8 @@ class _bundles_of:
         if self.dir is None:
             return self
         self.saved = (os.environ.get("KDA_BUNDLE_PATH"), kops._resolved)
+        self.saved_env = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
         os.environ["KDA_BUNDLE_PATH"] = self.dir
         kops._resolved = _variant_caches.setdefault(self.name, {})
         return self
@@ -882,6 +911,11 @@ class _bundles_of:
         if self.dir is None:
             return False
         path, kops._resolved = self.saved
+        for k, v in self.saved_env.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
         if path is None:
             os.environ.pop("KDA_BUNDLE_PATH", None)
         else:
@@ -957,11 +991,11 @@ def main(argv=None):
     ap.add_argument("--untuned", action="store_true",
                     help="also time kda without a tuning database (KDA_TUNING_DB empty: the shape "
                          "policy's tiles), in the same process and passes as the tuned default")
-    ap.add_argument("--kda-variant", action="append", default=[], metavar="NAME=DIR",
-                    type=lambda s: tuple(s.split("=", 1)) if "=" in s else
-                    (_ for _ in ()).throw(argparse.ArgumentTypeError("expected NAME=DIR")),
+    ap.add_argument("--kda-variant", action="append", default=[], metavar="NAME=DIR[,VAR=VALUE...]",
+                    type=_variant_arg,
                     help="also time kda with the bundles in DIR (another compiler build or tile "
-                         "set), in the same process and passes (repeatable)")
+                         "set), in the same process and passes (repeatable); VAR=VALUE pairs are "
+                         "environment variables set while the variant runs (e.g. KDA_SEGMENTS=8)")
     ap.add_argument("--no-kda", action="store_true", help="time FLA only")
     ap.add_argument("--flashkda", default=None, metavar="DIR",
                     help="also time FlashKDA (flash_kda built in place in DIR; '' : from sys.path) on "

@@ -492,8 +492,8 @@ std::string segmentsRefusal(GatedDeltaOp op, int64_t segments,
     os << "segments = " << segments
        << " with boundary states are not implemented (a segment's state is "
           "known only after the scan); use segments = 1";
-  else if (segments > 1024)
-    os << "segments = " << segments << " exceed 1024";
+  else if (segments > 64)
+    os << "segments = " << segments << " exceed 64";
   return why;
 }
 
@@ -1108,7 +1108,11 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     }
     summary = sg.getResult(0);
 
-    // The combine grid.
+    // The combine grid, over V blocks of its own: 16 columns where V takes
+    // them (a program's scan is P products of the K x K transition with its
+    // block, so narrow blocks give more programs; few (sequence, head)
+    // units are why a call has segments at all).
+    vb = vd % 16 == 0 ? 16 : vb;
     const bool splitV = vb < vd;
     SmallVector<Value> outs = {
         tb.emptyOfType(wsType(vd), {rows, {}, hv, {}, {}})};
@@ -1136,6 +1140,11 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
                           2, vMajor, kd, vb)
               : tb.filled({kd, vb}, 0.0);
       ValueRange shared = cg.getRegionIterArgs();
+      // The program's [P, K, vb] region of the starts: a view of the grid's
+      // output, written in place. Each step reads its start state back from
+      // it, so no tile lives from one step to the next (on GPUs a tile is a
+      // shared-memory slot, and a slot carried around a loop is what their
+      // arena does not hold).
       auto regionType = RankedTensorType::get({P, kd, vb}, f32);
       Value region = tensor::ExtractSliceOp::create(
           b, regionType, shared[0],
@@ -1143,50 +1152,70 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
           ArrayRef<OpFoldResult>{unit, b.getIndexAttr(P), unit,
                                  b.getIndexAttr(kd), b.getIndexAttr(vb)},
           SmallVector<OpFoldResult>(5, b.getIndexAttr(1)));
+      auto put = [&](ImplicitLocOpBuilder &ib, Value tile, Value into,
+                     Value s) -> Value {
+        return tensor::InsertSliceOp::create(
+            ib, tile, into, ArrayRef<OpFoldResult>{s, zero, zero},
+            ArrayRef<OpFoldResult>{unit, ib.getIndexAttr(kd),
+                                   ib.getIndexAttr(vb)},
+            SmallVector<OpFoldResult>(3, ib.getIndexAttr(1)));
+      };
+      // S_{s+1} = A_s S_s + B_s from the summary's [K, V + KT] rows.
+      // A_s S in key blocks of 32 where K takes them: a [K, 32] slice of
+      // the transition at a time, not all [K, K] of it (64 KB at K = 128:
+      // all of an AMD block's LDS).
+      const int64_t kb = kd % 32 == 0 ? 32 : kd;
+      auto step = [&](ImplicitLocOpBuilder &ib, TensorTileBuilder &itb,
+                      Value from, Value s) -> Value {
+        Value z = itb.index(0), kIdx = itb.index(kd);
+        Value acc = itb.load(summary, {n, s, head, z, vCol}, {3, 4}, {kd, vb},
+                             kIdx);
+        for (int64_t k0 = 0; k0 < kd; k0 += kb) {
+          Value S = itb.load(from, {s, itb.index(k0), z}, {1, 2}, {kb, vb},
+                             itb.index(kb));
+          Value A = itb.load(summary, {n, s, head, z, itb.index(vd + k0)},
+                             {3, 4}, {kd, kb}, kIdx);
+          acc = itb.matmulAdd(acc, A, S);
+        }
+        return acc;
+      };
+      region = put(b, state, region, zero);
       auto loop = scf::ForOp::create(
-          b, zero, tb.index(P), one, ValueRange{state, region},
+          b, zero, tb.index(P - 1), one, ValueRange{region},
           [&](OpBuilder &nested, Location loc, Value s, ValueRange iter) {
             ImplicitLocOpBuilder ib(loc, nested);
             TensorTileBuilder itb(ib);
-            Value z = itb.index(0);
-            Value kIdx = itb.index(kd);
-            Value startsNext = tensor::InsertSliceOp::create(
-                ib, iter[0], iter[1], ArrayRef<OpFoldResult>{s, z, z},
-                ArrayRef<OpFoldResult>{ib.getIndexAttr(1),
-                                       ib.getIndexAttr(kd),
-                                       ib.getIndexAttr(vb)},
-                SmallVector<OpFoldResult>(3, ib.getIndexAttr(1)));
-            Value A = itb.load(summary, {n, s, head, z, itb.index(vd)},
-                               {3, 4}, {kd, kd}, kIdx);
-            Value B = itb.load(summary, {n, s, head, z, vCol}, {3, 4},
-                               {kd, vb}, kIdx);
-            Value next = itb.matmulAdd(B, A, iter[0]);
-            scf::YieldOp::create(ib, ValueRange{next, startsNext});
+            Value next = step(ib, itb, iter[0], s);
+            scf::YieldOp::create(
+                ib, put(ib, next, iter[0],
+                        arith::AddIOp::create(ib, s, itb.index(1))));
           });
+      region = loop.getResult(0);
+      Value last;
+      if (finalState)
+        last = step(b, tb, region, tb.index(P - 1));
+      Value finalTile;
+      if (finalState) {
+        auto type = cast<RankedTensorType>(finalState.getType());
+        finalTile = tb.convert(vMajor ? tb.transpose(last) : last,
+                               type.getElementType());
+      }
       b.setInsertionPointToStart(cg.getTerminator().getBody());
       tensor::ParallelInsertSliceOp::create(
-          b, loop.getResult(1), shared[0],
+          b, region, shared[0],
           ArrayRef<OpFoldResult>{n, zero, head, zero, vCol},
           ArrayRef<OpFoldResult>{unit, b.getIndexAttr(P), unit,
                                  b.getIndexAttr(kd), b.getIndexAttr(vb)},
           SmallVector<OpFoldResult>(5, b.getIndexAttr(1)));
-      if (finalState) {
-        auto type = cast<RankedTensorType>(finalState.getType());
-        OpBuilder::InsertionGuard g2(b);
-        b.setInsertionPoint(cg.getTerminator());
-        Value last = loop.getResult(0);
-        Value tile =
-            tb.convert(vMajor ? tb.transpose(last) : last, type.getElementType());
-        b.setInsertionPointToEnd(cg.getTerminator().getBody());
+      if (finalState)
         tensor::ParallelInsertSliceOp::create(
-            b, tile, shared[1],
+            b, finalTile, shared[1],
             vMajor ? ArrayRef<OpFoldResult>{n, head, vCol, zero}
                    : ArrayRef<OpFoldResult>{n, head, zero, vCol},
             ArrayRef<OpFoldResult>{unit, unit,
                                    b.getIndexAttr(vMajor ? vb : kd),
                                    b.getIndexAttr(vMajor ? kd : vb)},
             SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
-      }
     }
     return {cg.getResult(0), finalState ? cg.getResult(1) : Value()};
   }

@@ -427,8 +427,9 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
     const Value &g = grid->array[i];
     if (g.isObject()) {
       // {"symbol": "T", "ceil_div": 64}: ceil(T / 64) programs;
-      // {"symbol": "T", "ceil_div": 16, "plus": "N_plus_1"}: that plus N + 1.
-      if (Status s = r.object(g, gPath, {"symbol", "ceil_div", "plus"}))
+      // {"symbol": "T", "ceil_div": 16, "plus": "N_plus_1"}: that plus N + 1;
+      // {"symbol": "B", "ceil_div": 1, "times": 8}: B x 8 (segments).
+      if (Status s = r.object(g, gPath, {"symbol", "ceil_div", "plus", "times"}))
         return s;
       const Value *sym, *div;
       if (Status s = r.field(g, gPath, "symbol", sym))
@@ -445,6 +446,10 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
       if (Status s = r.integer(*div, Reader::join(gPath, "ceil_div"), 1,
                                UINT32_MAX, k.grid[i].ceilDiv))
         return s;
+      if (const Value *times = g.find("times"))
+        if (Status s = r.integer(*times, Reader::join(gPath, "times"), 1,
+                                 65536, k.grid[i].times))
+          return s;
       if (const Value *plus = g.find("plus")) {
         std::string plusPath = Reader::join(gPath, "plus");
         if (!plus->isString())

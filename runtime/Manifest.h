@@ -35,6 +35,9 @@ struct Extent {
   // sequences, which start every 16 tokens from each sequence's start.
   std::string plus;
   int plusIndex = -1; // into Kernel::symbols
+  // Grid entries only: ceil(symbol / ceilDiv) times this (before `plus`),
+  // e.g. B x 8 programs: 8 segments of each of B sequences.
+  int64_t times = 1;
 
   bool isSymbol() const { return !symbol.empty(); }
   std::string str() const {
@@ -43,6 +46,8 @@ struct Extent {
     std::string base = ceilDiv == 1 ? symbol
                                     : "ceil(" + symbol + " / " +
                                           std::to_string(ceilDiv) + ")";
+    if (times != 1)
+      base += " x " + std::to_string(times);
     return plus.empty() ? base : base + " + " + plus;
   }
 };

@@ -190,6 +190,9 @@ Status bindTensors(const Kernel &kernel, const kda_tensor *tensors,
     int64_t value = e.isSymbol() ? out.symbols[e.symbolIndex] : e.value;
     if (e.isSymbol() && e.ceilDiv > 1) // value >= 0: no overflow
       value = value / e.ceilDiv + (value % e.ceilDiv != 0);
+    if (e.times > 1) // value < 2^62, times <= 2^16: saturate, then refused
+      value = value > (int64_t(1) << 46) ? (int64_t(1) << 62)
+                                          : value * e.times;
     if (e.plusIndex >= 0) // both < 2^62 (tensor sizes): no overflow
       value += out.symbols[e.plusIndex];
     if (value > maxGrid[a])

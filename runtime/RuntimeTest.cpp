@@ -2588,6 +2588,10 @@ TEST_F(Fake, CeilDivGrid) {
        [](int64_t n) { return static_cast<unsigned>((n + 63) / 64); }},
       {"{\"symbol\": \"N\", \"ceil_div\": 16, \"plus\": \"N\"}",
        [](int64_t n) { return static_cast<unsigned>((n + 15) / 16 + n); }},
+      {"{\"symbol\": \"N\", \"ceil_div\": 1, \"times\": 8}",
+       [](int64_t n) { return static_cast<unsigned>(n * 8); }},
+      {"{\"symbol\": \"N\", \"ceil_div\": 16, \"times\": 3}",
+       [](int64_t n) { return static_cast<unsigned>((n + 15) / 16 * 3); }},
   };
   for (const Case &c : cases) {
     BundleDir b(replaced(nvidiaManifest(), "\"grid\": [\"N\", 1, 1]",
@@ -2645,7 +2649,9 @@ TEST_F(Fake, CeilDivGrid) {
         {"{\"symbol\": \"N\", \"ceil_div\": 4, \"plus\": \"M\"}",
          "kernels[1].grid[0].plus: symbol \"M\" does not appear in any tensor's shape"},
         {"{\"symbol\": \"N\", \"ceil_div\": 4, \"plus\": 2}",
-         "kernels[1].grid[0].plus: expected a symbol name"}}) {
+         "kernels[1].grid[0].plus: expected a symbol name"},
+        {"{\"symbol\": \"N\", \"ceil_div\": 1, \"times\": 0}",
+         "kernels[1].grid[0].times: expected an integer in [1,"}}) {
     BundleDir bad(replaced(nvidiaManifest(), "\"grid\": [\"N\", 1, 1]",
                            "\"grid\": [" + extent + ", 1, 1]"));
     kda_bundle *out = nullptr;

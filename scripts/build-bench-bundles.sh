@@ -10,7 +10,9 @@
 #        scripts/build-bench-bundles.sh --print-configs     (the configurations, JSON)
 # Environment: KDA_COMPILE (default build/bin/kda-compile), PYTHON (python3),
 # JOBS (parallel kda-compile runs, default nproc), BENCH_ARGS (extra arguments
-# for bench_kda.py --print-configs, e.g. "--chunk 16" or "--cases fwd").
+# for bench_kda.py --print-configs, e.g. "--chunk 16" or "--cases fwd"), SEGMENTS
+# (segment counts whose tiles are built too, for KDA_SEGMENTS; default 4,8,16;
+# empty: none).
 # Exit status 1 if any configuration failed to compile (the others are built;
 # OUT_DIR/prebuild-report.json lists every result with kda-compile's message).
 set -euo pipefail
@@ -38,4 +40,4 @@ configs=$out/bench-configs.json
 chip_args=()
 for c in "${chips[@]}"; do chip_args+=(--chip "$c"); done
 exec "$py" -m kda.prebuild "${chip_args[@]}" --out "$out" --set none \
-  --configs "$configs" --jobs "${JOBS:-$(nproc)}"
+  --configs "$configs" --jobs "${JOBS:-$(nproc)}" --segments "${SEGMENTS-4,8,16}"

@@ -33,4 +33,4 @@ chip_args=()
 for c in "${chips[@]}"; do chip_args+=(--chip "$c"); done
 exec "$py" -m kda.prebuild "${chip_args[@]}" --out "$out" --set "${SET:-common}" \
   --configs "$out/test-gpu-configs.json" --configs "$out/test-torch-configs.json" \
-  --jobs "${JOBS:-$(nproc)}"
+  --jobs "${JOBS:-$(nproc)}" --segments 4,8,16

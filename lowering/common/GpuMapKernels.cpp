@@ -415,6 +415,25 @@ FailureOr<Attribute> gridExtent(Value extent, ArrayAttr abi, Builder &b) {
                               cast<StringAttr>(*inner).getValue()))),
            b.getNamedAttr("ceil_div", b.getI64IntegerAttr(*c))}));
     }
+  // e x c: segments of every sequence ({"symbol", "ceil_div", "times"}).
+  if (auto mul = extent.getDefiningOp<arith::MulIOp>())
+    if (auto c = getConstantIntValue(mul.getRhs())) {
+      FailureOr<Attribute> inner = gridExtent(mul.getLhs(), abi, b);
+      if (failed(inner))
+        return failure();
+      NamedAttrList fields;
+      if (auto s = dyn_cast<StringAttr>(*inner)) {
+        fields.append("symbol", b.getStringAttr(symbolName(s.getValue())));
+        fields.append("ceil_div", b.getI64IntegerAttr(1));
+      } else if (auto d = dyn_cast<DictionaryAttr>(*inner);
+                 d && !d.get("plus") && !d.get("times")) {
+        fields.append(d.getValue());
+      } else {
+        return failure();
+      }
+      fields.append("times", b.getI64IntegerAttr(*c));
+      return Attribute(b.getDictionaryAttr(fields));
+    }
   // e + symbol: the flat varlen grid (windows of packed tokens, plus one
   // program per sequence).
   if (auto sum = extent.getDefiningOp<arith::AddIOp>()) {

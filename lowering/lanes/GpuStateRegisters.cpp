@@ -773,18 +773,19 @@ struct LaneStateProgram : kda::LaneBuilder {
         storeBoundaryBefore(tb, stateL, i, cur);
       Value state = tb.make(stateL, cur);
       kda::ChunkOutputs out = kda::emitStateStep(tb, intra, state);
-      SmallVector<Value> oRegs = tb.convertLayout(out.o, rowsL);
+      // (A summary stores no outputs: its O product is dead code, and no
+      // layout conversion of it is emitted.)
+      SmallVector<Value> oRegs;
+      if (!cfg.summary)
+        oRegs = tb.convertLayout(out.o, rowsL);
       SmallVector<Value> next = tb.convertLayout(out.nextState, stateL);
       if (!tb.failure().empty()) {
         scf::YieldOp::create(b, cur);
         return tb.failure();
       }
-
-      if (cfg.summary) {
-        scf::YieldOp::create(b, next);
-        return "";
-      }
-      // The output rows of the chunk's tokens.
+      // The output rows of the chunk's tokens (a summary's state carries
+      // on, stored once after the loop).
+      if (!cfg.summary) {
       Value local = mul(i, C);
       Value t0 = add(start, local);
       Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
@@ -802,6 +803,7 @@ struct LaneStateProgram : kda::LaneBuilder {
         b.setInsertionPointToStart(store.thenBlock());
         memref::StoreOp::create(b, fromF32(oRegs[r], oType), o,
                                 ValueRange{row, add(t0, c), head, add(vCol, v)});
+      }
       }
       scf::YieldOp::create(b, next);
       }

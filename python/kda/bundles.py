@@ -380,8 +380,9 @@ TILE_KEYS = ("chunk", "sub_chunk", "v_block", "threads")
 # Optional tile keys, kept only where they differ from kda-compile's default
 # (so tiles without them hash as before): state_stages N is
 # --state-stages=N (chunks in flight in the state program's cp.async
-# pipeline, 2 to 8).
-OPTIONAL_TILE_KEYS = {"state_stages": 2}
+# pipeline, 2 to 8); segments P is --segments=P (sequence-parallel segments
+# of each sequence: summary, combine and segmented state kernels).
+OPTIONAL_TILE_KEYS = {"state_stages": 2, "segments": 1}
 # Keys of older tuning databases whose choice no kernel has any more (the
 # split-K state program's prefetch, removed in the eighteenth session): read
 # and dropped, so a database that has them still loads.
@@ -390,7 +391,7 @@ OBSOLETE_TILE_KEYS = ("state_prefetch",)
 
 def normalise_tile(tile: Optional[Dict[str, int]]) -> Optional[Dict[str, int]]:
     """A tuned tile as kda-compile's flags take it (chunk, sub_chunk,
-    v_block, block threads, optionally state_stages), or None for the
+    v_block, block threads, optionally state_stages and segments), or None for the
     chip's defaults."""
     if tile is None:
         return None
@@ -912,6 +913,8 @@ def tile_flags(tile: Optional[Dict[str, int]]) -> List[str]:
              f"--block-threads={t['threads']}"]
     if t.get("state_stages", 2) != 2:
         flags.append(f"--state-stages={t['state_stages']}")
+    if t.get("segments", 1) != 1:
+        flags.append(f"--segments={t['segments']}")
     return flags
 
 

@@ -977,7 +977,7 @@ def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt
         T_seq = T if cu_seqlens is None else max(1, (B * T) // max(1, N))
         tile = _tune.tuned_tile(cfg, chip, T_seq, N, HV)
         if tile is None:
-            tile = _tune.shape_policy_tile(cfg, chip, N, HV, _multiprocessors(q.device))
+            tile = _tune.shape_policy_tile(cfg, chip, N, HV, _multiprocessors(q.device), T=T_seq)
         if tile is not None and interval and interval % tile["chunk"]:
             tile = None  # the bundle's own chunk divides the interval (validated)
         with torch.cuda.device(q.device):
@@ -1538,7 +1538,7 @@ def _tensor_key(t):
 # The environment variables a plan depends on, read straight from the bytes
 # mapping behind os.environ where CPython has one (a plan key reads them on
 # every call; os.environ.get encodes and decodes each).
-_ENV_NAMES = ("KDA_CHIP", "KDA_BUNDLE_PATH", "KDA_TUNING_DB")
+_ENV_NAMES = ("KDA_CHIP", "KDA_BUNDLE_PATH", "KDA_TUNING_DB", "KDA_SEGMENTS")
 _env_data = getattr(os, "environ", None)
 _env_data = getattr(_env_data, "_data", None) if os.name == "posix" else None
 _ENV_KEYS = tuple(n.encode() for n in _ENV_NAMES)
@@ -1547,7 +1547,7 @@ _ENV_KEYS = tuple(n.encode() for n in _ENV_NAMES)
 def _plan_env():
     if isinstance(_env_data, dict):
         get = _env_data.get
-        return (get(_ENV_KEYS[0]), get(_ENV_KEYS[1]), get(_ENV_KEYS[2]))
+        return (get(_ENV_KEYS[0]), get(_ENV_KEYS[1]), get(_ENV_KEYS[2]), get(_ENV_KEYS[3]))
     return tuple(os.environ.get(n) for n in _ENV_NAMES)
 
 

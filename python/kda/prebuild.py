@@ -75,7 +75,7 @@ def _unique(cfgs: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
 
 
 def build(cfgs: List[Dict[str, Any]], chips: List[str], out_dir: str, jobs: int,
-          compiler: str = None, verbose: bool = True) -> Dict[str, Any]:
+          compiler: str = None, verbose: bool = True, segments: List[int] = ()) -> Dict[str, Any]:
     os.makedirs(out_dir, exist_ok=True)
     # Each configuration's default bundle, and those of the tiles kda.ops
     # may choose for it: the shape policy's (kda.tune.policy_tiles) and the
@@ -84,7 +84,8 @@ def build(cfgs: List[Dict[str, Any]], chips: List[str], out_dir: str, jobs: int,
     for chip in chips:
         for c in cfgs:
             tiles = [None]
-            for tile in _tune.policy_tiles(c, chip) + _tune.db_tiles(c, chip):
+            for tile in (_tune.policy_tiles(c, chip) + _tune.db_tiles(c, chip)
+                         + _tune.segment_tiles(c, chip, segments)):
                 if tile not in tiles:
                     tiles.append(tile)
             tasks += [(c, chip, tile) for tile in tiles]
@@ -154,6 +155,9 @@ def main(argv=None) -> int:
                    help="JSON file with a list of configurations to add (repeatable)")
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     p.add_argument("--list", action="store_true", help="print the configurations and exit")
+    p.add_argument("--segments", default="",
+                   help="comma-separated segment counts: also build the shape policy's tiles with "
+                        "each (what KDA_SEGMENTS asks for; e.g. 4,8,16)")
     args = p.parse_args(argv)
 
     chips = args.chip or ["sm_90a"]
@@ -179,7 +183,15 @@ def main(argv=None) -> int:
     out = args.out or _b.cache_dirs(with_prebuilt=False)[-1]
     print(f"building {len(cfgs)} configuration(s) x {len(chips)} chip(s) into {out} with {compiler}",
           flush=True)
-    report = build(cfgs, chips, out, args.jobs, compiler=compiler)
+    try:
+        segments = [int(s) for s in args.segments.split(",") if s.strip()]
+    except ValueError:
+        print(f"--segments: expected comma-separated counts, got {args.segments!r}", file=sys.stderr)
+        return 2
+    if any(s < 1 or s > 64 for s in segments):
+        print(f"--segments: counts are 1 to 64, got {segments}", file=sys.stderr)
+        return 2
+    report = build(cfgs, chips, out, args.jobs, compiler=compiler, segments=segments)
     ok = len(report["results"]) - report["failed"]
     print(f"prebuild: {ok} ok, {report['failed']} failed, {report['smem_warnings']} over the shared-memory "
           f"limit; report in {os.path.join(out, 'prebuild-report.json')}")

@@ -105,11 +105,13 @@ STATE_STAGES = (2, 3, 4, 5, 6, 7, 8)
 
 
 def make_tile(chunk: int, v_block: int, threads: int, sub_chunk: int = SUB_CHUNK,
-              state_stages: int = 2) -> Dict[str, int]:
+              state_stages: int = 2, segments: int = 1) -> Dict[str, int]:
     tile = {"chunk": int(chunk), "sub_chunk": min(int(sub_chunk), int(chunk)),
             "v_block": int(v_block), "threads": int(threads)}
     if int(state_stages) != 2:
         tile["state_stages"] = int(state_stages)
+    if int(segments) != 1:
+        tile["segments"] = int(segments)
     return tile
 
 
@@ -472,6 +474,35 @@ def _policy_applies(cfg: Dict[str, Any], chip: str) -> bool:
             and cfg.get("qk_dtype") in ("bf16", "f16") and cfg.get("update", "delta") == "delta")
 
 
+# Segments (kda-tile-chunks' `segments`: each sequence's chunks split into P
+# runs; a summary kernel gives each its transition and offset, a combine
+# kernel scans them, and the state kernel runs the P runs side by side). The
+# summary does twice a state pass's columns (V and the K of the transition)
+# and the state pass runs again, so segments pay only where the state kernel
+# leaves the chip idle: few (sequence, head) units and long sequences. First
+# measured on the H200 (bench/RESULTS.md, twenty-eighth session, a summary
+# kernel that then lacked its stores, so timings only): T = 131072 H = 16
+# 6.56 ms -> 4.89 (8 segments), 5.08 (16), 5.54 (4); T = 32768 H = 32 2.16 ->
+# 2.49 (4), 2.61 (8): slower. The policy chooses none until the corrected
+# kernels pass the GPU suite there (test/gpu/test_gpu.py's segments cases);
+# KDA_SEGMENTS=P (1: none) sets the count, and kda.prebuild --segments
+# builds the bundles it needs.
+SEGMENT_CHOICES = (4, 8, 16)
+
+
+def _segments_override() -> Optional[int]:
+    env = os.environ.get("KDA_SEGMENTS")
+    if not env:
+        return None
+    try:
+        p = int(env)
+    except ValueError:
+        raise ValueError(f"KDA_SEGMENTS: expected a segment count (1: none), got {env!r}")
+    if p < 1 or p > 64:
+        raise ValueError(f"KDA_SEGMENTS: expected 1 to 64, got {p}")
+    return p
+
+
 def policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
     """Every tile shape_policy_tile may choose for cfg on chip besides the
     default (what kda.prebuild builds next to the default bundle)."""
@@ -483,22 +514,40 @@ def policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
             _stamp(make_tile(16, wide, 128), chunk)]
 
 
+def segment_tiles(cfg: Dict[str, Any], chip: str, counts: Iterable[int]) -> List[Dict[str, int]]:
+    """The shape policy's tiles with each of `counts` segments (what
+    KDA_SEGMENTS may ask for; kda.prebuild --segments builds them)."""
+    cfg, chunk = steps_form(cfg, chip)
+    if not _policy_applies(cfg, chip) or cfg.get("boundary_interval"):
+        return []
+    return [_stamp(make_tile(16, vb, 128, state_stages=3 if vb == 32 else 2, segments=p), chunk)
+            for p in counts if p > 1 for vb in (32, 128)]
+
+
 def shape_policy_tile(cfg: Dict[str, Any], chip: str, N: int, HV: int,
-                      multiprocessors: int) -> Optional[Dict[str, int]]:
-    """The tile for a call of N sequences x HV value heads on a chip with
-    that many multiprocessors, or None for the compiled default (V blocks
-    of 16)."""
+                      multiprocessors: int, T: Optional[int] = None) -> Optional[Dict[str, int]]:
+    """The tile for a call of N sequences x HV value heads (of T tokens
+    each, where known) on a chip with that many multiprocessors, or None
+    for the compiled default (V blocks of 16)."""
     cfg, chunk = steps_form(cfg, chip)
     if not _policy_applies(cfg, chip) or multiprocessors <= 0:
         return None
-    return _stamp(_policy_tile(N, HV, multiprocessors, bool(cfg.get("boundary_interval"))), chunk)
+    boundary = bool(cfg.get("boundary_interval"))
+    segments = 1 if boundary else _policy_segments(N, HV, multiprocessors, T)
+    return _stamp(_policy_tile(N * segments, HV, multiprocessors, boundary, segments), chunk)
 
 
-def _policy_tile(N: int, HV: int, multiprocessors: int, boundary: bool = False) -> Optional[Dict[str, int]]:
+def _policy_segments(N: int, HV: int, multiprocessors: int, T: Optional[int]) -> int:
+    override = _segments_override()
+    return 1 if override is None else override
+
+
+def _policy_tile(N: int, HV: int, multiprocessors: int, boundary: bool = False,
+                 segments: int = 1) -> Optional[Dict[str, int]]:
     units = max(1, int(N)) * max(1, int(HV))
     if units * 4 <= 2 * multiprocessors:
-        return make_tile(16, 32, 128, state_stages=3)
-    return make_tile(16, BOUNDARY_V_BLOCK if boundary else 128, 128)
+        return make_tile(16, 32, 128, state_stages=3, segments=segments)
+    return make_tile(16, BOUNDARY_V_BLOCK if boundary else 128, 128, segments=segments)
 
 
 # ---------------------------------------------------------------------------

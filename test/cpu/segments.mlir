@@ -34,4 +34,4 @@
 // CHECK-NOT: FAIL
 // SEQ: --segments=2 needs --schedule=chunk-parallel
 // BOUNDARY: segments = 2 with boundary states are not implemented
-// ZERO: --segments must be 1 to 1024, found 0
+// ZERO: --segments must be 1 to 64, found 0

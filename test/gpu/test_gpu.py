@@ -54,7 +54,7 @@ class Case:
     def __init__(self, name, dtype, KV, B=2, T=100, H=4, HV=None, seqlens=None, h0=False, ht=False,
                  layout="k_major", prologue="none", g_dtype=None, cu_dtype="i64",
                  api="chunk", neg_eigval=False, scale=None, seed=0, boundary=None, pool=None,
-                 gate_scale=1.0, chunk=None, inplace=False):
+                 gate_scale=1.0, chunk=None, inplace=False, segments=None):
         self.name, self.dtype, self.K, self.V = name, dtype, KV, KV
         # log-space gates (prologue "none") times this: steep decays, tens per token, take the
         # intra-chunk kernel's exact pairwise form where the factored one would overflow
@@ -83,6 +83,9 @@ class Case:
         # fused_recurrent_kda(..., inplace_final_state=True): the final state written over the
         # initial one, which must come back as the final state
         self.inplace = inplace
+        # sequence-parallel segments (KDA_SEGMENTS: the shape policy's tile with that many): the
+        # summary, combine and segmented state kernels
+        self.segments = segments
 
     @property
     def N(self):
@@ -389,6 +392,18 @@ def all_cases():
         Case("bf16-k64-T1048613-H1-ht", "bf16", 64, B=1, T=(1 << 20) + 37, H=1, ht=True),
         Case("bf16-k128-kimi-lb-varlen-one-long-3,17,40000,5,64,1-h0-ht", "bf16", 128,
              seqlens=[3, 17, 40000, 5, 64, 1], H=2, h0=True, ht=True, prologue="kimi_lb"),
+        # Sequence-parallel segments (the shape policy's tile with KDA_SEGMENTS segments): each
+        # sequence's chunks in P runs, their transitions scanned; from an initial state or zeros,
+        # both layouts, a varlen batch with one long sequence among short ones (empty segments),
+        # V blocks of 32 (few units) and 128 (units x segments past the chip's half).
+        Case("bf16-k128-kimi-lb-segments4-T3000-H2-h0-ht-vmajor", "bf16", 128, B=1, T=3000, H=2,
+             h0=True, ht=True, layout="v_major", prologue="kimi_lb", segments=4),
+        Case("bf16-k128-kimi-softplus-segments16-varlen-3,17,5000,5,64,1-h0-ht", "bf16", 128,
+             seqlens=[3, 17, 5000, 5, 64, 1], H=2, h0=True, ht=True, prologue="kimi_softplus",
+             segments=16),
+        Case("f16-k128-kda-segments8-T1000-H3-ht", "f16", 128, B=2, T=1000, H=3, ht=True, segments=8),
+        Case("bf16-k128-kimi-lb-segments8-T20000-H1-h0-ht", "bf16", 128, B=1, T=20000, H=1, h0=True,
+             ht=True, prologue="kimi_lb", segments=8),
         # The shape policy's tiles (kda.tune.shape_policy_tile, H200: 132 multiprocessors): 48 and
         # 40 (sequence, head) units take V blocks of 32, 80 and 72 units V blocks of 128 (the
         # derived state program's 4 warps of 32 rows); T not a multiple of the chunk, both state
@@ -563,6 +578,8 @@ def sanitize_cases():
              ht=True, layout="v_major", prologue="kimi_lb"),
         Case("san-bf16-k128-kimi-lb-HV80-policy-vb128-T20-h0-ht", "bf16", 128, B=1, T=20,
              H=80, h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
+        Case("san-bf16-k128-kimi-lb-segments4-varlen-3,90,20-h0-ht-vmajor", "bf16", 128,
+             seqlens=[3, 90, 20], H=1, h0=True, ht=True, layout="v_major", prologue="kimi_lb", segments=4),
         Case("san-bf16-k128-kimi-lb-fla-h-varlen-h0-ht-vmajor", "bf16", 128, seqlens=[70, 1, 20], H=2,
              h0=True, ht=True, layout="v_major", prologue="kimi_lb", boundary="fla"),
         Case("san-f32-k64-boundary16-varlen-5,40", "f32", 64, seqlens=[5, 40], H=1, boundary=16),
@@ -674,7 +691,8 @@ def check_strategy(problems, metrics, expect, dtype=None):
     if not st:
         problems.append("kda.ops.last_launch reports no strategy")
         return
-    wrong = {n: s for n, s in st.items() if s.get("kind") != expect}
+    # (The segments' combine kernel is a tile program by design: a few K x K products.)
+    wrong = {n: s for n, s in st.items() if s.get("kind") != expect and s.get("kernel") != "combine"}
     if wrong:
         problems.append(f"strategy: expected {expect} for every kernel, got {wrong}")
         return
@@ -734,8 +752,18 @@ def run_case(case, torch, oracle):
             if case.pool:
                 extra["boundary_state_indices"] = gpu["table"]
                 extra["boundary_states"] = gpu["pool"]
-            res = kda.chunk_kda(gpu["q"], gpu["k"], gpu["v"], gpu["g"], gpu["beta"],
-                                initial_state=gpu.get("h0"), cu_seqlens=gpu.get("cu"), **kw, **extra)
+            saved = os.environ.get("KDA_SEGMENTS")
+            if case.segments:
+                os.environ["KDA_SEGMENTS"] = str(case.segments)
+            try:
+                res = kda.chunk_kda(gpu["q"], gpu["k"], gpu["v"], gpu["g"], gpu["beta"],
+                                    initial_state=gpu.get("h0"), cu_seqlens=gpu.get("cu"), **kw, **extra)
+            finally:
+                if case.segments:
+                    if saved is None:
+                        os.environ.pop("KDA_SEGMENTS", None)
+                    else:
+                        os.environ["KDA_SEGMENTS"] = saved
             o, ht = res[0], res[1]
             hb = res[2] if len(res) > 2 else None
             if (hb is None) != (not case.interval):
@@ -800,6 +828,17 @@ def run_case(case, torch, oracle):
             problems.append(f"strategy: expected step 16 for chunk {case.chunk}, got {steps}")
         else:
             metrics.append(f"steps16x{case.chunk // 16}")
+    if case.segments:
+        # The segmented bundle ran: its tile has the segments, and a summary, a combine and a
+        # state kernel were launched.
+        tile = getattr(kops.last_launch, "bundle_tile", None) or {}
+        kinds = sorted(s.get("kernel") for s in (getattr(kops.last_launch, "strategy", None) or {}).values())
+        if tile.get("segments") != case.segments:
+            problems.append(f"segments: the tile that ran is {tile}, expected segments={case.segments}")
+        elif kinds != ["combine", "intra", "state", "state"]:
+            problems.append(f"segments: kernels {kinds}")
+        else:
+            metrics.append(f"segments={case.segments}")
     if "policy" in case.name:
         # The shape policy's tile must be the bundle that ran (kda.ops falls
         # back to the default tile, silently, where its bundle is missing).

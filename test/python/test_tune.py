@@ -200,6 +200,39 @@ def part_unit(tmp):
         check(False, "an unknown tile key was accepted")
     except ValueError:
         pass
+    # Segments: none from the policy yet; KDA_SEGMENTS sets the count, and the V block follows the
+    # (sequence x segment, head) units; kda.prebuild --segments builds those tiles.
+    seg8 = TU.make_tile(16, 128, 128, segments=8)
+    seg4 = TU.make_tile(16, 32, 128, state_stages=3, segments=4)
+    check(TU.segment_tiles(kimi, "sm_90a", [4, 8]) == [
+        TU.make_tile(16, 32, 128, state_stages=3, segments=4), TU.make_tile(16, 128, 128, segments=4),
+        TU.make_tile(16, 32, 128, state_stages=3, segments=8), seg8], TU.segment_tiles(kimi, "sm_90a", [4, 8]))
+    check(TU.segment_tiles(kimi_h, "sm_90a", [8]) == [], "no segments with boundary states")
+    check(TU.segment_tiles(kimi, "sm_80", [8]) == [], "segment tiles only where the policy applies")
+    check(pol(1, 16) == vb32 and "segments" not in pol(1, 16), "the policy chooses no segments")
+    saved = os.environ.get("KDA_SEGMENTS")
+    try:
+        os.environ["KDA_SEGMENTS"] = "8"
+        check(pol(1, 16) == seg8, f"KDA_SEGMENTS=8, H=16: 128 units, V blocks of 128: {pol(1, 16)}")
+        check(TU.shape_policy_tile(kimi_h, "sm_90a", 1, 16, 132) == vb32, "boundary states: no segments")
+        os.environ["KDA_SEGMENTS"] = "4"
+        check(pol(1, 16) == seg4, f"KDA_SEGMENTS=4, H=16: 64 units, V blocks of 32: {pol(1, 16)}")
+        for bad in ("0", "65", "many"):
+            os.environ["KDA_SEGMENTS"] = bad
+            try:
+                pol(1, 16)
+                check(False, f"KDA_SEGMENTS={bad} was accepted")
+            except ValueError as e:
+                check("KDA_SEGMENTS" in str(e), str(e))
+    finally:
+        if saved is None:
+            os.environ.pop("KDA_SEGMENTS", None)
+        else:
+            os.environ["KDA_SEGMENTS"] = saved
+    check(B.tile_flags(seg8)[-1] == "--segments=8" and B.normalise_tile(dict(vb128, segments=1)) == vb128,
+          B.tile_flags(seg8))
+    check(B.config_hash(kimi, "sm_90a", seg8) != B.config_hash(kimi, "sm_90a", vb128),
+          "segments are part of the bundle key")
     ok("shape policy: V blocks of 32 (3 stages) / 128 by (sequence, head) units per multiprocessor")
 
     # --- the database --------------------------------------------------------

@@ -528,8 +528,8 @@ int main(int argc, char **argv) {
                                ? " (--chunk=0: the chip's default, " +
                                      std::to_string(resolvedChunk) + ")"
                                : std::string()));
-  if (segments < 1 || segments > 1024)
-    return fail("--segments must be 1 to 1024, found " +
+  if (segments < 1 || segments > 64)
+    return fail("--segments must be 1 to 64, found " +
                 llvm::Twine(static_cast<int64_t>(segments)));
   if (threads < 1 || threads > 1024 || threads % target->warpSize != 0)
     return fail("--block-threads must be a positive multiple of the warp "
@@ -736,12 +736,19 @@ int main(int argc, char **argv) {
           llvm::errs() << " (and " << ops.size() - 1 << " more ops)";
         llvm::errs() << ": its tile (chunk " << t.getChunk() << ", sub_chunk "
                      << t.getSubChunk() << ", v_block " << t.getVBlock()
+                     << (t.getSegments() != 1
+                             ? ", segments " + std::to_string(t.getSegments())
+                             : std::string())
                      << ") needs " << mostSmem << " bytes of shared memory ("
                      << biggest << "); " << chip << " gives a block "
                      << target->sharedMemoryPerBlock << ": compiled with the tile "
                      << "of ops without one (chunk " << flagChunk
                      << ", sub_chunk " << flagSubChunk << ", v_block "
-                     << flagVBlock << ") instead\n";
+                     << flagVBlock
+                     << (segments != 1
+                             ? ", segments " + std::to_string(segments)
+                             : std::string())
+                     << ") instead\n";
         for (Operation *op : ops)
           op->removeAttr("tile");
       }

@@ -173,7 +173,10 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
     Kernels kda-gpu-select-strategy gave lanes: the state pass derived from
     the one algorithm, emitStateStep (passes/GatedDeltaKernel.cpp) run on
     lane tiles (GpuStateRegisters.cpp stages the chunks' workspaces and
-    stores).
+    stores). With segments (kda.state_pass `segments`), each program is one
+    segment of a sequence: the summary kernel's (`summary`) starts from
+    zeros or the identity's columns and stores its final state, the state
+    kernel's from the combine grid's start state.
   }];
   let options = [
     Option<"threads", "threads", "int64_t", /*default=*/"128",

@@ -60,6 +60,7 @@ VARIANTS = [
     ["--chunk=16"],
     ["--chunk=64", "--sub-chunk=16", "--schedule=chunk-parallel"],
     ["--chunk=64", "--sub-chunk=16", "--schedule=chunk-parallel", "--state-step=wide"],
+    ["--chunk=16", "--schedule=chunk-parallel", "--segments=3"],
     ["--chunk=1"],
 ]
 DIMS = ["0", "1", "17", "2147483648", "9223372036854775807", "?"]

@@ -19,6 +19,8 @@
 #                    $OUT/tune-NAME.json each, then `kda-tune pick PLAN --measurements ...`
 #   py:SCRIPT        python3 SCRIPT with the package, the runtime and .benchb's bundles
 #                    (host-side measurements, one-off experiments)
+#   cp[:ARGS]        bench/bench_cp.py under torchrun over every GPU of the machine (context parallelism,
+#                    `cp T=262144 H=16 P=2` on nvidia-h200-x2; bundles from $BENCH_BUNDLES or .benchb)
 #   profile:ARGS     bench/profile_kda.py --torch-profile ARGS (per-kernel times), e.g.
 #                    "profile:--T 8192 --H 32" or "profile:--seqlens 1300,547 --H 64"
 # Carry .gpub, .benchb, .fla and, when it exists, .triton-cache.tgz: Triton's
@@ -96,6 +98,17 @@ for step in "$@"; do
         work=\$(mktemp -d); CXX=g++ runtime/gpu/build-runtime.sh \"\$work\" >/dev/null
         KDA_RUNTIME_LIBRARY=\$work/libkda_runtime.so KDA_BUNDLE_PATH=\$PWD/${NCU_BUNDLES:-.benchb} KDA_NO_COMPILE=1 \
         PYTHONPATH=\$PWD/python:\$PWD/.fla python3 $script" 2>&1 | tee -a "$out/py.log" | tail -45 ;;
+    cp|cp:*)
+      # Context parallelism over the machine's GPUs (nvidia-h200-x2: two ranks, NCCL, NVLink
+      # multicast off): bench/bench_cp.py under torchrun, $out/cp.json; ARGS after "cp:" go to it.
+      args=${step#cp}; args=${args#:}
+      timeout "$left" bash -c "
+        work=\$(mktemp -d); CXX=g++ runtime/gpu/build-runtime.sh \"\$work\" >/dev/null
+        NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \
+        KDA_RUNTIME_LIBRARY=\$work/libkda_runtime.so KDA_BUNDLE_PATH=\$PWD/${BENCH_BUNDLES:-.benchb} KDA_NO_COMPILE=1 \
+        FLA_FLASH_KDA=0 FLA_TILELANG=0 PYTHONPATH=\$PWD/python:\$PWD/.fla \
+        torchrun --nproc-per-node \$(nvidia-smi -L | wc -l) bench/bench_cp.py --fla \$PWD/.fla --json $out/cp.json $args" \
+        2>&1 | tee "$out/cp.log" | tail -8 ;;
     profile:*)
       args=${step#profile:}
       timeout "$left" bash -c "

@@ -37,7 +37,9 @@ mkdir -p "$out"
 configs=$out/bench-configs.json
 # shellcheck disable=SC2086
 "$py" "$root/bench/bench_kda.py" --print-configs ${BENCH_ARGS:-} > "$configs"
+# bench/bench_cp.py's (context parallelism: the ranks' summaries and finishes)
+"$py" "$root/bench/bench_cp.py" --print-configs > "$out/bench-cp-configs.json"
 chip_args=()
 for c in "${chips[@]}"; do chip_args+=(--chip "$c"); done
 exec "$py" -m kda.prebuild "${chip_args[@]}" --out "$out" --set none \
-  --configs "$configs" --jobs "${JOBS:-$(nproc)}" --segments "${SEGMENTS-4,8,16}"
+  --configs "$configs" --configs "$out/bench-cp-configs.json" --jobs "${JOBS:-$(nproc)}" --segments "${SEGMENTS-4,8,16}"

@@ -638,7 +638,11 @@ def chunk_kda(
     in kernel) in the inputs' dtypes. Not with boundary states or
     ``return_intermediate_states``.
 
-    Not supported (NotImplementedError): ``cp_context``.
+    cp_context: context parallelism (``kda.cp``; FLA's ``fla.ops.cp`` contexts serve too): this
+        rank's share of a packed batch split over a torch.distributed group; the earlier ranks'
+        summaries (transition and state from zero) are all-gathered and chained into its first
+        sequence's initial state. Forward only; B = 1, the sequences from the context, no
+        initial_state or output_final_state (as FLA). Not under torch.compile.
 
     Returns:
         ``(o, final_state)``: o ``[B, T, HV, V]`` in q's dtype (FLA returns
@@ -678,8 +682,6 @@ def chunk_kda(
     if table is not None and boundary_interval is None:
         raise ValueError("kda.chunk_kda: boundary_state_indices needs a boundary_interval")
     fla_h = bool(return_intermediate_states)
-    if cp_context is not None:
-        raise NotImplementedError("kda.chunk_kda: context parallelism (cp_context) is not supported")
     A_log = kwargs.pop("A_log", None) if use_gate_in_kernel else None
     dt_bias = kwargs.pop("dt_bias", None) if use_gate_in_kernel else None
     kwargs.pop("A_log", None)
@@ -687,6 +689,29 @@ def chunk_kda(
     chunk_size = kwargs.pop("chunk_size", None)
     if kwargs:
         raise TypeError(f"kda.chunk_kda: unknown keyword arguments {sorted(kwargs)}")
+    if cp_context is not None:
+        # Context parallelism (kda.cp): this rank's tokens, from the state
+        # the earlier ranks' summaries give its first sequence.
+        if boundary_interval is not None or table is not None or fla_h:
+            raise NotImplementedError("kda.chunk_kda: chunk-boundary states (boundary_interval, "
+                                      "return_intermediate_states) are not supported with cp_context")
+        if _wants_gradient(q, k, v, g, beta, initial_state, A_log, dt_bias):
+            raise NotImplementedError("kda.chunk_kda: cp_context is forward only (no gradients yet); "
+                                      "detach the inputs or run under torch.no_grad()")
+        from kda import cp as _cp
+        extra = {"chunk_size": chunk_size} if chunk_size is not None else {}
+        if A_log is not None:
+            extra["A_log"] = A_log
+        if dt_bias is not None:
+            extra["dt_bias"] = dt_bias
+        return _cp.chunk_kda_cp(q, k, v, g, beta, cp_context, initial_state=initial_state,
+                                output_final_state=output_final_state, cu_seqlens=cu_seqlens,
+                                state_v_first=state_v_first, scale=scale,
+                                use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                                use_gate_in_kernel=use_gate_in_kernel,
+                                use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+                                allow_neg_eigval=allow_neg_eigval, safe_gate=safe_gate,
+                                lower_bound=lower_bound, **extra)
 
     if _wants_gradient(q, k, v, g, beta, initial_state, A_log, dt_bias):
         if boundary_interval is not None or table is not None or fla_h:

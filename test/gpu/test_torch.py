@@ -16,6 +16,11 @@
                final states) and FLA's default call (log-space gate, dense batch), bf16: every gradient
                against the float64 oracle's within FLA's bars (0.008 dq, dk, dv, dh0; 0.02 dg, dbeta,
                dA_log, ddt_bias); with FLA, its gradients of the same inputs are reported beside
+  cp           context parallelism simulated in one process (kda.cp.simulate): P ranks' work in turn,
+               their summaries stacked as the all-gather would; Kimi's call (gate, l2 norm, beta sigmoid
+               in kernel, GVA, V-major states), one sequence over 2 and 4 ranks and a packed batch where
+               only some sequences cross ranks, against the float64 oracle (5e-3) and against one
+               chunk_kda call on the whole batch
   compile-model two KimiDeltaAttention layers under torch.compile(fullgraph=True): prefill (packed
                sequences) and a decode step with a cache, against eager (bit-exact with aot_eager;
                inductor's fusions round differently: relative RMSE <= 2e-3)
@@ -76,6 +81,18 @@ def configs():
                                      use_beta_sigmoid_in_kernel=True, state_v_first=v_major,
                                      cu_seqlens=cu, A_log=Meta((HV,), "f32"), dt_bias=Meta((HV * K,), "f32"))
 
+    def cp_chunk(B, h0, ht, cu_dtype):
+        Hq, Hv = CP_H, CP_HV
+        q, g = Meta((B, 64, Hq, K), "bf16"), Meta((B, 64, Hv, K), "bf16")
+        v, beta = Meta((B, 64, Hv, V), "bf16"), Meta((B, 64, Hv), "bf16")
+        cu = Meta((3,), cu_dtype) if cu_dtype else None
+        st = Meta((2 if cu else B, Hv, V, K), "f32") if h0 else None
+        return kops.chunk_kda_config(q, q, v, g, beta, initial_state=st, output_final_state=ht,
+                                     use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True,
+                                     use_beta_sigmoid_in_kernel=True, state_v_first=True,
+                                     cu_seqlens=cu, A_log=Meta((Hv,), "f32"), dt_bias=Meta((Hv * K,), "f32"),
+                                     lower_bound=-5.0)
+
     def decode(N, pool):
         q, g = Meta((N, 1, H, K), "bf16"), Meta((N, 1, HV, K), "bf16")
         v, beta = Meta((N, 1, HV, V), "bf16"), Meta((N, 1, HV), "bf16")
@@ -94,6 +111,10 @@ def configs():
         out.append(cfg)
         out.append(kbundles.gated_delta_grad_config(cfg, d_final_state=cfg["final_state_dtype"] is not None,
                                                     chunk=kops.GRAD_CHUNK))
+    # cp: each rank's summary (its last piece and copies of it from zeros and the identity's
+    # columns: a dense batch with initial and final states, GVA) and its finish (its packed pieces
+    # from the merged state: varlen with initial states, no final state).
+    out += [cp_chunk(2, True, True, None), cp_chunk(1, True, False, "i32"), cp_chunk(1, False, False, "i32")]
     out += [chunk(1, 300, False, True, "i32"),   # layer: packed prefill filling a cache; compile
             chunk(1, 300, False, False, "i32"),  # layer: a padded batch, unpadded by its mask
             chunk(2, 100, False, False),         # layer: a dense batch without a cache
@@ -109,6 +130,7 @@ def configs():
 
 
 GRAD_H, GRAD_HV, GRAD_K, GRAD_V = 2, 4, 64, 64  # GVA: two value heads per q / k head
+CP_H, CP_HV = 2, 4                               # cp: GVA, K = V = 128 (HEAD_DIM)
 GRAD_SEQLENS = (100, 37, 163)                    # Kimi's case: packed sequences
 GRAD_DENSE = (2, 130)                            # FLA's default case: B, T
 
@@ -508,6 +530,57 @@ def part_planned(torch, kda):
 # ---------------------------------------------------------------------------
 # The layer against FLA's
 
+def part_cp(torch, kda):
+    """Context parallelism simulated in one process against the oracle and one whole call."""
+    import numpy as np
+    import oracle
+    from kda import cp
+    problems, info = [], []
+    K = V = HEAD_DIM
+    gen = torch.Generator(device="cuda").manual_seed(27)
+    r = lambda *s: torch.randn(*s, generator=gen, device="cuda")  # noqa: E731
+    kw = dict(use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+              lower_bound=-5.0)
+    for label, seqlens, ranks in (("one sequence, 2 ranks", [4096], 2),
+                                  ("one sequence, 4 ranks", [4096], 4),
+                                  ("packed, some cross", [1000, 37, 2000, 963], 4)):
+        T = sum(seqlens)
+        x = dict(q=r(1, T, CP_H, K).bfloat16(), k=r(1, T, CP_H, K).bfloat16(), v=r(1, T, CP_HV, V).bfloat16(),
+                 g=r(1, T, CP_HV, K).bfloat16(), beta=r(1, T, CP_HV).bfloat16(),
+                 A_log=torch.log(torch.rand(CP_HV, generator=gen, device="cuda") * 15 + 1),
+                 dt_bias=r(CP_HV * K) * 0.5)
+        cu = torch.tensor([0] + list(np.cumsum(seqlens)), dtype=torch.int32, device="cuda")
+        with torch.inference_mode():
+            o_cp, ctxs = cp.simulate(x["q"], x["k"], x["v"], x["g"], x["beta"], cu.tolist(), ranks,
+                                     A_log=x["A_log"], dt_bias=x["dt_bias"], state_v_first=True, **kw)
+            o_one, _ = kda.chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], cu_seqlens=cu,
+                                     A_log=x["A_log"], dt_bias=x["dt_bias"], state_v_first=True, **kw)
+            torch.cuda.synchronize()
+        npf = lambda t: t.double().cpu().numpy()  # noqa: E731
+        want, _ = oracle.gated_delta(npf(x["q"]), npf(x["k"]), npf(x["v"]), npf(x["g"]), npf(x["beta"]),
+                                     cu_seqlens=cu.cpu().numpy(), A_log=npf(x["A_log"]),
+                                     dt_bias=npf(x["dt_bias"]), state_layout="v_major", qk_l2norm=True,
+                                     beta_activation="sigmoid", gate_activation="lower_bound", lower_bound=-5.0)
+        err = oracle.relative_rmse(npf(o_cp), np.reshape(want, tuple(o_cp.shape)))
+        err_one = oracle.relative_rmse(npf(o_one), np.reshape(want, tuple(o_one.shape)))
+        between = rel_rmse(o_cp, o_one)
+        pre = [c.pre_num_ranks for c in ctxs]
+        info.append(f"{label}: {err:.1e} (one call {err_one:.1e}; pre {pre})")
+        if not err <= KERNEL_BAR:
+            problems.append(f"{label}: o relative RMSE {err:.3e} against the oracle, bar {KERNEL_BAR:g}")
+        if not between <= KERNEL_BAR:
+            problems.append(f"{label}: o {between:.3e} from one chunk_kda call on the whole batch")
+    # The public call: chunk_kda(cp_context=...) with the simulated gather of one rank's context.
+    try:
+        kda.chunk_kda(x["q"][:, :10], x["k"][:, :10], x["v"][:, :10], x["g"][:, :10], x["beta"][:, :10],
+                      cp_context=ctxs[0], cu_seqlens=cu, **kw)
+        problems.append("cp_context with cu_seqlens was accepted")
+    except ValueError as e:
+        if "cp_context.cu_seqlens" not in str(e):
+            problems.append(f"cp_context with cu_seqlens: {e}")
+    return problems, "; ".join(info)
+
+
 def fla_layer_class(fla_dir):
     if fla_dir:
         sys.path.insert(0, fla_dir)
@@ -809,7 +882,7 @@ def main():
           f"{kda.ops._traced is not None}", flush=True)
     parts = [("opcheck", part_opcheck), ("compile", part_compile), ("graph-decode", part_graph_decode),
              ("graph-prefill", part_graph_prefill), ("planned", part_planned),
-             ("compile-model", part_compile_model),
+             ("compile-model", part_compile_model), ("cp", part_cp),
              ("grad", lambda torch, kda: part_grad(torch, kda, args.fla))]
     layer_parts = [("layer-state-dict", part_layer_state_dict), ("layer-varlen-decode", part_layer_varlen_decode),
                    ("layer-dense", part_layer_dense), ("layer-mask", part_layer_mask)]

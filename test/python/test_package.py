@@ -499,6 +499,35 @@ def part_pure(kda_opt, tmp):
            window_sizes_dtype="f32", contains="window_sizes_dtype", what="window_sizes dtype in config")
     raises(ValueError, b.load_config, json.dumps({"op": "nope"}), contains="op: unknown", what="load_config op")
 
+    # Context parallelism (kda.cp): each rank's share of a packed batch, pure Python. One sequence
+    # over 4 ranks: every rank but the first takes state from all before it, every rank but the last
+    # hands it on; a packed batch where only some sequences cross ranks.
+    from kda import cp
+    P = cp.partition
+    one = [P([0, 1000], 4, r) for r in range(4)]
+    check([(x.rank_start, x.rank_end, x.local_cu_seqlens) for x in one] ==
+          [(0, 250, [0, 250]), (250, 500, [0, 250]), (500, 750, [0, 250]), (750, 1000, [0, 250])],
+          f"one sequence over 4 ranks: {one}")
+    check([(x.pre_num_ranks, x.post_num_ranks) for x in one] == [(0, 3), (1, 2), (2, 1), (3, 0)] and
+          [(x.is_first_rank, x.is_last_rank) for x in one] ==
+          [(True, False), (False, False), (False, False), (False, True)], f"one sequence: {one}")
+    packed = [P([0, 300, 700, 1000, 1200], 4, r) for r in range(4)]
+    check([x.local_cu_seqlens for x in packed] == [[0, 300], [0, 300], [0, 100, 300], [0, 100, 300]],
+          f"packed: {packed}")
+    check([(x.pre_num_ranks, x.post_num_ranks) for x in packed] == [(0, 0), (0, 1), (1, 1), (1, 0)],
+          f"packed: only [300, 700) and [700, 1000) cross ranks: {packed}")
+    # Empty sequences (repeated offsets) are no one's; a sequence ending on a rank's last token
+    # hands nothing on.
+    check(P([0, 0, 100, 100, 200], 2, 1).local_cu_seqlens == [0, 100] and
+          P([0, 0, 100, 100, 200], 2, 0).post_num_ranks == 0, "empty sequences and aligned ends")
+    raises(ValueError, P, [0, 1001], 4, 0, contains=["1001", "multiple of the world size (4)"],
+           what="cp: tokens not a multiple of the ranks")
+    raises(ValueError, P, [0, 50, 40], 2, 0, contains="must start at 0 and not decrease",
+           what="cp: decreasing offsets")
+    raises(ValueError, P, [0, 8], 2, 2, contains="rank 2 of a world of 2", what="cp: rank out of range")
+    check("torch" not in sys.modules, "kda.cp pulls in torch at import")
+    print("ok   context parallelism: each rank's share of a packed batch")
+
     # Missing bundle, no compiler allowed: the message gives the MLIR and the exact command.
     env = dict(os.environ)
     try:

@@ -1010,7 +1010,6 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     return success();
   }
 
-
   /// The segments' first two grids. The state pass is affine in the state
   /// (SPEC.md section 3): over a segment, S_end = A S_start + B. The summary
   /// grid, (sequence x segment, head, (V + K) / vb), runs every segment's

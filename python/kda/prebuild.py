@@ -160,6 +160,14 @@ def main(argv=None) -> int:
                         "each (what KDA_SEGMENTS asks for; e.g. 4,8,16)")
     args = p.parse_args(argv)
 
+    try:
+        segments = [int(s) for s in args.segments.split(",") if s.strip()]
+    except ValueError:
+        print(f"--segments: expected comma-separated counts, got {args.segments!r}", file=sys.stderr)
+        return 2
+    if any(s < 1 or s > 64 for s in segments):
+        print(f"--segments: counts are 1 to 64, got {segments}", file=sys.stderr)
+        return 2
     chips = args.chip or ["sm_90a"]
     cfgs = common_configs() if args.set == "common" else []
     for path in args.configs:
@@ -183,14 +191,6 @@ def main(argv=None) -> int:
     out = args.out or _b.cache_dirs(with_prebuilt=False)[-1]
     print(f"building {len(cfgs)} configuration(s) x {len(chips)} chip(s) into {out} with {compiler}",
           flush=True)
-    try:
-        segments = [int(s) for s in args.segments.split(",") if s.strip()]
-    except ValueError:
-        print(f"--segments: expected comma-separated counts, got {args.segments!r}", file=sys.stderr)
-        return 2
-    if any(s < 1 or s > 64 for s in segments):
-        print(f"--segments: counts are 1 to 64, got {segments}", file=sys.stderr)
-        return 2
     report = build(cfgs, chips, out, args.jobs, compiler=compiler, segments=segments)
     ok = len(report["results"]) - report["failed"]
     print(f"prebuild: {ok} ok, {report['failed']} failed, {report['smem_warnings']} over the shared-memory "

@@ -2832,7 +2832,7 @@ struct KdaTileChunksPass
     // Static sizes wherever the op states them (refineStaticSizes).
     SmallVector<Operation *> kdaOps;
     getOperation().walk([&](Operation *op) {
-      if (isa<GatedDeltaOp, WindowAttentionOp>(op))
+      if (isa<GatedDeltaOp, GatedDeltaGradOp, WindowAttentionOp>(op))
         kdaOps.push_back(op);
     });
     for (Operation *op : kdaOps)

@@ -10,7 +10,8 @@
 // than P chunks leave empty segments: transition I, offset 0), GVA, K != V
 // (K not a multiple of the V block: the transition's last block is partial),
 // bf16 inputs, the prologue, softplus and lower-bounded gates over 4096
-// tokens, sub-chunk steps and wide steps, P from 2 to 64.
+// tokens, sub-chunk steps and wide steps, P from 2 to 64; a hybrid with a
+// window and a multi-scale op (their gated delta parts in segments).
 // (Dropping A_s S from the combine's S = A_s S + B_s fails the final states
 // and every segment after the first where an initial state is given.)
 // RUN: kda-run %S/family.mlir --function=kda --chunk=16 --schedule=chunk-parallel --segments=3 --check | FileCheck %s
@@ -27,6 +28,8 @@
 // RUN: kda-run %S/dims.mlir --function=kda_prologue --chunk=16 --schedule=chunk-parallel --segments=2 --check | FileCheck %s
 // RUN: kda-run %S/stability.mlir --function=softplus_gates --chunk=64 --schedule=chunk-parallel --state-step=sub-chunk --segments=16 --check | FileCheck %s
 // RUN: kda-run %S/stability.mlir --function=lower_bound_gates --chunk=64 --schedule=chunk-parallel --state-step=wide --segments=64 --check | FileCheck %s
+// RUN: kda-run %S/hybrid.mlir --function=sum_linear_window --chunk=16 --schedule=chunk-parallel --segments=3 --check | FileCheck %s
+// RUN: kda-run %S/hybrid.mlir --function=multi_scale_decays --chunk=16 --schedule=chunk-parallel --segments=3 --check | FileCheck %s
 // RUN: not kda-run %S/family.mlir --function=kda --segments=2 2>&1 | FileCheck %s --check-prefix=SEQ
 // RUN: not kda-run %S/states.mlir --function=boundary_states --chunk=16 --schedule=chunk-parallel --segments=2 2>&1 | FileCheck %s --check-prefix=BOUNDARY
 // RUN: not kda-run %S/family.mlir --function=kda --schedule=chunk-parallel --segments=0 2>&1 | FileCheck %s --check-prefix=ZERO

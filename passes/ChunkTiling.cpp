@@ -128,9 +128,7 @@ Value extractF32(ImplicitLocOpBuilder &b, Value t, ValueRange indices) {
 std::string untakenTileFields(Operation *op, TileAttr tile) {
   std::string why;
   llvm::raw_string_ostream os(why);
-  if (tile.getSegments() < 1) {
-    os << "segments = " << tile.getSegments() << ": at least 1";
-  } else if (tile.getSegments() != 1 && !isa<GatedDeltaOp>(op)) {
+  if (tile.getSegments() != 1 && !isa<GatedDeltaOp>(op)) {
     os << "segments = " << tile.getSegments()
        << ": only kda.gated_delta runs sequence-parallel segments; use "
           "segments = 1";
@@ -492,8 +490,8 @@ std::string segmentsRefusal(GatedDeltaOp op, int64_t segments,
     os << "segments = " << segments
        << " with boundary states are not implemented (a segment's state is "
           "known only after the scan); use segments = 1";
-  else if (segments > 64)
-    os << "segments = " << segments << " exceed 64";
+  else if (segments > kMaxSegments)
+    os << "segments = " << segments << " exceed " << kMaxSegments;
   return why;
 }
 
@@ -506,23 +504,6 @@ OpFoldResult timesSegments(ImplicitLocOpBuilder &b, OpFoldResult extent,
              b, getValueOrCreateConstantIndexOp(b, b.getLoc(), extent),
              arith::ConstantIndexOp::create(b, P))
       .getResult();
-}
-
-/// Segment `s` of P of a sequence at `seq`: whole steps of `step` tokens,
-/// ceil(steps / P) per segment (the last ones shorter or empty).
-SequenceLayout::Bounds segmentBounds(ImplicitLocOpBuilder &b,
-                                     SequenceLayout::Bounds seq, Value s,
-                                     int64_t P, int64_t step) {
-  auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
-  Value steps = arith::CeilDivUIOp::create(b, seq.length, c(step));
-  Value per = arith::CeilDivUIOp::create(b, steps, c(P));
-  Value tokens = arith::MulIOp::create(b, per, c(step));
-  Value first = arith::MinUIOp::create(
-      b, arith::MulIOp::create(b, s, tokens), seq.length);
-  Value end = arith::MinUIOp::create(
-      b, arith::AddIOp::create(b, first, tokens), seq.length);
-  return {seq.row, arith::AddIOp::create(b, seq.start, first),
-          arith::SubIOp::create(b, end, first)};
 }
 
 struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
@@ -565,35 +546,24 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
     ImplicitLocOpBuilder b(op.getLoc(), rewriter);
     TensorTileBuilder tb(b);
     auto [cTile, subTile] = tileSizes(op.getTile(), chunk, subChunk);
-    // A V block other than the pass's v-block is recorded where the bundle
-    // manifest reads the kernel's tile: the kernel's kda.tile (the op's own,
-    // which had no v_block, completed).
-    if (!ownVBlock && vBlockOption != vBlock)
+    // A V block other than the pass's v-block, and segments from the pass
+    // option, are recorded where the bundle manifest reads the kernel's
+    // tile: the kernel's kda.tile (the op's own, completed).
+    const bool recordVBlock = !ownVBlock && vBlockOption != vBlock;
+    if (recordVBlock || P > 1)
       if (auto kernel = op->getParentOfType<func::FuncOp>();
           kernel && kernel->hasAttr("kda.kernel")) {
         auto had = kernel->getAttrOfType<TileAttr>("kda.tile");
+        const int64_t vbRecorded =
+            recordVBlock || (!had && ownVBlock) ? *vBlocked
+            : had                               ? had.getVBlock()
+                                                : 0;
         kernel->setAttr(
             "kda.tile",
             had ? TileAttr::get(op.getContext(), had.getChunk(),
-                                had.getSubChunk(), *vBlocked, had.getWarps(),
-                                had.getStages(), had.getSegments())
-                : TileAttr::get(op.getContext(), cTile, subTile, *vBlocked, 4,
-                                2, P));
-      }
-    // Segments from the pass option are recorded on the kernel's kda.tile
-    // too (the bundle's manifest reads them there).
-    if (P > 1)
-      if (auto kernel = op->getParentOfType<func::FuncOp>();
-          kernel && kernel->hasAttr("kda.kernel")) {
-        auto had = kernel->getAttrOfType<TileAttr>("kda.tile");
-        kernel->setAttr(
-            "kda.tile",
-            had ? TileAttr::get(op.getContext(), had.getChunk(),
-                                had.getSubChunk(), had.getVBlock(),
-                                had.getWarps(), had.getStages(), P)
-                : TileAttr::get(op.getContext(), cTile, subTile,
-                                ownVBlock || vBlockOption != vBlock ? *vBlocked
-                                                                    : 0,
+                                had.getSubChunk(), vbRecorded, had.getWarps(),
+                                had.getStages(), P > 1 ? P : had.getSegments())
+                : TileAttr::get(op.getContext(), cTile, subTile, vbRecorded,
                                 4, 2, P));
       }
     // sub-chunk-steps: a chunk of several 16-token sub-chunks runs as that

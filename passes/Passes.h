@@ -45,6 +45,10 @@ inline constexpr llvm::StringLiteral kReversePassAttr = "kda.reverse_pass";
 /// #kda.state_pass with `summary` set (kda-gpu-split-schedule hands it to
 /// the summary kernel as that kernel's kda.state_pass).
 inline constexpr llvm::StringLiteral kSummaryPassAttr = "kda.summary_pass";
+/// The most sequence-parallel segments a sequence takes (kda-tile-chunks'
+/// `segments`, kda-run / kda-compile --segments, KDA_SEGMENTS): past a
+/// few dozen each segment's summary costs more than its parallelism gives.
+inline constexpr int64_t kMaxSegments = 64;
 /// On a function with a chunk-parallel schedule: what its intra-chunk grid
 /// computes, for targets that lower it with a kernel of their own
 /// (kda-gpu-intra-registers): {chunk, sub_chunk, key_dim, value_dim, delta,

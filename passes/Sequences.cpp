@@ -44,3 +44,18 @@ Value mlir::kda::validRows(ImplicitLocOpBuilder &b, Value block, Value length,
   return arith::MinUIOp::create(b, block,
                                 arith::SubIOp::create(b, length, offset));
 }
+
+SequenceLayout::Bounds mlir::kda::segmentBounds(ImplicitLocOpBuilder &b,
+                                                SequenceLayout::Bounds seq, Value s,
+                                     int64_t P, int64_t step) {
+  auto c = [&](int64_t v) { return arith::ConstantIndexOp::create(b, v); };
+  Value steps = arith::CeilDivUIOp::create(b, seq.length, c(step));
+  Value per = arith::CeilDivUIOp::create(b, steps, c(P));
+  Value tokens = arith::MulIOp::create(b, per, c(step));
+  Value first = arith::MinUIOp::create(
+      b, arith::MulIOp::create(b, s, tokens), seq.length);
+  Value end = arith::MinUIOp::create(
+      b, arith::AddIOp::create(b, first, tokens), seq.length);
+  return {seq.row, arith::AddIOp::create(b, seq.start, first),
+          arith::SubIOp::create(b, end, first)};
+}

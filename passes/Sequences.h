@@ -37,6 +37,14 @@ private:
   OpFoldResult grid;
 };
 
+/// Segment `s` of `P` of a sequence at `seq` (sequence-parallel segments,
+/// kda-tile-chunks' `segments`): whole steps of `step` tokens, ceil(steps /
+/// P) per segment, the last ones shorter or empty. The tile programs and
+/// the GPU state programs take their runs from here.
+SequenceLayout::Bounds segmentBounds(ImplicitLocOpBuilder &b,
+                                     SequenceLayout::Bounds seq, Value s,
+                                     int64_t P, int64_t step);
+
 /// How many of the `block` rows starting at sequence-local token `offset` are
 /// real tokens of a sequence of `length` tokens: min(block, length - offset).
 Value validRows(ImplicitLocOpBuilder &b, Value block, Value length,

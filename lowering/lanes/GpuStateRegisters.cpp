@@ -47,6 +47,7 @@
 #include "lowering/Strategy.h"
 
 #include "passes/GatedDeltaKernel.h"
+#include "passes/Sequences.h"
 #include "passes/TileAdjoint.h"
 #include "passes/Passes.h"
 
@@ -547,14 +548,11 @@ struct LaneStateProgram : kda::LaneBuilder {
     heads = memref::DimOp::create(b, rows, 2);
     std::tie(row, start, length) = sequenceBounds(b, n, tokens, cuSeqlens);
     if (P > 1) {
-      // Segment `segment` of P: ceil(chunks / P) whole chunks each (the
-      // last ones shorter or empty), as kda-tile-chunks' segmentBounds.
-      Value chunks = arith::CeilDivUIOp::create(b, length, idx(C));
-      Value per = mul(arith::CeilDivUIOp::create(b, chunks, idx(P)), C);
-      Value first = minu(arith::MulIOp::create(b, segment, per), length);
-      Value end = minu(add(first, per), length);
-      start = add(start, first);
-      length = arith::SubIOp::create(b, end, first);
+      // The program's segment, whole chunks (the tile program's runs).
+      kda::SequenceLayout::Bounds run =
+          kda::segmentBounds(b, {row, start, length}, segment, P, C);
+      start = run.start;
+      length = run.length;
     }
     // A summary's transition blocks (past V) read U at column 0 and take
     // it as zero.
@@ -830,27 +828,26 @@ struct LaneStateProgram : kda::LaneBuilder {
   }
 };
 
-/// A reverse scan's description without U (the adjoint with respect to the
-/// state does not read it, and the kernel does not take it); a summary's
-/// without Gamma Q and P (it computes no outputs).
-StatePassConfig withoutU(StatePassConfig cfg) {
-  llvm::erase(cfg.roles, std::string("u"));
-  return cfg;
-}
-StatePassConfig takenRoles(const StatePassConfig &cfg, bool reverse) {
+/// Whether the kernel of `cfg` takes the workspace of `role`: a reverse
+/// scan no U (the adjoint with respect to the state does not read it), a
+/// summary no Gamma Q and no P (it computes no outputs).
+bool takesRole(const StatePassConfig &cfg, bool reverse, StringRef role) {
   if (reverse)
-    return withoutU(cfg);
-  StatePassConfig c = cfg;
-  if (c.summary) {
-    llvm::erase(c.roles, std::string("q"));
-    llvm::erase(c.roles, std::string("p"));
-  }
-  return c;
+    return role != "u";
+  return !cfg.summary || (role != "q" && role != "p");
+}
+/// The description with only the roles its kernel takes.
+StatePassConfig takenRoles(StatePassConfig cfg, bool reverse) {
+  llvm::erase_if(cfg.roles, [&](const std::string &r) {
+    return !takesRole(cfg, reverse, r);
+  });
+  return cfg;
 }
 
 /// The types of `func`'s workspaces (kda.abi's ws0, ws1, ...), in the
-/// description's role order; fewer where one is missing. A reverse scan
-/// skips U (ws<i> keeps the index of its role in the full description).
+/// description's role order; fewer where one is missing. Roles the kernel
+/// does not take are skipped (takesRole; ws<i> keeps the index of its role
+/// in the full description).
 SmallVector<Type> workspaceTypes(func::FuncOp func, const StatePassConfig &cfg,
                                  bool reverse = false) {
   SmallVector<Type> types;
@@ -858,8 +855,7 @@ SmallVector<Type> workspaceTypes(func::FuncOp func, const StatePassConfig &cfg,
   if (!abi || func.isExternal())
     return types;
   for (size_t i = 0; i < cfg.roles.size(); ++i)
-    if ((!reverse || cfg.roles[i] != "u") &&
-        (!cfg.summary || (cfg.roles[i] != "q" && cfg.roles[i] != "p")))
+    if (takesRole(cfg, reverse, cfg.roles[i]))
       if (Value arg = kda::abiArgument(func, abi, "ws" + std::to_string(i)))
         types.push_back(arg.getType());
   return types;

@@ -165,8 +165,8 @@ def main(argv=None) -> int:
     except ValueError:
         print(f"--segments: expected comma-separated counts, got {args.segments!r}", file=sys.stderr)
         return 2
-    if any(s < 1 or s > 64 for s in segments):
-        print(f"--segments: counts are 1 to 64, got {segments}", file=sys.stderr)
+    if any(s < 1 or s > _tune.MAX_SEGMENTS for s in segments):
+        print(f"--segments: counts are 1 to {_tune.MAX_SEGMENTS}, got {segments}", file=sys.stderr)
         return 2
     chips = args.chip or ["sm_90a"]
     cfgs = common_configs() if args.set == "common" else []

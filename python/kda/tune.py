@@ -488,6 +488,7 @@ def _policy_applies(cfg: Dict[str, Any], chip: str) -> bool:
 # KDA_SEGMENTS=P (1: none) sets the count, and kda.prebuild --segments
 # builds the bundles it needs.
 SEGMENT_CHOICES = (4, 8, 16)
+MAX_SEGMENTS = 64  # kda-tile-chunks' limit (passes/Passes.h, kMaxSegments)
 
 
 def _segments_override() -> Optional[int]:
@@ -498,8 +499,8 @@ def _segments_override() -> Optional[int]:
         p = int(env)
     except ValueError:
         raise ValueError(f"KDA_SEGMENTS: expected a segment count (1: none), got {env!r}")
-    if p < 1 or p > 64:
-        raise ValueError(f"KDA_SEGMENTS: expected 1 to 64, got {p}")
+    if p < 1 or p > MAX_SEGMENTS:
+        raise ValueError(f"KDA_SEGMENTS: expected 1 to {MAX_SEGMENTS}, got {p}")
     return p
 
 

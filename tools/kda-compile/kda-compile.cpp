@@ -528,9 +528,10 @@ int main(int argc, char **argv) {
                                ? " (--chunk=0: the chip's default, " +
                                      std::to_string(resolvedChunk) + ")"
                                : std::string()));
-  if (segments < 1 || segments > 64)
-    return fail("--segments must be 1 to 64, found " +
-                llvm::Twine(static_cast<int64_t>(segments)));
+  if (segments < 1 || segments > mlir::kda::kMaxSegments)
+    return fail("--segments must be 1 to " +
+                std::to_string(mlir::kda::kMaxSegments) + ", found " +
+                std::to_string(static_cast<int64_t>(segments)));
   if (threads < 1 || threads > 1024 || threads % target->warpSize != 0)
     return fail("--block-threads must be a positive multiple of the warp "
                 "size (" +

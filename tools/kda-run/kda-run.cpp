@@ -435,8 +435,9 @@ int main(int argc, char **argv) {
   if (stateStep != "chunk" && stateStep != "sub-chunk" && stateStep != "wide")
     return fail("--state-step must be 'chunk', 'sub-chunk' or 'wide', found '" +
                 stateStep + "'");
-  if (segments < 1 || segments > 64)
-    return fail("--segments must be 1 to 64, found " +
+  if (segments < 1 || segments > mlir::kda::kMaxSegments)
+    return fail("--segments must be 1 to " +
+                std::to_string(mlir::kda::kMaxSegments) + ", found " +
                 std::to_string(segments));
   if (segments > 1 && schedule != "chunk-parallel")
     return fail("--segments=" + std::to_string(segments) +

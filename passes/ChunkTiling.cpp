@@ -2262,49 +2262,79 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       chunkOuts.push_back(shares(dtLen));
     }
     Value maxChunks = arith::CeilDivUIOp::create(b, sequences.tokens(), cIdx);
-    auto chunkGrid = scf::ForallOp::create(
-        b, SmallVector<OpFoldResult>{numSeqs, maxChunks, hv}, chunkOuts,
+    // A program (sequence, chunk, value head) of the step and chunk grids:
+    // its rows, and its slot among the kept states' chunks.
+    struct ChunkProgram {
+      Value n, ch, head, row, qkHead, t0, valid, firstRow, live, chRead,
+          slotRows;
+    };
+    auto programOf = [&](scf::ForallOp grid) {
+      ChunkProgram p;
+      p.n = grid.getInductionVar(0);
+      p.ch = grid.getInductionVar(1);
+      p.head = grid.getInductionVar(2);
+      SequenceLayout::Bounds where = sequences.bounds(b, p.n);
+      p.row = where.row;
+      p.qkHead = arith::DivUIOp::create(b, p.head, group);
+      Value local = arith::MulIOp::create(b, p.ch, cIdx);
+      p.t0 = arith::AddIOp::create(b, where.start, local);
+      // Programs past their sequence's end run on zero rows and seeds and
+      // write no rows (see emitIntraChunkGrid); their gate-parameter
+      // slots, where the kept states have them, get zeros.
+      Value clamped = arith::MinUIOp::create(b, local, where.length);
+      p.valid = validRows(b, cIdx, where.length, clamped);
+      p.firstRow = arith::MinUIOp::create(b, p.valid, one);
+      p.live =
+          arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, p.valid, zero);
+      p.chRead = arith::MinUIOp::create(
+          b, p.ch, arith::SubIOp::create(b, keptChunksValue, one));
+      p.slotRows = arith::SelectOp::create(
+          b,
+          arith::CmpIOp::create(b, arith::CmpIPredicate::ult, p.ch,
+                                keptChunksValue),
+          one, zero);
+      return p;
+    };
+    auto liveOnly = [&](TensorTileBuilder &on, Value live, Value t) {
+      return on.map(on.shape(t), {t},
+                    [&](ImplicitLocOpBuilder &bb, ValueRange s,
+                        ValueRange) -> Value {
+                      return arith::SelectOp::create(
+                          bb, live, s[0],
+                          arith::ConstantOp::create(bb,
+                                                    bb.getF32FloatAttr(0.0)));
+                    });
+    };
+
+    // 3. The state step's adjoint with respect to each chunk's inputs (the
+    // step grid), V block by V block (its state and dS are [K, v_block] at a
+    // time), into f32 workspaces [B, T, HV, width]: dW (delta rule),
+    // d(Gamma Q), d(decayed k), dP, d(exp(g_last)) (gates; the chunk's first
+    // row), dU. A grid of its own rather than the head of the chunk grid:
+    // each program's live tiles (GPU tile lowering: shared memory) are the
+    // V loop's alone, and the chunk grid's are the intra-chunk tape's alone.
+    SmallVector<int64_t> seedWidths;
+    if (ws.w)
+      seedWidths.push_back(kd);
+    seedWidths.append({kd, kd, c});
+    if (ws.g)
+      seedWidths.push_back(kd);
+    seedWidths.push_back(vd);
+    SmallVector<Value> seedOuts;
+    for (int64_t width : seedWidths)
+      seedOuts.push_back(tb.emptyOfType(
+          RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic,
+                                 ShapedType::kDynamic, width},
+                                f32),
+          {sequences.batch(), sequences.tokens(), hv}));
+    auto stepGrid = scf::ForallOp::create(
+        b, SmallVector<OpFoldResult>{numSeqs, maxChunks, hv}, seedOuts,
         std::nullopt);
     {
       OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(chunkGrid.getBody());
-      Value n = chunkGrid.getInductionVar(0),
-            ch = chunkGrid.getInductionVar(1),
-            head = chunkGrid.getInductionVar(2);
-      ValueRange shared = chunkGrid.getRegionIterArgs();
-      SequenceLayout::Bounds where = sequences.bounds(b, n);
-      Value row = where.row;
-      Value qkHead = arith::DivUIOp::create(b, head, group);
-      Value local = arith::MulIOp::create(b, ch, cIdx);
-      Value t0 = arith::AddIOp::create(b, where.start, local);
-      // Programs past their sequence's end run on zero rows and seeds and
-      // write no rows (see emitIntraChunkGrid); their gate-parameter slots,
-      // where the kept states have them, get zeros.
-      Value clamped = arith::MinUIOp::create(b, local, where.length);
-      Value valid = validRows(b, cIdx, where.length, clamped);
-      Value live = arith::CmpIOp::create(b, arith::CmpIPredicate::ugt, valid,
-                                         zero);
-      Value chRead = arith::MinUIOp::create(
-          b, ch, arith::SubIOp::create(b, keptChunksValue, one));
-      Value slotRows = arith::SelectOp::create(
-          b,
-          arith::CmpIOp::create(b, arith::CmpIPredicate::ult, ch,
-                                keptChunksValue),
-          one, zero);
-      Value z = zero;
-      auto liveOnly = [&](TensorTileBuilder &on, Value t) {
-        return on.map(on.shape(t), {t},
-                      [&](ImplicitLocOpBuilder &bb, ValueRange s,
-                          ValueRange) -> Value {
-                        return arith::SelectOp::create(
-                            bb, live, s[0],
-                            arith::ConstantOp::create(bb,
-                                                      bb.getF32FloatAttr(0.0)));
-                      });
-      };
-
-      // The state step's adjoint with respect to the chunk's inputs, V
-      // block by V block (its state and dS are [K, v_block] at a time).
+      b.setInsertionPointToStart(stepGrid.getBody());
+      ChunkProgram p = programOf(stepGrid);
+      Value row = p.row, t0 = p.t0, head = p.head, valid = p.valid;
       IntraChunk whole =
           loadIntraChunk(tb, ws, row, t0, head, zero, valid, c, kd, vb);
       SmallVector<Value> acc = {tb.filled({c, kd}, 0.0),
@@ -2322,11 +2352,12 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
             IntraChunk intra = whole;
             intra.u = itb.load(ws.u, {row, t0, head, vCol}, {1, 3}, {c, vb},
                                valid);
-            Value h = stateAt(itb, kept, vMajor, {n, chRead, head}, vCol);
+            Value h = stateAt(itb, kept, vMajor, {p.n, p.chRead, head}, vCol);
             Value dS = liveOnly(
-                itb, itb.load(dStatesDone, {n, chRead, head, itb.index(0),
-                                            vCol},
-                              {3, 4}, {kd, vb}, itb.index(kd)));
+                itb, p.live,
+                itb.load(dStatesDone, {p.n, p.chRead, head, itb.index(0),
+                                       vCol},
+                         {3, 4}, {kd, vb}, itb.index(kd)));
             Value dO = itb.load(op.getDO(), {row, t0, head, vCol}, {1, 3},
                                 {c, vb}, valid);
             TapeTileBuilder tape(itb);
@@ -2370,6 +2401,75 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                 SmallVector<OpFoldResult>(2, ib.getIndexAttr(1))));
             scf::YieldOp::create(ib, next);
           });
+      // This program's rows of each seed.
+      SmallVector<Value> seedTiles;
+      if (ws.w)
+        seedTiles.push_back(vLoop.getResult(0));
+      seedTiles.append(
+          {vLoop.getResult(1), vLoop.getResult(2), vLoop.getResult(3)});
+      if (ws.g)
+        seedTiles.push_back(asRow(tb, vLoop.getResult(4)));
+      seedTiles.push_back(vLoop.getResult(5));
+      ValueRange shared = stepGrid.getRegionIterArgs();
+      SmallVector<std::pair<Value, SmallVector<OpFoldResult>>> writes;
+      for (auto [i, width] : llvm::enumerate(seedWidths)) {
+        bool gRow = ws.g && i + 2 == seedWidths.size();
+        Value rows = gRow ? p.firstRow : valid;
+        SmallVector<OpFoldResult> sizes = {unit, rows, unit,
+                                           b.getIndexAttr(width)};
+        Value regionT = tensor::ExtractSliceOp::create(
+            b, RankedTensorType::get({ShapedType::kDynamic, width}, f32),
+            shared[i], ArrayRef<OpFoldResult>{row, t0, head, zero}, sizes,
+            SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+        writes.push_back(
+            {tb.store(seedTiles[i], regionT, {zero, zero}, {0, 1}, rows),
+             sizes});
+      }
+      b.setInsertionPointToStart(stepGrid.getTerminator().getBody());
+      for (auto [i, w] : llvm::enumerate(writes))
+        tensor::ParallelInsertSliceOp::create(
+            b, w.first, shared[i], ArrayRef<OpFoldResult>{row, t0, head, zero},
+            w.second, SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+    }
+    if (!whyNot.empty()) {
+      op.emitError() << "kda-tile-chunks: " << whyNot;
+      return failure();
+    }
+    Value seedW, seedQ, seedK, seedP, seedG, seedU;
+    {
+      unsigned i = 0;
+      seedW = ws.w ? stepGrid.getResult(i++) : Value();
+      seedQ = stepGrid.getResult(i++);
+      seedK = stepGrid.getResult(i++);
+      seedP = stepGrid.getResult(i++);
+      seedG = ws.g ? stepGrid.getResult(i++) : Value();
+      seedU = stepGrid.getResult(i++);
+    }
+
+    // 4. The chunk-parallel adjoint of the intra-chunk part.
+    auto chunkGrid = scf::ForallOp::create(
+        b, SmallVector<OpFoldResult>{numSeqs, maxChunks, hv}, chunkOuts,
+        std::nullopt);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(chunkGrid.getBody());
+      ChunkProgram p = programOf(chunkGrid);
+      Value n = p.n, head = p.head, row = p.row, qkHead = p.qkHead,
+            t0 = p.t0, valid = p.valid, chRead = p.chRead,
+            slotRows = p.slotRows;
+      ValueRange shared = chunkGrid.getRegionIterArgs();
+      Value z = zero;
+      auto seedRows = [&](Value ws, int64_t width) {
+        return tb.load(ws, {row, t0, head, z}, {1, 3}, {c, width}, valid);
+      };
+      Value dW = seedW ? seedRows(seedW, kd) : Value();
+      Value dQDecayed = seedRows(seedQ, kd), dKToEnd = seedRows(seedK, kd),
+            dP = seedRows(seedP, c), dU = seedRows(seedU, vd);
+      Value dDecayLast =
+          seedG ? tb.rowOf(tb.load(seedG, {row, t0, head, z}, {1, 3},
+                                   {1, kd}, p.firstRow),
+                           0)
+                : Value();
 
       // The intra-chunk part, recomputed under a tape once for all of V.
       TapeTileBuilder tape(tb);
@@ -2379,14 +2479,14 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
           t0, qkHead, head, zero, vd, valid, c, kd, channelGate, leaves);
       IntraChunk intra = emitIntraChunk(tape, fullConfig, ci);
       SmallVector<std::pair<Value, Value>> seeds = {
-          {intra.u, vLoop.getResult(5)},
-          {intra.qDecayed, vLoop.getResult(1)},
-          {intra.kToEnd, vLoop.getResult(2)},
-          {intra.p, vLoop.getResult(3)}};
+          {intra.u, dU},
+          {intra.qDecayed, dQDecayed},
+          {intra.kToEnd, dKToEnd},
+          {intra.p, dP}};
       if (delta)
-        seeds.push_back({intra.w, vLoop.getResult(0)});
-      if (intra.decayLast)
-        seeds.push_back({intra.decayLast, vLoop.getResult(4)});
+        seeds.push_back({intra.w, dW});
+      if (intra.decayLast && dDecayLast)
+        seeds.push_back({intra.decayLast, dDecayLast});
       SmallVector<Value> wrt = {leaves.q, leaves.k, leaves.v};
       for (Value l : {leaves.gate, leaves.beta, leaves.dtBias, leaves.aLog})
         if (l)
@@ -2443,7 +2543,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
             b, RankedTensorType::get({ShapedType::kDynamic, len}, f32),
             shared[idx], offsets, sizes,
             SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
-        Value asRowTile = tb.map({1, len}, {perColumn(liveOnly(tb, share))},
+        Value asRowTile = tb.map({1, len}, {perColumn(liveOnly(tb, p.live, share))},
                                  [](ImplicitLocOpBuilder &, ValueRange s,
                                     ValueRange) { return s[0]; });
         writes.push_back(
@@ -2467,7 +2567,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       return failure();
     }
 
-    // 4. The sums.
+    // 5. The sums.
     SmallVector<Value> results;
     for (int which = 0; which < 2; ++which)
       results.push_back(sumGroups(b, chunkGrid.getResult(which), q,
@@ -2491,8 +2591,8 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     // The grids' names, and the intra-chunk grid's description (the
     // forward's: it takes the same lane kernel).
     if (auto f = op->getParentOfType<FunctionOpInterface>()) {
-      SmallVector<StringRef> phases = {"intra", "reverse", "chunk", "sum_dq",
-                                       "sum_dk"};
+      SmallVector<StringRef> phases = {"intra", "reverse", "step", "chunk",
+                                       "sum_dq", "sum_dk"};
       if (idxALog >= 0)
         phases.push_back("sum_d_A_log");
       if (idxDt >= 0)

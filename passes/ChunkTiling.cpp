@@ -412,8 +412,13 @@ IntraChunk loadIntraChunk(TensorTileBuilder &tb, const IntraWorkspaces &ws,
   intra.qDecayed = tb.load(ws.q, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
   intra.kToEnd = tb.load(ws.k, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
   intra.p = tb.load(ws.p, {row, t0, head, z}, {1, 3}, {c, c}, valid);
+  // (The chunk's first row, read through the row clamp: a program past its
+  // sequence's end, t0 past the workspace's last token, reads inside it.)
   if (ws.g)
-    intra.decayLast = tb.load(ws.g, {row, t0, head, z}, {3}, {kd}, tb.index(kd));
+    intra.decayLast = tb.rowOf(
+        tb.load(ws.g, {row, t0, head, z}, {1, 3}, {1, kd},
+                arith::MinUIOp::create(tb.builder(), valid, tb.index(1))),
+        0);
   return intra;
 }
 

@@ -163,17 +163,17 @@ LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    StringRef reason, int64_t step,
                                    int64_t tileChunk, StringRef instruction,
                                    StringRef program, int64_t stages) {
-  // (gradient: the derived gradient's tile-lowered kernels; reverse: its
-  // reverse scan. Both were missing here, so a printed gradient kernel did
-  // not parse again.)
+  // (gradient: the derived gradient's tile-lowered kernels; reverse and
+  // step: its reverse scan and its step grid; combine: the segments'
+  // combine. Missing here, a printed kernel of theirs did not parse again.)
   if (!llvm::is_contained(ArrayRef<StringRef>{"intra", "state", "decode",
                                               "window", "chunkwise",
                                               "elementwise", "gradient",
-                                              "reverse"},
+                                              "reverse", "step", "combine"},
                           kernel))
     return emitError() << "#kda.strategy: 'kernel' is intra, state, decode, "
-                          "window, chunkwise, elementwise, gradient or "
-                          "reverse, found '"
+                          "window, chunkwise, elementwise, gradient, "
+                          "reverse, step or combine, found '"
                        << kernel << "'";
   if (kind != "lanes" && kind != "tiles")
     return emitError() << "#kda.strategy: 'kind' is lanes or tiles, found '"

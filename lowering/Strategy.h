@@ -79,6 +79,12 @@ std::string stateLanesRefusal(func::FuncOp func, StatePassAttr statePass,
                               int64_t threads, std::string *fix = nullptr,
                               bool reverse = false,
                               StringRef instruction = "mma_sync");
+/// The same for a gradient's step grid (kda.step_pass: the state step's
+/// adjoint with respect to each chunk's inputs, on the state program's
+/// layouts; NVIDIA only).
+std::string stepLanesRefusal(func::FuncOp func, StatePassAttr stepPass,
+                             int64_t threads, std::string *fix = nullptr,
+                             StringRef instruction = "mma_sync");
 /// The same for the register decode kernel (kda.decode_pass).
 std::string decodeLanesRefusal(DecodePassAttr decodePass, int64_t warpSize);
 

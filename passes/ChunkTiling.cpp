@@ -2630,6 +2630,17 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                     b.getStrArrayAttr(roles),
                                     b.getDenseI64ArrayAttr(scanGrid), 1, vd,
                                     false));
+      // The step grid: the reverse scan's fields over (sequence, chunk,
+      // value head) programs.
+      f->setAttr(kStepPassAttr,
+                 StatePassAttr::get(
+                     b.getContext(), c, c, kd, vb, b.getBoolAttr(vMajor),
+                     b.getBoolAttr(false), b.getBoolAttr(false), 0,
+                     b.getStrArrayAttr(roles),
+                     b.getDenseI64ArrayAttr({minusOne(seqsStatic),
+                                             chunksStatic,
+                                             minusOne(dimOf(v, 2))}),
+                     1, vd, false));
       f->setAttr(kIntraPassAttr,
                  IntraPassAttr::get(
                      b.getContext(), c, c, fullConfig.subChunk, kd, vd,

@@ -41,6 +41,13 @@ inline constexpr llvm::StringLiteral kStatePassAttr = "kda.state_pass";
 /// same fields; no boundary states). kda-gpu-state-registers runs it on
 /// lanes: the tape's adjoint of emitStateStep with respect to the state.
 inline constexpr llvm::StringLiteral kReversePassAttr = "kda.reverse_pass";
+/// On a gradient's function: its step grid (the state step's adjoint with
+/// respect to each chunk's inputs), described with the reverse scan's
+/// fields, its grid (sequence, chunk, value head). kda-gpu-state-registers
+/// runs it on lanes: per program, the tape's adjoint of emitStateStep
+/// V block by V block from the kept state and the recorded dS, into the
+/// intra-chunk part's seeds.
+inline constexpr llvm::StringLiteral kStepPassAttr = "kda.step_pass";
 /// On a function whose gated delta runs in segments: its summary grid, a
 /// #kda.state_pass with `summary` set (kda-gpu-split-schedule hands it to
 /// the summary kernel as that kernel's kda.state_pass).

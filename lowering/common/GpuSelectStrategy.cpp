@@ -77,6 +77,25 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
     }
     return d;
   }
+  // A gradient's step grid: the state step's adjoint with respect to each
+  // chunk's inputs, on the state program's layouts (GpuStateRegisters.cpp,
+  // emitStep).
+  if (auto step = f->getAttrOfType<kda::StatePassAttr>(kda::kStepPassAttr)) {
+    Decision d{"step", "", ""};
+    if (!o.tensorCores)
+      d.reason = noTensorCores;
+    else if (!o.stateLanes)
+      d.reason = "switched off (state-registers=false)";
+    else if (std::string why = kda::stepLanesRefusal(f, step, o.threads,
+                                                      &d.fix, o.instructions);
+             !why.empty())
+      d.reason = why;
+    if (d.reason.empty()) {
+      d.instruction = "mma_sync";
+      d.program = "derived";
+    }
+    return d;
+  }
   // A gradient's reverse scan is the state program run backwards (the
   // tape's adjoint of emitStateStep on lane tiles): the same decision.
   auto reverse = f->getAttrOfType<kda::StatePassAttr>(kda::kReversePassAttr);

@@ -306,6 +306,9 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
       if (Attribute reverse = f->getAttr(kda::kReversePassAttr))
         if (suffix == "_reverse")
           kernel->setAttr(kda::kReversePassAttr, reverse);
+      if (Attribute step = f->getAttr(kda::kStepPassAttr))
+        if (suffix == "_step")
+          kernel->setAttr(kda::kStepPassAttr, step);
       if (Attribute intra = f->getAttr(kda::kIntraPassAttr))
         if (suffix == "_intra")
           kernel->setAttr(kda::kIntraPassAttr, intra);
@@ -389,6 +392,7 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
     f->removeAttr(kda::kStatePassAttr);
     f->removeAttr(kda::kIntraPassAttr);
     f->removeAttr(kda::kReversePassAttr);
+    f->removeAttr(kda::kStepPassAttr);
 
     // The bundle entry: the op's parameters as its kernel would have had
     // them, the workspaces, the launches.

@@ -532,6 +532,273 @@ struct LaneStateProgram : kda::LaneBuilder {
     }
   }
 
+  /// The gradient's step grid (kda.step_pass): one program per (sequence,
+  /// chunk, value head), the tape's adjoint of emitStateStep with respect
+  /// to the chunk's inputs, V block by V block: the state before the chunk
+  /// from the kept states (`keptStates`), dS after it from the reverse
+  /// scan's record (`dStates`), U and dO rows in the rows' layout, W, the
+  /// decayed k and P staged in shared memory once. The [C, K] gradients
+  /// (dW, d(Gamma Q), d(decayed k)), dP and d(exp(g_last)) sum over the V
+  /// blocks in registers; dU is each block's own. Out: `seeds` [B, T, HV,
+  /// width] f32 in the order dW, d(Gamma Q), d(decayed k), dP,
+  /// d(exp(g_last)) (the chunk's first row), dU; null where absent. The
+  /// forward's values the adjoint does not read (Gamma Q, exp(g_last)) are
+  /// not loaded: their gradients do not depend on them.
+  bool step = false;
+  Value keptStates;
+  Value seeds[6];
+
+  /// Stores the rows below `valid` of a [C, D] register tile at
+  /// mem[row, t0 + i, head, col0 + j], each element once (its first copy).
+  void storeRows(kda::LaneTileBuilder &tb, Value tile, Value mem, Value t0,
+                 Value valid, Value col0) {
+    const kda::LaneLayout &l = tb.layoutOf(tile);
+    ArrayRef<Value> regs = tb.registersOf(tile);
+    Value first = tb.holdsFirstCopy(l);
+    for (int64_t r = 0; r < int64_t(l.regs.size()); ++r) {
+      Value i = tb.coordinate(l, r, 0), j = tb.coordinate(l, r, 1);
+      auto keep = scf::IfOp::create(
+          b, arith::AndIOp::create(b, first, ult(i, valid)), false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(keep.thenBlock());
+      memref::StoreOp::create(b, regs[r], mem,
+                              ValueRange{row, add(t0, i), head, add(col0, j)});
+    }
+  }
+
+  std::string emitStep(ArrayRef<Value> ivs) {
+    Type f32Type = b.getF32Type();
+    n = ivs[0];
+    Value chunkIdx = ivs[1];
+    head = ivs[2];
+    tokens = memref::DimOp::create(b, dO, 1);
+    heads = memref::DimOp::create(b, dO, 2);
+    std::tie(row, start, length) = sequenceBounds(b, n, tokens, cuSeqlens);
+    Value local = mul(chunkIdx, C);
+    // Programs past their sequence's end have nothing to do (uniform over
+    // the block: the barriers inside are safe).
+    auto live = scf::IfOp::create(b, ult(local, length), false);
+    OpBuilder::InsertionGuard liveGuard(b);
+    b.setInsertionPointToStart(live.thenBlock());
+    Value t0 = add(start, local);
+    Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
+    Value last = arith::SubIOp::create(b, valid, idx(1));
+    tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    lane = arith::RemUIOp::create(b, tid, idx(warpSize));
+    warp = arith::DivUIOp::create(b, tid, idx(warpSize));
+    for (int i = 0; i < 6; ++i)
+      if (ws[i])
+        flat[i] = flatWorkspace(b, ws[i]);
+
+    auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
+                                         gpu::AddressSpace::Workgroup);
+    auto alloc = [&](ArrayRef<int64_t> shape, Type e) -> Value {
+      return memref::AllocOp::create(
+          b, MemRefType::get(shape, e, MemRefLayoutAttrInterface(), wg));
+    };
+    Type opType = operandType();
+    const int64_t kRow = K + (opType.isF32() ? kPad32 : kPad16);
+    if (ws[0])
+      shW = alloc({1, C, kRow}, opType);
+    shK = alloc({1, C, kRow}, opType);
+    shP = alloc({1, C, C + kPad32}, f32Type);
+    // One chunk's W, decayed k and P, read by every V block's products.
+    Value stage = idx(0);
+    const int64_t kPieces = K * operandBytes() / 16;
+    if (ws[0])
+      issueRows(0, shW, stage, t0, valid, C, kPieces, {}, true);
+    issueRows(3, shK, stage, t0, valid, C, kPieces, {}, true);
+    issueRows(4, shP, stage, t0, valid, C, C / 4, {}, true);
+    NVVM::CpAsyncCommitGroupOp::create(b);
+    NVVM::CpAsyncWaitGroupOp::create(b, 0);
+    gpu::BarrierOp::create(b);
+
+    kda::LaneTileBuilder tb(b, warpSize, NW, lane, warp);
+    tb.useMmaSync(opType);
+    using kda::LaneLayout;
+    using kda::LaneTileBuilder;
+    // The state program's layouts (split by K or by V, as its workspaces
+    // say): the state and dS [K, VB], the rows U, dO [C, VB].
+    if (byK)
+      tb.useScratch(alloc({2 * NW * VB * C}, f32Type));
+    // Conversions within a warp that shuffles cannot make (the products'
+    // fragments of a copy in every warp): each warp's region holds its
+    // part of the largest such tile, rows padded by one.
+    const int64_t wide = std::max({C, K / NW, VB});
+    tb.useExchange(alloc({NW * wide * (wide + 1)}, f32Type));
+    const LaneLayout stateL =
+        byK ? LaneTileBuilder::mmaAccumulator(VB, K / NW, 1)
+                  .spread({VB, K}, {0, K / NW}, NW)
+                  .transposed()
+            : LaneTileBuilder::mmaAccumulator(VB, K, NW).transposed();
+    const LaneLayout rowsL =
+        byK ? LaneTileBuilder::mmaAccumulator(VB, C, 1)
+                  .spread({VB, C}, {0, 0}, NW)
+                  .transposed()
+            : LaneTileBuilder::mmaAccumulator(VB, C, NW).transposed();
+    const LaneLayout gL = stateL.slice(0);
+
+    kda::IntraChunk intra;
+    if (ws[0])
+      intra.w = tb.makeShared(shW, ValueRange{stage}, {C, K});
+    // Gamma Q's gradient (dO S^T) does not read Gamma Q: a handle of its
+    // own (the tape tells tiles apart by handle) on the decayed k's rows.
+    intra.qDecayed = tb.makeShared(shK, ValueRange{stage}, {C, K});
+    intra.kToEnd = tb.makeShared(shK, ValueRange{stage}, {C, K});
+    intra.p = tb.makeShared(shP, ValueRange{stage}, {C, C});
+    if (seeds[4])
+      intra.decayLast =
+          tb.make(gL, SmallVector<Value>(gL.regs.size(), f32(0.0)));
+
+    // Rows of a [B, T, HV, V] tensor in rowsL at V column vCol (zeros past
+    // the chunk's valid rows).
+    auto rowsAt = [&](Value mem, Value col0) {
+      SmallVector<Value> regs;
+      for (int64_t r = 0; r < int64_t(rowsL.regs.size()); ++r) {
+        Value c = tb.coordinate(rowsL, r, 0);
+        Value v = tb.coordinate(rowsL, r, 1);
+        Value x = toF32(memref::LoadOp::create(
+            b, mem, ValueRange{row, add(t0, minu(c, last)), head, add(col0, v)}));
+        regs.push_back(select(ult(c, valid), x, f32(0.0)));
+      }
+      return tb.make(rowsL, regs);
+    };
+    const int64_t blocks = cfg.valueDim / VB;
+    // One V block at column `col`: its dU stored, the other gradients
+    // returned (null where absent), or the builder's refusal.
+    std::string why;
+    auto stepBlock = [&](Value col) -> std::optional<SmallVector<Value>> {
+      vCol = col;
+      SmallVector<Value> sRegs, dsRegs;
+      for (int64_t r = 0; r < int64_t(stateL.regs.size()); ++r) {
+        Value key = tb.coordinate(stateL, r, 0);
+        Value v = add(vCol, tb.coordinate(stateL, r, 1));
+        sRegs.push_back(toF32(memref::LoadOp::create(
+            b, keptStates,
+            cfg.vMajor ? ValueRange{n, chunkIdx, head, v, key}
+                       : ValueRange{n, chunkIdx, head, key, v})));
+        dsRegs.push_back(memref::LoadOp::create(
+            b, dStates, ValueRange{n, chunkIdx, head, key, v}));
+      }
+      intra.u = rowsAt(ws[1], vCol);
+      Value dORows = rowsAt(dO, vCol);
+      Value state = tb.make(stateL, sRegs);
+      kda::TapeTileBuilder tape(tb);
+      kda::ChunkOutputs out = kda::emitStateStep(tape, intra, state);
+      Value fields[] = {intra.w, intra.qDecayed, intra.kToEnd, intra.p,
+                        intra.decayLast};
+      SmallVector<Value> wrt;
+      SmallVector<int> at;
+      for (Value f : fields) {
+        at.push_back(f ? int(wrt.size()) : -1);
+        if (f)
+          wrt.push_back(f);
+      }
+      wrt.push_back(intra.u);
+      FailureOr<SmallVector<Value>> g = tape.emitAdjoint(
+          {{out.o, dORows}, {out.nextState, tb.make(stateL, dsRegs)}}, wrt,
+          why);
+      if (failed(g))
+        return std::nullopt;
+      if (!tb.failure().empty())
+        return std::nullopt;
+      storeRows(tb, g->back(), seeds[5], t0, valid, vCol);
+      SmallVector<Value> grads;
+      for (int k = 0; k < 5; ++k)
+        grads.push_back(at[k] < 0 ? Value() : (*g)[at[k]]);
+      return grads;
+    };
+    auto addTiles = [&](Value x, Value y) {
+      return tb.map(tb.shape(x), {x, y},
+                    [](ImplicitLocOpBuilder &bb, ValueRange s,
+                       ValueRange) -> Value {
+                      return arith::AddFOp::create(bb, s[0], s[1]);
+                    });
+    };
+    // Block 0 gives the sums' layouts; the other blocks run as a loop
+    // carrying the sums' registers (unrolled, ptxas hoisted the blocks'
+    // loads over each other and spilled 612 bytes at 255 registers).
+    std::optional<SmallVector<Value>> block0 = stepBlock(idx(0));
+    if (!block0)
+      return why.empty() ? tb.failure() : why;
+    SmallVector<Value> sums = *block0;
+    if (blocks > 1) {
+      SmallVector<LaneLayout> layouts;
+      SmallVector<Value> init;
+      for (Value s : sums) {
+        if (!s)
+          continue;
+        layouts.push_back(tb.layoutOf(s));
+        llvm::append_range(init, tb.registersOf(s));
+      }
+      auto loop = scf::ForOp::create(b, idx(1), idx(blocks), idx(1), init);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(loop.getBody());
+        // (The sums across warps take the scratch's halves in turn: a
+        // barrier at the top keeps an iteration's first sum off the half
+        // the previous one's last sum still reads.)
+        gpu::BarrierOp::create(b);
+        std::optional<SmallVector<Value>> g =
+            stepBlock(mul(loop.getInductionVar(), VB));
+        if (!g) {
+          scf::YieldOp::create(b, loop.getRegionIterArgs());
+          return why.empty() ? tb.failure() : why;
+        }
+        SmallVector<Value> next;
+        size_t at = 0, l = 0;
+        for (auto [s, x] : llvm::zip(sums, *g)) {
+          if (!s)
+            continue;
+          const LaneLayout &layout = layouts[l++];
+          const size_t count = layout.regs.size();
+          Value carried = tb.make(
+              layout, SmallVector<Value>(
+                          ValueRange(loop.getRegionIterArgs()).slice(at, count)));
+          at += count;
+          llvm::append_range(next,
+                             tb.convertLayout(addTiles(carried, x), layout));
+        }
+        if (!tb.failure().empty()) {
+          scf::YieldOp::create(b, loop.getRegionIterArgs());
+          return tb.failure();
+        }
+        scf::YieldOp::create(b, next);
+      }
+      size_t at = 0, l = 0;
+      for (Value &s : sums) {
+        if (!s)
+          continue;
+        const LaneLayout &layout = layouts[l++];
+        const size_t count = layout.regs.size();
+        s = tb.make(layout, SmallVector<Value>(
+                                ValueRange(loop.getResults()).slice(at, count)));
+        at += count;
+      }
+    }
+    if (!tb.failure().empty())
+      return tb.failure();
+    // The sums' rows, each element once.
+    Value zero = idx(0);
+    for (int k = 0; k < 4; ++k)
+      if (sums[k] && seeds[k])
+        storeRows(tb, sums[k], seeds[k], t0, valid, zero);
+    if (sums[4] && seeds[4]) {
+      // d(exp(g_last)) [K] in the chunk's first row.
+      const LaneLayout &l = tb.layoutOf(sums[4]);
+      ArrayRef<Value> regs = tb.registersOf(sums[4]);
+      Value first = tb.holdsFirstCopy(l);
+      auto keep = scf::IfOp::create(b, first, false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(keep.thenBlock());
+      for (int64_t r = 0; r < int64_t(l.regs.size()); ++r)
+        memref::StoreOp::create(
+            b, regs[r], seeds[4],
+            ValueRange{row, t0, head, tb.coordinate(l, r, 0)});
+    }
+    return "";
+  }
+
   /// Emits the program; returns the builder's refusal (empty on success).
   std::string emit(ArrayRef<Value> ivs) {
     Type f32Type = b.getF32Type();
@@ -830,16 +1097,22 @@ struct LaneStateProgram : kda::LaneBuilder {
 
 /// Whether the kernel of `cfg` takes the workspace of `role`: a reverse
 /// scan no U (the adjoint with respect to the state does not read it), a
-/// summary no Gamma Q and no P (it computes no outputs).
-bool takesRole(const StatePassConfig &cfg, bool reverse, StringRef role) {
+/// gradient's step grid no Gamma Q and no chunk decay (the gradients it
+/// computes do not read them), a summary no Gamma Q and no P (it computes
+/// no outputs).
+bool takesRole(const StatePassConfig &cfg, bool reverse, StringRef role,
+               bool step = false) {
+  if (step)
+    return role != "q" && role != "g";
   if (reverse)
     return role != "u";
   return !cfg.summary || (role != "q" && role != "p");
 }
 /// The description with only the roles its kernel takes.
-StatePassConfig takenRoles(StatePassConfig cfg, bool reverse) {
+StatePassConfig takenRoles(StatePassConfig cfg, bool reverse,
+                           bool step = false) {
   llvm::erase_if(cfg.roles, [&](const std::string &r) {
-    return !takesRole(cfg, reverse, r);
+    return !takesRole(cfg, reverse, r, step);
   });
   return cfg;
 }
@@ -849,13 +1122,13 @@ StatePassConfig takenRoles(StatePassConfig cfg, bool reverse) {
 /// does not take are skipped (takesRole; ws<i> keeps the index of its role
 /// in the full description).
 SmallVector<Type> workspaceTypes(func::FuncOp func, const StatePassConfig &cfg,
-                                 bool reverse = false) {
+                                 bool reverse = false, bool step = false) {
   SmallVector<Type> types;
   auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
   if (!abi || func.isExternal())
     return types;
   for (size_t i = 0; i < cfg.roles.size(); ++i)
-    if (takesRole(cfg, reverse, cfg.roles[i]))
+    if (takesRole(cfg, reverse, cfg.roles[i], step))
       if (Value arg = kda::abiArgument(func, abi, "ws" + std::to_string(i)))
         types.push_back(arg.getType());
   return types;
@@ -871,8 +1144,100 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
                     LLVM::LLVMDialect, NVVM::NVVMDialect>();
   }
 
+  /// The gradient's step grid (kda.step_pass): LaneStateProgram::emitStep
+  /// over (sequence, chunk, value head) programs.
+  void runStep(func::FuncOp func, kda::StatePassAttr desc) {
+    std::optional<StatePassConfig> cfg = readConfig(desc);
+    auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
+    if (!cfg || !abi || func.isExternal())
+      return;
+    StringRef instruction = kda::strategyInstruction(func);
+    const kda::MatrixUnit unit = kda::unitChoice(instruction).unit;
+    std::string refusal =
+        kda::stepLanesRefusal(func, desc, threads, nullptr, instruction);
+    if (!kda::runsOnLanes(func, refusal))
+      return;
+    if (!refusal.empty()) {
+      func.emitError() << "kda-gpu-state-registers: the step program does "
+                          "not take this kernel ("
+                       << refusal << ")";
+      return signalPassFailure();
+    }
+    std::optional<kda::ProgramGrid> grid =
+        kda::findProgramGrid(func, cfg->grid, "kda-gpu-state-registers");
+    if (!grid)
+      return signalPassFailure();
+    auto byName = [&](StringRef name) {
+      return kda::abiArgument(func, abi, name);
+    };
+    scf::ForallOp forall = grid->forall;
+    Block *body = forall.getBody();
+    kda::clearProgram(body);
+    ImplicitLocOpBuilder b(forall.getLoc(), &getContext());
+    b.setInsertionPoint(body->getTerminator());
+    Value zero = arith::ConstantIndexOp::create(b, 0);
+    SmallVector<Value> ivs(3, zero);
+    for (auto [i, d] : llvm::enumerate(grid->kept))
+      ivs[d] = forall.getInductionVar(i);
+    const StatePassConfig taken = takenRoles(*cfg, false, true);
+    SmallVector<Type> wsTypes = workspaceTypes(func, *cfg, false, true);
+    const bool byK = LaneStateProgram::splitsK(wsTypes, taken, unit);
+    LaneStateProgram lp(
+        b, *cfg,
+        LaneStateProgram::warpsFor(*cfg, threads, byK,
+                                   kda::LaneTileBuilder::unitWarpSize(unit)),
+        unit);
+    lp.byK = byK;
+    lp.step = true;
+    static const char *const kRoles[] = {"w", "u", "q", "k", "p", "g"};
+    bool gate = false;
+    for (auto [i, role] : llvm::enumerate(cfg->roles)) {
+      gate |= role == "g";
+      if (!takesRole(*cfg, false, role, true))
+        continue;
+      Value arg = byName("ws" + std::to_string(i));
+      for (int r = 0; r < 6; ++r)
+        if (role == kRoles[r])
+          lp.ws[r] = arg;
+    }
+    // Workspaces: the intra grid's (ws0 ..), the reverse scan's dS, then
+    // this grid's seeds in the order dW (delta rule), d(Gamma Q),
+    // d(decayed k), dP, d(exp(g_last)) (gates), dU.
+    const int64_t roles = cfg->roles.size();
+    lp.dStates = byName("ws" + std::to_string(roles));
+    int64_t next = roles + 1;
+    const bool delta = llvm::is_contained(cfg->roles, "w");
+    for (int k = 0; k < 6; ++k) {
+      if ((k == 0 && !delta) || (k == 4 && !gate))
+        continue;
+      lp.seeds[k] = byName("ws" + std::to_string(next++));
+    }
+    lp.dO = byName("d_o");
+    lp.keptStates = byName("chunk_states");
+    lp.cuSeqlens = byName("cu_seqlens");
+    if (!lp.dO || !lp.keptStates || !lp.dStates || !lp.ws[1] || !lp.ws[3] ||
+        !lp.ws[4] || (delta && !lp.ws[0]) || !lp.seeds[1] || !lp.seeds[2] ||
+        !lp.seeds[3] || !lp.seeds[5] || (delta && !lp.seeds[0]) ||
+        (gate && !lp.seeds[4])) {
+      func.emitError("kda-gpu-state-registers: the step kernel lacks d_o, "
+                     "chunk_states, a workspace of the intra grid, the dS "
+                     "record or a seed workspace");
+      return signalPassFailure();
+    }
+    if (std::string why = lp.emitStep(ivs); !why.empty()) {
+      func.emitError() << "kda-gpu-state-registers: the step program cannot "
+                          "be built: "
+                       << why;
+      return signalPassFailure();
+    }
+    func->setAttr(kda::kBlockThreadsAttr, b.getI64IntegerAttr(lp.threads()));
+    func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
+  }
+
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    if (auto step = func->getAttrOfType<kda::StatePassAttr>(kda::kStepPassAttr))
+      return runStep(func, step);
     auto desc = func->getAttrOfType<kda::StatePassAttr>(kda::kStatePassAttr);
     const bool reverse = !desc;
     if (reverse)
@@ -1099,6 +1464,50 @@ std::string mlir::kda::stateLanesRefusal(func::FuncOp func,
                   "chunk of 16, 32 or 64"
                 : "compile with a V block of 16 or 32 (--v-block) and a "
                   "chunk of 16, 32 or 64 (--chunk)");
+  return why;
+}
+
+std::string mlir::kda::stepLanesRefusal(func::FuncOp func,
+                                        StatePassAttr stepPass,
+                                        int64_t threads, std::string *fix,
+                                        StringRef instruction) {
+  auto say = [&](StringRef f) {
+    if (fix)
+      *fix = f.str();
+  };
+  std::optional<StatePassConfig> desc = readConfig(stepPass);
+  if (!desc)
+    return "its description (kda.step_pass) is incomplete";
+  if (kda::unitChoice(instruction).unit != kda::MatrixUnit::MmaSync) {
+    say("");
+    return "AMD targets have no lane program for the gradient's step grid "
+           "yet (the state program on MFMA / WMMA runs forwards only)";
+  }
+  if (threads % 32 != 0 || threads < 32) {
+    say("threads per block a multiple of 32 (kda-compile: --block-threads)");
+    return std::to_string(threads) + " threads per block are not whole warps";
+  }
+  if (desc->valueDim <= 0 || desc->valueDim % desc->vBlock != 0) {
+    say("compile the gradient with a V block that divides V");
+    return "V = " + std::to_string(desc->valueDim) +
+           " in V blocks of " + std::to_string(desc->vBlock);
+  }
+  StatePassConfig cfg = takenRoles(*desc, false, true);
+  SmallVector<Type> wsTypes = workspaceTypes(func, *desc, false, true);
+  if (wsTypes.size() != cfg.roles.size()) {
+    if (func.getNumArguments() > 0) {
+      say("give the intra-chunk kernel lanes (its remark says how)");
+      return "the kernel lacks workspaces its description names (" +
+             std::to_string(cfg.roles.size() - wsTypes.size()) + " of " +
+             std::to_string(cfg.roles.size()) + ")";
+    }
+    wsTypes.clear();
+  }
+  std::string why =
+      LaneStateProgram::refusal(cfg, wsTypes, kda::MatrixUnit::MmaSync);
+  if (!why.empty())
+    say("compile the gradient with a V block of 16 or 32 and a chunk of 16, "
+        "32 or 64");
   return why;
 }
 

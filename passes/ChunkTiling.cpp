@@ -403,7 +403,8 @@ IntraWorkspaces emitIntraChunkGrid(ImplicitLocOpBuilder &b, ChunkOp op,
 /// The state pass's view of chunk `t0`: the intra-chunk tiles of one V block.
 IntraChunk loadIntraChunk(TensorTileBuilder &tb, const IntraWorkspaces &ws,
                           Value row, Value t0, Value head, Value vCol,
-                          Value valid, int64_t c, int64_t kd, int64_t vb) {
+                          Value valid, int64_t c, int64_t kd, int64_t vb,
+                          bool pastEnd = false) {
   Value z = tb.index(0);
   IntraChunk intra;
   if (ws.w)
@@ -412,13 +413,18 @@ IntraChunk loadIntraChunk(TensorTileBuilder &tb, const IntraWorkspaces &ws,
   intra.qDecayed = tb.load(ws.q, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
   intra.kToEnd = tb.load(ws.k, {row, t0, head, z}, {1, 3}, {c, kd}, valid);
   intra.p = tb.load(ws.p, {row, t0, head, z}, {1, 3}, {c, c}, valid);
-  // (The chunk's first row, read through the row clamp: a program past its
-  // sequence's end, t0 past the workspace's last token, reads inside it.)
-  if (ws.g)
+  // `pastEnd`: the program may lie past its sequence's end (a gradient's
+  // chunk-parallel grids), with t0 past the workspace's last token: the
+  // chunk's first row read through the row clamp, inside the workspace.
+  // (The forward's programs read theirs directly: the same IR as the
+  // kernels measured.)
+  if (ws.g && pastEnd)
     intra.decayLast = tb.rowOf(
         tb.load(ws.g, {row, t0, head, z}, {1, 3}, {1, kd},
                 arith::MinUIOp::create(tb.builder(), valid, tb.index(1))),
         0);
+  else if (ws.g)
+    intra.decayLast = tb.load(ws.g, {row, t0, head, z}, {3}, {kd}, tb.index(kd));
   return intra;
 }
 
@@ -2340,8 +2346,8 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       b.setInsertionPointToStart(stepGrid.getBody());
       ChunkProgram p = programOf(stepGrid);
       Value row = p.row, t0 = p.t0, head = p.head, valid = p.valid;
-      IntraChunk whole =
-          loadIntraChunk(tb, ws, row, t0, head, zero, valid, c, kd, vb);
+      IntraChunk whole = loadIntraChunk(tb, ws, row, t0, head, zero, valid,
+                                        c, kd, vb, /*pastEnd=*/true);
       SmallVector<Value> acc = {tb.filled({c, kd}, 0.0),
                                 tb.filled({c, kd}, 0.0),
                                 tb.filled({c, kd}, 0.0),

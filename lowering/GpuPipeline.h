@@ -152,6 +152,13 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
                      "matrix unit's registers (mma.sync, MFMA, WMMA; false: "
                      "the tile lowering)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> stepRegisters{
+      *this, "step-registers",
+      llvm::cl::desc("NVIDIA: the gradient's step grid (the state step's "
+                     "adjoint with respect to each chunk's inputs) on the "
+                     "state program's lanes (off: the tile lowering; off by "
+                     "default until the GPU suite has run it)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> emulateWmma{
       *this, "emulate-wmma",
       llvm::cl::desc("NVIDIA, for tests: the lane kernels (state, intra, "

@@ -101,6 +101,9 @@ def KdaGpuSelectStrategy : Pass<"kda-gpu-select-strategy", "ModuleOp"> {
            "Register intra-chunk kernels">,
     Option<"stateLanes", "state-registers", "bool", /*default=*/"true",
            "Register state kernels">,
+    Option<"stepLanes", "step-registers", "bool", /*default=*/"false",
+           "The gradient's step grid on lanes (off until the GPU suite "
+           "has run it)">,
     Option<"decodeLanes", "decode-registers", "bool", /*default=*/"true",
            "Register decode kernels">,
     Option<"windowLanes", "window-registers", "bool", /*default=*/"true",

@@ -45,6 +45,11 @@ struct StrategyOptions {
   bool tensorCores = true; // tensor-core tile matmuls (off: no lane kernels)
   bool intraLanes = true;  // the pipeline's intra-registers option
   bool stateLanes = true;  // state-registers
+  /// step-registers: the gradient's step grid on lanes. Off by default: its
+  /// program (GpuStateRegisters.cpp, emitStep) compiles without spills but
+  /// has not yet run on a GPU (twenty-ninth session); the GPU suite's
+  /// gradient cases with bundles of `kda-compile --step-registers` decide.
+  bool stepLanes = false;
   bool decodeLanes = true; // decode-registers
   bool windowLanes = true; // window-registers
   int64_t stateStages = 2; // state-stages (its cp.async stages)

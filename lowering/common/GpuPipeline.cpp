@@ -108,6 +108,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   strategy.tensorCores = options.tensorCores;
   strategy.intraLanes = options.intraRegisters;
   strategy.stateLanes = options.stateRegisters;
+  strategy.stepLanes = options.stepRegisters;
   strategy.decodeLanes = options.decodeRegisters;
   strategy.windowLanes = options.windowRegisters;
   strategy.stateStages = options.stateStages;

@@ -86,6 +86,12 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
       d.reason = noTensorCores;
     else if (!o.stateLanes)
       d.reason = "switched off (state-registers=false)";
+    else if (!o.stepLanes) {
+      d.reason = "its lane program has not yet run on a GPU (step-registers "
+                 "is off until the GPU suite passes with it)";
+      d.fix = "kda-compile --step-registers (the GPU suite's gradient "
+              "cases check it)";
+    }
     else if (std::string why = kda::stepLanesRefusal(f, step, o.threads,
                                                       &d.fix, o.instructions);
              !why.empty())
@@ -207,6 +213,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     tensorCores = o.tensorCores;
     intraLanes = o.intraLanes;
     stateLanes = o.stateLanes;
+    stepLanes = o.stepLanes;
     decodeLanes = o.decodeLanes;
     windowLanes = o.windowLanes;
     stateStages = o.stateStages;
@@ -224,6 +231,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     o.tensorCores = tensorCores;
     o.intraLanes = intraLanes;
     o.stateLanes = stateLanes;
+    o.stepLanes = stepLanes;
     o.decodeLanes = decodeLanes;
     o.windowLanes = windowLanes;
     o.stateStages = stateStages;

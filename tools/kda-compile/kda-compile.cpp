@@ -102,6 +102,11 @@ static cl::opt<bool> emulateWmma(
              "for gfx1100's WMMA, each step emulated (the AMD lane programs "
              "on an NVIDIA GPU)"),
     cl::init(false), cl::cat(compileCategory));
+static cl::opt<bool> stepRegisters(
+    "step-registers",
+    cl::desc("NVIDIA: the gradient's step grid on the state program's lanes "
+             "(off by default until the GPU suite has run it)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<int64_t> stateStages(
     "state-stages",
     cl::desc("NVIDIA: chunks in flight (cp.async stages, 2 to 8) of the "
@@ -670,6 +675,7 @@ int main(int argc, char **argv) {
     options.tensorCores = !noTensorCores;
     options.stateStages = stateStages;
     options.emulateWmma = emulateWmma;
+    options.stepRegisters = stepRegisters;
     options.schedule = schedule;
     options.format = format.str();
     options.toolkit = toolkit;

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The GPU suite's bundles with the gradient's step grid on lanes
+# (kda-compile --step-registers: LaneStateProgram::emitStep, the state
+# step's adjoint with respect to each chunk's inputs on the state program's
+# layouts). The switch is off by default until the suite's gradient cases
+# (test_gpu.py -k grad, test_torch.py's grad and layer parts) and the
+# sanitizers pass with it on the GPU machine.
+#
+# Usage: scripts/build-step-lane-bundles.sh OUT_DIR
+# then, on the GPU machine:
+#   test/gpu/run.sh OUT_DIR
+# Environment: as scripts/build-gpu-bundles.sh (KDA_COMPILE: the real
+# kda-compile, wrapped here).
+set -euo pipefail
+if [ $# -ne 1 ]; then
+  echo "usage: $0 OUT_DIR" >&2
+  exit 2
+fi
+root=$(cd "$(dirname "$0")/.." && pwd)
+real=${KDA_COMPILE:-$root/build/bin/kda-compile}
+wrap=$(mktemp -d "${TMPDIR:-/tmp}/kda-step.XXXXXX")
+trap 'rm -rf "$wrap"' EXIT
+printf '#!/bin/sh\nexec "%s" "$@" --step-registers\n' "$real" > "$wrap/kda-compile"
+chmod +x "$wrap/kda-compile"
+KDA_COMPILE=$wrap/kda-compile SET=${SET:-none} "$root/scripts/build-gpu-bundles.sh" "$1"

@@ -2795,12 +2795,15 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                           });
           };
           Value total = acc[0];
-          if (std::optional<int64_t> fixed = getConstantIntValue(blocks)) {
+          // A few static blocks (V blocks) unrolled; more, or as many as an
+          // argument's dimension (the gradient's per-chunk shares, static
+          // where the kept states' chunk count is: unrolled, a static count
+          // of 2^63 - 1 never finished building), a loop.
+          std::optional<int64_t> fixed = getConstantIntValue(blocks);
+          if (fixed && *fixed <= 16) {
             for (int64_t blk = 0; blk < *fixed; ++blk)
               total = add(itb, total, itb.index(blk));
           } else {
-            // As many blocks as an argument's dimension (the gradient's
-            // per-chunk shares): a loop.
             total = scf::ForOp::create(
                         ib, itb.index(0),
                         getValueOrCreateConstantIndexOp(ib, loc, blocks),

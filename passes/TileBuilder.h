@@ -123,7 +123,7 @@ public:
   /// g[j, d]) over the pairs decayedPairs keeps (j < i, or j <= i when
   /// `inclusive`); `transposed`: out[j, d] = sum_i dP[i, j] x[i, d]
   /// exp(g[i, d] - g[j, d]). [M, M], [M, D], [M, D] -> [M, D]. Builders
-  /// without it (the lane builder, until the GPU backward) emit an error.
+  /// without it emit an error (both builders have it).
   virtual Value decayedApply(Value dP, Value x, Value g, bool inclusive,
                              bool transposed);
 

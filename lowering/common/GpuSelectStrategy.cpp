@@ -183,11 +183,10 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
   // schedule's _<grid> after them.)
   if (name.contains("gated_delta_grad"))
     return {"gradient",
-            "the derived gradient's chunk-parallel adjoint and sums have no "
+            "the derived gradient's intra-chunk adjoint and sums have no "
             "lane kernels yet (its intra-chunk grid and reverse scan run on "
-            "lanes)",
-            "docs/backward.md: the lane builder's decayedApply and the "
-            "backward's grids on lanes"};
+            "lanes, its step grid with --step-registers)",
+            "docs/backward.md: a lane driver for the intra-chunk adjoint"};
   // The segments' combine grid: per program, P products of a K x K
   // transition with the state's V block, in order; small, and a tile
   // program by design.

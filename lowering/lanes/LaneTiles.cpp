@@ -3184,6 +3184,87 @@ Value LaneTileBuilder::decayedPairs(Value a, Value bTile, Value g,
   return make(out, sums);
 }
 
+Value LaneTileBuilder::decayedApply(Value dP, Value x, Value g,
+                                    bool inclusive, bool transposed) {
+  SmallVector<int64_t> s = shape(x);
+  if (s.size() != 2 || shape(g) != s ||
+      shape(dP) != SmallVector<int64_t>{s[0], s[0]})
+    return fail("a decayed apply of tiles of unequal shapes", s);
+  if (!error.empty())
+    return fail("", s);
+  const int64_t m = s[0];
+  const LaneLayout l = tile_(x).layout;
+  if (!(tile_(g).layout == l))
+    return fail("a decayed apply of x and g in different layouts", s);
+  for (const LaneLayout::Coords &c : l.warps)
+    if (c[0] != 0)
+      return fail("a decayed apply whose rows are split over warps", s);
+  // The coefficients each lane needs: row r of dP (dP^T transposed) for
+  // each of its rows r, every column, copies over the column lane bits and
+  // the warps.
+  std::map<int64_t, SmallVector<int64_t>> regsOfRow; // by row register part
+  for (auto [r, c] : llvm::enumerate(l.regs))
+    regsOfRow[c[0]].push_back(r);
+  LaneLayout full;
+  full.shape = {m, m};
+  std::map<int64_t, int64_t> firstOfRow; // row register part -> full's base
+  for (auto &[row, rs] : regsOfRow) {
+    firstOfRow[row] = full.regs.size();
+    for (int64_t j = 0; j < m; ++j)
+      full.regs.push_back({row, j});
+  }
+  for (const LaneLayout::Coords &c : l.lanes) {
+    if (c[0] != 0 && c[1] != 0)
+      return fail("a decayed apply whose lane bits split rows and columns "
+                  "at once",
+                  s);
+    full.lanes.push_back({c[0], 0});
+  }
+  for (size_t w = 0; w < l.warps.size(); ++w)
+    full.warps.push_back({0, 0});
+  if (std::string why = full.check(); !why.empty())
+    return fail("a decayed apply's coefficient layout: " + why, s);
+  Value coef = transposed ? transpose(dP) : dP;
+  SmallVector<Value> cRegs = convertLayout(coef, full);
+  if (!error.empty())
+    return fail("", s);
+  SmallVector<Value> xRegs(tile_(x).regs), gRegs(tile_(g).regs);
+  SmallVector<Value> out(xRegs.size(), constantF32(0.0));
+  Value zero = constantF32(0.0);
+  // Term (r, s): dP[r, s] x[s, d] exp(g[r, d] - g[s, d]) for the pairs
+  // s < r (s <= r inclusive); transposed, dP[s, r] x[s, d] exp(g[s, d] -
+  // g[r, d]) for s > r (s >= r).
+  arith::CmpIPredicate pred =
+      transposed ? (inclusive ? arith::CmpIPredicate::uge
+                              : arith::CmpIPredicate::ugt)
+                 : (inclusive ? arith::CmpIPredicate::ule
+                              : arith::CmpIPredicate::ult);
+  for (int64_t sr = 0; sr < m; ++sr) {
+    Value xs = rowOf(x, sr), gs = rowOf(g, sr);
+    if (!error.empty())
+      return fail("", s);
+    // rowOf keeps the lane's registers of one row in order.
+    ArrayRef<Value> xsr = registersOf(xs), gsr = registersOf(gs);
+    for (auto &[row, rs] : regsOfRow) {
+      Value keep = arith::CmpIOp::create(b, pred, index(sr),
+                                         coordinate(l, rs.front(), 0));
+      Value c = arith::SelectOp::create(b, keep, cRegs[firstOfRow[row] + sr],
+                                        zero);
+      for (auto [k, r] : llvm::enumerate(rs)) {
+        Value diff = transposed
+                         ? arith::SubFOp::create(b, gsr[k], gRegs[r])
+                         : arith::SubFOp::create(b, gRegs[r], gsr[k]);
+        // Discarded pairs take the exponent 0: no inf times zero.
+        Value e = math::ExpOp::create(
+            b, arith::SelectOp::create(b, keep, diff, zero));
+        out[r] = math::FmaOp::create(b, arith::MulFOp::create(b, c, xsr[k]),
+                                     e, out[r]);
+      }
+    }
+  }
+  return make(l, out);
+}
+
 Value LaneTileBuilder::subTile(Value tile, ArrayRef<int64_t> offsets,
                                ArrayRef<int64_t> sizes) {
   SmallVector<int64_t> s = shape(tile);

@@ -293,6 +293,14 @@ public:
   Value decayedPairs(Value a, Value bTile, Value g, bool inclusive) override;
   SmallVector<Value> decayedPairsMany(ArrayRef<Value> as, Value bTile, Value g,
                                       ArrayRef<bool> inclusive) override;
+  /// decayedPairs' adjoint sums, exact for any gate: per summed row s, row
+  /// s of x and g comes to every lane (rowOf), each lane adds its own
+  /// registers' terms (the coefficient dP[r, s], or dP[s, r] transposed,
+  /// from dP converted to the rows' own lanes), the discarded pairs with
+  /// the exponent 0. The result keeps x's layout. x and g alike, their
+  /// rows not split over warps.
+  Value decayedApply(Value dP, Value x, Value g, bool inclusive,
+                     bool transposed) override;
   Value subTile(Value tile, ArrayRef<int64_t> offsets,
                 ArrayRef<int64_t> sizes) override;
   Value insertSubTile(Value sub, Value tile,

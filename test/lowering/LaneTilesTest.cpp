@@ -1337,6 +1337,103 @@ TEST_F(LaneTilesTest, FactoredPairsOnAmdUnits) {
     }
 }
 
+/// decayedPairs' adjoint sums on lanes (decayedApply, the gradient's
+/// intra-chunk adjoint), run lane by lane in lock step: out[r, d] = sum_s
+/// dP[r, s] x[s, d] exp(g[r, d] - g[s, d]) over s < r (s <= r inclusive),
+/// and transposed sum_s dP[s, r] x[s, d] exp(g[s, d] - g[r, d]) over s > r
+/// (s >= r), against the sums in double, for x and g in mma.sync's row
+/// layout and in the intra program's blocked rows, dP in the accumulator's.
+/// The gates are steep enough that the discarded pairs' exponents overflow
+/// f32 (they must take the exponent 0, not inf times zero).
+TEST_F(LaneTilesTest, DecayedApplyOnLanes) {
+  const int64_t C = 16, D = 16;
+  auto xVal = [](int64_t i, int64_t d) { return double((i * 5 + d * 3) % 7 - 3) / 8; };
+  auto pVal = [](int64_t i, int64_t j) { return double((i * 3 + j * 7) % 9 - 4) / 8; };
+  auto gVal = [](int64_t i, int64_t d) {
+    double sum = 0;
+    for (int64_t t = 0; t <= i; ++t)
+      sum -= 12.0 * double(2 + (t * 7 + d * 3) % 8) / 8;
+    return sum;
+  };
+  const LaneLayout acc = LaneTileBuilder::mmaAccumulator(C, C, 1);
+  // dP's rows to the lanes that hold x's rows: through the exchange region
+  // (a register that differs between the reading lanes).
+  ImplicitLocOpBuilder ab =
+      ImplicitLocOpBuilder::atBlockEnd(UnknownLoc::get(&ctx), block);
+  Value exchange = memref::AllocOp::create(
+      ab, MemRefType::get({C * (C + 1)}, ab.getF32Type(),
+                          MemRefLayoutAttrInterface{},
+                          gpu::AddressSpaceAttr::get(
+                              &ctx, gpu::AddressSpace::Workgroup)));
+  for (const LaneLayout &rows : {LaneTileBuilder::mmaOperandA(C, D, 1),
+                                 LaneTileBuilder::rowBlocked(D, 32, 1)})
+    for (bool transposed : {false, true})
+      for (bool inclusive : {false, true}) {
+        ASSERT_EQ(rows.check(), "");
+        std::vector<std::unique_ptr<Lane>> ls;
+        std::vector<std::vector<Operation *>> programs;
+        std::vector<SmallVector<Value>> outRegs;
+        std::vector<LaneLayout> layouts;
+        for (int64_t lane = 0; lane < 32; ++lane) {
+          const size_t before = block->getOperations().size();
+          ls.push_back(this->lane(32, 1, lane, 0));
+          LaneTileBuilder &tb = *ls.back()->tb;
+          tb.useExchange(exchange);
+          Value x = constants(tb, rows, lane, xVal);
+          Value g = constants(tb, rows, lane, gVal);
+          Value dP = constants(tb, acc, lane, pVal);
+          Value out = tb.decayedApply(dP, x, g, inclusive, transposed);
+          ASSERT_EQ(tb.failure(), "");
+          layouts.push_back(tb.layoutOf(out));
+          EXPECT_EQ(layouts.back(), rows);
+          outRegs.push_back(SmallVector<Value>(tb.registersOf(out)));
+          std::vector<Operation *> ops;
+          auto it = block->begin();
+          std::advance(it, before);
+          for (; it != block->end(); ++it)
+            ops.push_back(&*it);
+          programs.push_back(std::move(ops));
+        }
+        SimtInterpreter sim(32);
+        std::vector<int64_t> all;
+        for (int64_t l = 0; l < 32; ++l) {
+          all.push_back(l);
+          ASSERT_EQ(programs[l].size(), programs[0].size());
+        }
+        for (size_t i = 0; i < programs[0].size() && sim.error.empty(); ++i) {
+          std::vector<Operation *> ops;
+          for (int64_t l = 0; l < 32; ++l)
+            ops.push_back(programs[l][i]);
+          sim.run(ops, all);
+        }
+        ASSERT_EQ(sim.error, "");
+        for (int64_t lane = 0; lane < 32; ++lane)
+          for (int64_t r = 0; r < int64_t(outRegs[lane].size()); ++r) {
+            LaneLayout::Coords c = layouts[lane].at(r, lane, 0);
+            const int64_t i = c[0], d = c[1];
+            double want = 0, scale = 0;
+            for (int64_t t = 0; t < C; ++t) {
+              const bool kept = transposed ? (inclusive ? t >= i : t > i)
+                                           : (inclusive ? t <= i : t < i);
+              if (!kept)
+                continue;
+              const double term =
+                  transposed ? pVal(t, i) * xVal(t, d) *
+                                   std::exp(gVal(t, d) - gVal(i, d))
+                             : pVal(i, t) * xVal(t, d) *
+                                   std::exp(gVal(i, d) - gVal(t, d));
+              want += term;
+              scale += std::abs(term);
+            }
+            const double got = sim.scalar(lane, outRegs[lane][r]);
+            EXPECT_TRUE(std::isfinite(got));
+            EXPECT_NEAR(got, want, 1e-9 * (1 + scale))
+                << (transposed ? "transposed " : "") << (inclusive ? "inclusive " : "")
+                << "(" << i << ", " << d << ") lane " << lane;
+          }
+      }
+}
+
 TEST_F(LaneTilesTest, WhatItDoesNotTakeIsAReasonNotWrongCode) {
   {
     auto ln = lane(32, 1, 0, 0);

@@ -28,7 +28,7 @@ using namespace mlir;
 FailureOr<SmallVector<Value>>
 mlir::kda::emitScalarAdjoint(ImplicitLocOpBuilder &b, Value y,
                              ArrayRef<Value> wrt, Value seed,
-                             std::string &why) {
+                             std::string &why, ArrayRef<Value> constants) {
   auto type = dyn_cast<FloatType>(y.getType());
   if (!type || seed.getType() != type) {
     why = "the value and its seed must be floating-point scalars of one type";
@@ -40,9 +40,12 @@ mlir::kda::emitScalarAdjoint(ImplicitLocOpBuilder &b, Value y,
   DenseMap<Value, bool> depends;
   SmallVector<Operation *> order;
   llvm::SmallPtrSet<Operation *, 16> seen;
+  llvm::SmallDenseSet<Value> fixed(constants.begin(), constants.end());
   std::function<bool(Value)> visit = [&](Value v) -> bool {
     if (leaves.contains(v))
       return true;
+    if (fixed.contains(v))
+      return false;
     auto it = depends.find(v);
     if (it != depends.end())
       return it->second;

@@ -28,9 +28,13 @@ namespace mlir::kda {
 /// comparison or a select's condition carries no derivative (a mask or a
 /// branch of a piecewise function keeps its choice). Fails, saying which op,
 /// where y depends on `wrt` through an op without a rule here.
+/// `constants`: values the walk from y stops at, as constants, whatever
+/// computed them (an elementwise body's other operands: on lane tiles they
+/// may be shuffles of the very registers differentiated).
 FailureOr<SmallVector<Value>> emitScalarAdjoint(ImplicitLocOpBuilder &b,
                                                 Value y, ArrayRef<Value> wrt,
-                                                Value seed, std::string &why);
+                                                Value seed, std::string &why,
+                                                ArrayRef<Value> constants = {});
 
 } // namespace mlir::kda
 

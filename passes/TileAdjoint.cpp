@@ -185,6 +185,12 @@ Value TapeTileBuilder::decayedApply(Value dP, Value x, Value g,
 Value TapeTileBuilder::subTile(Value tile, ArrayRef<int64_t> offsets,
                                ArrayRef<int64_t> sizes) {
   Value r = inner.subTile(tile, offsets, sizes);
+  // A builder whose sub-tile of the whole tile is the tile itself (the
+  // lane builder) made no new value: recording it would pass the tile's
+  // gradient to itself once more (as park; the intra-chunk adjoint on
+  // lanes doubled q's and k's gradients).
+  if (r == tile)
+    return r;
   auto e = entry(Kind::SubTile, {tile}, r);
   e->offsets.assign(offsets.begin(), offsets.end());
   tape.push_back(std::move(e));
@@ -194,6 +200,10 @@ Value TapeTileBuilder::subTile(Value tile, ArrayRef<int64_t> offsets,
 Value TapeTileBuilder::insertSubTile(Value sub, Value tile,
                                      ArrayRef<int64_t> offsets) {
   Value r = inner.insertSubTile(sub, tile, offsets);
+  // The whole tile replaced (the lane builder's result is `sub` itself):
+  // `sub` keeps its own gradient, the replaced tile gets none.
+  if (r == sub)
+    return r;
   auto e = entry(Kind::InsertSubTile, {sub, tile}, r);
   e->offsets.assign(offsets.begin(), offsets.end());
   tape.push_back(std::move(e));
@@ -401,9 +411,22 @@ TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
       break;
     }
     case Kind::RowOf: {
+      // dy in row `row`, zeros elsewhere: a masked map where the tile
+      // lives (the forward tile gives the layout; its values are not read),
+      // which every builder takes (a lane builder inserts no sub-tiles).
       SmallVector<int64_t> s = tb.shape(in[0]);
-      Value row = tb.map({1, s[1]}, {perColumn(dy)}, identity);
-      add(in[0], tb.insertSubTile(row, zeros(in[0]), {e.offsets[0], 0}));
+      const int64_t row = e.offsets[0];
+      add(in[0], tb.map(s, {in[0], perColumn(dy)},
+                        [row](ImplicitLocOpBuilder &ib, ValueRange v,
+                              ValueRange ivs) -> Value {
+                          Value here = arith::CmpIOp::create(
+                              ib, arith::CmpIPredicate::eq, ivs[0],
+                              arith::ConstantIndexOp::create(ib, row));
+                          return arith::SelectOp::create(
+                              ib, here, v[1],
+                              arith::ConstantOp::create(
+                                  ib, ib.getZeroAttr(v[1].getType())));
+                        }));
       break;
     }
     case Kind::RowMax:
@@ -434,21 +457,33 @@ TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
             e.shape, operands,
             [&](ImplicitLocOpBuilder &ib, ValueRange s,
                 ValueRange ivs) -> Value {
+              // The operand differentiated as a value of its own (x 1,
+              // folded away later), every scalar the body is given a
+              // constant to the walk: on lane tiles two operands may be
+              // one register, or one a shuffle of the other (a row of
+              // the tile broadcast), which a tensor's block arguments
+              // never are.
+              Value own = arith::MulFOp::create(
+                  ib, s[wrt],
+                  arith::ConstantOp::create(
+                      ib, ib.getFloatAttr(s[wrt].getType(), 1.0)));
               IRMapping m;
               for (size_t i = 0; i < n; ++i)
-                m.map(body->getArgument(i), s[i]);
+                m.map(body->getArgument(i), i == wrt ? own : s[i]);
               for (size_t i = 0; i < ivs.size() &&
                                  n + i < body->getNumArguments();
                    ++i)
                 m.map(body->getArgument(n + i), ivs[i]);
               if (captured)
-                m.map(captured, s[n]);
+                m.map(captured, wrt == n ? own : s[n]);
               for (Operation &op : *body)
                 ib.clone(op, m);
               Value y = m.lookupOrDefault(e.bodyResult);
               Value seed = s.back();
-              FailureOr<SmallVector<Value>> parts =
-                  emitScalarAdjoint(ib, y, {s[wrt]}, seed, whyNot);
+              SmallVector<Value> fixed(s.begin(), s.end());
+              llvm::append_range(fixed, ivs);
+              FailureOr<SmallVector<Value>> parts = emitScalarAdjoint(
+                  ib, y, {own}, seed, whyNot, fixed);
               if (failed(parts) || parts->empty())
                 return arith::ConstantOp::create(
                     ib, ib.getZeroAttr(seed.getType()));

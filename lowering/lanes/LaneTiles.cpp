@@ -634,6 +634,10 @@ LaneTileBuilder::exchangeInWarp(const Tile &src, const LaneLayout &to) {
   // lane still reads). Rows padded by one element against bank conflicts.
   // Only where each warp holds the same part of the tile in both layouts.
   const LaneLayout &from = src.layout;
+  // A vector as the column [n, 1] (a gate's row, beta's rows).
+  if (exchange && from.rank() == 1 && to.rank() == 1)
+    return exchangeInWarp(Tile{from.unsqueezed(1), src.regs},
+                          to.unsqueezed(1));
   if (!exchange || from.rank() != 2 || to.shape != from.shape ||
       from.warps != to.warps)
     return std::nullopt;

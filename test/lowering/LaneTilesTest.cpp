@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/lanes/LaneTiles.h"
+#include "passes/GatedDeltaKernel.h"
+#include "passes/TileAdjoint.h"
 
 #include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -789,6 +791,16 @@ public:
       case arith::CmpFPredicate::OLT: r = a < b; break;
       case arith::CmpFPredicate::OGE: r = a >= b; break;
       case arith::CmpFPredicate::OGT: r = a > b; break;
+      case arith::CmpFPredicate::OEQ: r = a == b; break;
+      case arith::CmpFPredicate::ONE: r = a != b && a == a && b == b; break;
+      case arith::CmpFPredicate::UNE: r = !(a == b); break;
+      case arith::CmpFPredicate::ULT: r = !(a >= b); break;
+      case arith::CmpFPredicate::UGT: r = !(a <= b); break;
+      case arith::CmpFPredicate::ULE: r = !(a > b); break;
+      case arith::CmpFPredicate::UGE: r = !(a < b); break;
+      case arith::CmpFPredicate::UEQ: r = !(a < b) && !(a > b); break;
+      case arith::CmpFPredicate::ORD: r = a == a && b == b; break;
+      case arith::CmpFPredicate::UNO: r = a != a || b != b; break;
       default: error = "an unhandled float comparison"; break;
       }
       return out({r ? 1.0 : 0.0});
@@ -800,6 +812,15 @@ public:
     if (isa<arith::MulFOp>(op)) return out({x(0) * x(1)});
     if (isa<arith::MaximumFOp>(op)) return out({std::max(x(0), x(1))});
     if (isa<math::ExpOp>(op)) return out({std::exp(x(0))});
+    if (isa<arith::DivFOp>(op)) return out({x(0) / x(1)});
+    if (isa<arith::NegFOp>(op)) return out({-x(0)});
+    if (isa<arith::MinimumFOp>(op)) return out({std::min(x(0), x(1))});
+    if (isa<math::RsqrtOp>(op)) return out({1.0 / std::sqrt(x(0))});
+    if (isa<math::SqrtOp>(op)) return out({std::sqrt(x(0))});
+    if (isa<math::LogOp>(op)) return out({std::log(x(0))});
+    if (isa<math::Log1pOp>(op)) return out({std::log1p(x(0))});
+    if (isa<math::AbsFOp>(op)) return out({std::abs(x(0))});
+    if (isa<math::TanhOp>(op)) return out({std::tanh(x(0))});
     if (isa<math::FmaOp>(op)) return out({x(0) * x(1) + x(2)});
     if (auto fe = dyn_cast<vector::FromElementsOp>(op)) {
       std::vector<double> v;
@@ -1432,6 +1453,214 @@ TEST_F(LaneTilesTest, DecayedApplyOnLanes) {
                 << "(" << i << ", " << d << ") lane " << lane;
           }
       }
+}
+
+/// The intra-chunk part's adjoint on lane tiles (the gradient's chunk grid,
+/// docs/backward.md): emitIntraChunk recorded by the tape over a lane
+/// builder (one wave of AMD's MFMA: products the interpreter evaluates),
+/// its adjoint seeded on every output (U, W, Gamma Q, the decayed k, P,
+/// exp(g_last)), all run lane by lane in lock step; checked against central
+/// differences of the same lane forward along a direction that moves every
+/// input at once (q, k, v, the gate, beta). Configurations: FLA's log-space
+/// gate, and Kimi's prologue (l2 norm, beta's sigmoid).
+TEST_F(LaneTilesTest, IntraChunkAdjointOnLanes) {
+  const int64_t C = 16, D = 16, lanes = 64;
+  ImplicitLocOpBuilder ab =
+      ImplicitLocOpBuilder::atBlockEnd(UnknownLoc::get(&ctx), block);
+  auto wg = gpu::AddressSpaceAttr::get(&ctx, gpu::AddressSpace::Workgroup);
+  const LaneLayout blocked = LaneTileBuilder::rowBlocked(D, lanes, 1);
+  LaneLayout rowsL; // beta: one row a lane, copies on the column bits
+  rowsL.shape = {C};
+  rowsL.regs = {{0}};
+  rowsL.lanes = {{0}, {0}, {1}, {2}, {4}, {8}};
+  ASSERT_EQ(rowsL.check(), "");
+  // Inputs (name, i, j) and a direction; values exact in f32 (eighths).
+  auto input = [](int which, int64_t i, int64_t j) {
+    switch (which) {
+    case 0: return double((i * 5 + j * 3) % 7 - 3) / 8;   // q
+    case 1: return double((i * 3 + j * 5) % 9 - 4) / 8;   // k
+    case 2: return double((i * 7 + j) % 5 - 2) / 8;       // v
+    case 3: return -double(1 + (i * 3 + j * 7) % 4) / 8;  // gate (log space)
+    default: return double((i * 5) % 7 - 3) / 4;          // beta
+    }
+  };
+  auto direction = [](int which, int64_t i, int64_t j) {
+    return double(((which + 1) * 13 + i * 7 + j * 11) % 17 - 8) / 8;
+  };
+  auto seedOf = [](int which, int64_t i, int64_t j) {
+    return double((which * 5 + i * 3 + j * 7) % 11 - 5) / 8;
+  };
+  for (int form = 0; form < 2; ++form) {
+    ChunkConfig config;
+    config.chunk = C;
+    config.subChunk = C;
+    config.keyDim = D;
+    config.valueDim = D;
+    if (form == 1) {
+      config.qkL2Norm = true;
+      config.betaActivation = BetaActivation::sigmoid;
+    }
+    Value exchange = memref::AllocOp::create(
+        ab, MemRefType::get({4096}, ab.getF32Type(),
+                            MemRefLayoutAttrInterface{}, wg));
+    // One program per lane: the forward at x + sign h d (sign 0: the
+    // forward and its adjoint). Its outputs' and gradients' registers.
+    struct Built {
+      std::vector<std::vector<Operation *>> programs;
+      struct Kept {
+        std::string name;
+        LaneLayout layout;
+        SmallVector<Value> regs;
+      };
+      std::vector<std::vector<Kept>> tiles;
+    };
+    const double h = 1.0 / 1024;
+    auto build = [&](int sign) -> Built {
+      Built out;
+      for (int64_t lane = 0; lane < lanes; ++lane) {
+        // (The program's first op found from the block's last before it:
+        // counting from the block's start is quadratic in the lanes.)
+        Operation *last = block->empty() ? nullptr : &block->back();
+        auto ln = this->lane(lanes, 1, lane, 0);
+        LaneTileBuilder &tb = *ln->tb;
+        tb.useMatrixUnit(MatrixUnit::Mfma, ab.getF32Type());
+        tb.useExchange(exchange);
+        tb.anchor(LaneTileBuilder::unitAccumulator(MatrixUnit::Mfma, C, C)
+                      .spread({C, C}, {0, 0}, 1));
+        auto at = [&](int which) {
+          return [=](int64_t i, int64_t j) {
+            return input(which, i, j) + sign * h * direction(which, i, j);
+          };
+        };
+        ChunkInputs in;
+        in.q = constants(tb, blocked, lane, at(0));
+        in.k = constants(tb, blocked, lane, at(1));
+        in.v = constants(tb, blocked, lane, at(2));
+        in.gate = constants(tb, blocked, lane, at(3));
+        {
+          LaneLayout::Coords c = rowsL.at(0, lane, 0);
+          SmallVector<Value> regs = {tb.constantF32(at(4)(c[0], 0))};
+          in.beta = tb.make(rowsL, regs);
+        }
+        in.validRows = arith::ConstantIndexOp::create(ln->b, C);
+        std::vector<Built::Kept> tiles;
+        auto keep = [&](const char *name, Value t) {
+          tiles.push_back({name, tb.layoutOf(t),
+                           SmallVector<Value>(tb.registersOf(t))});
+        };
+        if (sign != 0) {
+          IntraChunk intra = emitIntraChunk(tb, config, in);
+          EXPECT_EQ(tb.failure(), "");
+          keep("u", intra.u);
+          keep("w", intra.w);
+          keep("q", intra.qDecayed);
+          keep("k", intra.kToEnd);
+          keep("p", intra.p);
+          keep("g", intra.decayLast);
+        } else {
+          TapeTileBuilder tape(tb);
+          IntraChunk intra = emitIntraChunk(tape, config, in);
+          EXPECT_EQ(tb.failure(), "");
+          auto seed = [&](Value t, int which) {
+            const LaneLayout &l = tb.layoutOf(t);
+            if (l.rank() == 1) {
+              SmallVector<Value> regs;
+              for (int64_t r = 0; r < int64_t(l.regs.size()); ++r)
+                regs.push_back(tb.constantF32(
+                    seedOf(which, 0, l.at(r, lane, 0)[0])));
+              return tb.make(l, regs);
+            }
+            return constants(tb, l, lane, [&](int64_t i, int64_t j) {
+              return seedOf(which, i, j);
+            });
+          };
+          SmallVector<std::pair<Value, Value>> seeds = {
+              {intra.u, seed(intra.u, 0)},
+              {intra.w, seed(intra.w, 1)},
+              {intra.qDecayed, seed(intra.qDecayed, 2)},
+              {intra.kToEnd, seed(intra.kToEnd, 3)},
+              {intra.p, seed(intra.p, 4)},
+              {intra.decayLast, seed(intra.decayLast, 5)}};
+          std::string why;
+          auto g = tape.emitAdjoint(seeds, {in.q, in.k, in.v, in.gate, in.beta},
+                                    why);
+          EXPECT_TRUE(succeeded(g)) << why;
+          if (failed(g))
+            return out;
+          EXPECT_EQ(tb.failure(), "");
+          const char *names[] = {"q", "k", "v", "gate", "beta"};
+          for (int w = 0; w < 5; ++w)
+            keep(names[w], (*g)[w]);
+        }
+        std::vector<Operation *> ops;
+        auto it = last ? std::next(Block::iterator(last)) : block->begin();
+        for (; it != block->end(); ++it)
+          ops.push_back(&*it);
+        out.programs.push_back(std::move(ops));
+        out.tiles.push_back(std::move(tiles));
+      }
+      return out;
+    };
+    // Runs every lane in lock step; the elements of each kept tile by
+    // (name, i, j).
+    auto run = [&](Built &bt) {
+      SimtInterpreter sim(lanes);
+      std::vector<int64_t> all;
+      for (int64_t l = 0; l < lanes; ++l) {
+        all.push_back(l);
+        EXPECT_EQ(bt.programs[l].size(), bt.programs[0].size());
+      }
+      for (size_t i = 0; i < bt.programs[0].size() && sim.error.empty(); ++i) {
+        std::vector<Operation *> ops;
+        for (int64_t l = 0; l < lanes; ++l)
+          ops.push_back(bt.programs[l][i]);
+        sim.run(ops, all);
+      }
+      EXPECT_EQ(sim.error, "");
+      std::map<std::tuple<std::string, int64_t, int64_t>, double> values;
+      for (int64_t lane = 0; lane < lanes; ++lane)
+        for (auto &kept : bt.tiles[lane])
+          for (int64_t r = 0; r < int64_t(kept.layout.regs.size()); ++r) {
+            LaneLayout::Coords c = kept.layout.at(r, lane, 0);
+            values[{kept.name, c[0], c.size() > 1 ? c[1] : 0}] =
+                sim.scalar(lane, kept.regs[r]);
+          }
+      return values;
+    };
+    Built adjoint = build(0), plus = build(1), minus = build(-1);
+    auto grads = run(adjoint);
+    auto up = run(plus), down = run(minus);
+    // The loss sum(seed * output) at x +- h d; each output's seed index.
+    const std::map<std::string, int> seedIndex = {
+        {"u", 0}, {"w", 1}, {"q", 2}, {"k", 3}, {"p", 4}, {"g", 5}};
+    auto loss = [&](const std::map<std::tuple<std::string, int64_t, int64_t>,
+                                   double> &vals) {
+      double l = 0;
+      for (auto &[key, x] : vals) {
+        auto &[name, i, j] = key;
+        const int w = seedIndex.at(name);
+        l += (name == "g" ? seedOf(w, 0, i) : seedOf(w, i, j)) * x;
+      }
+      return l;
+    };
+    const double fd = (loss(up) - loss(down)) / (2 * h);
+    const std::map<std::string, int> inputIndex = {
+        {"q", 0}, {"k", 1}, {"v", 2}, {"gate", 3}, {"beta", 4}};
+    double analytic = 0, scale = 0;
+    int64_t counted = 0;
+    for (auto &[key, g] : grads) {
+      auto &[name, i, j] = key;
+      const double t = g * direction(inputIndex.at(name), i, j);
+      analytic += t;
+      scale += std::abs(t);
+      ++counted;
+    }
+    // q, k, v, gate [16, 16] and beta [16].
+    EXPECT_EQ(counted, 4 * C * D + C);
+    EXPECT_GT(scale, 1.0);
+    EXPECT_NEAR(analytic, fd, 1e-5 * (1 + scale))
+        << (form ? "Kimi's prologue" : "log-space gate");
+  }
 }
 
 TEST_F(LaneTilesTest, WhatItDoesNotTakeIsAReasonNotWrongCode) {

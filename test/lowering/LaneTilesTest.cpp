@@ -846,6 +846,32 @@ public:
           scalar(l, st.getValue());
       return;
     }
+    if (auto vl = dyn_cast<vector::LoadOp>(op)) {
+      // Consecutive words along the last index.
+      std::vector<int64_t> at = indices(vl.getIndices());
+      std::vector<double> v;
+      for (int64_t k = 0; k < vl.getVectorType().getNumElements(); ++k) {
+        std::vector<int64_t> w = at;
+        w.back() += k;
+        auto it = shared.find({vl.getBase().getDefiningOp(), w});
+        if (it == shared.end()) {
+          error = "a shared vector load of a word nothing stored";
+          return;
+        }
+        v.push_back(it->second);
+      }
+      return out(v);
+    }
+    if (auto vs = dyn_cast<vector::StoreOp>(op)) {
+      std::vector<int64_t> at = indices(vs.getIndices());
+      std::vector<double> v = of(l, vs.getValueToStore());
+      for (size_t k = 0; k < v.size(); ++k) {
+        std::vector<int64_t> w = at;
+        w.back() += int64_t(k);
+        shared[{vs.getBase().getDefiningOp(), w}] = v[k];
+      }
+      return;
+    }
     if (auto ld = dyn_cast<memref::LoadOp>(op)) {
       auto it = shared.find({ld.getMemref().getDefiningOp(), indices(ld.getIndices())});
       if (it == shared.end()) {
@@ -1661,6 +1687,189 @@ TEST_F(LaneTilesTest, IntraChunkAdjointOnLanes) {
     EXPECT_NEAR(analytic, fd, 1e-5 * (1 + scale))
         << (form ? "Kimi's prologue" : "log-space gate");
   }
+}
+
+/// The state step's adjoint on lane tiles with respect to everything it
+/// reads (the gradient's reverse scan takes the state's part, its step grid
+/// the chunk's inputs' part): emitStateStep recorded by the tape over one
+/// MFMA wave with the state program's AMD layouts (the state and the rows
+/// in the unit's accumulator layout, W, Gamma Q, the decayed k and P read
+/// from shared memory by the products), every lane run in lock step, the
+/// gradients of all seven inputs along one direction against central
+/// differences of the same lane forward.
+TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
+  const int64_t C = 16, K = 16, VB = 16, lanes = 64;
+  const MatrixUnit u = MatrixUnit::Mfma;
+  ImplicitLocOpBuilder ab =
+      ImplicitLocOpBuilder::atBlockEnd(UnknownLoc::get(&ctx), block);
+  auto wg = gpu::AddressSpaceAttr::get(&ctx, gpu::AddressSpace::Workgroup);
+  const LaneLayout stateL =
+      LaneTileBuilder::unitAccumulator(u, K, VB).spread({K, VB}, {0, 0}, 1);
+  const LaneLayout rowsL =
+      LaneTileBuilder::unitAccumulator(u, C, VB).spread({C, VB}, {0, 0}, 1);
+  const LaneLayout gL = stateL.slice(0);
+  ASSERT_EQ(stateL.check(), "");
+  ASSERT_EQ(rowsL.check(), "");
+  // Inputs: 0 W, 1 Gamma Q, 2 decayed k, 3 P (lower triangular), 4
+  // exp(g_last), 5 U, 6 the state; eighths (exact in f32).
+  auto input = [](int which, int64_t i, int64_t j) {
+    if (which == 3 && j > i)
+      return 0.0;
+    if (which == 4)
+      return double(4 + (i * 3) % 4) / 8;
+    return double(((which + 2) * 7 + i * 5 + j * 3) % 9 - 4) / 8;
+  };
+  auto direction = [](int which, int64_t i, int64_t j) {
+    if (which == 3 && j > i)
+      return 0.0;
+    return double(((which + 1) * 13 + i * 7 + j * 11) % 17 - 8) / 8;
+  };
+  auto seedOf = [](int which, int64_t i, int64_t j) {
+    return double((which * 5 + i * 3 + j * 7) % 11 - 5) / 8;
+  };
+  Value shared[4];
+  for (int t = 0; t < 4; ++t)
+    shared[t] = memref::AllocOp::create(
+        ab, MemRefType::get({C, t == 3 ? C : K}, ab.getF32Type(),
+                            MemRefLayoutAttrInterface{}, wg));
+  Value scratch = memref::AllocOp::create(
+      ab, MemRefType::get({4096}, ab.getF32Type(), MemRefLayoutAttrInterface{},
+                          wg));
+  const double h = 1.0 / 1024;
+  struct Kept {
+    std::string name;
+    LaneLayout layout;
+    SmallVector<Value> regs;
+  };
+  struct Built {
+    std::vector<std::vector<Operation *>> programs;
+    std::vector<std::vector<Kept>> tiles;
+  };
+  auto build = [&](int sign) -> Built {
+    Built out;
+    for (int64_t lane = 0; lane < lanes; ++lane) {
+      Operation *last = block->empty() ? nullptr : &block->back();
+      auto ln = this->lane(lanes, 1, lane, 0);
+      LaneTileBuilder &tb = *ln->tb;
+      tb.useMatrixUnit(u, ab.getF32Type());
+      tb.useExchange(scratch);
+      auto at = [&](int which) {
+        return [=](int64_t i, int64_t j) {
+          return input(which, i, j) + sign * h * direction(which, i, j);
+        };
+      };
+      // The shared tiles, every lane storing every element (one value).
+      for (int t = 0; t < 4; ++t)
+        for (int64_t i = 0; i < C; ++i)
+          for (int64_t j = 0; j < (t == 3 ? C : K); ++j)
+            memref::StoreOp::create(
+                ln->b, tb.constantF32(at(t)(i, j)), shared[t],
+                ValueRange{arith::ConstantIndexOp::create(ln->b, i),
+                           arith::ConstantIndexOp::create(ln->b, j)});
+      IntraChunk intra;
+      intra.w = tb.makeShared(shared[0], ValueRange{}, {C, K});
+      intra.qDecayed = tb.makeShared(shared[1], ValueRange{}, {C, K});
+      intra.kToEnd = tb.makeShared(shared[2], ValueRange{}, {C, K});
+      intra.p = tb.makeShared(shared[3], ValueRange{}, {C, C});
+      {
+        SmallVector<Value> regs;
+        for (int64_t r = 0; r < int64_t(gL.regs.size()); ++r)
+          regs.push_back(tb.constantF32(at(4)(gL.at(r, lane, 0)[0], 0)));
+        intra.decayLast = tb.make(gL, regs);
+      }
+      intra.u = constants(tb, rowsL, lane, at(5));
+      Value state = constants(tb, stateL, lane, at(6));
+      std::vector<Kept> tiles;
+      auto keep = [&](const char *name, Value t) {
+        tiles.push_back(
+            {name, tb.layoutOf(t), SmallVector<Value>(tb.registersOf(t))});
+      };
+      if (sign != 0) {
+        ChunkOutputs o = emitStateStep(tb, intra, state);
+        EXPECT_EQ(tb.failure(), "");
+        keep("o", o.o);
+        keep("s", o.nextState);
+      } else {
+        TapeTileBuilder tape(tb);
+        ChunkOutputs o = emitStateStep(tape, intra, state);
+        EXPECT_EQ(tb.failure(), "");
+        auto seed = [&](Value t, int which) {
+          return constants(tb, tb.layoutOf(t), lane,
+                           [&](int64_t i, int64_t j) {
+                             return seedOf(which, i, j);
+                           });
+        };
+        std::string why;
+        auto g = tape.emitAdjoint(
+            {{o.o, seed(o.o, 0)}, {o.nextState, seed(o.nextState, 1)}},
+            {intra.w, intra.qDecayed, intra.kToEnd, intra.p, intra.decayLast,
+             intra.u, state},
+            why);
+        EXPECT_TRUE(succeeded(g)) << why;
+        if (failed(g))
+          return out;
+        EXPECT_EQ(tb.failure(), "");
+        for (int w = 0; w < 7; ++w)
+          keep(std::to_string(w).c_str(), (*g)[w]);
+      }
+      std::vector<Operation *> ops;
+      auto it = last ? std::next(Block::iterator(last)) : block->begin();
+      for (; it != block->end(); ++it)
+        ops.push_back(&*it);
+      out.programs.push_back(std::move(ops));
+      out.tiles.push_back(std::move(tiles));
+    }
+    return out;
+  };
+  auto run = [&](Built &bt) {
+    SimtInterpreter sim(lanes);
+    std::vector<int64_t> all;
+    for (int64_t l = 0; l < lanes; ++l)
+      all.push_back(l);
+    for (size_t i = 0; i < bt.programs[0].size() && sim.error.empty(); ++i) {
+      std::vector<Operation *> ops;
+      for (int64_t l = 0; l < lanes; ++l)
+        ops.push_back(bt.programs[l][i]);
+      sim.run(ops, all);
+    }
+    EXPECT_EQ(sim.error, "");
+    std::map<std::tuple<std::string, int64_t, int64_t>, double> values;
+    for (int64_t lane = 0; lane < lanes; ++lane)
+      for (auto &kept : bt.tiles[lane])
+        for (int64_t r = 0; r < int64_t(kept.layout.regs.size()); ++r) {
+          LaneLayout::Coords c = kept.layout.at(r, lane, 0);
+          values[{kept.name, c[0], c.size() > 1 ? c[1] : 0}] =
+              sim.scalar(lane, kept.regs[r]);
+        }
+    return values;
+  };
+  Built adjoint = build(0), plus = build(1), minus = build(-1);
+  ASSERT_EQ(adjoint.programs.size(), size_t(lanes));
+  auto grads = run(adjoint);
+  auto loss = [&](const std::map<std::tuple<std::string, int64_t, int64_t>,
+                                 double> &vals) {
+    double l = 0;
+    for (auto &[key, x] : vals) {
+      auto &[name, i, j] = key;
+      l += seedOf(name == "o" ? 0 : 1, i, j) * x;
+    }
+    return l;
+  };
+  const double fd = (loss(run(plus)) - loss(run(minus))) / (2 * h);
+  double analytic = 0, scale = 0;
+  int64_t counted = 0;
+  for (auto &[key, g] : grads) {
+    auto &[name, i, j] = key;
+    const double t = g * direction(std::stoi(name), i, j);
+    analytic += t;
+    scale += std::abs(t);
+    ++counted;
+  }
+  // W, Gamma Q, the decayed k [16, 16]; P [16, 16]; exp(g_last) [16];
+  // U [16, 16]; the state [16, 16].
+  EXPECT_EQ(counted, 6 * 256 + 16);
+  EXPECT_GT(scale, 1.0);
+  EXPECT_NEAR(analytic, fd, 1e-6 * (1 + scale));
 }
 
 TEST_F(LaneTilesTest, WhatItDoesNotTakeIsAReasonNotWrongCode) {

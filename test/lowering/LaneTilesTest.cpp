@@ -23,6 +23,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -30,6 +31,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <optional>
@@ -80,7 +82,8 @@ std::optional<int64_t> evalInt(Value v) {
 class LaneTilesTest : public ::testing::Test {
 protected:
   LaneTilesTest() {
-    ctx.loadDialect<amdgpu::AMDGPUDialect, arith::ArithDialect,
+    ctx.loadDialect<amdgpu::AMDGPUDialect, nvgpu::NVGPUDialect,
+                    arith::ArithDialect,
                     func::FuncDialect, gpu::GPUDialect, LLVM::LLVMDialect,
                     math::MathDialect, memref::MemRefDialect,
                     scf::SCFDialect, vector::VectorDialect>();
@@ -660,6 +663,41 @@ public:
       }
       return;
     }
+    if (auto mma = dyn_cast<nvgpu::MmaSyncOp>(op0)) {
+      // NVIDIA mma.sync m16n8k8 tf32 (the PTX ISA's fragments: g = lane /
+      // 4, t = lane % 4; a: (g, t) (g + 8, t) (g, t + 4) (g + 8, t + 4),
+      // b: (t, g) (t + 4, g), c: (g, 2t) (g, 2t + 1) (g + 8, 2t)
+      // (g + 8, 2t + 1)); operands as they are (no tf32 rounding).
+      ArrayRef<int64_t> shape = mma.getMmaShapeAsArray();
+      if (shape.size() != 3 || shape[0] != 16 || shape[1] != 8 ||
+          shape[2] != 8) {
+        error = "an mma.sync shape other than m16n8k8";
+        return;
+      }
+      auto aAt = [&](int64_t row, int64_t col) {
+        int64_t lane = 4 * (row % 8) + col % 4;
+        int64_t e = (row / 8) + 2 * (col / 4);
+        return of(lane, ops[lane]->getOperand(0))[e];
+      };
+      auto bAt = [&](int64_t row, int64_t col) {
+        int64_t lane = 4 * col + row % 4;
+        return of(lane, ops[lane]->getOperand(1))[row / 4];
+      };
+      std::vector<std::vector<double>> got(ops.size());
+      for (int64_t lane : active) {
+        std::vector<double> c = of(lane, ops[lane]->getOperand(2));
+        const int64_t g = lane / 4, t = lane % 4;
+        for (int64_t e = 0; e < 4; ++e) {
+          const int64_t row = g + 8 * (e / 2), col = 2 * t + e % 2;
+          for (int64_t kk = 0; kk < 8; ++kk)
+            c[e] += aAt(row, kk) * bAt(kk, col);
+        }
+        got[lane] = c;
+      }
+      for (int64_t lane : active)
+        set(lane, ops[lane]->getResult(0), got[lane]);
+      return;
+    }
     if (isa<amdgpu::MFMAOp, amdgpu::WMMAOp>(op0)) {
       const bool wmma = isa<amdgpu::WMMAOp>(op0);
       const int64_t k = wmma ? 16 : cast<amdgpu::MFMAOp>(op0).getK();
@@ -756,6 +794,19 @@ public:
             v.push_back(a.convertToDouble());
         return out(v);
       }
+    }
+    if (auto bc = dyn_cast<arith::BitcastOp>(op)) {
+      // f32 <-> i32 (splitting tf32 operands): through float's bits.
+      if (bc.getType().isF32()) {
+        uint32_t bits = uint32_t(asInt(x(0)));
+        float f;
+        std::memcpy(&f, &bits, 4);
+        return out({double(f)});
+      }
+      float f = float(x(0));
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      return out({double(bits)});
     }
     if (isa<arith::IndexCastOp, arith::ExtFOp, arith::TruncFOp>(op))
       return out(of(l, op->getOperand(0)));
@@ -1490,15 +1541,21 @@ TEST_F(LaneTilesTest, DecayedApplyOnLanes) {
 /// input at once (q, k, v, the gate, beta). Configurations: FLA's log-space
 /// gate, and Kimi's prologue (l2 norm, beta's sigmoid).
 TEST_F(LaneTilesTest, IntraChunkAdjointOnLanes) {
-  const int64_t C = 16, D = 16, lanes = 64;
+ for (MatrixUnit u : {MatrixUnit::Mfma, MatrixUnit::MmaSync}) {
+  const int64_t C = 16, D = 16, lanes = LaneTileBuilder::unitWarpSize(u);
   ImplicitLocOpBuilder ab =
       ImplicitLocOpBuilder::atBlockEnd(UnknownLoc::get(&ctx), block);
   auto wg = gpu::AddressSpaceAttr::get(&ctx, gpu::AddressSpace::Workgroup);
   const LaneLayout blocked = LaneTileBuilder::rowBlocked(D, lanes, 1);
-  LaneLayout rowsL; // beta: one row a lane, copies on the column bits
+  LaneLayout rowsL; // beta: the blocked rows, copies on the column bits
   rowsL.shape = {C};
-  rowsL.regs = {{0}};
-  rowsL.lanes = {{0}, {0}, {1}, {2}, {4}, {8}};
+  if (lanes == 64) {
+    rowsL.regs = {{0}};
+    rowsL.lanes = {{0}, {0}, {1}, {2}, {4}, {8}};
+  } else {
+    rowsL.regs = {{0}, {8}};
+    rowsL.lanes = {{0}, {0}, {1}, {2}, {4}};
+  }
   ASSERT_EQ(rowsL.check(), "");
   // Inputs (name, i, j) and a direction; values exact in f32 (eighths).
   auto input = [](int which, int64_t i, int64_t j) {
@@ -1549,9 +1606,12 @@ TEST_F(LaneTilesTest, IntraChunkAdjointOnLanes) {
         Operation *last = block->empty() ? nullptr : &block->back();
         auto ln = this->lane(lanes, 1, lane, 0);
         LaneTileBuilder &tb = *ln->tb;
-        tb.useMatrixUnit(MatrixUnit::Mfma, ab.getF32Type());
+        if (u == MatrixUnit::MmaSync)
+          tb.useMmaSync(ab.getF32Type()); // 3xTF32
+        else
+          tb.useMatrixUnit(u, ab.getF32Type());
         tb.useExchange(exchange);
-        tb.anchor(LaneTileBuilder::unitAccumulator(MatrixUnit::Mfma, C, C)
+        tb.anchor(LaneTileBuilder::unitAccumulator(u, C, C)
                       .spread({C, C}, {0, 0}, 1));
         auto at = [&](int which) {
           return [=](int64_t i, int64_t j) {
@@ -1564,8 +1624,9 @@ TEST_F(LaneTilesTest, IntraChunkAdjointOnLanes) {
         in.v = constants(tb, blocked, lane, at(2));
         in.gate = constants(tb, blocked, lane, at(3));
         {
-          LaneLayout::Coords c = rowsL.at(0, lane, 0);
-          SmallVector<Value> regs = {tb.constantF32(at(4)(c[0], 0))};
+          SmallVector<Value> regs;
+          for (int64_t r = 0; r < int64_t(rowsL.regs.size()); ++r)
+            regs.push_back(tb.constantF32(at(4)(rowsL.at(r, lane, 0)[0], 0)));
           in.beta = tb.make(rowsL, regs);
         }
         in.validRows = arith::ConstantIndexOp::create(ln->b, C);
@@ -1654,6 +1715,11 @@ TEST_F(LaneTilesTest, IntraChunkAdjointOnLanes) {
       return values;
     };
     Built adjoint = build(0), plus = build(1), minus = build(-1);
+    // The products ran on the unit's instruction (the interpreter's).
+    int64_t steps = 0;
+    for (Operation *op : adjoint.programs[0])
+      steps += isa<nvgpu::MmaSyncOp, amdgpu::MFMAOp>(op);
+    EXPECT_GT(steps, 0);
     auto grads = run(adjoint);
     auto up = run(plus), down = run(minus);
     // The loss sum(seed * output) at x +- h d; each output's seed index.
@@ -1685,8 +1751,10 @@ TEST_F(LaneTilesTest, IntraChunkAdjointOnLanes) {
     EXPECT_EQ(counted, 4 * C * D + C);
     EXPECT_GT(scale, 1.0);
     EXPECT_NEAR(analytic, fd, 1e-5 * (1 + scale))
-        << (form ? "Kimi's prologue" : "log-space gate");
+        << (form ? "Kimi's prologue" : "log-space gate") << " on "
+        << (u == MatrixUnit::Mfma ? "mfma" : "mma.sync");
   }
+ }
 }
 
 /// The state step's adjoint on lane tiles with respect to everything it
@@ -1698,15 +1766,25 @@ TEST_F(LaneTilesTest, IntraChunkAdjointOnLanes) {
 /// gradients of all seven inputs along one direction against central
 /// differences of the same lane forward.
 TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
-  const int64_t C = 16, K = 16, VB = 16, lanes = 64;
-  const MatrixUnit u = MatrixUnit::Mfma;
+ for (MatrixUnit u : {MatrixUnit::Mfma, MatrixUnit::MmaSync}) {
+  const int64_t C = 16, K = 16, VB = 16,
+                lanes = LaneTileBuilder::unitWarpSize(u);
   ImplicitLocOpBuilder ab =
       ImplicitLocOpBuilder::atBlockEnd(UnknownLoc::get(&ctx), block);
   auto wg = gpu::AddressSpaceAttr::get(&ctx, gpu::AddressSpace::Workgroup);
+  // The state program's layouts (GpuStateRegisters.cpp) at one warp: AMD's
+  // unit accumulators; NVIDIA's mma.sync accumulators of S^T and the rows'
+  // transposes (products against the state run transposed).
   const LaneLayout stateL =
-      LaneTileBuilder::unitAccumulator(u, K, VB).spread({K, VB}, {0, 0}, 1);
+      u == MatrixUnit::MmaSync
+          ? LaneTileBuilder::mmaAccumulator(VB, K, 1).transposed()
+          : LaneTileBuilder::unitAccumulator(u, K, VB).spread({K, VB}, {0, 0},
+                                                              1);
   const LaneLayout rowsL =
-      LaneTileBuilder::unitAccumulator(u, C, VB).spread({C, VB}, {0, 0}, 1);
+      u == MatrixUnit::MmaSync
+          ? LaneTileBuilder::mmaAccumulator(VB, C, 1).transposed()
+          : LaneTileBuilder::unitAccumulator(u, C, VB).spread({C, VB}, {0, 0},
+                                                              1);
   const LaneLayout gL = stateL.slice(0);
   ASSERT_EQ(stateL.check(), "");
   ASSERT_EQ(rowsL.check(), "");
@@ -1751,7 +1829,10 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
       Operation *last = block->empty() ? nullptr : &block->back();
       auto ln = this->lane(lanes, 1, lane, 0);
       LaneTileBuilder &tb = *ln->tb;
-      tb.useMatrixUnit(u, ab.getF32Type());
+      if (u == MatrixUnit::MmaSync)
+        tb.useMmaSync(ab.getF32Type()); // 3xTF32
+      else
+        tb.useMatrixUnit(u, ab.getF32Type());
       tb.useExchange(scratch);
       auto at = [&](int which) {
         return [=](int64_t i, int64_t j) {
@@ -1869,7 +1950,9 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
   // U [16, 16]; the state [16, 16].
   EXPECT_EQ(counted, 6 * 256 + 16);
   EXPECT_GT(scale, 1.0);
-  EXPECT_NEAR(analytic, fd, 1e-6 * (1 + scale));
+  EXPECT_NEAR(analytic, fd, 1e-6 * (1 + scale))
+      << (u == MatrixUnit::Mfma ? "mfma" : "mma.sync");
+ }
 }
 
 TEST_F(LaneTilesTest, WhatItDoesNotTakeIsAReasonNotWrongCode) {

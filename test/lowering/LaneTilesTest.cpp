@@ -565,7 +565,13 @@ public:
 /// factored decays in f32's range, not rounding).
 class SimtInterpreter {
 public:
-  explicit SimtInterpreter(int64_t lanes) : env(lanes) {}
+  /// `warpSize` (0: all the lanes): several warps run in lock step as one
+  /// wave of warps x warpSize lanes, lane L of warp L / warpSize; shuffles
+  /// and mma.sync stay within a warp, and barriers need nothing (every
+  /// lane finishes an instruction before the next starts).
+  explicit SimtInterpreter(int64_t lanes, int64_t warpSize = 0)
+      : env(lanes), warpSize(warpSize ? warpSize : lanes) {}
+  int64_t warpSize;
   std::vector<DenseMap<Value, std::vector<double>>> env;
   std::map<std::pair<Operation *, std::vector<int64_t>>, double> shared;
   std::string error;
@@ -674,19 +680,21 @@ public:
         error = "an mma.sync shape other than m16n8k8";
         return;
       }
+      int64_t base = 0; // the warp's first lane
       auto aAt = [&](int64_t row, int64_t col) {
-        int64_t lane = 4 * (row % 8) + col % 4;
+        int64_t lane = base + 4 * (row % 8) + col % 4;
         int64_t e = (row / 8) + 2 * (col / 4);
         return of(lane, ops[lane]->getOperand(0))[e];
       };
       auto bAt = [&](int64_t row, int64_t col) {
-        int64_t lane = 4 * col + row % 4;
+        int64_t lane = base + 4 * col + row % 4;
         return of(lane, ops[lane]->getOperand(1))[row / 4];
       };
       std::vector<std::vector<double>> got(ops.size());
       for (int64_t lane : active) {
         std::vector<double> c = of(lane, ops[lane]->getOperand(2));
-        const int64_t g = lane / 4, t = lane % 4;
+        base = lane - lane % 32;
+        const int64_t g = (lane % 32) / 4, t = lane % 4;
         for (int64_t e = 0; e < 4; ++e) {
           const int64_t row = g + 8 * (e / 2), col = 2 * t + e % 2;
           for (int64_t kk = 0; kk < 8; ++kk)
@@ -724,11 +732,13 @@ public:
         int64_t off = int64_t(scalar(l, sh.getOffset())), src = l;
         switch (sh.getMode()) {
         case gpu::ShuffleMode::XOR: src = l ^ off; break;
-        case gpu::ShuffleMode::IDX: src = off; break;
-        case gpu::ShuffleMode::DOWN: src = l + off < width ? l + off : l; break;
-        case gpu::ShuffleMode::UP: src = l >= off ? l - off : l; break;
+        case gpu::ShuffleMode::IDX: src = l - l % warpSize + off; break;
+        case gpu::ShuffleMode::DOWN:
+          src = (l % warpSize) + off < warpSize ? l + off : l;
+          break;
+        case gpu::ShuffleMode::UP: src = l % warpSize >= off ? l - off : l; break;
         }
-        if (src < 0 || src >= width) {
+        if (src < 0 || src >= width || src / warpSize != l / warpSize) {
           error = "a shuffle from outside the wave";
           return;
         }
@@ -1766,9 +1776,18 @@ TEST_F(LaneTilesTest, IntraChunkAdjointOnLanes) {
 /// gradients of all seven inputs along one direction against central
 /// differences of the same lane forward.
 TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
- for (MatrixUnit u : {MatrixUnit::Mfma, MatrixUnit::MmaSync}) {
-  const int64_t C = 16, K = 16, VB = 16,
-                lanes = LaneTileBuilder::unitWarpSize(u);
+ struct Config {
+  MatrixUnit u;
+  int64_t warps;
+ };
+ // One wave of MFMA; one warp of mma.sync; two warps of mma.sync splitting
+ // K as the step grid's f32 program does (partial products summed across
+ // the warps through shared memory).
+ for (Config cfg : {Config{MatrixUnit::Mfma, 1}, Config{MatrixUnit::MmaSync, 1},
+                    Config{MatrixUnit::MmaSync, 2}}) {
+  const MatrixUnit u = cfg.u;
+  const int64_t NW = cfg.warps, warpSize = LaneTileBuilder::unitWarpSize(u);
+  const int64_t C = 16, K = 16 * NW, VB = 16, lanes = warpSize * NW;
   ImplicitLocOpBuilder ab =
       ImplicitLocOpBuilder::atBlockEnd(UnknownLoc::get(&ctx), block);
   auto wg = gpu::AddressSpaceAttr::get(&ctx, gpu::AddressSpace::Workgroup);
@@ -1777,12 +1796,16 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
   // transposes (products against the state run transposed).
   const LaneLayout stateL =
       u == MatrixUnit::MmaSync
-          ? LaneTileBuilder::mmaAccumulator(VB, K, 1).transposed()
+          ? LaneTileBuilder::mmaAccumulator(VB, K / NW, 1)
+                .spread({VB, K}, {0, K / NW}, NW)
+                .transposed()
           : LaneTileBuilder::unitAccumulator(u, K, VB).spread({K, VB}, {0, 0},
                                                               1);
   const LaneLayout rowsL =
       u == MatrixUnit::MmaSync
-          ? LaneTileBuilder::mmaAccumulator(VB, C, 1).transposed()
+          ? LaneTileBuilder::mmaAccumulator(VB, C, 1)
+                .spread({VB, C}, {0, 0}, NW)
+                .transposed()
           : LaneTileBuilder::unitAccumulator(u, C, VB).spread({C, VB}, {0, 0},
                                                               1);
   const LaneLayout gL = stateL.slice(0);
@@ -1813,6 +1836,19 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
   Value scratch = memref::AllocOp::create(
       ab, MemRefType::get({4096}, ab.getF32Type(), MemRefLayoutAttrInterface{},
                           wg));
+  Value sums = memref::AllocOp::create(
+      ab, MemRefType::get({2 * NW * VB * C}, ab.getF32Type(),
+                          MemRefLayoutAttrInterface{}, wg));
+  // A [rows, cols] tile of `layout` on lane l of warp w.
+  auto tileAt = [&](LaneTileBuilder &tb, const LaneLayout &layout, int64_t l,
+                    int64_t w, std::function<double(int64_t, int64_t)> f) {
+    SmallVector<Value> regs;
+    for (int64_t r = 0; r < int64_t(layout.regs.size()); ++r) {
+      LaneLayout::Coords c = layout.at(r, l, w);
+      regs.push_back(tb.constantF32(f(c[0], c.size() > 1 ? c[1] : 0)));
+    }
+    return tb.make(layout, regs);
+  };
   const double h = 1.0 / 1024;
   struct Kept {
     std::string name;
@@ -1827,13 +1863,16 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
     Built out;
     for (int64_t lane = 0; lane < lanes; ++lane) {
       Operation *last = block->empty() ? nullptr : &block->back();
-      auto ln = this->lane(lanes, 1, lane, 0);
+      const int64_t l = lane % warpSize, w = lane / warpSize;
+      auto ln = this->lane(warpSize, NW, l, w);
       LaneTileBuilder &tb = *ln->tb;
       if (u == MatrixUnit::MmaSync)
         tb.useMmaSync(ab.getF32Type()); // 3xTF32
       else
         tb.useMatrixUnit(u, ab.getF32Type());
       tb.useExchange(scratch);
+      if (NW > 1)
+        tb.useScratch(sums);
       auto at = [&](int which) {
         return [=](int64_t i, int64_t j) {
           return input(which, i, j) + sign * h * direction(which, i, j);
@@ -1855,11 +1894,11 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
       {
         SmallVector<Value> regs;
         for (int64_t r = 0; r < int64_t(gL.regs.size()); ++r)
-          regs.push_back(tb.constantF32(at(4)(gL.at(r, lane, 0)[0], 0)));
+          regs.push_back(tb.constantF32(at(4)(gL.at(r, l, w)[0], 0)));
         intra.decayLast = tb.make(gL, regs);
       }
-      intra.u = constants(tb, rowsL, lane, at(5));
-      Value state = constants(tb, stateL, lane, at(6));
+      intra.u = tileAt(tb, rowsL, l, w, at(5));
+      Value state = tileAt(tb, stateL, l, w, at(6));
       std::vector<Kept> tiles;
       auto keep = [&](const char *name, Value t) {
         tiles.push_back(
@@ -1875,10 +1914,9 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
         ChunkOutputs o = emitStateStep(tape, intra, state);
         EXPECT_EQ(tb.failure(), "");
         auto seed = [&](Value t, int which) {
-          return constants(tb, tb.layoutOf(t), lane,
-                           [&](int64_t i, int64_t j) {
-                             return seedOf(which, i, j);
-                           });
+          return tileAt(tb, tb.layoutOf(t), l, w, [&](int64_t i, int64_t j) {
+            return seedOf(which, i, j);
+          });
         };
         std::string why;
         auto g = tape.emitAdjoint(
@@ -1903,7 +1941,7 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
     return out;
   };
   auto run = [&](Built &bt) {
-    SimtInterpreter sim(lanes);
+    SimtInterpreter sim(lanes, warpSize);
     std::vector<int64_t> all;
     for (int64_t l = 0; l < lanes; ++l)
       all.push_back(l);
@@ -1918,7 +1956,8 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
     for (int64_t lane = 0; lane < lanes; ++lane)
       for (auto &kept : bt.tiles[lane])
         for (int64_t r = 0; r < int64_t(kept.layout.regs.size()); ++r) {
-          LaneLayout::Coords c = kept.layout.at(r, lane, 0);
+          LaneLayout::Coords c =
+              kept.layout.at(r, lane % warpSize, lane / warpSize);
           values[{kept.name, c[0], c.size() > 1 ? c[1] : 0}] =
               sim.scalar(lane, kept.regs[r]);
         }
@@ -1946,12 +1985,13 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
     scale += std::abs(t);
     ++counted;
   }
-  // W, Gamma Q, the decayed k [16, 16]; P [16, 16]; exp(g_last) [16];
-  // U [16, 16]; the state [16, 16].
-  EXPECT_EQ(counted, 6 * 256 + 16);
+  // W, Gamma Q, the decayed k [16, K]; P [16, 16]; exp(g_last) [K];
+  // U [16, 16]; the state [K, 16].
+  EXPECT_EQ(counted, 3 * 16 * K + 256 + K + 256 + K * 16);
   EXPECT_GT(scale, 1.0);
   EXPECT_NEAR(analytic, fd, 1e-6 * (1 + scale))
-      << (u == MatrixUnit::Mfma ? "mfma" : "mma.sync");
+      << (u == MatrixUnit::Mfma ? "mfma" : "mma.sync") << " at " << NW
+      << " warps";
  }
 }
 

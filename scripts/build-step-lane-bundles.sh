@@ -8,7 +8,8 @@
 #
 # Usage: scripts/build-step-lane-bundles.sh OUT_DIR
 # then, on the GPU machine:
-#   test/gpu/run.sh OUT_DIR
+#   KDA_EXPECT_STEP=lanes test/gpu/run.sh OUT_DIR
+# (the gradient cases then assert that their step kernel ran on lanes)
 # Environment: as scripts/build-gpu-bundles.sh (KDA_COMPILE: the real
 # kda-compile, wrapped here).
 set -euo pipefail

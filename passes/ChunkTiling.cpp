@@ -2186,12 +2186,10 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
             Value h = stateAt(itb, kept, vMajor, {n, ch, head}, vCol);
             Value dO = itb.load(op.getDO(), {where.row, t0, head, vCol},
                                 {1, 3}, {c, vb}, valid);
-            TapeTileBuilder tape(itb);
-            ChunkOutputs out = emitStateStep(tape, intra, h);
-            FailureOr<SmallVector<Value>> g = tape.emitAdjoint(
-                {{out.o, dO}, {out.nextState, it[0]}}, {h}, whyNot);
+            FailureOr<StateStepGrads> g = emitStateStepAdjoint(
+                itb, intra, h, dO, it[0], StepAdjointOf::State, whyNot);
             scf::YieldOp::create(
-                ib, ValueRange{failed(g) ? it[0] : (*g)[0], recorded});
+                ib, ValueRange{failed(g) ? it[0] : g->dState, recorded});
           });
       b.setInsertionPointToStart(forall.getTerminator().getBody());
       tensor::ParallelInsertSliceOp::create(b, scan.getResult(1), shared[0],
@@ -2371,32 +2369,22 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                          {3, 4}, {kd, vb}, itb.index(kd)));
             Value dO = itb.load(op.getDO(), {row, t0, head, vCol}, {1, 3},
                                 {c, vb}, valid);
-            TapeTileBuilder tape(itb);
-            ChunkOutputs out = emitStateStep(tape, intra, h);
-            // The carried sums' order: dW, d(Gamma Q), d(decayed k), dP,
-            // d(exp(g_last)), then dU; W and the decay may be absent.
-            Value fields[] = {intra.w, intra.qDecayed, intra.kToEnd, intra.p,
-                              intra.decayLast};
-            SmallVector<Value> wrt;
-            SmallVector<int> at;
-            for (Value f : fields) {
-              at.push_back(f ? int(wrt.size()) : -1);
-              if (f)
-                wrt.push_back(f);
-            }
-            wrt.push_back(intra.u);
-            FailureOr<SmallVector<Value>> g = tape.emitAdjoint(
-                {{out.o, dO}, {out.nextState, dS}}, wrt, whyNot);
+            FailureOr<StateStepGrads> g = emitStateStepAdjoint(
+                itb, intra, h, dO, dS, StepAdjointOf::Inputs, whyNot);
             if (failed(g)) {
               scf::YieldOp::create(ib, it);
               return;
             }
+            // The carried sums' order: dW, d(Gamma Q), d(decayed k), dP,
+            // d(exp(g_last)), then dU; W and the decay may be absent.
+            Value grads[] = {g->dW, g->dQDecayed, g->dKToEnd, g->dP,
+                             g->dDecayLast};
             SmallVector<Value> next;
             for (int k = 0; k < 5; ++k) {
-              next.push_back(at[k] < 0
+              next.push_back(!grads[k]
                                  ? it[k]
                                  : itb.map(itb.shape(it[k]),
-                                              {it[k], (*g)[at[k]]},
+                                              {it[k], grads[k]},
                                               [](ImplicitLocOpBuilder &bb,
                                                  ValueRange s, ValueRange) {
                                                 return Value(
@@ -2405,7 +2393,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                               }));
             }
             next.push_back(tensor::InsertSliceOp::create(
-                ib, g->back(), it[5],
+                ib, g->dU, it[5],
                 ArrayRef<OpFoldResult>{ib.getIndexAttr(0), vCol},
                 ArrayRef<OpFoldResult>{ib.getIndexAttr(c),
                                        ib.getIndexAttr(vb)},

@@ -76,6 +76,37 @@ Value putRows(ImplicitLocOpBuilder &b, Value sub, Value dest, Value off) {
 
 } // namespace
 
+FailureOr<StateStepGrads> mlir::kda::emitStateStepAdjoint(
+    TileBuilder &tb, const IntraChunk &intra, Value state, Value dO, Value dS,
+    StepAdjointOf of, std::string &why) {
+  TapeTileBuilder tape(tb);
+  ChunkOutputs out = emitStateStep(tape, intra, state);
+  StateStepGrads r;
+  SmallVector<Value *> into;
+  SmallVector<Value> wrt;
+  if (of == StepAdjointOf::State) {
+    wrt.push_back(state);
+    into.push_back(&r.dState);
+  } else {
+    std::pair<Value, Value *> fields[] = {
+        {intra.w, &r.dW},         {intra.qDecayed, &r.dQDecayed},
+        {intra.kToEnd, &r.dKToEnd}, {intra.p, &r.dP},
+        {intra.decayLast, &r.dDecayLast}, {intra.u, &r.dU}};
+    for (auto [f, g] : fields)
+      if (f) {
+        wrt.push_back(f);
+        into.push_back(g);
+      }
+  }
+  FailureOr<SmallVector<Value>> g =
+      tape.emitAdjoint({{out.o, dO}, {out.nextState, dS}}, wrt, why);
+  if (failed(g))
+    return failure();
+  for (auto [dst, v] : llvm::zip(into, *g))
+    *dst = v;
+  return r;
+}
+
 FailureOr<ChunkGrads>
 mlir::kda::emitChunkBackward(TileBuilder &inner, const ChunkConfig &config,
                              ChunkInputsBuilder inputs, Value state, Value dO,

@@ -30,6 +30,28 @@ struct ChunkGrads {
   Value dq, dk, dv, dgate, dbeta, dDtBias, dALog, dState;
 };
 
+/// The gradients of the state step's inputs (null where not asked for or
+/// absent).
+struct StateStepGrads {
+  Value dW, dQDecayed, dKToEnd, dP, dDecayLast, dU, dState;
+};
+/// What emitStateStepAdjoint differentiates with respect to: the state
+/// before the step (the reverse scan's), or the chunk's inputs W, Gamma Q,
+/// the decayed k, P, exp(g_last) and U (the step grid's).
+enum class StepAdjointOf { State, Inputs };
+
+/// The state step's adjoint, for every builder (tensor tiles, lane tiles):
+/// emitStateStep(intra, state) recorded by a tape on `tb` and its adjoint
+/// seeded with `dO` (its output rows) and `dS` (the state after it).
+/// Gradients do not read the values they are taken with respect to (the
+/// step is affine in the state and bilinear in its products): a caller may
+/// pass stand-ins for those (zeros, or another tile's handle).
+FailureOr<StateStepGrads> emitStateStepAdjoint(TileBuilder &tb,
+                                               const IntraChunk &intra,
+                                               Value state, Value dO, Value dS,
+                                               StepAdjointOf of,
+                                               std::string &why);
+
 /// Builds a chunk's inputs on the tape (`tape`): whatever it computes there
 /// (masks, broadcasts) is differentiated through. `leaves` gets the values
 /// whose gradients are wanted (tiles, or the f32 scalars map bodies

@@ -604,13 +604,7 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     prog.aLog = byName("A_log");
     prog.dtBias = byName("dt_bias");
     prog.cuSeqlens = byName("cu_seqlens");
-    static const char *const kRoles[] = {"w", "u", "q", "k", "p", "g"};
-    for (auto [i, role] : llvm::enumerate(cfg->roles)) {
-      Value arg = byName("ws" + std::to_string(i));
-      for (int r = 0; r < 6; ++r)
-        if (role == kRoles[r])
-          prog.ws[r] = arg;
-    }
+    kda::workspacesByRole(func, abi, cfg->roles, prog.ws);
     if (!prog.q || !prog.k || !prog.v || !prog.ws[1] || !prog.ws[2] ||
         !prog.ws[3] || !prog.ws[4] || (cfg->delta && !prog.ws[0]) ||
         (decays && (!prog.gate || !prog.ws[5])) || (cfg->beta && !prog.beta)) {

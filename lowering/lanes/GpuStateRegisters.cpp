@@ -48,7 +48,7 @@
 
 #include "passes/GatedDeltaKernel.h"
 #include "passes/Sequences.h"
-#include "passes/TileAdjoint.h"
+#include "passes/GatedDeltaBackward.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -517,6 +517,70 @@ struct LaneStateProgram : kda::LaneBuilder {
     storeBoundaryEntry(tb, layout, {n, loop.getInductionVar(), head}, {});
   }
 
+  /// The calling thread's ids, and the workspaces' flat views (what
+  /// issueRows reads).
+  void beginProgram() {
+    tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    lane = arith::RemUIOp::create(b, tid, idx(warpSize));
+    warp = arith::DivUIOp::create(b, tid, idx(warpSize));
+    for (int i = 0; i < 6; ++i)
+      if (ws[i])
+        flat[i] = flatWorkspace(b, ws[i]);
+  }
+  /// A static workgroup buffer.
+  Value allocShared(ArrayRef<int64_t> shape, Type e) {
+    auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
+                                         gpu::AddressSpace::Workgroup);
+    return memref::AllocOp::create(
+        b, MemRefType::get(shape, e, MemRefLayoutAttrInterface(), wg));
+  }
+  /// Where the program keeps the state and dS [K, VB] (stateLayout) and
+  /// the chunk's rows U, V_new, O, dO [C, VB] (rowsLayout): split by V
+  /// (rows of S^T over the warps) or by K (its columns; the rows a copy in
+  /// every warp, stored by warp 0). AMD: every product untransposed
+  /// (LaneTileBuilder::unitProduct), the state and the rows in the
+  /// accumulator's layout, which is MFMA's B operand layout: W S, (Gamma Q)
+  /// S, P V_new and (decayed k)^T V_new read their A operands from shared
+  /// memory (P from registers) and take the state and V_new as they are.
+  kda::LaneLayout stateLayout() const {
+    using kda::LaneTileBuilder;
+    const int64_t vPer = byK ? VB : VB / NW, kPer = byK ? K / NW : K;
+    if (amd())
+      return LaneTileBuilder::unitAccumulator(unit, kPer, vPer)
+          .spread({K, VB}, {byK ? kPer : 0, byK ? 0 : vPer}, NW);
+    return byK ? LaneTileBuilder::mmaAccumulator(VB, K / NW, 1)
+                     .spread({VB, K}, {0, K / NW}, NW)
+                     .transposed()
+               : LaneTileBuilder::mmaAccumulator(VB, K, NW).transposed();
+  }
+  kda::LaneLayout rowsLayout() const {
+    using kda::LaneTileBuilder;
+    const int64_t vPer = byK ? VB : VB / NW;
+    if (amd())
+      return LaneTileBuilder::unitAccumulator(unit, C, vPer)
+          .spread({C, VB}, {0, byK ? 0 : vPer}, NW);
+    return byK ? LaneTileBuilder::mmaAccumulator(VB, C, 1)
+                     .spread({VB, C}, {0, 0}, NW)
+                     .transposed()
+               : LaneTileBuilder::mmaAccumulator(VB, C, NW).transposed();
+  }
+  /// The chunk's rows of `mem` [B, T, HV, V] at V columns col0 .. col0 + VB
+  /// in `rowsL`, as f32, zeros past its `valid` rows (read at the last
+  /// valid one).
+  Value rowTile(kda::LaneTileBuilder &tb, const kda::LaneLayout &rowsL,
+                Value mem, Value t0, Value valid, Value col0) {
+    Value last = arith::SubIOp::create(b, valid, idx(1));
+    SmallVector<Value> regs;
+    for (int64_t r = 0; r < int64_t(rowsL.regs.size()); ++r) {
+      Value c = tb.coordinate(rowsL, r, 0);
+      Value v = tb.coordinate(rowsL, r, 1);
+      Value x = toF32(memref::LoadOp::create(
+          b, mem, ValueRange{row, add(t0, minu(c, last)), head, add(col0, v)}));
+      regs.push_back(select(ult(c, valid), x, f32(0.0)));
+    }
+    return tb.make(rowsL, regs);
+  }
+
   /// The reverse scan's dS before chunk `chunkIdx`'s step (the gradient of
   /// the state after it), into `dStates` [N, NT, HV, K, V] (K-major) at
   /// (n, chunkIdx, head).
@@ -582,19 +646,9 @@ struct LaneStateProgram : kda::LaneBuilder {
     b.setInsertionPointToStart(live.thenBlock());
     Value t0 = add(start, local);
     Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
-    Value last = arith::SubIOp::create(b, valid, idx(1));
-    tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-    lane = arith::RemUIOp::create(b, tid, idx(warpSize));
-    warp = arith::DivUIOp::create(b, tid, idx(warpSize));
-    for (int i = 0; i < 6; ++i)
-      if (ws[i])
-        flat[i] = flatWorkspace(b, ws[i]);
-
-    auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
-                                         gpu::AddressSpace::Workgroup);
-    auto alloc = [&](ArrayRef<int64_t> shape, Type e) -> Value {
-      return memref::AllocOp::create(
-          b, MemRefType::get(shape, e, MemRefLayoutAttrInterface(), wg));
+    beginProgram();
+    auto alloc = [&](ArrayRef<int64_t> shape, Type e) {
+      return allocShared(shape, e);
     };
     Type opType = operandType();
     const int64_t kRow = K + (opType.isF32() ? kPad32 : kPad16);
@@ -616,7 +670,6 @@ struct LaneStateProgram : kda::LaneBuilder {
     kda::LaneTileBuilder tb(b, warpSize, NW, lane, warp);
     tb.useMmaSync(opType);
     using kda::LaneLayout;
-    using kda::LaneTileBuilder;
     // The state program's layouts (split by K or by V, as its workspaces
     // say): the state and dS [K, VB], the rows U, dO [C, VB].
     if (byK)
@@ -626,16 +679,7 @@ struct LaneStateProgram : kda::LaneBuilder {
     // part of the largest such tile, rows padded by one.
     const int64_t wide = std::max({C, K / NW, VB});
     tb.useExchange(alloc({NW * wide * (wide + 1)}, f32Type));
-    const LaneLayout stateL =
-        byK ? LaneTileBuilder::mmaAccumulator(VB, K / NW, 1)
-                  .spread({VB, K}, {0, K / NW}, NW)
-                  .transposed()
-            : LaneTileBuilder::mmaAccumulator(VB, K, NW).transposed();
-    const LaneLayout rowsL =
-        byK ? LaneTileBuilder::mmaAccumulator(VB, C, 1)
-                  .spread({VB, C}, {0, 0}, NW)
-                  .transposed()
-            : LaneTileBuilder::mmaAccumulator(VB, C, NW).transposed();
+    const LaneLayout stateL = stateLayout(), rowsL = rowsLayout();
     const LaneLayout gL = stateL.slice(0);
 
     kda::IntraChunk intra;
@@ -650,19 +694,6 @@ struct LaneStateProgram : kda::LaneBuilder {
       intra.decayLast =
           tb.make(gL, SmallVector<Value>(gL.regs.size(), f32(0.0)));
 
-    // Rows of a [B, T, HV, V] tensor in rowsL at V column vCol (zeros past
-    // the chunk's valid rows).
-    auto rowsAt = [&](Value mem, Value col0) {
-      SmallVector<Value> regs;
-      for (int64_t r = 0; r < int64_t(rowsL.regs.size()); ++r) {
-        Value c = tb.coordinate(rowsL, r, 0);
-        Value v = tb.coordinate(rowsL, r, 1);
-        Value x = toF32(memref::LoadOp::create(
-            b, mem, ValueRange{row, add(t0, minu(c, last)), head, add(col0, v)}));
-        regs.push_back(select(ult(c, valid), x, f32(0.0)));
-      }
-      return tb.make(rowsL, regs);
-    };
     const int64_t blocks = cfg.valueDim / VB;
     // One V block at column `col`: its dU stored, the other gradients
     // returned (null where absent), or the builder's refusal.
@@ -680,33 +711,16 @@ struct LaneStateProgram : kda::LaneBuilder {
         dsRegs.push_back(memref::LoadOp::create(
             b, dStates, ValueRange{n, chunkIdx, head, key, v}));
       }
-      intra.u = rowsAt(ws[1], vCol);
-      Value dORows = rowsAt(dO, vCol);
-      Value state = tb.make(stateL, sRegs);
-      kda::TapeTileBuilder tape(tb);
-      kda::ChunkOutputs out = kda::emitStateStep(tape, intra, state);
-      Value fields[] = {intra.w, intra.qDecayed, intra.kToEnd, intra.p,
-                        intra.decayLast};
-      SmallVector<Value> wrt;
-      SmallVector<int> at;
-      for (Value f : fields) {
-        at.push_back(f ? int(wrt.size()) : -1);
-        if (f)
-          wrt.push_back(f);
-      }
-      wrt.push_back(intra.u);
-      FailureOr<SmallVector<Value>> g = tape.emitAdjoint(
-          {{out.o, dORows}, {out.nextState, tb.make(stateL, dsRegs)}}, wrt,
-          why);
-      if (failed(g))
+      intra.u = rowTile(tb, rowsL, ws[1], t0, valid, vCol);
+      Value dORows = rowTile(tb, rowsL, dO, t0, valid, vCol);
+      FailureOr<kda::StateStepGrads> g = kda::emitStateStepAdjoint(
+          tb, intra, tb.make(stateL, sRegs), dORows, tb.make(stateL, dsRegs),
+          kda::StepAdjointOf::Inputs, why);
+      if (failed(g) || !tb.failure().empty())
         return std::nullopt;
-      if (!tb.failure().empty())
-        return std::nullopt;
-      storeRows(tb, g->back(), seeds[5], t0, valid, vCol);
-      SmallVector<Value> grads;
-      for (int k = 0; k < 5; ++k)
-        grads.push_back(at[k] < 0 ? Value() : (*g)[at[k]]);
-      return grads;
+      storeRows(tb, g->dU, seeds[5], t0, valid, vCol);
+      return SmallVector<Value>{g->dW, g->dQDecayed, g->dKToEnd, g->dP,
+                                g->dDecayLast};
     };
     auto addTiles = [&](Value x, Value y) {
       return tb.map(tb.shape(x), {x, y},
@@ -831,18 +845,9 @@ struct LaneStateProgram : kda::LaneBuilder {
     } else {
       uCol = vCol;
     }
-    tid = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
-    lane = arith::RemUIOp::create(b, tid, idx(warpSize));
-    warp = arith::DivUIOp::create(b, tid, idx(warpSize));
-    for (int i = 0; i < 6; ++i)
-      if (ws[i])
-        flat[i] = flatWorkspace(b, ws[i]);
-
-    auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
-                                         gpu::AddressSpace::Workgroup);
-    auto alloc = [&](ArrayRef<int64_t> shape, Type e) -> Value {
-      return memref::AllocOp::create(
-          b, MemRefType::get(shape, e, MemRefLayoutAttrInterface(), wg));
+    beginProgram();
+    auto alloc = [&](ArrayRef<int64_t> shape, Type e) {
+      return allocShared(shape, e);
     };
     Type opType = operandType();
     const int64_t kRow = K + (opType.isF32() ? kPad32 : kPad16);
@@ -863,36 +868,13 @@ struct LaneStateProgram : kda::LaneBuilder {
       tb.useMmaSync(opType);
     using kda::LaneLayout;
     using kda::LaneTileBuilder;
-    // Layouts by V (rows of S^T over the warps) or by K (its columns; U, P
-    // and the outputs a copy in every warp, stored by warp 0).
     if (byK) {
       // Two halves for the sums of W S and Gamma Q S (one barrier each);
       // the staging barrier at the top of the chunk loop keeps them apart.
       Value scratch = alloc({2 * NW * VB * C}, f32Type);
       tb.useScratch(scratch);
     }
-    // AMD: every product untransposed (LaneTileBuilder::unitProduct). The
-    // state [K, VB] and the rows U, V_new, O [C, VB] in the accumulator's
-    // layout, which is MFMA's B operand layout: W S, (Gamma Q) S, P V_new
-    // and (decayed k)^T V_new read their A operands from shared memory (P
-    // from registers) and take the state and V_new as they are.
-    const int64_t vPer = byK ? VB : VB / NW, kPer = byK ? K / NW : K;
-    const LaneLayout stateL =
-        amd() ? LaneTileBuilder::unitAccumulator(unit, kPer, vPer).spread(
-                    {K, VB}, {byK ? kPer : 0, byK ? 0 : vPer}, NW)
-        : byK ? LaneTileBuilder::mmaAccumulator(VB, K / NW, 1)
-                    .spread({VB, K}, {0, K / NW}, NW)
-                  .transposed()
-            :
-        LaneTileBuilder::mmaAccumulator(VB, K, NW).transposed();
-    const LaneLayout rowsL =
-        amd() ? LaneTileBuilder::unitAccumulator(unit, C, vPer).spread(
-                    {C, VB}, {0, byK ? 0 : vPer}, NW)
-        : byK ? LaneTileBuilder::mmaAccumulator(VB, C, 1).spread({VB, C}, {0, 0},
-                                                                  NW)
-                  .transposed()
-            :
-        LaneTileBuilder::mmaAccumulator(VB, C, NW).transposed(); // U, O
+    const LaneLayout stateL = stateLayout(), rowsL = rowsLayout(); // U, O
     // (NVIDIA's P operand; AMD's products read P from shared memory.)
     const LaneLayout pL = LaneTileBuilder::mmaOperandB(C, C, NW).transposed();
     const LaneLayout gL = stateL.slice(0);
@@ -999,35 +981,23 @@ struct LaneStateProgram : kda::LaneBuilder {
         Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
         storeDState(tb, stateL, c, cur);
         // The chunk's dO rows (zeros past the sequence's end) where U was.
-        Value last = arith::SubIOp::create(b, valid, idx(1));
-        SmallVector<Value> dRegs, zeros;
-        for (int64_t r = 0; r < int64_t(rowsL.regs.size()); ++r) {
-          Value cr = tb.coordinate(rowsL, r, 0);
-          Value v = tb.coordinate(rowsL, r, 1);
-          Value x = toF32(memref::LoadOp::create(
-              b, dO, ValueRange{row, add(t0, minu(cr, last)), head,
-                                add(vCol, v)}));
-          dRegs.push_back(select(ult(cr, valid), x, f32(0.0)));
-          zeros.push_back(f32(0.0));
-        }
-        intra.u = tb.make(rowsL, zeros);
+        Value dORows = rowTile(tb, rowsL, dO, t0, valid, vCol);
+        intra.u =
+            tb.make(rowsL, SmallVector<Value>(rowsL.regs.size(), f32(0.0)));
         SmallVector<Value> zeroState(stateL.regs.size(), f32(0.0));
         // The adjoint with respect to the state does not read the state's
         // value (the step is affine in it): the forward runs on zeros, and
         // what it computes is dead.
         Value state = tb.make(stateL, zeroState);
-        kda::TapeTileBuilder tape(tb);
-        kda::ChunkOutputs out = kda::emitStateStep(tape, intra, state);
         std::string why;
-        FailureOr<SmallVector<Value>> g = tape.emitAdjoint(
-            {{out.o, tb.make(rowsL, dRegs)},
-             {out.nextState, tb.make(stateL, cur)}},
-            {state}, why);
+        FailureOr<kda::StateStepGrads> g = kda::emitStateStepAdjoint(
+            tb, intra, state, dORows, tb.make(stateL, cur),
+            kda::StepAdjointOf::State, why);
         if (failed(g)) {
           scf::YieldOp::create(b, cur);
           return why;
         }
-        SmallVector<Value> next = tb.convertLayout((*g)[0], stateL);
+        SmallVector<Value> next = tb.convertLayout(g->dState, stateL);
         if (!tb.failure().empty()) {
           scf::YieldOp::create(b, cur);
           return tb.failure();
@@ -1189,17 +1159,9 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
         unit);
     lp.byK = byK;
     lp.step = true;
-    static const char *const kRoles[] = {"w", "u", "q", "k", "p", "g"};
-    bool gate = false;
-    for (auto [i, role] : llvm::enumerate(cfg->roles)) {
-      gate |= role == "g";
-      if (!takesRole(*cfg, false, role, true))
-        continue;
-      Value arg = byName("ws" + std::to_string(i));
-      for (int r = 0; r < 6; ++r)
-        if (role == kRoles[r])
-          lp.ws[r] = arg;
-    }
+    // (The kernel has no Gamma Q and no chunk decay: takesRole.)
+    kda::workspacesByRole(func, abi, cfg->roles, lp.ws);
+    const bool gate = llvm::is_contained(cfg->roles, "g");
     // Workspaces: the intra grid's (ws0 ..), the reverse scan's dS, then
     // this grid's seeds in the order dW (delta rule), d(Gamma Q),
     // d(decayed k), dP, d(exp(g_last)) (gates), dU.
@@ -1338,13 +1300,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     lp.byK = byK;
     lp.emulated = choice.emulated;
     lp.stages = stages;
-    static const char *const kRoles[] = {"w", "u", "q", "k", "p", "g"};
-    for (auto [i, role] : llvm::enumerate(cfg->roles)) {
-      Value arg = byName("ws" + std::to_string(i));
-      for (int r = 0; r < 6; ++r)
-        if (role == kRoles[r])
-          lp.ws[r] = arg;
-    }
+    kda::workspacesByRole(func, abi, cfg->roles, lp.ws);
     lp.reverse = reverse;
     if (reverse) {
       // dS in from d_final_state, dh0 out to d_initial_state; dS per chunk

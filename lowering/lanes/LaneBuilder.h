@@ -82,6 +82,19 @@ inline Value abiArgument(func::FuncOp func, ArrayAttr abi, StringRef name) {
   return i ? func.getArgument(*i) : Value();
 }
 
+/// The intra-chunk workspaces of a kernel by role, ws[0..5] = w (A beta
+/// Gamma K), u, q (Gamma Q), k (the decayed k), p, g (exp(g_last)): a
+/// description's `roles` name the arguments ws0, ws1, ... in order; null
+/// where a role is absent or the kernel does not take that workspace.
+inline void workspacesByRole(func::FuncOp func, ArrayAttr abi,
+                             ArrayRef<std::string> roles, Value (&ws)[6]) {
+  static const char *const kRoles[] = {"w", "u", "q", "k", "p", "g"};
+  for (auto [i, role] : llvm::enumerate(roles))
+    for (int r = 0; r < 6; ++r)
+      if (role == kRoles[r])
+        ws[r] = abiArgument(func, abi, "ws" + std::to_string(i));
+}
+
 /// The one program grid of a chunk-parallel kernel, which a lane pass
 /// rewrites, and which of the dimensions `described` names (its extents,
 /// -1 dynamic) it still has: the GPU pipelines keep a grid's dimensions of

@@ -30,6 +30,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -170,6 +171,54 @@ protected:
         }
         EXPECT_EQ(shuffles, expectShuffles) << "lane " << l;
       }
+  }
+
+  /// A tile read back by name after a lock-step run.
+  struct Kept {
+    std::string name;
+    LaneLayout layout;
+    SmallVector<Value> regs;
+  };
+  static Kept kept(LaneTileBuilder &tb, std::string name, Value t) {
+    return {std::move(name), tb.layoutOf(t),
+            SmallVector<Value>(tb.registersOf(t))};
+  }
+  /// Elements by (name, i, j) ((name, i, 0) for vectors).
+  using Elements = std::map<std::tuple<std::string, int64_t, int64_t>, double>;
+  /// One program per lane of `warps` warps of `warpSize` lanes, each built
+  /// by `build` on lane l of warp w's builder and returning the tiles to
+  /// read back; the programs run in lock step (SimtInterpreter), and the
+  /// kept tiles' elements come back. `unitSteps`: the matrix-unit
+  /// instructions in lane 0's program.
+  Elements runLockStep(
+      int64_t warpSize, int64_t warps,
+      std::function<std::vector<Kept>(Lane &, int64_t l, int64_t w)> build,
+      int64_t *unitSteps = nullptr);
+  /// A tile of `layout` on lane l of warp w whose element (i, j) ((i, 0)
+  /// for a vector) is f(i, j).
+  static Value tileAt(LaneTileBuilder &tb, const LaneLayout &layout,
+                      int64_t l, int64_t w,
+                      std::function<double(int64_t, int64_t)> f) {
+    SmallVector<Value> regs;
+    for (int64_t r = 0; r < int64_t(layout.regs.size()); ++r) {
+      LaneLayout::Coords c = layout.at(r, l, w);
+      regs.push_back(tb.constantF32(f(c[0], c.size() > 1 ? c[1] : 0)));
+    }
+    return tb.make(layout, regs);
+  }
+  /// The sum over the elements of f(name, i, j) x (of its magnitude, with
+  /// `absolute`).
+  static double weighted(
+      const Elements &e,
+      std::function<double(const std::string &, int64_t, int64_t)> f,
+      bool absolute = false) {
+    double sum = 0;
+    for (auto &[key, x] : e) {
+      auto &[name, i, j] = key;
+      const double t = f(name, i, j) * x;
+      sum += absolute ? std::abs(t) : t;
+    }
+    return sum;
   }
 
   int64_t evaluate(const LaneLayout &in,
@@ -570,7 +619,7 @@ public:
   /// and mma.sync stay within a warp, and barriers need nothing (every
   /// lane finishes an instruction before the next starts).
   explicit SimtInterpreter(int64_t lanes, int64_t warpSize = 0)
-      : env(lanes), warpSize(warpSize ? warpSize : lanes) {}
+      : warpSize(warpSize ? warpSize : lanes), env(lanes) {}
   int64_t warpSize;
   std::vector<DenseMap<Value, std::vector<double>>> env;
   std::map<std::pair<Operation *, std::vector<int64_t>>, double> shared;
@@ -674,8 +723,8 @@ public:
       // 4, t = lane % 4; a: (g, t) (g + 8, t) (g, t + 4) (g + 8, t + 4),
       // b: (t, g) (t + 4, g), c: (g, 2t) (g, 2t + 1) (g + 8, 2t)
       // (g + 8, 2t + 1)); operands as they are (no tf32 rounding).
-      ArrayRef<int64_t> shape = mma.getMmaShapeAsArray();
-      if (shape.size() != 3 || shape[0] != 16 || shape[1] != 8 ||
+      const std::array<int64_t, 3> shape = mma.getMmaShapeAsArray();
+      if (shape[0] != 16 || shape[1] != 8 ||
           shape[2] != 8) {
         error = "an mma.sync shape other than m16n8k8";
         return;
@@ -1478,68 +1527,89 @@ TEST_F(LaneTilesTest, DecayedApplyOnLanes) {
     for (bool transposed : {false, true})
       for (bool inclusive : {false, true}) {
         ASSERT_EQ(rows.check(), "");
-        std::vector<std::unique_ptr<Lane>> ls;
-        std::vector<std::vector<Operation *>> programs;
-        std::vector<SmallVector<Value>> outRegs;
-        std::vector<LaneLayout> layouts;
-        for (int64_t lane = 0; lane < 32; ++lane) {
-          const size_t before = block->getOperations().size();
-          ls.push_back(this->lane(32, 1, lane, 0));
-          LaneTileBuilder &tb = *ls.back()->tb;
+        Elements got = runLockStep(32, 1, [&](Lane &ln, int64_t l, int64_t w) {
+          LaneTileBuilder &tb = *ln.tb;
           tb.useExchange(exchange);
-          Value x = constants(tb, rows, lane, xVal);
-          Value g = constants(tb, rows, lane, gVal);
-          Value dP = constants(tb, acc, lane, pVal);
+          Value x = tileAt(tb, rows, l, w, xVal);
+          Value g = tileAt(tb, rows, l, w, gVal);
+          Value dP = tileAt(tb, acc, l, w, pVal);
           Value out = tb.decayedApply(dP, x, g, inclusive, transposed);
-          ASSERT_EQ(tb.failure(), "");
-          layouts.push_back(tb.layoutOf(out));
-          EXPECT_EQ(layouts.back(), rows);
-          outRegs.push_back(SmallVector<Value>(tb.registersOf(out)));
-          std::vector<Operation *> ops;
-          auto it = block->begin();
-          std::advance(it, before);
-          for (; it != block->end(); ++it)
-            ops.push_back(&*it);
-          programs.push_back(std::move(ops));
-        }
-        SimtInterpreter sim(32);
-        std::vector<int64_t> all;
-        for (int64_t l = 0; l < 32; ++l) {
-          all.push_back(l);
-          ASSERT_EQ(programs[l].size(), programs[0].size());
-        }
-        for (size_t i = 0; i < programs[0].size() && sim.error.empty(); ++i) {
-          std::vector<Operation *> ops;
-          for (int64_t l = 0; l < 32; ++l)
-            ops.push_back(programs[l][i]);
-          sim.run(ops, all);
-        }
-        ASSERT_EQ(sim.error, "");
-        for (int64_t lane = 0; lane < 32; ++lane)
-          for (int64_t r = 0; r < int64_t(outRegs[lane].size()); ++r) {
-            LaneLayout::Coords c = layouts[lane].at(r, lane, 0);
-            const int64_t i = c[0], d = c[1];
-            double want = 0, scale = 0;
-            for (int64_t t = 0; t < C; ++t) {
-              const bool kept = transposed ? (inclusive ? t >= i : t > i)
-                                           : (inclusive ? t <= i : t < i);
-              if (!kept)
-                continue;
-              const double term =
-                  transposed ? pVal(t, i) * xVal(t, d) *
-                                   std::exp(gVal(t, d) - gVal(i, d))
-                             : pVal(i, t) * xVal(t, d) *
-                                   std::exp(gVal(i, d) - gVal(t, d));
-              want += term;
-              scale += std::abs(term);
-            }
-            const double got = sim.scalar(lane, outRegs[lane][r]);
-            EXPECT_TRUE(std::isfinite(got));
-            EXPECT_NEAR(got, want, 1e-9 * (1 + scale))
-                << (transposed ? "transposed " : "") << (inclusive ? "inclusive " : "")
-                << "(" << i << ", " << d << ") lane " << lane;
+          EXPECT_EQ(tb.failure(), "");
+          EXPECT_EQ(tb.layoutOf(out), rows);
+          return std::vector<Kept>{kept(tb, "out", out)};
+        });
+        EXPECT_EQ(int64_t(got.size()), C * D);
+        for (auto &[key, value] : got) {
+          auto &[name, i, d] = key;
+          double want = 0, scale = 0;
+          for (int64_t t = 0; t < C; ++t) {
+            const bool pair = transposed ? (inclusive ? t >= i : t > i)
+                                         : (inclusive ? t <= i : t < i);
+            if (!pair)
+              continue;
+            const double term =
+                transposed ? pVal(t, i) * xVal(t, d) *
+                                 std::exp(gVal(t, d) - gVal(i, d))
+                           : pVal(i, t) * xVal(t, d) *
+                                 std::exp(gVal(i, d) - gVal(t, d));
+            want += term;
+            scale += std::abs(term);
           }
+          EXPECT_TRUE(std::isfinite(value));
+          EXPECT_NEAR(value, want, 1e-9 * (1 + scale))
+              << (transposed ? "transposed " : "") << (inclusive ? "inclusive " : "")
+              << "(" << i << ", " << d << ")";
+        }
       }
+}
+
+LaneTilesTest::Elements LaneTilesTest::runLockStep(
+    int64_t warpSize, int64_t warps,
+    std::function<std::vector<Kept>(Lane &, int64_t, int64_t)> build,
+    int64_t *unitSteps) {
+  const int64_t lanes = warpSize * warps;
+  std::vector<std::vector<Operation *>> programs;
+  std::vector<std::vector<Kept>> tiles;
+  for (int64_t lane = 0; lane < lanes; ++lane) {
+    // (The program's first op found from the block's last before it:
+    // counting from the block's start is quadratic in the lanes.)
+    Operation *last = block->empty() ? nullptr : &block->back();
+    const int64_t l = lane % warpSize, w = lane / warpSize;
+    auto ln = this->lane(warpSize, warps, l, w);
+    tiles.push_back(build(*ln, l, w));
+    std::vector<Operation *> ops;
+    auto it = last ? std::next(Block::iterator(last)) : block->begin();
+    for (; it != block->end(); ++it)
+      ops.push_back(&*it);
+    programs.push_back(std::move(ops));
+  }
+  if (unitSteps) {
+    *unitSteps = 0;
+    for (Operation *op : programs[0])
+      *unitSteps += isa<nvgpu::MmaSyncOp, amdgpu::MFMAOp>(op);
+  }
+  SimtInterpreter sim(lanes, warpSize);
+  std::vector<int64_t> all;
+  for (int64_t l = 0; l < lanes; ++l) {
+    all.push_back(l);
+    EXPECT_EQ(programs[l].size(), programs[0].size());
+  }
+  for (size_t i = 0; i < programs[0].size() && sim.error.empty(); ++i) {
+    std::vector<Operation *> ops;
+    for (int64_t l = 0; l < lanes; ++l)
+      ops.push_back(programs[l][i]);
+    sim.run(ops, all);
+  }
+  EXPECT_EQ(sim.error, "");
+  Elements values;
+  for (int64_t lane = 0; lane < lanes; ++lane)
+    for (Kept &k : tiles[lane])
+      for (int64_t r = 0; r < int64_t(k.layout.regs.size()); ++r) {
+        LaneLayout::Coords c = k.layout.at(r, lane % warpSize, lane / warpSize);
+        values[{k.name, c[0], c.size() > 1 ? c[1] : 0}] =
+            sim.scalar(lane, k.regs[r]);
+      }
+  return values;
 }
 
 /// The intra-chunk part's adjoint on lane tiles (the gradient's chunk grid,
@@ -1567,18 +1637,27 @@ TEST_F(LaneTilesTest, IntraChunkAdjointOnLanes) {
     rowsL.lanes = {{0}, {0}, {1}, {2}, {4}};
   }
   ASSERT_EQ(rowsL.check(), "");
-  // Inputs (name, i, j) and a direction; values exact in f32 (eighths).
+  // Inputs 0 q, 1 k, 2 v, 3 the gate (log space), 4 beta, and a direction;
+  // values exact in f32 (eighths).
   auto input = [](int which, int64_t i, int64_t j) {
     switch (which) {
-    case 0: return double((i * 5 + j * 3) % 7 - 3) / 8;   // q
-    case 1: return double((i * 3 + j * 5) % 9 - 4) / 8;   // k
-    case 2: return double((i * 7 + j) % 5 - 2) / 8;       // v
-    case 3: return -double(1 + (i * 3 + j * 7) % 4) / 8;  // gate (log space)
-    default: return double((i * 5) % 7 - 3) / 4;          // beta
+    case 0: return double((i * 5 + j * 3) % 7 - 3) / 8;
+    case 1: return double((i * 3 + j * 5) % 9 - 4) / 8;
+    case 2: return double((i * 7 + j) % 5 - 2) / 8;
+    case 3: return -double(1 + (i * 3 + j * 7) % 4) / 8;
+    default: return double((i * 5) % 7 - 3) / 4;
     }
   };
   auto direction = [](int which, int64_t i, int64_t j) {
     return double(((which + 1) * 13 + i * 7 + j * 11) % 17 - 8) / 8;
+  };
+  // Outputs 0 U, 1 W, 2 Gamma Q, 3 the decayed k, 4 P, 5 exp(g_last) [K]
+  // (its element k at (k, 0)), each with its seed.
+  const char *outputs[] = {"u", "w", "q", "k", "p", "g"};
+  const char *inputs[] = {"q", "k", "v", "gate", "beta"};
+  auto indexOf = [](ArrayRef<const char *> names, const std::string &n) {
+    return int(llvm::find_if(names, [&](const char *x) { return n == x; }) -
+               names.begin());
   };
   auto seedOf = [](int which, int64_t i, int64_t j) {
     return double((which * 5 + i * 3 + j * 7) % 11 - 5) / 8;
@@ -1596,26 +1675,14 @@ TEST_F(LaneTilesTest, IntraChunkAdjointOnLanes) {
     Value exchange = memref::AllocOp::create(
         ab, MemRefType::get({4096}, ab.getF32Type(),
                             MemRefLayoutAttrInterface{}, wg));
-    // One program per lane: the forward at x + sign h d (sign 0: the
-    // forward and its adjoint). Its outputs' and gradients' registers.
-    struct Built {
-      std::vector<std::vector<Operation *>> programs;
-      struct Kept {
-        std::string name;
-        LaneLayout layout;
-        SmallVector<Value> regs;
-      };
-      std::vector<std::vector<Kept>> tiles;
-    };
     const double h = 1.0 / 1024;
-    auto build = [&](int sign) -> Built {
-      Built out;
-      for (int64_t lane = 0; lane < lanes; ++lane) {
-        // (The program's first op found from the block's last before it:
-        // counting from the block's start is quadratic in the lanes.)
-        Operation *last = block->empty() ? nullptr : &block->back();
-        auto ln = this->lane(lanes, 1, lane, 0);
-        LaneTileBuilder &tb = *ln->tb;
+    // Lane l's program: the forward at x + sign h d (its outputs), or (sign
+    // 0) the forward at x under the tape and its adjoint (the inputs'
+    // gradients).
+    auto program = [&](int sign) {
+      return [&, sign](Lane &ln, int64_t l, int64_t w) {
+        std::vector<Kept> out;
+        LaneTileBuilder &tb = *ln.tb;
         if (u == MatrixUnit::MmaSync)
           tb.useMmaSync(ab.getF32Type()); // 3xTF32
         else
@@ -1629,136 +1696,62 @@ TEST_F(LaneTilesTest, IntraChunkAdjointOnLanes) {
           };
         };
         ChunkInputs in;
-        in.q = constants(tb, blocked, lane, at(0));
-        in.k = constants(tb, blocked, lane, at(1));
-        in.v = constants(tb, blocked, lane, at(2));
-        in.gate = constants(tb, blocked, lane, at(3));
-        {
-          SmallVector<Value> regs;
-          for (int64_t r = 0; r < int64_t(rowsL.regs.size()); ++r)
-            regs.push_back(tb.constantF32(at(4)(rowsL.at(r, lane, 0)[0], 0)));
-          in.beta = tb.make(rowsL, regs);
-        }
-        in.validRows = arith::ConstantIndexOp::create(ln->b, C);
-        std::vector<Built::Kept> tiles;
-        auto keep = [&](const char *name, Value t) {
-          tiles.push_back({name, tb.layoutOf(t),
-                           SmallVector<Value>(tb.registersOf(t))});
-        };
+        in.q = tileAt(tb, blocked, l, w, at(0));
+        in.k = tileAt(tb, blocked, l, w, at(1));
+        in.v = tileAt(tb, blocked, l, w, at(2));
+        in.gate = tileAt(tb, blocked, l, w, at(3));
+        in.beta = tileAt(tb, rowsL, l, w, at(4));
+        in.validRows = arith::ConstantIndexOp::create(ln.b, C);
         if (sign != 0) {
           IntraChunk intra = emitIntraChunk(tb, config, in);
           EXPECT_EQ(tb.failure(), "");
-          keep("u", intra.u);
-          keep("w", intra.w);
-          keep("q", intra.qDecayed);
-          keep("k", intra.kToEnd);
-          keep("p", intra.p);
-          keep("g", intra.decayLast);
-        } else {
-          TapeTileBuilder tape(tb);
-          IntraChunk intra = emitIntraChunk(tape, config, in);
-          EXPECT_EQ(tb.failure(), "");
-          auto seed = [&](Value t, int which) {
-            const LaneLayout &l = tb.layoutOf(t);
-            if (l.rank() == 1) {
-              SmallVector<Value> regs;
-              for (int64_t r = 0; r < int64_t(l.regs.size()); ++r)
-                regs.push_back(tb.constantF32(
-                    seedOf(which, 0, l.at(r, lane, 0)[0])));
-              return tb.make(l, regs);
-            }
-            return constants(tb, l, lane, [&](int64_t i, int64_t j) {
-              return seedOf(which, i, j);
-            });
-          };
-          SmallVector<std::pair<Value, Value>> seeds = {
-              {intra.u, seed(intra.u, 0)},
-              {intra.w, seed(intra.w, 1)},
-              {intra.qDecayed, seed(intra.qDecayed, 2)},
-              {intra.kToEnd, seed(intra.kToEnd, 3)},
-              {intra.p, seed(intra.p, 4)},
-              {intra.decayLast, seed(intra.decayLast, 5)}};
-          std::string why;
-          auto g = tape.emitAdjoint(seeds, {in.q, in.k, in.v, in.gate, in.beta},
-                                    why);
-          EXPECT_TRUE(succeeded(g)) << why;
-          if (failed(g))
-            return out;
-          EXPECT_EQ(tb.failure(), "");
-          const char *names[] = {"q", "k", "v", "gate", "beta"};
-          for (int w = 0; w < 5; ++w)
-            keep(names[w], (*g)[w]);
+          Value tiles[] = {intra.u, intra.w, intra.qDecayed, intra.kToEnd,
+                           intra.p, intra.decayLast};
+          for (int o = 0; o < 6; ++o)
+            out.push_back(kept(tb, outputs[o], tiles[o]));
+          return out;
         }
-        std::vector<Operation *> ops;
-        auto it = last ? std::next(Block::iterator(last)) : block->begin();
-        for (; it != block->end(); ++it)
-          ops.push_back(&*it);
-        out.programs.push_back(std::move(ops));
-        out.tiles.push_back(std::move(tiles));
-      }
-      return out;
+        TapeTileBuilder tape(tb);
+        IntraChunk intra = emitIntraChunk(tape, config, in);
+        EXPECT_EQ(tb.failure(), "");
+        Value tiles[] = {intra.u, intra.w, intra.qDecayed, intra.kToEnd,
+                         intra.p, intra.decayLast};
+        SmallVector<std::pair<Value, Value>> seeds;
+        for (int o = 0; o < 6; ++o)
+          seeds.push_back(
+              {tiles[o], tileAt(tb, tb.layoutOf(tiles[o]), l, w,
+                                [&](int64_t i, int64_t j) {
+                                  return seedOf(o, i, j);
+                                })});
+        std::string why;
+        auto g = tape.emitAdjoint(seeds, {in.q, in.k, in.v, in.gate, in.beta},
+                                  why);
+        EXPECT_TRUE(succeeded(g)) << why;
+        if (failed(g))
+          return out;
+        EXPECT_EQ(tb.failure(), "");
+        for (int x = 0; x < 5; ++x)
+          out.push_back(kept(tb, inputs[x], (*g)[x]));
+        return out;
+      };
     };
-    // Runs every lane in lock step; the elements of each kept tile by
-    // (name, i, j).
-    auto run = [&](Built &bt) {
-      SimtInterpreter sim(lanes);
-      std::vector<int64_t> all;
-      for (int64_t l = 0; l < lanes; ++l) {
-        all.push_back(l);
-        EXPECT_EQ(bt.programs[l].size(), bt.programs[0].size());
-      }
-      for (size_t i = 0; i < bt.programs[0].size() && sim.error.empty(); ++i) {
-        std::vector<Operation *> ops;
-        for (int64_t l = 0; l < lanes; ++l)
-          ops.push_back(bt.programs[l][i]);
-        sim.run(ops, all);
-      }
-      EXPECT_EQ(sim.error, "");
-      std::map<std::tuple<std::string, int64_t, int64_t>, double> values;
-      for (int64_t lane = 0; lane < lanes; ++lane)
-        for (auto &kept : bt.tiles[lane])
-          for (int64_t r = 0; r < int64_t(kept.layout.regs.size()); ++r) {
-            LaneLayout::Coords c = kept.layout.at(r, lane, 0);
-            values[{kept.name, c[0], c.size() > 1 ? c[1] : 0}] =
-                sim.scalar(lane, kept.regs[r]);
-          }
-      return values;
-    };
-    Built adjoint = build(0), plus = build(1), minus = build(-1);
     // The products ran on the unit's instruction (the interpreter's).
     int64_t steps = 0;
-    for (Operation *op : adjoint.programs[0])
-      steps += isa<nvgpu::MmaSyncOp, amdgpu::MFMAOp>(op);
+    Elements grads = runLockStep(lanes, 1, program(0), &steps);
     EXPECT_GT(steps, 0);
-    auto grads = run(adjoint);
-    auto up = run(plus), down = run(minus);
-    // The loss sum(seed * output) at x +- h d; each output's seed index.
-    const std::map<std::string, int> seedIndex = {
-        {"u", 0}, {"w", 1}, {"q", 2}, {"k", 3}, {"p", 4}, {"g", 5}};
-    auto loss = [&](const std::map<std::tuple<std::string, int64_t, int64_t>,
-                                   double> &vals) {
-      double l = 0;
-      for (auto &[key, x] : vals) {
-        auto &[name, i, j] = key;
-        const int w = seedIndex.at(name);
-        l += (name == "g" ? seedOf(w, 0, i) : seedOf(w, i, j)) * x;
-      }
-      return l;
+    auto seedWeight = [&](const std::string &n, int64_t i, int64_t j) {
+      return seedOf(indexOf(outputs, n), i, j);
     };
-    const double fd = (loss(up) - loss(down)) / (2 * h);
-    const std::map<std::string, int> inputIndex = {
-        {"q", 0}, {"k", 1}, {"v", 2}, {"gate", 3}, {"beta", 4}};
-    double analytic = 0, scale = 0;
-    int64_t counted = 0;
-    for (auto &[key, g] : grads) {
-      auto &[name, i, j] = key;
-      const double t = g * direction(inputIndex.at(name), i, j);
-      analytic += t;
-      scale += std::abs(t);
-      ++counted;
-    }
+    const double fd = (weighted(runLockStep(lanes, 1, program(1)), seedWeight) -
+                       weighted(runLockStep(lanes, 1, program(-1)), seedWeight)) /
+                      (2 * h);
+    auto along = [&](const std::string &n, int64_t i, int64_t j) {
+      return direction(indexOf(inputs, n), i, j);
+    };
+    const double analytic = weighted(grads, along),
+                 scale = weighted(grads, along, /*absolute=*/true);
     // q, k, v, gate [16, 16] and beta [16].
-    EXPECT_EQ(counted, 4 * C * D + C);
+    EXPECT_EQ(int64_t(grads.size()), 4 * C * D + C);
     EXPECT_GT(scale, 1.0);
     EXPECT_NEAR(analytic, fd, 1e-5 * (1 + scale))
         << (form ? "Kimi's prologue" : "log-space gate") << " on "
@@ -1787,7 +1780,7 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
                     Config{MatrixUnit::MmaSync, 2}}) {
   const MatrixUnit u = cfg.u;
   const int64_t NW = cfg.warps, warpSize = LaneTileBuilder::unitWarpSize(u);
-  const int64_t C = 16, K = 16 * NW, VB = 16, lanes = warpSize * NW;
+  const int64_t C = 16, K = 16 * NW, VB = 16;
   ImplicitLocOpBuilder ab =
       ImplicitLocOpBuilder::atBlockEnd(UnknownLoc::get(&ctx), block);
   auto wg = gpu::AddressSpaceAttr::get(&ctx, gpu::AddressSpace::Workgroup);
@@ -1839,33 +1832,14 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
   Value sums = memref::AllocOp::create(
       ab, MemRefType::get({2 * NW * VB * C}, ab.getF32Type(),
                           MemRefLayoutAttrInterface{}, wg));
-  // A [rows, cols] tile of `layout` on lane l of warp w.
-  auto tileAt = [&](LaneTileBuilder &tb, const LaneLayout &layout, int64_t l,
-                    int64_t w, std::function<double(int64_t, int64_t)> f) {
-    SmallVector<Value> regs;
-    for (int64_t r = 0; r < int64_t(layout.regs.size()); ++r) {
-      LaneLayout::Coords c = layout.at(r, l, w);
-      regs.push_back(tb.constantF32(f(c[0], c.size() > 1 ? c[1] : 0)));
-    }
-    return tb.make(layout, regs);
-  };
   const double h = 1.0 / 1024;
-  struct Kept {
-    std::string name;
-    LaneLayout layout;
-    SmallVector<Value> regs;
-  };
-  struct Built {
-    std::vector<std::vector<Operation *>> programs;
-    std::vector<std::vector<Kept>> tiles;
-  };
-  auto build = [&](int sign) -> Built {
-    Built out;
-    for (int64_t lane = 0; lane < lanes; ++lane) {
-      Operation *last = block->empty() ? nullptr : &block->back();
-      const int64_t l = lane % warpSize, w = lane / warpSize;
-      auto ln = this->lane(warpSize, NW, l, w);
-      LaneTileBuilder &tb = *ln->tb;
+  // Lane l of warp w's program: the step at x + sign h d (O and the state
+  // after), or (sign 0) under the tape with its adjoint (the inputs'
+  // gradients, named by their index).
+  auto program = [&](int sign) {
+    return [&, sign](Lane &ln, int64_t l, int64_t w) {
+      std::vector<Kept> out;
+      LaneTileBuilder &tb = *ln.tb;
       if (u == MatrixUnit::MmaSync)
         tb.useMmaSync(ab.getF32Type()); // 3xTF32
       else
@@ -1883,111 +1857,62 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
         for (int64_t i = 0; i < C; ++i)
           for (int64_t j = 0; j < (t == 3 ? C : K); ++j)
             memref::StoreOp::create(
-                ln->b, tb.constantF32(at(t)(i, j)), shared[t],
-                ValueRange{arith::ConstantIndexOp::create(ln->b, i),
-                           arith::ConstantIndexOp::create(ln->b, j)});
+                ln.b, tb.constantF32(at(t)(i, j)), shared[t],
+                ValueRange{arith::ConstantIndexOp::create(ln.b, i),
+                           arith::ConstantIndexOp::create(ln.b, j)});
       IntraChunk intra;
       intra.w = tb.makeShared(shared[0], ValueRange{}, {C, K});
       intra.qDecayed = tb.makeShared(shared[1], ValueRange{}, {C, K});
       intra.kToEnd = tb.makeShared(shared[2], ValueRange{}, {C, K});
       intra.p = tb.makeShared(shared[3], ValueRange{}, {C, C});
-      {
-        SmallVector<Value> regs;
-        for (int64_t r = 0; r < int64_t(gL.regs.size()); ++r)
-          regs.push_back(tb.constantF32(at(4)(gL.at(r, l, w)[0], 0)));
-        intra.decayLast = tb.make(gL, regs);
-      }
+      intra.decayLast = tileAt(tb, gL, l, w, at(4));
       intra.u = tileAt(tb, rowsL, l, w, at(5));
       Value state = tileAt(tb, stateL, l, w, at(6));
-      std::vector<Kept> tiles;
-      auto keep = [&](const char *name, Value t) {
-        tiles.push_back(
-            {name, tb.layoutOf(t), SmallVector<Value>(tb.registersOf(t))});
-      };
       if (sign != 0) {
         ChunkOutputs o = emitStateStep(tb, intra, state);
         EXPECT_EQ(tb.failure(), "");
-        keep("o", o.o);
-        keep("s", o.nextState);
-      } else {
-        TapeTileBuilder tape(tb);
-        ChunkOutputs o = emitStateStep(tape, intra, state);
-        EXPECT_EQ(tb.failure(), "");
-        auto seed = [&](Value t, int which) {
-          return tileAt(tb, tb.layoutOf(t), l, w, [&](int64_t i, int64_t j) {
-            return seedOf(which, i, j);
-          });
-        };
-        std::string why;
-        auto g = tape.emitAdjoint(
-            {{o.o, seed(o.o, 0)}, {o.nextState, seed(o.nextState, 1)}},
-            {intra.w, intra.qDecayed, intra.kToEnd, intra.p, intra.decayLast,
-             intra.u, state},
-            why);
-        EXPECT_TRUE(succeeded(g)) << why;
-        if (failed(g))
-          return out;
-        EXPECT_EQ(tb.failure(), "");
-        for (int w = 0; w < 7; ++w)
-          keep(std::to_string(w).c_str(), (*g)[w]);
+        out.push_back(kept(tb, "o", o.o));
+        out.push_back(kept(tb, "s", o.nextState));
+        return out;
       }
-      std::vector<Operation *> ops;
-      auto it = last ? std::next(Block::iterator(last)) : block->begin();
-      for (; it != block->end(); ++it)
-        ops.push_back(&*it);
-      out.programs.push_back(std::move(ops));
-      out.tiles.push_back(std::move(tiles));
-    }
-    return out;
+      TapeTileBuilder tape(tb);
+      ChunkOutputs o = emitStateStep(tape, intra, state);
+      EXPECT_EQ(tb.failure(), "");
+      auto seed = [&](Value t, int which) {
+        return tileAt(tb, tb.layoutOf(t), l, w, [&](int64_t i, int64_t j) {
+          return seedOf(which, i, j);
+        });
+      };
+      std::string why;
+      auto g = tape.emitAdjoint(
+          {{o.o, seed(o.o, 0)}, {o.nextState, seed(o.nextState, 1)}},
+          {intra.w, intra.qDecayed, intra.kToEnd, intra.p, intra.decayLast,
+           intra.u, state},
+          why);
+      EXPECT_TRUE(succeeded(g)) << why;
+      if (failed(g))
+        return out;
+      EXPECT_EQ(tb.failure(), "");
+      for (int x = 0; x < 7; ++x)
+        out.push_back(kept(tb, std::to_string(x), (*g)[x]));
+      return out;
+    };
   };
-  auto run = [&](Built &bt) {
-    SimtInterpreter sim(lanes, warpSize);
-    std::vector<int64_t> all;
-    for (int64_t l = 0; l < lanes; ++l)
-      all.push_back(l);
-    for (size_t i = 0; i < bt.programs[0].size() && sim.error.empty(); ++i) {
-      std::vector<Operation *> ops;
-      for (int64_t l = 0; l < lanes; ++l)
-        ops.push_back(bt.programs[l][i]);
-      sim.run(ops, all);
-    }
-    EXPECT_EQ(sim.error, "");
-    std::map<std::tuple<std::string, int64_t, int64_t>, double> values;
-    for (int64_t lane = 0; lane < lanes; ++lane)
-      for (auto &kept : bt.tiles[lane])
-        for (int64_t r = 0; r < int64_t(kept.layout.regs.size()); ++r) {
-          LaneLayout::Coords c =
-              kept.layout.at(r, lane % warpSize, lane / warpSize);
-          values[{kept.name, c[0], c.size() > 1 ? c[1] : 0}] =
-              sim.scalar(lane, kept.regs[r]);
-        }
-    return values;
+  Elements grads = runLockStep(warpSize, NW, program(0));
+  auto seedWeight = [&](const std::string &n, int64_t i, int64_t j) {
+    return seedOf(n == "o" ? 0 : 1, i, j);
   };
-  Built adjoint = build(0), plus = build(1), minus = build(-1);
-  ASSERT_EQ(adjoint.programs.size(), size_t(lanes));
-  auto grads = run(adjoint);
-  auto loss = [&](const std::map<std::tuple<std::string, int64_t, int64_t>,
-                                 double> &vals) {
-    double l = 0;
-    for (auto &[key, x] : vals) {
-      auto &[name, i, j] = key;
-      l += seedOf(name == "o" ? 0 : 1, i, j) * x;
-    }
-    return l;
+  const double fd = (weighted(runLockStep(warpSize, NW, program(1)), seedWeight) -
+                     weighted(runLockStep(warpSize, NW, program(-1)), seedWeight)) /
+                    (2 * h);
+  auto along = [&](const std::string &n, int64_t i, int64_t j) {
+    return direction(std::stoi(n), i, j);
   };
-  const double fd = (loss(run(plus)) - loss(run(minus))) / (2 * h);
-  double analytic = 0, scale = 0;
-  int64_t counted = 0;
-  for (auto &[key, g] : grads) {
-    auto &[name, i, j] = key;
-    const double t = g * direction(std::stoi(name), i, j);
-    analytic += t;
-    scale += std::abs(t);
-    ++counted;
-  }
+  const double analytic = weighted(grads, along),
+               scale = weighted(grads, along, /*absolute=*/true);
   // W, Gamma Q, the decayed k [16, K]; P [16, 16]; exp(g_last) [K];
   // U [16, 16]; the state [K, 16].
-  EXPECT_EQ(counted, 3 * 16 * K + 256 + K + 256 + K * 16);
+  EXPECT_EQ(int64_t(grads.size()), 3 * 16 * K + 256 + K + 256 + K * 16);
   EXPECT_GT(scale, 1.0);
   EXPECT_NEAR(analytic, fd, 1e-6 * (1 + scale))
       << (u == MatrixUnit::Mfma ? "mfma" : "mma.sync") << " at " << NW

@@ -14,16 +14,11 @@
 # (the suite then also asserts that every lane kernel it ran was emulated;
 # 16-bit windows with K or V past 128 take tiles on AMD, as it expects).
 # Environment: as scripts/build-gpu-bundles.sh (KDA_COMPILE: the real
-# kda-compile, wrapped here).
+# kda-compile; this script sets KDA_COMPILE_FLAGS).
 set -euo pipefail
 if [ $# -ne 1 ]; then
   echo "usage: $0 OUT_DIR" >&2
   exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
-real=${KDA_COMPILE:-$root/build/bin/kda-compile}
-wrap=$(mktemp -d "${TMPDIR:-/tmp}/kda-emulate.XXXXXX")
-trap 'rm -rf "$wrap"' EXIT
-printf '#!/bin/sh\nexec "%s" "$@" --emulate-wmma\n' "$real" > "$wrap/kda-compile"
-chmod +x "$wrap/kda-compile"
-KDA_COMPILE=$wrap/kda-compile SET=none "$root/scripts/build-gpu-bundles.sh" "$1"
+KDA_COMPILE_FLAGS=--emulate-wmma SET=none exec "$root/scripts/build-gpu-bundles.sh" "$1"

@@ -7,7 +7,10 @@
 # Usage: scripts/build-gpu-bundles.sh OUT_DIR [chip...]   (default chip sm_90a)
 # Environment: KDA_COMPILE (default build/bin/kda-compile), PYTHON (python3),
 # JOBS (parallel kda-compile runs, default nproc), SET (kda.prebuild's
-# built-in set: common (default) or none, i.e. only the test configurations).
+# built-in set: common (default) or none, i.e. only the test configurations),
+# KDA_COMPILE_FLAGS (more kda-compile flags for every bundle, e.g.
+# --emulate-wmma or --step-registers: scripts/build-emulated-amd-bundles.sh,
+# scripts/build-step-lane-bundles.sh).
 # Exit status 1 if any configuration failed to compile (the others are built;
 # OUT_DIR/prebuild-report.json lists every result with kda-compile's message).
 set -euo pipefail
@@ -22,6 +25,14 @@ chips=("$@")
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-python3}
 export KDA_COMPILE=${KDA_COMPILE:-$root/build/bin/kda-compile}
+if [ -n "${KDA_COMPILE_FLAGS:-}" ]; then
+  # kda.prebuild runs $KDA_COMPILE: a wrapper adds the flags.
+  wrap=$(mktemp -d "${TMPDIR:-/tmp}/kda-compile.XXXXXX")
+  trap 'rm -rf "$wrap"' EXIT
+  printf '#!/bin/sh\nexec "%s" "$@" %s\n' "$KDA_COMPILE" "$KDA_COMPILE_FLAGS" > "$wrap/kda-compile"
+  chmod +x "$wrap/kda-compile"
+  export KDA_COMPILE=$wrap/kda-compile
+fi
 export PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
 # The suite runs without a tuning database (test/gpu/run.sh): no tuned tiles.
 export KDA_TUNING_DB=
@@ -31,6 +42,6 @@ mkdir -p "$out"
 "$py" "$root/test/gpu/test_torch.py" --print-configs > "$out/test-torch-configs.json"
 chip_args=()
 for c in "${chips[@]}"; do chip_args+=(--chip "$c"); done
-exec "$py" -m kda.prebuild "${chip_args[@]}" --out "$out" --set "${SET:-common}" \
+"$py" -m kda.prebuild "${chip_args[@]}" --out "$out" --set "${SET:-common}" \
   --configs "$out/test-gpu-configs.json" --configs "$out/test-torch-configs.json" \
   --jobs "${JOBS:-$(nproc)}" --segments 4,8,16

@@ -11,16 +11,11 @@
 #   KDA_EXPECT_STEP=lanes test/gpu/run.sh OUT_DIR
 # (the gradient cases then assert that their step kernel ran on lanes)
 # Environment: as scripts/build-gpu-bundles.sh (KDA_COMPILE: the real
-# kda-compile, wrapped here).
+# kda-compile; this script sets KDA_COMPILE_FLAGS).
 set -euo pipefail
 if [ $# -ne 1 ]; then
   echo "usage: $0 OUT_DIR" >&2
   exit 2
 fi
 root=$(cd "$(dirname "$0")/.." && pwd)
-real=${KDA_COMPILE:-$root/build/bin/kda-compile}
-wrap=$(mktemp -d "${TMPDIR:-/tmp}/kda-step.XXXXXX")
-trap 'rm -rf "$wrap"' EXIT
-printf '#!/bin/sh\nexec "%s" "$@" --step-registers\n' "$real" > "$wrap/kda-compile"
-chmod +x "$wrap/kda-compile"
-KDA_COMPILE=$wrap/kda-compile SET=${SET:-none} "$root/scripts/build-gpu-bundles.sh" "$1"
+KDA_COMPILE_FLAGS=--step-registers SET=${SET:-none} exec "$root/scripts/build-gpu-bundles.sh" "$1"

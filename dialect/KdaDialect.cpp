@@ -164,16 +164,17 @@ LogicalResult StrategyAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                    int64_t tileChunk, StringRef instruction,
                                    StringRef program, int64_t stages) {
   // (gradient: the derived gradient's tile-lowered kernels; reverse and
-  // step: its reverse scan and its step grid; combine: the segments'
-  // combine. Missing here, a printed kernel of theirs did not parse again.)
+  // step: its reverse scan and its step grid; chunk: its intra-chunk
+  // adjoint; combine: the segments' combine. Missing here, a printed kernel of theirs did not parse again.)
   if (!llvm::is_contained(ArrayRef<StringRef>{"intra", "state", "decode",
                                               "window", "chunkwise",
                                               "elementwise", "gradient",
-                                              "reverse", "step", "combine"},
+                                              "reverse", "step", "chunk",
+                                              "combine"},
                           kernel))
     return emitError() << "#kda.strategy: 'kernel' is intra, state, decode, "
                           "window, chunkwise, elementwise, gradient, "
-                          "reverse, step or combine, found '"
+                          "reverse, step, chunk or combine, found '"
                        << kernel << "'";
   if (kind != "lanes" && kind != "tiles")
     return emitError() << "#kda.strategy: 'kind' is lanes or tiles, found '"

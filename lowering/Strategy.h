@@ -50,6 +50,10 @@ struct StrategyOptions {
   /// has not yet run on a GPU (twenty-ninth session); the GPU suite's
   /// gradient cases with bundles of `kda-compile --step-registers` decide.
   bool stepLanes = false;
+  /// chunk-registers: the gradient's chunk grid (emitIntraChunk recomputed
+  /// under the tape, and its adjoint) on lanes (GpuIntraRegisters.cpp).
+  /// Off by default until the GPU suite's gradient cases have run it.
+  bool chunkLanes = false;
   bool decodeLanes = true; // decode-registers
   bool windowLanes = true; // window-registers
   int64_t stateStages = 2; // state-stages (its cp.async stages)
@@ -90,6 +94,10 @@ std::string stateLanesRefusal(func::FuncOp func, StatePassAttr statePass,
 std::string stepLanesRefusal(func::FuncOp func, StatePassAttr stepPass,
                              int64_t threads, std::string *fix = nullptr,
                              StringRef instruction = "mma_sync");
+/// The same for a gradient's chunk grid (kda.chunk_pass: the intra-chunk
+/// part recomputed under the tape and its adjoint; NVIDIA only).
+std::string chunkLanesRefusal(IntraPassAttr chunkPass, int64_t threads,
+                              std::string *fix = nullptr);
 /// The same for the register decode kernel (kda.decode_pass).
 std::string decodeLanesRefusal(DecodePassAttr decodePass, int64_t warpSize);
 

@@ -2644,6 +2644,9 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                              minusOne(dimOf(v, 2))}),
                      prologueDescription(b, fullConfig, bool(op.getGate()),
                                          channelGate, bool(op.getBeta()))));
+      // The chunk grid: the same chunk recomputed under the tape, over the
+      // same (sequence, chunk, value head) programs.
+      f->setAttr(kChunkPassAttr, f->getAttr(kIntraPassAttr));
     }
     for (auto [r, want] : llvm::zip(results, op->getResultTypes()))
       if (r.getType() != want)

@@ -48,6 +48,11 @@ inline constexpr llvm::StringLiteral kReversePassAttr = "kda.reverse_pass";
 /// V block by V block from the kept state and the recorded dS, into the
 /// intra-chunk part's seeds.
 inline constexpr llvm::StringLiteral kStepPassAttr = "kda.step_pass";
+/// On a gradient's function: its chunk grid (the intra-chunk part
+/// recomputed under the tape, and its adjoint seeded by the step grid's
+/// seeds), described as the forward's intra-chunk grid (a #kda.intra_pass,
+/// the same fields). kda-gpu-intra-registers runs it on lanes.
+inline constexpr llvm::StringLiteral kChunkPassAttr = "kda.chunk_pass";
 /// On a function whose gated delta runs in segments: its summary grid, a
 /// #kda.state_pass with `summary` set (kda-gpu-split-schedule hands it to
 /// the summary kernel as that kernel's kda.state_pass).

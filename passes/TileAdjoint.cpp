@@ -335,12 +335,22 @@ TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
       SmallVector<int64_t> s = tb.shape(in[1]);
       if (live(in[0]))
         add(in[0], tb.rowSum(tb.map(s, {in[1], perColumn(dy)}, mul)));
+      // (The gradient laid out like the forward's matrix, an operand the
+      // body does not read: a lane builder needs a full operand to place a
+      // tile of more than a few elements.)
       if (live(in[1]))
-        add(in[1], tb.map(s, {perRow(in[0]), perColumn(dy)}, mul));
+        add(in[1], tb.map(s, {in[1], perRow(in[0]), perColumn(dy)},
+                          [](ImplicitLocOpBuilder &ib, ValueRange x,
+                             ValueRange) -> Value {
+                            return arith::MulFOp::create(ib, x[1], x[2]);
+                          }));
       break;
     }
     case Kind::RowSum:
-      add(in[0], tb.map(tb.shape(in[0]), {perRow(dy)}, identity));
+      add(in[0], tb.map(tb.shape(in[0]), {in[0], perRow(dy)},
+                        [](ImplicitLocOpBuilder &, ValueRange x, ValueRange) {
+                          return x[1];
+                        }));
       break;
     case Kind::PrefixSumRows: {
       // G_i = sum_{j <= i} a_j: da_i = sum_{j >= i} dG_j, the column total
@@ -523,7 +533,16 @@ TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
         });
         if (!captured && e.bodyResult != w)
           continue;
-        Value splat = tb.map(e.shape, {},
+        // (Laid out like the map's first full operand, which a lane
+        // builder needs for a tile of more than a few elements; the body
+        // ignores it.)
+        SmallVector<TileOperand> like;
+        for (size_t i = 0; i < n; ++i)
+          if (e.casts[i] == Broadcast::None && isFloatTile(in[i])) {
+            like.push_back(TileOperand(in[i]));
+            break;
+          }
+        Value splat = tb.map(e.shape, like,
                              [&](ImplicitLocOpBuilder &, ValueRange,
                                  ValueRange) { return w; });
         FailureOr<Value> full = partial(n, w, splat);

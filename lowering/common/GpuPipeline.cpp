@@ -109,6 +109,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   strategy.intraLanes = options.intraRegisters;
   strategy.stateLanes = options.stateRegisters;
   strategy.stepLanes = options.stepRegisters;
+  strategy.chunkLanes = options.chunkRegisters;
   strategy.decodeLanes = options.decodeRegisters;
   strategy.windowLanes = options.windowRegisters;
   strategy.stateStages = options.stateStages;

@@ -77,6 +77,33 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
     }
     return d;
   }
+  // A gradient's chunk grid: the intra-chunk part recomputed under the
+  // tape and its adjoint from the step grid's seeds, on the forward intra
+  // program's lanes (GpuIntraRegisters.cpp).
+  if (auto chunk = f->getAttrOfType<kda::IntraPassAttr>(kda::kChunkPassAttr)) {
+    Decision d{"chunk", "", ""};
+    if (!o.nvidia)
+      d.reason = "AMD targets have no lane kernel for the gradient's chunk "
+                 "grid yet";
+    else if (!o.tensorCores)
+      d.reason = noTensorCores;
+    else if (!o.intraLanes)
+      d.reason = "switched off (intra-registers=false)";
+    else if (!o.chunkLanes) {
+      d.reason = "its lane program has not yet run on a GPU (chunk-registers "
+                 "is off until the GPU suite passes with it)";
+      d.fix = "kda-compile --chunk-registers (the GPU suite's gradient "
+              "cases check it)";
+    } else if (std::string why = kda::chunkLanesRefusal(chunk, o.threads,
+                                                         &d.fix);
+               !why.empty())
+      d.reason = why;
+    if (d.reason.empty()) {
+      d.instruction = "mma_sync";
+      d.program = "derived";
+    }
+    return d;
+  }
   // A gradient's step grid: the state step's adjoint with respect to each
   // chunk's inputs, on the state program's layouts (GpuStateRegisters.cpp,
   // emitStep).
@@ -181,12 +208,14 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
             "its description (kda.window_pass) is missing", ""};
   // (Names are kda-outline-kernels' kda_<op>_kernel, and kda-gpu-split-
   // schedule's _<grid> after them.)
+  // The gradient's sums (dq and dk over a q / k head's value heads, the
+  // gate parameters' shares over sequences and chunks): a few additions per
+  // element, tile programs by design, like the combine.
   if (name.contains("gated_delta_grad"))
     return {"gradient",
-            "the derived gradient's intra-chunk adjoint and sums have no "
-            "lane kernels yet (its intra-chunk grid and reverse scan run on "
-            "lanes, its step grid with --step-registers)",
-            "docs/backward.md: a lane driver for the intra-chunk adjoint"};
+            "the derived gradient's sums (over value heads, sequences and "
+            "chunks) are tile programs by design",
+            ""};
   // The segments' combine grid: per program, P products of a K x K
   // transition with the state's V block, in order; small, and a tile
   // program by design.
@@ -213,6 +242,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     intraLanes = o.intraLanes;
     stateLanes = o.stateLanes;
     stepLanes = o.stepLanes;
+    chunkLanes = o.chunkLanes;
     decodeLanes = o.decodeLanes;
     windowLanes = o.windowLanes;
     stateStages = o.stateStages;
@@ -231,6 +261,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
     o.intraLanes = intraLanes;
     o.stateLanes = stateLanes;
     o.stepLanes = stepLanes;
+    o.chunkLanes = chunkLanes;
     o.decodeLanes = decodeLanes;
     o.windowLanes = windowLanes;
     o.stateStages = stateStages;
@@ -284,7 +315,7 @@ struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPa
                                         d.reason, step, tileChunk,
                                         d.instruction, d.program, d.stages));
       if (remarks && !d.reason.empty() && d.kernel != "elementwise" &&
-          d.kernel != "combine") {
+          d.kernel != "combine" && d.kernel != "gradient") {
         // At the op's location, without the kernel's IR (a remark, not an
         // error to debug).
         InFlightDiagnostic r = mlir::emitRemark(f.getLoc())

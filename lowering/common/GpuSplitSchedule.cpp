@@ -312,6 +312,9 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
       if (Attribute intra = f->getAttr(kda::kIntraPassAttr))
         if (suffix == "_intra")
           kernel->setAttr(kda::kIntraPassAttr, intra);
+      if (Attribute chunk = f->getAttr(kda::kChunkPassAttr))
+        if (suffix == "_chunk")
+          kernel->setAttr(kda::kChunkPassAttr, chunk);
       Block *entry = kernel.addEntryBlock();
       IRMapping map;
       unsigned next = 0;
@@ -393,6 +396,7 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
     f->removeAttr(kda::kIntraPassAttr);
     f->removeAttr(kda::kReversePassAttr);
     f->removeAttr(kda::kStepPassAttr);
+    f->removeAttr(kda::kChunkPassAttr);
 
     // The bundle entry: the op's parameters as its kernel would have had
     // them, the workspaces, the launches.

@@ -50,6 +50,7 @@
 #include "lowering/Strategy.h"
 
 #include "passes/GatedDeltaKernel.h"
+#include "passes/TileAdjoint.h"
 #include "passes/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -389,15 +390,10 @@ struct IntraProgram : kda::LaneBuilder {
     });
   }
 
-  /// One chunk, emitIntraChunk (passes/GatedDeltaKernel.cpp) on lane tiles:
-  /// this driver loads the chunk's inputs into blocked() tiles and stores
-  /// what the state pass reads; every step between is the algorithm's.
-  void emitChunk(Value row, Value t0, Value remaining, Value head) {
+  /// The lane tile builder's products, shared memory and anchor, as every
+  /// chunk program of this file sets them up.
+  void setUpBuilder(kda::LaneTileBuilder &tb) {
     Type f32Type = b.getF32Type();
-    ChunkRows cr = chunkRows(t0, remaining, head);
-    Value valid = cr.valid, qkHead = cr.qkHead, *ok = cr.ok, *tok = cr.tok;
-
-    kda::LaneTileBuilder tb(b, warpSize, NW, lane, warp);
     // Products of f32 tiles (decayed q and k need f32's range): one TF32
     // product a step for 16-bit inputs, 3xTF32 for fp32 inputs; AMD: MFMA's
     // fp32 steps, WMMA's three bf16 products (LaneTileBuilder::unitProduct).
@@ -439,7 +435,15 @@ struct IntraProgram : kda::LaneBuilder {
         kda::LaneTileBuilder::unitAccumulator(unit, C, C).spread({C, C},
                                                                  {0, 0}, NW);
     tb.anchor(cc);
+  }
 
+  /// The chunk's inputs as blocked() tiles (rows past the sequence's end
+  /// zero; the gate reads the last valid row there), beta as blockedRows(),
+  /// A_log a scalar, dt_bias as blockedColumns(K) (head-wise: copies).
+  kda::ChunkInputs loadInputs(kda::LaneTileBuilder &tb, const ChunkRows &cr,
+                              Value row, Value head) {
+    const Value *ok = cr.ok, *tok = cr.tok;
+    Value qkHead = cr.qkHead;
     auto loadTile = [&](Value mem, Value headIdx, Value col, int64_t D,
                         bool masked) {
       SmallVector<Value> regsOut;
@@ -484,7 +488,19 @@ struct IntraProgram : kda::LaneBuilder {
                                                    ValueRange{head})));
       in.dtBias = tb.make(blockedColumns(K), dt);
     }
-    in.validRows = valid;
+    in.validRows = cr.valid;
+    return in;
+  }
+
+  /// One chunk, emitIntraChunk (passes/GatedDeltaKernel.cpp) on lane tiles:
+  /// this driver loads the chunk's inputs into blocked() tiles and stores
+  /// what the state pass reads; every step between is the algorithm's.
+  void emitChunk(Value row, Value t0, Value remaining, Value head) {
+    ChunkRows cr = chunkRows(t0, remaining, head);
+    Value valid = cr.valid;
+    kda::LaneTileBuilder tb(b, warpSize, NW, lane, warp);
+    setUpBuilder(tb);
+    kda::ChunkInputs in = loadInputs(tb, cr, row, head);
 
     kda::ChunkConfig config = cfg.chunkConfig(C, cfg.subChunk, K, V);
     // What the state pass reads of q and k, stored as soon as it is final
@@ -515,6 +531,235 @@ struct IntraProgram : kda::LaneBuilder {
     if (!tb.failure().empty())
       failure = tb.failure();
   }
+  // The gradient's chunk grid (kda.chunk_pass): the step grid's seeds in,
+  // the chunk's gradients out.
+  Value seeds[6]; // dW, d(Gamma Q), d(decayed k), dP, d(exp(g_last)), dU
+  Value dqPart, dkPart, dV, dGate, dBeta, dALogShares, dDtShares;
+
+  /// Calls `body(r, i, j, pair)` for every register r of a rank-2 `layout`
+  /// at its element (i, j), on the lanes that hold its first copy; `pair`:
+  /// registers r and r + 1 are columns j and j + 1 of the same row (j even),
+  /// and the call takes both (r + 1 is skipped after it).
+  void forEachFirstElement(kda::LaneTileBuilder &tb,
+                           const kda::LaneLayout &l,
+                           llvm::function_ref<void(int64_t r, Value i, Value j,
+                                                   bool pair)>
+                               body) {
+    when(tb.holdsFirstCopy(l), [&] {
+      for (size_t r = 0; r < l.regs.size(); ++r) {
+        const bool pair = l.rank() == 2 && r + 1 < l.regs.size() &&
+                          l.regs[r + 1][0] == l.regs[r][0] &&
+                          l.regs[r + 1][1] == l.regs[r][1] + 1 &&
+                          l.regs[r][1] % 2 == 0;
+        Value i = tb.coordinate(l, r, 0);
+        Value j = l.rank() == 2 ? tb.coordinate(l, r, 1) : Value();
+        body(r, i, j, pair);
+        if (pair)
+          ++r;
+      }
+    });
+  }
+
+  /// A [C, D] seed of workspace `mem` ([B, T, HV, D], the step grid's) in
+  /// `layout` (the forward value's it seeds): rows below `valid` of
+  /// mem[row, t0 + i, head, :], zeros below. Every lane loads its own
+  /// registers (copies included), rows past `valid` read the last valid one.
+  Value loadSeed(kda::LaneTileBuilder &tb, const kda::LaneLayout &l, Value mem,
+                 Value row, Value t0, Value head, Value valid) {
+    Value lastRow = arith::SubIOp::create(b, valid, idx(1));
+    SmallVector<Value> regs(l.regs.size());
+    if (l == blocked(l.shape[1])) {
+      const int64_t DL = l.regs.size() / halves;
+      Value col = add(mul(warp, l.shape[1] / NW), mul(t, DL));
+      for (int h = 0; h < halves; ++h) {
+        Value i = add(g, 8 * h);
+        SmallVector<Value> x =
+            loadRow(mem, {row, add(t0, minu(i, lastRow)), head}, col, DL,
+                    ult(i, valid));
+        llvm::copy(x, regs.begin() + h * DL);
+      }
+      return tb.make(l, regs);
+    }
+    for (size_t r = 0; r < l.regs.size(); ++r) {
+      const bool pair = r + 1 < l.regs.size() &&
+                        l.regs[r + 1][0] == l.regs[r][0] &&
+                        l.regs[r + 1][1] == l.regs[r][1] + 1 &&
+                        l.regs[r][1] % 2 == 0;
+      Value i = tb.coordinate(l, r, 0), j = tb.coordinate(l, r, 1);
+      SmallVector<Value> x = loadRow(mem, {row, add(t0, minu(i, lastRow)), head},
+                                     j, pair ? 2 : 1, ult(i, valid));
+      regs[r] = x[0];
+      if (pair)
+        regs[++r] = x[1];
+    }
+    return tb.make(l, regs);
+  }
+
+  /// Stores the rows below `valid` of a [C, D] tile at mem[prefix(i)...,
+  /// j] or of a [C] tile at mem[prefix(i)...], each element once.
+  void storeRows(kda::LaneTileBuilder &tb, Value tile, Value mem,
+                 llvm::function_ref<SmallVector<Value>(Value i)> prefix,
+                 Value valid) {
+    const kda::LaneLayout l = tb.layoutOf(tile);
+    SmallVector<Value> regs(tb.registersOf(tile));
+    forEachFirstElement(tb, l, [&](int64_t r, Value i, Value j, bool pair) {
+      when(ult(i, valid), [&] {
+        if (l.rank() == 1) {
+          memref::StoreOp::create(
+              b, fromF32(regs[r], cast<MemRefType>(mem.getType())
+                                      .getElementType()),
+              mem, prefix(i));
+          return;
+        }
+        SmallVector<Value> values = {regs[r]};
+        if (pair)
+          values.push_back(regs[r + 1]);
+        storeRow(mem, prefix(i), j, values);
+      });
+    });
+  }
+
+  /// The gradient's chunk grid: program (n, ch, head) recomputes its
+  /// chunk's intra-chunk part under the tape (the forward's loads and
+  /// emitIntraChunk, on the same lanes), seeds the values the state step
+  /// reads with the step grid's seeds, and stores the adjoint: dq and dk
+  /// (per value head: the sums' partials), dv, the gate's and beta's
+  /// gradients, and the chunk's shares of dA_log and ddt_bias in its slot.
+  /// A program past its sequence's end writes zeros to its slot (the sums
+  /// read every kept chunk's).
+  void emitAdjoint(ArrayRef<Value> ivs) {
+    Value n = ivs[0], ch = ivs[1], head = ivs[2];
+    Value row = n, start = idx(0), length = memref::DimOp::create(b, q, 1);
+    if (cuSeqlens) {
+      auto offset = [&](Value i) -> Value {
+        Value e = memref::LoadOp::create(b, cuSeqlens, ValueRange{i});
+        return arith::IndexCastOp::create(b, b.getIndexType(), e);
+      };
+      row = idx(0);
+      start = offset(n);
+      length = arith::SubIOp::create(b, offset(add(n, 1)), start);
+    }
+    Value local = mul(ch, C);
+    auto live = scf::IfOp::create(b, ult(local, length), true);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(live.thenBlock());
+      emitAdjointChunk(row, n, ch, add(start, local),
+                       arith::SubIOp::create(b, length, local), head);
+    }
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(live.elseBlock());
+    // Zero slots where the kept states have this chunk.
+    Value shares = dALogShares ? dALogShares : dDtShares;
+    if (!shares)
+      return;
+    Value tid0 = gpu::ThreadIdOp::create(b, gpu::Dimension::x);
+    when(ult(ch, memref::DimOp::create(b, shares, 2)), [&] {
+      for (Value s : {dALogShares, dDtShares}) {
+        if (!s)
+          continue;
+        int64_t len = cast<MemRefType>(s.getType()).getDimSize(3);
+        when(ult(tid0, idx(len)), [&] {
+          memref::StoreOp::create(b, f32(0.0), s,
+                                  ValueRange{n, head, ch, tid0});
+        });
+      }
+    });
+  }
+
+  void emitAdjointChunk(Value row, Value n, Value ch, Value t0,
+                        Value remaining, Value head) {
+    ChunkRows cr = chunkRows(t0, remaining, head);
+    Value valid = cr.valid;
+    kda::LaneTileBuilder tb(b, warpSize, NW, lane, warp);
+    setUpBuilder(tb);
+    kda::ChunkInputs in = loadInputs(tb, cr, row, head);
+    kda::ChunkConfig config = cfg.chunkConfig(C, cfg.subChunk, K, V);
+    kda::TapeTileBuilder tape(tb);
+    kda::IntraChunk intra = kda::emitIntraChunk(tape, config, in);
+    if (!tb.failure().empty()) {
+      failure = tb.failure();
+      return;
+    }
+    // Each seed in the layout of the value it seeds.
+    auto seedOf = [&](Value forward, Value mem) {
+      return loadSeed(tb, tb.layoutOf(forward), mem, row, t0, head, valid);
+    };
+    SmallVector<std::pair<Value, Value>> pairs = {
+        {intra.u, seedOf(intra.u, seeds[5])},
+        {intra.qDecayed, seedOf(intra.qDecayed, seeds[1])},
+        {intra.kToEnd, seedOf(intra.kToEnd, seeds[2])},
+        {intra.p, seedOf(intra.p, seeds[3])}};
+    if (intra.w && seeds[0])
+      pairs.push_back({intra.w, seedOf(intra.w, seeds[0])});
+    if (intra.decayLast && seeds[4]) {
+      // d(exp(g_last)) [K], in the chunk's first row.
+      const kda::LaneLayout l = tb.layoutOf(intra.decayLast);
+      SmallVector<Value> regs;
+      for (size_t r = 0; r < l.regs.size(); ++r)
+        regs.push_back(loadRow(seeds[4], {row, t0, head},
+                               tb.coordinate(l, r, 0), 1, {})[0]);
+      pairs.push_back({intra.decayLast, tb.make(l, regs)});
+    }
+    SmallVector<Value> wrt = {in.q, in.k, in.v};
+    for (Value x : {in.gate, in.beta, in.aLog, in.dtBias})
+      if (x)
+        wrt.push_back(x);
+    std::string why;
+    FailureOr<SmallVector<Value>> grads = tape.emitAdjoint(pairs, wrt, why);
+    if (failed(grads)) {
+      failure = why;
+      return;
+    }
+    if (!tb.failure().empty()) {
+      failure = tb.failure();
+      return;
+    }
+    size_t at = 3;
+    Value gGate = in.gate ? (*grads)[at++] : Value();
+    Value gBeta = in.beta ? (*grads)[at++] : Value();
+    Value gALog = in.aLog ? (*grads)[at++] : Value();
+    Value gDt = in.dtBias ? (*grads)[at++] : Value();
+    Value zero = idx(0);
+    auto tokenRow = [&](Value i) {
+      return SmallVector<Value>{row, add(t0, i), head};
+    };
+    auto partialRow = [&](Value i) {
+      return SmallVector<Value>{row, add(t0, i), head, zero};
+    };
+    storeRows(tb, (*grads)[0], dqPart, partialRow, valid);
+    storeRows(tb, (*grads)[1], dkPart, partialRow, valid);
+    storeRows(tb, (*grads)[2], dV, tokenRow, valid);
+    if (gGate) {
+      // A head-wise gate came in as copies along K: its gradient is their
+      // sum.
+      if (cfg.gate == "head")
+        gGate = tb.rowSum(gGate);
+      storeRows(tb, gGate, dGate, tokenRow, valid);
+    }
+    if (gBeta)
+      storeRows(tb, gBeta, dBeta, tokenRow, valid);
+    // The chunk's shares: [1] (A_log, a head-wise dt_bias) or [K].
+    auto identity = [](ImplicitLocOpBuilder &, ValueRange s, ValueRange) {
+      return s[0];
+    };
+    auto slot = [&](Value share, Value mem) {
+      int64_t len = cast<MemRefType>(mem.getType()).getDimSize(3);
+      if (len == 1 && tb.shape(share)[0] != 1)
+        share = tb.rowSum(tb.map({1, tb.shape(share)[0]}, {kda::perColumn(share)},
+                                 identity));
+      storeRows(tb, share, mem,
+                [&](Value j) { return SmallVector<Value>{n, head, ch, j}; },
+                idx(len));
+    };
+    if (gALog && dALogShares)
+      slot(gALog, dALogShares);
+    if (gDt && dDtShares)
+      slot(gDt, dDtShares);
+    if (!tb.failure().empty())
+      failure = tb.failure();
+  }
+
   /// Why the chunk could not be built on lane tiles; empty if it could.
   std::string failure;
 };
@@ -532,8 +777,108 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
                     LLVM::LLVMDialect, NVVM::NVVMDialect>();
   }
 
+  /// The gradient's chunk grid (kda.chunk_pass) on lanes: IntraProgram's
+  /// emitAdjoint over the (sequence, chunk, value head) programs.
+  void runChunkGrid(func::FuncOp func, IntraPassAttr desc) {
+    std::optional<IntraPassConfig> cfg = readConfig(desc);
+    auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
+    if (!cfg || !abi || func.isExternal() ||
+        !kda::runsOnLanes(func, kda::chunkLanesRefusal(desc, threads)))
+      return;
+    std::optional<kda::ProgramGrid> grid =
+        kda::findProgramGrid(func, cfg->grid, "kda-gpu-intra-registers");
+    if (!grid)
+      return signalPassFailure();
+    scf::ForallOp forall = grid->forall;
+    Block *body = forall.getBody();
+    kda::clearProgram(body);
+    ImplicitLocOpBuilder b(forall.getLoc(), &getContext());
+    b.setInsertionPoint(body->getTerminator());
+    Value zero = arith::ConstantIndexOp::create(b, 0);
+    SmallVector<Value> ivs(3, zero);
+    for (auto [i, d] : llvm::enumerate(grid->kept))
+      ivs[d] = forall.getInductionVar(i);
+    auto byName = [&](StringRef name) {
+      return kda::abiArgument(func, abi, name);
+    };
+    // Products in 3xTF32 whatever the inputs' type: the gradient's sums
+    // over every token and channel (dA_log of the softplus gate) sit near
+    // their bar with f32 tiles already (bench/RESULTS.md, twenty-fourth
+    // session).
+    IntraProgram prog(b, *cfg, threads, /*precise=*/true,
+                      kda::MatrixUnit::MmaSync, /*emulated=*/false);
+    prog.q = byName("q");
+    prog.k = byName("k");
+    prog.v = byName("v");
+    prog.gate = byName("gate");
+    prog.beta = byName("beta");
+    prog.aLog = byName("A_log");
+    prog.dtBias = byName("dt_bias");
+    prog.cuSeqlens = byName("cu_seqlens");
+    // Workspaces: the intra grid's (ws0 ..), the reverse scan's dS, the step
+    // grid's seeds in the order dW (delta rule), d(Gamma Q), d(decayed k),
+    // dP, d(exp(g_last)) (gates), dU; then this grid's: the dq and dk
+    // partials, the dA_log and ddt_bias shares (kda-gpu-split-schedule
+    // numbers a grid's workspaces in the order of its results).
+    const int64_t roles = cfg->roles.size();
+    int64_t next = roles + 1;
+    const bool delta = llvm::is_contained(cfg->roles, "w");
+    const bool decays = llvm::is_contained(cfg->roles, "g");
+    for (int s = 0; s < 6; ++s) {
+      if ((s == 0 && !delta) || (s == 4 && !decays))
+        continue;
+      prog.seeds[s] = byName("ws" + std::to_string(next++));
+    }
+    prog.dqPart = byName("ws" + std::to_string(next++));
+    prog.dkPart = byName("ws" + std::to_string(next++));
+    if (prog.aLog)
+      prog.dALogShares = byName("ws" + std::to_string(next++));
+    if (prog.dtBias)
+      prog.dDtShares = byName("ws" + std::to_string(next++));
+    prog.dV = byName("d_v");
+    prog.dGate = byName("d_gate");
+    prog.dBeta = byName("d_beta");
+    auto rankOf = [](Value v) {
+      return v ? cast<MemRefType>(v.getType()).getRank() : -1;
+    };
+    if (!prog.q || !prog.k || !prog.v || !prog.seeds[1] || !prog.seeds[2] ||
+        !prog.seeds[3] || !prog.seeds[5] || (delta && !prog.seeds[0]) ||
+        (decays && (!prog.seeds[4] || !prog.gate || !prog.dGate)) ||
+        (cfg->beta && (!prog.beta || !prog.dBeta)) || !prog.dV ||
+        rankOf(prog.dqPart) != 5 || rankOf(prog.dkPart) != 5 ||
+        (prog.aLog && rankOf(prog.dALogShares) != 4) ||
+        (prog.dtBias && rankOf(prog.dDtShares) != 4)) {
+      func.emitError("kda-gpu-intra-registers: the gradient's chunk kernel "
+                     "lacks an input, a seed workspace or an output its "
+                     "description names");
+      return signalPassFailure();
+    }
+    prog.emitAdjoint(ivs);
+    if (!prog.failure.empty()) {
+      func.emitError("kda-gpu-intra-registers: the intra-chunk adjoint "
+                     "does not run on lane tiles for this kernel: ")
+          << prog.failure;
+      return signalPassFailure();
+    }
+    func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
+    // One block of `threads` per SM, every register it can take: the tape
+    // keeps the forward's intermediates live until the adjoint reads them.
+    func->setAttr(kda::kMaxRegistersAttr,
+                  b.getI32IntegerAttr(std::min<int64_t>(
+                      255, 65536 / threads / 8 * 8)));
+    kda::requireAlignedRows(func, [&](StringRef name, MemRefType type) {
+      return name == "q" || name == "k" || name == "v" ||
+             (name == "gate" && cfg->gate == "channel") ||
+             (name == "dt_bias" && type.getRank() == 2) ||
+             name.starts_with("ws") || name == "d_v" ||
+             (name == "d_gate" && cfg->gate == "channel");
+    });
+  }
+
   void runOnOperation() override {
     func::FuncOp func = getOperation();
+    if (auto chunk = func->getAttrOfType<IntraPassAttr>(kda::kChunkPassAttr))
+      return runChunkGrid(func, chunk);
     auto desc = func->getAttrOfType<IntraPassAttr>(kda::kIntraPassAttr);
     std::optional<IntraPassConfig> cfg = readConfig(desc);
     auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
@@ -730,6 +1075,22 @@ std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
         "slice the padded value columns off), or accept the tile lowering");
   }
   return why;
+}
+
+std::string mlir::kda::chunkLanesRefusal(IntraPassAttr chunkPass,
+                                         int64_t threads, std::string *fix) {
+  // The forward intra program's sizes (on mma.sync), whose layouts the
+  // adjoint program takes.
+  std::string why = intraLanesRefusal(chunkPass, threads, fix, "mma_sync");
+  if (!why.empty())
+    return why;
+  std::optional<IntraPassConfig> cfg = readConfig(chunkPass);
+  if (cfg->gate == "head") {
+    if (fix)
+      *fix = "accept the tile lowering";
+    return "a head-wise gate's adjoint has not been built on lanes";
+  }
+  return "";
 }
 
 std::unique_ptr<Pass> mlir::kda::createGpuIntraRegistersPass(int64_t threads) {

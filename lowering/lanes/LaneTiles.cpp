@@ -719,6 +719,19 @@ Value LaneTileBuilder::map(ArrayRef<int64_t> shape,
     for (const LaneLayout &a : anchors)
       if (ArrayRef<int64_t>(a.shape) == shape)
         layout = a;
+    // [1, N] from an [N] operand read per column ([M, 1] from one read
+    // per row): where that vector lives (the adjoint's sums of a vector).
+    if (!layout && shape.size() == 2 && (shape[0] == 1 || shape[1] == 1))
+      for (const TileOperand &op : operands) {
+        const bool alongRows = op.broadcast == Broadcast::AlongRows;
+        if (!tiles.count(op.value.getAsOpaquePointer()) ||
+            (alongRows ? shape[0] : shape[1]) != 1)
+          continue;
+        const LaneLayout &v = tile_(op.value).layout;
+        if (v.rank() == 1)
+          layout = v.unsqueezed(alongRows ? 0 : 1);
+        break;
+      }
     if (!layout) {
       if (numElements(shape) > 64)
         return fail("a map of only broadcasts to a large tile", shape);
@@ -1105,11 +1118,9 @@ Value LaneTileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
     Value t = matmul(bv, av, /*transA=*/true, /*transB=*/true);
     return transpose(t);
   }
-  if (transA)
-    return fail("a product of two distributed tiles with a transposed A "
-                "operand",
-                {M, N});
-  return mmaProduct(a, bTile, transB, M, K, N);
+  // A transposed A operand (the adjoint's A^T dC): its registers relabeled
+  // (av), which the product converts to its fragments like any A.
+  return mmaProduct(transA ? av : a, bTile, transB, M, K, N);
 }
 
 //===----------------------------------------------------------------------===//

@@ -935,16 +935,18 @@ def run_grad_case(case, torch, oracle):
                          "kimi_softplus": "softplus"}[p],
         lower_bound=-5.0)
     problems, metrics = [], []
-    # How the gradient's step grid was written (its lane program is behind kda-compile
-    # --step-registers until this suite has run it: scripts/build-step-lane-bundles.sh);
-    # KDA_EXPECT_STEP=lanes (or tiles) asserts it.
+    # How the gradient's step and chunk grids were written (their lane programs are behind
+    # kda-compile --step-registers and --chunk-registers until this suite has run them:
+    # scripts/build-step-lane-bundles.sh); KDA_EXPECT_STEP=lanes (or tiles) and
+    # KDA_EXPECT_CHUNK=lanes (or tiles) assert them.
     st = getattr(kops.last_launch, "strategy", None) or {}
-    step = [s.get("kind") for s in st.values() if s.get("kernel") == "step"]
-    if step:
-        metrics.append(f"step {step[0]}")
-    want_step = os.environ.get("KDA_EXPECT_STEP")
-    if want_step and step != [want_step]:
-        problems.append(f"strategy: the gradient's step kernel {step or 'absent'}, expected {want_step}")
+    for kernel, env in (("step", "KDA_EXPECT_STEP"), ("chunk", "KDA_EXPECT_CHUNK")):
+        kinds = [s.get("kind") for s in st.values() if s.get("kernel") == kernel]
+        if kinds:
+            metrics.append(f"{kernel} {kinds[0]}")
+        want = os.environ.get(env)
+        if want and kinds != [want]:
+            problems.append(f"strategy: the gradient's {kernel} kernel {kinds or 'absent'}, expected {want}")
     grad_of = {"q": "dq", "k": "dk", "v": "dv", "g": "dg", "beta": "dbeta", "h0": "dh0", "A_log": "dA_log",
                "dt_bias": "ddt_bias"}
     worst = 0.0

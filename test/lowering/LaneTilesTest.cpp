@@ -1760,6 +1760,182 @@ TEST_F(LaneTilesTest, IntraChunkAdjointOnLanes) {
  }
 }
 
+/// The gradient's chunk grid as its lane driver sets it up
+/// (GpuIntraRegisters.cpp, IntraProgram::emitAdjointChunk): two warps of
+/// mma.sync (3xTF32) splitting K and V by columns, cross-warp sums in
+/// shared memory, the UT transform's parked operands, products contracted
+/// over the warps' columns and transposed A operands (the adjoint's
+/// A^T dC), and Kimi's whole prologue: l2 norm, beta's sigmoid, the gate's
+/// lower-bound and softplus forms with A_log (a scalar the gate's maps
+/// capture: its gradient sums every element's share) and a channel-wise
+/// dt_bias ([K], copies on the row lanes). Every input's gradient along one
+/// direction against central differences of the same lane forward.
+TEST_F(LaneTilesTest, ChunkAdjointOnLanesKimi) {
+  const int64_t C = 16, D = 32, NW = 2, warpSize = 32;
+  ImplicitLocOpBuilder ab =
+      ImplicitLocOpBuilder::atBlockEnd(UnknownLoc::get(&ctx), block);
+  auto wg = gpu::AddressSpaceAttr::get(&ctx, gpu::AddressSpace::Workgroup);
+  const LaneLayout blocked = LaneTileBuilder::rowBlocked(D, warpSize, NW);
+  LaneLayout rowsL; // beta: the blocked rows, copies on t and the warps
+  rowsL.shape = {C};
+  rowsL.regs = {{0}, {8}};
+  rowsL.lanes = {{0}, {0}, {1}, {2}, {4}};
+  rowsL.warps = {{0}};
+  LaneLayout colsL; // dt_bias: the blocked columns, copies on g
+  colsL.shape = {D};
+  const int64_t DW = D / NW, DL = DW / 4;
+  for (int64_t c = 0; c < DL; ++c)
+    colsL.regs.push_back({c});
+  colsL.lanes = {{DL}, {2 * DL}, {0}, {0}, {0}};
+  colsL.warps = {{DW}};
+  ASSERT_EQ(rowsL.check(), "");
+  ASSERT_EQ(colsL.check(), "");
+  // Inputs 0 q, 1 k, 2 v, 3 the raw gate, 4 beta's logits, 5 A_log (a
+  // scalar), 6 dt_bias [K].
+  auto input = [](int which, int64_t i, int64_t j) {
+    switch (which) {
+    case 0: return double((i * 5 + j * 3) % 7 - 3) / 8;
+    case 1: return double((i * 3 + j * 5) % 9 - 4) / 8;
+    case 2: return double((i * 7 + j) % 5 - 2) / 8;
+    case 3: return double((i * 3 + j * 7) % 9 - 4) / 4;
+    case 4: return double((i * 5) % 7 - 3) / 4;
+    case 5: return -0.375;
+    default: return double((i * 3) % 5 - 2) / 8;
+    }
+  };
+  auto direction = [](int which, int64_t i, int64_t j) {
+    return double(((which + 1) * 13 + i * 7 + j * 11) % 17 - 8) / 8;
+  };
+  const char *outputs[] = {"u", "w", "q", "k", "p", "g"};
+  const char *inputs[] = {"q", "k", "v", "gate", "beta", "A_log", "dt_bias"};
+  auto indexOf = [](ArrayRef<const char *> names, const std::string &n) {
+    return int(llvm::find_if(names, [&](const char *x) { return n == x; }) -
+               names.begin());
+  };
+  auto seedOf = [](int which, int64_t i, int64_t j) {
+    return double((which * 5 + i * 3 + j * 7) % 11 - 5) / 8;
+  };
+  for (GateActivation act :
+       {GateActivation::lower_bound, GateActivation::softplus}) {
+    ChunkConfig config;
+    config.chunk = C;
+    config.subChunk = C;
+    config.keyDim = D;
+    config.valueDim = D;
+    config.qkL2Norm = true;
+    config.scale = 1.0 / std::sqrt(double(D));
+    config.betaActivation = BetaActivation::sigmoid;
+    config.gateActivation = act;
+    auto buffer = [&](int64_t words) {
+      return memref::AllocOp::create(
+          ab, MemRefType::get({words}, ab.getF32Type(),
+                              MemRefLayoutAttrInterface{}, wg));
+    };
+    // The driver's shared memory (sharedWords at C = 16, K = V = 32, two
+    // warps): cross-warp sums, the exchange regions, the parking.
+    Value scratch = buffer(2 * NW * (2 * C * C / 32) * 32);
+    Value exchange = buffer(NW * C * (C + 1) * 2);
+    Value parking = buffer(C * 2 * (D + 4));
+    const double h = 1.0 / 1024;
+    bool onlyParams = false;
+    auto program = [&](int sign) {
+      return [&, sign](Lane &ln, int64_t l, int64_t w) {
+        std::vector<Kept> out;
+        LaneTileBuilder &tb = *ln.tb;
+        tb.useMmaSync(ab.getF32Type()); // 3xTF32
+        tb.useScratch(scratch);
+        tb.useExchange(exchange);
+        tb.preferColumnSplits();
+        tb.useParking(parking);
+        tb.anchor(LaneTileBuilder::unitAccumulator(MatrixUnit::MmaSync, C, C)
+                      .spread({C, C}, {0, 0}, NW));
+        auto at = [&](int which) {
+          const int moved = onlyParams && which < 5 ? 0 : sign;
+          return [=](int64_t i, int64_t j) {
+            return input(which, i, j) + moved * h * direction(which, i, j);
+          };
+        };
+        ChunkInputs in;
+        in.q = tileAt(tb, blocked, l, w, at(0));
+        in.k = tileAt(tb, blocked, l, w, at(1));
+        in.v = tileAt(tb, blocked, l, w, at(2));
+        in.gate = tileAt(tb, blocked, l, w, at(3));
+        in.beta = tileAt(tb, rowsL, l, w, at(4));
+        in.aLog = tb.constantF32(at(5)(0, 0));
+        in.dtBias = tileAt(tb, colsL, l, w, at(6));
+        in.validRows = arith::ConstantIndexOp::create(ln.b, C);
+        if (sign != 0) {
+          IntraChunk intra = emitIntraChunk(tb, config, in);
+          EXPECT_EQ(tb.failure(), "");
+          Value tiles[] = {intra.u, intra.w, intra.qDecayed, intra.kToEnd,
+                           intra.p, intra.decayLast};
+          for (int o = 0; o < 6; ++o)
+            out.push_back(kept(tb, outputs[o], tiles[o]));
+          return out;
+        }
+        TapeTileBuilder tape(tb);
+        IntraChunk intra = emitIntraChunk(tape, config, in);
+        EXPECT_EQ(tb.failure(), "");
+        Value tiles[] = {intra.u, intra.w, intra.qDecayed, intra.kToEnd,
+                         intra.p, intra.decayLast};
+        SmallVector<std::pair<Value, Value>> seeds;
+        for (int o = 0; o < 6; ++o)
+          seeds.push_back(
+              {tiles[o], tileAt(tb, tb.layoutOf(tiles[o]), l, w,
+                                [&](int64_t i, int64_t j) {
+                                  return seedOf(o, i, j);
+                                })});
+        std::string why;
+        auto g = tape.emitAdjoint(
+            seeds, {in.q, in.k, in.v, in.gate, in.beta, in.aLog, in.dtBias},
+            why);
+        EXPECT_TRUE(succeeded(g)) << why;
+        if (failed(g))
+          return out;
+        EXPECT_EQ(tb.failure(), "");
+        for (int x = 0; x < 7; ++x)
+          out.push_back(kept(tb, inputs[x], (*g)[x]));
+        return out;
+      };
+    };
+    Elements grads = runLockStep(warpSize, NW, program(0));
+    auto seedWeight = [&](const std::string &n, int64_t i, int64_t j) {
+      return seedOf(indexOf(outputs, n), i, j);
+    };
+    const double fd =
+        (weighted(runLockStep(warpSize, NW, program(1)), seedWeight) -
+         weighted(runLockStep(warpSize, NW, program(-1)), seedWeight)) /
+        (2 * h);
+    auto along = [&](const std::string &n, int64_t i, int64_t j) {
+      return direction(indexOf(inputs, n), i, j);
+    };
+    // q, k, v, gate [16, 32], beta [16], A_log [1], dt_bias [32].
+    EXPECT_EQ(int64_t(grads.size()), 4 * C * D + C + 1 + D);
+    const double analytic = weighted(grads, along),
+                 scale = weighted(grads, along, /*absolute=*/true);
+    EXPECT_GT(scale, 1.0);
+    EXPECT_NEAR(analytic, fd, 1e-5 * (1 + scale))
+        << (act == GateActivation::softplus ? "softplus" : "lower bound");
+    // The gate's parameters alone (their share of the sum above is small):
+    // a direction that moves only A_log and dt_bias.
+    onlyParams = true;
+    const double fdParams =
+        (weighted(runLockStep(warpSize, NW, program(1)), seedWeight) -
+         weighted(runLockStep(warpSize, NW, program(-1)), seedWeight)) /
+        (2 * h);
+    onlyParams = false;
+    auto alongParams = [&](const std::string &n, int64_t i, int64_t j) {
+      int which = indexOf(inputs, n);
+      return which >= 5 ? direction(which, i, j) : 0.0;
+    };
+    const double analyticParams = weighted(grads, alongParams),
+                 scaleParams = weighted(grads, alongParams, true);
+    EXPECT_GT(scaleParams, 0.01);
+    EXPECT_NEAR(analyticParams, fdParams, 1e-4 * (1 + scaleParams))
+        << (act == GateActivation::softplus ? "softplus" : "lower bound");
+  }
+}
+
 /// The state step's adjoint on lane tiles with respect to everything it
 /// reads (the gradient's reverse scan takes the state's part, its step grid
 /// the chunk's inputs' part): emitStateStep recorded by the tape over one

@@ -107,6 +107,12 @@ static cl::opt<bool> stepRegisters(
     cl::desc("NVIDIA: the gradient's step grid on the state program's lanes "
              "(off by default until the GPU suite has run it)"),
     cl::init(false), cl::cat(compileCategory));
+static cl::opt<bool> chunkRegisters(
+    "chunk-registers",
+    cl::desc("NVIDIA: the gradient's chunk grid (the intra-chunk part's "
+             "adjoint) on lanes (off by default until the GPU suite has run "
+             "it)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<int64_t> stateStages(
     "state-stages",
     cl::desc("NVIDIA: chunks in flight (cp.async stages, 2 to 8) of the "
@@ -676,6 +682,7 @@ int main(int argc, char **argv) {
     options.stateStages = stateStages;
     options.emulateWmma = emulateWmma;
     options.stepRegisters = stepRegisters;
+    options.chunkRegisters = chunkRegisters;
     options.schedule = schedule;
     options.format = format.str();
     options.toolkit = toolkit;

@@ -156,9 +156,8 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       *this, "step-registers",
       llvm::cl::desc("NVIDIA: the gradient's step grid (the state step's "
                      "adjoint with respect to each chunk's inputs) on the "
-                     "state program's lanes (off: the tile lowering; off by "
-                     "default until the GPU suite has run it)"),
-      llvm::cl::init(false)};
+                     "state program's lanes (off: the tile lowering)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> chunkRegisters{
       *this, "chunk-registers",
       llvm::cl::desc("NVIDIA: the gradient's chunk grid (the intra-chunk "

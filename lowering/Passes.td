@@ -101,9 +101,8 @@ def KdaGpuSelectStrategy : Pass<"kda-gpu-select-strategy", "ModuleOp"> {
            "Register intra-chunk kernels">,
     Option<"stateLanes", "state-registers", "bool", /*default=*/"true",
            "Register state kernels">,
-    Option<"stepLanes", "step-registers", "bool", /*default=*/"false",
-           "The gradient's step grid on lanes (off until the GPU suite "
-           "has run it)">,
+    Option<"stepLanes", "step-registers", "bool", /*default=*/"true",
+           "The gradient's step grid on lanes">,
     Option<"chunkLanes", "chunk-registers", "bool", /*default=*/"false",
            "The gradient's chunk grid (the intra-chunk adjoint) on lanes "
            "(off until the GPU suite has run it)">,

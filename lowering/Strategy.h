@@ -45,11 +45,11 @@ struct StrategyOptions {
   bool tensorCores = true; // tensor-core tile matmuls (off: no lane kernels)
   bool intraLanes = true;  // the pipeline's intra-registers option
   bool stateLanes = true;  // state-registers
-  /// step-registers: the gradient's step grid on lanes. Off by default: its
-  /// program (GpuStateRegisters.cpp, emitStep) compiles without spills but
-  /// has not yet run on a GPU (twenty-ninth session); the GPU suite's
-  /// gradient cases with bundles of `kda-compile --step-registers` decide.
-  bool stepLanes = false;
+  /// step-registers: the gradient's step grid on lanes (GpuStateRegisters.cpp,
+  /// emitStep). On since the thirtieth session: the GPU suite's gradient
+  /// cases within their bars and the sanitizers clean with it, and faster
+  /// than its tile lowering (bench/RESULTS.md).
+  bool stepLanes = true;
   /// chunk-registers: the gradient's chunk grid (emitIntraChunk recomputed
   /// under the tape, and its adjoint) on lanes (GpuIntraRegisters.cpp).
   /// Off by default until the GPU suite's gradient cases have run it.

@@ -113,12 +113,8 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
       d.reason = noTensorCores;
     else if (!o.stateLanes)
       d.reason = "switched off (state-registers=false)";
-    else if (!o.stepLanes) {
-      d.reason = "its lane program has not yet run on a GPU (step-registers "
-                 "is off until the GPU suite passes with it)";
-      d.fix = "kda-compile --step-registers (the GPU suite's gradient "
-              "cases check it)";
-    }
+    else if (!o.stepLanes)
+      d.reason = "switched off (step-registers=false)";
     else if (std::string why = kda::stepLanesRefusal(f, step, o.threads,
                                                       &d.fix, o.instructions);
              !why.empty())

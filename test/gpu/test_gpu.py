@@ -593,6 +593,10 @@ def sanitize_cases():
                    layout="v_major", prologue="kimi_lb", tokens=3, spec=True),
         GradCase("san-grad-bf16-k64-kimi-lb-varlen-20,1,35-h0-ht-gva", "bf16", 64, seqlens=[20, 1, 35], H=1,
                  HV=2, h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
+        # K = 128: the chunk grid's lane program (kda-compile --chunk-registers) where the
+        # bundles have it; a sequence ending inside a chunk, one past the others' chunks.
+        GradCase("san-grad-bf16-k128-kimi-lb-varlen-20,37-h0-ht", "bf16", 128, seqlens=[20, 37], H=1,
+                 h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
         WindowCase("san-bf16-k64-window-W16-varlen-gqa", "bf16", 64, 16, seqlens=[20, 1, 45], HQ=2, HK=1),
         # The lane kernel's two shared stages, interior and edge blocks, a partial last block.
         WindowCase("san-bf16-k128-window-W100-T300-gqa", "bf16", 128, 100, B=1, T=300, HQ=2, HK=1),
@@ -935,18 +939,25 @@ def run_grad_case(case, torch, oracle):
                          "kimi_softplus": "softplus"}[p],
         lower_bound=-5.0)
     problems, metrics = [], []
-    # How the gradient's step and chunk grids were written (their lane programs are behind
-    # kda-compile --step-registers and --chunk-registers until this suite has run them:
-    # scripts/build-step-lane-bundles.sh); KDA_EXPECT_STEP=lanes (or tiles) and
+    # How the gradient's step and chunk grids were written (the chunk grid's lane program
+    # is behind kda-compile --chunk-registers until the sanitizers have run it:
+    # scripts/build-chunk-lane-bundles.sh); KDA_EXPECT_STEP=lanes (or tiles) and
     # KDA_EXPECT_CHUNK=lanes (or tiles) assert them.
-    st = getattr(kops.last_launch, "strategy", None) or {}
+    # (From the gradient's bundle: the backward runs in autograd's own thread, and
+    # kda.ops.last_launch is per thread.)
+    from kda import bundles as kbundles
+    path = kbundles.find_bundle(case.configs()[-1], kops.chip_for_device(0))
+    st = {}
+    if path:
+        with open(os.path.join(path, "manifest.json")) as f:
+            st = {k["name"]: k.get("strategy") or {} for k in json.load(f).get("kernels", [])}
     for kernel, env in (("step", "KDA_EXPECT_STEP"), ("chunk", "KDA_EXPECT_CHUNK")):
         kinds = [s.get("kind") for s in st.values() if s.get("kernel") == kernel]
         if kinds:
             metrics.append(f"{kernel} {kinds[0]}")
-        want = os.environ.get(env)
-        if want and kinds != [want]:
-            problems.append(f"strategy: the gradient's {kernel} kernel {kinds or 'absent'}, expected {want}")
+        expected = os.environ.get(env)
+        if expected and kinds != [expected]:
+            problems.append(f"strategy: the gradient's {kernel} kernel {kinds or 'absent'}, expected {expected}")
     grad_of = {"q": "dq", "k": "dk", "v": "dv", "g": "dg", "beta": "dbeta", "h0": "dh0", "A_log": "dA_log",
                "dt_bias": "ddt_bias"}
     worst = 0.0

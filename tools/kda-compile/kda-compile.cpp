@@ -105,8 +105,8 @@ static cl::opt<bool> emulateWmma(
 static cl::opt<bool> stepRegisters(
     "step-registers",
     cl::desc("NVIDIA: the gradient's step grid on the state program's lanes "
-             "(off by default until the GPU suite has run it)"),
-    cl::init(false), cl::cat(compileCategory));
+             "(--step-registers=false: the tile lowering)"),
+    cl::init(true), cl::cat(compileCategory));
 static cl::opt<bool> chunkRegisters(
     "chunk-registers",
     cl::desc("NVIDIA: the gradient's chunk grid (the intra-chunk part's "

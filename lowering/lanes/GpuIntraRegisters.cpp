@@ -155,6 +155,21 @@ struct IntraProgram : kda::LaneBuilder {
         NW(threads / warpSize), KW(cfg.keyDim / NW), VW(cfg.valueDim / NW),
         KL(KW / 4), VL(VW / 4), precise(precise) {}
 
+  /// The kernel's inputs by their ABI names (null where absent).
+  void bindInputs(func::FuncOp func, ArrayAttr abi) {
+    auto byName = [&](StringRef name) {
+      return kda::abiArgument(func, abi, name);
+    };
+    q = byName("q");
+    k = byName("k");
+    v = byName("v");
+    gate = byName("gate");
+    beta = byName("beta");
+    aLog = byName("A_log");
+    dtBias = byName("dt_bias");
+    cuSeqlens = byName("cu_seqlens");
+  }
+
   /// Runs `body` only where `cond` holds.
   void when(Value cond, llvm::function_ref<void()> body) {
     auto op = scf::IfOp::create(b, cond, false);
@@ -807,14 +822,7 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     // session).
     IntraProgram prog(b, *cfg, threads, /*precise=*/true,
                       kda::MatrixUnit::MmaSync, /*emulated=*/false);
-    prog.q = byName("q");
-    prog.k = byName("k");
-    prog.v = byName("v");
-    prog.gate = byName("gate");
-    prog.beta = byName("beta");
-    prog.aLog = byName("A_log");
-    prog.dtBias = byName("dt_bias");
-    prog.cuSeqlens = byName("cu_seqlens");
+    prog.bindInputs(func, abi);
     // Workspaces: the intra grid's (ws0 ..), the reverse scan's dS, the step
     // grid's seeds in the order dW (delta rule), d(Gamma Q), d(decayed k),
     // dP, d(exp(g_last)) (gates), dU; then this grid's: the dq and dk
@@ -941,14 +949,7 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
       ivs[d] = forall.getInductionVar(i);
 
     IntraProgram prog(b, *cfg, threads, precise, unit, emulated);
-    prog.q = byName("q");
-    prog.k = byName("k");
-    prog.v = byName("v");
-    prog.gate = byName("gate");
-    prog.beta = byName("beta");
-    prog.aLog = byName("A_log");
-    prog.dtBias = byName("dt_bias");
-    prog.cuSeqlens = byName("cu_seqlens");
+    prog.bindInputs(func, abi);
     kda::workspacesByRole(func, abi, cfg->roles, prog.ws);
     if (!prog.q || !prog.k || !prog.v || !prog.ws[1] || !prog.ws[2] ||
         !prog.ws[3] || !prog.ws[4] || (cfg->delta && !prog.ws[0]) ||

@@ -365,22 +365,31 @@ struct IntraProgram : kda::LaneBuilder {
     return l;
   }
 
-  /// Stores a [C, D] tile's rows below `valid` at mem[row, t0 + i, head,
-  /// column] (workspaces [B, T, H, D]), each element once (the first copy),
+  /// Whether registers r and r + 1 of a rank-2 layout are columns j and
+  /// j + 1 of one row (j even): one 8-byte access.
+  static bool pairedWithNext(const kda::LaneLayout &l, size_t r) {
+    return l.rank() == 2 && r + 1 < l.regs.size() &&
+           l.regs[r + 1][0] == l.regs[r][0] &&
+           l.regs[r + 1][1] == l.regs[r][1] + 1 && l.regs[r][1] % 2 == 0;
+  }
+
+  /// Stores the rows below `valid` of a [C, D] tile at mem[prefix(i)...,
+  /// column] or of a [C] tile at mem[prefix(i)...], each element once (the
+  /// first copy): blocked() tiles as 16-byte rows, other layouts by element,
   /// consecutive column pairs of a lane as one vector.
-  void storeTile(kda::LaneTileBuilder &tb, Value tile, Value mem, Value row,
-                 Value t0, Value head, Value valid) {
+  void storeRows(kda::LaneTileBuilder &tb, Value tile, Value mem,
+                 llvm::function_ref<SmallVector<Value>(Value i)> prefix,
+                 Value valid) {
     const kda::LaneLayout &l = tb.layoutOf(tile);
     ArrayRef<Value> regs = tb.registersOf(tile);
-    if (l == blocked(l.shape[1])) {
+    if (l.rank() == 2 && l == blocked(l.shape[1])) {
       // 16-byte rows.
       const int64_t DL = l.regs.size() / halves;
       Value col = add(mul(warp, l.shape[1] / NW), mul(t, DL));
       for (int h = 0; h < halves; ++h) {
         Value i = add(g, 8 * h);
         when(ult(i, valid), [&] {
-          storeRow(mem, {row, add(t0, i), head}, col,
-                   regs.slice(h * DL, DL));
+          storeRow(mem, prefix(i), col, regs.slice(h * DL, DL));
         });
       }
       return;
@@ -388,21 +397,50 @@ struct IntraProgram : kda::LaneBuilder {
     Value first = tb.holdsFirstCopy(l);
     when(first, [&] {
       for (size_t r = 0; r < l.regs.size(); ++r) {
-        const bool pair = r + 1 < l.regs.size() &&
-                          l.regs[r + 1][0] == l.regs[r][0] &&
-                          l.regs[r + 1][1] == l.regs[r][1] + 1 &&
-                          l.regs[r][1] % 2 == 0;
-        Value i = tb.coordinate(l, r, 0), j = tb.coordinate(l, r, 1);
+        const bool pair = pairedWithNext(l, r);
+        Value i = tb.coordinate(l, r, 0);
+        Value j = l.rank() == 2 ? tb.coordinate(l, r, 1) : Value();
         SmallVector<Value> values = {regs[r]};
         if (pair)
           values.push_back(regs[r + 1]);
         when(ult(i, valid), [&] {
-          storeRow(mem, {row, add(t0, i), head}, j, values);
+          if (l.rank() == 1)
+            memref::StoreOp::create(
+                b,
+                fromF32(values[0],
+                        cast<MemRefType>(mem.getType()).getElementType()),
+                mem, prefix(i));
+          else
+            storeRow(mem, prefix(i), j, values);
         });
         if (pair)
           ++r;
       }
     });
+  }
+
+  /// A [C, D] tile's rows below `valid` at mem[row, t0 + i, head, column]
+  /// (workspaces [B, T, H, D]).
+  void storeTile(kda::LaneTileBuilder &tb, Value tile, Value mem, Value row,
+                 Value t0, Value head, Value valid) {
+    storeRows(
+        tb, tile, mem,
+        [&](Value i) { return SmallVector<Value>{row, add(t0, i), head}; },
+        valid);
+  }
+
+  /// A [C, D] tile of mem[row, token, headIdx, col ...] rows in blocked():
+  /// rows past the sequence's end read its last row, zeros there where
+  /// `masked`.
+  Value loadBlocked(kda::LaneTileBuilder &tb, const ChunkRows &cr, Value mem,
+                    Value row, Value headIdx, Value col, int64_t D,
+                    bool masked) {
+    SmallVector<Value> regsOut;
+    for (int h = 0; h < halves; ++h)
+      llvm::append_range(regsOut,
+                         loadRow(mem, {row, cr.tok[h], headIdx}, col,
+                                 D / NW / 4, masked ? cr.ok[h] : Value()));
+    return tb.make(blocked(D), regsOut);
   }
 
   /// The lane tile builder's products, shared memory and anchor, as every
@@ -461,12 +499,7 @@ struct IntraProgram : kda::LaneBuilder {
     Value qkHead = cr.qkHead;
     auto loadTile = [&](Value mem, Value headIdx, Value col, int64_t D,
                         bool masked) {
-      SmallVector<Value> regsOut;
-      for (int h = 0; h < halves; ++h)
-        llvm::append_range(regsOut,
-                           loadRow(mem, {row, tok[h], headIdx}, col, D / NW / 4,
-                                   masked ? ok[h] : Value()));
-      return tb.make(blocked(D), regsOut);
+      return loadBlocked(tb, cr, mem, row, headIdx, col, D, masked);
     };
     kda::ChunkInputs in;
     in.q = loadTile(q, qkHead, colK, K, true);
@@ -551,87 +584,28 @@ struct IntraProgram : kda::LaneBuilder {
   Value seeds[6]; // dW, d(Gamma Q), d(decayed k), dP, d(exp(g_last)), dU
   Value dqPart, dkPart, dV, dGate, dBeta, dALogShares, dDtShares;
 
-  /// Calls `body(r, i, j, pair)` for every register r of a rank-2 `layout`
-  /// at its element (i, j), on the lanes that hold its first copy; `pair`:
-  /// registers r and r + 1 are columns j and j + 1 of the same row (j even),
-  /// and the call takes both (r + 1 is skipped after it).
-  void forEachFirstElement(kda::LaneTileBuilder &tb,
-                           const kda::LaneLayout &l,
-                           llvm::function_ref<void(int64_t r, Value i, Value j,
-                                                   bool pair)>
-                               body) {
-    when(tb.holdsFirstCopy(l), [&] {
-      for (size_t r = 0; r < l.regs.size(); ++r) {
-        const bool pair = l.rank() == 2 && r + 1 < l.regs.size() &&
-                          l.regs[r + 1][0] == l.regs[r][0] &&
-                          l.regs[r + 1][1] == l.regs[r][1] + 1 &&
-                          l.regs[r][1] % 2 == 0;
-        Value i = tb.coordinate(l, r, 0);
-        Value j = l.rank() == 2 ? tb.coordinate(l, r, 1) : Value();
-        body(r, i, j, pair);
-        if (pair)
-          ++r;
-      }
-    });
-  }
-
   /// A [C, D] seed of workspace `mem` ([B, T, HV, D], the step grid's) in
-  /// `layout` (the forward value's it seeds): rows below `valid` of
+  /// `layout` (the forward value's it seeds): rows below cr.valid of
   /// mem[row, t0 + i, head, :], zeros below. Every lane loads its own
-  /// registers (copies included), rows past `valid` read the last valid one.
+  /// registers (copies included), rows past the end read the last valid one.
   Value loadSeed(kda::LaneTileBuilder &tb, const kda::LaneLayout &l, Value mem,
-                 Value row, Value t0, Value head, Value valid) {
-    Value lastRow = arith::SubIOp::create(b, valid, idx(1));
+                 Value row, Value t0, Value head, const ChunkRows &cr) {
+    const int64_t D = l.shape[1];
+    if (l == blocked(D))
+      return loadBlocked(tb, cr, mem, row, head,
+                         add(mul(warp, D / NW), mul(t, D / NW / 4)), D, true);
+    Value lastRow = arith::SubIOp::create(b, cr.valid, idx(1));
     SmallVector<Value> regs(l.regs.size());
-    if (l == blocked(l.shape[1])) {
-      const int64_t DL = l.regs.size() / halves;
-      Value col = add(mul(warp, l.shape[1] / NW), mul(t, DL));
-      for (int h = 0; h < halves; ++h) {
-        Value i = add(g, 8 * h);
-        SmallVector<Value> x =
-            loadRow(mem, {row, add(t0, minu(i, lastRow)), head}, col, DL,
-                    ult(i, valid));
-        llvm::copy(x, regs.begin() + h * DL);
-      }
-      return tb.make(l, regs);
-    }
     for (size_t r = 0; r < l.regs.size(); ++r) {
-      const bool pair = r + 1 < l.regs.size() &&
-                        l.regs[r + 1][0] == l.regs[r][0] &&
-                        l.regs[r + 1][1] == l.regs[r][1] + 1 &&
-                        l.regs[r][1] % 2 == 0;
+      const bool pair = pairedWithNext(l, r);
       Value i = tb.coordinate(l, r, 0), j = tb.coordinate(l, r, 1);
       SmallVector<Value> x = loadRow(mem, {row, add(t0, minu(i, lastRow)), head},
-                                     j, pair ? 2 : 1, ult(i, valid));
+                                     j, pair ? 2 : 1, ult(i, cr.valid));
       regs[r] = x[0];
       if (pair)
         regs[++r] = x[1];
     }
     return tb.make(l, regs);
-  }
-
-  /// Stores the rows below `valid` of a [C, D] tile at mem[prefix(i)...,
-  /// j] or of a [C] tile at mem[prefix(i)...], each element once.
-  void storeRows(kda::LaneTileBuilder &tb, Value tile, Value mem,
-                 llvm::function_ref<SmallVector<Value>(Value i)> prefix,
-                 Value valid) {
-    const kda::LaneLayout l = tb.layoutOf(tile);
-    SmallVector<Value> regs(tb.registersOf(tile));
-    forEachFirstElement(tb, l, [&](int64_t r, Value i, Value j, bool pair) {
-      when(ult(i, valid), [&] {
-        if (l.rank() == 1) {
-          memref::StoreOp::create(
-              b, fromF32(regs[r], cast<MemRefType>(mem.getType())
-                                      .getElementType()),
-              mem, prefix(i));
-          return;
-        }
-        SmallVector<Value> values = {regs[r]};
-        if (pair)
-          values.push_back(regs[r + 1]);
-        storeRow(mem, prefix(i), j, values);
-      });
-    });
   }
 
   /// The gradient's chunk grid: program (n, ch, head) recomputes its
@@ -698,7 +672,7 @@ struct IntraProgram : kda::LaneBuilder {
     }
     // Each seed in the layout of the value it seeds.
     auto seedOf = [&](Value forward, Value mem) {
-      return loadSeed(tb, tb.layoutOf(forward), mem, row, t0, head, valid);
+      return loadSeed(tb, tb.layoutOf(forward), mem, row, t0, head, cr);
     };
     SmallVector<std::pair<Value, Value>> pairs = {
         {intra.u, seedOf(intra.u, seeds[5])},
@@ -745,13 +719,8 @@ struct IntraProgram : kda::LaneBuilder {
     storeRows(tb, (*grads)[0], dqPart, partialRow, valid);
     storeRows(tb, (*grads)[1], dkPart, partialRow, valid);
     storeRows(tb, (*grads)[2], dV, tokenRow, valid);
-    if (gGate) {
-      // A head-wise gate came in as copies along K: its gradient is their
-      // sum.
-      if (cfg.gate == "head")
-        gGate = tb.rowSum(gGate);
+    if (gGate) // (channel-wise: chunkLanesRefusal takes head-wise gates)
       storeRows(tb, gGate, dGate, tokenRow, valid);
-    }
     if (gBeta)
       storeRows(tb, gBeta, dBeta, tokenRow, valid);
     // The chunk's shares: [1] (A_log, a head-wise dt_bias) or [K].
@@ -809,10 +778,7 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     kda::clearProgram(body);
     ImplicitLocOpBuilder b(forall.getLoc(), &getContext());
     b.setInsertionPoint(body->getTerminator());
-    Value zero = arith::ConstantIndexOp::create(b, 0);
-    SmallVector<Value> ivs(3, zero);
-    for (auto [i, d] : llvm::enumerate(grid->kept))
-      ivs[d] = forall.getInductionVar(i);
+    SmallVector<Value> ivs = kda::programCoordinates(forall, *grid, b);
     auto byName = [&](StringRef name) {
       return kda::abiArgument(func, abi, name);
     };
@@ -823,20 +789,11 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     IntraProgram prog(b, *cfg, threads, /*precise=*/true,
                       kda::MatrixUnit::MmaSync, /*emulated=*/false);
     prog.bindInputs(func, abi);
-    // Workspaces: the intra grid's (ws0 ..), the reverse scan's dS, the step
-    // grid's seeds in the order dW (delta rule), d(Gamma Q), d(decayed k),
-    // dP, d(exp(g_last)) (gates), dU; then this grid's: the dq and dk
-    // partials, the dA_log and ddt_bias shares (kda-gpu-split-schedule
-    // numbers a grid's workspaces in the order of its results).
-    const int64_t roles = cfg->roles.size();
-    int64_t next = roles + 1;
+    // Workspaces: the step grid's seeds, then this grid's: the dq and dk
+    // partials, the dA_log and ddt_bias shares.
     const bool delta = llvm::is_contained(cfg->roles, "w");
     const bool decays = llvm::is_contained(cfg->roles, "g");
-    for (int s = 0; s < 6; ++s) {
-      if ((s == 0 && !delta) || (s == 4 && !decays))
-        continue;
-      prog.seeds[s] = byName("ws" + std::to_string(next++));
-    }
+    int64_t next = kda::seedWorkspaces(func, abi, cfg->roles, prog.seeds);
     prog.dqPart = byName("ws" + std::to_string(next++));
     prog.dkPart = byName("ws" + std::to_string(next++));
     if (prog.aLog)
@@ -943,10 +900,7 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     }
     ImplicitLocOpBuilder b(forall.getLoc(), &getContext());
     b.setInsertionPoint(body->getTerminator());
-    Value zero = arith::ConstantIndexOp::create(b, 0);
-    SmallVector<Value> ivs(3, zero);
-    for (auto [i, d] : llvm::enumerate(grid->kept))
-      ivs[d] = forall.getInductionVar(i);
+    SmallVector<Value> ivs = kda::programCoordinates(forall, *grid, b);
 
     IntraProgram prog(b, *cfg, threads, precise, unit, emulated);
     prog.bindInputs(func, abi);

@@ -1145,10 +1145,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     kda::clearProgram(body);
     ImplicitLocOpBuilder b(forall.getLoc(), &getContext());
     b.setInsertionPoint(body->getTerminator());
-    Value zero = arith::ConstantIndexOp::create(b, 0);
-    SmallVector<Value> ivs(3, zero);
-    for (auto [i, d] : llvm::enumerate(grid->kept))
-      ivs[d] = forall.getInductionVar(i);
+    SmallVector<Value> ivs = kda::programCoordinates(forall, *grid, b);
     const StatePassConfig taken = takenRoles(*cfg, false, true);
     SmallVector<Type> wsTypes = workspaceTypes(func, *cfg, false, true);
     const bool byK = LaneStateProgram::splitsK(wsTypes, taken, unit);
@@ -1163,17 +1160,10 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     kda::workspacesByRole(func, abi, cfg->roles, lp.ws);
     const bool gate = llvm::is_contained(cfg->roles, "g");
     // Workspaces: the intra grid's (ws0 ..), the reverse scan's dS, then
-    // this grid's seeds in the order dW (delta rule), d(Gamma Q),
-    // d(decayed k), dP, d(exp(g_last)) (gates), dU.
-    const int64_t roles = cfg->roles.size();
-    lp.dStates = byName("ws" + std::to_string(roles));
-    int64_t next = roles + 1;
+    // this grid's seeds (seedWorkspaces).
+    lp.dStates = byName("ws" + std::to_string(cfg->roles.size()));
     const bool delta = llvm::is_contained(cfg->roles, "w");
-    for (int k = 0; k < 6; ++k) {
-      if ((k == 0 && !delta) || (k == 4 && !gate))
-        continue;
-      lp.seeds[k] = byName("ws" + std::to_string(next++));
-    }
+    kda::seedWorkspaces(func, abi, cfg->roles, lp.seeds);
     lp.dO = byName("d_o");
     lp.keptStates = byName("chunk_states");
     lp.cuSeqlens = byName("cu_seqlens");

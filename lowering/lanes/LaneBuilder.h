@@ -95,6 +95,25 @@ inline void workspacesByRole(func::FuncOp func, ArrayAttr abi,
         ws[r] = abiArgument(func, abi, "ws" + std::to_string(i));
 }
 
+/// The gradient's seed workspaces (its step grid's outputs, its chunk grid's
+/// inputs), numbered after the intra grid's workspaces (`roles`) and the
+/// reverse scan's dS, in the order seeds[0..5] = dW (delta rule), d(Gamma Q),
+/// d(decayed k), dP, d(exp(g_last)) (gates), dU (kda-gpu-split-schedule
+/// numbers a grid's workspaces in the order of its results). Returns the
+/// number the next workspace takes (the chunk grid's own).
+inline int64_t seedWorkspaces(func::FuncOp func, ArrayAttr abi,
+                              ArrayRef<std::string> roles, Value (&seeds)[6]) {
+  const bool delta = llvm::is_contained(roles, "w");
+  const bool decays = llvm::is_contained(roles, "g");
+  int64_t next = roles.size() + 1;
+  for (int s = 0; s < 6; ++s) {
+    if ((s == 0 && !delta) || (s == 4 && !decays))
+      continue;
+    seeds[s] = abiArgument(func, abi, "ws" + std::to_string(next++));
+  }
+  return next;
+}
+
 /// The one program grid of a chunk-parallel kernel, which a lane pass
 /// rewrites, and which of the dimensions `described` names (its extents,
 /// -1 dynamic) it still has: the GPU pipelines keep a grid's dimensions of
@@ -129,6 +148,20 @@ findProgramGrid(func::FuncOp func, ArrayRef<int64_t> described,
     return std::nullopt;
   }
   return grid;
+}
+
+/// The program's coordinates in its description's order (`grid`'s kept
+/// dimensions; zero for those the grid no longer has), built by `b` inside
+/// `forall`'s body (the grid's, or one the pass put in its place).
+inline SmallVector<Value> programCoordinates(scf::ForallOp forall,
+                                             const ProgramGrid &grid,
+                                             ImplicitLocOpBuilder &b,
+                                             int64_t described = 3) {
+  Value zero = arith::ConstantIndexOp::create(b, 0);
+  SmallVector<Value> ivs(described, zero);
+  for (auto [i, d] : llvm::enumerate(grid.kept))
+    ivs[d] = forall.getInductionVar(i);
+  return ivs;
 }
 
 /// Erases a program's body (its tile lowering), keeping the terminator.

@@ -206,6 +206,46 @@ protected:
     }
     return tb.make(layout, regs);
   }
+  /// emitIntraChunk on lane l of warp w's builder: its six outputs kept as
+  /// "u", "w", "q", "k", "p", "g"; or (`adjoint`) recorded by the tape, its
+  /// adjoint seeded on every output o with seed(o, i, j), and the gradients
+  /// of `wrt` kept under `wrtNames`.
+  static std::vector<Kept>
+  intraChunkOnLane(LaneTileBuilder &tb, const ChunkConfig &config,
+                   const ChunkInputs &in, int64_t l, int64_t w, bool adjoint,
+                   std::function<double(int, int64_t, int64_t)> seed,
+                   ArrayRef<Value> wrt, ArrayRef<const char *> wrtNames) {
+    static const char *const outputs[] = {"u", "w", "q", "k", "p", "g"};
+    std::vector<Kept> out;
+    TapeTileBuilder tape(tb);
+    IntraChunk intra = emitIntraChunk(adjoint ? static_cast<TileBuilder &>(tape)
+                                              : static_cast<TileBuilder &>(tb),
+                                      config, in);
+    EXPECT_EQ(tb.failure(), "");
+    Value tiles[] = {intra.u, intra.w, intra.qDecayed, intra.kToEnd,
+                     intra.p, intra.decayLast};
+    if (!adjoint) {
+      for (int o = 0; o < 6; ++o)
+        out.push_back(kept(tb, outputs[o], tiles[o]));
+      return out;
+    }
+    SmallVector<std::pair<Value, Value>> seeds;
+    for (int o = 0; o < 6; ++o)
+      seeds.push_back({tiles[o], tileAt(tb, tb.layoutOf(tiles[o]), l, w,
+                                        [&](int64_t i, int64_t j) {
+                                          return seed(o, i, j);
+                                        })});
+    std::string why;
+    auto g = tape.emitAdjoint(seeds, wrt, why);
+    EXPECT_TRUE(succeeded(g)) << why;
+    if (failed(g))
+      return out;
+    EXPECT_EQ(tb.failure(), "");
+    for (size_t x = 0; x < wrt.size(); ++x)
+      out.push_back(kept(tb, wrtNames[x], (*g)[x]));
+    return out;
+  }
+
   /// The sum over the elements of f(name, i, j) x (of its magnitude, with
   /// `absolute`).
   static double weighted(
@@ -1681,7 +1721,6 @@ TEST_F(LaneTilesTest, IntraChunkAdjointOnLanes) {
     // gradients).
     auto program = [&](int sign) {
       return [&, sign](Lane &ln, int64_t l, int64_t w) {
-        std::vector<Kept> out;
         LaneTileBuilder &tb = *ln.tb;
         if (u == MatrixUnit::MmaSync)
           tb.useMmaSync(ab.getF32Type()); // 3xTF32
@@ -1702,37 +1741,8 @@ TEST_F(LaneTilesTest, IntraChunkAdjointOnLanes) {
         in.gate = tileAt(tb, blocked, l, w, at(3));
         in.beta = tileAt(tb, rowsL, l, w, at(4));
         in.validRows = arith::ConstantIndexOp::create(ln.b, C);
-        if (sign != 0) {
-          IntraChunk intra = emitIntraChunk(tb, config, in);
-          EXPECT_EQ(tb.failure(), "");
-          Value tiles[] = {intra.u, intra.w, intra.qDecayed, intra.kToEnd,
-                           intra.p, intra.decayLast};
-          for (int o = 0; o < 6; ++o)
-            out.push_back(kept(tb, outputs[o], tiles[o]));
-          return out;
-        }
-        TapeTileBuilder tape(tb);
-        IntraChunk intra = emitIntraChunk(tape, config, in);
-        EXPECT_EQ(tb.failure(), "");
-        Value tiles[] = {intra.u, intra.w, intra.qDecayed, intra.kToEnd,
-                         intra.p, intra.decayLast};
-        SmallVector<std::pair<Value, Value>> seeds;
-        for (int o = 0; o < 6; ++o)
-          seeds.push_back(
-              {tiles[o], tileAt(tb, tb.layoutOf(tiles[o]), l, w,
-                                [&](int64_t i, int64_t j) {
-                                  return seedOf(o, i, j);
-                                })});
-        std::string why;
-        auto g = tape.emitAdjoint(seeds, {in.q, in.k, in.v, in.gate, in.beta},
-                                  why);
-        EXPECT_TRUE(succeeded(g)) << why;
-        if (failed(g))
-          return out;
-        EXPECT_EQ(tb.failure(), "");
-        for (int x = 0; x < 5; ++x)
-          out.push_back(kept(tb, inputs[x], (*g)[x]));
-        return out;
+        return intraChunkOnLane(tb, config, in, l, w, sign == 0, seedOf,
+                                {in.q, in.k, in.v, in.gate, in.beta}, inputs);
       };
     };
     // The products ran on the unit's instruction (the interpreter's).
@@ -1840,7 +1850,6 @@ TEST_F(LaneTilesTest, ChunkAdjointOnLanesKimi) {
     bool onlyParams = false;
     auto program = [&](int sign) {
       return [&, sign](Lane &ln, int64_t l, int64_t w) {
-        std::vector<Kept> out;
         LaneTileBuilder &tb = *ln.tb;
         tb.useMmaSync(ab.getF32Type()); // 3xTF32
         tb.useScratch(scratch);
@@ -1864,38 +1873,9 @@ TEST_F(LaneTilesTest, ChunkAdjointOnLanesKimi) {
         in.aLog = tb.constantF32(at(5)(0, 0));
         in.dtBias = tileAt(tb, colsL, l, w, at(6));
         in.validRows = arith::ConstantIndexOp::create(ln.b, C);
-        if (sign != 0) {
-          IntraChunk intra = emitIntraChunk(tb, config, in);
-          EXPECT_EQ(tb.failure(), "");
-          Value tiles[] = {intra.u, intra.w, intra.qDecayed, intra.kToEnd,
-                           intra.p, intra.decayLast};
-          for (int o = 0; o < 6; ++o)
-            out.push_back(kept(tb, outputs[o], tiles[o]));
-          return out;
-        }
-        TapeTileBuilder tape(tb);
-        IntraChunk intra = emitIntraChunk(tape, config, in);
-        EXPECT_EQ(tb.failure(), "");
-        Value tiles[] = {intra.u, intra.w, intra.qDecayed, intra.kToEnd,
-                         intra.p, intra.decayLast};
-        SmallVector<std::pair<Value, Value>> seeds;
-        for (int o = 0; o < 6; ++o)
-          seeds.push_back(
-              {tiles[o], tileAt(tb, tb.layoutOf(tiles[o]), l, w,
-                                [&](int64_t i, int64_t j) {
-                                  return seedOf(o, i, j);
-                                })});
-        std::string why;
-        auto g = tape.emitAdjoint(
-            seeds, {in.q, in.k, in.v, in.gate, in.beta, in.aLog, in.dtBias},
-            why);
-        EXPECT_TRUE(succeeded(g)) << why;
-        if (failed(g))
-          return out;
-        EXPECT_EQ(tb.failure(), "");
-        for (int x = 0; x < 7; ++x)
-          out.push_back(kept(tb, inputs[x], (*g)[x]));
-        return out;
+        return intraChunkOnLane(
+            tb, config, in, l, w, sign == 0, seedOf,
+            {in.q, in.k, in.v, in.gate, in.beta, in.aLog, in.dtBias}, inputs);
       };
     };
     Elements grads = runLockStep(warpSize, NW, program(0));

@@ -162,9 +162,8 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       *this, "chunk-registers",
       llvm::cl::desc("NVIDIA: the gradient's chunk grid (the intra-chunk "
                      "part recomputed under the tape and its adjoint) on "
-                     "lanes (off: the tile lowering; off by default until "
-                     "the GPU suite has run it)"),
-      llvm::cl::init(false)};
+                     "lanes (off: the tile lowering)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> emulateWmma{
       *this, "emulate-wmma",
       llvm::cl::desc("NVIDIA, for tests: the lane kernels (state, intra, "

@@ -103,9 +103,8 @@ def KdaGpuSelectStrategy : Pass<"kda-gpu-select-strategy", "ModuleOp"> {
            "Register state kernels">,
     Option<"stepLanes", "step-registers", "bool", /*default=*/"true",
            "The gradient's step grid on lanes">,
-    Option<"chunkLanes", "chunk-registers", "bool", /*default=*/"false",
-           "The gradient's chunk grid (the intra-chunk adjoint) on lanes "
-           "(off until the GPU suite has run it)">,
+    Option<"chunkLanes", "chunk-registers", "bool", /*default=*/"true",
+           "The gradient's chunk grid (the intra-chunk adjoint) on lanes">,
     Option<"decodeLanes", "decode-registers", "bool", /*default=*/"true",
            "Register decode kernels">,
     Option<"windowLanes", "window-registers", "bool", /*default=*/"true",

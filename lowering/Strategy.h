@@ -52,8 +52,10 @@ struct StrategyOptions {
   bool stepLanes = true;
   /// chunk-registers: the gradient's chunk grid (emitIntraChunk recomputed
   /// under the tape, and its adjoint) on lanes (GpuIntraRegisters.cpp).
-  /// Off by default until the GPU suite's gradient cases have run it.
-  bool chunkLanes = false;
+  /// On since the thirty-first session: the GPU suite (its gradient cases
+  /// among them) passed with it and the sanitizers ran it clean; faster
+  /// than its tile lowering (bench/RESULTS.md).
+  bool chunkLanes = true;
   bool decodeLanes = true; // decode-registers
   bool windowLanes = true; // window-registers
   int64_t stateStages = 2; // state-stages (its cp.async stages)

@@ -9,8 +9,8 @@
 # JOBS (parallel kda-compile runs, default nproc), SET (kda.prebuild's
 # built-in set: common (default) or none, i.e. only the test configurations),
 # KDA_COMPILE_FLAGS (more kda-compile flags for every bundle, e.g.
-# --emulate-wmma or --chunk-registers: scripts/build-emulated-amd-bundles.sh,
-# scripts/build-chunk-lane-bundles.sh).
+# --emulate-wmma: scripts/build-emulated-amd-bundles.sh; or
+# --chunk-registers=false: the gradient's chunk grid on its tile lowering).
 # Exit status 1 if any configuration failed to compile (the others are built;
 # OUT_DIR/prebuild-report.json lists every result with kda-compile's message).
 set -euo pipefail

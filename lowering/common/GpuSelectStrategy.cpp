@@ -89,12 +89,9 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
       d.reason = noTensorCores;
     else if (!o.intraLanes)
       d.reason = "switched off (intra-registers=false)";
-    else if (!o.chunkLanes) {
-      d.reason = "its lane program has not yet run on a GPU (chunk-registers "
-                 "is off until the GPU suite passes with it)";
-      d.fix = "kda-compile --chunk-registers (the GPU suite's gradient "
-              "cases check it)";
-    } else if (std::string why = kda::chunkLanesRefusal(chunk, o.threads,
+    else if (!o.chunkLanes)
+      d.reason = "switched off (chunk-registers=false)";
+    else if (std::string why = kda::chunkLanesRefusal(chunk, o.threads,
                                                          &d.fix);
                !why.empty())
       d.reason = why;

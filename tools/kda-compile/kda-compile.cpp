@@ -110,9 +110,9 @@ static cl::opt<bool> stepRegisters(
 static cl::opt<bool> chunkRegisters(
     "chunk-registers",
     cl::desc("NVIDIA: the gradient's chunk grid (the intra-chunk part's "
-             "adjoint) on lanes (off by default until the GPU suite has run "
-             "it)"),
-    cl::init(false), cl::cat(compileCategory));
+             "adjoint) on lanes (--chunk-registers=false: the tile "
+             "lowering)"),
+    cl::init(true), cl::cat(compileCategory));
 static cl::opt<int64_t> stateStages(
     "state-stages",
     cl::desc("NVIDIA: chunks in flight (cp.async stages, 2 to 8) of the "

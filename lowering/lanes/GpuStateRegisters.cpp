@@ -685,9 +685,18 @@ struct LaneStateProgram : kda::LaneBuilder {
     kda::IntraChunk intra;
     if (ws[0])
       intra.w = tb.makeShared(shW, ValueRange{stage}, {C, K});
-    // Gamma Q's gradient (dO S^T) does not read Gamma Q: a handle of its
-    // own (the tape tells tiles apart by handle) on the decayed k's rows.
-    intra.qDecayed = tb.makeShared(shK, ValueRange{stage}, {C, K});
+    // Gamma Q's gradient (dO S^T) does not read Gamma Q: zeros in its
+    // place (the tape tells tiles apart by handle), a copy in every warp
+    // (as a shared operand, the product runs transposed: its result where
+    // (P V_new)'s is), so that the forward's (Gamma Q) S, which nothing
+    // reads, is no product (LaneTileBuilder's zero operands) and no sum
+    // across the warps.
+    {
+      LaneLayout qL = kda::LaneTileBuilder::mmaOperandA(C, K, 1)
+                          .spread({C, K}, {0, 0}, NW);
+      intra.qDecayed =
+          tb.make(qL, SmallVector<Value>(qL.regs.size(), f32(0.0)));
+    }
     intra.kToEnd = tb.makeShared(shK, ValueRange{stage}, {C, K});
     intra.p = tb.makeShared(shP, ValueRange{stage}, {C, C});
     if (seeds[4])

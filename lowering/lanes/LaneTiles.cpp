@@ -1,6 +1,7 @@
 //===- LaneTiles.cpp - the tile primitives on a GPU block's registers -----===//
 
 #include "lowering/lanes/LaneTiles.h"
+#include "mlir/IR/Matchers.h"
 #include "lowering/GpuPipeline.h"
 
 #include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
@@ -1428,6 +1429,27 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
         init, split == Split::Contracted
                   ? mmaAccumulator(M, N, 1).spread({M, N}, {0, 0}, warps)
                   : accLayout);
+  // An operand of zeros (a reverse scan's stand-in state, which its
+  // adjoint never reads): no product, the accumulator as it was. (A product
+  // nothing reads is dead code anyway, but one whose warps' partial sums
+  // meet in shared memory is not: stores and a barrier.)
+  auto zeros = [&](Value t) {
+    auto it = tiles.find(t.getAsOpaquePointer());
+    return !shared.count(t.getAsOpaquePointer()) &&
+           !parked.count(t.getAsOpaquePointer()) && it != tiles.end() &&
+           llvm::all_of(it->second.regs, [](Value r) {
+             return matchPattern(r, m_AnyZeroFloat());
+           });
+  };
+  if (zeros(a) || zeros(bTile)) {
+    if (init)
+      return make(split == Split::Contracted
+                      ? mmaAccumulator(M, N, 1).spread({M, N}, {0, 0}, warps)
+                      : accLayout,
+                  initRegs);
+    return make(accLayout,
+                SmallVector<Value>(accLayout.regs.size(), constantF32(0.0)));
+  }
   auto sh = shared.find(bTile.getAsOpaquePointer());
   auto shA = shared.find(a.getAsOpaquePointer());
   if (sh != shared.end() && !sh->second.address &&

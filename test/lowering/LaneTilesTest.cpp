@@ -2005,7 +2005,7 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
         tb.useScratch(sums);
       auto at = [&](int which) {
         return [=](int64_t i, int64_t j) {
-          return input(which, i, j) + sign * h * direction(which, i, j);
+          return input(which, i, j) + (sign == 2 ? 0 : sign) * h * direction(which, i, j);
         };
       };
       // The shared tiles, every lane storing every element (one value).
@@ -2024,6 +2024,40 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
       intra.decayLast = tileAt(tb, gL, l, w, at(4));
       intra.u = tileAt(tb, rowsL, l, w, at(5));
       Value state = tileAt(tb, stateL, l, w, at(6));
+      if (sign == 2) {
+        // The reverse scan's form: the adjoint with respect to the state
+        // alone, the forward run on a stand-in of zeros (the step is affine
+        // in the state, its gradient does not read it). Products of the
+        // zeros are none (no sums across warps for the dead forward).
+        Value zeros = tileAt(tb, stateL, l, w,
+                             [](int64_t, int64_t) { return 0.0; });
+        TapeTileBuilder tape(tb);
+        ChunkOutputs o = emitStateStep(tape, intra, zeros);
+        auto seed = [&](Value t, int which) {
+          return tileAt(tb, tb.layoutOf(t), l, w, [&](int64_t i, int64_t j) {
+            return seedOf(which, i, j);
+          });
+        };
+        std::string why;
+        auto g = tape.emitAdjoint(
+            {{o.o, seed(o.o, 0)}, {o.nextState, seed(o.nextState, 1)}},
+            {zeros}, why);
+        EXPECT_TRUE(succeeded(g)) << why;
+        EXPECT_EQ(tb.failure(), "");
+        if (succeeded(g))
+          out.push_back(kept(tb, "reverse", (*g)[0]));
+        // A product of zeros added to a tile is that tile (Gamma Q's
+        // stand-in in the step grid: zeros, a copy in every warp).
+        if (u != MatrixUnit::MmaSync)
+          return out;
+        LaneLayout qL =
+            LaneTileBuilder::mmaOperandA(C, K, 1).spread({C, K}, {0, 0}, NW);
+        Value q0 = tileAt(tb, qL, l, w, [](int64_t, int64_t) { return 0.0; });
+        Value acc = seed(o.o, 0);
+        out.push_back(kept(tb, "acc", tb.matmulAdd(acc, q0, state)));
+        EXPECT_EQ(tb.failure(), "");
+        return out;
+      }
       if (sign != 0) {
         ChunkOutputs o = emitStateStep(tb, intra, state);
         EXPECT_EQ(tb.failure(), "");
@@ -2055,6 +2089,26 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
     };
   };
   Elements grads = runLockStep(warpSize, NW, program(0));
+  {
+    // The reverse scan's dS from the stand-in equals the real state's.
+    Elements reverse = runLockStep(warpSize, NW, program(2));
+    int64_t compared = 0, kept = 0;
+    for (auto &[key, value] : reverse) {
+      auto [name, i, j] = key;
+      if (name == "acc") {
+        EXPECT_EQ(value, seedOf(0, i, j)) << "acc[" << i << ", " << j << "]";
+        ++kept;
+        continue;
+      }
+      auto real = grads.find({"6", i, j});
+      ASSERT_NE(real, grads.end());
+      EXPECT_NEAR(value, real->second, 1e-6 * (1 + std::abs(real->second)))
+          << "dS[" << i << ", " << j << "]";
+      ++compared;
+    }
+    EXPECT_EQ(compared, K * VB);
+    EXPECT_EQ(kept, u == MatrixUnit::MmaSync ? C * VB : 0);
+  }
   auto seedWeight = [&](const std::string &n, int64_t i, int64_t j) {
     return seedOf(n == "o" ? 0 : 1, i, j);
   };

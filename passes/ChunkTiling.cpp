@@ -2136,8 +2136,18 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                 f32),
           {numSeqs, hv, {}, {}}));
     }
+    // And dV_new of every chunk ([B, T, HV, V] f32): the step's adjoint
+    // with respect to the state passes through it (dS gets -W^T dV_new), and
+    // it is the seed of U, which the step grid would otherwise make again
+    // from P^T dO + (decayed k) dS.
+    const size_t dUAt = scanOuts.size();
+    scanOuts.push_back(tb.emptyOfType(
+        RankedTensorType::get({ShapedType::kDynamic, ShapedType::kDynamic,
+                               ShapedType::kDynamic, vd},
+                              f32),
+        {sequences.batch(), sequences.tokens(), hv}));
     std::string whyNot;
-    Value dStatesDone, dh0Done;
+    Value dStatesDone, dh0Done, dUDone;
     {
       SmallVector<OpFoldResult> grid = {numSeqs, hv};
       if (blocks > 1)
@@ -2163,8 +2173,17 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       Value region = tensor::ExtractSliceOp::create(
           b, RankedTensorType::get({staticOr(keptChunks), kd, vb}, f32),
           shared[0], rOffsets, rSizes, strides5);
+      // The sequence's rows of dV_new at this V block.
+      SmallVector<OpFoldResult> uOffsets = {where.row, where.start, head,
+                                            vCol};
+      SmallVector<OpFoldResult> uSizes = {unit, where.length, unit,
+                                          b.getIndexAttr(vb)};
+      SmallVector<OpFoldResult> strides4(4, b.getIndexAttr(1));
+      Value uRegion = tensor::ExtractSliceOp::create(
+          b, RankedTensorType::get({ShapedType::kDynamic, vb}, f32),
+          shared[dUAt], uOffsets, uSizes, strides4);
       auto scan = scf::ForOp::create(
-          b, zero, numChunks, one, ValueRange{dS0, region},
+          b, zero, numChunks, one, ValueRange{dS0, region, uRegion},
           [&](OpBuilder &nb, Location loc, Value i, ValueRange it) {
             ImplicitLocOpBuilder ib(loc, nb);
             TensorTileBuilder itb(ib);
@@ -2188,8 +2207,13 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                 {1, 3}, {c, vb}, valid);
             FailureOr<StateStepGrads> g = emitStateStepAdjoint(
                 itb, intra, h, dO, it[0], StepAdjointOf::State, whyNot);
-            scf::YieldOp::create(
-                ib, ValueRange{failed(g) ? it[0] : g->dState, recorded});
+            if (failed(g)) {
+              scf::YieldOp::create(ib, ValueRange{it[0], recorded, it[2]});
+              return;
+            }
+            Value dU = itb.store(g->dVNew, it[2], {local, ib.getIndexAttr(0)},
+                                 {0, 1}, valid);
+            scf::YieldOp::create(ib, ValueRange{g->dState, recorded, dU});
           });
       b.setInsertionPointToStart(forall.getTerminator().getBody());
       tensor::ParallelInsertSliceOp::create(b, scan.getResult(1), shared[0],
@@ -2211,9 +2235,17 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                    b.getIndexAttr(type.getDimSize(1))},
             SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
       }
+      {
+        OpBuilder::InsertionGuard end(b);
+        b.setInsertionPointToEnd(forall.getTerminator().getBody());
+        tensor::ParallelInsertSliceOp::create(b, scan.getResult(2),
+                                              shared[dUAt], uOffsets, uSizes,
+                                              strides4);
+      }
       dStatesDone = forall.getResult(0);
       if (op.getInitialState())
         dh0Done = forall.getResult(1);
+      dUDone = forall.getResult(dUAt);
     }
     if (!whyNot.empty()) {
       op.emitError() << "kda-tile-chunks: " << whyNot;
@@ -2319,7 +2351,8 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     // step grid), V block by V block (its state and dS are [K, v_block] at a
     // time), into f32 workspaces [B, T, HV, width]: dW (delta rule),
     // d(Gamma Q), d(decayed k), dP, d(exp(g_last)) (gates; the chunk's first
-    // row), dU. A grid of its own rather than the head of the chunk grid:
+    // row); dU is the reverse scan's dV_new, which seeds V_new here. A grid
+    // of its own rather than the head of the chunk grid:
     // each program's live tiles (GPU tile lowering: shared memory) are the
     // V loop's alone, and the chunk grid's are the intra-chunk tape's alone.
     SmallVector<int64_t> seedWidths;
@@ -2328,7 +2361,6 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     seedWidths.append({kd, kd, c});
     if (ws.g)
       seedWidths.push_back(kd);
-    seedWidths.push_back(vd);
     SmallVector<Value> seedOuts;
     for (int64_t width : seedWidths)
       seedOuts.push_back(tb.emptyOfType(
@@ -2350,8 +2382,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                 tb.filled({c, kd}, 0.0),
                                 tb.filled({c, kd}, 0.0),
                                 tb.filled({c, c}, 0.0),
-                                tb.filled({kd}, 0.0),
-                                tb.filled({c, vd}, 0.0)};
+                                tb.filled({kd}, 0.0)};
       auto vLoop = scf::ForOp::create(
           b, zero, tb.index(blocks), one, acc,
           [&](OpBuilder &nb, Location loc, Value blk, ValueRange it) {
@@ -2369,14 +2400,17 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                          {3, 4}, {kd, vb}, itb.index(kd)));
             Value dO = itb.load(op.getDO(), {row, t0, head, vCol}, {1, 3},
                                 {c, vb}, valid);
-            FailureOr<StateStepGrads> g = emitStateStepAdjoint(
-                itb, intra, h, dO, dS, StepAdjointOf::Inputs, whyNot);
+            Value dVNew = itb.load(dUDone, {row, t0, head, vCol}, {1, 3},
+                                   {c, vb}, valid);
+            FailureOr<StateStepGrads> g =
+                emitStateStepAdjoint(itb, intra, h, dO, dS,
+                                     StepAdjointOf::Inputs, whyNot, dVNew);
             if (failed(g)) {
               scf::YieldOp::create(ib, it);
               return;
             }
             // The carried sums' order: dW, d(Gamma Q), d(decayed k), dP,
-            // d(exp(g_last)), then dU; W and the decay may be absent.
+            // d(exp(g_last)); W and the decay may be absent.
             Value grads[] = {g->dW, g->dQDecayed, g->dKToEnd, g->dP,
                              g->dDecayLast};
             SmallVector<Value> next;
@@ -2392,12 +2426,6 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                                         bb, s[0], s[1]));
                                               }));
             }
-            next.push_back(tensor::InsertSliceOp::create(
-                ib, g->dU, it[5],
-                ArrayRef<OpFoldResult>{ib.getIndexAttr(0), vCol},
-                ArrayRef<OpFoldResult>{ib.getIndexAttr(c),
-                                       ib.getIndexAttr(vb)},
-                SmallVector<OpFoldResult>(2, ib.getIndexAttr(1))));
             scf::YieldOp::create(ib, next);
           });
       // This program's rows of each seed.
@@ -2408,11 +2436,10 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
           {vLoop.getResult(1), vLoop.getResult(2), vLoop.getResult(3)});
       if (ws.g)
         seedTiles.push_back(asRow(tb, vLoop.getResult(4)));
-      seedTiles.push_back(vLoop.getResult(5));
       ValueRange shared = stepGrid.getRegionIterArgs();
       SmallVector<std::pair<Value, SmallVector<OpFoldResult>>> writes;
       for (auto [i, width] : llvm::enumerate(seedWidths)) {
-        bool gRow = ws.g && i + 2 == seedWidths.size();
+        bool gRow = ws.g && i + 1 == seedWidths.size();
         Value rows = gRow ? p.firstRow : valid;
         SmallVector<OpFoldResult> sizes = {unit, rows, unit,
                                            b.getIndexAttr(width)};
@@ -2442,7 +2469,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       seedK = stepGrid.getResult(i++);
       seedP = stepGrid.getResult(i++);
       seedG = ws.g ? stepGrid.getResult(i++) : Value();
-      seedU = stepGrid.getResult(i++);
+      seedU = dUDone;
     }
 
     // 4. The chunk-parallel adjoint of the intra-chunk part.

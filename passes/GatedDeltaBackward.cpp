@@ -78,28 +78,43 @@ Value putRows(ImplicitLocOpBuilder &b, Value sub, Value dest, Value off) {
 
 FailureOr<StateStepGrads> mlir::kda::emitStateStepAdjoint(
     TileBuilder &tb, const IntraChunk &intra, Value state, Value dO, Value dS,
-    StepAdjointOf of, std::string &why) {
+    StepAdjointOf of, std::string &why, Value dVNew) {
   TapeTileBuilder tape(tb);
-  ChunkOutputs out = emitStateStep(tape, intra, state);
   StateStepGrads r;
   SmallVector<Value *> into;
   SmallVector<Value> wrt;
+  SmallVector<std::pair<Value, Value>> seeds;
   if (of == StepAdjointOf::State) {
-    wrt.push_back(state);
-    into.push_back(&r.dState);
+    ChunkOutputs out = emitStateStep(tape, intra, state);
+    wrt = {state, out.vNew};
+    into = {&r.dState, &r.dVNew};
+    seeds = {{out.o, dO}, {out.nextState, dS}};
   } else {
+    if (!dVNew) {
+      why = "the state step's adjoint with respect to its inputs takes "
+            "dV_new from the reverse scan";
+      return failure();
+    }
+    Value vNew = emitNewValues(tape, intra, state);
+    // The rest of the step reads a copy the tape does not follow: the only
+    // gradient that reaches V_new is the reverse scan's.
+    Value copy = tb.map(tb.shape(vNew), {vNew},
+                        [](ImplicitLocOpBuilder &, ValueRange s, ValueRange) {
+                          return s[0];
+                        });
+    ChunkOutputs out = emitStateStepFrom(tape, intra, state, copy);
+    seeds = {{out.o, dO}, {out.nextState, dS}, {vNew, dVNew}};
     std::pair<Value, Value *> fields[] = {
         {intra.w, &r.dW},         {intra.qDecayed, &r.dQDecayed},
         {intra.kToEnd, &r.dKToEnd}, {intra.p, &r.dP},
-        {intra.decayLast, &r.dDecayLast}, {intra.u, &r.dU}};
+        {intra.decayLast, &r.dDecayLast}};
     for (auto [f, g] : fields)
       if (f) {
         wrt.push_back(f);
         into.push_back(g);
       }
   }
-  FailureOr<SmallVector<Value>> g =
-      tape.emitAdjoint({{out.o, dO}, {out.nextState, dS}}, wrt, why);
+  FailureOr<SmallVector<Value>> g = tape.emitAdjoint(seeds, wrt, why);
   if (failed(g))
     return failure();
   for (auto [dst, v] : llvm::zip(into, *g))

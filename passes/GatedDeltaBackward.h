@@ -33,11 +33,12 @@ struct ChunkGrads {
 /// The gradients of the state step's inputs (null where not asked for or
 /// absent).
 struct StateStepGrads {
-  Value dW, dQDecayed, dKToEnd, dP, dDecayLast, dU, dState;
+  Value dW, dQDecayed, dKToEnd, dP, dDecayLast, dU, dState, dVNew;
 };
 /// What emitStateStepAdjoint differentiates with respect to: the state
-/// before the step (the reverse scan's), or the chunk's inputs W, Gamma Q,
-/// the decayed k, P, exp(g_last) and U (the step grid's).
+/// before the step and the new values V_new (the reverse scan's: dV_new is
+/// on its way to dS, and it is dU too), or the chunk's inputs W, Gamma Q,
+/// the decayed k, P and exp(g_last), given dV_new (the step grid's).
 enum class StepAdjointOf { State, Inputs };
 
 /// The state step's adjoint, for every builder (tensor tiles, lane tiles):
@@ -46,11 +47,16 @@ enum class StepAdjointOf { State, Inputs };
 /// Gradients do not read the values they are taken with respect to (the
 /// step is affine in the state and bilinear in its products): a caller may
 /// pass stand-ins for those (zeros, or another tile's handle).
+/// With respect to the inputs, `dVNew` (the reverse scan's) seeds V_new
+/// itself: the rest of the step reads a copy of V_new the tape does not
+/// follow, so the products over K that made dV_new (P^T dO + (decayed k)
+/// dS, summed across warps on lanes) are not made twice.
 FailureOr<StateStepGrads> emitStateStepAdjoint(TileBuilder &tb,
                                                const IntraChunk &intra,
                                                Value state, Value dO, Value dS,
                                                StepAdjointOf of,
-                                               std::string &why);
+                                               std::string &why,
+                                               Value dVNew = {});
 
 /// Builds a chunk's inputs on the tape (`tape`): whatever it computes there
 /// (masks, broadcasts) is differentiated through. `leaves` gets the values

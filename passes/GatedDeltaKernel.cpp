@@ -343,16 +343,24 @@ IntraChunk mlir::kda::emitIntraChunk(
   return out;
 }
 
+Value mlir::kda::emitNewValues(TileBuilder &tb, const IntraChunk &intra,
+                               Value state) {
+  // New values: V_new = U - W S (delta rule), V otherwise.
+  if (!intra.w)
+    return intra.u;
+  return addOrSub(tb, intra.u, tb.matmul(intra.w, state), /*add=*/false);
+}
+
 ChunkOutputs mlir::kda::emitStateStep(TileBuilder &tb,
                                       const IntraChunk &intra, Value state) {
-  const int64_t vd = tb.shape(intra.u)[1];
-  const int64_t kd = tb.shape(state)[0];
+  return emitStateStepFrom(tb, intra, state, emitNewValues(tb, intra, state));
+}
 
-  // New values: V_new = U - W S (delta rule), V otherwise.
-  Value vNew = intra.u;
-  if (intra.w) {
-    vNew = addOrSub(tb, intra.u, tb.matmul(intra.w, state), /*add=*/false);
-  }
+ChunkOutputs mlir::kda::emitStateStepFrom(TileBuilder &tb,
+                                          const IntraChunk &intra,
+                                          Value state, Value vNew) {
+  const int64_t vd = tb.shape(vNew)[1];
+  const int64_t kd = tb.shape(state)[0];
 
   // Output: the decayed start state read by q, plus the chunk's own writes.
   Value fromState = tb.matmul(intra.qDecayed, state);
@@ -366,7 +374,7 @@ ChunkOutputs mlir::kda::emitStateStep(TileBuilder &tb,
   if (intra.decayLast)
     kept = mul(tb, {kd, vd}, {state, perRow(intra.decayLast)});
   Value next = tb.matmulAdd(kept, intra.kToEnd, vNew, /*transA=*/true);
-  return {o, next};
+  return {o, next, vNew};
 }
 
 WideStepOutputs mlir::kda::emitWideStateStep(TileBuilder &tb,

@@ -68,6 +68,7 @@ struct ChunkInputs {
 struct ChunkOutputs {
   Value o;         // [C, V] f32
   Value nextState; // [K, V] f32
+  Value vNew;      // [C, V] f32: U - W S (delta rule), U otherwise
 };
 
 /// The gate activation of SPEC.md on one raw gate value `x` (f32 scalars;
@@ -114,6 +115,12 @@ IntraChunk emitIntraChunk(
 /// those of `intra.u` and `state` (a V block of the intra-chunk's).
 ChunkOutputs emitStateStep(TileBuilder &tb, const IntraChunk &intra,
                            Value state);
+/// Its two halves: the new values V_new = U - W S (U without the delta
+/// rule), and the rest of the step from them (`vNew` in place of U - W S).
+Value emitNewValues(TileBuilder &tb, const IntraChunk &intra, Value state);
+ChunkOutputs emitStateStepFrom(TileBuilder &tb, const IntraChunk &intra,
+                               Value state, Value vNew);
+
 
 /// What a wide state step returns: each sub-chunk's output rows and the
 /// state after the last.

@@ -238,6 +238,9 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// the last one to `ht` (d_initial_state).
   bool reverse = false;
   Value dO, dStates;
+  /// The reverse scan's dV_new of every chunk ([B, T, HV, V] f32, the
+  /// workspace after dStates): U's seed, which the step grid reads.
+  Value dU;
   Value boundary;      // chunk-boundary states, or null
   Value boundaryTable; // pool slots per (sequence, entry), or null
   /// Segments (cfg.segments > 1): program n of the grid is segment
@@ -282,8 +285,10 @@ struct LaneStateProgram : kda::LaneBuilder {
                       kda::MatrixUnit unit) {
     if (unit == kda::MatrixUnit::Wmma)
       return true;
+    // (The decayed k's type, or W's in the step grid, which takes no decayed
+    // k: they are alike.)
     for (auto [role, type] : llvm::zip(cfg.roles, wsTypes))
-      if (role == "k")
+      if (role == "k" || role == "w")
         return cast<MemRefType>(type).getElementType().isF32();
     return false;
   }
@@ -329,8 +334,13 @@ struct LaneStateProgram : kda::LaneBuilder {
   int64_t threads() const { return warpSize * NW; }
   /// The products' operand type: the W, Gamma Q and decayed k workspaces'
   /// (bf16: mma.sync m16n8k16; f32: 3xTF32 m16n8k8 pairs).
+  /// The products' operand type: the decayed k's (W's in the gradient's
+  /// step grid, which reads no decayed k; f32 where it reads neither).
   Type operandType() {
-    return cast<MemRefType>(ws[3].getType()).getElementType();
+    for (Value w : {ws[3], ws[0]})
+      if (w)
+        return cast<MemRefType>(w.getType()).getElementType();
+    return b.getF32Type();
   }
   int64_t operandBytes() { return operandType().getIntOrFloatBitWidth() / 8; }
 
@@ -652,20 +662,19 @@ struct LaneStateProgram : kda::LaneBuilder {
     };
     Type opType = operandType();
     const int64_t kRow = K + (opType.isF32() ? kPad32 : kPad16);
-    if (ws[0])
-      shW = alloc({1, C, kRow}, opType);
-    shK = alloc({1, C, kRow}, opType);
-    shP = alloc({1, C, C + kPad32}, f32Type);
-    // One chunk's W, decayed k and P, read by every V block's products.
+    // One chunk's W, read by every V block's W S (V_new's value, which
+    // the decayed k's and P's gradients read). Nothing reads the decayed k,
+    // P or Gamma Q: their gradients are products of V_new, dV_new, dO, S
+    // and dS alone.
     Value stage = idx(0);
-    const int64_t kPieces = K * operandBytes() / 16;
-    if (ws[0])
-      issueRows(0, shW, stage, t0, valid, C, kPieces, {}, true);
-    issueRows(3, shK, stage, t0, valid, C, kPieces, {}, true);
-    issueRows(4, shP, stage, t0, valid, C, C / 4, {}, true);
-    NVVM::CpAsyncCommitGroupOp::create(b);
-    NVVM::CpAsyncWaitGroupOp::create(b, 0);
-    gpu::BarrierOp::create(b);
+    if (ws[0]) {
+      shW = alloc({1, C, kRow}, opType);
+      issueRows(0, shW, stage, t0, valid, C, K * operandBytes() / 16, {},
+                true);
+      NVVM::CpAsyncCommitGroupOp::create(b);
+      NVVM::CpAsyncWaitGroupOp::create(b, 0);
+      gpu::BarrierOp::create(b);
+    }
 
     kda::LaneTileBuilder tb(b, warpSize, NW, lane, warp);
     tb.useMmaSync(opType);
@@ -685,20 +694,20 @@ struct LaneStateProgram : kda::LaneBuilder {
     kda::IntraChunk intra;
     if (ws[0])
       intra.w = tb.makeShared(shW, ValueRange{stage}, {C, K});
-    // Gamma Q's gradient (dO S^T) does not read Gamma Q: zeros in its
-    // place (the tape tells tiles apart by handle), a copy in every warp
-    // (as a shared operand, the product runs transposed: its result where
-    // (P V_new)'s is), so that the forward's (Gamma Q) S, which nothing
-    // reads, is no product (LaneTileBuilder's zero operands) and no sum
-    // across the warps.
-    {
-      LaneLayout qL = kda::LaneTileBuilder::mmaOperandA(C, K, 1)
-                          .spread({C, K}, {0, 0}, NW);
-      intra.qDecayed =
-          tb.make(qL, SmallVector<Value>(qL.regs.size(), f32(0.0)));
-    }
-    intra.kToEnd = tb.makeShared(shK, ValueRange{stage}, {C, K});
-    intra.p = tb.makeShared(shP, ValueRange{stage}, {C, C});
+    // Their gradients do not read Gamma Q, the decayed k or P: zeros in
+    // their places (the tape tells tiles apart by handle), copies in every
+    // warp (as shared operands would be: the products run transposed, and
+    // their results are where they were), so that the forward's products
+    // of them, which nothing reads, are none (LaneTileBuilder's zero
+    // operands) and (Gamma Q) S no sum across the warps.
+    auto standIn = [&](int64_t cols) {
+      LaneLayout l = kda::LaneTileBuilder::mmaOperandA(C, cols, 1)
+                         .spread({C, cols}, {0, 0}, NW);
+      return tb.make(l, SmallVector<Value>(l.regs.size(), f32(0.0)));
+    };
+    intra.qDecayed = standIn(K);
+    intra.kToEnd = standIn(K);
+    intra.p = standIn(C);
     if (seeds[4])
       intra.decayLast =
           tb.make(gL, SmallVector<Value>(gL.regs.size(), f32(0.0)));
@@ -722,12 +731,12 @@ struct LaneStateProgram : kda::LaneBuilder {
       }
       intra.u = rowTile(tb, rowsL, ws[1], t0, valid, vCol);
       Value dORows = rowTile(tb, rowsL, dO, t0, valid, vCol);
+      Value dVNew = rowTile(tb, rowsL, seeds[5], t0, valid, vCol);
       FailureOr<kda::StateStepGrads> g = kda::emitStateStepAdjoint(
           tb, intra, tb.make(stateL, sRegs), dORows, tb.make(stateL, dsRegs),
-          kda::StepAdjointOf::Inputs, why);
+          kda::StepAdjointOf::Inputs, why, dVNew);
       if (failed(g) || !tb.failure().empty())
         return std::nullopt;
-      storeRows(tb, g->dU, seeds[5], t0, valid, vCol);
       return SmallVector<Value>{g->dW, g->dQDecayed, g->dKToEnd, g->dP,
                                 g->dDecayLast};
     };
@@ -1006,6 +1015,7 @@ struct LaneStateProgram : kda::LaneBuilder {
           scf::YieldOp::create(b, cur);
           return why;
         }
+        storeRows(tb, g->dVNew, dU, t0, valid, vCol);
         SmallVector<Value> next = tb.convertLayout(g->dState, stateL);
         if (!tb.failure().empty()) {
           scf::YieldOp::create(b, cur);
@@ -1082,7 +1092,7 @@ struct LaneStateProgram : kda::LaneBuilder {
 bool takesRole(const StatePassConfig &cfg, bool reverse, StringRef role,
                bool step = false) {
   if (step)
-    return role != "q" && role != "g";
+    return role == "w" || role == "u";
   if (reverse)
     return role != "u";
   return !cfg.summary || (role != "q" && role != "p");
@@ -1176,13 +1186,13 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     lp.dO = byName("d_o");
     lp.keptStates = byName("chunk_states");
     lp.cuSeqlens = byName("cu_seqlens");
-    if (!lp.dO || !lp.keptStates || !lp.dStates || !lp.ws[1] || !lp.ws[3] ||
-        !lp.ws[4] || (delta && !lp.ws[0]) || !lp.seeds[1] || !lp.seeds[2] ||
+    if (!lp.dO || !lp.keptStates || !lp.dStates || !lp.ws[1] ||
+        (delta && !lp.ws[0]) || !lp.seeds[1] || !lp.seeds[2] ||
         !lp.seeds[3] || !lp.seeds[5] || (delta && !lp.seeds[0]) ||
         (gate && !lp.seeds[4])) {
       func.emitError("kda-gpu-state-registers: the step kernel lacks d_o, "
                      "chunk_states, a workspace of the intra grid, the dS "
-                     "record or a seed workspace");
+                     "record, the reverse scan's dV_new or a seed workspace");
       return signalPassFailure();
     }
     if (std::string why = lp.emitStep(ivs); !why.empty()) {
@@ -1308,9 +1318,12 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       lp.h0 = byName("d_final_state");
       lp.ht = byName("d_initial_state");
       lp.dStates = byName("ws" + std::to_string(cfg->roles.size()));
-      if (!lp.dO || !lp.dStates || !lp.ws[2] || !lp.ws[3] || !lp.ws[4]) {
+      lp.dU = byName("ws" + std::to_string(cfg->roles.size() + 1));
+      if (!lp.dO || !lp.dStates || !lp.dU || !lp.ws[2] || !lp.ws[3] ||
+          !lp.ws[4]) {
         func.emitError("kda-gpu-state-registers: the reverse scan lacks d_o, "
-                       "its dS workspace or a workspace of the intra grid");
+                       "its dS or dV_new workspace or a workspace of the "
+                       "intra grid");
         return signalPassFailure();
       }
     } else if (cfg->summary) {

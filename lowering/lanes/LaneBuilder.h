@@ -95,18 +95,20 @@ inline void workspacesByRole(func::FuncOp func, ArrayAttr abi,
         ws[r] = abiArgument(func, abi, "ws" + std::to_string(i));
 }
 
-/// The gradient's seed workspaces (its step grid's outputs, its chunk grid's
-/// inputs), numbered after the intra grid's workspaces (`roles`) and the
-/// reverse scan's dS, in the order seeds[0..5] = dW (delta rule), d(Gamma Q),
-/// d(decayed k), dP, d(exp(g_last)) (gates), dU (kda-gpu-split-schedule
-/// numbers a grid's workspaces in the order of its results). Returns the
-/// number the next workspace takes (the chunk grid's own).
+/// The gradient's seed workspaces (the chunk grid's inputs), numbered after
+/// the intra grid's workspaces (`roles`): the reverse scan's dS, then its
+/// dV_new (dU, seeds[5]), then the step grid's seeds[0..4] = dW (delta
+/// rule), d(Gamma Q), d(decayed k), dP, d(exp(g_last)) (gates)
+/// (kda-gpu-split-schedule numbers the grids' workspaces in the order of
+/// the grids and of their results). Returns the number the next workspace
+/// takes (the chunk grid's own).
 inline int64_t seedWorkspaces(func::FuncOp func, ArrayAttr abi,
                               ArrayRef<std::string> roles, Value (&seeds)[6]) {
   const bool delta = llvm::is_contained(roles, "w");
   const bool decays = llvm::is_contained(roles, "g");
   int64_t next = roles.size() + 1;
-  for (int s = 0; s < 6; ++s) {
+  seeds[5] = abiArgument(func, abi, "ws" + std::to_string(next++));
+  for (int s = 0; s < 5; ++s) {
     if ((s == 0 && !delta) || (s == 4 && !decays))
       continue;
     seeds[s] = abiArgument(func, abi, "ws" + std::to_string(next++));

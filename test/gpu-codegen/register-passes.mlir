@@ -52,7 +52,8 @@
 // the state program run backwards. Chunks staged by cp.async, the adjoint's
 // products on mma.sync (f32 workspaces: 3xTF32, K split over 2 warps at
 // K = 32), dS carried in registers through the chunk loop and stored into
-// the dS workspace (ws6) every chunk, dh0 into d_initial_state at the end; no
+// the dS workspace (ws6) every chunk, as dV_new into its workspace (ws7: U's
+// seed, which the step grid reads), dh0 into d_initial_state at the end; no
 // tile program left. Given tiles by the strategy, it is left alone.
 // RUN: kda-opt %S/Inputs/reverse_kernel_small.mlir --pass-pipeline="builtin.module(func.func(kda-gpu-state-registers))" | FileCheck %s --check-prefix=REVERSE
 // RUN: sed 's/kernel = "reverse", kind = "lanes", instruction = "mma_sync", program = "derived", stages = 2/kernel = "reverse", kind = "tiles", reason = "a test"/' %S/Inputs/reverse_kernel_small.mlir | kda-opt --pass-pipeline="builtin.module(func.func(kda-gpu-state-registers))" | FileCheck %s --check-prefix=REVTILES
@@ -64,6 +65,7 @@
 // REVERSE: memref.store %{{.*}}, %arg17[
 // REVERSE: nvgpu.mma.sync
 // REVERSE: memref.store %{{.*}}, %arg18[
+// REVERSE: memref.store %{{.*}}, %arg19[
 // REVERSE-NOT: linalg.generic
 // REVTILES-LABEL: func.func private @kda_gated_delta_grad_kernel_reverse
 // REVTILES-SAME: kind = "tiles"

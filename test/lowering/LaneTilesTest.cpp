@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/lanes/LaneTiles.h"
+#include "passes/GatedDeltaBackward.h"
 #include "passes/GatedDeltaKernel.h"
 #include "passes/TileAdjoint.h"
 
@@ -2005,7 +2006,7 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
         tb.useScratch(sums);
       auto at = [&](int which) {
         return [=](int64_t i, int64_t j) {
-          return input(which, i, j) + (sign == 2 ? 0 : sign) * h * direction(which, i, j);
+          return input(which, i, j) + (sign == 3 ? 0 : sign) * h * direction(which, i, j);
         };
       };
       // The shared tiles, every lane storing every element (one value).
@@ -2024,37 +2025,50 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
       intra.decayLast = tileAt(tb, gL, l, w, at(4));
       intra.u = tileAt(tb, rowsL, l, w, at(5));
       Value state = tileAt(tb, stateL, l, w, at(6));
-      if (sign == 2) {
-        // The reverse scan's form: the adjoint with respect to the state
-        // alone, the forward run on a stand-in of zeros (the step is affine
-        // in the state, its gradient does not read it). Products of the
-        // zeros are none (no sums across warps for the dead forward).
-        Value zeros = tileAt(tb, stateL, l, w,
-                             [](int64_t, int64_t) { return 0.0; });
-        TapeTileBuilder tape(tb);
-        ChunkOutputs o = emitStateStep(tape, intra, zeros);
-        auto seed = [&](Value t, int which) {
-          return tileAt(tb, tb.layoutOf(t), l, w, [&](int64_t i, int64_t j) {
-            return seedOf(which, i, j);
-          });
-        };
+      if (sign == 3) {
+        // The GPU schedule's two grids: the reverse scan's adjoint with
+        // respect to the state and V_new (the forward on zeros, U not read),
+        // then the step grid's with respect to the inputs, seeded at V_new
+        // with the reverse scan's dV_new, Gamma Q, the decayed k and P zeros
+        // in their places (copies in every warp), as the drivers do.
+        Value dO = tileAt(tb, rowsL, l, w,
+                          [&](int64_t i, int64_t j) { return seedOf(0, i, j); });
+        Value dS = tileAt(tb, stateL, l, w,
+                          [&](int64_t i, int64_t j) { return seedOf(1, i, j); });
+        IntraChunk rev = intra;
+        rev.u = tileAt(tb, rowsL, l, w, [](int64_t, int64_t) { return 0.0; });
         std::string why;
-        auto g = tape.emitAdjoint(
-            {{o.o, seed(o.o, 0)}, {o.nextState, seed(o.nextState, 1)}},
-            {zeros}, why);
+        auto r = emitStateStepAdjoint(
+            tb, rev,
+            tileAt(tb, stateL, l, w, [](int64_t, int64_t) { return 0.0; }),
+            dO, dS, StepAdjointOf::State, why);
+        EXPECT_TRUE(succeeded(r)) << why;
+        if (failed(r))
+          return out;
+        IntraChunk step = intra;
+        if (u == MatrixUnit::MmaSync) {
+          auto standIn = [&](int64_t cols) {
+            LaneLayout sl = LaneTileBuilder::mmaOperandA(C, cols, 1)
+                                .spread({C, cols}, {0, 0}, NW);
+            return tileAt(tb, sl, l, w, [](int64_t, int64_t) { return 0.0; });
+          };
+          step.qDecayed = standIn(K);
+          step.kToEnd = standIn(K);
+          step.p = standIn(C);
+        }
+        auto g = emitStateStepAdjoint(tb, step, state, dO, dS,
+                                      StepAdjointOf::Inputs, why, r->dVNew);
         EXPECT_TRUE(succeeded(g)) << why;
         EXPECT_EQ(tb.failure(), "");
-        if (succeeded(g))
-          out.push_back(kept(tb, "reverse", (*g)[0]));
-        // A product of zeros added to a tile is that tile (Gamma Q's
-        // stand-in in the step grid: zeros, a copy in every warp).
-        if (u != MatrixUnit::MmaSync)
+        if (failed(g))
           return out;
-        LaneLayout qL =
-            LaneTileBuilder::mmaOperandA(C, K, 1).spread({C, K}, {0, 0}, NW);
-        Value q0 = tileAt(tb, qL, l, w, [](int64_t, int64_t) { return 0.0; });
-        Value acc = seed(o.o, 0);
-        out.push_back(kept(tb, "acc", tb.matmulAdd(acc, q0, state)));
+        Value got[] = {g->dW, g->dQDecayed, g->dKToEnd, g->dP, g->dDecayLast,
+                       r->dVNew, r->dState};
+        for (int x = 0; x < 7; ++x)
+          out.push_back(kept(tb, std::to_string(x), got[x]));
+        // A product of zeros added to a tile is that tile.
+        if (u == MatrixUnit::MmaSync)
+          out.push_back(kept(tb, "acc", tb.matmulAdd(dO, step.qDecayed, state)));
         EXPECT_EQ(tb.failure(), "");
         return out;
       }
@@ -2090,24 +2104,29 @@ TEST_F(LaneTilesTest, StateStepAdjointOnLanes) {
   };
   Elements grads = runLockStep(warpSize, NW, program(0));
   {
-    // The reverse scan's dS from the stand-in equals the real state's.
-    Elements reverse = runLockStep(warpSize, NW, program(2));
-    int64_t compared = 0, kept = 0;
-    for (auto &[key, value] : reverse) {
-      auto [name, i, j] = key;
-      if (name == "acc") {
-        EXPECT_EQ(value, seedOf(0, i, j)) << "acc[" << i << ", " << j << "]";
-        ++kept;
+    // The two grids' gradients (dU: the reverse scan's dV_new) equal the
+    // one tape's.
+    Elements split = runLockStep(warpSize, NW, program(3));
+    int64_t kept = 0;
+    for (auto it = split.begin(); it != split.end();) {
+      if (std::get<0>(it->first) != "acc") {
+        ++it;
         continue;
       }
-      auto real = grads.find({"6", i, j});
-      ASSERT_NE(real, grads.end());
-      EXPECT_NEAR(value, real->second, 1e-6 * (1 + std::abs(real->second)))
-          << "dS[" << i << ", " << j << "]";
-      ++compared;
+      auto [name, i, j] = it->first;
+      EXPECT_EQ(it->second, seedOf(0, i, j)) << "acc[" << i << ", " << j << "]";
+      ++kept;
+      it = split.erase(it);
     }
-    EXPECT_EQ(compared, K * VB);
     EXPECT_EQ(kept, u == MatrixUnit::MmaSync ? C * VB : 0);
+    EXPECT_EQ(split.size(), grads.size());
+    for (auto &[key, value] : grads) {
+      auto it = split.find(key);
+      ASSERT_NE(it, split.end()) << std::get<0>(key);
+      EXPECT_NEAR(it->second, value, 1e-5 * (1 + std::abs(value)))
+          << "input " << std::get<0>(key) << " [" << std::get<1>(key) << ", "
+          << std::get<2>(key) << "]";
+    }
   }
   auto seedWeight = [&](const std::string &n, int64_t i, int64_t j) {
     return seedOf(n == "o" ? 0 : 1, i, j);

@@ -608,16 +608,17 @@ struct LaneStateProgram : kda::LaneBuilder {
 
   /// The gradient's step grid (kda.step_pass): one program per (sequence,
   /// chunk, value head), the tape's adjoint of emitStateStep with respect
-  /// to the chunk's inputs, V block by V block: the state before the chunk
-  /// from the kept states (`keptStates`), dS after it from the reverse
-  /// scan's record (`dStates`), U and dO rows in the rows' layout, W, the
-  /// decayed k and P staged in shared memory once. The [C, K] gradients
-  /// (dW, d(Gamma Q), d(decayed k)), dP and d(exp(g_last)) sum over the V
-  /// blocks in registers; dU is each block's own. Out: `seeds` [B, T, HV,
-  /// width] f32 in the order dW, d(Gamma Q), d(decayed k), dP,
-  /// d(exp(g_last)) (the chunk's first row), dU; null where absent. The
-  /// forward's values the adjoint does not read (Gamma Q, exp(g_last)) are
-  /// not loaded: their gradients do not depend on them.
+  /// to the chunk's inputs, seeded at V_new with the reverse scan's dV_new,
+  /// V block by V block: the state before the chunk from the kept states
+  /// (`keptStates`), dS after it from the reverse scan's record
+  /// (`dStates`), U, dO and dV_new (`seeds[5]`, the reverse scan's) rows in
+  /// the rows' layout, W staged in shared memory once. The [C, K]
+  /// gradients (dW, d(Gamma Q), d(decayed k)), dP and d(exp(g_last)) sum
+  /// over the V blocks in registers. Out: `seeds[0..4]` [B, T, HV, width]
+  /// f32 in the order dW, d(Gamma Q), d(decayed k), dP, d(exp(g_last))
+  /// (the chunk's first row); null where absent. The forward's values the
+  /// adjoint does not read (Gamma Q, the decayed k, P, exp(g_last)) are not
+  /// loaded: their gradients do not depend on them.
   bool step = false;
   Value keptStates;
   Value seeds[6];

@@ -92,8 +92,14 @@ void requireAlignedRows(
     llvm::function_ref<bool(llvm::StringRef name, MemRefType type)> vectorRows);
 /// Lowers the state grid of a chunk-parallel schedule (kda.state_pass) to a
 /// kernel that keeps the state in registers (NVIDIA mma.sync).
+/// `stepVBlock`, `stepMaxRegisters`: the gradient's step program's V
+/// columns a loop iteration and register budget (0: the grid's V block, no
+/// budget), knobs for measuring it (kda-compile --step-v-block,
+/// --step-max-registers).
 std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads,
-                                                  int64_t stages = 2);
+                                                  int64_t stages = 2,
+                                                  int64_t stepVBlock = 0,
+                                                  int64_t stepMaxRegisters = 0);
 /// Lowers a decode step (kda.decode_pass) to a kernel that streams each
 /// state once through registers, reductions by warp shuffles (any vendor).
 std::unique_ptr<Pass> createGpuDecodeRegistersPass(int64_t warpSize,
@@ -178,6 +184,16 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: chunks in flight (cp.async stages, 2 to 8) of "
                      "the register state kernel"),
       llvm::cl::init(2)};
+  PassOptions::Option<int64_t> stepVBlock{
+      *this, "step-v-block",
+      llvm::cl::desc("NVIDIA: V columns a loop iteration of the gradient's "
+                     "step program (0: the grid's V block)"),
+      llvm::cl::init(0)};
+  PassOptions::Option<int64_t> stepMaxRegisters{
+      *this, "step-max-registers",
+      llvm::cl::desc("NVIDIA: registers per thread of the gradient's step "
+                     "program (0: ptxas decides)"),
+      llvm::cl::init(0)};
   PassOptions::Option<bool> decodeRegisters{
       *this, "decode-registers",
       llvm::cl::desc("Decode steps as one pass over each state in registers "

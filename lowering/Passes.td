@@ -187,6 +187,13 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
            "Threads per block">,
     Option<"stages", "stages", "int64_t", /*default=*/"2",
            "Without a strategy: cp.async stages, chunks in flight (2 to 8)">,
+    Option<"stepVBlock", "step-v-block", "int64_t", /*default=*/"0",
+           "The gradient's step program: V columns a loop iteration "
+           "(0: the grid's V block)">,
+    Option<"stepMaxRegisters", "step-max-registers", "int64_t",
+           /*default=*/"0",
+           "The gradient's step program: registers per thread (NVIDIA "
+           ".maxnreg; 0: ptxas decides)">,
   ];
 }
 

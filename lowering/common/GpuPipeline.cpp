@@ -147,7 +147,8 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   // mma.sync on NVIDIA, MFMA or WMMA on AMD).
   if (options.tensorCores && options.stateRegisters)
     pm.nest<func::FuncOp>().addPass(
-        createGpuStateRegistersPass(options.threads));
+        createGpuStateRegistersPass(options.threads, 2, options.stepVBlock,
+                                    options.stepMaxRegisters));
   // ... and its intra-chunk grid keeps its tiles in registers
   // (GpuIntraRegisters.cpp).
   if (options.tensorCores && options.intraRegisters)

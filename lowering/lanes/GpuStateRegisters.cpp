@@ -1157,6 +1157,23 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
         kda::findProgramGrid(func, cfg->grid, "kda-gpu-state-registers");
     if (!grid)
       return signalPassFailure();
+    // The measuring knobs: the V columns a loop iteration takes (the
+    // program loops over all of V whatever the grid's V block) and a
+    // register budget.
+    if (stepVBlock > 0) {
+      if (stepVBlock % 16 != 0 || cfg->valueDim % stepVBlock != 0) {
+        func.emitError() << "kda-gpu-state-registers: step-v-block "
+                         << int64_t(stepVBlock)
+                         << " is not a multiple of 16 dividing V "
+                         << "= " << cfg->valueDim;
+        return signalPassFailure();
+      }
+      cfg->vBlock = stepVBlock;
+    }
+    if (stepMaxRegisters > 0)
+      func->setAttr(kda::kMaxRegistersAttr,
+                    IntegerAttr::get(IntegerType::get(&getContext(), 32),
+                                     stepMaxRegisters));
     auto byName = [&](StringRef name) {
       return kda::abiArgument(func, abi, name);
     };
@@ -1481,9 +1498,13 @@ std::string mlir::kda::stepLanesRefusal(func::FuncOp func,
 }
 
 std::unique_ptr<Pass>
-mlir::kda::createGpuStateRegistersPass(int64_t threads, int64_t stages) {
+mlir::kda::createGpuStateRegistersPass(int64_t threads, int64_t stages,
+                                       int64_t stepVBlock,
+                                       int64_t stepMaxRegisters) {
   KdaGpuStateRegistersOptions o;
   o.threads = threads;
   o.stages = stages;
+  o.stepVBlock = stepVBlock;
+  o.stepMaxRegisters = stepMaxRegisters;
   return std::make_unique<StateRegistersPass>(o);
 }

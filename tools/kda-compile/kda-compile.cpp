@@ -119,6 +119,16 @@ static cl::opt<int64_t> stateStages(
              "register state kernel: deeper stages hide more of a chunk's "
              "load latency behind the products of the chunks before it"),
     cl::init(2), cl::cat(compileCategory));
+static cl::opt<int64_t> stepVBlock(
+    "step-v-block",
+    cl::desc("NVIDIA: V columns a loop iteration of the gradient's step "
+             "program (0: the grid's V block; a multiple of 16 dividing V)"),
+    cl::init(0), cl::cat(compileCategory));
+static cl::opt<int64_t> stepMaxRegisters(
+    "step-max-registers",
+    cl::desc("NVIDIA: registers per thread of the gradient's step program "
+             "(0: ptxas decides; 128: two blocks of 256 threads per SM)"),
+    cl::init(0), cl::cat(compileCategory));
 static cl::opt<std::string>
     toolkit("toolkit",
             cl::desc("CUDA toolkit root (ptxas) or, for AMD, a folder with "
@@ -683,6 +693,8 @@ int main(int argc, char **argv) {
     options.emulateWmma = emulateWmma;
     options.stepRegisters = stepRegisters;
     options.chunkRegisters = chunkRegisters;
+    options.stepVBlock = stepVBlock;
+    options.stepMaxRegisters = stepMaxRegisters;
     options.schedule = schedule;
     options.format = format.str();
     options.toolkit = toolkit;

@@ -96,10 +96,13 @@ void requireAlignedRows(
 /// columns a loop iteration and register budget (0: the grid's V block, no
 /// budget), knobs for measuring it (kda-compile --step-v-block,
 /// --step-max-registers).
+/// `reverseTf32`: the reverse scan's f32 products as one TF32 product a step
+/// where the call's inputs are 16-bit (kda-compile --reverse-tf32).
 std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads,
                                                   int64_t stages = 2,
                                                   int64_t stepVBlock = 0,
-                                                  int64_t stepMaxRegisters = 0);
+                                                  int64_t stepMaxRegisters = 0,
+                                                  bool reverseTf32 = false);
 /// Lowers a decode step (kda.decode_pass) to a kernel that streams each
 /// state once through registers, reductions by warp shuffles (any vendor).
 std::unique_ptr<Pass> createGpuDecodeRegistersPass(int64_t warpSize,
@@ -194,6 +197,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: registers per thread of the gradient's step "
                      "program (0: ptxas decides)"),
       llvm::cl::init(0)};
+  PassOptions::Option<bool> reverseTf32{
+      *this, "reverse-tf32",
+      llvm::cl::desc("NVIDIA: the gradient's reverse scan's f32 products as "
+                     "one TF32 product a step where the call's inputs are "
+                     "16-bit (false: 3xTF32)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> decodeRegisters{
       *this, "decode-registers",
       llvm::cl::desc("Decode steps as one pass over each state in registers "

@@ -194,6 +194,9 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
            /*default=*/"0",
            "The gradient's step program: registers per thread (NVIDIA "
            ".maxnreg; 0: ptxas decides)">,
+    Option<"reverseTf32", "reverse-tf32", "bool", /*default=*/"false",
+           "The gradient's reverse scan: its f32 products one TF32 product "
+           "a step where the call's inputs are 16-bit (3xTF32 otherwise)">,
   ];
 }
 

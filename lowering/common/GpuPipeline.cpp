@@ -148,7 +148,8 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   if (options.tensorCores && options.stateRegisters)
     pm.nest<func::FuncOp>().addPass(
         createGpuStateRegistersPass(options.threads, 2, options.stepVBlock,
-                                    options.stepMaxRegisters));
+                                    options.stepMaxRegisters,
+                                    options.reverseTf32));
   // ... and its intra-chunk grid keeps its tiles in registers
   // (GpuIntraRegisters.cpp).
   if (options.tensorCores && options.intraRegisters)

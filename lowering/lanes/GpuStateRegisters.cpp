@@ -237,6 +237,9 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// step goes to `dStates` ([N, NT, HV, K, V] f32, K-major) at the chunk;
   /// the last one to `ht` (d_initial_state).
   bool reverse = false;
+  /// The reverse scan's f32 products as one TF32 product a step (a call of
+  /// 16-bit inputs, kda-compile --reverse-tf32).
+  bool singleTf32 = false;
   Value dO, dStates;
   /// The reverse scan's dV_new of every chunk ([B, T, HV, V] f32, the
   /// workspace after dStates): U's seed, which the step grid reads.
@@ -884,7 +887,7 @@ struct LaneStateProgram : kda::LaneBuilder {
     if (amd())
       tb.useMatrixUnit(unit, opType, emulated);
     else
-      tb.useMmaSync(opType);
+      tb.useMmaSync(opType, !(reverse && singleTf32));
     using kda::LaneLayout;
     using kda::LaneTileBuilder;
     if (byK) {
@@ -1329,6 +1332,13 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     lp.stages = stages;
     kda::workspacesByRole(func, abi, cfg->roles, lp.ws);
     lp.reverse = reverse;
+    if (reverse && reverseTf32) {
+      // Only where the call's inputs are 16-bit: fp32 calls keep their
+      // 1e-4 bar's 3xTF32.
+      Value v = byName("v");
+      lp.singleTf32 =
+          v && cast<MemRefType>(v.getType()).getElementType().getIntOrFloatBitWidth() == 16;
+    }
     if (reverse) {
       // dS in from d_final_state, dh0 out to d_initial_state; dS per chunk
       // into the workspace after the intra grid's (ws<roles>).
@@ -1500,8 +1510,10 @@ std::string mlir::kda::stepLanesRefusal(func::FuncOp func,
 std::unique_ptr<Pass>
 mlir::kda::createGpuStateRegistersPass(int64_t threads, int64_t stages,
                                        int64_t stepVBlock,
-                                       int64_t stepMaxRegisters) {
+                                       int64_t stepMaxRegisters,
+                                       bool reverseTf32) {
   KdaGpuStateRegistersOptions o;
+  o.reverseTf32 = reverseTf32;
   o.threads = threads;
   o.stages = stages;
   o.stepVBlock = stepVBlock;

@@ -129,6 +129,12 @@ static cl::opt<int64_t> stepMaxRegisters(
     cl::desc("NVIDIA: registers per thread of the gradient's step program "
              "(0: ptxas decides; 128: two blocks of 256 threads per SM)"),
     cl::init(0), cl::cat(compileCategory));
+static cl::opt<bool> reverseTf32(
+    "reverse-tf32",
+    cl::desc("NVIDIA: the gradient's reverse scan's f32 products as one TF32 "
+             "product a step where the call's inputs are 16-bit (3xTF32 "
+             "otherwise)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<std::string>
     toolkit("toolkit",
             cl::desc("CUDA toolkit root (ptxas) or, for AMD, a folder with "
@@ -695,6 +701,7 @@ int main(int argc, char **argv) {
     options.chunkRegisters = chunkRegisters;
     options.stepVBlock = stepVBlock;
     options.stepMaxRegisters = stepMaxRegisters;
+    options.reverseTf32 = reverseTf32;
     options.schedule = schedule;
     options.format = format.str();
     options.toolkit = toolkit;

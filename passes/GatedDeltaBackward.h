@@ -33,7 +33,7 @@ struct ChunkGrads {
 /// The gradients of the state step's inputs (null where not asked for or
 /// absent).
 struct StateStepGrads {
-  Value dW, dQDecayed, dKToEnd, dP, dDecayLast, dU, dState, dVNew;
+  Value dW, dQDecayed, dKToEnd, dP, dDecayLast, dState, dVNew;
 };
 /// What emitStateStepAdjoint differentiates with respect to: the state
 /// before the step and the new values V_new (the reverse scan's: dV_new is

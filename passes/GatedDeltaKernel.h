@@ -121,7 +121,6 @@ Value emitNewValues(TileBuilder &tb, const IntraChunk &intra, Value state);
 ChunkOutputs emitStateStepFrom(TileBuilder &tb, const IntraChunk &intra,
                                Value state, Value vNew);
 
-
 /// What a wide state step returns: each sub-chunk's output rows and the
 /// state after the last.
 struct WideStepOutputs {

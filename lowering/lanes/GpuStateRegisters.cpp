@@ -336,9 +336,9 @@ struct LaneStateProgram : kda::LaneBuilder {
   }
   int64_t threads() const { return warpSize * NW; }
   /// The products' operand type: the W, Gamma Q and decayed k workspaces'
-  /// (bf16: mma.sync m16n8k16; f32: 3xTF32 m16n8k8 pairs).
-  /// The products' operand type: the decayed k's (W's in the gradient's
-  /// step grid, which reads no decayed k; f32 where it reads neither).
+  /// (bf16: mma.sync m16n8k16; f32: 3xTF32 m16n8k8 pairs), read from the
+  /// decayed k's (W's in the gradient's step grid, which reads no decayed
+  /// k; f32 where it reads neither).
   Type operandType() {
     for (Value w : {ws[3], ws[0]})
       if (w)
@@ -1336,8 +1336,9 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       // Only where the call's inputs are 16-bit: fp32 calls keep their
       // 1e-4 bar's 3xTF32.
       Value v = byName("v");
-      lp.singleTf32 =
-          v && cast<MemRefType>(v.getType()).getElementType().getIntOrFloatBitWidth() == 16;
+      lp.singleTf32 = v && cast<MemRefType>(v.getType())
+                                   .getElementType()
+                                   .getIntOrFloatBitWidth() == 16;
     }
     if (reverse) {
       // dS in from d_final_state, dh0 out to d_initial_state; dS per chunk
@@ -1513,10 +1514,10 @@ mlir::kda::createGpuStateRegistersPass(int64_t threads, int64_t stages,
                                        int64_t stepMaxRegisters,
                                        bool reverseTf32) {
   KdaGpuStateRegistersOptions o;
-  o.reverseTf32 = reverseTf32;
   o.threads = threads;
   o.stages = stages;
   o.stepVBlock = stepVBlock;
   o.stepMaxRegisters = stepMaxRegisters;
+  o.reverseTf32 = reverseTf32;
   return std::make_unique<StateRegistersPass>(o);
 }

@@ -1,7 +1,6 @@
 //===- LaneTiles.cpp - the tile primitives on a GPU block's registers -----===//
 
 #include "lowering/lanes/LaneTiles.h"
-#include "mlir/IR/Matchers.h"
 #include "lowering/GpuPipeline.h"
 
 #include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
@@ -14,6 +13,7 @@
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/Matchers.h"
 
 #include "llvm/ADT/STLExtras.h"
 
@@ -1423,12 +1423,15 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
   // 2t + s and 2t + 8 + s as its k indices t and t + 4.
   const bool tf32x3 = mmaType.isF32();
   const int64_t MT = M / (16 * rowWarps), KT = KW / 16, NT = NWc / 8;
+  // The accumulator `init` as the product adds to it: a copy in every warp
+  // where the warps' partial products meet after the product.
+  const LaneLayout initLayout =
+      split == Split::Contracted
+          ? mmaAccumulator(M, N, 1).spread({M, N}, {0, 0}, warps)
+          : accLayout;
   SmallVector<Value> initRegs;
   if (init)
-    initRegs = convertLayout(
-        init, split == Split::Contracted
-                  ? mmaAccumulator(M, N, 1).spread({M, N}, {0, 0}, warps)
-                  : accLayout);
+    initRegs = convertLayout(init, initLayout);
   // An operand of zeros (a reverse scan's stand-in state, which its
   // adjoint never reads): no product, the accumulator as it was. (A product
   // nothing reads is dead code anyway, but one whose warps' partial sums
@@ -1443,10 +1446,7 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
   };
   if (zeros(a) || zeros(bTile)) {
     if (init)
-      return make(split == Split::Contracted
-                      ? mmaAccumulator(M, N, 1).spread({M, N}, {0, 0}, warps)
-                      : accLayout,
-                  initRegs);
+      return make(initLayout, initRegs);
     return make(accLayout,
                 SmallVector<Value>(accLayout.regs.size(), constantF32(0.0)));
   }

@@ -90,19 +90,6 @@ void storeRowFromF32(OpBuilder &b, Location loc, Value mem, ValueRange prefix,
 void requireAlignedRows(
     func::FuncOp func,
     llvm::function_ref<bool(llvm::StringRef name, MemRefType type)> vectorRows);
-/// Lowers the state grid of a chunk-parallel schedule (kda.state_pass) to a
-/// kernel that keeps the state in registers (NVIDIA mma.sync).
-/// `stepVBlock`, `stepMaxRegisters`: the gradient's step program's V
-/// columns a loop iteration and register budget (0: the grid's V block, no
-/// budget), knobs for measuring it (kda-compile --step-v-block,
-/// --step-max-registers).
-/// `reverseTf32`: the reverse scan's f32 products as one TF32 product a step
-/// where the call's inputs are 16-bit (kda-compile --reverse-tf32).
-std::unique_ptr<Pass> createGpuStateRegistersPass(int64_t threads,
-                                                  int64_t stages = 2,
-                                                  int64_t stepVBlock = 0,
-                                                  int64_t stepMaxRegisters = 0,
-                                                  bool reverseTf32 = false);
 /// Lowers a decode step (kda.decode_pass) to a kernel that streams each
 /// state once through registers, reductions by warp shuffles (any vendor).
 std::unique_ptr<Pass> createGpuDecodeRegistersPass(int64_t warpSize,
@@ -202,6 +189,16 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the gradient's reverse scan's f32 products as "
                      "one TF32 product a step where the call's inputs are "
                      "16-bit (false: 3xTF32)"),
+      llvm::cl::init(false)};
+  PassOptions::Option<int64_t> stepThreads{
+      *this, "step-threads",
+      llvm::cl::desc("NVIDIA: threads per block of the gradient's step "
+                     "program (0: `threads`)"),
+      llvm::cl::init(0)};
+  PassOptions::Option<bool> stepPrefetch{
+      *this, "step-prefetch",
+      llvm::cl::desc("NVIDIA: the gradient's step program loads each V "
+                     "block's inputs one block ahead of their use"),
       llvm::cl::init(false)};
   PassOptions::Option<bool> decodeRegisters{
       *this, "decode-registers",

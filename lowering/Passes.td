@@ -197,6 +197,12 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
     Option<"reverseTf32", "reverse-tf32", "bool", /*default=*/"false",
            "The gradient's reverse scan: its f32 products one TF32 product "
            "a step where the call's inputs are 16-bit (3xTF32 otherwise)">,
+    Option<"stepThreads", "step-threads", "int64_t", /*default=*/"0",
+           "The gradient's step program: threads per block (0: `threads`; "
+           "fewer warps, more blocks per multiprocessor)">,
+    Option<"stepPrefetch", "step-prefetch", "bool", /*default=*/"false",
+           "The gradient's step program: loads each V block's inputs one "
+           "block ahead of their use">,
   ];
 }
 

@@ -145,11 +145,19 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   // The state pass of a chunk-parallel schedule keeps the state in the
   // matrix unit's accumulators (a kernel of its own, GpuStateRegisters.cpp:
   // mma.sync on NVIDIA, MFMA or WMMA on AMD).
-  if (options.tensorCores && options.stateRegisters)
-    pm.nest<func::FuncOp>().addPass(
-        createGpuStateRegistersPass(options.threads, 2, options.stepVBlock,
-                                    options.stepMaxRegisters,
-                                    options.reverseTf32));
+  // The gradient's step program and reverse scan take measuring knobs
+  // (kda-compile --step-v-block, --step-max-registers, --step-threads,
+  // --step-prefetch, --reverse-tf32; Passes.td says what each does).
+  if (options.tensorCores && options.stateRegisters) {
+    KdaGpuStateRegistersOptions state;
+    state.threads = options.threads;
+    state.stepVBlock = options.stepVBlock;
+    state.stepMaxRegisters = options.stepMaxRegisters;
+    state.stepPrefetch = options.stepPrefetch;
+    state.stepThreads = options.stepThreads;
+    state.reverseTf32 = options.reverseTf32;
+    pm.nest<func::FuncOp>().addPass(createKdaGpuStateRegisters(state));
+  }
   // ... and its intra-chunk grid keeps its tiles in registers
   // (GpuIntraRegisters.cpp).
   if (options.tensorCores && options.intraRegisters)

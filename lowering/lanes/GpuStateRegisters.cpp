@@ -623,6 +623,9 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// adjoint does not read (Gamma Q, the decayed k, P, exp(g_last)) are not
   /// loaded: their gradients do not depend on them.
   bool step = false;
+  /// Loads each V block's inputs one block ahead (kda-compile
+  /// --step-prefetch, a measuring knob).
+  bool stepPrefetch = false;
   Value keptStates;
   Value seeds[6];
 
@@ -676,9 +679,17 @@ struct LaneStateProgram : kda::LaneBuilder {
       issueRows(0, shW, stage, t0, valid, C, K * operandBytes() / 16, {},
                 true);
       NVVM::CpAsyncCommitGroupOp::create(b);
+    }
+    // W's copies land before its first reader (with `stepPrefetch`, after
+    // the first two V blocks' loads are issued).
+    auto awaitW = [&] {
+      if (!ws[0])
+        return;
       NVVM::CpAsyncWaitGroupOp::create(b, 0);
       gpu::BarrierOp::create(b);
-    }
+    };
+    if (!stepPrefetch)
+      awaitW();
 
     kda::LaneTileBuilder tb(b, warpSize, NW, lane, warp);
     tb.useMmaSync(opType);
@@ -717,32 +728,62 @@ struct LaneStateProgram : kda::LaneBuilder {
           tb.make(gL, SmallVector<Value>(gL.regs.size(), f32(0.0)));
 
     const int64_t blocks = cfg.valueDim / VB;
-    // One V block at column `col`: its dU stored, the other gradients
-    // returned (null where absent), or the builder's refusal.
-    std::string why;
-    auto stepBlock = [&](Value col) -> std::optional<SmallVector<Value>> {
-      vCol = col;
-      SmallVector<Value> sRegs, dsRegs;
-      for (int64_t r = 0; r < int64_t(stateL.regs.size()); ++r) {
+    // A V block's inputs at column `col`, as registers: the state and dS
+    // [K, VB] in the state's layout, then U, dO and dV_new [C, VB] in the
+    // rows'. (Loaded a block ahead of their use where `prefetch` says: the
+    // program is one block per multiprocessor, and a block's loads stalled
+    // every warp at the next barrier.)
+    const int64_t stateRegs = stateL.regs.size(), rowRegs = rowsL.regs.size();
+    auto loadBlock = [&](Value col) {
+      SmallVector<Value> regs(2 * stateRegs);
+      for (int64_t r = 0; r < stateRegs; ++r) {
         Value key = tb.coordinate(stateL, r, 0);
-        Value v = add(vCol, tb.coordinate(stateL, r, 1));
-        sRegs.push_back(toF32(memref::LoadOp::create(
+        Value v = add(col, tb.coordinate(stateL, r, 1));
+        regs[r] = toF32(memref::LoadOp::create(
             b, keptStates,
             cfg.vMajor ? ValueRange{n, chunkIdx, head, v, key}
-                       : ValueRange{n, chunkIdx, head, key, v})));
-        dsRegs.push_back(memref::LoadOp::create(
-            b, dStates, ValueRange{n, chunkIdx, head, key, v}));
+                       : ValueRange{n, chunkIdx, head, key, v}));
+        regs[stateRegs + r] = memref::LoadOp::create(
+            b, dStates, ValueRange{n, chunkIdx, head, key, v});
       }
-      intra.u = rowTile(tb, rowsL, ws[1], t0, valid, vCol);
-      Value dORows = rowTile(tb, rowsL, dO, t0, valid, vCol);
-      Value dVNew = rowTile(tb, rowsL, seeds[5], t0, valid, vCol);
+      for (Value mem : {ws[1], dO, seeds[5]})
+        llvm::append_range(
+            regs, tb.registersOf(rowTile(tb, rowsL, mem, t0, valid, col)));
+      return regs;
+    };
+    // One V block at column `col` from its loaded registers: the gradients
+    // (null where absent), or the builder's refusal.
+    std::string why;
+    auto stepBlock = [&](Value col, ArrayRef<Value> regs)
+        -> std::optional<SmallVector<Value>> {
+      vCol = col;
+      auto part = [&](const LaneLayout &l, int64_t at, int64_t count) {
+        return tb.make(l, SmallVector<Value>(regs.slice(at, count)));
+      };
+      intra.u = part(rowsL, 2 * stateRegs, rowRegs);
+      Value dORows = part(rowsL, 2 * stateRegs + rowRegs, rowRegs);
+      Value dVNew = part(rowsL, 2 * stateRegs + 2 * rowRegs, rowRegs);
       FailureOr<kda::StateStepGrads> g = kda::emitStateStepAdjoint(
-          tb, intra, tb.make(stateL, sRegs), dORows, tb.make(stateL, dsRegs),
-          kda::StepAdjointOf::Inputs, why, dVNew);
+          tb, intra, part(stateL, 0, stateRegs), dORows,
+          part(stateL, stateRegs, stateRegs), kda::StepAdjointOf::Inputs, why,
+          dVNew);
       if (failed(g) || !tb.failure().empty())
         return std::nullopt;
       return SmallVector<Value>{g->dW, g->dQDecayed, g->dKToEnd, g->dP,
                                 g->dDecayLast};
+    };
+    const int64_t loadedRegs = 2 * stateRegs + 3 * rowRegs;
+    // Block `j`'s loads where j < blocks, zeros past the last (one branch,
+    // uniform over the block).
+    auto loadIfBlock = [&](Value j) -> SmallVector<Value> {
+      SmallVector<Type> types(loadedRegs, f32Type);
+      auto more = scf::IfOp::create(b, types, ult(j, idx(blocks)), true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(more.thenBlock());
+      scf::YieldOp::create(b, loadBlock(mul(j, VB)));
+      b.setInsertionPointToStart(more.elseBlock());
+      scf::YieldOp::create(b, SmallVector<Value>(loadedRegs, f32(0.0)));
+      return SmallVector<Value>(more.getResults());
     };
     auto addTiles = [&](Value x, Value y) {
       return tb.map(tb.shape(x), {x, y},
@@ -754,7 +795,17 @@ struct LaneStateProgram : kda::LaneBuilder {
     // Block 0 gives the sums' layouts; the other blocks run as a loop
     // carrying the sums' registers (unrolled, ptxas hoisted the blocks'
     // loads over each other and spilled 612 bytes at 255 registers).
-    std::optional<SmallVector<Value>> block0 = stepBlock(idx(0));
+    // Block 0 gives the sums' layouts; the other blocks run as a loop
+    // carrying the sums' registers and, with `stepPrefetch`, the next
+    // block's loads.
+    SmallVector<Value> first = loadBlock(idx(0));
+    SmallVector<Value> ahead;
+    if (stepPrefetch) {
+      if (blocks > 1)
+        ahead = loadBlock(idx(VB));
+      awaitW();
+    }
+    std::optional<SmallVector<Value>> block0 = stepBlock(idx(0), first);
     if (!block0)
       return why.empty() ? tb.failure() : why;
     SmallVector<Value> sums = *block0;
@@ -767,21 +818,31 @@ struct LaneStateProgram : kda::LaneBuilder {
         layouts.push_back(tb.layoutOf(s));
         llvm::append_range(init, tb.registersOf(s));
       }
+      const size_t sumRegs = init.size();
+      llvm::append_range(init, ahead);
       auto loop = scf::ForOp::create(b, idx(1), idx(blocks), idx(1), init);
       {
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(loop.getBody());
+        ValueRange carriedArgs = loop.getRegionIterArgs();
         // (The sums across warps take the scratch's halves in turn: a
         // barrier at the top keeps an iteration's first sum off the half
         // the previous one's last sum still reads.)
         gpu::BarrierOp::create(b);
-        std::optional<SmallVector<Value>> g =
-            stepBlock(mul(loop.getInductionVar(), VB));
+        Value j = loop.getInductionVar();
+        SmallVector<Value> loaded, next;
+        if (stepPrefetch) {
+          next = loadIfBlock(add(j, 1));
+          loaded.assign(carriedArgs.begin() + sumRegs, carriedArgs.end());
+        } else {
+          loaded = loadBlock(mul(j, VB));
+        }
+        std::optional<SmallVector<Value>> g = stepBlock(mul(j, VB), loaded);
         if (!g) {
-          scf::YieldOp::create(b, loop.getRegionIterArgs());
+          scf::YieldOp::create(b, carriedArgs);
           return why.empty() ? tb.failure() : why;
         }
-        SmallVector<Value> next;
+        SmallVector<Value> yielded;
         size_t at = 0, l = 0;
         for (auto [s, x] : llvm::zip(sums, *g)) {
           if (!s)
@@ -789,17 +850,17 @@ struct LaneStateProgram : kda::LaneBuilder {
           const LaneLayout &layout = layouts[l++];
           const size_t count = layout.regs.size();
           Value carried = tb.make(
-              layout, SmallVector<Value>(
-                          ValueRange(loop.getRegionIterArgs()).slice(at, count)));
+              layout, SmallVector<Value>(carriedArgs.slice(at, count)));
           at += count;
-          llvm::append_range(next,
+          llvm::append_range(yielded,
                              tb.convertLayout(addTiles(carried, x), layout));
         }
         if (!tb.failure().empty()) {
-          scf::YieldOp::create(b, loop.getRegionIterArgs());
+          scf::YieldOp::create(b, carriedArgs);
           return tb.failure();
         }
-        scf::YieldOp::create(b, next);
+        llvm::append_range(yielded, next);
+        scf::YieldOp::create(b, yielded);
       }
       size_t at = 0, l = 0;
       for (Value &s : sums) {
@@ -1191,11 +1252,14 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     const bool byK = LaneStateProgram::splitsK(wsTypes, taken, unit);
     LaneStateProgram lp(
         b, *cfg,
-        LaneStateProgram::warpsFor(*cfg, threads, byK,
+        LaneStateProgram::warpsFor(*cfg,
+                                   stepThreads > 0 ? stepThreads : threads,
+                                   byK,
                                    kda::LaneTileBuilder::unitWarpSize(unit)),
         unit);
     lp.byK = byK;
     lp.step = true;
+    lp.stepPrefetch = stepPrefetch;
     // (The kernel has no Gamma Q and no chunk decay: takesRole.)
     kda::workspacesByRole(func, abi, cfg->roles, lp.ws);
     const bool gate = llvm::is_contained(cfg->roles, "g");
@@ -1508,16 +1572,3 @@ std::string mlir::kda::stepLanesRefusal(func::FuncOp func,
   return why;
 }
 
-std::unique_ptr<Pass>
-mlir::kda::createGpuStateRegistersPass(int64_t threads, int64_t stages,
-                                       int64_t stepVBlock,
-                                       int64_t stepMaxRegisters,
-                                       bool reverseTf32) {
-  KdaGpuStateRegistersOptions o;
-  o.threads = threads;
-  o.stages = stages;
-  o.stepVBlock = stepVBlock;
-  o.stepMaxRegisters = stepMaxRegisters;
-  o.reverseTf32 = reverseTf32;
-  return std::make_unique<StateRegistersPass>(o);
-}

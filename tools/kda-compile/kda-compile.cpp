@@ -129,6 +129,16 @@ static cl::opt<int64_t> stepMaxRegisters(
     cl::desc("NVIDIA: registers per thread of the gradient's step program "
              "(0: ptxas decides; 128: two blocks of 256 threads per SM)"),
     cl::init(0), cl::cat(compileCategory));
+static cl::opt<int64_t> stepThreads(
+    "step-threads",
+    cl::desc("NVIDIA: threads per block of the gradient's step program (0: "
+             "--threads; 128: two blocks per SM at K = 128)"),
+    cl::init(0), cl::cat(compileCategory));
+static cl::opt<bool> stepPrefetch(
+    "step-prefetch",
+    cl::desc("NVIDIA: the gradient's step program loads each V block's "
+             "inputs one block ahead of their use (registers for latency)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> reverseTf32(
     "reverse-tf32",
     cl::desc("NVIDIA: the gradient's reverse scan's f32 products as one TF32 "
@@ -702,6 +712,8 @@ int main(int argc, char **argv) {
     options.stepVBlock = stepVBlock;
     options.stepMaxRegisters = stepMaxRegisters;
     options.reverseTf32 = reverseTf32;
+    options.stepPrefetch = stepPrefetch;
+    options.stepThreads = stepThreads;
     options.schedule = schedule;
     options.format = format.str();
     options.toolkit = toolkit;

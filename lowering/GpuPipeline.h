@@ -231,6 +231,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("Tile matmuls on the matrix units (mma.sync, MFMA, "
                      "WMMA)"),
       llvm::cl::init(true)};
+  PassOptions::Option<std::string> until{
+      *this, "until",
+      llvm::cl::desc("Stop early: 'lanes' stops after the register passes (the "
+                     "lane kernels as scf / memref / nvgpu programs: what "
+                     "kda-run --emulate runs on the CPU); empty runs it all"),
+      llvm::cl::init("")};
   PassOptions::Option<std::string> format{
       *this, "format",
       llvm::cl::desc("Binary format: bin (cubin / HSACO), isa (PTX / AMDGPU "

@@ -163,6 +163,10 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   if (options.tensorCores && options.intraRegisters)
     pm.nest<func::FuncOp>().addPass(
         createGpuIntraRegistersPass(options.threads));
+  // kda-run --emulate runs the module from here (tools/kda-run/Emulator.h):
+  // every kernel's program explicit, nothing of the target's yet.
+  if (options.until == "lanes")
+    return;
   // The target's tile primitives, then blocks / threads / shared memory.
   if (options.tensorCores)
     pm.nest<func::FuncOp>().addPass(
@@ -220,6 +224,10 @@ LogicalResult buildForVendor(
         ": threads must be a positive multiple of the warp size (" +
         llvm::Twine(target->warpSize) + " on " + chip + "), at most 1024, "
         "found " + llvm::Twine(threads));
+  if (!options.until.empty() && options.until != "lanes")
+    return errorHandler(
+        llvm::Twine(nvidia ? "kda-lower-to-nvvm" : "kda-lower-to-rocdl") +
+        ": until must be empty or 'lanes', found '" + options.until + "'");
   mlir::kda::buildGpuPipeline(pm, *target, options);
   return success();
 }

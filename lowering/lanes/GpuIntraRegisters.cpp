@@ -1006,15 +1006,19 @@ std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
     os << "its shared memory (" << bytes << " bytes at K = " << cfg->keyDim
        << ", V = " << cfg->valueDim << ") exceeds the chip's " << sharedMemory;
     say("fewer threads per block, or accept the tile lowering");
-  } else if (cfg->keyDim % (8 * warps) != 0 ||
+  } else if (const bool wholeSteps =
+                 warps > 4 || cfg->gate == "none" || cfg->gate.empty();
+             cfg->keyDim % (8 * warps) != 0 ||
              cfg->valueDim % (8 * warps) != 0 ||
              (cfg->keyDim / warps / 4) % 2 != 0 ||
-             (warps > 4 && cfg->keyDim % (16 * warps) != 0)) {
-    // Past 4 warps (the gradient's modules run 8) the products contracted
-    // over K split it over the warps in whole m16n8k16 steps
-    // (LaneTileBuilder::matmul): K = 64 at 8 warps passed the check of 8
-    // per warp and then failed in the lane program.
-    const int64_t kMultiple = warps > 4 ? 16 * warps : 8 * warps;
+             (wholeSteps && cfg->keyDim % (16 * warps) != 0)) {
+    // Past 4 warps (the gradient's modules run 8), and without a gate (q k^T
+    // is a plain product, no decayed pairs), the products contracted over K
+    // split it over the warps in whole m16n8k16 steps
+    // (LaneTileBuilder::matmul): K = 64 at 8 warps, and DeltaNet's and
+    // linear attention's K = 32 at 4, passed the check of 8 per warp and
+    // then failed in the lane program (kda-compile stopped with an error).
+    const int64_t kMultiple = wholeSteps ? 16 * warps : 8 * warps;
     os << "K = " << cfg->keyDim << " and V = " << cfg->valueDim
        << " do not split over " << warps
        << " warps (K a multiple of " << kMultiple << " and V of "

@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/CpuPipeline.h"
+#include "lowering/GpuPipeline.h"
+#include "tools/kda-run/Emulator.h"
 #include "mlir/IR/Verifier.h"
 #include "passes/Passes.h"
 #include "tools/Registration.h"
@@ -125,6 +127,18 @@ static cl::opt<bool> gradient(
              "results are the f32 gradients of the arguments the op reads; "
              "--check compares them with the float64 oracle's (bar 1e-4)"),
     cl::cat(runCategory));
+static cl::opt<std::string> emulate(
+    "emulate",
+    cl::desc("compile with the GPU pipeline for CHIP (sm_80, sm_90a) up to its "
+             "register passes and run the kernels on the CPU, every thread of "
+             "a lane kernel in lock step (tools/kda-run/Emulator.h); no GPU "
+             "needed"),
+    cl::value_desc("CHIP"), cl::init(""), cl::cat(runCategory));
+static cl::opt<std::string> emulatePipeline(
+    "emulate-pipeline",
+    cl::desc("with --emulate: more options of the GPU pipeline, e.g. "
+             "'threads=256 step-prefetch=true'"),
+    cl::init(""), cl::cat(runCategory));
 static cl::opt<std::string> ompLibrary("omp-library",
                                        cl::desc("path of the OpenMP runtime"),
                                        cl::init(KDA_OMP_LIBRARY),
@@ -708,6 +722,93 @@ int main(int argc, char **argv) {
   SmallVector<RankedTensorType> resultTypes;
   for (Type t : f.getResultTypes())
     resultTypes.push_back(cast<RankedTensorType>(t));
+  std::vector<Buffer> buffers(specs.size() + resultTypes.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    buffers[i].init(specs[i].type);
+    buffers[i].fill(inputs[i]);
+  }
+  // The pools as they were before the call: the compiled code updates pool
+  // arguments in place, so the argument buffer afterwards is no reference.
+  std::vector<std::vector<uint8_t>> poolsBefore;
+  for (const PoolCheck &pc : poolChecks)
+    poolsBefore.push_back(buffers[pc.poolArg].bytes);
+  for (size_t r = 0; r < resultTypes.size(); ++r)
+    buffers[specs.size() + r].init(resultTypes[r]);
+  auto ms = [](auto a, auto b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
+  if (!emulate.empty()) {
+    // The GPU pipeline up to its lane kernels, run by the emulator.
+    auto compileStart = std::chrono::steady_clock::now();
+    std::optional<mlir::kda::GpuTarget> target =
+        mlir::kda::gpuTargetForChip(emulate);
+    if (!target || target->vendor != mlir::kda::GpuTarget::Vendor::Nvidia)
+      return fail("--emulate: '" + emulate +
+                  "' is not an NVIDIA chip the pipeline knows (" +
+                  mlir::kda::knownChips(mlir::kda::GpuTarget::Vendor::Nvidia) +
+                  ")");
+    mlir::kda::GpuPipelineOptions options;
+    if (failed(options.parseFromString("chip=" + emulate + " until=lanes " +
+                                       emulatePipeline)))
+      return fail("--emulate-pipeline: cannot parse '" + emulatePipeline + "'");
+    if (options.until != "lanes")
+      return fail("--emulate-pipeline: 'until' is the emulator's");
+    PassManager pm(&context);
+    mlir::kda::buildGpuPipeline(pm, *target, options);
+    if (failed(pm.run(*module)))
+      return fail("compilation failed (see the diagnostics above)");
+    auto entry = module->lookupSymbol<func::FuncOp>(name);
+    if (!entry || entry.getNumArguments() != specs.size() ||
+        entry.getNumResults() != resultTypes.size())
+      return fail("internal: the GPU pipeline's @" + name +
+                  " does not take one memref per argument and return one per "
+                  "result");
+    std::vector<std::unique_ptr<::kda::emu::Memory>> memories;
+    std::vector<::kda::emu::View> args, results;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      memories.push_back(std::make_unique<::kda::emu::Memory>());
+      memories.back()->element = specs[i].type.getElementType();
+      memories.back()->data = inputs[i];
+      ::kda::emu::View v;
+      v.memory = memories.back().get();
+      v.sizes.assign(specs[i].type.getShape().begin(),
+                     specs[i].type.getShape().end());
+      v.strides.assign(v.sizes.size(), 1);
+      for (int64_t d = int64_t(v.sizes.size()) - 2; d >= 0; --d)
+        v.strides[d] = v.strides[d + 1] * v.sizes[d + 1];
+      args.push_back(v);
+    }
+    ::kda::emu::Stats stats;
+    auto runStart = std::chrono::steady_clock::now();
+    std::string why = ::kda::emu::run(entry, options.threads, args, results,
+                                      memories, stats);
+    auto runEnd = std::chrono::steady_clock::now();
+    if (!why.empty())
+      return fail("--emulate: " + why);
+    for (size_t r = 0; r < resultTypes.size(); ++r) {
+      const ::kda::emu::View &v = results[r];
+      ArrayRef<int64_t> shape = resultTypes[r].getShape();
+      if (v.sizes != std::vector<int64_t>(shape.begin(), shape.end()))
+        return fail("internal: result " + std::to_string(r) +
+                    " of the emulated @" + name + " has another shape");
+      std::vector<double> values(resultTypes[r].getNumElements());
+      for (size_t e = 0; e < values.size(); ++e) {
+        int64_t flat = v.offset, rest = int64_t(e);
+        for (int64_t d = int64_t(shape.size()) - 1; d >= 0; --d) {
+          flat += (rest % shape[d]) * v.strides[d];
+          rest /= shape[d];
+        }
+        values[e] = v.memory->data[flat];
+      }
+      buffers[specs.size() + r].fill(values);
+    }
+    llvm::outs() << llvm::format(
+        "kda-run: @%s emulated for %s: compiled in %.1f ms, ran %lld kernels, "
+        "%lld programs, %lld lane instructions in %.1f ms\n",
+        name.c_str(), emulate.c_str(), ms(compileStart, runStart),
+        (long long)stats.kernels, (long long)stats.programs,
+        (long long)stats.laneInstructions, ms(runStart, runEnd));
+  } else {
   f->setAttr("llvm.emit_c_interface", UnitAttr::get(&context));
   auto compileStart = std::chrono::steady_clock::now();
   PassManager pm(&context);
@@ -753,18 +854,6 @@ int main(int argc, char **argv) {
     return fail("JIT: " + llvm::toString(engine.takeError()));
 
   // Run.
-  std::vector<Buffer> buffers(specs.size() + resultTypes.size());
-  for (size_t i = 0; i < specs.size(); ++i) {
-    buffers[i].init(specs[i].type);
-    buffers[i].fill(inputs[i]);
-  }
-  // The pools as they were before the call: the compiled code updates pool
-  // arguments in place, so the argument buffer afterwards is no reference.
-  std::vector<std::vector<uint8_t>> poolsBefore;
-  for (const PoolCheck &pc : poolChecks)
-    poolsBefore.push_back(buffers[pc.poolArg].bytes);
-  for (size_t r = 0; r < resultTypes.size(); ++r)
-    buffers[specs.size() + r].init(resultTypes[r]);
   SmallVector<void *> packed;
   for (Buffer &b : buffers)
     packed.push_back(&b.descriptorPtr);
@@ -777,12 +866,10 @@ int main(int argc, char **argv) {
   auto runStart = std::chrono::steady_clock::now();
   (*packedEntry)(packed.data());
   auto runEnd = std::chrono::steady_clock::now();
-  auto ms = [](auto a, auto b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-  };
   llvm::outs() << llvm::format("kda-run: @%s compiled in %.1f ms, ran in %.3f ms\n",
                                name.c_str(), ms(compileStart, compileEnd),
                                ms(runStart, runEnd));
+  }
 
   // Outputs.
   bool ok = true;

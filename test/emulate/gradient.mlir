@@ -1,0 +1,44 @@
+// The training call's kernels on the emulator (kda-run --emulate,
+// tools/kda-run/Emulator.h): the GPU pipeline's forward keeping its states
+// every 16 tokens and the derived gradient (intra grid, reverse scan, step
+// and chunk grids, sums: ten kernels, all lane programs but the sums), every
+// thread of a block in lock step on the CPU, each gradient against the
+// float64 oracle's. Kimi's prologue, K = V = 128, bf16 inputs: the GPU's
+// own configuration (kda.ops' training bundle), at SPEC's 16-bit bar.
+//
+// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=KIMI
+// KIMI: @kimi_kept emulated for sm_90a: compiled in {{.*}} ran 10 kernels
+// KIMI-COUNT-8: bar=5e-03 ok
+// KIMI-NOT: FAIL
+//
+// The step program's measuring knobs compute the same gradients: V blocks
+// loaded a block ahead, four warps a block, V blocks of 32; the reverse
+// scan's products in one TF32 product (still within the bar); sm_80.
+// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-prefetch=true step-threads=128" | FileCheck %s --check-prefix=KIMI
+// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-v-block=32 reverse-tf32=true" | FileCheck %s --check-prefix=KIMI
+// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_80 --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=KIMI80
+// KIMI80: @kimi_kept emulated for sm_80
+// KIMI80-COUNT-8: bar=5e-03 ok
+//
+// Packed sequences (one of a single token) and two value heads a q / k head
+// (GVA: dq and dk sum over them), from initial states.
+// RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=VARLEN
+// VARLEN: ran 10 kernels
+// VARLEN-COUNT-8: bar=5e-03 ok
+// VARLEN-NOT: FAIL
+//
+// A wrong result fails (the check is live on this path too).
+// RUN: not kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline=threads=256 --inject-fault=result 2>&1 | FileCheck %s --check-prefix=FAULT
+// FAULT: result 0: {{.*}} FAIL
+
+func.func @kimi_kept(%q: tensor<1x40x2x128xbf16>, %k: tensor<1x40x2x128xbf16>, %v: tensor<1x40x2x128xbf16>, %g: tensor<1x40x2x128xbf16>, %b: tensor<1x40x2xbf16>, %h0: tensor<1x2x128x128xf32>, %a: tensor<2xf32>, %d: tensor<2x128xf32>, %do: tensor<1x40x2x128xbf16>) -> (tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2xf32>, tensor<1x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>) {
+  %o, %states = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<1x2x128x128xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, boundary_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x2x128xbf16> boundary_states tensor<1x3x2x128x128xf32>
+  %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd = kda.gated_delta_grad delta %q, %k, %v, %do gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<1x2x128x128xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) chunk_states(%states : tensor<1x3x2x128x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, states_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32> d_gate tensor<1x40x2x128xf32> d_beta tensor<1x40x2xf32> d_initial_state tensor<1x2x128x128xf32> d_A_log tensor<2xf32> d_dt_bias tensor<2x128xf32>
+  return %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd : tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2xf32>, tensor<1x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>
+}
+
+func.func @varlen_gva(%q: tensor<1x40x1x128xbf16>, %k: tensor<1x40x1x128xbf16>, %v: tensor<1x40x2x128xbf16>, %g: tensor<1x40x2x128xbf16>, %b: tensor<1x40x2xbf16>, %cu: tensor<4xi32>, %h0: tensor<3x2x128x128xf32>, %a: tensor<2xf32>, %d: tensor<2x128xf32>, %do: tensor<1x40x2x128xbf16>) -> (tensor<1x40x1x128xf32>, tensor<1x40x1x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2xf32>, tensor<3x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>) {
+  %o, %states = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<3x2x128x128xf32>) cu_seqlens(%cu : tensor<4xi32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, boundary_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x1x128xbf16>, tensor<1x40x1x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x2x128xbf16> boundary_states tensor<3x2x2x128x128xf32>
+  %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd = kda.gated_delta_grad delta %q, %k, %v, %do gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<3x2x128x128xf32>) cu_seqlens(%cu : tensor<4xi32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) chunk_states(%states : tensor<3x2x2x128x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, states_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x1x128xbf16>, tensor<1x40x1x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x1x128xf32>, tensor<1x40x1x128xf32>, tensor<1x40x2x128xf32> d_gate tensor<1x40x2x128xf32> d_beta tensor<1x40x2xf32> d_initial_state tensor<3x2x128x128xf32> d_A_log tensor<2xf32> d_dt_bias tensor<2x128xf32>
+  return %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd : tensor<1x40x1x128xf32>, tensor<1x40x1x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2xf32>, tensor<3x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>
+}

@@ -1,0 +1,1527 @@
+//===- Emulator.cpp - the GPU pipeline's lane kernels, run on the CPU -----===//
+//
+// See Emulator.h. One Frame per function call: every SSA value of the
+// function has a slot (its element count wide) in each lane's row of the
+// frame; memref values have a view per lane. A kernel with explicit threads
+// runs every op for all its active lanes before the next op; scf.if splits
+// the lanes, scf.for must agree over them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Emulator.h"
+#include "Npy.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+#include "mlir/IR/SymbolTable.h"
+
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <cstring>
+
+using namespace mlir;
+
+namespace kda::emu {
+namespace {
+
+constexpr int kMaxRank = 8;
+
+/// A view with its sizes and strides inline (a lane's copy is cheap).
+struct LaneView {
+  Memory *memory = nullptr;
+  int64_t offset = 0;
+  int rank = 0;
+  int64_t sizes[kMaxRank] = {}, strides[kMaxRank] = {};
+};
+
+/// Where a value lives in a frame row: `offset` .. offset + width in the
+/// doubles, or view `view` (memrefs).
+struct Slot {
+  uint32_t offset = 0, width = 0;
+  int32_t view = -1;
+};
+
+/// The slots of one function's values (computed once a function).
+struct Layout {
+  llvm::DenseMap<Value, Slot> slots;
+  uint32_t doubles = 0, views = 0;
+};
+
+int64_t elementsOf(Type t) {
+  if (auto v = dyn_cast<VectorType>(t))
+    return v.getNumElements();
+  // (nvvm.mma.sync's result: a struct of its accumulator registers.)
+  if (auto s = dyn_cast<LLVM::LLVMStructType>(t))
+    return int64_t(s.getBody().size());
+  return 1;
+}
+
+Type elementOf(Type t) {
+  if (auto v = dyn_cast<VectorType>(t))
+    return v.getElementType();
+  return t;
+}
+
+unsigned bitsOf(Type t) {
+  t = elementOf(t);
+  if (t.isIndex())
+    return 64;
+  if (auto i = dyn_cast<IntegerType>(t))
+    return i.getWidth();
+  return 64;
+}
+
+/// Integers: widths under 64 as their unsigned bits, i64 and index signed.
+double wrap(uint64_t x, unsigned w) {
+  if (w >= 64)
+    return double(int64_t(x));
+  return double(x & ((uint64_t(1) << w) - 1));
+}
+int64_t asSigned(double x, unsigned w) {
+  if (w >= 64)
+    return int64_t(x);
+  uint64_t u = uint64_t(x);
+  if (w < 64 && (u >> (w - 1)) & 1)
+    return int64_t(u) - int64_t(uint64_t(1) << w);
+  return int64_t(u);
+}
+uint64_t asUnsigned(double x, unsigned w) {
+  if (w >= 64)
+    return uint64_t(int64_t(x));
+  return uint64_t(x);
+}
+
+double roundTo(Type t, double x) {
+  if (t.isF32())
+    return double(float(x));
+  if (t.isF64() || !isa<FloatType>(t))
+    return x;
+  if (t.isBF16())
+    return ::kda::npy::roundToBinary(x, 8, -126, 127);
+  if (t.isF16())
+    return ::kda::npy::roundToBinary(x, 11, -14, 15);
+  return double(float(x));
+}
+
+float bitsToFloat(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+uint32_t floatToBits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, 4);
+  return b;
+}
+
+struct Frame {
+  const Layout *layout = nullptr;
+  int64_t lanes = 1;
+  std::vector<double> data;
+  std::vector<LaneView> views;
+  double *row(int64_t lane) { return data.data() + lane * layout->doubles; }
+};
+
+/// cp.async copies: the elements a copy writes, read when it was issued.
+struct PendingCopy {
+  LaneView dst;
+  std::vector<int64_t> at;
+  std::vector<double> values;
+};
+
+class Interpreter {
+public:
+  Interpreter(ModuleOp module, int64_t threads,
+              std::vector<std::unique_ptr<Memory>> &owner, Stats &stats)
+      : symbols(module), threads(threads), owner(owner), stats(stats) {}
+
+  std::string error;
+
+  std::string call(func::FuncOp f, const std::vector<LaneView> &args,
+                   std::vector<LaneView> &results) {
+    Frame frame = makeFrame(f);
+    Block &body = f.getBody().front();
+    for (int64_t l = 0; l < frame.lanes; ++l)
+      for (auto [arg, v] : llvm::zip(body.getArguments(), args))
+        if (isa<MemRefType>(arg.getType()))
+          viewOf(frame, l, arg) = v;
+    std::vector<int64_t> all(frame.lanes);
+    for (int64_t l = 0; l < frame.lanes; ++l)
+      all[l] = l;
+    runBlock(frame, body, all);
+    if (!error.empty())
+      return error;
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    for (Value v : ret.getOperands()) {
+      if (!isa<MemRefType>(v.getType()))
+        return fail(ret, "a scalar result (the emulator returns memrefs)");
+      results.push_back(viewOf(frame, 0, v));
+    }
+    return error;
+  }
+
+  static LaneView fromView(const View &v) {
+    LaneView lv;
+    lv.memory = v.memory;
+    lv.offset = v.offset;
+    lv.rank = int(v.sizes.size());
+    for (int d = 0; d < lv.rank; ++d) {
+      lv.sizes[d] = v.sizes[d];
+      lv.strides[d] = v.strides[d];
+    }
+    return lv;
+  }
+  static View toView(const LaneView &lv) {
+    View v;
+    v.memory = lv.memory;
+    v.offset = lv.offset;
+    v.sizes.assign(lv.sizes, lv.sizes + lv.rank);
+    v.strides.assign(lv.strides, lv.strides + lv.rank);
+    return v;
+  }
+
+private:
+  SymbolTable symbols;
+  int64_t threads;
+  std::vector<std::unique_ptr<Memory>> &owner;
+  Stats &stats;
+  llvm::DenseMap<Operation *, std::unique_ptr<Layout>> layouts;
+  llvm::DenseMap<Operation *, Memory *> globals;
+  // The program's cp.async groups: the open one, then committed ones.
+  std::vector<PendingCopy> openGroup;
+  std::vector<std::vector<PendingCopy>> committed;
+
+  std::string fail(Operation &op, const llvm::Twine &what) {
+    return fail(&op, what);
+  }
+  std::string fail(Operation *op, const llvm::Twine &what) {
+    if (error.empty()) {
+      std::string s;
+      llvm::raw_string_ostream os(s);
+      os << what << " at " << op->getName() << " (" << op->getLoc() << ")";
+      error = s;
+    }
+    return error;
+  }
+
+  const Layout &layoutOf(func::FuncOp f) {
+    auto &l = layouts[f];
+    if (l)
+      return *l;
+    l = std::make_unique<Layout>();
+    auto add = [&](Value v) {
+      Slot s;
+      if (isa<MemRefType>(v.getType())) {
+        s.view = int32_t(l->views++);
+      } else {
+        s.offset = l->doubles;
+        s.width = uint32_t(elementsOf(v.getType()));
+        l->doubles += s.width;
+      }
+      l->slots[v] = s;
+    };
+    f->walk([&](Block *b) {
+      for (BlockArgument a : b->getArguments())
+        add(a);
+    });
+    f->walk([&](Operation *op) {
+      for (Value r : op->getResults())
+        add(r);
+    });
+    return *l;
+  }
+
+  Frame makeFrame(func::FuncOp f) {
+    Frame frame;
+    frame.layout = &layoutOf(f);
+    frame.lanes = 1;
+    // A lane kernel's block: its own size where it has one, the pipeline's
+    // threads otherwise.
+    if (f->hasAttr("kda.explicit_threads")) {
+      frame.lanes = threads;
+      if (auto t = f->getAttrOfType<IntegerAttr>("kda.block_threads"))
+        frame.lanes = t.getInt();
+    }
+    frame.data.assign(size_t(frame.lanes) * frame.layout->doubles, 0.0);
+    frame.views.assign(size_t(frame.lanes) * frame.layout->views, LaneView());
+    return frame;
+  }
+
+  const Slot &slot(Frame &f, Value v) {
+    auto it = f.layout->slots.find(v);
+    assert(it != f.layout->slots.end() && "a value outside the function");
+    return it->second;
+  }
+  double *valueOf(Frame &f, int64_t lane, Value v) {
+    return f.row(lane) + slot(f, v).offset;
+  }
+  double scalar(Frame &f, int64_t lane, Value v) {
+    return *valueOf(f, lane, v);
+  }
+  LaneView &viewOf(Frame &f, int64_t lane, Value v) {
+    return f.views[size_t(lane) * f.layout->views + slot(f, v).view];
+  }
+
+  /// The flat element of `view` at `at` (bounds checked).
+  bool address(Operation *op, const LaneView &v, ArrayRef<int64_t> at,
+               int64_t &flat) {
+    if (!v.memory)
+      return fail(op, "a memref with no memory"), false;
+    if (int(at.size()) != v.rank)
+      return fail(op, "an access of the wrong rank"), false;
+    flat = v.offset;
+    for (int d = 0; d < v.rank; ++d) {
+      if (at[d] < 0 || at[d] >= v.sizes[d]) {
+        std::string s = "index " + std::to_string(at[d]) + " of dimension " +
+                        std::to_string(d) + " out of bounds (size " +
+                        std::to_string(v.sizes[d]) + ")";
+        return fail(op, s), false;
+      }
+      flat += at[d] * v.strides[d];
+    }
+    if (flat < 0 || flat >= int64_t(v.memory->data.size()))
+      return fail(op, "an access outside its memory"), false;
+    return true;
+  }
+
+  std::vector<int64_t> indices(Frame &f, int64_t lane, ValueRange is) {
+    std::vector<int64_t> at;
+    at.reserve(is.size());
+    for (Value i : is)
+      at.push_back(int64_t(scalar(f, lane, i)));
+    return at;
+  }
+
+  Memory *allocate(Type element, int64_t count) {
+    owner.push_back(std::make_unique<Memory>());
+    owner.back()->element = element;
+    owner.back()->data.assign(size_t(count), 0.0);
+    return owner.back().get();
+  }
+
+  LaneView contiguous(Memory *m, ArrayRef<int64_t> sizes) {
+    LaneView v;
+    v.memory = m;
+    v.rank = int(sizes.size());
+    int64_t stride = 1;
+    for (int d = v.rank - 1; d >= 0; --d) {
+      v.sizes[d] = sizes[d];
+      v.strides[d] = stride;
+      stride *= sizes[d];
+    }
+    return v;
+  }
+
+  void runBlock(Frame &f, Block &block, const std::vector<int64_t> &active) {
+    for (Operation &op : block) {
+      if (!error.empty())
+        return;
+      if (op.hasTrait<OpTrait::IsTerminator>())
+        return;
+      runOp(f, op, active);
+    }
+  }
+
+  /// Binds the region's block arguments from `values(lane)` and runs it.
+  void yieldInto(Frame &f, Operation *terminator, ValueRange to,
+                 const std::vector<int64_t> &active) {
+    for (int64_t l : active)
+      for (auto [dst, src] : llvm::zip(to, terminator->getOperands()))
+        copyValue(f, l, src, dst);
+  }
+  void copyValue(Frame &f, int64_t l, Value src, Value dst) {
+    if (isa<MemRefType>(dst.getType())) {
+      viewOf(f, l, dst) = viewOf(f, l, src);
+      return;
+    }
+    const Slot &s = slot(f, src), &d = slot(f, dst);
+    std::memcpy(f.row(l) + d.offset, f.row(l) + s.offset,
+                sizeof(double) * d.width);
+  }
+
+  void runOp(Frame &f, Operation &op, const std::vector<int64_t> &active);
+  void runArith(Frame &f, Operation &op, const std::vector<int64_t> &active);
+  void runMma(Frame &f, nvgpu::MmaSyncOp op, const std::vector<int64_t> &active);
+  void runGeneric(Frame &f, linalg::GenericOp op, int64_t lane);
+  void applyCopies(size_t keep);
+};
+
+void Interpreter::applyCopies(size_t keep) {
+  while (committed.size() > keep) {
+    for (PendingCopy &c : committed.front()) {
+      int64_t flat = c.dst.offset;
+      for (int d = 0; d < c.dst.rank; ++d)
+        flat += c.at[d] * c.dst.strides[d];
+      const int64_t step = c.dst.strides[c.dst.rank - 1];
+      for (size_t e = 0; e < c.values.size(); ++e)
+        c.dst.memory->data[flat + int64_t(e) * step] =
+            roundTo(c.dst.memory->element, c.values[e]);
+    }
+    committed.erase(committed.begin());
+  }
+}
+
+/// One warp-wide m16n8k`k` product from the lanes' fragments (the PTX ISA's:
+/// g = lane / 4, t = lane % 4; A's register element e of row g + 8 (e / 2 %
+/// 2), ...; see the accessors), accumulated in double and rounded to f32.
+/// `a(lane, e)`, `b(lane, e)`, `c(lane, e)`: the e-th element of a lane's
+/// fragment (A: k = 16 eight 16-bit values, k = 8 four tf32, k = 4 two).
+template <typename A, typename B, typename C, typename D>
+static void warpProduct(int64_t k, A a, B b, C c, D d) {
+  auto aAt = [&](int64_t row, int64_t col) {
+    if (k == 16)
+      return a(4 * (row % 8) + (col % 8) / 2,
+               2 * (row / 8 + 2 * (col / 8)) + col % 2);
+    if (k == 8)
+      return a(4 * (row % 8) + col % 4, row / 8 + 2 * (col / 4));
+    return a(4 * (row % 8) + col, row / 8);
+  };
+  auto bAt = [&](int64_t kk, int64_t col) {
+    if (k == 16)
+      return b(4 * col + (kk % 8) / 2, 2 * (kk / 8) + kk % 2);
+    if (k == 8)
+      return b(4 * col + kk % 4, kk / 4);
+    return b(4 * col + kk, int64_t(0));
+  };
+  double out[32][4];
+  for (int64_t lane = 0; lane < 32; ++lane) {
+    const int64_t g = lane / 4, t = lane % 4;
+    for (int64_t e = 0; e < 4; ++e) {
+      const int64_t row = g + 8 * (e / 2), col = 2 * t + e % 2;
+      double acc = c(lane, e);
+      for (int64_t kk = 0; kk < k; ++kk)
+        acc += aAt(row, kk) * bAt(kk, col);
+      out[lane][e] = double(float(acc));
+    }
+  }
+  for (int64_t lane = 0; lane < 32; ++lane)
+    for (int64_t e = 0; e < 4; ++e)
+      d(lane, e, out[lane][e]);
+}
+
+/// Whether `active` is whole warps (a warp-wide instruction's lanes).
+static bool wholeWarps(const std::vector<int64_t> &active) {
+  if (active.size() % 32 != 0)
+    return false;
+  for (size_t i = 0; i < active.size(); i += 32)
+    if (active[i] % 32 != 0 || active[i + 31] != active[i] + 31)
+      return false;
+  return true;
+}
+
+void Interpreter::runMma(Frame &f, nvgpu::MmaSyncOp op,
+                         const std::vector<int64_t> &active) {
+  std::array<int64_t, 3> shape = op.getMmaShapeAsArray();
+  const int64_t m = shape[0], n = shape[1], k = shape[2];
+  if (m != 16 || n != 8 || (k != 4 && k != 8 && k != 16))
+    return (void)fail(op, "an mma.sync shape other than m16n8k4/8/16");
+  auto aType = cast<VectorType>(op.getMatrixA().getType());
+  const bool tf32 = aType.getElementType().isF32();
+  if (tf32 == (k == 16))
+    return (void)fail(op, "an mma.sync operand type its shape does not take");
+  if (!wholeWarps(active))
+    return (void)fail(op, "an mma.sync without all 32 lanes of its warp");
+  auto operand = [&](double x) {
+    if (!tf32)
+      return x;
+    // TF32: the low 13 bits of the f32 ignored.
+    return double(bitsToFloat(floatToBits(float(x)) & 0xffffe000u));
+  };
+  for (size_t i = 0; i < active.size(); i += 32) {
+    const int64_t base = active[i];
+    std::vector<double> res(32 * 4);
+    warpProduct(
+        k,
+        [&](int64_t lane, int64_t e) {
+          return operand(valueOf(f, base + lane, op.getMatrixA())[e]);
+        },
+        [&](int64_t lane, int64_t e) {
+          return operand(valueOf(f, base + lane, op.getMatrixB())[e]);
+        },
+        [&](int64_t lane, int64_t e) {
+          return valueOf(f, base + lane, op.getMatrixC())[e];
+        },
+        [&](int64_t lane, int64_t e, double x) { res[lane * 4 + e] = x; });
+    for (int64_t lane = 0; lane < 32; ++lane)
+      std::memcpy(valueOf(f, base + lane, op.getRes()), &res[lane * 4],
+                  4 * sizeof(double));
+  }
+}
+
+void Interpreter::runGeneric(Frame &f, linalg::GenericOp op, int64_t lane) {
+  SmallVector<AffineMap> maps = op.getIndexingMapsArray();
+  const unsigned loops = op.getNumLoops();
+  std::vector<int64_t> ranges(loops, -1);
+  SmallVector<LaneView> views;
+  for (auto [operand, map] : llvm::zip(op->getOperands(), maps)) {
+    if (!isa<MemRefType>(operand.getType())) {
+      views.push_back(LaneView());
+      continue;
+    }
+    LaneView v = viewOf(f, lane, operand);
+    views.push_back(v);
+    for (auto [d, e] : llvm::enumerate(map.getResults()))
+      if (auto dim = dyn_cast<AffineDimExpr>(e))
+        ranges[dim.getPosition()] = v.sizes[d];
+  }
+  for (int64_t r : ranges)
+    if (r < 0)
+      return (void)fail(op, "a linalg.generic loop no operand dimension bounds");
+  Block &body = op.getRegion().front();
+  std::vector<int64_t> one{lane};
+  std::vector<int64_t> point(loops, 0);
+  auto evalExpr = [&](AffineExpr e, auto &&self) -> int64_t {
+    if (auto d = dyn_cast<AffineDimExpr>(e))
+      return point[d.getPosition()];
+    if (auto c = dyn_cast<AffineConstantExpr>(e))
+      return c.getValue();
+    if (auto b = dyn_cast<AffineBinaryOpExpr>(e)) {
+      int64_t x = self(b.getLHS(), self), y = self(b.getRHS(), self);
+      switch (e.getKind()) {
+      case AffineExprKind::Add: return x + y;
+      case AffineExprKind::Mul: return x * y;
+      case AffineExprKind::Mod: return x % y;
+      case AffineExprKind::FloorDiv: return x / y;
+      case AffineExprKind::CeilDiv: return (x + y - 1) / y;
+      default: break;
+      }
+    }
+    fail(op, "an indexing map the emulator does not evaluate");
+    return 0;
+  };
+  int64_t total = 1;
+  for (int64_t r : ranges)
+    total *= r;
+  for (int64_t it = 0; it < total && error.empty(); ++it) {
+    int64_t rest = it;
+    for (int d = int(loops) - 1; d >= 0; --d) {
+      point[d] = rest % ranges[d];
+      rest /= ranges[d];
+    }
+    std::vector<int64_t> flats(op->getNumOperands(), 0);
+    for (unsigned i = 0; i < op->getNumOperands(); ++i) {
+      Value operand = op->getOperand(i);
+      BlockArgument arg = body.getArgument(i);
+      if (!views[i].memory) {
+        copyValue(f, lane, operand, arg);
+        continue;
+      }
+      std::vector<int64_t> at;
+      for (AffineExpr e : maps[i].getResults())
+        at.push_back(evalExpr(e, evalExpr));
+      if (!address(op, views[i], at, flats[i]))
+        return;
+      *valueOf(f, lane, arg) = views[i].memory->data[flats[i]];
+    }
+    // linalg.index reads `point`: bound through the op's results below.
+    for (Operation &inner : body) {
+      if (!error.empty())
+        return;
+      if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
+        *valueOf(f, lane, index.getResult()) = double(point[index.getDim()]);
+        continue;
+      }
+      if (auto y = dyn_cast<linalg::YieldOp>(inner)) {
+        for (auto [i, v] : llvm::enumerate(y.getValues())) {
+          unsigned o = op.getNumDpsInputs() + unsigned(i);
+          Memory *m = views[o].memory;
+          m->data[flats[o]] = roundTo(m->element, scalar(f, lane, v));
+        }
+        break;
+      }
+      runOp(f, inner, one);
+    }
+  }
+}
+
+void Interpreter::runOp(Frame &f, Operation &op,
+                        const std::vector<int64_t> &active) {
+  stats.laneInstructions += int64_t(active.size());
+  // Structure.
+  if (auto ifOp = dyn_cast<scf::IfOp>(op)) {
+    std::vector<int64_t> yes, no;
+    for (int64_t l : active)
+      (scalar(f, l, ifOp.getCondition()) != 0 ? yes : no).push_back(l);
+    if (!yes.empty()) {
+      runBlock(f, ifOp.getThenRegion().front(), yes);
+      yieldInto(f, ifOp.getThenRegion().front().getTerminator(),
+                ifOp.getResults(), yes);
+    }
+    if (!no.empty() && !ifOp.getElseRegion().empty()) {
+      runBlock(f, ifOp.getElseRegion().front(), no);
+      yieldInto(f, ifOp.getElseRegion().front().getTerminator(),
+                ifOp.getResults(), no);
+    }
+    return;
+  }
+  if (auto forOp = dyn_cast<scf::ForOp>(op)) {
+    const int64_t l0 = active[0];
+    int64_t lo = int64_t(scalar(f, l0, forOp.getLowerBound()));
+    int64_t hi = int64_t(scalar(f, l0, forOp.getUpperBound()));
+    int64_t st = int64_t(scalar(f, l0, forOp.getStep()));
+    for (int64_t l : active)
+      if (int64_t(scalar(f, l, forOp.getLowerBound())) != lo ||
+          int64_t(scalar(f, l, forOp.getUpperBound())) != hi ||
+          int64_t(scalar(f, l, forOp.getStep())) != st)
+        return (void)fail(op, "a loop whose bounds differ over the lanes");
+    if (st <= 0)
+      return (void)fail(op, "a loop step that is not positive");
+    Block *body = forOp.getBody();
+    for (int64_t l : active)
+      for (auto [arg, init] :
+           llvm::zip(forOp.getRegionIterArgs(), forOp.getInitArgs()))
+        copyValue(f, l, init, arg);
+    for (int64_t i = lo; i < hi && error.empty(); i += st) {
+      for (int64_t l : active)
+        *valueOf(f, l, forOp.getInductionVar()) = double(i);
+      runBlock(f, *body, active);
+      yieldInto(f, body->getTerminator(), forOp.getRegionIterArgs(), active);
+    }
+    for (int64_t l : active)
+      for (auto [res, arg] :
+           llvm::zip(forOp.getResults(), forOp.getRegionIterArgs()))
+        copyValue(f, l, arg, res);
+    return;
+  }
+  if (auto whileOp = dyn_cast<scf::WhileOp>(op)) {
+    // Lanes leave as their condition fails (the varlen grids' binary
+    // searches differ over the lanes).
+    Block &before = whileOp.getBefore().front(),
+          &after = whileOp.getAfter().front();
+    for (int64_t l : active)
+      for (auto [arg, init] : llvm::zip(before.getArguments(), whileOp.getInits()))
+        copyValue(f, l, init, arg);
+    std::vector<int64_t> running = active;
+    while (!running.empty() && error.empty()) {
+      runBlock(f, before, running);
+      auto cond = cast<scf::ConditionOp>(before.getTerminator());
+      std::vector<int64_t> stay;
+      for (int64_t l : running) {
+        if (scalar(f, l, cond.getCondition()) != 0) {
+          stay.push_back(l);
+          for (auto [arg, v] : llvm::zip(after.getArguments(), cond.getArgs()))
+            copyValue(f, l, v, arg);
+        } else {
+          for (auto [res, v] : llvm::zip(whileOp.getResults(), cond.getArgs()))
+            copyValue(f, l, v, res);
+        }
+      }
+      running = std::move(stay);
+      if (running.empty())
+        break;
+      runBlock(f, after, running);
+      yieldInto(f, after.getTerminator(), before.getArguments(), running);
+    }
+    return;
+  }
+  if (auto forall = dyn_cast<scf::ForallOp>(op)) {
+    const int64_t l0 = active[0];
+    auto values = [&](ArrayRef<OpFoldResult> xs) {
+      std::vector<int64_t> out;
+      for (OpFoldResult x : xs) {
+        if (auto a = dyn_cast<Attribute>(x))
+          out.push_back(cast<IntegerAttr>(a).getInt());
+        else
+          out.push_back(int64_t(scalar(f, l0, cast<Value>(x))));
+      }
+      return out;
+    };
+    std::vector<int64_t> lo = values(forall.getMixedLowerBound()),
+                         hi = values(forall.getMixedUpperBound()),
+                         st = values(forall.getMixedStep());
+    const size_t rank = lo.size();
+    std::vector<int64_t> iv(lo);
+    bool empty = false;
+    for (size_t d = 0; d < rank; ++d)
+      empty |= lo[d] >= hi[d];
+    ++stats.kernels;
+    while (!empty && error.empty()) {
+      ++stats.programs;
+      for (int64_t l : active)
+        for (size_t d = 0; d < rank; ++d)
+          *valueOf(f, l, forall.getInductionVar(d)) = double(iv[d]);
+      openGroup.clear();
+      committed.clear();
+      runBlock(f, *forall.getBody(), active);
+      // Copies a program never waited for land at its end.
+      if (!openGroup.empty())
+        committed.push_back(std::move(openGroup));
+      applyCopies(0);
+      size_t d = rank;
+      while (d > 0) {
+        --d;
+        iv[d] += st[d];
+        if (iv[d] < hi[d])
+          break;
+        iv[d] = lo[d];
+        if (d == 0)
+          empty = true;
+      }
+      if (rank == 0)
+        empty = true;
+    }
+    return;
+  }
+  if (auto callOp = dyn_cast<func::CallOp>(op)) {
+    auto callee = symbols.lookup<func::FuncOp>(callOp.getCallee());
+    if (!callee || callee.isExternal())
+      return (void)fail(op, "a call of a function with no body");
+    std::vector<LaneView> args, results;
+    for (Value a : callOp.getOperands()) {
+      if (!isa<MemRefType>(a.getType()))
+        return (void)fail(op, "a call with a scalar argument");
+      args.push_back(viewOf(f, active[0], a));
+    }
+    call(callee, args, results);
+    if (!error.empty())
+      return;
+    for (int64_t l : active)
+      for (auto [r, v] : llvm::zip(callOp.getResults(), results))
+        viewOf(f, l, r) = v;
+    return;
+  }
+  if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+    for (int64_t l : active)
+      runGeneric(f, generic, l);
+    return;
+  }
+  if (auto fill = dyn_cast<linalg::FillOp>(op)) {
+    for (int64_t l : active) {
+      LaneView v = viewOf(f, l, fill.getOutputs()[0]);
+      double x = roundTo(v.memory->element,
+                         scalar(f, l, fill.getInputs()[0]));
+      int64_t count = 1;
+      for (int d = 0; d < v.rank; ++d)
+        count *= v.sizes[d];
+      for (int64_t e = 0; e < count; ++e) {
+        int64_t flat = v.offset, rest = e;
+        for (int d = v.rank - 1; d >= 0; --d) {
+          flat += (rest % v.sizes[d]) * v.strides[d];
+          rest /= v.sizes[d];
+        }
+        v.memory->data[flat] = x;
+      }
+    }
+    return;
+  }
+  if (auto copy = dyn_cast<memref::CopyOp>(op)) {
+    for (int64_t l : active) {
+      LaneView s = viewOf(f, l, copy.getSource()),
+               d = viewOf(f, l, copy.getTarget());
+      if (s.rank != d.rank)
+        return (void)fail(op, "a copy between ranks");
+      int64_t count = 1;
+      for (int r = 0; r < s.rank; ++r) {
+        if (s.sizes[r] != d.sizes[r])
+          return (void)fail(op, "a copy between shapes");
+        count *= s.sizes[r];
+      }
+      std::vector<double> tmp(count);
+      for (int pass = 0; pass < 2; ++pass)
+        for (int64_t e = 0; e < count; ++e) {
+          const LaneView &v = pass == 0 ? s : d;
+          int64_t flat = v.offset, rest = e;
+          for (int r = v.rank - 1; r >= 0; --r) {
+            flat += (rest % v.sizes[r]) * v.strides[r];
+            rest /= v.sizes[r];
+          }
+          if (pass == 0)
+            tmp[e] = v.memory->data[flat];
+          else
+            v.memory->data[flat] = roundTo(v.memory->element, tmp[e]);
+        }
+    }
+    return;
+  }
+  // Memory.
+  if (isa<memref::AllocOp, memref::AllocaOp>(op)) {
+    auto type = cast<MemRefType>(op.getResult(0).getType());
+    std::vector<int64_t> sizes;
+    unsigned dyn = 0;
+    for (int64_t s : type.getShape())
+      sizes.push_back(ShapedType::isDynamic(s)
+                          ? int64_t(scalar(f, active[0], op.getOperand(dyn++)))
+                          : s);
+    int64_t count = 1;
+    for (int64_t s : sizes)
+      count *= s;
+    // One memory for the lanes that run it: a program's shared memory.
+    LaneView v = contiguous(allocate(type.getElementType(), count), sizes);
+    for (int64_t l : active)
+      viewOf(f, l, op.getResult(0)) = v;
+    return;
+  }
+  if (isa<memref::DeallocOp>(op))
+    return;
+  if (auto dim = dyn_cast<memref::DimOp>(op)) {
+    for (int64_t l : active) {
+      const LaneView &v = viewOf(f, l, dim.getSource());
+      int64_t d = int64_t(scalar(f, l, dim.getIndex()));
+      if (d < 0 || d >= v.rank)
+        return (void)fail(op, "a dimension out of range");
+      *valueOf(f, l, dim.getResult()) = double(v.sizes[d]);
+    }
+    return;
+  }
+  if (auto load = dyn_cast<memref::LoadOp>(op)) {
+    for (int64_t l : active) {
+      int64_t flat;
+      const LaneView &v = viewOf(f, l, load.getMemRef());
+      if (!address(&op, v, indices(f, l, load.getIndices()), flat))
+        return;
+      *valueOf(f, l, load.getResult()) = v.memory->data[flat];
+    }
+    return;
+  }
+  if (auto store = dyn_cast<memref::StoreOp>(op)) {
+    for (int64_t l : active) {
+      int64_t flat;
+      const LaneView &v = viewOf(f, l, store.getMemRef());
+      if (!address(&op, v, indices(f, l, store.getIndices()), flat))
+        return;
+      v.memory->data[flat] =
+          roundTo(v.memory->element, scalar(f, l, store.getValue()));
+    }
+    return;
+  }
+  if (isa<vector::LoadOp, vector::StoreOp>(op)) {
+    const bool isLoad = isa<vector::LoadOp>(op);
+    Value mem = isLoad ? cast<vector::LoadOp>(op).getBase()
+                       : cast<vector::StoreOp>(op).getBase();
+    ValueRange idx = isLoad ? cast<vector::LoadOp>(op).getIndices()
+                            : cast<vector::StoreOp>(op).getIndices();
+    auto vt = isLoad ? cast<vector::LoadOp>(op).getVectorType()
+                     : cast<vector::StoreOp>(op).getVectorType();
+    if (vt.getRank() != 1)
+      return (void)fail(op, "a vector load or store of rank other than 1");
+    const int64_t n = vt.getNumElements();
+    for (int64_t l : active) {
+      const LaneView &v = viewOf(f, l, mem);
+      std::vector<int64_t> at = indices(f, l, idx);
+      int64_t flat;
+      if (!address(&op, v, at, flat))
+        return;
+      at.back() += n - 1;
+      int64_t last;
+      if (!address(&op, v, at, last))
+        return;
+      const int64_t step = v.strides[v.rank - 1];
+      if (isLoad) {
+        double *out = valueOf(f, l, op.getResult(0));
+        for (int64_t e = 0; e < n; ++e)
+          out[e] = v.memory->data[flat + e * step];
+      } else {
+        const double *in = valueOf(f, l, cast<vector::StoreOp>(op).getValueToStore());
+        for (int64_t e = 0; e < n; ++e)
+          v.memory->data[flat + e * step] = roundTo(v.memory->element, in[e]);
+      }
+    }
+    return;
+  }
+  if (auto sub = dyn_cast<memref::SubViewOp>(op)) {
+    llvm::SmallBitVector dropped = sub.getDroppedDims();
+    for (int64_t l : active) {
+      const LaneView &s = viewOf(f, l, sub.getSource());
+      auto values = [&](ArrayRef<OpFoldResult> xs) {
+        std::vector<int64_t> out;
+        for (OpFoldResult x : xs) {
+          if (auto a = dyn_cast<Attribute>(x))
+            out.push_back(cast<IntegerAttr>(a).getInt());
+          else
+            out.push_back(int64_t(scalar(f, l, cast<Value>(x))));
+        }
+        return out;
+      };
+      std::vector<int64_t> off = values(sub.getMixedOffsets()),
+                           sz = values(sub.getMixedSizes()),
+                           st = values(sub.getMixedStrides());
+      LaneView v;
+      v.memory = s.memory;
+      v.offset = s.offset;
+      for (int d = 0; d < s.rank; ++d) {
+        if (off[d] < 0 || sz[d] < 0 ||
+            (sz[d] > 0 && off[d] + (sz[d] - 1) * st[d] >= s.sizes[d]))
+          return (void)fail(op, "a subview outside its source");
+        v.offset += off[d] * s.strides[d];
+        if (dropped.test(d))
+          continue;
+        v.sizes[v.rank] = sz[d];
+        v.strides[v.rank] = s.strides[d] * st[d];
+        ++v.rank;
+      }
+      viewOf(f, l, sub.getResult()) = v;
+    }
+    return;
+  }
+  if (auto rc = dyn_cast<memref::ReinterpretCastOp>(op)) {
+    for (int64_t l : active) {
+      const LaneView &s = viewOf(f, l, rc.getSource());
+      auto values = [&](ArrayRef<OpFoldResult> xs) {
+        std::vector<int64_t> out;
+        for (OpFoldResult x : xs) {
+          if (auto a = dyn_cast<Attribute>(x))
+            out.push_back(cast<IntegerAttr>(a).getInt());
+          else
+            out.push_back(int64_t(scalar(f, l, cast<Value>(x))));
+        }
+        return out;
+      };
+      std::vector<int64_t> off = values(rc.getMixedOffsets()),
+                           sz = values(rc.getMixedSizes()),
+                           st = values(rc.getMixedStrides());
+      LaneView v;
+      v.memory = s.memory;
+      // The source's base (a reinterpret_cast starts from the allocation).
+      v.offset = off[0];
+      v.rank = int(sz.size());
+      for (int d = 0; d < v.rank; ++d) {
+        v.sizes[d] = sz[d];
+        v.strides[d] = st[d];
+      }
+      viewOf(f, l, rc.getResult()) = v;
+    }
+    return;
+  }
+  if (auto collapse = dyn_cast<memref::CollapseShapeOp>(op)) {
+    for (int64_t l : active) {
+      const LaneView &s = viewOf(f, l, collapse.getSrc());
+      LaneView v;
+      v.memory = s.memory;
+      v.offset = s.offset;
+      for (const ReassociationIndices &group :
+           collapse.getReassociationIndices()) {
+        int64_t size = 1;
+        for (int64_t d : group)
+          size *= s.sizes[d];
+        // The group must be contiguous: each dimension's stride the next
+        // one's times its size.
+        for (size_t i = 0; i + 1 < group.size(); ++i)
+          if (s.sizes[group[i + 1]] > 1 && s.sizes[group[i]] > 1 &&
+              s.strides[group[i]] !=
+                  s.strides[group[i + 1]] * s.sizes[group[i + 1]])
+            return (void)fail(op, "a collapse of dimensions that are not "
+                                  "contiguous");
+        v.sizes[v.rank] = size;
+        v.strides[v.rank] = group.empty() ? 1 : s.strides[group.back()];
+        ++v.rank;
+      }
+      viewOf(f, l, collapse.getResult()) = v;
+    }
+    return;
+  }
+  if (auto expand = dyn_cast<memref::ExpandShapeOp>(op)) {
+    auto type = cast<MemRefType>(expand.getResult().getType());
+    SmallVector<OpFoldResult> mixed = expand.getMixedOutputShape();
+    for (int64_t l : active) {
+      const LaneView &s = viewOf(f, l, expand.getSrc());
+      LaneView v;
+      v.memory = s.memory;
+      v.offset = s.offset;
+      v.rank = int(type.getRank());
+      for (int d = 0; d < v.rank; ++d) {
+        OpFoldResult x = mixed[d];
+        v.sizes[d] = isa<Attribute>(x)
+                         ? cast<IntegerAttr>(cast<Attribute>(x)).getInt()
+                         : int64_t(scalar(f, l, cast<Value>(x)));
+      }
+      for (auto [src, group] :
+           llvm::enumerate(expand.getReassociationIndices())) {
+        int64_t stride = s.strides[src];
+        for (int64_t i = int64_t(group.size()) - 1; i >= 0; --i) {
+          v.strides[group[i]] = stride;
+          stride *= v.sizes[group[i]];
+        }
+      }
+      viewOf(f, l, expand.getResult()) = v;
+    }
+    return;
+  }
+  if (auto get = dyn_cast<memref::GetGlobalOp>(op)) {
+    auto global = symbols.lookup<memref::GlobalOp>(get.getName());
+    auto init = global ? dyn_cast_or_null<DenseElementsAttr>(
+                             global.getInitialValueAttr())
+                       : DenseElementsAttr();
+    if (!init)
+      return (void)fail(op, "a memref.global with no dense initial value");
+    auto type = cast<MemRefType>(get.getResult().getType());
+    Memory *&m = globals[global];
+    if (!m) {
+      m = allocate(type.getElementType(), type.getNumElements());
+      size_t i = 0;
+      if (init.getElementType().isIntOrIndex())
+        for (APInt x : init.getValues<APInt>())
+          m->data[i++] = double(x.getSExtValue());
+      else
+        for (APFloat x : init.getValues<APFloat>())
+          m->data[i++] = x.convertToDouble();
+      if (init.isSplat())
+        std::fill(m->data.begin(), m->data.end(), m->data[0]);
+    }
+    LaneView v = contiguous(m, type.getShape());
+    for (int64_t l : active)
+      viewOf(f, l, get.getResult()) = v;
+    return;
+  }
+  if (auto ptr = dyn_cast<memref::ExtractAlignedPointerAsIndexOp>(op)) {
+    // An address for alignment checks: every memory starts 256-aligned.
+    for (int64_t l : active) {
+      const LaneView &v = viewOf(f, l, ptr.getSource());
+      *valueOf(f, l, ptr.getResult()) = double(
+          (reinterpret_cast<uintptr_t>(v.memory) & 0xffffffu) * 256);
+    }
+    return;
+  }
+  if (isa<memref::CastOp, memref::MemorySpaceCastOp>(op)) {
+    for (int64_t l : active)
+      viewOf(f, l, op.getResult(0)) = viewOf(f, l, op.getOperand(0));
+    return;
+  }
+  // Threads and warps.
+  if (auto tid = dyn_cast<gpu::ThreadIdOp>(op)) {
+    for (int64_t l : active)
+      *valueOf(f, l, tid.getResult()) =
+          tid.getDimension() == gpu::Dimension::x ? double(l) : 0.0;
+    return;
+  }
+  if (auto lid = dyn_cast<gpu::LaneIdOp>(op)) {
+    for (int64_t l : active)
+      *valueOf(f, l, lid.getResult()) = double(l % 32);
+    return;
+  }
+  if (isa<gpu::BarrierOp>(op)) {
+    if (int64_t(active.size()) != f.lanes)
+      return (void)fail(op, "a barrier some threads of the block skip");
+    return;
+  }
+  if (isa<NVVM::SyncWarpOp>(op))
+    return;
+  if (isa<LLVM::InlineAsmOp>(op) ||
+      op.getName().getStringRef().starts_with("nvvm.wgmma") ||
+      isa<NVVM::FenceProxyOp>(op))
+    return (void)fail(op, "inline assembly (sm_90a's wgmma: emulate sm_80, "
+                          "whose kernels take mma.sync)");
+  if (auto call = dyn_cast<LLVM::CallIntrinsicOp>(op)) {
+    StringRef name = call.getIntrin();
+    double (*fn)(double) = nullptr;
+    if (name.starts_with("llvm.nvvm.ex2.approx"))
+      fn = [](double x) { return std::exp2(x); };
+    else if (name.starts_with("llvm.nvvm.lg2.approx"))
+      fn = [](double x) { return std::log2(x); };
+    else if (name.starts_with("llvm.nvvm.rcp.approx"))
+      fn = [](double x) { return 1.0 / x; };
+    else if (name.starts_with("llvm.nvvm.rsqrt.approx"))
+      fn = [](double x) { return 1.0 / std::sqrt(x); };
+    if (!fn || call->getNumOperands() != 1 || call->getNumResults() != 1)
+      return (void)fail(op, "an intrinsic the emulator does not run (" +
+                                name + ")");
+    Type t = call->getResult(0).getType();
+    for (int64_t l : active)
+      *valueOf(f, l, call->getResult(0)) =
+          roundTo(t, fn(scalar(f, l, call->getOperand(0))));
+    return;
+  }
+  if (auto sh = dyn_cast<gpu::ShuffleOp>(op)) {
+    std::vector<double> got(active.size());
+    std::vector<bool> ok(active.size());
+    std::vector<char> live(f.lanes, 0);
+    for (int64_t l : active)
+      live[l] = 1;
+    for (size_t i = 0; i < active.size(); ++i) {
+      const int64_t l = active[i];
+      const int64_t width = int64_t(scalar(f, l, sh.getWidth()));
+      const int64_t off = int64_t(scalar(f, l, sh.getOffset()));
+      const int64_t base = l - l % width, in = l % width;
+      int64_t src = l;
+      bool valid = true;
+      switch (sh.getMode()) {
+      case gpu::ShuffleMode::XOR: src = base + ((in ^ off) % width); break;
+      case gpu::ShuffleMode::IDX: src = base + off % width; break;
+      case gpu::ShuffleMode::DOWN:
+        valid = in + off < width;
+        src = valid ? l + off : l;
+        break;
+      case gpu::ShuffleMode::UP:
+        valid = in >= off;
+        src = valid ? l - off : l;
+        break;
+      }
+      if (src < 0 || src >= f.lanes || !live[src])
+        return (void)fail(op, "a shuffle from a lane not running it");
+      got[i] = scalar(f, src, sh.getValue());
+      ok[i] = valid;
+    }
+    for (size_t i = 0; i < active.size(); ++i) {
+      *valueOf(f, active[i], sh.getShuffleResult()) = got[i];
+      *valueOf(f, active[i], sh.getValid()) = ok[i] ? 1.0 : 0.0;
+    }
+    return;
+  }
+  if (auto mma = dyn_cast<nvgpu::MmaSyncOp>(op))
+    return runMma(f, mma, active);
+  if (auto mma = dyn_cast<NVVM::MmaOp>(op)) {
+    // m16n8k16 on bf16 / f16 pairs packed in i32 registers (element 0 in
+    // the low half), row-major A, column-major B, f32 accumulators.
+    NVVM::MMAShapeAttr shape = mma.getShape();
+    std::optional<NVVM::MMATypes> type = mma.getMultiplicandAPtxType();
+    const bool bf16 = type == NVVM::MMATypes::bf16;
+    if (shape.getM() != 16 || shape.getN() != 8 || shape.getK() != 16 ||
+        !(bf16 || type == NVVM::MMATypes::f16) ||
+        mma.getLayoutA() != NVVM::MMALayout::row ||
+        mma.getLayoutB() != NVVM::MMALayout::col ||
+        mma.getOperandA().size() != 4 || mma.getOperandB().size() != 2 ||
+        mma.getOperandC().size() != 4)
+      return (void)fail(op, "an nvvm.mma.sync other than m16n8k16 bf16 / f16 "
+                            "row x col into four f32");
+    if (!wholeWarps(active))
+      return (void)fail(op, "an mma.sync without all 32 lanes of its warp");
+    auto half = [&](double reg, int64_t h) {
+      uint32_t bits = uint32_t(asUnsigned(reg, 32)) >> (16 * h) & 0xffffu;
+      return bf16 ? double(bitsToFloat(bits << 16))
+                  : ::kda::npy::halfBitsToDouble(uint16_t(bits));
+    };
+    for (size_t i = 0; i < active.size(); i += 32) {
+      const int64_t base = active[i];
+      std::vector<double> res(32 * 4);
+      warpProduct(
+          16,
+          [&](int64_t lane, int64_t e) {
+            return half(scalar(f, base + lane, mma.getOperandA()[e / 2]), e % 2);
+          },
+          [&](int64_t lane, int64_t e) {
+            return half(scalar(f, base + lane, mma.getOperandB()[e / 2]), e % 2);
+          },
+          [&](int64_t lane, int64_t e) {
+            return scalar(f, base + lane, mma.getOperandC()[e]);
+          },
+          [&](int64_t lane, int64_t e, double x) { res[lane * 4 + e] = x; });
+      for (int64_t lane = 0; lane < 32; ++lane)
+        std::memcpy(valueOf(f, base + lane, mma.getRes()), &res[lane * 4],
+                    4 * sizeof(double));
+    }
+    return;
+  }
+  if (auto ev = dyn_cast<LLVM::ExtractValueOp>(op)) {
+    if (ev.getPosition().size() != 1)
+      return (void)fail(op, "an extractvalue of a nested position");
+    const int64_t at = ev.getPosition()[0];
+    for (int64_t l : active)
+      *valueOf(f, l, ev.getResult()) = valueOf(f, l, ev.getContainer())[at];
+    return;
+  }
+  if (auto ld = dyn_cast<nvgpu::LdMatrixOp>(op)) {
+    // ldmatrix .m8n8 .x1/.x2/.x4: lane 8i + r gives row r of matrix i (8
+    // elements of 16 bits, or 4 of 32); lane l gets row l / 4's elements
+    // 2 (l % 4) and 2 (l % 4) + 1 of each matrix (transposed: column l / 4
+    // of rows 2 (l % 4) and 2 (l % 4) + 1), or 32-bit element l % 4.
+    auto type = cast<VectorType>(ld.getRes().getType());
+    const bool wide = type.getElementType().getIntOrFloatBitWidth() == 32;
+    const int64_t tiles = ld.getNumTiles();
+    const bool transpose = ld.getTranspose();
+    if (wide && transpose)
+      return (void)fail(op, "a transposed ldmatrix of 32-bit elements");
+    if (active.size() % 32 != 0)
+      return (void)fail(op, "an ldmatrix some lanes of a warp skip");
+    std::vector<double> out(active.size() * tiles * (wide ? 1 : 2));
+    const size_t per = wide ? tiles : 2 * tiles;
+    for (size_t i = 0; i < active.size(); ++i) {
+      const int64_t l = active[i], base = l - l % 32, in = l % 32;
+      auto element = [&](int64_t provider, int64_t col, double &x) {
+        const int64_t p = base + provider;
+        const LaneView &v = viewOf(f, p, ld.getSrcMemref());
+        std::vector<int64_t> at = indices(f, p, ld.getIndices());
+        at.back() += col;
+        int64_t flat;
+        if (!address(&op, v, at, flat))
+          return false;
+        x = v.memory->data[flat];
+        return true;
+      };
+      for (int64_t t = 0; t < tiles; ++t) {
+        if (wide) {
+          if (!element(8 * t + in / 4, in % 4, out[i * per + t]))
+            return;
+          continue;
+        }
+        for (int64_t h = 0; h < 2; ++h) {
+          bool ok = transpose
+                        ? element(8 * t + 2 * (in % 4) + h, in / 4,
+                                  out[i * per + 2 * t + h])
+                        : element(8 * t + in / 4, 2 * (in % 4) + h,
+                                  out[i * per + 2 * t + h]);
+          if (!ok)
+            return;
+        }
+      }
+    }
+    for (size_t i = 0; i < active.size(); ++i)
+      std::memcpy(valueOf(f, active[i], ld.getRes()), &out[i * per],
+                  per * sizeof(double));
+    return;
+  }
+  if (auto cp = dyn_cast<nvgpu::DeviceAsyncCopyOp>(op)) {
+    const int64_t n = cp.getDstElements().getZExtValue();
+    for (int64_t l : active) {
+      const LaneView &src = viewOf(f, l, cp.getSrc());
+      const LaneView &dst = viewOf(f, l, cp.getDst());
+      int64_t readN = cp.getSrcElements()
+                          ? int64_t(scalar(f, l, cp.getSrcElements()))
+                          : n;
+      PendingCopy c;
+      c.dst = dst;
+      c.at = indices(f, l, cp.getDstIndices());
+      int64_t flat;
+      std::vector<int64_t> last = c.at;
+      last.back() += n - 1;
+      if (!address(&op, dst, c.at, flat) || !address(&op, dst, last, flat))
+        return;
+      std::vector<int64_t> from = indices(f, l, cp.getSrcIndices());
+      c.values.assign(n, 0.0);
+      if (readN > 0) {
+        int64_t s0, s1;
+        std::vector<int64_t> end = from;
+        end.back() += readN - 1;
+        if (!address(&op, src, from, s0) || !address(&op, src, end, s1))
+          return;
+        const int64_t step = src.strides[src.rank - 1];
+        for (int64_t e = 0; e < std::min(readN, n); ++e)
+          c.values[e] = src.memory->data[s0 + e * step];
+      }
+      openGroup.push_back(std::move(c));
+    }
+    return;
+  }
+  if (isa<NVVM::CpAsyncCommitGroupOp, nvgpu::DeviceAsyncCreateGroupOp>(op)) {
+    committed.push_back(std::move(openGroup));
+    openGroup.clear();
+    return;
+  }
+  if (auto w = dyn_cast<NVVM::CpAsyncWaitGroupOp>(op))
+    return applyCopies(size_t(w.getN()));
+  if (auto w = dyn_cast<nvgpu::DeviceAsyncWaitOp>(op))
+    return applyCopies(w.getNumGroups() ? size_t(*w.getNumGroups()) : 0);
+  // Vectors.
+  if (auto fe = dyn_cast<vector::FromElementsOp>(op)) {
+    for (int64_t l : active) {
+      double *out = valueOf(f, l, fe.getResult());
+      for (auto [i, e] : llvm::enumerate(fe.getElements()))
+        out[i] = scalar(f, l, e);
+    }
+    return;
+  }
+  if (auto ex = dyn_cast<vector::ExtractOp>(op)) {
+    if (!ex.getDynamicPosition().empty())
+      return (void)fail(op, "a vector.extract at a dynamic position");
+    auto type = cast<VectorType>(ex.getSource().getType());
+    int64_t flat = 0;
+    ArrayRef<int64_t> pos = ex.getStaticPosition();
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      flat = flat * type.getDimSize(d) + (d < int64_t(pos.size()) ? pos[d] : 0);
+    const int64_t n = elementsOf(ex.getResult().getType());
+    for (int64_t l : active)
+      std::memcpy(valueOf(f, l, ex.getResult()),
+                  valueOf(f, l, ex.getSource()) + flat, n * sizeof(double));
+    return;
+  }
+  if (auto ins = dyn_cast<vector::InsertOp>(op)) {
+    if (!ins.getDynamicPosition().empty())
+      return (void)fail(op, "a vector.insert at a dynamic position");
+    auto type = cast<VectorType>(ins.getDest().getType());
+    int64_t flat = 0;
+    ArrayRef<int64_t> pos = ins.getStaticPosition();
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      flat = flat * type.getDimSize(d) + (d < int64_t(pos.size()) ? pos[d] : 0);
+    const int64_t n = elementsOf(ins.getValueToStore().getType());
+    const int64_t all = type.getNumElements();
+    for (int64_t l : active) {
+      double *out = valueOf(f, l, ins.getResult());
+      std::memmove(out, valueOf(f, l, ins.getDest()), all * sizeof(double));
+      std::memcpy(out + flat, valueOf(f, l, ins.getValueToStore()),
+                  n * sizeof(double));
+    }
+    return;
+  }
+  if (auto bc = dyn_cast<vector::BitCastOp>(op)) {
+    // Through the bits, element 0 in the low bits (little-endian).
+    Type from = elementOf(bc.getSource().getType()), to = elementOf(bc.getType());
+    const int64_t n = elementsOf(bc.getSource().getType()),
+                  m = elementsOf(bc.getType());
+    const unsigned fw = from.getIntOrFloatBitWidth(),
+                   tw = to.getIntOrFloatBitWidth();
+    if (n * fw > 64 || m * tw != n * fw)
+      return (void)fail(op, "a vector.bitcast over 64 bits");
+    auto toBits = [&](Type t, double x) -> uint64_t {
+      if (t.isF32())
+        return floatToBits(float(x));
+      if (t.isBF16())
+        return floatToBits(float(x)) >> 16; // rounded to bf16 already
+      if (t.isF16())
+        return ::kda::npy::doubleToHalfBits(x);
+      return asUnsigned(x, t.getIntOrFloatBitWidth());
+    };
+    auto fromBits = [&](Type t, uint64_t b) -> double {
+      if (t.isF32())
+        return bitsToFloat(uint32_t(b));
+      if (t.isBF16())
+        return bitsToFloat(uint32_t(b) << 16);
+      if (t.isF16())
+        return ::kda::npy::halfBitsToDouble(uint16_t(b));
+      return wrap(b, t.getIntOrFloatBitWidth());
+    };
+    for (int64_t l : active) {
+      const double *in = valueOf(f, l, bc.getSource());
+      uint64_t bits = 0;
+      for (int64_t e = 0; e < n; ++e)
+        bits |= (toBits(from, in[e]) & ((fw == 64 ? 0 : (uint64_t(1) << fw)) - 1))
+                << (e * fw);
+      double *out = valueOf(f, l, bc.getResult());
+      for (int64_t e = 0; e < m; ++e)
+        out[e] = fromBits(to, tw == 64 ? bits : (bits >> (e * tw)) &
+                                                    ((uint64_t(1) << tw) - 1));
+    }
+    return;
+  }
+  if (auto bc = dyn_cast<vector::BroadcastOp>(op)) {
+    if (isa<VectorType>(bc.getSource().getType()))
+      return (void)fail(op, "a vector broadcast of a vector");
+    const int64_t n = elementsOf(bc.getResult().getType());
+    for (int64_t l : active) {
+      double x = scalar(f, l, bc.getSource());
+      double *out = valueOf(f, l, bc.getResult());
+      for (int64_t e = 0; e < n; ++e)
+        out[e] = x;
+    }
+    return;
+  }
+  if (isa<func::ReturnOp>(op))
+    return;
+  runArith(f, op, active);
+}
+
+void Interpreter::runArith(Frame &f, Operation &op,
+                           const std::vector<int64_t> &active) {
+  if (op.getNumResults() != 1)
+    return (void)fail(&op, "an op the emulator does not run");
+  Value result = op.getResult(0);
+  Type rt = elementOf(result.getType());
+  const int64_t n = elementsOf(result.getType());
+  if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+    std::vector<double> v;
+    Attribute a = c.getValue();
+    if (auto fa = dyn_cast<FloatAttr>(a)) {
+      v.push_back(fa.getValueAsDouble());
+    } else if (auto ia = dyn_cast<IntegerAttr>(a)) {
+      v.push_back(wrap(ia.getValue().getZExtValue(), bitsOf(rt)));
+      if (bitsOf(rt) >= 64)
+        v.back() = double(ia.getValue().getSExtValue());
+    } else if (auto d = dyn_cast<DenseElementsAttr>(a)) {
+      if (d.getElementType().isIntOrIndex()) {
+        for (APInt x : d.getValues<APInt>())
+          v.push_back(bitsOf(rt) >= 64 ? double(x.getSExtValue())
+                                       : wrap(x.getZExtValue(), bitsOf(rt)));
+      } else {
+        for (APFloat x : d.getValues<APFloat>())
+          v.push_back(x.convertToDouble());
+      }
+    } else {
+      return (void)fail(&op, "a constant the emulator does not read");
+    }
+    if (int64_t(v.size()) == 1 && n > 1)
+      v.assign(n, v[0]);
+    for (int64_t l : active)
+      std::memcpy(valueOf(f, l, result), v.data(), n * sizeof(double));
+    return;
+  }
+  // Elementwise ops over scalars or vectors of one shape.
+  const unsigned w = bitsOf(op.getNumOperands() ? op.getOperand(0).getType()
+                                                 : result.getType());
+  const unsigned rw = bitsOf(result.getType());
+  using Fn = double (*)(const double *, unsigned, unsigned, Operation *);
+  Fn fn = nullptr;
+#define KDA_EMU(OP, EXPR)                                                      \
+  if (isa<OP>(op))                                                             \
+    fn = [](const double *x, unsigned w, unsigned rw, Operation *o) -> double { \
+      (void)x; (void)w; (void)rw; (void)o;                                      \
+      return EXPR;                                                             \
+    };
+  KDA_EMU(arith::AddFOp, x[0] + x[1])
+  KDA_EMU(arith::SubFOp, x[0] - x[1])
+  KDA_EMU(arith::MulFOp, x[0] * x[1])
+  KDA_EMU(arith::DivFOp, x[0] / x[1])
+  KDA_EMU(arith::NegFOp, -x[0])
+  KDA_EMU(arith::MaximumFOp, (x[0] != x[0] || x[1] != x[1]) ? NAN : std::max(x[0], x[1]))
+  KDA_EMU(arith::MinimumFOp, (x[0] != x[0] || x[1] != x[1]) ? NAN : std::min(x[0], x[1]))
+  KDA_EMU(arith::MaxNumFOp, std::fmax(x[0], x[1]))
+  KDA_EMU(arith::MinNumFOp, std::fmin(x[0], x[1]))
+  KDA_EMU(arith::ExtFOp, x[0])
+  KDA_EMU(arith::TruncFOp, x[0])
+  KDA_EMU(arith::SIToFPOp, double(asSigned(x[0], w)))
+  KDA_EMU(arith::UIToFPOp, double(asUnsigned(x[0], w)))
+  KDA_EMU(arith::FPToSIOp, wrap(uint64_t(int64_t(std::trunc(x[0]))), rw))
+  KDA_EMU(arith::FPToUIOp, wrap(uint64_t(std::trunc(x[0])), rw))
+  KDA_EMU(math::ExpOp, std::exp(x[0]))
+  KDA_EMU(math::Exp2Op, std::exp2(x[0]))
+  KDA_EMU(math::LogOp, std::log(x[0]))
+  KDA_EMU(math::Log2Op, std::log2(x[0]))
+  KDA_EMU(math::Log1pOp, std::log1p(x[0]))
+  KDA_EMU(math::SqrtOp, std::sqrt(x[0]))
+  KDA_EMU(math::RsqrtOp, 1.0 / std::sqrt(x[0]))
+  KDA_EMU(math::TanhOp, std::tanh(x[0]))
+  KDA_EMU(math::AbsFOp, std::fabs(x[0]))
+  KDA_EMU(math::FmaOp, x[0] * x[1] + x[2])
+  KDA_EMU(math::CopySignOp, std::copysign(x[0], x[1]))
+  KDA_EMU(arith::AddIOp, wrap(asUnsigned(x[0], w) + asUnsigned(x[1], w), w))
+  KDA_EMU(arith::SubIOp, wrap(asUnsigned(x[0], w) - asUnsigned(x[1], w), w))
+  KDA_EMU(arith::MulIOp, wrap(asUnsigned(x[0], w) * asUnsigned(x[1], w), w))
+  KDA_EMU(arith::AndIOp, wrap(asUnsigned(x[0], w) & asUnsigned(x[1], w), w))
+  KDA_EMU(arith::OrIOp, wrap(asUnsigned(x[0], w) | asUnsigned(x[1], w), w))
+  KDA_EMU(arith::XOrIOp, wrap(asUnsigned(x[0], w) ^ asUnsigned(x[1], w), w))
+  KDA_EMU(arith::ShLIOp, wrap(asUnsigned(x[0], w) << asUnsigned(x[1], w), w))
+  KDA_EMU(arith::ShRUIOp, wrap(asUnsigned(x[0], w) >> asUnsigned(x[1], w), w))
+  KDA_EMU(arith::ShRSIOp, wrap(uint64_t(asSigned(x[0], w) >> asUnsigned(x[1], w)), w))
+  KDA_EMU(arith::DivUIOp, wrap(asUnsigned(x[0], w) / asUnsigned(x[1], w), w))
+  KDA_EMU(arith::RemUIOp, wrap(asUnsigned(x[0], w) % asUnsigned(x[1], w), w))
+  KDA_EMU(arith::DivSIOp, wrap(uint64_t(asSigned(x[0], w) / asSigned(x[1], w)), w))
+  KDA_EMU(arith::RemSIOp, wrap(uint64_t(asSigned(x[0], w) % asSigned(x[1], w)), w))
+  KDA_EMU(arith::CeilDivUIOp,
+          wrap((asUnsigned(x[0], w) + asUnsigned(x[1], w) - 1) / asUnsigned(x[1], w), w))
+  KDA_EMU(arith::CeilDivSIOp,
+          wrap(uint64_t((asSigned(x[0], w) + asSigned(x[1], w) - 1) / asSigned(x[1], w)), w))
+  KDA_EMU(arith::FloorDivSIOp,
+          wrap(uint64_t(int64_t(std::floor(double(asSigned(x[0], w)) / double(asSigned(x[1], w))))), w))
+  KDA_EMU(arith::MinUIOp, wrap(std::min(asUnsigned(x[0], w), asUnsigned(x[1], w)), w))
+  KDA_EMU(arith::MaxUIOp, wrap(std::max(asUnsigned(x[0], w), asUnsigned(x[1], w)), w))
+  KDA_EMU(arith::MinSIOp, wrap(uint64_t(std::min(asSigned(x[0], w), asSigned(x[1], w))), w))
+  KDA_EMU(arith::MaxSIOp, wrap(uint64_t(std::max(asSigned(x[0], w), asSigned(x[1], w))), w))
+  KDA_EMU(arith::ExtUIOp, wrap(asUnsigned(x[0], w), rw))
+  KDA_EMU(arith::ExtSIOp, wrap(uint64_t(asSigned(x[0], w)), rw))
+  KDA_EMU(arith::TruncIOp, wrap(asUnsigned(x[0], w), rw))
+  KDA_EMU(arith::IndexCastOp, rw >= 64 ? double(asSigned(x[0], w)) : wrap(uint64_t(asSigned(x[0], w)), rw))
+  KDA_EMU(arith::IndexCastUIOp, wrap(asUnsigned(x[0], w), rw))
+  KDA_EMU(arith::SelectOp, x[0] != 0 ? x[1] : x[2])
+#undef KDA_EMU
+  if (auto cmp = dyn_cast<arith::CmpIOp>(op)) {
+    const arith::CmpIPredicate p = cmp.getPredicate();
+    for (int64_t l : active)
+      for (int64_t e = 0; e < n; ++e) {
+        double a = valueOf(f, l, cmp.getLhs())[e], b = valueOf(f, l, cmp.getRhs())[e];
+        int64_t sa = asSigned(a, w), sb = asSigned(b, w);
+        uint64_t ua = asUnsigned(a, w), ub = asUnsigned(b, w);
+        bool r = false;
+        switch (p) {
+        case arith::CmpIPredicate::eq: r = ua == ub; break;
+        case arith::CmpIPredicate::ne: r = ua != ub; break;
+        case arith::CmpIPredicate::slt: r = sa < sb; break;
+        case arith::CmpIPredicate::sle: r = sa <= sb; break;
+        case arith::CmpIPredicate::sgt: r = sa > sb; break;
+        case arith::CmpIPredicate::sge: r = sa >= sb; break;
+        case arith::CmpIPredicate::ult: r = ua < ub; break;
+        case arith::CmpIPredicate::ule: r = ua <= ub; break;
+        case arith::CmpIPredicate::ugt: r = ua > ub; break;
+        case arith::CmpIPredicate::uge: r = ua >= ub; break;
+        }
+        valueOf(f, l, result)[e] = r ? 1.0 : 0.0;
+      }
+    return;
+  }
+  if (auto cmp = dyn_cast<arith::CmpFOp>(op)) {
+    const arith::CmpFPredicate p = cmp.getPredicate();
+    for (int64_t l : active)
+      for (int64_t e = 0; e < n; ++e) {
+        double a = valueOf(f, l, cmp.getLhs())[e], b = valueOf(f, l, cmp.getRhs())[e];
+        bool uno = a != a || b != b, r = false;
+        switch (p) {
+        case arith::CmpFPredicate::AlwaysFalse: r = false; break;
+        case arith::CmpFPredicate::OEQ: r = !uno && a == b; break;
+        case arith::CmpFPredicate::OGT: r = !uno && a > b; break;
+        case arith::CmpFPredicate::OGE: r = !uno && a >= b; break;
+        case arith::CmpFPredicate::OLT: r = !uno && a < b; break;
+        case arith::CmpFPredicate::OLE: r = !uno && a <= b; break;
+        case arith::CmpFPredicate::ONE: r = !uno && a != b; break;
+        case arith::CmpFPredicate::ORD: r = !uno; break;
+        case arith::CmpFPredicate::UEQ: r = uno || a == b; break;
+        case arith::CmpFPredicate::UGT: r = uno || a > b; break;
+        case arith::CmpFPredicate::UGE: r = uno || a >= b; break;
+        case arith::CmpFPredicate::ULT: r = uno || a < b; break;
+        case arith::CmpFPredicate::ULE: r = uno || a <= b; break;
+        case arith::CmpFPredicate::UNE: r = uno || a != b; break;
+        case arith::CmpFPredicate::UNO: r = uno; break;
+        case arith::CmpFPredicate::AlwaysTrue: r = true; break;
+        }
+        valueOf(f, l, result)[e] = r ? 1.0 : 0.0;
+      }
+    return;
+  }
+  if (auto bc = dyn_cast<arith::BitcastOp>(op)) {
+    Type from = elementOf(bc.getIn().getType());
+    if (!((from.isF32() && rt.isInteger(32)) || (from.isInteger(32) && rt.isF32())))
+      return (void)fail(&op, "a bitcast other than f32 <-> i32");
+    for (int64_t l : active)
+      for (int64_t e = 0; e < n; ++e) {
+        double x = valueOf(f, l, bc.getIn())[e];
+        valueOf(f, l, result)[e] =
+            rt.isF32() ? double(bitsToFloat(uint32_t(asUnsigned(x, 32))))
+                       : double(floatToBits(float(x)));
+      }
+    return;
+  }
+  if (!fn)
+    return (void)fail(&op, "an op the emulator does not run");
+  const bool isFloat = isa<FloatType>(rt);
+  const unsigned operands = op.getNumOperands();
+  std::vector<const double *> in(operands);
+  std::vector<int64_t> width(operands);
+  for (unsigned i = 0; i < operands; ++i)
+    width[i] = elementsOf(op.getOperand(i).getType());
+  double x[4];
+  if (operands > 4)
+    return (void)fail(&op, "an op of more than four operands");
+  for (int64_t l : active) {
+    for (unsigned i = 0; i < operands; ++i)
+      in[i] = valueOf(f, l, op.getOperand(i));
+    double *out = valueOf(f, l, result);
+    for (int64_t e = 0; e < n; ++e) {
+      for (unsigned i = 0; i < operands; ++i)
+        x[i] = in[i][width[i] == 1 ? 0 : e];
+      double r = fn(x, w, rw, &op);
+      out[e] = isFloat ? roundTo(rt, r) : r;
+    }
+  }
+}
+
+} // namespace
+
+std::string run(func::FuncOp entry, int64_t threads,
+                const std::vector<View> &args, std::vector<View> &results,
+                std::vector<std::unique_ptr<Memory>> &owner, Stats &stats) {
+  auto module = entry->getParentOfType<ModuleOp>();
+  if (!module)
+    return "the entry function is not in a module";
+  if (args.size() != entry.getNumArguments())
+    return "the entry takes " + std::to_string(entry.getNumArguments()) +
+           " arguments, given " + std::to_string(args.size());
+  Interpreter interp(module, threads, owner, stats);
+  std::vector<LaneView> in, out;
+  for (const View &v : args) {
+    if (int(v.sizes.size()) > kMaxRank)
+      return "a memref of rank over " + std::to_string(kMaxRank);
+    in.push_back(Interpreter::fromView(v));
+  }
+  std::string error = interp.call(entry, in, out);
+  if (!error.empty())
+    return error;
+  for (const LaneView &v : out)
+    results.push_back(Interpreter::toView(v));
+  return "";
+}
+
+} // namespace kda::emu

@@ -27,7 +27,8 @@ With --kda-run and --execute N, the first N mutants the CPU lowering accepts are
 also run (kda-run --check: random inputs, every result against the float64
 oracle with SPEC.md's bars) under each tile and schedule variant (chunks of 16;
 chunks of 64 with sub-chunks of 16 on the chunk-parallel schedule, with the
-whole-chunk state step and with the wide one; the token recurrence), so that every variant computes the same function: "ran" (within the
+whole-chunk state step and with the wide one; the token recurrence; the sm_90a
+GPU pipeline's kernels, emulated on the CPU), so that every variant computes the same function: "ran" (within the
 bars), "refused" (a clear error: a type or size kda-run does not run), "slow"
 (past --timeout with a tensor of 2^20 rows or more: millions of programs run
 serially beside the float64 oracle), or a defect: "wrong" (a result past its
@@ -62,6 +63,9 @@ VARIANTS = [
     ["--chunk=64", "--sub-chunk=16", "--schedule=chunk-parallel", "--state-step=wide"],
     ["--chunk=16", "--schedule=chunk-parallel", "--segments=3"],
     ["--chunk=1"],
+    # The GPU pipeline's kernels for sm_90a run on the CPU (kda-run --emulate:
+    # every thread of a lane kernel in lock step).
+    ["--emulate=sm_90a"],
 ]
 DIMS = ["0", "1", "17", "2147483648", "9223372036854775807", "?"]
 ELTS = ["f32", "bf16", "f16", "f64", "i32", "i8", "index"]

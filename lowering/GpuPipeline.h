@@ -195,6 +195,11 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: threads per block of the gradient's step "
                      "program (0: `threads`)"),
       llvm::cl::init(0)};
+  PassOptions::Option<bool> stepScatterSums{
+      *this, "step-scatter-sums",
+      llvm::cl::desc("NVIDIA: the gradient's step program sums across warps "
+                     "in two steps (a share of the registers a warp)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> stepPrefetch{
       *this, "step-prefetch",
       llvm::cl::desc("NVIDIA: the gradient's step program loads each V "

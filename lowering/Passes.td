@@ -200,6 +200,9 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
     Option<"stepThreads", "step-threads", "int64_t", /*default=*/"0",
            "The gradient's step program: threads per block (0: `threads`; "
            "fewer warps, more blocks per multiprocessor)">,
+    Option<"stepScatterSums", "step-scatter-sums", "bool", /*default=*/"false",
+           "The gradient's step program: its sums across warps in two steps "
+           "(each warp adds a share of the registers, then all read them)">,
     Option<"stepPrefetch", "step-prefetch", "bool", /*default=*/"false",
            "The gradient's step program: loads each V block's inputs one "
            "block ahead of their use">,

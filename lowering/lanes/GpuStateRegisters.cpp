@@ -626,6 +626,8 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// Loads each V block's inputs one block ahead (kda-compile
   /// --step-prefetch, a measuring knob).
   bool stepPrefetch = false;
+  /// Sums across warps in two steps (kda-compile --step-scatter-sums).
+  bool stepScatterSums = false;
   Value keptStates;
   Value seeds[6];
 
@@ -693,6 +695,7 @@ struct LaneStateProgram : kda::LaneBuilder {
 
     kda::LaneTileBuilder tb(b, warpSize, NW, lane, warp);
     tb.useMmaSync(opType);
+    tb.useScatterSums(stepScatterSums);
     using kda::LaneLayout;
     // The state program's layouts (split by K or by V, as its workspaces
     // say): the state and dS [K, VB], the rows U, dO [C, VB].
@@ -1260,6 +1263,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     lp.byK = byK;
     lp.step = true;
     lp.stepPrefetch = stepPrefetch;
+    lp.stepScatterSums = stepScatterSums;
     // (The kernel has no Gamma Q and no chunk decay: takesRole.)
     kda::workspacesByRole(func, abi, cfg->roles, lp.ws);
     const bool gate = llvm::is_contained(cfg->roles, "g");

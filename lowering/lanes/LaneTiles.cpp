@@ -2168,6 +2168,40 @@ void LaneTileBuilder::depositSum(const PendingSum &p, int64_t r, Value v) {
 SmallVector<Value> LaneTileBuilder::collectSum(const PendingSum &p) {
   barrier();
   SmallVector<Value> out(p.n);
+  if (scatterSums) {
+    // Warp w adds register r's partials for r = w, w + warps, ... (in warp
+    // order, as below) into warp 0's slot of r, which no other warp reads;
+    // after a barrier every lane reads its registers' sums there.
+    for (int64_t r0 = 0; r0 < p.n; r0 += warps) {
+      Value r = arith::AddIOp::create(b, index(r0), warp);
+      auto mine = scf::IfOp::create(
+          b, arith::CmpIOp::create(b, arith::CmpIPredicate::ult, r,
+                                   index(p.n)),
+          false);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(mine.thenBlock());
+      auto slotOf = [&](Value w) {
+        Value slot = arith::AddIOp::create(
+            b, arith::MulIOp::create(b, w, index(p.n)), r);
+        return arith::AddIOp::create(
+            b, arith::MulIOp::create(b, slot, index(warpSize)),
+            arith::AddIOp::create(b, lane, index(p.base)));
+      };
+      Value sum;
+      for (int64_t w = 0; w < warps; ++w) {
+        Value x = memref::LoadOp::create(b, scratch, ValueRange{slotOf(index(w))});
+        sum = sum ? Value(arith::AddFOp::create(b, sum, x)) : x;
+      }
+      memref::StoreOp::create(b, sum, scratch, ValueRange{slotOf(index(0))});
+    }
+    barrier();
+    for (int64_t r = 0; r < p.n; ++r)
+      out[r] = memref::LoadOp::create(b, scratch,
+                                      ValueRange{sumSlot(p, index(0), r)});
+    if (!p.twoHalves)
+      barrier();
+    return out;
+  }
   for (int64_t r = 0; r < p.n; ++r) {
     Value sum;
     for (int64_t w = 0; w < warps; ++w) {

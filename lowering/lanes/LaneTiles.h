@@ -245,6 +245,13 @@ public:
   /// pipelined loop does): a body with an odd number of sums would
   /// otherwise write a half the previous iteration's last sum still reads.
   void useScratch(Value buffer) { scratch = buffer; }
+  /// Sums across warps in two steps (`scatter`): warp w adds the warps'
+  /// partials of registers w, w + warps, ... and leaves each sum in place,
+  /// then every lane reads its registers' sums (one barrier more a sum, and
+  /// about a third of the shared memory reads: 2 n + n / warps accesses a
+  /// lane instead of n + warps n). The warps are added in the same order
+  /// either way: the sums are the same bits.
+  void useScatterSums(bool scatter) { scatterSums = scatter; }
 
   /// Shared memory for layout conversions within a warp that shuffles
   /// cannot make (a register that differs between the reading lanes: a
@@ -429,6 +436,7 @@ private:
   Value amdProduct(Value a, bool transA, Value bTile, bool transB, Value acc);
   Value scratch;
   int64_t scratchTurn = 0; // the half the next sum takes (two halves)
+  bool scatterSums = false;
   /// The sum over the warps of each register (the same lane, every warp),
   /// through `scratch`, two barriers: every warp gets the total.
   SmallVector<Value> crossWarpSum(ArrayRef<Value> regs);

@@ -134,6 +134,11 @@ static cl::opt<int64_t> stepThreads(
     cl::desc("NVIDIA: threads per block of the gradient's step program (0: "
              "--threads; 128: two blocks per SM at K = 128)"),
     cl::init(0), cl::cat(compileCategory));
+static cl::opt<bool> stepScatterSums(
+    "step-scatter-sums",
+    cl::desc("NVIDIA: the gradient's step program sums across warps in two "
+             "steps (a share of the registers a warp, then all read them)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> stepPrefetch(
     "step-prefetch",
     cl::desc("NVIDIA: the gradient's step program loads each V block's "
@@ -714,6 +719,7 @@ int main(int argc, char **argv) {
     options.reverseTf32 = reverseTf32;
     options.stepPrefetch = stepPrefetch;
     options.stepThreads = stepThreads;
+    options.stepScatterSums = stepScatterSums;
     options.schedule = schedule;
     options.format = format.str();
     options.toolkit = toolkit;

@@ -12,7 +12,9 @@
 # JOBS (parallel kda-compile runs, default nproc), BENCH_ARGS (extra arguments
 # for bench_kda.py --print-configs, e.g. "--chunk 16" or "--cases fwd"), SEGMENTS
 # (segment counts whose tiles are built too, for KDA_SEGMENTS; default 4,8,16;
-# empty: none).
+# empty: none), KDA_COMPILE_FLAGS (more kda-compile flags for every bundle, e.g.
+# "--step-prefetch": a variant build to time beside the default one with
+# bench_kda.py --kda-variant NAME=DIR).
 # Exit status 1 if any configuration failed to compile (the others are built;
 # OUT_DIR/prebuild-report.json lists every result with kda-compile's message).
 set -euo pipefail
@@ -32,6 +34,14 @@ shift
 chips=("$@")
 [ ${#chips[@]} -eq 0 ] && chips=(sm_90a)
 export KDA_COMPILE=${KDA_COMPILE:-$root/build/bin/kda-compile}
+if [ -n "${KDA_COMPILE_FLAGS:-}" ]; then
+  # kda.prebuild runs $KDA_COMPILE: a wrapper adds the flags.
+  wrap=$(mktemp -d "${TMPDIR:-/tmp}/kda-compile.XXXXXX")
+  trap 'rm -rf "$wrap"' EXIT
+  printf '#!/bin/sh\nexec "%s" "$@" %s\n' "$KDA_COMPILE" "$KDA_COMPILE_FLAGS" > "$wrap/kda-compile"
+  chmod +x "$wrap/kda-compile"
+  export KDA_COMPILE=$wrap/kda-compile
+fi
 mkdir -p "$out"
 
 configs=$out/bench-configs.json
@@ -41,5 +51,5 @@ configs=$out/bench-configs.json
 "$py" "$root/bench/bench_cp.py" --print-configs > "$out/bench-cp-configs.json"
 chip_args=()
 for c in "${chips[@]}"; do chip_args+=(--chip "$c"); done
-exec "$py" -m kda.prebuild "${chip_args[@]}" --out "$out" --set none \
+"$py" -m kda.prebuild "${chip_args[@]}" --out "$out" --set none \
   --configs "$configs" --configs "$out/bench-cp-configs.json" --jobs "${JOBS:-$(nproc)}" --segments "${SEGMENTS-4,8,16}"

@@ -21,6 +21,11 @@
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_80 --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=KIMI80
 // KIMI80: @kimi_kept emulated for sm_80
 // KIMI80-COUNT-8: bar=5e-03 ok
+// AMD (gfx942: MFMA lanes for the forward; the gradient's K = 128 programs
+// exceed 64 KB of LDS and take the tiles, named in the manifest).
+// RUN: kda-run %s --function=kimi_kept --check --emulate=gfx942 --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=KIMIAMD
+// KIMIAMD: @kimi_kept emulated for gfx942
+// KIMIAMD-COUNT-8: bar=5e-03 ok
 //
 // Packed sequences (one of a single token) and two value heads a q / k head
 // (GVA: dq and dk sum over them), from initial states.

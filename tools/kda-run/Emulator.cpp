@@ -11,6 +11,7 @@
 #include "Emulator.h"
 #include "Npy.h"
 
+#include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -141,9 +142,10 @@ struct PendingCopy {
 
 class Interpreter {
 public:
-  Interpreter(ModuleOp module, int64_t threads,
+  Interpreter(ModuleOp module, int64_t threads, int64_t warpSize,
               std::vector<std::unique_ptr<Memory>> &owner, Stats &stats)
-      : symbols(module), threads(threads), owner(owner), stats(stats) {}
+      : symbols(module), threads(threads), warpSize(warpSize), owner(owner),
+        stats(stats) {}
 
   std::string error;
 
@@ -192,7 +194,7 @@ public:
 
 private:
   SymbolTable symbols;
-  int64_t threads;
+  int64_t threads, warpSize;
   std::vector<std::unique_ptr<Memory>> &owner;
   Stats &stats;
   llvm::DenseMap<Operation *, std::unique_ptr<Layout>> layouts;
@@ -352,6 +354,7 @@ private:
   void runOp(Frame &f, Operation &op, const std::vector<int64_t> &active);
   void runArith(Frame &f, Operation &op, const std::vector<int64_t> &active);
   void runMma(Frame &f, nvgpu::MmaSyncOp op, const std::vector<int64_t> &active);
+  void runAmdUnit(Frame &f, Operation &op, const std::vector<int64_t> &active);
   void runGeneric(Frame &f, linalg::GenericOp op, int64_t lane);
   void applyCopies(size_t keep);
 };
@@ -409,14 +412,77 @@ static void warpProduct(int64_t k, A a, B b, C c, D d) {
       d(lane, e, out[lane][e]);
 }
 
-/// Whether `active` is whole warps (a warp-wide instruction's lanes).
-static bool wholeWarps(const std::vector<int64_t> &active) {
-  if (active.size() % 32 != 0)
+/// Whether `active` is whole warps of `size` lanes (a warp-wide
+/// instruction's lanes).
+static bool wholeWarps(const std::vector<int64_t> &active, int64_t size = 32) {
+  if (active.size() % size != 0)
     return false;
-  for (size_t i = 0; i < active.size(); i += 32)
-    if (active[i] % 32 != 0 || active[i + 31] != active[i] + 31)
+  for (size_t i = 0; i < active.size(); i += size)
+    if (active[i] % size != 0 || active[i + size - 1] != active[i] + size - 1)
       return false;
   return true;
+}
+
+/// AMD's matrix steps, one wave at a time (the ISA's register layouts; lane
+/// l of the wave): MFMA 16x16x4 f32 (wave64) A[l % 16][l / 16],
+/// B[l / 16][l % 16]; MFMA 16x16x16 bf16 / f16 A[l % 16][4 (l / 16) + e],
+/// B[4 (l / 16) + e][l % 16]; both D[4 (l / 16) + e][l % 16], e < 4. WMMA
+/// 16x16x16 (gfx11, wave32) A[l % 16][e], B[e][l % 16] (lanes 16..31 hold
+/// copies), D[2 e + l / 16][l % 16], e < 8.
+void Interpreter::runAmdUnit(Frame &f, Operation &op,
+                             const std::vector<int64_t> &active) {
+  const bool wmma = isa<amdgpu::WMMAOp>(op);
+  Value a = op.getOperand(0), bv = op.getOperand(1), c = op.getOperand(2);
+  int64_t k = 16;
+  const int64_t wave = wmma ? 32 : 64;
+  if (auto mfma = dyn_cast<amdgpu::MFMAOp>(op)) {
+    if (mfma.getM() != 16 || mfma.getN() != 16 || mfma.getBlocks() != 1 ||
+        (mfma.getK() != 4 && mfma.getK() != 16) || mfma.getCbsz() != 0 ||
+        mfma.getAbid() != 0 || mfma.getBlgp() != amdgpu::MFMAPermB::none ||
+        mfma.getNegateA() || mfma.getNegateB() || mfma.getNegateC())
+      return (void)fail(op, "an MFMA other than 16x16x4 f32 / 16x16x16 "
+                            "without broadcasts or negation");
+    k = mfma.getK();
+  } else {
+    auto w = cast<amdgpu::WMMAOp>(op);
+    if (w.getSubwordOffset() != 0 || w.getClamp() || w.getUnsignedA() ||
+        w.getUnsignedB() || elementsOf(c.getType()) != 8)
+      return (void)fail(op, "a WMMA other than 16x16x16 into eight f32");
+  }
+  if (warpSize != wave || !wholeWarps(active, wave))
+    return (void)fail(op, "a matrix step without its whole wave");
+  const int64_t n = wmma ? 8 : 4;
+  Type dType = elementOf(op.getResult(0).getType());
+  for (size_t i = 0; i < active.size(); i += wave) {
+    const int64_t base = active[i];
+    auto aAt = [&](int64_t row, int64_t kk) {
+      if (wmma)
+        return valueOf(f, base + row, a)[kk];
+      if (k == 4)
+        return valueOf(f, base + row + 16 * kk, a)[0];
+      return valueOf(f, base + row + 16 * (kk / 4), a)[kk % 4];
+    };
+    auto bAt = [&](int64_t kk, int64_t col) {
+      if (wmma)
+        return valueOf(f, base + col, bv)[kk];
+      if (k == 4)
+        return valueOf(f, base + col + 16 * kk, bv)[0];
+      return valueOf(f, base + col + 16 * (kk / 4), bv)[kk % 4];
+    };
+    std::vector<double> out(wave * n);
+    for (int64_t l = 0; l < wave; ++l)
+      for (int64_t e = 0; e < n; ++e) {
+        const int64_t row = wmma ? 2 * e + l / 16 : 4 * (l / 16) + e,
+                      col = l % 16;
+        double acc = valueOf(f, base + l, c)[e];
+        for (int64_t kk = 0; kk < k; ++kk)
+          acc += aAt(row, kk) * bAt(kk, col);
+        out[l * n + e] = roundTo(dType, acc);
+      }
+    for (int64_t l = 0; l < wave; ++l)
+      std::memcpy(valueOf(f, base + l, op.getResult(0)), &out[l * n],
+                  n * sizeof(double));
+  }
 }
 
 void Interpreter::runMma(Frame &f, nvgpu::MmaSyncOp op,
@@ -565,27 +631,35 @@ void Interpreter::runOp(Frame &f, Operation &op,
     return;
   }
   if (auto forOp = dyn_cast<scf::ForOp>(op)) {
-    const int64_t l0 = active[0];
-    int64_t lo = int64_t(scalar(f, l0, forOp.getLowerBound()));
-    int64_t hi = int64_t(scalar(f, l0, forOp.getUpperBound()));
-    int64_t st = int64_t(scalar(f, l0, forOp.getStep()));
-    for (int64_t l : active)
-      if (int64_t(scalar(f, l, forOp.getLowerBound())) != lo ||
-          int64_t(scalar(f, l, forOp.getUpperBound())) != hi ||
-          int64_t(scalar(f, l, forOp.getStep())) != st)
-        return (void)fail(op, "a loop whose bounds differ over the lanes");
-    if (st <= 0)
-      return (void)fail(op, "a loop step that is not positive");
+    // Bounds may differ over the lanes (a per-lane loop): round r runs the
+    // lanes that have an r-th iteration; warp-wide instructions and
+    // barriers in the body then fail on their own checks.
+    std::vector<int64_t> lo, hi, st;
+    for (int64_t l : active) {
+      lo.push_back(int64_t(scalar(f, l, forOp.getLowerBound())));
+      hi.push_back(int64_t(scalar(f, l, forOp.getUpperBound())));
+      st.push_back(int64_t(scalar(f, l, forOp.getStep())));
+      if (st.back() <= 0)
+        return (void)fail(op, "a loop step that is not positive");
+    }
     Block *body = forOp.getBody();
     for (int64_t l : active)
       for (auto [arg, init] :
            llvm::zip(forOp.getRegionIterArgs(), forOp.getInitArgs()))
         copyValue(f, l, init, arg);
-    for (int64_t i = lo; i < hi && error.empty(); i += st) {
-      for (int64_t l : active)
-        *valueOf(f, l, forOp.getInductionVar()) = double(i);
-      runBlock(f, *body, active);
-      yieldInto(f, body->getTerminator(), forOp.getRegionIterArgs(), active);
+    for (int64_t round = 0; error.empty(); ++round) {
+      std::vector<int64_t> running;
+      for (size_t i = 0; i < active.size(); ++i) {
+        const int64_t iv = lo[i] + round * st[i];
+        if (iv < hi[i]) {
+          running.push_back(active[i]);
+          *valueOf(f, active[i], forOp.getInductionVar()) = double(iv);
+        }
+      }
+      if (running.empty())
+        break;
+      runBlock(f, *body, running);
+      yieldInto(f, body->getTerminator(), forOp.getRegionIterArgs(), running);
     }
     for (int64_t l : active)
       for (auto [res, arg] :
@@ -995,7 +1069,7 @@ void Interpreter::runOp(Frame &f, Operation &op,
   }
   if (auto lid = dyn_cast<gpu::LaneIdOp>(op)) {
     for (int64_t l : active)
-      *valueOf(f, l, lid.getResult()) = double(l % 32);
+      *valueOf(f, l, lid.getResult()) = double(l % warpSize);
     return;
   }
   if (isa<gpu::BarrierOp>(op)) {
@@ -1068,6 +1142,33 @@ void Interpreter::runOp(Frame &f, Operation &op,
   }
   if (auto mma = dyn_cast<nvgpu::MmaSyncOp>(op))
     return runMma(f, mma, active);
+  if (isa<amdgpu::MFMAOp, amdgpu::WMMAOp>(op))
+    return runAmdUnit(f, op, active);
+  if (auto bc = dyn_cast<gpu::SubgroupBroadcastOp>(op)) {
+    // The first active lane's value, or lane `lane`'s, within each wave.
+    std::vector<double> got(active.size());
+    for (size_t i = 0; i < active.size(); ++i) {
+      const int64_t l = active[i], base = l - l % warpSize;
+      int64_t src = -1;
+      if (bc.getBroadcastType() == gpu::BroadcastType::specific_lane) {
+        src = base + int64_t(scalar(f, l, bc.getLane()));
+      } else {
+        for (int64_t m : active)
+          if (m >= base && m < base + warpSize) {
+            src = m;
+            break;
+          }
+      }
+      if (!llvm::is_contained(active, src))
+        return (void)fail(op, "a broadcast from a lane not running it");
+      got[i] = scalar(f, src, bc.getSrc());
+    }
+    for (size_t i = 0; i < active.size(); ++i)
+      *valueOf(f, active[i], bc.getResult()) = got[i];
+    return;
+  }
+  if (isa<LLVM::FenceOp>(op))
+    return; // (lock step orders every access already)
   if (auto mma = dyn_cast<NVVM::MmaOp>(op)) {
     // m16n8k16 on bf16 / f16 pairs packed in i32 registers (element 0 in
     // the low half), row-major A, column-major B, f32 accumulators.
@@ -1500,7 +1601,7 @@ void Interpreter::runArith(Frame &f, Operation &op,
 
 } // namespace
 
-std::string run(func::FuncOp entry, int64_t threads,
+std::string run(func::FuncOp entry, int64_t threads, int64_t warpSize,
                 const std::vector<View> &args, std::vector<View> &results,
                 std::vector<std::unique_ptr<Memory>> &owner, Stats &stats) {
   auto module = entry->getParentOfType<ModuleOp>();
@@ -1509,7 +1610,7 @@ std::string run(func::FuncOp entry, int64_t threads,
   if (args.size() != entry.getNumArguments())
     return "the entry takes " + std::to_string(entry.getNumArguments()) +
            " arguments, given " + std::to_string(args.size());
-  Interpreter interp(module, threads, owner, stats);
+  Interpreter interp(module, threads, warpSize, owner, stats);
   std::vector<LaneView> in, out;
   for (const View &v : args) {
     if (int(v.sizes.size()) > kMaxRank)

@@ -6,7 +6,8 @@
 // kernel's grid (scf.forall) program by program, and in every program of a
 // lane kernel (kda.explicit_threads) all its threads in lock step, an
 // instruction at a time: mma.sync and shuffles read the other lanes of the
-// warp at the same instruction, cp.async copies land at the wait that covers
+// warp at the same instruction (AMD's MFMA and WMMA the wave's), cp.async
+// copies land at the wait that covers
 // their group, shared memory is one buffer a program. Tile programs run as
 // one thread. So the hand-derived parts of the GPU kernels (layouts,
 // fragments, index arithmetic, staging, the workspaces between grids) run,
@@ -52,9 +53,10 @@ struct Stats {
 /// Runs `entry` (a function of the module after the GPU pipeline's register
 /// passes) on `args` (one view per argument, contiguous); its results' views
 /// go to `results`. Lane kernels without a block size of their own
-/// (kda.block_threads) run `threads` threads. Returns an error message, empty
-/// on success. Memories the run allocates live as long as `owner`.
-std::string run(mlir::func::FuncOp entry, int64_t threads,
+/// (kda.block_threads) run `threads` threads, in warps (waves) of `warpSize`
+/// lanes. Returns an error message, empty on success. Memories the run
+/// allocates live as long as `owner`.
+std::string run(mlir::func::FuncOp entry, int64_t threads, int64_t warpSize,
                 const std::vector<View> &args, std::vector<View> &results,
                 std::vector<std::unique_ptr<Memory>> &owner, Stats &stats);
 

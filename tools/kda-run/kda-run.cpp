@@ -129,7 +129,8 @@ static cl::opt<bool> gradient(
     cl::cat(runCategory));
 static cl::opt<std::string> emulate(
     "emulate",
-    cl::desc("compile with the GPU pipeline for CHIP (sm_80, sm_90a) up to its "
+    cl::desc("compile with the GPU pipeline for CHIP (sm_80, sm_90a, gfx90a, "
+             "gfx942, gfx1100) up to its "
              "register passes and run the kernels on the CPU, every thread of "
              "a lane kernel in lock step (tools/kda-run/Emulator.h); no GPU "
              "needed"),
@@ -742,10 +743,12 @@ int main(int argc, char **argv) {
     auto compileStart = std::chrono::steady_clock::now();
     std::optional<mlir::kda::GpuTarget> target =
         mlir::kda::gpuTargetForChip(emulate);
-    if (!target || target->vendor != mlir::kda::GpuTarget::Vendor::Nvidia)
-      return fail("--emulate: '" + emulate +
-                  "' is not an NVIDIA chip the pipeline knows (" +
+    if (!target)
+      return fail("--emulate: '" + emulate + "' is not a chip the pipeline "
+                  "knows (" +
                   mlir::kda::knownChips(mlir::kda::GpuTarget::Vendor::Nvidia) +
+                  "; " +
+                  mlir::kda::knownChips(mlir::kda::GpuTarget::Vendor::Amd) +
                   ")");
     mlir::kda::GpuPipelineOptions options;
     if (failed(options.parseFromString("chip=" + emulate + " until=lanes " +
@@ -780,7 +783,8 @@ int main(int argc, char **argv) {
     }
     ::kda::emu::Stats stats;
     auto runStart = std::chrono::steady_clock::now();
-    std::string why = ::kda::emu::run(entry, options.threads, args, results,
+    std::string why = ::kda::emu::run(entry, options.threads,
+                                      target->warpSize, args, results,
                                       memories, stats);
     auto runEnd = std::chrono::steady_clock::now();
     if (!why.empty())

@@ -135,6 +135,8 @@ struct Frame {
 
 /// cp.async copies: the elements a copy writes, read when it was issued.
 struct PendingCopy {
+  int64_t thread = 0;
+  Operation *op = nullptr;
   LaneView dst;
   std::vector<int64_t> at;
   std::vector<double> values;
@@ -296,6 +298,54 @@ private:
     return true;
   }
 
+  /// Barrier epochs: the block's, and each warp's syncs.
+  int64_t blockEpoch = 1;
+  std::vector<int64_t> warpEpoch;
+  int64_t &warpEpochOf(int64_t thread) {
+    size_t w = size_t(thread / warpSize);
+    if (warpEpoch.size() <= w)
+      warpEpoch.resize(w + 1, 1);
+    return warpEpoch[w];
+  }
+  /// Records `thread`'s access of element `flat` of `m` and checks it
+  /// against the last other thread's since a barrier; false (and the error)
+  /// on a hazard.
+  bool touch(Operation *op, Memory *m, int64_t flat, int64_t thread,
+             bool write) {
+    AccessLog *log = m->log.get();
+    if (!log)
+      return true;
+    auto synced = [&](int32_t other, int64_t block, int64_t warp) {
+      if (other < 0 || other == thread || blockEpoch > block)
+        return true;
+      return other / warpSize == thread / warpSize &&
+             warpEpochOf(thread) > warp;
+    };
+    auto hazard = [&](const char *kind, int32_t other) {
+      fail(op, llvm::Twine("a race on shared memory (") + kind +
+                   "): thread " + llvm::Twine(thread) + " and thread " +
+                   llvm::Twine(other) + " at element " + llvm::Twine(flat) +
+                   " with no barrier between");
+      return false;
+    };
+    if (!synced(log->writer[flat], log->writeBlock[flat], log->writeWarp[flat]))
+      return hazard(write ? "write after write" : "read after write",
+                    log->writer[flat]);
+    if (write &&
+        !synced(log->reader[flat], log->readBlock[flat], log->readWarp[flat]))
+      return hazard("write after read", log->reader[flat]);
+    if (write) {
+      log->writer[flat] = int32_t(thread);
+      log->writeBlock[flat] = blockEpoch;
+      log->writeWarp[flat] = warpEpochOf(thread);
+    } else {
+      log->reader[flat] = int32_t(thread);
+      log->readBlock[flat] = blockEpoch;
+      log->readWarp[flat] = warpEpochOf(thread);
+    }
+    return true;
+  }
+
   std::vector<int64_t> indices(Frame &f, int64_t lane, ValueRange is) {
     std::vector<int64_t> at;
     at.reserve(is.size());
@@ -366,9 +416,13 @@ void Interpreter::applyCopies(size_t keep) {
       for (int d = 0; d < c.dst.rank; ++d)
         flat += c.at[d] * c.dst.strides[d];
       const int64_t step = c.dst.strides[c.dst.rank - 1];
-      for (size_t e = 0; e < c.values.size(); ++e)
+      for (size_t e = 0; e < c.values.size(); ++e) {
+        if (!touch(c.op, c.dst.memory, flat + int64_t(e) * step, c.thread,
+                   true))
+          return;
         c.dst.memory->data[flat + int64_t(e) * step] =
             roundTo(c.dst.memory->element, c.values[e]);
+      }
     }
     committed.erase(committed.begin());
   }
@@ -829,8 +883,19 @@ void Interpreter::runOp(Frame &f, Operation &op,
     int64_t count = 1;
     for (int64_t s : sizes)
       count *= s;
-    // One memory for the lanes that run it: a program's shared memory.
-    LaneView v = contiguous(allocate(type.getElementType(), count), sizes);
+    // One memory for the lanes that run it: a program's shared memory
+    // (with an access log where threads share it).
+    Memory *m = allocate(type.getElementType(), count);
+    if (f.lanes > 1) {
+      m->log = std::make_unique<AccessLog>();
+      m->log->writer.assign(size_t(count), -1);
+      m->log->reader.assign(size_t(count), -1);
+      m->log->writeBlock.assign(size_t(count), 0);
+      m->log->writeWarp.assign(size_t(count), 0);
+      m->log->readBlock.assign(size_t(count), 0);
+      m->log->readWarp.assign(size_t(count), 0);
+    }
+    LaneView v = contiguous(m, sizes);
     for (int64_t l : active)
       viewOf(f, l, op.getResult(0)) = v;
     return;
@@ -851,7 +916,8 @@ void Interpreter::runOp(Frame &f, Operation &op,
     for (int64_t l : active) {
       int64_t flat;
       const LaneView &v = viewOf(f, l, load.getMemRef());
-      if (!address(&op, v, indices(f, l, load.getIndices()), flat))
+      if (!address(&op, v, indices(f, l, load.getIndices()), flat) ||
+          !touch(&op, v.memory, flat, l, false))
         return;
       *valueOf(f, l, load.getResult()) = v.memory->data[flat];
     }
@@ -861,7 +927,8 @@ void Interpreter::runOp(Frame &f, Operation &op,
     for (int64_t l : active) {
       int64_t flat;
       const LaneView &v = viewOf(f, l, store.getMemRef());
-      if (!address(&op, v, indices(f, l, store.getIndices()), flat))
+      if (!address(&op, v, indices(f, l, store.getIndices()), flat) ||
+          !touch(&op, v.memory, flat, l, true))
         return;
       v.memory->data[flat] =
           roundTo(v.memory->element, scalar(f, l, store.getValue()));
@@ -890,6 +957,9 @@ void Interpreter::runOp(Frame &f, Operation &op,
       if (!address(&op, v, at, last))
         return;
       const int64_t step = v.strides[v.rank - 1];
+      for (int64_t e = 0; e < n; ++e)
+        if (!touch(&op, v.memory, flat + e * step, l, !isLoad))
+          return;
       if (isLoad) {
         double *out = valueOf(f, l, op.getResult(0));
         for (int64_t e = 0; e < n; ++e)
@@ -1075,10 +1145,19 @@ void Interpreter::runOp(Frame &f, Operation &op,
   if (isa<gpu::BarrierOp>(op)) {
     if (int64_t(active.size()) != f.lanes)
       return (void)fail(op, "a barrier some threads of the block skip");
+    ++blockEpoch;
     return;
   }
-  if (isa<NVVM::SyncWarpOp>(op))
+  if (isa<NVVM::SyncWarpOp, LLVM::FenceOp>(op)) {
+    // A warp's sync (AMD: a wavefront fence) orders its own threads.
+    int64_t last = -1;
+    for (int64_t l : active)
+      if (l / warpSize != last) {
+        last = l / warpSize;
+        ++warpEpochOf(l);
+      }
     return;
+  }
   if (isa<LLVM::InlineAsmOp>(op) ||
       op.getName().getStringRef().starts_with("nvvm.wgmma") ||
       isa<NVVM::FenceProxyOp>(op))
@@ -1167,8 +1246,6 @@ void Interpreter::runOp(Frame &f, Operation &op,
       *valueOf(f, active[i], bc.getResult()) = got[i];
     return;
   }
-  if (isa<LLVM::FenceOp>(op))
-    return; // (lock step orders every access already)
   if (auto mma = dyn_cast<NVVM::MmaOp>(op)) {
     // m16n8k16 on bf16 / f16 pairs packed in i32 registers (element 0 in
     // the low half), row-major A, column-major B, f32 accumulators.
@@ -1242,7 +1319,7 @@ void Interpreter::runOp(Frame &f, Operation &op,
         std::vector<int64_t> at = indices(f, p, ld.getIndices());
         at.back() += col;
         int64_t flat;
-        if (!address(&op, v, at, flat))
+        if (!address(&op, v, at, flat) || !touch(&op, v.memory, flat, p, false))
           return false;
         x = v.memory->data[flat];
         return true;
@@ -1278,6 +1355,8 @@ void Interpreter::runOp(Frame &f, Operation &op,
                           ? int64_t(scalar(f, l, cp.getSrcElements()))
                           : n;
       PendingCopy c;
+      c.thread = l;
+      c.op = &op;
       c.dst = dst;
       c.at = indices(f, l, cp.getDstIndices());
       int64_t flat;

@@ -14,8 +14,11 @@
 // and are checked against the float64 oracle, on a machine with no GPU; what
 // comes after (kda-gpu-tile-matmuls, the NVVM conversion, ptxas) is the GPU
 // suite's. Values are doubles rounded to their element type after every
-// instruction (tf32 operands truncated as the hardware does); races are not
-// modelled (lock step is one valid order; racecheck is the GPU's).
+// instruction (tf32 operands truncated as the hardware does). Lock step is
+// one valid order of the threads; races on shared memory are checked as
+// compute-sanitizer's racecheck does: an element another thread wrote (or
+// read, for a write) since the last barrier (a warp's sync for threads of
+// one warp, a wavefront fence on AMD) is a hazard, named with the op.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,10 +35,19 @@
 
 namespace kda::emu {
 
-/// Memory: values as doubles, rounded to `element` when stored.
+/// Who touched a shared memory's elements last, for the race check: the
+/// thread and the barrier / warp-sync epochs it did so in.
+struct AccessLog {
+  std::vector<int32_t> writer, reader;
+  std::vector<int64_t> writeBlock, writeWarp, readBlock, readWarp;
+};
+
+/// Memory: values as doubles, rounded to `element` when stored. A block's
+/// shared memory has an access log.
 struct Memory {
   mlir::Type element;
   std::vector<double> data;
+  std::unique_ptr<AccessLog> log;
 };
 
 /// A memref value: a strided view of a Memory.

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "tools/kda-run/Emulator.h"
 #include "tools/kda-run/Inputs.h"
 #include "tools/kda-run/Npy.h"
 #include "tools/kda-run/OracleEval.h"
@@ -17,6 +18,12 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -1198,6 +1205,120 @@ func.func @u(%x: tensor<4xf32>) -> tensor<4xf32> {
   v[6] = {0, 6.5, 12}; // not integral
   err = evaluateWithOracle(k, v, results);
   EXPECT_NE(err.find("not an integer"), std::string::npos) << err;
+}
+
+//===----------------------------------------------------------------------===//
+// Emulator (kda-run --emulate's interpreter) on hand-written lane programs
+//===----------------------------------------------------------------------===//
+
+/// A block of 64 threads per program (kda.explicit_threads): each thread
+/// writes its id to shared memory, (BARRIER), then reads its neighbour's
+/// (thread t reads t + 1 mod 64, a thread of the other warp for t = 31 and
+/// 63) and a shuffle adds lane t ^ 1's; the result goes to out[program][t].
+constexpr const char *kLaneProgram = R"mlir(
+func.func @k(%out: memref<2x64xf32>) attributes {kda.explicit_threads, kda.block_threads = 64 : i64} {
+  %c1 = arith.constant 1 : index
+  %c64 = arith.constant 64 : index
+  %w = arith.constant 32 : i32
+  %one = arith.constant 1 : i32
+  scf.forall (%p) in (2) {
+    %t = gpu.thread_id x
+    %sh = memref.alloc() : memref<64xf32, #gpu.address_space<workgroup>>
+    %ti = arith.index_cast %t : index to i32
+    %tf = arith.sitofp %ti : i32 to f32
+    memref.store %tf, %sh[%t] : memref<64xf32, #gpu.address_space<workgroup>>
+    BARRIER
+    %n = arith.addi %t, %c1 : index
+    %m = arith.remui %n, %c64 : index
+    %x = memref.load %sh[%m] : memref<64xf32, #gpu.address_space<workgroup>>
+    %y, %ok = gpu.shuffle xor %x, %one, %w : f32
+    %z = arith.addf %x, %y : f32
+    memref.store %z, %out[%p, %t] : memref<2x64xf32>
+  }
+  return
+}
+)mlir";
+
+struct EmulatorTest : ::testing::Test {
+  EmulatorTest() {
+    context.loadDialect<mlir::func::FuncDialect, mlir::arith::ArithDialect,
+                        mlir::scf::SCFDialect, mlir::memref::MemRefDialect,
+                        mlir::gpu::GPUDialect, mlir::NVVM::NVVMDialect,
+                        mlir::nvgpu::NVGPUDialect,
+                        mlir::vector::VectorDialect>();
+  }
+  /// Runs @k of `text` on a [2, 64] f32 output; the error (empty: none).
+  std::string run(const std::string &text, std::vector<double> &out) {
+    module = mlir::parseSourceString<mlir::ModuleOp>(text, &context);
+    if (!module)
+      return "does not parse";
+    auto k = module->lookupSymbol<mlir::func::FuncOp>("k");
+    std::vector<std::unique_ptr<emu::Memory>> owner;
+    owner.push_back(std::make_unique<emu::Memory>());
+    owner[0]->element = mlir::Float32Type::get(&context);
+    owner[0]->data.assign(128, -1.0);
+    emu::View v;
+    v.memory = owner[0].get();
+    v.sizes = {2, 64};
+    v.strides = {64, 1};
+    std::vector<emu::View> results;
+    emu::Stats stats;
+    std::string err = emu::run(k, 64, 32, {v}, results, owner, stats);
+    out = owner[0]->data;
+    return err;
+  }
+  static std::string with(const std::string &barrier) {
+    std::string t = kLaneProgram;
+    t.replace(t.find("BARRIER"), 7, barrier);
+    return t;
+  }
+  mlir::MLIRContext context;
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+};
+
+TEST_F(EmulatorTest, LanesRunInLockStepWithSharedMemoryAndShuffles) {
+  std::vector<double> out;
+  ASSERT_EQ(run(with("gpu.barrier"), out), "");
+  for (int p = 0; p < 2; ++p)
+    for (int t = 0; t < 64; ++t) {
+      // x(t) = (t + 1) mod 64; the shuffle reads lane t ^ 1 of the warp.
+      double x = (t + 1) % 64, y = ((t ^ 1) + 1) % 64;
+      EXPECT_EQ(out[p * 64 + t], x + y) << "program " << p << " thread " << t;
+    }
+}
+
+TEST_F(EmulatorTest, ReadingAnotherThreadsWriteWithoutABarrierIsARace) {
+  std::vector<double> out;
+  // No barrier: thread 0 reads what thread 1 wrote.
+  std::string err = run(with(""), out);
+  EXPECT_NE(err.find("a race on shared memory (read after write): thread 0 "
+                     "and thread 1"),
+            std::string::npos)
+      << err;
+  // A warp's sync orders its own threads only: thread 31 reads thread 32's.
+  err = run(with("nvvm.bar.warp.sync %one : i32"), out);
+  EXPECT_NE(err.find("thread 31 and thread 32"), std::string::npos) << err;
+}
+
+TEST_F(EmulatorTest, WarpWideInstructionsNeedTheirWholeWarp) {
+  // A shuffle from a lane the branch left out (lanes 0..15 read 16..31):
+  // named, not run.
+  std::string t = with("gpu.barrier");
+  t.replace(t.find("%y, %ok = gpu.shuffle xor %x, %one, %w : f32"),
+            std::string("%y, %ok = gpu.shuffle xor %x, %one, %w : f32").size(),
+            "%c16 = arith.constant 16 : index\n"
+            "    %i16 = arith.constant 16 : i32\n"
+            "    %lo = arith.cmpi ult, %t, %c16 : index\n"
+            "    %y = scf.if %lo -> f32 {\n"
+            "      %s, %v = gpu.shuffle xor %x, %i16, %w : f32\n"
+            "      scf.yield %s : f32\n"
+            "    } else {\n"
+            "      scf.yield %x : f32\n"
+            "    }");
+  std::vector<double> out;
+  std::string err = run(t, out);
+  EXPECT_NE(err.find("a shuffle from a lane not running it"), std::string::npos)
+      << err;
 }
 
 } // namespace

@@ -2147,6 +2147,13 @@ LaneTileBuilder::reserveSum(int64_t n) {
   const int64_t bufferHalf = type.getDimSize(0) / 2;
   p.twoHalves = bufferHalf >= half;
   p.base = p.twoHalves ? (scratchTurn++ % 2) * bufferHalf : 0;
+  // A sum that needs the whole buffer writes the half the previous sum's
+  // readers may still read (they run on past that sum's barrier): a barrier
+  // first (kda-run --emulate's race check found it: K = 32 f32 with a
+  // softplus gate, a sum of 32 registers a lane after one of 16).
+  if (!p.twoHalves && sumsReserved > 0)
+    barrier();
+  ++sumsReserved;
   return p;
 }
 

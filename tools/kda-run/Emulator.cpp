@@ -212,7 +212,10 @@ private:
     if (error.empty()) {
       std::string s;
       llvm::raw_string_ostream os(s);
-      os << what << " at " << op->getName() << " (" << op->getLoc() << ")";
+      os << what << " at " << op->getName();
+      if (auto fn = op->getParentOfType<func::FuncOp>())
+        os << " in @" << fn.getSymName();
+      os << " (" << op->getLoc() << ")";
       error = s;
     }
     return error;
@@ -321,27 +324,36 @@ private:
       return other / warpSize == thread / warpSize &&
              warpEpochOf(thread) > warp;
     };
-    auto hazard = [&](const char *kind, int32_t other) {
+    auto hazard = [&](const char *kind, int32_t other, Operation *before) {
+      std::string where;
+      if (before) {
+        llvm::raw_string_ostream os(where);
+        os << ", after " << before->getName() << " (" << before->getLoc()
+           << ")";
+      }
       fail(op, llvm::Twine("a race on shared memory (") + kind +
                    "): thread " + llvm::Twine(thread) + " and thread " +
                    llvm::Twine(other) + " at element " + llvm::Twine(flat) +
-                   " with no barrier between");
+                   " of " + llvm::Twine(int64_t(m->data.size())) +
+                   " with no barrier between" + where);
       return false;
     };
     if (!synced(log->writer[flat], log->writeBlock[flat], log->writeWarp[flat]))
       return hazard(write ? "write after write" : "read after write",
-                    log->writer[flat]);
+                    log->writer[flat], log->writeOp[flat]);
     if (write &&
         !synced(log->reader[flat], log->readBlock[flat], log->readWarp[flat]))
-      return hazard("write after read", log->reader[flat]);
+      return hazard("write after read", log->reader[flat], log->readOp[flat]);
     if (write) {
       log->writer[flat] = int32_t(thread);
       log->writeBlock[flat] = blockEpoch;
       log->writeWarp[flat] = warpEpochOf(thread);
+      log->writeOp[flat] = op;
     } else {
       log->reader[flat] = int32_t(thread);
       log->readBlock[flat] = blockEpoch;
       log->readWarp[flat] = warpEpochOf(thread);
+      log->readOp[flat] = op;
     }
     return true;
   }
@@ -894,6 +906,8 @@ void Interpreter::runOp(Frame &f, Operation &op,
       m->log->writeWarp.assign(size_t(count), 0);
       m->log->readBlock.assign(size_t(count), 0);
       m->log->readWarp.assign(size_t(count), 0);
+      m->log->writeOp.assign(size_t(count), nullptr);
+      m->log->readOp.assign(size_t(count), nullptr);
     }
     LaneView v = contiguous(m, sizes);
     for (int64_t l : active)

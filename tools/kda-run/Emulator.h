@@ -40,6 +40,7 @@ namespace kda::emu {
 struct AccessLog {
   std::vector<int32_t> writer, reader;
   std::vector<int64_t> writeBlock, writeWarp, readBlock, readWarp;
+  std::vector<mlir::Operation *> writeOp, readOp;
 };
 
 /// Memory: values as doubles, rounded to `element` when stored. A block's

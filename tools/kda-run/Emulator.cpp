@@ -358,6 +358,19 @@ private:
     return true;
   }
 
+  /// Static or dynamic sizes, offsets, bounds: lane `lane`'s values.
+  std::vector<int64_t> foldValues(Frame &f, int64_t lane,
+                                  ArrayRef<OpFoldResult> xs) {
+    std::vector<int64_t> out;
+    for (OpFoldResult x : xs) {
+      if (auto a = dyn_cast<Attribute>(x))
+        out.push_back(cast<IntegerAttr>(a).getInt());
+      else
+        out.push_back(int64_t(scalar(f, lane, cast<Value>(x))));
+    }
+    return out;
+  }
+
   std::vector<int64_t> indices(Frame &f, int64_t lane, ValueRange is) {
     std::vector<int64_t> at;
     at.reserve(is.size());
@@ -767,14 +780,7 @@ void Interpreter::runOp(Frame &f, Operation &op,
   if (auto forall = dyn_cast<scf::ForallOp>(op)) {
     const int64_t l0 = active[0];
     auto values = [&](ArrayRef<OpFoldResult> xs) {
-      std::vector<int64_t> out;
-      for (OpFoldResult x : xs) {
-        if (auto a = dyn_cast<Attribute>(x))
-          out.push_back(cast<IntegerAttr>(a).getInt());
-        else
-          out.push_back(int64_t(scalar(f, l0, cast<Value>(x))));
-      }
-      return out;
+      return foldValues(f, l0, xs);
     };
     std::vector<int64_t> lo = values(forall.getMixedLowerBound()),
                          hi = values(forall.getMixedUpperBound()),
@@ -991,14 +997,7 @@ void Interpreter::runOp(Frame &f, Operation &op,
     for (int64_t l : active) {
       const LaneView &s = viewOf(f, l, sub.getSource());
       auto values = [&](ArrayRef<OpFoldResult> xs) {
-        std::vector<int64_t> out;
-        for (OpFoldResult x : xs) {
-          if (auto a = dyn_cast<Attribute>(x))
-            out.push_back(cast<IntegerAttr>(a).getInt());
-          else
-            out.push_back(int64_t(scalar(f, l, cast<Value>(x))));
-        }
-        return out;
+        return foldValues(f, l, xs);
       };
       std::vector<int64_t> off = values(sub.getMixedOffsets()),
                            sz = values(sub.getMixedSizes()),
@@ -1025,14 +1024,7 @@ void Interpreter::runOp(Frame &f, Operation &op,
     for (int64_t l : active) {
       const LaneView &s = viewOf(f, l, rc.getSource());
       auto values = [&](ArrayRef<OpFoldResult> xs) {
-        std::vector<int64_t> out;
-        for (OpFoldResult x : xs) {
-          if (auto a = dyn_cast<Attribute>(x))
-            out.push_back(cast<IntegerAttr>(a).getInt());
-          else
-            out.push_back(int64_t(scalar(f, l, cast<Value>(x))));
-        }
-        return out;
+        return foldValues(f, l, xs);
       };
       std::vector<int64_t> off = values(rc.getMixedOffsets()),
                            sz = values(rc.getMixedSizes()),
@@ -1086,12 +1078,9 @@ void Interpreter::runOp(Frame &f, Operation &op,
       v.memory = s.memory;
       v.offset = s.offset;
       v.rank = int(type.getRank());
-      for (int d = 0; d < v.rank; ++d) {
-        OpFoldResult x = mixed[d];
-        v.sizes[d] = isa<Attribute>(x)
-                         ? cast<IntegerAttr>(cast<Attribute>(x)).getInt()
-                         : int64_t(scalar(f, l, cast<Value>(x)));
-      }
+      std::vector<int64_t> sizes = foldValues(f, l, mixed);
+      for (int d = 0; d < v.rank; ++d)
+        v.sizes[d] = sizes[d];
       for (auto [src, group] :
            llvm::enumerate(expand.getReassociationIndices())) {
         int64_t stride = s.strides[src];

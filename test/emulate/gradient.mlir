@@ -34,6 +34,24 @@
 // VARLEN-COUNT-8: bar=5e-03 ok
 // VARLEN-NOT: FAIL
 //
+// The other gate forms and sizes, each through its own strategy: FLA's
+// log-space gate, Kimi-Linear's softplus (its chunk grid on tiles), K = 64
+// (the chunk grid's tiles at 8 warps), GDN's head-wise gate, f32 inputs
+// (bar 1e-4).
+// RUN: kda-run %S/Inputs/grads.mlir --function=logspace --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=SIX
+// RUN: kda-run %S/Inputs/grads.mlir --function=gdn --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=SIX
+// SIX: ran {{[0-9]+}} kernels
+// SIX-COUNT-6: bar=5e-03 ok
+// SIX-NOT: FAIL
+// RUN: kda-run %S/Inputs/grads.mlir --function=softplus --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=EIGHT
+// RUN: kda-run %S/Inputs/grads.mlir --function=k64 --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=EIGHT
+// EIGHT: ran {{[0-9]+}} kernels
+// EIGHT-COUNT-8: bar=5e-03 ok
+// EIGHT-NOT: FAIL
+// RUN: kda-run %S/Inputs/grads.mlir --function=f32kimi --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=F32
+// F32-COUNT-8: bar=1e-04 ok
+// F32-NOT: FAIL
+//
 // A wrong result fails (the check is live on this path too).
 // RUN: not kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline=threads=256 --inject-fault=result 2>&1 | FileCheck %s --check-prefix=FAULT
 // FAULT: result 0: {{.*}} FAIL

@@ -4,7 +4,8 @@
 // function has a slot (its element count wide) in each lane's row of the
 // frame; memref values have a view per lane. A kernel with explicit threads
 // runs every op for all its active lanes before the next op; scf.if splits
-// the lanes, scf.for must agree over them.
+// the lanes, scf.for and scf.while run each lane's own iterations a round at
+// a time (warp-wide instructions and barriers check their lanes).
 //
 //===----------------------------------------------------------------------===//
 
@@ -692,6 +693,9 @@ void Interpreter::runGeneric(Frame &f, linalg::GenericOp op, int64_t lane) {
 void Interpreter::runOp(Frame &f, Operation &op,
                         const std::vector<int64_t> &active) {
   stats.laneInstructions += int64_t(active.size());
+  for (Type t : op.getResultTypes())
+    if (auto m = dyn_cast<MemRefType>(t); m && m.getRank() > kMaxRank)
+      return (void)fail(op, "a memref of rank over " + llvm::Twine(kMaxRank));
   // Structure.
   if (auto ifOp = dyn_cast<scf::IfOp>(op)) {
     std::vector<int64_t> yes, no;

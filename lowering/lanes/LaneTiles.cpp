@@ -2147,13 +2147,13 @@ LaneTileBuilder::reserveSum(int64_t n) {
   const int64_t bufferHalf = type.getDimSize(0) / 2;
   p.twoHalves = bufferHalf >= half;
   p.base = p.twoHalves ? (scratchTurn++ % 2) * bufferHalf : 0;
-  // A sum that needs the whole buffer writes the half the previous sum's
-  // readers may still read (they run on past that sum's barrier): a barrier
-  // first (kda-run --emulate's race check found it: K = 32 f32 with a
-  // softplus gate, a sum of 32 registers a lane after one of 16).
-  if (!p.twoHalves && sumsReserved > 0)
+  // A sum that needs the whole buffer writes the half a previous two-half
+  // sum's readers may still read (they run on past that sum's barrier): a
+  // barrier first (kda-run --emulate's race check found it: K = 32 f32 with
+  // a softplus gate, a sum of 32 registers a lane after one of 16). After a
+  // whole-buffer sum, whose readers a barrier closes, none is needed.
+  if (!p.twoHalves && scratchReadsOpen)
     barrier();
-  ++sumsReserved;
   return p;
 }
 
@@ -2207,6 +2207,7 @@ SmallVector<Value> LaneTileBuilder::collectSum(const PendingSum &p) {
                                       ValueRange{sumSlot(p, index(0), r)});
     if (!p.twoHalves)
       barrier();
+    scratchReadsOpen = p.twoHalves;
     return out;
   }
   for (int64_t r = 0; r < p.n; ++r) {
@@ -2221,6 +2222,7 @@ SmallVector<Value> LaneTileBuilder::collectSum(const PendingSum &p) {
   // One half: the next sum may not overwrite it before every warp has read.
   if (!p.twoHalves)
     barrier();
+  scratchReadsOpen = p.twoHalves;
   return out;
 }
 

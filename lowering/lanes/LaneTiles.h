@@ -436,7 +436,8 @@ private:
   Value amdProduct(Value a, bool transA, Value bTile, bool transB, Value acc);
   Value scratch;
   int64_t scratchTurn = 0; // the half the next sum takes (two halves)
-  int64_t sumsReserved = 0;
+  /// Whether a two-half sum's reads may still run (no barrier closed them).
+  bool scratchReadsOpen = false;
   bool scatterSums = false;
   /// The sum over the warps of each register (the same lane, every warp),
   /// through `scratch`, two barriers: every warp gets the total.

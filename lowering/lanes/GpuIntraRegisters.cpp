@@ -1007,17 +1007,20 @@ std::string mlir::kda::intraLanesRefusal(IntraPassAttr intraPass,
        << ", V = " << cfg->valueDim << ") exceeds the chip's " << sharedMemory;
     say("fewer threads per block, or accept the tile lowering");
   } else if (const bool wholeSteps =
-                 warps > 4 || cfg->gate == "none" || cfg->gate.empty();
+                 warps > 4 || cfg->gate == "none" || cfg->gate.empty() ||
+                 cfg->gateActivation == GateActivation::lower_bound;
              cfg->keyDim % (8 * warps) != 0 ||
              cfg->valueDim % (8 * warps) != 0 ||
              (cfg->keyDim / warps / 4) % 2 != 0 ||
              (wholeSteps && cfg->keyDim % (16 * warps) != 0)) {
-    // Past 4 warps (the gradient's modules run 8), and without a gate (q k^T
-    // is a plain product, no decayed pairs), the products contracted over K
-    // split it over the warps in whole m16n8k16 steps
-    // (LaneTileBuilder::matmul): K = 64 at 8 warps, and DeltaNet's and
-    // linear attention's K = 32 at 4, passed the check of 8 per warp and
-    // then failed in the lane program (kda-compile stopped with an error).
+    // Past 4 warps (the gradient's modules run 8), without a gate (q k^T
+    // is a plain product, no decayed pairs) and with a lower-bound gate, the
+    // products contracted over K split it over the warps in whole m16n8k16
+    // steps (LaneTileBuilder::matmul): K = 64 at 8 warps, and DeltaNet's,
+    // linear attention's and Kimi's prologue's K = 32 at 4, passed the check
+    // of 8 per warp and then failed in the lane program (kda-compile stopped
+    // with an error; kda-run --emulate's sweep of test/cpu found the last
+    // two). A builder dry run in the strategy would make this exact.
     const int64_t kMultiple = wholeSteps ? 16 * warps : 8 * warps;
     os << "K = " << cfg->keyDim << " and V = " << cfg->valueDim
        << " do not split over " << warps

@@ -34,14 +34,8 @@ shift
 chips=("$@")
 [ ${#chips[@]} -eq 0 ] && chips=(sm_90a)
 export KDA_COMPILE=${KDA_COMPILE:-$root/build/bin/kda-compile}
-if [ -n "${KDA_COMPILE_FLAGS:-}" ]; then
-  # kda.prebuild runs $KDA_COMPILE: a wrapper adds the flags.
-  wrap=$(mktemp -d "${TMPDIR:-/tmp}/kda-compile.XXXXXX")
-  trap 'rm -rf "$wrap"' EXIT
-  printf '#!/bin/sh\nexec "%s" "$@" %s\n' "$KDA_COMPILE" "$KDA_COMPILE_FLAGS" > "$wrap/kda-compile"
-  chmod +x "$wrap/kda-compile"
-  export KDA_COMPILE=$wrap/kda-compile
-fi
+# shellcheck source=scripts/kda-compile-flags.sh
+source "$root/scripts/kda-compile-flags.sh"
 mkdir -p "$out"
 
 configs=$out/bench-configs.json

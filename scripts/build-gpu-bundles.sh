@@ -25,14 +25,8 @@ chips=("$@")
 root=$(cd "$(dirname "$0")/.." && pwd)
 py=${PYTHON:-python3}
 export KDA_COMPILE=${KDA_COMPILE:-$root/build/bin/kda-compile}
-if [ -n "${KDA_COMPILE_FLAGS:-}" ]; then
-  # kda.prebuild runs $KDA_COMPILE: a wrapper adds the flags.
-  wrap=$(mktemp -d "${TMPDIR:-/tmp}/kda-compile.XXXXXX")
-  trap 'rm -rf "$wrap"' EXIT
-  printf '#!/bin/sh\nexec "%s" "$@" %s\n' "$KDA_COMPILE" "$KDA_COMPILE_FLAGS" > "$wrap/kda-compile"
-  chmod +x "$wrap/kda-compile"
-  export KDA_COMPILE=$wrap/kda-compile
-fi
+# shellcheck source=scripts/kda-compile-flags.sh
+source "$root/scripts/kda-compile-flags.sh"
 export PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
 # The suite runs without a tuning database (test/gpu/run.sh): no tuned tiles.
 export KDA_TUNING_DB=

@@ -2158,11 +2158,15 @@ LaneTileBuilder::reserveSum(int64_t n) {
 }
 
 Value LaneTileBuilder::sumSlot(const PendingSum &p, Value w, int64_t r) {
+  return sumSlot(p, w, index(r));
+}
+
+Value LaneTileBuilder::sumSlot(const PendingSum &p, Value w, Value r) {
   // Register r of lane l in warp w at ((w n + r) 32 + l): each warp writes
   // its partials, and every lane adds the warps' in warp order, so every
   // copy is the same sum.
   Value slot = arith::AddIOp::create(
-      b, arith::MulIOp::create(b, w, index(p.n)), index(r));
+      b, arith::MulIOp::create(b, w, index(p.n)), r);
   return arith::AddIOp::create(
       b, arith::MulIOp::create(b, slot, index(warpSize)),
       arith::AddIOp::create(b, lane, index(p.base)));
@@ -2187,19 +2191,14 @@ SmallVector<Value> LaneTileBuilder::collectSum(const PendingSum &p) {
           false);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(mine.thenBlock());
-      auto slotOf = [&](Value w) {
-        Value slot = arith::AddIOp::create(
-            b, arith::MulIOp::create(b, w, index(p.n)), r);
-        return arith::AddIOp::create(
-            b, arith::MulIOp::create(b, slot, index(warpSize)),
-            arith::AddIOp::create(b, lane, index(p.base)));
-      };
       Value sum;
       for (int64_t w = 0; w < warps; ++w) {
-        Value x = memref::LoadOp::create(b, scratch, ValueRange{slotOf(index(w))});
+        Value x = memref::LoadOp::create(b, scratch,
+                                         ValueRange{sumSlot(p, index(w), r)});
         sum = sum ? Value(arith::AddFOp::create(b, sum, x)) : x;
       }
-      memref::StoreOp::create(b, sum, scratch, ValueRange{slotOf(index(0))});
+      memref::StoreOp::create(b, sum, scratch,
+                              ValueRange{sumSlot(p, index(0), r)});
     }
     barrier();
     for (int64_t r = 0; r < p.n; ++r)

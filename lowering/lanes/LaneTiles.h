@@ -450,6 +450,7 @@ private:
   };
   std::optional<PendingSum> reserveSum(int64_t n);
   Value sumSlot(const PendingSum &p, Value w, int64_t r);
+  Value sumSlot(const PendingSum &p, Value w, Value r);
   void depositSum(const PendingSum &p, int64_t r, Value v);
   SmallVector<Value> collectSum(const PendingSum &p);
 

@@ -387,6 +387,16 @@ private:
     return owner.back().get();
   }
 
+  /// The memory index of element `e` (row-major order) of `v`.
+  static int64_t flatOf(const LaneView &v, int64_t e) {
+    int64_t flat = v.offset;
+    for (int d = v.rank - 1; d >= 0; --d) {
+      flat += (e % v.sizes[d]) * v.strides[d];
+      e /= v.sizes[d];
+    }
+    return flat;
+  }
+
   LaneView contiguous(Memory *m, ArrayRef<int64_t> sizes) {
     LaneView v;
     v.memory = m;
@@ -853,14 +863,8 @@ void Interpreter::runOp(Frame &f, Operation &op,
       int64_t count = 1;
       for (int d = 0; d < v.rank; ++d)
         count *= v.sizes[d];
-      for (int64_t e = 0; e < count; ++e) {
-        int64_t flat = v.offset, rest = e;
-        for (int d = v.rank - 1; d >= 0; --d) {
-          flat += (rest % v.sizes[d]) * v.strides[d];
-          rest /= v.sizes[d];
-        }
-        v.memory->data[flat] = x;
-      }
+      for (int64_t e = 0; e < count; ++e)
+        v.memory->data[flatOf(v, e)] = x;
     }
     return;
   }
@@ -877,19 +881,10 @@ void Interpreter::runOp(Frame &f, Operation &op,
         count *= s.sizes[r];
       }
       std::vector<double> tmp(count);
-      for (int pass = 0; pass < 2; ++pass)
-        for (int64_t e = 0; e < count; ++e) {
-          const LaneView &v = pass == 0 ? s : d;
-          int64_t flat = v.offset, rest = e;
-          for (int r = v.rank - 1; r >= 0; --r) {
-            flat += (rest % v.sizes[r]) * v.strides[r];
-            rest /= v.sizes[r];
-          }
-          if (pass == 0)
-            tmp[e] = v.memory->data[flat];
-          else
-            v.memory->data[flat] = roundTo(v.memory->element, tmp[e]);
-        }
+      for (int64_t e = 0; e < count; ++e)
+        tmp[e] = s.memory->data[flatOf(s, e)];
+      for (int64_t e = 0; e < count; ++e)
+        d.memory->data[flatOf(d, e)] = roundTo(d.memory->element, tmp[e]);
     }
     return;
   }

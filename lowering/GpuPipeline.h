@@ -205,6 +205,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the gradient's step program loads each V "
                      "block's inputs one block ahead of their use"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> stepVNewFirst{
+      *this, "step-vnew-first",
+      llvm::cl::desc("NVIDIA: the gradient's step program computes V_new of "
+                     "the whole chunk first, split by V (no sum across warps "
+                     "in its V blocks)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> decodeRegisters{
       *this, "decode-registers",
       llvm::cl::desc("Decode steps as one pass over each state in registers "

@@ -555,27 +555,30 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// accumulator's layout, which is MFMA's B operand layout: W S, (Gamma Q)
   /// S, P V_new and (decayed k)^T V_new read their A operands from shared
   /// memory (P from registers) and take the state and V_new as they are.
-  kda::LaneLayout stateLayout() const {
+  kda::LaneLayout stateLayout() const { return stateLayout(byK, VB); }
+  kda::LaneLayout rowsLayout() const { return rowsLayout(byK, VB); }
+  /// The same for a V block of `vb` columns split by K (`splitK`) or by V.
+  kda::LaneLayout stateLayout(bool splitK, int64_t vb) const {
     using kda::LaneTileBuilder;
-    const int64_t vPer = byK ? VB : VB / NW, kPer = byK ? K / NW : K;
+    const int64_t vPer = splitK ? vb : vb / NW, kPer = splitK ? K / NW : K;
     if (amd())
       return LaneTileBuilder::unitAccumulator(unit, kPer, vPer)
-          .spread({K, VB}, {byK ? kPer : 0, byK ? 0 : vPer}, NW);
-    return byK ? LaneTileBuilder::mmaAccumulator(VB, K / NW, 1)
-                     .spread({VB, K}, {0, K / NW}, NW)
-                     .transposed()
-               : LaneTileBuilder::mmaAccumulator(VB, K, NW).transposed();
+          .spread({K, vb}, {splitK ? kPer : 0, splitK ? 0 : vPer}, NW);
+    return splitK ? LaneTileBuilder::mmaAccumulator(vb, K / NW, 1)
+                        .spread({vb, K}, {0, K / NW}, NW)
+                        .transposed()
+                  : LaneTileBuilder::mmaAccumulator(vb, K, NW).transposed();
   }
-  kda::LaneLayout rowsLayout() const {
+  kda::LaneLayout rowsLayout(bool splitK, int64_t vb) const {
     using kda::LaneTileBuilder;
-    const int64_t vPer = byK ? VB : VB / NW;
+    const int64_t vPer = splitK ? vb : vb / NW;
     if (amd())
       return LaneTileBuilder::unitAccumulator(unit, C, vPer)
-          .spread({C, VB}, {0, byK ? 0 : vPer}, NW);
-    return byK ? LaneTileBuilder::mmaAccumulator(VB, C, 1)
-                     .spread({VB, C}, {0, 0}, NW)
-                     .transposed()
-               : LaneTileBuilder::mmaAccumulator(VB, C, NW).transposed();
+          .spread({C, vb}, {0, splitK ? 0 : vPer}, NW);
+    return splitK ? LaneTileBuilder::mmaAccumulator(vb, C, 1)
+                        .spread({vb, C}, {0, 0}, NW)
+                        .transposed()
+                  : LaneTileBuilder::mmaAccumulator(vb, C, NW).transposed();
   }
   /// The chunk's rows of `mem` [B, T, HV, V] at V columns col0 .. col0 + VB
   /// in `rowsL`, as f32, zeros past its `valid` rows (read at the last
@@ -628,6 +631,12 @@ struct LaneStateProgram : kda::LaneBuilder {
   bool stepPrefetch = false;
   /// Sums across warps in two steps (kda-compile --step-scatter-sums).
   bool stepScatterSums = false;
+  /// V_new of the whole chunk first (kda-compile --step-vnew-first): each
+  /// warp V / warps columns of U - W S with all of K, into shared memory,
+  /// then the V blocks read it there and take W as zeros (dW = -dV_new S^T
+  /// does not read W): no sum across warps in the loop. Where V is a
+  /// multiple of 16 x warps (otherwise W S per V block, summed).
+  bool stepVNewFirst = false;
   Value keptStates;
   Value seeds[6];
 
@@ -684,13 +693,17 @@ struct LaneStateProgram : kda::LaneBuilder {
     }
     // W's copies land before its first reader (with `stepPrefetch`, after
     // the first two V blocks' loads are issued).
+    bool wLanded = false;
     auto awaitW = [&] {
-      if (!ws[0])
+      if (!ws[0] || wLanded)
         return;
       NVVM::CpAsyncWaitGroupOp::create(b, 0);
       gpu::BarrierOp::create(b);
+      wLanded = true;
     };
-    if (!stepPrefetch)
+    const bool vNewFirst =
+        stepVNewFirst && ws[0] && cfg.valueDim % (16 * NW) == 0;
+    if (!stepPrefetch || vNewFirst)
       awaitW();
 
     kda::LaneTileBuilder tb(b, warpSize, NW, lane, warp);
@@ -730,6 +743,46 @@ struct LaneStateProgram : kda::LaneBuilder {
       intra.decayLast =
           tb.make(gL, SmallVector<Value>(gL.regs.size(), f32(0.0)));
 
+    // V_new = U - W S of the whole chunk, split by V (every warp all of K:
+    // no sum across warps), into shared memory [C, V]; the V blocks then
+    // read their columns there and take W as zeros, whose products are
+    // none (W's gradient, -dV_new S^T, does not read W).
+    Value shVNew;
+    if (vNewFirst) {
+      const int64_t V = cfg.valueDim;
+      const LaneLayout sAll = stateLayout(/*splitK=*/false, V);
+      const LaneLayout uAll = rowsLayout(/*splitK=*/false, V);
+      SmallVector<Value> sRegs;
+      for (int64_t r = 0; r < int64_t(sAll.regs.size()); ++r) {
+        Value key = tb.coordinate(sAll, r, 0), v = tb.coordinate(sAll, r, 1);
+        sRegs.push_back(toF32(memref::LoadOp::create(
+            b, keptStates,
+            cfg.vMajor ? ValueRange{n, chunkIdx, head, v, key}
+                       : ValueRange{n, chunkIdx, head, key, v})));
+      }
+      kda::IntraChunk whole;
+      whole.w = intra.w;
+      whole.u = rowTile(tb, uAll, ws[1], t0, valid, idx(0));
+      Value vNew = kda::emitNewValues(tb, whole, tb.make(sAll, sRegs));
+      if (!tb.failure().empty())
+        return tb.failure();
+      shVNew = alloc({C, V}, f32Type);
+      const LaneLayout &l = tb.layoutOf(vNew);
+      ArrayRef<Value> regs = tb.registersOf(vNew);
+      Value first = tb.holdsFirstCopy(l);
+      {
+        auto keep = scf::IfOp::create(b, first, false);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(keep.thenBlock());
+        for (int64_t r = 0; r < int64_t(l.regs.size()); ++r)
+          memref::StoreOp::create(
+              b, regs[r], shVNew,
+              ValueRange{tb.coordinate(l, r, 0), tb.coordinate(l, r, 1)});
+      }
+      gpu::BarrierOp::create(b);
+      intra.w = standIn(K);
+    }
+
     const int64_t blocks = cfg.valueDim / VB;
     // A V block's inputs at column `col`, as registers: the state and dS
     // [K, VB] in the state's layout, then U, dO and dV_new [C, VB] in the
@@ -749,9 +802,19 @@ struct LaneStateProgram : kda::LaneBuilder {
         regs[stateRegs + r] = memref::LoadOp::create(
             b, dStates, ValueRange{n, chunkIdx, head, key, v});
       }
-      for (Value mem : {ws[1], dO, seeds[5]})
+      for (Value mem : {ws[1], dO, seeds[5]}) {
+        if (mem == ws[1] && shVNew) {
+          // V_new's columns (U's place: emitNewValues of a zero W).
+          for (int64_t r = 0; r < rowRegs; ++r)
+            regs.push_back(memref::LoadOp::create(
+                b, shVNew,
+                ValueRange{tb.coordinate(rowsL, r, 0),
+                           add(col, tb.coordinate(rowsL, r, 1))}));
+          continue;
+        }
         llvm::append_range(
             regs, tb.registersOf(rowTile(tb, rowsL, mem, t0, valid, col)));
+      }
       return regs;
     };
     // One V block at column `col` from its loaded registers: the gradients
@@ -831,7 +894,7 @@ struct LaneStateProgram : kda::LaneBuilder {
         // (The sums across warps take the scratch's halves in turn: a
         // barrier at the top keeps an iteration's first sum off the half
         // the previous one's last sum still reads.)
-        gpu::BarrierOp::create(b);
+        auto top = gpu::BarrierOp::create(b);
         Value j = loop.getInductionVar();
         SmallVector<Value> loaded, next;
         if (stepPrefetch) {
@@ -864,6 +927,14 @@ struct LaneStateProgram : kda::LaneBuilder {
         }
         llvm::append_range(yielded, next);
         scf::YieldOp::create(b, yielded);
+        // A body without sums across warps (V_new first) touches no
+        // shared memory another warp writes: no barrier at its top.
+        bool sums = false;
+        loop.getBody()->walk([&](gpu::BarrierOp other) {
+          sums |= other != top;
+        });
+        if (!sums)
+          top.erase();
       }
       size_t at = 0, l = 0;
       for (Value &s : sums) {
@@ -1264,6 +1335,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     lp.step = true;
     lp.stepPrefetch = stepPrefetch;
     lp.stepScatterSums = stepScatterSums;
+    lp.stepVNewFirst = stepVNewFirst;
     // (The kernel has no Gamma Q and no chunk decay: takesRole.)
     kda::workspacesByRole(func, abi, cfg->roles, lp.ws);
     const bool gate = llvm::is_contained(cfg->roles, "g");

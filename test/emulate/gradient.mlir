@@ -18,6 +18,7 @@
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-prefetch=true step-threads=128" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-v-block=32 reverse-tf32=true" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-scatter-sums=true" | FileCheck %s --check-prefix=KIMI
+// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=true" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_80 --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=KIMI80
 // KIMI80: @kimi_kept emulated for sm_80
 // KIMI80-COUNT-8: bar=5e-03 ok

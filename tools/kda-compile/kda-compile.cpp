@@ -144,6 +144,11 @@ static cl::opt<bool> stepPrefetch(
     cl::desc("NVIDIA: the gradient's step program loads each V block's "
              "inputs one block ahead of their use (registers for latency)"),
     cl::init(false), cl::cat(compileCategory));
+static cl::opt<bool> stepVNewFirst(
+    "step-vnew-first",
+    cl::desc("NVIDIA: the gradient's step program computes V_new of the whole "
+             "chunk first, split by V (no sum across warps in its V blocks)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> reverseTf32(
     "reverse-tf32",
     cl::desc("NVIDIA: the gradient's reverse scan's f32 products as one TF32 "
@@ -720,6 +725,7 @@ int main(int argc, char **argv) {
     options.stepPrefetch = stepPrefetch;
     options.stepThreads = stepThreads;
     options.stepScatterSums = stepScatterSums;
+    options.stepVNewFirst = stepVNewFirst;
     options.schedule = schedule;
     options.format = format.str();
     options.toolkit = toolkit;

@@ -701,9 +701,7 @@ struct LaneStateProgram : kda::LaneBuilder {
       gpu::BarrierOp::create(b);
       wLanded = true;
     };
-    const bool vNewFirst =
-        stepVNewFirst && ws[0] && cfg.valueDim % (16 * NW) == 0;
-    if (!stepPrefetch || vNewFirst)
+    if (!stepPrefetch || (stepVNewFirst && ws[0]))
       awaitW();
 
     kda::LaneTileBuilder tb(b, warpSize, NW, lane, warp);
@@ -719,7 +717,21 @@ struct LaneStateProgram : kda::LaneBuilder {
     // part of the largest such tile, rows padded by one.
     const int64_t wide = std::max({C, K / NW, VB});
     tb.useExchange(alloc({NW * wide * (wide + 1)}, f32Type));
-    const LaneLayout stateL = stateLayout(), rowsL = rowsLayout();
+    const bool vNewFirst =
+        stepVNewFirst && ws[0] && cfg.valueDim % (16 * NW) == 0;
+    // With V_new first, every product of a V block runs transposed on a
+    // split-K operand (d(Gamma Q) = dO S^T as S dO^T, ...): the state and
+    // dS come as the A operands [K, VB] (the warps' keys the rows), the
+    // rows U / V_new, dO and dV_new as the B operands of their transposes,
+    // loaded so (global and shared loads take any layout), not converted.
+    const bool operandLoads = vNewFirst && byK && !amd();
+    const LaneLayout stateL =
+        operandLoads ? kda::LaneTileBuilder::mmaOperandA(K, VB, NW)
+                     : stateLayout();
+    const LaneLayout rowsL =
+        operandLoads
+            ? kda::LaneTileBuilder::mmaOperandB(VB, C, NW).transposed()
+            : rowsLayout();
     const LaneLayout gL = stateL.slice(0);
 
     kda::IntraChunk intra;

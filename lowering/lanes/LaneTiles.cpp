@@ -596,6 +596,16 @@ Value LaneTileBuilder::laneIndexI32(const LaneFunction &f) {
   return acc;
 }
 
+bool LaneTileBuilder::isConstantTile(Value tile) {
+  return constantTiles.count(tile.getAsOpaquePointer());
+}
+
+Value LaneTileBuilder::markConstant(Value tile) {
+  if (tiles.count(tile.getAsOpaquePointer()))
+    constantTiles.insert(tile.getAsOpaquePointer());
+  return tile;
+}
+
 SmallVector<Value> LaneTileBuilder::convertLayout(Value tile,
                                                   const LaneLayout &to) {
   const Tile &src = tile_(tile);
@@ -603,6 +613,10 @@ SmallVector<Value> LaneTileBuilder::convertLayout(Value tile,
     return SmallVector<Value>(to.regs.size(), constantF32(0.0));
   if (src.layout == to)
     return src.regs;
+  // A tile of one constant (the zeros of a product with a stand-in
+  // operand) is that constant in any layout: no shuffle, no exchange.
+  if (isConstantTile(tile))
+    return SmallVector<Value>(to.regs.size(), src.regs.front());
   std::string why;
   FailureOr<SmallVector<ConversionStep>> steps =
       planConversion(src.layout, to, warpSize, warps, why);
@@ -692,12 +706,12 @@ Value LaneTileBuilder::filled(ArrayRef<int64_t> shape, double value) {
   Value c = constantF32(value);
   for (const LaneLayout &a : anchors)
     if (ArrayRef<int64_t>(a.shape) == shape)
-      return make(a, SmallVector<Value>(a.regs.size(), c));
+      return markConstant(make(a, SmallVector<Value>(a.regs.size(), c)));
   if (numElements(shape) > 64)
     return fail("a fill of a large tile with no anchored layout", shape);
   LaneLayout l = LaneLayout::replicated(shape, log2Exact(warpSize),
                                         log2Exact(warps));
-  return make(l, SmallVector<Value>(l.regs.size(), c));
+  return markConstant(make(l, SmallVector<Value>(l.regs.size(), c)));
 }
 
 Value LaneTileBuilder::map(ArrayRef<int64_t> shape,
@@ -707,14 +721,19 @@ Value LaneTileBuilder::map(ArrayRef<int64_t> shape,
     return fail("", shape);
   if (resultType && !resultType.isF32())
     return fail("a map to another element type than f32", shape);
-  // The result lives where the first full operand does.
+  // The result lives where the first full operand does, one that is not
+  // a constant (a product of a stand-in's zeros: any layout holds it, and
+  // the operands that vary would be moved to its layout for nothing).
   std::optional<LaneLayout> layout;
   for (const TileOperand &op : operands)
     if (op.broadcast == Broadcast::None) {
       if (!tiles.count(op.value.getAsOpaquePointer()))
         return fail("a map of a value that is not a lane tile", shape);
-      layout = tile_(op.value).layout;
-      break;
+      const bool constant = isConstantTile(op.value);
+      if (!layout || !constant)
+        layout = tile_(op.value).layout;
+      if (!constant)
+        break;
     }
   if (!layout) {
     for (const LaneLayout &a : anchors)
@@ -1429,13 +1448,11 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
       split == Split::Contracted
           ? mmaAccumulator(M, N, 1).spread({M, N}, {0, 0}, warps)
           : accLayout;
-  SmallVector<Value> initRegs;
-  if (init)
-    initRegs = convertLayout(init, initLayout);
   // An operand of zeros (a reverse scan's stand-in state, which its
-  // adjoint never reads): no product, the accumulator as it was. (A product
-  // nothing reads is dead code anyway, but one whose warps' partial sums
-  // meet in shared memory is not: stores and a barrier.)
+  // adjoint never reads): no product, the accumulator as it was, in its
+  // own layout. (A product nothing reads is dead code anyway, but one
+  // whose warps' partial sums meet in shared memory is not: stores and a
+  // barrier; so is a conversion of the accumulator through shared memory.)
   auto zeros = [&](Value t) {
     auto it = tiles.find(t.getAsOpaquePointer());
     return !shared.count(t.getAsOpaquePointer()) &&
@@ -1445,11 +1462,18 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
            });
   };
   if (zeros(a) || zeros(bTile)) {
-    if (init)
-      return make(initLayout, initRegs);
-    return make(accLayout,
-                SmallVector<Value>(accLayout.regs.size(), constantF32(0.0)));
+    if (init) {
+      Tile t = tile_(init); // (a copy: make adds to `tiles`)
+      Value same = make(t.layout, t.regs);
+      return isConstantTile(init) ? markConstant(same) : same;
+    }
+    return markConstant(make(
+        accLayout,
+        SmallVector<Value>(accLayout.regs.size(), constantF32(0.0))));
   }
+  SmallVector<Value> initRegs;
+  if (init)
+    initRegs = convertLayout(init, initLayout);
   auto sh = shared.find(bTile.getAsOpaquePointer());
   auto shA = shared.find(a.getAsOpaquePointer());
   if (sh != shared.end() && !sh->second.address &&
@@ -3431,5 +3455,6 @@ Value LaneTileBuilder::transpose(Value a) {
   const Tile &t = tile_(a);
   if (!error.empty())
     return fail("", {s[1], s[0]});
-  return make(t.layout.transposed(), t.regs);
+  Value r = make(t.layout.transposed(), t.regs);
+  return isConstantTile(a) ? markConstant(r) : r;
 }

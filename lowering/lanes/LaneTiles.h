@@ -442,6 +442,13 @@ private:
   /// The sum over the warps of each register (the same lane, every warp),
   /// through `scratch`, two barriers: every warp gets the total.
   SmallVector<Value> crossWarpSum(ArrayRef<Value> regs);
+  /// Whether `tile` is one constant in every lane (the same in any
+  /// layout): fills and the zeros of products with a stand-in's zeros, as
+  /// the builder made them (never judged from registers, which a lane
+  /// harness's constant lane index folds differently lane by lane).
+  bool isConstantTile(Value tile);
+  Value markConstant(Value tile);
+  llvm::DenseSet<const void *> constantTiles;
   /// crossWarpSum in steps: reserve room for n registers a lane, deposit
   /// each warp's partials as they are done, collect the sums (the barrier).
   struct PendingSum {

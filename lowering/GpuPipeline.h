@@ -205,6 +205,11 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the gradient's step program loads each V "
                      "block's inputs one block ahead of their use"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> reversePrefetch{
+      *this, "reverse-prefetch",
+      llvm::cl::desc("NVIDIA: the gradient's reverse scan loads each chunk's "
+                     "dO rows a step ahead"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> stepVNewFirst{
       *this, "step-vnew-first",
       llvm::cl::desc("NVIDIA: the gradient's step program computes V_new of "

@@ -147,8 +147,8 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   // mma.sync on NVIDIA, MFMA or WMMA on AMD).
   // The gradient's step program and reverse scan take measuring knobs
   // (kda-compile --step-v-block, --step-max-registers, --step-threads,
-  // --step-prefetch, --step-scatter-sums, --step-vnew-first, --reverse-tf32;
-  // Passes.td says what each does).
+  // --step-prefetch, --step-scatter-sums, --step-vnew-first, --reverse-tf32,
+  // --reverse-prefetch; Passes.td says what each does).
   if (options.tensorCores && options.stateRegisters) {
     KdaGpuStateRegistersOptions state;
     state.threads = options.threads;
@@ -158,6 +158,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
     state.stepThreads = options.stepThreads;
     state.stepScatterSums = options.stepScatterSums;
     state.stepVNewFirst = options.stepVNewFirst;
+    state.reversePrefetch = options.reversePrefetch;
     state.reverseTf32 = options.reverseTf32;
     pm.nest<func::FuncOp>().addPass(createKdaGpuStateRegisters(state));
   }

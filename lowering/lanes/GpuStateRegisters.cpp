@@ -240,6 +240,9 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// The reverse scan's f32 products as one TF32 product a step (a call of
   /// 16-bit inputs, kda-compile --reverse-tf32).
   bool singleTf32 = false;
+  /// The reverse scan loads each chunk's dO rows a step ahead
+  /// (kda-compile --reverse-prefetch).
+  bool reversePrefetch = false;
   Value dO, dStates;
   /// The reverse scan's dV_new of every chunk ([B, T, HV, V] f32, the
   /// workspace after dStates): U's seed, which the step grid reads.
@@ -1097,7 +1100,31 @@ struct LaneStateProgram : kda::LaneBuilder {
       if (!amd())
         NVVM::CpAsyncCommitGroupOp::create(b);
     }
-    auto loop = scf::ForOp::create(b, idx(0), numChunks, idx(1), S);
+    // The reverse scan's dO rows of chunk chunkOf(j) (zeros past the
+    // sequence's end and for j past the last step), with `prefetch` loaded
+    // a step ahead and carried by the loop: the step's one global load, off
+    // the sequential chain.
+    const int64_t rowRegs = rowsL.regs.size();
+    auto dORowsOf = [&](Value j) -> SmallVector<Value> {
+      SmallVector<Type> types(rowRegs, f32Type);
+      auto in = scf::IfOp::create(b, types, ult(j, numChunks), true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(in.thenBlock());
+      Value c = chunkOf(j);
+      Value local = mul(c, C);
+      Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
+      scf::YieldOp::create(
+          b, tb.registersOf(
+                 rowTile(tb, rowsL, dO, add(start, local), valid, vCol)));
+      b.setInsertionPointToStart(in.elseBlock());
+      scf::YieldOp::create(b, SmallVector<Value>(rowRegs, f32(0.0)));
+      return SmallVector<Value>(in.getResults());
+    };
+    const bool dOAhead = reverse && reversePrefetch;
+    SmallVector<Value> carried(S);
+    if (dOAhead)
+      llvm::append_range(carried, dORowsOf(idx(0)));
+    auto loop = scf::ForOp::create(b, idx(0), numChunks, idx(1), carried);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(loop.getBody());
@@ -1142,7 +1169,7 @@ struct LaneStateProgram : kda::LaneBuilder {
       if (ws[5])
         intra.decayLast = readTile(tb, gL, shG, stage);
       SmallVector<Value> cur(loop.getRegionIterArgs().begin(),
-                             loop.getRegionIterArgs().end());
+                             loop.getRegionIterArgs().begin() + S.size());
       if (reverse) {
         Value c = chunkOf(i);
         Value local = mul(c, C);
@@ -1150,7 +1177,17 @@ struct LaneStateProgram : kda::LaneBuilder {
         Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
         storeDState(tb, stateL, c, cur);
         // The chunk's dO rows (zeros past the sequence's end) where U was.
-        Value dORows = rowTile(tb, rowsL, dO, t0, valid, vCol);
+        Value dORows;
+        SmallVector<Value> dONext;
+        if (dOAhead) {
+          dORows = tb.make(
+              rowsL, SmallVector<Value>(
+                         loop.getRegionIterArgs().begin() + S.size(),
+                         loop.getRegionIterArgs().end()));
+          dONext = dORowsOf(add(i, 1));
+        } else {
+          dORows = rowTile(tb, rowsL, dO, t0, valid, vCol);
+        }
         intra.u =
             tb.make(rowsL, SmallVector<Value>(rowsL.regs.size(), f32(0.0)));
         SmallVector<Value> zeroState(stateL.regs.size(), f32(0.0));
@@ -1163,15 +1200,16 @@ struct LaneStateProgram : kda::LaneBuilder {
             tb, intra, state, dORows, tb.make(stateL, cur),
             kda::StepAdjointOf::State, why);
         if (failed(g)) {
-          scf::YieldOp::create(b, cur);
+          scf::YieldOp::create(b, loop.getRegionIterArgs());
           return why;
         }
         storeRows(tb, g->dVNew, dU, t0, valid, vCol);
         SmallVector<Value> next = tb.convertLayout(g->dState, stateL);
         if (!tb.failure().empty()) {
-          scf::YieldOp::create(b, cur);
+          scf::YieldOp::create(b, loop.getRegionIterArgs());
           return tb.failure();
         }
+        llvm::append_range(next, dONext);
         scf::YieldOp::create(b, next);
       } else {
       if (boundary)
@@ -1484,6 +1522,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     lp.stages = stages;
     kda::workspacesByRole(func, abi, cfg->roles, lp.ws);
     lp.reverse = reverse;
+    lp.reversePrefetch = reverse && reversePrefetch;
     if (reverse && reverseTf32) {
       // Only where the call's inputs are 16-bit: fp32 calls keep their
       // 1e-4 bar's 3xTF32.

@@ -18,7 +18,7 @@
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-prefetch=true step-threads=128" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-v-block=32 reverse-tf32=true" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-scatter-sums=true" | FileCheck %s --check-prefix=KIMI
-// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=true" | FileCheck %s --check-prefix=KIMI
+// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=true reverse-prefetch=true" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_80 --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=KIMI80
 // KIMI80: @kimi_kept emulated for sm_80
 // KIMI80-COUNT-8: bar=5e-03 ok
@@ -31,6 +31,7 @@
 // Packed sequences (one of a single token) and two value heads a q / k head
 // (GVA: dq and dk sum over them), from initial states.
 // RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=VARLEN
+// RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=true reverse-prefetch=true" | FileCheck %s --check-prefix=VARLEN
 // VARLEN: ran 10 kernels
 // VARLEN-COUNT-8: bar=5e-03 ok
 // VARLEN-NOT: FAIL

@@ -149,6 +149,11 @@ static cl::opt<bool> stepVNewFirst(
     cl::desc("NVIDIA: the gradient's step program computes V_new of the whole "
              "chunk first, split by V (no sum across warps in its V blocks)"),
     cl::init(false), cl::cat(compileCategory));
+static cl::opt<bool> reversePrefetch(
+    "reverse-prefetch",
+    cl::desc("NVIDIA: the gradient's reverse scan loads each chunk's dO rows "
+             "a step ahead (off its sequential chain)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> reverseTf32(
     "reverse-tf32",
     cl::desc("NVIDIA: the gradient's reverse scan's f32 products as one TF32 "
@@ -726,6 +731,7 @@ int main(int argc, char **argv) {
     options.stepThreads = stepThreads;
     options.stepScatterSums = stepScatterSums;
     options.stepVNewFirst = stepVNewFirst;
+    options.reversePrefetch = reversePrefetch;
     options.schedule = schedule;
     options.format = format.str();
     options.toolkit = toolkit;

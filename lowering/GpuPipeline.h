@@ -205,6 +205,11 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the gradient's step program loads each V "
                      "block's inputs one block ahead of their use"),
       llvm::cl::init(false)};
+  PassOptions::Option<int64_t> reverseThreads{
+      *this, "reverse-threads",
+      llvm::cl::desc("NVIDIA: threads per block of the gradient's reverse "
+                     "scan (0: `threads`)"),
+      llvm::cl::init(0)};
   PassOptions::Option<bool> reversePrefetch{
       *this, "reverse-prefetch",
       llvm::cl::desc("NVIDIA: the gradient's reverse scan loads each chunk's "

@@ -206,6 +206,9 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
     Option<"stepPrefetch", "step-prefetch", "bool", /*default=*/"false",
            "The gradient's step program: loads each V block's inputs one "
            "block ahead of their use">,
+    Option<"reverseThreads", "reverse-threads", "int64_t", /*default=*/"0",
+           "The gradient's reverse scan: threads per block (0: `threads`; "
+           "fewer warps, a shorter sum across them a step)">,
     Option<"reversePrefetch", "reverse-prefetch", "bool", /*default=*/"false",
            "The gradient's reverse scan: loads each chunk's dO rows a step "
            "ahead">,

@@ -148,7 +148,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   // The gradient's step program and reverse scan take measuring knobs
   // (kda-compile --step-v-block, --step-max-registers, --step-threads,
   // --step-prefetch, --step-scatter-sums, --step-vnew-first, --reverse-tf32,
-  // --reverse-prefetch; Passes.td says what each does).
+  // --reverse-prefetch, --reverse-threads; Passes.td says what each does).
   if (options.tensorCores && options.stateRegisters) {
     KdaGpuStateRegistersOptions state;
     state.threads = options.threads;
@@ -159,6 +159,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
     state.stepScatterSums = options.stepScatterSums;
     state.stepVNewFirst = options.stepVNewFirst;
     state.reversePrefetch = options.reversePrefetch;
+    state.reverseThreads = options.reverseThreads;
     state.reverseTf32 = options.reverseTf32;
     pm.nest<func::FuncOp>().addPass(createKdaGpuStateRegisters(state));
   }

@@ -1514,8 +1514,9 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     }
     LaneStateProgram lp(
         b, *cfg,
-        LaneStateProgram::warpsFor(*cfg, threads, byK,
-                                   kda::LaneTileBuilder::unitWarpSize(unit)),
+        LaneStateProgram::warpsFor(
+            *cfg, reverse && reverseThreads > 0 ? reverseThreads : threads,
+            byK, kda::LaneTileBuilder::unitWarpSize(unit)),
         unit);
     lp.byK = byK;
     lp.emulated = choice.emulated;

@@ -31,7 +31,7 @@
 // Packed sequences (one of a single token) and two value heads a q / k head
 // (GVA: dq and dk sum over them), from initial states.
 // RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=VARLEN
-// RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=true reverse-prefetch=true" | FileCheck %s --check-prefix=VARLEN
+// RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=true reverse-prefetch=true reverse-threads=128" | FileCheck %s --check-prefix=VARLEN
 // VARLEN: ran 10 kernels
 // VARLEN-COUNT-8: bar=5e-03 ok
 // VARLEN-NOT: FAIL

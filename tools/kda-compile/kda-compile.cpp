@@ -154,6 +154,11 @@ static cl::opt<bool> reversePrefetch(
     cl::desc("NVIDIA: the gradient's reverse scan loads each chunk's dO rows "
              "a step ahead (off its sequential chain)"),
     cl::init(false), cl::cat(compileCategory));
+static cl::opt<int64_t> reverseThreads(
+    "reverse-threads",
+    cl::desc("NVIDIA: threads per block of the gradient's reverse scan (0: "
+             "--block-threads; 128: 4 warps, a shorter sum across them)"),
+    cl::init(0), cl::cat(compileCategory));
 static cl::opt<bool> reverseTf32(
     "reverse-tf32",
     cl::desc("NVIDIA: the gradient's reverse scan's f32 products as one TF32 "
@@ -732,6 +737,7 @@ int main(int argc, char **argv) {
     options.stepScatterSums = stepScatterSums;
     options.stepVNewFirst = stepVNewFirst;
     options.reversePrefetch = reversePrefetch;
+    options.reverseThreads = reverseThreads;
     options.schedule = schedule;
     options.format = format.str();
     options.toolkit = toolkit;

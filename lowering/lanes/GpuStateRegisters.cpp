@@ -688,6 +688,14 @@ struct LaneStateProgram : kda::LaneBuilder {
     // P or Gamma Q: their gradients are products of V_new, dV_new, dO, S
     // and dS alone.
     Value stage = idx(0);
+    // V_new's buffer (V_new first, below), allocated before anything phase
+    // one reads: the shared-memory arena (kda-gpu-map-kernels) gives a
+    // buffer the bytes of one whose last use came before its first, and W's
+    // and the exchange's last reads are phase one's, which other warps may
+    // still be running when a warp stores V_new (no block barrier between).
+    Value shVNew;
+    if (stepVNewFirst && ws[0] && cfg.valueDim % (16 * NW) == 0)
+      shVNew = alloc({C, cfg.valueDim}, f32Type);
     if (ws[0]) {
       shW = alloc({1, C, kRow}, opType);
       issueRows(0, shW, stage, t0, valid, C, K * operandBytes() / 16, {},
@@ -762,7 +770,6 @@ struct LaneStateProgram : kda::LaneBuilder {
     // no sum across warps), into shared memory [C, V]; the V blocks then
     // read their columns there and take W as zeros, whose products are
     // none (W's gradient, -dV_new S^T, does not read W).
-    Value shVNew;
     if (vNewFirst) {
       const int64_t V = cfg.valueDim;
       const LaneLayout sAll = stateLayout(/*splitK=*/false, V);
@@ -781,7 +788,6 @@ struct LaneStateProgram : kda::LaneBuilder {
       Value vNew = kda::emitNewValues(tb, whole, tb.make(sAll, sRegs));
       if (!tb.failure().empty())
         return tb.failure();
-      shVNew = alloc({C, V}, f32Type);
       const LaneLayout &l = tb.layoutOf(vNew);
       ArrayRef<Value> regs = tb.registersOf(vNew);
       Value first = tb.holdsFirstCopy(l);

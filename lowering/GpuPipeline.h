@@ -220,7 +220,7 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the gradient's step program computes V_new of "
                      "the whole chunk first, split by V (no sum across warps "
                      "in its V blocks)"),
-      llvm::cl::init(false)};
+      llvm::cl::init(true)};
   PassOptions::Option<bool> decodeRegisters{
       *this, "decode-registers",
       llvm::cl::desc("Decode steps as one pass over each state in registers "

@@ -212,7 +212,7 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
     Option<"reversePrefetch", "reverse-prefetch", "bool", /*default=*/"false",
            "The gradient's reverse scan: loads each chunk's dO rows a step "
            "ahead">,
-    Option<"stepVNewFirst", "step-vnew-first", "bool", /*default=*/"false",
+    Option<"stepVNewFirst", "step-vnew-first", "bool", /*default=*/"true",
            "The gradient's step program: V_new of the whole chunk first, "
            "split by V (no sum across warps), then the V blocks">,
   ];

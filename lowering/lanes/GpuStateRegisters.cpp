@@ -1364,10 +1364,6 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       }
       cfg->vBlock = stepVBlock;
     }
-    if (stepMaxRegisters > 0)
-      func->setAttr(kda::kMaxRegistersAttr,
-                    IntegerAttr::get(IntegerType::get(&getContext(), 32),
-                                     stepMaxRegisters));
     auto byName = [&](StringRef name) {
       return kda::abiArgument(func, abi, name);
     };
@@ -1392,6 +1388,20 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     lp.stepPrefetch = stepPrefetch;
     lp.stepScatterSums = stepScatterSums;
     lp.stepVNewFirst = stepVNewFirst;
+    // A register budget: the knob's, or with V_new first (no sum across
+    // warps, 130 registers at K = V = 128 on 8 warps) two blocks of 256
+    // threads a multiprocessor, 128 registers, which ptxas meets without
+    // spilling (7.45 against 8.14 ms for fwdbwd T = 8192 H = 32 on the H200,
+    // bench/RESULTS.md, thirty-third session).
+    int64_t maxRegisters = stepMaxRegisters;
+    if (maxRegisters == 0 && stepVNewFirst && lp.threads() == 256 &&
+        llvm::is_contained(cfg->roles, "w") &&
+        cfg->valueDim % (16 * lp.NW) == 0)
+      maxRegisters = 128;
+    if (maxRegisters > 0)
+      func->setAttr(kda::kMaxRegistersAttr,
+                    IntegerAttr::get(IntegerType::get(&getContext(), 32),
+                                     maxRegisters));
     // (The kernel has no Gamma Q and no chunk decay: takesRole.)
     kda::workspacesByRole(func, abi, cfg->roles, lp.ws);
     const bool gate = llvm::is_contained(cfg->roles, "g");

@@ -15,9 +15,9 @@
 // loaded a block ahead, four warps a block, V blocks of 32, sums across the
 // warps in two steps (a warp's share of the registers); the reverse
 // scan's products in one TF32 product (still within the bar); sm_80.
-// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-prefetch=true step-threads=128" | FileCheck %s --check-prefix=KIMI
+// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=false step-prefetch=true step-threads=128" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-v-block=32 reverse-tf32=true" | FileCheck %s --check-prefix=KIMI
-// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-scatter-sums=true" | FileCheck %s --check-prefix=KIMI
+// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=false step-scatter-sums=true" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=true reverse-prefetch=true" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_80 --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=KIMI80
 // KIMI80: @kimi_kept emulated for sm_80

@@ -148,7 +148,7 @@ static cl::opt<bool> stepVNewFirst(
     "step-vnew-first",
     cl::desc("NVIDIA: the gradient's step program computes V_new of the whole "
              "chunk first, split by V (no sum across warps in its V blocks)"),
-    cl::init(false), cl::cat(compileCategory));
+    cl::init(true), cl::cat(compileCategory));
 static cl::opt<bool> reversePrefetch(
     "reverse-prefetch",
     cl::desc("NVIDIA: the gradient's reverse scan loads each chunk's dO rows "

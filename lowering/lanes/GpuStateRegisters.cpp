@@ -661,6 +661,21 @@ struct LaneStateProgram : kda::LaneBuilder {
     }
   }
 
+  /// Stores every element of `tile` once (the lanes holding its first
+  /// copy) at mem[at(layout, register)].
+  void storeOnce(
+      kda::LaneTileBuilder &tb, Value tile, Value mem,
+      function_ref<SmallVector<Value>(const kda::LaneLayout &, int64_t)> at) {
+    const kda::LaneLayout &l = tb.layoutOf(tile);
+    ArrayRef<Value> regs = tb.registersOf(tile);
+    Value first = tb.holdsFirstCopy(l);
+    auto keep = scf::IfOp::create(b, first, false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(keep.thenBlock());
+    for (int64_t r = 0; r < int64_t(l.regs.size()); ++r)
+      memref::StoreOp::create(b, regs[r], mem, at(l, r));
+  }
+
   std::string emitStep(ArrayRef<Value> ivs) {
     Type f32Type = b.getF32Type();
     n = ivs[0];
@@ -788,18 +803,10 @@ struct LaneStateProgram : kda::LaneBuilder {
       Value vNew = kda::emitNewValues(tb, whole, tb.make(sAll, sRegs));
       if (!tb.failure().empty())
         return tb.failure();
-      const LaneLayout &l = tb.layoutOf(vNew);
-      ArrayRef<Value> regs = tb.registersOf(vNew);
-      Value first = tb.holdsFirstCopy(l);
-      {
-        auto keep = scf::IfOp::create(b, first, false);
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(keep.thenBlock());
-        for (int64_t r = 0; r < int64_t(l.regs.size()); ++r)
-          memref::StoreOp::create(
-              b, regs[r], shVNew,
-              ValueRange{tb.coordinate(l, r, 0), tb.coordinate(l, r, 1)});
-      }
+      storeOnce(tb, vNew, shVNew, [&](const LaneLayout &l, int64_t r) {
+        return SmallVector<Value>{tb.coordinate(l, r, 0),
+                                  tb.coordinate(l, r, 1)};
+      });
       gpu::BarrierOp::create(b);
       intra.w = standIn(K);
     }
@@ -977,16 +984,9 @@ struct LaneStateProgram : kda::LaneBuilder {
         storeRows(tb, sums[k], seeds[k], t0, valid, zero);
     if (sums[4] && seeds[4]) {
       // d(exp(g_last)) [K] in the chunk's first row.
-      const LaneLayout &l = tb.layoutOf(sums[4]);
-      ArrayRef<Value> regs = tb.registersOf(sums[4]);
-      Value first = tb.holdsFirstCopy(l);
-      auto keep = scf::IfOp::create(b, first, false);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(keep.thenBlock());
-      for (int64_t r = 0; r < int64_t(l.regs.size()); ++r)
-        memref::StoreOp::create(
-            b, regs[r], seeds[4],
-            ValueRange{row, t0, head, tb.coordinate(l, r, 0)});
+      storeOnce(tb, sums[4], seeds[4], [&](const LaneLayout &l, int64_t r) {
+        return SmallVector<Value>{row, t0, head, tb.coordinate(l, r, 0)};
+      });
     }
     return "";
   }

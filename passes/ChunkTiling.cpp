@@ -2803,14 +2803,13 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
         [&](OpBuilder &nb, Location loc, Value n, ValueRange acc) {
           ImplicitLocOpBuilder ib(loc, nb);
           TensorTileBuilder itb(ib);
+          auto sum = [](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange) {
+            return Value(arith::AddFOp::create(bb, s[0], s[1]));
+          };
           auto add = [&](TensorTileBuilder &on, Value total, Value blk) {
             Value piece = on.load(partials, {n, head, blk, on.index(0)}, {3},
                                   {len}, on.index(len));
-            return on.map({len}, {total, piece},
-                          [](ImplicitLocOpBuilder &bb, ValueRange s,
-                             ValueRange) {
-                            return Value(arith::AddFOp::create(bb, s[0], s[1]));
-                          });
+            return on.map({len}, {total, piece}, sum);
           };
           Value total = acc[0];
           // A few static blocks (V blocks) unrolled; more, or as many as an
@@ -2839,10 +2838,6 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                             ValueRange bacc) {
                           ImplicitLocOpBuilder bib(bl, bnb);
                           TensorTileBuilder btb(bib);
-                          auto sum = [](ImplicitLocOpBuilder &bb, ValueRange s,
-                                        ValueRange) {
-                            return Value(arith::AddFOp::create(bb, s[0], s[1]));
-                          };
                           SmallVector<Value> pieces;
                           for (int64_t i = 0; i < unroll; ++i) {
                             Value at = arith::AddIOp::create(bib, blk,

@@ -640,6 +640,11 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// does not read W): no sum across warps in the loop. Where V is a
   /// multiple of 16 x warps (otherwise W S per V block, summed).
   bool stepVNewFirst = false;
+  /// Whether the step program takes V_new first: asked for, a delta rule
+  /// (W, `ws[0]`, set) and V in whole 16-column blocks a warp.
+  bool takesVNewFirst() const {
+    return stepVNewFirst && ws[0] && cfg.valueDim % (16 * NW) == 0;
+  }
   Value keptStates;
   Value seeds[6];
 
@@ -708,8 +713,9 @@ struct LaneStateProgram : kda::LaneBuilder {
     // buffer the bytes of one whose last use came before its first, and W's
     // and the exchange's last reads are phase one's, which other warps may
     // still be running when a warp stores V_new (no block barrier between).
+    const bool vNewFirst = takesVNewFirst();
     Value shVNew;
-    if (stepVNewFirst && ws[0] && cfg.valueDim % (16 * NW) == 0)
+    if (vNewFirst)
       shVNew = alloc({C, cfg.valueDim}, f32Type);
     if (ws[0]) {
       shW = alloc({1, C, kRow}, opType);
@@ -727,7 +733,7 @@ struct LaneStateProgram : kda::LaneBuilder {
       gpu::BarrierOp::create(b);
       wLanded = true;
     };
-    if (!stepPrefetch || (stepVNewFirst && ws[0]))
+    if (!stepPrefetch || vNewFirst)
       awaitW();
 
     kda::LaneTileBuilder tb(b, warpSize, NW, lane, warp);
@@ -743,8 +749,6 @@ struct LaneStateProgram : kda::LaneBuilder {
     // part of the largest such tile, rows padded by one.
     const int64_t wide = std::max({C, K / NW, VB});
     tb.useExchange(alloc({NW * wide * (wide + 1)}, f32Type));
-    const bool vNewFirst =
-        stepVNewFirst && ws[0] && cfg.valueDim % (16 * NW) == 0;
     // With V_new first, every product of a V block runs transposed on a
     // split-K operand (d(Gamma Q) = dO S^T as S dO^T, ...): the state and
     // dS come as the A operands [K, VB] (the warps' keys the rows), the
@@ -1388,22 +1392,22 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     lp.stepPrefetch = stepPrefetch;
     lp.stepScatterSums = stepScatterSums;
     lp.stepVNewFirst = stepVNewFirst;
+    // (The kernel has no Gamma Q and no chunk decay: takesRole.)
+    kda::workspacesByRole(func, abi, cfg->roles, lp.ws);
     // A register budget: the knob's, or with V_new first (no sum across
     // warps, 130 registers at K = V = 128 on 8 warps) two blocks of 256
     // threads a multiprocessor, 128 registers, which ptxas meets without
-    // spilling (7.45 against 8.14 ms for fwdbwd T = 8192 H = 32 on the H200,
+    // spilling (fwdbwd T = 8192 H = 32 on the H200, with the first build's
+    // V_new buffer on W's bytes: 7.45 against 8.14 ms; the fixed build at
+    // 128 registers on an H100: 7.69 ms, against 10.50 for the sums form:
     // bench/RESULTS.md, thirty-third session).
     int64_t maxRegisters = stepMaxRegisters;
-    if (maxRegisters == 0 && stepVNewFirst && lp.threads() == 256 &&
-        llvm::is_contained(cfg->roles, "w") &&
-        cfg->valueDim % (16 * lp.NW) == 0)
+    if (maxRegisters == 0 && lp.takesVNewFirst() && lp.threads() == 256)
       maxRegisters = 128;
     if (maxRegisters > 0)
       func->setAttr(kda::kMaxRegistersAttr,
                     IntegerAttr::get(IntegerType::get(&getContext(), 32),
                                      maxRegisters));
-    // (The kernel has no Gamma Q and no chunk decay: takesRole.)
-    kda::workspacesByRole(func, abi, cfg->roles, lp.ws);
     const bool gate = llvm::is_contained(cfg->roles, "g");
     // Workspaces: the intra grid's (ws0 ..), the reverse scan's dS, then
     // this grid's seeds (seedWorkspaces).

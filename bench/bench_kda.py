@@ -295,7 +295,8 @@ def kda_config(case, chunk=None):
                     safe_gate=kw.pop("safe_gate", False), lower_bound=kw.pop("lower_bound", None),
                     cu_seqlens_cpu=None, **kw)
         fwd = kops.chunk_kda_config(q, q, v, g, beta, A_log=A_log, dt_bias=dt_bias,
-                                    boundary_interval=kops.GRAD_CHUNK, **prologue(case))
+                                    boundary_interval=kops.GRAD_CHUNK, boundary_dtype=kops.grad_states_dtype(),
+                                    **prologue(case))
         grad = kops.chunk_kda_grad_config(q, q, v, g, beta, None, A_log, dt_bias, None, opts)
         return [fwd, grad]
     if case.kind == "fwd":

@@ -185,6 +185,10 @@ def gated_delta_grad_config(forward: Dict[str, Any], *, d_final_state: bool = Fa
                 "cu_seqlens_dtype"):
         cfg[key] = copy.deepcopy(forward[key])
     cfg["d_final_state_dtype"] = "f32" if d_final_state else None
+    # The kept states' dtype, the forward's boundary dtype (named only when
+    # not f32: the f32 configurations keep their keys).
+    if forward.get("boundary_dtype", "f32") != "f32":
+        cfg["chunk_states_dtype"] = forward["boundary_dtype"]
     cfg["chunk"] = int(chunk)
     cfg["sub_chunk"] = min(16, int(chunk))
     # Columns of V per program: the chip table's gradient V block (32 on
@@ -344,6 +348,7 @@ def validate(cfg: Dict[str, Any]) -> None:
             raise ValueError("gated_delta_grad: the gradient is derived for gated recurrences only")
         dtype("initial_state_dtype", allowed=("f32", "bf16"))
         dtype("d_final_state_dtype", allowed=("f32", "bf16"))
+        dtype("chunk_states_dtype", allowed=("f32", "bf16"))
         dtype("cu_seqlens_dtype", allowed=("i32", "i64"))
         if cfg["chunk"] not in (16, 32, 64):
             raise ValueError(f"chunk: expected 16, 32 or 64, got {cfg['chunk']}")
@@ -481,6 +486,8 @@ def describe(cfg: Dict[str, Any]) -> str:
             parts.append(f"h0={cfg['initial_state_dtype']}")
         if cfg["d_final_state_dtype"]:
             parts.append(f"dht={cfg['d_final_state_dtype']}")
+        if cfg.get("chunk_states_dtype"):
+            parts.append(f"states={cfg['chunk_states_dtype']}")
         parts.append(cfg["state_layout"])
         if cfg["cu_seqlens_dtype"]:
             parts.append(f"varlen={cfg['cu_seqlens_dtype']}")
@@ -651,7 +658,7 @@ def _gated_delta_grad_mlir(cfg: Dict[str, Any]) -> str:
         tdh = _tensor([None, None] + state_tail, cfg["d_final_state_dtype"])
         args.append(f"%d_ht: {tdh}")
         operands.append(f"d_final_state(%d_ht : {tdh})")
-    tcs = f32([None, None, None] + state_tail)
+    tcs = _tensor([None, None, None] + state_tail, cfg.get("chunk_states_dtype") or "f32")
     args.append(f"%chunk_states: {tcs}")
     operands.append(f"chunk_states(%chunk_states : {tcs})")
     attrs = _prologue_attrs(cfg)

@@ -622,7 +622,8 @@ def chunk_kda(
     third value: ``[N, NT, HV, K, V]``, the state before tokens 0, L, 2L, ...
     of each sequence, NT = ceil(T / L) (with cu_seqlens: the longest
     sequence's; entries past a shorter sequence's end are zero). A serving
-    engine's prefix-cache block size is such an interval.
+    engine's prefix-cache block size is such an interval. ``boundary_dtype=
+    "bf16"`` keeps them in bf16 (rounded from the fp32 state).
     With ``boundary_state_indices=table`` (``[N, NB]`` int32/int64, a block
     table) and ``boundary_states=pool`` (``[S, HV, K, V]``, fp32 or bf16)
     as well, the kernel writes boundary j of sequence n straight into slot
@@ -674,8 +675,14 @@ def chunk_kda(
                                           or boundary_interval <= 0):
         raise ValueError(f"kda.chunk_kda: boundary_interval must be a positive number of tokens, "
                          f"got {boundary_interval!r}")
+    boundary_dtype = kwargs.pop("boundary_dtype", None)
+    if boundary_dtype is not None and (boundary_interval is None or boundary_dtype not in ("f32", "bf16")):
+        raise ValueError("kda.chunk_kda: boundary_dtype ('f32' or 'bf16') goes with a boundary_interval, "
+                         f"got {boundary_dtype!r}")
     table = kwargs.pop("boundary_state_indices", None)
     pool = kwargs.pop("boundary_states", None)
+    if pool is not None and boundary_dtype is not None:
+        raise ValueError("kda.chunk_kda: boundary_dtype is the pool's dtype with boundary_states; pass one")
     if (table is None) != (pool is None):
         raise ValueError("kda.chunk_kda: boundary_state_indices (the slots) and boundary_states "
                          "(the pool they name) go together")
@@ -752,7 +759,7 @@ def chunk_kda(
                            lower_bound=lower_bound, state_v_first=state_v_first,
                            cu_seqlens=cu_seqlens, A_log=A_log, dt_bias=dt_bias,
                            chunk_size=chunk_size, boundary_interval=boundary_interval,
-                           boundary_dtype=_dt(pool) if pool is not None else "f32",
+                           boundary_dtype=_dt(pool) if pool is not None else boundary_dtype or "f32",
                            boundary_indices_dtype=_dt(table) if table is not None else None,
                            return_intermediate_states=fla_h)
     if table is not None:
@@ -778,6 +785,16 @@ def chunk_kda(
 # them instead of recomputing them (FLA's split: the state pass reruns, the
 # intra-chunk quantities are recomputed per chunk).
 GRAD_CHUNK = 16
+
+
+def grad_states_dtype() -> str:
+    """The kept states' dtype: f32, or bf16 (KDA_GRAD_STATES=bf16: half the
+    bytes the forward writes and the gradient's step grid reads; a strategy
+    choice measured in bench/RESULTS.md). Read at each call."""
+    dtype = os.environ.get("KDA_GRAD_STATES") or "f32"
+    if dtype not in ("f32", "bf16"):
+        raise ValueError(f"KDA_GRAD_STATES: expected f32 or bf16, got {dtype!r}")
+    return dtype
 
 
 def _wants_gradient(*tensors) -> bool:
@@ -811,7 +828,8 @@ def _chunk_kda_function():
                 allow_neg_eigval=opts["allow_neg_eigval"], safe_gate=opts["safe_gate"],
                 lower_bound=opts["lower_bound"], state_v_first=opts["state_v_first"],
                 cu_seqlens=cu_seqlens, cu_seqlens_cpu=opts["cu_seqlens_cpu"],
-                A_log=A_log, dt_bias=dt_bias, boundary_interval=GRAD_CHUNK)
+                A_log=A_log, dt_bias=dt_bias, boundary_interval=GRAD_CHUNK,
+                boundary_dtype=grad_states_dtype())
             ctx.save_for_backward(q, k, v, g, beta, initial_state, A_log, dt_bias, cu_seqlens, states)
             ctx.opts = opts
             ctx.set_materialize_grads(False)
@@ -833,12 +851,14 @@ def _chunk_kda_autograd(q, k, v, g, beta, initial_state, A_log, dt_bias, cu_seql
 
 
 def chunk_kda_grad_config(q, k, v, g, beta, initial_state, A_log, dt_bias, cu_seqlens, opts,
-                          d_final_state=False):
+                          d_final_state=False, states_dtype=None):
     """The kda.gated_delta_grad configuration of a differentiable chunk_kda
     call (``opts``: its options, as _chunk_kda_autograd gets them). It is
     derived from the forward's configuration *with* its kept states, whose
     layout is the one the gradient reads them in (a configuration without
-    states says k_major whatever state_v_first says)."""
+    states says k_major whatever state_v_first says). ``states_dtype``: the
+    kept states' (default: grad_states_dtype())."""
+    states_dtype = states_dtype or grad_states_dtype()
     cfg = chunk_kda_config(q, k, v, g, beta, scale=opts["scale"], initial_state=initial_state,
                            output_final_state=opts["output_final_state"],
                            use_qk_l2norm_in_kernel=opts["use_qk_l2norm_in_kernel"],
@@ -847,7 +867,7 @@ def chunk_kda_grad_config(q, k, v, g, beta, initial_state, A_log, dt_bias, cu_se
                            allow_neg_eigval=opts["allow_neg_eigval"], safe_gate=opts["safe_gate"],
                            lower_bound=opts["lower_bound"], state_v_first=opts["state_v_first"],
                            cu_seqlens=cu_seqlens, A_log=A_log, dt_bias=dt_bias,
-                           boundary_interval=GRAD_CHUNK)
+                           boundary_interval=GRAD_CHUNK, boundary_dtype=states_dtype)
     return _bundles.gated_delta_grad_config(cfg, d_final_state=d_final_state, chunk=GRAD_CHUNK)
 
 
@@ -858,7 +878,8 @@ def _chunk_kda_backward(opts, q, k, v, g, beta, initial_state, A_log, dt_bias, c
     in each input's dtype and shape."""
     torch = _torch()
     gcfg = chunk_kda_grad_config(q, k, v, g, beta, initial_state, A_log, dt_bias, cu_seqlens, opts,
-                                 d_final_state=dht is not None)
+                                 d_final_state=dht is not None,
+                                 states_dtype={torch.float32: "f32", torch.bfloat16: "bf16"}[states.dtype])
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     dev = q.device

@@ -28,6 +28,10 @@
 // KIMIAMD: @kimi_kept emulated for gfx942
 // KIMIAMD-COUNT-8: bar=5e-03 ok
 //
+// The states kept in bf16 (kda.ops' KDA_GRAD_STATES=bf16: half their bytes),
+// still within the 16-bit bar.
+// RUN: kda-run %s --function=kimi_kept_bf16 --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=KIMI
+//
 // Packed sequences (one of a single token) and two value heads a q / k head
 // (GVA: dq and dk sum over them), from initial states.
 // RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=VARLEN
@@ -61,6 +65,12 @@
 func.func @kimi_kept(%q: tensor<1x40x2x128xbf16>, %k: tensor<1x40x2x128xbf16>, %v: tensor<1x40x2x128xbf16>, %g: tensor<1x40x2x128xbf16>, %b: tensor<1x40x2xbf16>, %h0: tensor<1x2x128x128xf32>, %a: tensor<2xf32>, %d: tensor<2x128xf32>, %do: tensor<1x40x2x128xbf16>) -> (tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2xf32>, tensor<1x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>) {
   %o, %states = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<1x2x128x128xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, boundary_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x2x128xbf16> boundary_states tensor<1x3x2x128x128xf32>
   %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd = kda.gated_delta_grad delta %q, %k, %v, %do gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<1x2x128x128xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) chunk_states(%states : tensor<1x3x2x128x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, states_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32> d_gate tensor<1x40x2x128xf32> d_beta tensor<1x40x2xf32> d_initial_state tensor<1x2x128x128xf32> d_A_log tensor<2xf32> d_dt_bias tensor<2x128xf32>
+  return %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd : tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2xf32>, tensor<1x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>
+}
+
+func.func @kimi_kept_bf16(%q: tensor<1x40x2x128xbf16>, %k: tensor<1x40x2x128xbf16>, %v: tensor<1x40x2x128xbf16>, %g: tensor<1x40x2x128xbf16>, %b: tensor<1x40x2xbf16>, %h0: tensor<1x2x128x128xf32>, %a: tensor<2xf32>, %d: tensor<2x128xf32>, %do: tensor<1x40x2x128xbf16>) -> (tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2xf32>, tensor<1x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>) {
+  %o, %states = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<1x2x128x128xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, boundary_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x2x128xbf16> boundary_states tensor<1x3x2x128x128xbf16>
+  %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd = kda.gated_delta_grad delta %q, %k, %v, %do gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<1x2x128x128xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) chunk_states(%states : tensor<1x3x2x128x128xbf16>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, states_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32> d_gate tensor<1x40x2x128xf32> d_beta tensor<1x40x2xf32> d_initial_state tensor<1x2x128x128xf32> d_A_log tensor<2xf32> d_dt_bias tensor<2x128xf32>
   return %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd : tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2xf32>, tensor<1x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>
 }
 

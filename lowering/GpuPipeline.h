@@ -215,6 +215,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the gradient's reverse scan loads each chunk's "
                      "dO rows a step ahead"),
       llvm::cl::init(false)};
+  PassOptions::Option<int64_t> stepStages{
+      *this, "step-stages",
+      llvm::cl::desc("NVIDIA: the gradient's step program copies each V "
+                     "block's inputs by cp.async into this many stages of "
+                     "shared memory, blocks ahead (0: loads at their use)"),
+      llvm::cl::init(0)};
   PassOptions::Option<bool> stepVNewFirst{
       *this, "step-vnew-first",
       llvm::cl::desc("NVIDIA: the gradient's step program computes V_new of "

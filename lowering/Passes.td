@@ -212,6 +212,11 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
     Option<"reversePrefetch", "reverse-prefetch", "bool", /*default=*/"false",
            "The gradient's reverse scan: loads each chunk's dO rows a step "
            "ahead">,
+    Option<"stepStages", "step-stages", "int64_t", /*default=*/"0",
+           "The gradient's step program: each V block's inputs copied by "
+           "cp.async into this many stages of shared memory, blocks ahead of "
+           "their use (each warp the pieces its registers read; 0: loads at "
+           "their use)">,
     Option<"stepVNewFirst", "step-vnew-first", "bool", /*default=*/"true",
            "The gradient's step program: V_new of the whole chunk first, "
            "split by V (no sum across warps), then the V blocks">,

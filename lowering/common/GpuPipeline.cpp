@@ -158,6 +158,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
     state.stepThreads = options.stepThreads;
     state.stepScatterSums = options.stepScatterSums;
     state.stepVNewFirst = options.stepVNewFirst;
+    state.stepStages = options.stepStages;
     state.reversePrefetch = options.reversePrefetch;
     state.reverseThreads = options.reverseThreads;
     state.reverseTf32 = options.reverseTf32;

@@ -64,6 +64,9 @@
 #include "mlir/IR/ImplicitLocOpBuilder.h"
 #include "mlir/Pass/Pass.h"
 
+#include <functional>
+#include <map>
+#include <set>
 #include <tuple>
 
 #include "lowering/Passes.h"
@@ -645,8 +648,204 @@ struct LaneStateProgram : kda::LaneBuilder {
   bool takesVNewFirst() const {
     return stepVNewFirst && ws[0] && cfg.valueDim % (16 * NW) == 0;
   }
+  /// Stages of shared memory the step program's V blocks are copied into
+  /// by cp.async, blocks ahead of their use (kda-compile --step-stages; 0:
+  /// plain loads at their use). Where V_new comes first on NVIDIA.
+  int64_t stepStages = 0;
   Value keptStates;
   Value seeds[6];
+
+  /// One input of the step program's V blocks staged by cp.async: each
+  /// warp copies the box of tile coordinates its own registers hold (the
+  /// layout's warp 0 box moved by the warp's offset) into its own region
+  /// of `buffer` [stages, warps, outer, inner + pad], `inner` being the
+  /// tile dimension contiguous in memory. No warp reads another's pieces:
+  /// a warp sync after the copies' wait orders them, no block barrier.
+  struct StagedInput {
+    kda::LaneLayout layout;
+    int64_t lo[2] = {0, 0}, size[2] = {0, 0};
+    int64_t inner = 1, pad = 0;
+    /// The 16-byte pieces of outer row o sit at piece index i ^ x(o),
+    /// x(o) = ((o >> xorShift) & xorMask) << xorScale (a swizzle: the
+    /// pieces' copies and the registers' reads both free of bank
+    /// conflicts where padding alone serves only one of them).
+    int64_t xorShift = 0, xorMask = 0, xorScale = 0;
+    Value mem, buffer;
+    /// The chunk's rows (tile dimension 0 a row): zeros past `valid`.
+    bool rows = false;
+    /// mem's indices of tile coordinate (c0, c1) of the V block at `col`.
+    std::function<SmallVector<Value>(Value, Value, Value)> at;
+  };
+
+  /// The box of coordinates warp 0 holds in `l`, if it holds every
+  /// element of it.
+  static bool warpBox(const kda::LaneLayout &l, int64_t (&lo)[2],
+                      int64_t (&size)[2]) {
+    std::set<std::pair<int64_t, int64_t>> seen;
+    int64_t hi[2] = {INT64_MIN, INT64_MIN};
+    lo[0] = lo[1] = INT64_MAX;
+    for (int64_t r = 0; r < int64_t(l.regs.size()); ++r)
+      for (int64_t lane = 0; lane < l.numLanes(); ++lane) {
+        kda::LaneLayout::Coords c = l.at(r, lane, 0);
+        seen.insert({c[0], c[1]});
+        for (int d = 0; d < 2; ++d) {
+          lo[d] = std::min(lo[d], c[d]);
+          hi[d] = std::max(hi[d], c[d]);
+        }
+      }
+    size[0] = hi[0] - lo[0] + 1;
+    size[1] = hi[1] - lo[1] + 1;
+    return int64_t(seen.size()) == size[0] * size[1];
+  }
+
+  /// Warp `warp`'s offset along dimension `d` of `l` (its warp bits).
+  Value warpOffset(const kda::LaneLayout &l, int64_t d) {
+    Value off = idx(0);
+    for (size_t bit = 0; bit < l.warps.size(); ++bit) {
+      if (l.warps[bit][d] == 0)
+        continue;
+      Value set = arith::AndIOp::create(
+          b, arith::ShRUIOp::create(b, warp, idx(bit)), idx(1));
+      off = add(off, arith::MulIOp::create(b, set, idx(l.warps[bit][d])));
+    }
+    return off;
+  }
+
+  /// Sets up `in` for its layout and element type (`elemBytes`); false
+  /// where its box is not dense or its rows not whole 16-byte pieces.
+  /// The row padding and swizzle are the ones with the fewest shared-memory
+  /// wavefronts, counted on the host: every register's read (a word a
+  /// lane) and every copy instruction's pieces (16 bytes a lane, a
+  /// quarter-warp a wavefront at best); ties take the least memory.
+  bool planStaged(StagedInput &in, int64_t elemBytes) {
+    if (!warpBox(in.layout, in.lo, in.size))
+      return false;
+    const int64_t per = 16 / elemBytes;
+    if (in.size[in.inner] % per || in.lo[in.inner] % per)
+      return false;
+    const int64_t outerDim = 1 - in.inner;
+    const int64_t pieces = in.size[in.inner] / per;
+    const int64_t rows = in.size[outerDim];
+    auto maxPerBank = [](const std::map<int64_t, std::set<int64_t>> &banks) {
+      int64_t worst = 0;
+      for (auto &[bank, words] : banks)
+        worst = std::max<int64_t>(worst, words.size());
+      return worst;
+    };
+    int64_t best = -1;
+    for (int64_t pad = 0; pad <= 2 * per; pad += per)
+      for (int64_t shift = 0; shift < 4; ++shift)
+        for (int64_t mask = 0; mask < pieces; mask = mask * 2 + 1)
+          for (int64_t scale = 0;
+               scale == 0 || (mask && (mask << scale) < pieces);
+               ++scale) {
+            if (mask == 0 && shift)
+              break;
+            const int64_t stride = in.size[in.inner] + pad;
+            auto word = [&](int64_t o, int64_t i) {
+              int64_t x = ((o >> shift) & mask) << scale;
+              int64_t at = ((i / per) ^ x) * per + i % per;
+              return (o * stride + at) * elemBytes / 4;
+            };
+            int64_t cost = 0;
+            for (int64_t r = 0; r < int64_t(in.layout.regs.size()); ++r) {
+              std::map<int64_t, std::set<int64_t>> banks;
+              for (int64_t lane = 0; lane < in.layout.numLanes(); ++lane) {
+                kda::LaneLayout::Coords c = in.layout.at(r, lane, 0);
+                int64_t w = word(c[outerDim] - in.lo[outerDim],
+                                 c[in.inner] - in.lo[in.inner]);
+                banks[w % 32].insert(w);
+              }
+              cost += maxPerBank(banks);
+            }
+            for (int64_t p0 = 0; p0 < rows * pieces; p0 += warpSize)
+              for (int64_t q = 0; q < warpSize; q += 8) {
+                std::map<int64_t, std::set<int64_t>> banks;
+                for (int64_t p = p0 + q; p < std::min(p0 + q + 8, rows * pieces);
+                     ++p)
+                  for (int64_t e = 0; e < 16 / 4; ++e) {
+                    int64_t w = word(p / pieces, (p % pieces) * per) + e;
+                    banks[w % 32].insert(w);
+                  }
+                cost += maxPerBank(banks);
+              }
+            if (best < 0 || cost < best) {
+              best = cost;
+              in.pad = pad;
+              in.xorShift = shift;
+              in.xorMask = mask;
+              in.xorScale = scale;
+            }
+          }
+    return true;
+  }
+
+  /// The buffer's inner index of element `i` of outer row `o` (swizzled).
+  Value stagedInner(const StagedInput &in, Value o, Value i, int64_t per) {
+    if (in.xorMask == 0)
+      return i;
+    Value x = arith::ShLIOp::create(
+        b,
+        arith::AndIOp::create(b, arith::ShRUIOp::create(b, o, idx(in.xorShift)),
+                              idx(in.xorMask)),
+        idx(in.xorScale));
+    Value piece = arith::XOrIOp::create(
+        b, arith::DivUIOp::create(b, i, idx(per)), x);
+    return add(mul(piece, per), arith::RemUIOp::create(b, i, idx(per)));
+  }
+
+  /// Issues the copies of the V block at `col` into stage `stage` of
+  /// `in`'s buffer (this warp's box; rows past `valid` zero-filled).
+  void issueStaged(StagedInput &in, Value stage, Value col, Value valid) {
+    auto type = cast<MemRefType>(in.mem.getType());
+    const int64_t per = 16 / (type.getElementTypeBitWidth() / 8);
+    const int64_t outerDim = 1 - in.inner;
+    const int64_t pieces = in.size[in.inner] / per;
+    Value off[2];
+    for (int d = 0; d < 2; ++d)
+      off[d] = add(warpOffset(in.layout, d), in.lo[d]);
+    Value last = in.rows ? arith::SubIOp::create(b, valid, idx(1)) : Value();
+    forEachPiece(lane, warpSize, in.size[outerDim] * pieces, [&](Value p) {
+      Value o = arith::DivUIOp::create(b, p, idx(pieces));
+      Value i = mul(arith::RemUIOp::create(b, p, idx(pieces)), per);
+      Value c[2];
+      c[outerDim] = add(off[outerDim], o);
+      c[in.inner] = add(off[in.inner], i);
+      Value count = idx(per);
+      if (in.rows) {
+        count = select(ult(c[0], valid), idx(per), idx(0));
+        c[0] = minu(c[0], last);
+      }
+      nvgpu::DeviceAsyncCopyOp::create(
+          b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), in.buffer,
+          ValueRange{stage, warp, o, stagedInner(in, o, i, per)}, in.mem,
+          in.at(c[0], c[1], col), b.getIndexAttr(per), count,
+          /*bypassL1=*/b.getUnitAttr());
+    });
+  }
+
+  /// `in`'s registers in its layout from stage `stage`, as f32.
+  SmallVector<Value> readStaged(kda::LaneTileBuilder &tb, StagedInput &in,
+                                Value stage) {
+    auto type = cast<MemRefType>(in.mem.getType());
+    const int64_t per = 16 / (type.getElementTypeBitWidth() / 8);
+    const int64_t outerDim = 1 - in.inner;
+    Value off[2];
+    for (int d = 0; d < 2; ++d)
+      off[d] = add(warpOffset(in.layout, d), in.lo[d]);
+    SmallVector<Value> regs;
+    for (int64_t r = 0; r < int64_t(in.layout.regs.size()); ++r) {
+      Value c[2];
+      for (int d = 0; d < 2; ++d)
+        c[d] = arith::SubIOp::create(b, tb.coordinate(in.layout, r, d),
+                                     off[d]);
+      regs.push_back(toF32(memref::LoadOp::create(
+          b, in.buffer,
+          ValueRange{stage, warp, c[outerDim],
+                     stagedInner(in, c[outerDim], c[in.inner], per)})));
+    }
+    return regs;
+  }
 
   /// Stores the rows below `valid` of a [C, D] register tile at
   /// mem[row, t0 + i, head, col0 + j], each element once (its first copy).
@@ -715,8 +914,11 @@ struct LaneStateProgram : kda::LaneBuilder {
     // still be running when a warp stores V_new (no block barrier between).
     const bool vNewFirst = takesVNewFirst();
     Value shVNew;
+    // (Rows padded by 4 words: the V blocks read it as B operands, lane
+    // group g a row, and unpadded rows of 128 words put all eight rows in
+    // one bank: 8-way conflicts, Nsight Compute, thirty-fourth session.)
     if (vNewFirst)
-      shVNew = alloc({C, cfg.valueDim}, f32Type);
+      shVNew = alloc({C, cfg.valueDim + 4}, f32Type);
     if (ws[0]) {
       shW = alloc({1, C, kRow}, opType);
       issueRows(0, shW, stage, t0, valid, C, K * operandBytes() / 16, {},
@@ -724,16 +926,18 @@ struct LaneStateProgram : kda::LaneBuilder {
       NVVM::CpAsyncCommitGroupOp::create(b);
     }
     // W's copies land before its first reader (with `stepPrefetch`, after
-    // the first two V blocks' loads are issued).
+    // the first two V blocks' loads are issued; with V_new first, after
+    // phase one's loads are issued, `later` groups of copies committed
+    // after W's still in flight).
     bool wLanded = false;
-    auto awaitW = [&] {
+    auto awaitW = [&](int64_t later = 0) {
       if (!ws[0] || wLanded)
         return;
-      NVVM::CpAsyncWaitGroupOp::create(b, 0);
+      NVVM::CpAsyncWaitGroupOp::create(b, later);
       gpu::BarrierOp::create(b);
       wLanded = true;
     };
-    if (!stepPrefetch || vNewFirst)
+    if (!stepPrefetch && !vNewFirst)
       awaitW();
 
     kda::LaneTileBuilder tb(b, warpSize, NW, lane, warp);
@@ -785,6 +989,63 @@ struct LaneStateProgram : kda::LaneBuilder {
       intra.decayLast =
           tb.make(gL, SmallVector<Value>(gL.regs.size(), f32(0.0)));
 
+    const int64_t blocks = cfg.valueDim / VB;
+    // Staged V blocks (--step-stages): the state, dS, dO and dV_new of the
+    // first blocks are in flight while phase one computes V_new, and each
+    // V block's copies are issued stages - 1 blocks ahead of its use.
+    const int64_t S = stepStages;
+    SmallVector<StagedInput, 4> staged;
+    if (S > 0 && operandLoads) {
+      auto stage = [&](const LaneLayout &l, Value mem, int64_t inner,
+                       bool rows,
+                       std::function<SmallVector<Value>(Value, Value, Value)>
+                           at) {
+        StagedInput in;
+        in.layout = l;
+        in.mem = mem;
+        in.inner = inner;
+        in.rows = rows;
+        in.at = std::move(at);
+        Type e = cast<MemRefType>(mem.getType()).getElementType();
+        if (!planStaged(in, e.getIntOrFloatBitWidth() / 8))
+          return false;
+        const int64_t outerDim = 1 - inner;
+        in.buffer = alloc({S, NW, in.size[outerDim], in.size[inner] + in.pad},
+                          e);
+        staged.push_back(std::move(in));
+        return true;
+      };
+      Value chunk = chunkIdx;
+      auto rowsAt = [&](Value c, Value v, Value col) {
+        return SmallVector<Value>{row, add(t0, c), head, add(col, v)};
+      };
+      bool ok =
+          stage(stateL, keptStates, cfg.vMajor ? 0 : 1, false,
+                [&, chunk](Value key, Value v, Value col) {
+                  return cfg.vMajor
+                             ? SmallVector<Value>{n, chunk, head,
+                                                  add(col, v), key}
+                             : SmallVector<Value>{n, chunk, head, key,
+                                                  add(col, v)};
+                }) &&
+          stage(stateL, dStates, 1, false,
+                [&, chunk](Value key, Value v, Value col) {
+                  return SmallVector<Value>{n, chunk, head, key,
+                                            add(col, v)};
+                }) &&
+          stage(rowsL, dO, 1, true, rowsAt) &&
+          stage(rowsL, seeds[5], 1, true, rowsAt);
+      if (!ok)
+        return "step-stages: a V block's input is not a dense box of each "
+               "warp's 16-byte pieces in the step program's layouts";
+      for (int64_t s = 0; s + 1 < S; ++s) {
+        if (s < blocks)
+          for (StagedInput &in : staged)
+            issueStaged(in, idx(s), idx(s * VB), valid);
+        NVVM::CpAsyncCommitGroupOp::create(b);
+      }
+    }
+
     // V_new = U - W S of the whole chunk, split by V (every warp all of K:
     // no sum across warps), into shared memory [C, V]; the V blocks then
     // read their columns there and take W as zeros, whose products are
@@ -804,6 +1065,8 @@ struct LaneStateProgram : kda::LaneBuilder {
       kda::IntraChunk whole;
       whole.w = intra.w;
       whole.u = rowTile(tb, uAll, ws[1], t0, valid, idx(0));
+      // (The state's and U's loads are in flight while W lands.)
+      awaitW(staged.empty() ? 0 : S - 1);
       Value vNew = kda::emitNewValues(tb, whole, tb.make(sAll, sRegs));
       if (!tb.failure().empty())
         return tb.failure();
@@ -815,13 +1078,45 @@ struct LaneStateProgram : kda::LaneBuilder {
       intra.w = standIn(K);
     }
 
-    const int64_t blocks = cfg.valueDim / VB;
     // A V block's inputs at column `col`, as registers: the state and dS
     // [K, VB] in the state's layout, then U, dO and dV_new [C, VB] in the
     // rows'. (Loaded a block ahead of their use where `prefetch` says: the
     // program is one block per multiprocessor, and a block's loads stalled
     // every warp at the next barrier.)
     const int64_t stateRegs = stateL.regs.size(), rowRegs = rowsL.regs.size();
+    auto vNewRegs = [&](Value col) {
+      SmallVector<Value> regs;
+      for (int64_t r = 0; r < rowRegs; ++r)
+        regs.push_back(memref::LoadOp::create(
+            b, shVNew,
+            ValueRange{tb.coordinate(rowsL, r, 0),
+                       add(col, tb.coordinate(rowsL, r, 1))}));
+      return regs;
+    };
+    // Block `j` from its stage, after issuing block j + S - 1's copies
+    // (the warp's own pieces: its wait and a warp sync order them).
+    auto stagedBlock = [&](Value j) {
+      Value next = add(j, S - 1);
+      {
+        auto more = scf::IfOp::create(b, ult(next, idx(blocks)), false);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(more.thenBlock());
+        Value at = arith::RemUIOp::create(b, next, idx(S));
+        for (StagedInput &in : staged)
+          issueStaged(in, at, mul(next, VB), valid);
+      }
+      NVVM::CpAsyncCommitGroupOp::create(b);
+      NVVM::CpAsyncWaitGroupOp::create(b, S - 1);
+      NVVM::SyncWarpOp::create(
+          b, arith::ConstantOp::create(b, b.getI32IntegerAttr(-1)));
+      Value at = arith::RemUIOp::create(b, j, idx(S));
+      SmallVector<Value> regs = readStaged(tb, staged[0], at);
+      llvm::append_range(regs, readStaged(tb, staged[1], at));
+      llvm::append_range(regs, vNewRegs(mul(j, VB)));
+      llvm::append_range(regs, readStaged(tb, staged[2], at));
+      llvm::append_range(regs, readStaged(tb, staged[3], at));
+      return regs;
+    };
     auto loadBlock = [&](Value col) {
       SmallVector<Value> regs(2 * stateRegs);
       for (int64_t r = 0; r < stateRegs; ++r) {
@@ -837,11 +1132,7 @@ struct LaneStateProgram : kda::LaneBuilder {
       for (Value mem : {ws[1], dO, seeds[5]}) {
         if (mem == ws[1] && shVNew) {
           // V_new's columns (U's place: emitNewValues of a zero W).
-          for (int64_t r = 0; r < rowRegs; ++r)
-            regs.push_back(memref::LoadOp::create(
-                b, shVNew,
-                ValueRange{tb.coordinate(rowsL, r, 0),
-                           add(col, tb.coordinate(rowsL, r, 1))}));
+          llvm::append_range(regs, vNewRegs(col));
           continue;
         }
         llvm::append_range(
@@ -896,9 +1187,10 @@ struct LaneStateProgram : kda::LaneBuilder {
     // Block 0 gives the sums' layouts; the other blocks run as a loop
     // carrying the sums' registers and, with `stepPrefetch`, the next
     // block's loads.
-    SmallVector<Value> first = loadBlock(idx(0));
+    SmallVector<Value> first =
+        staged.empty() ? loadBlock(idx(0)) : stagedBlock(idx(0));
     SmallVector<Value> ahead;
-    if (stepPrefetch) {
+    if (stepPrefetch && staged.empty()) {
       if (blocks > 1)
         ahead = loadBlock(idx(VB));
       awaitW();
@@ -929,7 +1221,9 @@ struct LaneStateProgram : kda::LaneBuilder {
         auto top = gpu::BarrierOp::create(b);
         Value j = loop.getInductionVar();
         SmallVector<Value> loaded, next;
-        if (stepPrefetch) {
+        if (!staged.empty()) {
+          loaded = stagedBlock(j);
+        } else if (stepPrefetch) {
           next = loadIfBlock(add(j, 1));
           loaded.assign(carriedArgs.begin() + sumRegs, carriedArgs.end());
         } else {
@@ -1392,6 +1686,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     lp.stepPrefetch = stepPrefetch;
     lp.stepScatterSums = stepScatterSums;
     lp.stepVNewFirst = stepVNewFirst;
+    lp.stepStages = stepStages;
     // (The kernel has no Gamma Q and no chunk decay: takesRole.)
     kda::workspacesByRole(func, abi, cfg->roles, lp.ws);
     // A register budget: the knob's, or with V_new first (no sum across

@@ -19,6 +19,9 @@
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-v-block=32 reverse-tf32=true" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=false step-scatter-sums=true" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=true reverse-prefetch=true" | FileCheck %s --check-prefix=KIMI
+// V blocks copied by cp.async into two stages of shared memory a block
+// ahead, each warp its own pieces (--step-stages).
+// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-stages=2" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_80 --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=KIMI80
 // KIMI80: @kimi_kept emulated for sm_80
 // KIMI80-COUNT-8: bar=5e-03 ok
@@ -30,12 +33,16 @@
 //
 // The states kept in bf16 (kda.ops' KDA_GRAD_STATES=bf16: half their bytes),
 // still within the 16-bit bar.
-// RUN: kda-run %s --function=kimi_kept_bf16 --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=KIMI
+// RUN: kda-run %s --function=kimi_kept_bf16 --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=KIMIBF
+// KIMIBF: @kimi_kept_bf16 emulated for sm_90a: compiled in {{.*}} ran 10 kernels
+// KIMIBF-COUNT-8: bar=5e-03 ok
+// KIMIBF-NOT: FAIL
 //
 // Packed sequences (one of a single token) and two value heads a q / k head
 // (GVA: dq and dk sum over them), from initial states.
 // RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=VARLEN
 // RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=true reverse-prefetch=true reverse-threads=128" | FileCheck %s --check-prefix=VARLEN
+// RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 step-stages=3" | FileCheck %s --check-prefix=VARLEN
 // VARLEN: ran 10 kernels
 // VARLEN-COUNT-8: bar=5e-03 ok
 // VARLEN-NOT: FAIL

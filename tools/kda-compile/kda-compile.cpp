@@ -149,6 +149,12 @@ static cl::opt<bool> stepVNewFirst(
     cl::desc("NVIDIA: the gradient's step program computes V_new of the whole "
              "chunk first, split by V (no sum across warps in its V blocks)"),
     cl::init(true), cl::cat(compileCategory));
+static cl::opt<int64_t> stepStages(
+    "step-stages",
+    cl::desc("NVIDIA: the gradient's step program copies each V block's "
+             "inputs by cp.async into this many stages of shared memory, "
+             "blocks ahead of their use (0: loads at their use)"),
+    cl::init(0), cl::cat(compileCategory));
 static cl::opt<bool> reversePrefetch(
     "reverse-prefetch",
     cl::desc("NVIDIA: the gradient's reverse scan loads each chunk's dO rows "
@@ -736,6 +742,7 @@ int main(int argc, char **argv) {
     options.stepThreads = stepThreads;
     options.stepScatterSums = stepScatterSums;
     options.stepVNewFirst = stepVNewFirst;
+    options.stepStages = stepStages;
     options.reversePrefetch = reversePrefetch;
     options.reverseThreads = reverseThreads;
     options.schedule = schedule;

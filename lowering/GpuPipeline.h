@@ -188,8 +188,9 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       *this, "reverse-tf32",
       llvm::cl::desc("NVIDIA: the gradient's reverse scan's f32 products as "
                      "one TF32 product a step where the call's inputs are "
-                     "16-bit (false: 3xTF32)"),
-      llvm::cl::init(false)};
+                     "16-bit (false: 3xTF32; true by default: bench/RESULTS.md, "
+                     "thirty-fourth session)"),
+      llvm::cl::init(true)};
   PassOptions::Option<int64_t> stepThreads{
       *this, "step-threads",
       llvm::cl::desc("NVIDIA: threads per block of the gradient's step "
@@ -208,8 +209,8 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
   PassOptions::Option<int64_t> reverseThreads{
       *this, "reverse-threads",
       llvm::cl::desc("NVIDIA: threads per block of the gradient's reverse "
-                     "scan (0: `threads`)"),
-      llvm::cl::init(0)};
+                     "scan (0: `threads`; 128 by default: 4 warps)"),
+      llvm::cl::init(128)};
   PassOptions::Option<bool> reversePrefetch{
       *this, "reverse-prefetch",
       llvm::cl::desc("NVIDIA: the gradient's reverse scan loads each chunk's "
@@ -220,7 +221,7 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the gradient's step program copies each V "
                      "block's inputs by cp.async into this many stages of "
                      "shared memory, blocks ahead (0: loads at their use)"),
-      llvm::cl::init(0)};
+      llvm::cl::init(2)};
   PassOptions::Option<bool> stepVNewFirst{
       *this, "step-vnew-first",
       llvm::cl::desc("NVIDIA: the gradient's step program computes V_new of "

@@ -194,7 +194,7 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
            /*default=*/"0",
            "The gradient's step program: registers per thread (NVIDIA "
            ".maxnreg; 0: ptxas decides)">,
-    Option<"reverseTf32", "reverse-tf32", "bool", /*default=*/"false",
+    Option<"reverseTf32", "reverse-tf32", "bool", /*default=*/"true",
            "The gradient's reverse scan: its f32 products one TF32 product "
            "a step where the call's inputs are 16-bit (3xTF32 otherwise)">,
     Option<"stepThreads", "step-threads", "int64_t", /*default=*/"0",
@@ -206,13 +206,13 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
     Option<"stepPrefetch", "step-prefetch", "bool", /*default=*/"false",
            "The gradient's step program: loads each V block's inputs one "
            "block ahead of their use">,
-    Option<"reverseThreads", "reverse-threads", "int64_t", /*default=*/"0",
+    Option<"reverseThreads", "reverse-threads", "int64_t", /*default=*/"128",
            "The gradient's reverse scan: threads per block (0: `threads`; "
            "fewer warps, a shorter sum across them a step)">,
     Option<"reversePrefetch", "reverse-prefetch", "bool", /*default=*/"false",
            "The gradient's reverse scan: loads each chunk's dO rows a step "
            "ahead">,
-    Option<"stepStages", "step-stages", "int64_t", /*default=*/"0",
+    Option<"stepStages", "step-stages", "int64_t", /*default=*/"2",
            "The gradient's step program: each V block's inputs copied by "
            "cp.async into this many stages of shared memory, blocks ahead of "
            "their use (each warp the pieces its registers read; 0: loads at "

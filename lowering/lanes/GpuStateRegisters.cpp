@@ -1097,6 +1097,11 @@ struct LaneStateProgram : kda::LaneBuilder {
     // (the warp's own pieces: its wait and a warp sync order them).
     auto stagedBlock = [&](Value j) {
       Value next = add(j, S - 1);
+      // The copies below overwrite the stage the previous block read: a
+      // warp sync first, so no lane's copy lands before every lane's read
+      // (racecheck's intra-warp hazards without it).
+      NVVM::SyncWarpOp::create(
+          b, arith::ConstantOp::create(b, b.getI32IntegerAttr(-1)));
       {
         auto more = scf::IfOp::create(b, ult(next, idx(blocks)), false);
         OpBuilder::InsertionGuard guard(b);

@@ -153,8 +153,8 @@ static cl::opt<int64_t> stepStages(
     "step-stages",
     cl::desc("NVIDIA: the gradient's step program copies each V block's "
              "inputs by cp.async into this many stages of shared memory, "
-             "blocks ahead of their use (0: loads at their use)"),
-    cl::init(0), cl::cat(compileCategory));
+             "blocks ahead of their use (0: loads at their use; default 2)"),
+    cl::init(2), cl::cat(compileCategory));
 static cl::opt<bool> reversePrefetch(
     "reverse-prefetch",
     cl::desc("NVIDIA: the gradient's reverse scan loads each chunk's dO rows "
@@ -163,14 +163,15 @@ static cl::opt<bool> reversePrefetch(
 static cl::opt<int64_t> reverseThreads(
     "reverse-threads",
     cl::desc("NVIDIA: threads per block of the gradient's reverse scan (0: "
-             "--block-threads; 128: 4 warps, a shorter sum across them)"),
-    cl::init(0), cl::cat(compileCategory));
+             "--block-threads; 128, the default: 4 warps, a shorter sum across "
+             "them)"),
+    cl::init(128), cl::cat(compileCategory));
 static cl::opt<bool> reverseTf32(
     "reverse-tf32",
     cl::desc("NVIDIA: the gradient's reverse scan's f32 products as one TF32 "
-             "product a step where the call's inputs are 16-bit (3xTF32 "
-             "otherwise)"),
-    cl::init(false), cl::cat(compileCategory));
+             "product a step where the call's inputs are 16-bit (the default; "
+             "=false: 3xTF32)"),
+    cl::init(true), cl::cat(compileCategory));
 static cl::opt<std::string>
     toolkit("toolkit",
             cl::desc("CUDA toolkit root (ptxas) or, for AMD, a folder with "

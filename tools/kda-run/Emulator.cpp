@@ -314,8 +314,9 @@ private:
   /// Records `thread`'s access of element `flat` of `m` and checks it
   /// against the last other thread's since a barrier; false (and the error)
   /// on a hazard.
+  /// `record` false: only the check (a cp.async copy at its issue, below).
   bool touch(Operation *op, Memory *m, int64_t flat, int64_t thread,
-             bool write) {
+             bool write, bool record = true) {
     AccessLog *log = m->log.get();
     if (!log)
       return true;
@@ -345,6 +346,8 @@ private:
     if (write &&
         !synced(log->reader[flat], log->readBlock[flat], log->readWarp[flat]))
       return hazard("write after read", log->reader[flat], log->readOp[flat]);
+    if (!record)
+      return true;
     if (write) {
       log->writer[flat] = int32_t(thread);
       log->writeBlock[flat] = blockEpoch;
@@ -1366,6 +1369,20 @@ void Interpreter::runOp(Frame &f, Operation &op,
       last.back() += n - 1;
       if (!address(&op, dst, c.at, flat) || !address(&op, dst, last, flat))
         return;
+      // The copy may land any time from its issue to the wait that covers
+      // it: its elements must already be free of other threads' reads and
+      // writes since the last barrier (checked here; recorded where it
+      // lands). A warp refilling a stage its other lanes read, with no warp
+      // sync between, is such a hazard (racecheck's intra-warp warnings).
+      {
+        int64_t first;
+        address(&op, dst, c.at, first);
+        const int64_t step = dst.strides[dst.rank - 1];
+        for (int64_t e = 0; e < n; ++e)
+          if (!touch(&op, dst.memory, first + e * step, l, /*write=*/true,
+                     /*record=*/false))
+            return;
+      }
       std::vector<int64_t> from = indices(f, l, cp.getSrcIndices());
       c.values.assign(n, 0.0);
       if (readN > 0) {

@@ -7,8 +7,9 @@
 // lane kernel (kda.explicit_threads) all its threads in lock step, an
 // instruction at a time: mma.sync and shuffles read the other lanes of the
 // warp at the same instruction (AMD's MFMA and WMMA the wave's), cp.async
-// copies land at the wait that covers
-// their group, shared memory is one buffer a program. Tile programs run as
+// copies land at the wait that covers their group (and are checked for
+// races at their issue too: they may land any time between), shared memory
+// is one buffer a program. Tile programs run as
 // one thread. So the hand-derived parts of the GPU kernels (layouts,
 // fragments, index arithmetic, staging, the workspaces between grids) run,
 // and are checked against the float64 oracle, on a machine with no GPU; what

@@ -19,9 +19,10 @@
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-v-block=32 reverse-tf32=true" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=false step-scatter-sums=true" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=true reverse-prefetch=true" | FileCheck %s --check-prefix=KIMI
-// V blocks copied by cp.async into two stages of shared memory a block
-// ahead, each warp its own pieces (--step-stages).
-// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-stages=2" | FileCheck %s --check-prefix=KIMI
+// The defaults stage the step program's V blocks by cp.async (two stages, each
+// warp its own pieces: a copy is checked for races at its issue too) and run
+// the reverse scan on 4 warps with 1xTF32 products; the earlier forms:
+// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-stages=0 reverse-threads=0 reverse-tf32=false" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_80 --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=KIMI80
 // KIMI80: @kimi_kept emulated for sm_80
 // KIMI80-COUNT-8: bar=5e-03 ok

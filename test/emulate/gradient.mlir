@@ -66,6 +66,14 @@
 // F32-COUNT-8: bar=1e-04 ok
 // F32-NOT: FAIL
 //
+// The race check is live for one warp's lanes too: with warp syncs ordering
+// nothing, the first lane kernel that exchanges values within a warp through
+// shared memory (the forward's intra-chunk program) races. (Without the warp
+// sync before a stage is refilled, the step program's cp.async copies race
+// at their issue: seen once by hand, thirty-fourth session.)
+// RUN: not kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline=threads=256 --inject-fault=warp-sync 2>&1 | FileCheck %s --check-prefix=RACE
+// RACE: a race on shared memory ({{.*}}): thread {{[0-9]+}} and thread {{[0-9]+}} at element
+//
 // A wrong result fails (the check is live on this path too).
 // RUN: not kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline=threads=256 --inject-fault=result 2>&1 | FileCheck %s --check-prefix=FAULT
 // FAULT: result 0: {{.*}} FAIL

@@ -59,6 +59,11 @@ struct View {
   std::vector<int64_t> sizes, strides;
 };
 
+/// For the race check's own test (kda-run --inject-fault=warp-sync): warp
+/// syncs and wavefront fences order nothing, so kernels that rely on them
+/// must report a race.
+extern bool ignoreWarpSyncs;
+
 /// What ran: kernels, programs and lane instructions.
 struct Stats {
   int64_t kernels = 0, programs = 0, laneInstructions = 0;

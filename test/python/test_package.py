@@ -326,8 +326,23 @@ def part_pure(kda_opt, tmp):
     raises(ValueError, b.gated_delta_grad_config, b.decode_step_config(
         K=64, V=64, qk_dtype="bf16", v_dtype="bf16", gate={"form": "channel", "dtype": "bf16"}, beta_dtype="bf16"),
         contains=("gated_delta configuration",), what="a decode configuration's gradient")
-    print("ok   chunk_kda gradient: its configuration reads the forward's states in their layout")
+    # Kept states in bf16 (KDA_GRAD_STATES=bf16): the forward writes them so and
+    # the gradient reads them so; f32, the default, names no dtype (its
+    # configurations keep their keys).
+    check("chunk_states_dtype" not in grad, "f32 kept states add no key to the gradient's configuration")
+    grad16 = ops.chunk_kda_grad_config(qm, qm, qm, qm, bm, None, M((4,), "f32"), M((512,), "f32"), None, opts,
+                                       states_dtype="bf16")
+    check(grad16.get("chunk_states_dtype") == "bf16" and "x128x128xbf16>" in b.to_mlir(grad16),
+          "bf16 kept states: the gradient's module reads them as bf16")
+    os.environ["KDA_GRAD_STATES"] = "f16"
+    raises(ValueError, ops.grad_states_dtype, contains="KDA_GRAD_STATES", what="a kept-states dtype kda has not")
+    del os.environ["KDA_GRAD_STATES"]
+    print("ok   chunk_kda gradient: its configuration reads the forward's states in their layout and dtype")
     raises(TypeError, kda.chunk_kda, q, q, v, g, beta, bogus=1, contains="bogus", what="chunk_kda unknown kwarg")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, boundary_dtype="bf16", contains="boundary_interval",
+           what="chunk_kda boundary_dtype without boundary states")
+    raises(ValueError, kda.chunk_kda, q, q, v, g, beta, boundary_interval=16, boundary_dtype="f16",
+           contains="'f32' or 'bf16'", what="chunk_kda boundary_dtype kda does not keep")
     raises(ValueError, kda.Bundle, "bundles/a\0b", contains="contains a NUL character",
            what="bundle path with a NUL")
     # SPEC.md's log-space gates are <= 0; a positive one is computed as the recurrence says

@@ -3,7 +3,8 @@
 #   bench/device-call.sh STEP [STEP...]
 # Steps, run in order, each with its log under $OUT (default /tmp/kda-out):
 #   suite[:DIR]      test/gpu/run.sh .gpub (or DIR) without the sanitizers
-#   sanitize[:DIR]   compute-sanitizer memcheck and racecheck on the suite's --sanitize subset (bundles .gpub or DIR)
+#   sanitize[:DIR]   compute-sanitizer memcheck and racecheck on the suite's --sanitize subset (bundles .gpub or DIR;
+#                    each tool's whole report in $OUT/sanitize-TOOL-full.log, its last lines in sanitize.log)
 #   bench:NAME:CASES bench/run.sh .benchb (or $BENCH_BUNDLES) .fla --quick --cases CASES --json $OUT/NAME.json
 #                    (CASES: bench_kda.py's comma-separated substrings, e.g. "fwd T=8192 H=32";
 #                    $BENCH_EXTRA is added, e.g. "--kda-variant acc=$PWD/.var/acc-benchb";
@@ -58,7 +59,7 @@ for step in "$@"; do
       KDA_SANITIZE=0 timeout "$left" bash test/gpu/run.sh "$dir" 2>&1 | tee -a "$out/suite.log" | grep -E "^(FAIL|summary)|policy" ;;
     sanitize|sanitize:*)
       dir=.gpub; [ "$step" != sanitize ] && dir=${step#sanitize:}
-      KDA_SANITIZE_BUNDLES=$dir timeout "$left" bash -c '
+      KDA_SANITIZE_BUNDLES=$dir KDA_SANITIZE_OUT=$out timeout "$left" bash -c '
         s=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
         work=$(mktemp -d); CXX=g++ runtime/gpu/build-runtime.sh "$work" >/dev/null
         g++ -std=c++17 -O2 -shared -fPIC -I. test/oracle/Oracle.cpp test/oracle/OracleC.cpp -o "$work/liboracle.so"
@@ -66,7 +67,8 @@ for step in "$@"; do
         export KDA_BUNDLE_PATH=$PWD/$KDA_SANITIZE_BUNDLES KDA_NO_COMPILE=1 PYTHONPATH=$PWD/python
         for tool in memcheck racecheck; do
           echo "== compute-sanitizer --tool $tool"
-          "$s" --tool $tool --error-exitcode 3 --target-processes all python3 test/gpu/test_gpu.py --sanitize 2>&1 | tail -6
+          "$s" --tool $tool --error-exitcode 3 --target-processes all python3 test/gpu/test_gpu.py --sanitize 2>&1 |
+            tee "$KDA_SANITIZE_OUT/sanitize-$tool-full.log" | tail -6
         done' 2>&1 | tee "$out/sanitize.log" ;;
     flashkda)
       timeout "$left" bash -c 'rm -rf .flashkda && tar -xzf .flashkda.tgz && cd .flashkda &&

@@ -664,7 +664,13 @@ struct LaneStateProgram : kda::LaneBuilder {
   struct StagedInput {
     kda::LaneLayout layout;
     int64_t lo[2] = {0, 0}, size[2] = {0, 0};
-    int64_t inner = 1, pad = 0;
+    /// The tile dimension contiguous in memory, the rows' padding
+    /// (elements) and the elements of a 16-byte piece.
+    int64_t inner = 1, pad = 0, per = 0;
+    /// The layout as coordinates within the warp's box (warp bits dropped,
+    /// less `lo`), and the box's origin in the block (a register at `lo`,
+    /// the warp bits alone): LaneTileBuilder::coordinate emits both.
+    kda::LaneLayout local, origin;
     /// The 16-byte pieces of outer row o sit at piece index i ^ x(o),
     /// x(o) = ((o >> xorShift) & xorMask) << xorScale (a swizzle: the
     /// pieces' copies and the registers' reads both free of bank
@@ -698,19 +704,6 @@ struct LaneStateProgram : kda::LaneBuilder {
     return int64_t(seen.size()) == size[0] * size[1];
   }
 
-  /// Warp `warp`'s offset along dimension `d` of `l` (its warp bits).
-  Value warpOffset(const kda::LaneLayout &l, int64_t d) {
-    Value off = idx(0);
-    for (size_t bit = 0; bit < l.warps.size(); ++bit) {
-      if (l.warps[bit][d] == 0)
-        continue;
-      Value set = arith::AndIOp::create(
-          b, arith::ShRUIOp::create(b, warp, idx(bit)), idx(1));
-      off = add(off, arith::MulIOp::create(b, set, idx(l.warps[bit][d])));
-    }
-    return off;
-  }
-
   /// Sets up `in` for its layout and element type (`elemBytes`); false
   /// where its box is not dense or its rows not whole 16-byte pieces.
   /// The row padding and swizzle are the ones with the fewest shared-memory
@@ -720,9 +713,19 @@ struct LaneStateProgram : kda::LaneBuilder {
   bool planStaged(StagedInput &in, int64_t elemBytes) {
     if (!warpBox(in.layout, in.lo, in.size))
       return false;
-    const int64_t per = 16 / elemBytes;
+    const int64_t per = in.per = 16 / elemBytes;
     if (in.size[in.inner] % per || in.lo[in.inner] % per)
       return false;
+    in.local = in.layout;
+    for (kda::LaneLayout::Coords &c : in.local.regs)
+      for (int d = 0; d < 2; ++d)
+        c[d] -= in.lo[d];
+    for (kda::LaneLayout::Coords &c : in.local.warps)
+      c.assign(2, 0);
+    in.origin = in.layout;
+    in.origin.regs.assign(1, {in.lo[0], in.lo[1]});
+    for (kda::LaneLayout::Coords &c : in.origin.lanes)
+      c.assign(2, 0);
     const int64_t outerDim = 1 - in.inner;
     const int64_t pieces = in.size[in.inner] / per;
     const int64_t rows = in.size[outerDim];
@@ -781,7 +784,8 @@ struct LaneStateProgram : kda::LaneBuilder {
   }
 
   /// The buffer's inner index of element `i` of outer row `o` (swizzled).
-  Value stagedInner(const StagedInput &in, Value o, Value i, int64_t per) {
+  Value stagedInner(const StagedInput &in, Value o, Value i) {
+    const int64_t per = in.per;
     if (in.xorMask == 0)
       return i;
     Value x = arith::ShLIOp::create(
@@ -796,14 +800,13 @@ struct LaneStateProgram : kda::LaneBuilder {
 
   /// Issues the copies of the V block at `col` into stage `stage` of
   /// `in`'s buffer (this warp's box; rows past `valid` zero-filled).
-  void issueStaged(StagedInput &in, Value stage, Value col, Value valid) {
-    auto type = cast<MemRefType>(in.mem.getType());
-    const int64_t per = 16 / (type.getElementTypeBitWidth() / 8);
+  void issueStaged(kda::LaneTileBuilder &tb, StagedInput &in, Value stage,
+                   Value col, Value valid) {
+    const int64_t per = in.per;
     const int64_t outerDim = 1 - in.inner;
     const int64_t pieces = in.size[in.inner] / per;
-    Value off[2];
-    for (int d = 0; d < 2; ++d)
-      off[d] = add(warpOffset(in.layout, d), in.lo[d]);
+    Value off[2] = {tb.coordinate(in.origin, 0, 0),
+                    tb.coordinate(in.origin, 0, 1)};
     Value last = in.rows ? arith::SubIOp::create(b, valid, idx(1)) : Value();
     forEachPiece(lane, warpSize, in.size[outerDim] * pieces, [&](Value p) {
       Value o = arith::DivUIOp::create(b, p, idx(pieces));
@@ -818,7 +821,7 @@ struct LaneStateProgram : kda::LaneBuilder {
       }
       nvgpu::DeviceAsyncCopyOp::create(
           b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), in.buffer,
-          ValueRange{stage, warp, o, stagedInner(in, o, i, per)}, in.mem,
+          ValueRange{stage, warp, o, stagedInner(in, o, i)}, in.mem,
           in.at(c[0], c[1], col), b.getIndexAttr(per), count,
           /*bypassL1=*/b.getUnitAttr());
     });
@@ -827,22 +830,13 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// `in`'s registers in its layout from stage `stage`, as f32.
   SmallVector<Value> readStaged(kda::LaneTileBuilder &tb, StagedInput &in,
                                 Value stage) {
-    auto type = cast<MemRefType>(in.mem.getType());
-    const int64_t per = 16 / (type.getElementTypeBitWidth() / 8);
     const int64_t outerDim = 1 - in.inner;
-    Value off[2];
-    for (int d = 0; d < 2; ++d)
-      off[d] = add(warpOffset(in.layout, d), in.lo[d]);
     SmallVector<Value> regs;
-    for (int64_t r = 0; r < int64_t(in.layout.regs.size()); ++r) {
-      Value c[2];
-      for (int d = 0; d < 2; ++d)
-        c[d] = arith::SubIOp::create(b, tb.coordinate(in.layout, r, d),
-                                     off[d]);
+    for (int64_t r = 0; r < int64_t(in.local.regs.size()); ++r) {
+      Value o = tb.coordinate(in.local, r, outerDim);
+      Value i = tb.coordinate(in.local, r, in.inner);
       regs.push_back(toF32(memref::LoadOp::create(
-          b, in.buffer,
-          ValueRange{stage, warp, c[outerDim],
-                     stagedInner(in, c[outerDim], c[in.inner], per)})));
+          b, in.buffer, ValueRange{stage, warp, o, stagedInner(in, o, i)})));
     }
     return regs;
   }
@@ -996,7 +990,7 @@ struct LaneStateProgram : kda::LaneBuilder {
     const int64_t S = stepStages;
     SmallVector<StagedInput, 4> staged;
     if (S > 0 && operandLoads) {
-      auto stage = [&](const LaneLayout &l, Value mem, int64_t inner,
+      auto addStaged = [&](const LaneLayout &l, Value mem, int64_t inner,
                        bool rows,
                        std::function<SmallVector<Value>(Value, Value, Value)>
                            at) {
@@ -1020,7 +1014,7 @@ struct LaneStateProgram : kda::LaneBuilder {
         return SmallVector<Value>{row, add(t0, c), head, add(col, v)};
       };
       bool ok =
-          stage(stateL, keptStates, cfg.vMajor ? 0 : 1, false,
+          addStaged(stateL, keptStates, cfg.vMajor ? 0 : 1, false,
                 [&, chunk](Value key, Value v, Value col) {
                   return cfg.vMajor
                              ? SmallVector<Value>{n, chunk, head,
@@ -1028,20 +1022,20 @@ struct LaneStateProgram : kda::LaneBuilder {
                              : SmallVector<Value>{n, chunk, head, key,
                                                   add(col, v)};
                 }) &&
-          stage(stateL, dStates, 1, false,
+          addStaged(stateL, dStates, 1, false,
                 [&, chunk](Value key, Value v, Value col) {
                   return SmallVector<Value>{n, chunk, head, key,
                                             add(col, v)};
                 }) &&
-          stage(rowsL, dO, 1, true, rowsAt) &&
-          stage(rowsL, seeds[5], 1, true, rowsAt);
+          addStaged(rowsL, dO, 1, true, rowsAt) &&
+          addStaged(rowsL, seeds[5], 1, true, rowsAt);
       if (!ok)
         return "step-stages: a V block's input is not a dense box of each "
                "warp's 16-byte pieces in the step program's layouts";
       for (int64_t s = 0; s + 1 < S; ++s) {
         if (s < blocks)
           for (StagedInput &in : staged)
-            issueStaged(in, idx(s), idx(s * VB), valid);
+            issueStaged(tb, in, idx(s), idx(s * VB), valid);
         NVVM::CpAsyncCommitGroupOp::create(b);
       }
     }
@@ -1108,7 +1102,7 @@ struct LaneStateProgram : kda::LaneBuilder {
         b.setInsertionPointToStart(more.thenBlock());
         Value at = arith::RemUIOp::create(b, next, idx(S));
         for (StagedInput &in : staged)
-          issueStaged(in, at, mul(next, VB), valid);
+          issueStaged(tb, in, at, mul(next, VB), valid);
       }
       NVVM::CpAsyncCommitGroupOp::create(b);
       NVVM::CpAsyncWaitGroupOp::create(b, S - 1);

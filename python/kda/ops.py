@@ -676,9 +676,10 @@ def chunk_kda(
         raise ValueError(f"kda.chunk_kda: boundary_interval must be a positive number of tokens, "
                          f"got {boundary_interval!r}")
     boundary_dtype = kwargs.pop("boundary_dtype", None)
-    if boundary_dtype is not None and (boundary_interval is None or boundary_dtype not in ("f32", "bf16")):
-        raise ValueError("kda.chunk_kda: boundary_dtype ('f32' or 'bf16') goes with a boundary_interval, "
-                         f"got {boundary_dtype!r}")
+    if boundary_dtype is not None and boundary_interval is None:
+        raise ValueError("kda.chunk_kda: boundary_dtype goes with a boundary_interval (the states it keeps)")
+    if boundary_dtype not in (None, "f32", "bf16"):
+        raise ValueError(f"kda.chunk_kda: boundary_dtype: expected 'f32' or 'bf16', got {boundary_dtype!r}")
     table = kwargs.pop("boundary_state_indices", None)
     pool = kwargs.pop("boundary_states", None)
     if pool is not None and boundary_dtype is not None:

@@ -1368,25 +1368,21 @@ void Interpreter::runOp(Frame &f, Operation &op,
       c.op = &op;
       c.dst = dst;
       c.at = indices(f, l, cp.getDstIndices());
-      int64_t flat;
+      int64_t first, end;
       std::vector<int64_t> last = c.at;
       last.back() += n - 1;
-      if (!address(&op, dst, c.at, flat) || !address(&op, dst, last, flat))
+      if (!address(&op, dst, c.at, first) || !address(&op, dst, last, end))
         return;
       // The copy may land any time from its issue to the wait that covers
       // it: its elements must already be free of other threads' reads and
       // writes since the last barrier (checked here; recorded where it
       // lands). A warp refilling a stage its other lanes read, with no warp
       // sync between, is such a hazard (racecheck's intra-warp warnings).
-      {
-        int64_t first;
-        address(&op, dst, c.at, first);
-        const int64_t step = dst.strides[dst.rank - 1];
-        for (int64_t e = 0; e < n; ++e)
-          if (!touch(&op, dst.memory, first + e * step, l, /*write=*/true,
-                     /*record=*/false))
-            return;
-      }
+      const int64_t step = dst.strides[dst.rank - 1];
+      for (int64_t e = 0; e < n; ++e)
+        if (!touch(&op, dst.memory, first + e * step, l, /*write=*/true,
+                   /*record=*/false))
+          return;
       std::vector<int64_t> from = indices(f, l, cp.getSrcIndices());
       c.values.assign(n, 0.0);
       if (readN > 0) {

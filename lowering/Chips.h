@@ -60,7 +60,14 @@ struct GpuTarget {
   /// schedule was split, one program per V block walked the chunks: 32 and
   /// 256 threads were best there, 43 ms in all.) AMD keeps 16 at 128
   /// threads (the tile programs do not fit its 64 KB of LDS yet).
-  int64_t gradientVBlock = 16, gradientThreads = 128;
+  /// On lanes (NVIDIA) the V block splits only the reverse scan; the step
+  /// program loops over V in `gradientStepVBlock` columns (0: the V
+  /// block). sm_90a: the reverse scan on V blocks of 32 (its dO rows staged
+  /// with its workspaces) and the step on 16: fwdbwd T = 8192 H = 32 6.71
+  /// -> 6.53 ms, 8 x 4096 27.88 -> 27.29 on the H100, where the reverse on
+  /// 32 with its dO loaded at use took 6.98 and 27.26, on 64 7.29 and
+  /// 26.65 (bench/RESULTS.md, thirty-fifth session).
+  int64_t gradientVBlock = 16, gradientThreads = 128, gradientStepVBlock = 0;
 
   bool isNvidia() const { return vendor == Vendor::Nvidia; }
   const char *vendorName() const { return isNvidia() ? "nvidia" : "amd"; }

@@ -99,7 +99,8 @@ std::unique_ptr<Pass> createGpuDecodeRegistersPass(int64_t warpSize,
 std::unique_ptr<Pass> createGpuWindowRegistersPass();
 /// Lowers the intra-chunk grid of a chunk-parallel schedule (kda.intra_pass)
 /// to a kernel with its tiles in registers (NVIDIA mma.sync).
-std::unique_ptr<Pass> createGpuIntraRegistersPass(int64_t threads);
+std::unique_ptr<Pass> createGpuIntraRegistersPass(int64_t threads,
+                                                  bool chunkTf32 = false);
 /// One kernel per program grid of a multi-grid kernel function (the
 /// chunk-parallel schedule), recorded as a bundle entry (`kda.entries`).
 std::unique_ptr<Pass> createGpuSplitSchedulePass();
@@ -191,6 +192,23 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
                      "16-bit (false: 3xTF32; true by default: bench/RESULTS.md, "
                      "thirty-fourth session)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> reverseStageDO{
+      *this, "reverse-stage-do",
+      llvm::cl::desc("NVIDIA: the gradient's reverse scan copies each chunk's "
+                     "dO rows by cp.async with its workspaces, stages ahead "
+                     "(the default; false: loaded at their use)"),
+      llvm::cl::init(true)};
+  PassOptions::Option<bool> reverseSplitV{
+      *this, "reverse-split-v",
+      llvm::cl::desc("NVIDIA: the gradient's reverse scan's warps split V, "
+                     "each all of K (no sum across warps a step)"),
+      llvm::cl::init(false)};
+  PassOptions::Option<bool> chunkTf32{
+      *this, "chunk-tf32",
+      llvm::cl::desc("NVIDIA: the gradient's chunk grid's f32 products as one "
+                     "TF32 product a step where the call's inputs are 16-bit "
+                     "(false: 3xTF32)"),
+      llvm::cl::init(false)};
   PassOptions::Option<int64_t> stepThreads{
       *this, "step-threads",
       llvm::cl::desc("NVIDIA: threads per block of the gradient's step "

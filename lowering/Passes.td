@@ -209,6 +209,12 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
     Option<"reverseThreads", "reverse-threads", "int64_t", /*default=*/"128",
            "The gradient's reverse scan: threads per block (0: `threads`; "
            "fewer warps, a shorter sum across them a step)">,
+    Option<"reverseStageDO", "reverse-stage-do", "bool", /*default=*/"true",
+           "The gradient's reverse scan: each chunk's dO rows copied by "
+           "cp.async with its workspaces, stages ahead">,
+    Option<"reverseSplitV", "reverse-split-v", "bool", /*default=*/"false",
+           "The gradient's reverse scan: its warps split V, each all of K "
+           "(no sum across warps a step), not K">,
     Option<"reversePrefetch", "reverse-prefetch", "bool", /*default=*/"false",
            "The gradient's reverse scan: loads each chunk's dO rows a step "
            "ahead">,
@@ -236,6 +242,9 @@ def KdaGpuIntraRegisters : Pass<"kda-gpu-intra-registers", "func::FuncOp"> {
   let options = [
     Option<"threads", "threads", "int64_t", /*default=*/"128",
            "Threads per block">,
+    Option<"chunkTf32", "chunk-tf32", "bool", /*default=*/"false",
+           "The gradient's chunk grid: its f32 products one TF32 product a "
+           "step where the call's inputs are 16-bit (3xTF32 otherwise)">,
   ];
 }
 

@@ -17,7 +17,7 @@ const GpuTarget kChips[] = {
     {V::Nvidia, "sm_80", 32, "mma_sync", 16, 16, 32, 163 * 1024, 255, 0, false,
      16, 256},
     {V::Nvidia, "sm_90a", 32, "mma_sync", 16, 16, 32, 227 * 1024, 255, 0, true,
-     16, 256},
+     32, 256, 16},
     {V::Amd, "gfx90a", 64, "mfma", 16, 16, 16, 64 * 1024, 512,
      llvm::ELF::EF_AMDGPU_MACH_AMDGCN_GFX90A},
     {V::Amd, "gfx942", 64, "mfma", 16, 16, 16, 64 * 1024, 512,
@@ -66,7 +66,8 @@ void mlir::kda::printChipTable(llvm::raw_ostream &os) {
                             {"v_block", t.defaultVBlock},
                             {"v_block_f32", t.defaultVBlockF32},
                             {"v_block_gradient", t.gradientVBlock},
-                            {"threads_gradient", t.gradientThreads}}}};
+                            {"threads_gradient", t.gradientThreads},
+                            {"v_block_gradient_step", t.gradientStepVBlock}}}};
     if (!t.isNvidia())
       row["amd_machine"] = int64_t(t.amdMachine);
     chips.push_back(std::move(row));

@@ -148,11 +148,14 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   // The gradient's step program and reverse scan take measuring knobs
   // (kda-compile --step-v-block, --step-max-registers, --step-threads,
   // --step-prefetch, --step-scatter-sums, --step-vnew-first, --reverse-tf32,
-  // --reverse-prefetch, --reverse-threads; Passes.td says what each does).
+  // --reverse-prefetch, --reverse-threads, --reverse-split-v; Passes.td says what each does).
   if (options.tensorCores && options.stateRegisters) {
     KdaGpuStateRegistersOptions state;
     state.threads = options.threads;
-    state.stepVBlock = options.stepVBlock;
+    // The step program's V columns a loop iteration: the flag's, else the
+    // chip's (the grid's V block splits only the reverse scan there).
+    state.stepVBlock = options.stepVBlock > 0 ? int64_t(options.stepVBlock)
+                                              : target.gradientStepVBlock;
     state.stepMaxRegisters = options.stepMaxRegisters;
     state.stepPrefetch = options.stepPrefetch;
     state.stepThreads = options.stepThreads;
@@ -162,13 +165,15 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
     state.reversePrefetch = options.reversePrefetch;
     state.reverseThreads = options.reverseThreads;
     state.reverseTf32 = options.reverseTf32;
+    state.reverseSplitV = options.reverseSplitV;
+    state.reverseStageDO = options.reverseStageDO;
     pm.nest<func::FuncOp>().addPass(createKdaGpuStateRegisters(state));
   }
   // ... and its intra-chunk grid keeps its tiles in registers
   // (GpuIntraRegisters.cpp).
   if (options.tensorCores && options.intraRegisters)
     pm.nest<func::FuncOp>().addPass(
-        createGpuIntraRegistersPass(options.threads));
+        createGpuIntraRegistersPass(options.threads, options.chunkTf32));
   // kda-run --emulate runs the module from here (tools/kda-run/Emulator.h):
   // every kernel's program explicit, nothing of the target's yet.
   if (options.until == "lanes")

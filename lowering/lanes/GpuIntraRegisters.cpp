@@ -751,7 +751,10 @@ struct IntraProgram : kda::LaneBuilder {
 struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPass> {
   using Base::Base;
   IntraRegistersPass() = default;
-  IntraRegistersPass(int64_t threads) { this->threads = threads; }
+  IntraRegistersPass(int64_t threads, bool chunkTf32) {
+    this->threads = threads;
+    this->chunkTf32 = chunkTf32;
+  }
   void getDependentDialects(DialectRegistry &registry) const override {
     // The lane tiles' products are nvvm.mma.sync on LLVM struct types: a
     // run of this pass alone (kda-opt) must load both dialects itself.
@@ -785,8 +788,10 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     // Products in 3xTF32 whatever the inputs' type: the gradient's sums
     // over every token and channel (dA_log of the softplus gate) sit near
     // their bar with f32 tiles already (bench/RESULTS.md, twenty-fourth
-    // session).
-    IntraProgram prog(b, *cfg, threads, /*precise=*/true,
+    // session). --chunk-tf32: one TF32 product for 16-bit calls.
+    const bool precise =
+        !chunkTf32 || kda::keepsFp32Accuracy(func.getArgumentTypes());
+    IntraProgram prog(b, *cfg, threads, precise,
                       kda::MatrixUnit::MmaSync, /*emulated=*/false);
     prog.bindInputs(func, abi);
     // Workspaces: the step grid's seeds, then this grid's: the dq and dk
@@ -1066,7 +1071,8 @@ std::string mlir::kda::chunkLanesRefusal(IntraPassAttr chunkPass,
   return "";
 }
 
-std::unique_ptr<Pass> mlir::kda::createGpuIntraRegistersPass(int64_t threads) {
-  return std::make_unique<IntraRegistersPass>(threads);
+std::unique_ptr<Pass> mlir::kda::createGpuIntraRegistersPass(int64_t threads,
+                                                             bool chunkTf32) {
+  return std::make_unique<IntraRegistersPass>(threads, chunkTf32);
 }
 

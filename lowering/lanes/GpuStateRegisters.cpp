@@ -246,6 +246,11 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// The reverse scan loads each chunk's dO rows a step ahead
   /// (kda-compile --reverse-prefetch).
   bool reversePrefetch = false;
+  /// The reverse scan copies each chunk's dO rows by cp.async with its W,
+  /// Gamma Q, decayed k and P, stages ahead (kda-compile
+  /// --reverse-stage-do): bound to ws[1], U's slot, which a reverse scan
+  /// does not take.
+  bool reverseStageDO = false;
   Value dO, dStates;
   /// The reverse scan's dV_new of every chunk ([B, T, HV, V] f32, the
   /// workspace after dStates): U's seed, which the step grid reads.
@@ -437,8 +442,13 @@ struct LaneStateProgram : kda::LaneBuilder {
       if (ws[2])
         issueRows(2, shQ, stage, t0, rowsValid, C, kPieces, {}, true);
       issueRows(3, shK, stage, t0, rowsValid, C, kPieces, {}, true);
-      if (!reverse)
-        issueRows(1, shU, stage, t0, rowsValid, C, VB / 4, uCol, true);
+      // U's rows (the reverse scan's staged dO rows: ws[1] is d_o).
+      if (ws[1])
+        issueRows(1, shU, stage, t0, rowsValid, C,
+                  VB * cast<MemRefType>(ws[1].getType())
+                           .getElementTypeBitWidth() /
+                      128,
+                  uCol, true);
       if (ws[4])
         issueRows(4, shP, stage, t0, rowsValid, C, C / 4, {}, true);
     };
@@ -1332,6 +1342,11 @@ struct LaneStateProgram : kda::LaneBuilder {
     shK = alloc({stages, C, kRow}, opType);
     if (!reverse)
       shU = alloc({stages, C, VB + kPad32}, f32Type);
+    else if (ws[1]) // staged dO rows, 16-byte rows plus 16 bytes
+      shU = alloc({stages, C,
+                   VB + 128 / cast<MemRefType>(ws[1].getType())
+                                  .getElementTypeBitWidth()},
+                  cast<MemRefType>(ws[1].getType()).getElementType());
     shP = alloc({stages, C, C + kPad32}, f32Type);
     if (ws[5])
       shG = alloc({stages, K}, f32Type);
@@ -1488,6 +1503,16 @@ struct LaneStateProgram : kda::LaneBuilder {
                          loop.getRegionIterArgs().begin() + S.size(),
                          loop.getRegionIterArgs().end()));
           dONext = dORowsOf(add(i, 1));
+        } else if (ws[1]) {
+          // Staged with the chunk's workspaces (rows past the sequence's
+          // end zero-filled by the copies).
+          SmallVector<Value> regs;
+          for (int64_t r = 0; r < int64_t(rowsL.regs.size()); ++r)
+            regs.push_back(toF32(memref::LoadOp::create(
+                b, shU,
+                ValueRange{stage, tb.coordinate(rowsL, r, 0),
+                           tb.coordinate(rowsL, r, 1)})));
+          dORows = tb.make(rowsL, regs);
         } else {
           dORows = rowTile(tb, rowsL, dO, t0, valid, vCol);
         }
@@ -1819,8 +1844,11 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
                        << stages;
       return signalPassFailure();
     }
-    const bool byK = LaneStateProgram::splitsK(
-        wsTypes, takenRoles(*cfg, reverse), unit);
+    // The reverse scan's warps may split V instead (--reverse-split-v): each
+    // warp then sums over all of K itself, no sum across warps a step.
+    const bool byK =
+        !(reverse && reverseSplitV) &&
+        LaneStateProgram::splitsK(wsTypes, takenRoles(*cfg, reverse), unit);
     if (reverse && unit != kda::MatrixUnit::MmaSync) {
       func.emitError("kda-gpu-state-registers: the reverse scan has no lane "
                      "program on AMD's matrix units");
@@ -1854,6 +1882,9 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       lp.ht = byName("d_initial_state");
       lp.dStates = byName("ws" + std::to_string(cfg->roles.size()));
       lp.dU = byName("ws" + std::to_string(cfg->roles.size() + 1));
+      // (The prefetch carries its rows in registers instead.)
+      lp.reverseStageDO = reverseStageDO && !reversePrefetch;
+      lp.ws[1] = lp.reverseStageDO ? lp.dO : Value();
       if (!lp.dO || !lp.dStates || !lp.dU || !lp.ws[2] || !lp.ws[3] ||
           !lp.ws[4]) {
         func.emitError("kda-gpu-state-registers: the reverse scan lacks d_o, "

@@ -11,16 +11,19 @@ from typing import Dict, Tuple
 
 # default_tile: kda-compile's tile without flags (v_block_f32: the V block of
 # gated delta ops with fp32 q and k; v_block_gradient and threads_gradient:
-# the V block and block threads of kda.gated_delta_grad).
+# the V block and block threads of kda.gated_delta_grad; v_block_gradient_step:
+# its step program's V columns a loop iteration, 0 for the V block).
 _NV_TILE = {"chunk": 16, "v_block": 16, "v_block_f32": 32, "v_block_gradient": 16,
-            "threads_gradient": 256}
+            "threads_gradient": 256, "v_block_gradient_step": 0}
+# sm_90a: the reverse scan on V blocks of 32, the step program on 16 (Chips.h).
+_SM90_TILE = dict(_NV_TILE, v_block_gradient=32, v_block_gradient_step=16)
 _AMD_TILE = {"chunk": 16, "v_block": 16, "v_block_f32": 16, "v_block_gradient": 16,
-             "threads_gradient": 128}
+             "threads_gradient": 128, "v_block_gradient_step": 0}
 CHIP_TABLE: Dict[str, Dict[str, object]] = {
     "sm_80": {"vendor": "nvidia", "warp_size": 32, "shared_memory_per_block": 163 * 1024,
               "default_tile": _NV_TILE},
     "sm_90a": {"vendor": "nvidia", "warp_size": 32, "shared_memory_per_block": 227 * 1024,
-               "default_tile": _NV_TILE},
+               "default_tile": _SM90_TILE},
     "gfx90a": {"vendor": "amd", "warp_size": 64, "shared_memory_per_block": 64 * 1024,
                "default_tile": _AMD_TILE},
     "gfx942": {"vendor": "amd", "warp_size": 64, "shared_memory_per_block": 64 * 1024,

@@ -23,6 +23,10 @@
 // warp its own pieces: a copy is checked for races at its issue too) and run
 // the reverse scan on 4 warps with 1xTF32 products; the earlier forms:
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-stages=0 reverse-threads=0 reverse-tf32=false" | FileCheck %s --check-prefix=KIMI
+// sm_90a's reverse scan runs V blocks of 32 with its dO rows staged by
+// cp.async (the defaults since the thirty-fifth session; the step program
+// still loops over V in 16 columns); V blocks of 16 with dO loaded at use:
+// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 v-block=16 reverse-stage-do=false" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_80 --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=KIMI80
 // KIMI80: @kimi_kept emulated for sm_80
 // KIMI80-COUNT-8: bar=5e-03 ok
@@ -44,6 +48,10 @@
 // RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=VARLEN
 // RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=true reverse-prefetch=true reverse-threads=128" | FileCheck %s --check-prefix=VARLEN
 // RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 step-stages=3" | FileCheck %s --check-prefix=VARLEN
+// Two knobs measured slower and kept off (bench/RESULTS.md, thirty-fifth
+// session): the reverse scan's warps split by V, the chunk grid's products
+// one TF32 product.
+// RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 reverse-split-v=true chunk-tf32=true" | FileCheck %s --check-prefix=VARLEN
 // VARLEN: ran 10 kernels
 // VARLEN-COUNT-8: bar=5e-03 ok
 // VARLEN-NOT: FAIL

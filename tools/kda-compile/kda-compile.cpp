@@ -172,6 +172,23 @@ static cl::opt<bool> reverseTf32(
              "product a step where the call's inputs are 16-bit (the default; "
              "=false: 3xTF32)"),
     cl::init(true), cl::cat(compileCategory));
+static cl::opt<bool> reverseSplitV(
+    "reverse-split-v",
+    cl::desc("NVIDIA: the gradient's reverse scan's warps split V, each all of "
+             "K (no sum across warps a step; default false: they split K)"),
+    cl::init(false), cl::cat(compileCategory));
+static cl::opt<bool> reverseStageDO(
+    "reverse-stage-do",
+    cl::desc("NVIDIA: the gradient's reverse scan copies each chunk's dO rows "
+             "by cp.async with its workspaces, stages ahead (the default; "
+             "=false: loaded at their use)"),
+    cl::init(true), cl::cat(compileCategory));
+static cl::opt<bool> chunkTf32(
+    "chunk-tf32",
+    cl::desc("NVIDIA: the gradient's chunk grid's f32 products as one TF32 "
+             "product a step where the call's inputs are 16-bit (default "
+             "false: 3xTF32)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<std::string>
     toolkit("toolkit",
             cl::desc("CUDA toolkit root (ptxas) or, for AMD, a folder with "
@@ -739,6 +756,9 @@ int main(int argc, char **argv) {
     options.stepVBlock = stepVBlock;
     options.stepMaxRegisters = stepMaxRegisters;
     options.reverseTf32 = reverseTf32;
+    options.reverseSplitV = reverseSplitV;
+    options.reverseStageDO = reverseStageDO;
+    options.chunkTf32 = chunkTf32;
     options.stepPrefetch = stepPrefetch;
     options.stepThreads = stepThreads;
     options.stepScatterSums = stepScatterSums;

@@ -99,8 +99,9 @@ std::unique_ptr<Pass> createGpuDecodeRegistersPass(int64_t warpSize,
 std::unique_ptr<Pass> createGpuWindowRegistersPass();
 /// Lowers the intra-chunk grid of a chunk-parallel schedule (kda.intra_pass)
 /// to a kernel with its tiles in registers (NVIDIA mma.sync).
-std::unique_ptr<Pass> createGpuIntraRegistersPass(int64_t threads,
-                                                  bool chunkTf32 = false);
+std::unique_ptr<Pass>
+createGpuIntraRegistersPass(int64_t threads, bool chunkTf32 = false,
+                            bool chunkExchangePads = false);
 /// One kernel per program grid of a multi-grid kernel function (the
 /// chunk-parallel schedule), recorded as a bundle entry (`kda.entries`).
 std::unique_ptr<Pass> createGpuSplitSchedulePass();
@@ -202,6 +203,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       *this, "reverse-split-v",
       llvm::cl::desc("NVIDIA: the gradient's reverse scan's warps split V, "
                      "each all of K (no sum across warps a step)"),
+      llvm::cl::init(false)};
+  PassOptions::Option<bool> chunkExchangePads{
+      *this, "chunk-exchange-pads",
+      llvm::cl::desc("NVIDIA: the gradient's chunk grid pads the rows of its "
+                     "layout conversions' shared regions by what bank "
+                     "conflicts counted on the host say (0 to 8), not by one"),
       llvm::cl::init(false)};
   PassOptions::Option<bool> chunkTf32{
       *this, "chunk-tf32",

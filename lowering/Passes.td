@@ -242,6 +242,11 @@ def KdaGpuIntraRegisters : Pass<"kda-gpu-intra-registers", "func::FuncOp"> {
   let options = [
     Option<"threads", "threads", "int64_t", /*default=*/"128",
            "Threads per block">,
+    Option<"chunkExchangePads", "chunk-exchange-pads", "bool",
+           /*default=*/"false",
+           "The gradient's chunk grid: rows of its layout conversions' "
+           "shared regions padded by what bank conflicts counted on the host "
+           "say (0 to 8 elements), not by one">,
     Option<"chunkTf32", "chunk-tf32", "bool", /*default=*/"false",
            "The gradient's chunk grid: its f32 products one TF32 product a "
            "step where the call's inputs are 16-bit (3xTF32 otherwise)">,

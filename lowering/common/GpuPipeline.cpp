@@ -173,7 +173,8 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   // (GpuIntraRegisters.cpp).
   if (options.tensorCores && options.intraRegisters)
     pm.nest<func::FuncOp>().addPass(
-        createGpuIntraRegistersPass(options.threads, options.chunkTf32));
+        createGpuIntraRegistersPass(options.threads, options.chunkTf32,
+                                    options.chunkExchangePads));
   // kda-run --emulate runs the module from here (tools/kda-run/Emulator.h):
   // every kernel's program explicit, nothing of the target's yet.
   if (options.until == "lanes")

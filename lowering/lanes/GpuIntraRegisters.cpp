@@ -112,13 +112,14 @@ struct SharedWords {
   int64_t bytes() const { return 4 * (scratch + exchange + parking); }
 };
 SharedWords sharedWords(int64_t C, int64_t K, int64_t V, int64_t NW,
-                        bool amd) {
+                        bool amd, int64_t exchangeSlack = 0) {
   SharedWords w;
   if (NW > 1)
     w.scratch = 2 * NW * (2 * C * C / 32) * 32;
   const int64_t wide = std::max(std::max(K / NW, V / NW), C);
   w.exchange =
-      NW * (amd ? std::max(C * (wide + 1), wide * (C + 1)) : C * (wide + 1));
+      NW * (amd ? std::max(C * (wide + 1), wide * (C + 1))
+                : C * (wide + 1 + exchangeSlack));
   auto rowWords = [](int64_t d) { return (d + 3) / 4 * 4 + 4; };
   w.parking = C * (rowWords(K) + rowWords(V));
   return w;
@@ -458,7 +459,9 @@ struct IntraProgram : kda::LaneBuilder {
                                          gpu::AddressSpace::Workgroup);
     // Sums across warps: the 16 x 16 products' accumulators (8 registers a
     // lane; the decayed pairs of P and L meet in one sum: 16); two halves.
-    const SharedWords words = sharedWords(C, K, V, NW, amd());
+    const SharedWords words =
+        sharedWords(C, K, V, NW, amd(), wideExchange ? 7 : 0);
+    tb.searchExchangeStrides(wideExchange);
     if (words.scratch)
       tb.useScratch(memref::AllocOp::create(
           b, MemRefType::get({words.scratch}, f32Type,
@@ -656,6 +659,11 @@ struct IntraProgram : kda::LaneBuilder {
     });
   }
 
+  /// The adjoint's exchange regions with room for rows padded by up to 8
+  /// (LaneTileBuilder::searchExchangeStrides: the padding with the fewest
+  /// bank conflicts; its conversions were a quarter of its stall samples).
+  bool wideExchange = false;
+
   void emitAdjointChunk(Value row, Value n, Value ch, Value t0,
                         Value remaining, Value head) {
     ChunkRows cr = chunkRows(t0, remaining, head);
@@ -751,9 +759,10 @@ struct IntraProgram : kda::LaneBuilder {
 struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPass> {
   using Base::Base;
   IntraRegistersPass() = default;
-  IntraRegistersPass(int64_t threads, bool chunkTf32) {
+  IntraRegistersPass(int64_t threads, bool chunkTf32, bool exchangePads) {
     this->threads = threads;
     this->chunkTf32 = chunkTf32;
+    this->chunkExchangePads = exchangePads;
   }
   void getDependentDialects(DialectRegistry &registry) const override {
     // The lane tiles' products are nvvm.mma.sync on LLVM struct types: a
@@ -793,6 +802,7 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
         !chunkTf32 || kda::keepsFp32Accuracy(func.getArgumentTypes());
     IntraProgram prog(b, *cfg, threads, precise,
                       kda::MatrixUnit::MmaSync, /*emulated=*/false);
+    prog.wideExchange = chunkExchangePads;
     prog.bindInputs(func, abi);
     // Workspaces: the step grid's seeds, then this grid's: the dq and dk
     // partials, the dA_log and ddt_bias shares.
@@ -1071,8 +1081,10 @@ std::string mlir::kda::chunkLanesRefusal(IntraPassAttr chunkPass,
   return "";
 }
 
-std::unique_ptr<Pass> mlir::kda::createGpuIntraRegistersPass(int64_t threads,
-                                                             bool chunkTf32) {
-  return std::make_unique<IntraRegistersPass>(threads, chunkTf32);
+std::unique_ptr<Pass>
+mlir::kda::createGpuIntraRegistersPass(int64_t threads, bool chunkTf32,
+                                       bool chunkExchangePads) {
+  return std::make_unique<IntraRegistersPass>(threads, chunkTf32,
+                                              chunkExchangePads);
 }
 

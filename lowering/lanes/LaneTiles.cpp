@@ -672,10 +672,41 @@ LaneTileBuilder::exchangeInWarp(const Tile &src, const LaneLayout &to) {
       rows = std::max(rows, c[0] + 1);
       cols = std::max(cols, c[1] + 1);
     }
-  const int64_t stride = cols + 1;
   const int64_t perWarp = type.getDimSize(0) / warps;
+  int64_t stride = cols + 1;
   if (rows * stride > perWarp)
     return std::nullopt;
+  if (exchangeSearch) {
+    // Shared memory wavefronts of the stores (from) and loads (to) at row
+    // stride s: per register, the most distinct words any bank serves
+    // (copies of an element read or write one word).
+    auto wavefronts = [&](const LaneLayout &l, int64_t s) {
+      int64_t total = 0;
+      for (size_t r = 0; r < l.regs.size(); ++r) {
+        std::map<int64_t, std::set<int64_t>> byBank;
+        for (int64_t ln = 0; ln < l.numLanes(); ++ln) {
+          LaneLayout::Coords c = l.at(r, ln, 0);
+          const int64_t word = c[0] * s + c[1];
+          byBank[word % 32].insert(word);
+        }
+        int64_t most = 1;
+        for (auto &[bank, words] : byBank)
+          most = std::max<int64_t>(most, words.size());
+        total += most;
+      }
+      return total;
+    };
+    int64_t best = wavefronts(fromL, stride) + wavefronts(toL, stride);
+    for (int64_t s = cols; s <= cols + 8; ++s) {
+      if (s == cols + 1 || rows * s > perWarp)
+        continue;
+      const int64_t w = wavefronts(fromL, s) + wavefronts(toL, s);
+      if (w < best) {
+        best = w;
+        stride = s;
+      }
+    }
+  }
   auto at = [&](const LaneLayout &l, int64_t r) -> Value {
     Value i = coordinate(l, r, 0), j = coordinate(l, r, 1);
     Value e = arith::AddIOp::create(
@@ -3458,3 +3489,4 @@ Value LaneTileBuilder::transpose(Value a) {
   Value r = make(t.layout.transposed(), t.regs);
   return isConstantTile(a) ? markConstant(r) : r;
 }
+

@@ -258,6 +258,11 @@ public:
   /// column per lane to mma.sync's fragments): a static 1-D f32 workgroup
   /// buffer, warps x (rows x (cols + 1)) of the largest such tile.
   void useExchange(Value buffer) { exchange = buffer; }
+  /// Rows of an exchange region padded by what gives the fewest shared
+  /// memory wavefronts (bank conflicts counted on the host for the stores
+  /// and the loads of each conversion, paddings 0 to 8 where the region has
+  /// room) instead of by one element.
+  void searchExchangeStrides(bool on) { exchangeSearch = on; }
 
   /// Shared memory where park() holds tiles through a long stretch of
   /// other work (a static 1-D f32 workgroup buffer). A 2-D tile without
@@ -430,6 +435,7 @@ private:
   bool emulateSteps = false;
   Value exchange;
   bool columnSplits = false;
+  bool exchangeSearch = false;
   bool sharedTransposed = false;
   /// A product on AMD's units (unitProduct), transposed where
   /// transposeSharedProducts asks.

@@ -183,6 +183,12 @@ static cl::opt<bool> reverseStageDO(
              "by cp.async with its workspaces, stages ahead (the default; "
              "=false: loaded at their use)"),
     cl::init(true), cl::cat(compileCategory));
+static cl::opt<bool> chunkExchangePads(
+    "chunk-exchange-pads",
+    cl::desc("NVIDIA: the gradient's chunk grid pads the rows of its layout "
+             "conversions' shared regions by what bank conflicts counted on "
+             "the host say (0 to 8 elements), not by one"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> chunkTf32(
     "chunk-tf32",
     cl::desc("NVIDIA: the gradient's chunk grid's f32 products as one TF32 "
@@ -759,6 +765,7 @@ int main(int argc, char **argv) {
     options.reverseSplitV = reverseSplitV;
     options.reverseStageDO = reverseStageDO;
     options.chunkTf32 = chunkTf32;
+    options.chunkExchangePads = chunkExchangePads;
     options.stepPrefetch = stepPrefetch;
     options.stepThreads = stepThreads;
     options.stepScatterSums = stepScatterSums;

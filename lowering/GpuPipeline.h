@@ -101,7 +101,8 @@ std::unique_ptr<Pass> createGpuWindowRegistersPass();
 /// to a kernel with its tiles in registers (NVIDIA mma.sync).
 std::unique_ptr<Pass>
 createGpuIntraRegistersPass(int64_t threads, bool chunkTf32 = false,
-                            bool chunkExchangePads = false);
+                            bool chunkExchangePads = false,
+                            bool chunkStageSeeds = false);
 /// One kernel per program grid of a multi-grid kernel function (the
 /// chunk-parallel schedule), recorded as a bundle entry (`kda.entries`).
 std::unique_ptr<Pass> createGpuSplitSchedulePass();
@@ -209,6 +210,11 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the gradient's chunk grid pads the rows of its "
                      "layout conversions' shared regions by what bank "
                      "conflicts counted on the host say (0 to 8), not by one"),
+      llvm::cl::init(false)};
+  PassOptions::Option<bool> chunkStageSeeds{
+      *this, "chunk-stage-seeds",
+      llvm::cl::desc("NVIDIA: the gradient's chunk grid copies its seeds by "
+                     "cp.async into shared memory when it starts"),
       llvm::cl::init(false)};
   PassOptions::Option<bool> chunkTf32{
       *this, "chunk-tf32",

@@ -247,6 +247,11 @@ def KdaGpuIntraRegisters : Pass<"kda-gpu-intra-registers", "func::FuncOp"> {
            "The gradient's chunk grid: rows of its layout conversions' "
            "shared regions padded by what bank conflicts counted on the host "
            "say (0 to 8 elements), not by one">,
+    Option<"chunkStageSeeds", "chunk-stage-seeds", "bool",
+           /*default=*/"false",
+           "The gradient's chunk grid: its seeds copied by cp.async into "
+           "shared memory when the program starts (in flight while the "
+           "forward is recomputed), read from there">,
     Option<"chunkTf32", "chunk-tf32", "bool", /*default=*/"false",
            "The gradient's chunk grid: its f32 products one TF32 product a "
            "step where the call's inputs are 16-bit (3xTF32 otherwise)">,

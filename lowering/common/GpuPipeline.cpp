@@ -174,7 +174,8 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   if (options.tensorCores && options.intraRegisters)
     pm.nest<func::FuncOp>().addPass(
         createGpuIntraRegistersPass(options.threads, options.chunkTf32,
-                                    options.chunkExchangePads));
+                                    options.chunkExchangePads,
+                                    options.chunkStageSeeds));
   // kda-run --emulate runs the module from here (tools/kda-run/Emulator.h):
   // every kernel's program explicit, nothing of the target's yet.
   if (options.until == "lanes")

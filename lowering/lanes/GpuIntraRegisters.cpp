@@ -611,6 +611,50 @@ struct IntraProgram : kda::LaneBuilder {
     return tb.make(l, regs);
   }
 
+  /// The seeds copied by cp.async into shared memory when the program
+  /// starts (kda-compile --chunk-stage-seeds): in flight while the forward
+  /// is recomputed under the tape, read from there in the layout of the
+  /// value each seeds (rows past the sequence's end zero-filled). Null
+  /// where a seed is absent or the seeds are loaded at their use.
+  bool stageSeeds = false;
+  Value stagedSeed[6];
+
+  /// Issues the copies of seed workspace `mem` ([B, T, HV, D] f32) rows
+  /// t0 .. t0 + rows - 1 (`rows` = C, or 1 for d(exp(g_last)), read from
+  /// the chunk's first row) into a [rows, D + 4] shared buffer.
+  Value issueSeed(Value mem, int64_t rows, Value row, Value t0, Value head,
+                  const ChunkRows &cr) {
+    auto type = cast<MemRefType>(mem.getType());
+    const int64_t D = type.getDimSize(3);
+    auto wg = gpu::AddressSpaceAttr::get(b.getContext(),
+                                         gpu::AddressSpace::Workgroup);
+    Value buf = memref::AllocOp::create(
+        b, MemRefType::get({rows, D + 4}, type.getElementType(),
+                           MemRefLayoutAttrInterface(), wg));
+    const int64_t pieces = D / 4, total = rows * pieces,
+                  threads = NW * warpSize;
+    Value last = arith::SubIOp::create(b, cr.valid, idx(1));
+    for (int64_t k = 0; k * threads < total; ++k) {
+      Value p = add(tid, k * threads);
+      auto copy = [&] {
+        Value r = arith::DivUIOp::create(b, p, idx(pieces));
+        Value c = mul(arith::RemUIOp::create(b, p, idx(pieces)), 4);
+        Value count = arith::SelectOp::create(b, ult(r, cr.valid), idx(4),
+                                              idx(0));
+        nvgpu::DeviceAsyncCopyOp::create(
+            b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), buf,
+            ValueRange{r, c}, mem,
+            ValueRange{row, add(t0, minu(r, last)), head, c},
+            b.getIndexAttr(4), count, /*bypassL1=*/b.getUnitAttr());
+      };
+      if ((k + 1) * threads <= total)
+        copy();
+      else
+        when(ult(p, idx(total)), copy);
+    }
+    return buf;
+  }
+
   /// The gradient's chunk grid: program (n, ch, head) recomputes its
   /// chunk's intra-chunk part under the tape (the forward's loads and
   /// emitIntraChunk, on the same lanes), seeds the values the state step
@@ -670,6 +714,13 @@ struct IntraProgram : kda::LaneBuilder {
     Value valid = cr.valid;
     kda::LaneTileBuilder tb(b, warpSize, NW, lane, warp);
     setUpBuilder(tb);
+    if (stageSeeds) {
+      for (int i : {5, 1, 2, 3, 0, 4})
+        stagedSeed[i] = seeds[i] ? issueSeed(seeds[i], i == 4 ? 1 : C, row,
+                                             t0, head, cr)
+                                 : Value();
+      NVVM::CpAsyncCommitGroupOp::create(b);
+    }
     kda::ChunkInputs in = loadInputs(tb, cr, row, head);
     kda::ChunkConfig config = cfg.chunkConfig(C, cfg.subChunk, K, V);
     kda::TapeTileBuilder tape(tb);
@@ -678,8 +729,25 @@ struct IntraProgram : kda::LaneBuilder {
       failure = tb.failure();
       return;
     }
+    if (stageSeeds) {
+      // Every thread's copies landed, then every thread may read any row.
+      NVVM::CpAsyncWaitGroupOp::create(b, 0);
+      gpu::BarrierOp::create(b);
+    }
     // Each seed in the layout of the value it seeds.
+    auto fromStage = [&](const kda::LaneLayout &l, Value buf, bool firstRow) {
+      SmallVector<Value> regs;
+      for (size_t r = 0; r < l.regs.size(); ++r) {
+        Value i = firstRow ? idx(0) : tb.coordinate(l, r, 0);
+        Value j = tb.coordinate(l, r, firstRow ? 0 : 1);
+        regs.push_back(memref::LoadOp::create(b, buf, ValueRange{i, j}));
+      }
+      return tb.make(l, regs);
+    };
     auto seedOf = [&](Value forward, Value mem) {
+      for (int i = 0; i < 6; ++i)
+        if (stagedSeed[i] && seeds[i] == mem)
+          return fromStage(tb.layoutOf(forward), stagedSeed[i], false);
       return loadSeed(tb, tb.layoutOf(forward), mem, row, t0, head, cr);
     };
     SmallVector<std::pair<Value, Value>> pairs = {
@@ -692,11 +760,15 @@ struct IntraProgram : kda::LaneBuilder {
     if (intra.decayLast && seeds[4]) {
       // d(exp(g_last)) [K], in the chunk's first row.
       const kda::LaneLayout l = tb.layoutOf(intra.decayLast);
-      SmallVector<Value> regs;
-      for (size_t r = 0; r < l.regs.size(); ++r)
-        regs.push_back(loadRow(seeds[4], {row, t0, head},
-                               tb.coordinate(l, r, 0), 1, {})[0]);
-      pairs.push_back({intra.decayLast, tb.make(l, regs)});
+      if (stagedSeed[4]) {
+        pairs.push_back({intra.decayLast, fromStage(l, stagedSeed[4], true)});
+      } else {
+        SmallVector<Value> regs;
+        for (size_t r = 0; r < l.regs.size(); ++r)
+          regs.push_back(loadRow(seeds[4], {row, t0, head},
+                                 tb.coordinate(l, r, 0), 1, {})[0]);
+        pairs.push_back({intra.decayLast, tb.make(l, regs)});
+      }
     }
     SmallVector<Value> wrt = {in.q, in.k, in.v};
     for (Value x : {in.gate, in.beta, in.aLog, in.dtBias})
@@ -759,10 +831,12 @@ struct IntraProgram : kda::LaneBuilder {
 struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPass> {
   using Base::Base;
   IntraRegistersPass() = default;
-  IntraRegistersPass(int64_t threads, bool chunkTf32, bool exchangePads) {
+  IntraRegistersPass(int64_t threads, bool chunkTf32, bool exchangePads,
+                     bool stageSeeds) {
     this->threads = threads;
     this->chunkTf32 = chunkTf32;
     this->chunkExchangePads = exchangePads;
+    this->chunkStageSeeds = stageSeeds;
   }
   void getDependentDialects(DialectRegistry &registry) const override {
     // The lane tiles' products are nvvm.mma.sync on LLVM struct types: a
@@ -803,6 +877,7 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     IntraProgram prog(b, *cfg, threads, precise,
                       kda::MatrixUnit::MmaSync, /*emulated=*/false);
     prog.wideExchange = chunkExchangePads;
+    prog.stageSeeds = chunkStageSeeds;
     prog.bindInputs(func, abi);
     // Workspaces: the step grid's seeds, then this grid's: the dq and dk
     // partials, the dA_log and ddt_bias shares.
@@ -1083,8 +1158,10 @@ std::string mlir::kda::chunkLanesRefusal(IntraPassAttr chunkPass,
 
 std::unique_ptr<Pass>
 mlir::kda::createGpuIntraRegistersPass(int64_t threads, bool chunkTf32,
-                                       bool chunkExchangePads) {
+                                       bool chunkExchangePads,
+                                       bool chunkStageSeeds) {
   return std::make_unique<IntraRegistersPass>(threads, chunkTf32,
-                                              chunkExchangePads);
+                                              chunkExchangePads,
+                                              chunkStageSeeds);
 }
 

@@ -189,6 +189,12 @@ static cl::opt<bool> chunkExchangePads(
              "conversions' shared regions by what bank conflicts counted on "
              "the host say (0 to 8 elements), not by one"),
     cl::init(false), cl::cat(compileCategory));
+static cl::opt<bool> chunkStageSeeds(
+    "chunk-stage-seeds",
+    cl::desc("NVIDIA: the gradient's chunk grid copies its seeds by cp.async "
+             "into shared memory when it starts (in flight while the forward "
+             "is recomputed)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> chunkTf32(
     "chunk-tf32",
     cl::desc("NVIDIA: the gradient's chunk grid's f32 products as one TF32 "
@@ -766,6 +772,7 @@ int main(int argc, char **argv) {
     options.reverseStageDO = reverseStageDO;
     options.chunkTf32 = chunkTf32;
     options.chunkExchangePads = chunkExchangePads;
+    options.chunkStageSeeds = chunkStageSeeds;
     options.stepPrefetch = stepPrefetch;
     options.stepThreads = stepThreads;
     options.stepScatterSums = stepScatterSums;

@@ -43,7 +43,8 @@ Options: --cases SUBSTR[,SUBSTR] (substring filter), --quick, --reps, --warmup,
 --passes, --json PATH, --no-fla, --no-kda, --chunk (kda chunk size),
 --strict (skip timing a case whose check fails), --kda-variant NAME=DIR (also time kda
 with another bundle build, e.g. another compiler's, in the same process and passes; its
-rows are "kda@NAME" in the JSON). Each fwd row records ``kda_tile``: the tile kda's bundle
+rows are "kda@NAME" in the JSON, each checked against FLA as the default is:
+"kda@NAME_check", marked (!) in the table on a problem). Each fwd row records ``kda_tile``: the tile kda's bundle
 was built with (None: the compiled default; kda.tune.shape_policy_tile or a tuning database
 chose otherwise).
 """
@@ -785,6 +786,20 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
           flush=True)
     if chk.get("traceback"):
         print("    " + chk["traceback"].replace("\n", "\n    "), flush=True)
+    # Each variant's outputs (and gradients) against FLA too: a variant's timing means
+    # nothing if its kernels compute something else ("kda@NAME_check" in the row).
+    if use_fla and use_kda:
+        for vname, _ in args.kda_variant:
+            name = f"kda@{vname}"
+            try:
+                with _bundles_of(name, args):
+                    vchk = r.check()
+            except Exception as e:  # noqa: BLE001
+                vchk = {"problem": f"{type(e).__name__}: {e}"}
+            _sync(torch, row)
+            row[f"{name}_check"] = vchk
+            print(f"  {name} check: " + ", ".join(f"{k}={_fmt(v)}" for k, v in vchk.items()),
+                  flush=True)
     ok = "problem" not in chk
     if args.strict and not ok:
         row["skipped"] = "check failed (--strict)"
@@ -963,12 +978,14 @@ def table(rows):
         lines.append(f"| {r['case']} | {ms(r, 'fla')} | {ms(r, 'flashkda')} | {ms(r, 'kda')} | {ratio} | "
                      f"{ratio_x} | {hosts} | {r['floor_ms']:.3f} | {fk} | {ff} | {orm} | {srm} |")
     variants = sorted({k for r in rows for k in r if k.startswith("kda@") and not k.endswith("_tile")
-                       and not k.endswith("_error")})
+                       and not k.endswith("_error") and not k.endswith("_check")})
     if variants:
         lines += ["", "| case | " + " | ".join(f"{v} ms (/FLA)" for v in variants) + " |",
                   "|---|" + "---|" * len(variants)]
         for r in rows:
+            # (!) where the variant's own check against FLA found a problem.
             cells = [f"{r[v]['median_ms']:.3f} ({r[v].get('ratio_over_fla', float('nan')):.2f})"
+                     + (" (!)" if "problem" in r.get(f"{v}_check", {}) else "")
                      if v in r else "-" for v in variants]
             lines.append(f"| {r['case']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

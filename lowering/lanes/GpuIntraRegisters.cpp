@@ -631,27 +631,19 @@ struct IntraProgram : kda::LaneBuilder {
     Value buf = memref::AllocOp::create(
         b, MemRefType::get({rows, D + 4}, type.getElementType(),
                            MemRefLayoutAttrInterface(), wg));
-    const int64_t pieces = D / 4, total = rows * pieces,
-                  threads = NW * warpSize;
+    const int64_t pieces = D / 4;
     Value last = arith::SubIOp::create(b, cr.valid, idx(1));
-    for (int64_t k = 0; k * threads < total; ++k) {
-      Value p = add(tid, k * threads);
-      auto copy = [&] {
-        Value r = arith::DivUIOp::create(b, p, idx(pieces));
-        Value c = mul(arith::RemUIOp::create(b, p, idx(pieces)), 4);
-        Value count = arith::SelectOp::create(b, ult(r, cr.valid), idx(4),
-                                              idx(0));
-        nvgpu::DeviceAsyncCopyOp::create(
-            b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), buf,
-            ValueRange{r, c}, mem,
-            ValueRange{row, add(t0, minu(r, last)), head, c},
-            b.getIndexAttr(4), count, /*bypassL1=*/b.getUnitAttr());
-      };
-      if ((k + 1) * threads <= total)
-        copy();
-      else
-        when(ult(p, idx(total)), copy);
-    }
+    forEachPiece(tid, NW * warpSize, rows * pieces, [&](Value p) {
+      Value r = arith::DivUIOp::create(b, p, idx(pieces));
+      Value c = mul(arith::RemUIOp::create(b, p, idx(pieces)), 4);
+      Value count =
+          arith::SelectOp::create(b, ult(r, cr.valid), idx(4), idx(0));
+      nvgpu::DeviceAsyncCopyOp::create(
+          b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), buf,
+          ValueRange{r, c}, mem,
+          ValueRange{row, add(t0, minu(r, last)), head, c}, b.getIndexAttr(4),
+          count, /*bypassL1=*/b.getUnitAttr());
+    });
     return buf;
   }
 
@@ -744,19 +736,18 @@ struct IntraProgram : kda::LaneBuilder {
       }
       return tb.make(l, regs);
     };
-    auto seedOf = [&](Value forward, Value mem) {
-      for (int i = 0; i < 6; ++i)
-        if (stagedSeed[i] && seeds[i] == mem)
-          return fromStage(tb.layoutOf(forward), stagedSeed[i], false);
-      return loadSeed(tb, tb.layoutOf(forward), mem, row, t0, head, cr);
+    auto seedOf = [&](Value forward, int i) {
+      if (stagedSeed[i])
+        return fromStage(tb.layoutOf(forward), stagedSeed[i], false);
+      return loadSeed(tb, tb.layoutOf(forward), seeds[i], row, t0, head, cr);
     };
     SmallVector<std::pair<Value, Value>> pairs = {
-        {intra.u, seedOf(intra.u, seeds[5])},
-        {intra.qDecayed, seedOf(intra.qDecayed, seeds[1])},
-        {intra.kToEnd, seedOf(intra.kToEnd, seeds[2])},
-        {intra.p, seedOf(intra.p, seeds[3])}};
+        {intra.u, seedOf(intra.u, 5)},
+        {intra.qDecayed, seedOf(intra.qDecayed, 1)},
+        {intra.kToEnd, seedOf(intra.kToEnd, 2)},
+        {intra.p, seedOf(intra.p, 3)}};
     if (intra.w && seeds[0])
-      pairs.push_back({intra.w, seedOf(intra.w, seeds[0])});
+      pairs.push_back({intra.w, seedOf(intra.w, 0)});
     if (intra.decayLast && seeds[4]) {
       // d(exp(g_last)) [K], in the chunk's first row.
       const kda::LaneLayout l = tb.layoutOf(intra.decayLast);

@@ -467,7 +467,7 @@ struct LaneStateProgram : kda::LaneBuilder {
   }
 
   /// A tile of `layout` read from shared buffer `buf` [stage, r, c] (or
-  /// [stage, c] for rank 1).
+  /// [stage, c] for rank 1), as f32 (the reverse scan's dO rows are 16-bit).
   Value readTile(kda::LaneTileBuilder &tb, const kda::LaneLayout &layout,
                  Value buf, Value stage) {
     SmallVector<Value> regs;
@@ -475,7 +475,7 @@ struct LaneStateProgram : kda::LaneBuilder {
       SmallVector<Value> at = {stage};
       for (int64_t d = 0; d < layout.rank(); ++d)
         at.push_back(tb.coordinate(layout, r, d));
-      regs.push_back(memref::LoadOp::create(b, buf, at));
+      regs.push_back(toF32(memref::LoadOp::create(b, buf, at)));
     }
     return tb.make(layout, regs);
   }
@@ -1506,13 +1506,7 @@ struct LaneStateProgram : kda::LaneBuilder {
         } else if (ws[1]) {
           // Staged with the chunk's workspaces (rows past the sequence's
           // end zero-filled by the copies).
-          SmallVector<Value> regs;
-          for (int64_t r = 0; r < int64_t(rowsL.regs.size()); ++r)
-            regs.push_back(toF32(memref::LoadOp::create(
-                b, shU,
-                ValueRange{stage, tb.coordinate(rowsL, r, 0),
-                           tb.coordinate(rowsL, r, 1)})));
-          dORows = tb.make(rowsL, regs);
+          dORows = readTile(tb, rowsL, shU, stage);
         } else {
           dORows = rowTile(tb, rowsL, dO, t0, valid, vCol);
         }

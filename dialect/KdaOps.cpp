@@ -670,13 +670,30 @@ LogicalResult GatedDeltaGradOp::verify() {
                             "has no 'chunk_states' operand";
   }
 
-  // One f32 gradient per input the forward reads, in that input's shape.
+  // One gradient per input the forward reads, in that input's shape: f32,
+  // or for q, k, v, gate and beta the input's own element type (what a
+  // framework returns: FLA's gradients are its inputs' dtype), which the
+  // kernels that write them convert to on their stores, saving a cast
+  // kernel per gradient after the call.
+  auto ownTypeOrF32 = [&](StringRef input, Value in, StringRef grad,
+                          Value out) -> LogicalResult {
+    Type want = cast<ShapedType>(in.getType()).getElementType();
+    Type got = cast<ShapedType>(out.getType()).getElementType();
+    if (got.isF32() || got == want)
+      return success();
+    return emitOpError() << "result '" << grad << "': element type " << got
+                         << ", expected f32 or the element type of operand '"
+                         << input << "' (" << want << ")";
+  };
   if (failed(shapes.check(resultName("d_q"), getDQ(), {"B", "T", "H", "K"},
-                          ElemKind::Float32)) ||
+                          ElemKind::Activation)) ||
       failed(shapes.check(resultName("d_k"), getDK(), {"B", "T", "H", "K"},
-                          ElemKind::Float32)) ||
+                          ElemKind::Activation)) ||
       failed(shapes.check(resultName("d_v"), getDV(), {"B", "T", "HV", "V"},
-                          ElemKind::Float32)))
+                          ElemKind::Activation)) ||
+      failed(ownTypeOrF32("q", getQ(), "d_q", getDQ())) ||
+      failed(ownTypeOrF32("k", getK(), "d_k", getDK())) ||
+      failed(ownTypeOrF32("v", getV(), "d_v", getDV())))
     return failure();
   SmallVector<StringRef> gateAxes;
   if (auto g = getGateGranularity())
@@ -705,8 +722,14 @@ LogicalResult GatedDeltaGradOp::verify() {
       return emitOpError() << "result '" << p.grad << "' is the gradient of '"
                            << p.input << "', but the op has no operand '"
                            << p.input << "'";
-    if (p.out && failed(shapes.check(resultName(p.grad), p.out, p.dims,
-                                     ElemKind::Float32)))
+    // The gate's and beta's gradients may take their input's type; the
+    // state's and the gate parameters' stay f32 (sums over a whole call).
+    const bool ownType = p.grad == "d_gate" || p.grad == "d_beta";
+    if (p.out &&
+        failed(shapes.check(resultName(p.grad), p.out, p.dims,
+                            ownType ? ElemKind::GateValue : ElemKind::Float32)))
+      return failure();
+    if (p.out && ownType && failed(ownTypeOrF32(p.input, p.in, p.grad, p.out)))
       return failure();
   }
   if (failed(shapes.checkNonEmpty(kHeadsAndHeadDims)) ||

@@ -140,7 +140,10 @@ def Kda_GatedDeltaGradOp : Kda_Op<"gated_delta_grad",
     operands and attributes: given the gradient `d_o` of its output `o`
     (`[B, T, HV, V]`) and, optionally, `d_final_state` of its final state
     (the state's shape), it returns the gradient of every input the forward
-    reads, in f32:
+    reads, computed in f32 and returned in f32 or, for `d_q`, `d_k`, `d_v`,
+    `d_gate` and `d_beta`, in their input's element type (the kernels that
+    write them convert on their stores: what a framework returns, without
+    a cast after the call):
 
     - `d_q`, `d_k` `[B, T, H, K]` (with GVA, the value heads of a q / k head
       summed), `d_v` `[B, T, HV, V]`;

@@ -101,8 +101,8 @@ std::unique_ptr<Pass> createGpuWindowRegistersPass();
 /// to a kernel with its tiles in registers (NVIDIA mma.sync).
 std::unique_ptr<Pass>
 createGpuIntraRegistersPass(int64_t threads, bool chunkTf32 = false,
-                            bool chunkExchangePads = false,
-                            bool chunkStageSeeds = false);
+                            bool chunkExchangePads = true,
+                            bool chunkStageSeeds = true);
 /// One kernel per program grid of a multi-grid kernel function (the
 /// chunk-parallel schedule), recorded as a bundle entry (`kda.entries`).
 std::unique_ptr<Pass> createGpuSplitSchedulePass();
@@ -209,13 +209,15 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       *this, "chunk-exchange-pads",
       llvm::cl::desc("NVIDIA: the gradient's chunk grid pads the rows of its "
                      "layout conversions' shared regions by what bank "
-                     "conflicts counted on the host say (0 to 8), not by one"),
-      llvm::cl::init(false)};
+                     "conflicts counted on the host say (0 to 8), not by one "
+                     "(the default; false: by one)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> chunkStageSeeds{
       *this, "chunk-stage-seeds",
       llvm::cl::desc("NVIDIA: the gradient's chunk grid copies its seeds by "
-                     "cp.async into shared memory when it starts"),
-      llvm::cl::init(false)};
+                     "cp.async into shared memory when it starts (the default; "
+                     "false: loaded at their use)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> chunkTf32{
       *this, "chunk-tf32",
       llvm::cl::desc("NVIDIA: the gradient's chunk grid's f32 products as one "

@@ -243,15 +243,16 @@ def KdaGpuIntraRegisters : Pass<"kda-gpu-intra-registers", "func::FuncOp"> {
     Option<"threads", "threads", "int64_t", /*default=*/"128",
            "Threads per block">,
     Option<"chunkExchangePads", "chunk-exchange-pads", "bool",
-           /*default=*/"false",
+           /*default=*/"true",
            "The gradient's chunk grid: rows of its layout conversions' "
            "shared regions padded by what bank conflicts counted on the host "
-           "say (0 to 8 elements), not by one">,
+           "say (0 to 8 elements), not by one (the default; false: by one)">,
     Option<"chunkStageSeeds", "chunk-stage-seeds", "bool",
-           /*default=*/"false",
+           /*default=*/"true",
            "The gradient's chunk grid: its seeds copied by cp.async into "
            "shared memory when the program starts (in flight while the "
-           "forward is recomputed), read from there">,
+           "forward is recomputed), read from there (the default; false: "
+           "loaded from global memory at their use)">,
     Option<"chunkTf32", "chunk-tf32", "bool", /*default=*/"false",
            "The gradient's chunk grid: its f32 products one TF32 product a "
            "step where the call's inputs are 16-bit (3xTF32 otherwise)">,

@@ -2015,14 +2015,17 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     SmallVector<Value> results;
     for (int which = 0; which < 2; ++which)
       results.push_back(sumGroups(b, forall.getResult(which), q,
-                                  sizeOf(b, q, 2), group, blocks, c));
+                                  sizeOf(b, q, 2), group, blocks, c,
+                                  resultElementType(op, which)));
     results.push_back(forall.getResult(2));
     if (idxGate >= 0)
       results.push_back(sumGroups(b, forall.getResult(idxGate), q, hv,
-                                  tb.index(1), blocks, c));
+                                  tb.index(1), blocks, c,
+                                  resultElementType(op, results.size())));
     if (idxBeta >= 0)
       results.push_back(sumGroups(b, forall.getResult(idxBeta), q, hv,
-                                  tb.index(1), blocks, c));
+                                  tb.index(1), blocks, c,
+                                  resultElementType(op, results.size())));
     if (idxState >= 0)
       results.push_back(forall.getResult(idxState));
     Value sequencesCount = sequences.numSequences();
@@ -2035,10 +2038,9 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                      sequencesCount, b.getIndexAttr(blocks),
                                      channelGate ? kd : 1,
                                      /*squeeze=*/!channelGate));
-    // Results in the op's types (static where the op's are).
-    for (auto [r, want] : llvm::zip(results, op->getResultTypes()))
-      if (r.getType() != want)
-        r = tensor::CastOp::create(b, want, r);
+    // Results in the op's types (static where the op's are; a gradient
+    // returned in its input's type converted where no kernel wrote it so).
+    castResults(tb, results, op);
     op->getBlock()->getOperations().splice(Block::iterator(op),
                                            scratch.getOperations());
     rewriter.replaceOp(op, results);
@@ -2256,7 +2258,10 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     // dq and dk per value head, summed into q / k heads after), and the
     // gate parameters' shares per (kept sequence, value head, chunk).
     // (dq and dk as sumGroups' partials [B, T, HV, 1, K]: one V block.)
-    auto tokens = [&](int64_t last, bool unitBlock = false) {
+    // dv, d_gate and d_beta are the op's results, in their types (f32 or
+    // the input's 16-bit type: the grid's stores convert).
+    auto tokens = [&](int64_t last, bool unitBlock = false,
+                      Type element = Type()) {
       SmallVector<int64_t> shape = {dimOf(q, 0), dimOf(q, 1), dimOf(v, 2)};
       SmallVector<OpFoldResult> sizes = {sizeOf(b, q, 0), sizeOf(b, q, 1), hv};
       if (unitBlock) {
@@ -2267,7 +2272,8 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
         shape.push_back(last);
         sizes.push_back(b.getIndexAttr(last));
       }
-      return tb.emptyOfType(RankedTensorType::get(shape, f32), sizes);
+      return tb.emptyOfType(
+          RankedTensorType::get(shape, element ? element : f32), sizes);
     };
     auto shares = [&](int64_t len) {
       return tb.emptyOfType(
@@ -2279,16 +2285,22 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     Value dtBiasIn = op.getDtBias();
     const int64_t dtLen = channelGate ? kd : 1;
     // (output, columns; -1: none)
+    // (Their positions are the op's result indices: dq, dk, dv, d_gate,
+    // d_beta.)
     SmallVector<std::pair<Value, int64_t>> rowOuts = {
-        {tokens(kd, true), kd}, {tokens(kd, true), kd}, {tokens(vd), vd}};
+        {tokens(kd, true), kd},
+        {tokens(kd, true), kd},
+        {tokens(vd, false, resultElementType(op, 2)), vd}};
     int idxGate = -1, idxBeta = -1;
     if (op.getGate()) {
       idxGate = rowOuts.size();
-      rowOuts.push_back({tokens(channelGate ? kd : -1), channelGate ? kd : -1});
+      rowOuts.push_back(
+          {tokens(channelGate ? kd : -1, false, resultElementType(op, idxGate)),
+           channelGate ? kd : -1});
     }
     if (op.getBeta()) {
       idxBeta = rowOuts.size();
-      rowOuts.push_back({tokens(-1), -1});
+      rowOuts.push_back({tokens(-1, false, resultElementType(op, idxBeta)), -1});
     }
     SmallVector<Value> chunkOuts;
     for (auto &[t, w] : rowOuts)
@@ -2545,10 +2557,12 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
           offsets.push_back(z);
           sizes.push_back(unit);
         }
+        Type element =
+            cast<RankedTensorType>(shared[k].getType()).getElementType();
         RankedTensorType type =
             width >= 0
-                ? RankedTensorType::get({ShapedType::kDynamic, width}, f32)
-                : RankedTensorType::get({ShapedType::kDynamic}, f32);
+                ? RankedTensorType::get({ShapedType::kDynamic, width}, element)
+                : RankedTensorType::get({ShapedType::kDynamic}, element);
         if (width >= 0) {
           offsets.push_back(z);
           sizes.push_back(b.getIndexAttr(width));
@@ -2597,7 +2611,8 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     SmallVector<Value> results;
     for (int which = 0; which < 2; ++which)
       results.push_back(sumGroups(b, chunkGrid.getResult(which), q,
-                                  sizeOf(b, q, 2), group, 1, c));
+                                  sizeOf(b, q, 2), group, 1, c,
+                                  resultElementType(op, which)));
     results.push_back(chunkGrid.getResult(2));
     if (idxGate >= 0)
       results.push_back(chunkGrid.getResult(idxGate));
@@ -2675,13 +2690,32 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       // same (sequence, chunk, value head) programs.
       f->setAttr(kChunkPassAttr, f->getAttr(kIntraPassAttr));
     }
-    for (auto [r, want] : llvm::zip(results, op->getResultTypes()))
-      if (r.getType() != want)
-        r = tensor::CastOp::create(b, want, r);
+    castResults(tb, results, op);
     op->getBlock()->getOperations().splice(Block::iterator(op),
                                            scratch.getOperations());
     rewriter.replaceOp(op, results);
     return success();
+  }
+
+  /// The element type of the op's result `index` (a gradient: f32, or its
+  /// input's type).
+  static Type resultElementType(GatedDeltaGradOp op, size_t index) {
+    return cast<ShapedType>(op->getResult(index).getType()).getElementType();
+  }
+
+  /// `results` in the op's result types: a converted copy where an element
+  /// type differs (a gradient the op returns in its input's 16-bit type that
+  /// a grid wrote in f32), a tensor.cast where only static sizes do.
+  static void castResults(TensorTileBuilder &tb, SmallVector<Value> &results,
+                          GatedDeltaGradOp op) {
+    for (auto [r, want] : llvm::zip(results, op->getResultTypes())) {
+      auto wantType = cast<RankedTensorType>(want);
+      if (cast<RankedTensorType>(r.getType()).getElementType() !=
+          wantType.getElementType())
+        r = tb.convert(r, wantType.getElementType());
+      if (r.getType() != want)
+        r = tensor::CastOp::create(tb.builder(), want, r);
+    }
   }
 
   /// [B, T, heads(, X)] from partials [B, T, HV, blocks(, X)]: output head
@@ -2692,7 +2726,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
   /// 3.5 ms per result on the H200 (bench/RESULTS.md, twenty-third session).
   static Value sumGroups(ImplicitLocOpBuilder &b, Value partials, Value like,
                          OpFoldResult heads, Value group, int64_t blocks,
-                         int64_t c) {
+                         int64_t c, Type elementType) {
     TensorTileBuilder tb(b);
     auto pType = cast<RankedTensorType>(partials.getType());
     const bool columns = pType.getRank() == 5;
@@ -2707,8 +2741,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       shape.push_back(width);
       sizes.push_back({});
     }
-    Value out =
-        tb.emptyOfType(RankedTensorType::get(shape, b.getF32Type()), sizes);
+    Value out = tb.emptyOfType(RankedTensorType::get(shape, elementType), sizes);
     Value tokens = tensor::DimOp::create(b, like, 1);
     Value cIdx = tb.index(c);
     Value chunks = arith::CeilDivUIOp::create(b, tokens, cIdx);
@@ -2756,9 +2789,8 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                              b.getIndexAttr(1)};
     auto regionType =
         columns ? RankedTensorType::get({ShapedType::kDynamic, width},
-                                        b.getF32Type())
-                : RankedTensorType::get({ShapedType::kDynamic},
-                                        b.getF32Type());
+                                        elementType)
+                : RankedTensorType::get({ShapedType::kDynamic}, elementType);
     if (columns) {
       offsets.push_back(b.getIndexAttr(0));
       regionSizes.push_back(b.getIndexAttr(width));

@@ -167,13 +167,18 @@ GRAD_V_BLOCK = int(os.environ.get("KDA_GRAD_V_BLOCK") or 0)
 
 
 def gated_delta_grad_config(forward: Dict[str, Any], *, d_final_state: bool = False,
-                            chunk: int = 16) -> Dict[str, Any]:
+                            chunk: int = 16, grads_dtype: str = "input") -> Dict[str, Any]:
     """Canonical configuration of the ``kda.gated_delta_grad`` kernel of a
     ``gated_delta`` configuration: the forward's operands and prologue, the
     output gradient (v's dtype), the final state's gradient (f32) when
     ``d_final_state``, and the forward's chunk-boundary states at ``chunk``
     tokens (f32), which the backward reads instead of recomputing (issue 24:
-    the split FLA makes). Every gradient is f32.
+    the split FLA makes). ``grads_dtype="input"`` (the default): the gradients
+    of q, k, v, the gate and beta in their inputs' dtypes, converted by the
+    kernels that write them (what autograd returns: no cast kernel after the
+    call; the key is present only where one of those inputs is 16-bit);
+    ``"f32"``: every gradient f32. The state's and the gate parameters'
+    gradients are f32 either way.
     """
     if forward.get("op") != "gated_delta":
         raise ValueError(f"gated_delta_grad_config: expected a gated_delta configuration, "
@@ -189,6 +194,13 @@ def gated_delta_grad_config(forward: Dict[str, Any], *, d_final_state: bool = Fa
     # not f32: the f32 configurations keep their keys).
     if forward.get("boundary_dtype", "f32") != "f32":
         cfg["chunk_states_dtype"] = forward["boundary_dtype"]
+    if grads_dtype not in ("input", "f32"):
+        raise ValueError(f"gated_delta_grad_config: grads_dtype: expected 'input' or 'f32', "
+                         f"got {grads_dtype!r}")
+    inputs = [cfg["qk_dtype"], cfg["v_dtype"], cfg["gate"]["dtype"] if cfg["gate"] else "f32",
+              cfg["beta_dtype"] or "f32"]
+    if grads_dtype == "input" and any(d != "f32" for d in inputs):
+        cfg["grads_dtype"] = "input"
     cfg["chunk"] = int(chunk)
     cfg["sub_chunk"] = min(16, int(chunk))
     # Columns of V per program: the chip table's gradient V block (32 on
@@ -350,6 +362,8 @@ def validate(cfg: Dict[str, Any]) -> None:
         dtype("d_final_state_dtype", allowed=("f32", "bf16"))
         dtype("chunk_states_dtype", allowed=("f32", "bf16"))
         dtype("cu_seqlens_dtype", allowed=("i32", "i64"))
+        if cfg.get("grads_dtype") not in (None, "input"):
+            raise ValueError(f"grads_dtype: expected 'input' or absent (f32), got {cfg['grads_dtype']!r}")
         if cfg["chunk"] not in (16, 32, 64):
             raise ValueError(f"chunk: expected 16, 32 or 64, got {cfg['chunk']}")
         if cfg["sub_chunk"] <= 0 or cfg["chunk"] % cfg["sub_chunk"]:
@@ -488,6 +502,8 @@ def describe(cfg: Dict[str, Any]) -> str:
             parts.append(f"dht={cfg['d_final_state_dtype']}")
         if cfg.get("chunk_states_dtype"):
             parts.append(f"states={cfg['chunk_states_dtype']}")
+        if cfg.get("grads_dtype"):
+            parts.append(f"grads={cfg['grads_dtype']}")
         parts.append(cfg["state_layout"])
         if cfg["cu_seqlens_dtype"]:
             parts.append(f"varlen={cfg['cu_seqlens_dtype']}")
@@ -641,10 +657,15 @@ def _gated_delta_grad_mlir(cfg: Dict[str, Any]) -> str:
     tq = _tensor([B, None, None, K], cfg["qk_dtype"])
     tv = _tensor([B, None, None, V], cfg["v_dtype"])
     args = [f"%q: {tq}", f"%k: {tq}", f"%v: {tv}", f"%d_o: {tv}"]
-    operands, results = [], [("%d_q", f32([B, None, None, K])), ("%d_k", f32([B, None, None, K])),
-                              ("%d_v", f32([B, None, None, V]))]
+    # The gradients of q, k, v, the gate and beta in their inputs' dtypes
+    # with grads_dtype "input", else f32 (the others always f32).
+    own = cfg.get("grads_dtype") == "input"
+    grad = lambda dims, dtype: _tensor(dims, dtype if own else "f32")  # noqa: E731
+    operands, results = [], [("%d_q", grad([B, None, None, K], cfg["qk_dtype"])),
+                             ("%d_k", grad([B, None, None, K], cfg["qk_dtype"])),
+                             ("%d_v", grad([B, None, None, V], cfg["v_dtype"]))]
     tails = []
-    # Every input the forward reads has its f32 gradient (cu_seqlens none).
+    # Every input the forward reads has its gradient (cu_seqlens none).
     grad_names = {"gate": ("%d_gate", "d_gate"), "beta": ("%d_beta", "d_beta"),
                   "initial_state": ("%d_h0", "d_initial_state"), "A_log": ("%d_A_log", "d_A_log"),
                   "dt_bias": ("%d_dt_bias", "d_dt_bias")}
@@ -653,7 +674,8 @@ def _gated_delta_grad_mlir(cfg: Dict[str, Any]) -> str:
         args.append(f"%{name}: {t}")
         operands.append(f"{keyword}(%{name} : {t})")
         if keyword in grad_names:
-            tails.append(grad_names[keyword] + (f32(dims),))
+            tails.append(grad_names[keyword]
+                         + (grad(dims, dtype) if keyword in ("gate", "beta") else f32(dims),))
     if cfg["d_final_state_dtype"]:
         tdh = _tensor([None, None] + state_tail, cfg["d_final_state_dtype"])
         args.append(f"%d_ht: {tdh}")

@@ -896,13 +896,18 @@ def _chunk_kda_backward(opts, q, k, v, g, beta, initial_state, A_log, dt_bias, c
         channel = g is not None and g.dim() == 4
         named["dt_bias"] = dt_bias.reshape((HV, K) if channel else (HV,)).contiguous()
     f32 = torch.float32
-    named["d_q"] = torch.empty(B, T, H, K, dtype=f32, device=dev)
-    named["d_k"] = torch.empty(B, T, H, K, dtype=f32, device=dev)
-    named["d_v"] = torch.empty(B, T, HV, V, dtype=f32, device=dev)
+    # The gradients of q, k, v, g and beta come in their inputs' dtypes
+    # (grads_dtype "input": the kernels convert on their stores, no cast
+    # after the call); the others in f32, cast below where the input is not.
+    own = gcfg.get("grads_dtype") == "input"
+    mine = lambda like: like.dtype if own else f32  # noqa: E731
+    named["d_q"] = torch.empty(B, T, H, K, dtype=mine(q), device=dev)
+    named["d_k"] = torch.empty(B, T, H, K, dtype=mine(k), device=dev)
+    named["d_v"] = torch.empty(B, T, HV, V, dtype=mine(v), device=dev)
     if g is not None:
-        named["d_gate"] = torch.empty(g.shape, dtype=f32, device=dev)
+        named["d_gate"] = torch.empty(g.shape, dtype=mine(g), device=dev)
     if beta is not None:
-        named["d_beta"] = torch.empty(beta.shape, dtype=f32, device=dev)
+        named["d_beta"] = torch.empty(beta.shape, dtype=mine(beta), device=dev)
     if initial_state is not None:
         named["d_initial_state"] = torch.empty(initial_state.shape, dtype=f32, device=dev)
     if A_log is not None:

@@ -2419,10 +2419,28 @@ func.func @grad_extra_result(%q: tensor<2x64x4x32xf32>, %v: tensor<2x64x4x16xf32
 
 // -----
 
-// Gradients are f32, whatever the inputs.
-func.func @grad_bf16_result(%q: tensor<2x64x4x32xbf16>, %v: tensor<2x64x4x16xbf16>, %g: tensor<2x64x4x32xf32>) {
-  // expected-error @+1 {{result 'd_q': expected element type f32, found 'bf16'}}
-  %dq, %dk, %dv, %dg = kda.gated_delta_grad delta %q, %q, %v, %v gate(%g : tensor<2x64x4x32xf32>) : tensor<2x64x4x32xbf16>, tensor<2x64x4x32xbf16>, tensor<2x64x4x16xbf16>, tensor<2x64x4x16xbf16> -> tensor<2x64x4x32xbf16>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> d_gate tensor<2x64x4x32xf32>
+// A gradient is f32 or its input's element type: not another 16-bit type.
+func.func @grad_f16_result(%q: tensor<2x64x4x32xbf16>, %v: tensor<2x64x4x16xbf16>, %g: tensor<2x64x4x32xf32>) {
+  // expected-error @+1 {{result 'd_q': element type 'f16', expected f32 or the element type of operand 'q' ('bf16')}}
+  %dq, %dk, %dv, %dg = kda.gated_delta_grad delta %q, %q, %v, %v gate(%g : tensor<2x64x4x32xf32>) : tensor<2x64x4x32xbf16>, tensor<2x64x4x32xbf16>, tensor<2x64x4x16xbf16>, tensor<2x64x4x16xbf16> -> tensor<2x64x4x32xf16>, tensor<2x64x4x32xf32>, tensor<2x64x4x16xf32> d_gate tensor<2x64x4x32xf32>
+  return
+}
+
+// -----
+
+// ... nor a 16-bit type where the input is f32 (the gate here).
+func.func @grad_gate_narrowed(%q: tensor<2x64x4x32xbf16>, %v: tensor<2x64x4x16xbf16>, %g: tensor<2x64x4x32xf32>) {
+  // expected-error @+1 {{result 'd_gate': element type 'bf16', expected f32 or the element type of operand 'gate' ('f32')}}
+  %dq, %dk, %dv, %dg = kda.gated_delta_grad delta %q, %q, %v, %v gate(%g : tensor<2x64x4x32xf32>) : tensor<2x64x4x32xbf16>, tensor<2x64x4x32xbf16>, tensor<2x64x4x16xbf16>, tensor<2x64x4x16xbf16> -> tensor<2x64x4x32xbf16>, tensor<2x64x4x32xbf16>, tensor<2x64x4x16xbf16> d_gate tensor<2x64x4x32xbf16>
+  return
+}
+
+// -----
+
+// The gate parameters' gradients stay f32 (sums over the whole call).
+func.func @grad_a_log_bf16(%q: tensor<2x64x4x32xbf16>, %v: tensor<2x64x4x16xbf16>, %g: tensor<2x64x4x32xbf16>, %a: tensor<4xbf16>) {
+  // expected-error @+1 {{result 'd_A_log': expected element type f32, found 'bf16'}}
+  %dq, %dk, %dv, %dg, %da = kda.gated_delta_grad delta %q, %q, %v, %v gate(%g : tensor<2x64x4x32xbf16>) A_log(%a : tensor<4xbf16>) {gate_activation = #kda<gate softplus>} : tensor<2x64x4x32xbf16>, tensor<2x64x4x32xbf16>, tensor<2x64x4x16xbf16>, tensor<2x64x4x16xbf16> -> tensor<2x64x4x32xbf16>, tensor<2x64x4x32xbf16>, tensor<2x64x4x16xbf16> d_gate tensor<2x64x4x32xbf16> d_A_log tensor<4xbf16>
   return
 }
 

@@ -795,7 +795,7 @@ func.func @multi_scale_dynamic(%qk: tensor<?x?x?x?xf32>, %v: tensor<?x?x?x?xf32>
 }
 
 // The gradient op: the forward's operands and attributes, d_o and
-// d_final_state in, one f32 gradient per input out (head-wise gate, V-major
+// d_final_state in, one gradient per input out (head-wise gate, V-major
 // states, varlen).
 // CHECK-LABEL: func.func @gdn_grad
 // CHECK: kda.gated_delta_grad delta %arg0, %arg1, %arg2, %arg3 gate(%arg4 : tensor<1x64x4xf32>)
@@ -819,4 +819,23 @@ func.func @gdn_grad(%q: tensor<1x64x4x32xbf16>, %k: tensor<1x64x4x32xbf16>,
       d_gate tensor<1x64x4xf32> d_initial_state tensor<2x4x16x32xf32>
   return %dq, %dk, %dv, %dg, %dh0 : tensor<1x64x4x32xf32>, tensor<1x64x4x32xf32>,
       tensor<1x64x4x16xf32>, tensor<1x64x4xf32>, tensor<2x4x16x32xf32>
+}
+
+// The gradients of q, k and v in their inputs' bf16 (what a framework
+// returns), the head-wise f32 gate's and the state's in f32.
+// CHECK-LABEL: func.func @gdn_grad_own_types
+// CHECK: -> tensor<1x64x4x32xbf16>, tensor<1x64x4x32xbf16>, tensor<1x64x4x16xbf16> d_gate tensor<1x64x4xf32> d_initial_state tensor<1x4x32x16xf32>
+func.func @gdn_grad_own_types(%q: tensor<1x64x4x32xbf16>, %k: tensor<1x64x4x32xbf16>,
+                              %v: tensor<1x64x4x16xbf16>, %do: tensor<1x64x4x16xbf16>,
+                              %g: tensor<1x64x4xf32>, %h0: tensor<1x4x32x16xf32>)
+    -> (tensor<1x64x4x32xbf16>, tensor<1x64x4x32xbf16>, tensor<1x64x4x16xbf16>,
+        tensor<1x64x4xf32>, tensor<1x4x32x16xf32>) {
+  %dq, %dk, %dv, %dg, %dh0 = kda.gated_delta_grad delta %q, %k, %v, %do
+      gate(%g : tensor<1x64x4xf32>) initial_state(%h0 : tensor<1x4x32x16xf32>)
+      : tensor<1x64x4x32xbf16>, tensor<1x64x4x32xbf16>, tensor<1x64x4x16xbf16>,
+        tensor<1x64x4x16xbf16>
+      -> tensor<1x64x4x32xbf16>, tensor<1x64x4x32xbf16>, tensor<1x64x4x16xbf16>
+      d_gate tensor<1x64x4xf32> d_initial_state tensor<1x4x32x16xf32>
+  return %dq, %dk, %dv, %dg, %dh0 : tensor<1x64x4x32xbf16>, tensor<1x64x4x32xbf16>,
+      tensor<1x64x4x16xbf16>, tensor<1x64x4xf32>, tensor<1x4x32x16xf32>
 }

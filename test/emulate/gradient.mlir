@@ -11,6 +11,18 @@
 // KIMI-COUNT-8: bar=5e-03 ok
 // KIMI-NOT: FAIL
 //
+// kimi_kept returns the gradients of q, k, v, the gate and beta in their
+// inputs' bf16, as kda.ops' bundle does (the chunk grid's and the sums'
+// stores convert: no cast kernel after the call); the same on the CPU, and
+// every gradient in f32 (grads_dtype "f32"):
+// RUN: kda-run %s --function=kimi_kept --check --chunk=16 --sub-chunk=16 | FileCheck %s --check-prefix=OWN
+// RUN: kda-run %s --function=kimi_kept_f32 --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=GF32
+// OWN-COUNT-4: result {{[0-3]}}: tensor<1x40x2x128xbf16> {{.*}} bar=5e-03 ok
+// OWN-NEXT: result 4: tensor<1x40x2xbf16> {{.*}} bar=5e-03 ok
+// GF32: @kimi_kept_f32 emulated for sm_90a
+// GF32-COUNT-4: result {{[0-3]}}: tensor<1x40x2x128xf32> {{.*}} bar=5e-03 ok
+// GF32-NOT: FAIL
+//
 // The step program's measuring knobs compute the same gradients: V blocks
 // loaded a block ahead, four warps a block, V blocks of 32, sums across the
 // warps in two steps (a warp's share of the registers); the reverse
@@ -52,12 +64,13 @@
 // session): the reverse scan's warps split by V, the chunk grid's products
 // one TF32 product.
 // RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 reverse-split-v=true chunk-tf32=true" | FileCheck %s --check-prefix=VARLEN
-// The chunk grid's exchange regions padded as the host's bank-conflict count
-// says (measured faster, not yet run through the GPU suite: off by default),
-// and its seeds copied by cp.async when it starts (not yet measured):
-// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 chunk-exchange-pads=true chunk-stage-seeds=true" | FileCheck %s --check-prefix=KIMI
-// RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 chunk-exchange-pads=true" | FileCheck %s --check-prefix=VARLEN
-// RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 chunk-stage-seeds=true" | FileCheck %s --check-prefix=VARLEN
+// The chunk grid's earlier forms: its exchange regions' rows padded by one
+// (not as the host's bank-conflict count says) and its seeds loaded at their
+// use (not copied by cp.async when it starts); both the defaults since the
+// thirty-sixth session (bench/RESULTS.md).
+// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 chunk-exchange-pads=false chunk-stage-seeds=false" | FileCheck %s --check-prefix=KIMI
+// RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 chunk-exchange-pads=false" | FileCheck %s --check-prefix=VARLEN
+// RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 chunk-stage-seeds=false" | FileCheck %s --check-prefix=VARLEN
 // VARLEN: ran 10 kernels
 // VARLEN-COUNT-8: bar=5e-03 ok
 // VARLEN-NOT: FAIL
@@ -92,7 +105,13 @@
 // RUN: not kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline=threads=256 --inject-fault=result 2>&1 | FileCheck %s --check-prefix=FAULT
 // FAULT: result 0: {{.*}} FAIL
 
-func.func @kimi_kept(%q: tensor<1x40x2x128xbf16>, %k: tensor<1x40x2x128xbf16>, %v: tensor<1x40x2x128xbf16>, %g: tensor<1x40x2x128xbf16>, %b: tensor<1x40x2xbf16>, %h0: tensor<1x2x128x128xf32>, %a: tensor<2xf32>, %d: tensor<2x128xf32>, %do: tensor<1x40x2x128xbf16>) -> (tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2xf32>, tensor<1x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>) {
+func.func @kimi_kept(%q: tensor<1x40x2x128xbf16>, %k: tensor<1x40x2x128xbf16>, %v: tensor<1x40x2x128xbf16>, %g: tensor<1x40x2x128xbf16>, %b: tensor<1x40x2xbf16>, %h0: tensor<1x2x128x128xf32>, %a: tensor<2xf32>, %d: tensor<2x128xf32>, %do: tensor<1x40x2x128xbf16>) -> (tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2xbf16>, tensor<1x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>) {
+  %o, %states = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<1x2x128x128xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, boundary_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x2x128xbf16> boundary_states tensor<1x3x2x128x128xf32>
+  %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd = kda.gated_delta_grad delta %q, %k, %v, %do gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<1x2x128x128xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) chunk_states(%states : tensor<1x3x2x128x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, states_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> d_gate tensor<1x40x2x128xbf16> d_beta tensor<1x40x2xbf16> d_initial_state tensor<1x2x128x128xf32> d_A_log tensor<2xf32> d_dt_bias tensor<2x128xf32>
+  return %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2xbf16>, tensor<1x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>
+}
+
+func.func @kimi_kept_f32(%q: tensor<1x40x2x128xbf16>, %k: tensor<1x40x2x128xbf16>, %v: tensor<1x40x2x128xbf16>, %g: tensor<1x40x2x128xbf16>, %b: tensor<1x40x2xbf16>, %h0: tensor<1x2x128x128xf32>, %a: tensor<2xf32>, %d: tensor<2x128xf32>, %do: tensor<1x40x2x128xbf16>) -> (tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2xf32>, tensor<1x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>) {
   %o, %states = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<1x2x128x128xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, boundary_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x2x128xbf16> boundary_states tensor<1x3x2x128x128xf32>
   %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd = kda.gated_delta_grad delta %q, %k, %v, %do gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<1x2x128x128xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) chunk_states(%states : tensor<1x3x2x128x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, states_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32> d_gate tensor<1x40x2x128xf32> d_beta tensor<1x40x2xf32> d_initial_state tensor<1x2x128x128xf32> d_A_log tensor<2xf32> d_dt_bias tensor<2x128xf32>
   return %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd : tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2xf32>, tensor<1x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>

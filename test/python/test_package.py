@@ -338,6 +338,23 @@ def part_pure(kda_opt, tmp):
     raises(ValueError, ops.grad_states_dtype, contains="KDA_GRAD_STATES", what="a kept-states dtype kda has not")
     del os.environ["KDA_GRAD_STATES"]
     print("ok   chunk_kda gradient: its configuration reads the forward's states in their layout and dtype")
+    # The gradients of q, k, v, g and beta come in their inputs' dtypes (the
+    # kernels convert on their stores: no cast after the call); the gate
+    # parameters' and the state's in f32; grads_dtype="f32" takes f32 for all
+    # and names no key (its configurations keep their hashes).
+    mod = b.to_mlir(grad)
+    head = mod[mod.index("-> ("):mod.index(") {")]
+    check(grad.get("grads_dtype") == "input"
+          and head.count("x128xbf16>") == 4 and head.count("tensor<?x?x?xbf16>") == 1
+          and "tensor<?xf32>" in head and "tensor<?x128xf32>" in head,
+          f"the gradient's results in the inputs' dtypes: {head}")
+    grad32 = b.gated_delta_grad_config(fwd, chunk=ops.GRAD_CHUNK, grads_dtype="f32")
+    mod32 = b.to_mlir(grad32)
+    check("grads_dtype" not in grad32 and "bf16" not in mod32[mod32.index("-> ("):mod32.index(") {")],
+          "grads_dtype='f32': every gradient f32, no key")
+    raises(ValueError, b.gated_delta_grad_config, fwd, grads_dtype="f16", contains="grads_dtype",
+           what="a gradient dtype policy kda has not")
+    print("ok   chunk_kda gradient: the gradients of q, k, v, g and beta in their inputs' dtypes")
     raises(TypeError, kda.chunk_kda, q, q, v, g, beta, bogus=1, contains="bogus", what="chunk_kda unknown kwarg")
     raises(ValueError, kda.chunk_kda, q, q, v, g, beta, boundary_dtype="bf16", contains="boundary_interval",
            what="chunk_kda boundary_dtype without boundary states")

@@ -187,14 +187,15 @@ static cl::opt<bool> chunkExchangePads(
     "chunk-exchange-pads",
     cl::desc("NVIDIA: the gradient's chunk grid pads the rows of its layout "
              "conversions' shared regions by what bank conflicts counted on "
-             "the host say (0 to 8 elements), not by one"),
-    cl::init(false), cl::cat(compileCategory));
+             "the host say (0 to 8 elements), not by one (the default; =false: "
+             "by one)"),
+    cl::init(true), cl::cat(compileCategory));
 static cl::opt<bool> chunkStageSeeds(
     "chunk-stage-seeds",
     cl::desc("NVIDIA: the gradient's chunk grid copies its seeds by cp.async "
              "into shared memory when it starts (in flight while the forward "
-             "is recomputed)"),
-    cl::init(false), cl::cat(compileCategory));
+             "is recomputed; the default; =false: loaded at their use)"),
+    cl::init(true), cl::cat(compileCategory));
 static cl::opt<bool> chunkTf32(
     "chunk-tf32",
     cl::desc("NVIDIA: the gradient's chunk grid's f32 products as one TF32 "

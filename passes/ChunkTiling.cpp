@@ -2123,10 +2123,13 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                             group, /*allowHalf=*/false);
 
     // 2. The reverse scan. dS after every chunk goes to `dStates` ([NS, NT,
-    // HV, K, V] f32, K-major whatever the states' layout).
+    // HV, V, K] f32, V-major whatever the states' layout: the NVIDIA lane
+    // programs' state registers hold pairs of consecutive keys, stored as
+    // one 8-byte vector, whole 32-byte sectors a warp, where K-major rows
+    // took one 4-byte store an element, half sectors).
     Value dStates = tb.emptyOfType(
         RankedTensorType::get({staticOr(keptSeqs), staticOr(keptChunks),
-                               staticOr(hv), kd, vd},
+                               staticOr(hv), vd, kd},
                               f32),
         {keptSeqs, keptChunks, hv, {}, {}});
     SmallVector<Value> scanOuts = {dStates};
@@ -2167,13 +2170,13 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                       ? stateAt(tb, op.getDFinalState(), vMajor, {n, head},
                                 vCol)
                       : tb.filled({kd, vb}, 0.0);
-      SmallVector<OpFoldResult> rOffsets = {n, zero, head, zero, vCol};
+      SmallVector<OpFoldResult> rOffsets = {n, zero, head, vCol, zero};
       SmallVector<OpFoldResult> rSizes = {unit, keptChunks, unit,
-                                          b.getIndexAttr(kd),
-                                          b.getIndexAttr(vb)};
+                                          b.getIndexAttr(vb),
+                                          b.getIndexAttr(kd)};
       SmallVector<OpFoldResult> strides5(5, b.getIndexAttr(1));
       Value region = tensor::ExtractSliceOp::create(
-          b, RankedTensorType::get({staticOr(keptChunks), kd, vb}, f32),
+          b, RankedTensorType::get({staticOr(keptChunks), vb, kd}, f32),
           shared[0], rOffsets, rSizes, strides5);
       // The sequence's rows of dV_new at this V block.
       SmallVector<OpFoldResult> uOffsets = {where.row, where.start, head,
@@ -2195,12 +2198,12 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
             Value t0 = arith::AddIOp::create(ib, where.start, local);
             Value valid = validRows(ib, cIdx, where.length, local);
             Value recorded = tensor::InsertSliceOp::create(
-                ib, it[0], it[1],
+                ib, itb.transpose(it[0]), it[1],
                 ArrayRef<OpFoldResult>{ch, ib.getIndexAttr(0),
                                        ib.getIndexAttr(0)},
                 ArrayRef<OpFoldResult>{ib.getIndexAttr(1),
-                                       ib.getIndexAttr(kd),
-                                       ib.getIndexAttr(vb)},
+                                       ib.getIndexAttr(vb),
+                                       ib.getIndexAttr(kd)},
                 SmallVector<OpFoldResult>(3, ib.getIndexAttr(1)));
             IntraChunk intra = loadIntraChunk(itb, ws, where.row, t0, head,
                                               vCol, valid, c, kd, vb);
@@ -2405,11 +2408,9 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
             intra.u = itb.load(ws.u, {row, t0, head, vCol}, {1, 3}, {c, vb},
                                valid);
             Value h = stateAt(itb, kept, vMajor, {p.n, p.chRead, head}, vCol);
-            Value dS = liveOnly(
-                itb, p.live,
-                itb.load(dStatesDone, {p.n, p.chRead, head, itb.index(0),
-                                       vCol},
-                         {3, 4}, {kd, vb}, itb.index(kd)));
+            Value dS = liveOnly(itb, p.live,
+                                stateAt(itb, dStatesDone, /*srcVMajor=*/true,
+                                        {p.n, p.chRead, head}, vCol));
             Value dO = itb.load(op.getDO(), {row, t0, head, vCol}, {1, 3},
                                 {c, vb}, valid);
             Value dVNew = itb.load(dUDone, {row, t0, head, vCol}, {1, 3},

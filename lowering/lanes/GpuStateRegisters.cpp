@@ -237,7 +237,7 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// without it), each step the tape's adjoint of emitStateStep with
   /// respect to the state, seeded with the chunk's dO rows (`dO`, read in
   /// place of U, which the adjoint does not read) and dS. dS before each
-  /// step goes to `dStates` ([N, NT, HV, K, V] f32, K-major) at the chunk;
+  /// step goes to `dStates` ([N, NT, HV, V, K] f32, V-major) at the chunk;
   /// the last one to `ht` (d_initial_state).
   bool reverse = false;
   /// The reverse scan's f32 products as one TF32 product a step (a call of
@@ -487,35 +487,32 @@ struct LaneStateProgram : kda::LaneBuilder {
                           ArrayRef<Value> S) {
     Type type = cast<MemRefType>(boundary.getType()).getElementType();
     Value zero = fromF32(f32(0.0), type);
-    for (int64_t r = 0; r < int64_t(layout.regs.size()); ++r) {
-      // V-major: a lane's registers r, r + 1 hold keys k, k + 1 of one V
-      // row (the accumulator's column pair), one 2-element store.
-      const bool pair = cfg.vMajor && r + 1 < int64_t(layout.regs.size()) &&
-                        layout.regs[r + 1][0] == layout.regs[r][0] + 1 &&
-                        layout.regs[r + 1][1] == layout.regs[r][1] &&
-                        layout.regs[r][0] % 2 == 0;
-      if (pair) {
-        Value key = tb.coordinate(layout, r, 0);
-        Value v = add(vCol, tb.coordinate(layout, r, 1));
-        SmallVector<Value> at(lead);
-        at.append({v, key});
-        Value lo = S.empty() ? zero : fromF32(S[r], type);
-        Value hi = S.empty() ? zero : fromF32(S[r + 1], type);
-        Value vec = vector::FromElementsOp::create(
-            b, VectorType::get({2}, type), ValueRange{lo, hi});
-        vector::StoreOp::create(b, vec, boundary, at);
-        ++r;
-        continue;
-      }
-      Value key = tb.coordinate(layout, r, 0);
-      Value v = add(vCol, tb.coordinate(layout, r, 1));
+    // Runs of a lane's registers consecutive along the entry's inner
+    // dimension (K when V-major: the accumulator's column pairs on NVIDIA)
+    // as one vector aligned to its size (vectorRuns keeps the run's start a
+    // multiple of its length whatever the lane; the rows are aligned,
+    // requireAlignedRows): one 8-byte store (f32) or 4-byte (bf16) a pair.
+    const int64_t inner = cfg.vMajor ? 0 : 1;
+    for (auto [r0, len] : layout.vectorRuns(inner, /*most=*/4)) {
+      Value key = tb.coordinate(layout, r0, 0);
+      Value v = add(vCol, tb.coordinate(layout, r0, 1));
       SmallVector<Value> at(lead);
       if (cfg.vMajor)
         at.append({v, key});
       else
         at.append({key, v});
-      memref::StoreOp::create(b, S.empty() ? zero : fromF32(S[r], type),
-                              boundary, at);
+      SmallVector<Value> values;
+      for (int64_t e = 0; e < len; ++e)
+        values.push_back(S.empty() ? zero : fromF32(S[r0 + e], type));
+      if (len == 1) {
+        memref::StoreOp::create(b, values[0], boundary, at);
+        continue;
+      }
+      Value vec = vector::FromElementsOp::create(
+          b, VectorType::get({len}, type), values);
+      vector::StoreOp::create(
+          b, vec, boundary, at, /*nontemporal=*/false,
+          llvm::MaybeAlign(len * type.getIntOrFloatBitWidth() / 8));
     }
   }
 
@@ -614,17 +611,25 @@ struct LaneStateProgram : kda::LaneBuilder {
   }
 
   /// The reverse scan's dS before chunk `chunkIdx`'s step (the gradient of
-  /// the state after it), into `dStates` [N, NT, HV, K, V] (K-major) at
-  /// (n, chunkIdx, head).
+  /// the state after it), into `dStates` [N, NT, HV, V, K] (V-major) at
+  /// (n, chunkIdx, head): runs of a lane's registers consecutive along K
+  /// (the accumulator's column pairs on NVIDIA) as one aligned vector.
   void storeDState(kda::LaneTileBuilder &tb, const kda::LaneLayout &layout,
                    Value chunkIdx, ArrayRef<Value> S) {
     // Split by K, every warp holds its own keys; by V, its own V rows: each
     // register is one element, stored once.
-    for (int64_t r = 0; r < int64_t(layout.regs.size()); ++r) {
-      Value key = tb.coordinate(layout, r, 0);
-      Value v = add(vCol, tb.coordinate(layout, r, 1));
-      memref::StoreOp::create(b, S[r], dStates,
-                              ValueRange{n, chunkIdx, head, key, v});
+    for (auto [r0, len] : layout.vectorRuns(/*dim=*/0, /*most=*/4)) {
+      Value key = tb.coordinate(layout, r0, 0);
+      Value v = add(vCol, tb.coordinate(layout, r0, 1));
+      SmallVector<Value> at = {n, chunkIdx, head, v, key};
+      if (len == 1) {
+        memref::StoreOp::create(b, S[r0], dStates, at);
+        continue;
+      }
+      Value vec = vector::FromElementsOp::create(
+          b, VectorType::get({len}, b.getF32Type()), S.slice(r0, len));
+      vector::StoreOp::create(b, vec, dStates, at, /*nontemporal=*/false,
+                              llvm::MaybeAlign(4 * len));
     }
   }
 
@@ -1032,10 +1037,10 @@ struct LaneStateProgram : kda::LaneBuilder {
                              : SmallVector<Value>{n, chunk, head, key,
                                                   add(col, v)};
                 }) &&
-          addStaged(stateL, dStates, 1, false,
+          addStaged(stateL, dStates, 0, false,
                 [&, chunk](Value key, Value v, Value col) {
-                  return SmallVector<Value>{n, chunk, head, key,
-                                            add(col, v)};
+                  return SmallVector<Value>{n, chunk, head, add(col, v),
+                                            key};
                 }) &&
           addStaged(rowsL, dO, 1, true, rowsAt) &&
           addStaged(rowsL, seeds[5], 1, true, rowsAt);
@@ -1058,13 +1063,28 @@ struct LaneStateProgram : kda::LaneBuilder {
       const int64_t V = cfg.valueDim;
       const LaneLayout sAll = stateLayout(/*splitK=*/false, V);
       const LaneLayout uAll = rowsLayout(/*splitK=*/false, V);
+      // The whole state, a lane's runs of registers consecutive along the
+      // kept states' inner dimension as one aligned vector (V-major: the
+      // accumulator's key pairs, one 8-byte load for two 4-byte ones; the
+      // rows are aligned, requireAlignedRows).
       SmallVector<Value> sRegs;
-      for (int64_t r = 0; r < int64_t(sAll.regs.size()); ++r) {
-        Value key = tb.coordinate(sAll, r, 0), v = tb.coordinate(sAll, r, 1);
-        sRegs.push_back(toF32(memref::LoadOp::create(
-            b, keptStates,
-            cfg.vMajor ? ValueRange{n, chunkIdx, head, v, key}
-                       : ValueRange{n, chunkIdx, head, key, v})));
+      Type keptType = cast<MemRefType>(keptStates.getType()).getElementType();
+      const int64_t keptBytes = keptType.getIntOrFloatBitWidth() / 8;
+      for (auto [r0, len] : sAll.vectorRuns(cfg.vMajor ? 0 : 1, /*most=*/4)) {
+        Value key = tb.coordinate(sAll, r0, 0), v = tb.coordinate(sAll, r0, 1);
+        SmallVector<Value> at = cfg.vMajor
+                                    ? SmallVector<Value>{n, chunkIdx, head, v, key}
+                                    : SmallVector<Value>{n, chunkIdx, head, key, v};
+        if (len == 1) {
+          sRegs.push_back(
+              toF32(memref::LoadOp::create(b, keptStates, at)));
+          continue;
+        }
+        Value x = vector::LoadOp::create(
+            b, VectorType::get({len}, keptType), keptStates, at,
+            /*nontemporal=*/false, llvm::MaybeAlign(len * keptBytes));
+        for (int64_t e = 0; e < len; ++e)
+          sRegs.push_back(toF32(vector::ExtractOp::create(b, x, e)));
       }
       kda::IntraChunk whole;
       whole.w = intra.w;
@@ -1136,7 +1156,7 @@ struct LaneStateProgram : kda::LaneBuilder {
             cfg.vMajor ? ValueRange{n, chunkIdx, head, v, key}
                        : ValueRange{n, chunkIdx, head, key, v}));
         regs[stateRegs + r] = memref::LoadOp::create(
-            b, dStates, ValueRange{n, chunkIdx, head, key, v});
+            b, dStates, ValueRange{n, chunkIdx, head, v, key});
       }
       for (Value mem : {ws[1], dO, seeds[5]}) {
         if (mem == ws[1] && shVNew) {
@@ -1745,6 +1765,12 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
                        << why;
       return signalPassFailure();
     }
+    // The kept states are read as aligned vectors (phase one's key pairs)
+    // and, with dO, by 16-byte cp.async copies (the staged V blocks): a
+    // caller's misaligned tensor is the runtime's clear error, not a fault.
+    kda::requireAlignedRows(func, [](StringRef name, MemRefType) {
+      return name == "chunk_states" || name == "d_o";
+    });
     func->setAttr(kda::kBlockThreadsAttr, b.getI64IntegerAttr(lp.threads()));
     func->setAttr(kda::kExplicitThreadsAttr, b.getUnitAttr());
   }
@@ -1935,6 +1961,12 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     if (lp.boundary && cfg->vMajor)
       kda::requireAlignedRows(func, [](StringRef name, MemRefType) {
         return name == "boundary_states";
+      });
+    // The reverse scan's staged dO rows are 16-byte cp.async copies: a
+    // caller's misaligned d_o is the runtime's clear error, not a fault.
+    if (reverse && lp.reverseStageDO)
+      kda::requireAlignedRows(func, [](StringRef name, MemRefType) {
+        return name == "d_o";
       });
     if (std::string why = lp.emit(ivs); !why.empty()) {
       func.emitError() << "kda-gpu-state-registers: the state program cannot "

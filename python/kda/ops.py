@@ -886,8 +886,14 @@ def _chunk_kda_backward(opts, q, k, v, g, beta, initial_state, A_log, dt_bias, c
     dev = q.device
     if do is None:
         do = torch.zeros(B, T, HV, V, dtype=v.dtype, device=dev)
+    do = do.to(v.dtype).contiguous()
+    if do.data_ptr() % 16:
+        # Autograd's output gradient may be a view at any element offset; the
+        # gradient's kernels copy its rows 16 bytes at a time (the manifest
+        # says so, and the runtime refuses a misaligned tensor): an aligned copy.
+        do = do.clone()
     named = {"q": q.contiguous(), "k": k.contiguous(), "v": v.contiguous(),
-             "d_o": do.to(v.dtype).contiguous(), "gate": _contig(g), "beta": _contig(beta),
+             "d_o": do, "gate": _contig(g), "beta": _contig(beta),
              "initial_state": _contig(initial_state), "cu_seqlens": _contig(cu_seqlens),
              "A_log": A_log.reshape(HV).contiguous() if A_log is not None else None,
              "chunk_states": states.contiguous(),

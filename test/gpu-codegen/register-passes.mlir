@@ -52,7 +52,8 @@
 // the state program run backwards. Chunks staged by cp.async, the adjoint's
 // products on mma.sync (f32 workspaces: 3xTF32, K split over 2 warps at
 // K = 32), dS carried in registers through the chunk loop and stored into
-// the dS workspace (ws6) every chunk, as dV_new into its workspace (ws7: U's
+// the dS workspace (ws6, V-major: a lane's key pairs as one vector) every
+// chunk, as dV_new into its workspace (ws7: U's
 // seed, which the step grid reads), dh0 into d_initial_state at the end; no
 // tile program left. Given tiles by the strategy, it is left alone.
 // RUN: kda-opt %S/Inputs/reverse_kernel_small.mlir --pass-pipeline="builtin.module(func.func(kda-gpu-state-registers))" | FileCheck %s --check-prefix=REVERSE
@@ -62,7 +63,7 @@
 // REVERSE-NOT: linalg.generic
 // REVERSE: nvgpu.device_async_copy
 // REVERSE: scf.for {{.*}} iter_args(
-// REVERSE: memref.store %{{.*}}, %arg17[
+// REVERSE: vector.store %{{.*}}, %arg17[{{.*}}] {alignment = 8 : i64} : memref<?x?x?x32x32xf32>, vector<2xf32>
 // REVERSE: nvgpu.mma.sync
 // REVERSE: memref.store %{{.*}}, %arg18[
 // REVERSE: memref.store %{{.*}}, %arg19[

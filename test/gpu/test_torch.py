@@ -279,7 +279,14 @@ def part_grad(torch, kda, fla_dir=""):
               state_v_first=True)
     o, _ = kda.chunk_kda(leaves["q"], leaves["k"], leaves["v"], leaves["g"], leaves["beta"],
                          A_log=leaves["A_log"], dt_bias=leaves["dt_bias"], **kw)
-    (o.float() * do.float()).sum().backward()
+    # The output gradient as a view 2 bytes into a buffer (not 16-byte
+    # aligned, as the gradient's kernels read d_o): chunk_kda copies it.
+    buf = torch.empty(do.numel() + 1, dtype=do.dtype, device="cuda")
+    do_view = buf[1:].view(do.shape)
+    do_view.copy_(do)
+    if do_view.data_ptr() % 16 == 0:
+        problems.append("layer: the misaligned d_o view is aligned after all (the case tests nothing)")
+    o.backward(do_view)
     want = oracle.gated_delta_grad(npf(z["q"]), npf(z["k"]), npf(z["v"]), npf(z["g"]), npf(z["beta"]),
                                    None, None, npf(z["A_log"]), npf(z["dt_bias"]), do=npf(do),
                                    qk_l2norm=True, beta_activation="sigmoid", gate_activation="softplus")

@@ -969,12 +969,29 @@ void Interpreter::runOp(Frame &f, Operation &op,
     if (vt.getRank() != 1)
       return (void)fail(op, "a vector load or store of rank other than 1");
     const int64_t n = vt.getNumElements();
+    // The alignment the op claims is what the GPU instruction needs (LLVM
+    // emits one n-element access only then; a misaligned one faults):
+    // every memory starts 256-aligned, so the byte offset decides.
+    const uint64_t align =
+        (isLoad ? cast<vector::LoadOp>(op).getAlignment()
+                : cast<vector::StoreOp>(op).getAlignment())
+            .value_or(0);
     for (int64_t l : active) {
       const LaneView &v = viewOf(f, l, mem);
       std::vector<int64_t> at = indices(f, l, idx);
       int64_t flat;
       if (!address(&op, v, at, flat))
         return;
+      if (align > 1) {
+        const int64_t bytes =
+            flat * int64_t(v.memory->element.getIntOrFloatBitWidth() / 8);
+        if (bytes % int64_t(align))
+          return (void)fail(op, "a vector " + std::string(isLoad ? "load" : "store") +
+                                    " claiming " + std::to_string(align) +
+                                    "-byte alignment at byte offset " +
+                                    std::to_string(bytes) + " (thread " +
+                                    std::to_string(l) + ")");
+      }
       at.back() += n - 1;
       int64_t last;
       if (!address(&op, v, at, last))

@@ -1321,4 +1321,41 @@ TEST_F(EmulatorTest, WarpWideInstructionsNeedTheirWholeWarp) {
       << err;
 }
 
+TEST_F(EmulatorTest, VectorAccessesHoldTheAlignmentTheyClaim) {
+  // Thread t stores the pair (t, t) at out[p, 2 * (t / 2) + SHIFT .. + 1]
+  // claiming 8 bytes: at an even column it is aligned (threads 2j and 2j + 1
+  // write the same pair), at an odd one a GPU faults and the emulator says so.
+  auto program = [](int shift) {
+    std::string t = R"mlir(
+func.func @k(%out: memref<2x64xf32>) attributes {kda.explicit_threads, kda.block_threads = 64 : i64} {
+  %c2 = arith.constant 2 : index
+  %s = arith.constant SHIFT : index
+  %c62 = arith.constant 62 : index
+  scf.forall (%p) in (2) {
+    %t = gpu.thread_id x
+    %h = arith.divui %t, %c2 : index
+    %e = arith.muli %h, %c2 : index
+    %j = arith.addi %e, %s : index
+    %c = arith.minui %j, %c62 : index
+    %ti = arith.index_cast %t : index to i32
+    %tf = arith.sitofp %ti : i32 to f32
+    %v = vector.from_elements %tf, %tf : vector<2xf32>
+    vector.store %v, %out[%p, %c] {alignment = 8} : memref<2x64xf32>, vector<2xf32>
+  }
+  return
+}
+)mlir";
+    t.replace(t.find("SHIFT"), 5, std::to_string(shift));
+    return t;
+  };
+  std::vector<double> out;
+  EXPECT_EQ(run(program(0), out), "");
+  EXPECT_EQ(out[64 + 7], 7.0); // program 1, thread 7's pair at columns 6, 7
+  std::string err = run(program(1), out);
+  EXPECT_NE(err.find("a vector store claiming 8-byte alignment at byte offset 4 "
+                     "(thread 0)"),
+            std::string::npos)
+      << err;
+}
+
 } // namespace

@@ -102,7 +102,8 @@ std::unique_ptr<Pass> createGpuWindowRegistersPass();
 std::unique_ptr<Pass>
 createGpuIntraRegistersPass(int64_t threads, bool chunkTf32 = false,
                             bool chunkExchangePads = true,
-                            bool chunkStageSeeds = true);
+                            bool chunkStageSeeds = true,
+                            bool chunkExchangeSwizzle = false);
 /// One kernel per program grid of a multi-grid kernel function (the
 /// chunk-parallel schedule), recorded as a bundle entry (`kda.entries`).
 std::unique_ptr<Pass> createGpuSplitSchedulePass();
@@ -212,6 +213,13 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
                      "conflicts counted on the host say (0 to 8), not by one "
                      "(the default; false: by one)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> chunkExchangeSwizzle{
+      *this, "chunk-exchange-swizzle",
+      llvm::cl::desc("NVIDIA: with chunk-exchange-pads, the chunk grid's "
+                     "exchange rows may instead be unpadded with their "
+                     "columns permuted per row (j ^ f(i)), where that counts "
+                     "fewer bank conflicts"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> chunkStageSeeds{
       *this, "chunk-stage-seeds",
       llvm::cl::desc("NVIDIA: the gradient's chunk grid copies its seeds by "

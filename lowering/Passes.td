@@ -247,6 +247,12 @@ def KdaGpuIntraRegisters : Pass<"kda-gpu-intra-registers", "func::FuncOp"> {
            "The gradient's chunk grid: rows of its layout conversions' "
            "shared regions padded by what bank conflicts counted on the host "
            "say (0 to 8 elements), not by one (the default; false: by one)">,
+    Option<"chunkExchangeSwizzle", "chunk-exchange-swizzle", "bool",
+           /*default=*/"false",
+           "The gradient's chunk grid, with chunk-exchange-pads: unpadded "
+           "rows with their columns permuted per row (j ^ ((i >> s) m) mod "
+           "cols) compete with the paddings, taken where they count fewer "
+           "bank conflicts">,
     Option<"chunkStageSeeds", "chunk-stage-seeds", "bool",
            /*default=*/"true",
            "The gradient's chunk grid: its seeds copied by cp.async into "

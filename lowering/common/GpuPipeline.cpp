@@ -175,7 +175,8 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
     pm.nest<func::FuncOp>().addPass(
         createGpuIntraRegistersPass(options.threads, options.chunkTf32,
                                     options.chunkExchangePads,
-                                    options.chunkStageSeeds));
+                                    options.chunkStageSeeds,
+                                    options.chunkExchangeSwizzle));
   // kda-run --emulate runs the module from here (tools/kda-run/Emulator.h):
   // every kernel's program explicit, nothing of the target's yet.
   if (options.until == "lanes")

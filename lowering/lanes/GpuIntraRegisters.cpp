@@ -462,6 +462,7 @@ struct IntraProgram : kda::LaneBuilder {
     const SharedWords words =
         sharedWords(C, K, V, NW, amd(), wideExchange ? 7 : 0);
     tb.searchExchangeStrides(wideExchange);
+    tb.searchExchangeSwizzles(wideExchange && exchangeSwizzle);
     if (words.scratch)
       tb.useScratch(memref::AllocOp::create(
           b, MemRefType::get({words.scratch}, f32Type,
@@ -699,6 +700,9 @@ struct IntraProgram : kda::LaneBuilder {
   /// (LaneTileBuilder::searchExchangeStrides: the padding with the fewest
   /// bank conflicts; its conversions were a quarter of its stall samples).
   bool wideExchange = false;
+  /// With it, rows permuted per row where that counts fewer wavefronts
+  /// than any padding (kda-compile --chunk-exchange-swizzle).
+  bool exchangeSwizzle = false;
 
   void emitAdjointChunk(Value row, Value n, Value ch, Value t0,
                         Value remaining, Value head) {
@@ -823,11 +827,12 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
   using Base::Base;
   IntraRegistersPass() = default;
   IntraRegistersPass(int64_t threads, bool chunkTf32, bool exchangePads,
-                     bool stageSeeds) {
+                     bool stageSeeds, bool exchangeSwizzle) {
     this->threads = threads;
     this->chunkTf32 = chunkTf32;
     this->chunkExchangePads = exchangePads;
     this->chunkStageSeeds = stageSeeds;
+    this->chunkExchangeSwizzle = exchangeSwizzle;
   }
   void getDependentDialects(DialectRegistry &registry) const override {
     // The lane tiles' products are nvvm.mma.sync on LLVM struct types: a
@@ -869,6 +874,7 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
                       kda::MatrixUnit::MmaSync, /*emulated=*/false);
     prog.wideExchange = chunkExchangePads;
     prog.stageSeeds = chunkStageSeeds;
+    prog.exchangeSwizzle = chunkExchangeSwizzle;
     prog.bindInputs(func, abi);
     // Workspaces: the step grid's seeds, then this grid's: the dq and dk
     // partials, the dA_log and ddt_bias shares.
@@ -1150,9 +1156,11 @@ std::string mlir::kda::chunkLanesRefusal(IntraPassAttr chunkPass,
 std::unique_ptr<Pass>
 mlir::kda::createGpuIntraRegistersPass(int64_t threads, bool chunkTf32,
                                        bool chunkExchangePads,
-                                       bool chunkStageSeeds) {
+                                       bool chunkStageSeeds,
+                                       bool chunkExchangeSwizzle) {
   return std::make_unique<IntraRegistersPass>(threads, chunkTf32,
                                               chunkExchangePads,
-                                              chunkStageSeeds);
+                                              chunkStageSeeds,
+                                              chunkExchangeSwizzle);
 }
 

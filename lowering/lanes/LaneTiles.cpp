@@ -676,17 +676,26 @@ LaneTileBuilder::exchangeInWarp(const Tile &src, const LaneLayout &to) {
   int64_t stride = cols + 1;
   if (rows * stride > perWarp)
     return std::nullopt;
+  // Row i's columns may also be permuted, j -> j ^ swizzle(i) with
+  // swizzle(i) = ((i >> shift) * mult) mod cols (cols a power of two: a
+  // bijection of each row's columns), so that unpadded rows spread a
+  // lane group's rows over the banks. shift < 0: none.
+  int64_t shift = -1, mult = 0;
+  auto swizzle = [&](int64_t i, int64_t sh, int64_t m) {
+    return sh < 0 ? int64_t(0) : ((i >> sh) * m) & (cols - 1);
+  };
   if (exchangeSearch) {
     // Shared memory wavefronts of the stores (from) and loads (to) at row
-    // stride s: per register, the most distinct words any bank serves
-    // (copies of an element read or write one word).
-    auto wavefronts = [&](const LaneLayout &l, int64_t s) {
+    // stride s and swizzle (sh, m): per register, the most distinct words
+    // any bank serves (copies of an element read or write one word).
+    auto wavefronts = [&](const LaneLayout &l, int64_t s, int64_t sh,
+                          int64_t m) {
       int64_t total = 0;
       for (size_t r = 0; r < l.regs.size(); ++r) {
         std::map<int64_t, std::set<int64_t>> byBank;
         for (int64_t ln = 0; ln < l.numLanes(); ++ln) {
           LaneLayout::Coords c = l.at(r, ln, 0);
-          const int64_t word = c[0] * s + c[1];
+          const int64_t word = c[0] * s + (c[1] ^ swizzle(c[0], sh, m));
           byBank[word % 32].insert(word);
         }
         int64_t most = 1;
@@ -696,19 +705,42 @@ LaneTileBuilder::exchangeInWarp(const Tile &src, const LaneLayout &to) {
       }
       return total;
     };
-    int64_t best = wavefronts(fromL, stride) + wavefronts(toL, stride);
+    auto cost = [&](int64_t s, int64_t sh, int64_t m) {
+      return wavefronts(fromL, s, sh, m) + wavefronts(toL, s, sh, m);
+    };
+    int64_t best = cost(stride, -1, 0);
     for (int64_t s = cols; s <= cols + 8; ++s) {
       if (s == cols + 1 || rows * s > perWarp)
         continue;
-      const int64_t w = wavefronts(fromL, s) + wavefronts(toL, s);
+      const int64_t w = cost(s, -1, 0);
       if (w < best) {
         best = w;
         stride = s;
       }
     }
+    // Swizzled unpadded rows, taken only where they beat every padding.
+    if (exchangeSwizzle && llvm::isPowerOf2_64(cols) && cols > 1)
+      for (int64_t sh = 0; sh < 4; ++sh)
+        for (int64_t m = 1; m < cols; m += 2) {
+          const int64_t w = cost(cols, sh, m);
+          if (w < best) {
+            best = w;
+            stride = cols;
+            shift = sh;
+            mult = m;
+          }
+        }
   }
   auto at = [&](const LaneLayout &l, int64_t r) -> Value {
     Value i = coordinate(l, r, 0), j = coordinate(l, r, 1);
+    if (shift >= 0) {
+      Value key = arith::AndIOp::create(
+          b,
+          arith::MulIOp::create(
+              b, arith::ShRUIOp::create(b, i, index(shift)), index(mult)),
+          index(cols - 1));
+      j = arith::XOrIOp::create(b, j, key);
+    }
     Value e = arith::AddIOp::create(
         b, arith::MulIOp::create(b, i, index(stride)), j);
     return arith::AddIOp::create(

@@ -263,6 +263,11 @@ public:
   /// and the loads of each conversion, paddings 0 to 8 where the region has
   /// room) instead of by one element.
   void searchExchangeStrides(bool on) { exchangeSearch = on; }
+  /// With the search: unpadded rows whose columns are permuted per row
+  /// (j ^ ((i >> shift) * mult) mod cols) compete with the paddings, taken
+  /// where they count fewer wavefronts (kda-compile --chunk-exchange-swizzle:
+  /// its index arithmetic costs the chunk program registers).
+  void searchExchangeSwizzles(bool on) { exchangeSwizzle = on; }
 
   /// Shared memory where park() holds tiles through a long stretch of
   /// other work (a static 1-D f32 workgroup buffer). A 2-D tile without
@@ -436,6 +441,7 @@ private:
   Value exchange;
   bool columnSplits = false;
   bool exchangeSearch = false;
+  bool exchangeSwizzle = false;
   bool sharedTransposed = false;
   /// A product on AMD's units (unitProduct), transposed where
   /// transposeSharedProducts asks.

@@ -190,6 +190,13 @@ static cl::opt<bool> chunkExchangePads(
              "the host say (0 to 8 elements), not by one (the default; =false: "
              "by one)"),
     cl::init(true), cl::cat(compileCategory));
+static cl::opt<bool> chunkExchangeSwizzle(
+    "chunk-exchange-swizzle",
+    cl::desc("NVIDIA: with --chunk-exchange-pads, the chunk grid's exchange "
+             "rows may instead be unpadded with their columns permuted per "
+             "row, where that counts fewer bank conflicts (its index "
+             "arithmetic costs registers)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> chunkStageSeeds(
     "chunk-stage-seeds",
     cl::desc("NVIDIA: the gradient's chunk grid copies its seeds by cp.async "
@@ -774,6 +781,7 @@ int main(int argc, char **argv) {
     options.chunkTf32 = chunkTf32;
     options.chunkExchangePads = chunkExchangePads;
     options.chunkStageSeeds = chunkStageSeeds;
+    options.chunkExchangeSwizzle = chunkExchangeSwizzle;
     options.stepPrefetch = stepPrefetch;
     options.stepThreads = stepThreads;
     options.stepScatterSums = stepScatterSums;

@@ -485,34 +485,21 @@ struct LaneStateProgram : kda::LaneBuilder {
   void storeBoundaryEntry(kda::LaneTileBuilder &tb,
                           const kda::LaneLayout &layout, ArrayRef<Value> lead,
                           ArrayRef<Value> S) {
-    Type type = cast<MemRefType>(boundary.getType()).getElementType();
-    Value zero = fromF32(f32(0.0), type);
     // Runs of a lane's registers consecutive along the entry's inner
     // dimension (K when V-major: the accumulator's column pairs on NVIDIA)
-    // as one vector aligned to its size (vectorRuns keeps the run's start a
-    // multiple of its length whatever the lane; the rows are aligned,
-    // requireAlignedRows): one 8-byte store (f32) or 4-byte (bf16) a pair.
+    // as one row vector (vectorRuns keeps the run's start a multiple of its
+    // length whatever the lane; the rows are aligned, requireAlignedRows):
+    // one 8-byte store (f32) or 4-byte (bf16) a pair.
     const int64_t inner = cfg.vMajor ? 0 : 1;
     for (auto [r0, len] : layout.vectorRuns(inner, /*most=*/4)) {
       Value key = tb.coordinate(layout, r0, 0);
       Value v = add(vCol, tb.coordinate(layout, r0, 1));
-      SmallVector<Value> at(lead);
-      if (cfg.vMajor)
-        at.append({v, key});
-      else
-        at.append({key, v});
-      SmallVector<Value> values;
-      for (int64_t e = 0; e < len; ++e)
-        values.push_back(S.empty() ? zero : fromF32(S[r0 + e], type));
-      if (len == 1) {
-        memref::StoreOp::create(b, values[0], boundary, at);
-        continue;
-      }
-      Value vec = vector::FromElementsOp::create(
-          b, VectorType::get({len}, type), values);
-      vector::StoreOp::create(
-          b, vec, boundary, at, /*nontemporal=*/false,
-          llvm::MaybeAlign(len * type.getIntOrFloatBitWidth() / 8));
+      SmallVector<Value> prefix(lead);
+      prefix.push_back(cfg.vMajor ? v : key);
+      kda::storeRowFromF32(b, b.getLoc(), boundary, prefix,
+                           cfg.vMajor ? key : v,
+                           S.empty() ? SmallVector<Value>(len, f32(0.0))
+                                     : SmallVector<Value>(S.slice(r0, len)));
     }
   }
 
@@ -621,15 +608,8 @@ struct LaneStateProgram : kda::LaneBuilder {
     for (auto [r0, len] : layout.vectorRuns(/*dim=*/0, /*most=*/4)) {
       Value key = tb.coordinate(layout, r0, 0);
       Value v = add(vCol, tb.coordinate(layout, r0, 1));
-      SmallVector<Value> at = {n, chunkIdx, head, v, key};
-      if (len == 1) {
-        memref::StoreOp::create(b, S[r0], dStates, at);
-        continue;
-      }
-      Value vec = vector::FromElementsOp::create(
-          b, VectorType::get({len}, b.getF32Type()), S.slice(r0, len));
-      vector::StoreOp::create(b, vec, dStates, at, /*nontemporal=*/false,
-                              llvm::MaybeAlign(4 * len));
+      kda::storeRowFromF32(b, b.getLoc(), dStates, {n, chunkIdx, head, v},
+                           key, S.slice(r0, len));
     }
   }
 
@@ -1068,23 +1048,12 @@ struct LaneStateProgram : kda::LaneBuilder {
       // accumulator's key pairs, one 8-byte load for two 4-byte ones; the
       // rows are aligned, requireAlignedRows).
       SmallVector<Value> sRegs;
-      Type keptType = cast<MemRefType>(keptStates.getType()).getElementType();
-      const int64_t keptBytes = keptType.getIntOrFloatBitWidth() / 8;
       for (auto [r0, len] : sAll.vectorRuns(cfg.vMajor ? 0 : 1, /*most=*/4)) {
         Value key = tb.coordinate(sAll, r0, 0), v = tb.coordinate(sAll, r0, 1);
-        SmallVector<Value> at = cfg.vMajor
-                                    ? SmallVector<Value>{n, chunkIdx, head, v, key}
-                                    : SmallVector<Value>{n, chunkIdx, head, key, v};
-        if (len == 1) {
-          sRegs.push_back(
-              toF32(memref::LoadOp::create(b, keptStates, at)));
-          continue;
-        }
-        Value x = vector::LoadOp::create(
-            b, VectorType::get({len}, keptType), keptStates, at,
-            /*nontemporal=*/false, llvm::MaybeAlign(len * keptBytes));
-        for (int64_t e = 0; e < len; ++e)
-          sRegs.push_back(toF32(vector::ExtractOp::create(b, x, e)));
+        llvm::append_range(
+            sRegs, kda::loadRowAsF32(b, b.getLoc(), keptStates,
+                                     {n, chunkIdx, head, cfg.vMajor ? v : key},
+                                     cfg.vMajor ? key : v, len));
       }
       kda::IntraChunk whole;
       whole.w = intra.w;

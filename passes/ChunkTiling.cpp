@@ -2317,6 +2317,21 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       idxDt = chunkOuts.size();
       chunkOuts.push_back(shares(dtLen));
     }
+    // dq and dk in place, in their result types, where every q / k head has
+    // one value head (no GVA: group 1, known only at run time): the chunk
+    // grid writes their rows there and the partials' none, and the sums
+    // below then write nothing (their rows count zero). With GVA the chunk
+    // grid writes the partials and these none. (The sums of one value head
+    // were a copy of 2 x [B, T, H, K] f32: 0.23 ms of 6.1 at T = 8192
+    // H = 32 on the H100, bench/RESULTS.md, thirty-sixth session.)
+    Value oneHead = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, group,
+                                          one);
+    const int idxDirect = chunkOuts.size();
+    for (int which = 0; which < 2; ++which)
+      chunkOuts.push_back(tb.emptyOfType(
+          RankedTensorType::get({dimOf(q, 0), dimOf(q, 1), dimOf(q, 2), kd},
+                                resultElementType(op, which)),
+          {sizeOf(b, q, 0), sizeOf(b, q, 1), sizeOf(b, q, 2), {}}));
     Value maxChunks = arith::CeilDivUIOp::create(b, sequences.tokens(), cIdx);
     // A program (sequence, chunk, value head) of the step and chunk grids:
     // its rows, and its slot among the kept states' chunks.
@@ -2550,10 +2565,17 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       SmallVector<std::tuple<Value, SmallVector<OpFoldResult>,
                              SmallVector<OpFoldResult>>>
           writes;
+      // dq's and dk's rows go to the partials or in place (see oneHead).
+      // (As min(valid, C or 0): the tile lowering bounds a min's size.)
+      Value partialRows = arith::MinUIOp::create(
+          b, valid, arith::SelectOp::create(b, oneHead, zero, cIdx));
+      Value directRows = arith::MinUIOp::create(
+          b, valid, arith::SelectOp::create(b, oneHead, cIdx, zero));
       for (auto [k, out] : llvm::enumerate(rowOuts)) {
         int64_t width = out.second;
         SmallVector<OpFoldResult> offsets = {row, t0, head};
-        SmallVector<OpFoldResult> sizes = {unit, valid, unit};
+        SmallVector<OpFoldResult> sizes = {unit, k < 2 ? partialRows : valid,
+                                           unit};
         if (k < 2) { // dq, dk: the unit V-block dimension
           offsets.push_back(z);
           sizes.push_back(unit);
@@ -2571,9 +2593,10 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
         Value regionT = tensor::ExtractSliceOp::create(
             b, type, shared[k], offsets, sizes,
             SmallVector<OpFoldResult>(offsets.size(), b.getIndexAttr(1)));
+        Value rows = k < 2 ? partialRows : valid;
         Value stored =
-            width >= 0 ? tb.store(rowGrads[k], regionT, {z, z}, {0, 1}, valid)
-                       : tb.store(rowGrads[k], regionT, {z}, {0}, valid);
+            width >= 0 ? tb.store(rowGrads[k], regionT, {z, z}, {0, 1}, rows)
+                       : tb.store(rowGrads[k], regionT, {z}, {0}, rows);
         writes.push_back({stored, offsets, sizes});
       }
       auto slotWrite = [&](int idx, Value share, int64_t len) {
@@ -2595,6 +2618,20 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
         slotWrite(idxALog, dALog, 1);
       if (idxDt >= 0)
         slotWrite(idxDt, dDt, dtLen);
+      for (int which = 0; which < 2; ++which) {
+        SmallVector<OpFoldResult> offsets = {row, t0, qkHead, z};
+        SmallVector<OpFoldResult> sizes = {unit, directRows, unit,
+                                           b.getIndexAttr(kd)};
+        Value regionT = tensor::ExtractSliceOp::create(
+            b,
+            RankedTensorType::get({ShapedType::kDynamic, kd},
+                                  resultElementType(op, which)),
+            shared[idxDirect + which], offsets, sizes,
+            SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+        writes.push_back({tb.store(rowGrads[which], regionT, {z, z}, {0, 1},
+                                   directRows),
+                          offsets, sizes});
+      }
       b.setInsertionPointToStart(chunkGrid.getTerminator().getBody());
       for (auto [k, w] : llvm::enumerate(writes)) {
         auto &[stored, offsets, sizes] = w;
@@ -2613,7 +2650,9 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     for (int which = 0; which < 2; ++which)
       results.push_back(sumGroups(b, chunkGrid.getResult(which), q,
                                   sizeOf(b, q, 2), group, 1, c,
-                                  resultElementType(op, which)));
+                                  resultElementType(op, which),
+                                  chunkGrid.getResult(idxDirect + which),
+                                  oneHead));
     results.push_back(chunkGrid.getResult(2));
     if (idxGate >= 0)
       results.push_back(chunkGrid.getResult(idxGate));
@@ -2725,9 +2764,12 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
   /// gives B and T). Every program is independent: a grid over (row, head)
   /// walking its chunks in turn ran 32 programs for T = 8192 H = 32 and took
   /// 3.5 ms per result on the H200 (bench/RESULTS.md, twenty-third session).
+  /// With `into` (and `skip`), the sums write into it, and nothing where
+  /// `skip` holds (a run-time i1: their rows count zero; `into` has them).
   static Value sumGroups(ImplicitLocOpBuilder &b, Value partials, Value like,
                          OpFoldResult heads, Value group, int64_t blocks,
-                         int64_t c, Type elementType) {
+                         int64_t c, Type elementType, Value into = {},
+                         Value skip = {}) {
     TensorTileBuilder tb(b);
     auto pType = cast<RankedTensorType>(partials.getType());
     const bool columns = pType.getRank() == 5;
@@ -2742,7 +2784,9 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       shape.push_back(width);
       sizes.push_back({});
     }
-    Value out = tb.emptyOfType(RankedTensorType::get(shape, elementType), sizes);
+    Value out = into ? into
+                     : tb.emptyOfType(RankedTensorType::get(shape, elementType),
+                                      sizes);
     Value tokens = tensor::DimOp::create(b, like, 1);
     Value cIdx = tb.index(c);
     Value chunks = arith::CeilDivUIOp::create(b, tokens, cIdx);
@@ -2757,6 +2801,9 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     Value z = gb.index(0);
     Value local = arith::MulIOp::create(b, ch, cIdx);
     Value valid = validRows(b, cIdx, tokens, local);
+    if (skip) // (min(valid, 0 or c): the tile lowering bounds a min's size)
+      valid = arith::MinUIOp::create(
+          b, valid, arith::SelectOp::create(b, skip, z, cIdx));
     SmallVector<int64_t> tile = {c};
     if (columns)
       tile.push_back(width);

@@ -166,6 +166,31 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
       if (r)
         returned.insert(r);
     }
+    // A result that a later grid's output starts from, where that later
+    // grid writes one of the function's results from it (the gradient's dq
+    // without GVA: the chunk grid writes its rows in place and the sums
+    // none): both kernels write that result's buffer, the earlier first.
+    // chained: the earlier grid's result -> the function's result index.
+    llvm::DenseMap<Value, unsigned> chained;
+    for (auto [gj, constG] : llvm::enumerate(grids)) {
+      scf::ForallOp g = constG;
+      for (unsigned j : writes[gj]) {
+        OpResult r = gridResultOf(ret.getOperand(j));
+        if (!r || r.getOwner() != g.getOperation())
+          continue;
+        Value init = g.getOutputs()[r.getResultNumber()];
+        while (auto cast = init.getDefiningOp<tensor::CastOp>())
+          init = cast.getSource();
+        auto earlier = init.getDefiningOp<scf::ForallOp>();
+        auto it = earlier ? llvm::find(grids, earlier) : grids.end();
+        if (it == grids.end() || size_t(it - grids.begin()) >= gj ||
+            !init.hasOneUse())
+          continue;
+        chained[init] = j;
+        writes[it - grids.begin()].push_back(j);
+        returned.insert(init);
+      }
+    }
     llvm::DenseMap<Value, std::pair<StringAttr, DictionaryAttr>> workspaces;
     SmallVector<Attribute> workspaceList;
     SmallVector<SmallVector<Value>> gridWorkspaces(grids.size());
@@ -212,9 +237,16 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
       llvm::SetVector<Operation *> needed;
       llvm::SetVector<Value> reads;
       SmallVector<Operation *> worklist = {grid};
+      // The earlier grid's own result where it writes a chained one.
+      auto writtenBy = [&](unsigned j) -> Value {
+        for (auto [v, k] : chained)
+          if (k == j && v.getDefiningOp() == grid.getOperation())
+            return v;
+        return ret.getOperand(j);
+      };
       // The ops between the grid and the results it writes (casts).
       for (unsigned j : writes[i])
-        if (Operation *def = ret.getOperand(j).getDefiningOp();
+        if (Operation *def = writtenBy(j).getDefiningOp();
             def && def != grid.getOperation() && def->getBlock() == &body)
           worklist.push_back(def);
       for (Operation *op : llvm::drop_begin(worklist))
@@ -232,6 +264,8 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
             continue; // a function argument (or defined inside `op`)
           if (auto other = dyn_cast<scf::ForallOp>(def)) {
             if (other != grid) {
+              if (chained.count(v))
+                continue; // this kernel's destination (mapped below)
               if (!workspaces.count(v)) {
                 bad = true;
                 continue;
@@ -323,8 +357,14 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
       for (Value r : reads)
         map.map(r, entry->getArgument(next++));
       next += gridWorkspaces[i].size(); // the destinations of workspaces
-      for (unsigned j : writes[i])
-        map.map(f.getArgument(firstDest + j), entry->getArgument(next++));
+      for (unsigned j : writes[i]) {
+        BlockArgument dest = entry->getArgument(next++);
+        map.map(f.getArgument(firstDest + j), dest);
+        // A later grid of a chained result starts from the destination.
+        for (auto [v, k] : chained)
+          if (k == j && v.getDefiningOp() != grid.getOperation())
+            map.map(v, dest);
+      }
       OpBuilder kb = OpBuilder::atBlockEnd(entry);
       for (Operation &op : body) {
         if (&op == grid.getOperation() || needed.contains(&op))
@@ -333,8 +373,13 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
       SmallVector<Value> results;
       for (Value r : gridWorkspaces[i])
         results.push_back(map.lookup(r));
-      for (unsigned j : writes[i])
-        results.push_back(map.lookupOrDefault(ret.getOperand(j)));
+      for (auto [at, j] : llvm::enumerate(writes[i])) {
+        Value r = map.lookupOrDefault(writtenBy(j));
+        Type want = resultTypes[gridWorkspaces[i].size() + at];
+        if (r.getType() != want)
+          r = tensor::CastOp::create(kb, f.getLoc(), want, r);
+        results.push_back(r);
+      }
       func::ReturnOp::create(kb, f.getLoc(), results);
       mb.setInsertionPointAfter(kernel);
       kernels.push_back(kernel);
@@ -375,8 +420,10 @@ struct SplitSchedulePass : kda::impl::KdaGpuSplitScheduleBase<SplitSchedulePass>
         args.push_back(tensor::EmptyOp::create(sb, f.getLoc(),
                                                empty.getType(), sizes));
       }
+      // (A chained result's later kernel takes what the earlier wrote.)
       for (unsigned j : writes[i])
-        args.push_back(schedule->getArgument(firstDest + j));
+        args.push_back(finalResults[j] ? finalResults[j]
+                                       : schedule->getArgument(firstDest + j));
       auto call = func::CallOp::create(sb, f.getLoc(), kernels[i], args);
       unsigned c = 0;
       for (Value r : gridWorkspaces[i])

@@ -587,6 +587,8 @@ struct IntraProgram : kda::LaneBuilder {
   // the chunk's gradients out.
   Value seeds[6]; // dW, d(Gamma Q), d(decayed k), dP, d(exp(g_last)), dU
   Value dqPart, dkPart, dV, dGate, dBeta, dALogShares, dDtShares;
+  // dq and dk themselves (written here where q, k and v have as many heads).
+  Value dQ, dK;
 
   /// A [C, D] seed of workspace `mem` ([B, T, HV, D], the step grid's) in
   /// `layout` (the forward value's it seeds): rows below cr.valid of
@@ -791,8 +793,27 @@ struct IntraProgram : kda::LaneBuilder {
     auto partialRow = [&](Value i) {
       return SmallVector<Value>{row, add(t0, i), head, zero};
     };
-    storeRows(tb, (*grads)[0], dqPart, partialRow, valid);
-    storeRows(tb, (*grads)[1], dkPart, partialRow, valid);
+    // dq and dk in place where every q / k head has one value head (the
+    // sums then write nothing: ChunkTiling's oneHead), else as partials.
+    auto inPlace = [&](Value i) {
+      return SmallVector<Value>{row, add(t0, i), cr.qkHead};
+    };
+    Value oneHead = arith::CmpIOp::create(
+        b, arith::CmpIPredicate::eq, memref::DimOp::create(b, q, 2),
+        memref::DimOp::create(b, v, 2));
+    if (!dqPart) { // (as many heads, known when compiled)
+      storeRows(tb, (*grads)[0], dQ, inPlace, valid);
+      storeRows(tb, (*grads)[1], dK, inPlace, valid);
+    } else {
+      auto split = scf::IfOp::create(b, oneHead, /*withElse=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(split.thenBlock());
+      storeRows(tb, (*grads)[0], dQ, inPlace, valid);
+      storeRows(tb, (*grads)[1], dK, inPlace, valid);
+      b.setInsertionPointToStart(split.elseBlock());
+      storeRows(tb, (*grads)[0], dqPart, partialRow, valid);
+      storeRows(tb, (*grads)[1], dkPart, partialRow, valid);
+    }
     storeRows(tb, (*grads)[2], dV, tokenRow, valid);
     if (gGate) // (channel-wise: chunkLanesRefusal takes head-wise gates)
       storeRows(tb, gGate, dGate, tokenRow, valid);
@@ -881,23 +902,30 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     const bool delta = llvm::is_contained(cfg->roles, "w");
     const bool decays = llvm::is_contained(cfg->roles, "g");
     int64_t next = kda::seedWorkspaces(func, abi, cfg->roles, prog.seeds);
-    prog.dqPart = byName("ws" + std::to_string(next++));
-    prog.dkPart = byName("ws" + std::to_string(next++));
+    // (No partials where the sums were known to write nothing: q, k and v
+    // with as many heads statically, ChunkTiling's oneHead folded.)
+    auto rankOf = [](Value v) {
+      return v ? cast<MemRefType>(v.getType()).getRank() : -1;
+    };
+    if (rankOf(byName("ws" + std::to_string(next))) == 5) {
+      prog.dqPart = byName("ws" + std::to_string(next++));
+      prog.dkPart = byName("ws" + std::to_string(next++));
+    }
     if (prog.aLog)
       prog.dALogShares = byName("ws" + std::to_string(next++));
     if (prog.dtBias)
       prog.dDtShares = byName("ws" + std::to_string(next++));
+    prog.dQ = byName("d_q");
+    prog.dK = byName("d_k");
     prog.dV = byName("d_v");
     prog.dGate = byName("d_gate");
     prog.dBeta = byName("d_beta");
-    auto rankOf = [](Value v) {
-      return v ? cast<MemRefType>(v.getType()).getRank() : -1;
-    };
     if (!prog.q || !prog.k || !prog.v || !prog.seeds[1] || !prog.seeds[2] ||
         !prog.seeds[3] || !prog.seeds[5] || (delta && !prog.seeds[0]) ||
         (decays && (!prog.seeds[4] || !prog.gate || !prog.dGate)) ||
         (cfg->beta && (!prog.beta || !prog.dBeta)) || !prog.dV ||
-        rankOf(prog.dqPart) != 5 || rankOf(prog.dkPart) != 5 ||
+        !prog.dQ || !prog.dK ||
+        (prog.dqPart && rankOf(prog.dkPart) != 5) ||
         (prog.aLog && rankOf(prog.dALogShares) != 4) ||
         (prog.dtBias && rankOf(prog.dDtShares) != 4)) {
       func.emitError("kda-gpu-intra-registers: the gradient's chunk kernel "

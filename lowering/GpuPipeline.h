@@ -213,6 +213,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
                      "conflicts counted on the host say (0 to 8), not by one "
                      "(the default; false: by one)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> reverseDStatesBf16{
+      *this, "reverse-ds-bf16",
+      llvm::cl::desc("the gradient's reverse scan records dS after every "
+                     "chunk in bf16, which the step grid reads (half the "
+                     "bytes; default false: f32)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> chunkExchangeSwizzle{
       *this, "chunk-exchange-swizzle",
       llvm::cl::desc("NVIDIA: with chunk-exchange-pads, the chunk grid's "

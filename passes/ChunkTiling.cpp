@@ -1671,9 +1671,11 @@ ChunkInputs gradChunkInputs(TensorTileBuilder &lb, TileBuilder &on,
 
 struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
   TileGatedDeltaGrad(MLIRContext *ctx, int64_t chunk, int64_t subChunk,
-                     int64_t vBlock, bool recomputeStates)
+                     int64_t vBlock, bool recomputeStates,
+                     bool dStatesBf16)
       : OpRewritePattern(ctx), chunk(chunk), subChunk(subChunk),
-        vBlock(vBlock), recomputeStates(recomputeStates) {}
+        vBlock(vBlock), recomputeStates(recomputeStates),
+        dStatesBf16(dStatesBf16) {}
 
   LogicalResult matchAndRewrite(GatedDeltaGradOp op,
                                 PatternRewriter &rewriter) const override {
@@ -2127,10 +2129,18 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     // programs' state registers hold pairs of consecutive keys, stored as
     // one 8-byte vector, whole 32-byte sectors a warp, where K-major rows
     // took one 4-byte store an element, half sectors).
+    // (bf16 with kda-tile-chunks' gradient-d-states-bf16 where q is 16-bit,
+    // FLA's record of dh; an fp32 call keeps its 1e-4 bars with f32. The
+    // readers convert to f32.)
+    Type dStatesElement =
+        dStatesBf16 && cast<ShapedType>(q.getType()).getElementTypeBitWidth() ==
+                           16
+            ? Type(b.getBF16Type())
+            : f32;
     Value dStates = tb.emptyOfType(
         RankedTensorType::get({staticOr(keptSeqs), staticOr(keptChunks),
                                staticOr(hv), vd, kd},
-                              f32),
+                              dStatesElement),
         {keptSeqs, keptChunks, hv, {}, {}});
     SmallVector<Value> scanOuts = {dStates};
     if (Value h0 = op.getInitialState()) {
@@ -2176,7 +2186,9 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                           b.getIndexAttr(kd)};
       SmallVector<OpFoldResult> strides5(5, b.getIndexAttr(1));
       Value region = tensor::ExtractSliceOp::create(
-          b, RankedTensorType::get({staticOr(keptChunks), vb, kd}, f32),
+          b,
+          RankedTensorType::get({staticOr(keptChunks), vb, kd},
+                                dStatesElement),
           shared[0], rOffsets, rSizes, strides5);
       // The sequence's rows of dV_new at this V block.
       SmallVector<OpFoldResult> uOffsets = {where.row, where.start, head,
@@ -2198,7 +2210,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
             Value t0 = arith::AddIOp::create(ib, where.start, local);
             Value valid = validRows(ib, cIdx, where.length, local);
             Value recorded = tensor::InsertSliceOp::create(
-                ib, itb.transpose(it[0]), it[1],
+                ib, itb.convert(itb.transpose(it[0]), dStatesElement), it[1],
                 ArrayRef<OpFoldResult>{ch, ib.getIndexAttr(0),
                                        ib.getIndexAttr(0)},
                 ArrayRef<OpFoldResult>{ib.getIndexAttr(1),
@@ -2967,6 +2979,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
 
   int64_t chunk, subChunk, vBlock;
   bool recomputeStates;
+  bool dStatesBf16;
 };
 
 struct KdaTileChunksPass
@@ -3124,7 +3137,7 @@ struct KdaTileChunksPass
     patterns.add<TileGatedDeltaGrad>(
         &getContext(), chunk, subChunk,
         vBlockGradient > 0 ? int64_t(vBlockGradient) : int64_t(vBlock),
-        gradientStates == "recompute");
+        gradientStates == "recompute", gradientDStatesBf16);
     patterns.add<TileWindowAttention>(&getContext(), chunk);
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);

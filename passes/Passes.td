@@ -65,6 +65,12 @@ def KdaTileChunks : Pass<"kda-tile-chunks", "func::FuncOp"> {
            "own: the CPU) or 'required' (refused with an error: GPU "
            "programs have no such buffer, the forward's boundary states are "
            "passed instead)">,
+    Option<"gradientDStatesBf16", "gradient-d-states-bf16", "bool",
+           /*default=*/"false",
+           "kda.gated_delta_grad's reverse scan records dS after every chunk "
+           "in bf16 (f32 by default): half the bytes the scan stores and the "
+           "step grid reads (a GB at T = 8192, H = 32, K = V = 128); sums "
+           "and products stay f32">,
     Option<"subChunkSteps", "sub-chunk-steps", "bool", /*default=*/"false",
            "chunk-parallel only: an op whose chunk holds several sub-chunks "
            "of 16 tokens is tiled at the sub-chunk. The state pass then "

@@ -94,6 +94,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   tiling.subChunkSteps = options.tensorCores && options.intraRegisters &&
                          options.stateRegisters &&
                          options.schedule == "chunk-parallel";
+  tiling.gradientDStatesBf16 = options.reverseDStatesBf16;
   pm.nest<func::FuncOp>().addPass(createKdaTileChunks(tiling));
   pm.nest<func::FuncOp>().addPass(createGpuFuseTilesPass());
   pm.addPass(createGridPreservingCanonicalizer());

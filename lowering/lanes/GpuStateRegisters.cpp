@@ -1124,8 +1124,8 @@ struct LaneStateProgram : kda::LaneBuilder {
             b, keptStates,
             cfg.vMajor ? ValueRange{n, chunkIdx, head, v, key}
                        : ValueRange{n, chunkIdx, head, key, v}));
-        regs[stateRegs + r] = memref::LoadOp::create(
-            b, dStates, ValueRange{n, chunkIdx, head, v, key});
+        regs[stateRegs + r] = toF32(memref::LoadOp::create(
+            b, dStates, ValueRange{n, chunkIdx, head, v, key}));
       }
       for (Value mem : {ws[1], dO, seeds[5]}) {
         if (mem == ws[1] && shVNew) {

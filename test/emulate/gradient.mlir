@@ -77,6 +77,11 @@
 // The exchange rows permuted per row where that counts fewer bank conflicts
 // than any padding (a knob, not measured yet):
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 chunk-exchange-swizzle=true" | FileCheck %s --check-prefix=KIMI
+// --reverse-ds-bf16 (off): the reverse scan records dS in bf16 where q is
+// 16-bit (FLA's record of dh), which the step grid reads, staged or not; the
+// fp32 call keeps f32.
+// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 reverse-ds-bf16=true" | FileCheck %s --check-prefix=KIMI
+// RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 reverse-ds-bf16=true step-stages=0" | FileCheck %s --check-prefix=VARLEN
 // RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 chunk-exchange-swizzle=true" | FileCheck %s --check-prefix=VARLEN
 // VARLEN: ran 10 kernels
 // VARLEN-COUNT-8: bar=5e-03 ok

@@ -190,6 +190,11 @@ static cl::opt<bool> chunkExchangePads(
              "the host say (0 to 8 elements), not by one (the default; =false: "
              "by one)"),
     cl::init(true), cl::cat(compileCategory));
+static cl::opt<bool> reverseDStatesBf16(
+    "reverse-ds-bf16",
+    cl::desc("the gradient's reverse scan records dS after every chunk in "
+             "bf16, which the step grid reads (half the bytes; default: f32)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> chunkExchangeSwizzle(
     "chunk-exchange-swizzle",
     cl::desc("NVIDIA: with --chunk-exchange-pads, the chunk grid's exchange "
@@ -782,6 +787,7 @@ int main(int argc, char **argv) {
     options.chunkExchangePads = chunkExchangePads;
     options.chunkStageSeeds = chunkStageSeeds;
     options.chunkExchangeSwizzle = chunkExchangeSwizzle;
+    options.reverseDStatesBf16 = reverseDStatesBf16;
     options.stepPrefetch = stepPrefetch;
     options.stepThreads = stepThreads;
     options.stepScatterSums = stepScatterSums;

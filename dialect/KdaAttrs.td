@@ -168,7 +168,13 @@ def Kda_IntraPassAttr : AttrDef<Kda_Dialect, "IntraPass"> {
     (`tile_chunk`: the op's chunk, larger when it runs as sub-chunk steps)
     with sub-chunks of `sub_chunk`, K = `key_dim`, V = `value_dim`, into the
     workspaces named in order by `workspaces` ("w", "u", "q", "k", "p",
-    "g"); `grid` holds the static extents (-1: dynamic).
+    "g"); `grid` holds the static extents (-1: dynamic). `gate_outside`
+    (the gradient's chunk grid only): the gate's activation is applied to
+    the loaded gate before the tape, and the grid writes the gradient of the
+    activated gate to an f32 workspace, which a grid of its own (`gate`)
+    takes through the activation's adjoint to the raw gate's, A_log's and
+    dt_bias's (the softplus gate's: its adjoint kept in the chunk program
+    spilled the register file).
   }];
   let parameters = (ins
     "int64_t":$chunk,
@@ -178,7 +184,8 @@ def Kda_IntraPassAttr : AttrDef<Kda_Dialect, "IntraPass"> {
     "int64_t":$value_dim,
     "::mlir::ArrayAttr":$workspaces,
     "::mlir::DenseI64ArrayAttr":$grid,
-    "::mlir::kda::PrologueAttr":$prologue
+    "::mlir::kda::PrologueAttr":$prologue,
+    DefaultValuedParameter<"bool", "false">:$gate_outside
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

@@ -81,7 +81,7 @@ LogicalResult IntraPassAttr::verify(function_ref<InFlightDiagnostic()> emitError
                                     int64_t subChunk, int64_t keyDim,
                                     int64_t valueDim, ArrayAttr workspaces,
                                     DenseI64ArrayAttr grid,
-                                    PrologueAttr prologue) {
+                                    PrologueAttr prologue, bool gateOutside) {
   if (chunk <= 0 || tileChunk < chunk || tileChunk % chunk != 0)
     return emitError() << "#kda.intra_pass: 'tile_chunk' must be a multiple "
                           "of 'chunk' ("

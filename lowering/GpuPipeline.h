@@ -213,6 +213,14 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
                      "conflicts counted on the host say (0 to 8), not by one "
                      "(the default; false: by one)"),
       llvm::cl::init(true)};
+  PassOptions::Option<bool> chunkGateOutside{
+      *this, "chunk-gate-outside",
+      llvm::cl::desc("the gradient's chunk grid applies the gate's "
+                     "activation outside its tape; a grid of its own takes "
+                     "the activated gate's gradient to d_gate, dA_log and "
+                     "ddt_bias (NVIDIA's chunk lanes then take the softplus "
+                     "gate; default false)"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> reverseDStatesBf16{
       *this, "reverse-ds-bf16",
       llvm::cl::desc("the gradient's reverse scan records dS after every "

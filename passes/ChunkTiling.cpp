@@ -742,7 +742,8 @@ struct TileGatedDelta : OpRewritePattern<GatedDeltaOp> {
             b.getDenseI64ArrayAttr(
                 {seqsStatic, chunksStatic, gridExtents[1]}),
             prologueDescription(b, config, bool(op.getGate()), channelGate,
-                                bool(op.getBeta())));
+                                bool(op.getBeta())),
+            false);
         f->setAttr(kIntraPassAttr, intra);
       }
     }
@@ -1672,10 +1673,10 @@ ChunkInputs gradChunkInputs(TensorTileBuilder &lb, TileBuilder &on,
 struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
   TileGatedDeltaGrad(MLIRContext *ctx, int64_t chunk, int64_t subChunk,
                      int64_t vBlock, bool recomputeStates,
-                     bool dStatesBf16)
+                     bool dStatesBf16, bool gateOutside)
       : OpRewritePattern(ctx), chunk(chunk), subChunk(subChunk),
         vBlock(vBlock), recomputeStates(recomputeStates),
-        dStatesBf16(dStatesBf16) {}
+        dStatesBf16(dStatesBf16), gateOutsideOption(gateOutside) {}
 
   LogicalResult matchAndRewrite(GatedDeltaGradOp op,
                                 PatternRewriter &rewriter) const override {
@@ -2306,11 +2307,23 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
         {tokens(kd, true), kd},
         {tokens(kd, true), kd},
         {tokens(vd, false, resultElementType(op, 2)), vd}};
+    // kda-tile-chunks' gradient-gate-outside (off): a channel-wise gate's
+    // activation outside the chunk grid's tape (see #kda.intra_pass's
+    // gate_outside): the chunk grid writes the gradient of the activated
+    // gate (f32), the gate grid (4b below) takes it through the activation
+    // to d_gate, dA_log's and ddt_bias's shares. (NVIDIA's chunk lanes then
+    // take the softplus gate: its program spills 1.6 KB at 255 registers
+    // either way, the decayed pairs' exact form, and the last measurement,
+    // thirtieth session, had it slower than the tiles: to be measured.)
+    const bool gateOutside =
+        gateOutsideOption && op.getGate() && channelGate &&
+        fullConfig.gateActivation != GateActivation::none;
     int idxGate = -1, idxBeta = -1;
     if (op.getGate()) {
       idxGate = rowOuts.size();
       rowOuts.push_back(
-          {tokens(channelGate ? kd : -1, false, resultElementType(op, idxGate)),
+          {tokens(channelGate ? kd : -1, false,
+                  gateOutside ? f32 : resultElementType(op, idxGate)),
            channelGate ? kd : -1});
     }
     if (op.getBeta()) {
@@ -2321,11 +2334,11 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     for (auto &[t, w] : rowOuts)
       chunkOuts.push_back(t);
     int idxALog = -1, idxDt = -1;
-    if (op.getALog()) {
+    if (op.getALog() && !gateOutside) {
       idxALog = chunkOuts.size();
       chunkOuts.push_back(shares(1));
     }
-    if (dtBiasIn) {
+    if (dtBiasIn && !gateOutside) {
       idxDt = chunkOuts.size();
       chunkOuts.push_back(shares(dtLen));
     }
@@ -2543,7 +2556,15 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       ChunkInputs ci = gradChunkInputs(
           tb, tape, op, gradGateParams(tb, op, head, channelGate, kd), row,
           t0, qkHead, head, zero, vd, valid, c, kd, channelGate, leaves);
-      IntraChunk intra = emitIntraChunk(tape, fullConfig, ci);
+      ChunkConfig tapeConfig = fullConfig;
+      if (gateOutside) {
+        // The activated gate, off the tape, is the leaf.
+        ci.gate = leaves.gate =
+            activateGateTile(tb, fullConfig, ci.gate, ci.aLog, ci.dtBias);
+        ci.aLog = ci.dtBias = leaves.aLog = leaves.dtBias = Value();
+        tapeConfig.gateActivation = GateActivation::none;
+      }
+      IntraChunk intra = emitIntraChunk(tape, tapeConfig, ci);
       SmallVector<std::pair<Value, Value>> seeds = {
           {intra.u, dU},
           {intra.qDecayed, dQDecayed},
@@ -2657,6 +2678,114 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       return failure();
     }
 
+    // 4b. The gate grid (gateOutside): per (sequence, chunk, value head)
+    // the activation's adjoint of the chunk's rows, seeded with the chunk
+    // grid's gradient of the activated gate: d_gate's rows and the chunk's
+    // shares of dA_log and ddt_bias (the chunk grid's slots otherwise).
+    Value dGateDone, aLogShares, dtShares;
+    if (gateOutside) {
+      SmallVector<Value> gateOuts = {
+          tokens(kd, false, resultElementType(op, idxGate))};
+      if (op.getALog()) {
+        idxALog = gateOuts.size();
+        gateOuts.push_back(shares(1));
+      }
+      if (dtBiasIn) {
+        idxDt = gateOuts.size();
+        gateOuts.push_back(shares(dtLen));
+      }
+      auto gateGrid = scf::ForallOp::create(
+          b, SmallVector<OpFoldResult>{numSeqs, maxChunks, hv}, gateOuts,
+          std::nullopt);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(gateGrid.getBody());
+        ChunkProgram p = programOf(gateGrid);
+        ValueRange shared = gateGrid.getRegionIterArgs();
+        Value z = zero;
+        GradGateParams gp = gradGateParams(tb, op, p.head, channelGate, kd);
+        Value raw = tb.load(op.getGate(), {p.row, p.t0, p.head, z}, {1, 3},
+                            {c, kd}, p.valid);
+        Value dAct = tb.load(chunkGrid.getResult(idxGate),
+                             {p.row, p.t0, p.head, z}, {1, 3}, {c, kd},
+                             p.valid);
+        TapeTileBuilder tape(tb);
+        Value act = activateGateTile(tape, fullConfig, raw, gp.aLog,
+                                     gp.dtBias);
+        SmallVector<Value> wrt = {raw};
+        if (gp.dtBias)
+          wrt.push_back(gp.dtBias);
+        if (gp.aLog)
+          wrt.push_back(gp.aLog);
+        FailureOr<SmallVector<Value>> g =
+            tape.emitAdjoint({{act, dAct}}, wrt, whyNot);
+        if (failed(g)) {
+          op.emitError() << "kda-tile-chunks: " << whyNot;
+          return failure();
+        }
+        SmallVector<std::tuple<Value, SmallVector<OpFoldResult>,
+                               SmallVector<OpFoldResult>>>
+            writes;
+        {
+          SmallVector<OpFoldResult> offsets = {p.row, p.t0, p.head, z};
+          SmallVector<OpFoldResult> sizes = {unit, p.valid, unit,
+                                             b.getIndexAttr(kd)};
+          Value regionT = tensor::ExtractSliceOp::create(
+              b,
+              RankedTensorType::get({ShapedType::kDynamic, kd},
+                                    resultElementType(op, idxGate)),
+              shared[0], offsets, sizes,
+              SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+          writes.push_back(
+              {tb.store((*g)[0], regionT, {z, z}, {0, 1}, p.valid), offsets,
+               sizes});
+        }
+        auto slotWrite = [&](int idx, Value share, int64_t len) {
+          SmallVector<OpFoldResult> offsets = {p.n, p.head, p.chRead, z};
+          SmallVector<OpFoldResult> sizes = {unit, unit, p.slotRows,
+                                             b.getIndexAttr(len)};
+          Value regionT = tensor::ExtractSliceOp::create(
+              b, RankedTensorType::get({ShapedType::kDynamic, len}, f32),
+              shared[idx], offsets, sizes,
+              SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+          Value asRowTile =
+              tb.map({1, len}, {perColumn(liveOnly(tb, p.live, share))},
+                     [](ImplicitLocOpBuilder &, ValueRange s, ValueRange) {
+                       return s[0];
+                     });
+          writes.push_back({tb.store(asRowTile, regionT, {z, z}, {0, 1},
+                                     p.slotRows),
+                            offsets, sizes});
+        };
+        size_t at = 1;
+        Value dDt = gp.dtBias ? (*g)[at++] : Value();
+        Value dALog = gp.aLog ? (*g)[at++] : Value();
+        if (idxALog >= 0)
+          slotWrite(idxALog, dALog, 1);
+        if (idxDt >= 0)
+          slotWrite(idxDt, dDt, dtLen);
+        b.setInsertionPointToStart(gateGrid.getTerminator().getBody());
+        for (auto [k, w] : llvm::enumerate(writes)) {
+          auto &[stored, offsets, sizes] = w;
+          tensor::ParallelInsertSliceOp::create(
+              b, stored, shared[k], offsets, sizes,
+              SmallVector<OpFoldResult>(offsets.size(), b.getIndexAttr(1)));
+        }
+      }
+      dGateDone = gateGrid.getResult(0);
+      if (idxALog >= 0)
+        aLogShares = gateGrid.getResult(idxALog);
+      if (idxDt >= 0)
+        dtShares = gateGrid.getResult(idxDt);
+    } else {
+      if (idxGate >= 0)
+        dGateDone = chunkGrid.getResult(idxGate);
+      if (idxALog >= 0)
+        aLogShares = chunkGrid.getResult(idxALog);
+      if (idxDt >= 0)
+        dtShares = chunkGrid.getResult(idxDt);
+    }
+
     // 5. The sums.
     SmallVector<Value> results;
     for (int which = 0; which < 2; ++which)
@@ -2667,28 +2796,28 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                   oneHead));
     results.push_back(chunkGrid.getResult(2));
     if (idxGate >= 0)
-      results.push_back(chunkGrid.getResult(idxGate));
+      results.push_back(dGateDone);
     if (idxBeta >= 0)
       results.push_back(chunkGrid.getResult(idxBeta));
     if (dh0Done)
       results.push_back(dh0Done);
     Value seqCount = sequences.numSequences();
-    if (idxALog >= 0)
-      results.push_back(sumSequences(b, chunkGrid.getResult(idxALog), hv,
-                                     seqCount, keptChunks, 1,
-                                     /*squeeze=*/true));
-    if (idxDt >= 0)
-      results.push_back(sumSequences(b, chunkGrid.getResult(idxDt), hv,
-                                     seqCount, keptChunks, dtLen,
-                                     /*squeeze=*/!channelGate));
+    if (aLogShares)
+      results.push_back(sumSequences(b, aLogShares, hv, seqCount, keptChunks,
+                                     1, /*squeeze=*/true));
+    if (dtShares)
+      results.push_back(sumSequences(b, dtShares, hv, seqCount, keptChunks,
+                                     dtLen, /*squeeze=*/!channelGate));
     // The grids' names, and the intra-chunk grid's description (the
     // forward's: it takes the same lane kernel).
     if (auto f = op->getParentOfType<FunctionOpInterface>()) {
-      SmallVector<StringRef> phases = {"intra", "reverse", "step", "chunk",
-                                       "sum_dq", "sum_dk"};
-      if (idxALog >= 0)
+      SmallVector<StringRef> phases = {"intra", "reverse", "step", "chunk"};
+      if (gateOutside)
+        phases.push_back("gate");
+      phases.append({"sum_dq", "sum_dk"});
+      if (aLogShares)
         phases.push_back("sum_d_A_log");
-      if (idxDt >= 0)
+      if (dtShares)
         phases.push_back("sum_d_dt_bias");
       f->setAttr(kPhaseAttr, b.getStrArrayAttr(phases));
       SmallVector<StringRef> roles;
@@ -2737,10 +2866,21 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                              chunksStatic,
                                              minusOne(dimOf(v, 2))}),
                      prologueDescription(b, fullConfig, bool(op.getGate()),
-                                         channelGate, bool(op.getBeta()))));
+                                         channelGate, bool(op.getBeta())),
+                     false));
       // The chunk grid: the same chunk recomputed under the tape, over the
-      // same (sequence, chunk, value head) programs.
-      f->setAttr(kChunkPassAttr, f->getAttr(kIntraPassAttr));
+      // same (sequence, chunk, value head) programs (its gate's activation
+      // outside the tape where gateOutside).
+      f->setAttr(kChunkPassAttr,
+                 IntraPassAttr::get(
+                     b.getContext(), c, c, fullConfig.subChunk, kd, vd,
+                     b.getStrArrayAttr(roles),
+                     b.getDenseI64ArrayAttr({minusOne(seqsStatic),
+                                             chunksStatic,
+                                             minusOne(dimOf(v, 2))}),
+                     prologueDescription(b, fullConfig, bool(op.getGate()),
+                                         channelGate, bool(op.getBeta())),
+                     gateOutside));
     }
     castResults(tb, results, op);
     op->getBlock()->getOperations().splice(Block::iterator(op),
@@ -2980,6 +3120,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
   int64_t chunk, subChunk, vBlock;
   bool recomputeStates;
   bool dStatesBf16;
+  bool gateOutsideOption;
 };
 
 struct KdaTileChunksPass
@@ -3137,7 +3278,8 @@ struct KdaTileChunksPass
     patterns.add<TileGatedDeltaGrad>(
         &getContext(), chunk, subChunk,
         vBlockGradient > 0 ? int64_t(vBlockGradient) : int64_t(vBlock),
-        gradientStates == "recompute", gradientDStatesBf16);
+        gradientStates == "recompute", gradientDStatesBf16,
+        gradientGateOutside);
     patterns.add<TileWindowAttention>(&getContext(), chunk);
     GreedyRewriteConfig config;
     config.setStrictness(GreedyRewriteStrictness::ExistingOps);

@@ -153,6 +153,11 @@ Value mlir::kda::activateGateValue(ImplicitLocOpBuilder &b,
   return arith::MulFOp::create(b, cst(b, lowerBound), sigmoid(b, arg));
 }
 
+Value mlir::kda::activateGateTile(TileBuilder &tb, const ChunkConfig &config,
+                                  Value raw, Value aLog, Value dtBias) {
+  return activateGate(tb, config, raw, aLog, dtBias);
+}
+
 Value mlir::kda::activateBetaValue(ImplicitLocOpBuilder &b,
                                    BetaActivation activation, Value x) {
   if (activation == BetaActivation::none)

@@ -76,6 +76,12 @@ struct ChunkOutputs {
 Value activateGateValue(ImplicitLocOpBuilder &b, GateActivation activation,
                         double lowerBound, Value x, Value aLog, Value dtBias);
 
+/// The gate activation of a [C, K] tile of raw gates (one map on `tb`, so
+/// that a tape differentiates it as one body): `config`'s activation with
+/// A_log (a scalar, may be null) and dt_bias (a [K] tile, may be null).
+Value activateGateTile(TileBuilder &tb, const ChunkConfig &config, Value raw,
+                       Value aLog, Value dtBias);
+
 /// sigmoid(x), or 2 sigmoid(x) when negative eigenvalues are allowed.
 Value activateBetaValue(ImplicitLocOpBuilder &b, BetaActivation activation,
                         Value x);

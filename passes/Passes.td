@@ -71,6 +71,14 @@ def KdaTileChunks : Pass<"kda-tile-chunks", "func::FuncOp"> {
            "in bf16 (f32 by default): half the bytes the scan stores and the "
            "step grid reads (a GB at T = 8192, H = 32, K = V = 128); sums "
            "and products stay f32">,
+    Option<"gradientGateOutside", "gradient-gate-outside", "bool",
+           /*default=*/"false",
+           "kda.gated_delta_grad's chunk grid applies a channel-wise gate's "
+           "activation outside its tape and writes the activated gate's "
+           "gradient (f32); a grid of its own (`gate`) takes it through the "
+           "activation's adjoint to d_gate and the shares of dA_log and "
+           "ddt_bias (#kda.intra_pass's gate_outside). NVIDIA's chunk lanes "
+           "then take the softplus gate">,
     Option<"subChunkSteps", "sub-chunk-steps", "bool", /*default=*/"false",
            "chunk-parallel only: an op whose chunk holds several sub-chunks "
            "of 16 tokens is tiled at the sub-chunk. The state pass then "

@@ -95,6 +95,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
                          options.stateRegisters &&
                          options.schedule == "chunk-parallel";
   tiling.gradientDStatesBf16 = options.reverseDStatesBf16;
+  tiling.gradientGateOutside = options.chunkGateOutside;
   pm.nest<func::FuncOp>().addPass(createKdaTileChunks(tiling));
   pm.nest<func::FuncOp>().addPass(createGpuFuseTilesPass());
   pm.addPass(createGridPreservingCanonicalizer());

@@ -82,6 +82,7 @@ struct IntraPassConfig : PrologueDescription {
   int64_t chunk = 0, subChunk = 0, keyDim = 0, valueDim = 0;
   SmallVector<std::string> roles;
   SmallVector<int64_t> grid; // (sequence, chunk, head); -1 dynamic
+  bool gateOutside = false;   // the chunk grid's: see #kda.intra_pass
 };
 
 std::optional<IntraPassConfig> readConfig(IntraPassAttr desc) {
@@ -96,6 +97,7 @@ std::optional<IntraPassConfig> readConfig(IntraPassAttr desc) {
   for (Attribute r : desc.getWorkspaces())
     c.roles.push_back(cast<StringAttr>(r).getValue().str());
   llvm::append_range(c.grid, desc.getGrid().asArrayRef());
+  c.gateOutside = desc.getGateOutside();
   return c;
 }
 
@@ -589,6 +591,9 @@ struct IntraProgram : kda::LaneBuilder {
   Value dqPart, dkPart, dV, dGate, dBeta, dALogShares, dDtShares;
   // dq and dk themselves (written here where q, k and v have as many heads).
   Value dQ, dK;
+  // The activated gate's gradient (f32 [B, T, HV, K]) where the gate's
+  // activation is outside the tape (cfg.gateOutside).
+  Value dGateAct;
 
   /// A [C, D] seed of workspace `mem` ([B, T, HV, D], the step grid's) in
   /// `layout` (the forward value's it seeds): rows below cr.valid of
@@ -721,6 +726,13 @@ struct IntraProgram : kda::LaneBuilder {
     }
     kda::ChunkInputs in = loadInputs(tb, cr, row, head);
     kda::ChunkConfig config = cfg.chunkConfig(C, cfg.subChunk, K, V);
+    if (cfg.gateOutside && in.gate) {
+      // The activated gate, off the tape, is the leaf (its gradient goes to
+      // dGateAct; the gate grid takes it through the activation).
+      in.gate = kda::activateGateTile(tb, config, in.gate, in.aLog, in.dtBias);
+      in.aLog = in.dtBias = Value();
+      config.gateActivation = GateActivation::none;
+    }
     kda::TapeTileBuilder tape(tb);
     kda::IntraChunk intra = kda::emitIntraChunk(tape, config, in);
     if (!tb.failure().empty()) {
@@ -816,7 +828,8 @@ struct IntraProgram : kda::LaneBuilder {
     }
     storeRows(tb, (*grads)[2], dV, tokenRow, valid);
     if (gGate) // (channel-wise: chunkLanesRefusal takes head-wise gates)
-      storeRows(tb, gGate, dGate, tokenRow, valid);
+      storeRows(tb, gGate, cfg.gateOutside ? dGateAct : dGate, tokenRow,
+                valid);
     if (gBeta)
       storeRows(tb, gBeta, dBeta, tokenRow, valid);
     // The chunk's shares: [1] (A_log, a head-wise dt_bias) or [K].
@@ -911,10 +924,14 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
       prog.dqPart = byName("ws" + std::to_string(next++));
       prog.dkPart = byName("ws" + std::to_string(next++));
     }
-    if (prog.aLog)
-      prog.dALogShares = byName("ws" + std::to_string(next++));
-    if (prog.dtBias)
-      prog.dDtShares = byName("ws" + std::to_string(next++));
+    if (cfg->gateOutside) {
+      prog.dGateAct = byName("ws" + std::to_string(next++));
+    } else {
+      if (prog.aLog)
+        prog.dALogShares = byName("ws" + std::to_string(next++));
+      if (prog.dtBias)
+        prog.dDtShares = byName("ws" + std::to_string(next++));
+    }
     prog.dQ = byName("d_q");
     prog.dK = byName("d_k");
     prog.dV = byName("d_v");
@@ -922,12 +939,14 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     prog.dBeta = byName("d_beta");
     if (!prog.q || !prog.k || !prog.v || !prog.seeds[1] || !prog.seeds[2] ||
         !prog.seeds[3] || !prog.seeds[5] || (delta && !prog.seeds[0]) ||
-        (decays && (!prog.seeds[4] || !prog.gate || !prog.dGate)) ||
+        (decays && (!prog.seeds[4] || !prog.gate ||
+                    !(cfg->gateOutside ? prog.dGateAct : prog.dGate))) ||
         (cfg->beta && (!prog.beta || !prog.dBeta)) || !prog.dV ||
         !prog.dQ || !prog.dK ||
         (prog.dqPart && rankOf(prog.dkPart) != 5) ||
-        (prog.aLog && rankOf(prog.dALogShares) != 4) ||
-        (prog.dtBias && rankOf(prog.dDtShares) != 4)) {
+        (prog.aLog && !cfg->gateOutside && rankOf(prog.dALogShares) != 4) ||
+        (prog.dtBias && !cfg->gateOutside && rankOf(prog.dDtShares) != 4) ||
+        (cfg->gateOutside && rankOf(prog.dGateAct) != 4)) {
       func.emitError("kda-gpu-intra-registers: the gradient's chunk kernel "
                      "lacks an input, a seed workspace or an output its "
                      "description names");
@@ -1167,7 +1186,7 @@ std::string mlir::kda::chunkLanesRefusal(IntraPassAttr chunkPass,
       *fix = "accept the tile lowering";
     return "a head-wise gate's adjoint has not been built on lanes";
   }
-  if (cfg->gateActivation == GateActivation::softplus) {
+  if (cfg->gateActivation == GateActivation::softplus && !cfg->gateOutside) {
     // The tape keeps the softplus form's intermediates too: at K = 128 the
     // program spills 1,748 bytes at 255 registers, and the training call
     // measured slower than on tiles (bench/RESULTS.md, thirtieth session:

@@ -82,6 +82,16 @@
 // fp32 call keeps f32.
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 reverse-ds-bf16=true" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 reverse-ds-bf16=true step-stages=0" | FileCheck %s --check-prefix=VARLEN
+// --chunk-gate-outside (off): the chunk grid applies the gate's activation
+// outside its tape and a grid of its own (`gate`, tiles) takes the activated
+// gate's gradient to d_gate, dA_log and ddt_bias: nine kernels; the softplus
+// gate's chunk grid then runs on lanes (refused for the tiles otherwise).
+// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 chunk-gate-outside=true" | FileCheck %s --check-prefix=OUTSIDE
+// RUN: kda-run %s --function=kimi_kept_softplus --check --emulate=sm_90a --emulate-pipeline="threads=256 chunk-gate-outside=true" | FileCheck %s --check-prefix=OUTSIDE
+// RUN: kda-run %s --function=kimi_kept_softplus --check --chunk=16 --sub-chunk=16 | FileCheck %s --check-prefix=OWN
+// OUTSIDE: emulated for sm_90a: compiled in {{.*}} ran 9 kernels
+// OUTSIDE-COUNT-8: bar=5e-03 ok
+// OUTSIDE-NOT: FAIL
 // RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 chunk-exchange-swizzle=true" | FileCheck %s --check-prefix=VARLEN
 // VARLEN: ran 10 kernels
 // VARLEN-COUNT-8: bar=5e-03 ok
@@ -139,4 +149,10 @@ func.func @varlen_gva(%q: tensor<1x40x1x128xbf16>, %k: tensor<1x40x1x128xbf16>, 
   %o, %states = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<3x2x128x128xf32>) cu_seqlens(%cu : tensor<4xi32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, boundary_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x1x128xbf16>, tensor<1x40x1x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x2x128xbf16> boundary_states tensor<3x2x2x128x128xf32>
   %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd = kda.gated_delta_grad delta %q, %k, %v, %do gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<3x2x128x128xf32>) cu_seqlens(%cu : tensor<4xi32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) chunk_states(%states : tensor<3x2x2x128x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, states_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x1x128xbf16>, tensor<1x40x1x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x1x128xf32>, tensor<1x40x1x128xf32>, tensor<1x40x2x128xf32> d_gate tensor<1x40x2x128xf32> d_beta tensor<1x40x2xf32> d_initial_state tensor<3x2x128x128xf32> d_A_log tensor<2xf32> d_dt_bias tensor<2x128xf32>
   return %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd : tensor<1x40x1x128xf32>, tensor<1x40x1x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2x128xf32>, tensor<1x40x2xf32>, tensor<3x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>
+}
+
+func.func @kimi_kept_softplus(%q: tensor<1x40x2x128xbf16>, %k: tensor<1x40x2x128xbf16>, %v: tensor<1x40x2x128xbf16>, %g: tensor<1x40x2x128xbf16>, %b: tensor<1x40x2xbf16>, %h0: tensor<1x2x128x128xf32>, %a: tensor<2xf32>, %d: tensor<2x128xf32>, %do: tensor<1x40x2x128xbf16>) -> (tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2xbf16>, tensor<1x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>) {
+  %o, %states = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<1x2x128x128xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate softplus>, boundary_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x2x128xbf16> boundary_states tensor<1x3x2x128x128xf32>
+  %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd = kda.gated_delta_grad delta %q, %k, %v, %do gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<1x2x128x128xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) chunk_states(%states : tensor<1x3x2x128x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate softplus>, states_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> d_gate tensor<1x40x2x128xbf16> d_beta tensor<1x40x2xbf16> d_initial_state tensor<1x2x128x128xf32> d_A_log tensor<2xf32> d_dt_bias tensor<2x128xf32>
+  return %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2xbf16>, tensor<1x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>
 }

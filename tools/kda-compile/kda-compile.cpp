@@ -190,6 +190,13 @@ static cl::opt<bool> chunkExchangePads(
              "the host say (0 to 8 elements), not by one (the default; =false: "
              "by one)"),
     cl::init(true), cl::cat(compileCategory));
+static cl::opt<bool> chunkGateOutside(
+    "chunk-gate-outside",
+    cl::desc("the gradient's chunk grid applies the gate's activation outside "
+             "its tape, a grid of its own takes the activated gate's gradient "
+             "to d_gate, dA_log and ddt_bias (NVIDIA's chunk lanes then take "
+             "the softplus gate; default: off)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> reverseDStatesBf16(
     "reverse-ds-bf16",
     cl::desc("the gradient's reverse scan records dS after every chunk in "
@@ -788,6 +795,7 @@ int main(int argc, char **argv) {
     options.chunkStageSeeds = chunkStageSeeds;
     options.chunkExchangeSwizzle = chunkExchangeSwizzle;
     options.reverseDStatesBf16 = reverseDStatesBf16;
+    options.chunkGateOutside = chunkGateOutside;
     options.stepPrefetch = stepPrefetch;
     options.stepThreads = stepThreads;
     options.stepScatterSums = stepScatterSums;

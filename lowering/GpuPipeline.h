@@ -224,9 +224,10 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
   PassOptions::Option<bool> reverseDStatesBf16{
       *this, "reverse-ds-bf16",
       llvm::cl::desc("the gradient's reverse scan records dS after every "
-                     "chunk in bf16, which the step grid reads (half the "
-                     "bytes; default false: f32)"),
-      llvm::cl::init(false)};
+                     "chunk in bf16 where q is 16-bit, which the step grid "
+                     "reads (half the bytes; the default since the "
+                     "thirty-seventh session; false: f32)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> chunkExchangeSwizzle{
       *this, "chunk-exchange-swizzle",
       llvm::cl::desc("NVIDIA: with chunk-exchange-pads, the chunk grid's "

@@ -200,8 +200,9 @@ static cl::opt<bool> chunkGateOutside(
 static cl::opt<bool> reverseDStatesBf16(
     "reverse-ds-bf16",
     cl::desc("the gradient's reverse scan records dS after every chunk in "
-             "bf16, which the step grid reads (half the bytes; default: f32)"),
-    cl::init(false), cl::cat(compileCategory));
+             "bf16 where q is 16-bit, which the step grid reads (half the "
+             "bytes; the default; =false: f32)"),
+    cl::init(true), cl::cat(compileCategory));
 static cl::opt<bool> chunkExchangeSwizzle(
     "chunk-exchange-swizzle",
     cl::desc("NVIDIA: with --chunk-exchange-pads, the chunk grid's exchange "

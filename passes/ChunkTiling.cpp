@@ -2858,29 +2858,21 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                              chunksStatic,
                                              minusOne(dimOf(v, 2))}),
                      1, vd, false));
-      f->setAttr(kIntraPassAttr,
-                 IntraPassAttr::get(
-                     b.getContext(), c, c, fullConfig.subChunk, kd, vd,
-                     b.getStrArrayAttr(roles),
-                     b.getDenseI64ArrayAttr({minusOne(seqsStatic),
-                                             chunksStatic,
-                                             minusOne(dimOf(v, 2))}),
-                     prologueDescription(b, fullConfig, bool(op.getGate()),
-                                         channelGate, bool(op.getBeta())),
-                     false));
+      auto intraPass = [&](bool outside) {
+        return IntraPassAttr::get(
+            b.getContext(), c, c, fullConfig.subChunk, kd, vd,
+            b.getStrArrayAttr(roles),
+            b.getDenseI64ArrayAttr(
+                {minusOne(seqsStatic), chunksStatic, minusOne(dimOf(v, 2))}),
+            prologueDescription(b, fullConfig, bool(op.getGate()), channelGate,
+                                bool(op.getBeta())),
+            outside);
+      };
+      f->setAttr(kIntraPassAttr, intraPass(false));
       // The chunk grid: the same chunk recomputed under the tape, over the
       // same (sequence, chunk, value head) programs (its gate's activation
       // outside the tape where gateOutside).
-      f->setAttr(kChunkPassAttr,
-                 IntraPassAttr::get(
-                     b.getContext(), c, c, fullConfig.subChunk, kd, vd,
-                     b.getStrArrayAttr(roles),
-                     b.getDenseI64ArrayAttr({minusOne(seqsStatic),
-                                             chunksStatic,
-                                             minusOne(dimOf(v, 2))}),
-                     prologueDescription(b, fullConfig, bool(op.getGate()),
-                                         channelGate, bool(op.getBeta())),
-                     gateOutside));
+      f->setAttr(kChunkPassAttr, intraPass(gateOutside));
     }
     castResults(tb, results, op);
     op->getBlock()->getOperations().splice(Block::iterator(op),

@@ -2401,6 +2401,55 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                                     bb.getF32FloatAttr(0.0)));
                     });
     };
+    // A program's writes into its grid's shared outputs, one per output in
+    // their order, inserted by commitWrites at the grid's terminator.
+    using Write = std::tuple<Value, SmallVector<OpFoldResult>,
+                             SmallVector<OpFoldResult>>;
+    // `rows` rows of a [c, width] tile at (row, t0, h, 0) of a [B, T, H,
+    // width] output, in its element type.
+    auto rowWrite = [&](Value dest, Value tile, Value row, Value t0, Value h,
+                        Value rows, int64_t width) -> Write {
+      Value z = zero;
+      SmallVector<OpFoldResult> offsets = {row, t0, h, z};
+      SmallVector<OpFoldResult> sizes = {unit, rows, unit,
+                                         b.getIndexAttr(width)};
+      Value regionT = tensor::ExtractSliceOp::create(
+          b,
+          RankedTensorType::get(
+              {ShapedType::kDynamic, width},
+              cast<RankedTensorType>(dest.getType()).getElementType()),
+          dest, offsets, sizes, SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+      return {tb.store(tile, regionT, {z, z}, {0, 1}, rows), offsets, sizes};
+    };
+    // The chunk's share ([len]) of a gate parameter's gradient into its
+    // slot (n, head, chunk) of a shares output (zeros past the sequence).
+    auto slotWrite = [&](const ChunkProgram &p, Value dest, Value share,
+                         int64_t len) -> Write {
+      Value z = zero;
+      SmallVector<OpFoldResult> offsets = {p.n, p.head, p.chRead, z};
+      SmallVector<OpFoldResult> sizes = {unit, unit, p.slotRows,
+                                         b.getIndexAttr(len)};
+      Value regionT = tensor::ExtractSliceOp::create(
+          b, RankedTensorType::get({ShapedType::kDynamic, len}, f32), dest,
+          offsets, sizes, SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+      Value asRowTile =
+          tb.map({1, len}, {perColumn(liveOnly(tb, p.live, share))},
+                 [](ImplicitLocOpBuilder &, ValueRange s, ValueRange) {
+                   return s[0];
+                 });
+      return {tb.store(asRowTile, regionT, {z, z}, {0, 1}, p.slotRows),
+              offsets, sizes};
+    };
+    auto commitWrites = [&](scf::ForallOp grid, ArrayRef<Write> writes) {
+      b.setInsertionPointToStart(grid.getTerminator().getBody());
+      ValueRange shared = grid.getRegionIterArgs();
+      for (auto [k, w] : llvm::enumerate(writes)) {
+        auto &[stored, offsets, sizes] = w;
+        tensor::ParallelInsertSliceOp::create(
+            b, stored, shared[k], offsets, sizes,
+            SmallVector<OpFoldResult>(offsets.size(), b.getIndexAttr(1)));
+      }
+    };
 
     // 3. The state step's adjoint with respect to each chunk's inputs (the
     // step grid), V block by V block (its state and dS are [K, v_block] at a
@@ -2533,9 +2582,8 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(chunkGrid.getBody());
       ChunkProgram p = programOf(chunkGrid);
-      Value n = p.n, head = p.head, row = p.row, qkHead = p.qkHead,
-            t0 = p.t0, valid = p.valid, chRead = p.chRead,
-            slotRows = p.slotRows;
+      Value head = p.head, row = p.row, qkHead = p.qkHead, t0 = p.t0,
+            valid = p.valid;
       ValueRange shared = chunkGrid.getRegionIterArgs();
       Value z = zero;
       auto seedRows = [&](Value ws, int64_t width) {
@@ -2595,9 +2643,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
         rowGrads.push_back(dGate);
       if (idxBeta >= 0)
         rowGrads.push_back(dBeta);
-      SmallVector<std::tuple<Value, SmallVector<OpFoldResult>,
-                             SmallVector<OpFoldResult>>>
-          writes;
+      SmallVector<Write> writes;
       // dq's and dk's rows go to the partials or in place (see oneHead).
       // (As min(valid, C or 0): the tile lowering bounds a min's size.)
       Value partialRows = arith::MinUIOp::create(
@@ -2632,46 +2678,14 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                        : tb.store(rowGrads[k], regionT, {z}, {0}, rows);
         writes.push_back({stored, offsets, sizes});
       }
-      auto slotWrite = [&](int idx, Value share, int64_t len) {
-        SmallVector<OpFoldResult> offsets = {n, head, chRead, z};
-        SmallVector<OpFoldResult> sizes = {unit, unit, slotRows,
-                                           b.getIndexAttr(len)};
-        Value regionT = tensor::ExtractSliceOp::create(
-            b, RankedTensorType::get({ShapedType::kDynamic, len}, f32),
-            shared[idx], offsets, sizes,
-            SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
-        Value asRowTile = tb.map({1, len}, {perColumn(liveOnly(tb, p.live, share))},
-                                 [](ImplicitLocOpBuilder &, ValueRange s,
-                                    ValueRange) { return s[0]; });
-        writes.push_back(
-            {tb.store(asRowTile, regionT, {z, z}, {0, 1}, slotRows), offsets,
-             sizes});
-      };
       if (idxALog >= 0)
-        slotWrite(idxALog, dALog, 1);
+        writes.push_back(slotWrite(p, shared[idxALog], dALog, 1));
       if (idxDt >= 0)
-        slotWrite(idxDt, dDt, dtLen);
-      for (int which = 0; which < 2; ++which) {
-        SmallVector<OpFoldResult> offsets = {row, t0, qkHead, z};
-        SmallVector<OpFoldResult> sizes = {unit, directRows, unit,
-                                           b.getIndexAttr(kd)};
-        Value regionT = tensor::ExtractSliceOp::create(
-            b,
-            RankedTensorType::get({ShapedType::kDynamic, kd},
-                                  resultElementType(op, which)),
-            shared[idxDirect + which], offsets, sizes,
-            SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
-        writes.push_back({tb.store(rowGrads[which], regionT, {z, z}, {0, 1},
-                                   directRows),
-                          offsets, sizes});
-      }
-      b.setInsertionPointToStart(chunkGrid.getTerminator().getBody());
-      for (auto [k, w] : llvm::enumerate(writes)) {
-        auto &[stored, offsets, sizes] = w;
-        tensor::ParallelInsertSliceOp::create(
-            b, stored, shared[k], offsets, sizes,
-            SmallVector<OpFoldResult>(offsets.size(), b.getIndexAttr(1)));
-      }
+        writes.push_back(slotWrite(p, shared[idxDt], dDt, dtLen));
+      for (int which = 0; which < 2; ++which)
+        writes.push_back(rowWrite(shared[idxDirect + which], rowGrads[which],
+                                  row, t0, qkHead, directRows, kd));
+      commitWrites(chunkGrid, writes);
     }
     if (!whyNot.empty()) {
       op.emitError() << "kda-tile-chunks: " << whyNot;
@@ -2723,54 +2737,16 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
           op.emitError() << "kda-tile-chunks: " << whyNot;
           return failure();
         }
-        SmallVector<std::tuple<Value, SmallVector<OpFoldResult>,
-                               SmallVector<OpFoldResult>>>
-            writes;
-        {
-          SmallVector<OpFoldResult> offsets = {p.row, p.t0, p.head, z};
-          SmallVector<OpFoldResult> sizes = {unit, p.valid, unit,
-                                             b.getIndexAttr(kd)};
-          Value regionT = tensor::ExtractSliceOp::create(
-              b,
-              RankedTensorType::get({ShapedType::kDynamic, kd},
-                                    resultElementType(op, idxGate)),
-              shared[0], offsets, sizes,
-              SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
-          writes.push_back(
-              {tb.store((*g)[0], regionT, {z, z}, {0, 1}, p.valid), offsets,
-               sizes});
-        }
-        auto slotWrite = [&](int idx, Value share, int64_t len) {
-          SmallVector<OpFoldResult> offsets = {p.n, p.head, p.chRead, z};
-          SmallVector<OpFoldResult> sizes = {unit, unit, p.slotRows,
-                                             b.getIndexAttr(len)};
-          Value regionT = tensor::ExtractSliceOp::create(
-              b, RankedTensorType::get({ShapedType::kDynamic, len}, f32),
-              shared[idx], offsets, sizes,
-              SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
-          Value asRowTile =
-              tb.map({1, len}, {perColumn(liveOnly(tb, p.live, share))},
-                     [](ImplicitLocOpBuilder &, ValueRange s, ValueRange) {
-                       return s[0];
-                     });
-          writes.push_back({tb.store(asRowTile, regionT, {z, z}, {0, 1},
-                                     p.slotRows),
-                            offsets, sizes});
-        };
+        SmallVector<Write> writes = {
+            rowWrite(shared[0], (*g)[0], p.row, p.t0, p.head, p.valid, kd)};
         size_t at = 1;
         Value dDt = gp.dtBias ? (*g)[at++] : Value();
         Value dALog = gp.aLog ? (*g)[at++] : Value();
         if (idxALog >= 0)
-          slotWrite(idxALog, dALog, 1);
+          writes.push_back(slotWrite(p, shared[idxALog], dALog, 1));
         if (idxDt >= 0)
-          slotWrite(idxDt, dDt, dtLen);
-        b.setInsertionPointToStart(gateGrid.getTerminator().getBody());
-        for (auto [k, w] : llvm::enumerate(writes)) {
-          auto &[stored, offsets, sizes] = w;
-          tensor::ParallelInsertSliceOp::create(
-              b, stored, shared[k], offsets, sizes,
-              SmallVector<OpFoldResult>(offsets.size(), b.getIndexAttr(1)));
-        }
+          writes.push_back(slotWrite(p, shared[idxDt], dDt, dtLen));
+        commitWrites(gateGrid, writes);
       }
       dGateDone = gateGrid.getResult(0);
       if (idxALog >= 0)

@@ -810,18 +810,20 @@ struct IntraProgram : kda::LaneBuilder {
     auto inPlace = [&](Value i) {
       return SmallVector<Value>{row, add(t0, i), cr.qkHead};
     };
-    Value oneHead = arith::CmpIOp::create(
-        b, arith::CmpIPredicate::eq, memref::DimOp::create(b, q, 2),
-        memref::DimOp::create(b, v, 2));
-    if (!dqPart) { // (as many heads, known when compiled)
+    auto storeInPlace = [&] {
       storeRows(tb, (*grads)[0], dQ, inPlace, valid);
       storeRows(tb, (*grads)[1], dK, inPlace, valid);
+    };
+    if (!dqPart) { // (as many heads, known when compiled)
+      storeInPlace();
     } else {
+      Value oneHead = arith::CmpIOp::create(
+          b, arith::CmpIPredicate::eq, memref::DimOp::create(b, q, 2),
+          memref::DimOp::create(b, v, 2));
       auto split = scf::IfOp::create(b, oneHead, /*withElse=*/true);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(split.thenBlock());
-      storeRows(tb, (*grads)[0], dQ, inPlace, valid);
-      storeRows(tb, (*grads)[1], dK, inPlace, valid);
+      storeInPlace();
       b.setInsertionPointToStart(split.elseBlock());
       storeRows(tb, (*grads)[0], dqPart, partialRow, valid);
       storeRows(tb, (*grads)[1], dkPart, partialRow, valid);

@@ -252,6 +252,13 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: threads per block of the gradient's step "
                      "program (0: `threads`)"),
       llvm::cl::init(0)};
+  PassOptions::Option<bool> stepTf32{
+      *this, "step-tf32",
+      llvm::cl::desc("NVIDIA: the gradient's step program's f32 products one "
+                     "TF32 product where the call's inputs are 16-bit (the "
+                     "default since the thirty-eighth session; false: "
+                     "3xTF32)"),
+      llvm::cl::init(true)};
   PassOptions::Option<bool> stepScatterSums{
       *this, "step-scatter-sums",
       llvm::cl::desc("NVIDIA: the gradient's step program sums across warps "

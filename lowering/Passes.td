@@ -200,6 +200,10 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
     Option<"stepThreads", "step-threads", "int64_t", /*default=*/"0",
            "The gradient's step program: threads per block (0: `threads`; "
            "fewer warps, more blocks per multiprocessor)">,
+    Option<"stepTf32", "step-tf32", "bool", /*default=*/"true",
+           "The gradient's step program: its f32 products one TF32 product "
+           "where the call's inputs are 16-bit (3xTF32 otherwise), as the "
+           "reverse scan's reverse-tf32">,
     Option<"stepScatterSums", "step-scatter-sums", "bool", /*default=*/"false",
            "The gradient's step program: its sums across warps in two steps "
            "(each warp adds a share of the registers, then all read them)">,

@@ -2117,11 +2117,16 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     };
 
     // 1. The intra-chunk grid, the forward's.
-    // In f32: the gradient's sums over every token and channel (dA_log
-    // with the softplus gate, a sum with cancellation) read these products;
-    // with bf16 W, Gamma Q and decayed k it measured 2.0e-2 against the
-    // oracle, over its 0.02 bar (twenty-fourth session). They add 3 [T, HV,
-    // K] reads to the 1 GB of states and dS at T = 8192 H = 32.
+    // In f32: the gradient's sums over every token and channel (dA_log, a
+    // sum with cancellation) read what the reverse scan and the step grid
+    // make of these products. With bf16 W, Gamma Q and decayed k it measured
+    // 2.0e-2 against the oracle in the twenty-fourth session, and in the
+    // thirty-eighth (the reverse scan's and step grid's f32 products
+    // widening them as they read, a build since removed) the emulated
+    // two-head varlen case's dA_log 3.3e-3 with f32 products and 7.5e-3 with
+    // bf16 ones in the step grid, and the whole gradient 2 to 3 times slower
+    // on the H100 (bench/RESULTS.md): the widened reads lose ldmatrix. They
+    // add 3 [T, HV, K] reads to the 1 GB of states and dS at T = 8192 H = 32.
     IntraWorkspaces ws = emitIntraChunkGrid(b, op, fullConfig, sequences, hv,
                                             group, /*allowHalf=*/false);
 
@@ -2349,8 +2354,22 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     // grid writes the partials and these none. (The sums of one value head
     // were a copy of 2 x [B, T, H, K] f32: 0.23 ms of 6.1 at T = 8192
     // H = 32 on the H100, bench/RESULTS.md, thirty-sixth session.)
-    Value oneHead = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, group,
-                                          one);
+    // (A constant where the heads are static: the sums then fold away.
+    // The sums' grids have no program where HV = H, the same condition
+    // where the verifier holds, in the symbols the manifest states it in:
+    // the runtime skips their launches.)
+    auto staticHv = getConstantIntValue(hv);
+    auto staticH = getConstantIntValue(sizeOf(b, q, 2));
+    Value oneHead =
+        staticHv && staticH
+            ? Value(arith::ConstantIntOp::create(b, *staticHv == *staticH, 1))
+            : Value(arith::CmpIOp::create(b, arith::CmpIPredicate::eq, group,
+                                          one));
+    Value noSums =
+        staticHv && staticH
+            ? oneHead
+            : Value(arith::CmpIOp::create(b, arith::CmpIPredicate::eq,
+                                          hvValue, dimValue(b, q, 2)));
     const int idxDirect = chunkOuts.size();
     for (int which = 0; which < 2; ++which)
       chunkOuts.push_back(tb.emptyOfType(
@@ -2769,7 +2788,7 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
                                   sizeOf(b, q, 2), group, 1, c,
                                   resultElementType(op, which),
                                   chunkGrid.getResult(idxDirect + which),
-                                  oneHead));
+                                  oneHead, noSums));
     results.push_back(chunkGrid.getResult(2));
     if (idxGate >= 0)
       results.push_back(dGateDone);
@@ -2790,7 +2809,8 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
       SmallVector<StringRef> phases = {"intra", "reverse", "step", "chunk"};
       if (gateOutside)
         phases.push_back("gate");
-      phases.append({"sum_dq", "sum_dk"});
+      if (!matchPattern(oneHead, m_One())) // (no sums where heads are static)
+        phases.append({"sum_dq", "sum_dk"});
       if (aLogShares)
         phases.push_back("sum_d_A_log");
       if (dtShares)
@@ -2885,11 +2905,13 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
   /// walking its chunks in turn ran 32 programs for T = 8192 H = 32 and took
   /// 3.5 ms per result on the H200 (bench/RESULTS.md, twenty-third session).
   /// With `into` (and `skip`), the sums write into it, and nothing where
-  /// `skip` holds (a run-time i1: their rows count zero; `into` has them).
+  /// `skip` holds (a run-time i1: their rows count zero; `into` has them);
+  /// `noPrograms`, the same condition in other terms (HV = H), empties the
+  /// grid: the manifest states it, and the runtime skips the launch.
   static Value sumGroups(ImplicitLocOpBuilder &b, Value partials, Value like,
                          OpFoldResult heads, Value group, int64_t blocks,
                          int64_t c, Type elementType, Value into = {},
-                         Value skip = {}) {
+                         Value skip = {}, Value noPrograms = {}) {
     TensorTileBuilder tb(b);
     auto pType = cast<RankedTensorType>(partials.getType());
     const bool columns = pType.getRank() == 5;
@@ -2907,12 +2929,20 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     Value out = into ? into
                      : tb.emptyOfType(RankedTensorType::get(shape, elementType),
                                       sizes);
+    if (skip && matchPattern(skip, m_One()))
+      return out; // (static heads: nothing to sum, no grid)
     Value tokens = tensor::DimOp::create(b, like, 1);
     Value cIdx = tb.index(c);
     Value chunks = arith::CeilDivUIOp::create(b, tokens, cIdx);
+    OpFoldResult headPrograms = heads;
+    if (noPrograms)
+      headPrograms = arith::SelectOp::create(
+                         b, noPrograms, tb.index(0),
+                         getValueOrCreateConstantIndexOp(b, b.getLoc(), heads))
+                         .getResult();
     auto grid = scf::ForallOp::create(
-        b, {sizeOf(b, like, 0), OpFoldResult(chunks), heads}, ValueRange{out},
-        std::nullopt);
+        b, {sizeOf(b, like, 0), OpFoldResult(chunks), headPrograms},
+        ValueRange{out}, std::nullopt);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(grid.getBody());
     TensorTileBuilder gb(b);

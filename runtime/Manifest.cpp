@@ -428,8 +428,12 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
     if (g.isObject()) {
       // {"symbol": "T", "ceil_div": 64}: ceil(T / 64) programs;
       // {"symbol": "T", "ceil_div": 16, "plus": "N_plus_1"}: that plus N + 1;
-      // {"symbol": "B", "ceil_div": 1, "times": 8}: B x 8 (segments).
-      if (Status s = r.object(g, gPath, {"symbol", "ceil_div", "plus", "times"}))
+      // {"symbol": "B", "ceil_div": 1, "times": 8}: B x 8 (segments);
+      // {"symbol": "H", "ceil_div": 1, "zero_if_equal": ["H", "HV"]}: H,
+      // or none where H = HV.
+      if (Status s = r.object(g, gPath,
+                              {"symbol", "ceil_div", "plus", "times",
+                               "zero_if_equal"}))
         return s;
       const Value *sym, *div;
       if (Status s = r.field(g, gPath, "symbol", sym))
@@ -463,6 +467,26 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
                              " does not appear in any tensor's shape");
         k.grid[i].plus = plus->string;
         k.grid[i].plusIndex = it->second;
+      }
+      if (const Value *eq = g.find("zero_if_equal")) {
+        std::string eqPath = Reader::join(gPath, "zero_if_equal");
+        if (!eq->isArray() || eq->array.size() != 2)
+          return r.error(*eq, eqPath, "expected an array of 2 symbol names");
+        for (size_t j = 0; j < 2; ++j) {
+          const Value &name = eq->array[j];
+          std::string namePath = Reader::index(eqPath, j);
+          if (!name.isString())
+            return r.error(name, namePath,
+                           "expected a symbol name, found " +
+                               json::aKind(name.kind));
+          auto it = symbolIndex.find(name.string);
+          if (it == symbolIndex.end())
+            return r.error(name, namePath,
+                           "symbol " + quote(name.string) +
+                               " does not appear in any tensor's shape");
+          k.grid[i].zeroIfEqual[j] = name.string;
+          k.grid[i].zeroIfEqualIndex[j] = it->second;
+        }
       }
     } else if (Status s = parseExtent(r, g, gPath, 1, k.grid[i])) {
       return s;

@@ -38,6 +38,12 @@ struct Extent {
   // Grid entries only: ceil(symbol / ceilDiv) times this (before `plus`),
   // e.g. B x 8 programs: 8 segments of each of B sequences.
   int64_t times = 1;
+  // Grid entries only: no programs at all where these two symbols are equal
+  // (empty: none), e.g. the gradient's sums of dq over the value heads of a
+  // q head, which have nothing to do where H = HV (the chunk grid wrote dq
+  // in place): the launch is skipped.
+  std::string zeroIfEqual[2];
+  int zeroIfEqualIndex[2] = {-1, -1}; // into Kernel::symbols
 
   bool isSymbol() const { return !symbol.empty(); }
   std::string str() const {
@@ -48,7 +54,11 @@ struct Extent {
                                           std::to_string(ceilDiv) + ")";
     if (times != 1)
       base += " x " + std::to_string(times);
-    return plus.empty() ? base : base + " + " + plus;
+    if (!plus.empty())
+      base += " + " + plus;
+    if (!zeroIfEqual[0].empty())
+      base += " (0 where " + zeroIfEqual[0] + " = " + zeroIfEqual[1] + ")";
+    return base;
   }
 };
 

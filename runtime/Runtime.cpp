@@ -195,6 +195,10 @@ Status bindTensors(const Kernel &kernel, const kda_tensor *tensors,
                                           : value * e.times;
     if (e.plusIndex >= 0) // both < 2^62 (tensor sizes): no overflow
       value += out.symbols[e.plusIndex];
+    if (e.zeroIfEqualIndex[0] >= 0 &&
+        out.symbols[e.zeroIfEqualIndex[0]] ==
+            out.symbols[e.zeroIfEqualIndex[1]])
+      value = 0; // an empty grid: the launch is skipped
     if (value > maxGrid[a])
       return Status(KDA_ERROR_BAD_TENSOR,
                     std::string("grid ") + axes[a] + " is " + e.str() + " = " +

@@ -2574,6 +2574,37 @@ TEST_F(Fake, HipEntry) {
 
 } // namespace
 
+// A grid extent with zero_if_equal: its programs where the two symbols
+// differ, none where they are equal (the gradient's sums of dq and dk over
+// the value heads of a q head, with nothing to do where H = HV): the launch
+// is skipped, the call succeeds, and the message of a too-large grid names
+// the condition.
+TEST_F(Fake, ZeroIfEqualGrid) {
+  std::string m = replaced(
+      replaced(nvidiaManifest(), "\"grid\": [\"N\", 1, 1]",
+               "\"grid\": [{\"symbol\": \"N\", \"ceil_div\": 1, "
+               "\"zero_if_equal\": [\"N\", \"M\"]}, 1, 1]"),
+      "\"shape\": [\"N\"]}", "\"shape\": [\"N\", \"M\"]}");
+  BundleDir b(m);
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK) << kda_last_error();
+  for (auto [n, mm] : {std::pair<int64_t, int64_t>{6, 3}, {6, 6}, {4, 5}}) {
+    Tensor x(KDA_F32, {n, mm});
+    onDevice(x);
+    kda_tensor xv = x.view();
+    const int before = state().launches;
+    ASSERT_EQ(kda_launch(bundle, "kda_small", &xv, 1, nullptr), KDA_OK)
+        << kda_last_error();
+    if (n == mm) {
+      EXPECT_EQ(state().launches, before) << "N = M = " << n;
+    } else {
+      EXPECT_EQ(state().launches, before + 1);
+      EXPECT_EQ(state().last.grid[0], static_cast<unsigned>(n));
+    }
+  }
+  kda_bundle_free(bundle);
+}
+
 // A grid of ceil(N / d) programs (one per chunk of d tokens), and of
 // ceil(N / d) + N (the flat varlen grid's form: the chunks of packed
 // sequences, plus one program per sequence): the launch rounds up and adds,
@@ -2651,7 +2682,15 @@ TEST_F(Fake, CeilDivGrid) {
         {"{\"symbol\": \"N\", \"ceil_div\": 4, \"plus\": 2}",
          "kernels[1].grid[0].plus: expected a symbol name"},
         {"{\"symbol\": \"N\", \"ceil_div\": 1, \"times\": 0}",
-         "kernels[1].grid[0].times: expected an integer in [1,"}}) {
+         "kernels[1].grid[0].times: expected an integer in [1,"},
+        {"{\"symbol\": \"N\", \"ceil_div\": 1, \"zero_if_equal\": [\"N\"]}",
+         "kernels[1].grid[0].zero_if_equal: expected an array of 2 symbol "
+         "names"},
+        {"{\"symbol\": \"N\", \"ceil_div\": 1, \"zero_if_equal\": [\"N\", 2]}",
+         "kernels[1].grid[0].zero_if_equal[1]: expected a symbol name"},
+        {"{\"symbol\": \"N\", \"ceil_div\": 1, \"zero_if_equal\": [\"N\", \"M\"]}",
+         "kernels[1].grid[0].zero_if_equal[1]: symbol \"M\" does not appear "
+         "in any tensor's shape"}}) {
     BundleDir bad(replaced(nvidiaManifest(), "\"grid\": [\"N\", 1, 1]",
                            "\"grid\": [" + extent + ", 1, 1]"));
     kda_bundle *out = nullptr;

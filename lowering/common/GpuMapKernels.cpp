@@ -454,6 +454,36 @@ FailureOr<Attribute> gridExtent(Value extent, ArrayAttr abi, Builder &b) {
                               cast<StringAttr>(*rhs).getValue())));
     return Attribute(b.getDictionaryAttr(fields));
   }
+  // select(a == b, 0, e): e programs, none where the dimensions a and b are
+  // equal ({..., "zero_if_equal": [a, b]}: the runtime skips the launch).
+  if (auto sel = extent.getDefiningOp<arith::SelectOp>()) {
+    auto cmp = sel.getCondition().getDefiningOp<arith::CmpIOp>();
+    if (!cmp || cmp.getPredicate() != arith::CmpIPredicate::eq ||
+        !isConstantIntValue(sel.getTrueValue(), 0))
+      return failure();
+    FailureOr<Attribute> lhs = gridExtent(cmp.getLhs(), abi, b);
+    FailureOr<Attribute> rhs = gridExtent(cmp.getRhs(), abi, b);
+    FailureOr<Attribute> inner = gridExtent(sel.getFalseValue(), abi, b);
+    if (failed(lhs) || failed(rhs) || failed(inner) ||
+        !isa<StringAttr>(*lhs) || !isa<StringAttr>(*rhs))
+      return failure();
+    NamedAttrList fields;
+    if (auto s = dyn_cast<StringAttr>(*inner)) {
+      fields.append("symbol", b.getStringAttr(symbolName(s.getValue())));
+      fields.append("ceil_div", b.getI64IntegerAttr(1));
+    } else if (auto d = dyn_cast<DictionaryAttr>(*inner);
+               d && !d.get("zero_if_equal")) {
+      fields.append(d.getValue());
+    } else {
+      return failure();
+    }
+    fields.append(
+        "zero_if_equal",
+        b.getArrayAttr(
+            {b.getStringAttr(symbolName(cast<StringAttr>(*lhs).getValue())),
+             b.getStringAttr(symbolName(cast<StringAttr>(*rhs).getValue()))}));
+    return Attribute(b.getDictionaryAttr(fields));
+  }
   if (auto dim = extent.getDefiningOp<memref::DimOp>()) {
     auto arg = dyn_cast<BlockArgument>(dim.getSource());
     auto index = getConstantIntValue(dim.getIndex());

@@ -162,6 +162,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
     state.stepPrefetch = options.stepPrefetch;
     state.stepThreads = options.stepThreads;
     state.stepScatterSums = options.stepScatterSums;
+    state.stepTf32 = options.stepTf32;
     state.stepVNewFirst = options.stepVNewFirst;
     state.stepStages = options.stepStages;
     state.reversePrefetch = options.reversePrefetch;

@@ -240,8 +240,9 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// step goes to `dStates` ([N, NT, HV, V, K] f32, V-major) at the chunk;
   /// the last one to `ht` (d_initial_state).
   bool reverse = false;
-  /// The reverse scan's f32 products as one TF32 product a step (a call of
-  /// 16-bit inputs, kda-compile --reverse-tf32).
+  /// The reverse scan's (or the step program's) f32 products as one TF32
+  /// product a step (a call of 16-bit inputs, kda-compile --reverse-tf32,
+  /// --step-tf32).
   bool singleTf32 = false;
   /// The reverse scan loads each chunk's dO rows a step ahead
   /// (kda-compile --reverse-prefetch).
@@ -930,7 +931,7 @@ struct LaneStateProgram : kda::LaneBuilder {
       awaitW();
 
     kda::LaneTileBuilder tb(b, warpSize, NW, lane, warp);
-    tb.useMmaSync(opType);
+    tb.useMmaSync(opType, !singleTf32);
     tb.useScatterSums(stepScatterSums);
     using kda::LaneLayout;
     // The state program's layouts (split by K or by V, as its workspaces
@@ -1692,6 +1693,13 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     lp.step = true;
     lp.stepPrefetch = stepPrefetch;
     lp.stepScatterSums = stepScatterSums;
+    if (stepTf32) {
+      // As the reverse scan's: only where the call's inputs are 16-bit.
+      Value v = byName("v");
+      lp.singleTf32 = v && cast<MemRefType>(v.getType())
+                                   .getElementType()
+                                   .getIntOrFloatBitWidth() == 16;
+    }
     lp.stepVNewFirst = stepVNewFirst;
     lp.stepStages = stepStages;
     // (The kernel has no Gamma Q and no chunk decay: takesRole.)

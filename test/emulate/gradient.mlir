@@ -86,6 +86,11 @@
 // --reverse-ds-bf16=false takes the f32 record.
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 reverse-ds-bf16=false" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 step-stages=0" | FileCheck %s --check-prefix=VARLEN
+// The step grid's products are one TF32 product where the inputs are 16-bit
+// (the default since the thirty-eighth session; the fp32 call keeps 3xTF32);
+// its earlier 3xTF32 form:
+// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-tf32=false" | FileCheck %s --check-prefix=KIMI
+// RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 step-tf32=false" | FileCheck %s --check-prefix=VARLEN
 // --chunk-gate-outside (off): the chunk grid applies the gate's activation
 // outside its tape and a grid of its own (`gate`, tiles) takes the activated
 // gate's gradient to d_gate, dA_log and ddt_bias: nine kernels; the softplus

@@ -134,6 +134,12 @@ static cl::opt<int64_t> stepThreads(
     cl::desc("NVIDIA: threads per block of the gradient's step program (0: "
              "--threads; 128: two blocks per SM at K = 128)"),
     cl::init(0), cl::cat(compileCategory));
+static cl::opt<bool> stepTf32(
+    "step-tf32",
+    cl::desc("NVIDIA: the gradient's step program's f32 products one TF32 "
+             "product where the call's inputs are 16-bit (the default; "
+             "=false: 3xTF32)"),
+    cl::init(true), cl::cat(compileCategory));
 static cl::opt<bool> stepScatterSums(
     "step-scatter-sums",
     cl::desc("NVIDIA: the gradient's step program sums across warps in two "
@@ -800,6 +806,7 @@ int main(int argc, char **argv) {
     options.stepPrefetch = stepPrefetch;
     options.stepThreads = stepThreads;
     options.stepScatterSums = stepScatterSums;
+    options.stepTf32 = stepTf32;
     options.stepVNewFirst = stepVNewFirst;
     options.stepStages = stepStages;
     options.reversePrefetch = reversePrefetch;

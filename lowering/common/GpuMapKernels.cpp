@@ -394,6 +394,24 @@ FailureOr<int64_t> planArena(Block &body, Value base, int64_t alignment) {
 std::string symbolName(StringRef dim) { return kda::manifestSymbol(dim); }
 StringRef dtypeName(Type t) { return kda::manifestDtype(t); }
 
+/// The fields of an inner extent that a compound one extends: a symbol S as
+/// {"symbol": S, "ceil_div": 1}, a dictionary as it is; failure where the
+/// dictionary already has one of `taken` (a field the compound sets).
+FailureOr<NamedAttrList> extentFields(Attribute inner, ArrayRef<StringRef> taken,
+                                      Builder &b) {
+  NamedAttrList fields;
+  if (auto s = dyn_cast<StringAttr>(inner)) {
+    fields.append("symbol", b.getStringAttr(symbolName(s.getValue())));
+    fields.append("ceil_div", b.getI64IntegerAttr(1));
+    return fields;
+  }
+  auto d = dyn_cast<DictionaryAttr>(inner);
+  if (!d || llvm::any_of(taken, [&](StringRef k) { return bool(d.get(k)); }))
+    return failure();
+  fields.append(d.getValue());
+  return fields;
+}
+
 /// A grid extent as the manifest writes it: an integer, a symbol, ceil(symbol
 /// / c), or one of those plus a symbol. Extents of the form `symbol - c`
 /// launch `symbol` programs (the kernel's guard skips the extra ones).
@@ -421,18 +439,12 @@ FailureOr<Attribute> gridExtent(Value extent, ArrayAttr abi, Builder &b) {
       FailureOr<Attribute> inner = gridExtent(mul.getLhs(), abi, b);
       if (failed(inner))
         return failure();
-      NamedAttrList fields;
-      if (auto s = dyn_cast<StringAttr>(*inner)) {
-        fields.append("symbol", b.getStringAttr(symbolName(s.getValue())));
-        fields.append("ceil_div", b.getI64IntegerAttr(1));
-      } else if (auto d = dyn_cast<DictionaryAttr>(*inner);
-                 d && !d.get("plus") && !d.get("times")) {
-        fields.append(d.getValue());
-      } else {
+      FailureOr<NamedAttrList> fields =
+          extentFields(*inner, {"plus", "times"}, b);
+      if (failed(fields))
         return failure();
-      }
-      fields.append("times", b.getI64IntegerAttr(*c));
-      return Attribute(b.getDictionaryAttr(fields));
+      fields->append("times", b.getI64IntegerAttr(*c));
+      return Attribute(b.getDictionaryAttr(*fields));
     }
   // e + symbol: the flat varlen grid (windows of packed tokens, plus one
   // program per sequence).
@@ -441,18 +453,12 @@ FailureOr<Attribute> gridExtent(Value extent, ArrayAttr abi, Builder &b) {
     FailureOr<Attribute> rhs = gridExtent(sum.getRhs(), abi, b);
     if (failed(lhs) || failed(rhs) || !isa<StringAttr>(*rhs))
       return failure();
-    NamedAttrList fields;
-    if (auto s = dyn_cast<StringAttr>(*lhs)) {
-      fields.append("symbol", b.getStringAttr(symbolName(s.getValue())));
-      fields.append("ceil_div", b.getI64IntegerAttr(1));
-    } else if (auto d = dyn_cast<DictionaryAttr>(*lhs); d && !d.get("plus")) {
-      fields.append(d.getValue());
-    } else {
+    FailureOr<NamedAttrList> fields = extentFields(*lhs, {"plus"}, b);
+    if (failed(fields))
       return failure();
-    }
-    fields.append("plus", b.getStringAttr(symbolName(
-                              cast<StringAttr>(*rhs).getValue())));
-    return Attribute(b.getDictionaryAttr(fields));
+    fields->append("plus", b.getStringAttr(symbolName(
+                               cast<StringAttr>(*rhs).getValue())));
+    return Attribute(b.getDictionaryAttr(*fields));
   }
   // select(a == b, 0, e): e programs, none where the dimensions a and b are
   // equal ({..., "zero_if_equal": [a, b]}: the runtime skips the launch).
@@ -467,22 +473,16 @@ FailureOr<Attribute> gridExtent(Value extent, ArrayAttr abi, Builder &b) {
     if (failed(lhs) || failed(rhs) || failed(inner) ||
         !isa<StringAttr>(*lhs) || !isa<StringAttr>(*rhs))
       return failure();
-    NamedAttrList fields;
-    if (auto s = dyn_cast<StringAttr>(*inner)) {
-      fields.append("symbol", b.getStringAttr(symbolName(s.getValue())));
-      fields.append("ceil_div", b.getI64IntegerAttr(1));
-    } else if (auto d = dyn_cast<DictionaryAttr>(*inner);
-               d && !d.get("zero_if_equal")) {
-      fields.append(d.getValue());
-    } else {
+    FailureOr<NamedAttrList> fields =
+        extentFields(*inner, {"zero_if_equal"}, b);
+    if (failed(fields))
       return failure();
-    }
-    fields.append(
+    fields->append(
         "zero_if_equal",
         b.getArrayAttr(
             {b.getStringAttr(symbolName(cast<StringAttr>(*lhs).getValue())),
              b.getStringAttr(symbolName(cast<StringAttr>(*rhs).getValue()))}));
-    return Attribute(b.getDictionaryAttr(fields));
+    return Attribute(b.getDictionaryAttr(*fields));
   }
   if (auto dim = extent.getDefiningOp<memref::DimOp>()) {
     auto arg = dyn_cast<BlockArgument>(dim.getSource());

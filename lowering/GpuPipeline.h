@@ -100,7 +100,7 @@ std::unique_ptr<Pass> createGpuWindowRegistersPass();
 /// Lowers the intra-chunk grid of a chunk-parallel schedule (kda.intra_pass)
 /// to a kernel with its tiles in registers (NVIDIA mma.sync).
 std::unique_ptr<Pass>
-createGpuIntraRegistersPass(int64_t threads, bool chunkTf32 = false,
+createGpuIntraRegistersPass(int64_t threads, bool chunkTf32 = true,
                             bool chunkExchangePads = true,
                             bool chunkStageSeeds = true,
                             bool chunkExchangeSwizzle = false);
@@ -243,10 +243,11 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::init(true)};
   PassOptions::Option<bool> chunkTf32{
       *this, "chunk-tf32",
-      llvm::cl::desc("NVIDIA: the gradient's chunk grid's f32 products as one "
-                     "TF32 product a step where the call's inputs are 16-bit "
-                     "(false: 3xTF32)"),
-      llvm::cl::init(false)};
+      llvm::cl::desc("NVIDIA: the gradient's chunk grid's recomputed forward's "
+                     "products as one TF32 product a step where the call's "
+                     "inputs are 16-bit (the adjoint's 3xTF32; false: both "
+                     "3xTF32)"),
+      llvm::cl::init(true)};
   PassOptions::Option<int64_t> stepThreads{
       *this, "step-threads",
       llvm::cl::desc("NVIDIA: threads per block of the gradient's step "

@@ -263,9 +263,10 @@ def KdaGpuIntraRegisters : Pass<"kda-gpu-intra-registers", "func::FuncOp"> {
            "shared memory when the program starts (in flight while the "
            "forward is recomputed), read from there (the default; false: "
            "loaded from global memory at their use)">,
-    Option<"chunkTf32", "chunk-tf32", "bool", /*default=*/"false",
-           "The gradient's chunk grid: its f32 products one TF32 product a "
-           "step where the call's inputs are 16-bit (3xTF32 otherwise)">,
+    Option<"chunkTf32", "chunk-tf32", "bool", /*default=*/"true",
+           "The gradient's chunk grid: the products of the forward it "
+           "recomputes one TF32 product a step where the call's inputs are "
+           "16-bit (the adjoint's stay 3xTF32; false: 3xTF32 for both)">,
   ];
 }
 

@@ -141,6 +141,9 @@ struct IntraProgram : kda::LaneBuilder {
   int64_t warpSize, halves;
   int64_t C, K, V, NW, KW, VW, KL, VL;
   bool precise;
+  /// The gradient's chunk program: 3xTF32 for the forward it recomputes
+  /// under the tape (false: one TF32 product; its adjoint keeps `precise`).
+  bool forwardPrecise = true;
   bool amd() const { return unit != kda::MatrixUnit::MmaSync; }
   // Arguments.
   Value q, k, v, gate, beta, aLog, dtBias, cuSeqlens;
@@ -733,6 +736,13 @@ struct IntraProgram : kda::LaneBuilder {
       in.aLog = in.dtBias = Value();
       config.gateActivation = GateActivation::none;
     }
+    // The recomputed forward's products in forwardPrecise, the adjoint's in
+    // `precise`: the gradients' error comes from the adjoint's products
+    // (emulated, kimi_kept: ddt_bias 1.1e-3 with 3xTF32 everywhere, 4.7e-3
+    // with one TF32 product everywhere, 1.1e-3 with one in the forward
+    // alone; bench/RESULTS.md, thirty-ninth session).
+    if (!amd())
+      tb.useMmaSync(b.getF32Type(), forwardPrecise);
     kda::TapeTileBuilder tape(tb);
     kda::IntraChunk intra = kda::emitIntraChunk(tape, config, in);
     if (!tb.failure().empty()) {
@@ -784,6 +794,8 @@ struct IntraProgram : kda::LaneBuilder {
       if (x)
         wrt.push_back(x);
     std::string why;
+    if (!amd())
+      tb.useMmaSync(b.getF32Type(), precise);
     FailureOr<SmallVector<Value>> grads = tape.emitAdjoint(pairs, wrt, why);
     if (failed(grads)) {
       failure = why;
@@ -900,14 +912,15 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     auto byName = [&](StringRef name) {
       return kda::abiArgument(func, abi, name);
     };
-    // Products in 3xTF32 whatever the inputs' type: the gradient's sums
-    // over every token and channel (dA_log of the softplus gate) sit near
-    // their bar with f32 tiles already (bench/RESULTS.md, twenty-fourth
-    // session). --chunk-tf32: one TF32 product for 16-bit calls.
-    const bool precise =
-        !chunkTf32 || kda::keepsFp32Accuracy(func.getArgumentTypes());
-    IntraProgram prog(b, *cfg, threads, precise,
+    // The adjoint's products in 3xTF32 whatever the inputs' type: the
+    // gradient's sums over every token and channel (dA_log, ddt_bias) sit
+    // near their bar with one TF32 product (bench/RESULTS.md, twenty-fourth
+    // and thirty-ninth sessions). --chunk-tf32 (default): the recomputed
+    // forward's one TF32 product for 16-bit calls, which moves no gradient.
+    IntraProgram prog(b, *cfg, threads, /*precise=*/true,
                       kda::MatrixUnit::MmaSync, /*emulated=*/false);
+    prog.forwardPrecise =
+        !chunkTf32 || kda::keepsFp32Accuracy(func.getArgumentTypes());
     prog.wideExchange = chunkExchangePads;
     prog.stageSeeds = chunkStageSeeds;
     prog.exchangeSwizzle = chunkExchangeSwizzle;

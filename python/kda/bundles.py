@@ -963,11 +963,12 @@ def compile_bundle(cfg: Dict[str, Any], chip: str, out_root: Optional[str] = Non
     compiler = compiler or find_compiler()
     if compiler is None:
         raise BundleNotFoundError("kda-compile not found (set KDA_COMPILE or put it on PATH)")
-    if tile is not None and (cfg.get("op") != "gated_delta" or (
+    if tile is not None and (cfg.get("op") not in ("gated_delta", "gated_delta_grad") or (
             cfg.get("chunk") and (normalise_tile(tile)["chunk"], normalise_tile(tile)["sub_chunk"])
-            != (cfg["chunk"], cfg["sub_chunk"]))):
+            != (cfg["chunk"], cfg.get("sub_chunk", cfg["chunk"])))):
         raise ValueError("a tuned tile applies to gated_delta configurations with chunk 0, or with the "
-                         "tile's own chunk and sub-chunk (kda.tune.steps_form)")
+                         "tile's own chunk and sub-chunk (kda.tune.steps_form), and to gradients "
+                         "(kda.tune.grad_policy_tile) with their own chunk")
     out_root = out_root or _writable_cache_dir()
     os.makedirs(out_root, exist_ok=True)
     try:

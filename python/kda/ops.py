@@ -921,8 +921,12 @@ def _chunk_kda_backward(opts, q, k, v, g, beta, initial_state, A_log, dt_bias, c
     if dt_bias is not None:
         named["d_dt_bias"] = torch.empty(named["dt_bias"].shape, dtype=f32, device=dev)
     chip = chip_for_device(dev)
+    # The reverse scan's V block by how many (sequence, head) programs the
+    # chip holds (kda.tune.grad_policy_tile).
+    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    tile = _tune.grad_policy_tile(gcfg, chip, N, HV, _multiprocessors(dev))
     with torch.cuda.device(dev):
-        _launch(gcfg, chip, named, None)
+        _launch(gcfg, chip, named, tile)
 
     def back(name, like):
         if like is None:

@@ -504,9 +504,71 @@ def _segments_override() -> Optional[int]:
     return p
 
 
+# The gradient (kda.gated_delta_grad, chunk_kda's backward): its reverse scan
+# runs programs over (sequence, value head, V block), sequential over the
+# chunks, each copying every chunk's W, Gamma Q and decayed k rows ([16, 128]
+# f32 each) through L2: it is L2-bound (Nsight Compute, bench/RESULTS.md,
+# thirty-fifth session). The chip's V block (32 on sm_90a) fills the chip
+# where there are few (sequence, head) units; where there are many, wider
+# blocks copy those rows fewer times and still fill it. Only the reverse scan
+# changes with the tile (the step, chunk and intra grids take the chip's
+# gradient settings whatever the V block). Measured on the H100 (thirty-ninth
+# session): see GRAD_WIDE_UNITS. KDA_GRAD_V_BLOCK=N takes V blocks of N
+# (0: the compiled default) for every call, to measure.
+GRAD_WIDE_V_BLOCK = 64
+GRAD_WIDE_UNITS = 1.0  # units >= this x multiprocessors -> GRAD_WIDE_V_BLOCK
+
+
+def _grad_policy_applies(cfg: Dict[str, Any], chip: str) -> bool:
+    return (chip in POLICY_CHIPS and cfg.get("op") == "gated_delta_grad" and cfg.get("chunk") == SUB_CHUNK
+            and cfg.get("K") == 128 and cfg.get("V") == 128 and cfg.get("qk_dtype") in ("bf16", "f16"))
+
+
+def _grad_tile(chip: str, v_block: int) -> Dict[str, int]:
+    from . import chips as _chips
+    threads = int(_chips.default_tile(chip)["threads_gradient"])
+    return make_tile(SUB_CHUNK, v_block, threads)
+
+
+def _grad_v_block_override(V: int) -> Optional[int]:
+    env = os.environ.get("KDA_GRAD_V_BLOCK")
+    if not env:
+        return None
+    try:
+        vb = int(env)
+    except ValueError:
+        raise ValueError(f"KDA_GRAD_V_BLOCK: expected a V block (0: the compiled default), got {env!r}")
+    if vb != 0 and vb not in v_blocks(V):
+        raise ValueError(f"KDA_GRAD_V_BLOCK: expected 0 or one of {v_blocks(V)}, got {vb}")
+    return vb
+
+
+def grad_policy_tile(cfg: Dict[str, Any], chip: str, N: int, HV: int,
+                     multiprocessors: int) -> Optional[Dict[str, int]]:
+    """The tile of a gradient call of N sequences x HV value heads on a chip
+    with that many multiprocessors, or None for the compiled default."""
+    if not _grad_policy_applies(cfg, chip) or multiprocessors <= 0:
+        return None
+    vb = _grad_v_block_override(int(cfg["V"]))
+    if vb is None:
+        units = max(1, int(N)) * max(1, int(HV))
+        vb = GRAD_WIDE_V_BLOCK if units >= GRAD_WIDE_UNITS * multiprocessors else 0
+    return _grad_tile(chip, vb) if vb else None
+
+
+def grad_policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
+    """The tiles grad_policy_tile may choose, or KDA_GRAD_V_BLOCK ask for,
+    besides the default (what kda.prebuild builds next to it)."""
+    if not _grad_policy_applies(cfg, chip):
+        return []
+    return [_grad_tile(chip, vb) for vb in (64, 128)]
+
+
 def policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
     """Every tile shape_policy_tile may choose for cfg on chip besides the
     default (what kda.prebuild builds next to the default bundle)."""
+    if _grad_policy_applies(cfg, chip):
+        return grad_policy_tiles(cfg, chip)
     cfg, chunk = steps_form(cfg, chip)
     if not _policy_applies(cfg, chip):
         return []

@@ -161,7 +161,13 @@ GRAD_BARS = {"dq": 8e-3, "dk": 8e-3, "dv": 8e-3, "dh0": 8e-3, "dg": 2e-2, "dbeta
 class GradCase(Case):
     """chunk_kda's gradients (autograd: the forward keeping its states every
     kda.ops.GRAD_CHUNK tokens, then kda.gated_delta_grad) against the float64
-    oracle's gatedDeltaGrad, for L = sum(do * o) + sum(dht * final_state)."""
+    oracle's gatedDeltaGrad, for L = sum(do * o) + sum(dht * final_state).
+    grad_v_block: the reverse scan's V block (KDA_GRAD_V_BLOCK, kda.tune's
+    gradient tiles) instead of the shape policy's choice."""
+
+    def __init__(self, *args, grad_v_block=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.grad_v_block = grad_v_block
 
     def configs(self):
         """The plain forward (torch.no_grad calls), the forward keeping its
@@ -188,7 +194,13 @@ class GradCase(Case):
                                      dt_bias=dt_bias, **kw)
 
     def run(self, torch, oracle):
-        return run_grad_case(self, torch, oracle)
+        if self.grad_v_block is None:
+            return run_grad_case(self, torch, oracle)
+        os.environ["KDA_GRAD_V_BLOCK"] = str(self.grad_v_block)
+        try:
+            return run_grad_case(self, torch, oracle)
+        finally:
+            del os.environ["KDA_GRAD_V_BLOCK"]
 
 
 class DecodeCase(Case):
@@ -460,6 +472,16 @@ def grad_cases():
     return [
         GradCase("grad-bf16-k128-kimi-lb-varlen-37,1,0,90-h0-ht-vmajor", "bf16", 128,
                  seqlens=[37, 1, 0, 90], H=2, h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
+        # The reverse scan's wider V blocks (kda.tune.grad_policy_tile): 64 as the policy
+        # takes it on its own for 136 (sequence, head) units, and 64 and 128 asked for.
+        GradCase("grad-bf16-k128-kimi-lb-varlen-37,1,0,90-H34-h0-ht-vmajor-policy", "bf16", 128,
+                 seqlens=[37, 1, 0, 90], H=34, h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
+        GradCase("grad-bf16-k128-kimi-lb-varlen-37,1,0,90-h0-ht-vmajor-vblock64", "bf16", 128,
+                 seqlens=[37, 1, 0, 90], H=2, h0=True, ht=True, layout="v_major", prologue="kimi_lb",
+                 grad_v_block=64),
+        GradCase("grad-bf16-k128-kimi-lb-varlen-37,1,0,90-h0-ht-vmajor-vblock128", "bf16", 128,
+                 seqlens=[37, 1, 0, 90], H=2, h0=True, ht=True, layout="v_major", prologue="kimi_lb",
+                 grad_v_block=128),
         GradCase("grad-bf16-k128-kimi-softplus-gva-T100", "bf16", 128, B=2, T=100, H=1, HV=2,
                  prologue="kimi_softplus", layout="v_major"),
         GradCase("grad-bf16-k64-logspace-f32-gate-T130-h0", "bf16", 64, B=2, T=130, H=2, h0=True,
@@ -597,6 +619,9 @@ def sanitize_cases():
         # past the others' chunks.
         GradCase("san-grad-bf16-k128-kimi-lb-varlen-20,37-h0-ht", "bf16", 128, seqlens=[20, 37], H=1,
                  h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
+        # The reverse scan on the gradient policy's wider V blocks.
+        GradCase("san-grad-bf16-k128-kimi-lb-varlen-20,37-h0-ht-vblock64", "bf16", 128, seqlens=[20, 37], H=1,
+                 h0=True, ht=True, layout="v_major", prologue="kimi_lb", grad_v_block=64),
         WindowCase("san-bf16-k64-window-W16-varlen-gqa", "bf16", 64, 16, seqlens=[20, 1, 45], HQ=2, HK=1),
         # The lane kernel's two shared stages, interior and edge blocks, a partial last block.
         WindowCase("san-bf16-k128-window-W100-T300-gqa", "bf16", 128, 100, B=1, T=300, HQ=2, HK=1),

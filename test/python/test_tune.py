@@ -171,6 +171,35 @@ def part_unit(tmp):
     check(TU.shape_policy_tile(kimi_h, "sm_90a", 6, 64, 132) == vbh, "boundary states, many units")
     check(TU.shape_policy_tile(kimi_h, "sm_90a", 1, 32, 132) == vb32, "boundary states, few units")
     check(TU.policy_tiles(kimi_h, "sm_90a") == [vb32, vbh], TU.policy_tiles(kimi_h, "sm_90a"))
+    # The gradient (chunk_kda's backward): its reverse scan takes V blocks of GRAD_WIDE_V_BLOCK where the
+    # (sequence, head) units alone fill the multiprocessors, the chip's default (None) below that;
+    # KDA_GRAD_V_BLOCK asks for one (0: the default), and prebuild builds both wide tiles.
+    grad = B.gated_delta_grad_config(dict(kimi, boundary_interval=16), chunk=16)
+    gwide = TU.make_tile(16, TU.GRAD_WIDE_V_BLOCK, 256)
+    gpol = lambda n, hv, sms=132: TU.grad_policy_tile(grad, "sm_90a", n, hv, sms)  # noqa: E731
+    check(gpol(8, 32) == gwide, f"fwdbwd 8 x 4096 H=32: {gpol(8, 32)}")
+    check(gpol(1, 32) is None and gpol(4, 32) is None, "few units: the chip's V block")
+    check(gpol(8, 32, sms=264) is None, "twice the multiprocessors: the chip's V block again")
+    check(TU.grad_policy_tile(grad, "sm_80", 8, 32, 108) is None, "no gradient policy for unmeasured chips")
+    check(TU.grad_policy_tile(grad, "sm_90a", 8, 32, 0) is None, "unknown multiprocessor count")
+    check(TU.shape_policy_tile(grad, "sm_90a", 8, 32, 132) is None, "the forward's policy leaves gradients")
+    check(TU.grad_policy_tile(kimi, "sm_90a", 8, 32, 132) is None, "the gradient's policy leaves forwards")
+    check(TU.policy_tiles(grad, "sm_90a") == [gwide, TU.make_tile(16, 128, 256)], TU.policy_tiles(grad, "sm_90a"))
+    check(B.tile_flags(gwide) == ["--chunk=16", "--sub-chunk=16", f"--v-block={TU.GRAD_WIDE_V_BLOCK}",
+                                  "--block-threads=256"], B.tile_flags(gwide))
+    os.environ["KDA_GRAD_V_BLOCK"] = "128"
+    check(gpol(1, 32) == TU.make_tile(16, 128, 256), "KDA_GRAD_V_BLOCK=128")
+    os.environ["KDA_GRAD_V_BLOCK"] = "0"
+    check(gpol(8, 32) is None, "KDA_GRAD_V_BLOCK=0: the compiled default")
+    for bad in ("48", "x"):
+        os.environ["KDA_GRAD_V_BLOCK"] = bad
+        try:
+            gpol(8, 32)
+            check(False, f"KDA_GRAD_V_BLOCK={bad} was accepted")
+        except ValueError as e:
+            check("KDA_GRAD_V_BLOCK" in str(e), str(e))
+    del os.environ["KDA_GRAD_V_BLOCK"]
+    ok("the gradient's shape policy: the reverse scan's V block by (sequence, head) units")
     # chunk_size=64 (or 32) with sub-chunks of 16 runs the chunk-0 form's kernels on NVIDIA (sub-chunk
     # steps of 16): the same tiles, with the op's chunk stamped on them; elsewhere it keeps its own.
     kimi64 = dict(kimi, chunk=64)

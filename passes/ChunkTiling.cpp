@@ -1670,6 +1670,10 @@ ChunkInputs gradChunkInputs(TensorTileBuilder &lb, TileBuilder &on,
   return ci;
 }
 
+/// Slices of the gradient's per-chunk gate-parameter shares summed side by
+/// side before their sum over the slices (sumSequences): 16 x HV programs.
+constexpr int64_t kShareSlices = 16;
+
 struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
   TileGatedDeltaGrad(MLIRContext *ctx, int64_t chunk, int64_t subChunk,
                      int64_t vBlock, bool recomputeStates,
@@ -2799,10 +2803,11 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     Value seqCount = sequences.numSequences();
     if (aLogShares)
       results.push_back(sumSequences(b, aLogShares, hv, seqCount, keptChunks,
-                                     1, /*squeeze=*/true));
+                                     1, /*squeeze=*/true, kShareSlices));
     if (dtShares)
       results.push_back(sumSequences(b, dtShares, hv, seqCount, keptChunks,
-                                     dtLen, /*squeeze=*/!channelGate));
+                                     dtLen, /*squeeze=*/!channelGate,
+                                     kShareSlices));
     // The grids' names, and the intra-chunk grid's description (the
     // forward's: it takes the same lane kernel).
     if (auto f = op->getParentOfType<FunctionOpInterface>()) {
@@ -2811,10 +2816,20 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
         phases.push_back("gate");
       if (!matchPattern(oneHead, m_One())) // (no sums where heads are static)
         phases.append({"sum_dq", "sum_dk"});
-      if (aLogShares)
+      // (Each gate parameter's sum in two grids where its shares are a
+      // dimension's worth of chunks: sumSequences' slices.)
+      const bool sliced = !getConstantIntValue(keptChunks) ||
+                          *getConstantIntValue(keptChunks) > 16;
+      if (aLogShares) {
+        if (sliced)
+          phases.push_back("sum_d_A_log_slices");
         phases.push_back("sum_d_A_log");
-      if (dtShares)
+      }
+      if (dtShares) {
+        if (sliced)
+          phases.push_back("sum_d_dt_bias_slices");
         phases.push_back("sum_d_dt_bias");
+      }
       f->setAttr(kPhaseAttr, b.getStrArrayAttr(phases));
       SmallVector<StringRef> roles;
       if (ws.w)
@@ -3006,14 +3021,136 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     return grid.getResult(0);
   }
 
+  /// The sum of partials[n, head, from .. to, 0 .. len) ([len], f32): a
+  /// few static blocks unrolled, otherwise a loop taking eight blocks an
+  /// iteration, summed pairwise (the ones past `to` read at its last and
+  /// taken as zero): one dependent load an iteration left its latency
+  /// exposed once a block (0.23 ms for d_dt_bias on the H200, thirty-first
+  /// session's profile; thirty-two an iteration measured slower than eight,
+  /// thirty-ninth session).
+  static Value sumBlocks(ImplicitLocOpBuilder &ib, Value partials, Value n,
+                         Value head, Value from, Value to,
+                         std::optional<int64_t> fixed, int64_t len,
+                         Value total) {
+    TensorTileBuilder itb(ib);
+    auto sum = [](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange) {
+      return Value(arith::AddFOp::create(bb, s[0], s[1]));
+    };
+    if (fixed) {
+      for (int64_t blk = 0; blk < *fixed; ++blk) {
+        Value piece = itb.load(partials, {n, head, itb.index(blk), itb.index(0)},
+                               {3}, {len}, itb.index(len));
+        total = itb.map({len}, {total, piece}, sum);
+      }
+      return total;
+    }
+    constexpr int64_t unroll = 8;
+    Value last = arith::SubIOp::create(
+        ib, arith::MaxUIOp::create(ib, to, itb.index(1)), itb.index(1));
+    return scf::ForOp::create(
+               ib, from, to, itb.index(unroll), ValueRange{total},
+               [&](OpBuilder &bnb, Location bl, Value blk, ValueRange bacc) {
+                 ImplicitLocOpBuilder bib(bl, bnb);
+                 TensorTileBuilder btb(bib);
+                 SmallVector<Value> pieces;
+                 for (int64_t i = 0; i < unroll; ++i) {
+                   Value at = arith::AddIOp::create(bib, blk, btb.index(i));
+                   Value in = arith::CmpIOp::create(
+                       bib, arith::CmpIPredicate::ult, at, to);
+                   Value clamped = arith::MinUIOp::create(bib, at, last);
+                   Value piece =
+                       btb.load(partials, {n, head, clamped, btb.index(0)},
+                                {3}, {len}, btb.index(len));
+                   pieces.push_back(btb.map(
+                       {len}, {piece},
+                       [in](ImplicitLocOpBuilder &bb, ValueRange s,
+                            ValueRange) {
+                         Value zero = arith::ConstantOp::create(
+                             bb, bb.getF32FloatAttr(0.0f));
+                         return Value(
+                             arith::SelectOp::create(bb, in, s[0], zero));
+                       }));
+                 }
+                 while (pieces.size() > 1) {
+                   SmallVector<Value> next;
+                   for (size_t i = 0; i + 1 < pieces.size(); i += 2)
+                     next.push_back(
+                         btb.map({len}, {pieces[i], pieces[i + 1]}, sum));
+                   pieces = next;
+                 }
+                 scf::YieldOp::create(bib,
+                                      btb.map({len}, {bacc[0], pieces[0]}, sum));
+               })
+        .getResult(0);
+  }
+
   /// [HV, len] (or [HV] with `squeeze`, len 1) from the partials
   /// [rows, HV, blocks, len] of `count` sequences: a grid over the value
-  /// heads summing every sequence's and V block's.
+  /// heads summing every sequence's and V block's. With `slices` (the
+  /// gradient's per-chunk shares: thousands of blocks a head), first a grid
+  /// over (value head, slice) summing each slice's run of blocks into
+  /// [1, HV, slices, len], then the grid over the heads summing those: one
+  /// program a head walking every chunk of 8 x 4096 tokens took 0.16 ms for
+  /// d_dt_bias and 0.10 for d_A_log on the H100 (thirty-ninth session), on
+  /// 32 of its 132 multiprocessors.
   static Value sumSequences(ImplicitLocOpBuilder &b, Value partials,
                             OpFoldResult hv, Value count, OpFoldResult blocks,
-                            int64_t len, bool squeeze) {
+                            int64_t len, bool squeeze, int64_t slices = 0) {
     TensorTileBuilder tb(b);
     auto staticHeads = getConstantIntValue(hv);
+    // A few static blocks (V blocks) unrolled; more, or as many as an
+    // argument's dimension (the gradient's per-chunk shares, static where
+    // the kept states' chunk count is: unrolled, a static count of 2^63 - 1
+    // never finished building), a loop.
+    std::optional<int64_t> fixed = getConstantIntValue(blocks);
+    if (fixed && *fixed > 16)
+      fixed.reset();
+    if (slices > 1 && !fixed) {
+      SmallVector<int64_t> shape = {1,
+                                    staticHeads ? *staticHeads
+                                                : ShapedType::kDynamic,
+                                    slices, len};
+      Value out = tb.emptyOfType(RankedTensorType::get(shape, b.getF32Type()),
+                                 {{}, hv, {}, {}});
+      auto grid = scf::ForallOp::create(b, {hv, b.getIndexAttr(slices)},
+                                        ValueRange{out}, std::nullopt);
+      {
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(grid.getBody());
+        TensorTileBuilder gb(b);
+        Value head = grid.getInductionVar(0), slice = grid.getInductionVar(1);
+        Value all = getValueOrCreateConstantIndexOp(b, b.getLoc(), blocks);
+        // Slice `slice` of ceil(all / slices) blocks, clipped to `all`.
+        Value per = arith::CeilDivUIOp::create(b, all, gb.index(slices));
+        Value from = arith::MinUIOp::create(
+            b, arith::MulIOp::create(b, slice, per), all);
+        Value to = arith::MinUIOp::create(
+            b, arith::AddIOp::create(b, from, per), all);
+        auto loop = scf::ForOp::create(
+            b, gb.index(0), count, gb.index(1),
+            ValueRange{gb.filled({len}, 0.0)},
+            [&](OpBuilder &nb, Location loc, Value n, ValueRange acc) {
+              ImplicitLocOpBuilder ib(loc, nb);
+              scf::YieldOp::create(ib, sumBlocks(ib, partials, n, head, from,
+                                                 to, std::nullopt, len,
+                                                 acc[0]));
+            });
+        Value piece = tensor::ExpandShapeOp::create(
+            b, RankedTensorType::get({1, 1, 1, len}, b.getF32Type()),
+            loop.getResult(0), ArrayRef<ReassociationIndices>{{0, 1, 2, 3}});
+        b.setInsertionPointToStart(grid.getTerminator().getBody());
+        SmallVector<OpFoldResult> offsets = {b.getIndexAttr(0), head, slice,
+                                             b.getIndexAttr(0)};
+        SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), b.getIndexAttr(1),
+                                           b.getIndexAttr(1),
+                                           b.getIndexAttr(len)};
+        tensor::ParallelInsertSliceOp::create(
+            b, piece, grid.getRegionIterArgs()[0], offsets, sizes,
+            SmallVector<OpFoldResult>(4, b.getIndexAttr(1)));
+      }
+      return sumSequences(b, grid.getResult(0), hv, tb.index(1),
+                          b.getIndexAttr(slices), len, squeeze);
+    }
     SmallVector<int64_t> shape = {staticHeads ? *staticHeads
                                               : ShapedType::kDynamic};
     SmallVector<OpFoldResult> dynamicSizes = {hv};
@@ -3028,80 +3165,14 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     b.setInsertionPointToStart(grid.getBody());
     TensorTileBuilder gb(b);
     Value head = grid.getInductionVar(0);
+    Value all = getValueOrCreateConstantIndexOp(b, b.getLoc(), blocks);
     auto loop = scf::ForOp::create(
         b, gb.index(0), count, gb.index(1), ValueRange{gb.filled({len}, 0.0)},
         [&](OpBuilder &nb, Location loc, Value n, ValueRange acc) {
           ImplicitLocOpBuilder ib(loc, nb);
-          TensorTileBuilder itb(ib);
-          auto sum = [](ImplicitLocOpBuilder &bb, ValueRange s, ValueRange) {
-            return Value(arith::AddFOp::create(bb, s[0], s[1]));
-          };
-          auto add = [&](TensorTileBuilder &on, Value total, Value blk) {
-            Value piece = on.load(partials, {n, head, blk, on.index(0)}, {3},
-                                  {len}, on.index(len));
-            return on.map({len}, {total, piece}, sum);
-          };
-          Value total = acc[0];
-          // A few static blocks (V blocks) unrolled; more, or as many as an
-          // argument's dimension (the gradient's per-chunk shares, static
-          // where the kept states' chunk count is: unrolled, a static count
-          // of 2^63 - 1 never finished building), a loop.
-          std::optional<int64_t> fixed = getConstantIntValue(blocks);
-          if (fixed && *fixed <= 16) {
-            for (int64_t blk = 0; blk < *fixed; ++blk)
-              total = add(itb, total, itb.index(blk));
-          } else {
-            // Eight blocks an iteration, summed pairwise (the ones past
-            // the last read at it and taken as zero): a program walks every
-            // chunk of its head (512 at T = 8192), and one dependent load an
-            // iteration left its latency exposed 512 times (0.23 ms for
-            // d_dt_bias on the H200, thirty-first session's profile).
-            constexpr int64_t unroll = 8;
-            Value all = getValueOrCreateConstantIndexOp(ib, loc, blocks);
-            Value last = arith::SubIOp::create(
-                ib, arith::MaxUIOp::create(ib, all, itb.index(1)),
-                itb.index(1));
-            total = scf::ForOp::create(
-                        ib, itb.index(0), all, itb.index(unroll),
-                        ValueRange{total},
-                        [&](OpBuilder &bnb, Location bl, Value blk,
-                            ValueRange bacc) {
-                          ImplicitLocOpBuilder bib(bl, bnb);
-                          TensorTileBuilder btb(bib);
-                          SmallVector<Value> pieces;
-                          for (int64_t i = 0; i < unroll; ++i) {
-                            Value at = arith::AddIOp::create(bib, blk,
-                                                             btb.index(i));
-                            Value in = arith::CmpIOp::create(
-                                bib, arith::CmpIPredicate::ult, at, all);
-                            Value clamped =
-                                arith::MinUIOp::create(bib, at, last);
-                            Value piece = btb.load(
-                                partials, {n, head, clamped, btb.index(0)},
-                                {3}, {len}, btb.index(len));
-                            pieces.push_back(btb.map(
-                                {len}, {piece},
-                                [in](ImplicitLocOpBuilder &bb, ValueRange s,
-                                     ValueRange) {
-                                  Value zero = arith::ConstantOp::create(
-                                      bb, bb.getF32FloatAttr(0.0f));
-                                  return Value(arith::SelectOp::create(
-                                      bb, in, s[0], zero));
-                                }));
-                          }
-                          while (pieces.size() > 1) {
-                            SmallVector<Value> next;
-                            for (size_t i = 0; i + 1 < pieces.size(); i += 2)
-                              next.push_back(btb.map(
-                                  {len}, {pieces[i], pieces[i + 1]}, sum));
-                            pieces = next;
-                          }
-                          scf::YieldOp::create(
-                              bib, btb.map({len}, {bacc[0], pieces[0]}, sum));
-                        })
-                        .getResult(0);
-          }
-          scf::YieldOp::create(ib, total);
+          scf::YieldOp::create(ib, sumBlocks(ib, partials, n, head,
+                                             TensorTileBuilder(ib).index(0),
+                                             all, fixed, len, acc[0]));
         });
     b.setInsertionPointToStart(grid.getTerminator().getBody());
     SmallVector<OpFoldResult> offsets = {head}, sizes = {b.getIndexAttr(1)};

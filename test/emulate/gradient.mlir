@@ -126,6 +126,16 @@
 // F32-COUNT-8: bar=1e-04 ok
 // F32-NOT: FAIL
 //
+// The kept states' chunk count known only when the call runs (as kda.ops'
+// bundles have it), 25 chunks: the gate parameters' shares summed in 16 slices
+// of two chunks side by side, then over the slices (two grids each: ten
+// kernels), on the GPU emulator and on the CPU.
+// RUN: kda-run %s --function=kimi_kept_dyn400 --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=DYN
+// RUN: kda-run %s --function=kimi_kept_dyn400 --check --chunk=16 --sub-chunk=16 | FileCheck %s --check-prefix=DYNCPU
+// DYN: ran 10 kernels
+// DYN-COUNT-8: bar=5e-03 ok
+// DYNCPU-COUNT-8: bar=5e-03 ok
+//
 // The race check is live for one warp's lanes too: with warp syncs ordering
 // nothing, the first lane kernel that exchanges values within a warp through
 // shared memory (the forward's intra-chunk program) races. (Without the warp
@@ -166,4 +176,10 @@ func.func @kimi_kept_softplus(%q: tensor<1x40x2x128xbf16>, %k: tensor<1x40x2x128
   %o, %states = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<1x2x128x128xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate softplus>, boundary_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x2x128xbf16> boundary_states tensor<1x3x2x128x128xf32>
   %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd = kda.gated_delta_grad delta %q, %k, %v, %do gate(%g : tensor<1x40x2x128xbf16>) beta(%b : tensor<1x40x2xbf16>) initial_state(%h0 : tensor<1x2x128x128xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) chunk_states(%states : tensor<1x3x2x128x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate softplus>, states_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> -> tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16> d_gate tensor<1x40x2x128xbf16> d_beta tensor<1x40x2xbf16> d_initial_state tensor<1x2x128x128xf32> d_A_log tensor<2xf32> d_dt_bias tensor<2x128xf32>
   return %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd : tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2x128xbf16>, tensor<1x40x2xbf16>, tensor<1x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>
+}
+
+func.func @kimi_kept_dyn400(%q: tensor<1x400x2x128xbf16>, %k: tensor<1x400x2x128xbf16>, %v: tensor<1x400x2x128xbf16>, %g: tensor<1x400x2x128xbf16>, %b: tensor<1x400x2xbf16>, %h0: tensor<1x2x128x128xf32>, %a: tensor<2xf32>, %d: tensor<2x128xf32>, %do: tensor<1x400x2x128xbf16>) -> (tensor<1x400x2x128xbf16>, tensor<1x400x2x128xbf16>, tensor<1x400x2x128xbf16>, tensor<1x400x2x128xbf16>, tensor<1x400x2xbf16>, tensor<1x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>) {
+  %o, %states = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x400x2x128xbf16>) beta(%b : tensor<1x400x2xbf16>) initial_state(%h0 : tensor<1x2x128x128xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, boundary_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x400x2x128xbf16>, tensor<1x400x2x128xbf16>, tensor<1x400x2x128xbf16> -> tensor<1x400x2x128xbf16> boundary_states tensor<1x?x2x128x128xf32>
+  %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd = kda.gated_delta_grad delta %q, %k, %v, %do gate(%g : tensor<1x400x2x128xbf16>) beta(%b : tensor<1x400x2xbf16>) initial_state(%h0 : tensor<1x2x128x128xf32>) A_log(%a : tensor<2xf32>) dt_bias(%d : tensor<2x128xf32>) chunk_states(%states : tensor<1x?x2x128x128xf32>) {qk_l2norm, beta_activation = #kda<beta sigmoid>, gate_activation = #kda<gate lower_bound>, lower_bound = -5.0 : f64, states_interval = 16 : i64, state_layout = #kda<layout v_major>} : tensor<1x400x2x128xbf16>, tensor<1x400x2x128xbf16>, tensor<1x400x2x128xbf16>, tensor<1x400x2x128xbf16> -> tensor<1x400x2x128xbf16>, tensor<1x400x2x128xbf16>, tensor<1x400x2x128xbf16> d_gate tensor<1x400x2x128xbf16> d_beta tensor<1x400x2xbf16> d_initial_state tensor<1x2x128x128xf32> d_A_log tensor<2xf32> d_dt_bias tensor<2x128xf32>
+  return %dq, %dk, %dv, %dg, %db, %dh0, %da, %dd : tensor<1x400x2x128xbf16>, tensor<1x400x2x128xbf16>, tensor<1x400x2x128xbf16>, tensor<1x400x2x128xbf16>, tensor<1x400x2xbf16>, tensor<1x2x128x128xf32>, tensor<2xf32>, tensor<2x128xf32>
 }

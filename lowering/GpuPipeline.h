@@ -243,10 +243,10 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::init(true)};
   PassOptions::Option<bool> chunkTf32{
       *this, "chunk-tf32",
-      llvm::cl::desc("NVIDIA: the gradient's chunk grid's recomputed forward's "
-                     "products as one TF32 product a step where the call's "
-                     "inputs are 16-bit (the adjoint's 3xTF32; false: both "
-                     "3xTF32)"),
+      llvm::cl::desc("NVIDIA: the gradient's chunk grid's products as one "
+                     "TF32 product a step where the call's inputs are 16-bit, "
+                     "but for the factored decayed pairs' adjoint (false: "
+                     "3xTF32 throughout)"),
       llvm::cl::init(true)};
   PassOptions::Option<int64_t> stepThreads{
       *this, "step-threads",

@@ -264,9 +264,9 @@ def KdaGpuIntraRegisters : Pass<"kda-gpu-intra-registers", "func::FuncOp"> {
            "forward is recomputed), read from there (the default; false: "
            "loaded from global memory at their use)">,
     Option<"chunkTf32", "chunk-tf32", "bool", /*default=*/"true",
-           "The gradient's chunk grid: the products of the forward it "
-           "recomputes one TF32 product a step where the call's inputs are "
-           "16-bit (the adjoint's stay 3xTF32; false: 3xTF32 for both)">,
+           "The gradient's chunk grid: its products one TF32 product a step "
+           "where the call's inputs are 16-bit, but for the adjoint of the "
+           "factored decayed pairs (false: 3xTF32 throughout)">,
   ];
 }
 

@@ -260,6 +260,14 @@ IntraChunk mlir::kda::emitIntraChunk(
     const bool boundedSubChunk =
         config.gateActivation == GateActivation::lower_bound &&
         -config.lowerBound * double(sub - 1) <= 80.0;
+    // The factored blocks' products (factors up to e^{+-80}): the tape runs
+    // their adjoint's products precise (TileBuilder::rangeSensitiveProducts).
+    auto factored = [&](Value a, Value bTile) {
+      tb.rangeSensitiveProducts(true);
+      Value r = tb.matmul(a, bTile, false, true);
+      tb.rangeSensitiveProducts(false);
+      return r;
+    };
     for (int64_t r = 0; r < c; r += sub) {
       Value qI = tb.subTile(q, {r, 0}, {sub, kd});
       Value kI = tb.subTile(k, {r, 0}, {sub, kd});
@@ -270,11 +278,10 @@ IntraChunk mlir::kda::emitIntraChunk(
                                 tb.subTile(G, {0, 0}, {r, kd}), gRef,
                                 /*refFirst=*/true);
         Value qRel = decayed(tb, qI, gI, gRef, /*refFirst=*/false);
-        P = tb.insertSubTile(tb.matmul(qRel, kBefore, false, true), P, {r, 0});
+        P = tb.insertSubTile(factored(qRel, kBefore), P, {r, 0});
         if (delta) {
           Value kRel = decayed(tb, kI, gI, gRef, /*refFirst=*/false);
-          L = tb.insertSubTile(tb.matmul(kRel, kBefore, false, true), L,
-                               {r, 0});
+          L = tb.insertSubTile(factored(kRel, kBefore), L, {r, 0});
         }
       }
       if (sub == 1) {
@@ -295,13 +302,13 @@ IntraChunk mlir::kda::emitIntraChunk(
         Value kFromFirst = decayed(tb, kI, gI, gFirst, /*refFirst=*/true);
         Value qToFirst = decayed(tb, qI, gI, gFirst, /*refFirst=*/false);
         P = tb.insertSubTile(
-            lowerTriangle(tb, tb.matmul(qToFirst, kFromFirst, false, true),
+            lowerTriangle(tb, factored(qToFirst, kFromFirst),
                           /*inclusive=*/true),
             P, {r, r});
         if (delta) {
           Value kToFirst = decayed(tb, kI, gI, gFirst, /*refFirst=*/false);
           L = tb.insertSubTile(
-              lowerTriangle(tb, tb.matmul(kToFirst, kFromFirst, false, true),
+              lowerTriangle(tb, factored(kToFirst, kFromFirst),
                             /*inclusive=*/false),
               L, {r, r});
         }

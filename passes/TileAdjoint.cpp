@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "llvm/ADT/ScopeExit.h"
 #include "passes/TileAdjoint.h"
 
 #include "passes/ScalarAdjoint.h"
@@ -54,6 +55,7 @@ struct TapeTileBuilder::Entry {
   SmallVector<Broadcast> casts; // map: each operand's broadcast
   SmallVector<int64_t> offsets; // subTile, insertSubTile; rowOf: {row}
   bool transA = false, transB = false, inclusive = false;
+  bool rangeSensitive = false; // matmul: rangeSensitiveProducts was on
   std::unique_ptr<Block, BodyDeleter> body; // map
   Value bodyResult;                         // map: in `body`, or outside it
 };
@@ -124,6 +126,7 @@ Value TapeTileBuilder::matmul(Value a, Value bTile, bool transA, bool transB) {
   auto e = entry(Kind::Matmul, {a, bTile}, r);
   e->transA = transA;
   e->transB = transB;
+  e->rangeSensitive = sensitive;
   tape.push_back(std::move(e));
   return r;
 }
@@ -305,6 +308,15 @@ TapeTileBuilder::emitAdjoint(ArrayRef<std::pair<Value, Value>> seeds,
       if (first && live(in[0]))
         add(in[0], dy);
       Value a = in[first], bt = in[first + 1];
+      // The factored decayed pairs' products: their gradients meet in a
+      // difference of large terms (dG = a da - b db of e^{+-G}-scaled rows),
+      // which a single TF32 product's error swamps (thirty-ninth session).
+      if (e.rangeSensitive)
+        tb.preciseProducts(true);
+      auto restore = llvm::make_scope_exit([&] {
+        if (e.rangeSensitive)
+          tb.preciseProducts(false);
+      });
       // A gradient that exists already takes the product accumulated into
       // it (matmulAdd): a matrix instruction accumulates in place, in the
       // accumulator's own layout (the lane builder's state, whose layout a

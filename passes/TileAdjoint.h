@@ -48,6 +48,10 @@ public:
   Value invertUnitLower(Value l) override;
   Value decayedPairs(Value a, Value bTile, Value g, bool inclusive) override;
   Value park(Value tile) override;
+  /// Recorded on the matmuls that follow (their adjoint's products run
+  /// precise); the inner builder is not told (the forward is as it was).
+  void rangeSensitiveProducts(bool on) override { sensitive = on; }
+  void preciseProducts(bool on) override { inner.preciseProducts(on); }
   Value subTile(Value tile, ArrayRef<int64_t> offsets,
                 ArrayRef<int64_t> sizes) override;
   Value insertSubTile(Value sub, Value tile,
@@ -77,6 +81,7 @@ public:
 
 private:
   TileBuilder &inner;
+  bool sensitive = false;
   std::vector<std::unique_ptr<Entry>> tape;
 };
 

@@ -133,6 +133,18 @@ public:
   /// default, `tile` itself.
   virtual Value park(Value tile) { return tile; }
 
+  /// A hint from the algorithm: the products that follow, until it is
+  /// turned off, have operands of a wide dynamic range whose gradient is a
+  /// small difference of large terms (the factored decayed pairs: q and k
+  /// scaled by e^{+-G}). Builders ignore it; the tape records it on those
+  /// products and has their adjoint's products run precise
+  /// (preciseProducts).
+  virtual void rangeSensitiveProducts(bool on) {}
+  /// Products as precise as the builder makes them (3xTF32 for f32 tiles on
+  /// mma.sync) until turned off, whatever it was told for the others; by
+  /// default every product is.
+  virtual void preciseProducts(bool on) {}
+
   /// Static sub-tile [offsets, offsets + sizes) of the same rank.
   virtual Value subTile(Value tile, ArrayRef<int64_t> offsets,
                         ArrayRef<int64_t> sizes) = 0;

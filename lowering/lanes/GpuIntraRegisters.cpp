@@ -141,9 +141,6 @@ struct IntraProgram : kda::LaneBuilder {
   int64_t warpSize, halves;
   int64_t C, K, V, NW, KW, VW, KL, VL;
   bool precise;
-  /// The gradient's chunk program: 3xTF32 for the forward it recomputes
-  /// under the tape (false: one TF32 product; its adjoint keeps `precise`).
-  bool forwardPrecise = true;
   bool amd() const { return unit != kda::MatrixUnit::MmaSync; }
   // Arguments.
   Value q, k, v, gate, beta, aLog, dtBias, cuSeqlens;
@@ -736,13 +733,6 @@ struct IntraProgram : kda::LaneBuilder {
       in.aLog = in.dtBias = Value();
       config.gateActivation = GateActivation::none;
     }
-    // The recomputed forward's products in forwardPrecise, the adjoint's in
-    // `precise`: the gradients' error comes from the adjoint's products
-    // (emulated, kimi_kept: ddt_bias 1.1e-3 with 3xTF32 everywhere, 4.7e-3
-    // with one TF32 product everywhere, 1.1e-3 with one in the forward
-    // alone; bench/RESULTS.md, thirty-ninth session).
-    if (!amd())
-      tb.useMmaSync(b.getF32Type(), forwardPrecise);
     kda::TapeTileBuilder tape(tb);
     kda::IntraChunk intra = kda::emitIntraChunk(tape, config, in);
     if (!tb.failure().empty()) {
@@ -794,8 +784,6 @@ struct IntraProgram : kda::LaneBuilder {
       if (x)
         wrt.push_back(x);
     std::string why;
-    if (!amd())
-      tb.useMmaSync(b.getF32Type(), precise);
     FailureOr<SmallVector<Value>> grads = tape.emitAdjoint(pairs, wrt, why);
     if (failed(grads)) {
       failure = why;
@@ -912,15 +900,17 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     auto byName = [&](StringRef name) {
       return kda::abiArgument(func, abi, name);
     };
-    // The adjoint's products in 3xTF32 whatever the inputs' type: the
-    // gradient's sums over every token and channel (dA_log, ddt_bias) sit
-    // near their bar with one TF32 product (bench/RESULTS.md, twenty-fourth
-    // and thirty-ninth sessions). --chunk-tf32 (default): the recomputed
-    // forward's one TF32 product for 16-bit calls, which moves no gradient.
-    IntraProgram prog(b, *cfg, threads, /*precise=*/true,
-                      kda::MatrixUnit::MmaSync, /*emulated=*/false);
-    prog.forwardPrecise =
+    // --chunk-tf32 (default): one TF32 product a step for 16-bit calls,
+    // but for the adjoint of the factored decayed pairs (3xTF32: the tape's
+    // range-sensitive products). Their gradients meet in dG as a difference
+    // of e^{+-G}-scaled terms: emulated (kimi_kept), ddt_bias 1.1e-3 with
+    // 3xTF32 throughout, 1.2e-3 so, 4.7e-3 with one TF32 product throughout,
+    // 1.3e-2 with those two products alone in one (bench/RESULTS.md,
+    // thirty-ninth session). fp32 calls: 3xTF32.
+    const bool precise =
         !chunkTf32 || kda::keepsFp32Accuracy(func.getArgumentTypes());
+    IntraProgram prog(b, *cfg, threads, precise,
+                      kda::MatrixUnit::MmaSync, /*emulated=*/false);
     prog.wideExchange = chunkExchangePads;
     prog.stageSeeds = chunkStageSeeds;
     prog.exchangeSwizzle = chunkExchangeSwizzle;

@@ -1756,7 +1756,8 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
             cv = emitMmaSyncTf32(
                 b, b.getLoc(),
                 ValueRange{af[s], af[2 + s], af[4 + s], af[6 + s]},
-                ValueRange{bf[nt][s], bf[nt][2 + s]}, cv, mmaPrecise);
+                ValueRange{bf[nt][s], bf[nt][2 + s]}, cv,
+                mmaPrecise || forcePrecise);
           for (int64_t e = 0; e < 4; ++e)
             c[e] = vector::ExtractOp::create(
                 b, cv, ArrayRef<int64_t>{e / 2, e % 2});
@@ -2896,7 +2897,7 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
           cv[m] = emitMmaSyncTf32(
               b, b.getLoc(),
               ValueRange{aAt(0, c0), aAt(1, c0), aAt(0, c1), aAt(1, c1)},
-              ValueRange{B[c0], B[c1]}, cv[m], mmaPrecise);
+              ValueRange{B[c0], B[c1]}, cv[m], mmaPrecise || forcePrecise);
         }
       }
     }

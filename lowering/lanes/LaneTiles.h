@@ -161,6 +161,9 @@ public:
   /// f32 with `precise` false: one TF32 product a step (10-bit operands:
   /// the intra-chunk products of 16-bit inputs, whose decayed operands
   /// need f32's range).
+  /// f32 products in 3xTF32 until turned off (the tape's adjoint of
+  /// range-sensitive products), whatever useMmaSync said.
+  void preciseProducts(bool on) override { forcePrecise = on; }
   void useMmaSync(Type operandType, bool precise = true) {
     mmaType = operandType;
     mmaPrecise = precise;
@@ -436,6 +439,8 @@ private:
                                 bool transposed);
   Type mmaType;
   bool mmaPrecise = true;
+  /// preciseProducts: 3xTF32 whatever mmaPrecise says.
+  bool forcePrecise = false;
   MatrixUnit unit = MatrixUnit::MmaSync;
   bool emulateSteps = false;
   Value exchange;

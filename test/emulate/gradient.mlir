@@ -66,11 +66,11 @@
 // A knob measured slower and kept off (bench/RESULTS.md, thirty-fifth
 // session): the reverse scan's warps split by V (here with the f32 dS record).
 // RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 reverse-split-v=true reverse-ds-bf16=false" | FileCheck %s --check-prefix=VARLEN
-// The chunk grid's recomputed forward in 3xTF32 (chunk-tf32=false; one TF32
-// product is the default since the thirty-ninth session: the gradients' error
-// comes from the adjoint's products, which stay 3xTF32; one TF32 product
-// there too put kimi_kept's ddt_bias at 4.7e-3 and, with the bf16 dS record,
-// this two-head case's dA_log at 6.1e-3, over the 5e-3 bar).
+// The chunk grid in 3xTF32 throughout (chunk-tf32=false; one TF32 product a
+// step is the default since the thirty-ninth session, but for the adjoint of
+// the factored decayed pairs, the tape's range-sensitive products: with those
+// in one TF32 product too kimi_kept's ddt_bias was 4.7e-3 and, with the bf16
+// dS record, this two-head case's dA_log 6.1e-3, over the 5e-3 bar).
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 chunk-tf32=false" | FileCheck %s --check-prefix=KIMI
 // The chunk grid's earlier forms: its exchange regions' rows padded by one
 // (not as the host's bank-conflict count says) and its seeds loaded at their

@@ -224,10 +224,10 @@ static cl::opt<bool> chunkStageSeeds(
     cl::init(true), cl::cat(compileCategory));
 static cl::opt<bool> chunkTf32(
     "chunk-tf32",
-    cl::desc("NVIDIA: the gradient's chunk grid's recomputed forward's "
-             "products as one TF32 product a step where the call's inputs "
-             "are 16-bit (the default; its adjoint's stay 3xTF32; =false: "
-             "3xTF32)"),
+    cl::desc("NVIDIA: the gradient's chunk grid's products as one TF32 "
+             "product a step where the call's inputs are 16-bit, but for the "
+             "factored decayed pairs' adjoint (the default; =false: 3xTF32 "
+             "throughout)"),
     cl::init(true), cl::cat(compileCategory));
 static cl::opt<std::string>
     toolkit("toolkit",

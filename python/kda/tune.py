@@ -525,7 +525,6 @@ def _grad_policy_applies(cfg: Dict[str, Any], chip: str) -> bool:
 
 
 def _grad_tile(chip: str, v_block: int) -> Dict[str, int]:
-    from . import chips as _chips
     threads = int(_chips.default_tile(chip)["threads_gradient"])
     return make_tile(SUB_CHUNK, v_block, threads)
 

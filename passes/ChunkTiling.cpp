@@ -2320,10 +2320,9 @@ struct TileGatedDeltaGrad : OpRewritePattern<GatedDeltaGradOp> {
     // activation outside the chunk grid's tape (see #kda.intra_pass's
     // gate_outside): the chunk grid writes the gradient of the activated
     // gate (f32), the gate grid (4b below) takes it through the activation
-    // to d_gate, dA_log's and ddt_bias's shares. (NVIDIA's chunk lanes then
-    // take the softplus gate: its program spills 1.6 KB at 255 registers
-    // either way, the decayed pairs' exact form, and the last measurement,
-    // thirtieth session, had it slower than the tiles: to be measured.)
+    // to d_gate, dA_log's and ddt_bias's shares. (Measured far slower: the
+    // gate grid is a tile program. The softplus gate's chunk program runs on
+    // lanes either way since the fortieth session.)
     const bool gateOutside =
         gateOutsideOption && op.getGate() && channelGate &&
         fullConfig.gateActivation != GateActivation::none;

@@ -179,6 +179,18 @@ Value TapeTileBuilder::decayedPairs(Value a, Value bTile, Value g,
   return r;
 }
 
+SmallVector<Value> TapeTileBuilder::decayedPairsMany(ArrayRef<Value> as,
+                                                     Value bTile, Value g,
+                                                     ArrayRef<bool> inclusive) {
+  SmallVector<Value> rs = inner.decayedPairsMany(as, bTile, g, inclusive);
+  for (auto [a, inc, r] : llvm::zip(as, inclusive, rs)) {
+    auto e = entry(Kind::DecayedPairs, {a, bTile, g}, r);
+    e->inclusive = inc;
+    tape.push_back(std::move(e));
+  }
+  return rs;
+}
+
 Value TapeTileBuilder::decayedApply(Value dP, Value x, Value g,
                                     bool inclusive, bool transposed) {
   // Only adjoints use it (no second derivative): not recorded.

@@ -47,6 +47,11 @@ public:
   Value prefixSumRows(Value a) override;
   Value invertUnitLower(Value l) override;
   Value decayedPairs(Value a, Value bTile, Value g, bool inclusive) override;
+  /// The inner builder's (P and L share their keys' decays there), one
+  /// DecayedPairs entry a result.
+  SmallVector<Value> decayedPairsMany(ArrayRef<Value> as, Value bTile,
+                                      Value g,
+                                      ArrayRef<bool> inclusive) override;
   Value park(Value tile) override;
   /// Recorded on the matmuls that follow (their adjoint's products run
   /// precise); the inner builder is not told (the forward is as it was).

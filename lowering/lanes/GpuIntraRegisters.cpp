@@ -1191,17 +1191,6 @@ std::string mlir::kda::chunkLanesRefusal(IntraPassAttr chunkPass,
       *fix = "accept the tile lowering";
     return "a head-wise gate's adjoint has not been built on lanes";
   }
-  if (cfg->gateActivation == GateActivation::softplus && !cfg->gateOutside) {
-    // The tape keeps the softplus form's intermediates too: at K = 128 the
-    // program spills 1,748 bytes at 255 registers, and the training call
-    // measured slower than on tiles (bench/RESULTS.md, thirtieth session:
-    // fwdbwd softplus T = 8192 H = 32 19.7 ms against 17.2).
-    if (fix)
-      *fix = "accept the tile lowering (faster here until the program fits "
-             "the register file)";
-    return "the softplus gate's adjoint does not fit the register file "
-           "(spills; measured slower than the tile lowering)";
-  }
   return "";
 }
 

@@ -3351,6 +3351,133 @@ Value LaneTileBuilder::decayedPairs(Value a, Value bTile, Value g,
   return make(out, sums);
 }
 
+std::optional<Value> LaneTileBuilder::loopedApply(Value dP, Value x,
+                                                  Value g, bool inclusive,
+                                                  bool transposed) {
+  // decayedApply where x and g hold sixteen rows as mma.sync does (rows g
+  // and g + 8 of lane group g = lane / 4, columns on lane bits 0, 1 and
+  // registers, the warps splitting columns only) and dP is the same in
+  // every warp: dP goes once into the warp's exchange region (rows of 17
+  // words), then one loop over the key rows s of each register half
+  // shuffles row s of x and g to every lane and adds its terms. The
+  // unrolled form (every row's shuffles and a full copy of dP in each
+  // lane's registers, decayedApply's general form below) held 32 registers
+  // of coefficients through the whole sum: four of them in the gradient's
+  // chunk program spilled 1.3 to 1.7 KB a thread (log-space and softplus
+  // gates). Each lane now holds only its outputs and one row's terms.
+  const LaneLayout &l = tile_(x).layout;
+  std::optional<std::array<SmallVector<int64_t>, 2>> rows =
+      mmaRowRegisters(l);
+  const LaneLayout &cl = tile_(dP).layout;
+  if (!rows || warpSize != 32 || !exchange || cl.rank() != 2 ||
+      cl.shape != SmallVector<int64_t, 2>{16, 16})
+    return std::nullopt;
+  for (const LaneLayout::Coords &c : cl.warps)
+    if (c[0] != 0 || c[1] != 0)
+      return std::nullopt;
+  const int64_t stride = 17;
+  const int64_t perWarp =
+      cast<MemRefType>(exchange.getType()).getDimSize(0) / warps;
+  if (16 * stride > perWarp)
+    return std::nullopt;
+  const int64_t slots = (*rows)[0].size();
+  SmallVector<Value> xRegs(tile_(x).regs), gRegs(tile_(g).regs);
+  Value warpBase = arith::MulIOp::create(b, warp, index(perWarp));
+  // dP (every warp its own copy) into the warp's region, row-major.
+  {
+    auto ifOp = scf::IfOp::create(b, holdsFirstCopyInWarp(cl),
+                                  /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    const SmallVector<Value> &cRegs = tile_(dP).regs;
+    for (size_t r = 0; r < cRegs.size(); ++r) {
+      Value at = arith::AddIOp::create(
+          b, warpBase,
+          arith::AddIOp::create(
+              b,
+              arith::MulIOp::create(b, coordinate(cl, r, 0), index(stride)),
+              coordinate(cl, r, 1)));
+      memref::StoreOp::create(b, cRegs[r], exchange, ValueRange{at});
+    }
+  }
+  warpSync();
+  Value gIdx = arith::DivUIOp::create(b, lane, index(4));
+  Value tIdx = arith::RemUIOp::create(b, lane, index(4));
+  Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(warpSize));
+  Value zero = constantF32(0.0);
+  arith::CmpIPredicate pred =
+      transposed ? (inclusive ? arith::CmpIPredicate::uge
+                              : arith::CmpIPredicate::ugt)
+                 : (inclusive ? arith::CmpIPredicate::ule
+                              : arith::CmpIPredicate::ult);
+  SmallVector<Value> out(xRegs.size(), zero);
+  for (int64_t hs = 0; hs < 2; ++hs) {
+    // Rows of the lane's halves that have a pair with a key row of half
+    // hs: without transposing, rows i >= s (half 0 only for keys of half
+    // 0); transposed, rows i <= s (half 1 only for keys of half 1).
+    SmallVector<int64_t> halves;
+    for (int64_t h = 0; h < 2; ++h)
+      if (transposed ? h <= hs : h >= hs)
+        halves.push_back(h);
+    SmallVector<int64_t> carried;
+    for (int64_t h : halves)
+      for (int64_t c = 0; c < slots; ++c)
+        carried.push_back((*rows)[h][c]);
+    SmallVector<Value> init;
+    for (int64_t r : carried)
+      init.push_back(out[r]);
+    auto loop = scf::ForOp::create(b, index(0), index(8), index(1), init);
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(loop.getBody());
+      Value sl = loop.getInductionVar();
+      Value s = arith::AddIOp::create(b, sl, index(8 * hs));
+      Value src = arith::IndexCastOp::create(
+          b, b.getI32Type(),
+          arith::AddIOp::create(b, tIdx, arith::MulIOp::create(b, sl, index(4))));
+      SmallVector<Value> xs, gs;
+      for (int64_t c = 0; c < slots; ++c) {
+        xs.push_back(gpu::ShuffleOp::create(b, xRegs[(*rows)[hs][c]], src,
+                                            width, gpu::ShuffleMode::IDX)
+                         .getResult(0));
+        gs.push_back(gpu::ShuffleOp::create(b, gRegs[(*rows)[hs][c]], src,
+                                            width, gpu::ShuffleMode::IDX)
+                         .getResult(0));
+      }
+      SmallVector<Value> acc(loop.getRegionIterArgs());
+      int64_t n = 0;
+      for (int64_t h : halves) {
+        Value i = arith::AddIOp::create(b, gIdx, index(8 * h));
+        Value keep = arith::CmpIOp::create(b, pred, s, i);
+        Value at = transposed
+                       ? arith::AddIOp::create(
+                             b, arith::MulIOp::create(b, s, index(stride)), i)
+                       : arith::AddIOp::create(
+                             b, arith::MulIOp::create(b, i, index(stride)), s);
+        Value coef = memref::LoadOp::create(
+            b, exchange, ValueRange{arith::AddIOp::create(b, warpBase, at)});
+        coef = arith::SelectOp::create(b, keep, coef, zero);
+        for (int64_t c = 0; c < slots; ++c, ++n) {
+          Value own = gRegs[(*rows)[h][c]];
+          Value diff = transposed ? arith::SubFOp::create(b, gs[c], own)
+                                  : arith::SubFOp::create(b, own, gs[c]);
+          // Discarded pairs take the exponent 0: no inf times zero.
+          Value e = math::ExpOp::create(
+              b, arith::SelectOp::create(b, keep, diff, zero));
+          acc[n] = math::FmaOp::create(
+              b, arith::MulFOp::create(b, coef, xs[c]), e, acc[n]);
+        }
+      }
+      scf::YieldOp::create(b, acc);
+    }
+    for (auto [k, r] : llvm::enumerate(carried))
+      out[r] = loop.getResult(k);
+  }
+  // The region's next use may not overwrite what a lane still reads.
+  warpSync();
+  return make(l, out);
+}
+
 Value LaneTileBuilder::decayedApply(Value dP, Value x, Value g,
                                     bool inclusive, bool transposed) {
   SmallVector<int64_t> s = shape(x);
@@ -3366,6 +3493,8 @@ Value LaneTileBuilder::decayedApply(Value dP, Value x, Value g,
   for (const LaneLayout::Coords &c : l.warps)
     if (c[0] != 0)
       return fail("a decayed apply whose rows are split over warps", s);
+  if (std::optional<Value> r = loopedApply(dP, x, g, inclusive, transposed))
+    return *r;
   // The coefficients each lane needs: row r of dP (dP^T transposed) for
   // each of its rows r, every column, copies over the column lane bits and
   // the warps.

@@ -381,6 +381,12 @@ private:
   /// pairwise where a warp's gates would overflow every factored form).
   SmallVector<Value> factoredPairs(ArrayRef<Value> as, Value bTile, Value g,
                                    ArrayRef<bool> inclusive);
+  /// decayedApply where x and g hold sixteen rows as mma.sync does and dP
+  /// is whole in every warp: dP staged in the warp's exchange region, one
+  /// loop over the key rows (registers bounded); empty where the layouts
+  /// do not allow it (the caller takes the unrolled form).
+  std::optional<Value> loopedApply(Value dP, Value x, Value g, bool inclusive,
+                                   bool transposed);
   /// The same on AMD's units (useMatrixUnit): a 16-row chunk whose rows
   /// are on lane and register bits (the warps split its columns), each
   /// warp's key groups sized by its own gates, one product a group on the

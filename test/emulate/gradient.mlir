@@ -93,10 +93,17 @@
 // its earlier 3xTF32 form:
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-tf32=false" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=varlen_gva --seqlens=21,1,18 --check --emulate=sm_90a --emulate-pipeline="threads=256 step-tf32=false" | FileCheck %s --check-prefix=VARLEN
+// Kimi-Linear's softplus gate, its chunk grid on lanes (the exact decayed
+// pairs' adjoint looping over key rows, LaneTileBuilder::loopedApply, since
+// the fortieth session; the tile lowering before): eight kernels as
+// kimi_kept's.
+// RUN: kda-run %s --function=kimi_kept_softplus --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=SOFTPLUS
+// SOFTPLUS: emulated for sm_90a: compiled in {{.*}} ran 8 kernels
+// SOFTPLUS-COUNT-8: bar=5e-03 ok
+// SOFTPLUS-NOT: FAIL
 // --chunk-gate-outside (off): the chunk grid applies the gate's activation
 // outside its tape and a grid of its own (`gate`, tiles) takes the activated
-// gate's gradient to d_gate, dA_log and ddt_bias: nine kernels; the softplus
-// gate's chunk grid then runs on lanes (refused for the tiles otherwise).
+// gate's gradient to d_gate, dA_log and ddt_bias: nine kernels.
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 chunk-gate-outside=true" | FileCheck %s --check-prefix=OUTSIDE
 // RUN: kda-run %s --function=kimi_kept_softplus --check --emulate=sm_90a --emulate-pipeline="threads=256 chunk-gate-outside=true" | FileCheck %s --check-prefix=OUTSIDE
 // RUN: kda-run %s --function=kimi_kept_softplus --check --chunk=16 --sub-chunk=16 | FileCheck %s --check-prefix=OWN
@@ -109,7 +116,8 @@
 // VARLEN-NOT: FAIL
 //
 // The other gate forms and sizes, each through its own strategy: FLA's
-// log-space gate, Kimi-Linear's softplus (its chunk grid on tiles), K = 64
+// log-space gate, Kimi-Linear's softplus (their chunk grids' exact decayed
+// pairs on lanes: LaneTileBuilder::loopedApply for the adjoint), K = 64
 // (the chunk grid's tiles at 8 warps), GDN's head-wise gate, f32 inputs
 // (bar 1e-4).
 // RUN: kda-run %S/Inputs/grads.mlir --function=logspace --check --emulate=sm_90a --emulate-pipeline=threads=256 | FileCheck %s --check-prefix=SIX

@@ -484,6 +484,12 @@ def grad_cases():
                  grad_v_block=128),
         GradCase("grad-bf16-k128-kimi-softplus-gva-T100", "bf16", 128, B=2, T=100, H=1, HV=2,
                  prologue="kimi_softplus", layout="v_major"),
+        # The exact decayed pairs' adjoint on lanes (K = 128: the softplus and log-space gates'
+        # chunk programs, LaneTileBuilder::loopedApply).
+        GradCase("grad-bf16-k128-kimi-softplus-varlen-37,1,0,90-h0-ht-vmajor", "bf16", 128,
+                 seqlens=[37, 1, 0, 90], H=2, h0=True, ht=True, layout="v_major", prologue="kimi_softplus"),
+        GradCase("grad-bf16-k128-logspace-f32-gate-varlen-37,1,90-h0-ht", "bf16", 128, seqlens=[37, 1, 90],
+                 H=2, h0=True, ht=True, g_dtype="f32"),
         GradCase("grad-bf16-k64-logspace-f32-gate-T130-h0", "bf16", 64, B=2, T=130, H=2, h0=True,
                  g_dtype="f32"),
         GradCase("grad-bf16-k64-lb-no-A_log-T70-ht", "bf16", 64, B=1, T=70, H=2, ht=True,
@@ -619,6 +625,12 @@ def sanitize_cases():
         # past the others' chunks.
         GradCase("san-grad-bf16-k128-kimi-lb-varlen-20,37-h0-ht", "bf16", 128, seqlens=[20, 37], H=1,
                  h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
+        # The softplus and log-space gates' chunk programs (their pairs' adjoint staged in each
+        # warp's exchange region, LaneTileBuilder::loopedApply).
+        GradCase("san-grad-bf16-k128-kimi-softplus-varlen-20,37-h0-ht", "bf16", 128, seqlens=[20, 37], H=1,
+                 h0=True, ht=True, layout="v_major", prologue="kimi_softplus"),
+        GradCase("san-grad-bf16-k128-logspace-varlen-20,37-h0", "bf16", 128, seqlens=[20, 37], H=1,
+                 h0=True),
         # The reverse scan on the gradient policy's wider V blocks.
         GradCase("san-grad-bf16-k128-kimi-lb-varlen-20,37-h0-ht-vblock64", "bf16", 128, seqlens=[20, 37], H=1,
                  h0=True, ht=True, layout="v_major", prologue="kimi_lb", grad_v_block=64),
@@ -964,8 +976,8 @@ def run_grad_case(case, torch, oracle):
                          "kimi_softplus": "softplus"}[p],
         lower_bound=-5.0)
     problems, metrics = [], []
-    # How the gradient's step and chunk grids were written (both on lanes by default; K = 64
-    # at 8 warps and the softplus gate take the chunk grid's tiles, and a bundle built with
+    # How the gradient's step and chunk grids were written (both on lanes by default, every gate
+    # form's; K = 64 at 8 warps takes the chunk grid's tiles, and a bundle built with
     # kda-compile --step-registers=false / --chunk-registers=false takes them too);
     # each case asserts what the default build gives it, or KDA_EXPECT_STEP / KDA_EXPECT_CHUNK
     # (lanes, tiles, or any) where the bundles were built otherwise.
@@ -977,7 +989,7 @@ def run_grad_case(case, torch, oracle):
     if path:
         with open(os.path.join(path, "manifest.json")) as f:
             st = {k["name"]: k.get("strategy") or {} for k in json.load(f).get("kernels", [])}
-    chunk_lanes = case.K >= 128 and case.prologue != "kimi_softplus"
+    chunk_lanes = case.K >= 128
     for kernel, env, default in (("step", "KDA_EXPECT_STEP", "lanes"),
                                  ("chunk", "KDA_EXPECT_CHUNK", "lanes" if chunk_lanes else "tiles")):
         kinds = [s.get("kind") for s in st.values() if s.get("kernel") == kernel]

@@ -1563,6 +1563,9 @@ TEST_F(LaneTilesTest, DecayedApplyOnLanes) {
                           MemRefLayoutAttrInterface{},
                           gpu::AddressSpaceAttr::get(
                               &ctx, gpu::AddressSpace::Workgroup)));
+  // mma.sync's rows: dP staged in the exchange region, one loop over the
+  // key rows (loopedApply, the gradient's chunk programs); blocked rows:
+  // the unrolled form.
   for (const LaneLayout &rows : {LaneTileBuilder::mmaOperandA(C, D, 1),
                                  LaneTileBuilder::rowBlocked(D, 32, 1)})
     for (bool transposed : {false, true})

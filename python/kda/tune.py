@@ -479,15 +479,28 @@ def _policy_applies(cfg: Dict[str, Any], chip: str) -> bool:
 # kernel scans them, and the state kernel runs the P runs side by side). The
 # summary does twice a state pass's columns (V and the K of the transition)
 # and the state pass runs again, so segments pay only where the state kernel
-# leaves the chip idle: few (sequence, head) units and long sequences. First
-# measured on the H200 (bench/RESULTS.md, twenty-eighth session, a summary
-# kernel that then lacked its stores, so timings only): T = 131072 H = 16
-# 6.56 ms -> 4.89 (8 segments), 5.08 (16), 5.54 (4); T = 32768 H = 32 2.16 ->
-# 2.49 (4), 2.61 (8): slower. The policy chooses none until the corrected
-# kernels pass the GPU suite there (test/gpu/test_gpu.py's segments cases);
-# KDA_SEGMENTS=P (1: none) sets the count, and kda.prebuild --segments
-# builds the bundles it needs.
+# leaves the chip idle: few (sequence, head) units and long sequences.
+# Measured on the H100 (bench/RESULTS.md, fortieth session; FLA 10.44, 5.29,
+# 13.39 and 11.27 ms), none / 4 / 8 / 16 segments:
+#   T = 131072 H = 16           6.57 / 6.41 / 5.19 / 5.02
+#   T = 65536 H = 16            3.30 / 3.21 / 2.61 / 2.73
+#   T = 262144 H = 8           10.86 / 6.76 / 7.16 / 5.17
+#   softplus T = 131072 H = 16  6.85 / 6.56 / 5.65 / 5.14
+# (the twenty-eighth session's first build, on the H200: T = 32768 H = 32,
+# whose 128 programs fill the chip already, 16 to 52 % slower with
+# segments). The policy takes segments only where the call's programs
+# without them (units x V blocks) leave a quarter of the multiprocessors idle,
+# then the largest count whose (sequence x segment, head) units are between
+# half and twice the multiprocessors, each segment SEGMENT_MIN_CHUNKS chunks
+# or more: the fastest of the four columns in every row above. Calls with
+# boundary states take none (refused with segments), and so do calls whose
+# length is not known to the policy. KDA_SEGMENTS=P (1: none) sets the count
+# for every call; kda.prebuild builds the policy's segment tiles (V blocks of
+# 128: units x P past half the chip) with its others, and --segments any
+# count's.
 SEGMENT_CHOICES = (4, 8, 16)
+SEGMENT_MIN_CHUNKS = 512  # chunks of 16 tokens a segment at least
+SEGMENT_IDLE = 0.75  # programs without segments below this x multiprocessors
 MAX_SEGMENTS = 64  # kda-tile-chunks' limit (passes/Passes.h, kMaxSegments)
 
 
@@ -572,8 +585,13 @@ def policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
     if not _policy_applies(cfg, chip):
         return []
     wide = BOUNDARY_V_BLOCK if cfg.get("boundary_interval") else 128
-    return [_stamp(make_tile(16, 32, 128, state_stages=3), chunk),
-            _stamp(make_tile(16, wide, 128), chunk)]
+    tiles = [_stamp(make_tile(16, 32, 128, state_stages=3), chunk),
+             _stamp(make_tile(16, wide, 128), chunk)]
+    if not cfg.get("boundary_interval") and not chunk:
+        # The policy's segments (_policy_segments): units x P past half the
+        # chip, so V blocks of 128.
+        tiles += [_stamp(make_tile(16, 128, 128, segments=p), chunk) for p in SEGMENT_CHOICES]
+    return tiles
 
 
 def segment_tiles(cfg: Dict[str, Any], chip: str, counts: Iterable[int]) -> List[Dict[str, int]]:
@@ -595,13 +613,29 @@ def shape_policy_tile(cfg: Dict[str, Any], chip: str, N: int, HV: int,
     if not _policy_applies(cfg, chip) or multiprocessors <= 0:
         return None
     boundary = bool(cfg.get("boundary_interval"))
-    segments = 1 if boundary else _policy_segments(N, HV, multiprocessors, T)
+    # (Segments measured at chunk 16 only: sub-chunk steps take them from
+    # KDA_SEGMENTS alone.)
+    segments = 1 if boundary else _policy_segments(N, HV, multiprocessors, None if chunk else T)
     return _stamp(_policy_tile(N * segments, HV, multiprocessors, boundary, segments), chunk)
 
 
 def _policy_segments(N: int, HV: int, multiprocessors: int, T: Optional[int]) -> int:
     override = _segments_override()
-    return 1 if override is None else override
+    if override is not None:
+        return override
+    if not T or multiprocessors <= 0:
+        return 1
+    units = max(1, int(N)) * max(1, int(HV))
+    # The policy applies at V = 128: V blocks of 32 are four programs a unit.
+    programs = units * (128 // _policy_tile(N, HV, multiprocessors)["v_block"])
+    if programs >= SEGMENT_IDLE * multiprocessors:
+        return 1
+    best = 1
+    for p in SEGMENT_CHOICES:
+        if (multiprocessors <= 2 * units * p <= 4 * multiprocessors
+                and int(T) >= SUB_CHUNK * SEGMENT_MIN_CHUNKS * p):
+            best = p
+    return best
 
 
 def _policy_tile(N: int, HV: int, multiprocessors: int, boundary: bool = False,

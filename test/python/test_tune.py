@@ -162,7 +162,8 @@ def part_unit(tmp):
     check(TU.shape_policy_tile(dict(kimi, qk_dtype="f32", v_dtype="f32"), "sm_90a", 1, 64, 132) is None,
           "fp32 kernels keep the default")
     check(TU.shape_policy_tile(kimi, "sm_90a", 1, 64, 0) is None, "unknown multiprocessor count")
-    check(TU.policy_tiles(kimi, "sm_90a") == [vb32, vb128], TU.policy_tiles(kimi, "sm_90a"))
+    segs = [TU.make_tile(16, 128, 128, segments=p) for p in TU.SEGMENT_CHOICES]
+    check(TU.policy_tiles(kimi, "sm_90a") == [vb32, vb128] + segs, TU.policy_tiles(kimi, "sm_90a"))
     check(TU.policy_tiles(kimi, "sm_80") == [], "policy tiles only where the policy applies")
     # Chunk-boundary states: V blocks of BOUNDARY_V_BLOCK where the others take 128 (128 spills there).
     kimi_h = dict(kimi, boundary_interval=64)
@@ -238,7 +239,24 @@ def part_unit(tmp):
         TU.make_tile(16, 32, 128, state_stages=3, segments=8), seg8], TU.segment_tiles(kimi, "sm_90a", [4, 8]))
     check(TU.segment_tiles(kimi_h, "sm_90a", [8]) == [], "no segments with boundary states")
     check(TU.segment_tiles(kimi, "sm_80", [8]) == [], "segment tiles only where the policy applies")
-    check(pol(1, 16) == vb32 and "segments" not in pol(1, 16), "the policy chooses no segments")
+    # The policy's segments (measured on the H100, fortieth session): where the programs without them
+    # leave a quarter of the chip idle, the largest count whose units are half to twice the
+    # multiprocessors, segments of 512 chunks or more; none where the length is unknown.
+    spol = lambda n, hv, t, sms=132: TU.shape_policy_tile(kimi, "sm_90a", n, hv, sms, T=t)  # noqa: E731
+    seg16 = TU.make_tile(16, 128, 128, segments=16)
+    check(pol(1, 16) == vb32 and "segments" not in pol(1, 16), "no length: no segments")
+    check(spol(1, 16, 131072) == seg16, f"T=131072 H=16: {spol(1, 16, 131072)}")
+    check(spol(1, 16, 65536) == seg8, f"T=65536 H=16: {spol(1, 16, 65536)}")
+    check(spol(1, 8, 262144) == seg16, f"T=262144 H=8: {spol(1, 8, 262144)}")
+    check(spol(1, 16, 32768) == vb32, f"T=32768 H=16: segments of 512 chunks would be 4 (64 units): {spol(1, 16, 32768)}")
+    check(spol(1, 32, 131072) == vb32, f"H=32 fills the chip (128 programs): {spol(1, 32, 131072)}")
+    check(spol(2, 16, 131072) == vb32, "two sequences of H=16 fill it too")
+    check(spol(1, 2, 1 << 20) == vb32, f"H=2: 16 segments are 32 units, under half the chip: {spol(1, 2, 1 << 20)}")
+    check(spol(1, 16, 131072, sms=264) == seg16 and spol(1, 16, 131072, sms=64) == vb32,
+          (spol(1, 16, 131072, sms=264), spol(1, 16, 131072, sms=64)))
+    check(TU.shape_policy_tile(kimi_h, "sm_90a", 1, 16, 132, T=131072) == vb32, "boundary states: no segments")
+    check(TU.shape_policy_tile(dict(kimi, chunk=64), "sm_90a", 1, 16, 132, T=131072) == dict(vb32, chunk=64),
+          "sub-chunk steps: no segments from the policy")
     saved = os.environ.get("KDA_SEGMENTS")
     try:
         os.environ["KDA_SEGMENTS"] = "8"

@@ -235,6 +235,10 @@ def all_cases():
         Case("fwdbwd T=8192 H=32", "fwdbwd", 32, B=1, T=8192),
         Case("fwdbwd 8x4096 H=32", "fwdbwd", 32, B=8, T=4096),
         Case("fwdbwd softplus T=8192 H=32", "fwdbwd", 32, B=1, T=8192, variant="softplus"),
+        # Their neighbours: Kimi-Linear's gate over a batch, FLA's default log-space call (no in-kernel
+        # prologue: q, k, v, g and beta differentiated).
+        Case("fwdbwd softplus 8x4096 H=32", "fwdbwd", 32, B=8, T=4096, variant="softplus"),
+        Case("fwdbwd logspace T=8192 H=32", "fwdbwd", 32, B=1, T=8192, variant="logspace"),
     ]
     for N in (64, 256, 1024):
         cases.append(Case(f"decode pool N={N} H=32", "decode", 32, N=N))
@@ -295,9 +299,11 @@ def kda_config(case, chunk=None):
         opts = dict(scale=None, output_final_state=False, allow_neg_eigval=False,
                     safe_gate=kw.pop("safe_gate", False), lower_bound=kw.pop("lower_bound", None),
                     cu_seqlens_cpu=None, **kw)
-        fwd = kops.chunk_kda_config(q, q, v, g, beta, A_log=A_log, dt_bias=dt_bias,
-                                    boundary_interval=kops.GRAD_CHUNK, boundary_dtype=kops.grad_states_dtype(),
-                                    **prologue(case))
+        if case.variant == "logspace":
+            A_log = dt_bias = None
+        gp = {} if A_log is None else dict(A_log=A_log, dt_bias=dt_bias)
+        fwd = kops.chunk_kda_config(q, q, v, g, beta, boundary_interval=kops.GRAD_CHUNK,
+                                    boundary_dtype=kops.grad_states_dtype(), **gp, **prologue(case))
         grad = kops.chunk_kda_grad_config(q, q, v, g, beta, None, A_log, dt_bias, None, opts)
         return [fwd, grad]
     if case.kind == "fwd":
@@ -455,7 +461,7 @@ def make_set(case, torch, seed):
     x["dt_bias"] = randn((H * K,), 0.5, torch.float32)
     if case.kind == "fwdbwd":
         x["do"] = randn((B, T, H, V))
-        for n in GRAD_LEAVES:
+        for n in grad_leaves(case):
             x[n].requires_grad_(True)
     if case.kind == "fwd":
         x["h0"] = randn((case.nseq, H, V, K), 0.5, torch.float32)
@@ -479,6 +485,16 @@ def make_set(case, torch, seed):
 
 # The inputs a training call differentiates (fwdbwd), in the order both libraries' grads come.
 GRAD_LEAVES = ("q", "k", "v", "g", "beta", "A_log", "dt_bias")
+
+
+def grad_leaves(case):
+    """GRAD_LEAVES but A_log and dt_bias where the case's call takes no in-kernel gate."""
+    return GRAD_LEAVES[:5] if case.variant == "logspace" else GRAD_LEAVES
+
+
+def gate_params(case, x):
+    """A_log and dt_bias as the case's call takes them (none for the log-space call)."""
+    return {} if case.variant == "logspace" else dict(A_log=x["A_log"], dt_bias=x["dt_bias"])
 
 
 def set_bytes(x):
@@ -516,8 +532,7 @@ class Runner:
             return parallel_attn(x["q"], x["k"], x["v"], scale=c.dim ** -0.5, window_size=c.window,
                                  cu_seqlens=x.get("cu"))
         if c.kind == "fwdbwd":
-            o, _ = chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], A_log=x["A_log"],
-                             dt_bias=x["dt_bias"], **prologue(c))
+            o, _ = chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], **gate_params(c, x), **prologue(c))
             return self._grads(o, x)
         if c.kind == "fwd":
             extra = {"return_intermediate_states": True} if c.boundary else {}
@@ -548,14 +563,14 @@ class Runner:
 
     def _grads(self, o, x):
         """(o, the leaves' gradients) of one training call: d_o is the set's."""
-        leaves = [x[n] for n in GRAD_LEAVES]
+        leaves = [x[n] for n in grad_leaves(self.case)]
         return (o.detach(),) + tuple(self.torch.autograd.grad(o, leaves, x["do"]))
 
     def kda_call(self, i, pool=None):
         x, c = self.sets[i], self.case
         if c.kind == "fwdbwd":
-            o, _ = self.kda.chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], A_log=x["A_log"],
-                                      dt_bias=x["dt_bias"], **prologue(c))
+            o, _ = self.kda.chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], **gate_params(c, x),
+                                      **prologue(c))
             return self._grads(o, x)
         if c.kind == "window":
             return self.kda.window_attention(x["q"], x["k"], x["v"], c.window, cu_seqlens=x.get("cu"))
@@ -644,7 +659,7 @@ class Runner:
             res["state_nonfinite"] = 0
         elif c.kind == "fwdbwd":
             res["state_nonfinite"] = 0
-            for n, a, b in zip(GRAD_LEAVES, r_k[1:], r_f[1:]):
+            for n, a, b in zip(grad_leaves(c), r_k[1:], r_f[1:]):
                 if a is None or tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
                     res["problem"] = (f"d{n}: {None if a is None else (tuple(a.shape), a.dtype)} vs FLA "
                                       f"{(tuple(b.shape), b.dtype)}")

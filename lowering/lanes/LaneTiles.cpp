@@ -3351,6 +3351,14 @@ Value LaneTileBuilder::decayedPairs(Value a, Value bTile, Value g,
   return make(out, sums);
 }
 
+/// The pairs decayedApply sums, as `key row s PRED row r`: s < r (s <= r
+/// inclusive); transposed, s > r (s >= r).
+static arith::CmpIPredicate applyPairs(bool inclusive, bool transposed) {
+  if (transposed)
+    return inclusive ? arith::CmpIPredicate::uge : arith::CmpIPredicate::ugt;
+  return inclusive ? arith::CmpIPredicate::ule : arith::CmpIPredicate::ult;
+}
+
 std::optional<Value> LaneTileBuilder::loopedApply(Value dP, Value x,
                                                   Value g, bool inclusive,
                                                   bool transposed) {
@@ -3405,11 +3413,7 @@ std::optional<Value> LaneTileBuilder::loopedApply(Value dP, Value x,
   Value tIdx = arith::RemUIOp::create(b, lane, index(4));
   Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(warpSize));
   Value zero = constantF32(0.0);
-  arith::CmpIPredicate pred =
-      transposed ? (inclusive ? arith::CmpIPredicate::uge
-                              : arith::CmpIPredicate::ugt)
-                 : (inclusive ? arith::CmpIPredicate::ule
-                              : arith::CmpIPredicate::ult);
+  const arith::CmpIPredicate pred = applyPairs(inclusive, transposed);
   SmallVector<Value> out(xRegs.size(), zero);
   for (int64_t hs = 0; hs < 2; ++hs) {
     // Rows of the lane's halves that have a pair with a key row of half
@@ -3530,11 +3534,7 @@ Value LaneTileBuilder::decayedApply(Value dP, Value x, Value g,
   // Term (r, s): dP[r, s] x[s, d] exp(g[r, d] - g[s, d]) for the pairs
   // s < r (s <= r inclusive); transposed, dP[s, r] x[s, d] exp(g[s, d] -
   // g[r, d]) for s > r (s >= r).
-  arith::CmpIPredicate pred =
-      transposed ? (inclusive ? arith::CmpIPredicate::uge
-                              : arith::CmpIPredicate::ugt)
-                 : (inclusive ? arith::CmpIPredicate::ule
-                              : arith::CmpIPredicate::ult);
+  const arith::CmpIPredicate pred = applyPairs(inclusive, transposed);
   for (int64_t sr = 0; sr < m; ++sr) {
     Value xs = rowOf(x, sr), gs = rowOf(g, sr);
     if (!error.empty())

@@ -46,7 +46,7 @@ import json
 import os
 import tempfile
 import threading
-from typing import Any, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from . import bundles as _b
 from . import chips as _chips
@@ -504,17 +504,24 @@ SEGMENT_IDLE = 0.75  # programs without segments below this x multiprocessors
 MAX_SEGMENTS = 64  # kda-tile-chunks' limit (passes/Passes.h, kMaxSegments)
 
 
-def _segments_override() -> Optional[int]:
-    env = os.environ.get("KDA_SEGMENTS")
+def _int_env(name: str, what: str, valid: Callable[[int], bool], expected: str) -> Optional[int]:
+    """The integer environment variable `name` (None where unset or empty),
+    or a ValueError naming it, what it takes and what it got."""
+    env = os.environ.get(name)
     if not env:
         return None
     try:
-        p = int(env)
+        value = int(env)
     except ValueError:
-        raise ValueError(f"KDA_SEGMENTS: expected a segment count (1: none), got {env!r}")
-    if p < 1 or p > MAX_SEGMENTS:
-        raise ValueError(f"KDA_SEGMENTS: expected 1 to {MAX_SEGMENTS}, got {p}")
-    return p
+        raise ValueError(f"{name}: expected {what}, got {env!r}")
+    if not valid(value):
+        raise ValueError(f"{name}: expected {expected}, got {value}")
+    return value
+
+
+def _segments_override() -> Optional[int]:
+    return _int_env("KDA_SEGMENTS", "a segment count (1: none)", lambda p: 1 <= p <= MAX_SEGMENTS,
+                    f"1 to {MAX_SEGMENTS}")
 
 
 # The gradient (kda.gated_delta_grad, chunk_kda's backward): its reverse scan
@@ -543,16 +550,8 @@ def _grad_tile(chip: str, v_block: int) -> Dict[str, int]:
 
 
 def _grad_v_block_override(V: int) -> Optional[int]:
-    env = os.environ.get("KDA_GRAD_V_BLOCK")
-    if not env:
-        return None
-    try:
-        vb = int(env)
-    except ValueError:
-        raise ValueError(f"KDA_GRAD_V_BLOCK: expected a V block (0: the compiled default), got {env!r}")
-    if vb != 0 and vb not in v_blocks(V):
-        raise ValueError(f"KDA_GRAD_V_BLOCK: expected 0 or one of {v_blocks(V)}, got {vb}")
-    return vb
+    return _int_env("KDA_GRAD_V_BLOCK", "a V block (0: the compiled default)",
+                    lambda vb: vb == 0 or vb in v_blocks(V), f"0 or one of {v_blocks(V)}")
 
 
 def grad_policy_tile(cfg: Dict[str, Any], chip: str, N: int, HV: int,

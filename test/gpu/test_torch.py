@@ -290,8 +290,22 @@ def part_grad(torch, kda, fla_dir=""):
     want = oracle.gated_delta_grad(npf(z["q"]), npf(z["k"]), npf(z["v"]), npf(z["g"]), npf(z["beta"]),
                                    None, None, npf(z["A_log"]), npf(z["dt_bias"]), do=npf(do),
                                    qk_l2norm=True, beta_activation="sigmoid", gate_activation="softplus")
+    # FLA's on the same inputs, where it imports: its error against the oracle says how much of
+    # kda's (dA_log near its bar since the thirty-eighth session) the inputs' conditioning explains.
+    fla_grads = None
+    try:
+      if fla_chunk_kda is not None:
+        fl = {n: t.detach().clone().requires_grad_(True) for n, t in z.items()}
+        fo, _ = fla_chunk_kda(fl["q"], fl["k"], fl["v"], fl["g"], fl["beta"], A_log=fl["A_log"],
+                              dt_bias=fl["dt_bias"], **kw)
+        fo.backward(do)
+        fla_grads = {"dq": fl["q"].grad, "dk": fl["k"].grad, "dv": fl["v"].grad, "dg": fl["g"].grad,
+                     "dbeta": fl["beta"].grad, "dA_log": fl["A_log"].grad, "ddt_bias": fl["dt_bias"].grad}
+    except Exception as e:  # noqa: BLE001
+        info.append(f"FLA layer: {type(e).__name__}: {e}")
+        fla_grads = None
     check("layer", [leaves[n] for n in ("q", "k", "v", "g", "beta", "A_log", "dt_bias")],
-          ["dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias"], None, want)
+          ["dq", "dk", "dv", "dg", "dbeta", "dA_log", "ddt_bias"], None, want, fla_grads)
     return problems, "; ".join(info)
 
 

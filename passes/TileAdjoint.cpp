@@ -170,12 +170,17 @@ Value TapeTileBuilder::transpose(Value a) {
 }
 #undef KDA_RECORD
 
-Value TapeTileBuilder::decayedPairs(Value a, Value bTile, Value g,
-                                    bool inclusive) {
-  Value r = inner.decayedPairs(a, bTile, g, inclusive);
+void TapeTileBuilder::recordPairs(Value a, Value bTile, Value g,
+                                  bool inclusive, Value r) {
   auto e = entry(Kind::DecayedPairs, {a, bTile, g}, r);
   e->inclusive = inclusive;
   tape.push_back(std::move(e));
+}
+
+Value TapeTileBuilder::decayedPairs(Value a, Value bTile, Value g,
+                                    bool inclusive) {
+  Value r = inner.decayedPairs(a, bTile, g, inclusive);
+  recordPairs(a, bTile, g, inclusive, r);
   return r;
 }
 
@@ -183,11 +188,8 @@ SmallVector<Value> TapeTileBuilder::decayedPairsMany(ArrayRef<Value> as,
                                                      Value bTile, Value g,
                                                      ArrayRef<bool> inclusive) {
   SmallVector<Value> rs = inner.decayedPairsMany(as, bTile, g, inclusive);
-  for (auto [a, inc, r] : llvm::zip(as, inclusive, rs)) {
-    auto e = entry(Kind::DecayedPairs, {a, bTile, g}, r);
-    e->inclusive = inc;
-    tape.push_back(std::move(e));
-  }
+  for (auto [a, inc, r] : llvm::zip(as, inclusive, rs))
+    recordPairs(a, bTile, g, inc, r);
   return rs;
 }
 

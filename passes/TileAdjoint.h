@@ -85,6 +85,8 @@ public:
   struct Entry;
 
 private:
+  /// One DecayedPairs entry: r = decayedPairs(a, bTile, g, inclusive).
+  void recordPairs(Value a, Value bTile, Value g, bool inclusive, Value r);
   TileBuilder &inner;
   bool sensitive = false;
   std::vector<std::unique_ptr<Entry>> tape;

@@ -1757,7 +1757,7 @@ Value LaneTileBuilder::mmaProduct(Value a, Value bTile, bool transB, int64_t M,
                 b, b.getLoc(),
                 ValueRange{af[s], af[2 + s], af[4 + s], af[6 + s]},
                 ValueRange{bf[nt][s], bf[nt][2 + s]}, cv,
-                mmaPrecise || forcePrecise);
+                precise3xTf32());
           for (int64_t e = 0; e < 4; ++e)
             c[e] = vector::ExtractOp::create(
                 b, cv, ArrayRef<int64_t>{e / 2, e % 2});
@@ -2608,6 +2608,34 @@ holders(const LaneLayout &l) {
   return at;
 }
 
+std::optional<Value> LaneTileBuilder::stageInWarp(const Tile &t,
+                                                  int64_t rows,
+                                                  int64_t stride) {
+  if (!exchange)
+    return std::nullopt;
+  const int64_t perWarp =
+      cast<MemRefType>(exchange.getType()).getDimSize(0) / warps;
+  if (rows * stride > perWarp)
+    return std::nullopt;
+  Value base = arith::MulIOp::create(b, warp, index(perWarp));
+  // Every warp writes its own region; one copy of each element.
+  auto ifOp = scf::IfOp::create(b, holdsFirstCopyInWarp(t.layout),
+                                /*withElseRegion=*/false);
+  {
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(ifOp.thenBlock());
+    for (size_t r = 0; r < t.regs.size(); ++r) {
+      Value e = arith::AddIOp::create(
+          b, arith::MulIOp::create(b, coordinate(t.layout, r, 0), index(stride)),
+          coordinate(t.layout, r, 1));
+      memref::StoreOp::create(b, t.regs[r], exchange,
+                              ValueRange{arith::AddIOp::create(b, base, e)});
+    }
+  }
+  warpSync();
+  return base;
+}
+
 Value LaneTileBuilder::invertUnitLower(Value l) {
   SmallVector<int64_t> s = shape(l);
   if (s.size() != 2 || s[0] != s[1])
@@ -2640,30 +2668,10 @@ Value LaneTileBuilder::invertUnitLower(Value l) {
   Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(warpSize));
   Value col = arith::RemUIOp::create(b, lane, index(n));
   std::function<Value(int64_t, int64_t)> entry;
-  Value base;
   const int64_t stride = n + 1;
-  if (exchange && cast<MemRefType>(exchange.getType()).getDimSize(0) >=
-                      warps * n * stride) {
-    const int64_t perWarp =
-        cast<MemRefType>(exchange.getType()).getDimSize(0) / warps;
-    base = arith::MulIOp::create(b, warp, index(perWarp));
-    // Every warp writes its own region.
-    auto ifOp = scf::IfOp::create(b, holdsFirstCopyInWarp(t.layout),
-                                  /*withElseRegion=*/false);
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(ifOp.thenBlock());
-      for (size_t r = 0; r < t.regs.size(); ++r) {
-        Value e = arith::AddIOp::create(
-            b,
-            arith::MulIOp::create(b, coordinate(t.layout, r, 0),
-                                  index(stride)),
-            coordinate(t.layout, r, 1));
-        memref::StoreOp::create(b, t.regs[r], exchange,
-                                ValueRange{arith::AddIOp::create(b, base, e)});
-      }
-    }
-    warpSync();
+  Value base;
+  if (std::optional<Value> staged = stageInWarp(t, n, stride)) {
+    base = *staged;
     entry = [&, base](int64_t i, int64_t j) -> Value {
       return memref::LoadOp::create(
           b, exchange,
@@ -2897,7 +2905,7 @@ SmallVector<Value> LaneTileBuilder::factoredPairs(ArrayRef<Value> as,
           cv[m] = emitMmaSyncTf32(
               b, b.getLoc(),
               ValueRange{aAt(0, c0), aAt(1, c0), aAt(0, c1), aAt(1, c1)},
-              ValueRange{B[c0], B[c1]}, cv[m], mmaPrecise || forcePrecise);
+              ValueRange{B[c0], B[c1]}, cv[m], precise3xTf32());
         }
       }
     }
@@ -3377,38 +3385,20 @@ std::optional<Value> LaneTileBuilder::loopedApply(Value dP, Value x,
   std::optional<std::array<SmallVector<int64_t>, 2>> rows =
       mmaRowRegisters(l);
   const LaneLayout &cl = tile_(dP).layout;
-  if (!rows || warpSize != 32 || !exchange || cl.rank() != 2 ||
+  if (!rows || warpSize != 32 || cl.rank() != 2 ||
       cl.shape != SmallVector<int64_t, 2>{16, 16})
     return std::nullopt;
   for (const LaneLayout::Coords &c : cl.warps)
     if (c[0] != 0 || c[1] != 0)
       return std::nullopt;
   const int64_t stride = 17;
-  const int64_t perWarp =
-      cast<MemRefType>(exchange.getType()).getDimSize(0) / warps;
-  if (16 * stride > perWarp)
+  // dP (every warp its own copy) into the warp's region, row-major.
+  std::optional<Value> staged = stageInWarp(tile_(dP), 16, stride);
+  if (!staged)
     return std::nullopt;
+  Value warpBase = *staged;
   const int64_t slots = (*rows)[0].size();
   SmallVector<Value> xRegs(tile_(x).regs), gRegs(tile_(g).regs);
-  Value warpBase = arith::MulIOp::create(b, warp, index(perWarp));
-  // dP (every warp its own copy) into the warp's region, row-major.
-  {
-    auto ifOp = scf::IfOp::create(b, holdsFirstCopyInWarp(cl),
-                                  /*withElseRegion=*/false);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(ifOp.thenBlock());
-    const SmallVector<Value> &cRegs = tile_(dP).regs;
-    for (size_t r = 0; r < cRegs.size(); ++r) {
-      Value at = arith::AddIOp::create(
-          b, warpBase,
-          arith::AddIOp::create(
-              b,
-              arith::MulIOp::create(b, coordinate(cl, r, 0), index(stride)),
-              coordinate(cl, r, 1)));
-      memref::StoreOp::create(b, cRegs[r], exchange, ValueRange{at});
-    }
-  }
-  warpSync();
   Value gIdx = arith::DivUIOp::create(b, lane, index(4));
   Value tIdx = arith::RemUIOp::create(b, lane, index(4));
   Value width = arith::ConstantOp::create(b, b.getI32IntegerAttr(warpSize));

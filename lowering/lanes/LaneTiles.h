@@ -387,6 +387,12 @@ private:
   /// do not allow it (the caller takes the unrolled form).
   std::optional<Value> loopedApply(Value dP, Value x, Value g, bool inclusive,
                                    bool transposed);
+  /// Stores tile `t` ([rows, < stride] in any layout whose warps hold the
+  /// same part) row-major with rows of `stride` words into the warp's own
+  /// exchange region, then a warp barrier; the region's base for this warp,
+  /// or empty where there is no exchange region or `rows` rows do not fit.
+  std::optional<Value> stageInWarp(const Tile &t, int64_t rows,
+                                   int64_t stride);
   /// The same on AMD's units (useMatrixUnit): a 16-row chunk whose rows
   /// are on lane and register bits (the warps split its columns), each
   /// warp's key groups sized by its own gates, one product a group on the
@@ -447,6 +453,8 @@ private:
   bool mmaPrecise = true;
   /// preciseProducts: 3xTF32 whatever mmaPrecise says.
   bool forcePrecise = false;
+  /// Whether the next f32 product on mma.sync runs in 3xTF32.
+  bool precise3xTf32() const { return mmaPrecise || forcePrecise; }
   MatrixUnit unit = MatrixUnit::MmaSync;
   bool emulateSteps = false;
   Value exchange;

@@ -586,10 +586,10 @@ def policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
     wide = BOUNDARY_V_BLOCK if cfg.get("boundary_interval") else 128
     tiles = [_stamp(make_tile(16, 32, 128, state_stages=3), chunk),
              _stamp(make_tile(16, wide, 128), chunk)]
-    if not cfg.get("boundary_interval") and not chunk:
+    if not chunk:
         # The policy's segments (_policy_segments): units x P past half the
-        # chip, so V blocks of 128.
-        tiles += [_stamp(make_tile(16, 128, 128, segments=p), chunk) for p in SEGMENT_CHOICES]
+        # chip, so V blocks of 128 (none with boundary states).
+        tiles += [t for t in segment_tiles(cfg, chip, SEGMENT_CHOICES) if t["v_block"] == 128]
     return tiles
 
 

@@ -286,14 +286,16 @@ IntraWorkspaces emitIntraChunkGrid(ImplicitLocOpBuilder &b, ChunkOp op,
   // half the bytes of the schedule's largest traffic, for a rounding the
   // 16-bit bars allow (FLA keeps them in the inputs' type too); bf16 rather
   // than f16 for its range (W = A beta Gamma K is not bounded by the
-  // inputs). U, P and the chunk decay stay f32, as does everything of fp32
-  // kernels, which keep the 1e-4 bar.
+  // inputs). U [C, V] is bf16 too (FLA's u is): the intra grid's largest
+  // write and the state pass's one read of it, V_new = U - W S, takes it
+  // into an f32 accumulator. P ([C, C]) and the chunk decay stay f32, as
+  // does everything of fp32 kernels, which keep the 1e-4 bar.
   bool halfWorkspaces =
       allowHalf && !isa<Float32Type>(getElementTypeOrSelf(q.getType()));
   SmallVector<Type> types;
   for (size_t i = 0; i < widths.size(); ++i) {
     size_t role = delta ? i : i + 1; // 0 w, 1 u, 2 q, 3 k, 4 p, 5 g
-    bool shared = role == 0 || role == 2 || role == 3;
+    bool shared = role <= 3;
     types.push_back(halfWorkspaces && shared ? Type(b.getBF16Type())
                                              : tb.f32());
   }

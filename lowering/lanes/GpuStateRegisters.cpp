@@ -333,8 +333,9 @@ struct LaneStateProgram : kda::LaneBuilder {
           return "W, Gamma Q and decayed k workspaces that are not all bf16 "
                  "or all f32";
         operandType = e;
-      } else if (!e.isF32()) {
-        return "a " + role + " workspace that is not f32";
+      } else if (role == "u" ? !e.isF32() && !e.isBF16() : !e.isF32()) {
+        return "a " + role + " workspace that is not f32" +
+               (role == "u" ? " or bf16" : "");
       }
     }
     // WMMA has no fp32 form: each product is three bf16 ones of split
@@ -1330,8 +1331,13 @@ struct LaneStateProgram : kda::LaneBuilder {
       shW = alloc({stages, C, kRow}, opType);
     shQ = alloc({stages, C, kRow}, opType);
     shK = alloc({stages, C, kRow}, opType);
-    if (!reverse)
-      shU = alloc({stages, C, VB + kPad32}, f32Type);
+    if (!reverse) {
+      // U's rows in the workspace's type (bf16 for 16-bit inputs: cp.async
+      // copies bytes; readTile widens), padded by 16 bytes.
+      Type uType = ws[1] ? cast<MemRefType>(ws[1].getType()).getElementType()
+                         : f32Type;
+      shU = alloc({stages, C, VB + (uType.isF32() ? kPad32 : kPad16)}, uType);
+    }
     else if (ws[1]) // staged dO rows, 16-byte rows plus 16 bytes
       shU = alloc({stages, C,
                    VB + 128 / cast<MemRefType>(ws[1].getType())

@@ -9,11 +9,11 @@
 // The default (chunk-parallel) schedule: an intra-chunk kernel over
 // (sequence, chunk, head) writes workspaces that the state kernel, over
 // (V block, head, sequence), reads; the entry runs both in order. With
-// 16-bit inputs W, Gamma Q and the decayed k are bf16 (ws0, ws2, ws3), U, P
-// and the chunk decay f32.
+// 16-bit inputs W, U, Gamma Q and the decayed k are bf16 (ws0 to ws3), P and
+// the chunk decay f32.
 // CHECK: kda.entries = [{launches = [{args = ["q", "k", "v", "gate", "beta", "initial_state", "A_log", "dt_bias", "ws0", "ws1", "ws2", "ws3", "ws4", "ws5"], kernel = "kda_gated_delta_kernel_intra"}, {args = ["q", "k", "v", "gate", "beta", "initial_state", "A_log", "dt_bias", "ws0", "ws2", "ws3", "ws4", "ws1", "ws5", "o", "final_state"], kernel = "kda_gated_delta_kernel_state"}], name = "kda_gated_delta_kernel"
 // CHECK-SAME: workspaces = [{dtype = "bf16", name = "ws0", shape = ["B", "T", "HV", 128]}
-// CHECK-SAME: {dtype = "f32", name = "ws1", shape = ["B", "T", "HV", 128]}
+// CHECK-SAME: {dtype = "bf16", name = "ws1", shape = ["B", "T", "HV", 128]}
 // CHECK-SAME: {dtype = "bf16", name = "ws2", shape = ["B", "T", "HV", 128]}
 // CHECK-SAME: {dtype = "bf16", name = "ws3", shape = ["B", "T", "HV", 128]}
 // CHECK-SAME: {dtype = "f32", name = "ws4", shape = ["B", "T", "HV", 16]}

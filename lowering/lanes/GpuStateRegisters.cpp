@@ -333,7 +333,7 @@ struct LaneStateProgram : kda::LaneBuilder {
           return "W, Gamma Q and decayed k workspaces that are not all bf16 "
                  "or all f32";
         operandType = e;
-      } else if (role == "u" ? !e.isF32() && !e.isBF16() : !e.isF32()) {
+      } else if (!e.isF32() && !(role == "u" && e.isBF16())) {
         return "a " + role + " workspace that is not f32" +
                (role == "u" ? " or bf16" : "");
       }
@@ -1331,18 +1331,15 @@ struct LaneStateProgram : kda::LaneBuilder {
       shW = alloc({stages, C, kRow}, opType);
     shQ = alloc({stages, C, kRow}, opType);
     shK = alloc({stages, C, kRow}, opType);
-    if (!reverse) {
-      // U's rows in the workspace's type (bf16 for 16-bit inputs: cp.async
-      // copies bytes; readTile widens), padded by 16 bytes.
-      Type uType = ws[1] ? cast<MemRefType>(ws[1].getType()).getElementType()
-                         : f32Type;
-      shU = alloc({stages, C, VB + (uType.isF32() ? kPad32 : kPad16)}, uType);
+    if (!reverse || ws[1]) {
+      // U's rows (the reverse scan's staged dO rows) in ws[1]'s type: bf16 U
+      // for 16-bit inputs (cp.async copies bytes, readTile widens). Rows of
+      // VB plus 16 bytes.
+      Type rowType = ws[1] ? cast<MemRefType>(ws[1].getType()).getElementType()
+                           : f32Type;
+      shU = alloc({stages, C, VB + 128 / rowType.getIntOrFloatBitWidth()},
+                  rowType);
     }
-    else if (ws[1]) // staged dO rows, 16-byte rows plus 16 bytes
-      shU = alloc({stages, C,
-                   VB + 128 / cast<MemRefType>(ws[1].getType())
-                                  .getElementTypeBitWidth()},
-                  cast<MemRefType>(ws[1].getType()).getElementType());
     shP = alloc({stages, C, C + kPad32}, f32Type);
     if (ws[5])
       shG = alloc({stages, K}, f32Type);

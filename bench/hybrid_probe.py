@@ -6,8 +6,9 @@ Part 1 times, each in a CUDA graph, kda's gated delta forward (BENCH.md's Kimi p
 attention on the same q, k, v, both back to back on one stream and both on two streams; FLA's chunk_kda and
 parallel_attn (eager) and a torch mix for scale. Part 2 launches the gated delta entry's two kernels one by one
 (the runtime launches a kernel by its name) to time the window beside the intra-chunk kernel only, with the state
-kernel after both: the schedule a fused hybrid's chunk-parallel programs would have. bench/RESULTS.md (forty-first
-session) has part 1's H100 numbers. PT and PW (environment) change T and W.
+kernel after both: the schedule a fused hybrid's chunk-parallel programs would have. Part 3 runs the state kernel
+beside an intra-chunk kernel of other data: how much a schedule that overlaps the two passes would slow each.
+bench/RESULTS.md (forty-first session) has part 1's H100 numbers. PT and PW (environment) change T and W.
 """
 import os
 import statistics
@@ -162,6 +163,27 @@ def main():
                      ("window beside intra, then state", beside(intra, win, state)),
                      ("intra, then window beside state", after_intra)]:
         print(f"{name:45s} graph {graph_ms(fn):.3f} ms")
+
+    # Part 3: the state kernel beside an intra-chunk kernel of other data (its own workspaces), the state
+    # launched first so that all its programs are resident: what a schedule that overlaps the two passes
+    # (chunk i's state step while later chunks' intra-chunk work runs) would see of each other.
+    other = dict(calls[0])
+    for w in e["workspaces"]:
+        if w["name"] in other:
+            other[w["name"]] = torch.empty_like(named[w["name"]])
+
+    def intra_other():
+        bundle.launch(kernels[0], other)
+    for name, fn in [("intra (other data)", intra_other), ("state, then intra (other data)",
+                                                           lambda: (state(), intra_other())),
+                     ("state beside intra (other data)", beside(intra_other, state))]:
+        print(f"{name:45s} graph {graph_ms(fn):.3f} ms")
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        two = beside(intra_other, state)
+        for _ in range(10):
+            two()
+        torch.cuda.synchronize()
+    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=6))
 
 
 if __name__ == "__main__":

@@ -579,6 +579,20 @@ struct IntraProgram : kda::LaneBuilder {
       if (!tb.failure().empty())
         return;
       Value mem = role == "p" ? ws[4] : role == "w" ? ws[0] : ws[1];
+      // 16-bit W and U leave the products' accumulator layout (a lane's
+      // column pairs: one 4-byte store each, half of every sector) for
+      // blocked() rows through the warp's exchange region: 16-byte stores,
+      // a quarter of the store instructions and of the partial-sector
+      // writes L2 merges. 1 to 2.4 % of the forward on the H100, every case
+      // measured (bench/RESULTS.md, forty-second session). (f32 workspaces,
+      // twice the bytes a pair, and AMD's waves keep the direct stores.)
+      if (role != "p" && !amd() &&
+          cast<MemRefType>(mem.getType()).getElementTypeBitWidth() == 16) {
+        const kda::LaneLayout &l = tb.layoutOf(tile);
+        if (l.rank() == 2 && !(l == blocked(l.shape[1])))
+          tile = tb.make(blocked(l.shape[1]),
+                         tb.convertLayout(tile, blocked(l.shape[1])));
+      }
       storeTile(tb, tile, mem, row, t0, head, valid);
     };
     (void)kda::emitIntraChunk(tb, config, in, early, done);

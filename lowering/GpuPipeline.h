@@ -280,6 +280,11 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the gradient's reverse scan loads each chunk's "
                      "dO rows a step ahead"),
       llvm::cl::init(false)};
+  PassOptions::Option<int64_t> stateCopyRuns{
+      *this, "state-copy-runs",
+      llvm::cl::desc("NVIDIA: the state program's whole-chunk copies in runs "
+                     "of this many consecutive 16-byte pieces a thread"),
+      llvm::cl::init(1)};
   PassOptions::Option<int64_t> stepStages{
       *this, "step-stages",
       llvm::cl::desc("NVIDIA: the gradient's step program copies each V "

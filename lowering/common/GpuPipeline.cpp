@@ -166,6 +166,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
     state.stepVNewFirst = options.stepVNewFirst;
     state.stepStages = options.stepStages;
     state.reversePrefetch = options.reversePrefetch;
+    state.stateCopyRuns = options.stateCopyRuns;
     state.reverseThreads = options.reverseThreads;
     state.reverseTf32 = options.reverseTf32;
     state.reverseSplitV = options.reverseSplitV;

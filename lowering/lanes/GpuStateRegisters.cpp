@@ -247,6 +247,9 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// The reverse scan loads each chunk's dO rows a step ahead
   /// (kda-compile --reverse-prefetch).
   bool reversePrefetch = false;
+  /// Whole chunks' copies in runs of this many consecutive 16-byte pieces
+  /// a thread (kda-compile --state-copy-runs; 1: pieces a block apart).
+  int64_t copyRuns = 1;
   /// The reverse scan copies each chunk's dO rows by cp.async with its W,
   /// Gamma Q, decayed k and P, stages ahead (kda-compile
   /// --reverse-stage-do): bound to ws[1], U's slot, which a reverse scan
@@ -394,6 +397,36 @@ struct LaneStateProgram : kda::LaneBuilder {
       base = add(base, col0);
     const bool whole = !valid;
     Value last = whole ? Value() : arith::SubIOp::create(b, valid, idx(1));
+    // Whole chunks with copyRuns > 1 (kda-compile --state-copy-runs): each
+    // thread copies runs of R consecutive pieces of a row, run q = (k / R)
+    // threads + tid for its k-th piece, so that a run's pieces share one
+    // address plus immediates (R - 1 fewer 64-bit adds and hoisted offsets
+    // a run) at the price of half-used sectors per instruction. The
+    // pieces' destinations are the same as below: only who copies which
+    // changes.
+    int64_t R = copyRuns;
+    while (R > 1 && (pieces % R || total % (threads() * R)))
+      R /= 2;
+    if (!amd() && whole && perRow && R > 1) {
+      const int64_t runsPerRow = pieces / R;
+      for (int64_t k0 = 0; k0 < total / threads(); k0 += R) {
+        Value q = add(tid, (k0 / R) * threads());
+        Value r = arith::DivUIOp::create(b, q, idx(runsPerRow));
+        Value c0 = mul(arith::RemUIOp::create(b, q, idx(runsPerRow)),
+                       R * perPiece);
+        Value runSrc = add(base, add(rowOffset(i, r), c0));
+        for (int64_t j = 0; j < R; ++j) {
+          Value c = add(c0, j * perPiece);
+          nvgpu::DeviceAsyncCopyOp::create(
+              b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst,
+              ValueRange{stage, r, c}, flat[i],
+              ValueRange{add(runSrc, j * perPiece)},
+              b.getIndexAttr(perPiece), idx(perPiece),
+              /*bypassL1=*/b.getUnitAttr());
+        }
+      }
+      return;
+    }
     forEachPiece(tid, threads(), total, [&](Value p) {
       Value r = arith::DivUIOp::create(b, p, idx(pieces));
       Value c = mul(arith::RemUIOp::create(b, p, idx(pieces)), perPiece);
@@ -1866,6 +1899,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     kda::workspacesByRole(func, abi, cfg->roles, lp.ws);
     lp.reverse = reverse;
     lp.reversePrefetch = reverse && reversePrefetch;
+    lp.copyRuns = stateCopyRuns;
     if (reverse && reverseTf32) {
       // Only where the call's inputs are 16-bit: fp32 calls keep their
       // 1e-4 bar's 3xTF32.

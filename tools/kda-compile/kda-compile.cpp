@@ -161,6 +161,14 @@ static cl::opt<int64_t> stepStages(
              "inputs by cp.async into this many stages of shared memory, "
              "blocks ahead of their use (0: loads at their use; default 2)"),
     cl::init(2), cl::cat(compileCategory));
+static cl::opt<int64_t> stateCopyRuns(
+    "state-copy-runs",
+    cl::desc("NVIDIA: the state program's whole-chunk cp.async copies give "
+             "each thread runs of this many consecutive 16-byte pieces of a "
+             "row: one address a run instead of one a piece, fewer "
+             "instructions a chunk step (1, the default: pieces a block "
+             "apart, every warp instruction whole sectors)"),
+    cl::init(1), cl::cat(compileCategory));
 static cl::opt<bool> reversePrefetch(
     "reverse-prefetch",
     cl::desc("NVIDIA: the gradient's reverse scan loads each chunk's dO rows "
@@ -811,6 +819,7 @@ int main(int argc, char **argv) {
     options.stepVNewFirst = stepVNewFirst;
     options.stepStages = stepStages;
     options.reversePrefetch = reversePrefetch;
+    options.stateCopyRuns = stateCopyRuns;
     options.reverseThreads = reverseThreads;
     options.schedule = schedule;
     options.format = format.str();

@@ -63,6 +63,15 @@ def _median_ms(fn, reps):
     return statistics.median(times)
 
 
+def profile_table(fn, rows):
+    """The torch profiler's per-kernel table of 10 runs of fn."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(10):
+            fn()
+        torch.cuda.synchronize()
+    return prof.key_averages().table(sort_by="cuda_time_total", row_limit=rows)
+
+
 def beside(main, other, then=None):
     """`other` on a side stream while `main` runs on the current one; `then` after both."""
     side = torch.cuda.Stream()
@@ -114,12 +123,7 @@ def main():
             print(f"{name:45s} eager {eager_ms(fn):.3f} ms")
     except ImportError as e:
         print(f"FLA not timed: {e}")
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        two = beside(gd, win)
-        for _ in range(10):
-            two()
-        torch.cuda.synchronize()
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=8))
+    print(profile_table(beside(gd, win), 8))
 
     # Part 2: the entry's kernels one by one, on workspaces of the manifest's types.
     cfg = kops.chunk_kda_config(x["q"], x["k"], x["v"], x["g"], x["beta"], **gates)
@@ -178,12 +182,7 @@ def main():
                                                            lambda: (state(), intra_other())),
                      ("state beside intra (other data)", beside(intra_other, state))]:
         print(f"{name:45s} graph {graph_ms(fn):.3f} ms")
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        two = beside(intra_other, state)
-        for _ in range(10):
-            two()
-        torch.cuda.synchronize()
-    print(prof.key_averages().table(sort_by="cuda_time_total", row_limit=6))
+    print(profile_table(beside(intra_other, state), 6))
 
 
 if __name__ == "__main__":

@@ -282,7 +282,7 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::init(false)};
   PassOptions::Option<int64_t> stateCopyRuns{
       *this, "state-copy-runs",
-      llvm::cl::desc("NVIDIA: the state program's whole-chunk copies in runs "
+      llvm::cl::desc("the state program's whole-chunk copies in runs "
                      "of this many consecutive 16-byte pieces a thread"),
       llvm::cl::init(1)};
   PassOptions::Option<int64_t> stepStages{

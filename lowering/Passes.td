@@ -223,8 +223,8 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
            "The gradient's reverse scan: loads each chunk's dO rows a step "
            "ahead">,
     Option<"stateCopyRuns", "state-copy-runs", "int64_t", /*default=*/"1",
-           "NVIDIA: the state program's whole-chunk cp.async copies give "
-           "each thread runs of this many consecutive 16-byte pieces of a "
+           "The state program's whole-chunk copies (cp.async; AMD: 16-byte "
+           "loads and stores) give each thread runs of this many consecutive 16-byte pieces of a "
            "row (one address a run; 1: pieces a block apart)">,
     Option<"stepStages", "step-stages", "int64_t", /*default=*/"2",
            "The gradient's step program: each V block's inputs copied by "

@@ -397,42 +397,8 @@ struct LaneStateProgram : kda::LaneBuilder {
       base = add(base, col0);
     const bool whole = !valid;
     Value last = whole ? Value() : arith::SubIOp::create(b, valid, idx(1));
-    // Whole chunks with copyRuns > 1 (kda-compile --state-copy-runs): each
-    // thread copies runs of R consecutive pieces of a row, run q = (k / R)
-    // threads + tid for its k-th piece, so that a run's pieces share one
-    // address plus immediates (R - 1 fewer 64-bit adds and hoisted offsets
-    // a run) at the price of half-used sectors per instruction. The
-    // pieces' destinations are the same as below: only who copies which
-    // changes.
-    int64_t R = copyRuns;
-    while (R > 1 && (pieces % R || total % (threads() * R)))
-      R /= 2;
-    if (!amd() && whole && perRow && R > 1) {
-      const int64_t runsPerRow = pieces / R;
-      for (int64_t k0 = 0; k0 < total / threads(); k0 += R) {
-        Value q = add(tid, (k0 / R) * threads());
-        Value r = arith::DivUIOp::create(b, q, idx(runsPerRow));
-        Value c0 = mul(arith::RemUIOp::create(b, q, idx(runsPerRow)),
-                       R * perPiece);
-        Value runSrc = add(base, add(rowOffset(i, r), c0));
-        for (int64_t j = 0; j < R; ++j) {
-          Value c = add(c0, j * perPiece);
-          nvgpu::DeviceAsyncCopyOp::create(
-              b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst,
-              ValueRange{stage, r, c}, flat[i],
-              ValueRange{add(runSrc, j * perPiece)},
-              b.getIndexAttr(perPiece), idx(perPiece),
-              /*bypassL1=*/b.getUnitAttr());
-        }
-      }
-      return;
-    }
-    forEachPiece(tid, threads(), total, [&](Value p) {
-      Value r = arith::DivUIOp::create(b, p, idx(pieces));
-      Value c = mul(arith::RemUIOp::create(b, p, idx(pieces)), perPiece);
-      Value src = !perRow ? add(base, c)
-                  : whole ? add(base, add(rowOffset(i, r), c))
-                          : add(add(base, rowOffset(i, minu(r, last))), c);
+    // Piece (r, c) of the buffer from element `src` of the workspace.
+    auto copyPiece = [&](Value r, Value c, Value src) {
       Value count = perRow && !whole
                         ? select(ult(r, valid), idx(perPiece), idx(0))
                         : idx(perPiece);
@@ -456,6 +422,36 @@ struct LaneStateProgram : kda::LaneBuilder {
           b, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst, to,
           flat[i], ValueRange{src}, b.getIndexAttr(perPiece), count,
           /*bypassL1=*/b.getUnitAttr());
+    };
+    // Which thread copies which piece. Whole chunks with copyRuns > 1
+    // (kda-compile --state-copy-runs): runs of R consecutive pieces of a
+    // row, run q = (k / R) threads + tid for a thread's k-th piece, so that
+    // a run's pieces share one address plus immediates (R - 1 fewer 64-bit
+    // adds and hoisted offsets a run) at the price of half-used sectors per
+    // instruction. Otherwise piece p = tid + k threads (whole sectors).
+    int64_t R = copyRuns;
+    while (R > 1 && (pieces % R || total % (threads() * R)))
+      R /= 2;
+    if (whole && perRow && R > 1) {
+      const int64_t runsPerRow = pieces / R;
+      for (int64_t k0 = 0; k0 < total / threads(); k0 += R) {
+        Value q = add(tid, (k0 / R) * threads());
+        Value r = arith::DivUIOp::create(b, q, idx(runsPerRow));
+        Value c0 = mul(arith::RemUIOp::create(b, q, idx(runsPerRow)),
+                       R * perPiece);
+        Value runSrc = add(base, add(rowOffset(i, r), c0));
+        for (int64_t j = 0; j < R; ++j)
+          copyPiece(r, add(c0, j * perPiece), add(runSrc, j * perPiece));
+      }
+      return;
+    }
+    forEachPiece(tid, threads(), total, [&](Value p) {
+      Value r = arith::DivUIOp::create(b, p, idx(pieces));
+      Value c = mul(arith::RemUIOp::create(b, p, idx(pieces)), perPiece);
+      Value src = !perRow ? add(base, c)
+                  : whole ? add(base, add(rowOffset(i, r), c))
+                          : add(add(base, rowOffset(i, minu(r, last))), c);
+      copyPiece(r, c, src);
     });
   }
 

@@ -163,7 +163,8 @@ static cl::opt<int64_t> stepStages(
     cl::init(2), cl::cat(compileCategory));
 static cl::opt<int64_t> stateCopyRuns(
     "state-copy-runs",
-    cl::desc("NVIDIA: the state program's whole-chunk cp.async copies give "
+    cl::desc("the state program's whole-chunk copies (cp.async; AMD: 16-byte "
+             "loads and stores) give "
              "each thread runs of this many consecutive 16-byte pieces of a "
              "row: one address a run instead of one a piece, fewer "
              "instructions a chunk step (1, the default: pieces a block "

@@ -103,7 +103,8 @@ std::unique_ptr<Pass>
 createGpuIntraRegistersPass(int64_t threads, bool chunkTf32 = true,
                             bool chunkExchangePads = true,
                             bool chunkStageSeeds = true,
-                            bool chunkExchangeSwizzle = false);
+                            bool chunkExchangeSwizzle = false,
+                            int64_t intraBlocks = 0);
 /// One kernel per program grid of a multi-grid kernel function (the
 /// chunk-parallel schedule), recorded as a bundle entry (`kda.entries`).
 std::unique_ptr<Pass> createGpuSplitSchedulePass();
@@ -280,6 +281,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the gradient's reverse scan loads each chunk's "
                      "dO rows a step ahead"),
       llvm::cl::init(false)};
+  PassOptions::Option<int64_t> intraBlocks{
+      *this, "intra-blocks",
+      llvm::cl::desc("NVIDIA: resident blocks per SM the forward "
+                     "intra-chunk kernel's register budget is cut for (0: "
+                     "four for 16-bit kernels, three for fp32 ones)"),
+      llvm::cl::init(0)};
   PassOptions::Option<int64_t> stateCopyRuns{
       *this, "state-copy-runs",
       llvm::cl::desc("the state program's whole-chunk copies in runs "

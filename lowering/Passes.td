@@ -271,6 +271,10 @@ def KdaGpuIntraRegisters : Pass<"kda-gpu-intra-registers", "func::FuncOp"> {
            "The gradient's chunk grid: its products one TF32 product a step "
            "where the call's inputs are 16-bit, but for the adjoint of the "
            "factored decayed pairs (false: 3xTF32 throughout)">,
+    Option<"intraBlocks", "intra-blocks", "int64_t", /*default=*/"0",
+           "NVIDIA: resident blocks per SM the forward intra-chunk kernel's "
+           "register budget is cut for (.maxnreg = 65536 / (threads x "
+           "blocks)); 0: four for 16-bit kernels, three for fp32 ones">,
   ];
 }
 

@@ -180,7 +180,8 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
         createGpuIntraRegistersPass(options.threads, options.chunkTf32,
                                     options.chunkExchangePads,
                                     options.chunkStageSeeds,
-                                    options.chunkExchangeSwizzle));
+                                    options.chunkExchangeSwizzle,
+                                    options.intraBlocks));
   // kda-run --emulate runs the module from here (tools/kda-run/Emulator.h):
   // every kernel's program explicit, nothing of the target's yet.
   if (options.until == "lanes")

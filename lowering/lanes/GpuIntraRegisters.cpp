@@ -877,8 +877,10 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
   using Base::Base;
   IntraRegistersPass() = default;
   IntraRegistersPass(int64_t threads, bool chunkTf32, bool exchangePads,
-                     bool stageSeeds, bool exchangeSwizzle) {
+                     bool stageSeeds, bool exchangeSwizzle,
+                     int64_t intraBlocks) {
     this->threads = threads;
+    this->intraBlocks = intraBlocks;
     this->chunkTf32 = chunkTf32;
     this->chunkExchangePads = exchangePads;
     this->chunkStageSeeds = stageSeeds;
@@ -1088,8 +1090,12 @@ struct IntraRegistersPass : kda::impl::KdaGpuIntraRegistersBase<IntraRegistersPa
     // threads (the gradient's modules) the same budget is two blocks of
     // 128 registers (four blocks of 64 spilled).
     // (NVIDIA's register file; AMD's kernels take what the compiler gives.)
+    // kda-compile --intra-blocks=N states the blocks instead (a measuring
+    // knob: fewer registers, more resident warps, spills where ptxas must).
     const int64_t residentThreads = (precise ? 3 : 4) * 128;
-    const int64_t blocksPerSM = std::max<int64_t>(1, residentThreads / threads);
+    const int64_t blocksPerSM =
+        intraBlocks > 0 ? int64_t(intraBlocks)
+                        : std::max<int64_t>(1, residentThreads / threads);
     if (unit == kda::MatrixUnit::MmaSync || emulated)
       func->setAttr(kda::kMaxRegistersAttr,
                     b.getI32IntegerAttr(std::min<int64_t>(
@@ -1212,10 +1218,12 @@ std::unique_ptr<Pass>
 mlir::kda::createGpuIntraRegistersPass(int64_t threads, bool chunkTf32,
                                        bool chunkExchangePads,
                                        bool chunkStageSeeds,
-                                       bool chunkExchangeSwizzle) {
+                                       bool chunkExchangeSwizzle,
+                                       int64_t intraBlocks) {
   return std::make_unique<IntraRegistersPass>(threads, chunkTf32,
                                               chunkExchangePads,
                                               chunkStageSeeds,
-                                              chunkExchangeSwizzle);
+                                              chunkExchangeSwizzle,
+                                              intraBlocks);
 }
 

@@ -161,6 +161,13 @@ static cl::opt<int64_t> stepStages(
              "inputs by cp.async into this many stages of shared memory, "
              "blocks ahead of their use (0: loads at their use; default 2)"),
     cl::init(2), cl::cat(compileCategory));
+static cl::opt<int64_t> intraBlocks(
+    "intra-blocks",
+    cl::desc("NVIDIA: resident blocks per SM the forward intra-chunk "
+             "kernel's register budget is cut for (.maxnreg = 65536 / "
+             "(threads x blocks), in ptxas's granule of 8; 0, the default: "
+             "four blocks of 128 threads for 16-bit kernels, three for fp32)"),
+    cl::init(0), cl::cat(compileCategory));
 static cl::opt<int64_t> stateCopyRuns(
     "state-copy-runs",
     cl::desc("the state program's whole-chunk copies (cp.async; AMD: 16-byte "
@@ -662,6 +669,14 @@ int main(int argc, char **argv) {
     return fail("--segments must be 1 to " +
                 std::to_string(mlir::kda::kMaxSegments) + ", found " +
                 std::to_string(static_cast<int64_t>(segments)));
+  // Past 8 blocks of 128 threads the budget is under 64 registers a lane:
+  // every intra-chunk program would spill.
+  if (intraBlocks < 0 || intraBlocks > 8)
+    return fail("--intra-blocks must be 0 (the default rule) to 8, found " +
+                std::to_string(static_cast<int64_t>(intraBlocks)));
+  if (stateCopyRuns < 1 || stateCopyRuns > 16)
+    return fail("--state-copy-runs must be 1 to 16, found " +
+                std::to_string(static_cast<int64_t>(stateCopyRuns)));
   if (threads < 1 || threads > 1024 || threads % target->warpSize != 0)
     return fail("--block-threads must be a positive multiple of the warp "
                 "size (" +
@@ -821,6 +836,7 @@ int main(int argc, char **argv) {
     options.stepStages = stepStages;
     options.reversePrefetch = reversePrefetch;
     options.stateCopyRuns = stateCopyRuns;
+    options.intraBlocks = intraBlocks;
     options.reverseThreads = reverseThreads;
     options.schedule = schedule;
     options.format = format.str();

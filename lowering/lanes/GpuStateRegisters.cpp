@@ -1464,12 +1464,48 @@ struct LaneStateProgram : kda::LaneBuilder {
     SmallVector<Value> carried(S);
     if (dOAhead)
       llvm::append_range(carried, dORowsOf(idx(0)));
+    // Chunk i's stage, i mod stages. Where stages is not a power of two
+    // (3: the shape policy's choice for long sequences) it is carried by
+    // the loop as an i32 and rotated (a compare and a select a step): the
+    // remainders of the 64-bit chunk index cost two wide divisions a step
+    // there, 50 of the sequential step's 411 instructions at T = 32768
+    // (ncu, forty-third session). A power of two's remainder is an and.
+    const bool rotateStages = (stages & (stages - 1)) != 0;
+    auto i32c = [&](int64_t v) -> Value {
+      return arith::ConstantIntOp::create(b, v, 32);
+    };
+    if (rotateStages)
+      carried.push_back(i32c(0));
     auto loop = scf::ForOp::create(b, idx(0), numChunks, idx(1), carried);
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(loop.getBody());
       Value i = loop.getInductionVar();
-      Value stage = arith::RemUIOp::create(b, i, idx(stages));
+      auto rotated = [&](Value at, Value wrapAt, int64_t wrapTo,
+                         int64_t step) -> Value {
+        Value wraps = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, at,
+                                            wrapAt);
+        return select(wraps, i32c(wrapTo),
+                      arith::AddIOp::create(b, at, i32c(step)));
+      };
+      // Chunk i's stage, the next chunk's, and the stage chunk
+      // i + stages - 1 lands in (the one before chunk i's).
+      Value stage, stageNext, issueStage;
+      if (rotateStages) {
+        Value stage32 = loop.getRegionIterArgs().back();
+        stageNext = rotated(stage32, i32c(stages - 1), 0, 1);
+        stage = arith::IndexCastUIOp::create(b, b.getIndexType(), stage32);
+        issueStage = arith::IndexCastUIOp::create(
+            b, b.getIndexType(), rotated(stage32, i32c(0), stages - 1, -1));
+      } else {
+        stage = arith::RemUIOp::create(b, i, idx(stages));
+        issueStage = arith::RemUIOp::create(b, add(i, stages - 1), idx(stages));
+      }
+      auto withStage = [&](SmallVector<Value> yielded) {
+        if (rotateStages)
+          yielded.push_back(stageNext);
+        return yielded;
+      };
       // Chunk i's group is the oldest of the stages - 1 pending ones; past
       // the barrier every warp is done with chunk i - 1, whose stage takes
       // chunk i + stages - 1's copies.
@@ -1481,8 +1517,7 @@ struct LaneStateProgram : kda::LaneBuilder {
         auto more = scf::IfOp::create(b, ult(nextChunk, numChunks), false);
         OpBuilder::InsertionGuard g2(b);
         b.setInsertionPointToStart(more.thenBlock());
-        issue(chunkOf(nextChunk),
-              arith::RemUIOp::create(b, nextChunk, idx(stages)));
+        issue(chunkOf(nextChunk), issueStage);
       }
       if (!amd())
         NVVM::CpAsyncCommitGroupOp::create(b);
@@ -1523,7 +1558,7 @@ struct LaneStateProgram : kda::LaneBuilder {
           dORows = tb.make(
               rowsL, SmallVector<Value>(
                          loop.getRegionIterArgs().begin() + S.size(),
-                         loop.getRegionIterArgs().end()));
+                         loop.getRegionIterArgs().end() - (rotateStages ? 1 : 0)));
           dONext = dORowsOf(add(i, 1));
         } else if (ws[1]) {
           // Staged with the chunk's workspaces (rows past the sequence's
@@ -1554,7 +1589,7 @@ struct LaneStateProgram : kda::LaneBuilder {
           return tb.failure();
         }
         llvm::append_range(next, dONext);
-        scf::YieldOp::create(b, next);
+        scf::YieldOp::create(b, withStage(next));
       } else {
       if (boundary)
         storeBoundaryBefore(tb, stateL, i, cur);
@@ -1567,7 +1602,7 @@ struct LaneStateProgram : kda::LaneBuilder {
         oRegs = tb.convertLayout(out.o, rowsL);
       SmallVector<Value> next = tb.convertLayout(out.nextState, stateL);
       if (!tb.failure().empty()) {
-        scf::YieldOp::create(b, cur);
+        scf::YieldOp::create(b, loop.getRegionIterArgs());
         return tb.failure();
       }
       // The output rows of the chunk's tokens (a summary's state carries
@@ -1592,7 +1627,7 @@ struct LaneStateProgram : kda::LaneBuilder {
                                 ValueRange{row, add(t0, c), head, add(vCol, v)});
       }
       }
-      scf::YieldOp::create(b, next);
+      scf::YieldOp::create(b, withStage(next));
       }
     }
 

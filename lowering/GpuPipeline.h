@@ -281,6 +281,11 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the gradient's reverse scan loads each chunk's "
                      "dO rows a step ahead"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> stateStagedOutput{
+      *this, "state-staged-output",
+      llvm::cl::desc("the forward state program's outputs through shared "
+                     "memory, stored a step later as 16-byte rows"),
+      llvm::cl::init(false)};
   PassOptions::Option<int64_t> intraBlocks{
       *this, "intra-blocks",
       llvm::cl::desc("NVIDIA: resident blocks per SM the forward "

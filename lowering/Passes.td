@@ -226,6 +226,10 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
            "The state program's whole-chunk copies (cp.async; AMD: 16-byte "
            "loads and stores) give each thread runs of this many consecutive 16-byte pieces of a "
            "row (one address a run; 1: pieces a block apart)">,
+    Option<"stateStagedOutput", "state-staged-output", "bool",
+           /*default=*/"false",
+           "The forward's outputs through shared memory: each chunk step "
+           "writes its rows there and the next stores them as 16-byte rows">,
     Option<"stepStages", "step-stages", "int64_t", /*default=*/"2",
            "The gradient's step program: each V block's inputs copied by "
            "cp.async into this many stages of shared memory, blocks ahead of "

@@ -167,6 +167,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
     state.stepStages = options.stepStages;
     state.reversePrefetch = options.reversePrefetch;
     state.stateCopyRuns = options.stateCopyRuns;
+    state.stateStagedOutput = options.stateStagedOutput;
     state.reverseThreads = options.reverseThreads;
     state.reverseTf32 = options.reverseTf32;
     state.reverseSplitV = options.reverseSplitV;

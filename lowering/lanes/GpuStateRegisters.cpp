@@ -250,6 +250,13 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// Whole chunks' copies in runs of this many consecutive 16-byte pieces
   /// a thread (kda-compile --state-copy-runs; 1: pieces a block apart).
   int64_t copyRuns = 1;
+  /// The forward's outputs through shared memory (kda-compile
+  /// --state-staged-output): each step writes its chunk's rows there, and
+  /// the next step, past the barrier it has anyway, stores them as 16-byte
+  /// rows (the registers hold o transposed, token pairs: no two of a lane's
+  /// outputs are adjacent in memory, so they leave as 2-byte stores
+  /// otherwise).
+  bool stagedOutput = false;
   /// The reverse scan copies each chunk's dO rows by cp.async with its W,
   /// Gamma Q, decayed k and P, stages ahead (kda-compile
   /// --reverse-stage-do): bound to ws[1], U's slot, which a reverse scan
@@ -1476,6 +1483,35 @@ struct LaneStateProgram : kda::LaneBuilder {
     };
     if (rotateStages)
       carried.push_back(i32c(0));
+    // Staged outputs: two buffers of the chunk's [C, VB] rows (16-byte
+    // aligned rows plus 16 bytes against bank conflicts), chunk j's in
+    // buffer j mod 2; copyOut stores chunk j's valid rows as 16-byte
+    // pieces, every thread its share.
+    const bool staged = stagedOutput && !reverse && !cfg.summary && o;
+    Value shO;
+    Type oType = o ? cast<MemRefType>(o.getType()).getElementType() : Type();
+    const int64_t oBytes = o ? oType.getIntOrFloatBitWidth() / 8 : 0;
+    if (staged)
+      shO = allocShared({2, C, VB + 16 / oBytes}, oType);
+    auto copyOut = [&](Value j) {
+      const int64_t per = 16 / oBytes, pieces = VB / per;
+      Value buffer = arith::RemUIOp::create(b, j, idx(2));
+      Value local = mul(chunkOf(j), C);
+      Value t0 = add(start, local);
+      Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
+      forEachPiece(tid, threads(), C * pieces, [&](Value p) {
+        Value c = arith::DivUIOp::create(b, p, idx(pieces));
+        Value v = mul(arith::RemUIOp::create(b, p, idx(pieces)), per);
+        auto keep = scf::IfOp::create(b, ult(c, valid), false);
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(keep.thenBlock());
+        auto vt = VectorType::get({per}, oType);
+        Value x = vector::LoadOp::create(b, vt, shO, ValueRange{buffer, c, v});
+        vector::StoreOp::create(b, x, o,
+                                ValueRange{row, add(t0, c), head, add(vCol, v)},
+                                /*nontemporal=*/false, llvm::MaybeAlign(16));
+      });
+    };
     auto loop = scf::ForOp::create(b, idx(0), numChunks, idx(1), carried);
     {
       OpBuilder::InsertionGuard guard(b);
@@ -1512,6 +1548,13 @@ struct LaneStateProgram : kda::LaneBuilder {
       if (!amd())
         NVVM::CpAsyncWaitGroupOp::create(b, stages - 2);
       gpu::BarrierOp::create(b);
+      // Past the barrier every warp has written chunk i - 1's outputs.
+      if (staged) {
+        auto previous = scf::IfOp::create(b, ult(idx(0), i), false);
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(previous.thenBlock());
+        copyOut(arith::SubIOp::create(b, i, idx(1)));
+      }
       {
         Value nextChunk = add(i, stages - 1);
         auto more = scf::IfOp::create(b, ult(nextChunk, numChunks), false);
@@ -1611,10 +1654,22 @@ struct LaneStateProgram : kda::LaneBuilder {
       Value local = mul(i, C);
       Value t0 = add(start, local);
       Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
-      Type oType = cast<MemRefType>(o.getType()).getElementType();
       // Split by K, every warp holds the outputs: warp 0 stores them.
       Value first = byK ? tb.holdsFirstCopy(rowsL) : Value();
-      for (int64_t r = 0; r < int64_t(rowsL.regs.size()); ++r) {
+      if (staged) {
+        // Every row into this chunk's buffer (rows past the sequence's
+        // end too: copyOut leaves them); the next step stores them.
+        Value buffer = arith::RemUIOp::create(b, i, idx(2));
+        auto write = first ? scf::IfOp::create(b, first, false) : nullptr;
+        OpBuilder::InsertionGuard g2(b);
+        if (write)
+          b.setInsertionPointToStart(write.thenBlock());
+        for (int64_t r = 0; r < int64_t(rowsL.regs.size()); ++r)
+          memref::StoreOp::create(b, fromF32(oRegs[r], oType), shO,
+                                  ValueRange{buffer, tb.coordinate(rowsL, r, 0),
+                                             tb.coordinate(rowsL, r, 1)});
+      }
+      for (int64_t r = 0; !staged && r < int64_t(rowsL.regs.size()); ++r) {
         Value c = tb.coordinate(rowsL, r, 0);
         Value v = tb.coordinate(rowsL, r, 1);
         Value keep = ult(c, valid);
@@ -1631,6 +1686,14 @@ struct LaneStateProgram : kda::LaneBuilder {
       }
     }
 
+    // The last chunk's outputs, once every warp has written them.
+    if (staged) {
+      gpu::BarrierOp::create(b);
+      auto any = scf::IfOp::create(b, ult(idx(0), numChunks), false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(any.thenBlock());
+      copyOut(arith::SubIOp::create(b, numChunks, idx(1)));
+    }
     zeroBoundariesPastEnd(tb, stateL);
     if (cfg.summary) {
       // Split by K, every warp holds its own keys; by V, its own V rows.
@@ -1931,6 +1994,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     lp.reverse = reverse;
     lp.reversePrefetch = reverse && reversePrefetch;
     lp.copyRuns = stateCopyRuns;
+    lp.stagedOutput = stateStagedOutput;
     if (reverse && reverseTf32) {
       // Only where the call's inputs are 16-bit: fp32 calls keep their
       // 1e-4 bar's 3xTF32.
@@ -2006,6 +2070,11 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     if (lp.boundary && cfg->vMajor)
       kda::requireAlignedRows(func, [](StringRef name, MemRefType) {
         return name == "boundary_states";
+      });
+    // Staged outputs leave as 16-byte rows.
+    if (lp.stagedOutput && !reverse && !cfg->summary)
+      kda::requireAlignedRows(func, [](StringRef name, MemRefType) {
+        return name == "o";
       });
     // The reverse scan's staged dO rows are 16-byte cp.async copies: a
     // caller's misaligned d_o is the runtime's clear error, not a fault.

@@ -161,6 +161,13 @@ static cl::opt<int64_t> stepStages(
              "inputs by cp.async into this many stages of shared memory, "
              "blocks ahead of their use (0: loads at their use; default 2)"),
     cl::init(2), cl::cat(compileCategory));
+static cl::opt<bool> stateStagedOutput(
+    "state-staged-output",
+    cl::desc("the forward state program's outputs through shared memory: "
+             "each chunk step writes its rows there, the next stores them as "
+             "16-byte rows (a measuring knob; default off: 2-byte stores of "
+             "the registers' transposed pairs)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<int64_t> intraBlocks(
     "intra-blocks",
     cl::desc("NVIDIA: resident blocks per SM the forward intra-chunk "
@@ -837,6 +844,7 @@ int main(int argc, char **argv) {
     options.reversePrefetch = reversePrefetch;
     options.stateCopyRuns = stateCopyRuns;
     options.intraBlocks = intraBlocks;
+    options.stateStagedOutput = stateStagedOutput;
     options.reverseThreads = reverseThreads;
     options.schedule = schedule;
     options.format = format.str();

@@ -281,6 +281,11 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       llvm::cl::desc("NVIDIA: the gradient's reverse scan loads each chunk's "
                      "dO rows a step ahead"),
       llvm::cl::init(false)};
+  PassOptions::Option<bool> stateRotateStages{
+      *this, "state-rotate-stages",
+      llvm::cl::desc("the state program's stage index carried and rotated "
+                     "where the stages are not a power of two"),
+      llvm::cl::init(false)};
   PassOptions::Option<bool> stateStagedOutput{
       *this, "state-staged-output",
       llvm::cl::desc("the forward state program's outputs through shared "

@@ -226,6 +226,11 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
            "The state program's whole-chunk copies (cp.async; AMD: 16-byte "
            "loads and stores) give each thread runs of this many consecutive 16-byte pieces of a "
            "row (one address a run; 1: pieces a block apart)">,
+    Option<"stateRotateStages", "state-rotate-stages", "bool",
+           /*default=*/"false",
+           "The state program carries each chunk's stage through the loop "
+           "and rotates it where the stages are not a power of two (not the "
+           "remainder of the 64-bit chunk index)">,
     Option<"stateStagedOutput", "state-staged-output", "bool",
            /*default=*/"false",
            "The forward's outputs through shared memory: each chunk step "

@@ -168,6 +168,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
     state.reversePrefetch = options.reversePrefetch;
     state.stateCopyRuns = options.stateCopyRuns;
     state.stateStagedOutput = options.stateStagedOutput;
+    state.stateRotateStages = options.stateRotateStages;
     state.reverseThreads = options.reverseThreads;
     state.reverseTf32 = options.reverseTf32;
     state.reverseSplitV = options.reverseSplitV;

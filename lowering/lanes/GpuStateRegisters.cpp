@@ -257,6 +257,10 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// outputs are adjacent in memory, so they leave as 2-byte stores
   /// otherwise).
   bool stagedOutput = false;
+  /// Chunk i's stage carried through the loop and rotated where the stages
+  /// are not a power of two (kda-compile --state-rotate-stages), not the
+  /// remainder of the 64-bit chunk index.
+  bool rotateStageIndex = false;
   /// The reverse scan copies each chunk's dO rows by cp.async with its W,
   /// Gamma Q, decayed k and P, stages ahead (kda-compile
   /// --reverse-stage-do): bound to ws[1], U's slot, which a reverse scan
@@ -1471,13 +1475,15 @@ struct LaneStateProgram : kda::LaneBuilder {
     SmallVector<Value> carried(S);
     if (dOAhead)
       llvm::append_range(carried, dORowsOf(idx(0)));
-    // Chunk i's stage, i mod stages. Where stages is not a power of two
-    // (3: the shape policy's choice for long sequences) it is carried by
+    // Chunk i's stage, i mod stages. With rotateStageIndex (kda-compile
+    // --state-rotate-stages, until the GPU suite has run it), where stages
+    // is not a power of two (3: the shape policy's choice for long
+    // sequences) it is carried by
     // the loop as an i32 and rotated (a compare and a select a step): the
     // remainders of the 64-bit chunk index cost two wide divisions a step
     // there, 50 of the sequential step's 411 instructions at T = 32768
     // (ncu, forty-third session). A power of two's remainder is an and.
-    const bool rotateStages = (stages & (stages - 1)) != 0;
+    const bool rotateStages = rotateStageIndex && (stages & (stages - 1)) != 0;
     auto i32c = [&](int64_t v) -> Value {
       return arith::ConstantIntOp::create(b, v, 32);
     };
@@ -1995,6 +2001,7 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     lp.reversePrefetch = reverse && reversePrefetch;
     lp.copyRuns = stateCopyRuns;
     lp.stagedOutput = stateStagedOutput;
+    lp.rotateStageIndex = stateRotateStages;
     if (reverse && reverseTf32) {
       // Only where the call's inputs are 16-bit: fp32 calls keep their
       // 1e-4 bar's 3xTF32.

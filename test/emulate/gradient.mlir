@@ -34,7 +34,7 @@
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-v-block=32 reverse-tf32=true" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=false step-scatter-sums=true" | FileCheck %s --check-prefix=KIMI
 // RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 step-vnew-first=true reverse-prefetch=true" | FileCheck %s --check-prefix=KIMI
-// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 reverse-prefetch=true state-stages=3" | FileCheck %s --check-prefix=KIMI
+// RUN: kda-run %s --function=kimi_kept --check --emulate=sm_90a --emulate-pipeline="threads=256 reverse-prefetch=true state-stages=3 state-rotate-stages=true" | FileCheck %s --check-prefix=KIMI
 // The defaults stage the step program's V blocks by cp.async (two stages, each
 // warp its own pieces: a copy is checked for races at its issue too) and run
 // the reverse scan on 4 warps with 1xTF32 products; the earlier forms:

@@ -161,6 +161,13 @@ static cl::opt<int64_t> stepStages(
              "inputs by cp.async into this many stages of shared memory, "
              "blocks ahead of their use (0: loads at their use; default 2)"),
     cl::init(2), cl::cat(compileCategory));
+static cl::opt<bool> stateRotateStages(
+    "state-rotate-stages",
+    cl::desc("the state program carries each chunk's stage (i mod stages) "
+             "through its loop and rotates it where the stages are not a "
+             "power of two, instead of two 64-bit remainders a step (fewer "
+             "instructions; off until the GPU suite has run it)"),
+    cl::init(false), cl::cat(compileCategory));
 static cl::opt<bool> stateStagedOutput(
     "state-staged-output",
     cl::desc("the forward state program's outputs through shared memory: "
@@ -845,6 +852,7 @@ int main(int argc, char **argv) {
     options.stateCopyRuns = stateCopyRuns;
     options.intraBlocks = intraBlocks;
     options.stateStagedOutput = stateStagedOutput;
+    options.stateRotateStages = stateRotateStages;
     options.reverseThreads = reverseThreads;
     options.schedule = schedule;
     options.format = format.str();

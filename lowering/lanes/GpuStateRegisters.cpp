@@ -1541,7 +1541,6 @@ struct LaneStateProgram : kda::LaneBuilder {
             b, b.getIndexType(), rotated(stage32, i32c(0), stages - 1, -1));
       } else {
         stage = arith::RemUIOp::create(b, i, idx(stages));
-        issueStage = arith::RemUIOp::create(b, add(i, stages - 1), idx(stages));
       }
       auto withStage = [&](SmallVector<Value> yielded) {
         if (rotateStages)
@@ -1566,7 +1565,10 @@ struct LaneStateProgram : kda::LaneBuilder {
         auto more = scf::IfOp::create(b, ult(nextChunk, numChunks), false);
         OpBuilder::InsertionGuard g2(b);
         b.setInsertionPointToStart(more.thenBlock());
-        issue(chunkOf(nextChunk), issueStage);
+        issue(chunkOf(nextChunk),
+              rotateStages
+                  ? issueStage
+                  : Value(arith::RemUIOp::create(b, nextChunk, idx(stages))));
       }
       if (!amd())
         NVVM::CpAsyncCommitGroupOp::create(b);

@@ -224,8 +224,9 @@ def KdaGpuStateRegisters : Pass<"kda-gpu-state-registers", "func::FuncOp"> {
            "ahead">,
     Option<"stateCopyRuns", "state-copy-runs", "int64_t", /*default=*/"1",
            "The state program's whole-chunk copies (cp.async; AMD: 16-byte "
-           "loads and stores) give each thread runs of this many consecutive 16-byte pieces of a "
-           "row (one address a run; 1: pieces a block apart)">,
+           "loads and stores) give each thread runs of this many "
+           "consecutive 16-byte pieces of a row (one address a run; 1: "
+           "pieces a block apart)">,
     Option<"stateRotateStages", "state-rotate-stages", "bool",
            /*default=*/"false",
            "The state program carries each chunk's stage through the loop "

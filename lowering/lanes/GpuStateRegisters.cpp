@@ -466,11 +466,16 @@ struct LaneStateProgram : kda::LaneBuilder {
     });
   }
 
+  /// Chunk `c`'s first token and how many of its C rows the sequence has.
+  std::pair<Value, Value> chunkRows(Value c) {
+    Value local = mul(c, C);
+    Value t0 = add(start, local);
+    return {t0, minu(idx(C), arith::SubIOp::create(b, length, local))};
+  }
+
   /// Chunk `chunkIdx`'s workspaces into `stage`.
   void issue(Value chunkIdx, Value stage) {
-    Value local = mul(chunkIdx, C);
-    Value t0 = add(start, local);
-    Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
+    auto [t0, valid] = chunkRows(chunkIdx);
     // 16-byte pieces of a K row: 8 bf16 or 4 f32 elements.
     const int64_t kPieces = K * operandBytes() / 16;
     // Every chunk but a sequence's last is whole: its copies skip the
@@ -1478,11 +1483,11 @@ struct LaneStateProgram : kda::LaneBuilder {
     // Chunk i's stage, i mod stages. With rotateStageIndex (kda-compile
     // --state-rotate-stages, until the GPU suite has run it), where stages
     // is not a power of two (3: the shape policy's choice for long
-    // sequences) it is carried by
-    // the loop as an i32 and rotated (a compare and a select a step): the
-    // remainders of the 64-bit chunk index cost two wide divisions a step
-    // there, 50 of the sequential step's 411 instructions at T = 32768
-    // (ncu, forty-third session). A power of two's remainder is an and.
+    // sequences), it is carried by the loop as an i32 and rotated (a
+    // compare and a select a step): the remainders of the 64-bit chunk
+    // index cost two wide divisions a step there, 50 of the sequential
+    // step's 411 instructions at T = 32768 (ncu, forty-third session). A
+    // power of two's remainder is an and.
     const bool rotateStages = rotateStageIndex && (stages & (stages - 1)) != 0;
     auto i32c = [&](int64_t v) -> Value {
       return arith::ConstantIntOp::create(b, v, 32);
@@ -1502,9 +1507,7 @@ struct LaneStateProgram : kda::LaneBuilder {
     auto copyOut = [&](Value j) {
       const int64_t per = 16 / oBytes, pieces = VB / per;
       Value buffer = arith::RemUIOp::create(b, j, idx(2));
-      Value local = mul(chunkOf(j), C);
-      Value t0 = add(start, local);
-      Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
+      auto [t0, valid] = chunkRows(chunkOf(j));
       forEachPiece(tid, threads(), C * pieces, [&](Value p) {
         Value c = arith::DivUIOp::create(b, p, idx(pieces));
         Value v = mul(arith::RemUIOp::create(b, p, idx(pieces)), per);
@@ -1598,9 +1601,7 @@ struct LaneStateProgram : kda::LaneBuilder {
                              loop.getRegionIterArgs().begin() + S.size());
       if (reverse) {
         Value c = chunkOf(i);
-        Value local = mul(c, C);
-        Value t0 = add(start, local);
-        Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
+        auto [t0, valid] = chunkRows(c);
         storeDState(tb, stateL, c, cur);
         // The chunk's dO rows (zeros past the sequence's end) where U was.
         Value dORows;
@@ -1659,9 +1660,7 @@ struct LaneStateProgram : kda::LaneBuilder {
       // The output rows of the chunk's tokens (a summary's state carries
       // on, stored once after the loop).
       if (!cfg.summary) {
-      Value local = mul(i, C);
-      Value t0 = add(start, local);
-      Value valid = minu(idx(C), arith::SubIOp::create(b, length, local));
+      auto [t0, valid] = chunkRows(i);
       // Split by K, every warp holds the outputs: warp 0 stores them.
       Value first = byK ? tb.holdsFirstCopy(rowsL) : Value();
       if (staged) {

@@ -503,6 +503,7 @@ def _record_launch(bundle, kernel, tile, used_tile):
     last_launch.requested_tile = tile
     last_launch.bundle_tile = used_tile
     last_launch.strategy = bundle.strategies(kernel)
+    last_launch.pieces = 1
 
 
 def _launch(cfg, chip, named: Dict[str, Any], tile: Optional[Dict[str, int]] = None):
@@ -527,6 +528,97 @@ def _launch(cfg, chip, named: Dict[str, Any], tile: Optional[Dict[str, int]] = N
         bundle.launch(kernel, tensors, workspace=workspace)
     else:
         bundle.launch(kernel, tensors)
+
+
+# Per device: the high-priority stream pipelined pieces run their state
+# kernels on (_launch_pieces).
+_piece_streams: Dict[int, Any] = {}
+
+
+def _piece_stream(torch, device: int):
+    s = _piece_streams.get(device)
+    if s is None:
+        low, high = torch.cuda.Stream.priority_range()
+        s = torch.cuda.Stream(device=device, priority=min(low, high))
+        _piece_streams[device] = s
+    return s
+
+
+def _launch_pieces(cfg, chip, named: Dict[str, Any], pieces: int):
+    """One dense sequence as `pieces` pipelined pieces (kda.tune's
+    shape_policy_pieces): the entry's intra-chunk kernel over each piece's
+    tokens in turn on the current stream, and its state kernel over piece i,
+    from piece i - 1's final state, on a high-priority stream once piece i's
+    intra-chunk kernel is done, so that it runs beside piece i + 1's. The
+    bundle is cfg's with fp32 initial and final states (kda.tune.pieces_config)
+    at the pieces' tile; outputs are the one-piece run's, bit for bit."""
+    import torch
+    pcfg = _tune.pieces_config(cfg)
+    tile = _tune.pieces_tile()
+    bundle, entry, used_tile = _bundle_for(pcfg, chip, tile)
+    _record_launch(bundle, entry, tile, used_tile)
+    last_launch.pieces = pieces
+    e = bundle.entries[entry]
+    kernels = [launch["kernel"] for launch in e["launches"]]
+    if len(kernels) != 2:
+        raise KdaError("KDA_ERROR_CORRUPT_BUNDLE",
+                       f"{bundle.path}: pipelined pieces need the entry {entry}'s intra-chunk and state "
+                       f"kernels, it launches {kernels}", "kda.ops")
+    intra, state = kernels
+    q, v = named["q"], named["v"]
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    device = q.device
+    dims = {"B": B, "T": T, "H": H, "HV": HV, "K": K, "V": V}
+    dtypes = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32,
+              "i32": torch.int32, "i64": torch.int64}
+    workspaces = {}
+    for w in e["workspaces"]:
+        if len(w["shape"]) < 2 or w["shape"][1] != "T" or \
+                not all(isinstance(x, int) or x in dims for x in w["shape"]):
+            raise KdaError("KDA_ERROR_CORRUPT_BUNDLE",
+                           f"{bundle.path}: workspace {w['name']} of shape {w['shape']} is not per token "
+                           f"([B, T, ...]): pipelined pieces cannot split it", "kda.ops")
+        shape = [dims[x] if isinstance(x, str) else int(x) for x in w["shape"]]
+        workspaces[w["name"]] = torch.empty(shape, dtype=dtypes[w["dtype"]], device=device)
+    tail = (K, V) if pcfg["state_layout"] == "k_major" else (V, K)
+    first = named.get("initial_state")
+    if first is None:
+        first = torch.zeros((B, HV) + tail, dtype=torch.float32, device=device)
+    elif first.dtype != torch.float32:
+        first = first.float()  # the pieces' bundle reads fp32 states (as FLA's kernel loads them)
+    last = named.get("final_state")
+    if last is None:
+        last = torch.empty((B, HV) + tail, dtype=torch.float32, device=device)
+    states = [first] + [torch.empty_like(last) for _ in range(pieces - 1)] + [last]
+    per_token = ("q", "k", "v", "gate", "beta", "o")
+    step = -(-(-(-T // 16)) // pieces) * 16  # whole chunks a piece
+    main = torch.cuda.current_stream(device)
+    side = _piece_stream(torch, device.index if device.index is not None else torch.cuda.current_device())
+    side.wait_stream(main)
+    intra_params = [p["name"] for p in bundle.tensor_params(intra)]
+    state_params = [p["name"] for p in bundle.tensor_params(state)]
+    for i in range(pieces):
+        a, z = i * step, min(T, (i + 1) * step)
+        if a >= z:
+            break
+        t = dict(named)
+        for n in per_token:
+            t[n] = named[n][:, a:z]
+        for n, w in workspaces.items():
+            t[n] = w[:, a:z]
+        t["initial_state"], t["final_state"] = states[i], states[i + 1]
+        bundle.launch(intra, [t[n] for n in intra_params])
+        done = torch.cuda.Event()
+        done.record(main)
+        side.wait_event(done)
+        with torch.cuda.stream(side):
+            bundle.launch(state, [t[n] for n in state_params])
+        if z == T and i + 1 < pieces:
+            # A short sequence's last piece: the final state is this one's.
+            with torch.cuda.stream(side):
+                last.copy_(states[i + 1])
+    main.wait_stream(side)
 
 
 def _alloc(shape, dtype, device):
@@ -1031,23 +1123,32 @@ def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt
     # The tuning database's tile for this shape bucket (kda.tune), if any;
     # else the shape policy's (kda.tune.shape_policy_tile: V blocks by how
     # many (sequence, head) programs the chip holds at once).
-    if plan is not None and plan.chip is not None:
+    if plan is not None and plan.chip is not None and plan.pieces > 1:
+        with torch.cuda.device(q.device):
+            _launch_pieces(cfg, chip, named, plan.pieces)
+    elif plan is not None and plan.chip is not None:
         _launch_planned(plan, named, _device_index(q.device))
         if plan.fast is None and o.dtype == q.dtype:
             plan.fast = _Fast.of(plan, given, named, o, final_state)
     else:
         T_seq = T if cu_seqlens is None else max(1, (B * T) // max(1, N))
         tile = _tune.tuned_tile(cfg, chip, T_seq, N, HV)
+        pieces = 1
         if tile is None:
-            tile = _tune.shape_policy_tile(cfg, chip, N, HV, _multiprocessors(q.device), T=T_seq)
+            sms = _multiprocessors(q.device)
+            tile = _tune.shape_policy_tile(cfg, chip, N, HV, sms, T=T_seq)
+            pieces = _tune.shape_policy_pieces(cfg, chip, N, HV, sms, T, dense=cu_seqlens is None)
         if tile is not None and interval and interval % tile["chunk"]:
             tile = None  # the bundle's own chunk divides the interval (validated)
         with torch.cuda.device(q.device):
-            _launch(cfg, chip, named, tile)
+            if pieces > 1:
+                _launch_pieces(cfg, chip, named, pieces)
+            else:
+                _launch(cfg, chip, named, tile)
         if plan is not None:
             # Only a call that launched makes a plan (the tile and bundle are
             # the ones it used).
-            plan.chip, plan.tile = chip, tile
+            plan.chip, plan.tile, plan.pieces = chip, tile, pieces
     if o.dtype != q.dtype:
         o = o.to(q.dtype)
     if boundary is None:
@@ -1328,10 +1429,12 @@ class _Plan:
     array (whose data pointers each call rebinds); for chunk_kda, after its
     first planned launch, the few steps left of a call (_Fast)."""
 
-    __slots__ = ("cfg", "chip", "tile", "resolved", "names", "nbytes", "marshalled", "lock", "fast")
+    __slots__ = ("cfg", "chip", "tile", "resolved", "names", "nbytes", "marshalled", "lock", "fast",
+                 "pieces")
 
     def __init__(self, cfg):
         self.cfg, self.chip, self.tile, self.resolved = cfg, None, None, None
+        self.pieces = 1  # pipelined pieces (_launch_pieces), chosen at the first launch
         self.names = self.nbytes = self.marshalled = self.fast = None
         self.lock = threading.Lock()  # one marshalled array: rebind and launch together
 
@@ -1514,6 +1617,7 @@ def _run_fast(plan, f, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bi
     last_launch.requested_tile = f.requested_tile
     last_launch.bundle_tile = f.bundle_tile
     last_launch.strategy = f.strategy
+    last_launch.pieces = 1
     return o, final_state
 
 
@@ -1537,6 +1641,7 @@ def _run_fast_trusted(plan, f, q, k, v, g, beta, initial_state, cu_seqlens, A_lo
     last_launch.requested_tile = f.requested_tile
     last_launch.bundle_tile = f.bundle_tile
     last_launch.strategy = f.strategy
+    last_launch.pieces = 1
     return o, final_state
 
 
@@ -1600,7 +1705,7 @@ def _tensor_key(t):
 # The environment variables a plan depends on, read straight from the bytes
 # mapping behind os.environ where CPython has one (a plan key reads them on
 # every call; os.environ.get encodes and decodes each).
-_ENV_NAMES = ("KDA_CHIP", "KDA_BUNDLE_PATH", "KDA_TUNING_DB", "KDA_SEGMENTS")
+_ENV_NAMES = ("KDA_CHIP", "KDA_BUNDLE_PATH", "KDA_TUNING_DB", "KDA_SEGMENTS", "KDA_PIECES")
 _env_data = getattr(os, "environ", None)
 _env_data = getattr(_env_data, "_data", None) if os.name == "posix" else None
 _ENV_KEYS = tuple(n.encode() for n in _ENV_NAMES)
@@ -1609,7 +1714,8 @@ _ENV_KEYS = tuple(n.encode() for n in _ENV_NAMES)
 def _plan_env():
     if isinstance(_env_data, dict):
         get = _env_data.get
-        return (get(_ENV_KEYS[0]), get(_ENV_KEYS[1]), get(_ENV_KEYS[2]), get(_ENV_KEYS[3]))
+        return (get(_ENV_KEYS[0]), get(_ENV_KEYS[1]), get(_ENV_KEYS[2]), get(_ENV_KEYS[3]),
+                get(_ENV_KEYS[4]))
     return tuple(os.environ.get(n) for n in _ENV_NAMES)
 
 

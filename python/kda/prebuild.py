@@ -89,6 +89,12 @@ def build(cfgs: List[Dict[str, Any]], chips: List[str], out_dir: str, jobs: int,
                 if tile not in tiles:
                     tiles.append(tile)
             tasks += [(c, chip, tile) for tile in tiles]
+            # The pipelined pieces' bundle (kda.tune.shape_policy_pieces):
+            # the configuration with fp32 initial and final states.
+            if _tune.pieces_applies(c, chip):
+                task = (_tune.pieces_config(c), chip, _tune.pieces_tile())
+                if task not in tasks:
+                    tasks.append(task)
     results = []
     # Bundles are named after the compiler that builds them (the cache key).
     compiler = compiler or _b.find_compiler()

@@ -524,6 +524,79 @@ def _segments_override() -> Optional[int]:
                     f"1 to {MAX_SEGMENTS}")
 
 
+# Pipelined pieces (a launch schedule of the same two kernels, not a kernel of
+# its own): the state pass is affine in the state and both kernels take any
+# token range, so one long sequence splits into P pieces of whole chunks; the
+# intra-chunk kernel of each piece runs in turn on the caller's stream, and the
+# state kernel of piece i (from piece i - 1's final state) on a high-priority
+# stream as soon as piece i's intra-chunk kernel is done: state pass i runs
+# beside intra-chunk piece i + 1 on the multiprocessors it leaves. The state
+# kernel takes V blocks of 64 (four warps, two blocks a head): fewer programs
+# than the intra-chunk grid's, first in line. Outputs and states are
+# bit-identical to one piece. Measured on the H100 (bench/RESULTS.md,
+# forty-fourth session; the kernels launched by name, each schedule in a CUDA
+# graph), ms, 1 / 2 / 4 / 8 / 16 pieces (the shape policy's one-piece tile in
+# parentheses):
+#   T = 32768 H = 32   2.332 / 2.040 / 1.902 / 1.866 / 1.878   (2.179)
+#   T = 8192 H = 32    0.587 / 0.529 / 0.501 / 0.521 / 0.583   (0.547)
+# Only for one dense sequence (B = 1, no cu_seqlens) whose state kernel leaves
+# half the chip or more to the intra-chunk grid, without segments (which split
+# the sequential chain itself: the longer sequences) or boundary states.
+# KDA_PIECES=P takes P pieces wherever they apply (1: none), to measure.
+# Not chosen by the policy yet (PIECES_POLICY): kda.ops launches the pieces
+# from Python, 2P checked launches and P event pairs, 0.75 ms of host time a
+# call at 4 pieces and 1.42 ms at 8 (H200, forty-fourth session): more than
+# the GPU time they save at T = 8192 (0.80 ms a call against 0.545 in one
+# piece), a little less at T = 32768 (2.015 against 2.151). The policy turns
+# on when the runtime launches the pieces itself (one call).
+PIECES_POLICY = False
+PIECE_V_BLOCK = 64
+PIECE_MIN_TOKENS = 8192
+MAX_PIECES = 64
+
+
+def _pieces_override() -> Optional[int]:
+    return _int_env("KDA_PIECES", "a piece count (1: none)", lambda p: 1 <= p <= MAX_PIECES,
+                    f"1 to {MAX_PIECES}")
+
+
+def pieces_applies(cfg: Dict[str, Any], chip: str) -> bool:
+    """Whether cfg's calls may run as pipelined pieces on chip (the shape
+    decides how many: shape_policy_pieces)."""
+    return (_policy_applies(cfg, chip) and not cfg.get("boundary_interval")
+            and not cfg.get("cu_seqlens_dtype") and not cfg.get("return_intermediate_states"))
+
+
+def pieces_config(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """The configuration a pieces schedule launches: cfg with an fp32 initial
+    and final state (every piece but the first starts from the one before)."""
+    return dict(cfg, initial_state_dtype="f32", final_state_dtype="f32")
+
+
+def pieces_tile() -> Dict[str, int]:
+    """The tile of a pieces schedule's bundle (its state kernel's V blocks)."""
+    return make_tile(16, PIECE_V_BLOCK, 128, state_stages=3)
+
+
+def shape_policy_pieces(cfg: Dict[str, Any], chip: str, N: int, HV: int, multiprocessors: int,
+                        T: Optional[int], dense: bool) -> int:
+    """How many pipelined pieces a call of N sequences x HV value heads of T
+    tokens takes (1: none). `dense`: no cu_seqlens."""
+    if not pieces_applies(cfg, chip) or not dense or int(N) != 1 or not T:
+        return 1
+    override = _pieces_override()
+    if override is not None:
+        return min(override, max(1, -(-int(T) // SUB_CHUNK)))
+    if not PIECES_POLICY or multiprocessors <= 0 or int(T) < PIECE_MIN_TOKENS:
+        return 1
+    if _policy_segments(N, HV, multiprocessors, T) > 1:
+        return 1
+    blocks = max(1, int(HV)) * max(1, int(cfg.get("V", 128)) // PIECE_V_BLOCK)
+    if 2 * blocks > multiprocessors:
+        return 1
+    return 4 if int(T) < 2 * PIECE_MIN_TOKENS else 8
+
+
 # The gradient (kda.gated_delta_grad, chunk_kda's backward): its reverse scan
 # runs programs over (sequence, value head, V block), sequential over the
 # chunks, each copying every chunk's W, Gamma Q and decayed k rows ([16, 128]

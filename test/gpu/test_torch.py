@@ -11,6 +11,8 @@
                break, the same results as eager calls, bit for bit
   graph-decode a decode step on a state pool captured in a CUDA graph, replayed on new inputs
   graph-prefill a prefill call (initial and final states) captured and replayed
+  pieces       pipelined pieces (KDA_PIECES): one dense sequence's kernels piece by piece, the state kernel on
+               a high-priority stream; bit-exact against one piece, planned, in a CUDA graph
   grad         chunk_kda differentiable (the compiler's derived gradient, kda.gated_delta_grad):
                Kimi's call (gate, l2 norm and beta sigmoid in kernel, GVA, packed sequences, initial and
                final states) and FLA's default call (log-space gate, dense batch), bf16: every gradient
@@ -489,6 +491,70 @@ def part_graph_prefill(torch, kda):
     return problems, "2 replays, bit-exact"
 
 
+def part_pieces(torch, kda):
+    """Pipelined pieces (kda.tune.shape_policy_pieces; KDA_PIECES=P sets the count): one dense sequence's
+    intra-chunk kernel piece by piece on the caller's stream, the state kernel of each piece on a
+    high-priority stream beside the next piece's. The outputs and final states must be those of one
+    piece, bit for bit: with and without initial and final states, a length no piece count divides,
+    more pieces asked for than the sequence has chunks, and the call captured in a CUDA graph and
+    replayed on new inputs."""
+    problems, seen = [], []
+    saved = os.environ.get("KDA_PIECES")
+
+    def call(x, h, ht):
+        return kda.chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], A_log=x["A_log"], dt_bias=x["dt_bias"],
+                             initial_state=h, output_final_state=ht, **GATE)
+
+    def with_pieces(p, fn):
+        os.environ["KDA_PIECES"] = str(p)
+        try:
+            return fn()
+        finally:
+            if saved is None:
+                os.environ.pop("KDA_PIECES", None)
+            else:
+                os.environ["KDA_PIECES"] = saved
+
+    def same(what, a, b):
+        for name, x, y in (("o", a[0], b[0]), ("final state", a[1], b[1])):
+            if (x is None) != (y is None) or (x is not None and not torch.equal(x, y)):
+                err = (x.float() - y.float()).abs().max().item() if x is not None and y is not None else None
+                problems.append(f"{what}: {name} differs from one piece's (max |diff| {err})")
+
+    with torch.no_grad():
+        for T, pieces, states in ((1000, 4, True), (1000, 3, False), (70, 8, True)):
+            x = inputs(torch, 1, T, 700 + T)
+            h = torch.randn(1, HEADS, HEAD_DIM, HEAD_DIM, device="cuda") * 0.1 if states else None
+            ref = with_pieces(1, lambda: call(x, h, states))
+            got = with_pieces(pieces, lambda: call(x, h, states))
+            seen.append(kda.ops.last_launch.pieces)
+            again = with_pieces(pieces, lambda: call(x, h, states))  # the planned call
+            torch.cuda.synchronize()
+            same(f"T={T}, {pieces} pieces{'' if states else ', no states'}", ref, got)
+            same(f"T={T}, {pieces} pieces, planned", ref, again)
+        # A CUDA graph of a pieces call, replayed on new inputs.
+        x = inputs(torch, 1, 1000, 801)
+        h = torch.randn(1, HEADS, HEAD_DIM, HEAD_DIM, device="cuda") * 0.1
+
+        def capture():
+            call(x, h, True)  # warm: the plan, the bundle, the side stream
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                out = call(x, h, True)
+            return g, out
+        g, out = with_pieces(4, capture)
+        fresh = inputs(torch, 1, 1000, 802)
+        for n in x:
+            x[n].copy_(fresh[n])
+        g.replay()
+        torch.cuda.synchronize()
+        same("CUDA graph of 4 pieces, replayed on new inputs", with_pieces(1, lambda: call(x, h, True)), out)
+    if seen != [4, 3, 5]:
+        problems.append(f"last_launch.pieces: expected [4, 3, 5] (5: the chunks of T=70), got {seen}")
+    return problems, f"pieces {seen}, bit-exact against one piece, CUDA graph replayed"
+
+
 def part_planned(torch, kda):
     """kda.ops' host path for repeated shapes (issue 22): the second call of a
     shape makes the plan's fast path, later calls take it. Their results must
@@ -902,7 +968,7 @@ def main():
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}; custom ops registered: "
           f"{kda.ops._traced is not None}", flush=True)
     parts = [("opcheck", part_opcheck), ("compile", part_compile), ("graph-decode", part_graph_decode),
-             ("graph-prefill", part_graph_prefill), ("planned", part_planned),
+             ("graph-prefill", part_graph_prefill), ("planned", part_planned), ("pieces", part_pieces),
              ("compile-model", part_compile_model), ("cp", part_cp),
              ("grad", lambda torch, kda: part_grad(torch, kda, args.fla))]
     layer_parts = [("layer-state-dict", part_layer_state_dict), ("layer-varlen-decode", part_layer_varlen_decode),

@@ -281,6 +281,47 @@ def part_unit(tmp):
     check(B.config_hash(kimi, "sm_90a", seg8) != B.config_hash(kimi, "sm_90a", vb128),
           "segments are part of the bundle key")
     ok("shape policy: V blocks of 32 (3 stages) / 128 by (sequence, head) units per multiprocessor")
+    # Pipelined pieces (forty-fourth session): one dense sequence whose state kernel at V blocks of 64
+    # leaves half the chip or more, 8192 tokens or more, no segments; 4 pieces under 16384 tokens, 8 past.
+    pp = lambda n, hv, t, sms=132, dense=True, c=kimi: TU.shape_policy_pieces(  # noqa: E731
+        c, "sm_90a", n, hv, sms, t, dense)
+    check(not TU.PIECES_POLICY and pp(1, 32, 32768) == 1, "the policy takes no pieces until the runtime "
+          "launches them (KDA_PIECES only)")
+    TU.PIECES_POLICY = True  # the policy's choices, as they will be
+    check(pp(1, 32, 32768) == 8 and pp(1, 32, 8192) == 4 and pp(1, 32, 16384) == 8,
+          (pp(1, 32, 32768), pp(1, 32, 8192), pp(1, 32, 16384)))
+    check(pp(1, 32, 4096) == 1, "short sequences: one piece")
+    check(pp(2, 32, 32768) == 1 and pp(1, 32, 32768, dense=False) == 1, "batches and varlen: one piece")
+    check(pp(1, 64, 32768) == 1, "H=64: the state kernel's 128 blocks take the chip")
+    check(pp(1, 16, 131072) == 1, "T=131072 H=16 takes segments, not pieces")
+    check(pp(1, 32, 32768, sms=64) == 1 and pp(1, 32, 32768, sms=0) == 1, "a small or unknown chip: none")
+    check(pp(1, 32, 32768, c=kimi_h) == 1, "boundary states: one piece")
+    check(TU.shape_policy_pieces(kimi, "sm_80", 1, 32, 132, 32768, True) == 1, "only where the policy applies")
+    check(TU.pieces_config(kimi)["initial_state_dtype"] == "f32"
+          and TU.pieces_config(kimi)["final_state_dtype"] == "f32", TU.pieces_config(kimi))
+    check(TU.pieces_tile() == TU.make_tile(16, 64, 128, state_stages=3), TU.pieces_tile())
+    check(B.tile_flags(TU.pieces_tile()) and B.normalise_tile(TU.pieces_tile()) == TU.pieces_tile(),
+          "the pieces' tile is an ordinary bundle tile")
+    saved = os.environ.get("KDA_PIECES")
+    try:
+        os.environ["KDA_PIECES"] = "2"
+        check(pp(1, 32, 32768) == 2 and pp(1, 64, 4096) == 2, "KDA_PIECES=2 wherever pieces apply")
+        check(pp(1, 32, 32, dense=True) == 2 and pp(1, 32, 16) == 1, "never more pieces than chunks")
+        check(pp(2, 32, 32768) == 1 and pp(1, 32, 32768, c=kimi_h) == 1, "not where they do not apply")
+        for bad in ("0", "65", "x"):
+            os.environ["KDA_PIECES"] = bad
+            try:
+                pp(1, 32, 32768)
+                check(False, f"KDA_PIECES={bad} was accepted")
+            except ValueError as e:
+                check("KDA_PIECES" in str(e), str(e))
+    finally:
+        if saved is None:
+            os.environ.pop("KDA_PIECES", None)
+        else:
+            os.environ["KDA_PIECES"] = saved
+        TU.PIECES_POLICY = False
+    ok("pipelined pieces: one dense sequence, 4 or 8 pieces by length, KDA_PIECES")
 
     # --- the database --------------------------------------------------------
     fa, fb = "kda-aaaaaaaaaaaaaaaa-llvm22.1.0", "kda-bbbbbbbbbbbbbbbb-llvm22.1.0"

@@ -544,81 +544,198 @@ def _piece_stream(torch, device: int):
     return s
 
 
-def _launch_pieces(cfg, chip, named: Dict[str, Any], pieces: int):
+def _launch_pieces(cfg, chip, named: Dict[str, Any], pieces: int, plan=None):
     """One dense sequence as `pieces` pipelined pieces (kda.tune's
     shape_policy_pieces): the entry's intra-chunk kernel over each piece's
     tokens in turn on the current stream, and its state kernel over piece i,
     from piece i - 1's final state, on a high-priority stream once piece i's
     intra-chunk kernel is done, so that it runs beside piece i + 1's. The
     bundle is cfg's with fp32 initial and final states (kda.tune.pieces_config)
-    at the pieces' tile; outputs are the one-piece run's, bit for bit."""
-    import torch
-    pcfg = _tune.pieces_config(cfg)
-    tile = _tune.pieces_tile()
-    bundle, entry, used_tile = _bundle_for(pcfg, chip, tile)
-    _record_launch(bundle, entry, tile, used_tile)
-    last_launch.pieces = pieces
-    e = bundle.entries[entry]
-    kernels = [launch["kernel"] for launch in e["launches"]]
-    if len(kernels) != 2:
-        raise KdaError("KDA_ERROR_CORRUPT_BUNDLE",
-                       f"{bundle.path}: pipelined pieces need the entry {entry}'s intra-chunk and state "
-                       f"kernels, it launches {kernels}", "kda.ops")
-    intra, state = kernels
-    q, v = named["q"], named["v"]
-    B, T, H, K = q.shape
-    HV, V = v.shape[2], v.shape[3]
-    device = q.device
-    dims = {"B": B, "T": T, "H": H, "HV": HV, "K": K, "V": V}
-    dtypes = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32,
-              "i32": torch.int32, "i64": torch.int64}
-    workspaces = {}
-    for w in e["workspaces"]:
-        if len(w["shape"]) < 2 or w["shape"][1] != "T" or \
-                not all(isinstance(x, int) or x in dims for x in w["shape"]):
+    at the pieces' tile; outputs are the one-piece run's, bit for bit. A
+    planned call keeps its _Pieces (prepared launches, one per kernel and
+    piece) on the plan: later calls only store pointers and launch."""
+    run = plan.pieces_run if plan is not None else None
+    if run is None or run.pieces != pieces:
+        run = _Pieces(cfg, chip, named, pieces)
+        if plan is not None:
+            plan.pieces_run = run
+    run(named)
+
+
+class _Pieces:
+    """A pieces schedule for one shape: the bundle's two kernels, each
+    piece's token range and, where the runtime has kda_prepare, a prepared
+    launch per kernel and piece whose pointers are the call's tensors' plus
+    the piece's byte offset (2P launches of microseconds, not 2P checked
+    launches by name)."""
+
+    PER_TOKEN = ("q", "k", "v", "gate", "beta", "o")
+
+    def __init__(self, cfg, chip, named, pieces):
+        import torch
+        self.pieces = pieces
+        self.pcfg = pcfg = _tune.pieces_config(cfg)
+        self.tile = tile = _tune.pieces_tile()
+        self.bundle, self.entry, self.used_tile = bundle, entry, _ = _bundle_for(pcfg, chip, tile)
+        e = bundle.entries[entry]
+        kernels = [launch["kernel"] for launch in e["launches"]]
+        if len(kernels) != 2:
             raise KdaError("KDA_ERROR_CORRUPT_BUNDLE",
-                           f"{bundle.path}: workspace {w['name']} of shape {w['shape']} is not per token "
-                           f"([B, T, ...]): pipelined pieces cannot split it", "kda.ops")
-        shape = [dims[x] if isinstance(x, str) else int(x) for x in w["shape"]]
-        workspaces[w["name"]] = torch.empty(shape, dtype=dtypes[w["dtype"]], device=device)
-    tail = (K, V) if pcfg["state_layout"] == "k_major" else (V, K)
-    first = named.get("initial_state")
-    if first is None:
-        first = torch.zeros((B, HV) + tail, dtype=torch.float32, device=device)
-    elif first.dtype != torch.float32:
-        first = first.float()  # the pieces' bundle reads fp32 states (as FLA's kernel loads them)
-    last = named.get("final_state")
-    if last is None:
-        last = torch.empty((B, HV) + tail, dtype=torch.float32, device=device)
-    states = [first] + [torch.empty_like(last) for _ in range(pieces - 1)] + [last]
-    per_token = ("q", "k", "v", "gate", "beta", "o")
-    step = -(-(-(-T // 16)) // pieces) * 16  # whole chunks a piece
-    main = torch.cuda.current_stream(device)
-    side = _piece_stream(torch, device.index if device.index is not None else torch.cuda.current_device())
-    side.wait_stream(main)
-    intra_params = [p["name"] for p in bundle.tensor_params(intra)]
-    state_params = [p["name"] for p in bundle.tensor_params(state)]
-    for i in range(pieces):
-        a, z = i * step, min(T, (i + 1) * step)
-        if a >= z:
-            break
-        t = dict(named)
-        for n in per_token:
-            t[n] = named[n][:, a:z]
-        for n, w in workspaces.items():
-            t[n] = w[:, a:z]
-        t["initial_state"], t["final_state"] = states[i], states[i + 1]
-        bundle.launch(intra, [t[n] for n in intra_params])
-        done = torch.cuda.Event()
-        done.record(main)
-        side.wait_event(done)
-        with torch.cuda.stream(side):
-            bundle.launch(state, [t[n] for n in state_params])
-        if z == T and i + 1 < pieces:
-            # A short sequence's last piece: the final state is this one's.
-            with torch.cuda.stream(side):
-                last.copy_(states[i + 1])
-    main.wait_stream(side)
+                           f"{bundle.path}: pipelined pieces need the entry {entry}'s intra-chunk and state "
+                           f"kernels, it launches {kernels}", "kda.ops")
+        self.kernels = kernels
+        self.params = [[p["name"] for p in bundle.tensor_params(k)] for k in kernels]
+        q, v = named["q"], named["v"]
+        B, T, H, K = q.shape
+        HV, V = v.shape[2], v.shape[3]
+        self.device = q.device
+        dims = {"B": B, "T": T, "H": H, "HV": HV, "K": K, "V": V}
+        dtypes = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32,
+                  "i32": torch.int32, "i64": torch.int64}
+        # The workspaces: one buffer a call, each at an offset aligned to 256 bytes.
+        self.ws = []  # (name, shape, dtype, offset)
+        at = 0
+        for w in e["workspaces"]:
+            if len(w["shape"]) < 2 or w["shape"][1] != "T" or \
+                    not all(isinstance(x, int) or x in dims for x in w["shape"]):
+                raise KdaError("KDA_ERROR_CORRUPT_BUNDLE",
+                               f"{bundle.path}: workspace {w['name']} of shape {w['shape']} is not per token "
+                               f"([B, T, ...]): pipelined pieces cannot split it", "kda.ops")
+            shape = [dims[x] if isinstance(x, str) else int(x) for x in w["shape"]]
+            dtype = dtypes[w["dtype"]]
+            self.ws.append((w["name"], shape, dtype, at))
+            at += -(-_nbytes(shape, dtype) // 256) * 256
+        self.ws_bytes = at
+        self.tail = (K, V) if pcfg["state_layout"] == "k_major" else (V, K)
+        self.state_shape = (B, HV) + self.tail
+        self.zeros = None  # the first piece's state where the call has none (kept: the kernels only read it)
+        chunks = -(-T // 16)
+        step = -(-chunks // pieces) * 16  # whole chunks a piece
+        self.ranges = [(a, min(T, a + step)) for a in range(0, T, step)][:pieces]
+        self.events = [torch.cuda.Event() for _ in self.ranges]
+        self.side = _piece_stream(torch, self.device.index if self.device.index is not None
+                                  else torch.cuda.current_device())
+        self.prepared = None  # per piece: ((Prepared, slots), (Prepared, slots)); built at the first call
+
+    def _views(self, named, ws, states):
+        """Per piece, the two kernels' tensors (views of the call's)."""
+        out = []
+        bufs = {name: ws[at:at + _nbytes(shape, dtype)].view(dtype).view(shape)
+                for name, shape, dtype, at in self.ws}
+        for i, (a, z) in enumerate(self.ranges):
+            t = dict(named)
+            for n in self.PER_TOKEN:
+                t[n] = named[n][:, a:z]
+            for n, w in bufs.items():
+                t[n] = w[:, a:z]
+            t["initial_state"], t["final_state"] = states[i], states[i + 1]
+            out.append([[t[n] for n in names] for names in self.params])
+        return out
+
+    def __call__(self, named):
+        import torch
+        _record_launch(self.bundle, self.entry, self.tile, self.used_tile)
+        last_launch.pieces = len(self.ranges)
+        device = self.device
+        ws = torch.empty(self.ws_bytes, dtype=torch.uint8, device=device)
+        first = named.get("initial_state")
+        if first is None:
+            if self.zeros is None:
+                self.zeros = torch.zeros(self.state_shape, dtype=torch.float32, device=device)
+            first = self.zeros
+        elif first.dtype != torch.float32:
+            first = first.float()  # the pieces' bundle reads fp32 states (as FLA's kernel loads them)
+        last = named.get("final_state")
+        if last is None:
+            last = torch.empty(self.state_shape, dtype=torch.float32, device=device)
+        inner = torch.empty((len(self.ranges) - 1,) + self.state_shape, dtype=torch.float32, device=device)
+        states = [first] + list(inner.unbind(0)) + [last]
+        main = torch.cuda.current_stream(device)
+        side = self.side
+        if self.prepared is None:
+            self._prepare(named, ws, states)
+        side.wait_stream(main)
+        if not self.prepared:  # the runtime predates kda_prepare: checked launches by name
+            for (intra, state), done in zip(self._views(named, ws, states), self.events):
+                self.bundle.launch(self.kernels[0], intra)
+                done.record(main)
+                side.wait_event(done)
+                with torch.cuda.stream(side):
+                    self.bundle.launch(self.kernels[1], state)
+        else:
+            base = {n: (named[n].data_ptr() if named.get(n) is not None else 0) for n in self.sources}
+            base["ws"] = ws.data_ptr()
+            base["initial_state"], base["final_state"] = first.data_ptr(), last.data_ptr()
+            base["inner"] = inner.data_ptr()
+            hmain, hside = main.cuda_stream or None, side.cuda_stream or None
+            for ((iprep, islots), (sprep, sslots)), done in zip(self.prepared, self.events):
+                data = iprep.data
+                for j, src, off in islots:
+                    data[j] = base[src] + off
+                iprep.launch(None, 0, hmain)
+                done.record(main)
+                side.wait_event(done)
+                data = sprep.data
+                for j, src, off in sslots:
+                    data[j] = base[src] + off
+                sprep.launch(None, 0, hside)
+        main.wait_stream(side)
+
+    def _prepare(self, named, ws, states):
+        """Prepared launches for every kernel and piece, from the first call's
+        views; each slot records where its pointer comes from: a source tensor
+        (or the workspace buffer, or the intermediate states) plus a fixed
+        byte offset."""
+        self.sources = ("q", "k", "v", "gate", "beta", "o", "A_log", "dt_bias")
+        views = self._views(named, ws, states)
+        origin = {n: named[n].data_ptr() for n in self.sources if named.get(n) is not None}
+        ws_base = ws.data_ptr()
+        prepared = []
+        for i, kinds in enumerate(views):
+            pair = []
+            for k, tensors in enumerate(kinds):
+                m = _Marshalled(tensors)
+                prep = self.bundle.prepare(self.kernels[k].encode(), m)
+                if prep is None:
+                    self.prepared = []
+                    return
+                slots = []
+                for j, (name, t) in enumerate(zip(self.params[k], tensors)):
+                    if t is None:
+                        continue
+                    ptr = t.data_ptr()
+                    if name == "initial_state":
+                        src, off = ("initial_state", 0) if i == 0 else ("inner", (i - 1) * self._state_bytes())
+                    elif name == "final_state":
+                        last = i == len(self.ranges) - 1
+                        src, off = ("final_state", 0) if last else ("inner", i * self._state_bytes())
+                    elif name in origin:
+                        src, off = name, ptr - origin[name]
+                    elif any(name == w[0] for w in self.ws):
+                        src, off = "ws", ptr - ws_base
+                    else:
+                        raise KdaError("KDA_ERROR_CORRUPT_BUNDLE",
+                                       f"{self.bundle.path}: kernel {self.kernels[k]} takes {name!r}, which a "
+                                       f"pieces schedule does not pass", "kda.ops")
+                    slots.append((j, src, off))
+                pair.append((prep, slots))
+            prepared.append(tuple(pair))
+        self.prepared = prepared
+
+    def _state_bytes(self):
+        n = 4
+        for d in self.state_shape:
+            n *= d
+        return n
+
+
+def _nbytes(shape, dtype):
+    """Bytes of a tensor of `shape` and `dtype` (a workspace's slice of the buffer)."""
+    import torch
+    n = torch.empty((), dtype=dtype).element_size()
+    for d in shape:
+        n *= d
+    return n
 
 
 def _alloc(shape, dtype, device):
@@ -1125,7 +1242,7 @@ def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt
     # many (sequence, head) programs the chip holds at once).
     if plan is not None and plan.chip is not None and plan.pieces > 1:
         with torch.cuda.device(q.device):
-            _launch_pieces(cfg, chip, named, plan.pieces)
+            _launch_pieces(cfg, chip, named, plan.pieces, plan)
     elif plan is not None and plan.chip is not None:
         _launch_planned(plan, named, _device_index(q.device))
         if plan.fast is None and o.dtype == q.dtype:
@@ -1142,7 +1259,7 @@ def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt
             tile = None  # the bundle's own chunk divides the interval (validated)
         with torch.cuda.device(q.device):
             if pieces > 1:
-                _launch_pieces(cfg, chip, named, pieces)
+                _launch_pieces(cfg, chip, named, pieces, plan)
             else:
                 _launch(cfg, chip, named, tile)
         if plan is not None:
@@ -1430,11 +1547,12 @@ class _Plan:
     first planned launch, the few steps left of a call (_Fast)."""
 
     __slots__ = ("cfg", "chip", "tile", "resolved", "names", "nbytes", "marshalled", "lock", "fast",
-                 "pieces")
+                 "pieces", "pieces_run")
 
     def __init__(self, cfg):
         self.cfg, self.chip, self.tile, self.resolved = cfg, None, None, None
         self.pieces = 1  # pipelined pieces (_launch_pieces), chosen at the first launch
+        self.pieces_run = None  # their prepared launches (_Pieces)
         self.names = self.nbytes = self.marshalled = self.fast = None
         self.lock = threading.Lock()  # one marshalled array: rebind and launch together
 

@@ -532,6 +532,17 @@ def part_pieces(torch, kda):
             torch.cuda.synchronize()
             same(f"T={T}, {pieces} pieces{'' if states else ', no states'}", ref, got)
             same(f"T={T}, {pieces} pieces, planned", ref, again)
+        # The planned call's prepared launches on other tensors of the same shape (new pointers).
+        x = inputs(torch, 1, 1000, 790)
+        h = torch.randn(1, HEADS, HEAD_DIM, HEAD_DIM, device="cuda") * 0.1
+        ref = with_pieces(1, lambda: call(x, h, True))
+        got = with_pieces(4, lambda: call(x, h, True))
+        torch.cuda.synchronize()
+        same("T=1000, 4 pieces, a planned call on new tensors", ref, got)
+        from kda.runtime import load_library
+        runs = [p.pieces_run for p in kda.ops._chunk_plans.values() if p.pieces_run is not None]
+        if hasattr(load_library(), "kda_prepare") and (not runs or any(not r.prepared for r in runs)):
+            problems.append(f"pieces planned without prepared launches: {len(runs)} runs")
         # A CUDA graph of a pieces call, replayed on new inputs.
         x = inputs(torch, 1, 1000, 801)
         h = torch.randn(1, HEADS, HEAD_DIM, HEAD_DIM, device="cuda") * 0.1

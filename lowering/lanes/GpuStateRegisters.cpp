@@ -1481,12 +1481,13 @@ struct LaneStateProgram : kda::LaneBuilder {
     if (dOAhead)
       llvm::append_range(carried, dORowsOf(idx(0)));
     // Chunk i's stage, i mod stages. With rotateStageIndex (kda-compile
-    // --state-rotate-stages, until the GPU suite has run it), where stages
-    // is not a power of two (3: the shape policy's choice for long
-    // sequences), it is carried by the loop as an i32 and rotated (a
-    // compare and a select a step): the remainders of the 64-bit chunk
-    // index cost two wide divisions a step there, 50 of the sequential
-    // step's 411 instructions at T = 32768 (ncu, forty-third session). A
+    // --state-rotate-stages), where stages is not a power of two (3: the
+    // shape policy's choice for long sequences), it is carried by the loop
+    // as an i32 and rotated (a compare and a select a step) instead of the
+    // remainders of the 64-bit chunk index (two wide divisions a step, 50 of
+    // the sequential step's 411 instructions at T = 32768; ncu, forty-third
+    // session). Fewer instructions, and yet 17 to 20 % slower on the H100
+    // where the state pass is the long part (forty-fourth session): off. A
     // power of two's remainder is an and.
     const bool rotateStages = rotateStageIndex && (stages & (stages - 1)) != 0;
     auto i32c = [&](int64_t v) -> Value {

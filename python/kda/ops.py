@@ -695,7 +695,10 @@ class _Pieces:
             pair = []
             for k, tensors in enumerate(kinds):
                 m = _Marshalled(tensors)
-                prep = self.bundle.prepare(self.kernels[k].encode(), m)
+                try:
+                    prep = self.bundle.prepare(self.kernels[k].encode(), m)
+                except KdaError:
+                    prep = None  # the checked launches by name say what is wrong, if anything is
                 if prep is None:
                     self.prepared = []
                     return

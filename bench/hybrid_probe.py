@@ -72,6 +72,13 @@ def profile_table(fn, rows):
     return prof.key_averages().table(sort_by="cuda_time_total", row_limit=rows)
 
 
+def workspaces(entry, dims):
+    """An entry's workspaces as torch tensors of the manifest's shapes and dtypes (dims: B, T, H, HV)."""
+    dtypes = {"bf16": torch.bfloat16, "f32": torch.float32}
+    return {w["name"]: torch.empty([dims.get(s, s) for s in w["shape"]], dtype=dtypes[w["dtype"]], device="cuda")
+            for w in entry["workspaces"]}
+
+
 def beside(main, other, then=None):
     """`other` on a side stream while `main` runs on the current one; `then` after both."""
     side = torch.cuda.Stream()
@@ -129,14 +136,10 @@ def main():
     cfg = kops.chunk_kda_config(x["q"], x["k"], x["v"], x["g"], x["beta"], **gates)
     bundle, entry, _ = kops._bundle_for(cfg, kops.chip_for_device())
     e = bundle.entries[entry]
-    dims = {"B": 1, "T": T, "HV": H, "H": H}
-    dtypes = {"bf16": torch.bfloat16, "f32": torch.float32}
     named = dict(q=x["q"], k=x["k"], v=x["v"], gate=x["g"], beta=x["beta"], initial_state=x["h0"],
                  A_log=x["A_log"], dt_bias=x["dt_bias"].view(H, -1),
-                 o=torch.empty_like(x["v"]), final_state=torch.empty_like(x["h0"]))
-    for w in e["workspaces"]:
-        named[w["name"]] = torch.empty([dims.get(s, s) for s in w["shape"]], dtype=dtypes[w["dtype"]],
-                                       device="cuda")
+                 o=torch.empty_like(x["v"]), final_state=torch.empty_like(x["h0"]),
+                 **workspaces(e, {"B": 1, "T": T, "HV": H, "H": H}))
     kernels = [launch["kernel"] for launch in e["launches"]]
     if len(kernels) != 2:
         print(f"part 2 needs the intra / state pair, the entry launches {kernels}")

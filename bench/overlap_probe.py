@@ -10,60 +10,36 @@ multiprocessor: no intra-chunk block beside it). On the GPU machine, with the ru
     KDA_RUNTIME_LIBRARY=... KDA_NO_COMPILE=1 PYTHONPATH=python PROBE_BUNDLES=a=DIR,... python3 bench/overlap_probe.py
 """
 import os
-import statistics
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_kda as bk  # noqa: E402
+from hybrid_probe import graph_ms as _graph_ms, workspaces  # noqa: E402
 from kda import runtime as rt  # noqa: E402
 
 T, H = int(os.environ.get("PT", 32768)), 32
 CASE = bk.Case(f"fwd T={T} H={H}", "fwd", H, B=1, T=T)
 
 
-def graph_ms(fn, reps=20):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    times = []
-    for _ in range(5):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(reps):
-            g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b) / reps)
-    return statistics.median(times)
+def graph_ms(fn):
+    """ms per replay of fn in a CUDA graph (hybrid_probe.graph_ms, 20 replays a run)."""
+    return _graph_ms(fn, reps=20)
 
 
 def main():
     variants = dict(x.split("=", 1) for x in os.environ["PROBE_BUNDLES"].split(","))
     x = bk.make_set(CASE, torch, 3)
     dims = {"B": 1, "T": T, "HV": H, "H": H}
-    dtypes = {"bf16": torch.bfloat16, "f32": torch.float32}
     bundles = {n: rt.load_bundle(p) for n, p in variants.items()}
     e = next(iter(bundles["a"].entries.values()))
     base = dict(q=x["q"], k=x["k"], v=x["v"], gate=x["g"], beta=x["beta"], initial_state=x["h0"],
                 A_log=x["A_log"], dt_bias=x["dt_bias"].view(H, -1))
 
     def tensors():
-        t = dict(base, o=torch.empty_like(x["v"]), final_state=torch.empty_like(x["h0"]))
-        for w in e["workspaces"]:
-            t[w["name"]] = torch.empty([dims.get(s, s) for s in w["shape"]], dtype=dtypes[w["dtype"]],
-                                       device="cuda")
-        return t
+        return dict(base, o=torch.empty_like(x["v"]), final_state=torch.empty_like(x["h0"]),
+                    **workspaces(e, dims))
     mine, other = tensors(), tensors()
     IK, SK = "kda_gated_delta_kernel_intra", "kda_gated_delta_kernel_state"
     ba = bundles["a"]

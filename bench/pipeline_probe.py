@@ -8,13 +8,13 @@ in one piece each (same kernels), then times each in a CUDA graph. The forty-fou
 200 KiB in manifest.json), --v-block=32 --block-threads=64 (e: the shape policy's tile at T = 32768).
 """
 import os
-import statistics
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_kda as bk  # noqa: E402
+from hybrid_probe import graph_ms as _graph_ms, workspaces  # noqa: E402
 from kda import runtime as rt  # noqa: E402
 
 T, H = int(os.environ.get("PT", 32768)), 32
@@ -22,29 +22,9 @@ CASE = bk.Case(f"fwd T={T} H={H}", "fwd", H, B=1, T=T)
 IK, SK = "kda_gated_delta_kernel_intra", "kda_gated_delta_kernel_state"
 
 
-def graph_ms(fn, reps=20):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        fn()
-    torch.cuda.current_stream().wait_stream(s)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        fn()
-    times = []
-    for _ in range(5):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(reps):
-            g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        times.append(a.elapsed_time(b) / reps)
-    return statistics.median(times)
+def graph_ms(fn):
+    """ms per replay of fn in a CUDA graph (hybrid_probe.graph_ms, 20 replays a run)."""
+    return _graph_ms(fn, reps=20)
 
 
 def main():
@@ -53,9 +33,7 @@ def main():
     x = bk.make_set(CASE, torch, 3)
     ba = bundles["a"]
     e = next(iter(ba.entries.values()))
-    dtypes = {"bf16": torch.bfloat16, "f32": torch.float32}
-    ws = {w["name"]: torch.empty([{"B": 1, "T": T, "HV": H}.get(s, s) for s in w["shape"]],
-                                 dtype=dtypes[w["dtype"]], device="cuda") for w in e["workspaces"]}
+    ws = workspaces(e, {"B": 1, "T": T, "HV": H, "H": H})
     o = torch.empty_like(x["v"])
     h0 = x["h0"]
     pick = lambda b, k, t: {p["name"]: t[p["name"]] for p in b.tensor_params(k)}  # noqa: E731

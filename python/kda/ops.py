@@ -570,11 +570,14 @@ class _Pieces:
     launches by name)."""
 
     PER_TOKEN = ("q", "k", "v", "gate", "beta", "o")
+    # The call's tensors a prepared launch's pointers are offsets into (with
+    # the workspace buffer, the states and the intermediate states).
+    SOURCES = PER_TOKEN + ("A_log", "dt_bias")
 
     def __init__(self, cfg, chip, named, pieces):
         import torch
         self.pieces = pieces
-        self.pcfg = pcfg = _tune.pieces_config(cfg)
+        pcfg = _tune.pieces_config(cfg)
         self.tile = tile = _tune.pieces_tile()
         self.bundle, self.entry, self.used_tile = bundle, entry, _ = _bundle_for(pcfg, chip, tile)
         e = bundle.entries[entry]
@@ -606,8 +609,9 @@ class _Pieces:
             self.ws.append((w["name"], shape, dtype, at))
             at += -(-_nbytes(shape, dtype) // 256) * 256
         self.ws_bytes = at
-        self.tail = (K, V) if pcfg["state_layout"] == "k_major" else (V, K)
-        self.state_shape = (B, HV) + self.tail
+        tail = (K, V) if pcfg["state_layout"] == "k_major" else (V, K)
+        self.state_shape = (B, HV) + tail
+        self.state_bytes = _nbytes(self.state_shape, torch.float32)
         self.zeros = None  # the first piece's state where the call has none (kept: the kernels only read it)
         chunks = -(-T // 16)
         step = -(-chunks // pieces) * 16  # whole chunks a piece
@@ -663,7 +667,7 @@ class _Pieces:
                 with torch.cuda.stream(side):
                     self.bundle.launch(self.kernels[1], state)
         else:
-            base = {n: (named[n].data_ptr() if named.get(n) is not None else 0) for n in self.sources}
+            base = {n: (named[n].data_ptr() if named.get(n) is not None else 0) for n in self.SOURCES}
             base["ws"] = ws.data_ptr()
             base["initial_state"], base["final_state"] = first.data_ptr(), last.data_ptr()
             base["inner"] = inner.data_ptr()
@@ -686,9 +690,8 @@ class _Pieces:
         views; each slot records where its pointer comes from: a source tensor
         (or the workspace buffer, or the intermediate states) plus a fixed
         byte offset."""
-        self.sources = ("q", "k", "v", "gate", "beta", "o", "A_log", "dt_bias")
         views = self._views(named, ws, states)
-        origin = {n: named[n].data_ptr() for n in self.sources if named.get(n) is not None}
+        origin = {n: named[n].data_ptr() for n in self.SOURCES if named.get(n) is not None}
         ws_base = ws.data_ptr()
         prepared = []
         for i, kinds in enumerate(views):
@@ -708,10 +711,10 @@ class _Pieces:
                         continue
                     ptr = t.data_ptr()
                     if name == "initial_state":
-                        src, off = ("initial_state", 0) if i == 0 else ("inner", (i - 1) * self._state_bytes())
+                        src, off = ("initial_state", 0) if i == 0 else ("inner", (i - 1) * self.state_bytes)
                     elif name == "final_state":
                         last = i == len(self.ranges) - 1
-                        src, off = ("final_state", 0) if last else ("inner", i * self._state_bytes())
+                        src, off = ("final_state", 0) if last else ("inner", i * self.state_bytes)
                     elif name in origin:
                         src, off = name, ptr - origin[name]
                     elif any(name == w[0] for w in self.ws):
@@ -724,12 +727,6 @@ class _Pieces:
                 pair.append((prep, slots))
             prepared.append(tuple(pair))
         self.prepared = prepared
-
-    def _state_bytes(self):
-        n = 4
-        for d in self.state_shape:
-            n *= d
-        return n
 
 
 def _nbytes(shape, dtype):

@@ -26,6 +26,7 @@ Prints one line per check and "ALL OK"; exits 1 on the first failure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -49,6 +50,30 @@ def check(cond, what):
 
 def ok(what):
     print(f"ok   {what}", flush=True)
+
+
+@contextlib.contextmanager
+def restoring_env(name):
+    """Environment variable `name` as it was once the block is left."""
+    saved = os.environ.get(name)
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+
+
+def check_refused(name, values, fn):
+    """fn() raises a ValueError naming `name` with each of `values` in it."""
+    for bad in values:
+        os.environ[name] = bad
+        try:
+            fn()
+            check(False, f"{name}={bad} was accepted")
+        except ValueError as e:
+            check(name in str(e), str(e))
 
 
 # A kda-compile stand-in: prints its fingerprint, or writes a bundle whose
@@ -257,25 +282,13 @@ def part_unit(tmp):
     check(TU.shape_policy_tile(kimi_h, "sm_90a", 1, 16, 132, T=131072) == vb32, "boundary states: no segments")
     check(TU.shape_policy_tile(dict(kimi, chunk=64), "sm_90a", 1, 16, 132, T=131072) == dict(vb32, chunk=64),
           "sub-chunk steps: no segments from the policy")
-    saved = os.environ.get("KDA_SEGMENTS")
-    try:
+    with restoring_env("KDA_SEGMENTS"):
         os.environ["KDA_SEGMENTS"] = "8"
         check(pol(1, 16) == seg8, f"KDA_SEGMENTS=8, H=16: 128 units, V blocks of 128: {pol(1, 16)}")
         check(TU.shape_policy_tile(kimi_h, "sm_90a", 1, 16, 132) == vb32, "boundary states: no segments")
         os.environ["KDA_SEGMENTS"] = "4"
         check(pol(1, 16) == seg4, f"KDA_SEGMENTS=4, H=16: 64 units, V blocks of 32: {pol(1, 16)}")
-        for bad in ("0", "65", "many"):
-            os.environ["KDA_SEGMENTS"] = bad
-            try:
-                pol(1, 16)
-                check(False, f"KDA_SEGMENTS={bad} was accepted")
-            except ValueError as e:
-                check("KDA_SEGMENTS" in str(e), str(e))
-    finally:
-        if saved is None:
-            os.environ.pop("KDA_SEGMENTS", None)
-        else:
-            os.environ["KDA_SEGMENTS"] = saved
+        check_refused("KDA_SEGMENTS", ("0", "65", "many"), lambda: pol(1, 16))
     check(B.tile_flags(seg8)[-1] == "--segments=8" and B.normalise_tile(dict(vb128, segments=1)) == vb128,
           B.tile_flags(seg8))
     check(B.config_hash(kimi, "sm_90a", seg8) != B.config_hash(kimi, "sm_90a", vb128),
@@ -302,25 +315,13 @@ def part_unit(tmp):
     check(TU.pieces_tile() == TU.make_tile(16, 64, 128, state_stages=3), TU.pieces_tile())
     check(B.tile_flags(TU.pieces_tile()) and B.normalise_tile(TU.pieces_tile()) == TU.pieces_tile(),
           "the pieces' tile is an ordinary bundle tile")
-    saved = os.environ.get("KDA_PIECES")
-    try:
+    with restoring_env("KDA_PIECES"):
         os.environ["KDA_PIECES"] = "2"
         check(pp(1, 32, 32768) == 2 and pp(1, 64, 4096) == 2, "KDA_PIECES=2 wherever pieces apply")
         check(pp(1, 32, 32, dense=True) == 2 and pp(1, 32, 16) == 1, "never more pieces than chunks")
         check(pp(2, 32, 32768) == 1 and pp(1, 32, 32768, c=kimi_h) == 1, "not where they do not apply")
-        for bad in ("0", "65", "x"):
-            os.environ["KDA_PIECES"] = bad
-            try:
-                pp(1, 32, 32768)
-                check(False, f"KDA_PIECES={bad} was accepted")
-            except ValueError as e:
-                check("KDA_PIECES" in str(e), str(e))
-    finally:
-        if saved is None:
-            os.environ.pop("KDA_PIECES", None)
-        else:
-            os.environ["KDA_PIECES"] = saved
-        TU.PIECES_POLICY = False
+        check_refused("KDA_PIECES", ("0", "65", "x"), lambda: pp(1, 32, 32768))
+    TU.PIECES_POLICY = False
     ok("pipelined pieces: one dense sequence, 4 or 8 pieces by length, KDA_PIECES")
 
     # --- the database --------------------------------------------------------

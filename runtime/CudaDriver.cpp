@@ -257,7 +257,73 @@ public:
     (void)api_.moduleUnload(static_cast<CUmodule>(module));
   }
 
+  Status sideStream(int device, void *&out) override {
+    out = nullptr;
+    if (Status s = needPieces())
+      return s;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = sideStreams_.find(device);
+    if (it != sideStreams_.end()) {
+      out = it->second;
+      return Status::ok();
+    }
+    int least = 0, greatest = 0;
+    if (CUresult r = api_.ctxGetStreamPriorityRange(&least, &greatest))
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    api_.describe("cuCtxGetStreamPriorityRange", r));
+    CUstream stream = nullptr;
+    if (CUresult r = api_.streamCreateWithPriority(
+            &stream, CU_STREAM_NON_BLOCKING, greatest))
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    api_.describe("cuStreamCreateWithPriority", r));
+    sideStreams_[device] = stream;
+    out = stream;
+    return Status::ok();
+  }
+
+  Status createEvent(void *&out) override {
+    out = nullptr;
+    if (Status s = needPieces())
+      return s;
+    CUevent event = nullptr;
+    if (CUresult r = api_.eventCreate(&event, CU_EVENT_DISABLE_TIMING))
+      return Status(KDA_ERROR_LAUNCH_FAILED, api_.describe("cuEventCreate", r));
+    out = event;
+    return Status::ok();
+  }
+
+  void destroyEvent(void *event) override {
+    if (event && api_.eventDestroy)
+      (void)api_.eventDestroy(static_cast<CUevent>(event));
+  }
+
+  Status recordEvent(void *event, void *stream) override {
+    if (CUresult r = api_.eventRecord(static_cast<CUevent>(event),
+                                      static_cast<CUstream>(stream)))
+      return Status(KDA_ERROR_LAUNCH_FAILED, api_.describe("cuEventRecord", r));
+    return Status::ok();
+  }
+
+  Status waitEvent(void *stream, void *event) override {
+    if (CUresult r = api_.streamWaitEvent(static_cast<CUstream>(stream),
+                                          static_cast<CUevent>(event), 0))
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    api_.describe("cuStreamWaitEvent", r));
+    return Status::ok();
+  }
+
 private:
+  Status needPieces() const {
+#define KDA_CUDA_NEED(member, name, symbol, ...)                               \
+  if (!api_.member)                                                            \
+    return Status(KDA_ERROR_NO_DRIVER, "the CUDA driver library " +             \
+                                           api_.library + " has no " symbol    \
+                                           ", which pipelined pieces need");
+    KDA_CUDA_PIECES_FUNCTIONS(KDA_CUDA_NEED)
+#undef KDA_CUDA_NEED
+    return Status::ok();
+  }
+
   Status missingAsync(const char *symbol) const {
     return Status(KDA_ERROR_NO_DRIVER,
                   "the CUDA driver library " + api_.library + " has no " +
@@ -327,6 +393,7 @@ private:
   const Api &api_;
   std::mutex mutex_;
   std::map<int, DeviceInfo> devices_;
+  std::map<int, void *> sideStreams_; // never destroyed, like the modules
 };
 
 Status loadLibrary(const std::string &path, Api &api) {
@@ -356,6 +423,7 @@ Status loadLibrary(const std::string &path, Api &api) {
 #define KDA_CUDA_RESOLVE_OPTIONAL(member, name, symbol, ...)                   \
   api.member = reinterpret_cast<Api::member##_fn *>(dlsym(handle, symbol));
   KDA_CUDA_OPTIONAL_FUNCTIONS(KDA_CUDA_RESOLVE_OPTIONAL)
+  KDA_CUDA_PIECES_FUNCTIONS(KDA_CUDA_RESOLVE_OPTIONAL)
 #undef KDA_CUDA_RESOLVE_OPTIONAL
   if (CUresult r = api.init(0))
     return Status(r == CUDA_ERROR_NO_DEVICE ? KDA_ERROR_NO_DEVICE

@@ -20,6 +20,7 @@ struct CUctx_st;
 struct CUmod_st;
 struct CUfunc_st;
 struct CUstream_st;
+struct CUevent_st;
 
 namespace kda::rt::cuda {
 
@@ -30,6 +31,7 @@ using CUcontext = ::CUctx_st *;
 using CUmodule = ::CUmod_st *;
 using CUfunction = ::CUfunc_st *;
 using CUstream = ::CUstream_st *;
+using CUevent = ::CUevent_st *;
 
 // The constants the runtime uses (cuda.h's enum values).
 enum : int {
@@ -59,6 +61,9 @@ enum : int {
   CU_MEMORYTYPE_DEVICE = 2,
   CU_MEMORYTYPE_ARRAY = 3,
   CU_MEMORYTYPE_UNIFIED = 4,
+
+  CU_STREAM_NON_BLOCKING = 1,
+  CU_EVENT_DISABLE_TIMING = 2,
 };
 
 // X(member, cuda.h name, exported symbol, signature). The exported symbol is
@@ -116,6 +121,23 @@ enum : int {
     CUresult(CUdeviceptr, CUstream))
 // clang-format on
 
+// Functions only pipelined pieces need (kda_launch_pieces: a second stream of
+// high priority and events between the two): resolved when present, so that
+// a driver (or a test's stand-in) without them still launches everything
+// else; a pieces launch then fails with KDA_ERROR_NO_DRIVER.
+// clang-format off
+#define KDA_CUDA_PIECES_FUNCTIONS(X)                                           \
+  X(ctxGetStreamPriorityRange, cuCtxGetStreamPriorityRange,                    \
+    "cuCtxGetStreamPriorityRange", CUresult(int *, int *))                     \
+  X(streamCreateWithPriority, cuStreamCreateWithPriority,                      \
+    "cuStreamCreateWithPriority", CUresult(CUstream *, unsigned, int))         \
+  X(eventCreate, cuEventCreate, "cuEventCreate", CUresult(CUevent *, unsigned))\
+  X(eventDestroy, cuEventDestroy, "cuEventDestroy_v2", CUresult(CUevent))      \
+  X(eventRecord, cuEventRecord, "cuEventRecord", CUresult(CUevent, CUstream))  \
+  X(streamWaitEvent, cuStreamWaitEvent, "cuStreamWaitEvent",                   \
+    CUresult(CUstream, CUevent, unsigned))
+// clang-format on
+
 // The dlopen'ed driver. memAlloc/memFree/memcpy*/ctxSynchronize and the
 // singular pointerGetAttribute are not used by launches; they are here so that
 // tests (runtime/gpu/smoke.cpp) can manage device memory through the very same
@@ -126,6 +148,7 @@ struct Api {
   member##_fn *member = nullptr;
   KDA_CUDA_DRIVER_FUNCTIONS(KDA_CUDA_MEMBER)
   KDA_CUDA_OPTIONAL_FUNCTIONS(KDA_CUDA_MEMBER)
+  KDA_CUDA_PIECES_FUNCTIONS(KDA_CUDA_MEMBER)
 #undef KDA_CUDA_MEMBER
 
   std::string library; // the path it was loaded from

@@ -71,6 +71,18 @@ public:
   // before the free. KDA_ERROR_NO_DRIVER when the driver library lacks them.
   virtual Status allocAsync(uint64_t bytes, void *stream, void *&out) = 0;
   virtual Status freeAsync(void *ptr, void *stream) = 0;
+  // Pipelined pieces (kda_launch_pieces): the current device's side stream,
+  // non-blocking and of the greatest priority the device offers, created on
+  // first use and kept for the process (the state pass's blocks are
+  // dispatched before the caller's stream's, docs/pipelining.md); and events
+  // that order the two streams (no timing). Capturable: recording an event of
+  // a capturing stream and waiting on it from the side stream brings the side
+  // stream into the capture. KDA_ERROR_NO_DRIVER when the library lacks them.
+  virtual Status sideStream(int device, void *&out) = 0;
+  virtual Status createEvent(void *&out) = 0;
+  virtual void destroyEvent(void *event) = 0; // best effort
+  virtual Status recordEvent(void *event, void *stream) = 0;
+  virtual Status waitEvent(void *stream, void *event) = 0;
   // Best effort: called from kda_bundle_free, which cannot report errors.
   virtual void unload(void *module) = 0;
 };

@@ -126,6 +126,9 @@ struct kda_fake_state {
 
 static kda_fake_state state;
 static int launchesBeforeFailure = -1; // kda_fake_fail_launches_after
+// Streams and events of the pieces' functions: fake handles 0xF000 + 16 n
+// (streams) and 0xE000 + 16 n (events), named sN and eN in state.events.
+static int streamsCreated = 0, eventsCreated = 0, eventsDestroyed = 0;
 
 void kda_fake_reset() {
   std::lock_guard<std::mutex> lock(mutex());
@@ -136,6 +139,7 @@ void kda_fake_reset() {
   argSizes.clear();
   state = kda_fake_state();
   launchesBeforeFailure = -1;
+  streamsCreated = eventsCreated = eventsDestroyed = 0;
   currentContext = nullptr;
   currentHipDevice = 0;
 }
@@ -251,6 +255,62 @@ static void recordLaunch(const Function *f, const unsigned grid[3],
       return 0;
     }
   return 1; // not an allocation of this driver
+}
+
+// "sN" for a stream of cuStreamCreateWithPriority, "caller" for any other.
+static void streamName(void *stream, char *out, size_t size) {
+  uintptr_t v = reinterpret_cast<uintptr_t>(stream);
+  if (v >= 0xF000 && v < 0xF000 + 16 * uintptr_t(streamsCreated + 1) &&
+      (v - 0xF000) % 16 == 0)
+    std::snprintf(out, size, "s%d", static_cast<int>((v - 0xF000) / 16));
+  else
+    std::snprintf(out, size, "caller");
+}
+
+static int eventId(void *event) {
+  return static_cast<int>((reinterpret_cast<uintptr_t>(event) - 0xE000) / 16);
+}
+
+static int createStream(void **stream, int priority) {
+  std::lock_guard<std::mutex> lock(mutex());
+  *stream = reinterpret_cast<void *>(uintptr_t(0xF000) +
+                                     16 * uintptr_t(++streamsCreated));
+  char detail[32];
+  std::snprintf(detail, sizeof detail, "s%d/%d", streamsCreated, priority);
+  event("stream", detail);
+  return 0;
+}
+
+static int createEvent(void **e) {
+  std::lock_guard<std::mutex> lock(mutex());
+  *e = reinterpret_cast<void *>(uintptr_t(0xE000) +
+                                16 * uintptr_t(++eventsCreated));
+  return 0;
+}
+
+static int recordEvent(void *e, void *stream) {
+  std::lock_guard<std::mutex> lock(mutex());
+  char name[16], detail[48];
+  streamName(stream, name, sizeof name);
+  std::snprintf(detail, sizeof detail, "e%d@%s", eventId(e), name);
+  event("record", detail);
+  return 0;
+}
+
+static int waitEvent(void *stream, void *e) {
+  std::lock_guard<std::mutex> lock(mutex());
+  char name[16], detail[48];
+  streamName(stream, name, sizeof name);
+  std::snprintf(detail, sizeof detail, "%s@e%d", name, eventId(e));
+  event("wait", detail);
+  return 0;
+}
+
+// Events created and not yet destroyed (the tests check that handles free
+// theirs).
+int kda_fake_live_events() {
+  std::lock_guard<std::mutex> lock(mutex());
+  return eventsCreated - eventsDestroyed;
 }
 
 // ---- CUDA driver API ------------------------------------------------------
@@ -532,6 +592,43 @@ int cuMemFreeAsync(unsigned long long pointer, void *stream) {
 }
 #endif
 
+int cuCtxGetStreamPriorityRange(int *least, int *greatest) {
+  FAIL_IF_ASKED("cuCtxGetStreamPriorityRange");
+  *least = 0;
+  *greatest = -5;
+  return 0;
+}
+
+int cuStreamCreateWithPriority(void **stream, unsigned flags, int priority) {
+  FAIL_IF_ASKED("cuStreamCreateWithPriority");
+  if (flags != 1) // CU_STREAM_NON_BLOCKING, as the runtime asks
+    return 1;
+  return createStream(stream, priority);
+}
+
+int cuEventCreate(void **e, unsigned flags) {
+  FAIL_IF_ASKED("cuEventCreate");
+  if (flags != 2) // CU_EVENT_DISABLE_TIMING
+    return 1;
+  return createEvent(e);
+}
+
+int cuEventDestroy_v2(void *) {
+  std::lock_guard<std::mutex> lock(mutex());
+  ++eventsDestroyed;
+  return 0;
+}
+
+int cuEventRecord(void *e, void *stream) {
+  FAIL_IF_ASKED("cuEventRecord");
+  return recordEvent(e, stream);
+}
+
+int cuStreamWaitEvent(void *stream, void *e, unsigned) {
+  FAIL_IF_ASKED("cuStreamWaitEvent");
+  return waitEvent(stream, e);
+}
+
 int cuMemcpyHtoD_v2(unsigned long long dst, const void *src, size_t n) {
   std::memcpy(reinterpret_cast<void *>(dst), src, n);
   return 0;
@@ -628,6 +725,39 @@ int hipFreeAsync(void *pointer, void *stream) {
   return freeAsync(pointer, stream);
 }
 #endif
+
+int hipDeviceGetStreamPriorityRange(int *least, int *greatest) {
+  FAIL_IF_ASKED("hipDeviceGetStreamPriorityRange");
+  *least = 0;
+  *greatest = -1;
+  return 0;
+}
+
+int hipStreamCreateWithPriority(void **stream, unsigned flags, int priority) {
+  FAIL_IF_ASKED("hipStreamCreateWithPriority");
+  if (flags != 1) // hipStreamNonBlocking
+    return 1;
+  return createStream(stream, priority);
+}
+
+int hipEventCreateWithFlags(void **e, unsigned flags) {
+  FAIL_IF_ASKED("hipEventCreateWithFlags");
+  if (flags != 2) // hipEventDisableTiming
+    return 1;
+  return createEvent(e);
+}
+
+int hipEventDestroy(void *e) { return cuEventDestroy_v2(e); }
+
+int hipEventRecord(void *e, void *stream) {
+  FAIL_IF_ASKED("hipEventRecord");
+  return recordEvent(e, stream);
+}
+
+int hipStreamWaitEvent(void *stream, void *e, unsigned) {
+  FAIL_IF_ASKED("hipStreamWaitEvent");
+  return waitEvent(stream, e);
+}
 
 int hipModuleUnload(void *module) { return cuModuleUnload(module); }
 

@@ -165,7 +165,76 @@ public:
     (void)api_.moduleUnload(static_cast<hipModule_t>(module));
   }
 
+  Status sideStream(int device, void *&out) override {
+    out = nullptr;
+    if (Status s = needPieces())
+      return s;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = sideStreams_.find(device);
+    if (it != sideStreams_.end()) {
+      out = it->second;
+      return Status::ok();
+    }
+    int least = 0, greatest = 0;
+    if (hipError_t e = api_.deviceGetStreamPriorityRange(&least, &greatest))
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    api_.describe("hipDeviceGetStreamPriorityRange", e));
+    hipStream_t stream = nullptr;
+    if (hipError_t e = api_.streamCreateWithPriority(
+            &stream, hipStreamNonBlocking, greatest))
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    api_.describe("hipStreamCreateWithPriority", e));
+    sideStreams_[device] = stream;
+    out = stream;
+    return Status::ok();
+  }
+
+  Status createEvent(void *&out) override {
+    out = nullptr;
+    if (Status s = needPieces())
+      return s;
+    hipEvent_t event = nullptr;
+    if (hipError_t e =
+            api_.eventCreateWithFlags(&event, hipEventDisableTiming))
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    api_.describe("hipEventCreateWithFlags", e));
+    out = event;
+    return Status::ok();
+  }
+
+  void destroyEvent(void *event) override {
+    if (event && api_.eventDestroy)
+      (void)api_.eventDestroy(static_cast<hipEvent_t>(event));
+  }
+
+  Status recordEvent(void *event, void *stream) override {
+    if (hipError_t e = api_.eventRecord(static_cast<hipEvent_t>(event),
+                                        static_cast<hipStream_t>(stream)))
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    api_.describe("hipEventRecord", e));
+    return Status::ok();
+  }
+
+  Status waitEvent(void *stream, void *event) override {
+    if (hipError_t e = api_.streamWaitEvent(static_cast<hipStream_t>(stream),
+                                            static_cast<hipEvent_t>(event), 0))
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    api_.describe("hipStreamWaitEvent", e));
+    return Status::ok();
+  }
+
 private:
+  Status needPieces() const {
+#define KDA_HIP_NEED(member, symbol, ...)                                      \
+  if (!api_.member)                                                            \
+    return Status(KDA_ERROR_NO_DRIVER, "the HIP runtime library " +             \
+                                           api_.library + " has no " symbol    \
+                                           ", which pipelined pieces need");
+    KDA_HIP_PIECES_FUNCTIONS(KDA_HIP_NEED)
+#undef KDA_HIP_NEED
+    return Status::ok();
+  }
+
   Status missingAsync(const char *symbol) const {
     return Status(KDA_ERROR_NO_DRIVER,
                   "the HIP runtime library " + api_.library + " has no " +
@@ -178,6 +247,7 @@ private:
   const Api &api_;
   std::mutex mutex_;
   std::map<int, std::string> names_; // checked devices and their names
+  std::map<int, void *> sideStreams_; // never destroyed, like the modules
 };
 
 Status loadLibrary(const std::vector<std::string> &candidates,
@@ -214,6 +284,7 @@ Status loadLibrary(const std::vector<std::string> &candidates,
 #define KDA_HIP_RESOLVE_OPTIONAL(member, symbol, ...)                          \
   api.member = reinterpret_cast<Api::member##_fn *>(dlsym(handle, symbol));
   KDA_HIP_OPTIONAL_FUNCTIONS(KDA_HIP_RESOLVE_OPTIONAL)
+  KDA_HIP_PIECES_FUNCTIONS(KDA_HIP_RESOLVE_OPTIONAL)
 #undef KDA_HIP_RESOLVE_OPTIONAL
   if (hipError_t e = api.init(0))
     return Status(is(api, e, "hipErrorNoDevice") ? KDA_ERROR_NO_DEVICE

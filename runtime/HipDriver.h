@@ -14,6 +14,7 @@
 struct ihipModule_t;
 struct ihipModuleSymbol_t;
 struct ihipStream_t;
+struct ihipEvent_t;
 
 namespace kda::rt::hip {
 
@@ -21,8 +22,9 @@ using hipError_t = int;
 using hipModule_t = ::ihipModule_t *;
 using hipFunction_t = ::ihipModuleSymbol_t *;
 using hipStream_t = ::ihipStream_t *;
+using hipEvent_t = ::ihipEvent_t *;
 
-enum : int { hipSuccess = 0 };
+enum : int { hipSuccess = 0, hipStreamNonBlocking = 1, hipEventDisableTiming = 2 };
 
 // clang-format off
 #define KDA_HIP_FUNCTIONS(X)                                                   \
@@ -51,12 +53,29 @@ enum : int { hipSuccess = 0 };
   X(freeAsync, "hipFreeAsync", hipError_t(void *, hipStream_t))
 // clang-format on
 
+// Only pipelined pieces need these (kda_launch_pieces): resolved when present;
+// a pieces launch without them is KDA_ERROR_NO_DRIVER.
+// clang-format off
+#define KDA_HIP_PIECES_FUNCTIONS(X)                                            \
+  X(deviceGetStreamPriorityRange, "hipDeviceGetStreamPriorityRange",           \
+    hipError_t(int *, int *))                                                  \
+  X(streamCreateWithPriority, "hipStreamCreateWithPriority",                   \
+    hipError_t(hipStream_t *, unsigned, int))                                  \
+  X(eventCreateWithFlags, "hipEventCreateWithFlags",                           \
+    hipError_t(hipEvent_t *, unsigned))                                        \
+  X(eventDestroy, "hipEventDestroy", hipError_t(hipEvent_t))                   \
+  X(eventRecord, "hipEventRecord", hipError_t(hipEvent_t, hipStream_t))        \
+  X(streamWaitEvent, "hipStreamWaitEvent",                                     \
+    hipError_t(hipStream_t, hipEvent_t, unsigned))
+// clang-format on
+
 struct Api {
 #define KDA_HIP_MEMBER(member, symbol, ...)                                    \
   using member##_fn = __VA_ARGS__;                                             \
   member##_fn *member = nullptr;
   KDA_HIP_FUNCTIONS(KDA_HIP_MEMBER)
   KDA_HIP_OPTIONAL_FUNCTIONS(KDA_HIP_MEMBER)
+  KDA_HIP_PIECES_FUNCTIONS(KDA_HIP_MEMBER)
 #undef KDA_HIP_MEMBER
 
   std::string library;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <mutex>
 
 namespace kda::rt {
@@ -828,8 +829,10 @@ Status prepare(kda_bundle *bundle, const char *name, const kda_tensor *tensors,
   return Status::ok();
 }
 
-Status launchPrepared(kda_prepared *p, void *const *data, int32_t count,
-                      void *workspace, uint64_t workspaceBytes, void *stream) {
+// What kda_launch_prepared checks of a call's pointers: the count, every
+// non-empty tensor's pointer non-NULL and aligned, and the workspace.
+Status checkPrepared(const kda_prepared *p, void *const *data, int32_t count,
+                     void *workspace, uint64_t workspaceBytes) {
   if (!p)
     return Status(KDA_ERROR_INVALID_ARGUMENT, "prepared launch is NULL");
   size_t expected = p->bytes.size();
@@ -874,8 +877,11 @@ Status launchPrepared(kda_prepared *p, void *const *data, int32_t count,
                         std::to_string(p->workspaceAlignment) + " bytes, as " +
                         p->label + " requires");
   }
-  if (p->launches.empty())
-    return Status::ok(); // an empty batch
+  return Status::ok();
+}
+
+// Stores a checked call's pointers into the packed arguments.
+void patchPrepared(kda_prepared *p, void *const *data, void *workspace) {
   for (const kda_prepared::Patch &patch : p->patches) {
     uintptr_t v;
     if (patch.tensor >= 0)
@@ -885,27 +891,368 @@ Status launchPrepared(kda_prepared *p, void *const *data, int32_t count,
                      : reinterpret_cast<uintptr_t>(workspace) + patch.offset;
     *patch.slot = static_cast<uint64_t>(v);
   }
+}
+
+// Launches p->launches[l] on `stream` (the device current); a failure names
+// the entry's launch and what was enqueued before it.
+Status launchOne(kda_prepared *p, size_t l, void *stream) {
+  kda_prepared::Launch &launch = p->launches[l];
+  launch.config.stream = stream;
+  Status s = p->driver->launch(*launch.kernel, launch.function, launch.config);
+  if (s.isOk() || !p->isEntry)
+    return s;
+  size_t i = launch.index;
+  return Status(s.code(),
+                p->label + " launch " + std::to_string(i) + " of " +
+                    std::to_string(p->entryLaunches) + " (kernel '" +
+                    launch.kernel->name + "'): " + s.message() +
+                    (l == 0 ? std::string()
+                            : " (launches 0.." + std::to_string(i - 1) +
+                                  " were enqueued before it)"));
+}
+
+Status launchPrepared(kda_prepared *p, void *const *data, int32_t count,
+                      void *workspace, uint64_t workspaceBytes, void *stream) {
+  if (Status s = checkPrepared(p, data, count, workspace, workspaceBytes))
+    return s;
+  if (p->launches.empty())
+    return Status::ok(); // an empty batch
+  patchPrepared(p, data, workspace);
   DeviceScope scope(*p->driver);
   if (Status s = scope.enter(p->device))
     return s;
-  for (size_t l = 0; l < p->launches.size(); ++l) {
-    kda_prepared::Launch &launch = p->launches[l];
-    launch.config.stream = stream;
-    if (Status s = p->driver->launch(*launch.kernel, launch.function,
-                                     launch.config)) {
-      if (!p->isEntry)
-        return s;
-      size_t i = launch.index;
-      return Status(s.code(),
-                    p->label + " launch " + std::to_string(i) + " of " +
-                        std::to_string(p->entryLaunches) + " (kernel '" +
-                        launch.kernel->name + "'): " + s.message() +
-                        (l == 0 ? std::string()
-                                : " (launches 0.." + std::to_string(i - 1) +
-                                      " were enqueued before it)"));
+  for (size_t l = 0; l < p->launches.size(); ++l)
+    if (Status s = launchOne(p, l, stream))
+      return s;
+  return Status::ok();
+}
+
+uint64_t roundUp(uint64_t v, uint64_t to) { return (v + to - 1) / to * to; }
+
+} // namespace
+
+// Pipelined pieces of one sequence (kda_prepare_pieces): one prepared entry
+// per piece, for the piece's tokens, and where each piece's pointers come
+// from (the caller's, offset by the piece's first token; the workspace's
+// regions; the intermediate states).
+struct kda_pieces {
+  Driver *driver = nullptr;
+  int device = 0;
+  std::string label; // "pipelined pieces of entry 'e'"
+  const Kernel *signature = nullptr;
+  std::vector<std::unique_ptr<kda_prepared>> pieces;
+  std::vector<int64_t> starts, ends; // each piece's tokens
+  std::vector<uint64_t> tokenBytes;  // per tensor: bytes a token (0: not per token)
+  std::vector<uint64_t> bytes, alignment; // per tensor, the whole call's
+  int32_t initialState = -1, finalState = -1; // tensor positions
+  std::vector<uint64_t> regions;      // each piece's workspace offset
+  uint64_t statesOffset = 0, stateStride = 0;
+  uint64_t workspaceTotal = 0;
+  std::vector<void *> data; // per piece, its pointers (reused every call)
+  void *side = nullptr;     // the driver's side stream (not owned)
+  std::vector<void *> events; // one a piece, then the join
+
+  ~kda_pieces() {
+    for (void *e : events)
+      if (e)
+        driver->destroyEvent(e);
+  }
+};
+
+namespace {
+
+// kda_prepare_pieces' work.
+Status preparePieces(kda_bundle *bundle, const char *name,
+                     const kda_tensor *tensors, int32_t count,
+                     const int64_t *starts, int32_t numPieces,
+                     kda_pieces &out) {
+  Callable callable;
+  if (Status s = findCallable(bundle, name, callable))
+    return s;
+  const Kernel &signature = callable.signature();
+  out.signature = &signature;
+  out.label = "pipelined pieces of " + label(signature);
+  if (!callable.entry)
+    return Status(KDA_ERROR_INVALID_ARGUMENT,
+                  "pipelined pieces take an entry (a chunk-parallel launch, "
+                  "then the state pass), not " +
+                      label(signature));
+  const Entry &entry = *callable.entry;
+  if (entry.launches.size() != 2)
+    return Status(KDA_ERROR_INVALID_ARGUMENT,
+                  out.label + ": the entry must launch two kernels (the "
+                              "chunk-parallel one, then the state pass), it "
+                              "launches " +
+                      std::to_string(entry.launches.size()));
+  const size_t n = signature.tensorParams.size();
+  for (size_t i = 0; i < n; ++i) {
+    const std::string &pname = signature.params[signature.tensorParams[i]].name;
+    if (pname == "initial_state")
+      out.initialState = static_cast<int32_t>(i);
+    if (pname == "final_state")
+      out.finalState = static_cast<int32_t>(i);
+  }
+  if (out.initialState < 0 || out.finalState < 0)
+    return Status(KDA_ERROR_INVALID_ARGUMENT,
+                  out.label + ": the entry must take an initial_state and a "
+                              "final_state, the states the pieces pass on");
+  Binding binding;
+  if (Status s = bindTensors(signature, tensors, count, binding))
+    return s;
+  out.bytes = binding.bytes;
+  int tSymbol = -1;
+  for (size_t i = 0; i < signature.symbols.size(); ++i)
+    if (signature.symbols[i] == "T")
+      tSymbol = static_cast<int>(i);
+  if (tSymbol < 0)
+    return Status(KDA_ERROR_INVALID_ARGUMENT,
+                  out.label + ": the entry has no token dimension T to split");
+  const int64_t T = binding.symbols[static_cast<size_t>(tSymbol)];
+  const size_t is = static_cast<size_t>(out.initialState),
+               fs = static_cast<size_t>(out.finalState);
+  if (tensors[is].dtype != tensors[fs].dtype ||
+      binding.bytes[is] != binding.bytes[fs] || binding.bytes[is] == 0)
+    return Status(KDA_ERROR_BAD_TENSOR,
+                  out.label + ": " + tensorName(signature, is) + " and " +
+                      tensorName(signature, fs) +
+                      " must be non-empty and of one dtype and size, found " +
+                      std::to_string(binding.bytes[is]) + " and " +
+                      std::to_string(binding.bytes[fs]) + " bytes");
+
+  // The per-token tensors: a dimension T, after dimensions of extent 1 only
+  // (one sequence), each piece a view of its tokens.
+  std::vector<int> tDim(n, -1);
+  out.tokenBytes.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const Param &param = signature.params[signature.tensorParams[i]];
+    for (size_t d = 0; d < param.shape.size(); ++d) {
+      if (param.shape[d].symbolIndex != tSymbol)
+        continue;
+      if (tDim[i] >= 0)
+        return Status(KDA_ERROR_INVALID_ARGUMENT,
+                      out.label + ": " + tensorName(signature, i) +
+                          " has two token dimensions");
+      tDim[i] = static_cast<int>(d);
     }
+    if (tDim[i] < 0)
+      continue;
+    if (i == is || i == fs)
+      return Status(KDA_ERROR_INVALID_ARGUMENT,
+                    out.label + ": " + tensorName(signature, i) +
+                        " has a token dimension");
+    const kda_tensor &t = tensors[i];
+    for (int d = 0; d < tDim[i]; ++d)
+      if (t.shape[d] != 1)
+        return Status(KDA_ERROR_BAD_TENSOR,
+                      out.label + " split one sequence: " +
+                          tensorName(signature, i) + " dimension " +
+                          std::to_string(d) + " is " +
+                          std::to_string(t.shape[d]) +
+                          ", expected 1 (before its token dimension)");
+    uint64_t stride = 1;
+    if (t.strides)
+      stride = static_cast<uint64_t>(t.strides[tDim[i]]);
+    else
+      for (int d = tDim[i] + 1; d < t.rank; ++d)
+        stride *= static_cast<uint64_t>(t.shape[d]);
+    out.tokenBytes[i] = stride * dtypeSize(t.dtype);
+  }
+
+  if (numPieces < 1 || numPieces > 4096 || !starts)
+    return Status(KDA_ERROR_INVALID_ARGUMENT,
+                  out.label + ": " + std::to_string(numPieces) +
+                      " pieces asked for (with starts " +
+                      (starts ? "given" : "NULL") + "), expected 1 to 4096");
+  for (int32_t i = 0; i < numPieces; ++i) {
+    int64_t a = starts[i];
+    int64_t z = i + 1 < numPieces ? starts[i + 1] : T;
+    if ((i == 0 && a != 0) || a >= z || a < 0 || z > T)
+      return Status(KDA_ERROR_INVALID_ARGUMENT,
+                    out.label + ": piece " + std::to_string(i) +
+                        " starts at token " + std::to_string(a) +
+                        "; pieces start at 0, then strictly increase below "
+                        "T = " +
+                        std::to_string(T));
+    out.starts.push_back(a);
+    out.ends.push_back(z);
+  }
+
+  // One prepared entry a piece, for its view of the tensors. The states the
+  // pieces pass on lie in the workspace; their sample pointers only need to
+  // be non-NULL and aligned.
+  const size_t P = static_cast<size_t>(numPieces);
+  std::vector<int64_t> shapes;
+  std::vector<size_t> shapeAt(n);
+  for (size_t i = 0; i < n; ++i) {
+    shapeAt[i] = shapes.size();
+    shapes.insert(shapes.end(), tensors[i].shape,
+                  tensors[i].shape + tensors[i].rank);
+  }
+  char *stand = reinterpret_cast<char *>(uintptr_t(1) << 20);
+  uint64_t total = 0;
+  for (size_t pi = 0; pi < P; ++pi) {
+    std::vector<kda_tensor> view(tensors, tensors + n);
+    std::vector<int64_t> pieceShapes = shapes;
+    for (size_t i = 0; i < n; ++i) {
+      view[i].shape = pieceShapes.data() + shapeAt[i];
+      if (tDim[i] < 0)
+        continue;
+      pieceShapes[shapeAt[i] + static_cast<size_t>(tDim[i])] =
+          out.ends[pi] - out.starts[pi];
+      if (view[i].data)
+        view[i].data = static_cast<char *>(view[i].data) +
+                       out.tokenBytes[i] * static_cast<uint64_t>(out.starts[pi]);
+    }
+    if (pi > 0)
+      view[is].data = stand;
+    if (pi + 1 < P)
+      view[fs].data = stand;
+    auto piece = std::make_unique<kda_prepared>();
+    if (Status s = prepare(bundle, name, view.data(),
+                           static_cast<int32_t>(n), *piece))
+      return s.prefix(out.label + ", piece " + std::to_string(pi) + " of " +
+                      std::to_string(P) + " (tokens " +
+                      std::to_string(out.starts[pi]) + ".." +
+                      std::to_string(out.ends[pi]) + "): ");
+    uint64_t align = std::max<uint64_t>(piece->workspaceAlignment, 256);
+    total = roundUp(total, align);
+    out.regions.push_back(total);
+    total += piece->workspaceTotal;
+    out.pieces.push_back(std::move(piece));
+  }
+  out.alignment.assign(n, 1);
+  for (const auto &piece : out.pieces)
+    for (size_t i = 0; i < n; ++i)
+      out.alignment[i] = std::max(out.alignment[i], piece->alignment[i]);
+  out.stateStride = roundUp(binding.bytes[is], 256);
+  out.statesOffset = roundUp(total, 256);
+  out.workspaceTotal = out.statesOffset + (P - 1) * out.stateStride;
+  out.data.assign(P * n, nullptr);
+
+  // The side stream and the events.
+  kda_prepared &first = *out.pieces.front();
+  out.driver = first.driver;
+  out.device = first.device;
+  DeviceScope scope(*out.driver);
+  if (Status s = scope.enter(out.device))
+    return s;
+  if (Status s = out.driver->sideStream(out.device, out.side))
+    return s.prefix(out.label + ": ");
+  for (size_t e = 0; e <= P; ++e) {
+    void *event = nullptr;
+    if (Status s = out.driver->createEvent(event))
+      return s.prefix(out.label + ": ");
+    out.events.push_back(event);
   }
   return Status::ok();
+}
+
+Status launchPieces(kda_pieces *p, void *const *data, int32_t count,
+                    void *workspace, uint64_t workspaceBytes, void *stream) {
+  if (!p)
+    return Status(KDA_ERROR_INVALID_ARGUMENT, "pipelined pieces are NULL");
+  const size_t n = p->bytes.size(), P = p->pieces.size();
+  if (count < 0 || static_cast<size_t>(count) != n)
+    return Status(KDA_ERROR_INVALID_ARGUMENT,
+                  p->label + " were prepared for " + std::to_string(n) +
+                      " tensors, got " + std::to_string(count) +
+                      " data pointers");
+  if (n > 0 && !data)
+    return Status(KDA_ERROR_INVALID_ARGUMENT,
+                  "data is NULL, but " + p->label + " take " +
+                      std::to_string(n) + " tensors");
+  for (size_t i = 0; i < n; ++i) {
+    if (p->bytes[i] == 0)
+      continue;
+    if (!data[i])
+      return Status(KDA_ERROR_BAD_TENSOR, tensorName(*p->signature, i) +
+                                              " has a NULL data pointer");
+    if (reinterpret_cast<uintptr_t>(data[i]) % p->alignment[i] != 0)
+      return Status(KDA_ERROR_BAD_TENSOR,
+                    tensorName(*p->signature, i) + " data pointer " +
+                        pointerText(data[i]) + " is not aligned to " +
+                        std::to_string(p->alignment[i]) + " bytes, as " +
+                        p->label + " require");
+  }
+  if (workspaceBytes < p->workspaceTotal || !workspace ||
+      reinterpret_cast<uintptr_t>(workspace) % kAllocatorAlignment != 0)
+    return Status(KDA_ERROR_INVALID_ARGUMENT,
+                  p->label + " need " + std::to_string(p->workspaceTotal) +
+                      " bytes of workspace aligned to 256 bytes "
+                      "(kda_prepare_pieces says how many), got " +
+                      std::to_string(workspaceBytes) + " at " +
+                      pointerText(workspace));
+  char *ws = static_cast<char *>(workspace);
+  const size_t is = static_cast<size_t>(p->initialState),
+               fs = static_cast<size_t>(p->finalState);
+  bool any = false;
+  for (size_t pi = 0; pi < P; ++pi) {
+    void **d = p->data.data() + pi * n;
+    for (size_t i = 0; i < n; ++i)
+      d[i] = p->tokenBytes[i] && data[i]
+                 ? static_cast<char *>(data[i]) +
+                       p->tokenBytes[i] * static_cast<uint64_t>(p->starts[pi])
+                 : data[i];
+    if (pi > 0)
+      d[is] = ws + p->statesOffset + (pi - 1) * p->stateStride;
+    if (pi + 1 < P)
+      d[fs] = ws + p->statesOffset + pi * p->stateStride;
+    kda_prepared &piece = *p->pieces[pi];
+    if (Status s = checkPrepared(&piece, d, static_cast<int32_t>(n),
+                                 ws + p->regions[pi],
+                                 p->workspaceTotal - p->regions[pi]))
+      return s.prefix(p->label + ", piece " + std::to_string(pi) + ": ");
+    any = any || !piece.launches.empty();
+  }
+  if (!any)
+    return Status::ok(); // an empty batch (no heads, say)
+  for (size_t pi = 0; pi < P; ++pi)
+    patchPrepared(p->pieces[pi].get(), p->data.data() + pi * n,
+                  ws + p->regions[pi]);
+  DeviceScope scope(*p->driver);
+  if (Status s = scope.enter(p->device))
+    return s;
+  Driver &driver = *p->driver;
+  // Piece i's chunk-parallel launch on the caller's stream, then its state
+  // pass on the side stream once that is done (and after piece i - 1's state
+  // pass, by the side stream's order): the state pass of piece i runs beside
+  // the chunk-parallel launch of piece i + 1. The chunk-parallel kernel does
+  // not read the initial state, which the previous piece's state pass may
+  // still be writing.
+  Status failed = Status::ok();
+  for (size_t pi = 0; pi < P && failed.isOk(); ++pi) {
+    kda_prepared &piece = *p->pieces[pi];
+    auto where = [&] {
+      return p->label + ", piece " + std::to_string(pi) + " of " +
+             std::to_string(P) + ": ";
+    };
+    for (size_t l = 0; l < piece.launches.size() && failed.isOk(); ++l)
+      if (piece.launches[l].index == 0)
+        if (Status s = launchOne(&piece, l, stream))
+          failed = s.prefix(where());
+    if (!failed.isOk())
+      break;
+    if (Status s = driver.recordEvent(p->events[pi], stream)) {
+      failed = s.prefix(where());
+      break;
+    }
+    if (Status s = driver.waitEvent(p->side, p->events[pi])) {
+      failed = s.prefix(where());
+      break;
+    }
+    for (size_t l = 0; l < piece.launches.size() && failed.isOk(); ++l)
+      if (piece.launches[l].index != 0)
+        if (Status s = launchOne(&piece, l, p->side))
+          failed = s.prefix(where());
+  }
+  // The join, also after a failure: the caller's stream then orders after
+  // whatever reached the side stream.
+  Status join = driver.recordEvent(p->events[P], p->side);
+  if (join.isOk())
+    join = driver.waitEvent(stream, p->events[P]);
+  if (!failed.isOk())
+    return failed;
+  return join.isOk() ? join : join.prefix(p->label + ", the join: ");
 }
 
 } // namespace
@@ -1085,6 +1432,39 @@ kda_status kda_launch_prepared(kda_prepared *prepared, void *const *data,
 }
 
 void kda_prepared_free(kda_prepared *prepared) { delete prepared; }
+
+kda_status kda_prepare_pieces(kda_bundle *bundle, const char *entry,
+                              const kda_tensor *tensors, int32_t num_tensors,
+                              const int64_t *starts, int32_t num_pieces,
+                              kda_pieces **out, uint64_t *workspace_bytes) {
+  if (out)
+    *out = nullptr;
+  if (workspace_bytes)
+    *workspace_bytes = 0;
+  if (!out)
+    return finish(Status(KDA_ERROR_INVALID_ARGUMENT, "out is NULL"));
+  auto p = std::make_unique<kda_pieces>();
+  if (Status s = preparePieces(bundle, entry, tensors, num_tensors, starts,
+                               num_pieces, *p))
+    return finish(s);
+  if (workspace_bytes)
+    *workspace_bytes = p->workspaceTotal;
+  *out = p.release();
+  return finish(Status::ok());
+}
+
+kda_status kda_launch_pieces(kda_pieces *pieces, void *const *data,
+                             int32_t num_data, void *workspace,
+                             uint64_t workspace_bytes, void *stream) {
+  return finish(
+      launchPieces(pieces, data, num_data, workspace, workspace_bytes, stream));
+}
+
+int32_t kda_pieces_count(const kda_pieces *pieces) {
+  return pieces ? static_cast<int32_t>(pieces->pieces.size()) : -1;
+}
+
+void kda_pieces_free(kda_pieces *pieces) { delete pieces; }
 
 const char *kda_last_error(void) { return lastError.c_str(); }
 

@@ -2699,3 +2699,356 @@ TEST_F(Fake, CeilDivGrid) {
         << kda_last_error();
   }
 }
+
+// ---- pipelined pieces (kda_prepare_pieces / kda_launch_pieces) --------------
+
+// An entry the pieces can split: a chunk-parallel kernel writing ws0 per token,
+// then a state pass from initial_state to final_state.
+std::string piecesManifest() {
+  std::string m = entriesManifest();
+  std::string kernels = R"(
+    {
+      "name": "kda_p_intra",
+      "binary": "intra.sm_90a.cubin",
+      "entry": "intra_entry",
+      "params": [
+        {"name": "q", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16},
+        {"name": "initial_state", "kind": "tensor", "dtype": "f32",
+         "shape": ["H", 4, 4]},
+        {"name": "ws0", "kind": "tensor", "dtype": "f32",
+         "shape": ["B", "T", "H", 8]},
+        {"name": "T", "kind": "dim"},
+        {"name": "H", "kind": "dim"}
+      ],
+      "grid": [{"symbol": "T", "ceil_div": 16}, "H", 1],
+      "block": [128, 1, 1]
+    },
+    {
+      "name": "kda_p_state",
+      "binary": "state.sm_90a.cubin",
+      "entry": "state_entry",
+      "params": [
+        {"name": "q", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16},
+        {"name": "initial_state", "kind": "tensor", "dtype": "f32",
+         "shape": ["H", 4, 4]},
+        {"name": "ws0", "kind": "tensor", "dtype": "f32",
+         "shape": ["B", "T", "H", 8]},
+        {"name": "o", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16},
+        {"name": "final_state", "kind": "tensor", "dtype": "f32",
+         "shape": ["H", 4, 4]}
+      ],
+      "grid": ["H", 1, 1],
+      "block": [32, 1, 1]
+    },)";
+  std::string entries = R"(
+    {
+      "name": "kda_p",
+      "params": [
+        {"name": "q", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16},
+        {"name": "initial_state", "kind": "tensor", "dtype": "f32",
+         "shape": ["H", 4, 4]},
+        {"name": "o", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16},
+        {"name": "final_state", "kind": "tensor", "dtype": "f32",
+         "shape": ["H", 4, 4]}
+      ],
+      "workspaces": [{"name": "ws0", "dtype": "f32", "shape": ["B", "T", "H", 8]}],
+      "launches": [
+        {"kernel": "kda_p_intra", "args": ["q", "initial_state", "ws0"]},
+        {"kernel": "kda_p_state",
+         "args": ["q", "initial_state", "ws0", "o", "final_state"]}
+      ]
+    },)";
+  m = replaced(m, "\"kernels\": [", "\"kernels\": [" + kernels);
+  return replaced(m, "\"entries\": [", "\"entries\": [" + entries);
+}
+
+class FakePieces : public Fake {
+protected:
+  void SetUp() override {
+    Fake::SetUp();
+    ASSERT_EQ(load(dir, &bundle), KDA_OK) << kda_last_error();
+    for (const Tensor *x : {&q, &h0, &o, &ht})
+      onDevice(*x);
+    const int sizes[] = {8, 8, 8, 8, 8};
+    setArgSizes(5, sizes);
+    liveEvents = reinterpret_cast<int (*)()>(
+        dlsym(handle, "kda_fake_live_events"));
+  }
+  void TearDown() override {
+    kda_bundle_free(bundle);
+    Fake::TearDown();
+  }
+  std::vector<kda_tensor> views() const {
+    return {q.view(), h0.view(), o.view(), ht.view()};
+  }
+  uintptr_t arg(int launch, int i) {
+    return static_cast<uintptr_t>(state().history[launch].args[i]);
+  }
+
+  BundleDir dir{piecesManifest()};
+  kda_bundle *bundle = nullptr;
+  // T = 40 tokens, H = 2 heads: a token is 2 x 128 bf16 of q and o (512
+  // bytes), 2 x 8 f32 of ws0 (64 bytes).
+  Tensor q{KDA_BF16, {1, 40, 2, 128}}, h0{KDA_F32, {2, 4, 4}},
+      o{KDA_BF16, {1, 40, 2, 128}}, ht{KDA_F32, {2, 4, 4}};
+  int (*liveEvents)() = nullptr;
+};
+
+TEST_F(FakePieces, LaunchesPiecesOnTwoStreams) {
+  ctxSetCurrent(kForeignContext);
+  std::vector<kda_tensor> v = views();
+  const int64_t starts[] = {0, 16, 32};
+  kda_pieces *pieces = nullptr;
+  uint64_t bytes = 0;
+  ASSERT_EQ(kda_prepare_pieces(bundle, "kda_p", v.data(), 4, starts, 3,
+                               &pieces, &bytes),
+            KDA_OK)
+      << kda_last_error();
+  ASSERT_NE(pieces, nullptr);
+  EXPECT_EQ(kda_pieces_count(pieces), 3);
+  EXPECT_EQ(kda_pieces_count(nullptr), -1);
+  // ws0 of 16, 16 and 8 tokens (1024, 1024, 512 bytes) at 0, 1024, 2048;
+  // then two states of 128 bytes, each at a multiple of 256: 2560, 2816.
+  EXPECT_EQ(bytes, 3072u);
+  // The side stream of the greatest priority and four events; nothing
+  // launched; the caller's context back.
+  EXPECT_STREQ(state().events, "stream:s1/-5");
+  EXPECT_EQ(liveEvents(), 4);
+  EXPECT_EQ(state().launches, 0);
+  void *current = nullptr;
+  ctxGetCurrent(&current);
+  EXPECT_EQ(current, kForeignContext);
+
+  Tensor q2{KDA_BF16, {1, 40, 2, 128}}, h02{KDA_F32, {2, 4, 4}},
+      o2{KDA_BF16, {1, 40, 2, 128}}, ht2{KDA_F32, {2, 4, 4}};
+  void *data[4] = {q2.data, h02.data, o2.data, ht2.data};
+  char *ws = static_cast<char *>(std::aligned_alloc(256, 4096));
+  ASSERT_EQ(kda_launch_pieces(pieces, data, 4, ws, 3072, kStream), KDA_OK)
+      << kda_last_error();
+  EXPECT_STREQ(state().events,
+               "stream:s1/-5 "
+               "launch:intra_entry record:e1@caller wait:s1@e1 "
+               "launch:state_entry "
+               "launch:intra_entry record:e2@caller wait:s1@e2 "
+               "launch:state_entry "
+               "launch:intra_entry record:e3@caller wait:s1@e3 "
+               "launch:state_entry "
+               "record:e4@s1 wait:caller@e4");
+  const FakeState &s = state();
+  ASSERT_EQ(s.historyCount, 6);
+  auto at = [](void *p, uint64_t off) {
+    return reinterpret_cast<uintptr_t>(p) + off;
+  };
+  auto wsAt = [&](uint64_t off) { return reinterpret_cast<uintptr_t>(ws) + off; };
+  void *side = s.history[1].stream;
+  EXPECT_NE(side, kStream);
+  EXPECT_NE(side, nullptr);
+  const uint64_t token = 512; // bytes of q / o a token
+  for (int p = 0; p < 3; ++p) {
+    const int intra = 2 * p, st = 2 * p + 1;
+    const uint64_t first = 16 * static_cast<uint64_t>(p);
+    EXPECT_EQ(s.history[intra].stream, kStream) << "piece " << p;
+    EXPECT_EQ(s.history[st].stream, side) << "piece " << p;
+    // intra(q, initial_state, ws0, T, H)
+    EXPECT_EQ(arg(intra, 0), at(q2.data, first * token)) << "piece " << p;
+    EXPECT_EQ(arg(intra, 2), wsAt(1024 * static_cast<uint64_t>(p)));
+    EXPECT_EQ(arg(intra, 3), p < 2 ? 16u : 8u);
+    // state(q, initial_state, ws0, o, final_state): the states pass along.
+    EXPECT_EQ(arg(st, 0), at(q2.data, first * token));
+    EXPECT_EQ(arg(st, 1), p == 0 ? reinterpret_cast<uintptr_t>(h02.data)
+                                 : wsAt(2560 + 256 * (p - 1)));
+    EXPECT_EQ(arg(st, 2), wsAt(1024 * static_cast<uint64_t>(p)));
+    EXPECT_EQ(arg(st, 3), at(o2.data, first * token));
+    EXPECT_EQ(arg(st, 4), p == 2 ? reinterpret_cast<uintptr_t>(ht2.data)
+                                 : wsAt(2560 + 256 * p));
+  }
+  EXPECT_EQ(s.last.context, kDevice0Context);
+  ctxGetCurrent(&current);
+  EXPECT_EQ(current, kForeignContext);
+
+  // Warm: no heap allocation; a second handle takes the same side stream.
+  long before = heapAllocations.load();
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(kda_launch_pieces(pieces, data, 4, ws, 4096, kStream), KDA_OK)
+        << kda_last_error();
+  EXPECT_EQ(heapAllocations.load() - before, 0);
+  EXPECT_EQ(state().launches, 24);
+  const int64_t one[] = {0};
+  kda_pieces *whole = nullptr;
+  ASSERT_EQ(kda_prepare_pieces(bundle, "kda_p", v.data(), 4, one, 1, &whole,
+                               &bytes),
+            KDA_OK)
+      << kda_last_error();
+  EXPECT_EQ(bytes, 2560u); // 40 tokens of ws0, no state passed on
+  EXPECT_EQ(std::string(state().events).find("stream:s2"), std::string::npos);
+  kda_pieces_free(whole);
+  kda_pieces_free(pieces);
+  kda_pieces_free(nullptr);
+  EXPECT_EQ(liveEvents(), 0);
+  std::free(ws);
+}
+
+TEST_F(FakePieces, Errors) {
+  std::vector<kda_tensor> v = views();
+  const int64_t starts[] = {0, 16, 32};
+  kda_pieces *pieces = nullptr;
+  uint64_t bytes = 7;
+  auto expectPrepare = [&](const char *name, const kda_tensor *t,
+                           const int64_t *s, int32_t n, kda_status code,
+                           const std::string &message) {
+    pieces = reinterpret_cast<kda_pieces *>(0x1);
+    EXPECT_EQ(kda_prepare_pieces(bundle, name, t, 4, s, n, &pieces, &bytes),
+              code)
+        << message;
+    EXPECT_EQ(pieces, nullptr);
+    EXPECT_EQ(bytes, 0u);
+    EXPECT_NE(std::string(kda_last_error()).find(message), std::string::npos)
+        << kda_last_error();
+  };
+  expectPrepare("kda_nope", v.data(), starts, 3, KDA_ERROR_NOT_FOUND,
+                "no kernel or entry 'kda_nope'");
+  expectPrepare("kda_p_state", v.data(), starts, 3,
+                KDA_ERROR_INVALID_ARGUMENT,
+                "pipelined pieces take an entry (a chunk-parallel launch, "
+                "then the state pass), not kernel 'kda_p_state'");
+  expectPrepare("kda_ws", v.data(), starts, 3, KDA_ERROR_INVALID_ARGUMENT,
+                "pipelined pieces of entry 'kda_ws': the entry must take an "
+                "initial_state and a final_state");
+  const int64_t late[] = {8, 16}, same[] = {0, 16, 16}, past[] = {0, 40};
+  expectPrepare("kda_p", v.data(), late, 2, KDA_ERROR_INVALID_ARGUMENT,
+                "piece 0 starts at token 8; pieces start at 0, then strictly "
+                "increase below T = 40");
+  expectPrepare("kda_p", v.data(), same, 3, KDA_ERROR_INVALID_ARGUMENT,
+                "piece 1 starts at token 16;");
+  expectPrepare("kda_p", v.data(), past, 2, KDA_ERROR_INVALID_ARGUMENT,
+                "piece 1 starts at token 40;");
+  expectPrepare("kda_p", v.data(), starts, 0, KDA_ERROR_INVALID_ARGUMENT,
+                "0 pieces asked for");
+  expectPrepare("kda_p", v.data(), nullptr, 3, KDA_ERROR_INVALID_ARGUMENT,
+                "(with starts NULL), expected 1 to 4096");
+  // Two sequences: a piece of one is not a piece of the batch.
+  Tensor q2{KDA_BF16, {2, 20, 2, 128}}, o2{KDA_BF16, {2, 20, 2, 128}};
+  onDevice(q2);
+  onDevice(o2);
+  std::vector<kda_tensor> batch = {q2.view(), h0.view(), o2.view(), ht.view()};
+  const int64_t two[] = {0, 16};
+  expectPrepare("kda_p", batch.data(), two, 2, KDA_ERROR_BAD_TENSOR,
+                "pipelined pieces of entry 'kda_p' split one sequence: tensor "
+                "0 ('q') dimension 0 is 2, expected 1 (before its token "
+                "dimension)");
+  // States of different sizes.
+  std::vector<kda_tensor> bad = views();
+  Tensor h3{KDA_F32, {3, 4, 4}};
+  bad[1] = h3.view();
+  expectPrepare("kda_p", bad.data(), starts, 3, KDA_ERROR_BAD_TENSOR,
+                "tensor 1 ('initial_state') dimension 0 (symbol H) is 3");
+  // The driver's failures name the call.
+  {
+    ScopedEnv fail("KDA_FAKE_FAIL", "cuStreamCreateWithPriority=2");
+    expectPrepare("kda_p", v.data(), starts, 3, KDA_ERROR_LAUNCH_FAILED,
+                  "pipelined pieces of entry 'kda_p': "
+                  "cuStreamCreateWithPriority failed");
+  }
+  EXPECT_EQ(liveEvents(), 0);
+  {
+    ScopedEnv fail("KDA_FAKE_FAIL", "cuEventCreate=2");
+    expectPrepare("kda_p", v.data(), starts, 3, KDA_ERROR_LAUNCH_FAILED,
+                  "cuEventCreate failed");
+  }
+  EXPECT_EQ(kda_prepare_pieces(bundle, "kda_p", v.data(), 4, starts, 3,
+                               nullptr, &bytes),
+            KDA_ERROR_INVALID_ARGUMENT);
+
+  ASSERT_EQ(kda_prepare_pieces(bundle, "kda_p", v.data(), 4, starts, 3,
+                               &pieces, &bytes),
+            KDA_OK)
+      << kda_last_error();
+  void *data[4] = {q.data, h0.data, o.data, ht.data};
+  char *ws = static_cast<char *>(std::aligned_alloc(256, 4096));
+  auto expectLaunch = [&](void *const *d, int32_t n, void *w, uint64_t wb,
+                          kda_status code, const std::string &message) {
+    EXPECT_EQ(kda_launch_pieces(pieces, d, n, w, wb, kStream), code)
+        << message;
+    EXPECT_NE(std::string(kda_last_error()).find(message), std::string::npos)
+        << kda_last_error();
+  };
+  expectLaunch(data, 3, ws, 3072, KDA_ERROR_INVALID_ARGUMENT,
+               "were prepared for 4 tensors, got 3 data pointers");
+  expectLaunch(nullptr, 4, ws, 3072, KDA_ERROR_INVALID_ARGUMENT,
+               "data is NULL");
+  expectLaunch(data, 4, ws, 3071, KDA_ERROR_INVALID_ARGUMENT,
+               "need 3072 bytes of workspace aligned to 256 bytes");
+  expectLaunch(data, 4, ws + 16, 3072, KDA_ERROR_INVALID_ARGUMENT,
+               "need 3072 bytes of workspace aligned to 256 bytes");
+  void *odd[4] = {static_cast<char *>(q.data) + 2, h0.data, o.data, ht.data};
+  expectLaunch(odd, 4, ws, 3072, KDA_ERROR_BAD_TENSOR,
+               "tensor 0 ('q') data pointer");
+  void *none[4] = {q.data, nullptr, o.data, ht.data};
+  expectLaunch(none, 4, ws, 3072, KDA_ERROR_BAD_TENSOR,
+               "tensor 1 ('initial_state') has a NULL data pointer");
+  EXPECT_EQ(kda_launch_pieces(nullptr, data, 4, ws, 3072, kStream),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(state().launches, 0);
+
+  // A launch that fails midway: the error names the piece and the launch, and
+  // the caller's stream still joins the side stream.
+  failLaunchesAfter(3);
+  expectLaunch(data, 4, ws, 3072, KDA_ERROR_LAUNCH_FAILED,
+               "pipelined pieces of entry 'kda_p', piece 1 of 3: entry "
+               "'kda_p' launch 1 of 2 (kernel 'kda_p_state'): ");
+  std::string events = state().events;
+  EXPECT_NE(events.find("launch-failed record:e4@s1 wait:caller@e4"),
+            std::string::npos)
+      << events;
+  failLaunchesAfter(-1);
+  kda_pieces_free(pieces);
+  std::free(ws);
+}
+
+TEST_F(FakePieces, HipNeedsItsOwnBundle) {
+  // The pieces take the bundle's vendor's driver: an AMD bundle of the same
+  // entry goes through HIP's stream and event functions.
+  auto all = [](std::string text, const std::string &from,
+                const std::string &to) {
+    for (size_t at = text.find(from); at != std::string::npos;
+         at = text.find(from, at + to.size()))
+      text.replace(at, from.size(), to);
+    return text;
+  };
+  std::string m = all(piecesManifest(), "\"vendor\": \"nvidia\", \"chip\": \"sm_90a\"",
+                      "\"vendor\": \"amd\", \"chip\": \"gfx942\"");
+  m = all(m, ".sm_90a.cubin", ".gfx942.hsaco");
+  BundleDir amd(m);
+  amd.dir.write("intra.gfx942.hsaco", hsaco(0x04c, "gfx942", {"intra_entry"}));
+  amd.dir.write("state.gfx942.hsaco", hsaco(0x04c, "gfx942", {"state_entry"}));
+  amd.dir.write("small.gfx942.hsaco", hsaco(0x04c, "gfx942", {"small_entry"}));
+  kda_bundle *b = nullptr;
+  ASSERT_EQ(load(amd, &b), KDA_OK) << kda_last_error();
+  std::vector<kda_tensor> v = views();
+  const int64_t starts[] = {0, 24};
+  kda_pieces *pieces = nullptr;
+  uint64_t bytes = 0;
+  ASSERT_EQ(kda_prepare_pieces(b, "kda_p", v.data(), 4, starts, 2, &pieces,
+                               &bytes),
+            KDA_OK)
+      << kda_last_error();
+  void *data[4] = {q.data, h0.data, o.data, ht.data};
+  char *ws = static_cast<char *>(std::aligned_alloc(256, 4096));
+  ASSERT_EQ(kda_launch_pieces(pieces, data, 4, ws, bytes, kStream), KDA_OK)
+      << kda_last_error();
+  EXPECT_STREQ(state().events,
+               "stream:s1/-1 "
+               "launch:intra_entry record:e1@caller wait:s1@e1 "
+               "launch:state_entry "
+               "launch:intra_entry record:e2@caller wait:s1@e2 "
+               "launch:state_entry "
+               "record:e3@s1 wait:caller@e3");
+  kda_pieces_free(pieces);
+  kda_bundle_free(b);
+  std::free(ws);
+}

@@ -21,13 +21,17 @@ kda_check_tensors
 kda_entry_workspace_bytes
 kda_last_error
 kda_launch
+kda_launch_pieces
 kda_launch_prepared
 kda_launch_trusted
 kda_launch_with_workspace
+kda_pieces_count
+kda_pieces_free
 kda_prepare
+kda_prepare_pieces
 kda_prepared_free
 kda_status_name"
-exported=$("$nm" -D --defined-only "$lib" | awk '{print $NF}' | sort)
+exported=$("$nm" -D --defined-only "$lib" | awk '{print $NF}' | LC_ALL=C sort)
 if [ "$exported" != "$expected" ]; then
   echo "check-library: $lib exports:" >&2
   echo "$exported" >&2

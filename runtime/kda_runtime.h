@@ -9,7 +9,7 @@
  * KDA_ERROR_NO_DRIVER, never a crash, when it tries to launch.
  *
  * Errors: every function except kda_bundle_free, kda_prepared_free,
- * kda_last_error and kda_status_name sets a thread-local message, read with
+ * kda_pieces_count, kda_pieces_free, kda_last_error and kda_status_name sets a thread-local message, read with
  * kda_last_error(): "" after a success, otherwise a sentence naming exactly what was wrong (the
  * tensor and dimension with the expected and found values, the manifest file,
  * line, column and field, the driver call and its error name). No function
@@ -193,6 +193,47 @@ KDA_API kda_status kda_launch_prepared(kda_prepared *prepared,
 /* Frees a handle of kda_prepare (never the bundle's modules). NULL is a
  * no-op. */
 KDA_API void kda_prepared_free(kda_prepared *prepared);
+
+/* Pipelined pieces (docs/pipelining.md): one sequence's entry run as pieces
+ * of its tokens, so that the state pass of piece i runs beside the
+ * chunk-parallel launch of piece i + 1. The entry must launch two kernels (a
+ * chunk-parallel one that does not read the initial state, then the state
+ * pass) and take tensors named initial_state and final_state of one dtype and
+ * size; every tensor with the token dimension T has extent 1 before it (one
+ * sequence). Piece i covers tokens [starts[i], starts[i + 1]) (the last up to
+ * T); starts[0] = 0 and they strictly increase below T. The state pass is
+ * exact across any split: outputs equal the one-piece launch's bit for bit.
+ *
+ * kda_prepare_pieces prepares every piece as kda_prepare would its view of
+ * the tensors (each per-token tensor offset by the piece's first token, the
+ * piece's own workspace region), and gets the driver's side stream (of the
+ * device's greatest priority, created once per device and kept) and P + 1
+ * events. *workspace_bytes: what each call's workspace must hold, the pieces'
+ * workspaces and the P - 1 states passed between them.
+ *
+ * kda_launch_pieces: checks the pointers as kda_launch_prepared does (the
+ * workspace aligned to 256 bytes), then for each piece launches the
+ * chunk-parallel kernel on `stream`, records an event, makes the side stream
+ * wait for it and launches the state pass there; finally `stream` waits for
+ * the side stream (also after a failed launch). Capturable into a CUDA graph:
+ * the side stream joins the capture through the events. A handle must not be
+ * launched from two threads at once, nor while an earlier launch of it is
+ * being captured on another stream. */
+typedef struct kda_pieces kda_pieces;
+KDA_API kda_status kda_prepare_pieces(kda_bundle *bundle, const char *entry,
+                                      const kda_tensor *tensors,
+                                      int32_t num_tensors,
+                                      const int64_t *starts,
+                                      int32_t num_pieces, kda_pieces **out,
+                                      uint64_t *workspace_bytes);
+KDA_API kda_status kda_launch_pieces(kda_pieces *pieces, void *const *data,
+                                     int32_t num_data, void *workspace,
+                                     uint64_t workspace_bytes, void *stream);
+/* The number of pieces; -1 for NULL. */
+KDA_API int32_t kda_pieces_count(const kda_pieces *pieces);
+/* Frees a handle of kda_prepare_pieces and its events (never the side
+ * stream). NULL is a no-op. */
+KDA_API void kda_pieces_free(kda_pieces *pieces);
 
 /* The message of this thread's last kda_status-returning call ("" after a
  * success). Valid until the thread's next call into the runtime. Never NULL. */

@@ -494,7 +494,10 @@ def _bundle_for(cfg: Dict[str, Any], chip: str, tile: Optional[Dict[str, int]] =
 # used (per thread), for benchmarks and tests that report what a shape got: a
 # tile whose bundle is missing falls back to the default bundle (bundle_tile
 # None); strategy maps each kernel launched to {"kernel", "kind": "lanes" |
-# "tiles", "reason"} (the manifest's, kda-gpu-select-strategy's decision).
+# "tiles", "reason"} (the manifest's, kda-gpu-select-strategy's decision);
+# pieces the pipelined pieces of a call (1: none) and pieces_path how they
+# were launched ("runtime": one kda_launch_pieces, "prepared" / "by name": the
+# Python schedule; None without pieces).
 last_launch = threading.local()
 
 
@@ -504,6 +507,7 @@ def _record_launch(bundle, kernel, tile, used_tile):
     last_launch.bundle_tile = used_tile
     last_launch.strategy = bundle.strategies(kernel)
     last_launch.pieces = 1
+    last_launch.pieces_path = None
 
 
 def _launch(cfg, chip, named: Dict[str, Any], tile: Optional[Dict[str, int]] = None):
@@ -569,6 +573,10 @@ class _Pieces:
     the piece's byte offset (2P launches of microseconds, not 2P checked
     launches by name)."""
 
+    # Whether the runtime's pieces (kda_prepare_pieces) are tried first (the
+    # tests turn it off to run the Python schedule).
+    use_runtime = True
+
     PER_TOKEN = ("q", "k", "v", "gate", "beta", "o")
     # The call's tensors a prepared launch's pointers are offsets into (with
     # the workspace buffer, the states and the intermediate states).
@@ -616,10 +624,15 @@ class _Pieces:
         chunks = -(-T // 16)
         step = -(-chunks // pieces) * 16  # whole chunks a piece
         self.ranges = [(a, min(T, a + step)) for a in range(0, T, step)][:pieces]
-        self.events = [torch.cuda.Event() for _ in self.ranges]
-        self.side = _piece_stream(torch, self.device.index if self.device.index is not None
-                                  else torch.cuda.current_device())
-        self.prepared = None  # per piece: ((Prepared, slots), (Prepared, slots)); built at the first call
+        self.entry_params = [p["name"] for p in e["params"]]
+        self.events = self.side = None  # the Python schedule's (below), made where it runs
+        # The runtime's pieces (kda_prepare_pieces: the whole schedule in one
+        # C call, its side stream and events in the driver); None: not tried
+        # yet, False: the library predates them or refused, then the Python
+        # schedule: per piece, prepared launches ((Prepared, slots) x 2) or
+        # checked launches by name.
+        self.runtime = None
+        self.prepared = None
 
     def _views(self, named, ws, states):
         """Per piece, the two kernels' tensors (views of the call's)."""
@@ -641,7 +654,6 @@ class _Pieces:
         _record_launch(self.bundle, self.entry, self.tile, self.used_tile)
         last_launch.pieces = len(self.ranges)
         device = self.device
-        ws = torch.empty(self.ws_bytes, dtype=torch.uint8, device=device)
         first = named.get("initial_state")
         if first is None:
             if self.zeros is None:
@@ -652,13 +664,31 @@ class _Pieces:
         last = named.get("final_state")
         if last is None:
             last = torch.empty(self.state_shape, dtype=torch.float32, device=device)
-        inner = torch.empty((len(self.ranges) - 1,) + self.state_shape, dtype=torch.float32, device=device)
-        states = [first] + list(inner.unbind(0)) + [last]
         main = torch.cuda.current_stream(device)
+        if self.runtime is None:
+            self.runtime = self._prepare_runtime(named, first, last)
+        if self.runtime:
+            run = self.runtime
+            data = run.data
+            for j, n in enumerate(self.entry_params):
+                t = first if n == "initial_state" else last if n == "final_state" else named[n]
+                data[j] = t.data_ptr()
+            ws = torch.empty(run.workspace_bytes, dtype=torch.uint8, device=device)
+            run.launch(ws.data_ptr(), run.workspace_bytes, main.cuda_stream or None)
+            last_launch.pieces_path = "runtime"
+            return
+        inner = torch.empty((len(self.ranges) - 1,) + self.state_shape, dtype=torch.float32, device=device)
+        ws = torch.empty(self.ws_bytes, dtype=torch.uint8, device=device)
+        states = [first] + list(inner.unbind(0)) + [last]
+        if self.side is None:
+            self.events = [torch.cuda.Event() for _ in self.ranges]
+            self.side = _piece_stream(torch, device.index if device.index is not None
+                                      else torch.cuda.current_device())
         side = self.side
         if self.prepared is None:
             self._prepare(named, ws, states)
         side.wait_stream(main)
+        last_launch.pieces_path = "prepared" if self.prepared else "by name"
         if not self.prepared:  # the runtime predates kda_prepare: checked launches by name
             for (intra, state), done in zip(self._views(named, ws, states), self.events):
                 self.bundle.launch(self.kernels[0], intra)
@@ -684,6 +714,21 @@ class _Pieces:
                     data[j] = base[src] + off
                 sprep.launch(None, 0, hside)
         main.wait_stream(side)
+
+    def _prepare_runtime(self, named, first, last):
+        """The runtime's pieces for this shape (kda_prepare_pieces), or False
+        where the library predates them or refuses (the Python schedule then
+        runs, and its checked launches say what is wrong, if anything is)."""
+        if not self.use_runtime:
+            return False
+        tensors = [first if n == "initial_state" else last if n == "final_state" else named[n]
+                   for n in self.entry_params]
+        try:
+            run = self.bundle.prepare_pieces(self.entry.encode(), _Marshalled(tensors),
+                                             [a for a, _ in self.ranges])
+        except KdaError:
+            run = None
+        return run or False
 
     def _prepare(self, named, ws, states):
         """Prepared launches for every kernel and piece, from the first call's

@@ -18,7 +18,7 @@ import os
 import threading
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-__all__ = ["KdaError", "Bundle", "Prepared", "load_library", "library_path", "STATUS_NAMES"]
+__all__ = ["KdaError", "Bundle", "Prepared", "Pieces", "load_library", "library_path", "STATUS_NAMES"]
 
 # kda_status
 STATUS_NAMES = (
@@ -171,6 +171,16 @@ def load_library():
             lib.kda_launch_prepared.restype = c_int
             lib.kda_prepared_free.argtypes = [c_void_p]
             lib.kda_prepared_free.restype = None
+        # Pipelined pieces (kda_prepare_pieces); absent from older libraries.
+        if hasattr(lib, "kda_prepare_pieces"):
+            lib.kda_prepare_pieces.argtypes = [c_void_p, c_char_p, ctypes.POINTER(_KdaTensor), c_int32,
+                                               ctypes.POINTER(ctypes.c_int64), c_int32,
+                                               ctypes.POINTER(c_void_p), ctypes.POINTER(ctypes.c_uint64)]
+            lib.kda_prepare_pieces.restype = c_int
+            lib.kda_launch_pieces.argtypes = [c_void_p, c_void_p, c_int32, c_void_p, ctypes.c_uint64, c_void_p]
+            lib.kda_launch_pieces.restype = c_int
+            lib.kda_pieces_free.argtypes = [c_void_p]
+            lib.kda_pieces_free.restype = None
         lib.kda_last_error.argtypes = []
         lib.kda_last_error.restype = c_char_p
         lib.kda_status_name.argtypes = [c_int]
@@ -358,6 +368,49 @@ class Prepared:
                 pass
 
 
+class Pieces:
+    """A kda_prepare_pieces handle: one sequence's entry as pipelined pieces
+    (piece i over tokens [starts[i], starts[i + 1])), each call one
+    kda_launch_pieces: the chunk-parallel kernel of each piece on the caller's
+    stream, its state pass on the runtime's high-priority side stream.
+    ``data`` holds one c_void_p per tensor; ``workspace_bytes`` is what each
+    call's workspace must hold (the pieces' workspaces and the states passed
+    between them). Not for two threads at once."""
+
+    def __init__(self, bundle: "Bundle", name: bytes, m: "_Marshalled", starts: Sequence[int]):
+        self.bundle = bundle
+        self.name = name
+        self._lib = lib = bundle._lib
+        handle = ctypes.c_void_p()
+        nbytes = ctypes.c_uint64(0)
+        self.starts = (ctypes.c_int64 * max(len(starts), 1))(*starts)
+        status = lib.kda_prepare_pieces(bundle._handle, name, m.array, m.count, self.starts, len(starts),
+                                        ctypes.byref(handle), ctypes.byref(nbytes))
+        if status != 0:
+            _raise(lib, status, f"kda_prepare_pieces({name.decode()})")
+        self.handle = handle.value
+        self.pieces = len(starts)
+        self.workspace_bytes = int(nbytes.value)
+        self.count = m.count
+        self.data = (ctypes.c_void_p * max(m.count, 1))(*[m.array[i].data for i in range(m.count)])
+        self.data_address = ctypes.addressof(self.data)
+        self.call = lib.kda_launch_pieces  # (handle, data, count, workspace, bytes, stream) -> status
+
+    def launch(self, workspace: int, nbytes: int, stream: Optional[int] = None) -> None:
+        status = self.call(self.handle, self.data_address, self.count, workspace, nbytes, stream)
+        if status != 0:
+            _raise(self._lib, status, f"kda_launch_pieces({self.name.decode()})")
+
+    def __del__(self):
+        h = getattr(self, "handle", None)
+        if h:
+            self.handle = None
+            try:
+                self._lib.kda_pieces_free(h)
+            except Exception:
+                pass
+
+
 class Bundle:
     """A loaded kda bundle (manifest.json + kernel binaries).
 
@@ -531,6 +584,14 @@ class Bundle:
         if not hasattr(self._lib, "kda_prepare"):
             return None
         return Prepared(self, kernel, m)
+
+    def prepare_pieces(self, entry: bytes, m: _Marshalled, starts: Sequence[int]) -> Optional[Pieces]:
+        """kda_prepare_pieces of an already marshalled tensor array (trusted
+        tensors: torch CUDA tensors of one device), or None where the library
+        predates it."""
+        if not hasattr(self._lib, "kda_prepare_pieces"):
+            return None
+        return Pieces(self, entry, m, starts)
 
     def launch(self, kernel: str, tensors: Union[Sequence[Any], Mapping[str, Any]],
                stream: Any = None, workspace: Any = None) -> None:

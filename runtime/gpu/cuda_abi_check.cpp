@@ -56,6 +56,7 @@ constexpr bool equal(const char *a, const char *b) {
                     name) ", the runtime dlsyms " symbol);
 KDA_CUDA_DRIVER_FUNCTIONS(KDA_CHECK_FUNCTION)
 KDA_CUDA_OPTIONAL_FUNCTIONS(KDA_CHECK_FUNCTION)
+KDA_CUDA_PIECES_FUNCTIONS(KDA_CHECK_FUNCTION)
 
 static_assert(std::is_same_v<cu::CUdeviceptr, ::CUdeviceptr>);
 static_assert(std::is_same_v<cu::CUcontext, ::CUcontext>);

@@ -541,7 +541,25 @@ def part_pieces(torch, kda):
         same("T=1000, 4 pieces, a planned call on new tensors", ref, got)
         from kda.runtime import load_library
         runs = [p.pieces_run for p in kda.ops._chunk_plans.values() if p.pieces_run is not None]
-        if hasattr(load_library(), "kda_prepare") and (not runs or any(not r.prepared for r in runs)):
+        lib = load_library()
+        if hasattr(lib, "kda_prepare_pieces"):
+            if not runs or any(not r.runtime for r in runs) or kda.ops.last_launch.pieces_path != "runtime":
+                problems.append(f"pieces planned without the runtime's pieces (kda_prepare_pieces): {len(runs)} "
+                                f"runs, the last call's path {kda.ops.last_launch.pieces_path}")
+            # The Python schedule (per-piece prepared launches), as where the library predates them.
+            kda.ops._Pieces.use_runtime = False
+            kda.ops._chunk_plans.clear()
+            try:
+                for attempt in range(2):  # the first call prepares, the second launches the prepared
+                    got = with_pieces(4, lambda: call(x, h, True))
+                    torch.cuda.synchronize()
+                    same(f"T=1000, 4 pieces, the Python schedule (call {attempt})", ref, got)
+                if kda.ops.last_launch.pieces_path != "prepared":
+                    problems.append(f"the Python schedule ran {kda.ops.last_launch.pieces_path}, not prepared")
+            finally:
+                kda.ops._Pieces.use_runtime = True
+                kda.ops._chunk_plans.clear()
+        elif hasattr(lib, "kda_prepare") and (not runs or any(not r.prepared for r in runs)):
             problems.append(f"pieces planned without prepared launches: {len(runs)} runs")
         # A CUDA graph of a pieces call, replayed on new inputs.
         x = inputs(torch, 1, 1000, 801)
@@ -563,7 +581,7 @@ def part_pieces(torch, kda):
         same("CUDA graph of 4 pieces, replayed on new inputs", with_pieces(1, lambda: call(x, h, True)), out)
     if seen != [4, 3, 5]:
         problems.append(f"last_launch.pieces: expected [4, 3, 5] (5: the chunks of T=70), got {seen}")
-    return problems, f"pieces {seen}, bit-exact against one piece, CUDA graph replayed"
+    return problems, f"pieces {seen}, bit-exact against one piece (the runtime's and the Python schedule), CUDA graph replayed"
 
 
 def part_planned(torch, kda):

@@ -312,6 +312,110 @@ public:
     return Status::ok();
   }
 
+  bool hasGraphs() const override {
+#define KDA_CUDA_HAS(member, name, symbol, ...) &&api_.member
+    return true KDA_CUDA_GRAPH_FUNCTIONS(KDA_CUDA_HAS);
+#undef KDA_CUDA_HAS
+  }
+
+  Status streamCapturing(void *stream, bool &capturing) override {
+    int status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (CUresult r =
+            api_.streamIsCapturing(static_cast<CUstream>(stream), &status))
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    api_.describe("cuStreamIsCapturing", r));
+    capturing = status != CU_STREAM_CAPTURE_STATUS_NONE;
+    return Status::ok();
+  }
+
+  Status graphCreate(void *&graph) override {
+    CUgraph g = nullptr;
+    if (CUresult r = api_.graphCreate(&g, 0))
+      return Status(KDA_ERROR_LAUNCH_FAILED, api_.describe("cuGraphCreate", r));
+    graph = g;
+    return Status::ok();
+  }
+
+  static KernelNodeParams nodeParams(void *function, const LaunchConfig &c) {
+    KernelNodeParams p{};
+    p.func = static_cast<CUfunction>(function);
+    p.gridDimX = c.grid[0];
+    p.gridDimY = c.grid[1];
+    p.gridDimZ = c.grid[2];
+    p.blockDimX = c.block[0];
+    p.blockDimY = c.block[1];
+    p.blockDimZ = c.block[2];
+    p.sharedMemBytes = c.sharedBytes;
+    p.kernelParams = c.args;
+    return p;
+  }
+
+  Status graphAddKernel(void *graph, const Kernel &kernel, void *function,
+                        const LaunchConfig &c, void *const *deps,
+                        size_t numDeps, bool high, void *&node) override {
+    KernelNodeParams p = nodeParams(function, c);
+    CUgraphNode n = nullptr;
+    if (CUresult r = api_.graphAddKernelNode(
+            &n, static_cast<CUgraph>(graph),
+            reinterpret_cast<const CUgraphNode *>(deps), numDeps,
+            reinterpret_cast<const KernelNodeParamsTag *>(&p)))
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    describeLaunch(kernel.name, c) + ": " +
+                        api_.describe("cuGraphAddKernelNode", r));
+    if (high) {
+      int least = 0, greatest = 0;
+      if (CUresult r = api_.ctxGetStreamPriorityRange(&least, &greatest))
+        return Status(KDA_ERROR_LAUNCH_FAILED,
+                      api_.describe("cuCtxGetStreamPriorityRange", r));
+      LaunchAttributeValue value{};
+      value.priority = greatest;
+      if (CUresult r = api_.graphKernelNodeSetAttribute(
+              n, CU_LAUNCH_ATTRIBUTE_PRIORITY,
+              reinterpret_cast<const LaunchAttributeValueTag *>(&value)))
+        return Status(KDA_ERROR_LAUNCH_FAILED,
+                      api_.describe("cuGraphKernelNodeSetAttribute", r));
+    }
+    node = n;
+    return Status::ok();
+  }
+
+  Status graphInstantiate(void *graph, void *&exec) override {
+    CUgraphExec e = nullptr;
+    if (CUresult r = api_.graphInstantiate(
+            &e, static_cast<CUgraph>(graph),
+            CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY))
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    api_.describe("cuGraphInstantiateWithFlags", r));
+    exec = e;
+    return Status::ok();
+  }
+
+  Status graphSetKernel(void *exec, void *node, const Kernel &kernel,
+                        void *function, const LaunchConfig &c) override {
+    KernelNodeParams p = nodeParams(function, c);
+    if (CUresult r = api_.graphExecKernelNodeSetParams(
+            static_cast<CUgraphExec>(exec), static_cast<CUgraphNode>(node),
+            reinterpret_cast<const KernelNodeParamsTag *>(&p)))
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    describeLaunch(kernel.name, c) + ": " +
+                        api_.describe("cuGraphExecKernelNodeSetParams", r));
+    return Status::ok();
+  }
+
+  Status graphLaunch(void *exec, void *stream) override {
+    if (CUresult r = api_.graphLaunch(static_cast<CUgraphExec>(exec),
+                                      static_cast<CUstream>(stream)))
+      return Status(KDA_ERROR_LAUNCH_FAILED, api_.describe("cuGraphLaunch", r));
+    return Status::ok();
+  }
+
+  void graphDestroy(void *graph, void *exec) override {
+    if (exec)
+      (void)api_.graphExecDestroy(static_cast<CUgraphExec>(exec));
+    if (graph)
+      (void)api_.graphDestroy(static_cast<CUgraph>(graph));
+  }
+
 private:
   Status needPieces() const {
 #define KDA_CUDA_NEED(member, name, symbol, ...)                               \
@@ -424,6 +528,7 @@ Status loadLibrary(const std::string &path, Api &api) {
   api.member = reinterpret_cast<Api::member##_fn *>(dlsym(handle, symbol));
   KDA_CUDA_OPTIONAL_FUNCTIONS(KDA_CUDA_RESOLVE_OPTIONAL)
   KDA_CUDA_PIECES_FUNCTIONS(KDA_CUDA_RESOLVE_OPTIONAL)
+  KDA_CUDA_GRAPH_FUNCTIONS(KDA_CUDA_RESOLVE_OPTIONAL)
 #undef KDA_CUDA_RESOLVE_OPTIONAL
   if (CUresult r = api.init(0))
     return Status(r == CUDA_ERROR_NO_DEVICE ? KDA_ERROR_NO_DEVICE

@@ -21,6 +21,13 @@ struct CUmod_st;
 struct CUfunc_st;
 struct CUstream_st;
 struct CUevent_st;
+struct CUgraph_st;
+struct CUgraphNode_st;
+struct CUgraphExec_st;
+// Parameter structs the runtime fills through layouts of its own (below),
+// passed as these (incomplete) types so that signatures match cuda.h's.
+struct CUDA_KERNEL_NODE_PARAMS_v2_st;
+union CUlaunchAttributeValue_union;
 
 namespace kda::rt::cuda {
 
@@ -32,6 +39,28 @@ using CUmodule = ::CUmod_st *;
 using CUfunction = ::CUfunc_st *;
 using CUstream = ::CUstream_st *;
 using CUevent = ::CUevent_st *;
+using CUgraph = ::CUgraph_st *;
+using CUgraphNode = ::CUgraphNode_st *;
+using CUgraphExec = ::CUgraphExec_st *;
+using KernelNodeParamsTag = ::CUDA_KERNEL_NODE_PARAMS_v2_st;
+using LaunchAttributeValueTag = ::CUlaunchAttributeValue_union;
+
+// cuda.h's CUDA_KERNEL_NODE_PARAMS_v2 (cuda_abi_check.cpp asserts size and
+// offsets) and CUlaunchAttributeValue (64 bytes, the priority an int at 0).
+struct KernelNodeParams {
+  CUfunction func;
+  unsigned gridDimX, gridDimY, gridDimZ;
+  unsigned blockDimX, blockDimY, blockDimZ;
+  unsigned sharedMemBytes;
+  void **kernelParams;
+  void **extra;
+  void *kern;
+  CUcontext ctx;
+};
+union LaunchAttributeValue {
+  char pad[64];
+  int priority;
+};
 
 // The constants the runtime uses (cuda.h's enum values).
 enum : int {
@@ -64,6 +93,10 @@ enum : int {
 
   CU_STREAM_NON_BLOCKING = 1,
   CU_EVENT_DISABLE_TIMING = 2,
+
+  CU_LAUNCH_ATTRIBUTE_PRIORITY = 8,
+  CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY = 8,
+  CU_STREAM_CAPTURE_STATUS_NONE = 0,
 };
 
 // X(member, cuda.h name, exported symbol, signature). The exported symbol is
@@ -138,6 +171,31 @@ enum : int {
     CUresult(CUstream, CUevent, unsigned))
 // clang-format on
 
+// Functions only the pieces' graph needs (KDA_PIECES_GRAPH=1: the schedule
+// as one CUDA graph, its kernel nodes' arguments set per call): resolved when
+// present; without them the pieces launch eagerly.
+// clang-format off
+#define KDA_CUDA_GRAPH_FUNCTIONS(X)                                            \
+  X(streamIsCapturing, cuStreamIsCapturing, "cuStreamIsCapturing",             \
+    CUresult(CUstream, int *))                                                 \
+  X(graphCreate, cuGraphCreate, "cuGraphCreate", CUresult(CUgraph *, unsigned))\
+  X(graphAddKernelNode, cuGraphAddKernelNode, "cuGraphAddKernelNode_v2",       \
+    CUresult(CUgraphNode *, CUgraph, const CUgraphNode *, size_t,              \
+             const KernelNodeParamsTag *))                                     \
+  X(graphKernelNodeSetAttribute, cuGraphKernelNodeSetAttribute,                \
+    "cuGraphKernelNodeSetAttribute",                                           \
+    CUresult(CUgraphNode, int, const LaunchAttributeValueTag *))               \
+  X(graphInstantiate, cuGraphInstantiate, "cuGraphInstantiateWithFlags",       \
+    CUresult(CUgraphExec *, CUgraph, unsigned long long))                      \
+  X(graphExecKernelNodeSetParams, cuGraphExecKernelNodeSetParams,              \
+    "cuGraphExecKernelNodeSetParams_v2",                                       \
+    CUresult(CUgraphExec, CUgraphNode, const KernelNodeParamsTag *))           \
+  X(graphLaunch, cuGraphLaunch, "cuGraphLaunch", CUresult(CUgraphExec, CUstream))\
+  X(graphExecDestroy, cuGraphExecDestroy, "cuGraphExecDestroy",                \
+    CUresult(CUgraphExec))                                                     \
+  X(graphDestroy, cuGraphDestroy, "cuGraphDestroy", CUresult(CUgraph))
+// clang-format on
+
 // The dlopen'ed driver. memAlloc/memFree/memcpy*/ctxSynchronize and the
 // singular pointerGetAttribute are not used by launches; they are here so that
 // tests (runtime/gpu/smoke.cpp) can manage device memory through the very same
@@ -149,6 +207,7 @@ struct Api {
   KDA_CUDA_DRIVER_FUNCTIONS(KDA_CUDA_MEMBER)
   KDA_CUDA_OPTIONAL_FUNCTIONS(KDA_CUDA_MEMBER)
   KDA_CUDA_PIECES_FUNCTIONS(KDA_CUDA_MEMBER)
+  KDA_CUDA_GRAPH_FUNCTIONS(KDA_CUDA_MEMBER)
 #undef KDA_CUDA_MEMBER
 
   std::string library; // the path it was loaded from

@@ -83,8 +83,42 @@ public:
   virtual void destroyEvent(void *event) = 0; // best effort
   virtual Status recordEvent(void *event, void *stream) = 0;
   virtual Status waitEvent(void *stream, void *event) = 0;
+  // The pieces as one graph (KDA_PIECES_GRAPH=1): kernel nodes with their
+  // dependencies (`high`: the device's greatest priority, honoured at
+  // launch), instantiated once; per call each node's arguments are set anew
+  // and the graph is launched on the caller's stream. hasGraphs() false: the
+  // driver has none of this (HIP for now), the pieces launch eagerly.
+  virtual bool hasGraphs() const { return false; }
+  virtual Status streamCapturing(void *, bool &capturing) {
+    capturing = false;
+    return Status::ok();
+  }
+  virtual Status graphCreate(void *&graph) { return noGraphs(graph); }
+  virtual Status graphAddKernel(void *, const Kernel &, void *,
+                                const LaunchConfig &, void *const *, size_t,
+                                bool, void *&node) {
+    return noGraphs(node);
+  }
+  virtual Status graphInstantiate(void *, void *&exec) { return noGraphs(exec); }
+  virtual Status graphSetKernel(void *, void *, const Kernel &, void *,
+                                const LaunchConfig &) {
+    void *unused;
+    return noGraphs(unused);
+  }
+  virtual Status graphLaunch(void *, void *) {
+    void *unused;
+    return noGraphs(unused);
+  }
+  virtual void graphDestroy(void *, void *) {}
   // Best effort: called from kda_bundle_free, which cannot report errors.
   virtual void unload(void *module) = 0;
+
+private:
+  Status noGraphs(void *&out) const {
+    out = nullptr;
+    return Status(KDA_ERROR_NO_DRIVER,
+                  std::string(apiName()) + ": no graphs of kernel launches");
+  }
 };
 
 // Makes a device current for a scope and restores the caller's context after,

@@ -129,6 +129,7 @@ static int launchesBeforeFailure = -1; // kda_fake_fail_launches_after
 // Streams and events of the pieces' functions: fake handles 0xF000 + 16 n
 // (streams) and 0xE000 + 16 n (events), named sN and eN in state.events.
 static int streamsCreated = 0, eventsCreated = 0, eventsDestroyed = 0;
+static int graphsLive = 0, execsLive = 0; // cuGraphCreate / Instantiate, less destroyed
 
 void kda_fake_reset() {
   std::lock_guard<std::mutex> lock(mutex());
@@ -140,6 +141,7 @@ void kda_fake_reset() {
   state = kda_fake_state();
   launchesBeforeFailure = -1;
   streamsCreated = eventsCreated = eventsDestroyed = 0;
+  graphsLive = execsLive = 0;
   currentContext = nullptr;
   currentHipDevice = 0;
 }
@@ -305,6 +307,41 @@ static int waitEvent(void *stream, void *e) {
   event("wait", detail);
   return 0;
 }
+
+// Graphs (cuGraph*): kernel nodes keep copies of their arguments (8 bytes
+// each, as kda_fake_set_arg_sizes says), a launch replays them in order.
+struct FakeNode {
+  const Function *function;
+  unsigned grid[3], block[3], shared;
+  unsigned long long args[16];
+  int numDeps, priority;
+};
+struct FakeGraph {
+  std::vector<FakeNode> nodes;
+};
+
+// The layout of CUDA_KERNEL_NODE_PARAMS_v2.
+struct FakeNodeParams {
+  void *func;
+  unsigned grid[3], block[3], shared;
+  void **kernelParams;
+  void **extra;
+  void *kern;
+  void *ctx;
+};
+
+static void copyNode(FakeNode &n, const FakeNodeParams *p) {
+  n.function = static_cast<const Function *>(p->func);
+  std::memcpy(n.grid, p->grid, sizeof n.grid);
+  std::memcpy(n.block, p->block, sizeof n.block);
+  n.shared = p->shared;
+  std::memset(n.args, 0, sizeof n.args);
+  for (size_t i = 0; i < argSizes.size() && i < 16; ++i)
+    std::memcpy(&n.args[i], p->kernelParams[i],
+                static_cast<size_t>(argSizes[i]));
+}
+
+int kda_fake_live_graphs() { return graphsLive + execsLive; }
 
 // Events created and not yet destroyed (the tests check that handles free
 // theirs).
@@ -627,6 +664,121 @@ int cuEventRecord(void *e, void *stream) {
 int cuStreamWaitEvent(void *stream, void *e, unsigned) {
   FAIL_IF_ASKED("cuStreamWaitEvent");
   return waitEvent(stream, e);
+}
+
+int cuStreamIsCapturing(void *, int *status) {
+  FAIL_IF_ASKED("cuStreamIsCapturing");
+  *status = envInt("KDA_FAKE_CAPTURING", 0);
+  return 0;
+}
+
+int cuGraphCreate(void **graph, unsigned) {
+  FAIL_IF_ASKED("cuGraphCreate");
+  std::lock_guard<std::mutex> lock(mutex());
+  *graph = new FakeGraph;
+  ++graphsLive;
+  event("graph");
+  return 0;
+}
+
+int cuGraphAddKernelNode_v2(void **node, void *graph, void *const *deps,
+                            size_t numDeps, const FakeNodeParams *params) {
+  FAIL_IF_ASKED("cuGraphAddKernelNode_v2");
+  std::lock_guard<std::mutex> lock(mutex());
+  auto *g = static_cast<FakeGraph *>(graph);
+  FakeNode n{};
+  copyNode(n, params);
+  n.numDeps = static_cast<int>(numDeps);
+  // Dependencies must be nodes added before (the replay's order is the
+  // insertion order).
+  for (size_t d = 0; d < numDeps; ++d)
+    if (reinterpret_cast<uintptr_t>(deps[d]) == 0 ||
+        reinterpret_cast<uintptr_t>(deps[d]) > g->nodes.size())
+      return 1;
+  g->nodes.push_back(n);
+  // A node is its 1-based index (the fake's graphs are never merged).
+  *node = reinterpret_cast<void *>(static_cast<uintptr_t>(g->nodes.size()));
+  char detail[96];
+  std::snprintf(detail, sizeof detail, "%s/%zu", n.function->entry.c_str(),
+                numDeps);
+  event("node", detail);
+  return 0;
+}
+
+int cuGraphKernelNodeSetAttribute(void *node, int attribute,
+                                  const int *value) {
+  FAIL_IF_ASKED("cuGraphKernelNodeSetAttribute");
+  if (attribute != 8) // CU_LAUNCH_ATTRIBUTE_PRIORITY, the only one asked for
+    return 1;
+  char detail[32];
+  std::snprintf(detail, sizeof detail, "%d@%zu", *value,
+                static_cast<size_t>(reinterpret_cast<uintptr_t>(node)));
+  std::lock_guard<std::mutex> lock(mutex());
+  event("priority", detail);
+  return 0;
+}
+
+struct FakeExec {
+  FakeGraph graph; // a copy, as instantiation takes
+};
+
+int cuGraphInstantiateWithFlags(void **exec, void *graph,
+                                unsigned long long flags) {
+  FAIL_IF_ASKED("cuGraphInstantiateWithFlags");
+  std::lock_guard<std::mutex> lock(mutex());
+  *exec = new FakeExec{*static_cast<FakeGraph *>(graph)};
+  ++execsLive;
+  char detail[32];
+  std::snprintf(detail, sizeof detail, "%llu", flags);
+  event("instantiate", detail);
+  return 0;
+}
+
+int cuGraphExecKernelNodeSetParams_v2(void *exec, void *node,
+                                      const FakeNodeParams *params) {
+  FAIL_IF_ASKED("cuGraphExecKernelNodeSetParams_v2");
+  std::lock_guard<std::mutex> lock(mutex());
+  auto *e = static_cast<FakeExec *>(exec);
+  size_t i = static_cast<size_t>(reinterpret_cast<uintptr_t>(node));
+  if (i == 0 || i > e->graph.nodes.size())
+    return 1;
+  FakeNode &n = e->graph.nodes[i - 1];
+  if (n.function != params->func)
+    return 1; // a node's kernel cannot change
+  int deps = n.numDeps;
+  copyNode(n, params);
+  n.numDeps = deps;
+  event("set");
+  return 0;
+}
+
+int cuGraphLaunch(void *exec, void *stream) {
+  FAIL_IF_ASKED("cuGraphLaunch");
+  {
+    std::lock_guard<std::mutex> lock(mutex());
+    event("graph-launch");
+  }
+  for (FakeNode &n : static_cast<FakeExec *>(exec)->graph.nodes) {
+    void *args[16];
+    for (int i = 0; i < 16; ++i)
+      args[i] = &n.args[i];
+    recordLaunch(n.function, n.grid, n.block, n.shared, stream, args);
+  }
+  return 0;
+}
+
+int cuGraphExecDestroy(void *exec) {
+  std::lock_guard<std::mutex> lock(mutex());
+  delete static_cast<FakeExec *>(exec);
+  --execsLive;
+  return 0;
+}
+
+int cuGraphDestroy(void *graph) {
+  std::lock_guard<std::mutex> lock(mutex());
+  delete static_cast<FakeGraph *>(graph);
+  --graphsLive;
+  return 0;
 }
 
 int cuMemcpyHtoD_v2(unsigned long long dst, const void *src, size_t n) {

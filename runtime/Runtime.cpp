@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -951,11 +952,21 @@ struct kda_pieces {
   std::vector<void *> data; // per piece, its pointers (reused every call)
   void *side = nullptr;     // the driver's side stream (not owned)
   std::vector<void *> events; // one a piece, then the join
+  // KDA_PIECES_GRAPH=1 (read by kda_prepare_pieces) where the driver has
+  // graphs: the schedule as one graph, built at the first launch that is
+  // not being captured; nodes[i] runs launches of piece nodePiece[i].
+  bool useGraph = false;
+  void *graph = nullptr, *exec = nullptr;
+  std::vector<void *> nodes;
+  std::vector<std::pair<size_t, size_t>> nodeLaunch; // (piece, launch)
+  std::vector<void *> graphData; // the pointers the nodes hold (data, ws)
 
   ~kda_pieces() {
     for (void *e : events)
       if (e)
         driver->destroyEvent(e);
+    if (graph || exec)
+      driver->graphDestroy(graph, exec);
   }
 };
 
@@ -1144,7 +1155,69 @@ Status preparePieces(kda_bundle *bundle, const char *name,
       return s.prefix(out.label + ": ");
     out.events.push_back(event);
   }
+  const char *graphs = std::getenv("KDA_PIECES_GRAPH");
+  out.useGraph = graphs && std::strcmp(graphs, "1") == 0 &&
+                 out.driver->hasGraphs();
   return Status::ok();
+}
+
+// The pieces as one graph (the device current, the pointers patched): built
+// at the first call, each node's arguments set anew where the pointers
+// changed since the last call, then one graph launch on `stream`. The
+// dependencies are the eager schedule's: piece i's chunk-parallel node after
+// piece i - 1's, its state node after it and after piece i - 1's state node.
+Status launchPiecesGraph(kda_pieces *p, void *const *data, void *workspace,
+                         void *stream) {
+  Driver &driver = *p->driver;
+  const size_t n = p->bytes.size();
+  bool same = p->exec && p->graphData.size() == n + 1 &&
+              p->graphData[n] == workspace;
+  for (size_t i = 0; same && i < n; ++i)
+    same = p->graphData[i] == data[i];
+  if (!p->exec) {
+    if (Status s = driver.graphCreate(p->graph))
+      return s;
+    void *lastChunk = nullptr, *lastState = nullptr;
+    for (size_t pi = 0; pi < p->pieces.size(); ++pi) {
+      kda_prepared &piece = *p->pieces[pi];
+      void *chunk = nullptr;
+      for (size_t l = 0; l < piece.launches.size(); ++l) {
+        kda_prepared::Launch &launch = piece.launches[l];
+        bool state = launch.index != 0;
+        void *deps[2];
+        size_t numDeps = 0;
+        if (!state && lastChunk)
+          deps[numDeps++] = lastChunk;
+        if (state && chunk)
+          deps[numDeps++] = chunk;
+        if (state && lastState)
+          deps[numDeps++] = lastState;
+        void *node = nullptr;
+        if (Status s = driver.graphAddKernel(p->graph, *launch.kernel,
+                                             launch.function, launch.config,
+                                             deps, numDeps, state, node))
+          return s;
+        p->nodes.push_back(node);
+        p->nodeLaunch.emplace_back(pi, l);
+        (state ? lastState : chunk) = node;
+      }
+      if (chunk)
+        lastChunk = chunk;
+    }
+    if (Status s = driver.graphInstantiate(p->graph, p->exec))
+      return s;
+  } else if (!same) {
+    for (size_t i = 0; i < p->nodes.size(); ++i) {
+      kda_prepared::Launch &launch =
+          p->pieces[p->nodeLaunch[i].first]->launches[p->nodeLaunch[i].second];
+      if (Status s = driver.graphSetKernel(p->exec, p->nodes[i], *launch.kernel,
+                                           launch.function, launch.config))
+        return s;
+    }
+  }
+  p->graphData.assign(data, data + n);
+  p->graphData.push_back(workspace);
+  return driver.graphLaunch(p->exec, stream);
 }
 
 Status launchPieces(kda_pieces *p, void *const *data, int32_t count,
@@ -1213,6 +1286,26 @@ Status launchPieces(kda_pieces *p, void *const *data, int32_t count,
   if (Status s = scope.enter(p->device))
     return s;
   Driver &driver = *p->driver;
+  if (p->useGraph) {
+    // A caller's capture takes the eager launches (one graph inside another
+    // is not launched into a capturing stream).
+    bool capturing = false;
+    if (Status s = driver.streamCapturing(stream, capturing))
+      return s.prefix(p->label + ": ");
+    if (!capturing) {
+      if (Status s = launchPiecesGraph(p, data, workspace, stream)) {
+        if (!p->exec) { // a graph half built is dropped; the next call retries
+          driver.graphDestroy(p->graph, nullptr);
+          p->graph = nullptr;
+          p->nodes.clear();
+          p->nodeLaunch.clear();
+        }
+        p->graphData.clear();
+        return s.prefix(p->label + ", as one graph: ");
+      }
+      return Status::ok();
+    }
+  }
   // Piece i's chunk-parallel launch on the caller's stream, then its state
   // pass on the side stream once that is done (and after piece i - 1's state
   // pass, by the side stream's order): the state pass of piece i runs beside

@@ -3052,3 +3052,109 @@ TEST_F(FakePieces, HipNeedsItsOwnBundle) {
   kda_bundle_free(b);
   std::free(ws);
 }
+
+TEST_F(FakePieces, OneGraph) {
+  ScopedEnv graphs("KDA_PIECES_GRAPH", "1");
+  std::vector<kda_tensor> v = views();
+  const int64_t starts[] = {0, 16, 32};
+  kda_pieces *pieces = nullptr;
+  uint64_t bytes = 0;
+  ASSERT_EQ(kda_prepare_pieces(bundle, "kda_p", v.data(), 4, starts, 3,
+                               &pieces, &bytes),
+            KDA_OK)
+      << kda_last_error();
+  auto liveGraphs = reinterpret_cast<int (*)()>(
+      dlsym(handle, "kda_fake_live_graphs"));
+  EXPECT_EQ(liveGraphs(), 0); // built at the first launch
+  void *data[4] = {q.data, h0.data, o.data, ht.data};
+  char *ws = static_cast<char *>(std::aligned_alloc(256, 4096));
+  ASSERT_EQ(kda_launch_pieces(pieces, data, 4, ws, bytes, kStream), KDA_OK)
+      << kda_last_error();
+  // The eager schedule's dependencies (a node's count after the slash), the
+  // state nodes at the greatest priority, instantiated to honour it (flag 8),
+  // launched on the caller's stream.
+  EXPECT_STREQ(state().events,
+               "stream:s1/-5 graph "
+               "node:intra_entry/0 node:state_entry/1 priority:-5@2 "
+               "node:intra_entry/1 node:state_entry/2 priority:-5@4 "
+               "node:intra_entry/1 node:state_entry/2 priority:-5@6 "
+               "instantiate:8 graph-launch "
+               "launch:intra_entry launch:state_entry "
+               "launch:intra_entry launch:state_entry "
+               "launch:intra_entry launch:state_entry");
+  EXPECT_EQ(liveGraphs(), 2); // the graph and its executable
+  const FakeState &s = state();
+  ASSERT_EQ(s.historyCount, 6);
+  auto check = [&](int first, void *const *d, int pieces) {
+    for (int p = 0; p < pieces; ++p) {
+      const int intra = first + 2 * p, st = first + 2 * p + 1;
+      const uint64_t off = 16 * 512 * static_cast<uint64_t>(p);
+      EXPECT_EQ(s.history[intra].stream, kStream);
+      EXPECT_EQ(s.history[st].stream, kStream);
+      EXPECT_EQ(arg(intra, 0), reinterpret_cast<uintptr_t>(d[0]) + off);
+      EXPECT_EQ(arg(intra, 2),
+                reinterpret_cast<uintptr_t>(ws) + 1024 * static_cast<uint64_t>(p));
+      EXPECT_EQ(arg(intra, 3), p < 2 ? 16u : 8u);
+      EXPECT_EQ(arg(st, 1), p == 0 ? reinterpret_cast<uintptr_t>(d[1])
+                                   : reinterpret_cast<uintptr_t>(ws) + 2560 +
+                                         256 * (p - 1));
+      EXPECT_EQ(arg(st, 3), reinterpret_cast<uintptr_t>(d[2]) + off);
+      EXPECT_EQ(arg(st, 4), p == 2 ? reinterpret_cast<uintptr_t>(d[3])
+                                   : reinterpret_cast<uintptr_t>(ws) + 2560 +
+                                         256 * p);
+    }
+  };
+  check(0, data, 3);
+
+  // The same pointers: the graph again, nothing set. Other pointers: every
+  // node's arguments set anew. Neither allocates.
+  Tensor q2{KDA_BF16, {1, 40, 2, 128}}, o2{KDA_BF16, {1, 40, 2, 128}};
+  void *other[4] = {q2.data, h0.data, o2.data, ht.data};
+  long before = heapAllocations.load();
+  ASSERT_EQ(kda_launch_pieces(pieces, data, 4, ws, bytes, kStream), KDA_OK)
+      << kda_last_error();
+  ASSERT_EQ(kda_launch_pieces(pieces, other, 4, ws, bytes, kStream), KDA_OK)
+      << kda_last_error();
+  EXPECT_EQ(heapAllocations.load() - before, 0);
+  std::string events = state().events;
+  EXPECT_NE(events.find("launch:state_entry graph-launch launch:intra_entry"),
+            std::string::npos)
+      << events; // the second call: no set
+  EXPECT_NE(events.find("launch:state_entry set set set set set set "
+                        "graph-launch"),
+            std::string::npos)
+      << events; // the third
+  size_t sets = 0;
+  for (size_t at = events.find("set"); at != std::string::npos;
+       at = events.find("set", at + 3))
+    ++sets;
+  EXPECT_EQ(sets, 6u) << events;
+  check(12, other, 2); // (the history keeps the first 16 launches: 12..15)
+
+  // Under a caller's capture the eager launches are captured instead.
+  {
+    ScopedEnv capturing("KDA_FAKE_CAPTURING", "1");
+    ASSERT_EQ(kda_launch_pieces(pieces, data, 4, ws, bytes, kStream), KDA_OK)
+        << kda_last_error();
+  }
+  events = state().events;
+  EXPECT_NE(events.find("record:e1@caller wait:s1@e1"), std::string::npos)
+      << events;
+  // A graph call that fails says so and leaves the handle usable.
+  {
+    ScopedEnv fail("KDA_FAKE_FAIL", "cuGraphLaunch=2");
+    EXPECT_EQ(kda_launch_pieces(pieces, data, 4, ws, bytes, kStream),
+              KDA_ERROR_LAUNCH_FAILED);
+    EXPECT_NE(std::string(kda_last_error())
+                  .find("pipelined pieces of entry 'kda_p', as one graph: "
+                        "cuGraphLaunch failed"),
+              std::string::npos)
+        << kda_last_error();
+  }
+  ASSERT_EQ(kda_launch_pieces(pieces, data, 4, ws, bytes, kStream), KDA_OK)
+      << kda_last_error();
+  kda_pieces_free(pieces);
+  EXPECT_EQ(liveGraphs(), 0);
+  EXPECT_EQ(liveEvents(), 0);
+  std::free(ws);
+}

@@ -1868,7 +1868,7 @@ def _tensor_key(t):
 # The environment variables a plan depends on, read straight from the bytes
 # mapping behind os.environ where CPython has one (a plan key reads them on
 # every call; os.environ.get encodes and decodes each).
-_ENV_NAMES = ("KDA_CHIP", "KDA_BUNDLE_PATH", "KDA_TUNING_DB", "KDA_SEGMENTS", "KDA_PIECES")
+_ENV_NAMES = ("KDA_CHIP", "KDA_BUNDLE_PATH", "KDA_TUNING_DB", "KDA_SEGMENTS", "KDA_PIECES", "KDA_PIECES_GRAPH")
 _env_data = getattr(os, "environ", None)
 _env_data = getattr(_env_data, "_data", None) if os.name == "posix" else None
 _ENV_KEYS = tuple(n.encode() for n in _ENV_NAMES)
@@ -1878,7 +1878,7 @@ def _plan_env():
     if isinstance(_env_data, dict):
         get = _env_data.get
         return (get(_ENV_KEYS[0]), get(_ENV_KEYS[1]), get(_ENV_KEYS[2]), get(_ENV_KEYS[3]),
-                get(_ENV_KEYS[4]))
+                get(_ENV_KEYS[4]), get(_ENV_KEYS[5]))
     return tuple(os.environ.get(n) for n in _ENV_NAMES)
 
 

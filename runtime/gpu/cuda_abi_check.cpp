@@ -9,6 +9,7 @@
 
 #include "runtime/CudaDriver.h"
 
+#include <cstddef>
 #include <type_traits>
 
 namespace cu = kda::rt::cuda;
@@ -57,6 +58,26 @@ constexpr bool equal(const char *a, const char *b) {
 KDA_CUDA_DRIVER_FUNCTIONS(KDA_CHECK_FUNCTION)
 KDA_CUDA_OPTIONAL_FUNCTIONS(KDA_CHECK_FUNCTION)
 KDA_CUDA_PIECES_FUNCTIONS(KDA_CHECK_FUNCTION)
+KDA_CUDA_GRAPH_FUNCTIONS(KDA_CHECK_FUNCTION)
+
+// The layouts the runtime fills for the graph functions.
+static_assert(sizeof(cu::KernelNodeParams) == sizeof(::CUDA_KERNEL_NODE_PARAMS));
+#define KDA_CHECK_FIELD(field)                                                 \
+  static_assert(offsetof(cu::KernelNodeParams, field) ==                       \
+                    offsetof(::CUDA_KERNEL_NODE_PARAMS, field),                \
+                "CUDA_KERNEL_NODE_PARAMS." #field ": offset differs");
+KDA_CHECK_FIELD(func)
+KDA_CHECK_FIELD(gridDimX)
+KDA_CHECK_FIELD(blockDimX)
+KDA_CHECK_FIELD(sharedMemBytes)
+KDA_CHECK_FIELD(kernelParams)
+KDA_CHECK_FIELD(extra)
+KDA_CHECK_FIELD(kern)
+KDA_CHECK_FIELD(ctx)
+static_assert(sizeof(cu::LaunchAttributeValue) == sizeof(::CUlaunchAttributeValue));
+static_assert(offsetof(::CUlaunchAttributeValue, priority) == 0);
+static_assert(std::is_same_v<::CUDA_KERNEL_NODE_PARAMS_v2, cu::KernelNodeParamsTag>);
+static_assert(std::is_same_v<::CUkernelNodeAttrValue, cu::LaunchAttributeValueTag>);
 
 static_assert(std::is_same_v<cu::CUdeviceptr, ::CUdeviceptr>);
 static_assert(std::is_same_v<cu::CUcontext, ::CUcontext>);
@@ -89,5 +110,10 @@ KDA_CHECK_CONSTANT(CU_MEMORYTYPE_HOST)
 KDA_CHECK_CONSTANT(CU_MEMORYTYPE_DEVICE)
 KDA_CHECK_CONSTANT(CU_MEMORYTYPE_ARRAY)
 KDA_CHECK_CONSTANT(CU_MEMORYTYPE_UNIFIED)
+KDA_CHECK_CONSTANT(CU_STREAM_NON_BLOCKING)
+KDA_CHECK_CONSTANT(CU_EVENT_DISABLE_TIMING)
+KDA_CHECK_CONSTANT(CU_LAUNCH_ATTRIBUTE_PRIORITY)
+KDA_CHECK_CONSTANT(CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY)
+KDA_CHECK_CONSTANT(CU_STREAM_CAPTURE_STATUS_NONE)
 
 } // namespace

@@ -579,6 +579,27 @@ def part_pieces(torch, kda):
         g.replay()
         torch.cuda.synchronize()
         same("CUDA graph of 4 pieces, replayed on new inputs", with_pieces(1, lambda: call(x, h, True)), out)
+        if hasattr(lib, "kda_prepare_pieces"):
+            # The runtime's pieces as one graph of their own (KDA_PIECES_GRAPH=1): built at the first call,
+            # its nodes' pointers set anew on new tensors, and under a caller's capture the eager launches.
+            os.environ["KDA_PIECES_GRAPH"] = "1"
+            try:
+                for seed in (810, 811, 812):
+                    x = inputs(torch, 1, 1000, seed)
+                    ref = with_pieces(1, lambda: call(x, h, True))
+                    got = with_pieces(4, lambda: call(x, h, True))
+                    torch.cuda.synchronize()
+                    same(f"T=1000, 4 pieces as one graph (seed {seed})", ref, got)
+                g, out = with_pieces(4, capture)
+                fresh = inputs(torch, 1, 1000, 813)
+                for n in x:
+                    x[n].copy_(fresh[n])
+                g.replay()
+                torch.cuda.synchronize()
+                same("4 pieces as one graph, captured by the caller and replayed",
+                     with_pieces(1, lambda: call(x, h, True)), out)
+            finally:
+                os.environ.pop("KDA_PIECES_GRAPH", None)
     if seen != [4, 3, 5]:
         problems.append(f"last_launch.pieces: expected [4, 3, 5] (5: the chunks of T=70), got {seen}")
     return problems, f"pieces {seen}, bit-exact against one piece (the runtime's and the Python schedule), CUDA graph replayed"

@@ -25,10 +25,9 @@ T, H, W = int(os.environ.get("PT", 8192)), 32, int(os.environ.get("PW", 512))
 CASE = bk.Case(f"fwd T={T} H={H}", "fwd", H, B=1, T=T)
 
 
-def graph_ms(fn, reps=50):
-    """fn captured in a CUDA graph (after a warm-up and a run on the capture's side stream), ms per replay:
-    the median of 5 runs of `reps` replays."""
-    for _ in range(3):
+def capture(fn, warm=3):
+    """fn captured in a CUDA graph, after `warm` runs and one on the capture's side stream."""
+    for _ in range(warm):
         fn()
     torch.cuda.synchronize()
     s = torch.cuda.Stream()
@@ -40,7 +39,12 @@ def graph_ms(fn, reps=50):
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
         fn()
-    return _median_ms(g.replay, reps)
+    return g
+
+
+def graph_ms(fn, reps=50):
+    """fn captured in a CUDA graph (capture), ms per replay: the median of 5 runs of `reps` replays."""
+    return _median_ms(capture(fn).replay, reps)
 
 
 def eager_ms(fn, reps=50):

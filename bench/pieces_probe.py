@@ -11,7 +11,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.getcwd(), "bench"))
 import bench_kda as bk  # noqa: E402
-from hybrid_probe import graph_ms, eager_ms, profile_table  # noqa: E402
+from hybrid_probe import capture, graph_ms, eager_ms, profile_table  # noqa: E402
 import kda  # noqa: E402
 
 T, H = int(os.environ.get("PT", 32768)), 32
@@ -47,15 +47,7 @@ with torch.no_grad():
         call()
         print(profile_table(call, 8), flush=True)
         # Kernel timelines (chrome traces): three eager calls, then three replays of the call in a graph.
-        g = torch.cuda.CUDAGraph()
-        s_ = torch.cuda.Stream()
-        s_.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(s_):
-            call()
-        torch.cuda.current_stream().wait_stream(s_)
-        torch.cuda.synchronize()
-        with torch.cuda.graph(g):
-            call()
+        g = capture(call, warm=0)
         for name, fn in (("eager", call), ("graph", g.replay)):
             fn()
             torch.cuda.synchronize()

@@ -257,16 +257,10 @@ public:
     (void)api_.moduleUnload(static_cast<CUmodule>(module));
   }
 
-  Status sideStream(int device, void *&out) override {
+  Status createSideStream(void *&out) override {
     out = nullptr;
     if (Status s = needPieces())
       return s;
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = sideStreams_.find(device);
-    if (it != sideStreams_.end()) {
-      out = it->second;
-      return Status::ok();
-    }
     int least = 0, greatest = 0;
     if (CUresult r = api_.ctxGetStreamPriorityRange(&least, &greatest))
       return Status(KDA_ERROR_LAUNCH_FAILED,
@@ -276,7 +270,6 @@ public:
             &stream, CU_STREAM_NON_BLOCKING, greatest))
       return Status(KDA_ERROR_LAUNCH_FAILED,
                     api_.describe("cuStreamCreateWithPriority", r));
-    sideStreams_[device] = stream;
     out = stream;
     return Status::ok();
   }
@@ -497,7 +490,6 @@ private:
   const Api &api_;
   std::mutex mutex_;
   std::map<int, DeviceInfo> devices_;
-  std::map<int, void *> sideStreams_; // never destroyed, like the modules
 };
 
 Status loadLibrary(const std::string &path, Api &api) {

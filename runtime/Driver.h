@@ -9,6 +9,8 @@
 #include "runtime/Status.h"
 
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 
 namespace kda::rt {
@@ -78,7 +80,20 @@ public:
   // that order the two streams (no timing). Capturable: recording an event of
   // a capturing stream and waiting on it from the side stream brings the side
   // stream into the capture. KDA_ERROR_NO_DRIVER when the library lacks them.
-  virtual Status sideStream(int device, void *&out) = 0;
+  Status sideStream(int device, void *&out) {
+    std::lock_guard<std::mutex> lock(sideMutex_);
+    auto it = sideStreams_.find(device);
+    if (it == sideStreams_.end()) {
+      void *stream = nullptr;
+      if (Status s = createSideStream(stream)) {
+        out = nullptr;
+        return s;
+      }
+      it = sideStreams_.emplace(device, stream).first;
+    }
+    out = it->second;
+    return Status::ok();
+  }
   virtual Status createEvent(void *&out) = 0;
   virtual void destroyEvent(void *event) = 0; // best effort
   virtual Status recordEvent(void *event, void *stream) = 0;
@@ -113,7 +128,15 @@ public:
   // Best effort: called from kda_bundle_free, which cannot report errors.
   virtual void unload(void *module) = 0;
 
+protected:
+  // A new stream of the current device for sideStream (never destroyed, like
+  // the modules).
+  virtual Status createSideStream(void *&out) = 0;
+
 private:
+  std::mutex sideMutex_;
+  std::map<int, void *> sideStreams_;
+
   Status noGraphs(void *&out) const {
     out = nullptr;
     return Status(KDA_ERROR_NO_DRIVER,

@@ -165,16 +165,10 @@ public:
     (void)api_.moduleUnload(static_cast<hipModule_t>(module));
   }
 
-  Status sideStream(int device, void *&out) override {
+  Status createSideStream(void *&out) override {
     out = nullptr;
     if (Status s = needPieces())
       return s;
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = sideStreams_.find(device);
-    if (it != sideStreams_.end()) {
-      out = it->second;
-      return Status::ok();
-    }
     int least = 0, greatest = 0;
     if (hipError_t e = api_.deviceGetStreamPriorityRange(&least, &greatest))
       return Status(KDA_ERROR_LAUNCH_FAILED,
@@ -184,7 +178,6 @@ public:
             &stream, hipStreamNonBlocking, greatest))
       return Status(KDA_ERROR_LAUNCH_FAILED,
                     api_.describe("hipStreamCreateWithPriority", e));
-    sideStreams_[device] = stream;
     out = stream;
     return Status::ok();
   }
@@ -247,7 +240,6 @@ private:
   const Api &api_;
   std::mutex mutex_;
   std::map<int, std::string> names_; // checked devices and their names
-  std::map<int, void *> sideStreams_; // never destroyed, like the modules
 };
 
 Status loadLibrary(const std::vector<std::string> &candidates,

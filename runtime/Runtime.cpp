@@ -830,35 +830,50 @@ Status prepare(kda_bundle *bundle, const char *name, const kda_tensor *tensors,
   return Status::ok();
 }
 
-// What kda_launch_prepared checks of a call's pointers: the count, every
-// non-empty tensor's pointer non-NULL and aligned, and the workspace.
-Status checkPrepared(const kda_prepared *p, void *const *data, int32_t count,
-                     void *workspace, uint64_t workspaceBytes) {
-  if (!p)
-    return Status(KDA_ERROR_INVALID_ARGUMENT, "prepared launch is NULL");
-  size_t expected = p->bytes.size();
+// What a prepared call (kda_launch_prepared, kda_launch_pieces) checks of
+// the caller's pointers: the count, and every non-empty tensor's pointer
+// non-NULL and aligned. `label` names the handle ("entry 'e'", "pipelined
+// pieces of entry 'e'"), `plural` says whether it reads as one or many.
+Status checkData(const Kernel &signature, const std::string &label,
+                 bool plural, const std::vector<uint64_t> &bytes,
+                 const std::vector<uint64_t> &alignment, void *const *data,
+                 int32_t count) {
+  size_t expected = bytes.size();
   if (count < 0 || static_cast<size_t>(count) != expected)
     return Status(KDA_ERROR_INVALID_ARGUMENT,
-                  p->label + " was prepared for " + std::to_string(expected) +
+                  label + (plural ? " were" : " was") + " prepared for " +
+                      std::to_string(expected) +
                       (expected == 1 ? " tensor" : " tensors") + ", got " +
                       std::to_string(count) + " data pointers");
   if (count > 0 && !data)
     return Status(KDA_ERROR_INVALID_ARGUMENT,
-                  "data is NULL, but " + p->label + " takes " +
+                  "data is NULL, but " + label + (plural ? " take " : " takes ") +
                       std::to_string(count) + " tensors");
   for (size_t i = 0; i < expected; ++i) {
-    if (p->bytes[i] == 0)
+    if (bytes[i] == 0)
       continue;
     if (!data[i])
-      return Status(KDA_ERROR_BAD_TENSOR, tensorName(*p->signature, i) +
-                                              " has a NULL data pointer");
-    if (reinterpret_cast<uintptr_t>(data[i]) % p->alignment[i] != 0)
       return Status(KDA_ERROR_BAD_TENSOR,
-                    tensorName(*p->signature, i) + " data pointer " +
+                    tensorName(signature, i) + " has a NULL data pointer");
+    if (reinterpret_cast<uintptr_t>(data[i]) % alignment[i] != 0)
+      return Status(KDA_ERROR_BAD_TENSOR,
+                    tensorName(signature, i) + " data pointer " +
                         pointerText(data[i]) + " is not aligned to " +
-                        std::to_string(p->alignment[i]) + " bytes, as " +
-                        p->label + " requires");
+                        std::to_string(alignment[i]) + " bytes, as " + label +
+                        (plural ? " require" : " requires"));
   }
+  return Status::ok();
+}
+
+// What kda_launch_prepared checks of a call: the pointers (checkData) and
+// the workspace.
+Status checkPrepared(const kda_prepared *p, void *const *data, int32_t count,
+                     void *workspace, uint64_t workspaceBytes) {
+  if (!p)
+    return Status(KDA_ERROR_INVALID_ARGUMENT, "prepared launch is NULL");
+  if (Status s = checkData(*p->signature, p->label, false, p->bytes,
+                           p->alignment, data, count))
+    return s;
   if (p->isEntry) {
     if (workspaceBytes < p->workspaceTotal)
       return Status(KDA_ERROR_INVALID_ARGUMENT,
@@ -1225,28 +1240,9 @@ Status launchPieces(kda_pieces *p, void *const *data, int32_t count,
   if (!p)
     return Status(KDA_ERROR_INVALID_ARGUMENT, "pipelined pieces are NULL");
   const size_t n = p->bytes.size(), P = p->pieces.size();
-  if (count < 0 || static_cast<size_t>(count) != n)
-    return Status(KDA_ERROR_INVALID_ARGUMENT,
-                  p->label + " were prepared for " + std::to_string(n) +
-                      " tensors, got " + std::to_string(count) +
-                      " data pointers");
-  if (n > 0 && !data)
-    return Status(KDA_ERROR_INVALID_ARGUMENT,
-                  "data is NULL, but " + p->label + " take " +
-                      std::to_string(n) + " tensors");
-  for (size_t i = 0; i < n; ++i) {
-    if (p->bytes[i] == 0)
-      continue;
-    if (!data[i])
-      return Status(KDA_ERROR_BAD_TENSOR, tensorName(*p->signature, i) +
-                                              " has a NULL data pointer");
-    if (reinterpret_cast<uintptr_t>(data[i]) % p->alignment[i] != 0)
-      return Status(KDA_ERROR_BAD_TENSOR,
-                    tensorName(*p->signature, i) + " data pointer " +
-                        pointerText(data[i]) + " is not aligned to " +
-                        std::to_string(p->alignment[i]) + " bytes, as " +
-                        p->label + " require");
-  }
+  if (Status s = checkData(*p->signature, p->label, true, p->bytes,
+                           p->alignment, data, count))
+    return s;
   if (workspaceBytes < p->workspaceTotal || !workspace ||
       reinterpret_cast<uintptr_t>(workspace) % kAllocatorAlignment != 0)
     return Status(KDA_ERROR_INVALID_ARGUMENT,

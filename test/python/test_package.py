@@ -867,6 +867,68 @@ def part_entries(runtime, fake_driver, tmp):
            contains="tensor 1 ('k') dimension 1 (symbol T) is 4", what="trusted launch, bad shape")
     print("ok   trusted launch: no pointer query, every other check")
     bundle.close()
+    _part_pieces(fake, events, tmp)
+
+
+def _part_pieces(fake, events, tmp):
+    """kda.runtime's Pieces (kda_prepare_pieces / kda_launch_pieces) through ctypes, against the fake driver:
+    one sequence's entry as two pieces, each piece's chunk-parallel kernel on the caller's stream, its state pass
+    on the side stream after an event, the states passed along in the caller's workspace."""
+    from kda.runtime import Bundle, KdaError, _Marshalled
+    qkv = {"kind": "tensor", "dtype": "bf16", "shape": [1, "T", "H", 128], "alignment": 16}
+    st = {"kind": "tensor", "dtype": "f32", "shape": ["H", 4, 4]}
+    w = {"kind": "tensor", "dtype": "f32", "shape": [1, "T", "H", 8]}
+    kernel = lambda name, entry, params, grid: {  # noqa: E731
+        "name": name, "binary": f"{entry}.sm_90a.cubin", "entry": entry, "params": params, "grid": grid,
+        "block": [128, 1, 1]}
+    manifest = {
+        "format": "kda-bundle", "version": 2, "target": {"vendor": "nvidia", "chip": "sm_90a"},
+        "source_hash": "cd" * 32,
+        "kernels": [
+            kernel("kda_p_intra", "intra_entry", [dict(qkv, name="q"), dict(st, name="initial_state"),
+                                                  dict(w, name="ws0")], ["T", "H", 1]),
+            kernel("kda_p_state", "state_entry", [dict(qkv, name="q"), dict(st, name="initial_state"),
+                                                  dict(w, name="ws0"), dict(qkv, name="o"),
+                                                  dict(st, name="final_state")], ["H", 1, 1]),
+        ],
+        "entries": [{
+            "name": "kda_p",
+            "params": [dict(qkv, name="q"), dict(st, name="initial_state"), dict(qkv, name="o"),
+                       dict(st, name="final_state")],
+            "workspaces": [{"name": "ws0", "dtype": "f32", "shape": [1, "T", "H", 8]}],
+            "launches": [{"kernel": "kda_p_intra", "args": ["q", "initial_state", "ws0"]},
+                         {"kernel": "kda_p_state", "args": ["q", "initial_state", "ws0", "o", "final_state"]}],
+        }],
+    }
+    path = os.path.join(tmp, "pieces.kda")
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    for entry in ("intra_entry", "state_entry"):
+        with open(os.path.join(path, f"{entry}.sm_90a.cubin"), "wb") as f:
+            f.write(_fake_cubin(entry))
+    bundle = Bundle(path)
+    fake.kda_fake_reset()  # a fresh event log (the side stream is made below, after it)
+    T, H = 40, 2
+    ts = [FakeTensor((1, T, H, 128), "bfloat16"), FakeTensor((H, 4, 4), "float32"),
+          FakeTensor((1, T, H, 128), "bfloat16"), FakeTensor((H, 4, 4), "float32")]
+    pieces = bundle.prepare_pieces(b"kda_p", _Marshalled(ts), [0, 24])
+    # ws0 for 24 and 16 tokens (1536, 1024 bytes), then one state of 128 bytes at a multiple of 256.
+    check(pieces.pieces == 2 and pieces.workspace_bytes == 2816, f"pieces {pieces.pieces}, "
+          f"workspace {pieces.workspace_bytes}")
+    check(events() == "stream:s1/-5", f"events {events()!r}")
+    pieces.launch(0x10000000, pieces.workspace_bytes, 0x5700)
+    check(events() == "stream:s1/-5 launch:intra_entry record:e1@caller wait:s1@e1 launch:state_entry "
+          "launch:intra_entry record:e2@caller wait:s1@e2 launch:state_entry record:e3@s1 wait:caller@e3",
+          f"events {events()!r}")
+    print(f"ok   pieces: {events()}")
+    raises(KdaError, pieces.launch, 0x10000000, pieces.workspace_bytes - 1, 0x5700,
+           contains="need 2816 bytes of workspace", what="pieces workspace too small")
+    raises(KdaError, bundle.prepare_pieces, b"kda_p", _Marshalled(ts), [0, 40],
+           contains="piece 1 starts at token 40", what="pieces past T")
+    print("ok   pieces refused: a workspace too small, a piece past the tokens")
+    del pieces
+    bundle.close()
 
 
 def part_installed():

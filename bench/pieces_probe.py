@@ -1,8 +1,8 @@
 """Pipelined pieces (kda.ops' _Pieces) timed as users call them: chunk_kda with KDA_PIECES=P (PIECES, a comma
 list; PT tokens, H = 32, BENCH.md's Kimi forward with h0 and ht), eagerly back to back and the same call captured in a
-CUDA graph, with KDA_PIECES_GRAPH as set outside. PY_SCHEDULE=1 also times 8 pieces through the Python schedule;
-PROFILE=1 prints the torch profiler's kernel table of 8 pieces and writes chrome traces of three eager calls and
-three graph replays ($OUT/trace-{eager,graph}-T.json: the kernels' streams and start and end times). Writes
+CUDA graph, with KDA_PIECES_GRAPH as set outside. PROFILE=1 prints the torch profiler's kernel table of 8 pieces
+and writes chrome traces of three eager calls and three graph replays ($OUT/trace-{eager,graph}-T.json: the kernels'
+streams and start and end times). Writes
 $OUT/paths-T.txt: the one-piece and the last pieces bundle (for bench/pipeline_probe.py's PROBE_BUNDLES)."""
 import os
 import sys
@@ -32,16 +32,8 @@ with torch.no_grad():
         ll = kda.ops.last_launch
         g = graph_ms(call)
         paths[p] = ll.bundle
-        print(f"T={T} pieces {p} ({ll.pieces}, {ll.pieces_path}): eager {e:.3f} ms, graph {g:.3f} ms; {ll.bundle}",
+        print(f"T={T} pieces {p} ({ll.pieces}): eager {e:.3f} ms, graph {g:.3f} ms; {ll.bundle}",
               flush=True)
-    if os.environ.get("PY_SCHEDULE"):
-        kda.ops._Pieces.use_runtime = False
-        kda.ops._chunk_plans.clear()
-        os.environ["KDA_PIECES"] = "8"
-        e = eager_ms(call)
-        print(f"T={T} pieces 8, the Python schedule ({kda.ops.last_launch.pieces_path}): eager {e:.3f} ms", flush=True)
-        kda.ops._Pieces.use_runtime = True
-        kda.ops._chunk_plans.clear()
     if os.environ.get("PROFILE"):
         os.environ["KDA_PIECES"] = "8"
         call()

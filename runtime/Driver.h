@@ -108,22 +108,25 @@ public:
     capturing = false;
     return Status::ok();
   }
-  virtual Status graphCreate(void *&graph) { return noGraphs(graph); }
+  virtual Status graphCreate(void *&graph) {
+    graph = nullptr;
+    return noGraphs();
+  }
   virtual Status graphAddKernel(void *, const Kernel &, void *,
                                 const LaunchConfig &, void *const *, size_t,
                                 bool, void *&node) {
-    return noGraphs(node);
+    node = nullptr;
+    return noGraphs();
   }
-  virtual Status graphInstantiate(void *, void *&exec) { return noGraphs(exec); }
+  virtual Status graphInstantiate(void *, void *&exec) {
+    exec = nullptr;
+    return noGraphs();
+  }
   virtual Status graphSetKernel(void *, void *, const Kernel &, void *,
                                 const LaunchConfig &) {
-    void *unused;
-    return noGraphs(unused);
+    return noGraphs();
   }
-  virtual Status graphLaunch(void *, void *) {
-    void *unused;
-    return noGraphs(unused);
-  }
+  virtual Status graphLaunch(void *, void *) { return noGraphs(); }
   virtual void graphDestroy(void *, void *) {}
   // Best effort: called from kda_bundle_free, which cannot report errors.
   virtual void unload(void *module) = 0;
@@ -137,8 +140,7 @@ private:
   std::mutex sideMutex_;
   std::map<int, void *> sideStreams_;
 
-  Status noGraphs(void *&out) const {
-    out = nullptr;
+  Status noGraphs() const {
     return Status(KDA_ERROR_NO_DRIVER,
                   std::string(apiName()) + ": no graphs of kernel launches");
   }

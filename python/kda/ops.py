@@ -495,9 +495,7 @@ def _bundle_for(cfg: Dict[str, Any], chip: str, tile: Optional[Dict[str, int]] =
 # tile whose bundle is missing falls back to the default bundle (bundle_tile
 # None); strategy maps each kernel launched to {"kernel", "kind": "lanes" |
 # "tiles", "reason"} (the manifest's, kda-gpu-select-strategy's decision);
-# pieces the pipelined pieces of a call (1: none) and pieces_path how they
-# were launched ("runtime": one kda_launch_pieces, "prepared" / "by name": the
-# Python schedule; None without pieces).
+# pieces the pipelined pieces of a call (1: none).
 last_launch = threading.local()
 
 
@@ -507,7 +505,6 @@ def _record_launch(bundle, kernel, tile, used_tile):
     last_launch.bundle_tile = used_tile
     last_launch.strategy = bundle.strategies(kernel)
     last_launch.pieces = 1
-    last_launch.pieces_path = None
 
 
 def _launch(cfg, chip, named: Dict[str, Any], tile: Optional[Dict[str, int]] = None):
@@ -534,30 +531,17 @@ def _launch(cfg, chip, named: Dict[str, Any], tile: Optional[Dict[str, int]] = N
         bundle.launch(kernel, tensors)
 
 
-# Per device: the high-priority stream pipelined pieces run their state
-# kernels on (_launch_pieces).
-_piece_streams: Dict[int, Any] = {}
-
-
-def _piece_stream(torch, device: int):
-    s = _piece_streams.get(device)
-    if s is None:
-        low, high = torch.cuda.Stream.priority_range()
-        s = torch.cuda.Stream(device=device, priority=min(low, high))
-        _piece_streams[device] = s
-    return s
-
-
 def _launch_pieces(cfg, chip, named: Dict[str, Any], pieces: int, plan=None):
     """One dense sequence as `pieces` pipelined pieces (kda.tune's
-    shape_policy_pieces): the entry's intra-chunk kernel over each piece's
-    tokens in turn on the current stream, and its state kernel over piece i,
-    from piece i - 1's final state, on a high-priority stream once piece i's
-    intra-chunk kernel is done, so that it runs beside piece i + 1's. The
-    bundle is cfg's with fp32 initial and final states (kda.tune.pieces_config)
-    at the pieces' tile; outputs are the one-piece run's, bit for bit. A
-    planned call keeps its _Pieces (prepared launches, one per kernel and
-    piece) on the plan: later calls only store pointers and launch."""
+    shape_policy_pieces), launched by the runtime (kda_prepare_pieces /
+    kda_launch_pieces, docs/pipelining.md): the entry's intra-chunk kernel
+    over each piece's tokens in turn on the current stream, and its state
+    kernel over piece i, from piece i - 1's final state, on the driver's
+    high-priority stream once piece i's intra-chunk kernel is done, so that
+    it runs beside piece i + 1's. The bundle is cfg's with fp32 initial and
+    final states (kda.tune.pieces_config) at the pieces' tile; outputs are the
+    one-piece run's, bit for bit. A planned call keeps its _Pieces on the
+    plan: later calls only store pointers and launch."""
     run = plan.pieces_run if plan is not None else None
     if run is None or run.pieces != pieces:
         run = _Pieces(cfg, chip, named, pieces)
@@ -567,92 +551,32 @@ def _launch_pieces(cfg, chip, named: Dict[str, Any], pieces: int, plan=None):
 
 
 class _Pieces:
-    """A pieces schedule for one shape: the bundle's two kernels, each
-    piece's token range and, where the runtime has kda_prepare, a prepared
-    launch per kernel and piece whose pointers are the call's tensors' plus
-    the piece's byte offset (2P launches of microseconds, not 2P checked
-    launches by name)."""
-
-    # Whether the runtime's pieces (kda_prepare_pieces) are tried first (the
-    # tests turn it off to run the Python schedule).
-    use_runtime = True
-
-    PER_TOKEN = ("q", "k", "v", "gate", "beta", "o")
-    # The call's tensors a prepared launch's pointers are offsets into (with
-    # the workspace buffer, the states and the intermediate states).
-    SOURCES = PER_TOKEN + ("A_log", "dt_bias")
+    """A pieces schedule for one shape: the bundle's entry, each piece's first
+    token (whole chunks a piece) and the runtime's handle, prepared at the
+    first call."""
 
     def __init__(self, cfg, chip, named, pieces):
-        import torch
         self.pieces = pieces
         pcfg = _tune.pieces_config(cfg)
         self.tile = tile = _tune.pieces_tile()
         self.bundle, self.entry, self.used_tile = bundle, entry, _ = _bundle_for(pcfg, chip, tile)
-        e = bundle.entries[entry]
-        kernels = [launch["kernel"] for launch in e["launches"]]
-        if len(kernels) != 2:
-            raise KdaError("KDA_ERROR_CORRUPT_BUNDLE",
-                           f"{bundle.path}: pipelined pieces need the entry {entry}'s intra-chunk and state "
-                           f"kernels, it launches {kernels}", "kda.ops")
-        self.kernels = kernels
-        self.params = [[p["name"] for p in bundle.tensor_params(k)] for k in kernels]
+        self.entry_params = [p["name"] for p in bundle.entries[entry]["params"]]
         q, v = named["q"], named["v"]
-        B, T, H, K = q.shape
+        B, T, _, K = q.shape
         HV, V = v.shape[2], v.shape[3]
         self.device = q.device
-        dims = {"B": B, "T": T, "H": H, "HV": HV, "K": K, "V": V}
-        dtypes = {"bf16": torch.bfloat16, "f16": torch.float16, "f32": torch.float32,
-                  "i32": torch.int32, "i64": torch.int64}
-        # The workspaces: one buffer a call, each at an offset aligned to 256 bytes.
-        self.ws = []  # (name, shape, dtype, offset)
-        at = 0
-        for w in e["workspaces"]:
-            if len(w["shape"]) < 2 or w["shape"][1] != "T" or \
-                    not all(isinstance(x, int) or x in dims for x in w["shape"]):
-                raise KdaError("KDA_ERROR_CORRUPT_BUNDLE",
-                               f"{bundle.path}: workspace {w['name']} of shape {w['shape']} is not per token "
-                               f"([B, T, ...]): pipelined pieces cannot split it", "kda.ops")
-            shape = [dims[x] if isinstance(x, str) else int(x) for x in w["shape"]]
-            dtype = dtypes[w["dtype"]]
-            self.ws.append((w["name"], shape, dtype, at))
-            at += -(-_nbytes(shape, dtype) // 256) * 256
-        self.ws_bytes = at
         tail = (K, V) if pcfg["state_layout"] == "k_major" else (V, K)
         self.state_shape = (B, HV) + tail
-        self.state_bytes = _nbytes(self.state_shape, torch.float32)
         self.zeros = None  # the first piece's state where the call has none (kept: the kernels only read it)
         chunks = -(-T // 16)
         step = -(-chunks // pieces) * 16  # whole chunks a piece
-        self.ranges = [(a, min(T, a + step)) for a in range(0, T, step)][:pieces]
-        self.entry_params = [p["name"] for p in e["params"]]
-        self.events = self.side = None  # the Python schedule's (below), made where it runs
-        # The runtime's pieces (kda_prepare_pieces: the whole schedule in one
-        # C call, its side stream and events in the driver); None: not tried
-        # yet, False: the library predates them or refused, then the Python
-        # schedule: per piece, prepared launches ((Prepared, slots) x 2) or
-        # checked launches by name.
-        self.runtime = None
-        self.prepared = None
-
-    def _views(self, named, ws, states):
-        """Per piece, the two kernels' tensors (views of the call's)."""
-        out = []
-        bufs = {name: ws[at:at + _nbytes(shape, dtype)].view(dtype).view(shape)
-                for name, shape, dtype, at in self.ws}
-        for i, (a, z) in enumerate(self.ranges):
-            t = dict(named)
-            for n in self.PER_TOKEN:
-                t[n] = named[n][:, a:z]
-            for n, w in bufs.items():
-                t[n] = w[:, a:z]
-            t["initial_state"], t["final_state"] = states[i], states[i + 1]
-            out.append([[t[n] for n in names] for names in self.params])
-        return out
+        self.starts = list(range(0, T, step))[:pieces]
+        self.run = None  # the runtime's Pieces, prepared at the first call
 
     def __call__(self, named):
         import torch
         _record_launch(self.bundle, self.entry, self.tile, self.used_tile)
-        last_launch.pieces = len(self.ranges)
+        last_launch.pieces = len(self.starts)
         device = self.device
         first = named.get("initial_state")
         if first is None:
@@ -664,123 +588,20 @@ class _Pieces:
         last = named.get("final_state")
         if last is None:
             last = torch.empty(self.state_shape, dtype=torch.float32, device=device)
-        main = torch.cuda.current_stream(device)
-        if self.runtime is None:
-            self.runtime = self._prepare_runtime(named, first, last)
-        if self.runtime:
-            run = self.runtime
-            data = run.data
-            for j, n in enumerate(self.entry_params):
-                t = first if n == "initial_state" else last if n == "final_state" else named[n]
-                data[j] = t.data_ptr()
-            ws = torch.empty(run.workspace_bytes, dtype=torch.uint8, device=device)
-            run.launch(ws.data_ptr(), run.workspace_bytes, main.cuda_stream or None)
-            last_launch.pieces_path = "runtime"
-            return
-        inner = torch.empty((len(self.ranges) - 1,) + self.state_shape, dtype=torch.float32, device=device)
-        ws = torch.empty(self.ws_bytes, dtype=torch.uint8, device=device)
-        states = [first] + list(inner.unbind(0)) + [last]
-        if self.side is None:
-            self.events = [torch.cuda.Event() for _ in self.ranges]
-            self.side = _piece_stream(torch, device.index if device.index is not None
-                                      else torch.cuda.current_device())
-        side = self.side
-        if self.prepared is None:
-            self._prepare(named, ws, states)
-        side.wait_stream(main)
-        last_launch.pieces_path = "prepared" if self.prepared else "by name"
-        if not self.prepared:  # the runtime predates kda_prepare: checked launches by name
-            for (intra, state), done in zip(self._views(named, ws, states), self.events):
-                self.bundle.launch(self.kernels[0], intra)
-                done.record(main)
-                side.wait_event(done)
-                with torch.cuda.stream(side):
-                    self.bundle.launch(self.kernels[1], state)
-        else:
-            base = {n: (named[n].data_ptr() if named.get(n) is not None else 0) for n in self.SOURCES}
-            base["ws"] = ws.data_ptr()
-            base["initial_state"], base["final_state"] = first.data_ptr(), last.data_ptr()
-            base["inner"] = inner.data_ptr()
-            hmain, hside = main.cuda_stream or None, side.cuda_stream or None
-            for ((iprep, islots), (sprep, sslots)), done in zip(self.prepared, self.events):
-                data = iprep.data
-                for j, src, off in islots:
-                    data[j] = base[src] + off
-                iprep.launch(None, 0, hmain)
-                done.record(main)
-                side.wait_event(done)
-                data = sprep.data
-                for j, src, off in sslots:
-                    data[j] = base[src] + off
-                sprep.launch(None, 0, hside)
-        main.wait_stream(side)
-
-    def _prepare_runtime(self, named, first, last):
-        """The runtime's pieces for this shape (kda_prepare_pieces), or False
-        where the library predates them or refuses (the Python schedule then
-        runs, and its checked launches say what is wrong, if anything is)."""
-        if not self.use_runtime:
-            return False
         tensors = [first if n == "initial_state" else last if n == "final_state" else named[n]
                    for n in self.entry_params]
-        try:
-            run = self.bundle.prepare_pieces(self.entry.encode(), _Marshalled(tensors),
-                                             [a for a, _ in self.ranges])
-        except KdaError:
-            run = None
-        return run or False
-
-    def _prepare(self, named, ws, states):
-        """Prepared launches for every kernel and piece, from the first call's
-        views; each slot records where its pointer comes from: a source tensor
-        (or the workspace buffer, or the intermediate states) plus a fixed
-        byte offset."""
-        views = self._views(named, ws, states)
-        origin = {n: named[n].data_ptr() for n in self.SOURCES if named.get(n) is not None}
-        ws_base = ws.data_ptr()
-        prepared = []
-        for i, kinds in enumerate(views):
-            pair = []
-            for k, tensors in enumerate(kinds):
-                m = _Marshalled(tensors)
-                try:
-                    prep = self.bundle.prepare(self.kernels[k].encode(), m)
-                except KdaError:
-                    prep = None  # the checked launches by name say what is wrong, if anything is
-                if prep is None:
-                    self.prepared = []
-                    return
-                slots = []
-                for j, (name, t) in enumerate(zip(self.params[k], tensors)):
-                    if t is None:
-                        continue
-                    ptr = t.data_ptr()
-                    if name == "initial_state":
-                        src, off = ("initial_state", 0) if i == 0 else ("inner", (i - 1) * self.state_bytes)
-                    elif name == "final_state":
-                        last = i == len(self.ranges) - 1
-                        src, off = ("final_state", 0) if last else ("inner", i * self.state_bytes)
-                    elif name in origin:
-                        src, off = name, ptr - origin[name]
-                    elif any(name == w[0] for w in self.ws):
-                        src, off = "ws", ptr - ws_base
-                    else:
-                        raise KdaError("KDA_ERROR_CORRUPT_BUNDLE",
-                                       f"{self.bundle.path}: kernel {self.kernels[k]} takes {name!r}, which a "
-                                       f"pieces schedule does not pass", "kda.ops")
-                    slots.append((j, src, off))
-                pair.append((prep, slots))
-            prepared.append(tuple(pair))
-        self.prepared = prepared
-
-
-def _nbytes(shape, dtype):
-    """Bytes of a tensor of `shape` and `dtype` (a workspace's slice of the buffer)."""
-    import torch
-    n = torch.empty((), dtype=dtype).element_size()
-    for d in shape:
-        n *= d
-    return n
+        if self.run is None:
+            self.run = self.bundle.prepare_pieces(self.entry.encode(), _Marshalled(tensors), self.starts)
+            if self.run is None:
+                from kda.runtime import library_path
+                raise KdaError("KDA_ERROR_INVALID_ARGUMENT",
+                               f"pipelined pieces (KDA_PIECES={self.pieces}) need kda_prepare_pieces, which the "
+                               f"runtime library {library_path()} predates", "kda.ops")
+        run = self.run
+        for j, t in enumerate(tensors):
+            run.data[j] = t.data_ptr()
+        ws = torch.empty(run.workspace_bytes, dtype=torch.uint8, device=device)
+        run.launch(ws.data_ptr(), run.workspace_bytes, torch.cuda.current_stream(device).cuda_stream or None)
 
 
 def _alloc(shape, dtype, device):
@@ -1597,7 +1418,7 @@ class _Plan:
     def __init__(self, cfg):
         self.cfg, self.chip, self.tile, self.resolved = cfg, None, None, None
         self.pieces = 1  # pipelined pieces (_launch_pieces), chosen at the first launch
-        self.pieces_run = None  # their prepared launches (_Pieces)
+        self.pieces_run = None  # their runtime handle (_Pieces)
         self.names = self.nbytes = self.marshalled = self.fast = None
         self.lock = threading.Lock()  # one marshalled array: rebind and launch together
 

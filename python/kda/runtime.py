@@ -331,22 +331,26 @@ class Prepared:
     and is one kda_launch_prepared call. Keeps its bundle alive (the handle
     must not outlive it). Not for two threads at once."""
 
-    def __init__(self, bundle: "Bundle", name: bytes, m: "_Marshalled"):
+    _prepare, _launch, _free = "kda_prepare", "kda_launch_prepared", "kda_prepared_free"
+
+    def __init__(self, bundle: "Bundle", name: bytes, m: "_Marshalled", *extra: Any):
+        """`extra`: what the prepare call takes between the tensors and the
+        handle (a subclass's)."""
         self.bundle = bundle
         self.name = name
         self._lib = lib = bundle._lib
         handle = ctypes.c_void_p()
         nbytes = ctypes.c_uint64(0)
-        status = lib.kda_prepare(bundle._handle, name, m.array, m.count, ctypes.byref(handle),
-                                 ctypes.byref(nbytes))
+        status = getattr(lib, self._prepare)(bundle._handle, name, m.array, m.count, *extra, ctypes.byref(handle),
+                                             ctypes.byref(nbytes))
         if status != 0:
-            _raise(lib, status, f"kda_prepare({name.decode()})")
+            _raise(lib, status, f"{self._prepare}({name.decode()})")
         self.handle = handle.value
         self.workspace_bytes = int(nbytes.value)
         self.count = m.count
         self.data = (ctypes.c_void_p * max(m.count, 1))(*[m.array[i].data for i in range(m.count)])
         self.data_address = ctypes.addressof(self.data)
-        self.call = lib.kda_launch_prepared  # (handle, data, count, workspace, bytes, stream) -> status
+        self.call = getattr(lib, self._launch)  # (handle, data, count, workspace, bytes, stream) -> status
 
     def launch(self, workspace: Optional[int] = None, nbytes: int = 0, stream: Optional[int] = None) -> None:
         """One launch with the pointers now in ``data`` (workspace: a device
@@ -356,19 +360,19 @@ class Prepared:
             self.fail(status)
 
     def fail(self, status: int) -> None:
-        _raise(self._lib, status, f"kda_launch_prepared({self.name.decode()})")
+        _raise(self._lib, status, f"{self._launch}({self.name.decode()})")
 
     def __del__(self):
         h = getattr(self, "handle", None)
         if h:
             self.handle = None
             try:
-                self._lib.kda_prepared_free(h)
+                getattr(self._lib, self._free)(h)
             except Exception:
                 pass
 
 
-class Pieces:
+class Pieces(Prepared):
     """A kda_prepare_pieces handle: one sequence's entry as pipelined pieces
     (piece i over tokens [starts[i], starts[i + 1])), each call one
     kda_launch_pieces: the chunk-parallel kernel of each piece on the caller's
@@ -377,38 +381,11 @@ class Pieces:
     call's workspace must hold (the pieces' workspaces and the states passed
     between them). Not for two threads at once."""
 
+    _prepare, _launch, _free = "kda_prepare_pieces", "kda_launch_pieces", "kda_pieces_free"
+
     def __init__(self, bundle: "Bundle", name: bytes, m: "_Marshalled", starts: Sequence[int]):
-        self.bundle = bundle
-        self.name = name
-        self._lib = lib = bundle._lib
-        handle = ctypes.c_void_p()
-        nbytes = ctypes.c_uint64(0)
-        self.starts = (ctypes.c_int64 * max(len(starts), 1))(*starts)
-        status = lib.kda_prepare_pieces(bundle._handle, name, m.array, m.count, self.starts, len(starts),
-                                        ctypes.byref(handle), ctypes.byref(nbytes))
-        if status != 0:
-            _raise(lib, status, f"kda_prepare_pieces({name.decode()})")
-        self.handle = handle.value
+        super().__init__(bundle, name, m, (ctypes.c_int64 * max(len(starts), 1))(*starts), len(starts))
         self.pieces = len(starts)
-        self.workspace_bytes = int(nbytes.value)
-        self.count = m.count
-        self.data = (ctypes.c_void_p * max(m.count, 1))(*[m.array[i].data for i in range(m.count)])
-        self.data_address = ctypes.addressof(self.data)
-        self.call = lib.kda_launch_pieces  # (handle, data, count, workspace, bytes, stream) -> status
-
-    def launch(self, workspace: int, nbytes: int, stream: Optional[int] = None) -> None:
-        status = self.call(self.handle, self.data_address, self.count, workspace, nbytes, stream)
-        if status != 0:
-            _raise(self._lib, status, f"kda_launch_pieces({self.name.decode()})")
-
-    def __del__(self):
-        h = getattr(self, "handle", None)
-        if h:
-            self.handle = None
-            try:
-                self._lib.kda_pieces_free(h)
-            except Exception:
-                pass
 
 
 class Bundle:

@@ -539,28 +539,9 @@ def part_pieces(torch, kda):
         got = with_pieces(4, lambda: call(x, h, True))
         torch.cuda.synchronize()
         same("T=1000, 4 pieces, a planned call on new tensors", ref, got)
-        from kda.runtime import load_library
         runs = [p.pieces_run for p in kda.ops._chunk_plans.values() if p.pieces_run is not None]
-        lib = load_library()
-        if hasattr(lib, "kda_prepare_pieces"):
-            if not runs or any(not r.runtime for r in runs) or kda.ops.last_launch.pieces_path != "runtime":
-                problems.append(f"pieces planned without the runtime's pieces (kda_prepare_pieces): {len(runs)} "
-                                f"runs, the last call's path {kda.ops.last_launch.pieces_path}")
-            # The Python schedule (per-piece prepared launches), as where the library predates them.
-            kda.ops._Pieces.use_runtime = False
-            kda.ops._chunk_plans.clear()
-            try:
-                for attempt in range(2):  # the first call prepares, the second launches the prepared
-                    got = with_pieces(4, lambda: call(x, h, True))
-                    torch.cuda.synchronize()
-                    same(f"T=1000, 4 pieces, the Python schedule (call {attempt})", ref, got)
-                if kda.ops.last_launch.pieces_path != "prepared":
-                    problems.append(f"the Python schedule ran {kda.ops.last_launch.pieces_path}, not prepared")
-            finally:
-                kda.ops._Pieces.use_runtime = True
-                kda.ops._chunk_plans.clear()
-        elif hasattr(lib, "kda_prepare") and (not runs or any(not r.prepared for r in runs)):
-            problems.append(f"pieces planned without prepared launches: {len(runs)} runs")
+        if not runs or any(r.run is None for r in runs):
+            problems.append(f"pieces planned without the runtime's handle (kda_prepare_pieces): {len(runs)} runs")
         # A CUDA graph of a pieces call, replayed on new inputs.
         x = inputs(torch, 1, 1000, 801)
         h = torch.randn(1, HEADS, HEAD_DIM, HEAD_DIM, device="cuda") * 0.1
@@ -572,37 +553,33 @@ def part_pieces(torch, kda):
             with torch.cuda.graph(g):
                 out = call(x, h, True)
             return g, out
-        g, out = with_pieces(4, capture)
-        fresh = inputs(torch, 1, 1000, 802)
-        for n in x:
-            x[n].copy_(fresh[n])
-        g.replay()
-        torch.cuda.synchronize()
-        same("CUDA graph of 4 pieces, replayed on new inputs", with_pieces(1, lambda: call(x, h, True)), out)
-        if hasattr(lib, "kda_prepare_pieces"):
-            # The runtime's pieces as one graph of their own (KDA_PIECES_GRAPH=1): built at the first call,
-            # its nodes' pointers set anew on new tensors, and under a caller's capture the eager launches.
-            os.environ["KDA_PIECES_GRAPH"] = "1"
-            try:
-                for seed in (810, 811, 812):
-                    x = inputs(torch, 1, 1000, seed)
-                    ref = with_pieces(1, lambda: call(x, h, True))
-                    got = with_pieces(4, lambda: call(x, h, True))
-                    torch.cuda.synchronize()
-                    same(f"T=1000, 4 pieces as one graph (seed {seed})", ref, got)
-                g, out = with_pieces(4, capture)
-                fresh = inputs(torch, 1, 1000, 813)
-                for n in x:
-                    x[n].copy_(fresh[n])
-                g.replay()
+
+        def replayed(what, seed):
+            """A 4-piece call captured in a CUDA graph, replayed on new inputs: one piece's result, bit for bit."""
+            g, out = with_pieces(4, capture)
+            fresh = inputs(torch, 1, 1000, seed)
+            for n in x:
+                x[n].copy_(fresh[n])
+            g.replay()
+            torch.cuda.synchronize()
+            same(what, with_pieces(1, lambda: call(x, h, True)), out)
+        replayed("CUDA graph of 4 pieces, replayed on new inputs", 802)
+        # The runtime's pieces as one graph of their own (KDA_PIECES_GRAPH=1): built at the first call, its
+        # nodes' pointers set anew on new tensors, and under a caller's capture the eager launches.
+        os.environ["KDA_PIECES_GRAPH"] = "1"
+        try:
+            for seed in (810, 811, 812):
+                x = inputs(torch, 1, 1000, seed)
+                ref = with_pieces(1, lambda: call(x, h, True))
+                got = with_pieces(4, lambda: call(x, h, True))
                 torch.cuda.synchronize()
-                same("4 pieces as one graph, captured by the caller and replayed",
-                     with_pieces(1, lambda: call(x, h, True)), out)
-            finally:
-                os.environ.pop("KDA_PIECES_GRAPH", None)
+                same(f"T=1000, 4 pieces as one graph (seed {seed})", ref, got)
+            replayed("4 pieces as one graph, captured by the caller and replayed", 813)
+        finally:
+            os.environ.pop("KDA_PIECES_GRAPH", None)
     if seen != [4, 3, 5]:
         problems.append(f"last_launch.pieces: expected [4, 3, 5] (5: the chunks of T=70), got {seen}")
-    return problems, f"pieces {seen}, bit-exact against one piece (the runtime's and the Python schedule), CUDA graph replayed"
+    return problems, f"pieces {seen}, bit-exact against one piece (eager and as one graph), CUDA graph replayed"
 
 
 def part_planned(torch, kda):

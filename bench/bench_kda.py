@@ -103,6 +103,11 @@ def prologue(case):
     return dict(PROLOGUE, safe_gate=True)
 
 
+def hybrid_prologue():
+    """kda.hybrid_attention's keyword arguments for BENCH.md's prologue (no states: no layout)."""
+    return {k: v for k, v in PROLOGUE.items() if k != "state_v_first"}
+
+
 def input_dtype(case):
     return {"fp16": "f16", "fp32": "f32"}.get(case.variant, "bf16")
 
@@ -137,7 +142,7 @@ class Case:
         self.boundary = boundary
         if seqlens is not None:
             self.B, self.T = 1, sum(seqlens)
-        if kind not in ("fwd", "window", "fwdbwd"):
+        if kind not in ("fwd", "window", "fwdbwd", "hybrid"):
             self.B, self.T = N, tokens
 
     @property
@@ -162,6 +167,15 @@ class Case:
             W = self.window
             pairs = sum(min(L, W) * (min(L, W) + 1) // 2 + max(L - W, 0) * W for L in self.lengths())
             flops = 2 * pairs * (K + V) * H
+            return max(nbytes / HBM_BYTES_PER_S, flops / PEAK_FLOPS) * 1e3, nbytes, flops
+        if self.kind == "hybrid":
+            # The prefill's bytes (and z) and products, plus the window's products.
+            tokens = sum(self.lengths())
+            nbytes = tokens * H * ((3 * K + 2 * V) * BF16 + 2 * BF16)
+            chunks = sum(-(-L // FLOOR_CHUNK) for L in self.lengths())
+            C, W = FLOOR_CHUNK, self.window
+            pairs = sum(min(L, W) * (min(L, W) + 1) // 2 + max(L - W, 0) * W for L in self.lengths())
+            flops = 2 * (5 * C * C * K + 3 * C * K * V) * chunks * H + 2 * pairs * (K + V) * H
             return max(nbytes / HBM_BYTES_PER_S, flops / PEAK_FLOPS) * 1e3, nbytes, flops
         if self.kind == "fwdbwd":
             # forward: q, k, v, gate, beta read, o written; backward: those and d_o read, their
@@ -260,6 +274,11 @@ def all_cases():
         Case("window 8x4096 H=32 W=4096", "window", 32, B=8, T=4096, window=4096),
         # Heads of 256 (Gemma's local attention layers): wgmma with Q in shared memory too.
         Case("window d256 T=8192 H=16 W=512", "window", 16, B=1, T=8192, window=512, dim=256),
+        # The hybrid layer (issue 23): kda.hybrid_attention (one call: the layer entry) against FLA's
+        # chunk_kda + parallel_attn + the mix, and against the separate parts, each the faster of
+        # kda's and FLA's (ratio_fused_over_separate).
+        Case("hybrid gated T=8192 H=32 W=512", "hybrid", 32, B=1, T=8192, window=512),
+        Case("hybrid sum T=8192 H=32 W=512", "hybrid", 32, B=1, T=8192, window=512, variant="sum"),
     ]
     return cases
 
@@ -294,6 +313,13 @@ def kda_config(case, chunk=None):
         kv = Meta((B, T, case.HK, K), dt)
         cu = Meta((case.nseq + 1,), "i64") if case.seqlens is not None else None
         return kops.window_attention_config(q, kv, kv, case.window, cu_seqlens=cu)
+    if case.kind == "hybrid":
+        # The layer, and its parts as the separate calls run them.
+        z = Meta((B, T, H), dt) if case.variant != "sum" else None
+        layer = kops.hybrid_attention_config(q, q, v, g, beta, z, window=case.window, A_log=A_log,
+                                             dt_bias=dt_bias, **hybrid_prologue())
+        part = kops.chunk_kda_config(q, q, v, g, beta, A_log=A_log, dt_bias=dt_bias, **PROLOGUE)
+        return [layer, part, kops.window_attention_config(q, q, v, case.window)]
     if case.kind == "fwdbwd":
         kw = prologue(case)
         opts = dict(scale=None, output_final_state=False, allow_neg_eigval=False,
@@ -459,6 +485,8 @@ def make_set(case, torch, seed):
         x["beta"] = torch.sigmoid(x["beta"].float()).to(bf)
     x["A_log"] = torch.log(1.0 + 15.0 * torch.rand((H,), generator=gen, device=dev))
     x["dt_bias"] = randn((H * K,), 0.5, torch.float32)
+    if case.kind == "hybrid":
+        x["z"] = randn((B, T, H))
     if case.kind == "fwdbwd":
         x["do"] = randn((B, T, H, V))
         for n in grad_leaves(case):
@@ -478,7 +506,7 @@ def make_set(case, torch, seed):
         # distinct slots for every (sequence, token); each sequence starts from its token-0 slot
         P = case.pool_slots
         x["idx"] = torch.randperm(P, generator=gen, device=dev)[:case.N * T].to(torch.int32).view(case.N, T)
-    elif case.kind != "fwdbwd":  # (training calls start from no state)
+    elif case.kind not in ("fwdbwd", "hybrid"):  # (training calls and the layer start from no state)
         x["h0"] = randn((case.N, H, V, K), 0.5, torch.float32)
     return x
 
@@ -534,6 +562,8 @@ class Runner:
         if c.kind == "fwdbwd":
             o, _ = chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], **gate_params(c, x), **prologue(c))
             return self._grads(o, x)
+        if c.kind == "hybrid":
+            return self.mix(self.part_fla_kda(i), self.part_fla_window(i), i)
         if c.kind == "fwd":
             extra = {"return_intermediate_states": True} if c.boundary else {}
             if c.variant != "logspace":
@@ -548,6 +578,44 @@ class Runner:
                            inplace_final_state=True, ssm_state_indices=x["idx"], **PROLOGUE)
         return frk(x["q"], x["k"], x["v"], x["g"], x["beta"], A_log=x["A_log"], dt_bias=x["dt_bias"],
                    initial_state=x["h0"], output_final_state=True, **PROLOGUE)
+
+    # The hybrid's parts, each as its library runs it alone (no states).
+    def part_fla_kda(self, i):
+        x = self.sets[i]
+        return self.fla[0](x["q"], x["k"], x["v"], x["g"], x["beta"], A_log=x["A_log"], dt_bias=x["dt_bias"],
+                           **PROLOGUE, safe_gate=True)[0]
+
+    def part_kda_kda(self, i):
+        x = self.sets[i]
+        return self.kda.chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], A_log=x["A_log"],
+                                  dt_bias=x["dt_bias"], **PROLOGUE, safe_gate=True)[0]
+
+    def part_fla_window(self, i):
+        from fla.ops.attn.parallel import parallel_attn
+        x, c = self.sets[i], self.case
+        return parallel_attn(x["q"], x["k"], x["v"], scale=c.dim ** -0.5, window_size=c.window)
+
+    def part_kda_window(self, i):
+        x, c = self.sets[i], self.case
+        return self.kda.window_attention(x["q"], x["k"], x["v"], c.window)
+
+    def mix(self, lin, win, i):
+        """The hybrid's mix in torch: sigmoid(z) lin + (1 - sigmoid(z)) win, or the sum."""
+        if self.case.variant == "sum":
+            return lin + win
+        s = self.torch.sigmoid(self.sets[i]["z"].float())[..., None]
+        return (s * lin.float() + (1.0 - s) * win.float()).to(lin.dtype)
+
+    def part_mix(self, i):
+        """The mix alone, on outputs computed once per set (kept by the runner)."""
+        outs = self.__dict__.setdefault("_mix_inputs", {})
+        if i not in outs:
+            outs[i] = (self.part_kda_kda(i), self.part_kda_window(i))
+        return self.mix(*outs[i], i)
+
+    def kda_separate(self, i):
+        """kda's own parts, one after another: chunk_kda, window_attention, the torch mix."""
+        return self.mix(self.part_kda_kda(i), self.part_kda_window(i), i)
 
     def flashkda_call(self, i):
         """FlashKDA's fwd on the same inputs (lower-bound gate, bf16, K = V = 128): outputs
@@ -574,6 +642,10 @@ class Runner:
             return self._grads(o, x)
         if c.kind == "window":
             return self.kda.window_attention(x["q"], x["k"], x["v"], c.window, cu_seqlens=x.get("cu"))
+        if c.kind == "hybrid":
+            return self.kda.hybrid_attention(x["q"], x["k"], x["v"], x["g"], x["beta"],
+                                             None if c.variant == "sum" else x["z"], window=c.window,
+                                             A_log=x["A_log"], dt_bias=x["dt_bias"], **hybrid_prologue())
         if c.kind == "fwd":
             extra = {"chunk_size": self.chunk} if self.chunk else {}
             if c.variant in ("chunk32", "chunk64"):
@@ -613,7 +685,7 @@ class Runner:
         try:
             h_f = h_k = None
             s_f = s_k = None
-            if c.kind == "window":
+            if c.kind in ("window", "hybrid"):
                 o_f, o_k = self.fla_call(0), self.kda_call(0)
             elif c.kind == "fwdbwd":
                 r_f, r_k = self.fla_call(0), self.kda_call(0)
@@ -657,6 +729,10 @@ class Runner:
             del pf, pk
         elif c.kind == "window":
             res["state_nonfinite"] = 0
+        elif c.kind == "hybrid":
+            res["state_nonfinite"] = 0
+            # kda's separate parts too: the fused layer and they compute the same.
+            res["kda_separate_o_rel_rmse"] = rel_rmse(torch, self.kda_separate(0), o_f)
         elif c.kind == "fwdbwd":
             res["state_nonfinite"] = 0
             for n, a, b in zip(grad_leaves(c), r_k[1:], r_f[1:]):
@@ -684,7 +760,7 @@ class Runner:
             problems.append(f"{res['o_nonfinite']} o / {res['state_nonfinite']} state elements not "
                             f"written or not finite")
         for key in ("o_rel_rmse", "state_rel_rmse", "h_rel_rmse", "flashkda_o_rel_rmse",
-                    "flashkda_state_rel_rmse"):
+                    "flashkda_state_rel_rmse", "kda_separate_o_rel_rmse"):
             if key in res and not res[key] <= CHECK_BAR:
                 problems.append(f"{key} {res[key]:.3e} > {CHECK_BAR:g}")
         for n in GRAD_LEAVES:
@@ -830,6 +906,15 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
             sides.append((f"kda@{vname}", r.kda_call))
         if args.untuned and case.kind == "fwd":
             sides.append(("kda@untuned", r.kda_call))
+    if case.kind == "hybrid" and use_kda:
+        # The separate parts, timed like the sides (ratio_fused_over_separate below).
+        sides.append(("part_kda_kda", r.part_kda_kda))
+        sides.append(("part_kda_window", r.part_kda_window))
+        sides.append(("part_mix", r.part_mix))
+        sides.append(("kda_separate", r.kda_separate))
+        if use_fla:
+            sides.append(("part_fla_kda", r.part_fla_kda))
+            sides.append(("part_fla_window", r.part_fla_window))
     passes = {name: [] for name, _ in sides}
     host = {}
     failed = {}
@@ -868,6 +953,22 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
         row["ratio_kda_over_fla"] = row["kda"]["median_ms"] / row["fla"]["median_ms"]
     if "flashkda" in row and "kda" in row:
         row["ratio_kda_over_flashkda"] = row["kda"]["median_ms"] / row["flashkda"]["median_ms"]
+    if case.kind == "hybrid" and "kda" in row:
+        # Issue 23's bar: the fused layer against the separate parts, each the faster of kda's and
+        # FLA's (FLA's where it was timed), the mix as torch runs it.
+        def best(part):
+            times = [row[f"part_{lib}_{part}"]["median_ms"] for lib in ("kda", "fla")
+                     if f"part_{lib}_{part}" in row]
+            return min(times) if times else None
+        parts = {"kda": best("kda"), "window": best("window"),
+                 "mix": row["part_mix"]["median_ms"] if "part_mix" in row else None}
+        if None not in parts.values():
+            row["separate_ms"] = sum(parts.values())
+            row["separate_parts_ms"] = parts
+            row["ratio_fused_over_separate"] = row["kda"]["median_ms"] / row["separate_ms"]
+            print(f"  fused / separate: {row['ratio_fused_over_separate']:.3f} (separate "
+                  f"{row['separate_ms']:.4f} ms: " + ", ".join(f"{k} {v:.4f}" for k, v in parts.items()) + ")",
+                  flush=True)
     for name, _ in sides:
         if name.startswith("kda@") and name in row and "fla" in row:
             row[name]["ratio_over_fla"] = row[name]["median_ms"] / row["fla"]["median_ms"]

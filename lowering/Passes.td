@@ -70,6 +70,25 @@ def KdaGpuSplitSchedule : Pass<"kda-gpu-split-schedule", "ModuleOp"> {
   }];
 }
 
+def KdaGpuLayerEntry : Pass<"kda-gpu-layer-entry", "ModuleOp"> {
+  let summary = "Record a function of several kernel and entry calls (a "
+                "hybrid layer) as one bundle entry";
+  let description = [{
+    After kda-gpu-split-schedule a function of several kda ops is host code:
+    calls to kernels and entries on fresh tensors. Such a function becomes
+    one more entry of `kda.entries`, named after it: its arguments and
+    results the parameters, every other fresh tensor a workspace, each call
+    its launches (a called entry's spliced in, its workspaces renamed), the
+    dimensions unified across calls so that every launch argument has its
+    kernel parameter's symbols. The runtime then runs the layer in one call.
+  }];
+  let options = [
+    Option<"remarks", "remarks", "bool", /*default=*/"false",
+           "A remark for every function of several calls that gets no entry, "
+           "with the reason">,
+  ];
+}
+
 def KdaGpuBindDestinations
     : Pass<"kda-gpu-bind-destinations", "func::FuncOp"> {
   let summary =

@@ -634,13 +634,24 @@ std::string shapeText(const std::vector<Extent> &shape) {
   return s + "]";
 }
 
-bool sameShape(const std::vector<Extent> &a, const std::vector<Extent> &b) {
+bool sameShape(const std::vector<Extent> &a, const std::vector<Extent> &b,
+               const std::map<std::string, std::string> *rename = nullptr) {
   if (a.size() != b.size())
     return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].isSymbol() != b[i].isSymbol() || a[i].symbol != b[i].symbol ||
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].isSymbol() != b[i].isSymbol() ||
         (!a[i].isSymbol() && a[i].value != b[i].value))
       return false;
+    if (!a[i].isSymbol())
+      continue;
+    // b is the kernel's: its symbol under the launch's renaming.
+    const std::string *symbol = &b[i].symbol;
+    if (rename)
+      if (auto it = rename->find(b[i].symbol); it != rename->end())
+        symbol = &it->second;
+    if (a[i].symbol != *symbol)
+      return false;
+  }
   return true;
 }
 
@@ -779,7 +790,7 @@ Status parseEntry(const Reader &r, const Value &v, const std::string &path,
   for (size_t i = 0; i < launches->array.size(); ++i) {
     const Value &l = launches->array[i];
     std::string lPath = Reader::index(launchesPath, i);
-    if (Status s = r.object(l, lPath, {"kernel", "args"}))
+    if (Status s = r.object(l, lPath, {"kernel", "args", "symbols"}))
       return s;
     e.launches.emplace_back();
     EntryLaunch &launch = e.launches.back();
@@ -801,6 +812,43 @@ Status parseEntry(const Reader &r, const Value &v, const std::string &path,
                          " in this bundle (kernels: " + list + ")");
     }
     const Kernel &kernel = kernels[launch.kernel];
+    // A layer's entry launches kernels written for different ops, which may
+    // name one dimension differently (the window kernel's HO is the gated
+    // delta's HV): "symbols" maps the kernel's names to the entry's for the
+    // shape checks below. The launch binds the kernel's own symbols from
+    // the tensors it receives, as always.
+    std::map<std::string, std::string> rename;
+    if (const Value *symbols = l.find("symbols")) {
+      std::string sPath = Reader::join(lPath, "symbols");
+      if (!symbols->isObject())
+        return r.error(*symbols, sPath,
+                       "expected an object (kernel symbol -> entry symbol), "
+                       "found " + json::aKind(symbols->kind));
+      for (const json::Member &m : symbols->members) {
+        std::string mPath = Reader::join(sPath, m.key);
+        bool known = false;
+        for (size_t t : kernel.tensorParams)
+          for (const Extent &x : kernel.params[t].shape)
+            known = known || (x.isSymbol() && x.symbol == m.key);
+        if (!known)
+          return r.error(m.value, mPath,
+                         "kernel " + quote(kernel.name) +
+                             " has no dimension " + quote(m.key));
+        if (!m.value.isString())
+          return r.error(m.value, mPath,
+                         "expected a string (an entry symbol), found " +
+                             json::aKind(m.value.kind));
+        bool bound = false;
+        for (const Param &p : sig.params)
+          for (const Extent &x : p.shape)
+            bound = bound || (x.isSymbol() && x.symbol == m.value.string);
+        if (!bound)
+          return r.error(m.value, mPath,
+                         "symbol " + quote(m.value.string) +
+                             " is in no parameter of entry " + quote(e.name));
+        rename[m.key] = m.value.string;
+      }
+    }
     const Value *args;
     if (Status s = arrayField(r, l, lPath, "args", false, args))
       return s;
@@ -851,7 +899,7 @@ Status parseEntry(const Reader &r, const Value &v, const std::string &path,
                            (list.empty() ? "" : ": " + list) + ")");
       }
       const Param &target = kernel.params[kernel.tensorParams[j]];
-      if (dtype != target.dtype || !sameShape(*shape, target.shape))
+      if (dtype != target.dtype || !sameShape(*shape, target.shape, &rename))
         return r.error(
             a, aPath,
             "entry " + quote(e.name) + " launch " + std::to_string(i) +
@@ -859,7 +907,8 @@ Status parseEntry(const Reader &r, const Value &v, const std::string &path,
                 quote(a.string) + " is " + dtypeName(dtype) + " " +
                 shapeText(*shape) + ", but kernel " + quote(kernel.name) +
                 " parameter " + quote(target.name) + " is " +
-                dtypeName(target.dtype) + " " + shapeText(target.shape));
+                dtypeName(target.dtype) + " " + shapeText(target.shape) +
+                (rename.empty() ? "" : " (after the launch's symbols)"));
       if (arg.isWorkspace) {
         Workspace &ws = e.workspaces[arg.index];
         ws.effectiveAlignment = std::max(ws.effectiveAlignment, target.alignment);

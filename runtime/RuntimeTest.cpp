@@ -1875,7 +1875,7 @@ TEST(Entries, ErrorsNameTheField) {
       {"{\"kernel\": \"kda_small\", \"args\": [\"x\"]}",
        "{\"kernel\": \"kda_small\", \"args\": [\"x\"], \"grid\": [1, 1, 1]}",
        "entries[1].launches[0].grid: unknown field (expected one of: kernel, "
-       "args)"},
+       "args, symbols)"},
       {"\"name\": \"kda_small_twice\",",
        "\"name\": \"kda_small_twice\", \"stream\": 0,",
        "entries[1].stream: unknown field (expected one of: name, params, "
@@ -1896,6 +1896,79 @@ TEST(Entries, ErrorsNameTheField) {
         << "edit: " << c.from << " -> " << c.to << "\nmessage:  " << s.message()
         << "\nexpected: " << c.expected;
     EXPECT_EQ(s.message().rfind("dir/manifest.json:", 0), 0u) << s.message();
+  }
+}
+
+// A layer's entry launches kernels that name one dimension differently (the
+// window kernel's HO is the gated delta's HV): a launch's "symbols" maps the
+// kernel's names to the entry's for the load-time shape checks.
+TEST(Entries, LaunchSymbols) {
+  // kda_small_twice with its dimension called M: each launch maps N -> M.
+  std::string renamed = replaced(
+      replaced(entriesManifest(),
+               "{\"name\": \"x\", \"kind\": \"tensor\", \"dtype\": "
+               "\"f32\", \"shape\": [\"N\"]}\n      ],\n      \"workspaces\"",
+               "{\"name\": \"x\", \"kind\": \"tensor\", \"dtype\": "
+               "\"f32\", \"shape\": [\"M\"]}\n      ],\n      \"workspaces\""),
+      "\"workspaces\": [{\"name\": \"tmp\", \"dtype\": \"f32\", \"shape\": "
+      "[\"N\"]}],",
+      "\"workspaces\": [{\"name\": \"tmp\", \"dtype\": \"f32\", \"shape\": "
+      "[\"M\"]}],");
+  const std::string launches =
+      "{\"kernel\": \"kda_small\", \"args\": [\"x\"]},\n        "
+      "{\"kernel\": \"kda_small\", \"args\": [\"tmp\"]}";
+  auto withSymbols = [&](const std::string &first, const std::string &second) {
+    return replaced(renamed, launches,
+                    "{\"kernel\": \"kda_small\", \"args\": [\"x\"]" + first +
+                        "},\n        {\"kernel\": \"kda_small\", \"args\": "
+                        "[\"tmp\"]" +
+                        second + "}");
+  };
+  Manifest m;
+  // Without the map the names differ.
+  Status s = parseManifest(renamed, "m", m);
+  EXPECT_NE(s.message().find("entries[1].launches[0].args[0]: entry "
+                             "\"kda_small_twice\" launch 0 arg 0: entry "
+                             "parameter \"x\" is f32 [M], but kernel "
+                             "\"kda_small\" parameter \"x\" is f32 [N]"),
+            std::string::npos)
+      << s.message();
+  const std::string map = ", \"symbols\": {\"N\": \"M\"}";
+  s = parseManifest(withSymbols(map, map), "m", m);
+  ASSERT_TRUE(s.isOk()) << s.message();
+  EXPECT_EQ(m.entries[1].signature.symbols, (std::vector<std::string>{"M"}));
+  // A map on one launch only: the other still differs.
+  s = parseManifest(withSymbols(map, ""), "m", m);
+  EXPECT_NE(s.message().find("entries[1].launches[1].args[0]: entry "
+                             "\"kda_small_twice\" launch 1 arg 0: workspace "
+                             "\"tmp\" is f32 [M], but kernel \"kda_small\" "
+                             "parameter \"x\" is f32 [N]"),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(s.message().find("after the launch's symbols"), std::string::npos)
+      << s.message();
+  struct Case {
+    std::string symbols, expected;
+  } cases[] = {
+      {", \"symbols\": [\"N\"]",
+       "entries[1].launches[0].symbols: expected an object (kernel symbol -> "
+       "entry symbol), found an array"},
+      {", \"symbols\": {\"Q\": \"M\"}",
+       "entries[1].launches[0].symbols.Q: kernel \"kda_small\" has no "
+       "dimension \"Q\""},
+      {", \"symbols\": {\"N\": 3}",
+       "entries[1].launches[0].symbols.N: expected a string (an entry symbol), "
+       "found a number"},
+      {", \"symbols\": {\"N\": \"Z\"}",
+       "entries[1].launches[0].symbols.N: symbol \"Z\" is in no parameter of "
+       "entry \"kda_small_twice\""},
+  };
+  for (const Case &c : cases) {
+    s = parseManifest(withSymbols(c.symbols, map), "m", m);
+    EXPECT_EQ(s.code(), KDA_ERROR_CORRUPT_BUNDLE) << c.symbols;
+    EXPECT_NE(s.message().find(c.expected), std::string::npos)
+        << c.symbols << "\nmessage:  " << s.message()
+        << "\nexpected: " << c.expected;
   }
 }
 

@@ -7,9 +7,11 @@
 // own, tiled into one program per row of its leading dimensions
 // (scf.forall), which the GPU mapping then treats like any kda kernel.
 //
-// Kernel arguments are the op's inputs and its destination; the dimensions
-// of the iteration space are named D0, D1, ... so that every argument's
-// shape is described in the same symbols (a launch checks they agree).
+// Kernel arguments are the op's inputs and its destination; every dynamic
+// dimension of the iteration space has one symbol, so that every argument's
+// shape is described in the same symbols (a launch checks they agree): the
+// symbol of the kernel that produced the operand walked (B, T of a gated
+// delta output), else D0, D1, ... after the loop's position.
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +27,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/StringSet.h"
 
 #include "lowering/Passes.h"
 
@@ -48,8 +51,50 @@ bool isElementwise(linalg::GenericOp g) {
          });
 }
 
-/// [{name, dims}] per argument, dims named after the loops they walk.
+/// The symbol a kernel gives dimension `d` of `v` where `v` is a result of
+/// a call to a kernel (its destination argument's kda.abi), else null.
+StringAttr producerSymbol(Value v, int64_t d) {
+  while (auto cast = v.getDefiningOp<tensor::CastOp>())
+    v = cast.getSource();
+  auto call = v.getDefiningOp<func::CallOp>();
+  if (!call)
+    return nullptr;
+  auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+      call, call.getCalleeAttr());
+  auto abi = callee ? callee->getAttrOfType<ArrayAttr>("kda.abi") : nullptr;
+  if (!abi || abi.size() != callee.getNumArguments())
+    return nullptr;
+  unsigned arg = callee.getNumArguments() - call.getNumResults() +
+                 cast<OpResult>(v).getResultNumber();
+  auto dims = dyn_cast_or_null<ArrayAttr>(
+      cast<DictionaryAttr>(abi[arg]).get("dims"));
+  return dims && d < int64_t(dims.size()) ? dyn_cast<StringAttr>(dims[d])
+                                          : nullptr;
+}
+
+/// [{name, dims}] per argument. A dynamic loop takes the symbol of the
+/// kernel whose result it walks (a hybrid's mix of two gated delta outputs
+/// walks B and T), so that a bundle entry for the whole function
+/// (kda-gpu-layer-entry) describes every launch in one set of symbols;
+/// loops no kernel names are D0, D1, ... after their position.
 ArrayAttr describe(OpBuilder &b, linalg::GenericOp g) {
+  SmallVector<AffineMap> maps = g.getIndexingMapsArray();
+  SmallVector<Value> operands(g.getDpsInputs());
+  operands.push_back(g.getDpsInits()[0]);
+  SmallVector<StringAttr> loopNames(g.getNumLoops());
+  llvm::StringSet<> taken;
+  for (auto [v, map] : llvm::zip(operands, maps))
+    for (auto [d, expr] : llvm::enumerate(map.getResults())) {
+      unsigned loop = cast<AffineDimExpr>(expr).getPosition();
+      StringAttr name = producerSymbol(v, d);
+      if (!loopNames[loop] && name && !taken.contains(name.getValue())) {
+        loopNames[loop] = name;
+        taken.insert(name.getValue());
+      }
+    }
+  for (size_t loop = 0; loop < loopNames.size(); ++loop)
+    if (!loopNames[loop] || loopNames[loop].getValue().empty())
+      loopNames[loop] = b.getStringAttr("D" + std::to_string(loop));
   SmallVector<Attribute> entries;
   auto entry = [&](StringRef name, Value v, AffineMap map) {
     auto type = cast<RankedTensorType>(v.getType());
@@ -58,14 +103,12 @@ ArrayAttr describe(OpBuilder &b, linalg::GenericOp g) {
       if (!type.isDynamicDim(d))
         dims.push_back(b.getI64IntegerAttr(type.getDimSize(d)));
       else
-        dims.push_back(b.getStringAttr(
-            "D" + std::to_string(cast<AffineDimExpr>(expr).getPosition())));
+        dims.push_back(loopNames[cast<AffineDimExpr>(expr).getPosition()]);
     }
     entries.push_back(b.getDictionaryAttr(
         {b.getNamedAttr("name", b.getStringAttr(name)),
          b.getNamedAttr("dims", b.getArrayAttr(dims))}));
   };
-  SmallVector<AffineMap> maps = g.getIndexingMapsArray();
   for (auto [i, in] : llvm::enumerate(g.getDpsInputs()))
     entry("in" + std::to_string(i), in, maps[i]);
   entry("out", g.getDpsInits()[0], maps.back());
@@ -129,11 +172,16 @@ struct OutlineElementwisePass : kda::impl::KdaGpuOutlineElementwiseBase<OutlineE
       auto ret = func::ReturnOp::create(b, loc, clone->getResults());
 
       // One program per row of the leading dimensions; each program's
-      // elementwise tile is spread over its threads.
+      // elementwise tile is spread over its threads. A program's tile must
+      // have a static size (its threads and buffers are sized from it): a
+      // dynamic trailing dimension (the head count of a [B, T, HV, V] mix
+      // whose heads are dynamic) is split one index a program too.
       int64_t rank = clone.getNumLoops();
+      SmallVector<int64_t> ranges = clone.getStaticLoopRanges();
       SmallVector<OpFoldResult> tileSizes(rank, b.getIndexAttr(0));
-      for (int64_t d = 0; d + 2 < rank; ++d)
-        tileSizes[d] = b.getIndexAttr(1);
+      for (int64_t d = 0; d < rank; ++d)
+        if (d + 2 < rank || ShapedType::isDynamic(ranges[d]))
+          tileSizes[d] = b.getIndexAttr(1);
       if (rank <= 2)
         tileSizes[0] = b.getIndexAttr(1);
       scf::SCFTilingOptions options;

@@ -102,6 +102,8 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   pm.addPass(createCSEPass());
   // Multi-grid schedules: one kernel per grid, the order a bundle entry.
   pm.addPass(createGpuSplitSchedulePass());
+  // A function of several kda ops (a hybrid layer): one more entry.
+  pm.addPass(createGpuLayerEntryPass(options.strategyRemarks));
   pm.nest<func::FuncOp>().addPass(createGpuBindDestinationsPass());
   // Lanes or tiles, for every kernel, in one place (Strategy.h): the register
   // passes below write what it gives them.

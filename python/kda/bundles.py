@@ -285,6 +285,31 @@ def window_attention_config(*, K: int, V: int, qk_dtype: str, v_dtype: str, wind
     return cfg
 
 
+def hybrid_config(*, gated_delta: Dict[str, Any], window: int, mix: str,
+                  window_scale: Optional[float] = None,
+                  z: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+    """Canonical configuration of one hybrid layer: a ``kda.gated_delta``
+    (``gated_delta``, its own configuration) and a ``kda.window_attention``
+    of window ``window`` over the same q, k, v (and cu_seqlens), combined by
+    ``kda.hybrid``: ``mix`` "sum" (o = o_linear + o_window) or "gated"
+    (o = sigmoid(z) o_linear + (1 - sigmoid(z)) o_window, with ``z`` =
+    {"form": "head" ([B, T, HV]) or "channel" ([B, T, HV, V]), "dtype"}).
+    The bundle holds the branches' kernels, the mix's, and one entry for the
+    layer (kda-gpu-layer-entry) that runs them behind one call."""
+    gd = dict(gated_delta)
+    cfg = {
+        "op": "hybrid",
+        "K": gd["K"], "V": gd["V"], "qk_dtype": gd["qk_dtype"], "v_dtype": gd["v_dtype"],
+        "mix": mix,
+        "gated_delta": gd,
+        "window": window,
+        "window_scale": _normalise_scale(window_scale, gd["K"]),
+        "z": dict(z) if z is not None else None,
+    }
+    validate(cfg)
+    return cfg
+
+
 def _normalise_scale(scale: Optional[float], K: int) -> Optional[float]:
     if scale is None:
         return None
@@ -303,8 +328,36 @@ def validate(cfg: Dict[str, Any]) -> None:
         if value not in allowed:
             raise ValueError(f"{name}: expected one of {allowed}, got {value!r}")
 
-    if cfg.get("op") not in ("gated_delta", "gated_delta_grad", "decode_step", "window_attention"):
+    if cfg.get("op") not in ("gated_delta", "gated_delta_grad", "decode_step", "window_attention",
+                             "hybrid"):
         raise ValueError(f"op: unknown {cfg.get('op')!r}")
+    if cfg["op"] == "hybrid":
+        gd = cfg.get("gated_delta")
+        if not isinstance(gd, dict) or gd.get("op") != "gated_delta":
+            raise ValueError("gated_delta: expected a gated_delta configuration")
+        validate(gd)
+        for key in ("K", "V", "qk_dtype", "v_dtype"):
+            if cfg.get(key) != gd[key]:
+                raise ValueError(f"{key}: expected the gated delta's {gd[key]!r}, got {cfg.get(key)!r}")
+        # The layer entry's outputs are o alone; a state in or out would be a
+        # second entry parameter layout (not described yet).
+        for key in ("initial_state_dtype", "final_state_dtype", "boundary_interval"):
+            if gd.get(key):
+                raise ValueError(f"gated_delta.{key}: a hybrid layer takes no states yet "
+                                 "(run chunk_kda and window_attention for states)")
+        w = cfg.get("window")
+        if not isinstance(w, int) or isinstance(w, bool) or w < 1:
+            raise ValueError(f"window: expected an integer >= 1, got {w!r}")
+        if cfg.get("mix") not in ("sum", "gated"):
+            raise ValueError(f"mix: expected sum or gated, got {cfg.get('mix')!r}")
+        z = cfg.get("z")
+        if cfg["mix"] == "gated":
+            if not isinstance(z, dict) or z.get("form") not in ("head", "channel") or \
+                    z.get("dtype") not in ("f32", "f16", "bf16"):
+                raise ValueError(f"z: the gated mix needs {{'form': 'head' | 'channel', 'dtype'}}, got {z!r}")
+        elif z is not None:
+            raise ValueError("z: the sum mix takes no gate")
+        return
     for d in ("K", "V"):
         if not isinstance(cfg.get(d), int) or isinstance(cfg.get(d), bool) or cfg[d] <= 0:
             raise ValueError(f"{d}: expected a positive integer, got {cfg.get(d)!r}")
@@ -464,6 +517,10 @@ def bundle_name(cfg: Dict[str, Any], chip: str, tile: Optional[Dict[str, int]] =
 
 def describe(cfg: Dict[str, Any]) -> str:
     """A short human-readable summary of a configuration."""
+    if cfg["op"] == "hybrid":
+        mix = cfg["mix"] + (f":{cfg['z']['form']}:{cfg['z']['dtype']}" if cfg["z"] else "")
+        scale = f" window_scale={cfg['window_scale']:g}" if cfg["window_scale"] is not None else ""
+        return f"hybrid {mix} window={cfg['window']}{scale} of [{describe(cfg['gated_delta'])}]"
     if cfg["op"] == "window_attention":
         window = (f"window=per-position:{cfg['window_sizes_dtype']}" if "window_sizes_dtype" in cfg
                   else f"window={cfg['window']}")
@@ -575,6 +632,8 @@ def to_mlir(cfg: Dict[str, Any]) -> str:
         return _gated_delta_grad_mlir(cfg)
     if cfg["op"] == "window_attention":
         return _window_attention_mlir(cfg)
+    if cfg["op"] == "hybrid":
+        return _hybrid_mlir(cfg)
     return _decode_step_mlir(cfg)
 
 
@@ -784,6 +843,47 @@ def _window_attention_mlir(cfg: Dict[str, Any]) -> str:
             "}\n")
 
 
+def _hybrid_mlir(cfg: Dict[str, Any]) -> str:
+    """One function: the gated delta rule and the window over the same q, k,
+    v, then kda.hybrid. kda-compile writes the three kernels' bundle plus the
+    layer's entry ``kda_hybrid`` (kda-gpu-layer-entry): its parameters are
+    this function's arguments, in order, then o."""
+    gd = cfg["gated_delta"]
+    K, V = gd["K"], gd["V"]
+    varlen = gd["cu_seqlens_dtype"] is not None
+    B = 1 if varlen else None
+    tq = _tensor([B, None, None, K], gd["qk_dtype"])
+    tv = _tensor([B, None, None, V], gd["v_dtype"])
+    args = [f"%q: {tq}", f"%k: {tq}", f"%v: {tv}"]
+    operands, window_operands = [], []
+    for name, keyword, dims, dtype in _recurrence_operands(gd, B):
+        t = _tensor(dims, dtype)
+        args.append(f"%{name}: {t}")
+        operands.append(f"{keyword}(%{name} : {t})")
+        if keyword == "cu_seqlens":
+            window_operands.append(f"cu_seqlens(%{name} : {t})")
+    attrs = _prologue_attrs(gd)
+    if gd["chunk"]:
+        attrs.append(f"tile = #kda.tile<chunk = {gd['chunk']}, sub_chunk = {gd['sub_chunk']}>")
+    window_attrs = [f"window = {cfg['window']} : i64"]
+    if cfg["window_scale"] is not None:
+        window_attrs.append(f"scale = {_f64(cfg['window_scale'])} : f64")
+    mix = ""
+    if cfg["mix"] == "gated":
+        tz = _tensor([B, None, None] + ([V] if cfg["z"]["form"] == "channel" else []), cfg["z"]["dtype"])
+        args.append(f"%z: {tz} {{kda.name = \"z\"}}")
+        mix = f" gate(%z : {tz})"
+    return (f"// kda configuration: {describe(cfg)}\n"
+            f"func.func @kda_hybrid({', '.join(args)}) -> {tv} {{\n"
+            f"  %lin = kda.gated_delta {gd['update']} %q, %k, %v" + "".join(" " + o for o in operands)
+            + " {" + ", ".join(attrs) + "}" + f" : {tq}, {tq}, {tv} -> {tv}\n"
+            f"  %win = kda.window_attention %q, %k, %v" + "".join(" " + o for o in window_operands)
+            + " {" + ", ".join(window_attrs) + "}" + f" : {tq}, {tq}, {tv} -> {tv}\n"
+            f"  %o = kda.hybrid {cfg['mix']} %lin, %win{mix} : {tv}, {tv} -> {tv}\n"
+            f"  return %o : {tv}\n"
+            "}\n")
+
+
 # ---------------------------------------------------------------------------
 # Cache and compilation
 # ---------------------------------------------------------------------------
@@ -963,9 +1063,11 @@ def compile_bundle(cfg: Dict[str, Any], chip: str, out_root: Optional[str] = Non
     compiler = compiler or find_compiler()
     if compiler is None:
         raise BundleNotFoundError("kda-compile not found (set KDA_COMPILE or put it on PATH)")
-    if tile is not None and (cfg.get("op") not in ("gated_delta", "gated_delta_grad") or (
-            cfg.get("chunk") and (normalise_tile(tile)["chunk"], normalise_tile(tile)["sub_chunk"])
-            != (cfg["chunk"], cfg.get("sub_chunk", cfg["chunk"])))):
+    # A hybrid layer's tile is its gated delta part's (the window's tiles are its own strategy's).
+    tiled = cfg["gated_delta"] if cfg.get("op") == "hybrid" else cfg
+    if tile is not None and (tiled.get("op") not in ("gated_delta", "gated_delta_grad") or (
+            tiled.get("chunk") and (normalise_tile(tile)["chunk"], normalise_tile(tile)["sub_chunk"])
+            != (tiled["chunk"], tiled.get("sub_chunk", tiled["chunk"])))):
         raise ValueError("a tuned tile applies to gated_delta configurations with chunk 0, or with the "
                          "tile's own chunk and sub-chunk (kda.tune.steps_form), and to gradients "
                          "(kda.tune.grad_policy_tile) with their own chunk")

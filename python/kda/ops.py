@@ -34,8 +34,9 @@ from . import bundles as _bundles
 from . import tune as _tune
 from .runtime import KdaError, _Marshalled, _stream_handle, load_bundle
 
-__all__ = ["chunk_kda", "fused_recurrent_kda", "window_attention", "chunk_kda_config",
-           "fused_recurrent_kda_config", "window_attention_config", "chip_for_device"]
+__all__ = ["chunk_kda", "fused_recurrent_kda", "window_attention", "hybrid_attention", "chunk_kda_config",
+           "fused_recurrent_kda_config", "window_attention_config", "hybrid_attention_config",
+           "chip_for_device"]
 
 _DTYPE_NAMES = {
     "float32": "f32", "float16": "f16", "bfloat16": "bf16", "int32": "i32", "int64": "i64",
@@ -393,6 +394,45 @@ def window_attention_config(q, k, v, window, scale=None, cu_seqlens=None,
         K=K, V=V, qk_dtype=_dt(q), v_dtype=_dt(v), window=int(window), scale=scale,
         cu_seqlens_dtype=_dt(cu_seqlens) if cu_seqlens is not None else None,
         window_sizes_dtype=_dt(window_sizes) if window_sizes is not None else None)
+
+
+def hybrid_attention_config(q, k, v, g, beta, z=None, *, window, mix=None, scale=None,
+                            window_scale=None, A_log=None, dt_bias=None, cu_seqlens=None,
+                            use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
+                            use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                            lower_bound=None, chunk_size=None) -> Dict[str, Any]:
+    """The hybrid layer's configuration hybrid_attention would run (its
+    gated delta part is chunk_kda_config's, with chunk_kda's checks and
+    messages); ValueError naming the argument."""
+    gd = chunk_kda_config(q, k, v, g, beta, scale=scale, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                          use_gate_in_kernel=use_gate_in_kernel,
+                          use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+                          allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound, cu_seqlens=cu_seqlens,
+                          A_log=A_log, dt_bias=dt_bias, chunk_size=chunk_size)
+    # The window over the same q, k, v: its own checks (heads, window).
+    window_attention_config(q, k, v, window, scale=window_scale, cu_seqlens=cu_seqlens)
+    B, T, H, K = _shape(q)
+    HV, V = _shape(v)[2], _shape(v)[3]
+    if mix is None:
+        mix = "gated" if z is not None else "sum"
+    if mix not in ("sum", "gated"):
+        raise ValueError(f"mix: expected 'sum' or 'gated', got {mix!r}")
+    zdesc = None
+    if mix == "gated":
+        if z is None:
+            raise ValueError("z: the gated mix needs z, [B, T, HV] or [B, T, HV, V]")
+        if _shape(z) == (B, T, HV):
+            form = "head"
+        elif _shape(z) == (B, T, HV, V):
+            form = "channel"
+        else:
+            raise ValueError(f"z: expected [B, T, HV] = {[B, T, HV]} or [B, T, HV, V] = {[B, T, HV, V]}, "
+                             f"got {list(_shape(z))}")
+        zdesc = {"form": form, "dtype": _dt(z)}
+    elif z is not None:
+        raise ValueError("z: the sum mix takes no gate (pass mix='gated')")
+    return _bundles.hybrid_config(gated_delta=gd, window=operator.index(window), mix=mix,
+                                  window_scale=window_scale, z=zdesc)
 
 
 # ---------------------------------------------------------------------------
@@ -1790,4 +1830,65 @@ def window_attention(q, k, v, window: int | None = None, scale: float | None = N
              "window_sizes": _contig(window_sizes), "o": o}
     with torch.cuda.device(q.device):
         _launch(cfg, chip, named)
+    return o
+
+
+def hybrid_attention(q, k, v, g, beta, z=None, *, window: int, mix: str | None = None,
+                     scale: float | None = None, window_scale: float | None = None, A_log=None, dt_bias=None,
+                     cu_seqlens=None, use_qk_l2norm_in_kernel: bool = False, use_gate_in_kernel: bool = False,
+                     use_beta_sigmoid_in_kernel: bool = False, allow_neg_eigval: bool = False,
+                     lower_bound: float | None = None, chunk_size: int | None = None):
+    r"""A hybrid layer in one call: KDA and a sliding window over the same q, k, v, mixed.
+
+    ``o = o_kda + o_window`` (``mix="sum"``) or
+    ``o = sigmoid(z) * o_kda + (1 - sigmoid(z)) * o_window`` (``mix="gated"``,
+    the default when ``z`` is given), where ``o_kda`` is
+    ``chunk_kda(q, k, v, g, beta, scale, ...)[0]`` with the same keyword
+    arguments (the in-kernel prologue: l2 norm, gate activation, beta
+    sigmoid; cu_seqlens; GVA) and ``o_window`` is
+    ``window_attention(q, k, v, window, window_scale, cu_seqlens)`` (SPEC.md
+    section 5: the window reads q and k as given, not l2-normalised).
+
+    One bundle holds the layer (``kda.hybrid``): the gated delta rule's two
+    kernels, the window kernel and the mix, run by the runtime as one entry
+    (``kda_hybrid``, kda-gpu-layer-entry) with one workspace. No states in
+    or out (run chunk_kda and window_attention for those). Forward only.
+
+    Args:
+        z: ``[B, T, HV]`` (per head) or ``[B, T, HV, V]`` (per channel).
+        window: W >= 1 positions, the current one included.
+        window_scale: the window's softmax scale (default ``1 / sqrt(K)``).
+
+    Returns:
+        o ``[B, T, HV, V]`` in v's dtype.
+    """
+    cfg = hybrid_attention_config(q, k, v, g, beta, z, window=window, mix=mix, scale=scale,
+                                  window_scale=window_scale, A_log=A_log, dt_bias=dt_bias,
+                                  cu_seqlens=cu_seqlens, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                                  use_gate_in_kernel=use_gate_in_kernel,
+                                  use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+                                  allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound,
+                                  chunk_size=chunk_size)
+    import torch
+    _check_no_grad(q, k, v, g, beta, z, A_log, dt_bias)
+    if q.device.type != "cuda":
+        raise ValueError(f"kda: inputs must be CUDA tensors, q is on {q.device}")
+    chip = chip_for_device(q.device)
+    B, T, H, K = q.shape
+    HV, V = v.shape[2], v.shape[3]
+    if cu_seqlens is not None and cu_seqlens.device != q.device:
+        cu_seqlens = cu_seqlens.to(q.device)
+    named = {"q": _contig(q), "k": _contig(k), "v": _contig(v), "gate": _contig(g), "beta": _contig(beta),
+             "cu_seqlens": _contig(cu_seqlens), "z": _contig(z),
+             "A_log": A_log.reshape(HV).contiguous() if A_log is not None else None,
+             "dt_bias": dt_bias.reshape(HV, K).contiguous() if dt_bias is not None else None}
+    o = _alloc((B, T, HV, V), v.dtype, q.device)
+    named["o"] = o
+    # The gated delta part's tiles as chunk_kda would choose them for this
+    # shape (the shape policy: V blocks by how many programs fill the chip).
+    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
+    T_seq = T if cu_seqlens is None else max(1, (B * T) // max(1, N))
+    tile = _tune.shape_policy_tile(cfg["gated_delta"], chip, N, HV, _multiprocessors(q.device), T=T_seq)
+    with torch.cuda.device(q.device):
+        _launch(cfg, chip, named, tile)
     return o

@@ -650,7 +650,11 @@ def grad_policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
 
 def policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
     """Every tile shape_policy_tile may choose for cfg on chip besides the
-    default (what kda.prebuild builds next to the default bundle)."""
+    default (what kda.prebuild builds next to the default bundle). A hybrid
+    layer's are its gated delta part's (kda.ops.hybrid_attention asks the
+    policy for that part)."""
+    if cfg.get("op") == "hybrid":
+        return policy_tiles(cfg["gated_delta"], chip)
     if _grad_policy_applies(cfg, chip):
         return grad_policy_tiles(cfg, chip)
     cfg, chunk = steps_form(cfg, chip)
@@ -669,6 +673,8 @@ def policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
 def segment_tiles(cfg: Dict[str, Any], chip: str, counts: Iterable[int]) -> List[Dict[str, int]]:
     """The shape policy's tiles with each of `counts` segments (what
     KDA_SEGMENTS may ask for; kda.prebuild --segments builds them)."""
+    if cfg.get("op") == "hybrid":
+        return segment_tiles(cfg["gated_delta"], chip, counts)
     cfg, chunk = steps_form(cfg, chip)
     if not _policy_applies(cfg, chip) or cfg.get("boundary_interval"):
         return []

@@ -335,6 +335,45 @@ class WindowCase:
         return run_window_case(self, torch, oracle)
 
 
+class HybridCase:
+    """kda.hybrid_attention(q, k, v, g, beta, z, window, mix, ...): the layer entry (the gated
+    delta rule, the window, the mix in one call) against the oracle's gated_delta and
+    window_attention, mixed in float64 (SPEC.md section 5)."""
+
+    def __init__(self, name, dtype, KV, window, mix, B=2, T=100, H=2, HV=None, seqlens=None, z_form="head",
+                 kimi=True, seed=0):
+        self.name, self.dtype, self.K, self.V, self.window, self.mix = name, dtype, KV, KV, window, mix
+        self.B, self.T, self.H, self.HV = B, T, H, HV or H
+        self.seqlens, self.z_form, self.kimi, self.seed = seqlens, z_form, kimi, seed
+        if seqlens is not None:
+            self.B, self.T = 1, sum(seqlens)
+
+    def shapes(self):
+        B, T, H, HV, K, V = self.B, self.T, self.H, self.HV, self.K, self.V
+        return dict(q=(B, T, H, K), k=(B, T, H, K), v=(B, T, HV, V), g=(B, T, HV, K), beta=(B, T, HV),
+                    z=(B, T, HV) if self.z_form == "head" else (B, T, HV, V), A_log=(HV,), dt_bias=(HV * K,),
+                    cu=(len(self.seqlens) + 1,) if self.seqlens is not None else None)
+
+    def kwargs(self):
+        if not self.kimi:
+            return {}
+        return dict(use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
+                    lower_bound=-5.0)
+
+    def config(self):
+        s = self.shapes()
+        M = lambda n, dt=self.dtype: Meta(s[n], dt)  # noqa: E731
+        extra = dict(A_log=M("A_log", "f32"), dt_bias=M("dt_bias", "f32")) if self.kimi else {}
+        cu = Meta(s["cu"], "i64") if self.seqlens is not None else None
+        return kops.hybrid_attention_config(M("q"), M("k"), M("v"), M("g", "f32" if not self.kimi else self.dtype),
+                                            M("beta"), M("z") if self.mix == "gated" else None,
+                                            window=self.window, mix=self.mix, cu_seqlens=cu, **extra,
+                                            **self.kwargs())
+
+    def run(self, torch, oracle):
+        return run_hybrid_case(self, torch, oracle)
+
+
 class Meta:
     def __init__(self, shape, dtype):
         self.shape, self.dtype = tuple(shape), dtype
@@ -462,7 +501,7 @@ def all_cases():
         Case("f32-k64-pool-f32-boundary16-varlen-5,40,17-vmajor", "f32", 64, seqlens=[5, 40, 17], H=2,
              layout="v_major", boundary=16, pool="f32"),
     ]
-    cases += grad_cases() + decode_cases() + window_cases()
+    cases += grad_cases() + decode_cases() + window_cases() + hybrid_cases()
     return cases
 
 
@@ -594,6 +633,20 @@ def window_cases():
     return cases
 
 
+def hybrid_cases():
+    """The layer entry (kda.hybrid_attention, issue 23): gated per head and per channel, summed,
+    GVA, varlen with a long sequence among short ones, the window past T, no prologue."""
+    return [
+        HybridCase("bf16-k128-hybrid-gated-W64-T300-kimi", "bf16", 128, 64, "gated", B=2, T=300),
+        HybridCase("bf16-k128-hybrid-sum-W512-T700-kimi", "bf16", 128, 512, "sum", B=1, T=700),
+        HybridCase("bf16-k128-hybrid-gated-channel-W100-gva-H2-HV4", "bf16", 128, 100, "gated", B=1, T=260, H=2,
+                   HV=4, z_form="channel"),
+        HybridCase("bf16-k128-hybrid-gated-W64-varlen-500,3,40", "bf16", 128, 64, "gated", seqlens=[500, 3, 40]),
+        HybridCase("bf16-k128-hybrid-gated-W4096-T200", "bf16", 128, 4096, "gated", B=1, T=200),
+        HybridCase("f16-k64-hybrid-sum-W1-T129-logspace", "f16", 64, 1, "sum", B=1, T=129, kimi=False),
+    ]
+
+
 def sanitize_cases():
     return [
         Case("san-f32-k64-kda-T40-h0-ht", "f32", 64, B=2, T=40, H=1, h0=True, ht=True),
@@ -638,6 +691,8 @@ def sanitize_cases():
         # The lane kernel's two shared stages, interior and edge blocks, a partial last block.
         WindowCase("san-bf16-k128-window-W100-T300-gqa", "bf16", 128, 100, B=1, T=300, HQ=2, HK=1),
         WindowCase("san-bf16-k256-window-W100-T200", "bf16", 256, 100, B=1, T=200, HQ=2),
+        HybridCase("san-bf16-k128-hybrid-gated-W64-varlen-gva", "bf16", 128, 64, "gated", seqlens=[70, 3, 40],
+                   H=1, HV=2),
     ]
 
 
@@ -1183,6 +1238,58 @@ def run_window_case(case, torch, oracle):
                    case.dtype)
     if o.dtype != gpu["v"].dtype:
         problems.append(f"o: dtype {o.dtype}, expected v's {gpu['v'].dtype}")
+    _compare(torch, oracle, "o", o, ref_o, bar, problems, metrics)
+    return problems, metrics, bar
+
+
+def run_hybrid_case(case, torch, oracle):
+    import kda
+    import numpy as np
+    gen = torch.Generator().manual_seed(2000 + case.seed + zlib.crc32(case.name.encode()) % 100000)
+    s = case.shapes()
+    x = {n: torch.randn(s[n], generator=gen, dtype=torch.float64) for n in ("q", "k", "v", "g", "beta", "z")}
+    dtypes = {n: case.dtype for n in x}
+    if case.kimi:
+        x["A_log"] = torch.log(1.0 + 15.0 * torch.rand(s["A_log"], generator=gen, dtype=torch.float64))
+        x["dt_bias"] = 0.5 * torch.randn(s["dt_bias"], generator=gen, dtype=torch.float64)
+        dtypes.update(A_log="f32", dt_bias="f32")
+    else:
+        # No prologue: a log-space gate in fp32 (SPEC.md's g <= 0) and beta in (0, 1).
+        x["g"] = torch.nn.functional.logsigmoid(x["g"])
+        x["beta"] = torch.sigmoid(x["beta"])
+        dtypes["g"] = "f32"
+    gpu, ref = _to_torch_inputs(torch, x, dtypes)
+    cu = None
+    if case.seqlens is not None:
+        cu = [0]
+        for L in case.seqlens:
+            cu.append(cu[-1] + L)
+    cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int64).cuda()
+    extra = dict(A_log=gpu["A_log"], dt_bias=gpu["dt_bias"]) if case.kimi else {}
+    with torch.inference_mode():
+        o = kda.hybrid_attention(gpu["q"], gpu["k"], gpu["v"], gpu["g"], gpu["beta"],
+                                 gpu["z"] if case.mix == "gated" else None, window=case.window, mix=case.mix,
+                                 cu_seqlens=cu_t, **extra, **case.kwargs())
+        torch.cuda.synchronize()
+    lin, _ = oracle.gated_delta(ref["q"], ref["k"], ref["v"], ref["g"], ref["beta"], cu_seqlens=cu,
+                                A_log=ref.get("A_log"), dt_bias=ref.get("dt_bias"), qk_l2norm=case.kimi,
+                                beta_activation="sigmoid" if case.kimi else "none",
+                                gate_activation="lower_bound" if case.kimi else "none", lower_bound=-5.0)
+    win = oracle.window_attention(ref["q"], ref["k"], ref["v"], window=case.window, cu_seqlens=cu)
+    if case.mix == "sum":
+        ref_o = lin + win
+    else:
+        z = ref["z"] if case.z_form == "channel" else ref["z"][..., None]
+        sz = 1.0 / (1.0 + np.exp(-z))
+        ref_o = sz * lin + (1.0 - sz) * win
+    problems, metrics = [], []
+    bar = BARS[case.dtype]
+    # The layer's launches: the gated delta's and the window's on lanes, the mix a tile program.
+    st = getattr(kops.last_launch, "strategy", {}) or {}
+    kinds = [v.get("kind") for n, v in st.items() if v.get("kernel") in ("intra", "state", "window")]
+    metrics.append("launches=" + "+".join(v.get("kernel", "?") for v in st.values()))
+    if len(st) < 4 or kinds != ["lanes"] * 3:
+        problems.append(f"the layer ran {st}, expected the gated delta's two lane kernels, the window's and the mix")
     _compare(torch, oracle, "o", o, ref_o, bar, problems, metrics)
     return problems, metrics, bar
 

@@ -5,6 +5,7 @@ no torch, no numpy; python3 and the build's tools only.
     test_package.py --kda-opt BIN [--tmp DIR]                       # part "pure"
     test_package.py --bundles --kda-compile BIN --runtime LIB --tmp DIR
     test_package.py --entries --runtime LIB --fake-driver LIB [--tmp DIR]
+    test_package.py --layer --kda-compile BIN --runtime LIB --fake-driver LIB [--tmp DIR]
 
 Part "pure" (always): importing kda pulls in neither torch nor numpy; the
 MLIR generated for many configurations (gated_delta, decode_step with dynamic
@@ -25,6 +26,11 @@ runs two kernels through a workspace; kda.runtime lists the entry where ops.py
 looks for kernel names, checks and launches it by name (the fake driver
 records the stream-ordered allocation, both launches in order and the free),
 sizes its workspace, and launches it on a caller-owned workspace.
+
+Part "layer" (needs kda-compile, libkda_runtime.so and the fake driver): a
+hybrid layer's bundle (kda.ops.hybrid_attention's configuration) has the
+layer's entry kda_hybrid, which the runtime loads and runs in one call: one
+workspace, the gated delta rule's two kernels, the window's, the mix's.
 
 Prints one line per check and "ALL OK"; exits 1 on the first failure.
 """
@@ -957,6 +963,90 @@ def part_installed():
     return lib
 
 
+# ---------------------------------------------------------------------------
+# Part "layer"
+# ---------------------------------------------------------------------------
+
+def part_layer(kda_compile, runtime, fake_driver, tmp):
+    """A hybrid layer (kda.ops.hybrid_attention's configuration: the Kimi
+    prologue, GVA, a gated per-head mix) compiled by kda-compile through the
+    package's cache, loaded with libkda_runtime.so against the fake CUDA
+    driver: the bundle lists the layer's entry kda_hybrid (kda-gpu-layer-entry)
+    beside the gated delta rule's, the runtime accepts its launches (the
+    window kernel's symbols mapped to the layer's), and one call allocates
+    one workspace, launches the four kernels in order and frees it."""
+    import ctypes
+    from kda import bundles as b
+    from kda import ops
+    from kda.runtime import Bundle, KdaError
+    os.environ["KDA_RUNTIME_LIBRARY"] = runtime
+    os.environ["KDA_CUDA_LIBRARY"] = fake_driver
+    os.environ["KDA_COMPILE"] = kda_compile
+    os.environ["KDA_BUNDLE_PATH"] = os.path.join(tmp, "bundles")
+    os.environ["KDA_CACHE_DIR"] = os.path.join(tmp, "cache")
+    os.environ.pop("KDA_NO_COMPILE", None)
+    fake = ctypes.CDLL(fake_driver)
+    fake.kda_fake_events.restype = ctypes.c_char_p
+    fake.kda_fake_add_allocation.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int]
+
+    B, T, H, HV, K = 2, 100, 2, 4, 128
+    bf, f32 = "bfloat16", "float32"
+    args = dict(q=Meta((B, T, H, K), bf), k=Meta((B, T, H, K), bf), v=Meta((B, T, HV, K), bf),
+                g=Meta((B, T, HV, K), bf), beta=Meta((B, T, HV), bf))
+    kimi = dict(A_log=Meta((HV,), f32), dt_bias=Meta((HV * K,), f32), use_qk_l2norm_in_kernel=True,
+                use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True, lower_bound=-5.0)
+    cfg = ops.hybrid_attention_config(*args.values(), Meta((B, T, HV), bf), window=64, **kimi)
+    check(cfg["op"] == "hybrid" and cfg["mix"] == "gated" and cfg["z"] == {"form": "head", "dtype": "bf16"},
+          f"config {b.describe(cfg)}")
+    check(ops.hybrid_attention_config(*args.values(), window=64, **kimi)["mix"] == "sum", "default mix")
+    raises(ValueError, ops.hybrid_attention_config, *args.values(), Meta((B, T, H + 1), bf), window=64, **kimi,
+           contains="z: expected [B, T, HV]", what="z of the wrong heads")
+    raises(ValueError, ops.hybrid_attention_config, *args.values(), Meta((B, T, HV), bf), window=0, **kimi,
+           contains="window: expected an integer >= 1", what="window 0")
+    raises(ValueError, b.hybrid_config, gated_delta=dict(cfg["gated_delta"], final_state_dtype="f32"),
+           window=64, mix="sum", contains="a hybrid layer takes no states", what="hybrid with a state")
+    print(f"ok   hybrid configuration: {b.describe(cfg)}")
+
+    path = b.get_bundle_dir(cfg, "sm_90a")
+    bundle = Bundle(path)
+    check(sorted(bundle.entries) == ["kda_gated_delta_kernel", "kda_hybrid"], f"entries {list(bundle.entries)}")
+    names = [p["name"] for p in bundle.tensor_params("kda_hybrid")]
+    check(names == ["q", "k", "v", "gate", "beta", "A_log", "dt_bias", "z", "o"], f"layer params {names}")
+    st = bundle.strategies("kda_hybrid")
+    check(list(st) == ["kda_gated_delta_kernel_intra", "kda_gated_delta_kernel_state",
+                       "kda_window_attention_kernel", "kda_elementwise_kernel"], f"layer launches {list(st)}")
+    check([st[n]["kind"] for n in list(st)[:3]] == ["lanes"] * 3, f"strategies {st}")
+    window_launch = bundle.entries["kda_hybrid"]["launches"][2]
+    check(window_launch.get("symbols") == {"HQ": "H", "HK": "H", "HO": "HV"},
+          f"window launch symbols {window_launch.get('symbols')}")
+    print(f"ok   layer entry kda_hybrid: {' '.join(list(st))}")
+
+    shapes = dict(q=(B, T, H, K), k=(B, T, H, K), v=(B, T, HV, K), gate=(B, T, HV, K), beta=(B, T, HV),
+                  A_log=(HV,), dt_bias=(HV, K), z=(B, T, HV), o=(B, T, HV, K))
+    ts = {n: FakeTensor(sh, f32 if n in ("A_log", "dt_bias") else bf) for n, sh in shapes.items()}
+    for n, t in ts.items():
+        nbytes = 4 if n in ("A_log", "dt_bias") else 2
+        for d in t.shape:
+            nbytes *= d
+        fake.kda_fake_add_allocation(t.data_ptr(), nbytes, 0, 2)
+    bundle.check("kda_hybrid", ts)
+    ws = bundle.workspace_bytes("kda_hybrid", ts)
+    gd_ws = bundle.workspace_bytes("kda_gated_delta_kernel", {n: ts[n] for n in names if n != "z"})
+    # The layer's: the gated delta's own workspaces and both branches' outputs.
+    check(ws >= gd_ws + 2 * B * T * HV * K * 2, f"layer workspace {ws} bytes (gated delta alone {gd_ws})")
+    bundle.launch("kda_hybrid", ts, stream=0x5700)
+    ev = fake.kda_fake_events().decode()
+    want = (f"alloc:{ws} launch:kda_gated_delta_kernel_intra launch:kda_gated_delta_kernel_state "
+            "launch:kda_window_attention_kernel launch:kda_elementwise_kernel free")
+    check(ev.endswith(want), f"events {ev!r}, expected to end with {want!r}")
+    print(f"ok   layer launched in one call: {want}")
+    bad = dict(ts, z=FakeTensor((B, T, H), bf))
+    raises(KdaError, bundle.check, "kda_hybrid", bad, contains="('z') dimension 2 (symbol HV) is 2",
+           what="layer z of the wrong heads")
+    print("ok   layer's tensors checked like an entry's")
+    bundle.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--installed", action="store_true",
@@ -966,7 +1056,9 @@ def main():
     ap.add_argument("--kda-compile", help="kda-compile binary (part bundles)")
     ap.add_argument("--runtime", help="libkda_runtime.so (part bundles)")
     ap.add_argument("--entries", action="store_true", help="run part entries instead")
-    ap.add_argument("--fake-driver", help="libkda-fake-driver.so (part entries)")
+    ap.add_argument("--fake-driver", help="libkda-fake-driver.so (parts entries, layer)")
+    ap.add_argument("--layer", action="store_true",
+                    help="run part layer instead (needs --kda-compile, --runtime, --fake-driver)")
     ap.add_argument("--tmp", help="scratch directory (default: a fresh temporary one)")
     args = ap.parse_args()
     tmp = args.tmp or tempfile.mkdtemp(prefix="kda-package-test-")
@@ -979,6 +1071,11 @@ def main():
             os.makedirs(os.path.join(tmp, sub), exist_ok=True)
         part_pure(os.path.abspath(args.kda_opt), os.path.join(tmp, "pure"))
         part_entries(lib, os.path.abspath(args.fake_driver), os.path.join(tmp, "entries"))
+    elif args.layer:
+        if not (args.kda_compile and args.runtime and args.fake_driver):
+            ap.error("--layer needs --kda-compile, --runtime and --fake-driver")
+        part_layer(os.path.abspath(args.kda_compile), os.path.abspath(args.runtime),
+                   os.path.abspath(args.fake_driver), tmp)
     elif args.entries:
         if not (args.runtime and args.fake_driver):
             ap.error("--entries needs --runtime and --fake-driver")

@@ -1,0 +1,519 @@
+//===- GpuLayerEntry.cpp - a function of several kda kernels as one entry -===//
+//
+// A model layer is more than one kda op: a gated hybrid is a gated delta
+// rule (itself an entry of two kernels, kda-gpu-split-schedule), a window
+// attention and the mix (a kernel of kda-gpu-outline-elementwise). After
+// those passes the layer's function is host code: calls to kernels and
+// entries on fresh tensors. This pass records such a function as one more
+// bundle entry (module attribute `kda.entries`, runtime/BUNDLE.md), named
+// after the function, so that the runtime runs the whole layer behind one
+// call, with one workspace allocation:
+//
+//   * the function's arguments are the entry's first parameters, named by
+//     their `kda.name` argument attribute, else after the kernel parameter
+//     that first receives them (q, k, v, gate, ...);
+//     each result is a parameter after them (`o`, the buffer the last
+//     kernel writes in place of the function's fresh tensor);
+//   * every other destination (a `tensor.empty` a call writes: the gated
+//     delta's output, the window's) is a workspace `cI_NAME` (call I, the
+//     callee's parameter name), and a called entry's own workspaces are
+//     spliced in as `cI_wsJ`;
+//   * each call is a launch (an entry's launches in its order), its
+//     arguments renamed to the layer's parameters and workspaces.
+//
+// The runtime checks at load that every launch argument has the shape of
+// the kernel parameter it feeds, symbol for symbol. The pass therefore
+// unifies dimensions across calls (a value passed to two kernels, a
+// tensor.empty sized from another tensor's dims) and records the entry only
+// where every class of equal dimensions has one symbol in every kernel that
+// sees it (kda-gpu-outline-elementwise names a mix's loops after the kernel
+// whose result it walks, so a hybrid's mix says B and T like the gated
+// delta rule). A function this does not describe (other host work, a
+// destination that is not a fresh tensor, two symbols for one dimension)
+// gets no entry and keeps its kernels; the remark says why.
+//
+//===----------------------------------------------------------------------===//
+
+#include "lowering/GpuPipeline.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/StaticValueUtils.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Pass/Pass.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+
+#include "lowering/Passes.h"
+
+namespace mlir::kda {
+#define GEN_PASS_DEF_KDAGPULAYERENTRY
+#include "lowering/Passes.h.inc"
+} // namespace mlir::kda
+
+using namespace mlir;
+
+namespace {
+
+/// What a call's callee takes: its parameters (name, manifest shape) in
+/// order, and for an entry its workspaces and launches.
+struct Callee {
+  SmallVector<std::string> names;
+  SmallVector<ArrayAttr> shapes;
+  DictionaryAttr entry; // null for a kernel
+};
+
+/// Classes of equal dimensions, keyed by strings (union-find).
+struct Classes {
+  llvm::StringMap<std::string> parent;
+  std::string leader(const std::string &key) {
+    auto it = parent.find(key);
+    if (it == parent.end() || it->second == key)
+      return key;
+    std::string root = leader(it->second);
+    parent[key] = root;
+    return root;
+  }
+  void join(const std::string &a, const std::string &b) {
+    std::string ra = leader(a), rb = leader(b);
+    if (ra != rb)
+      parent[ra] = rb;
+  }
+};
+
+struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<Attribute> entries;
+    llvm::StringMap<DictionaryAttr> byName;
+    if (auto existing = module->getAttrOfType<ArrayAttr>("kda.entries"))
+      for (Attribute a : existing) {
+        entries.push_back(a);
+        auto e = cast<DictionaryAttr>(a);
+        byName[cast<StringAttr>(e.get("name")).getValue()] = e;
+      }
+    const size_t before = entries.size();
+    for (auto f : module.getOps<func::FuncOp>()) {
+      if (f.isExternal() || f->hasAttr("kda.kernel") ||
+          byName.count(f.getSymName()))
+        continue;
+      std::string why;
+      FailureOr<DictionaryAttr> entry = record(f, byName, why);
+      if (succeeded(entry)) {
+        entries.push_back(*entry);
+      } else if (!why.empty() && remarks) {
+        f.emitRemark() << "kda-gpu-layer-entry: @" << f.getSymName()
+                       << " gets no bundle entry of its own: " << why;
+      }
+    }
+    if (entries.size() != before)
+      module->setAttr("kda.entries",
+                      ArrayAttr::get(&getContext(), entries));
+  }
+
+  /// The entry for `f`, or failure with `why` (empty: not a layer at all,
+  /// such as a function of one call, nothing to say).
+  FailureOr<DictionaryAttr> record(func::FuncOp f,
+                                   const llvm::StringMap<DictionaryAttr> &byName,
+                                   std::string &why) {
+    Builder b(f.getContext());
+    if (!llvm::hasSingleElement(f.getBody()))
+      return failure();
+    Block &body = f.getBody().front();
+    SmallVector<func::CallOp> calls;
+    for (Operation &op : body) {
+      if (auto call = dyn_cast<func::CallOp>(op)) {
+        calls.push_back(call);
+        continue;
+      }
+      if (isa<tensor::DimOp, tensor::EmptyOp, tensor::CastOp,
+              arith::ConstantOp, func::ReturnOp>(op))
+        continue;
+      // Sizes of fresh tensors (the window's HO = max(HQ, HV)): the
+      // callee's own symbol names that dimension.
+      if (isa<arith::ArithDialect>(op.getDialect()) &&
+          llvm::all_of(op.getResultTypes(),
+                       [](Type t) { return t.isIndex(); }))
+        continue;
+      why = "it computes more than kernel calls (" +
+            op.getName().getStringRef().str() + ")";
+      return failure();
+    }
+    if (calls.size() < 2)
+      return failure();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+
+    // Each callee's parameters.
+    SmallVector<Callee> callees;
+    for (func::CallOp call : calls) {
+      Callee c;
+      StringRef name = call.getCallee();
+      if (auto it = byName.find(name); it != byName.end()) {
+        c.entry = it->second;
+        for (Attribute p : cast<ArrayAttr>(c.entry.get("params"))) {
+          auto param = cast<DictionaryAttr>(p);
+          c.names.push_back(cast<StringAttr>(param.get("name")).str());
+          c.shapes.push_back(cast<ArrayAttr>(param.get("shape")));
+        }
+      } else {
+        auto fn = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
+            call, call.getCalleeAttr());
+        auto abi = fn ? fn->getAttrOfType<ArrayAttr>("kda.abi") : nullptr;
+        if (!fn || !fn->hasAttr("kda.kernel") || !abi) {
+          why = "@" + name.str() + " is neither a kernel nor an entry";
+          return failure();
+        }
+        for (Attribute a : abi) {
+          auto d = cast<DictionaryAttr>(a);
+          c.names.push_back(cast<StringAttr>(d.get("name")).str());
+          SmallVector<Attribute> shape;
+          for (Attribute dim : cast<ArrayAttr>(d.get("dims"))) {
+            if (auto s = dyn_cast<StringAttr>(dim))
+              shape.push_back(
+                  b.getStringAttr(kda::manifestSymbol(s.getValue())));
+            else
+              shape.push_back(dim);
+          }
+          c.shapes.push_back(b.getArrayAttr(shape));
+        }
+      }
+      if (c.names.size() != call.getNumOperands()) {
+        why = "@" + name.str() + " takes " + std::to_string(c.names.size()) +
+              " tensors, the call passes " +
+              std::to_string(call.getNumOperands());
+        return failure();
+      }
+      callees.push_back(std::move(c));
+    }
+
+    // Buffers: the function's arguments, then one per destination use.
+    struct Buffer {
+      std::string name;
+      ShapedType type;
+      bool param = false;
+    };
+    SmallVector<Buffer> buffers;
+    llvm::DenseMap<Value, unsigned> bufferOf; // a value -> the buffer holding it
+    llvm::StringSet<> taken;
+    auto unique = [&](std::string name) {
+      std::string n = name;
+      for (int i = 1; taken.contains(n); ++i)
+        n = name + "_" + std::to_string(i);
+      taken.insert(n);
+      return n;
+    };
+    // Argument names: the first callee parameter that receives them.
+    SmallVector<std::string> argNames(f.getNumArguments());
+    for (auto [ci, call] : llvm::enumerate(calls))
+      for (auto [oi, operand] : llvm::enumerate(call.getOperands()))
+        if (auto arg = dyn_cast<BlockArgument>(operand);
+            arg && arg.getOwner() == &body && argNames[arg.getArgNumber()].empty())
+          argNames[arg.getArgNumber()] = callees[ci].names[oi];
+    for (BlockArgument arg : f.getArguments()) {
+      auto type = dyn_cast<RankedTensorType>(arg.getType());
+      if (!type || kda::manifestDtype(type.getElementType()).empty()) {
+        why = "argument " + std::to_string(arg.getArgNumber()) +
+              " is not a tensor of a runtime dtype";
+        return failure();
+      }
+      std::string name = argNames[arg.getArgNumber()];
+      // A name the function gives its argument ({kda.name = "z"}: the
+      // hybrid's gate, which only the mix kernel's `in2` reads).
+      if (auto given = f.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                       "kda.name"))
+        name = given.str();
+      if (name.empty() || taken.contains(name))
+        name = "arg" + std::to_string(arg.getArgNumber());
+      bufferOf[arg] = buffers.size();
+      buffers.push_back({unique(name), type, true});
+    }
+    auto through = [](Value v) {
+      while (auto cast = v.getDefiningOp<tensor::CastOp>())
+        v = cast.getSource();
+      return v;
+    };
+    // Per call and operand: the buffer it passes.
+    SmallVector<SmallVector<unsigned>> args(calls.size());
+    for (auto [ci, call] : llvm::enumerate(calls)) {
+      const unsigned firstDest = call.getNumOperands() - call.getNumResults();
+      for (auto [oi, operand] : llvm::enumerate(call.getOperands())) {
+        Value v = through(operand);
+        if (oi >= firstDest) {
+          // A destination: a fresh tensor, a buffer of its own (two calls
+          // on one CSE'd tensor.empty still write two buffers).
+          if (!v.getDefiningOp<tensor::EmptyOp>()) {
+            why = "call " + std::to_string(ci) + " (@" +
+                  call.getCallee().str() + ") writes into a tensor that is "
+                  "not fresh (parameter " + callees[ci].names[oi] + ")";
+            return failure();
+          }
+          auto type = cast<ShapedType>(v.getType());
+          if (kda::manifestDtype(type.getElementType()).empty()) {
+            why = "a destination's element type has no runtime dtype";
+            return failure();
+          }
+          args[ci].push_back(buffers.size());
+          bufferOf[call.getResult(oi - firstDest)] = buffers.size();
+          buffers.push_back({"c" + std::to_string(ci) + "_" +
+                                 callees[ci].names[oi],
+                             type, false});
+          continue;
+        }
+        auto it = bufferOf.find(v);
+        if (it == bufferOf.end()) {
+          why = "call " + std::to_string(ci) + " (@" + call.getCallee().str() +
+                ") reads a value that no argument or earlier call holds "
+                "(parameter " + callees[ci].names[oi] + ")";
+          return failure();
+        }
+        args[ci].push_back(it->second);
+      }
+    }
+    // The results: the buffers their calls wrote become parameters.
+    SmallVector<unsigned> outputs;
+    for (Value r : ret.getOperands()) {
+      Value v = through(r);
+      auto it = bufferOf.find(v);
+      if (!isa<OpResult>(v) || it == bufferOf.end() ||
+          buffers[it->second].param) {
+        why = "a result is not written by one of its calls";
+        return failure();
+      }
+      buffers[it->second].param = true;
+      outputs.push_back(it->second);
+    }
+    for (auto [i, o] : llvm::enumerate(outputs))
+      buffers[o].name =
+          unique(outputs.size() == 1 ? "o" : "o" + std::to_string(i));
+    // Workspace names (identifiers, unique among parameters and workspaces).
+    for (Buffer &buffer : buffers)
+      if (!buffer.param)
+        buffer.name = unique(buffer.name);
+
+    // Dimensions: one class per set of equal ones. Keys: "#B:d" for
+    // dimension d of buffer B, "cI:S" for symbol S of call I's callee.
+    Classes same;
+    auto dimKey = [](unsigned buffer, int64_t d) {
+      return "#" + std::to_string(buffer) + ":" + std::to_string(d);
+    };
+    for (auto [ci, call] : llvm::enumerate(calls))
+      for (auto [oi, buffer] : llvm::enumerate(args[ci])) {
+        ArrayAttr shape = callees[ci].shapes[oi];
+        ShapedType type = buffers[buffer].type;
+        if (shape.size() != size_t(type.getRank())) {
+          why = "call " + std::to_string(ci) + " parameter " +
+                callees[ci].names[oi] + " has rank " +
+                std::to_string(shape.size()) + ", the tensor " +
+                std::to_string(type.getRank());
+          return failure();
+        }
+        for (auto [d, dim] : llvm::enumerate(shape))
+          if (auto s = dyn_cast<StringAttr>(dim))
+            same.join(dimKey(buffer, d),
+                           "c" + std::to_string(ci) + ":" + s.str());
+      }
+    // A fresh tensor sized from another's dims.
+    for (auto [ci, call] : llvm::enumerate(calls)) {
+      const unsigned firstDest = call.getNumOperands() - call.getNumResults();
+      for (unsigned oi = firstDest; oi < call.getNumOperands(); ++oi) {
+        auto empty = through(call.getOperand(oi)).getDefiningOp<tensor::EmptyOp>();
+        unsigned dynamic = 0;
+        for (int64_t d = 0; d < empty.getType().getRank(); ++d) {
+          if (!empty.getType().isDynamicDim(d))
+            continue;
+          auto dim = empty.getDynamicSizes()[dynamic++]
+                         .getDefiningOp<tensor::DimOp>();
+          std::optional<int64_t> index =
+              dim ? getConstantIntValue(dim.getIndex()) : std::nullopt;
+          auto it = dim ? bufferOf.find(through(dim.getSource()))
+                        : bufferOf.end();
+          if (!index || it == bufferOf.end())
+            continue; // computed: its callee's symbol names it
+          same.join(dimKey(args[ci][oi], d), dimKey(it->second, *index));
+        }
+      }
+    }
+    // One symbol per class: the first a callee gives it (the first call's,
+    // the gated delta's B, T, H, HV in a hybrid); a later class that a
+    // callee calls by a taken name gets that name with a suffix. Where a
+    // kernel names a class otherwise (the window kernel's HO for HV), its
+    // launches carry the map (`symbols`) that the runtime's shape checks
+    // apply.
+    llvm::StringMap<std::string> symbolOf; // class leader -> symbol
+    llvm::StringSet<> symbolTaken;
+    SmallVector<llvm::StringMap<std::string>> renames(calls.size());
+    for (auto [ci, callee] : llvm::enumerate(callees))
+      for (ArrayAttr shape : callee.shapes)
+        for (Attribute dim : shape) {
+          auto s = dyn_cast<StringAttr>(dim);
+          if (!s)
+            continue;
+          std::string leader =
+              same.leader("c" + std::to_string(ci) + ":" + s.str());
+          auto it = symbolOf.find(leader);
+          if (it == symbolOf.end()) {
+            std::string name = s.str();
+            for (int i = 2; symbolTaken.contains(name); ++i)
+              name = s.str() + "_" + std::to_string(i);
+            symbolTaken.insert(name);
+            it = symbolOf.try_emplace(leader, name).first;
+          }
+          if (it->second != s.str())
+            renames[ci][s.getValue()] = it->second;
+        }
+    auto shapeOf = [&](unsigned buffer) -> FailureOr<ArrayAttr> {
+      SmallVector<Attribute> shape;
+      ShapedType type = buffers[buffer].type;
+      for (int64_t d = 0; d < type.getRank(); ++d) {
+        if (!type.isDynamicDim(d)) {
+          shape.push_back(b.getI64IntegerAttr(type.getDimSize(d)));
+          continue;
+        }
+        std::string key = dimKey(buffer, d);
+        auto it = symbolOf.find(same.leader(key));
+        if (it == symbolOf.end()) {
+          why = "dimension " + std::to_string(d) + " of " +
+                buffers[buffer].name + " is named by no kernel";
+          return failure();
+        }
+        shape.push_back(b.getStringAttr(it->second));
+      }
+      return b.getArrayAttr(shape);
+    };
+    auto dtypeOf = [&](unsigned buffer) {
+      return b.getStringAttr(
+          kda::manifestDtype(buffers[buffer].type.getElementType()));
+    };
+
+    SmallVector<Attribute> params, workspaces, launches;
+    SmallVector<unsigned> paramOrder;
+    for (unsigned i = 0; i < f.getNumArguments(); ++i)
+      paramOrder.push_back(i);
+    paramOrder.append(outputs.begin(), outputs.end());
+    for (unsigned p : paramOrder) {
+      FailureOr<ArrayAttr> shape = shapeOf(p);
+      if (failed(shape))
+        return failure();
+      params.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("name", b.getStringAttr(buffers[p].name)),
+           b.getNamedAttr("shape", *shape),
+           b.getNamedAttr("dtype", dtypeOf(p))}));
+    }
+    for (auto [i, buffer] : llvm::enumerate(buffers)) {
+      if (buffer.param)
+        continue;
+      FailureOr<ArrayAttr> shape = shapeOf(i);
+      if (failed(shape))
+        return failure();
+      workspaces.push_back(b.getDictionaryAttr(
+          {b.getNamedAttr("name", b.getStringAttr(buffer.name)),
+           b.getNamedAttr("shape", *shape),
+           b.getNamedAttr("dtype", dtypeOf(i))}));
+    }
+    for (size_t ci = 0; ci < calls.size(); ++ci) {
+      func::CallOp call = calls[ci];
+      const Callee &c = callees[ci];
+      auto argName = [&](unsigned oi) {
+        return b.getStringAttr(buffers[args[ci][oi]].name);
+      };
+      // The kernel's symbols the layer names otherwise.
+      SmallVector<NamedAttribute> symbolMap;
+      for (auto &[from, to] : renames[ci])
+        symbolMap.push_back(b.getNamedAttr(from, b.getStringAttr(to)));
+      auto launch = [&](Attribute kernel, ArrayRef<Attribute> names) {
+        SmallVector<NamedAttribute> fields = {
+            b.getNamedAttr("kernel", kernel),
+            b.getNamedAttr("args", b.getArrayAttr(names))};
+        if (!symbolMap.empty())
+          fields.push_back(
+              b.getNamedAttr("symbols", b.getDictionaryAttr(symbolMap)));
+        launches.push_back(b.getDictionaryAttr(fields));
+      };
+      if (!c.entry) {
+        SmallVector<Attribute> names;
+        for (unsigned oi = 0; oi < call.getNumOperands(); ++oi)
+          names.push_back(argName(oi));
+        launch(call.getCalleeAttr().getAttr(), names);
+        continue;
+      }
+      // An entry: its workspaces renamed into the layer's, its launches
+      // with their arguments renamed.
+      std::string prefix = "c" + std::to_string(ci) + "_";
+      llvm::StringMap<StringAttr> rename;
+      for (auto [oi, name] : llvm::enumerate(c.names))
+        rename[name] = argName(oi);
+      if (auto list = dyn_cast_or_null<ArrayAttr>(c.entry.get("workspaces")))
+        for (Attribute a : list) {
+          auto ws = cast<DictionaryAttr>(a);
+          StringRef name = cast<StringAttr>(ws.get("name")).getValue();
+          StringAttr renamed = b.getStringAttr(unique(prefix + name.str()));
+          rename[name] = renamed;
+          // Its shape in the layer's symbols.
+          SmallVector<NamedAttribute> fields(ws.getValue());
+          for (NamedAttribute &field : fields) {
+            if (field.getName() == "name")
+              field.setValue(renamed);
+            if (field.getName() != "shape")
+              continue;
+            SmallVector<Attribute> shape;
+            for (Attribute dim : cast<ArrayAttr>(field.getValue())) {
+              auto sym = dyn_cast<StringAttr>(dim);
+              auto it = sym ? renames[ci].find(sym.getValue())
+                            : renames[ci].end();
+              shape.push_back(it == renames[ci].end()
+                                  ? dim
+                                  : b.getStringAttr(it->second));
+            }
+            field.setValue(b.getArrayAttr(shape));
+          }
+          workspaces.push_back(b.getDictionaryAttr(fields));
+        }
+      for (Attribute a : cast<ArrayAttr>(c.entry.get("launches"))) {
+        SmallVector<Attribute> names;
+        for (Attribute arg :
+             cast<ArrayAttr>(cast<DictionaryAttr>(a).get("args")))
+          names.push_back(rename.lookup(cast<StringAttr>(arg).getValue()));
+        launch(cast<DictionaryAttr>(a).get("kernel"), names);
+      }
+    }
+    // The runtime binds an entry's symbols from its parameters only.
+    llvm::StringSet<> bound;
+    for (Attribute p : params)
+      for (Attribute dim :
+           cast<ArrayAttr>(cast<DictionaryAttr>(p).get("shape")))
+        if (auto sym = dyn_cast<StringAttr>(dim))
+          bound.insert(sym.getValue());
+    for (Attribute w : workspaces)
+      for (Attribute dim :
+           cast<ArrayAttr>(cast<DictionaryAttr>(w).get("shape")))
+        if (auto sym = dyn_cast<StringAttr>(dim);
+            sym && !bound.contains(sym.getValue())) {
+          why = "workspace dimension " + sym.str() +
+                " is in no parameter of the layer";
+          return failure();
+        }
+    for (const auto &map : renames)
+      for (auto &[from, to] : map)
+        if (!bound.contains(to)) {
+          why = "dimension " + to + " is in no parameter of the layer";
+          return failure();
+        }
+    return b.getDictionaryAttr(
+        {b.getNamedAttr("name", b.getStringAttr(f.getSymName())),
+         b.getNamedAttr("params", b.getArrayAttr(params)),
+         b.getNamedAttr("workspaces", b.getArrayAttr(workspaces)),
+         b.getNamedAttr("launches", b.getArrayAttr(launches))});
+  }
+};
+
+} // namespace
+
+std::unique_ptr<Pass> mlir::kda::createGpuLayerEntryPass(bool remarks) {
+  KdaGpuLayerEntryOptions options;
+  options.remarks = remarks;
+  return std::make_unique<LayerEntryPass>(options);
+}

@@ -600,11 +600,11 @@ class Runner:
         return self.kda.window_attention(x["q"], x["k"], x["v"], c.window)
 
     def mix(self, lin, win, i):
-        """The hybrid's mix in torch: sigmoid(z) lin + (1 - sigmoid(z)) win, or the sum."""
+        """The hybrid's mix in torch, as few kernels as torch takes: sigmoid(z) lin + (1 - sigmoid(z))
+        win as one lerp after the sigmoid of the [B, T, H] gate, or the sum."""
         if self.case.variant == "sum":
             return lin + win
-        s = self.torch.sigmoid(self.sets[i]["z"].float())[..., None]
-        return (s * lin.float() + (1.0 - s) * win.float()).to(lin.dtype)
+        return self.torch.lerp(win, lin, self.torch.sigmoid(self.sets[i]["z"])[..., None])
 
     def part_mix(self, i):
         """The mix alone, on outputs computed once per set (kept by the runner)."""

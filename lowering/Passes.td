@@ -86,6 +86,10 @@ def KdaGpuLayerEntry : Pass<"kda-gpu-layer-entry", "ModuleOp"> {
     Option<"remarks", "remarks", "bool", /*default=*/"false",
            "A remark for every function of several calls that gets no entry, "
            "with the reason">,
+    Option<"overlap", "overlap", "bool", /*default=*/"true",
+           "Launches of a called entry after its first (the state pass) on "
+           "the side stream where another call's launches are independent "
+           "of them (the window beside the state pass)">,
   ];
 }
 

@@ -790,7 +790,8 @@ Status parseEntry(const Reader &r, const Value &v, const std::string &path,
   for (size_t i = 0; i < launches->array.size(); ++i) {
     const Value &l = launches->array[i];
     std::string lPath = Reader::index(launchesPath, i);
-    if (Status s = r.object(l, lPath, {"kernel", "args", "symbols"}))
+    if (Status s = r.object(l, lPath,
+                            {"kernel", "args", "symbols", "stream", "after"}))
       return s;
     e.launches.emplace_back();
     EntryLaunch &launch = e.launches.back();
@@ -849,6 +850,31 @@ Status parseEntry(const Reader &r, const Value &v, const std::string &path,
         rename[m.key] = m.value.string;
       }
     }
+    // Two streams: which one, and the earlier launches this one follows.
+    if (const Value *stream = l.find("stream")) {
+      if (!stream->isNumber() ||
+          (stream->number != 0 && stream->number != 1))
+        return r.error(*stream, Reader::join(lPath, "stream"),
+                       "expected 0 (the caller's stream) or 1 (the side "
+                       "stream)");
+      launch.stream = static_cast<int>(stream->number);
+      e.sideStream = e.sideStream || launch.stream == 1;
+    }
+    const Value *after;
+    if (Status s = arrayField(r, l, lPath, "after", true, after))
+      return s;
+    if (after)
+      for (size_t k = 0; k < after->array.size(); ++k) {
+        const Value &a = after->array[k];
+        std::string kPath = Reader::index(Reader::join(lPath, "after"), k);
+        if (!a.isNumber() || a.number < 0 || a.number >= double(i) ||
+            a.number != double(static_cast<size_t>(a.number)))
+          return r.error(a, kPath,
+                         "expected the index of an earlier launch (0 to " +
+                             std::to_string(i == 0 ? 0 : i - 1) + ")" +
+                             (i == 0 ? ", but launch 0 has none" : ""));
+        launch.after.push_back(static_cast<size_t>(a.number));
+      }
     const Value *args;
     if (Status s = arrayField(r, l, lPath, "args", false, args))
       return s;
@@ -916,6 +942,11 @@ Status parseEntry(const Reader &r, const Value &v, const std::string &path,
       launch.args.push_back(arg);
     }
   }
+  // Each launch another stream's launch follows records an event.
+  for (EntryLaunch &launch : e.launches)
+    for (size_t d : launch.after)
+      if (e.launches[d].stream != launch.stream)
+        e.launches[d].recordEvent = true;
   return Status::ok();
 }
 

@@ -120,6 +120,14 @@ struct LaunchArg {
 struct EntryLaunch {
   size_t kernel = 0;            // into Manifest::kernels
   std::vector<LaunchArg> args;  // one per tensor param of that kernel
+  // 1: on the side stream (the device's greatest priority) beside the
+  // caller's; `after` then names the earlier launches it must follow (the
+  // manifest's, checked to be earlier), each waited for through an event
+  // where it runs on the other stream (BUNDLE.md, "Two streams").
+  int stream = 0;
+  std::vector<size_t> after;
+  // Set at parse: a later launch on the other stream waits for this one.
+  bool recordEvent = false;
 };
 
 // Version 2: one callable made of kernels run in order on one stream, passing
@@ -132,6 +140,7 @@ struct Entry {
   Kernel signature;
   std::vector<Workspace> workspaces;
   std::vector<EntryLaunch> launches;
+  bool sideStream = false; // some launch has stream 1
 };
 
 struct Target {

@@ -453,6 +453,16 @@ std::string pointerText(const void *p) {
   return buf;
 }
 
+// KDA_ENTRY_STREAMS=0: entries with side-stream launches run on the caller's
+// stream alone (read once; a diagnostic of the two-stream schedule).
+bool entryStreams() {
+  static const bool on = [] {
+    const char *v = std::getenv("KDA_ENTRY_STREAMS");
+    return !(v && std::string(v) == "0");
+  }();
+  return on;
+}
+
 // An entry: check the caller's tensors, lay out the workspaces, allocate them
 // on `stream` (unless the caller passes `workspace`), launch every kernel in
 // order on `stream`, free on `stream`.
@@ -558,10 +568,40 @@ Status launchEntry(kda_bundle *bundle, const Entry &entry,
     at += entry.workspaces[w].shape.size();
   }
 
+  // Two streams (launches with "stream": 1): the side stream (the device's
+  // greatest priority, shared with the pieces) starts after the workspace
+  // allocation, follows the caller's launches it names in "after" through
+  // events, and the caller joins it at the end, also after a failure.
+  // KDA_ENTRY_STREAMS=0, or a driver without streams and events, runs every
+  // launch on the caller's stream in the manifest's order (the order the
+  // dependencies allow).
+  thread_local std::vector<void *> events;
+  void *side = nullptr;
   Status result;
+  if (entry.sideStream && entryStreams()) {
+    if (driver->sideStream(device, side))
+      side = nullptr;
+  }
+  events.assign(entry.launches.size() + 1, nullptr);
+  auto eventAt = [&](size_t i) -> Status {
+    if (!events[i])
+      if (Status s = driver->createEvent(events[i]))
+        return s.prefix(entryLabel() + ": ");
+    return Status::ok();
+  };
+  const size_t startEvent = entry.launches.size();
+  if (side) {
+    if (Status s = eventAt(startEvent))
+      result = s;
+    else if (Status s2 = driver->recordEvent(events[startEvent], stream))
+      result = s2.prefix(entryLabel() + ": ");
+    else if (Status s3 = driver->waitEvent(side, events[startEvent]))
+      result = s3.prefix(entryLabel() + ": ");
+  }
   for (size_t l = 0; l < entry.launches.size() && result.isOk(); ++l) {
     const EntryLaunch &launch = entry.launches[l];
     const Kernel &kernel = kernels[launch.kernel];
+    void *target = side && launch.stream == 1 ? side : stream;
     kernelTensors.resize(launch.args.size());
     for (size_t a = 0; a < launch.args.size(); ++a) {
       const LaunchArg &arg = launch.args[a];
@@ -591,21 +631,61 @@ Status launchEntry(kda_bundle *bundle, const Entry &entry,
       result = s.prefix(where());
       break;
     }
-    if (kernelBinding.emptyGrid())
-      continue;
-    packArguments(kernel, kernelTensors.data(), kernelBinding, storage, args);
-    LaunchConfig config{
-        {kernelBinding.grid[0], kernelBinding.grid[1], kernelBinding.grid[2]},
-        {kernel.block[0], kernel.block[1], kernel.block[2]},
-        kernel.dynamicSharedMemory,
-        stream,
-        args.data()};
-    if (Status s = driver->launch(kernel, functions[l], config))
-      result = Status(s.code(),
-                      where() + s.message() +
-                          (l == 0 ? std::string()
-                                  : " (launches 0.." + std::to_string(l - 1) +
-                                        " were enqueued before it)"));
+    if (side) {
+      for (size_t d : launch.after)
+        if (entry.launches[d].stream != launch.stream && events[d])
+          if (Status s = driver->waitEvent(target, events[d])) {
+            result = s.prefix(where());
+            break;
+          }
+      if (!result.isOk())
+        break;
+    }
+    if (!kernelBinding.emptyGrid()) {
+      packArguments(kernel, kernelTensors.data(), kernelBinding, storage,
+                    args);
+      LaunchConfig config{{kernelBinding.grid[0], kernelBinding.grid[1],
+                           kernelBinding.grid[2]},
+                          {kernel.block[0], kernel.block[1], kernel.block[2]},
+                          kernel.dynamicSharedMemory,
+                          target,
+                          args.data()};
+      if (Status s = driver->launch(kernel, functions[l], config)) {
+        result = Status(s.code(),
+                        where() + s.message() +
+                            (l == 0 ? std::string()
+                                    : " (launches 0.." +
+                                          std::to_string(l - 1) +
+                                          " were enqueued before it)"));
+        break;
+      }
+    }
+    // (Recorded also after an empty grid: a launch that waits for this
+    // one then waits for what came before it on its stream.)
+    if (side && launch.recordEvent) {
+      if (Status s = eventAt(l)) {
+        result = s;
+        break;
+      }
+      if (Status s = driver->recordEvent(events[l], target))
+        result = s.prefix(where());
+    }
+  }
+  // The caller's stream joins the side stream (also after a failure: the
+  // workspace is freed on the caller's stream after the side's launches).
+  if (side) {
+    Status join = eventAt(startEvent);
+    if (join.isOk() && (join = driver->recordEvent(events[startEvent], side)))
+      join = join.prefix(entryLabel() + ": ");
+    if (join.isOk() && (join = driver->waitEvent(stream, events[startEvent])))
+      join = join.prefix(entryLabel() + ": ");
+    if (result.isOk())
+      result = join;
+    for (void *&e : events)
+      if (e) {
+        driver->destroyEvent(e);
+        e = nullptr;
+      }
   }
   // Stream-ordered: the memory is reused only after the launches above.
   if (allocation)

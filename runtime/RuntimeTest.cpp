@@ -1875,7 +1875,7 @@ TEST(Entries, ErrorsNameTheField) {
       {"{\"kernel\": \"kda_small\", \"args\": [\"x\"]}",
        "{\"kernel\": \"kda_small\", \"args\": [\"x\"], \"grid\": [1, 1, 1]}",
        "entries[1].launches[0].grid: unknown field (expected one of: kernel, "
-       "args, symbols)"},
+       "args, symbols, stream, after)"},
       {"\"name\": \"kda_small_twice\",",
        "\"name\": \"kda_small_twice\", \"stream\": 0,",
        "entries[1].stream: unknown field (expected one of: name, params, "
@@ -2964,6 +2964,78 @@ TEST_F(FakePieces, LaunchesPiecesOnTwoStreams) {
   kda_pieces_free(nullptr);
   EXPECT_EQ(liveEvents(), 0);
   std::free(ws);
+}
+
+// An entry whose launches name a stream and the launches they follow (a
+// layer's entry: the state pass beside the window, kda-gpu-layer-entry): the
+// side stream starts after the allocation, waits for the caller's launch it
+// follows, the caller waits for the side's, and joins it before the free.
+std::string twoStreamsManifest() {
+  return replaced(
+      piecesManifest(),
+      "{\"kernel\": \"kda_p_state\",\n         \"args\": [\"q\", "
+      "\"initial_state\", \"ws0\", \"o\", \"final_state\"]}",
+      "{\"kernel\": \"kda_p_state\", \"stream\": 1, \"after\": [0],\n   "
+      "      \"args\": [\"q\", \"initial_state\", \"ws0\", \"o\", "
+      "\"final_state\"]},\n        {\"kernel\": \"kda_p_intra\", \"after\": "
+      "[1], \"args\": [\"q\", \"initial_state\", \"ws0\"]}");
+}
+
+TEST(Entries, TwoStreams) {
+  std::string m = twoStreamsManifest();
+  Manifest parsed;
+  Status st = parseManifest(m, "m", parsed);
+  ASSERT_TRUE(st.isOk()) << st.message();
+  const Entry &e = *parsed.findEntry("kda_p");
+  ASSERT_EQ(e.launches.size(), 3u);
+  EXPECT_TRUE(e.sideStream);
+  EXPECT_EQ(e.launches[1].stream, 1);
+  EXPECT_EQ(e.launches[1].after, (std::vector<size_t>{0}));
+  EXPECT_TRUE(e.launches[0].recordEvent); // the side's launch follows it
+  EXPECT_TRUE(e.launches[1].recordEvent); // the caller's last follows it
+  EXPECT_FALSE(e.launches[2].recordEvent);
+  struct Case {
+    std::string from, to, expected;
+  } cases[] = {
+      {"\"stream\": 1,", "\"stream\": 2,",
+       "entries[0].launches[1].stream: expected 0 (the caller's stream) or 1 "
+       "(the side stream)"},
+      {"\"after\": [0],", "\"after\": [1],",
+       "entries[0].launches[1].after[0]: expected the index of an earlier "
+       "launch (0 to 0)"},
+      {"\"after\": [0],", "\"after\": 0,",
+       "entries[0].launches[1].after: expected an array"},
+  };
+  for (const Case &c : cases) {
+    st = parseManifest(replaced(m, c.from, c.to), "m", parsed);
+    EXPECT_NE(st.message().find(c.expected), std::string::npos)
+        << c.to << "\nmessage:  " << st.message();
+  }
+}
+
+TEST_F(FakePieces, EntryOnTwoStreams) {
+  BundleDir two(twoStreamsManifest());
+  kda_bundle *b2 = nullptr;
+  ASSERT_EQ(load(two, &b2), KDA_OK) << kda_last_error();
+  std::vector<kda_tensor> v = views();
+  ASSERT_EQ(kda_launch(b2, "kda_p", v.data(), 4, kStream), KDA_OK)
+      << kda_last_error();
+  // ws0 of 40 tokens: 2560 bytes. The side stream waits for the allocation
+  // (e1) and the intra launch (e2); the caller waits for the state launch
+  // (e3) before its own last launch, and joins the side (e1 again) before
+  // the free. Every event is destroyed.
+  EXPECT_STREQ(state().events,
+               "alloc:2560 stream:s1/-5 record:e1@caller wait:s1@e1 "
+               "launch:intra_entry record:e2@caller wait:s1@e2 "
+               "launch:state_entry record:e3@s1 wait:caller@e3 "
+               "launch:intra_entry record:e1@s1 wait:caller@e1 free");
+  EXPECT_EQ(liveEvents(), 0);
+  ASSERT_EQ(state().historyCount, 3);
+  EXPECT_EQ(state().history[0].stream, kStream);
+  EXPECT_NE(state().history[1].stream, kStream);
+  EXPECT_EQ(state().history[2].stream, kStream);
+  // KDA_ENTRY_STREAMS=0 is read once per process: not tested here.
+  kda_bundle_free(b2);
 }
 
 TEST_F(FakePieces, Errors) {

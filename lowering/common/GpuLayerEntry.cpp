@@ -43,6 +43,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Pass/Pass.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
 
@@ -113,6 +114,89 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
     if (entries.size() != before)
       module->setAttr("kda.entries",
                       ArrayAttr::get(&getContext(), entries));
+  }
+
+  /// Each launch's dependencies (`after`: the earlier launches that write
+  /// what it reads or writes, or read what it writes; a kernel writes its
+  /// last arguments, one per result of its function) and stream. Where a
+  /// called entry's launches after its first (the gated delta's state pass)
+  /// are independent of another call's (the window), they go to the side
+  /// stream (`stream` 1): the runtime runs them beside that work, at the
+  /// device's greatest priority, so that the latency-bound state pass and
+  /// the compute-bound window share the chip (docs/pipelining.md).
+  template <typename PendingT>
+  LogicalResult schedule(func::FuncOp f, ArrayRef<func::CallOp> calls,
+                         ArrayRef<PendingT> pending,
+                         SmallVectorImpl<Attribute> &launches, Builder &b) {
+    ModuleOp module = f->getParentOfType<ModuleOp>();
+    const size_t n = pending.size();
+    SmallVector<llvm::StringSet<>> reads(n), writes(n);
+    for (auto [l, p] : llvm::enumerate(pending)) {
+      // (A kernel the module does not hold: every argument may be written.)
+      auto fn = module.lookupSymbol<func::FuncOp>(p.kernel);
+      size_t written = fn ? fn.getNumResults() : p.args.size();
+      for (auto [a, arg] : llvm::enumerate(p.args)) {
+        StringRef name = cast<StringAttr>(arg).getValue();
+        if (a + written >= p.args.size())
+          writes[l].insert(name);
+        else
+          reads[l].insert(name);
+      }
+    }
+    auto meets = [](const llvm::StringSet<> &x, const llvm::StringSet<> &y) {
+      for (const auto &e : x)
+        if (y.contains(e.getKey()))
+          return true;
+      return false;
+    };
+    SmallVector<SmallVector<size_t>> after(n);
+    for (size_t j = 0; j < n; ++j)
+      for (size_t i = 0; i < j; ++i)
+        if (meets(writes[i], reads[j]) || meets(writes[i], writes[j]) ||
+            meets(reads[i], writes[j]))
+          after[j].push_back(i);
+    // Which launches depend on which, transitively.
+    SmallVector<llvm::SmallBitVector> reach(n, llvm::SmallBitVector(n));
+    for (size_t j = 0; j < n; ++j)
+      for (size_t i : after[j]) {
+        reach[j].set(i);
+        reach[j] |= reach[i];
+      }
+    SmallVector<int> stream(n, 0);
+    if (overlap)
+      for (size_t ci = 0; ci < calls.size(); ++ci) {
+        SmallVector<size_t> tail, others;
+        for (size_t l = 0; l < n; ++l) {
+          if (pending[l].call == ci && pending[l].inCall > 0)
+            tail.push_back(l);
+          else if (pending[l].call != ci)
+            others.push_back(l);
+        }
+        bool independent = llvm::any_of(others, [&](size_t o) {
+          return llvm::all_of(tail, [&](size_t t) {
+            return !reach[t].test(o) && !reach[o].test(t);
+          });
+        });
+        if (tail.empty() || !independent)
+          continue;
+        for (size_t t : tail)
+          stream[t] = 1;
+        break; // one side stream
+      }
+    const bool twoStreams = llvm::is_contained(stream, 1);
+    for (auto [l, p] : llvm::enumerate(pending)) {
+      SmallVector<NamedAttribute> fields(p.fields);
+      if (twoStreams) {
+        SmallVector<Attribute> deps;
+        for (size_t i : after[l])
+          deps.push_back(b.getI64IntegerAttr(i));
+        fields.push_back(b.getNamedAttr("after", b.getArrayAttr(deps)));
+        if (stream[l])
+          fields.push_back(b.getNamedAttr("stream", b.getI64IntegerAttr(1)));
+      }
+      launches.push_back(b.getDictionaryAttr(fields));
+    }
+    return success();
   }
 
   /// The entry for `f`, or failure with `why` (empty: not a layer at all,
@@ -414,6 +498,13 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
            b.getNamedAttr("shape", *shape),
            b.getNamedAttr("dtype", dtypeOf(i))}));
     }
+    struct Pending {
+      SmallVector<NamedAttribute> fields;
+      StringAttr kernel;
+      SmallVector<Attribute> args;
+      size_t call, inCall;
+    };
+    SmallVector<Pending> pending;
     for (size_t ci = 0; ci < calls.size(); ++ci) {
       func::CallOp call = calls[ci];
       const Callee &c = callees[ci];
@@ -424,6 +515,7 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
       SmallVector<NamedAttribute> symbolMap;
       for (auto &[from, to] : renames[ci])
         symbolMap.push_back(b.getNamedAttr(from, b.getStringAttr(to)));
+      size_t inCall = 0;
       auto launch = [&](Attribute kernel, ArrayRef<Attribute> names) {
         SmallVector<NamedAttribute> fields = {
             b.getNamedAttr("kernel", kernel),
@@ -431,7 +523,8 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
         if (!symbolMap.empty())
           fields.push_back(
               b.getNamedAttr("symbols", b.getDictionaryAttr(symbolMap)));
-        launches.push_back(b.getDictionaryAttr(fields));
+        pending.push_back({std::move(fields), cast<StringAttr>(kernel),
+                           SmallVector<Attribute>(names), ci, inCall++});
       };
       if (!c.entry) {
         SmallVector<Attribute> names;
@@ -480,6 +573,8 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
         launch(cast<DictionaryAttr>(a).get("kernel"), names);
       }
     }
+    if (failed(schedule(f, calls, ArrayRef<Pending>(pending), launches, b)))
+      return failure();
     // The runtime binds an entry's symbols from its parameters only.
     llvm::StringSet<> bound;
     for (Attribute p : params)

@@ -7,12 +7,16 @@
 // workspaces renamed (c0_o, c0_ws0), y named by its kda.name (only @mix,
 // whose parameter is in1, reads it), and @mix's own dimension names (A, B)
 // mapped to the layer's (N, T) on its launch. Functions it cannot describe
-// keep their kernels and say why.
+// keep their kernels and say why. Where a called entry's later launches
+// (the state pass) are independent of another call's, they run on the side
+// stream ("stream" 1, "after": what each launch follows). An argument whose
+// first kernel parameter name is taken is named after its position (arg1).
 
 // CHECK: remark: kda-gpu-layer-entry: @writes_an_argument gets no bundle entry of its own: call 0 (@k1) writes into a tensor that is not fresh (parameter w)
 // CHECK: remark: kda-gpu-layer-entry: @host_math gets no bundle entry of its own: it computes more than kernel calls (arith.addf)
 // CHECK: kda.entries = [{launches = [{args = ["x", "ws0"], kernel = "k1"}, {args = ["ws0", "o"], kernel = "k2"}], name = "ent"
-// CHECK-SAME: {launches = [{args = ["x", "c0_ws0"], kernel = "k1"}, {args = ["c0_ws0", "c0_o"], kernel = "k2"}, {args = ["c0_o", "y", "o"], kernel = "mix", symbols = {A = "N", B = "T"}}], name = "layer", params = [{dtype = "f32", name = "x", shape = ["N", "T"]}, {dtype = "f32", name = "y", shape = ["N", "T"]}, {dtype = "f32", name = "o", shape = ["N", "T"]}], workspaces = [{dtype = "f32", name = "c0_o", shape = ["N", "T"]}, {dtype = "f32", name = "c0_ws0", shape = ["N", "T"]}]}]
+// CHECK-SAME: {launches = [{args = ["x", "c0_ws0"], kernel = "k1"}, {args = ["c0_ws0", "c0_o"], kernel = "k2"}, {args = ["c0_o", "y", "o"], kernel = "mix", symbols = {A = "N", B = "T"}}], name = "layer", params = [{dtype = "f32", name = "x", shape = ["N", "T"]}, {dtype = "f32", name = "y", shape = ["N", "T"]}, {dtype = "f32", name = "o", shape = ["N", "T"]}], workspaces = [{dtype = "f32", name = "c0_o", shape = ["N", "T"]}, {dtype = "f32", name = "c0_ws0", shape = ["N", "T"]}]},
+// CHECK-SAME: {launches = [{after = [], args = ["x", "c0_ws0"], kernel = "k1"}, {after = [0], args = ["c0_ws0", "c0_o"], kernel = "k2", stream = 1 : i64}, {after = [], args = ["arg1", "c1_w"], kernel = "k1"}, {after = [1, 2], args = ["c0_o", "c1_w", "o"], kernel = "mix", symbols = {A = "N", B = "T"}}], name = "two_branches"
 // CHECK-NOT: name = "single"
 // CHECK-NOT: name = "writes_an_argument"
 
@@ -24,6 +28,10 @@ module attributes {kda.entries = [{name = "ent",
   func.func private @k1(%x: tensor<?x?xf32>, %w: tensor<?x?xf32>) -> tensor<?x?xf32>
       attributes {kda.kernel, kda.abi = [{name = "x", dims = ["N", "T"]}, {name = "w", dims = ["N", "T"]}]} {
     return %x : tensor<?x?xf32>
+  }
+  func.func private @k2(%w: tensor<?x?xf32>, %o: tensor<?x?xf32>) -> tensor<?x?xf32>
+      attributes {kda.kernel, kda.abi = [{name = "w", dims = ["N", "T"]}, {name = "o", dims = ["N", "T"]}]} {
+    return %w : tensor<?x?xf32>
   }
   func.func private @mix(%a: tensor<?x?xf32>, %b: tensor<?x?xf32>, %o: tensor<?x?xf32>) -> tensor<?x?xf32>
       attributes {kda.kernel, kda.abi = [{name = "in0", dims = ["A", "B"]}, {name = "in1", dims = ["A", "B"]},
@@ -39,6 +47,21 @@ module attributes {kda.entries = [{name = "ent",
     %e = tensor.empty(%n, %t) : tensor<?x?xf32>
     %lin = call @ent(%x, %e) : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
     %o = call @mix(%lin, %y, %e) : (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+    return %o : tensor<?x?xf32>
+  }
+
+  // Two branches: @ent's state launch (k2) is independent of the second
+  // branch (k1 on y), so it goes to the side stream; every launch names the
+  // launches it follows.
+  func.func @two_branches(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>) -> tensor<?x?xf32> {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %n = tensor.dim %x, %c0 : tensor<?x?xf32>
+    %t = tensor.dim %x, %c1 : tensor<?x?xf32>
+    %e = tensor.empty(%n, %t) : tensor<?x?xf32>
+    %lin = call @ent(%x, %e) : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+    %win = call @k1(%y, %e) : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+    %o = call @mix(%lin, %win, %e) : (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
     return %o : tensor<?x?xf32>
   }
 

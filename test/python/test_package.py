@@ -1034,10 +1034,17 @@ def part_layer(kda_compile, runtime, fake_driver, tmp):
     gd_ws = bundle.workspace_bytes("kda_gated_delta_kernel", {n: ts[n] for n in names if n != "z"})
     # The layer's: the gated delta's own workspaces and both branches' outputs.
     check(ws >= gd_ws + 2 * B * T * HV * K * 2, f"layer workspace {ws} bytes (gated delta alone {gd_ws})")
+    # The state pass on the side stream beside the window (kda-gpu-layer-entry's schedule): it
+    # follows the intra-chunk launch, the mix follows both branches.
+    launches = bundle.entries["kda_hybrid"]["launches"]
+    sched = [(l.get("stream", 0), l.get("after")) for l in launches]
+    check(sched == [(0, []), (1, [0]), (0, []), (0, [1, 2])], f"layer schedule {sched}")
     bundle.launch("kda_hybrid", ts, stream=0x5700)
     ev = fake.kda_fake_events().decode()
-    want = (f"alloc:{ws} launch:kda_gated_delta_kernel_intra launch:kda_gated_delta_kernel_state "
-            "launch:kda_window_attention_kernel launch:kda_elementwise_kernel free")
+    want = (f"alloc:{ws} stream:s1/-5 record:e1@caller wait:s1@e1 launch:kda_gated_delta_kernel_intra "
+            "record:e2@caller wait:s1@e2 launch:kda_gated_delta_kernel_state record:e3@s1 "
+            "launch:kda_window_attention_kernel wait:caller@e3 launch:kda_elementwise_kernel "
+            "record:e1@s1 wait:caller@e1 free")
     check(ev.endswith(want), f"events {ev!r}, expected to end with {want!r}")
     print(f"ok   layer launched in one call: {want}")
     bad = dict(ts, z=FakeTensor((B, T, H), bf))

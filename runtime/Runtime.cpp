@@ -454,13 +454,11 @@ std::string pointerText(const void *p) {
 }
 
 // KDA_ENTRY_STREAMS=0: entries with side-stream launches run on the caller's
-// stream alone (read once; a diagnostic of the two-stream schedule).
+// stream alone (read at every such call, so that one process can time both
+// schedules: a diagnostic of the two-stream schedule).
 bool entryStreams() {
-  static const bool on = [] {
-    const char *v = std::getenv("KDA_ENTRY_STREAMS");
-    return !(v && std::string(v) == "0");
-  }();
-  return on;
+  const char *v = std::getenv("KDA_ENTRY_STREAMS");
+  return !(v && v[0] == '0' && v[1] == 0);
 }
 
 // An entry: check the caller's tensors, lay out the workspaces, allocate them

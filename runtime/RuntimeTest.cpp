@@ -3034,7 +3034,16 @@ TEST_F(FakePieces, EntryOnTwoStreams) {
   EXPECT_EQ(state().history[0].stream, kStream);
   EXPECT_NE(state().history[1].stream, kStream);
   EXPECT_EQ(state().history[2].stream, kStream);
-  // KDA_ENTRY_STREAMS=0 is read once per process: not tested here.
+  // KDA_ENTRY_STREAMS=0: the caller's stream alone, in the manifest's order.
+  setenv("KDA_ENTRY_STREAMS", "0", 1);
+  ASSERT_EQ(kda_launch(b2, "kda_p", v.data(), 4, kStream), KDA_OK)
+      << kda_last_error();
+  unsetenv("KDA_ENTRY_STREAMS");
+  std::string events = state().events;
+  EXPECT_EQ(events.substr(events.rfind("alloc:")),
+            "alloc:2560 launch:intra_entry launch:state_entry "
+            "launch:intra_entry free");
+  EXPECT_EQ(state().history[4].stream, kStream);
   kda_bundle_free(b2);
 }
 

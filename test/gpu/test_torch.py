@@ -128,6 +128,11 @@ def configs():
     # Per-position windows through the op's window_sizes argument (opcheck).
     out.append(kops.window_attention_config(q, q, Meta((2, 100, H, 64), "bf16"), None,
                                             window_sizes=Meta((100,), "i32")))
+    # hybrid: the layer entry (gated per head, the Kimi prologue, W = 64).
+    out.append(kops.hybrid_attention_config(
+        Meta((1, 1000, H, K), "bf16"), Meta((1, 1000, H, K), "bf16"), Meta((1, 1000, HV, V), "bf16"),
+        Meta((1, 1000, HV, K), "bf16"), Meta((1, 1000, HV), "bf16"), Meta((1, 1000, HV), "bf16"), window=64,
+        A_log=Meta((HV,), "f32"), dt_bias=Meta((HV * K,), "f32"), **HYBRID_GATE))
     return out  # (kda.prebuild drops repeats)
 
 
@@ -329,6 +334,7 @@ def inputs(torch, B, T, seed, H=HEADS, K=HEAD_DIM, device="cuda"):
 
 GATE = dict(use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True,
             state_v_first=True)
+HYBRID_GATE = dict(use_qk_l2norm_in_kernel=True, use_gate_in_kernel=True, use_beta_sigmoid_in_kernel=True)
 
 
 def part_opcheck(torch, kda):
@@ -580,6 +586,63 @@ def part_pieces(torch, kda):
     if seen != [4, 3, 5]:
         problems.append(f"last_launch.pieces: expected [4, 3, 5] (5: the chunks of T=70), got {seen}")
     return problems, f"pieces {seen}, bit-exact against one piece (eager and as one graph), CUDA graph replayed"
+
+
+def part_hybrid(torch, kda):
+    """The hybrid layer's entry (kda.hybrid_attention): the state pass on the side stream beside the window
+    must give the one-stream schedule's output (KDA_ENTRY_STREAMS=0) bit for bit, eagerly and captured in a
+    CUDA graph replayed on new inputs (the side stream joins the caller's capture through the events)."""
+    problems = []
+    saved = os.environ.get("KDA_ENTRY_STREAMS")
+
+    def call(x):
+        return kda.hybrid_attention(x["q"], x["k"], x["v"], x["g"], x["beta"], x["z"], window=64,
+                                    A_log=x["A_log"], dt_bias=x["dt_bias"], **HYBRID_GATE)
+
+    def one_stream(fn):
+        os.environ["KDA_ENTRY_STREAMS"] = "0"
+        try:
+            return fn()
+        finally:
+            if saved is None:
+                os.environ.pop("KDA_ENTRY_STREAMS", None)
+            else:
+                os.environ["KDA_ENTRY_STREAMS"] = saved
+
+    def hybrid_inputs(seed):
+        x = inputs(torch, 1, 1000, seed)
+        x["z"] = torch.randn(1, 1000, HEADS, generator=torch.Generator(device="cuda").manual_seed(seed),
+                             device="cuda").bfloat16()
+        return x
+
+    with torch.no_grad():
+        for seed in (900, 901):
+            x = hybrid_inputs(seed)
+            ref = one_stream(lambda: call(x))
+            got = call(x)
+            torch.cuda.synchronize()
+            if not torch.equal(ref, got):
+                problems.append(f"seed {seed}: two streams differ from one (max |diff| "
+                                f"{(ref.float() - got.float()).abs().max().item()})")
+        kinds = [v.get("kernel") for v in (kda.ops.last_launch.strategy or {}).values()]
+        if kinds[:3] != ["intra", "state", "window"] or len(kinds) != 4:
+            problems.append(f"the layer's launches: {kinds}")
+        x = hybrid_inputs(902)
+        call(x)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            out = call(x)
+        fresh = hybrid_inputs(903)
+        for n in x:
+            x[n].copy_(fresh[n])
+        g.replay()
+        torch.cuda.synchronize()
+        ref = one_stream(lambda: call(x))
+        torch.cuda.synchronize()
+        if not torch.equal(ref, out):
+            problems.append("CUDA graph of the layer, replayed on new inputs: differs from an eager call")
+    return problems, "two streams bit-exact against one, CUDA graph replayed"
 
 
 def part_planned(torch, kda):
@@ -996,6 +1059,7 @@ def main():
           f"{kda.ops._traced is not None}", flush=True)
     parts = [("opcheck", part_opcheck), ("compile", part_compile), ("graph-decode", part_graph_decode),
              ("graph-prefill", part_graph_prefill), ("planned", part_planned), ("pieces", part_pieces),
+             ("hybrid", part_hybrid),
              ("compile-model", part_compile_model), ("cp", part_cp),
              ("grad", lambda torch, kda: part_grad(torch, kda, args.fla))]
     layer_parts = [("layer-state-dict", part_layer_state_dict), ("layer-varlen-decode", part_layer_varlen_decode),

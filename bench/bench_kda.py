@@ -1104,6 +1104,16 @@ def table(rows):
                      + (" (!)" if "problem" in r.get(f"{v}_check", {}) else "")
                      if v in r else "-" for v in variants]
             lines.append(f"| {r['case']} | " + " | ".join(cells) + " |")
+    hybrids = [r for r in rows if "ratio_fused_over_separate" in r]
+    if hybrids:
+        # Issue 23: the fused layer against the separate parts, each the faster of kda's and FLA's.
+        lines += ["", "| case | kda fused ms | separate ms (KDA part, window, mix) | fused / separate | "
+                      "kda's own parts ms |", "|---|---|---|---|---|"]
+        for r in hybrids:
+            p = r["separate_parts_ms"]
+            own = f"{r['kda_separate']['median_ms']:.3f}" if "kda_separate" in r else "-"
+            lines.append(f"| {r['case']} | {r['kda']['median_ms']:.3f} | {r['separate_ms']:.3f} ({p['kda']:.3f}, "
+                         f"{p['window']:.3f}, {p['mix']:.3f}) | {r['ratio_fused_over_separate']:.2f} | {own} |")
     return "\n".join(lines)
 
 

@@ -519,6 +519,26 @@ def _int_env(name: str, what: str, valid: Callable[[int], bool], expected: str) 
     return value
 
 
+# A hybrid layer's state pass runs on the side stream beside the window
+# (kda-gpu-layer-entry). KDA_HYBRID_V_BLOCK=64 asks for V blocks of 64 there,
+# four warps a program on multiprocessors of their own, as the pieces'
+# overlap measured best (docs/pipelining.md); kda.prebuild builds that tile
+# beside the policy's, so that one process can time both.
+HYBRID_V_BLOCKS = (16, 32, 64, 128)
+
+
+def hybrid_overlap_tile() -> Dict[str, int]:
+    return make_tile(16, 64, 128, state_stages=3)
+
+
+def hybrid_tile_override() -> Optional[Dict[str, int]]:
+    vb = _int_env("KDA_HYBRID_V_BLOCK", "a V block for a hybrid layer's state pass",
+                  lambda v: v in HYBRID_V_BLOCKS, f"one of {HYBRID_V_BLOCKS}")
+    if vb is None:
+        return None
+    return make_tile(16, vb, 128, state_stages=3 if vb in (32, 64) else 2)
+
+
 def _segments_override() -> Optional[int]:
     return _int_env("KDA_SEGMENTS", "a segment count (1: none)", lambda p: 1 <= p <= MAX_SEGMENTS,
                     f"1 to {MAX_SEGMENTS}")
@@ -654,7 +674,10 @@ def policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
     layer's are its gated delta part's (kda.ops.hybrid_attention asks the
     policy for that part)."""
     if cfg.get("op") == "hybrid":
-        return policy_tiles(cfg["gated_delta"], chip)
+        tiles = policy_tiles(cfg["gated_delta"], chip)
+        if tiles:
+            tiles.append(hybrid_overlap_tile())
+        return tiles
     if _grad_policy_applies(cfg, chip):
         return grad_policy_tiles(cfg, chip)
     cfg, chunk = steps_form(cfg, chip)

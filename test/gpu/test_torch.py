@@ -497,6 +497,19 @@ def part_graph_prefill(torch, kda):
     return problems, "2 replays, bit-exact"
 
 
+def with_env(name, value, fn):
+    """fn() with the environment variable `name` set to `value`, restored after."""
+    saved = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        return fn()
+    finally:
+        if saved is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = saved
+
+
 def part_pieces(torch, kda):
     """Pipelined pieces (kda.tune.shape_policy_pieces; KDA_PIECES=P sets the count): one dense sequence's
     intra-chunk kernel piece by piece on the caller's stream, the state kernel of each piece on a
@@ -505,21 +518,13 @@ def part_pieces(torch, kda):
     more pieces asked for than the sequence has chunks, and the call captured in a CUDA graph and
     replayed on new inputs."""
     problems, seen = [], []
-    saved = os.environ.get("KDA_PIECES")
 
     def call(x, h, ht):
         return kda.chunk_kda(x["q"], x["k"], x["v"], x["g"], x["beta"], A_log=x["A_log"], dt_bias=x["dt_bias"],
                              initial_state=h, output_final_state=ht, **GATE)
 
     def with_pieces(p, fn):
-        os.environ["KDA_PIECES"] = str(p)
-        try:
-            return fn()
-        finally:
-            if saved is None:
-                os.environ.pop("KDA_PIECES", None)
-            else:
-                os.environ["KDA_PIECES"] = saved
+        return with_env("KDA_PIECES", str(p), fn)
 
     def same(what, a, b):
         for name, x, y in (("o", a[0], b[0]), ("final state", a[1], b[1])):
@@ -593,21 +598,13 @@ def part_hybrid(torch, kda):
     must give the one-stream schedule's output (KDA_ENTRY_STREAMS=0) bit for bit, eagerly and captured in a
     CUDA graph replayed on new inputs (the side stream joins the caller's capture through the events)."""
     problems = []
-    saved = os.environ.get("KDA_ENTRY_STREAMS")
 
     def call(x):
         return kda.hybrid_attention(x["q"], x["k"], x["v"], x["g"], x["beta"], x["z"], window=64,
                                     A_log=x["A_log"], dt_bias=x["dt_bias"], **HYBRID_GATE)
 
     def one_stream(fn):
-        os.environ["KDA_ENTRY_STREAMS"] = "0"
-        try:
-            return fn()
-        finally:
-            if saved is None:
-                os.environ.pop("KDA_ENTRY_STREAMS", None)
-            else:
-                os.environ["KDA_ENTRY_STREAMS"] = saved
+        return with_env("KDA_ENTRY_STREAMS", "0", fn)
 
     def hybrid_inputs(seed):
         x = inputs(torch, 1, 1000, seed)

@@ -1862,18 +1862,26 @@ def hybrid_attention(q, k, v, g, beta, z=None, *, window: int, mix: str | None =
     Returns:
         o ``[B, T, HV, V]`` in v's dtype.
     """
-    cfg = hybrid_attention_config(q, k, v, g, beta, z, window=window, mix=mix, scale=scale,
-                                  window_scale=window_scale, A_log=A_log, dt_bias=dt_bias,
-                                  cu_seqlens=cu_seqlens, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
-                                  use_gate_in_kernel=use_gate_in_kernel,
-                                  use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
-                                  allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound,
-                                  chunk_size=chunk_size)
     import torch
     _check_no_grad(q, k, v, g, beta, z, A_log, dt_bias)
+    # A call of a shape, dtypes, device and options seen before takes the plan of the first: its
+    # configuration (checked then), bundle, tile and workspace size.
+    key = (tuple(None if t is None else (tuple(t.shape), t.dtype, t.device)
+                 for t in (q, k, v, g, beta, z, A_log, dt_bias, cu_seqlens)),
+           window, mix, scale, window_scale, use_qk_l2norm_in_kernel, use_gate_in_kernel,
+           use_beta_sigmoid_in_kernel, allow_neg_eigval, lower_bound, chunk_size, _plan_env(),
+           os.environ.get("KDA_HYBRID_V_BLOCK"))
+    plan = _hybrid_plans.get(key)
+    if plan is None:
+        cfg = hybrid_attention_config(q, k, v, g, beta, z, window=window, mix=mix, scale=scale,
+                                      window_scale=window_scale, A_log=A_log, dt_bias=dt_bias,
+                                      cu_seqlens=cu_seqlens, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                                      use_gate_in_kernel=use_gate_in_kernel,
+                                      use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+                                      allow_neg_eigval=allow_neg_eigval, lower_bound=lower_bound,
+                                      chunk_size=chunk_size)
     if q.device.type != "cuda":
         raise ValueError(f"kda: inputs must be CUDA tensors, q is on {q.device}")
-    chip = chip_for_device(q.device)
     B, T, H, K = q.shape
     HV, V = v.shape[2], v.shape[3]
     if cu_seqlens is not None and cu_seqlens.device != q.device:
@@ -1884,13 +1892,33 @@ def hybrid_attention(q, k, v, g, beta, z=None, *, window: int, mix: str | None =
              "dt_bias": dt_bias.reshape(HV, K).contiguous() if dt_bias is not None else None}
     o = _alloc((B, T, HV, V), v.dtype, q.device)
     named["o"] = o
-    # The gated delta part's tiles as chunk_kda would choose them for this
-    # shape (the shape policy: V blocks by how many programs fill the chip).
-    N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
-    T_seq = T if cu_seqlens is None else max(1, (B * T) // max(1, N))
-    # (KDA_HYBRID_V_BLOCK: another V block for the state pass beside the window, to measure.)
-    tile = _tune.hybrid_tile_override() or _tune.shape_policy_tile(
-        cfg["gated_delta"], chip, N, HV, _multiprocessors(q.device), T=T_seq)
+    if plan is None:
+        chip = chip_for_device(q.device)
+        # The gated delta part's tiles as chunk_kda would choose them for this
+        # shape (the shape policy: V blocks by how many programs fill the chip).
+        N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
+        T_seq = T if cu_seqlens is None else max(1, (B * T) // max(1, N))
+        # (KDA_HYBRID_V_BLOCK: another V block for the state pass beside the window, to measure.)
+        tile = _tune.hybrid_tile_override() or _tune.shape_policy_tile(
+            cfg["gated_delta"], chip, N, HV, _multiprocessors(q.device), T=T_seq)
+        with torch.cuda.device(q.device):
+            _launch(cfg, chip, named, tile)
+        bundle, kernel, used_tile = _bundle_for(cfg, chip, tile)
+        tensors = [named[p["name"]] for p in bundle.tensor_params(kernel)]
+        _hybrid_plans[key] = (bundle, kernel, tile, used_tile, [p["name"] for p in bundle.tensor_params(kernel)],
+                              bundle.workspace_bytes(kernel, tensors))
+        return o
+    bundle, kernel, tile, used_tile, names, nbytes = plan
+    _record_launch(bundle, kernel, tile, used_tile)
+    tensors = [named[n] for n in names]
     with torch.cuda.device(q.device):
-        _launch(cfg, chip, named, tile)
+        if nbytes:
+            bundle.launch(kernel, tensors, workspace=torch.empty(nbytes, dtype=torch.uint8, device=q.device))
+        else:
+            bundle.launch(kernel, tensors)
     return o
+
+
+# hybrid_attention's plans: the call's shapes, dtypes, devices and options -> (bundle, entry, tile, the tile
+# its bundle has, the entry's parameter names, workspace bytes).
+_hybrid_plans: Dict[Any, Any] = {}

@@ -520,9 +520,27 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
         SmallVector<NamedAttribute> fields = {
             b.getNamedAttr("kernel", kernel),
             b.getNamedAttr("args", b.getArrayAttr(names))};
-        if (!symbolMap.empty())
-          fields.push_back(
-              b.getNamedAttr("symbols", b.getDictionaryAttr(symbolMap)));
+        // Only the symbols this kernel's tensors have (the runtime refuses
+        // a map key that is not one of them): an entry's map is its
+        // parameters', and one of its kernels may see fewer.
+        SmallVector<NamedAttribute> map;
+        auto fn = f->getParentOfType<ModuleOp>().lookupSymbol<func::FuncOp>(
+            cast<StringAttr>(kernel));
+        auto abi = fn ? fn->getAttrOfType<ArrayAttr>("kda.abi") : nullptr;
+        for (const NamedAttribute &m : symbolMap) {
+          bool has = !abi; // (no description: keep the map whole)
+          if (abi)
+            for (Attribute a : abi)
+              for (Attribute dim :
+                   cast<ArrayAttr>(cast<DictionaryAttr>(a).get("dims")))
+                if (auto sym = dyn_cast<StringAttr>(dim))
+                  has = has || kda::manifestSymbol(sym.getValue()) ==
+                                   m.getName().getValue();
+          if (has)
+            map.push_back(m);
+        }
+        if (!map.empty())
+          fields.push_back(b.getNamedAttr("symbols", b.getDictionaryAttr(map)));
         pending.push_back({std::move(fields), cast<StringAttr>(kernel),
                            SmallVector<Attribute>(names), ci, inCall++});
       };

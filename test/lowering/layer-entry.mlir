@@ -18,6 +18,7 @@
 // CHECK-SAME: {launches = [{args = ["x", "c0_ws0"], kernel = "k1"}, {args = ["c0_ws0", "c0_o"], kernel = "k2"}, {args = ["c0_o", "y", "o"], kernel = "mix", symbols = {A = "N", B = "T"}}], name = "layer", params = [{dtype = "f32", name = "x", shape = ["N", "T"]}, {dtype = "f32", name = "y", shape = ["N", "T"]}, {dtype = "f32", name = "o", shape = ["N", "T"]}], workspaces = [{dtype = "f32", name = "c0_o", shape = ["N", "T"]}, {dtype = "f32", name = "c0_ws0", shape = ["N", "T"]}]},
 // CHECK-SAME: {launches = [{after = [], args = ["x", "c0_ws0"], kernel = "k1"}, {after = [0], args = ["c0_ws0", "c0_o"], kernel = "k2", stream = 1 : i64}, {after = [], args = ["arg1", "c1_w"], kernel = "k1"}, {after = [1, 2], args = ["c0_o", "c1_w", "o"], kernel = "mix", symbols = {A = "N", B = "T"}}], name = "two_branches"
 // CHECK-SAME: {launches = [{args = ["x", "o0"], kernel = "k1"}, {args = ["o0", "o1"], kernel = "k1"}], name = "twice", params = [{dtype = "f32", name = "x", shape = ["N", "T"]}, {dtype = "f32", name = "o0", shape = ["N", "T"]}, {dtype = "f32", name = "o1", shape = ["N", "T"]}], workspaces = []}
+// CHECK-SAME: {launches = [{args = ["in0", "in1", "c0_out"], kernel = "mix"}, {args = ["c0_out", "c1_ws0"], kernel = "k1", symbols = {N = "A", T = "B"}}, {args = ["c1_ws0", "o"], kernel = "k2", symbols = {N = "A", T = "B"}}], name = "mix_first", params = [{dtype = "f32", name = "in0", shape = ["A", "B"]}, {dtype = "f32", name = "in1", shape = ["A", "B"]}, {dtype = "f32", name = "o", shape = ["A", "B"]}], workspaces = [{dtype = "f32", name = "c0_out", shape = ["A", "B"]}, {dtype = "f32", name = "c1_ws0", shape = ["A", "B"]}]}
 // CHECK-NOT: name = "single"
 // CHECK-NOT: name = "writes_an_argument"
 
@@ -77,6 +78,19 @@ module attributes {kda.entries = [{name = "ent",
     %a = call @k1(%x, %e) : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
     %b = call @k1(%a, %e) : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
     return %a, %b : tensor<?x?xf32>, tensor<?x?xf32>
+  }
+
+  // The mix first: the layer's dimensions are its A and B, so @ent's
+  // launches map N and T to them and its workspace is [A, B].
+  func.func @mix_first(%x: tensor<?x?xf32>, %y: tensor<?x?xf32>) -> tensor<?x?xf32> {
+    %c0 = arith.constant 0 : index
+    %c1 = arith.constant 1 : index
+    %n = tensor.dim %x, %c0 : tensor<?x?xf32>
+    %t = tensor.dim %x, %c1 : tensor<?x?xf32>
+    %e = tensor.empty(%n, %t) : tensor<?x?xf32>
+    %m = call @mix(%x, %y, %e) : (tensor<?x?xf32>, tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+    %o = call @ent(%m, %e) : (tensor<?x?xf32>, tensor<?x?xf32>) -> tensor<?x?xf32>
+    return %o : tensor<?x?xf32>
   }
 
   // One call: nothing to record (the callee is its own entry or kernel).

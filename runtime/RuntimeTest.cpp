@@ -3035,10 +3035,11 @@ TEST_F(FakePieces, EntryOnTwoStreams) {
   EXPECT_NE(state().history[1].stream, kStream);
   EXPECT_EQ(state().history[2].stream, kStream);
   // KDA_ENTRY_STREAMS=0: the caller's stream alone, in the manifest's order.
-  setenv("KDA_ENTRY_STREAMS", "0", 1);
-  ASSERT_EQ(kda_launch(b2, "kda_p", v.data(), 4, kStream), KDA_OK)
-      << kda_last_error();
-  unsetenv("KDA_ENTRY_STREAMS");
+  {
+    ScopedEnv oneStream("KDA_ENTRY_STREAMS", "0");
+    ASSERT_EQ(kda_launch(b2, "kda_p", v.data(), 4, kStream), KDA_OK)
+        << kda_last_error();
+  }
   std::string events = state().events;
   EXPECT_EQ(events.substr(events.rfind("alloc:")),
             "alloc:2560 launch:intra_entry launch:state_entry "

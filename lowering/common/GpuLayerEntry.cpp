@@ -66,6 +66,16 @@ struct Callee {
   DictionaryAttr entry; // null for a kernel
 };
 
+/// One launch of the layer before its schedule: the manifest fields so far,
+/// the kernel, its arguments (buffer names), the call it comes from and its
+/// index among that call's launches.
+struct Pending {
+  SmallVector<NamedAttribute> fields;
+  StringAttr kernel;
+  SmallVector<Attribute> args;
+  size_t call, inCall;
+};
+
 /// Classes of equal dimensions, keyed by strings (union-find).
 struct Classes {
   llvm::StringMap<std::string> parent;
@@ -124,10 +134,9 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
   /// stream (`stream` 1): the runtime runs them beside that work, at the
   /// device's greatest priority, so that the latency-bound state pass and
   /// the compute-bound window share the chip (docs/pipelining.md).
-  template <typename PendingT>
-  LogicalResult schedule(func::FuncOp f, ArrayRef<func::CallOp> calls,
-                         ArrayRef<PendingT> pending,
-                         SmallVectorImpl<Attribute> &launches, Builder &b) {
+  void schedule(func::FuncOp f, ArrayRef<func::CallOp> calls,
+                ArrayRef<Pending> pending, SmallVectorImpl<Attribute> &launches,
+                Builder &b) {
     ModuleOp module = f->getParentOfType<ModuleOp>();
     const size_t n = pending.size();
     SmallVector<llvm::StringSet<>> reads(n), writes(n);
@@ -196,7 +205,6 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
       }
       launches.push_back(b.getDictionaryAttr(fields));
     }
-    return success();
   }
 
   /// The entry for `f`, or failure with `why` (empty: not a layer at all,
@@ -498,12 +506,6 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
            b.getNamedAttr("shape", *shape),
            b.getNamedAttr("dtype", dtypeOf(i))}));
     }
-    struct Pending {
-      SmallVector<NamedAttribute> fields;
-      StringAttr kernel;
-      SmallVector<Attribute> args;
-      size_t call, inCall;
-    };
     SmallVector<Pending> pending;
     for (size_t ci = 0; ci < calls.size(); ++ci) {
       func::CallOp call = calls[ci];
@@ -591,8 +593,7 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
         launch(cast<DictionaryAttr>(a).get("kernel"), names);
       }
     }
-    if (failed(schedule(f, calls, ArrayRef<Pending>(pending), launches, b)))
-      return failure();
+    schedule(f, calls, pending, launches, b);
     // The runtime binds an entry's symbols from its parameters only.
     llvm::StringSet<> bound;
     for (Attribute p : params)

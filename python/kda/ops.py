@@ -1901,13 +1901,10 @@ def hybrid_attention(q, k, v, g, beta, z=None, *, window: int, mix: str | None =
         # (KDA_HYBRID_V_BLOCK: another V block for the state pass beside the window, to measure.)
         tile = _tune.hybrid_tile_override() or _tune.shape_policy_tile(
             cfg["gated_delta"], chip, N, HV, _multiprocessors(q.device), T=T_seq)
-        with torch.cuda.device(q.device):
-            _launch(cfg, chip, named, tile)
         bundle, kernel, used_tile = _bundle_for(cfg, chip, tile)
-        tensors = [named[p["name"]] for p in bundle.tensor_params(kernel)]
-        _hybrid_plans[key] = (bundle, kernel, tile, used_tile, [p["name"] for p in bundle.tensor_params(kernel)],
-                              bundle.workspace_bytes(kernel, tensors))
-        return o
+        names = [p["name"] for p in bundle.tensor_params(kernel)]
+        plan = _hybrid_plans[key] = (bundle, kernel, tile, used_tile, names,
+                                     bundle.workspace_bytes(kernel, [named[n] for n in names]))
     bundle, kernel, tile, used_tile, names, nbytes = plan
     _record_launch(bundle, kernel, tile, used_tile)
     tensors = [named[n] for n in names]

@@ -497,6 +497,35 @@ FailureOr<Attribute> gridExtent(Value extent, ArrayAttr abi, Builder &b) {
 }
 
 
+/// The programs a grid dimension of step c launches: ceil(extent / c) where
+/// the loop starts at 0 (a tile of several heads a program), so that no
+/// program is launched only to fail its guard. A form whose division the
+/// manifest cannot write (a plus, a product) keeps the full extent: the
+/// guard `lb + id * step < ub` still skips the extra programs.
+Attribute stepped(Attribute e, scf::ForallOp forall, unsigned d, Builder &b) {
+  std::optional<int64_t> step =
+      getConstantIntValue(forall.getMixedStep()[d]);
+  std::optional<int64_t> lb =
+      getConstantIntValue(forall.getMixedLowerBound()[d]);
+  if (!step || *step <= 1 || !lb || *lb != 0)
+    return e;
+  if (auto n = dyn_cast<IntegerAttr>(e))
+    return b.getI64IntegerAttr(llvm::divideCeil(n.getInt(), *step));
+  if (auto s = dyn_cast<StringAttr>(e))
+    return b.getDictionaryAttr(
+        {b.getNamedAttr("symbol", s),
+         b.getNamedAttr("ceil_div", b.getI64IntegerAttr(*step))});
+  auto dict = dyn_cast<DictionaryAttr>(e);
+  auto div = dict ? dict.getAs<IntegerAttr>("ceil_div") : nullptr;
+  // ceil(ceil(n / a) / c) = ceil(n / (a c)) for positive a, c.
+  if (!div || dict.size() != 2 || !dict.get("symbol"))
+    return e;
+  return b.getDictionaryAttr(
+      {b.getNamedAttr("symbol", dict.get("symbol")),
+       b.getNamedAttr("ceil_div",
+                      b.getI64IntegerAttr(div.getInt() * *step))});
+}
+
 struct MapKernelsPass : kda::impl::KdaGpuMapKernelsBase<MapKernelsPass> {
   using Base::Base;
   MapKernelsPass() = default;
@@ -577,7 +606,7 @@ struct MapKernelsPass : kda::impl::KdaGpuMapKernelsBase<MapKernelsPass> {
                                 "a dimension of an argument");
       if (auto s = dyn_cast<StringAttr>(*e))
         e = builder.getStringAttr(symbolName(s.getValue()));
-      grid.push_back(*e);
+      grid.push_back(stepped(*e, forall, grid.size(), builder));
     }
     // A dimension that grows with the tokens (T or ceil(T / c): chunks,
     // query blocks) is launched on x, which holds 2^31 - 1 blocks; y and z

@@ -25,6 +25,7 @@
 #include "lowering/Strategy.h"
 #include "lowering/lanes/LaneTiles.h"
 
+#include "dialect/KdaDialect.h"
 #include "passes/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -229,6 +230,12 @@ Decision decide(func::FuncOp f, const kda::StrategyOptions &o) {
 struct SelectStrategyPass : kda::impl::KdaGpuSelectStrategyBase<SelectStrategyPass> {
   using Base::Base;
   SelectStrategyPass() = default;
+  // kda.strategy is an attribute of the kda dialect, which a module of
+  // elementwise work alone (no kda op) has not loaded: creating the
+  // attribute without it crashed.
+  void getDependentDialects(DialectRegistry &registry) const override {
+    registry.insert<kda::KdaDialect>();
+  }
   explicit SelectStrategyPass(const kda::StrategyOptions &o) {
     nvidia = o.nvidia;
     tensorCores = o.tensorCores;

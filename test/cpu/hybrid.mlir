@@ -4,6 +4,7 @@
 // RUN: kda-run %s --function=sum_linear_window --chunk=32 --check | FileCheck %s
 // RUN: kda-run %s --function=gated_head --chunk=16 --check | FileCheck %s
 // RUN: kda-run %s --function=gated_channel_bf16 --chunk=64 --check | FileCheck %s
+// RUN: kda-run %s --function=gated_twelve_heads --chunk=16 --check | FileCheck %s
 // RUN: kda-run %s --function=multi_scale_decays --chunk=32 --check | FileCheck %s
 // RUN: kda-run %s --function=multi_scale_gated --chunk=16 --check | FileCheck %s
 // RUN: kda-run %s --function=gate_then_recurrence --chunk=32 --check | FileCheck %s
@@ -30,6 +31,15 @@ func.func @gated_channel_bf16(%q: tensor<2x64x2x32xbf16>, %k: tensor<2x64x2x32xb
   %win = kda.window_attention %q, %k, %v {window = 20 : i64} : tensor<2x64x2x32xbf16>, tensor<2x64x2x32xbf16>, tensor<2x64x2x32xbf16> -> tensor<2x64x2x32xbf16>
   %o = kda.hybrid gated %lin, %win gate(%z : tensor<2x64x2x32xf32>) : tensor<2x64x2x32xbf16>, tensor<2x64x2x32xbf16> -> tensor<2x64x2x32xbf16>
   return %o : tensor<2x64x2x32xbf16>
+}
+
+// Twelve heads of V = 128: the GPU mix kernel takes blocks of 8 heads, the
+// second partial (test/emulate/forward.test runs it on the emulator).
+func.func @gated_twelve_heads(%q: tensor<1x20x12x16xbf16>, %k: tensor<1x20x12x16xbf16>, %v: tensor<1x20x12x128xbf16>, %g: tensor<1x20x12x16xf32>, %b: tensor<1x20x12xf32>, %z: tensor<1x20x12xf32>) -> tensor<1x20x12x128xbf16> {
+  %lin = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x20x12x16xf32>) beta(%b : tensor<1x20x12xf32>) : tensor<1x20x12x16xbf16>, tensor<1x20x12x16xbf16>, tensor<1x20x12x128xbf16> -> tensor<1x20x12x128xbf16>
+  %win = kda.window_attention %q, %k, %v {window = 5 : i64} : tensor<1x20x12x16xbf16>, tensor<1x20x12x16xbf16>, tensor<1x20x12x128xbf16> -> tensor<1x20x12x128xbf16>
+  %o = kda.hybrid gated %lin, %win gate(%z : tensor<1x20x12xf32>) : tensor<1x20x12x128xbf16>, tensor<1x20x12x128xbf16> -> tensor<1x20x12x128xbf16>
+  return %o : tensor<1x20x12x128xbf16>
 }
 
 func.func @multi_scale_decays(%q: tensor<1x80x2x32xf32>, %k: tensor<1x80x2x32xf32>, %v: tensor<1x80x2x16xf32>, %g: tensor<1x80x2x32xf32>, %b: tensor<1x80x2xf32>, %s0: tensor<3x1x2x32x16xf32>) -> (tensor<1x80x2x16xf32>, tensor<3x1x2x32x16xf32>) {

@@ -13,6 +13,7 @@
 #include "Npy.h"
 
 #include "mlir/Dialect/AMDGPU/IR/AMDGPUDialect.h"
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -1523,6 +1524,43 @@ void Interpreter::runOp(Frame &f, Operation &op,
   runArith(f, op, active);
 }
 
+/// The value of an affine expression of integer dimensions and symbols
+/// (operands: the dimensions, then the symbols); none for a division by 0.
+static std::optional<int64_t> evalAffine(AffineExpr e, ArrayRef<int64_t> in,
+                                         unsigned numDims) {
+  if (auto c = dyn_cast<AffineConstantExpr>(e))
+    return c.getValue();
+  if (auto d = dyn_cast<AffineDimExpr>(e))
+    return in[d.getPosition()];
+  if (auto s = dyn_cast<AffineSymbolExpr>(e))
+    return in[numDims + s.getPosition()];
+  auto b = cast<AffineBinaryOpExpr>(e);
+  std::optional<int64_t> l = evalAffine(b.getLHS(), in, numDims);
+  std::optional<int64_t> r = evalAffine(b.getRHS(), in, numDims);
+  if (!l || !r)
+    return std::nullopt;
+  switch (e.getKind()) {
+  case AffineExprKind::Add:
+    return *l + *r;
+  case AffineExprKind::Mul:
+    return *l * *r;
+  case AffineExprKind::Mod:
+    if (*r == 0)
+      return std::nullopt;
+    return ((*l % *r) + *r) % *r;
+  case AffineExprKind::FloorDiv:
+    if (*r == 0)
+      return std::nullopt;
+    return llvm::divideFloorSigned(*l, *r);
+  case AffineExprKind::CeilDiv:
+    if (*r == 0)
+      return std::nullopt;
+    return llvm::divideCeilSigned(*l, *r);
+  default:
+    return std::nullopt;
+  }
+}
+
 void Interpreter::runArith(Frame &f, Operation &op,
                            const std::vector<int64_t> &active) {
   if (op.getNumResults() != 1)
@@ -1555,6 +1593,36 @@ void Interpreter::runArith(Frame &f, Operation &op,
       v.assign(n, v[0]);
     for (int64_t l : active)
       std::memcpy(valueOf(f, l, result), v.data(), n * sizeof(double));
+    return;
+  }
+  // Affine index arithmetic (the size of a partial tile: affine.min of a
+  // tile size and what is left of a dimension); the GPU pipeline lowers it
+  // to arith after the register passes this emulator stops at.
+  if (isa<affine::AffineApplyOp, affine::AffineMinOp, affine::AffineMaxOp>(
+          op)) {
+    AffineMap map;
+    if (auto a = dyn_cast<affine::AffineApplyOp>(op))
+      map = a.getAffineMap();
+    else if (auto a = dyn_cast<affine::AffineMinOp>(op))
+      map = a.getAffineMap();
+    else
+      map = cast<affine::AffineMaxOp>(op).getAffineMap();
+    for (int64_t l : active) {
+      SmallVector<int64_t> in;
+      for (Value v : op.getOperands())
+        in.push_back(int64_t(scalar(f, l, v)));
+      std::optional<int64_t> best;
+      for (AffineExpr e : map.getResults()) {
+        std::optional<int64_t> x = evalAffine(e, in, map.getNumDims());
+        if (!x)
+          return (void)fail(&op, "an affine expression the emulator does not "
+                                 "evaluate (a division by zero)");
+        best = !best                         ? *x
+               : isa<affine::AffineMaxOp>(op) ? std::max(*best, *x)
+                                              : std::min(*best, *x);
+      }
+      *valueOf(f, l, result) = double(*best);
+    }
     return;
   }
   // Elementwise ops over scalars or vectors of one shape.

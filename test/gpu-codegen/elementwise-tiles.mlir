@@ -1,0 +1,59 @@
+// Elementwise work (a hybrid's mix) as a kernel of its own: a program takes
+// up to 1024 elements of the trailing two dimensions. A [B, T, HV, V = 128]
+// mix takes 8 heads a program (dynamic heads: a grid of ceil(HV / 8), the
+// last block partial), not one program a head (262144 programs of 128
+// threads at T = 8192, HV = 32). A module of elementwise work alone (no kda
+// op) compiles: kda-gpu-select-strategy created its kda.strategy without
+// the kda dialect loaded and crashed.
+// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s
+// RUN: kda-opt %s --kda-lower-to-rocdl="chip=gfx942 format=none" | FileCheck %s
+// RUN: rm -rf %t && kda-compile %s -o %t --chip=sm_90a | FileCheck %s --check-prefix=BUNDLE
+// RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
+
+// The grid of a loop of step 8 from 0 is ceil(extent / 8) programs; a small
+// static row is one program's tile.
+// CHECK-DAG: grid = ["D0", "D1", {ceil_div = 8 : i64, symbol = "D2"}], module = "kda_elementwise_kernel_module"
+// CHECK-DAG: grid = [3, 1, 1], module = "kda_elementwise_kernel_0_module"
+// CHECK-DAG: grid = [2, 3, 2], module = "kda_elementwise_kernel_1_module"
+
+// BUNDLE: kda-compile: wrote {{.*}} (3 kernels, sm_90a)
+// MANIFEST: "entry": "kda_elementwise_kernel",
+// MANIFEST-NEXT: "grid": [
+// MANIFEST-NEXT: "D0",
+// MANIFEST-NEXT: "D1",
+// MANIFEST-NEXT: {
+// MANIFEST-NEXT: "ceil_div": 8,
+// MANIFEST-NEXT: "symbol": "D2"
+
+#id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
+#id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+func.func @dynamic_heads(%a: tensor<?x?x?x128xbf16>, %b: tensor<?x?x?x128xbf16>, %e: tensor<?x?x?x128xbf16>) -> tensor<?x?x?x128xbf16> {
+  %s = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%a, %b : tensor<?x?x?x128xbf16>, tensor<?x?x?x128xbf16>) outs(%e : tensor<?x?x?x128xbf16>) {
+  ^bb0(%x: bf16, %y: bf16, %o: bf16):
+    %r = arith.addf %x, %y : bf16
+    linalg.yield %r : bf16
+  } -> tensor<?x?x?x128xbf16>
+  return %s : tensor<?x?x?x128xbf16>
+}
+
+func.func @small_rows(%a: tensor<3x4x64xf32>, %e: tensor<3x4x64xf32>) -> tensor<3x4x64xf32> {
+  %s = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%a : tensor<3x4x64xf32>) outs(%e : tensor<3x4x64xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %r = arith.mulf %x, %x : f32
+    linalg.yield %r : f32
+  } -> tensor<3x4x64xf32>
+  return %s : tensor<3x4x64xf32>
+}
+
+// 12 static heads of 128: blocks of 8 heads, 2 programs a row.
+func.func @many_static_heads(%a: tensor<2x3x12x128xf32>, %e: tensor<2x3x12x128xf32>) -> tensor<2x3x12x128xf32> {
+  %s = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
+      ins(%a : tensor<2x3x12x128xf32>) outs(%e : tensor<2x3x12x128xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %r = arith.negf %x : f32
+    linalg.yield %r : f32
+  } -> tensor<2x3x12x128xf32>
+  return %s : tensor<2x3x12x128xf32>
+}

@@ -932,6 +932,45 @@ LogicalResult WindowAttentionOp::verify() {
   for (StringRef h : {"HQ", "HK", "HV"})
     if (failed(shapes.checkMultiple("HO", h)))
       return failure();
+  // The fused mix: the other branch x and, gated, its gate z.
+  if (static_cast<bool>(getMix()) != static_cast<bool>(getMixLinear()))
+    return emitOpError()
+           << (getMix() ? "attribute 'mix' needs the 'mix_linear' operand "
+                          "(the branch the window is mixed with)"
+                        : "operand 'mix_linear' needs the 'mix' attribute "
+                          "(#kda<combine sum> or #kda<combine gated>)");
+  if (getMix()) {
+    const bool gated = *getMix() == CombineMode::gated;
+    if (gated != static_cast<bool>(getMixGate()))
+      return emitOpError()
+             << (gated ? "a gated mix needs the 'mix_gate' operand z [B, T, "
+                         "HO] or [B, T, HO, V]"
+                       : "operand 'mix_gate': a 'sum' mix takes no gate");
+    if (getMixLinear().getType() != getO().getType())
+      return emitOpError() << "operand 'mix_linear': expected type "
+                           << getO().getType() << " (the result's), found "
+                           << getMixLinear().getType();
+    if (failed(shapes.check(operandName("mix_linear"), getMixLinear(),
+                            {"B", "T", "HO", "V"}, ElemKind::Activation)))
+      return failure();
+    if (gated) {
+      int64_t rank = cast<ShapedType>(getMixGate().getType()).getRank();
+      SmallVector<StringRef> dims = {"B", "T", "HO"};
+      if (rank == 4)
+        dims.push_back("V");
+      else if (rank != 3)
+        return emitOpError() << "operand 'mix_gate': expected rank 3 [B, T, "
+                                "HO] (head-wise) or rank 4 [B, T, HO, V] "
+                                "(channel-wise), found rank "
+                             << rank;
+      if (failed(shapes.check(operandName("mix_gate"), getMixGate(), dims,
+                              ElemKind::GateValue)))
+        return failure();
+    }
+  } else if (getMixGate()) {
+    return emitOpError() << "operand 'mix_gate' needs the 'mix' attribute "
+                            "#kda<combine gated> and 'mix_linear'";
+  }
   return verifyTileAgainst(op, getTile(), shapes);
 }
 

@@ -410,6 +410,21 @@ def Kda_WindowAttentionOp : Kda_Op<"window_attention",
         : tensor<1x8192x32x128xbf16>, tensor<1x8192x32x128xbf16>,
           tensor<1x8192x32x128xbf16> -> tensor<1x8192x32x128xbf16>
     ```
+
+    A hybrid's mix may be part of the op (kda-fuse-window-mix makes it so
+    where a `kda.hybrid` mixes a window with another branch): with `mix`
+    (`#kda<combine sum>` or `#kda<combine gated>`) and `mix_linear` x of the
+    result's type, the op computes `kda.hybrid mix x, window` in its
+    epilogue, in registers: `o = x + window` (sum), or
+    `o = sigmoid(z) * x + (1 - sigmoid(z)) * window` (gated, `mix_gate` z
+    `[B, T, HO]` or `[B, T, HO, V]`).
+
+    ```mlir
+    %o = kda.window_attention %q, %k, %v mix_linear(%x : tensor<1x64x4x32xbf16>)
+        mix_gate(%z : tensor<1x64x4xf32>) {window = 16 : i64, mix = #kda<combine gated>}
+        : tensor<1x64x4x32xbf16>, tensor<1x64x4x32xbf16>, tensor<1x64x4x32xbf16>
+        -> tensor<1x64x4x32xbf16>
+    ```
   }];
   let arguments = (ins
     AnyRankedTensor:$q,
@@ -417,15 +432,20 @@ def Kda_WindowAttentionOp : Kda_Op<"window_attention",
     AnyRankedTensor:$v,
     Optional<AnyRankedTensor>:$window_sizes,
     Optional<AnyRankedTensor>:$cu_seqlens,
+    Optional<AnyRankedTensor>:$mix_linear,
+    Optional<AnyRankedTensor>:$mix_gate,
     OptionalAttr<I64Attr>:$window,
     OptionalAttr<F64Attr>:$scale,
-    OptionalAttr<Kda_TileAttr>:$tile
+    OptionalAttr<Kda_TileAttr>:$tile,
+    OptionalAttr<Kda_CombineModeAttr>:$mix
   );
   let results = (outs AnyRankedTensor:$o);
   let assemblyFormat = [{
     $q `,` $k `,` $v
     (`window_sizes` `(` $window_sizes^ `:` type($window_sizes) `)`)?
     (`cu_seqlens` `(` $cu_seqlens^ `:` type($cu_seqlens) `)`)?
+    (`mix_linear` `(` $mix_linear^ `:` type($mix_linear) `)`)?
+    (`mix_gate` `(` $mix_gate^ `:` type($mix_gate) `)`)?
     attr-dict `:` type($q) `,` type($k) `,` type($v) `->` type($o)
   }];
   let hasVerifier = 1;

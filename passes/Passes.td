@@ -161,6 +161,17 @@ def KdaFusePrologue : Pass<"kda-fuse-prologue", "func::FuncOp"> {
   }];
 }
 
+def KdaFuseWindowMix : Pass<"kda-fuse-window-mix", "func::FuncOp"> {
+  let summary = "Fold a hybrid's mix into the epilogue of its window attention";
+  let description = [{
+    A two-branch `kda.hybrid` whose window branch is a `kda.window_attention`
+    used only there (the second branch of a gated mix; either of a sum)
+    becomes that window with `mix_linear` (the other branch), `mix_gate` (z)
+    and `mix`: the window kernel mixes its output registers with the other
+    branch and writes the layer's output once (no mix kernel).
+  }];
+}
+
 def KdaScalarAdjoint : Pass<"kda-scalar-adjoint", "ModuleOp"> {
   let summary = "Add the reverse-mode derivative of every function of scalars";
   let description = [{

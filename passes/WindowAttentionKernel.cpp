@@ -111,6 +111,33 @@ Value mlir::kda::windowOutput(TileBuilder &tb, const SoftmaxState &s) {
                 });
 }
 
+Value mlir::kda::windowMix(TileBuilder &tb, Value window, Value linear,
+                           Value gate) {
+  SmallVector<int64_t> shape = tb.shape(window);
+  if (!gate)
+    return tb.map(shape, {window, linear},
+                  [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
+                    return Value(arith::AddFOp::create(bb, x[1], x[0]));
+                  });
+  // sigmoid(z) x + (1 - sigmoid(z)) w = w + sigmoid(z) (x - w), as
+  // kda-decompose's kda.hybrid.
+  TileOperand g = tb.shape(gate).size() == 1 ? perRow(gate) : TileOperand(gate);
+  return tb.map(
+      shape, {window, linear, g},
+      [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
+        Value one = f32c(bb, 1.0);
+        Value s = arith::DivFOp::create(
+            bb, one,
+            arith::AddFOp::create(
+                bb, one,
+                math::ExpOp::create(bb, arith::NegFOp::create(bb, x[2]))));
+        return Value(arith::AddFOp::create(
+            bb, x[0],
+            arith::MulFOp::create(bb, s,
+                                  arith::SubFOp::create(bb, x[1], x[0]))));
+      });
+}
+
 Value mlir::kda::windowKeeps(ImplicitLocOpBuilder &b, Value qi, Value kj,
                              Value window) {
   Value causal = arith::CmpIOp::create(b, arith::CmpIPredicate::ule, kj, qi);
@@ -251,6 +278,20 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
         Value o = windowOutput(tb1, {keyLoop.getResult(0),
                                      keyLoop.getResult(1),
                                      keyLoop.getResult(2)});
+        if (op.getMix()) {
+          // The fused hybrid mix (kda-fuse-window-mix): the other branch's
+          // rows of this block and, gated, their gates.
+          Value x = tb1.load(op.getMixLinear(), {row, qAbs, head, z}, {1, 3},
+                             {c, vd}, validQ);
+          Value gate;
+          if (Value zt = op.getMixGate()) {
+            gate = cast<ShapedType>(zt.getType()).getRank() == 4
+                       ? tb1.load(zt, {row, qAbs, head, z}, {1, 3}, {c, vd},
+                                  validQ)
+                       : tb1.load(zt, {row, qAbs, head}, {1}, {c}, validQ);
+          }
+          o = windowMix(tb1, o, x, gate);
+        }
         Value next = tb1.store(o, qIter[0], {q0, z}, {0, 1}, validQ);
         scf::YieldOp::create(b1, next);
       });

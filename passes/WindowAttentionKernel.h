@@ -49,6 +49,12 @@ SoftmaxState windowStep(TileBuilder &tb, Value q, Value k, Value v,
 /// O = acc / l.
 Value windowOutput(TileBuilder &tb, const SoftmaxState &s);
 
+/// A hybrid's mix of the window's output `window` [R, V] with the other
+/// branch's rows `linear` [R, V] (kda.window_attention's fused mix):
+/// linear + window, or, with `gate` z ([R] head-wise or [R, V]),
+/// sigmoid(z) linear + (1 - sigmoid(z)) window.
+Value windowMix(TileBuilder &tb, Value window, Value linear, Value gate);
+
 /// The keys query position `qi` attends to start at
 /// max(sequenceStart, qi - window + 1) (positions, index values; `window`
 /// >= 1).

@@ -57,6 +57,7 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
                                  const GpuPipelineOptions &options) {
   // kda -> tiles, one destination-style kernel function per configuration;
   // elementwise work between kda ops gets kernels of its own.
+  pm.nest<func::FuncOp>().addPass(createKdaFuseWindowMix());
   pm.nest<func::FuncOp>().addPass(createKdaDecompose());
   pm.nest<func::FuncOp>().addPass(createKdaFusePrologue());
   KdaOutlineKernelsOptions outline;

@@ -33,6 +33,7 @@ using namespace mlir;
 void mlir::kda::buildCpuPipeline(OpPassManager &pm,
                                  const CpuPipelineOptions &options) {
   // kda -> target-independent tiles, one kernel function per configuration.
+  pm.nest<func::FuncOp>().addPass(createKdaFuseWindowMix());
   pm.nest<func::FuncOp>().addPass(createKdaDecompose());
   pm.nest<func::FuncOp>().addPass(createKdaFusePrologue());
   pm.addPass(createKdaOutlineKernels());

@@ -133,6 +133,10 @@ struct WindowProgram : LaneBuilder {
   /// its transposed V would not fit 64 KB of LDS).
   int64_t keys = kKeys;
   Value q, k, v, o, cu, sizes;
+  /// The fused hybrid mix (kda.window_attention's mix_linear / mix_gate):
+  /// the other branch [B, T, HO, V] and its gate [B, T, HO] or [B, T, HO,
+  /// V]; null without.
+  Value mixLinear, mixGate;
   Value lane, warp, tid;
   std::string failure;
 
@@ -473,14 +477,17 @@ struct WindowProgram : LaneBuilder {
       const int64_t r0 = run.first, len = run.second;
       Value qi = add(qw, tb.coordinate(accL, r0, 0));
       when(ult(qi, length), [&] {
+        SmallVector<Value, 4> at = {row, add(start, qi), head,
+                                    tb.coordinate(accL, r0, 1)};
+        SmallVector<Value> w(regs.begin() + r0, regs.begin() + r0 + len);
+        if (mixLinear)
+          mix(w, at, rowGateAt(row, add(start, qi), head));
         SmallVector<Value> xs;
         for (int64_t e = 0; e < len; ++e)
-          xs.push_back(fromF32(regs[r0 + e], elem));
+          xs.push_back(fromF32(w[e], elem));
         Value x = vector::FromElementsOp::create(
             b, VectorType::get({len}, elem), xs);
-        vector::StoreOp::create(
-            b, x, o,
-            ValueRange{row, add(start, qi), head, tb.coordinate(accL, r0, 1)});
+        vector::StoreOp::create(b, x, o, at);
       });
     }
   }
@@ -576,6 +583,49 @@ struct WindowProgram : LaneBuilder {
     return {tb.make(rowL, llvm::to_vector(regs.take_front(nRow))),
             tb.make(rowL, llvm::to_vector(regs.slice(nRow, nRow))),
             tb.make(accL, llvm::to_vector(regs.drop_front(2 * nRow)))};
+  }
+
+  /// The fused hybrid mix of a run of consecutive output columns `w` (f32,
+  /// in place) at `at` (batch row, token, head, first column): x + w (sum),
+  /// or w + sigmoid(z) (x - w) with z the row's `rowGate` or the columns'
+  /// own (channel-wise), as kda-decompose's kda.hybrid computes it.
+  void mix(MutableArrayRef<Value> w, ValueRange at, Value rowGate) {
+    const int64_t n = w.size();
+    auto runOf = [&](Value mem) {
+      Type t = cast<MemRefType>(mem.getType()).getElementType();
+      Value p = vector::LoadOp::create(b, VectorType::get({n}, t), mem, at);
+      SmallVector<Value> xs;
+      for (int64_t e = 0; e < n; ++e)
+        xs.push_back(
+            toF32(vector::ExtractOp::create(b, p, ArrayRef<int64_t>{e})));
+      return xs;
+    };
+    SmallVector<Value> x = runOf(mixLinear);
+    SmallVector<Value> z(n, rowGate);
+    if (mixGate && !rowGate)
+      z = runOf(mixGate);
+    Value one = arith::ConstantOp::create(b, b.getF32FloatAttr(1.0));
+    for (int64_t e = 0; e < n; ++e) {
+      if (!mixGate) {
+        w[e] = arith::AddFOp::create(b, x[e], w[e]);
+        continue;
+      }
+      Value sig = arith::DivFOp::create(
+          b, one,
+          arith::AddFOp::create(
+              b, one, math::ExpOp::create(b, arith::NegFOp::create(b, z[e]))));
+      w[e] = arith::AddFOp::create(
+          b, w[e],
+          arith::MulFOp::create(b, sig, arith::SubFOp::create(b, x[e], w[e])));
+    }
+  }
+
+  /// A head-wise gate's value for output row `qi` (null without one).
+  Value rowGateAt(Value row, Value token, Value head) {
+    if (!mixGate || cast<MemRefType>(mixGate.getType()).getRank() != 3)
+      return Value();
+    return toF32(
+        memref::LoadOp::create(b, mixGate, ValueRange{row, token, head}));
   }
 
   void emitBlock(Value q0, Value head, Value row, Value start, Value length) {
@@ -772,13 +822,18 @@ struct WindowProgram : LaneBuilder {
       const SmallVector<int64_t> &rs = entry.second;
       Value qi = add(q0, tb.coordinate(accL, rs.front(), 0));
       when(ult(qi, length), [&] {
+        // A head-wise gate is one value a row.
+        Value rowGate = rowGateAt(row, add(start, qi), head);
         for (int64_t r : rs) {
+          Value col = tb.coordinate(accL, r, 1);
+          SmallVector<Value, 4> at = {row, add(start, qi), head, col};
+          SmallVector<Value, 2> w = {regs[r], regs[r + 1]};
+          if (mixLinear)
+            mix(w, at, rowGate);
           Value pair = vector::FromElementsOp::create(
               b, VectorType::get({2}, elem),
-              ValueRange{fromF32(regs[r], elem), fromF32(regs[r + 1], elem)});
-          vector::StoreOp::create(
-              b, pair, o,
-              ValueRange{row, add(start, qi), head, tb.coordinate(accL, r, 1)});
+              ValueRange{fromF32(w[0], elem), fromF32(w[1], elem)});
+          vector::StoreOp::create(b, pair, o, at);
         }
       });
     }
@@ -830,6 +885,8 @@ struct WindowRegistersPass
     prog.o = byName("o");
     prog.cu = byName("cu_seqlens");
     prog.sizes = byName("window_sizes");
+    prog.mixLinear = byName("mix_linear");
+    prog.mixGate = byName("mix_gate");
     if (!prog.q || !prog.k || !prog.v || !prog.o ||
         (desc.getVarlen().getValue() && !prog.cu) ||
         (desc.getWindow() == 0 && !prog.sizes)) {

@@ -1898,7 +1898,7 @@ def hybrid_attention(q, k, v, g, beta, z=None, *, window: int, mix: str | None =
         # shape (the shape policy: V blocks by how many programs fill the chip).
         N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
         T_seq = T if cu_seqlens is None else max(1, (B * T) // max(1, N))
-        # (KDA_HYBRID_V_BLOCK: another V block for the state pass beside the window, to measure.)
+        # (KDA_HYBRID_V_BLOCK: another V block for the layer's state pass, to measure.)
         tile = _tune.hybrid_tile_override() or _tune.shape_policy_tile(
             cfg["gated_delta"], chip, N, HV, _multiprocessors(q.device), T=T_seq)
         bundle, kernel, used_tile = _bundle_for(cfg, chip, tile)

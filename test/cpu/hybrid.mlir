@@ -5,6 +5,7 @@
 // RUN: kda-run %s --function=gated_head --chunk=16 --check | FileCheck %s
 // RUN: kda-run %s --function=gated_channel_bf16 --chunk=64 --check | FileCheck %s
 // RUN: kda-run %s --function=gated_twelve_heads --chunk=16 --check | FileCheck %s
+// RUN: kda-run %s --function=sum_three_twelve_heads --chunk=16 --check | FileCheck %s
 // RUN: kda-run %s --function=multi_scale_decays --chunk=32 --check | FileCheck %s
 // RUN: kda-run %s --function=multi_scale_gated --chunk=16 --check | FileCheck %s
 // RUN: kda-run %s --function=gate_then_recurrence --chunk=32 --check | FileCheck %s
@@ -33,12 +34,22 @@ func.func @gated_channel_bf16(%q: tensor<2x64x2x32xbf16>, %k: tensor<2x64x2x32xb
   return %o : tensor<2x64x2x32xbf16>
 }
 
-// Twelve heads of V = 128: the GPU mix kernel takes blocks of 8 heads, the
-// second partial (test/emulate/forward.test runs it on the emulator).
+// Twelve heads of V = 128: the mix in the window's epilogue
+// (kda-fuse-window-mix); test/emulate/forward.test runs it on the emulator.
 func.func @gated_twelve_heads(%q: tensor<1x20x12x16xbf16>, %k: tensor<1x20x12x16xbf16>, %v: tensor<1x20x12x128xbf16>, %g: tensor<1x20x12x16xf32>, %b: tensor<1x20x12xf32>, %z: tensor<1x20x12xf32>) -> tensor<1x20x12x128xbf16> {
   %lin = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x20x12x16xf32>) beta(%b : tensor<1x20x12xf32>) : tensor<1x20x12x16xbf16>, tensor<1x20x12x16xbf16>, tensor<1x20x12x128xbf16> -> tensor<1x20x12x128xbf16>
   %win = kda.window_attention %q, %k, %v {window = 5 : i64} : tensor<1x20x12x16xbf16>, tensor<1x20x12x16xbf16>, tensor<1x20x12x128xbf16> -> tensor<1x20x12x128xbf16>
   %o = kda.hybrid gated %lin, %win gate(%z : tensor<1x20x12xf32>) : tensor<1x20x12x128xbf16>, tensor<1x20x12x128xbf16> -> tensor<1x20x12x128xbf16>
+  return %o : tensor<1x20x12x128xbf16>
+}
+
+// A sum of three branches stays an elementwise kernel: on the GPU, blocks
+// of 8 heads of V = 128 a program, the second of 12 partial.
+func.func @sum_three_twelve_heads(%q: tensor<1x20x12x16xbf16>, %k: tensor<1x20x12x16xbf16>, %v: tensor<1x20x12x128xbf16>, %g: tensor<1x20x12x16xf32>, %b: tensor<1x20x12xf32>) -> tensor<1x20x12x128xbf16> {
+  %lin = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x20x12x16xf32>) beta(%b : tensor<1x20x12xf32>) : tensor<1x20x12x16xbf16>, tensor<1x20x12x16xbf16>, tensor<1x20x12x128xbf16> -> tensor<1x20x12x128xbf16>
+  %w0 = kda.window_attention %q, %k, %v {window = 5 : i64} : tensor<1x20x12x16xbf16>, tensor<1x20x12x16xbf16>, tensor<1x20x12x128xbf16> -> tensor<1x20x12x128xbf16>
+  %w1 = kda.window_attention %q, %k, %v {window = 2 : i64} : tensor<1x20x12x16xbf16>, tensor<1x20x12x16xbf16>, tensor<1x20x12x128xbf16> -> tensor<1x20x12x128xbf16>
+  %o = kda.hybrid sum %lin, %w0, %w1 : tensor<1x20x12x128xbf16>, tensor<1x20x12x128xbf16>, tensor<1x20x12x128xbf16> -> tensor<1x20x12x128xbf16>
   return %o : tensor<1x20x12x128xbf16>
 }
 

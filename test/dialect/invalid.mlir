@@ -322,7 +322,7 @@ func.func @generic_result_segments(%q: tensor<2x64x4x32xf32>) {
 
 func.func @generic_memref_operand(%q: memref<2x64x4x32xf32>) {
   // expected-error @+1 {{'kda.window_attention' op operand #0 must be ranked tensor of any type values, but got 'memref<2x64x4x32xf32>'}}
-  %o = "kda.window_attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0>, window = 4 : i64}> : (memref<2x64x4x32xf32>, memref<2x64x4x32xf32>, memref<2x64x4x32xf32>) -> tensor<2x64x4x32xf32>
+  %o = "kda.window_attention"(%q, %q, %q) <{operandSegmentSizes = array<i32: 1, 1, 1, 0, 0, 0, 0>, window = 4 : i64}> : (memref<2x64x4x32xf32>, memref<2x64x4x32xf32>, memref<2x64x4x32xf32>) -> tensor<2x64x4x32xf32>
   return
 }
 
@@ -1624,6 +1624,70 @@ func.func @decode_tile_v_block(%q: tensor<8x4x32xf32>, %v: tensor<8x4x16xf32>, %
 //===----------------------------------------------------------------------===//
 // kda.window_attention
 //===----------------------------------------------------------------------===//
+
+// -----
+
+func.func @win_mix_without_linear(%q: tensor<2x64x4x32xf32>, %x: tensor<2x64x4x32xf32>, %y: tensor<2x64x4x32xbf16>, %z: tensor<2x64x4xf32>, %zw: tensor<2x64x3xf32>, %zr: tensor<2x64xf32>) {
+  // expected-error @+1 {{attribute 'mix' needs the 'mix_linear' operand}}
+  %o = kda.window_attention %q, %q, %q {window = 8 : i64, mix = #kda<combine sum>} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32> -> tensor<2x64x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @win_linear_without_mix(%q: tensor<2x64x4x32xf32>, %x: tensor<2x64x4x32xf32>, %y: tensor<2x64x4x32xbf16>, %z: tensor<2x64x4xf32>, %zw: tensor<2x64x3xf32>, %zr: tensor<2x64xf32>) {
+  // expected-error @+1 {{operand 'mix_linear' needs the 'mix' attribute}}
+  %o = kda.window_attention %q, %q, %q mix_linear(%x : tensor<2x64x4x32xf32>) {window = 8 : i64} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32> -> tensor<2x64x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @win_gated_without_gate(%q: tensor<2x64x4x32xf32>, %x: tensor<2x64x4x32xf32>, %y: tensor<2x64x4x32xbf16>, %z: tensor<2x64x4xf32>, %zw: tensor<2x64x3xf32>, %zr: tensor<2x64xf32>) {
+  // expected-error @+1 {{a gated mix needs the 'mix_gate' operand z}}
+  %o = kda.window_attention %q, %q, %q mix_linear(%x : tensor<2x64x4x32xf32>) {window = 8 : i64, mix = #kda<combine gated>} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32> -> tensor<2x64x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @win_sum_with_gate(%q: tensor<2x64x4x32xf32>, %x: tensor<2x64x4x32xf32>, %y: tensor<2x64x4x32xbf16>, %z: tensor<2x64x4xf32>, %zw: tensor<2x64x3xf32>, %zr: tensor<2x64xf32>) {
+  // expected-error @+1 {{operand 'mix_gate': a 'sum' mix takes no gate}}
+  %o = kda.window_attention %q, %q, %q mix_linear(%x : tensor<2x64x4x32xf32>) mix_gate(%z : tensor<2x64x4xf32>) {window = 8 : i64, mix = #kda<combine sum>} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32> -> tensor<2x64x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @win_gate_without_mix(%q: tensor<2x64x4x32xf32>, %x: tensor<2x64x4x32xf32>, %y: tensor<2x64x4x32xbf16>, %z: tensor<2x64x4xf32>, %zw: tensor<2x64x3xf32>, %zr: tensor<2x64xf32>) {
+  // expected-error @+1 {{operand 'mix_gate' needs the 'mix' attribute}}
+  %o = kda.window_attention %q, %q, %q mix_gate(%z : tensor<2x64x4xf32>) {window = 8 : i64} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32> -> tensor<2x64x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @win_linear_type(%q: tensor<2x64x4x32xf32>, %x: tensor<2x64x4x32xf32>, %y: tensor<2x64x4x32xbf16>, %z: tensor<2x64x4xf32>, %zw: tensor<2x64x3xf32>, %zr: tensor<2x64xf32>) {
+  // expected-error @+1 {{operand 'mix_linear': expected type 'tensor<2x64x4x32xf32>' (the result's), found 'tensor<2x64x4x32xbf16>'}}
+  %o = kda.window_attention %q, %q, %q mix_linear(%y : tensor<2x64x4x32xbf16>) {window = 8 : i64, mix = #kda<combine sum>} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32> -> tensor<2x64x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @win_gate_heads(%q: tensor<2x64x4x32xf32>, %x: tensor<2x64x4x32xf32>, %y: tensor<2x64x4x32xbf16>, %z: tensor<2x64x4xf32>, %zw: tensor<2x64x3xf32>, %zr: tensor<2x64xf32>) {
+  // expected-error @+1 {{operand 'mix_gate': dimension 2 (HO) is 3, but max(HQ, HV) has HO = 4}}
+  %o = kda.window_attention %q, %q, %q mix_linear(%x : tensor<2x64x4x32xf32>) mix_gate(%zw : tensor<2x64x3xf32>) {window = 8 : i64, mix = #kda<combine gated>} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32> -> tensor<2x64x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @win_gate_rank(%q: tensor<2x64x4x32xf32>, %x: tensor<2x64x4x32xf32>, %y: tensor<2x64x4x32xbf16>, %z: tensor<2x64x4xf32>, %zw: tensor<2x64x3xf32>, %zr: tensor<2x64xf32>) {
+  // expected-error @+1 {{operand 'mix_gate': expected rank 3 [B, T, HO] (head-wise) or rank 4 [B, T, HO, V] (channel-wise), found rank 2}}
+  %o = kda.window_attention %q, %q, %q mix_linear(%x : tensor<2x64x4x32xf32>) mix_gate(%zr : tensor<2x64xf32>) {window = 8 : i64, mix = #kda<combine gated>} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32> -> tensor<2x64x4x32xf32>
+  return
+}
 
 // -----
 

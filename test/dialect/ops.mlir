@@ -571,6 +571,24 @@ func.func @window_per_op(%q: tensor<2x64x4x32xbf16>, %k: tensor<2x64x4x32xbf16>,
   return %o : tensor<2x64x4x16xbf16>
 }
 
+// A hybrid's mix fused into the window (kda-fuse-window-mix): sum, and gated
+// head-wise and channel-wise.
+// CHECK-LABEL: func.func @window_mix
+// CHECK: kda.window_attention %arg0, %arg1, %arg2 mix_linear(%arg3 : tensor<2x64x4x16xbf16>) {mix = #kda<combine sum>, window = 8 : i64}
+// CHECK: kda.window_attention %arg0, %arg1, %arg2 mix_linear(%arg3 : tensor<2x64x4x16xbf16>) mix_gate(%arg4 : tensor<2x64x4xf32>) {mix = #kda<combine gated>, window = 8 : i64}
+// CHECK: kda.window_attention %arg0, %arg1, %arg2 mix_linear(%arg3 : tensor<2x64x4x16xbf16>) mix_gate(%arg5 : tensor<2x64x4x16xbf16>) {mix = #kda<combine gated>, window = 8 : i64}
+func.func @window_mix(%q: tensor<2x64x4x32xbf16>, %k: tensor<2x64x4x32xbf16>, %v: tensor<2x64x4x16xbf16>,
+                      %x: tensor<2x64x4x16xbf16>, %zh: tensor<2x64x4xf32>, %zc: tensor<2x64x4x16xbf16>)
+    -> (tensor<2x64x4x16xbf16>, tensor<2x64x4x16xbf16>, tensor<2x64x4x16xbf16>) {
+  %s = kda.window_attention %q, %k, %v mix_linear(%x : tensor<2x64x4x16xbf16>) {window = 8 : i64, mix = #kda<combine sum>}
+      : tensor<2x64x4x32xbf16>, tensor<2x64x4x32xbf16>, tensor<2x64x4x16xbf16> -> tensor<2x64x4x16xbf16>
+  %h = kda.window_attention %q, %k, %v mix_linear(%x : tensor<2x64x4x16xbf16>) mix_gate(%zh : tensor<2x64x4xf32>) {window = 8 : i64, mix = #kda<combine gated>}
+      : tensor<2x64x4x32xbf16>, tensor<2x64x4x32xbf16>, tensor<2x64x4x16xbf16> -> tensor<2x64x4x16xbf16>
+  %c = kda.window_attention %q, %k, %v mix_linear(%x : tensor<2x64x4x16xbf16>) mix_gate(%zc : tensor<2x64x4x16xbf16>) {window = 8 : i64, mix = #kda<combine gated>}
+      : tensor<2x64x4x32xbf16>, tensor<2x64x4x32xbf16>, tensor<2x64x4x16xbf16> -> tensor<2x64x4x16xbf16>
+  return %s, %h, %c : tensor<2x64x4x16xbf16>, tensor<2x64x4x16xbf16>, tensor<2x64x4x16xbf16>
+}
+
 // GQA (HQ = 8, HK = HV = 2, HO = 8), window of 1, scale and tile.
 // CHECK-LABEL: func.func @window_gqa
 // CHECK: kda.window_attention %arg0, %arg1, %arg2

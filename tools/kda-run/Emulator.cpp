@@ -1289,8 +1289,14 @@ void Interpreter::runOp(Frame &f, Operation &op,
                             "row x col into four f32");
     if (!wholeWarps(active))
       return (void)fail(op, "an mma.sync without all 32 lanes of its warp");
-    auto half = [&](double reg, int64_t h) {
-      uint32_t bits = uint32_t(asUnsigned(reg, 32)) >> (16 * h) & 0xffffu;
+    // An operand register is an i32 of two halves (bf16; element 0 in the
+    // low half) or, as NVVM takes f16 operands, a vector<2xf16> whose
+    // elements are the values themselves.
+    auto half = [&](int64_t lane, Value reg, int64_t h) {
+      if (isa<VectorType>(reg.getType()))
+        return valueOf(f, lane, reg)[h];
+      uint32_t bits =
+          uint32_t(asUnsigned(scalar(f, lane, reg), 32)) >> (16 * h) & 0xffffu;
       return bf16 ? double(bitsToFloat(bits << 16))
                   : ::kda::npy::halfBitsToDouble(uint16_t(bits));
     };
@@ -1300,10 +1306,10 @@ void Interpreter::runOp(Frame &f, Operation &op,
       warpProduct(
           16,
           [&](int64_t lane, int64_t e) {
-            return half(scalar(f, base + lane, mma.getOperandA()[e / 2]), e % 2);
+            return half(base + lane, mma.getOperandA()[e / 2], e % 2);
           },
           [&](int64_t lane, int64_t e) {
-            return half(scalar(f, base + lane, mma.getOperandB()[e / 2]), e % 2);
+            return half(base + lane, mma.getOperandB()[e / 2], e % 2);
           },
           [&](int64_t lane, int64_t e) {
             return scalar(f, base + lane, mma.getOperandC()[e]);

@@ -219,8 +219,13 @@ UseInfo classify(OpOperand &operand) {
     return info;
   }
   if (auto w = dyn_cast<mlir::kda::WindowAttentionOp>(op)) {
-    name = odsName(w, n, {"q", "k", "v", "window_sizes", "cu_seqlens"});
-    if (name == "q" || name == "k") {
+    name = odsName(w, n, {"q", "k", "v", "window_sizes", "cu_seqlens",
+                          "mix_linear", "mix_gate"});
+    if (name == "mix_gate") {
+      set(Role::Z);
+    } else if (name == "mix_linear") {
+      info.use = useText(name, op); // role stays Other (normal values)
+    } else if (name == "q" || name == "k") {
       set(name == "q" ? Role::Q : Role::K);
       info.unitRows = true; // window attention has no qk_l2norm
     } else if (name == "v") {

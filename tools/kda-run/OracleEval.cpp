@@ -396,6 +396,17 @@ bool Evaluator::evalWindow(mlir::kda::WindowAttentionOp op) {
   oracle::Tensor o;
   if (!check(oracle::windowAttention(a, o)))
     return false;
+  if (auto mode = op.getMix()) {
+    // The fused hybrid mix: kda.hybrid mode(mix_linear, window).
+    std::vector<oracle::Tensor> branches(2);
+    oracle::Tensor z, mixed;
+    if (!load(op.getMixLinear(), branches[0]) || !load(op.getMixGate(), z))
+      return false;
+    branches[1] = std::move(o);
+    if (!check(oracle::hybridCombine(branches, combine(*mode), z, mixed)))
+      return false;
+    o = std::move(mixed);
+  }
   return store(op.getO(), std::move(o));
 }
 

@@ -1,5 +1,5 @@
 // A gated hybrid layer: KDA and a sliding window over the same q/k/v, mixed
-// by sigmoid(z); the mix becomes a kernel of its own.
+// by sigmoid(z); the mix is the window kernel's epilogue (kda-fuse-window-mix).
 func.func @gated_hybrid(%q: tensor<?x?x4x64xbf16>, %k: tensor<?x?x4x64xbf16>, %v: tensor<?x?x4x64xbf16>, %g: tensor<?x?x4x64xbf16>, %b: tensor<?x?x4xbf16>, %z: tensor<?x?x4xbf16>) -> tensor<?x?x4x64xbf16> {
   %lin = kda.gated_delta delta %q, %k, %v gate(%g : tensor<?x?x4x64xbf16>) beta(%b : tensor<?x?x4xbf16>) : tensor<?x?x4x64xbf16>, tensor<?x?x4x64xbf16>, tensor<?x?x4x64xbf16> -> tensor<?x?x4x64xbf16>
   %win = kda.window_attention %q, %k, %v {window = 64 : i64} : tensor<?x?x4x64xbf16>, tensor<?x?x4x64xbf16>, tensor<?x?x4x64xbf16> -> tensor<?x?x4x64xbf16>

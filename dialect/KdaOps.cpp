@@ -878,6 +878,22 @@ LogicalResult DecodeStepOp::verify() {
 // WindowAttentionOp
 //===----------------------------------------------------------------------===//
 
+/// A hybrid mix's gate z: head-wise [B, T, heads] or channel-wise [B, T,
+/// heads, V] (kda.hybrid's `gate`, kda.window_attention's `mix_gate`).
+static LogicalResult verifyMixGate(Operation *op, ShapeChecker &shapes,
+                                   Value z, StringRef name, StringRef heads) {
+  int64_t rank = cast<ShapedType>(z.getType()).getRank();
+  SmallVector<StringRef> dims = {"B", "T", heads};
+  if (rank == 4)
+    dims.push_back("V");
+  else if (rank != 3)
+    return op->emitOpError()
+           << "operand '" << name << "': expected rank 3 [B, T, " << heads
+           << "] (head-wise) or rank 4 [B, T, " << heads
+           << ", V] (channel-wise), found rank " << rank;
+  return shapes.check(operandName(name), z, dims, ElemKind::GateValue);
+}
+
 LogicalResult WindowAttentionOp::verify() {
   Operation *op = getOperation();
   ShapeChecker shapes(op);
@@ -953,20 +969,9 @@ LogicalResult WindowAttentionOp::verify() {
     if (failed(shapes.check(operandName("mix_linear"), getMixLinear(),
                             {"B", "T", "HO", "V"}, ElemKind::Activation)))
       return failure();
-    if (gated) {
-      int64_t rank = cast<ShapedType>(getMixGate().getType()).getRank();
-      SmallVector<StringRef> dims = {"B", "T", "HO"};
-      if (rank == 4)
-        dims.push_back("V");
-      else if (rank != 3)
-        return emitOpError() << "operand 'mix_gate': expected rank 3 [B, T, "
-                                "HO] (head-wise) or rank 4 [B, T, HO, V] "
-                                "(channel-wise), found rank "
-                             << rank;
-      if (failed(shapes.check(operandName("mix_gate"), getMixGate(), dims,
-                              ElemKind::GateValue)))
-        return failure();
-    }
+    if (gated && failed(verifyMixGate(op, shapes, getMixGate(), "mix_gate",
+                                      "HO")))
+      return failure();
   } else if (getMixGate()) {
     return emitOpError() << "operand 'mix_gate' needs the 'mix' attribute "
                             "#kda<combine gated> and 'mix_linear'";
@@ -1007,16 +1012,7 @@ LogicalResult HybridOp::verify() {
   if (!getZ())
     return emitOpError() << "a 'gated' combination needs the 'gate' operand z "
                             "[B, T, HV] or [B, T, HV, V]";
-  int64_t rank = cast<ShapedType>(getZ().getType()).getRank();
-  SmallVector<StringRef> dims = {"B", "T", "HV"};
-  if (rank == 4)
-    dims.push_back("V");
-  else if (rank != 3)
-    return emitOpError() << "operand 'gate': expected rank 3 [B, T, HV] "
-                            "(head-wise) or rank 4 [B, T, HV, V] "
-                            "(channel-wise), found rank "
-                         << rank;
-  return shapes.check(operandName("gate"), getZ(), dims, ElemKind::GateValue);
+  return verifyMixGate(op, shapes, getZ(), "gate", "HV");
 }
 
 //===----------------------------------------------------------------------===//

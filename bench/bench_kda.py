@@ -319,7 +319,8 @@ def kda_config(case, chunk=None):
         layer = kops.hybrid_attention_config(q, q, v, g, beta, z, window=case.window, A_log=A_log,
                                              dt_bias=dt_bias, **hybrid_prologue())
         part = kops.chunk_kda_config(q, q, v, g, beta, A_log=A_log, dt_bias=dt_bias, **PROLOGUE)
-        return [layer, part, kops.window_attention_config(q, q, v, case.window)]
+        # Both schedules (kda.tune.hybrid_schedule picks one per shape; KDA_HYBRID_SCHEDULE forces it).
+        return [layer, dict(layer, schedule="overlap"), part, kops.window_attention_config(q, q, v, case.window)]
     if case.kind == "fwdbwd":
         kw = prologue(case)
         opts = dict(scale=None, output_final_state=False, allow_neg_eigval=False,

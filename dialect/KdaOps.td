@@ -465,6 +465,10 @@ def Kda_HybridOp : Kda_Op<"hybrid", [Pure, AttrSizedOperandSegments,
     head-wise `[B, T, HV]` or channel-wise `[B, T, HV, V]`. Every branch has
     the result's type `[B, T, HV, V]`.
 
+    `overlap` keeps the mix a pass of its own (kda-fuse-window-mix leaves
+    it), so that a window branch runs beside the other branch's state pass
+    (a layer entry's side stream) instead of after it.
+
     ```mlir
     %o = kda.hybrid gated %lin, %win gate(%z : tensor<1x64x4xf32>)
         : tensor<1x64x4x32xf32>, tensor<1x64x4x32xf32> -> tensor<1x64x4x32xf32>
@@ -473,7 +477,8 @@ def Kda_HybridOp : Kda_Op<"hybrid", [Pure, AttrSizedOperandSegments,
   let arguments = (ins
     Kda_CombineModeAttr:$mode,
     Variadic<AnyRankedTensor>:$branches,
-    Optional<AnyRankedTensor>:$z
+    Optional<AnyRankedTensor>:$z,
+    UnitAttr:$overlap
   );
   let results = (outs AnyRankedTensor:$o);
   let assemblyFormat = [{

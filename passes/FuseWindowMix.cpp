@@ -40,7 +40,7 @@ struct FoldMixIntoWindow : OpRewritePattern<HybridOp> {
 
   LogicalResult matchAndRewrite(HybridOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getBranches().size() != 2)
+    if (op.getBranches().size() != 2 || op.getOverlap())
       return failure();
     const bool gated = op.getMode() == CombineMode::gated;
     auto windowAt = [&](unsigned i) {

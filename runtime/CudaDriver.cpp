@@ -257,6 +257,36 @@ public:
     (void)api_.moduleUnload(static_cast<CUmodule>(module));
   }
 
+  Status aloneSharedBytes(void *function, int device, unsigned &bytes,
+                          int &multiprocessors) override {
+    bytes = 0;
+    multiprocessors = 0;
+    DeviceInfo info;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = devices_.find(device);
+      if (it == devices_.end())
+        return Status::ok();
+      info = it->second;
+    }
+    if (info.maxSharedOptin <= 0 ||
+        api_.deviceGetAttribute(&multiprocessors,
+                                CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                info.handle) != CUDA_SUCCESS) {
+      multiprocessors = 0;
+      return Status::ok();
+    }
+    // (Kernels here take their shared memory dynamically: the opt-in
+    // maximum is all of a block's.) A function that refuses the limit keeps
+    // its own amount: the launch is then as any other.
+    if (api_.funcSetAttribute(static_cast<CUfunction>(function),
+                              CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                              info.maxSharedOptin) != CUDA_SUCCESS)
+      return Status::ok();
+    bytes = static_cast<unsigned>(info.maxSharedOptin);
+    return Status::ok();
+  }
+
   Status createSideStream(void *&out) override {
     out = nullptr;
     if (Status s = needPieces())

@@ -130,12 +130,22 @@ public:
   virtual void graphDestroy(void *, void *) {}
   // Best effort: called from kda_bundle_free, which cannot report errors.
   virtual void unload(void *module) = 0;
+  /// For a launch that holds a multiprocessor a block (EntryLaunch::alone):
+  /// the dynamic shared memory that leaves no room for another block (the
+  /// device's per-block opt-in maximum, the function's limit raised to it)
+  /// and the device's multiprocessors. 0 bytes: the driver cannot say, the
+  /// launch keeps its own amount.
+  virtual Status aloneSharedBytes(void * /*function*/, int /*device*/,
+                                  unsigned &bytes, int &multiprocessors) {
+    bytes = 0;
+    multiprocessors = 0;
+    return Status::ok();
+  }
 
 protected:
   // A new stream of the current device for sideStream (never destroyed, like
   // the modules).
   virtual Status createSideStream(void *&out) = 0;
-
 private:
   std::mutex sideMutex_;
   std::map<int, void *> sideStreams_;

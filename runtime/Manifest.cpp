@@ -791,7 +791,7 @@ Status parseEntry(const Reader &r, const Value &v, const std::string &path,
     const Value &l = launches->array[i];
     std::string lPath = Reader::index(launchesPath, i);
     if (Status s = r.object(l, lPath,
-                            {"kernel", "args", "symbols", "stream", "after"}))
+                            {"kernel", "args", "symbols", "stream", "after", "alone"}))
       return s;
     e.launches.emplace_back();
     EntryLaunch &launch = e.launches.back();
@@ -859,6 +859,12 @@ Status parseEntry(const Reader &r, const Value &v, const std::string &path,
                        "stream)");
       launch.stream = static_cast<int>(stream->number);
       e.sideStream = e.sideStream || launch.stream == 1;
+    }
+    if (const Value *alone = l.find("alone")) {
+      if (!alone->isBool())
+        return r.error(*alone, Reader::join(lPath, "alone"),
+                       "expected true or false");
+      launch.alone = alone->boolean;
     }
     const Value *after;
     if (Status s = arrayField(r, l, lPath, "after", true, after))

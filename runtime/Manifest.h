@@ -126,6 +126,11 @@ struct EntryLaunch {
   // where it runs on the other stream (BUNDLE.md, "Two streams").
   int stream = 0;
   std::vector<size_t> after;
+  // A multiprocessor a block: launched with the device's largest dynamic
+  // shared memory, so that no other block fits beside it, where its grid
+  // holds at most half the multiprocessors (a latency-bound state pass
+  // beside compute-bound work: BUNDLE.md, "Two streams").
+  bool alone = false;
   // Set at parse: a later launch on the other stream waits for this one.
   bool recordEvent = false;
 };

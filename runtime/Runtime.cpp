@@ -648,6 +648,18 @@ Status launchEntry(kda_bundle *bundle, const Entry &entry,
                           kernel.dynamicSharedMemory,
                           target,
                           args.data()};
+      // A multiprocessor a block beside the other stream's work, where the
+      // grid leaves at least half the device to it.
+      if (side && launch.alone) {
+        unsigned bytes = 0;
+        int sms = 0;
+        if (driver->aloneSharedBytes(functions[l], device, bytes, sms)
+                .isOk() &&
+            bytes > config.sharedBytes && sms > 0 &&
+            uint64_t(config.grid[0]) * config.grid[1] * config.grid[2] * 2 <=
+                uint64_t(sms))
+          config.sharedBytes = bytes;
+      }
       if (Status s = driver->launch(kernel, functions[l], config)) {
         result = Status(s.code(),
                         where() + s.message() +

@@ -1875,7 +1875,7 @@ TEST(Entries, ErrorsNameTheField) {
       {"{\"kernel\": \"kda_small\", \"args\": [\"x\"]}",
        "{\"kernel\": \"kda_small\", \"args\": [\"x\"], \"grid\": [1, 1, 1]}",
        "entries[1].launches[0].grid: unknown field (expected one of: kernel, "
-       "args, symbols, stream, after)"},
+       "args, symbols, stream, after, alone)"},
       {"\"name\": \"kda_small_twice\",",
        "\"name\": \"kda_small_twice\", \"stream\": 0,",
        "entries[1].stream: unknown field (expected one of: name, params, "
@@ -2994,9 +2994,21 @@ TEST(Entries, TwoStreams) {
   EXPECT_TRUE(e.launches[0].recordEvent); // the side's launch follows it
   EXPECT_TRUE(e.launches[1].recordEvent); // the caller's last follows it
   EXPECT_FALSE(e.launches[2].recordEvent);
+  EXPECT_FALSE(e.launches[1].alone);
+  // "alone": a multiprocessor a block (where the grid leaves half the device).
+  {
+    Manifest alone;
+    Status sa = parseManifest(
+        replaced(m, "\"stream\": 1,", "\"stream\": 1, \"alone\": true,"), "m",
+        alone);
+    ASSERT_TRUE(sa.isOk()) << sa.message();
+    EXPECT_TRUE(alone.findEntry("kda_p")->launches[1].alone);
+  }
   struct Case {
     std::string from, to, expected;
   } cases[] = {
+      {"\"stream\": 1,", "\"stream\": 1, \"alone\": 1,",
+       "entries[0].launches[1].alone: expected true or false"},
       {"\"stream\": 1,", "\"stream\": 2,",
        "entries[0].launches[1].stream: expected 0 (the caller's stream) or 1 "
        "(the side stream)"},

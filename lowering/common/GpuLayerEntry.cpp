@@ -200,8 +200,14 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
         for (size_t i : after[l])
           deps.push_back(b.getI64IntegerAttr(i));
         fields.push_back(b.getNamedAttr("after", b.getArrayAttr(deps)));
-        if (stream[l])
+        // The side stream's launches hold a multiprocessor a block where
+        // their grid leaves half the device to the other stream (the
+        // runtime decides per call): beside co-resident window warps the
+        // state pass's latency-bound programs lose their issue slots.
+        if (stream[l]) {
           fields.push_back(b.getNamedAttr("stream", b.getI64IntegerAttr(1)));
+          fields.push_back(b.getNamedAttr("alone", b.getBoolAttr(true)));
+        }
       }
       launches.push_back(b.getDictionaryAttr(fields));
     }

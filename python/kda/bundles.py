@@ -287,15 +287,20 @@ def window_attention_config(*, K: int, V: int, qk_dtype: str, v_dtype: str, wind
 
 def hybrid_config(*, gated_delta: Dict[str, Any], window: int, mix: str,
                   window_scale: Optional[float] = None,
-                  z: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
+                  z: Optional[Dict[str, str]] = None,
+                  schedule: str = "fused") -> Dict[str, Any]:
     """Canonical configuration of one hybrid layer: a ``kda.gated_delta``
     (``gated_delta``, its own configuration) and a ``kda.window_attention``
     of window ``window`` over the same q, k, v (and cu_seqlens), combined by
     ``kda.hybrid``: ``mix`` "sum" (o = o_linear + o_window) or "gated"
     (o = sigmoid(z) o_linear + (1 - sigmoid(z)) o_window, with ``z`` =
     {"form": "head" ([B, T, HV]) or "channel" ([B, T, HV, V]), "dtype"}).
-    The bundle holds the branches' kernels, the mix's, and one entry for the
-    layer (kda-gpu-layer-entry) that runs them behind one call."""
+    The bundle holds the branches' kernels and one entry for the layer
+    (kda-gpu-layer-entry) that runs them behind one call. ``schedule``
+    "fused": the mix in the window kernel's epilogue, after the state pass
+    (kda-fuse-window-mix); "overlap": the window beside the state pass (the
+    state pass on the side stream, a multiprocessor a block), then a mix
+    kernel (the configuration says so only for "overlap")."""
     gd = dict(gated_delta)
     cfg = {
         "op": "hybrid",
@@ -306,6 +311,8 @@ def hybrid_config(*, gated_delta: Dict[str, Any], window: int, mix: str,
         "window_scale": _normalise_scale(window_scale, gd["K"]),
         "z": dict(z) if z is not None else None,
     }
+    if schedule != "fused":
+        cfg["schedule"] = schedule
     validate(cfg)
     return cfg
 
@@ -350,6 +357,8 @@ def validate(cfg: Dict[str, Any]) -> None:
             raise ValueError(f"window: expected an integer >= 1, got {w!r}")
         if cfg.get("mix") not in ("sum", "gated"):
             raise ValueError(f"mix: expected sum or gated, got {cfg.get('mix')!r}")
+        if cfg.get("schedule", "overlap") != "overlap":
+            raise ValueError(f"schedule: expected 'overlap' or no key (fused), got {cfg.get('schedule')!r}")
         z = cfg.get("z")
         if cfg["mix"] == "gated":
             if not isinstance(z, dict) or z.get("form") not in ("head", "channel") or \
@@ -520,7 +529,8 @@ def describe(cfg: Dict[str, Any]) -> str:
     if cfg["op"] == "hybrid":
         mix = cfg["mix"] + (f":{cfg['z']['form']}:{cfg['z']['dtype']}" if cfg["z"] else "")
         scale = f" window_scale={cfg['window_scale']:g}" if cfg["window_scale"] is not None else ""
-        return f"hybrid {mix} window={cfg['window']}{scale} of [{describe(cfg['gated_delta'])}]"
+        sched = " overlap" if cfg.get("schedule") == "overlap" else ""
+        return f"hybrid {mix}{sched} window={cfg['window']}{scale} of [{describe(cfg['gated_delta'])}]"
     if cfg["op"] == "window_attention":
         window = (f"window=per-position:{cfg['window_sizes_dtype']}" if "window_sizes_dtype" in cfg
                   else f"window={cfg['window']}")
@@ -879,7 +889,8 @@ def _hybrid_mlir(cfg: Dict[str, Any]) -> str:
             + " {" + ", ".join(attrs) + "}" + f" : {tq}, {tq}, {tv} -> {tv}\n"
             f"  %win = kda.window_attention %q, %k, %v" + "".join(" " + o for o in window_operands)
             + " {" + ", ".join(window_attrs) + "}" + f" : {tq}, {tq}, {tv} -> {tv}\n"
-            f"  %o = kda.hybrid {cfg['mix']} %lin, %win{mix} : {tv}, {tv} -> {tv}\n"
+            f"  %o = kda.hybrid {cfg['mix']} %lin, %win{mix}"
+            + (" {overlap}" if cfg.get("schedule") == "overlap" else "") + f" : {tv}, {tv} -> {tv}\n"
             f"  return %o : {tv}\n"
             "}\n")
 

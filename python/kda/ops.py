@@ -1870,7 +1870,7 @@ def hybrid_attention(q, k, v, g, beta, z=None, *, window: int, mix: str | None =
                  for t in (q, k, v, g, beta, z, A_log, dt_bias, cu_seqlens)),
            window, mix, scale, window_scale, use_qk_l2norm_in_kernel, use_gate_in_kernel,
            use_beta_sigmoid_in_kernel, allow_neg_eigval, lower_bound, chunk_size, _plan_env(),
-           os.environ.get("KDA_HYBRID_V_BLOCK"))
+           os.environ.get("KDA_HYBRID_V_BLOCK"), os.environ.get("KDA_HYBRID_SCHEDULE"))
     plan = _hybrid_plans.get(key)
     if plan is None:
         cfg = hybrid_attention_config(q, k, v, g, beta, z, window=window, mix=mix, scale=scale,
@@ -1898,9 +1898,17 @@ def hybrid_attention(q, k, v, g, beta, z=None, *, window: int, mix: str | None =
         # shape (the shape policy: V blocks by how many programs fill the chip).
         N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
         T_seq = T if cu_seqlens is None else max(1, (B * T) // max(1, N))
+        # The schedule (tune.hybrid_schedule): the window beside the state pass where the state
+        # pass in V blocks of 64 leaves half the chip to it, else the mix in the window's epilogue.
         # (KDA_HYBRID_V_BLOCK: another V block for the layer's state pass, to measure.)
-        tile = _tune.hybrid_tile_override() or _tune.shape_policy_tile(
-            cfg["gated_delta"], chip, N, HV, _multiprocessors(q.device), T=T_seq)
+        sms = _multiprocessors(q.device)
+        if _tune.hybrid_schedule(chip, N, HV, V, sms) == "overlap":
+            cfg = dict(cfg, schedule="overlap")
+            _bundles.validate(cfg)
+            tile = _tune.hybrid_tile_override() or _tune.hybrid_overlap_tile()
+        else:
+            tile = _tune.hybrid_tile_override() or _tune.shape_policy_tile(
+                cfg["gated_delta"], chip, N, HV, sms, T=T_seq)
         bundle, kernel, used_tile = _bundle_for(cfg, chip, tile)
         names = [p["name"] for p in bundle.tensor_params(kernel)]
         plan = _hybrid_plans[key] = (bundle, kernel, tile, used_tile, names,

@@ -531,6 +531,27 @@ def hybrid_overlap_tile() -> Dict[str, int]:
     return make_tile(16, 64, 128, state_stages=3)
 
 
+def hybrid_schedule(chip: str, N: int, HV: int, V: int, multiprocessors: int) -> str:
+    """How a hybrid layer runs (kda.bundles.hybrid_config's ``schedule``): "overlap" (the
+    window beside the gated delta's state pass, whose programs hold a multiprocessor each,
+    then a mix kernel) where the state pass's programs in V blocks of 64 fill at most half
+    the chip, so that the window has the other half; else "fused" (the mix in the window
+    kernel's epilogue, after the state pass). Measured on the H100 (bench/RESULTS.md,
+    forty-seventh session): beside co-resident window warps the state pass's latency-bound
+    programs lose their issue slots, so the overlap needs multiprocessors of their own, which
+    only the CUDA driver gives (runtime: launches[].alone); elsewhere, fused.
+    KDA_HYBRID_SCHEDULE=fused|overlap decides instead, to measure."""
+    forced = os.environ.get("KDA_HYBRID_SCHEDULE")
+    if forced:
+        if forced not in ("fused", "overlap"):
+            raise ValueError(f"KDA_HYBRID_SCHEDULE: expected fused or overlap, got {forced!r}")
+        return forced
+    programs = N * HV * -(-V // 64)
+    if chip == "sm_90a" and multiprocessors > 0 and 2 * programs <= multiprocessors:
+        return "overlap"
+    return "fused"
+
+
 def hybrid_tile_override() -> Optional[Dict[str, int]]:
     vb = _int_env("KDA_HYBRID_V_BLOCK", "a V block for a hybrid layer's state pass",
                   lambda v: v in HYBRID_V_BLOCKS, f"one of {HYBRID_V_BLOCKS}")
@@ -674,10 +695,11 @@ def policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
     layer's are its gated delta part's (kda.ops.hybrid_attention asks the
     policy for that part)."""
     if cfg.get("op") == "hybrid":
-        tiles = policy_tiles(cfg["gated_delta"], chip)
-        if tiles:
-            tiles.append(hybrid_overlap_tile())
-        return tiles
+        # The overlap schedule takes V blocks of 64 (hybrid_overlap_tile); the fused one the
+        # gated delta's own policy.
+        if cfg.get("schedule") == "overlap":
+            return [hybrid_overlap_tile()]
+        return policy_tiles(cfg["gated_delta"], chip)
     if _grad_policy_applies(cfg, chip):
         return grad_policy_tiles(cfg, chip)
     cfg, chunk = steps_form(cfg, chip)

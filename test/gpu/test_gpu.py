@@ -341,8 +341,11 @@ class HybridCase:
     window_attention, mixed in float64 (SPEC.md section 5)."""
 
     def __init__(self, name, dtype, KV, window, mix, B=2, T=100, H=2, HV=None, seqlens=None, z_form="head",
-                 kimi=True, seed=0):
+                 kimi=True, seed=0, schedule=None):
         self.name, self.dtype, self.K, self.V, self.window, self.mix = name, dtype, KV, KV, window, mix
+        # None: kda.tune.hybrid_schedule's choice (these small shapes: overlap on sm_90a); "fused" or
+        # "overlap": forced through KDA_HYBRID_SCHEDULE.
+        self.schedule = schedule
         self.B, self.T, self.H, self.HV = B, T, H, HV or H
         self.seqlens, self.z_form, self.kimi, self.seed = seqlens, z_form, kimi, seed
         if seqlens is not None:
@@ -369,6 +372,13 @@ class HybridCase:
                                             M("beta"), M("z") if self.mix == "gated" else None,
                                             window=self.window, mix=self.mix, cu_seqlens=cu, **extra,
                                             **self.kwargs())
+
+    def configs(self):
+        base = self.config()
+        if self.schedule == "fused":
+            return [base]
+        overlap = dict(base, schedule="overlap")
+        return [overlap] if self.schedule == "overlap" else [base, overlap]
 
     def run(self, torch, oracle):
         return run_hybrid_case(self, torch, oracle)
@@ -644,6 +654,12 @@ def hybrid_cases():
         HybridCase("bf16-k128-hybrid-gated-W64-varlen-500,3,40", "bf16", 128, 64, "gated", seqlens=[500, 3, 40]),
         HybridCase("bf16-k128-hybrid-gated-W4096-T200", "bf16", 128, 4096, "gated", B=1, T=200),
         HybridCase("f16-k64-hybrid-sum-W1-T129-logspace", "f16", 64, 1, "sum", B=1, T=129, kimi=False),
+        HybridCase("bf16-k128-hybrid-gated-W64-T300-fused", "bf16", 128, 64, "gated", B=2, T=300,
+                   schedule="fused"),
+        HybridCase("bf16-k128-hybrid-gated-channel-W100-gva-fused", "bf16", 128, 100, "gated", B=1, T=260, H=2,
+                   HV=4, z_form="channel", schedule="fused"),
+        HybridCase("bf16-k128-hybrid-sum-W512-T700-overlap", "bf16", 128, 512, "sum", B=1, T=700,
+                   schedule="overlap"),
     ]
 
 
@@ -1278,11 +1294,20 @@ def run_hybrid_case(case, torch, oracle):
             cu.append(cu[-1] + L)
     cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int64).cuda()
     extra = dict(A_log=gpu["A_log"], dt_bias=gpu["dt_bias"]) if case.kimi else {}
-    with torch.inference_mode():
-        o = kda.hybrid_attention(gpu["q"], gpu["k"], gpu["v"], gpu["g"], gpu["beta"],
-                                 gpu["z"] if case.mix == "gated" else None, window=case.window, mix=case.mix,
-                                 cu_seqlens=cu_t, **extra, **case.kwargs())
-        torch.cuda.synchronize()
+    saved = os.environ.get("KDA_HYBRID_SCHEDULE")
+    if case.schedule:
+        os.environ["KDA_HYBRID_SCHEDULE"] = case.schedule
+    try:
+        with torch.inference_mode():
+            o = kda.hybrid_attention(gpu["q"], gpu["k"], gpu["v"], gpu["g"], gpu["beta"],
+                                     gpu["z"] if case.mix == "gated" else None, window=case.window, mix=case.mix,
+                                     cu_seqlens=cu_t, **extra, **case.kwargs())
+            torch.cuda.synchronize()
+    finally:
+        if saved is None:
+            os.environ.pop("KDA_HYBRID_SCHEDULE", None)
+        else:
+            os.environ["KDA_HYBRID_SCHEDULE"] = saved
     lin, _ = oracle.gated_delta(ref["q"], ref["k"], ref["v"], ref["g"], ref["beta"], cu_seqlens=cu,
                                 A_log=ref.get("A_log"), dt_bias=ref.get("dt_bias"), qk_l2norm=case.kimi,
                                 beta_activation="sigmoid" if case.kimi else "none",
@@ -1296,14 +1321,16 @@ def run_hybrid_case(case, torch, oracle):
         ref_o = sz * lin + (1.0 - sz) * win
     problems, metrics = [], []
     bar = BARS[case.dtype]
-    # The layer's launches: the gated delta's and the window's on lanes, the mix in the window's
-    # epilogue (kda-fuse-window-mix: no mix kernel).
+    # The layer's launches: the gated delta's and the window's on lanes; the mix in the window's
+    # epilogue (fused: kda-fuse-window-mix) or a kernel after both (overlap).
     st = getattr(kops.last_launch, "strategy", {}) or {}
     kinds = [v.get("kind") for n, v in st.items() if v.get("kernel") in ("intra", "state", "window")]
-    metrics.append("launches=" + "+".join(v.get("kernel", "?") for v in st.values()))
-    if len(st) != 3 or kinds != ["lanes"] * 3:
-        problems.append(f"the layer ran {st}, expected the gated delta's two lane kernels and the window's "
-                        "(with the mix)")
+    ran = [v.get("kernel", "?") for v in st.values()]
+    metrics.append("launches=" + "+".join(ran))
+    want = {"fused": ["intra", "state", "window"], "overlap": ["intra", "state", "window", "elementwise"]}
+    if kinds != ["lanes"] * 3 or ran not in want.values() or (case.schedule and ran != want[case.schedule]):
+        problems.append(f"the layer ran {st}, expected the gated delta's two lane kernels and the window's, "
+                        f"the mix {'a kernel' if case.schedule == 'overlap' else 'in the window or a kernel'}")
     _compare(torch, oracle, "o", o, ref_o, bar, problems, metrics)
     return problems, metrics, bar
 

@@ -9,14 +9,15 @@
 // mapped to the layer's (N, T) on its launch. Functions it cannot describe
 // keep their kernels and say why. Where a called entry's later launches
 // (the state pass) are independent of another call's, they run on the side
-// stream ("stream" 1, "after": what each launch follows). An argument whose
+// stream ("stream" 1, "alone": a multiprocessor a block where the runtime can;
+// "after": what each launch follows). An argument whose
 // first kernel parameter name is taken is named after its position (arg1).
 
 // CHECK: remark: kda-gpu-layer-entry: @writes_an_argument gets no bundle entry of its own: call 0 (@k1) writes into a tensor that is not fresh (parameter w)
 // CHECK: remark: kda-gpu-layer-entry: @host_math gets no bundle entry of its own: it computes more than kernel calls (arith.addf)
 // CHECK: kda.entries = [{launches = [{args = ["x", "ws0"], kernel = "k1"}, {args = ["ws0", "o"], kernel = "k2"}], name = "ent"
 // CHECK-SAME: {launches = [{args = ["x", "c0_ws0"], kernel = "k1"}, {args = ["c0_ws0", "c0_o"], kernel = "k2"}, {args = ["c0_o", "y", "o"], kernel = "mix", symbols = {A = "N", B = "T"}}], name = "layer", params = [{dtype = "f32", name = "x", shape = ["N", "T"]}, {dtype = "f32", name = "y", shape = ["N", "T"]}, {dtype = "f32", name = "o", shape = ["N", "T"]}], workspaces = [{dtype = "f32", name = "c0_o", shape = ["N", "T"]}, {dtype = "f32", name = "c0_ws0", shape = ["N", "T"]}]},
-// CHECK-SAME: {launches = [{after = [], args = ["x", "c0_ws0"], kernel = "k1"}, {after = [0], args = ["c0_ws0", "c0_o"], kernel = "k2", stream = 1 : i64}, {after = [], args = ["arg1", "c1_w"], kernel = "k1"}, {after = [1, 2], args = ["c0_o", "c1_w", "o"], kernel = "mix", symbols = {A = "N", B = "T"}}], name = "two_branches"
+// CHECK-SAME: {launches = [{after = [], args = ["x", "c0_ws0"], kernel = "k1"}, {after = [0], alone = true, args = ["c0_ws0", "c0_o"], kernel = "k2", stream = 1 : i64}, {after = [], args = ["arg1", "c1_w"], kernel = "k1"}, {after = [1, 2], args = ["c0_o", "c1_w", "o"], kernel = "mix", symbols = {A = "N", B = "T"}}], name = "two_branches"
 // CHECK-SAME: {launches = [{args = ["x", "o0"], kernel = "k1"}, {args = ["o0", "o1"], kernel = "k1"}], name = "twice", params = [{dtype = "f32", name = "x", shape = ["N", "T"]}, {dtype = "f32", name = "o0", shape = ["N", "T"]}, {dtype = "f32", name = "o1", shape = ["N", "T"]}], workspaces = []}
 // CHECK-SAME: {launches = [{args = ["in0", "in1", "c0_out"], kernel = "mix"}, {args = ["c0_out", "c1_ws0"], kernel = "k1", symbols = {N = "A", T = "B"}}, {args = ["c1_ws0", "o"], kernel = "k2", symbols = {N = "A", T = "B"}}], name = "mix_first", params = [{dtype = "f32", name = "in0", shape = ["A", "B"]}, {dtype = "f32", name = "in1", shape = ["A", "B"]}, {dtype = "f32", name = "o", shape = ["A", "B"]}], workspaces = [{dtype = "f32", name = "c0_out", shape = ["A", "B"]}, {dtype = "f32", name = "c1_ws0", shape = ["A", "B"]}]}
 // CHECK-NOT: name = "single"

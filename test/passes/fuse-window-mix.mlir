@@ -28,16 +28,19 @@ func.func @sum_window_first(%q: tensor<1x64x2x32xbf16>, %k: tensor<1x64x2x32xbf1
 }
 
 // Left as they are: a gated mix with the window first (sigmoid(z) would
-// weigh the window), a window used elsewhere too, three branches.
+// weigh the window), a window used elsewhere too, three branches, a hybrid
+// that asks for the overlap schedule.
 // CHECK-LABEL: func.func @not_fused
-// CHECK-COUNT-3: kda.hybrid
+// CHECK-COUNT-4: kda.hybrid
 // CHECK-NOT: mix_linear
-func.func @not_fused(%q: tensor<1x64x2x32xbf16>, %v: tensor<1x64x2x16xbf16>, %x: tensor<1x64x2x16xbf16>, %z: tensor<1x64x2xf32>) -> (tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>) {
+func.func @not_fused(%q: tensor<1x64x2x32xbf16>, %v: tensor<1x64x2x16xbf16>, %x: tensor<1x64x2x16xbf16>, %z: tensor<1x64x2xf32>) -> (tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>) {
   %w0 = kda.window_attention %q, %q, %v {window = 8 : i64} : tensor<1x64x2x32xbf16>, tensor<1x64x2x32xbf16>, tensor<1x64x2x16xbf16> -> tensor<1x64x2x16xbf16>
   %a = kda.hybrid gated %w0, %x gate(%z : tensor<1x64x2xf32>) : tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16> -> tensor<1x64x2x16xbf16>
   %w1 = kda.window_attention %q, %q, %v {window = 4 : i64} : tensor<1x64x2x32xbf16>, tensor<1x64x2x32xbf16>, tensor<1x64x2x16xbf16> -> tensor<1x64x2x16xbf16>
   %b = kda.hybrid sum %x, %w1 : tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16> -> tensor<1x64x2x16xbf16>
   %w2 = kda.window_attention %q, %q, %v {window = 2 : i64} : tensor<1x64x2x32xbf16>, tensor<1x64x2x32xbf16>, tensor<1x64x2x16xbf16> -> tensor<1x64x2x16xbf16>
   %c = kda.hybrid sum %x, %x, %w2 : tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16> -> tensor<1x64x2x16xbf16>
-  return %a, %b, %c, %w1 : tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>
+  %w3 = kda.window_attention %q, %q, %v {window = 3 : i64} : tensor<1x64x2x32xbf16>, tensor<1x64x2x32xbf16>, tensor<1x64x2x16xbf16> -> tensor<1x64x2x16xbf16>
+  %d = kda.hybrid gated %x, %w3 gate(%z : tensor<1x64x2xf32>) {overlap} : tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16> -> tensor<1x64x2x16xbf16>
+  return %a, %b, %c, %d, %w1 : tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>
 }

@@ -306,6 +306,8 @@ int fail(const llvm::Twine &message) {
 }
 
 llvm::json::Value toJson(Attribute attr) {
+  if (auto b = dyn_cast<BoolAttr>(attr))
+    return b.getValue();
   if (auto i = dyn_cast<IntegerAttr>(attr))
     return i.getInt();
   if (auto s = dyn_cast<StringAttr>(attr))

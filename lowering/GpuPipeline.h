@@ -300,6 +300,12 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
                      "intra-chunk kernel's register budget is cut for (0: "
                      "four for 16-bit kernels, three for fp32 ones)"),
       llvm::cl::init(0)};
+  PassOptions::Option<int64_t> elementwiseTileElements{
+      *this, "elementwise-tile-elements",
+      llvm::cl::desc("kda-gpu-outline-elementwise's tile-elements: up to "
+                     "this many elements a program of an elementwise kernel "
+                     "(0: a dynamic trailing dimension one index a program)"),
+      llvm::cl::init(0)};
   PassOptions::Option<int64_t> stateCopyRuns{
       *this, "state-copy-runs",
       llvm::cl::desc("the state program's whole-chunk copies in runs "

@@ -43,6 +43,13 @@ def KdaGpuOutlineElementwise
     function with its kda.abi, one program per leading index, so that every
     GPU launch is a grid of programs (GpuOutlineElementwise.cpp).
   }];
+  let options = [
+    Option<"tileElements", "tile-elements", "int64_t", /*default=*/"0",
+           "Elements a program may take: 0 keeps a dynamic trailing "
+           "dimension one index a program (the measured default); N > 0 "
+           "blocks the first trailing dimension (a power of two of its "
+           "indices, the last block partial) up to N elements a program">
+  ];
 }
 
 def KdaGpuFuseTiles : Pass<"kda-gpu-fuse-tiles", "func::FuncOp"> {

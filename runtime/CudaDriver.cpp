@@ -276,14 +276,18 @@ public:
       multiprocessors = 0;
       return Status::ok();
     }
-    // (Kernels here take their shared memory dynamically: the opt-in
-    // maximum is all of a block's.) A function that refuses the limit keeps
-    // its own amount: the launch is then as any other.
+    // Seven eighths of the opt-in maximum: more than a multiprocessor has
+    // left beside any other kernel's block here (a window block takes 66 KiB
+    // of the H100's 228), with room for the kernel's static shared memory
+    // (the opt-in maximum itself is refused where a kernel has any). A
+    // function that refuses the limit keeps its own amount: the launch is
+    // then as any other.
+    const int want = info.maxSharedOptin - info.maxSharedOptin / 8;
     if (api_.funcSetAttribute(static_cast<CUfunction>(function),
                               CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                              info.maxSharedOptin) != CUDA_SUCCESS)
+                              want) != CUDA_SUCCESS)
       return Status::ok();
-    bytes = static_cast<unsigned>(info.maxSharedOptin);
+    bytes = static_cast<unsigned>(want);
     return Status::ok();
   }
 

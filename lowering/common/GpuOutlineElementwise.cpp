@@ -173,35 +173,30 @@ struct OutlineElementwisePass : kda::impl::KdaGpuOutlineElementwiseBase<OutlineE
 
       // One program per row of the leading dimensions; each program's
       // elementwise tile is spread over its threads. A program's tile must
-      // have a static size (its threads and buffers are sized from it), and
-      // should be big enough to keep its threads busy: the trailing two
-      // dimensions are one tile where their static size is at most
-      // kTileElements; otherwise (the heads of a [B, T, HV, V] mix, dynamic
-      // or many) the first of them is split into blocks of as many indices
-      // as the budget holds, a power of two (8 heads of V = 128), the last
-      // block partial. A mix of [B, T, HV, V] at T = 8192, HV = 32 is 32768
-      // programs of 1024 elements instead of 262144 of 128.
-      constexpr int64_t kTileElements = 1024;
+      // have a static size (its threads and buffers are sized from it): a
+      // dynamic trailing dimension (the head count of a [B, T, HV, V] mix
+      // whose heads are dynamic) is split one index a program too. With
+      // tile-elements = N, the first trailing dimension goes in blocks of as
+      // many indices as N elements hold, a power of two (8 heads of
+      // V = 128 for 1024), the last block partial: 32768 programs of 1024
+      // elements at T = 8192, HV = 32 instead of 262144 of 128. Not the
+      // default: the H100 took longer with blocks of 8 heads (a hybrid's mix
+      // kernel, bench/RESULTS.md, forty-seventh session).
       int64_t rank = clone.getNumLoops();
       SmallVector<int64_t> ranges = clone.getStaticLoopRanges();
       SmallVector<OpFoldResult> tileSizes(rank, b.getIndexAttr(0));
-      for (int64_t d = 0; d + 2 < rank; ++d)
-        tileSizes[d] = b.getIndexAttr(1);
-      if (rank <= 2) {
+      for (int64_t d = 0; d < rank; ++d)
+        if (d + 2 < rank || ShapedType::isDynamic(ranges[d]))
+          tileSizes[d] = b.getIndexAttr(1);
+      if (rank <= 2)
         tileSizes[0] = b.getIndexAttr(1);
-        if (rank == 2 && ShapedType::isDynamic(ranges[1]))
-          tileSizes[1] = b.getIndexAttr(1);
-      } else {
-        int64_t outer = rank - 2, inner = rank - 1;
-        // The last dimension is whole (a row of V); a dynamic one is split
-        // one index a program, and the dimension before it too.
-        if (ShapedType::isDynamic(ranges[inner])) {
-          tileSizes[inner] = b.getIndexAttr(1);
-          tileSizes[outer] = b.getIndexAttr(1);
-        } else if (ShapedType::isDynamic(ranges[outer]) ||
-                   ranges[outer] * ranges[inner] > kTileElements) {
+      if (tileElements > 0 && rank > 2 &&
+          !ShapedType::isDynamic(ranges[rank - 1])) {
+        const int64_t outer = rank - 2, inner = ranges[rank - 1];
+        if (ShapedType::isDynamic(ranges[outer]) ||
+            ranges[outer] * inner > tileElements) {
           int64_t block = 1;
-          while (2 * block * ranges[inner] <= kTileElements)
+          while (2 * block * inner <= tileElements)
             block *= 2;
           tileSizes[outer] = b.getIndexAttr(block);
         }

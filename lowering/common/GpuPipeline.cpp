@@ -63,7 +63,9 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   KdaOutlineKernelsOptions outline;
   outline.destinationStyle = true;
   pm.addPass(createKdaOutlineKernels(outline));
-  pm.addPass(createGpuOutlineElementwisePass());
+  KdaGpuOutlineElementwiseOptions elementwise;
+  elementwise.tileElements = options.elementwiseTileElements;
+  pm.addPass(createKdaGpuOutlineElementwise(elementwise));
   KdaTileChunksOptions tiling;
   tiling.chunk = options.chunk > 0 ? options.chunk : target.defaultChunk;
   // No sub-chunks in the recurrence (chunk 1); otherwise kda-tile-chunks

@@ -532,23 +532,20 @@ def hybrid_overlap_tile() -> Dict[str, int]:
 
 
 def hybrid_schedule(chip: str, N: int, HV: int, V: int, multiprocessors: int) -> str:
-    """How a hybrid layer runs (kda.bundles.hybrid_config's ``schedule``): "overlap" (the
-    window beside the gated delta's state pass, whose programs hold a multiprocessor each,
-    then a mix kernel) where the state pass's programs in V blocks of 64 fill at most half
-    the chip, so that the window has the other half; else "fused" (the mix in the window
-    kernel's epilogue, after the state pass). Measured on the H100 (bench/RESULTS.md,
-    forty-seventh session): beside co-resident window warps the state pass's latency-bound
-    programs lose their issue slots, so the overlap needs multiprocessors of their own, which
-    only the CUDA driver gives (runtime: launches[].alone); elsewhere, fused.
-    KDA_HYBRID_SCHEDULE=fused|overlap decides instead, to measure."""
+    """How a hybrid layer runs (kda.bundles.hybrid_config's ``schedule``): "fused" (the mix in
+    the window kernel's epilogue, after the state pass) or "overlap" (the window beside the
+    gated delta's state pass in V blocks of 64, whose programs hold a multiprocessor each
+    where they fill at most half the chip, then a mix kernel). Measured on the H100
+    (bench/RESULTS.md, forty-seventh session, hybrid gated T=8192 H=32 W=512): fused 0.86 ms,
+    overlap 0.87 to 0.91 ms (beside co-resident window warps the state pass's latency-bound
+    programs lose their issue slots; on multiprocessors of their own they keep them, and the
+    mix kernel costs what the overlap gains). So fused, everywhere; KDA_HYBRID_SCHEDULE=
+    fused|overlap decides instead, to measure."""
     forced = os.environ.get("KDA_HYBRID_SCHEDULE")
     if forced:
         if forced not in ("fused", "overlap"):
             raise ValueError(f"KDA_HYBRID_SCHEDULE: expected fused or overlap, got {forced!r}")
         return forced
-    programs = N * HV * -(-V // 64)
-    if chip == "sm_90a" and multiprocessors > 0 and 2 * programs <= multiprocessors:
-        return "overlap"
     return "fused"
 
 

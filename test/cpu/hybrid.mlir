@@ -43,8 +43,8 @@ func.func @gated_twelve_heads(%q: tensor<1x20x12x16xbf16>, %k: tensor<1x20x12x16
   return %o : tensor<1x20x12x128xbf16>
 }
 
-// A sum of three branches stays an elementwise kernel: on the GPU, blocks
-// of 8 heads of V = 128 a program, the second of 12 partial.
+// A sum of three branches stays an elementwise kernel (on the GPU, one
+// program a row of 12 heads of V = 128).
 func.func @sum_three_twelve_heads(%q: tensor<1x20x12x16xbf16>, %k: tensor<1x20x12x16xbf16>, %v: tensor<1x20x12x128xbf16>, %g: tensor<1x20x12x16xf32>, %b: tensor<1x20x12xf32>) -> tensor<1x20x12x128xbf16> {
   %lin = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x20x12x16xf32>) beta(%b : tensor<1x20x12xf32>) : tensor<1x20x12x16xbf16>, tensor<1x20x12x16xbf16>, tensor<1x20x12x128xbf16> -> tensor<1x20x12x128xbf16>
   %w0 = kda.window_attention %q, %k, %v {window = 5 : i64} : tensor<1x20x12x16xbf16>, tensor<1x20x12x16xbf16>, tensor<1x20x12x128xbf16> -> tensor<1x20x12x128xbf16>

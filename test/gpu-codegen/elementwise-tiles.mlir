@@ -1,29 +1,26 @@
-// Elementwise work (a hybrid's mix) as a kernel of its own: a program takes
-// up to 1024 elements of the trailing two dimensions. A [B, T, HV, V = 128]
-// mix takes 8 heads a program (dynamic heads: a grid of ceil(HV / 8), the
-// last block partial), not one program a head (262144 programs of 128
-// threads at T = 8192, HV = 32). A module of elementwise work alone (no kda
-// op) compiles: kda-gpu-select-strategy created its kda.strategy without
-// the kda dialect loaded and crashed.
-// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s
-// RUN: kda-opt %s --kda-lower-to-rocdl="chip=gfx942 format=none" | FileCheck %s
+// Elementwise work (a mix of three branches) as a kernel of its own: one
+// program per row of the leading dimensions, a dynamic trailing dimension
+// (heads) one index a program, a static [12, 128] row one tile (the measured
+// default). With kda-gpu-outline-elementwise's tile-elements = 1024 a
+// program takes 8 heads of V = 128 (dynamic heads: a grid of ceil(HV / 8),
+// the last block partial; 12 static heads: 2 programs a row): a grid loop of
+// step c from 0 launches ceil(extent / c) programs. A module of elementwise
+// work alone (no kda op) compiles: kda-gpu-select-strategy created its
+// kda.strategy without the kda dialect loaded and crashed.
+// RUN: kda-opt %s --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s --check-prefix=ONE
+// RUN: kda-opt %s --kda-lower-to-rocdl="chip=gfx942 format=none" | FileCheck %s --check-prefix=ONE
+// RUN: kda-opt %s --kda-gpu-outline-elementwise=tile-elements=1024 | kda-opt --kda-lower-to-nvvm="chip=sm_90a format=none" | FileCheck %s
+// RUN: kda-opt %s --kda-gpu-outline-elementwise=tile-elements=1024 | kda-opt --kda-lower-to-rocdl="chip=gfx942 format=none" | FileCheck %s
 // RUN: rm -rf %t && kda-compile %s -o %t --chip=sm_90a | FileCheck %s --check-prefix=BUNDLE
-// RUN: FileCheck %s --check-prefix=MANIFEST < %t/manifest.json
 
-// The grid of a loop of step 8 from 0 is ceil(extent / 8) programs; a small
-// static row is one program's tile.
+// ONE-DAG: grid = ["D0", "D1", "D2"], module = "kda_elementwise_kernel_module"
+// ONE-DAG: grid = [3, 1, 1], module = "kda_elementwise_kernel_0_module"
+// ONE-DAG: grid = [2, 3, 1], module = "kda_elementwise_kernel_1_module"
 // CHECK-DAG: grid = ["D0", "D1", {ceil_div = 8 : i64, symbol = "D2"}], module = "kda_elementwise_kernel_module"
 // CHECK-DAG: grid = [3, 1, 1], module = "kda_elementwise_kernel_0_module"
 // CHECK-DAG: grid = [2, 3, 2], module = "kda_elementwise_kernel_1_module"
 
 // BUNDLE: kda-compile: wrote {{.*}} (3 kernels, sm_90a)
-// MANIFEST: "entry": "kda_elementwise_kernel",
-// MANIFEST-NEXT: "grid": [
-// MANIFEST-NEXT: "D0",
-// MANIFEST-NEXT: "D1",
-// MANIFEST-NEXT: {
-// MANIFEST-NEXT: "ceil_div": 8,
-// MANIFEST-NEXT: "symbol": "D2"
 
 #id = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>
 #id3 = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
@@ -47,7 +44,8 @@ func.func @small_rows(%a: tensor<3x4x64xf32>, %e: tensor<3x4x64xf32>) -> tensor<
   return %s : tensor<3x4x64xf32>
 }
 
-// 12 static heads of 128: blocks of 8 heads, 2 programs a row.
+// 12 static heads of 128: one tile a row, or (tile-elements = 1024) blocks of
+// 8 heads, 2 programs a row.
 func.func @many_static_heads(%a: tensor<2x3x12x128xf32>, %e: tensor<2x3x12x128xf32>) -> tensor<2x3x12x128xf32> {
   %s = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel", "parallel", "parallel"]}
       ins(%a : tensor<2x3x12x128xf32>) outs(%e : tensor<2x3x12x128xf32>) {

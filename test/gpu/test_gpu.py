@@ -343,8 +343,8 @@ class HybridCase:
     def __init__(self, name, dtype, KV, window, mix, B=2, T=100, H=2, HV=None, seqlens=None, z_form="head",
                  kimi=True, seed=0, schedule=None):
         self.name, self.dtype, self.K, self.V, self.window, self.mix = name, dtype, KV, KV, window, mix
-        # None: kda.tune.hybrid_schedule's choice (these small shapes: overlap on sm_90a); "fused" or
-        # "overlap": forced through KDA_HYBRID_SCHEDULE.
+        # None: kda.tune.hybrid_schedule's choice (fused); "fused" or "overlap": forced through
+        # KDA_HYBRID_SCHEDULE.
         self.schedule = schedule
         self.B, self.T, self.H, self.HV = B, T, H, HV or H
         self.seqlens, self.z_form, self.kimi, self.seed = seqlens, z_form, kimi, seed

@@ -129,7 +129,7 @@ def configs():
     out.append(kops.window_attention_config(q, q, Meta((2, 100, H, 64), "bf16"), None,
                                             window_sizes=Meta((100,), "i32")))
     # hybrid: the layer entry (gated per head, the Kimi prologue, W = 64), in both schedules
-    # (kda.tune.hybrid_schedule: this shape overlaps on sm_90a).
+    # (kda.tune.hybrid_schedule's and KDA_HYBRID_SCHEDULE=overlap's).
     layer = kops.hybrid_attention_config(
         Meta((1, 1000, H, K), "bf16"), Meta((1, 1000, H, K), "bf16"), Meta((1, 1000, HV, V), "bf16"),
         Meta((1, 1000, HV, K), "bf16"), Meta((1, 1000, HV), "bf16"), Meta((1, 1000, HV), "bf16"), window=64,
@@ -597,8 +597,8 @@ def part_pieces(torch, kda):
 
 def part_hybrid(torch, kda):
     """The hybrid layer's entry (kda.hybrid_attention) in the schedule kda.tune.hybrid_schedule gives
-    this shape (on sm_90a: the window beside the state pass, whose programs hold a multiprocessor each,
-    then the mix kernel; else the mix in the window's epilogue): the entry's schedule gives the one-stream
+    this shape (the mix in the window's epilogue; KDA_HYBRID_SCHEDULE=overlap: the window beside the
+    state pass, then the mix kernel): the entry's schedule gives the one-stream
     fallback's output (KDA_ENTRY_STREAMS=0) bit for bit, eagerly and captured in a CUDA graph replayed on
     new inputs (the side stream joins the caller's capture through the events)."""
     problems = []

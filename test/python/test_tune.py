@@ -190,6 +190,27 @@ def part_unit(tmp):
     segs = [TU.make_tile(16, 128, 128, segments=p) for p in TU.SEGMENT_CHOICES]
     check(TU.policy_tiles(kimi, "sm_90a") == [vb32, vb128] + segs, TU.policy_tiles(kimi, "sm_90a"))
     check(TU.policy_tiles(kimi, "sm_80") == [], "policy tiles only where the policy applies")
+    # A hybrid layer: the fused schedule's tiles are its gated delta part's; the overlap schedule
+    # takes V blocks of 64; the schedule is fused unless KDA_HYBRID_SCHEDULE says otherwise.
+    hyb = {"op": "hybrid", "gated_delta": kimi}
+    check(TU.policy_tiles(hyb, "sm_90a") == TU.policy_tiles(kimi, "sm_90a"), "hybrid: the part's tiles")
+    check(TU.policy_tiles(dict(hyb, schedule="overlap"), "sm_90a") == [TU.hybrid_overlap_tile()],
+          "overlap: V blocks of 64")
+    saved = os.environ.pop("KDA_HYBRID_SCHEDULE", None)
+    try:
+        check(TU.hybrid_schedule("sm_90a", 1, 32, 128, 132) == "fused", "fused by default")
+        os.environ["KDA_HYBRID_SCHEDULE"] = "overlap"
+        check(TU.hybrid_schedule("sm_90a", 1, 32, 128, 132) == "overlap", "KDA_HYBRID_SCHEDULE=overlap")
+        os.environ["KDA_HYBRID_SCHEDULE"] = "both"
+        try:
+            TU.hybrid_schedule("sm_90a", 1, 32, 128, 132)
+            check(False, "KDA_HYBRID_SCHEDULE=both accepted")
+        except ValueError as e:
+            check("expected fused or overlap" in str(e), str(e))
+    finally:
+        os.environ.pop("KDA_HYBRID_SCHEDULE", None)
+        if saved is not None:
+            os.environ["KDA_HYBRID_SCHEDULE"] = saved
     # Chunk-boundary states: V blocks of BOUNDARY_V_BLOCK where the others take 128 (128 spills there).
     kimi_h = dict(kimi, boundary_interval=64)
     vbh = TU.make_tile(16, TU.BOUNDARY_V_BLOCK, 128)

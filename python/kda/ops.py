@@ -1850,9 +1850,12 @@ def hybrid_attention(q, k, v, g, beta, z=None, *, window: int, mix: str | None =
     section 5: the window reads q and k as given, not l2-normalised).
 
     One bundle holds the layer (``kda.hybrid``): the gated delta rule's two
-    kernels, the window kernel and the mix, run by the runtime as one entry
-    (``kda_hybrid``, kda-gpu-layer-entry) with one workspace. No states in
-    or out (run chunk_kda and window_attention for those). Forward only.
+    kernels, then the window kernel with the mix in its epilogue
+    (kda-fuse-window-mix), run by the runtime as one entry (``kda_hybrid``,
+    kda-gpu-layer-entry) with one workspace (``KDA_HYBRID_SCHEDULE=overlap``:
+    the window beside the state pass, then a mix kernel; kda.tune.hybrid_schedule).
+    No states in or out (run chunk_kda and window_attention for those).
+    Forward only.
 
     Args:
         z: ``[B, T, HV]`` (per head) or ``[B, T, HV, V]`` (per channel).

@@ -519,11 +519,11 @@ def _int_env(name: str, what: str, valid: Callable[[int], bool], expected: str) 
     return value
 
 
-# A hybrid layer's state pass runs on the side stream beside the window
-# (kda-gpu-layer-entry). KDA_HYBRID_V_BLOCK=64 asks for V blocks of 64 there,
+# A hybrid layer's state pass: in the overlap schedule (hybrid_schedule) on
+# the side stream beside the window, in V blocks of 64 (hybrid_overlap_tile:
 # four warps a program on multiprocessors of their own, as the pieces'
-# overlap measured best (docs/pipelining.md); kda.prebuild builds that tile
-# beside the policy's, so that one process can time both.
+# overlap measured best, docs/pipelining.md). KDA_HYBRID_V_BLOCK asks for
+# another V block in either schedule, to measure.
 HYBRID_V_BLOCKS = (16, 32, 64, 128)
 
 

@@ -6,6 +6,7 @@
 // RUN: kda-run %s --function=gated_channel_bf16 --chunk=64 --check | FileCheck %s
 // RUN: kda-run %s --function=gated_twelve_heads --chunk=16 --check | FileCheck %s
 // RUN: kda-run %s --function=sum_three_twelve_heads --chunk=16 --check | FileCheck %s
+// RUN: kda-run %s --function=gated_per_position_varlen --chunk=16 --seqlens=30,1,59 --check | FileCheck %s
 // RUN: kda-run %s --function=multi_scale_decays --chunk=32 --check | FileCheck %s
 // RUN: kda-run %s --function=multi_scale_gated --chunk=16 --check | FileCheck %s
 // RUN: kda-run %s --function=gate_then_recurrence --chunk=32 --check | FileCheck %s
@@ -51,6 +52,15 @@ func.func @sum_three_twelve_heads(%q: tensor<1x20x12x16xbf16>, %k: tensor<1x20x1
   %w1 = kda.window_attention %q, %k, %v {window = 2 : i64} : tensor<1x20x12x16xbf16>, tensor<1x20x12x16xbf16>, tensor<1x20x12x128xbf16> -> tensor<1x20x12x128xbf16>
   %o = kda.hybrid sum %lin, %w0, %w1 : tensor<1x20x12x128xbf16>, tensor<1x20x12x128xbf16>, tensor<1x20x12x128xbf16> -> tensor<1x20x12x128xbf16>
   return %o : tensor<1x20x12x128xbf16>
+}
+
+// Per-position windows over packed sequences, the gated mix fused into the
+// window (kda-fuse-window-mix): the epilogue's rows are the sequences'.
+func.func @gated_per_position_varlen(%q: tensor<1x90x2x32xbf16>, %k: tensor<1x90x2x32xbf16>, %v: tensor<1x90x2x32xbf16>, %g: tensor<1x90x2x32xf32>, %b: tensor<1x90x2xf32>, %w: tensor<90xi32>, %cu: tensor<4xi32>, %z: tensor<1x90x2xf32>) -> tensor<1x90x2x32xbf16> {
+  %lin = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x90x2x32xf32>) beta(%b : tensor<1x90x2xf32>) cu_seqlens(%cu : tensor<4xi32>) : tensor<1x90x2x32xbf16>, tensor<1x90x2x32xbf16>, tensor<1x90x2x32xbf16> -> tensor<1x90x2x32xbf16>
+  %win = kda.window_attention %q, %k, %v window_sizes(%w : tensor<90xi32>) cu_seqlens(%cu : tensor<4xi32>) : tensor<1x90x2x32xbf16>, tensor<1x90x2x32xbf16>, tensor<1x90x2x32xbf16> -> tensor<1x90x2x32xbf16>
+  %o = kda.hybrid gated %lin, %win gate(%z : tensor<1x90x2xf32>) : tensor<1x90x2x32xbf16>, tensor<1x90x2x32xbf16> -> tensor<1x90x2x32xbf16>
+  return %o : tensor<1x90x2x32xbf16>
 }
 
 func.func @multi_scale_decays(%q: tensor<1x80x2x32xf32>, %k: tensor<1x80x2x32xf32>, %v: tensor<1x80x2x16xf32>, %g: tensor<1x80x2x32xf32>, %b: tensor<1x80x2xf32>, %s0: tensor<3x1x2x32x16xf32>) -> (tensor<1x80x2x16xf32>, tensor<3x1x2x32x16xf32>) {

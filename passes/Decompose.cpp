@@ -8,6 +8,7 @@
 
 #include "passes/GatedDeltaKernel.h"
 #include "passes/Passes.h"
+#include "passes/WindowAttentionKernel.h"
 
 #include "dialect/KdaOps.h"
 
@@ -148,10 +149,7 @@ struct DecomposeHybrid : OpRewritePattern<HybridOp> {
             return acc;
           }
           // sigmoid(z) * first + (1 - sigmoid(z)) * second
-          Value w = sigmoid(ib, s[2]);
-          Value diff = arith::SubFOp::create(ib, s[0], s[1]);
-          return arith::AddFOp::create(ib, s[1],
-                                       arith::MulFOp::create(ib, w, diff));
+          return mixValue(ib, /*window=*/s[1], /*linear=*/s[0], s[2]);
         });
     rewriter.replaceOp(op, r);
     return success();

@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "passes/WindowAttentionKernel.h"
+#include "passes/GatedDeltaKernel.h"
 #include "passes/Sequences.h"
 #include "passes/TileBuilder.h"
 
@@ -111,31 +112,27 @@ Value mlir::kda::windowOutput(TileBuilder &tb, const SoftmaxState &s) {
                 });
 }
 
+Value mlir::kda::mixValue(ImplicitLocOpBuilder &b, Value window,
+                          Value linear, Value gate) {
+  if (!gate)
+    return arith::AddFOp::create(b, linear, window);
+  Value s = activateBetaValue(b, BetaActivation::sigmoid, gate);
+  return arith::AddFOp::create(
+      b, window,
+      arith::MulFOp::create(b, s, arith::SubFOp::create(b, linear, window)));
+}
+
 Value mlir::kda::windowMix(TileBuilder &tb, Value window, Value linear,
                            Value gate) {
-  SmallVector<int64_t> shape = tb.shape(window);
-  if (!gate)
-    return tb.map(shape, {window, linear},
-                  [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
-                    return Value(arith::AddFOp::create(bb, x[1], x[0]));
-                  });
-  // sigmoid(z) x + (1 - sigmoid(z)) w = w + sigmoid(z) (x - w), as
-  // kda-decompose's kda.hybrid.
-  TileOperand g = tb.shape(gate).size() == 1 ? perRow(gate) : TileOperand(gate);
-  return tb.map(
-      shape, {window, linear, g},
-      [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
-        Value one = f32c(bb, 1.0);
-        Value s = arith::DivFOp::create(
-            bb, one,
-            arith::AddFOp::create(
-                bb, one,
-                math::ExpOp::create(bb, arith::NegFOp::create(bb, x[2]))));
-        return Value(arith::AddFOp::create(
-            bb, x[0],
-            arith::MulFOp::create(bb, s,
-                                  arith::SubFOp::create(bb, x[1], x[0]))));
-      });
+  SmallVector<TileOperand> operands = {window, linear};
+  if (gate)
+    operands.push_back(tb.shape(gate).size() == 1 ? perRow(gate)
+                                                  : TileOperand(gate));
+  return tb.map(tb.shape(window), operands,
+                [](ImplicitLocOpBuilder &bb, ValueRange x, ValueRange) {
+                  return mixValue(bb, x[0], x[1],
+                                  x.size() > 2 ? x[2] : Value());
+                });
 }
 
 Value mlir::kda::windowKeeps(ImplicitLocOpBuilder &b, Value qi, Value kj,

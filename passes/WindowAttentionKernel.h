@@ -49,10 +49,16 @@ SoftmaxState windowStep(TileBuilder &tb, Value q, Value k, Value v,
 /// O = acc / l.
 Value windowOutput(TileBuilder &tb, const SoftmaxState &s);
 
-/// A hybrid's mix of the window's output `window` [R, V] with the other
-/// branch's rows `linear` [R, V] (kda.window_attention's fused mix):
-/// linear + window, or, with `gate` z ([R] head-wise or [R, V]),
+/// kda.hybrid's mix of two f32 scalars, written once (kda-decompose's
+/// elementwise hybrid, the window kernels' fused epilogues): linear + window
+/// without `gate`, else window + sigmoid(z) (linear - window), which is
 /// sigmoid(z) linear + (1 - sigmoid(z)) window.
+Value mixValue(ImplicitLocOpBuilder &b, Value window, Value linear,
+               Value gate);
+
+/// mixValue over the window's output `window` [R, V] and the other branch's
+/// rows `linear` [R, V] (kda.window_attention's fused mix), with `gate` z
+/// [R] (head-wise), [R, V] (channel-wise) or null (sum).
 Value windowMix(TileBuilder &tb, Value window, Value linear, Value gate);
 
 /// The keys query position `qi` attends to start at

@@ -585,10 +585,10 @@ struct WindowProgram : LaneBuilder {
             tb.make(accL, llvm::to_vector(regs.drop_front(2 * nRow)))};
   }
 
-  /// The fused hybrid mix of a run of consecutive output columns `w` (f32,
-  /// in place) at `at` (batch row, token, head, first column): x + w (sum),
-  /// or w + sigmoid(z) (x - w) with z the row's `rowGate` or the columns'
-  /// own (channel-wise), as kda-decompose's kda.hybrid computes it.
+  /// The fused hybrid mix (kda::mixValue) of a run of consecutive output
+  /// columns `w` (f32, in place) at `at` (batch row, token, head, first
+  /// column) with the other branch's x there, gated by the row's `rowGate`
+  /// or the columns' own z (channel-wise), or summed.
   void mix(MutableArrayRef<Value> w, ValueRange at, Value rowGate) {
     const int64_t n = w.size();
     auto runOf = [&](Value mem) {
@@ -604,20 +604,8 @@ struct WindowProgram : LaneBuilder {
     SmallVector<Value> z(n, rowGate);
     if (mixGate && !rowGate)
       z = runOf(mixGate);
-    Value one = arith::ConstantOp::create(b, b.getF32FloatAttr(1.0));
-    for (int64_t e = 0; e < n; ++e) {
-      if (!mixGate) {
-        w[e] = arith::AddFOp::create(b, x[e], w[e]);
-        continue;
-      }
-      Value sig = arith::DivFOp::create(
-          b, one,
-          arith::AddFOp::create(
-              b, one, math::ExpOp::create(b, arith::NegFOp::create(b, z[e]))));
-      w[e] = arith::AddFOp::create(
-          b, w[e],
-          arith::MulFOp::create(b, sig, arith::SubFOp::create(b, x[e], w[e])));
-    }
+    for (int64_t e = 0; e < n; ++e)
+      w[e] = kda::mixValue(b, w[e], x[e], z[e]);
   }
 
   /// A head-wise gate's value for output row `qi` (null without one).

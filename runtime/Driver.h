@@ -98,7 +98,7 @@ public:
   virtual void destroyEvent(void *event) = 0; // best effort
   virtual Status recordEvent(void *event, void *stream) = 0;
   virtual Status waitEvent(void *stream, void *event) = 0;
-  // The pieces as one graph (KDA_PIECES_GRAPH=1): kernel nodes with their
+  // The pieces as one graph (unless KDA_PIECES_GRAPH=0): kernel nodes with their
   // dependencies (`high`: the device's greatest priority, honoured at
   // launch), instantiated once; per call each node's arguments are set anew
   // and the graph is launched on the caller's stream. hasGraphs() false: the

@@ -1057,8 +1057,8 @@ struct kda_pieces {
   std::vector<void *> data; // per piece, its pointers (reused every call)
   void *side = nullptr;     // the driver's side stream (not owned)
   std::vector<void *> events; // one a piece, then the join
-  // KDA_PIECES_GRAPH=1 (read by kda_prepare_pieces) where the driver has
-  // graphs: the schedule as one graph, built at the first launch that is
+  // Unless KDA_PIECES_GRAPH=0 (read by kda_prepare_pieces), where the driver
+  // has graphs: the schedule as one graph, built at the first launch that is
   // not being captured; nodes[i] runs launches of piece nodePiece[i].
   bool useGraph = false;
   void *graph = nullptr, *exec = nullptr;
@@ -1260,8 +1260,13 @@ Status preparePieces(kda_bundle *bundle, const char *name,
       return s.prefix(out.label + ": ");
     out.events.push_back(event);
   }
+  // The graph form is the default where the driver has graphs: eager
+  // launches reach the GPU too late for the pieces to overlap (T = 32768,
+  // H = 32 on the H100: eight pieces 2.102 ms eagerly, 1.866 as one graph,
+  // one piece 2.164; bench/RESULTS.md, forty-eighth session).
+  // KDA_PIECES_GRAPH=0 launches them eagerly, to measure.
   const char *graphs = std::getenv("KDA_PIECES_GRAPH");
-  out.useGraph = graphs && std::strcmp(graphs, "1") == 0 &&
+  out.useGraph = !(graphs && std::strcmp(graphs, "0") == 0) &&
                  out.driver->hasGraphs();
   return Status::ok();
 }

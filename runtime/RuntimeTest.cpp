@@ -2863,6 +2863,8 @@ protected:
     return static_cast<uintptr_t>(state().history[launch].args[i]);
   }
 
+  // The eager schedule (the graph form, the default, has its own test).
+  ScopedEnv eagerPieces{"KDA_PIECES_GRAPH", "0"};
   BundleDir dir{piecesManifest()};
   kda_bundle *bundle = nullptr;
   // T = 40 tokens, H = 2 heads: a token is 2 x 128 bf16 of q and o (512
@@ -3221,7 +3223,7 @@ TEST_F(FakePieces, HipNeedsItsOwnBundle) {
 }
 
 TEST_F(FakePieces, OneGraph) {
-  ScopedEnv graphs("KDA_PIECES_GRAPH", "1");
+  unsetenv("KDA_PIECES_GRAPH"); // the default (the fixture restores it)
   std::vector<kda_tensor> v = views();
   const int64_t starts[] = {0, 16, 32};
   kda_pieces *pieces = nullptr;

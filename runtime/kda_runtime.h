@@ -220,12 +220,13 @@ KDA_API void kda_prepared_free(kda_prepared *prepared);
  * launched from two threads at once, nor while an earlier launch of it is
  * being captured on another stream.
  *
- * Environment: KDA_PIECES_GRAPH=1 (read by kda_prepare_pieces; CUDA only, an
- * experiment) launches the schedule as one CUDA graph instead, built at the
- * first launch whose stream is not capturing: the same dependencies, the
- * state passes at the greatest priority; each later launch sets the nodes'
- * arguments anew where the pointers changed and launches the graph on
- * `stream` (a capturing stream still gets the launches above). */
+ * Where the driver has graphs (CUDA) the schedule runs as one CUDA graph,
+ * built at the first launch whose stream is not capturing: the same
+ * dependencies, the state passes at the greatest priority; each later launch
+ * sets the nodes' arguments anew where the pointers changed and launches the
+ * graph on `stream` (a capturing stream still gets the launches above).
+ * Environment: KDA_PIECES_GRAPH=0 (read by kda_prepare_pieces) launches the
+ * pieces eagerly, as above, everywhere. */
 typedef struct kda_pieces kda_pieces;
 KDA_API kda_status kda_prepare_pieces(kda_bundle *bundle, const char *entry,
                                       const kda_tensor *tensors,

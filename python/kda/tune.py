@@ -581,13 +581,14 @@ def _segments_override() -> Optional[int]:
 # half the chip or more to the intra-chunk grid, without segments (which split
 # the sequential chain itself: the longer sequences) or boundary states.
 # KDA_PIECES=P takes P pieces wherever they apply (1: none), to measure.
-# Not chosen by the policy yet (PIECES_POLICY): kda.ops launches the pieces
-# from Python, 2P checked launches and P event pairs, 0.75 ms of host time a
-# call at 4 pieces and 1.42 ms at 8 (H200, forty-fourth session): more than
-# the GPU time they save at T = 8192 (0.80 ms a call against 0.545 in one
-# piece), a little less at T = 32768 (2.015 against 2.151). The policy turns
-# on when the runtime launches the pieces itself (one call).
-PIECES_POLICY = False
+# The runtime launches them in one C call (kda_prepare_pieces), as one CUDA
+# graph of its own (eager launches reach the GPU too late to overlap). Through
+# chunk_kda on the H100 (bench/RESULTS.md, forty-eighth session), ms, one
+# piece / 4 / 8 pieces:
+#   T = 32768 H = 32   2.164 / 1.926 / 1.866
+#   T = 8192 H = 32    0.551 / 0.507 / 0.521
+# PIECES_POLICY = False keeps one piece (tests switch it).
+PIECES_POLICY = True
 PIECE_V_BLOCK = 64
 PIECE_MIN_TOKENS = 8192
 MAX_PIECES = 64

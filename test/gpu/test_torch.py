@@ -534,6 +534,18 @@ def part_pieces(torch, kda):
                 err = (x.float() - y.float()).abs().max().item() if x is not None and y is not None else None
                 problems.append(f"{what}: {name} differs from one piece's (max |diff| {err})")
 
+    saved = os.environ.get("KDA_PIECES_GRAPH")
+    os.environ["KDA_PIECES_GRAPH"] = "0"  # the eager schedule first; the graph form (the default) last
+    try:
+        return _pieces_checks(torch, kda, problems, seen, call, with_pieces, same)
+    finally:
+        if saved is None:
+            os.environ.pop("KDA_PIECES_GRAPH", None)
+        else:
+            os.environ["KDA_PIECES_GRAPH"] = saved
+
+
+def _pieces_checks(torch, kda, problems, seen, call, with_pieces, same):
     with torch.no_grad():
         for T, pieces, states in ((1000, 4, True), (1000, 3, False), (70, 8, True)):
             x = inputs(torch, 1, T, 700 + T)
@@ -577,19 +589,17 @@ def part_pieces(torch, kda):
             torch.cuda.synchronize()
             same(what, with_pieces(1, lambda: call(x, h, True)), out)
         replayed("CUDA graph of 4 pieces, replayed on new inputs", 802)
-        # The runtime's pieces as one graph of their own (KDA_PIECES_GRAPH=1): built at the first call, its
-        # nodes' pointers set anew on new tensors, and under a caller's capture the eager launches.
-        os.environ["KDA_PIECES_GRAPH"] = "1"
-        try:
-            for seed in (810, 811, 812):
-                x = inputs(torch, 1, 1000, seed)
-                ref = with_pieces(1, lambda: call(x, h, True))
-                got = with_pieces(4, lambda: call(x, h, True))
-                torch.cuda.synchronize()
-                same(f"T=1000, 4 pieces as one graph (seed {seed})", ref, got)
-            replayed("4 pieces as one graph, captured by the caller and replayed", 813)
-        finally:
-            os.environ.pop("KDA_PIECES_GRAPH", None)
+        # The runtime's pieces as one graph of their own (the default; KDA_PIECES_GRAPH=0 above is eager):
+        # built at the first call, its nodes' pointers set anew on new tensors, and under a caller's capture
+        # the eager launches.
+        os.environ.pop("KDA_PIECES_GRAPH", None)
+        for seed in (810, 811, 812):
+            x = inputs(torch, 1, 1000, seed)
+            ref = with_pieces(1, lambda: call(x, h, True))
+            got = with_pieces(4, lambda: call(x, h, True))
+            torch.cuda.synchronize()
+            same(f"T=1000, 4 pieces as one graph (seed {seed})", ref, got)
+        replayed("4 pieces as one graph, captured by the caller and replayed", 813)
     if seen != [4, 3, 5]:
         problems.append(f"last_launch.pieces: expected [4, 3, 5] (5: the chunks of T=70), got {seen}")
     return problems, f"pieces {seen}, bit-exact against one piece (eager and as one graph), CUDA graph replayed"

@@ -319,9 +319,7 @@ def part_unit(tmp):
     # leaves half the chip or more, 8192 tokens or more, no segments; 4 pieces under 16384 tokens, 8 past.
     pp = lambda n, hv, t, sms=132, dense=True, c=kimi: TU.shape_policy_pieces(  # noqa: E731
         c, "sm_90a", n, hv, sms, t, dense)
-    check(not TU.PIECES_POLICY and pp(1, 32, 32768) == 1, "the policy takes no pieces until the runtime "
-          "launches them (KDA_PIECES only)")
-    TU.PIECES_POLICY = True  # the policy's choices, as they will be
+    check(TU.PIECES_POLICY, "the policy chooses pieces")
     check(pp(1, 32, 32768) == 8 and pp(1, 32, 8192) == 4 and pp(1, 32, 16384) == 8,
           (pp(1, 32, 32768), pp(1, 32, 8192), pp(1, 32, 16384)))
     check(pp(1, 32, 4096) == 1, "short sequences: one piece")
@@ -343,6 +341,8 @@ def part_unit(tmp):
         check(pp(2, 32, 32768) == 1 and pp(1, 32, 32768, c=kimi_h) == 1, "not where they do not apply")
         check_refused("KDA_PIECES", ("0", "65", "x"), lambda: pp(1, 32, 32768))
     TU.PIECES_POLICY = False
+    check(pp(1, 32, 32768) == 1, "PIECES_POLICY off: one piece")
+    TU.PIECES_POLICY = True
     ok("pipelined pieces: one dense sequence, 4 or 8 pieces by length, KDA_PIECES")
 
     # --- the database --------------------------------------------------------

@@ -225,6 +225,10 @@ def all_cases():
         Case("fwd T=65536 H=16", "fwd", 16, B=1, T=65536),
         Case("fwd T=131072 H=32", "fwd", 32, B=1, T=131072),
         Case("fwd T=262144 H=8", "fwd", 8, B=1, T=262144),
+        # One dense sequence taking the pipelined pieces (kda.tune.shape_policy_pieces) beside
+        # BENCH.md's T=8192 and T=32768: 8 pieces, and a state pass of 32 blocks.
+        Case("fwd T=16384 H=32", "fwd", 32, B=1, T=16384),
+        Case("fwd T=32768 H=16", "fwd", 16, B=1, T=32768),
         Case("fwd softplus T=131072 H=16", "fwd", 16, B=1, T=131072, variant="softplus"),
         Case("fwd varlen32 H=32", "fwd", 32, seqlens=VARLEN32),
         Case("fwd-h T=8192 H=32", "fwd", 32, B=1, T=8192, boundary=True),

@@ -124,12 +124,12 @@ def measure(case, torch, kda, ops):
     # less its key and environment changes).
     plan.fast = None
     ops._Fast.use_prepared = True
-    real_of = ops._Fast.of
-    ops._Fast.of = classmethod(lambda cls, *a: None)
+    real_of, real_of_pieces = ops._Fast.of, ops._Fast.of_pieces
+    ops._Fast.of = ops._Fast.of_pieces = classmethod(lambda cls, *a: None)
     try:
         row["planned_slow_us"] = per_call_us(torch, call)
     finally:
-        ops._Fast.of = real_of
+        ops._Fast.of, ops._Fast.of_pieces = real_of, real_of_pieces
     call()
     row["fast_path_restored"] = plan.fast is not None
     # Bit-exact: the prepared fast path and the trusted one against an

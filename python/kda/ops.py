@@ -608,6 +608,7 @@ class _Pieces:
         tail = (K, V) if pcfg["state_layout"] == "k_major" else (V, K)
         self.state_shape = (B, HV) + tail
         self.zeros = None  # the first piece's state where the call has none (kept: the kernels only read it)
+        self.scratch = None  # the last piece's state where the call wants none
         chunks = -(-T // 16)
         step = -(-chunks // pieces) * 16  # whole chunks a piece
         self.starts = list(range(0, T, step))[:pieces]
@@ -627,7 +628,10 @@ class _Pieces:
             first = first.float()  # the pieces' bundle reads fp32 states (as FLA's kernel loads them)
         last = named.get("final_state")
         if last is None:
-            last = torch.empty(self.state_shape, dtype=torch.float32, device=device)
+            # Kept: only the kernels write it (the fast path's pointer too).
+            if self.scratch is None:
+                self.scratch = torch.empty(self.state_shape, dtype=torch.float32, device=device)
+            last = self.scratch
         tensors = [first if n == "initial_state" else last if n == "final_state" else named[n]
                    for n in self.entry_params]
         if self.run is None:
@@ -1149,6 +1153,8 @@ def _run_gated_delta(cfg, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt
     if plan is not None and plan.chip is not None and plan.pieces > 1:
         with torch.cuda.device(q.device):
             _launch_pieces(cfg, chip, named, plan.pieces, plan)
+        if plan.fast is None and o.dtype == q.dtype:
+            plan.fast = _Fast.of_pieces(plan, given, named, o, final_state)
     elif plan is not None and plan.chip is not None:
         _launch_planned(plan, named, _device_index(q.device))
         if plan.fast is None and o.dtype == q.dtype:
@@ -1480,7 +1486,7 @@ class _Fast:
 
     __slots__ = ("device", "index", "o_shape", "o_dtype", "fs_shape", "slots", "bundle", "kernel", "array",
                  "count", "strategy", "requested_tile", "bundle_tile", "prepared", "launch", "handle", "data",
-                 "raw_stream")
+                 "raw_stream", "nbytes", "pieces")
 
     # Whether new fast paths launch through kda_prepare's handle (where the
     # runtime library has it) or kda_launch_trusted (bench/host_path.py
@@ -1492,13 +1498,8 @@ class _Fast:
         from .runtime import _KdaTensor
         if plan.marshalled is None or plan.resolved is None:
             return None
-        for x, name in zip(given, _FAST_SOURCES):
-            passed = named.get(name)
-            if (x is None) != (passed is None):
-                return None
-            if x is not None and (not x.is_contiguous() or x.data_ptr() != passed.data_ptr()
-                                  or x.device != o.device):
-                return None  # a copy or a move made it: later calls must make theirs
+        if not cls._as_passed(given, named, o):
+            return None  # a copy or a move made it: later calls must make theirs
         m, kernel = plan.marshalled
         f = cls()
         f.device, f.index = o.device, _device_index(o.device)
@@ -1535,7 +1536,57 @@ class _Fast:
         f.bundle, f.kernel, f.array, f.count = bundle, kernel, m, m.count
         f.strategy = plan.resolved[0].strategies(plan.resolved[1])
         f.requested_tile, f.bundle_tile = plan.tile, plan.resolved[2]
+        f.nbytes, f.pieces = plan.nbytes, 1
         return f
+
+    @classmethod
+    def of_pieces(cls, plan, given, named, o, final_state):
+        """The fast path of a planned pieces call (its _Pieces on the plan,
+        prepared by the launch just made): the same per-call work as one
+        piece's, one kda_launch_pieces. The first piece's zeros and the last
+        piece's scratch state (where the call has none) stay in the handle's
+        pointers; an initial state of another dtype than fp32 (converted each
+        call) keeps the planned path."""
+        run = plan.pieces_run
+        if run is None or run.run is None or not cls._as_passed(given, named, o):
+            return None
+        init = named.get("initial_state")
+        if init is not None and init.dtype != _torch().float32:
+            return None
+        p = run.run
+        slots = []
+        for i, name in enumerate(run.entry_params):
+            if (name == "initial_state" and init is None) or (name == "final_state" and final_state is None):
+                continue  # the kept zeros / scratch, already in the handle's pointers
+            if name not in _FAST_SOURCES:
+                return None
+            slots.append((ctypes.c_uint64.from_address(p.data_address + 8 * i), _FAST_SOURCES.index(name)))
+        f = cls()
+        f.device, f.index = o.device, _device_index(o.device)
+        f.o_shape, f.o_dtype = tuple(o.shape), o.dtype
+        f.fs_shape = tuple(final_state.shape) if final_state is not None else None
+        f.prepared, f.launch, f.handle, f.data = p, p.call, p.handle, p.data_address
+        from . import runtime as _rt
+        f.raw_stream = _rt._raw_stream or (lambda d: _stream_handle(None, d) or 0)
+        f.slots = tuple(slots)
+        f.bundle, f.kernel, f.array, f.count = run.bundle, run.entry, None, p.count
+        f.strategy = run.bundle.strategies(run.entry)
+        f.requested_tile, f.bundle_tile = run.tile, run.used_tile
+        f.nbytes, f.pieces = p.workspace_bytes, len(run.starts)
+        return f
+
+    @staticmethod
+    def _as_passed(given, named, o):
+        """Whether every tensor the caller gave went to the kernels as it was
+        (contiguous, on o's device, not copied or moved)."""
+        for x, name in zip(given, _FAST_SOURCES):
+            passed = named.get(name)
+            if (x is None) != (passed is None):
+                return False
+            if x is not None and (not x.is_contiguous() or x.data_ptr() != passed.data_ptr()
+                                  or x.device != o.device):
+                return False
+        return True
 
 
 # Workspaces kept per (device index, stream handle) for planned calls: an
@@ -1614,7 +1665,7 @@ def _run_fast(plan, f, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bi
     sources = (q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bias, o, final_state)
     index = f.index
     stream = f.raw_stream(index)
-    nbytes = plan.nbytes
+    nbytes = f.nbytes
     workspace = None
     if nbytes:
         # _workspace's rule: kept per (device, stream) up to
@@ -1641,7 +1692,7 @@ def _run_fast(plan, f, q, k, v, g, beta, initial_state, cu_seqlens, A_log, dt_bi
     last_launch.requested_tile = f.requested_tile
     last_launch.bundle_tile = f.bundle_tile
     last_launch.strategy = f.strategy
-    last_launch.pieces = 1
+    last_launch.pieces = f.pieces
     return o, final_state
 
 

@@ -554,9 +554,11 @@ def _pieces_checks(torch, kda, problems, seen, call, with_pieces, same):
             got = with_pieces(pieces, lambda: call(x, h, states))
             seen.append(kda.ops.last_launch.pieces)
             again = with_pieces(pieces, lambda: call(x, h, states))  # the planned call
+            fast = with_pieces(pieces, lambda: call(x, h, states))  # its fast path (kda.ops._Fast.of_pieces)
             torch.cuda.synchronize()
             same(f"T={T}, {pieces} pieces{'' if states else ', no states'}", ref, got)
             same(f"T={T}, {pieces} pieces, planned", ref, again)
+            same(f"T={T}, {pieces} pieces, the fast path", ref, fast)
         # The planned call's prepared launches on other tensors of the same shape (new pointers).
         x = inputs(torch, 1, 1000, 790)
         h = torch.randn(1, HEADS, HEAD_DIM, HEAD_DIM, device="cuda") * 0.1
@@ -567,6 +569,11 @@ def _pieces_checks(torch, kda, problems, seen, call, with_pieces, same):
         runs = [p.pieces_run for p in kda.ops._chunk_plans.values() if p.pieces_run is not None]
         if not runs or any(r.run is None for r in runs):
             problems.append(f"pieces planned without the runtime's handle (kda_prepare_pieces): {len(runs)} runs")
+        # Every planned pieces call of fp32 states (or none) took the fast path, one kda_launch_pieces.
+        slow = [k for k, p in kda.ops._chunk_plans.items() if p.pieces_run is not None
+                and (p.fast is None or p.fast.pieces != len(p.pieces_run.starts))]
+        if slow:
+            problems.append(f"{len(slow)} planned pieces calls without their fast path")
         # A CUDA graph of a pieces call, replayed on new inputs.
         x = inputs(torch, 1, 1000, 801)
         h = torch.randn(1, HEADS, HEAD_DIM, HEAD_DIM, device="cuda") * 0.1

@@ -536,9 +536,11 @@ def part_pieces(torch, kda):
 
     saved = os.environ.get("KDA_PIECES_GRAPH")
     os.environ["KDA_PIECES_GRAPH"] = "0"  # the eager schedule first; the graph form (the default) last
+    saved_fast, kda.ops._Fast.use_pieces = kda.ops._Fast.use_pieces, True  # the fast path checked here
     try:
         return _pieces_checks(torch, kda, problems, seen, call, with_pieces, same)
     finally:
+        kda.ops._Fast.use_pieces = saved_fast
         if saved is None:
             os.environ.pop("KDA_PIECES_GRAPH", None)
         else:

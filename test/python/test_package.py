@@ -918,7 +918,16 @@ def _part_pieces(fake, events, tmp):
     T, H = 40, 2
     ts = [FakeTensor((1, T, H, 128), "bfloat16"), FakeTensor((H, 4, 4), "float32"),
           FakeTensor((1, T, H, 128), "bfloat16"), FakeTensor((H, 4, 4), "float32")]
-    pieces = bundle.prepare_pieces(b"kda_p", _Marshalled(ts), [0, 24])
+    # The eager schedule (KDA_PIECES_GRAPH=0); the graph form, the default where the driver has graphs, below.
+    saved = os.environ.get("KDA_PIECES_GRAPH")
+    os.environ["KDA_PIECES_GRAPH"] = "0"
+    try:
+        pieces = bundle.prepare_pieces(b"kda_p", _Marshalled(ts), [0, 24])
+    finally:
+        if saved is None:
+            os.environ.pop("KDA_PIECES_GRAPH", None)
+        else:
+            os.environ["KDA_PIECES_GRAPH"] = saved
     # ws0 for 24 and 16 tokens (1536, 1024 bytes), then one state of 128 bytes at a multiple of 256.
     check(pieces.pieces == 2 and pieces.workspace_bytes == 2816, f"pieces {pieces.pieces}, "
           f"workspace {pieces.workspace_bytes}")
@@ -934,6 +943,17 @@ def _part_pieces(fake, events, tmp):
            contains="piece 1 starts at token 40", what="pieces past T")
     print("ok   pieces refused: a workspace too small, a piece past the tokens")
     del pieces
+    # The default: one graph built at the first launch (its nodes at the side stream's priority), then
+    # launched on the caller's stream; the fake driver replays its nodes in order.
+    fake.kda_fake_reset()
+    graph = bundle.prepare_pieces(b"kda_p", _Marshalled(ts), [0, 24])
+    graph.launch(0x10000000, graph.workspace_bytes, 0x5700)
+    got = events()
+    check("graph-launch" in got and got.endswith("graph-launch launch:intra_entry launch:state_entry "
+                                                  "launch:intra_entry launch:state_entry")
+          and "record:" not in got, f"events {got!r}")
+    print(f"ok   pieces as one graph: {got}")
+    del graph
     bundle.close()
 
 

@@ -54,7 +54,7 @@ class Case:
     def __init__(self, name, dtype, KV, B=2, T=100, H=4, HV=None, seqlens=None, h0=False, ht=False,
                  layout="k_major", prologue="none", g_dtype=None, cu_dtype="i64",
                  api="chunk", neg_eigval=False, scale=None, seed=0, boundary=None, pool=None,
-                 gate_scale=1.0, chunk=None, inplace=False, segments=None):
+                 gate_scale=1.0, chunk=None, inplace=False, segments=None, pieces=None):
         self.name, self.dtype, self.K, self.V = name, dtype, KV, KV
         # log-space gates (prologue "none") times this: steep decays, tens per token, take the
         # intra-chunk kernel's exact pairwise form where the factored one would overflow
@@ -86,6 +86,8 @@ class Case:
         # sequence-parallel segments (KDA_SEGMENTS: the shape policy's tile with that many): the
         # summary, combine and segmented state kernels
         self.segments = segments
+        # the pipelined pieces the shape policy must choose (kda.ops.last_launch.pieces)
+        self.pieces = pieces
 
     @property
     def N(self):
@@ -465,6 +467,14 @@ def all_cases():
         Case("f16-k128-kda-segments8-T1000-H3-ht", "f16", 128, B=2, T=1000, H=3, ht=True, segments=8),
         Case("bf16-k128-kimi-lb-segments8-T20000-H1-h0-ht", "bf16", 128, B=1, T=20000, H=1, h0=True,
              ht=True, prologue="kimi_lb", segments=8),
+        # Pipelined pieces as the shape policy chooses them (kda.tune.shape_policy_pieces: one dense
+        # sequence of 8192 tokens or more, few heads, no segments): 4 pieces under 16384 tokens, 8
+        # from there; the runtime's graph form; states in and out, and none (the first piece's zeros,
+        # the last one's scratch state); T not a multiple of the chunk.
+        Case("bf16-k128-kimi-lb-pieces4-T8229-H2-h0-ht", "bf16", 128, B=1, T=8229, H=2, h0=True, ht=True,
+             prologue="kimi_lb", pieces=4),
+        Case("bf16-k128-kimi-softplus-pieces8-T16400-H1", "bf16", 128, B=1, T=16400, H=1,
+             prologue="kimi_softplus", pieces=8),
         # The shape policy's tiles (kda.tune.shape_policy_tile, H200: 132 multiprocessors): 48 and
         # 40 (sequence, head) units take V blocks of 32, 80 and 72 units V blocks of 128 (the
         # derived state program's 4 warps of 32 rows); T not a multiple of the chunk, both state
@@ -677,6 +687,8 @@ def sanitize_cases():
              H=80, h0=True, ht=True, layout="v_major", prologue="kimi_lb"),
         Case("san-bf16-k128-kimi-lb-segments4-varlen-3,90,20-h0-ht-vmajor", "bf16", 128,
              seqlens=[3, 90, 20], H=1, h0=True, ht=True, layout="v_major", prologue="kimi_lb", segments=4),
+        Case("san-bf16-k128-kimi-lb-pieces4-T8200-H1-h0-ht", "bf16", 128, B=1, T=8200, H=1, h0=True,
+             ht=True, prologue="kimi_lb", pieces=4),
         Case("san-bf16-k128-kimi-lb-fla-h-varlen-h0-ht-vmajor", "bf16", 128, seqlens=[70, 1, 20], H=2,
              h0=True, ht=True, layout="v_major", prologue="kimi_lb", boundary="fla"),
         Case("san-f32-k64-boundary16-varlen-5,40", "f32", 64, seqlens=[5, 40], H=1, boundary=16),
@@ -951,6 +963,17 @@ def run_case(case, torch, oracle):
             problems.append(f"segments: kernels {kinds}")
         else:
             metrics.append(f"segments={case.segments}")
+    if case.pieces:
+        # The policy's pieces ran (a missing pieces bundle is an error, not one piece), at the
+        # pieces' tile, the intra-chunk and state kernels on lanes.
+        got = getattr(kops.last_launch, "pieces", None)
+        tile = getattr(kops.last_launch, "bundle_tile", None) or {}
+        if got != case.pieces:
+            problems.append(f"pieces: {got} ran, the shape policy's {case.pieces} expected")
+        elif tile.get("v_block") != kda.tune.PIECE_V_BLOCK:
+            problems.append(f"pieces: the tile that ran is {tile}")
+        else:
+            metrics.append(f"pieces={got}")
     if "policy" in case.name:
         # The shape policy's tile must be the bundle that ran (kda.ops falls
         # back to the default tile, silently, where its bundle is missing).

@@ -345,6 +345,33 @@ public:
 #undef KDA_CUDA_HAS
   }
 
+  // (The capture check too: such a launch under a capture waits for the
+  // whole producer.)
+  bool hasStreamValues() const override {
+    return api_.streamWriteValue32 && api_.streamWaitValue32 &&
+           api_.streamIsCapturing;
+  }
+
+  Status writeValue32(void *stream, void *address, uint32_t value) override {
+    if (CUresult r = api_.streamWriteValue32(
+            static_cast<CUstream>(stream),
+            static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(address)),
+            value, CU_STREAM_WRITE_VALUE_DEFAULT))
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    api_.describe("cuStreamWriteValue32", r));
+    return Status::ok();
+  }
+
+  Status waitValue32(void *stream, void *address, uint32_t value) override {
+    if (CUresult r = api_.streamWaitValue32(
+            static_cast<CUstream>(stream),
+            static_cast<CUdeviceptr>(reinterpret_cast<uintptr_t>(address)),
+            value, CU_STREAM_WAIT_VALUE_GEQ))
+      return Status(KDA_ERROR_LAUNCH_FAILED,
+                    api_.describe("cuStreamWaitValue32", r));
+    return Status::ok();
+  }
+
   Status streamCapturing(void *stream, bool &capturing) override {
     int status = CU_STREAM_CAPTURE_STATUS_NONE;
     if (CUresult r =
@@ -555,6 +582,7 @@ Status loadLibrary(const std::string &path, Api &api) {
   KDA_CUDA_OPTIONAL_FUNCTIONS(KDA_CUDA_RESOLVE_OPTIONAL)
   KDA_CUDA_PIECES_FUNCTIONS(KDA_CUDA_RESOLVE_OPTIONAL)
   KDA_CUDA_GRAPH_FUNCTIONS(KDA_CUDA_RESOLVE_OPTIONAL)
+  KDA_CUDA_VALUE_FUNCTIONS(KDA_CUDA_RESOLVE_OPTIONAL)
 #undef KDA_CUDA_RESOLVE_OPTIONAL
   if (CUresult r = api.init(0))
     return Status(r == CUDA_ERROR_NO_DEVICE ? KDA_ERROR_NO_DEVICE

@@ -98,6 +98,8 @@ enum : int {
   CU_LAUNCH_ATTRIBUTE_PRIORITY = 8,
   CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY = 8,
   CU_STREAM_CAPTURE_STATUS_NONE = 0,
+  CU_STREAM_WAIT_VALUE_GEQ = 0,
+  CU_STREAM_WRITE_VALUE_DEFAULT = 0,
 };
 
 // X(member, cuda.h name, exported symbol, signature). The exported symbol is
@@ -197,6 +199,18 @@ enum : int {
   X(graphDestroy, cuGraphDestroy, "cuGraphDestroy", CUresult(CUgraph))
 // clang-format on
 
+// Stream memory operations (an entry launch's "progress": the caller's
+// stream waits until every block of the side stream's launch has started):
+// resolved when present; without them such a launch waits for the whole
+// producer.
+// clang-format off
+#define KDA_CUDA_VALUE_FUNCTIONS(X)                                            \
+  X(streamWriteValue32, cuStreamWriteValue32, "cuStreamWriteValue32_v2",       \
+    CUresult(CUstream, CUdeviceptr, unsigned, unsigned))                       \
+  X(streamWaitValue32, cuStreamWaitValue32, "cuStreamWaitValue32_v2",          \
+    CUresult(CUstream, CUdeviceptr, unsigned, unsigned))
+// clang-format on
+
 // The dlopen'ed driver. memAlloc/memFree/memcpy*/ctxSynchronize and the
 // singular pointerGetAttribute are not used by launches; they are here so that
 // tests (runtime/gpu/smoke.cpp) can manage device memory through the very same
@@ -209,6 +223,7 @@ struct Api {
   KDA_CUDA_OPTIONAL_FUNCTIONS(KDA_CUDA_MEMBER)
   KDA_CUDA_PIECES_FUNCTIONS(KDA_CUDA_MEMBER)
   KDA_CUDA_GRAPH_FUNCTIONS(KDA_CUDA_MEMBER)
+  KDA_CUDA_VALUE_FUNCTIONS(KDA_CUDA_MEMBER)
 #undef KDA_CUDA_MEMBER
 
   std::string library; // the path it was loaded from

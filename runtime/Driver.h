@@ -128,6 +128,21 @@ public:
   }
   virtual Status graphLaunch(void *, void *) { return noGraphs(); }
   virtual void graphDestroy(void *, void *) {}
+  // Stream memory operations (an entry launch's "progress": BUNDLE.md, "Two
+  // streams"): the stream writes `value` to the 32-bit word at `address`, or
+  // waits until that word is at least `value` (as a signed difference, so
+  // that a counter may wrap). The GPU's front end does both: no
+  // multiprocessor waits. hasStreamValues() false: the driver lacks them
+  // (HIP for now), and such launches wait for the whole producer.
+  virtual bool hasStreamValues() const { return false; }
+  virtual Status writeValue32(void *, void *, uint32_t) {
+    return Status(KDA_ERROR_NO_DRIVER, "stream memory operations: not "
+                                       "supported by this driver");
+  }
+  virtual Status waitValue32(void *, void *, uint32_t) {
+    return Status(KDA_ERROR_NO_DRIVER, "stream memory operations: not "
+                                       "supported by this driver");
+  }
   // Best effort: called from kda_bundle_free, which cannot report errors.
   virtual void unload(void *module) = 0;
   /// For a launch that holds a multiprocessor a block (EntryLaunch::alone):

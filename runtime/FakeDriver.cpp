@@ -435,6 +435,9 @@ int cuDeviceGetAttribute(int *value, int attribute, int) {
   case 97:
     *value = envInt("KDA_FAKE_SMEM_OPTIN", 232448);
     return 0;
+  case 16: // multiprocessors (0: unknown, as a driver that will not say)
+    *value = envInt("KDA_FAKE_SMS", 0);
+    return *value > 0 ? 0 : 1;
   default:
     return 1;
   }
@@ -664,6 +667,28 @@ int cuEventRecord(void *e, void *stream) {
 int cuStreamWaitEvent(void *stream, void *e, unsigned) {
   FAIL_IF_ASKED("cuStreamWaitEvent");
   return waitEvent(stream, e);
+}
+
+// Stream memory operations: "write:caller=V@0xADDR", "waitvalue:caller>=V@0xADDR".
+int cuStreamWriteValue32_v2(void *stream, unsigned long long address, unsigned value, unsigned flags) {
+  FAIL_IF_ASKED("cuStreamWriteValue32");
+  std::lock_guard<std::mutex> lock(mutex());
+  char name[16], detail[64];
+  streamName(stream, name, sizeof name);
+  std::snprintf(detail, sizeof detail, "%s=%u@0x%llx%s", name, value, address, flags ? "/flags" : "");
+  event("write", detail);
+  return 0;
+}
+
+int cuStreamWaitValue32_v2(void *stream, unsigned long long address, unsigned value, unsigned flags) {
+  FAIL_IF_ASKED("cuStreamWaitValue32");
+  std::lock_guard<std::mutex> lock(mutex());
+  char name[16], detail[64];
+  streamName(stream, name, sizeof name);
+  // flags 0: CU_STREAM_WAIT_VALUE_GEQ
+  std::snprintf(detail, sizeof detail, "%s%s%u@0x%llx", name, flags == 0 ? ">=" : "?", value, address);
+  event("waitvalue", detail);
+  return 0;
 }
 
 int cuStreamIsCapturing(void *, int *status) {

@@ -791,7 +791,8 @@ Status parseEntry(const Reader &r, const Value &v, const std::string &path,
     const Value &l = launches->array[i];
     std::string lPath = Reader::index(launchesPath, i);
     if (Status s = r.object(l, lPath,
-                            {"kernel", "args", "symbols", "stream", "after", "alone"}))
+                            {"kernel", "args", "symbols", "stream", "after", "alone",
+                             "progress"}))
       return s;
     e.launches.emplace_back();
     EntryLaunch &launch = e.launches.back();
@@ -946,6 +947,54 @@ Status parseEntry(const Reader &r, const Value &v, const std::string &path,
         ws.effectiveAlignment = std::max(ws.effectiveAlignment, target.alignment);
       }
       launch.args.push_back(arg);
+    }
+    if (const Value *progress = l.find("progress")) {
+      std::string pPath = Reader::join(lPath, "progress");
+      if (Status s = r.object(*progress, pPath, {"counter", "after"}))
+        return s;
+      std::string counter;
+      if (Status s = r.string(*progress, pPath, "counter", counter))
+        return s;
+      const Value &cv = *progress->find("counter");
+      bool found = false;
+      kda_dtype dtype = KDA_F32;
+      for (size_t p = 0; p < sig.params.size() && !found; ++p)
+        if (sig.params[p].name == counter) {
+          launch.progressCounter = {false, p};
+          dtype = sig.params[p].dtype;
+          found = true;
+        }
+      for (size_t w = 0; w < e.workspaces.size() && !found; ++w)
+        if (e.workspaces[w].name == counter) {
+          launch.progressCounter = {true, w};
+          dtype = e.workspaces[w].dtype;
+          found = true;
+        }
+      if (!found)
+        return r.error(cv, Reader::join(pPath, "counter"),
+                       "unknown name " + quote(counter) +
+                           " (expected an entry parameter or workspace)");
+      if (dtype != KDA_I32)
+        return r.error(cv, Reader::join(pPath, "counter"),
+                       quote(counter) + " is " + dtypeName(dtype) +
+                           ", expected i32 (its first word counts the "
+                           "started blocks)");
+      const Value *pa;
+      if (Status s = r.field(*progress, pPath, "after", pa))
+        return s;
+      int64_t index = 0;
+      if (Status s = r.integer(*pa, Reader::join(pPath, "after"), 0,
+                               static_cast<int64_t>(i) - 1, index))
+        return s;
+      const size_t producer = static_cast<size_t>(index);
+      if (std::find(launch.after.begin(), launch.after.end(), producer) ==
+              launch.after.end() ||
+          e.launches[producer].stream == launch.stream)
+        return r.error(*pa, Reader::join(pPath, "after"),
+                       "expected a launch on the other stream that \"after\" "
+                       "names, found launch " +
+                           std::to_string(producer));
+      launch.progressAfter = static_cast<int>(producer);
     }
   }
   // Each launch another stream's launch follows records an event.

@@ -131,6 +131,14 @@ struct EntryLaunch {
   // holds at most half the multiprocessors (a latency-bound state pass
   // beside compute-bound work: BUNDLE.md, "Two streams").
   bool alone = false;
+  // "progress": {"counter": NAME, "after": I}: launch I (on the other
+  // stream, in `after`) publishes its progress for this one, and each of its
+  // blocks adds one to the first 32-bit word of NAME (an i32 entry parameter
+  // or workspace) as it starts. Where the runtime can, it launches this one
+  // as soon as every block of I has started instead of after I ends
+  // (BUNDLE.md, "Two streams"). progressAfter < 0: none.
+  int progressAfter = -1;
+  LaunchArg progressCounter;
   // Set at parse: a later launch on the other stream waits for this one.
   bool recordEvent = false;
 };

@@ -588,7 +588,39 @@ Status launchEntry(kda_bundle *bundle, const Entry &entry,
     return Status::ok();
   };
   const size_t startEvent = entry.launches.size();
-  if (side) {
+  // Launches that follow a side-stream launch's progress ("progress"): the
+  // counter's first word is reset here, on the caller's stream before
+  // anything of this call; such a launch may then start once every block of
+  // its producer has (see below). Not under a capture, nor without stream
+  // memory operations: it then follows the whole producer.
+  thread_local std::vector<char> alonePlaced;
+  thread_local std::vector<uint64_t> gridBlocks;
+  alonePlaced.assign(entry.launches.size(), 0);
+  gridBlocks.assign(entry.launches.size(), 0);
+  bool progressWaits = false;
+  auto counterAddress = [&](const EntryLaunch &launch) -> void * {
+    const LaunchArg &c = launch.progressCounter;
+    if (!c.isWorkspace)
+      return tensors[c.index].data;
+    return base && layout.bytes[c.index] > 0 ? base + layout.offsets[c.index]
+                                             : nullptr;
+  };
+  if (side && driver->hasStreamValues()) {
+    bool capturing = false;
+    bool any = false;
+    for (const EntryLaunch &launch : entry.launches)
+      any = any || launch.progressAfter >= 0;
+    if (any && driver->streamCapturing(stream, capturing).isOk() &&
+        !capturing) {
+      progressWaits = true;
+      for (const EntryLaunch &launch : entry.launches)
+        if (launch.progressAfter >= 0 && result.isOk())
+          if (void *counter = counterAddress(launch))
+            if (Status s = driver->writeValue32(stream, counter, 0))
+              result = s.prefix(entryLabel() + ": ");
+    }
+  }
+  if (side && result.isOk()) {
     if (Status s = eventAt(startEvent))
       result = s;
     else if (Status s2 = driver->recordEvent(events[startEvent], stream))
@@ -630,12 +662,25 @@ Status launchEntry(kda_bundle *bundle, const Entry &entry,
       break;
     }
     if (side) {
+      // Every block of the producer started (and holds its multiprocessor
+      // alone): this launch's blocks can wait for its progress without
+      // taking the multiprocessors it needs.
+      const int producer = launch.progressAfter;
+      void *counter = producer >= 0 ? counterAddress(launch) : nullptr;
+      const bool early = progressWaits && counter && alonePlaced[producer] &&
+                         gridBlocks[producer] > 0 &&
+                         gridBlocks[producer] <= 0xffffffffu;
       for (size_t d : launch.after)
-        if (entry.launches[d].stream != launch.stream && events[d])
+        if (entry.launches[d].stream != launch.stream && events[d] &&
+            !(early && d == size_t(producer)))
           if (Status s = driver->waitEvent(target, events[d])) {
             result = s.prefix(where());
             break;
           }
+      if (result.isOk() && early)
+        if (Status s = driver->waitValue32(
+                target, counter, static_cast<uint32_t>(gridBlocks[producer])))
+          result = s.prefix(where());
       if (!result.isOk())
         break;
     }
@@ -650,15 +695,18 @@ Status launchEntry(kda_bundle *bundle, const Entry &entry,
                           args.data()};
       // A multiprocessor a block beside the other stream's work, where the
       // grid leaves at least half the device to it.
+      gridBlocks[l] =
+          uint64_t(config.grid[0]) * config.grid[1] * config.grid[2];
       if (side && launch.alone) {
         unsigned bytes = 0;
         int sms = 0;
         if (driver->aloneSharedBytes(functions[l], device, bytes, sms)
                 .isOk() &&
             bytes > config.sharedBytes && sms > 0 &&
-            uint64_t(config.grid[0]) * config.grid[1] * config.grid[2] * 2 <=
-                uint64_t(sms))
+            gridBlocks[l] * 2 <= uint64_t(sms)) {
           config.sharedBytes = bytes;
+          alonePlaced[l] = 1;
+        }
       }
       if (Status s = driver->launch(kernel, functions[l], config)) {
         result = Status(s.code(),

@@ -1875,7 +1875,7 @@ TEST(Entries, ErrorsNameTheField) {
       {"{\"kernel\": \"kda_small\", \"args\": [\"x\"]}",
        "{\"kernel\": \"kda_small\", \"args\": [\"x\"], \"grid\": [1, 1, 1]}",
        "entries[1].launches[0].grid: unknown field (expected one of: kernel, "
-       "args, symbols, stream, after, alone)"},
+       "args, symbols, stream, after, alone, progress)"},
       {"\"name\": \"kda_small_twice\",",
        "\"name\": \"kda_small_twice\", \"stream\": 0,",
        "entries[1].stream: unknown field (expected one of: name, params, "
@@ -3059,6 +3059,146 @@ TEST_F(FakePieces, EntryOnTwoStreams) {
             "alloc:2560 launch:intra_entry launch:state_entry "
             "launch:intra_entry free");
   EXPECT_EQ(state().history[4].stream, kStream);
+  kda_bundle_free(b2);
+}
+
+// The state pass on the side stream, alone on its multiprocessors, whose
+// progress the caller's last launch follows ("progress"): the counter `cnt`
+// (i32, its first word the started blocks) a workspace of the entry.
+std::string progressManifest() {
+  std::string m = replaced(
+      twoStreamsManifest(),
+      "\"workspaces\": [{\"name\": \"ws0\", \"dtype\": \"f32\", \"shape\": "
+      "[\"B\", \"T\", \"H\", 8]}],",
+      "\"workspaces\": [{\"name\": \"ws0\", \"dtype\": \"f32\", \"shape\": "
+      "[\"B\", \"T\", \"H\", 8]}, {\"name\": \"cnt\", \"dtype\": \"i32\", "
+      "\"shape\": [\"H\", 4]}],");
+  m = replaced(m, "\"stream\": 1,", "\"stream\": 1, \"alone\": true,");
+  return replaced(m, "\"after\": [1],",
+                  "\"after\": [1], \"progress\": {\"counter\": \"cnt\", "
+                  "\"after\": 1},");
+}
+
+TEST(Entries, Progress) {
+  std::string m = progressManifest();
+  Manifest parsed;
+  Status st = parseManifest(m, "m", parsed);
+  ASSERT_TRUE(st.isOk()) << st.message();
+  const Entry &e = *parsed.findEntry("kda_p");
+  EXPECT_EQ(e.launches[2].progressAfter, 1);
+  EXPECT_TRUE(e.launches[2].progressCounter.isWorkspace);
+  EXPECT_EQ(e.launches[2].progressCounter.index, 1u);
+  EXPECT_EQ(e.launches[1].progressAfter, -1);
+  struct Case {
+    std::string from, to, expected;
+  } cases[] = {
+      {"\"counter\": \"cnt\"", "\"counter\": \"nope\"",
+       "progress.counter: unknown name \"nope\""},
+      {"\"counter\": \"cnt\"", "\"counter\": \"ws0\"",
+       "progress.counter: \"ws0\" is f32, expected i32"},
+      {"\"counter\": \"cnt\", \"after\": 1}", "\"counter\": \"cnt\", \"after\": 0}",
+       "progress.after: expected a launch on the other stream that \"after\" "
+       "names, found launch 0"},
+      {"\"counter\": \"cnt\", \"after\": 1}", "\"counter\": \"cnt\", \"after\": 2}",
+       "progress.after: expected an integer in [0, 1], found 2"},
+      {"\"counter\": \"cnt\", \"after\": 1}", "\"counter\": \"cnt\"}",
+       "progress: missing field \"after\""},
+      {"\"counter\": \"cnt\", \"after\": 1}",
+       "\"counter\": \"cnt\", \"after\": 1, \"x\": 0}",
+       "progress.x: unknown field (expected one of: counter, after)"},
+  };
+  for (const Case &c : cases) {
+    st = parseManifest(replaced(m, c.from, c.to), "m", parsed);
+    EXPECT_NE(st.message().find(c.expected), std::string::npos)
+        << c.to << "\nmessage:  " << st.message();
+  }
+}
+
+TEST_F(FakePieces, ProgressWait) {
+  BundleDir dir(progressManifest());
+  kda_bundle *b2 = nullptr;
+  ASSERT_EQ(load(dir, &b2), KDA_OK) << kda_last_error();
+  std::vector<kda_tensor> v = views();
+  auto tail = [&](const std::string &from) {
+    std::string events = state().events;
+    return events.substr(events.rfind(from));
+  };
+  // What the caller's stream does between the state pass and its last
+  // launch (event numbers grow from call to call).
+  auto beforeLast = [&] {
+    std::string events = tail("alloc:");
+    size_t a = events.find("launch:state_entry"),
+           b = events.find("launch:intra_entry", a);
+    return events.substr(a, b - a);
+  };
+  // 8 multiprocessors: the state pass's 2 blocks hold one each, so the last
+  // launch waits on the caller's stream until both have started (2), not
+  // for the state pass's end (e3).
+  {
+    ScopedEnv sms("KDA_FAKE_SMS", "8");
+    ASSERT_EQ(kda_launch(b2, "kda_p", v.data(), 4, kStream), KDA_OK)
+        << kda_last_error();
+    std::string events = tail("alloc:");
+    EXPECT_EQ(events.find("alloc:2592 stream:s1/-5 write:caller=0@0x"), 0u)
+        << events;
+    EXPECT_NE(events.find("launch:state_entry record:e3@s1 "
+                          "waitvalue:caller>=2@0x"),
+              std::string::npos)
+        << events;
+    EXPECT_EQ(events.find("wait:caller@e3"), std::string::npos) << events;
+    EXPECT_NE(events.find("launch:intra_entry record:e1@s1 wait:caller@e1 free"),
+              std::string::npos)
+        << events;
+    // The counter the stream writes and waits on is the workspace's: the
+    // same address in both.
+    size_t w = events.find("write:caller=0@"), x = events.find(">=2@");
+    EXPECT_EQ(events.substr(w + 15, 14), events.substr(x + 4, 14)) << events;
+    EXPECT_EQ(liveEvents(), 0);
+  }
+  // Without multiprocessors to spare (the device does not say how many),
+  // under a capture, or on one stream: the launch follows the whole state
+  // pass.
+  ASSERT_EQ(kda_launch(b2, "kda_p", v.data(), 4, kStream), KDA_OK);
+  EXPECT_NE(beforeLast().find("wait:caller@e"), std::string::npos)
+      << tail("alloc:");
+  EXPECT_EQ(tail("alloc:").find("waitvalue"), std::string::npos);
+  {
+    ScopedEnv sms("KDA_FAKE_SMS", "8");
+    ScopedEnv capturing("KDA_FAKE_CAPTURING", "1");
+    ASSERT_EQ(kda_launch(b2, "kda_p", v.data(), 4, kStream), KDA_OK);
+    EXPECT_EQ(tail("alloc:").find("write:"), std::string::npos);
+    EXPECT_NE(beforeLast().find("wait:caller@e"), std::string::npos)
+        << tail("alloc:");
+    EXPECT_EQ(tail("alloc:").find("waitvalue"), std::string::npos);
+  }
+  {
+    ScopedEnv sms("KDA_FAKE_SMS", "8");
+    ScopedEnv oneStream("KDA_ENTRY_STREAMS", "0");
+    ASSERT_EQ(kda_launch(b2, "kda_p", v.data(), 4, kStream), KDA_OK);
+    EXPECT_EQ(tail("alloc:"), "alloc:2592 launch:intra_entry "
+                              "launch:state_entry launch:intra_entry free");
+  }
+  // A failing stream operation is the launch's error, and the side stream
+  // is still joined.
+  {
+    ScopedEnv sms("KDA_FAKE_SMS", "8");
+    ScopedEnv fail("KDA_FAKE_FAIL", "cuStreamWaitValue32=2");
+    EXPECT_EQ(kda_launch(b2, "kda_p", v.data(), 4, kStream),
+              KDA_ERROR_LAUNCH_FAILED);
+    EXPECT_NE(std::string(kda_last_error()).find("cuStreamWaitValue32"),
+              std::string::npos)
+        << kda_last_error();
+    std::string events = tail("alloc:");
+    size_t join = events.rfind("wait:caller@e");
+    EXPECT_TRUE(join != std::string::npos &&
+                events.rfind("@s1 ") < join &&
+                events.compare(events.size() - 5, 5, " free") == 0)
+        << events;
+    EXPECT_EQ(events.find("launch:intra_entry", events.find("state_entry")),
+              std::string::npos)
+        << events;
+    EXPECT_EQ(liveEvents(), 0);
+  }
   kda_bundle_free(b2);
 }
 

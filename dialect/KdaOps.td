@@ -465,9 +465,12 @@ def Kda_HybridOp : Kda_Op<"hybrid", [Pure, AttrSizedOperandSegments,
     head-wise `[B, T, HV]` or channel-wise `[B, T, HV, V]`. Every branch has
     the result's type `[B, T, HV, V]`.
 
-    `overlap` keeps the mix a pass of its own (kda-fuse-window-mix leaves
-    it), so that a window branch runs beside the other branch's state pass
-    (a layer entry's side stream) instead of after it.
+    `overlap` asks for the window branch to run beside the other branch's
+    state pass instead of after it: kda-fuse-window-mix still folds the mix
+    into the window (marking it `kda.overlap`), and on NVIDIA's register
+    kernels kda-gpu-layer-entry puts the state pass on the side stream, a
+    multiprocessor a block, publishing its progress, which the window waits
+    for before it reads the rows it mixes (runtime/BUNDLE.md, "Progress").
 
     ```mlir
     %o = kda.hybrid gated %lin, %win gate(%z : tensor<1x64x4xf32>)

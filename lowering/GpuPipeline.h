@@ -110,7 +110,8 @@ createGpuIntraRegistersPass(int64_t threads, bool chunkTf32 = true,
 std::unique_ptr<Pass> createGpuSplitSchedulePass();
 /// A function of several kernel / entry calls (a hybrid layer) as one more
 /// bundle entry, named after the function (GpuLayerEntry.cpp).
-std::unique_ptr<Pass> createGpuLayerEntryPass(bool remarks = false);
+std::unique_ptr<Pass> createGpuLayerEntryPass(bool remarks = false,
+                                              bool progress = true);
 /// A dimension name as a manifest symbol ("N+1" -> "N_plus_1").
 std::string manifestSymbol(llvm::StringRef dim);
 /// An element type as a manifest dtype ("" when the runtime has none).

@@ -97,6 +97,10 @@ def KdaGpuLayerEntry : Pass<"kda-gpu-layer-entry", "ModuleOp"> {
            "Launches of a called entry after its first (the state pass) on "
            "the side stream where another call's launches are independent "
            "of them (the window beside the state pass)">,
+    Option<"progress", "progress", "bool", /*default=*/"true",
+           "kda.hybrid {overlap}: the state pass publishes its progress and "
+           "the fused window waits for it (NVIDIA's register kernels; off: "
+           "the window follows the state pass)">,
   ];
 }
 

@@ -40,7 +40,7 @@ struct FoldMixIntoWindow : OpRewritePattern<HybridOp> {
 
   LogicalResult matchAndRewrite(HybridOp op,
                                 PatternRewriter &rewriter) const override {
-    if (op.getBranches().size() != 2 || op.getOverlap())
+    if (op.getBranches().size() != 2)
       return failure();
     const bool gated = op.getMode() == CombineMode::gated;
     auto windowAt = [&](unsigned i) {
@@ -65,6 +65,10 @@ struct FoldMixIntoWindow : OpRewritePattern<HybridOp> {
         window.getCuSeqlens(), linear, gated ? op.getZ() : Value(),
         window.getWindowAttr(), window.getScaleAttr(), window.getTileAttr(),
         op.getModeAttr());
+    // The overlap schedule (kda-gpu-layer-entry): the window beside the
+    // state pass, waiting for its progress.
+    if (op.getOverlap())
+      fused->setAttr(kOverlapAttr, rewriter.getUnitAttr());
     rewriter.replaceOp(op, fused.getO());
     rewriter.eraseOp(window);
     return success();

@@ -104,6 +104,9 @@ struct KdaOutlineKernelsPass
           // The op's own tiles, for the bundle manifest.
           if (Attribute tile = op->getAttr("tile"))
             kernel->setAttr("kda.tile", tile);
+          // A fused window of a hybrid's overlap schedule.
+          if (op->hasAttr(kOverlapAttr))
+            kernel->setAttr(kOverlapAttr, b.getUnitAttr());
         }
       }
       OpBuilder b(op);

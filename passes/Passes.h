@@ -78,6 +78,16 @@ inline constexpr llvm::StringLiteral kDecodePassAttr = "kda.decode_pass";
 /// (#kda.window_pass), for targets that write the kernel per lane
 /// (kda-gpu-window-registers).
 inline constexpr llvm::StringLiteral kWindowPassAttr = "kda.window_pass";
+/// A layer's overlap schedule (kda-gpu-layer-entry): the state kernel that
+/// publishes its progress every N chunks (i64 N) into its `progress`
+/// argument, and the window kernel that waits for it before it reads the
+/// rows it mixes (runtime/BUNDLE.md, "Progress").
+inline constexpr llvm::StringLiteral kPublishProgressAttr =
+    "kda.publish_progress";
+inline constexpr llvm::StringLiteral kWaitProgressAttr = "kda.wait_progress";
+/// On a fused window op and its kernel (kda.hybrid {overlap}): the layer's
+/// overlap schedule asked for.
+inline constexpr llvm::StringLiteral kOverlapAttr = "kda.overlap";
 /// On a kernel whose grid is (sequence, chunk, ...) with chunks of the given
 /// size: programs past their sequence's end have nothing to do (GPU targets
 /// return from them at once).

@@ -48,6 +48,8 @@
 #include "llvm/ADT/StringSet.h"
 
 #include "lowering/Passes.h"
+#include "dialect/KdaAttrs.h"
+#include "passes/Passes.h"
 
 namespace mlir::kda {
 #define GEN_PASS_DEF_KDAGPULAYERENTRY
@@ -108,6 +110,10 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
         byName[cast<StringAttr>(e.get("name")).getValue()] = e;
       }
     const size_t before = entries.size();
+    for (auto f : module.getOps<func::FuncOp>())
+      if (progress && !f.isExternal() && !f->hasAttr("kda.kernel") &&
+          !byName.count(f.getSymName()))
+        threadProgress(f, byName, entries);
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.isExternal() || f->hasAttr("kda.kernel") ||
           byName.count(f.getSymName()))
@@ -136,7 +142,8 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
   /// the compute-bound window share the chip (docs/pipelining.md).
   void schedule(func::FuncOp f, ArrayRef<func::CallOp> calls,
                 ArrayRef<Pending> pending, SmallVectorImpl<Attribute> &launches,
-                Builder &b) {
+                Builder &b, int progressState = -1, int progressWindow = -1,
+                StringRef counter = "") {
     ModuleOp module = f->getParentOfType<ModuleOp>();
     const size_t n = pending.size();
     SmallVector<llvm::StringSet<>> reads(n), writes(n);
@@ -192,6 +199,12 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
           stream[t] = 1;
         break; // one side stream
       }
+    // The overlap schedule (progressSchedule): the state pass alone on the
+    // side stream, the window after its progress.
+    if (progressState >= 0) {
+      llvm::fill(stream, 0);
+      stream[progressState] = 1;
+    }
     const bool twoStreams = llvm::is_contained(stream, 1);
     for (auto [l, p] : llvm::enumerate(pending)) {
       SmallVector<NamedAttribute> fields(p.fields);
@@ -208,8 +221,190 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
           fields.push_back(b.getNamedAttr("stream", b.getI64IntegerAttr(1)));
           fields.push_back(b.getNamedAttr("alone", b.getBoolAttr(true)));
         }
+        if (int(l) == progressWindow)
+          fields.push_back(b.getNamedAttr(
+              "progress",
+              b.getDictionaryAttr(
+                  {b.getNamedAttr("counter", b.getStringAttr(counter)),
+                   b.getNamedAttr("after",
+                                  b.getI64IntegerAttr(progressState))})));
       }
       launches.push_back(b.getDictionaryAttr(fields));
+    }
+  }
+
+  /// The overlap schedule of a hybrid layer (kda.hybrid {overlap}: a fused
+  /// window kernel marked kda.overlap whose mix_linear is the output of a
+  /// gated delta entry's state kernel, dense), threaded through the IR
+  /// before the layer is recorded: the state kernel, the entry function
+  /// that calls it and the window kernel take an i32 argument `progress`
+  /// [B, HV, V / v_block + 1] before their destinations; the layer makes it
+  /// (a fresh tensor, a workspace of its entry) and passes it to both
+  /// calls. The state kernel is marked to publish its progress every
+  /// kProgressEvery chunks (kda.publish_progress), the window to wait for
+  /// it (kda.wait_progress: the chunk); the lane passes emit both, and
+  /// schedule() puts the state pass on the side stream with the window's
+  /// `progress` (runtime/BUNDLE.md, "Progress").
+  static constexpr int64_t kProgressEvery = 8;
+  void threadProgress(func::FuncOp f, llvm::StringMap<DictionaryAttr> &byName,
+                      SmallVectorImpl<Attribute> &entries) {
+    ModuleOp module = f->getParentOfType<ModuleOp>();
+    Builder b(f.getContext());
+    auto abiIndex = [](func::FuncOp fn, StringRef name) -> int {
+      auto abi = fn ? fn->getAttrOfType<ArrayAttr>("kda.abi") : nullptr;
+      if (!abi)
+        return -1;
+      for (auto [i, a] : llvm::enumerate(abi))
+        if (cast<StringAttr>(cast<DictionaryAttr>(a).get("name")).getValue() ==
+            name)
+          return int(i);
+      return -1;
+    };
+    auto through = [](Value v) {
+      while (auto cast = v.getDefiningOp<tensor::CastOp>())
+        v = cast.getSource();
+      return v;
+    };
+    // `fn` takes progress (dims as `like`'s first and third, then slots)
+    // before its destinations; returns where.
+    auto addArgument = [&](func::FuncOp fn, RankedTensorType type,
+                           ArrayRef<Attribute> dims) {
+      const unsigned at = fn.getNumArguments() - fn.getNumResults();
+      (void)fn.insertArgument(at, type, DictionaryAttr(), fn.getLoc());
+      if (auto abi = fn->getAttrOfType<ArrayAttr>("kda.abi")) {
+        SmallVector<Attribute> list(abi.begin(), abi.end());
+        list.insert(list.begin() + at,
+                    b.getDictionaryAttr(
+                        {b.getNamedAttr("dims", b.getArrayAttr(dims)),
+                         b.getNamedAttr("name", b.getStringAttr("progress"))}));
+        fn->setAttr("kda.abi", b.getArrayAttr(list));
+      }
+      return at;
+    };
+    SmallVector<func::CallOp> calls(f.getBody().getOps<func::CallOp>());
+    for (func::CallOp wCall : calls) {
+      auto window = module.lookupSymbol<func::FuncOp>(wCall.getCallee());
+      auto wdesc = window ? window->getAttrOfType<kda::WindowPassAttr>(
+                                kda::kWindowPassAttr)
+                          : nullptr;
+      const int ml = abiIndex(window, "mix_linear");
+      if (!wdesc || !window->hasAttr(kda::kOverlapAttr) ||
+          wdesc.getVarlen().getValue() || ml < 0 ||
+          abiIndex(window, "progress") >= 0)
+        continue;
+      auto eCall = through(wCall.getOperand(ml)).getDefiningOp<func::CallOp>();
+      auto entryFn =
+          eCall ? module.lookupSymbol<func::FuncOp>(eCall.getCallee()) : nullptr;
+      if (!entryFn || !byName.count(entryFn.getSymName()) ||
+          eCall.getNumResults() != 1)
+        continue;
+      // The entry's state kernel call.
+      func::CallOp sCall;
+      func::FuncOp state;
+      for (auto c : entryFn.getBody().getOps<func::CallOp>()) {
+        auto fn = module.lookupSymbol<func::FuncOp>(c.getCallee());
+        auto sdesc = fn ? fn->getAttrOfType<kda::StatePassAttr>(
+                              kda::kStatePassAttr)
+                        : nullptr;
+        if (sdesc && !sdesc.getSummary() && sdesc.getSegments() <= 1 &&
+            abiIndex(fn, "cu_seqlens") < 0 && abiIndex(fn, "o") >= 0)
+          sCall = c, state = fn;
+      }
+      if (!state)
+        continue;
+      auto sdesc = state->getAttrOfType<kda::StatePassAttr>(kda::kStatePassAttr);
+      const int o = abiIndex(state, "o");
+      auto dimsOf = [&](func::FuncOp fn, int i) {
+        return cast<ArrayAttr>(cast<DictionaryAttr>(
+                                   fn->getAttrOfType<ArrayAttr>("kda.abi")[i])
+                                   .get("dims"));
+      };
+      ArrayAttr oDims = dimsOf(state, o);
+      auto V = dyn_cast<IntegerAttr>(oDims[3]);
+      if (!V || sdesc.getVBlock() <= 0 || V.getInt() % sdesc.getVBlock())
+        continue;
+      const int64_t slots = V.getInt() / sdesc.getVBlock() + 1;
+      // The entry's destination (o, [B, T, HV, V]) sizes the counters.
+      Value oDest = eCall.getOperand(eCall.getNumOperands() - 1);
+      auto oType = cast<RankedTensorType>(oDest.getType());
+      SmallVector<int64_t> shape = {oType.getDimSize(0), oType.getDimSize(2),
+                                    slots};
+      auto type = RankedTensorType::get(shape, b.getI32Type());
+      auto slotsAttr = b.getI64IntegerAttr(slots);
+      // The state kernel, the entry function and its JSON.
+      const unsigned sAt =
+          addArgument(state, type, {oDims[0], oDims[2], slotsAttr});
+      state->setAttr(kda::kPublishProgressAttr,
+                     b.getI64IntegerAttr(kProgressEvery));
+      const unsigned eAt = entryFn.getNumArguments() - entryFn.getNumResults();
+      (void)entryFn.insertArgument(eAt, type, DictionaryAttr(),
+                                   entryFn.getLoc());
+      {
+        SmallVector<Value> operands(sCall.getOperands());
+        operands.insert(operands.begin() + sAt, entryFn.getArgument(eAt));
+        sCall->setOperands(operands);
+      }
+      DictionaryAttr json = byName[entryFn.getSymName()];
+      auto eo = cast<DictionaryAttr>(
+          cast<ArrayAttr>(json.get("params"))[eAt]); // its o
+      auto eoShape = cast<ArrayAttr>(eo.get("shape"));
+      SmallVector<Attribute> params(
+          cast<ArrayAttr>(json.get("params")).getValue());
+      params.insert(params.begin() + eAt,
+                    b.getDictionaryAttr(
+                        {b.getNamedAttr("dtype", b.getStringAttr("i32")),
+                         b.getNamedAttr("name", b.getStringAttr("progress")),
+                         b.getNamedAttr("shape",
+                                        b.getArrayAttr({eoShape[0], eoShape[2],
+                                                        slotsAttr}))}));
+      SmallVector<Attribute> launches;
+      for (Attribute a : cast<ArrayAttr>(json.get("launches"))) {
+        auto l = cast<DictionaryAttr>(a);
+        if (cast<StringAttr>(l.get("kernel")).getValue() !=
+            state.getSymName()) {
+          launches.push_back(a);
+          continue;
+        }
+        SmallVector<Attribute> args(cast<ArrayAttr>(l.get("args")).getValue());
+        args.insert(args.begin() + sAt, b.getStringAttr("progress"));
+        SmallVector<NamedAttribute> fields(l.getValue());
+        for (NamedAttribute &field : fields)
+          if (field.getName() == "args")
+            field.setValue(b.getArrayAttr(args));
+        launches.push_back(b.getDictionaryAttr(fields));
+      }
+      SmallVector<NamedAttribute> fields(json.getValue());
+      for (NamedAttribute &field : fields) {
+        if (field.getName() == "params")
+          field.setValue(b.getArrayAttr(params));
+        if (field.getName() == "launches")
+          field.setValue(b.getArrayAttr(launches));
+      }
+      DictionaryAttr updated = b.getDictionaryAttr(fields);
+      for (Attribute &e : entries)
+        if (e == json)
+          e = updated;
+      byName[entryFn.getSymName()] = updated;
+      // The window kernel.
+      ArrayAttr mlDims = dimsOf(window, ml);
+      const unsigned wAt =
+          addArgument(window, type, {mlDims[0], mlDims[2], slotsAttr});
+      window->setAttr(kda::kWaitProgressAttr,
+                      b.getI64IntegerAttr(sdesc.getChunk()));
+      // The layer's counters, passed to both calls.
+      OpBuilder ob(eCall);
+      SmallVector<Value> sizes;
+      for (int d : {0, 2})
+        if (oType.isDynamicDim(d))
+          sizes.push_back(tensor::DimOp::create(ob, eCall.getLoc(), oDest, d));
+      Value counters =
+          tensor::EmptyOp::create(ob, eCall.getLoc(), type, sizes);
+      SmallVector<Value> eOperands(eCall.getOperands());
+      eOperands.insert(eOperands.begin() + eAt, counters);
+      eCall->setOperands(eOperands);
+      SmallVector<Value> wOperands(wCall.getOperands());
+      wOperands.insert(wOperands.begin() + wAt, counters);
+      wCall->setOperands(wOperands);
     }
   }
 
@@ -362,6 +557,20 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
           continue;
         }
         auto it = bufferOf.find(v);
+        if (it == bufferOf.end() && v.getDefiningOp<tensor::EmptyOp>()) {
+          // A fresh tensor calls read and write in place (the overlap
+          // schedule's progress counters): a workspace of its own, not
+          // initialised (the kernels that take it say how they use it).
+          auto type = cast<ShapedType>(v.getType());
+          if (kda::manifestDtype(type.getElementType()).empty()) {
+            why = "a fresh tensor's element type has no runtime dtype";
+            return failure();
+          }
+          it = bufferOf.try_emplace(v, buffers.size()).first;
+          buffers.push_back({"c" + std::to_string(ci) + "_" +
+                                 callees[ci].names[oi],
+                             type, false});
+        }
         if (it == bufferOf.end()) {
           why = "call " + std::to_string(ci) + " (@" + call.getCallee().str() +
                 ") reads a value that no argument or earlier call holds "
@@ -599,7 +808,33 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
         launch(cast<DictionaryAttr>(a).get("kernel"), names);
       }
     }
-    schedule(f, calls, pending, launches, b);
+    // The overlap schedule's pair (threadProgress): the state launch that
+    // publishes, the window launch that waits, and their counters.
+    int progressState = -1, progressWindow = -1;
+    std::string counter;
+    {
+      ModuleOp module = f->getParentOfType<ModuleOp>();
+      for (auto [l, p] : llvm::enumerate(pending)) {
+        auto fn = module.lookupSymbol<func::FuncOp>(p.kernel);
+        if (!fn)
+          continue;
+        if (fn->hasAttr(kda::kPublishProgressAttr))
+          progressState = int(l);
+        if (fn->hasAttr(kda::kWaitProgressAttr)) {
+          progressWindow = int(l);
+          auto abi = fn->getAttrOfType<ArrayAttr>("kda.abi");
+          for (auto [i, a] : llvm::enumerate(abi))
+            if (cast<StringAttr>(cast<DictionaryAttr>(a).get("name"))
+                    .getValue() == "progress")
+              counter = cast<StringAttr>(p.args[i]).str();
+        }
+      }
+      if (progressState < 0 || progressWindow < progressState ||
+          counter.empty())
+        progressState = progressWindow = -1;
+    }
+    schedule(f, calls, pending, launches, b, progressState, progressWindow,
+             counter);
     // The runtime binds an entry's symbols from its parameters only.
     llvm::StringSet<> bound;
     for (Attribute p : params)
@@ -632,8 +867,10 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
 
 } // namespace
 
-std::unique_ptr<Pass> mlir::kda::createGpuLayerEntryPass(bool remarks) {
+std::unique_ptr<Pass> mlir::kda::createGpuLayerEntryPass(bool remarks,
+                                                        bool progress) {
   KdaGpuLayerEntryOptions options;
   options.remarks = remarks;
+  options.progress = progress;
   return std::make_unique<LayerEntryPass>(options);
 }

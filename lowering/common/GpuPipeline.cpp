@@ -106,7 +106,11 @@ void mlir::kda::buildGpuPipeline(OpPassManager &pm, const GpuTarget &target,
   // Multi-grid schedules: one kernel per grid, the order a bundle entry.
   pm.addPass(createGpuSplitSchedulePass());
   // A function of several kda ops (a hybrid layer): one more entry.
-  pm.addPass(createGpuLayerEntryPass(options.strategyRemarks));
+  // (Its overlap schedule's progress: NVIDIA's register kernels only; the
+  // HIP runtime runs the window after the state pass anyway.)
+  pm.addPass(createGpuLayerEntryPass(
+      options.strategyRemarks, target.vendor == GpuTarget::Vendor::Nvidia &&
+                                   !options.emulateWmma));
   pm.nest<func::FuncOp>().addPass(createGpuBindDestinationsPass());
   // Lanes or tiles, for every kernel, in one place (Strategy.h): the register
   // passes below write what it gives them.

@@ -232,6 +232,14 @@ struct LaneStateProgram : kda::LaneBuilder {
   static constexpr int64_t kPad32 = 4; // f32 row padding: 16 bytes
   Value ws[6]; // w, u, q, k, p, g (null when absent)
   Value o, h0, ht, cuSeqlens;
+  /// A layer's progress counters ([B, HV, V / VB + 1] i32; kda-gpu-layer-
+  /// entry's `kda.publish_progress`): this program's counter, at (n, head,
+  /// V block), holds the chunks whose outputs every warp has stored, every
+  /// `progressEvery` chunks and at the end; [0, 0, V / VB] counts the
+  /// programs that started (runtime/BUNDLE.md, "Progress"). A window that
+  /// mixes the outputs reads each row once its chunk is counted.
+  Value progress;
+  int64_t progressEvery = 8;
   /// The reverse scan of a gradient (kda.reverse_pass): chunks last to
   /// first, the carried tile dS (from d_final_state, `h0` here; zeros
   /// without it), each step the tape's adjoint of emitStateStep with
@@ -1437,6 +1445,39 @@ struct LaneStateProgram : kda::LaneBuilder {
     }
 
     Value numChunks = arith::CeilDivUIOp::create(b, length, idx(C));
+    // The layer's progress: thread 0 zeroes this program's counter, then
+    // counts the program as started (the fence orders the two for the
+    // window, which the runtime launches once every program has started).
+    Value vBlock, firstThread;
+    auto publish = [&](Value chunksDone) {
+      auto one = scf::IfOp::create(b, firstThread, false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(one.thenBlock());
+      // Release: the outputs every thread stored before the barrier that
+      // precedes this (cumulative through it) before the count.
+      LLVM::FenceOp::create(b, LLVM::AtomicOrdering::acq_rel, "device");
+      memref::AtomicRMWOp::create(
+          b, arith::AtomicRMWKind::assign,
+          arith::IndexCastUIOp::create(b, b.getI32Type(), chunksDone), progress,
+          ValueRange{row, head, vBlock});
+    };
+    if (progress) {
+      vBlock = arith::DivUIOp::create(b, vCol, idx(VB));
+      firstThread = arith::CmpIOp::create(b, arith::CmpIPredicate::eq, tid,
+                                          idx(0));
+      auto one = scf::IfOp::create(b, firstThread, false);
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(one.thenBlock());
+      memref::AtomicRMWOp::create(b, arith::AtomicRMWKind::assign, i32(0),
+                                  progress, ValueRange{row, head, vBlock});
+      LLVM::FenceOp::create(b, LLVM::AtomicOrdering::acq_rel, "device");
+      Value startedAt =
+          memref::DimOp::create(b, progress, 2); // V / VB + 1
+      memref::AtomicRMWOp::create(
+          b, arith::AtomicRMWKind::addi, i32(1), progress,
+          ValueRange{idx(0), idx(0),
+                     arith::SubIOp::create(b, startedAt, idx(1))});
+    }
     // The chunk of step j: j, or (reverse) numChunks - 1 - j.
     auto chunkOf = [&](Value j) -> Value {
       if (!reverse)
@@ -1558,6 +1599,20 @@ struct LaneStateProgram : kda::LaneBuilder {
         NVVM::CpAsyncWaitGroupOp::create(b, stages - 2);
       gpu::BarrierOp::create(b);
       // Past the barrier every warp has written chunk i - 1's outputs.
+      if (progress) {
+        // Chunks 0 .. i - 1 stored (staged: 0 .. i - 2; chunk i - 1's rows
+        // leave below), every progressEvery chunks.
+        Value done = staged ? arith::SubIOp::create(b, i, idx(1)) : i;
+        Value due = arith::AndIOp::create(
+            b, ult(idx(staged ? 1 : 0), i),
+            arith::CmpIOp::create(
+                b, arith::CmpIPredicate::eq,
+                arith::RemUIOp::create(b, i, idx(progressEvery)), idx(0)));
+        auto at = scf::IfOp::create(b, due, false);
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(at.thenBlock());
+        publish(done);
+      }
       if (staged) {
         auto previous = scf::IfOp::create(b, ult(idx(0), i), false);
         OpBuilder::InsertionGuard g(b);
@@ -1701,6 +1756,11 @@ struct LaneStateProgram : kda::LaneBuilder {
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(any.thenBlock());
       copyOut(arith::SubIOp::create(b, numChunks, idx(1)));
+    }
+    if (progress) {
+      // Every chunk, once every thread has stored its last rows.
+      gpu::BarrierOp::create(b);
+      publish(numChunks);
     }
     zeroBoundariesPastEnd(tb, stateL);
     if (cfg.summary) {
@@ -1909,7 +1969,20 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
     const kda::MatrixUnit unit = choice.unit;
     std::string refusal = kda::stateLanesRefusal(func, desc, threads, nullptr,
                                                  reverse, instruction);
+    const bool publishes = func->hasAttr(kda::kPublishProgressAttr);
     if (!kda::runsOnLanes(func, refusal)) {
+      // The tile lowering publishes no progress: a window waiting for it
+      // would wait forever.
+      if (publishes) {
+        func.emitError()
+            << "kda-gpu-state-registers: a layer's overlap schedule needs "
+               "the register state kernel to publish its progress, which "
+               "does not cover this tiling ("
+            << (refusal.empty() ? std::string("its strategy says tiles")
+                                : refusal)
+            << ")";
+        return signalPassFailure();
+      }
       // The tile lowering records no boundary states into pool slots (the
       // tiling left them to this kernel).
       if (cfg->boundaryPool) {
@@ -2057,6 +2130,18 @@ struct StateRegistersPass : kda::impl::KdaGpuStateRegistersBase<StateRegistersPa
       }
     }
     lp.cuSeqlens = byName("cu_seqlens");
+    if (publishes) {
+      lp.progress = byName("progress");
+      if (auto every = func->getAttrOfType<IntegerAttr>(kda::kPublishProgressAttr))
+        lp.progressEvery = std::max<int64_t>(1, every.getInt());
+      if (!lp.progress || reverse || cfg->summary || cfg->segments > 1 ||
+          lp.cuSeqlens) {
+        func.emitError("kda-gpu-state-registers: only a dense forward state "
+                       "kernel with a `progress` argument publishes its "
+                       "progress");
+        return signalPassFailure();
+      }
+    }
     lp.boundary = byName("boundary_states");
     lp.boundaryTable = byName("boundary_indices");
     if (cfg->boundaryPool != static_cast<bool>(lp.boundaryTable)) {

@@ -137,6 +137,12 @@ struct WindowProgram : LaneBuilder {
   /// the other branch [B, T, HO, V] and its gate [B, T, HO] or [B, T, HO,
   /// V]; null without.
   Value mixLinear, mixGate;
+  /// A layer's overlap schedule (kda.wait_progress): the state kernel's
+  /// progress counters [B, HO, V blocks + 1] and its chunk; the block waits
+  /// until every V block of its head has stored the chunks of its rows
+  /// before it reads them (mixLinear). Null without.
+  Value progress;
+  int64_t progressChunk = 16;
   Value lane, warp, tid;
   std::string failure;
 
@@ -272,6 +278,45 @@ struct WindowProgram : LaneBuilder {
       else
         emitBlock(q0, head, row, start, length);
     });
+  }
+
+  /// Waits until the state kernel has stored every row of this query
+  /// block (q0 .. its last valid query) in every V block of `head`: each
+  /// thread spins on an acquiring atomic read of the counters, a back-off
+  /// between reads. The runtime launches this kernel only once every state
+  /// program has started (or after the state pass), so the wait ends.
+  void waitRows(Value q0, Value length, Value row, Value head) {
+    if (!progress)
+      return;
+    Value end = minu(add(q0, kRows), length);
+    Value need = arith::IndexCastUIOp::create(
+        b, b.getI32Type(),
+        arith::CeilDivUIOp::create(b, end, idx(progressChunk)));
+    Value vBlocks = arith::SubIOp::create(
+        b, memref::DimOp::create(b, progress, 2), idx(1));
+    auto each = scf::ForOp::create(b, idx(0), vBlocks, idx(1));
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(each.getBody());
+    Value vb = each.getInductionVar();
+    auto spin = scf::WhileOp::create(b, TypeRange{}, ValueRange{});
+    {
+      Block *before = b.createBlock(&spin.getBefore());
+      b.setInsertionPointToStart(before);
+      Value got = memref::AtomicRMWOp::create(
+          b, arith::AtomicRMWKind::ori, i32(0), progress,
+          ValueRange{row, head, vb});
+      Value short_ = arith::CmpIOp::create(b, arith::CmpIPredicate::slt,
+                                           got, need);
+      scf::ConditionOp::create(b, short_, ValueRange{});
+      Block *after = b.createBlock(&spin.getAfter());
+      b.setInsertionPointToStart(after);
+      NVVM::NanosleepOp::create(b, i32(256));
+      scf::YieldOp::create(b);
+    }
+    b.setInsertionPointAfter(each);
+    // Acquire: the reads above are relaxed atomics; x's rows are read after
+    // this fence (the state kernel's fence precedes its count).
+    LLVM::FenceOp::create(b, LLVM::AtomicOrdering::acq_rel, "device");
   }
 
   /// A query block's heads (output head `head`'s q, k and v heads: GQA),
@@ -796,6 +841,7 @@ struct WindowProgram : LaneBuilder {
       }
       scf::YieldOp::create(b, branch.getResults());
     }
+    waitRows(q0, length, row, head);
     Value out = windowOutput(tb, fromCarried(tb, loop.getResults(), rowL, accL));
     SmallVector<Value> regs = tb.convertLayout(out, accL);
     if (!tb.failure().empty()) {
@@ -836,11 +882,21 @@ struct WindowRegistersPass
     func::FuncOp func = getOperation();
     auto desc = func->getAttrOfType<WindowPassAttr>(kda::kWindowPassAttr);
     auto abi = func->getAttrOfType<ArrayAttr>("kda.abi");
-    if (!desc || !abi || func.isExternal() ||
-        !kda::runsOnLanes(func, kda::windowLanesRefusal(
-                                    desc, func.getFunctionType().getInputs(),
-                                    /*chipHasWgmma=*/false)))
+    if (!desc || !abi || func.isExternal())
       return;
+    if (!kda::runsOnLanes(func, kda::windowLanesRefusal(
+                                    desc, func.getFunctionType().getInputs(),
+                                    /*chipHasWgmma=*/false))) {
+      // The tile lowering does not wait: it would read rows the state pass
+      // has not stored yet.
+      if (func->hasAttr(kda::kWaitProgressAttr)) {
+        func.emitError("kda-gpu-window-registers: a layer's overlap schedule "
+                       "needs the register window kernel to wait for the "
+                       "state pass's progress, and this kernel takes tiles");
+        signalPassFailure();
+      }
+      return;
+    }
     Type elem = operandType(func.getFunctionType().getInputs());
     std::optional<ProgramGrid> grid =
         findProgramGrid(func, {-1, -1}, "kda-gpu-window-registers");
@@ -875,6 +931,19 @@ struct WindowRegistersPass
     prog.sizes = byName("window_sizes");
     prog.mixLinear = byName("mix_linear");
     prog.mixGate = byName("mix_gate");
+    const bool waits = func->hasAttr(kda::kWaitProgressAttr);
+    if (waits) {
+      prog.progress = byName("progress");
+      if (auto c = func->getAttrOfType<IntegerAttr>(kda::kWaitProgressAttr))
+        prog.progressChunk = std::max<int64_t>(1, c.getInt());
+      if (!prog.progress || !prog.mixLinear || prog.amd() ||
+          desc.getVarlen().getValue()) {
+        func.emitError("kda-gpu-window-registers: only a dense NVIDIA window "
+                       "kernel with a mix and a `progress` argument waits for "
+                       "a state pass's progress");
+        return signalPassFailure();
+      }
+    }
     if (!prog.q || !prog.k || !prog.v || !prog.o ||
         (desc.getVarlen().getValue() && !prog.cu) ||
         (desc.getWindow() == 0 && !prog.sizes)) {
@@ -900,9 +969,13 @@ struct WindowRegistersPass
         std::nullopt);
     grid->forall.erase();
     b.setInsertionPoint(forall.getBody()->getTerminator());
-    Value qb = arith::SubIOp::create(
-        b, arith::SubIOp::create(b, blocks, arith::ConstantIndexOp::create(b, 1)),
-        forall.getInductionVar(0));
+    // (Waiting for a state pass: first to last, the order its rows come.)
+    Value qb = waits ? forall.getInductionVar(0)
+                     : Value(arith::SubIOp::create(
+                           b,
+                           arith::SubIOp::create(
+                               b, blocks, arith::ConstantIndexOp::create(b, 1)),
+                           forall.getInductionVar(0)));
     Value n = forall.getInductionVar(2);
     // cu_seqlens' grid launches N + 1 sequences (the manifest's extent);
     // the last has no sequence.

@@ -298,9 +298,10 @@ def hybrid_config(*, gated_delta: Dict[str, Any], window: int, mix: str,
     The bundle holds the branches' kernels and one entry for the layer
     (kda-gpu-layer-entry) that runs them behind one call. ``schedule``
     "fused": the mix in the window kernel's epilogue, after the state pass
-    (kda-fuse-window-mix); "overlap": the window beside the state pass (the
-    state pass on the side stream, a multiprocessor a block), then a mix
-    kernel (the configuration says so only for "overlap")."""
+    (kda-fuse-window-mix); "overlap": the same window beside the state pass
+    (the state pass on the side stream, a multiprocessor a block, publishing
+    its progress, which the window waits for on NVIDIA; the configuration
+    says so only for "overlap")."""
     gd = dict(gated_delta)
     cfg = {
         "op": "hybrid",

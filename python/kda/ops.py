@@ -1908,7 +1908,7 @@ def hybrid_attention(q, k, v, g, beta, z=None, *, window: int, mix: str | None =
     kernels, then the window kernel with the mix in its epilogue
     (kda-fuse-window-mix), run by the runtime as one entry (``kda_hybrid``,
     kda-gpu-layer-entry) with one workspace (``KDA_HYBRID_SCHEDULE=overlap``:
-    the window beside the state pass, then a mix kernel; kda.tune.hybrid_schedule).
+    the window beside the state pass, waiting for its progress; kda.tune.hybrid_schedule).
     No states in or out (run chunk_kda and window_attention for those).
     Forward only.
 

@@ -533,14 +533,14 @@ def hybrid_overlap_tile() -> Dict[str, int]:
 
 def hybrid_schedule(chip: str, N: int, HV: int, V: int, multiprocessors: int) -> str:
     """How a hybrid layer runs (kda.bundles.hybrid_config's ``schedule``): "fused" (the mix in
-    the window kernel's epilogue, after the state pass) or "overlap" (the window beside the
-    gated delta's state pass in V blocks of 64, whose programs hold a multiprocessor each
-    where they fill at most half the chip, then a mix kernel). Measured on the H100
-    (bench/RESULTS.md, forty-seventh session, hybrid gated T=8192 H=32 W=512): fused 0.86 ms,
-    overlap 0.87 to 0.91 ms (beside co-resident window warps the state pass's latency-bound
-    programs lose their issue slots; on multiprocessors of their own they keep them, and the
-    mix kernel costs what the overlap gains). So fused, everywhere; KDA_HYBRID_SCHEDULE=
-    fused|overlap decides instead, to measure."""
+    the window kernel's epilogue, after the state pass) or "overlap" (since the forty-eighth
+    session: the same fused window beside the gated delta's state pass in V blocks of 64,
+    whose programs hold a multiprocessor each where they fill at most half the chip and
+    publish their progress, which the window waits for before it reads the rows it mixes;
+    runtime/BUNDLE.md, "Progress"). Measured on the H100 (bench/RESULTS.md, forty-seventh
+    session, hybrid gated T=8192 H=32 W=512): fused 0.86 ms; the overlap's earlier form (a mix
+    kernel after the window) 0.87 to 0.91 ms. The progress form is not yet measured: fused,
+    everywhere, until it is; KDA_HYBRID_SCHEDULE=fused|overlap decides instead."""
     forced = os.environ.get("KDA_HYBRID_SCHEDULE")
     if forced:
         if forced not in ("fused", "overlap"):

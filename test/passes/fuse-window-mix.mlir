@@ -28,11 +28,14 @@ func.func @sum_window_first(%q: tensor<1x64x2x32xbf16>, %k: tensor<1x64x2x32xbf1
 }
 
 // Left as they are: a gated mix with the window first (sigmoid(z) would
-// weigh the window), a window used elsewhere too, three branches, a hybrid
-// that asks for the overlap schedule.
+// weigh the window), a window used elsewhere too, three branches. A hybrid
+// that asks for the overlap schedule is fused and marked (kda.overlap: the
+// layer entry runs the window beside the state pass, waiting for its
+// progress).
 // CHECK-LABEL: func.func @not_fused
-// CHECK-COUNT-4: kda.hybrid
-// CHECK-NOT: mix_linear
+// CHECK-COUNT-3: kda.hybrid
+// CHECK: kda.window_attention {{.*}} mix_linear({{.*}}) mix_gate({{.*}}) {kda.overlap, mix = #kda<combine gated>, window = 3 : i64}
+// CHECK-NOT: kda.hybrid
 func.func @not_fused(%q: tensor<1x64x2x32xbf16>, %v: tensor<1x64x2x16xbf16>, %x: tensor<1x64x2x16xbf16>, %z: tensor<1x64x2xf32>) -> (tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16>) {
   %w0 = kda.window_attention %q, %q, %v {window = 8 : i64} : tensor<1x64x2x32xbf16>, tensor<1x64x2x32xbf16>, tensor<1x64x2x16xbf16> -> tensor<1x64x2x16xbf16>
   %a = kda.hybrid gated %w0, %x gate(%z : tensor<1x64x2xf32>) : tensor<1x64x2x16xbf16>, tensor<1x64x2x16xbf16> -> tensor<1x64x2x16xbf16>

@@ -947,6 +947,41 @@ void Interpreter::runOp(Frame &f, Operation &op,
     }
     return;
   }
+  // Atomics (a layer's progress counters in global memory): the lanes in
+  // order, each reading the element and writing the result back.
+  if (auto rmw = dyn_cast<memref::AtomicRMWOp>(op)) {
+    for (int64_t l : active) {
+      int64_t flat;
+      const LaneView &v = viewOf(f, l, rmw.getMemref());
+      if (!address(&op, v, indices(f, l, rmw.getIndices()), flat) ||
+          !touch(&op, v.memory, flat, l, true))
+        return;
+      const double old = v.memory->data[flat];
+      const double x = scalar(f, l, rmw.getValue());
+      double out;
+      switch (rmw.getKind()) {
+      case arith::AtomicRMWKind::addi:
+      case arith::AtomicRMWKind::addf:
+        out = old + x;
+        break;
+      case arith::AtomicRMWKind::assign:
+        out = x;
+        break;
+      case arith::AtomicRMWKind::maxs:
+      case arith::AtomicRMWKind::maximumf:
+        out = std::max(old, x);
+        break;
+      case arith::AtomicRMWKind::ori:
+        out = double(int64_t(old) | int64_t(x));
+        break;
+      default:
+        return (void)fail(op, "an atomic read-modify-write of another kind");
+      }
+      v.memory->data[flat] = roundTo(v.memory->element, out);
+      *valueOf(f, l, rmw.getResult()) = old;
+    }
+    return;
+  }
   if (auto store = dyn_cast<memref::StoreOp>(op)) {
     for (int64_t l : active) {
       int64_t flat;
@@ -1172,6 +1207,8 @@ void Interpreter::runOp(Frame &f, Operation &op,
     ++blockEpoch;
     return;
   }
+  if (isa<NVVM::NanosleepOp>(op))
+    return; // (a spin's back-off; the kernels before have run to their end)
   if (isa<NVVM::SyncWarpOp, LLVM::FenceOp>(op)) {
     // A warp's sync (AMD: a wavefront fence) orders its own threads (not
     // under kda-run --inject-fault=warp-sync: the race check's own test).

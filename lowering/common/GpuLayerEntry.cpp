@@ -245,7 +245,7 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
   /// it (kda.wait_progress: the chunk); the lane passes emit both, and
   /// schedule() puts the state pass on the side stream with the window's
   /// `progress` (runtime/BUNDLE.md, "Progress").
-  static constexpr int64_t kProgressEvery = 8;
+  static constexpr int64_t kProgressEvery = 16;
   void threadProgress(func::FuncOp f, llvm::StringMap<DictionaryAttr> &byName,
                       SmallVectorImpl<Attribute> &entries) {
     ModuleOp module = f->getParentOfType<ModuleOp>();

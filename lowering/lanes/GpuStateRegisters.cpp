@@ -239,7 +239,7 @@ struct LaneStateProgram : kda::LaneBuilder {
   /// programs that started (runtime/BUNDLE.md, "Progress"). A window that
   /// mixes the outputs reads each row once its chunk is counted.
   Value progress;
-  int64_t progressEvery = 8;
+  int64_t progressEvery = 16;
   /// The reverse scan of a gradient (kda.reverse_pass): chunks last to
   /// first, the carried tile dS (from d_final_state, `h0` here; zeros
   /// without it), each step the tape's adjoint of emitStateStep with

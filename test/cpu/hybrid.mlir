@@ -87,11 +87,11 @@ func.func @gate_alone(%graw: tensor<1x60x4xbf16>, %a: tensor<4xf32>, %d: tensor<
 
 // The overlap schedule (kda.hybrid {overlap}): on the CPU the fused mix as
 // any other; on NVIDIA's register kernels the state pass publishes its
-// progress (every 8 chunks and at its end) and the window waits for it
+// progress (every 16 chunks and at its end) and the window waits for it
 // before it reads the rows it mixes (kda-gpu-layer-entry's clones).
-func.func @gated_overlap(%q: tensor<1x150x2x64xbf16>, %k: tensor<1x150x2x64xbf16>, %v: tensor<1x150x2x64xbf16>, %g: tensor<1x150x2x64xf32>, %b: tensor<1x150x2xf32>, %z: tensor<1x150x2xf32>) -> tensor<1x150x2x64xbf16> {
-  %lin = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x150x2x64xf32>) beta(%b : tensor<1x150x2xf32>) : tensor<1x150x2x64xbf16>, tensor<1x150x2x64xbf16>, tensor<1x150x2x64xbf16> -> tensor<1x150x2x64xbf16>
-  %win = kda.window_attention %q, %k, %v {window = 40 : i64} : tensor<1x150x2x64xbf16>, tensor<1x150x2x64xbf16>, tensor<1x150x2x64xbf16> -> tensor<1x150x2x64xbf16>
-  %o = kda.hybrid gated %lin, %win gate(%z : tensor<1x150x2xf32>) {overlap} : tensor<1x150x2x64xbf16>, tensor<1x150x2x64xbf16> -> tensor<1x150x2x64xbf16>
-  return %o : tensor<1x150x2x64xbf16>
+func.func @gated_overlap(%q: tensor<1x300x2x64xbf16>, %k: tensor<1x300x2x64xbf16>, %v: tensor<1x300x2x64xbf16>, %g: tensor<1x300x2x64xf32>, %b: tensor<1x300x2xf32>, %z: tensor<1x300x2xf32>) -> tensor<1x300x2x64xbf16> {
+  %lin = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x300x2x64xf32>) beta(%b : tensor<1x300x2xf32>) : tensor<1x300x2x64xbf16>, tensor<1x300x2x64xbf16>, tensor<1x300x2x64xbf16> -> tensor<1x300x2x64xbf16>
+  %win = kda.window_attention %q, %k, %v {window = 40 : i64} : tensor<1x300x2x64xbf16>, tensor<1x300x2x64xbf16>, tensor<1x300x2x64xbf16> -> tensor<1x300x2x64xbf16>
+  %o = kda.hybrid gated %lin, %win gate(%z : tensor<1x300x2xf32>) {overlap} : tensor<1x300x2x64xbf16>, tensor<1x300x2x64xbf16> -> tensor<1x300x2x64xbf16>
+  return %o : tensor<1x300x2x64xbf16>
 }

@@ -110,10 +110,13 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
         byName[cast<StringAttr>(e.get("name")).getValue()] = e;
       }
     const size_t before = entries.size();
+    // (An entry whose state kernel now takes the counters is rewritten
+    // even where its layer then gets no entry of its own.)
+    bool rewritten = false;
     for (auto f : module.getOps<func::FuncOp>())
       if (progress && !f.isExternal() && !f->hasAttr("kda.kernel") &&
           !byName.count(f.getSymName()))
-        threadProgress(f, byName, entries);
+        rewritten |= threadProgress(f, byName, entries);
     for (auto f : module.getOps<func::FuncOp>()) {
       if (f.isExternal() || f->hasAttr("kda.kernel") ||
           byName.count(f.getSymName()))
@@ -127,7 +130,7 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
                        << " gets no bundle entry of its own: " << why;
       }
     }
-    if (entries.size() != before)
+    if (entries.size() != before || rewritten)
       module->setAttr("kda.entries",
                       ArrayAttr::get(&getContext(), entries));
   }
@@ -246,8 +249,9 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
   /// schedule() puts the state pass on the side stream with the window's
   /// `progress` (runtime/BUNDLE.md, "Progress").
   static constexpr int64_t kProgressEvery = 16;
-  void threadProgress(func::FuncOp f, llvm::StringMap<DictionaryAttr> &byName,
+  bool threadProgress(func::FuncOp f, llvm::StringMap<DictionaryAttr> &byName,
                       SmallVectorImpl<Attribute> &entries) {
+    bool changed = false;
     ModuleOp module = f->getParentOfType<ModuleOp>();
     Builder b(f.getContext());
     auto abiIndex = [](func::FuncOp fn, StringRef name) -> int {
@@ -405,7 +409,9 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
       SmallVector<Value> wOperands(wCall.getOperands());
       wOperands.insert(wOperands.begin() + wAt, counters);
       wCall->setOperands(wOperands);
+      changed = true;
     }
+    return changed;
   }
 
   /// The entry for `f`, or failure with `why` (empty: not a layer at all,

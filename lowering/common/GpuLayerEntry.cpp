@@ -48,6 +48,7 @@
 #include "llvm/ADT/StringSet.h"
 
 #include "lowering/Passes.h"
+#include "lowering/Strategy.h"
 #include "dialect/KdaAttrs.h"
 #include "passes/Passes.h"
 
@@ -295,6 +296,19 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
       if (!wdesc || !window->hasAttr(kda::kOverlapAttr) ||
           wdesc.getVarlen().getValue() || ml < 0 ||
           abiIndex(window, "progress") >= 0)
+        continue;
+      // Only where both kernels take lanes (the tile lowerings neither
+      // publish nor wait): 16-bit inputs, a window of the register kernel's
+      // sizes. Elsewhere the fused window follows the state pass.
+      auto sixteenBit = [](Type t) {
+        auto shaped = dyn_cast<ShapedType>(t);
+        return shaped && (shaped.getElementType().isBF16() ||
+                          shaped.getElementType().isF16());
+      };
+      if (!kda::windowLanesRefusal(wdesc, window.getFunctionType().getInputs(),
+                                   /*chipHasWgmma=*/false)
+               .empty() ||
+          !sixteenBit(wCall.getOperand(0).getType()))
         continue;
       auto eCall = through(wCall.getOperand(ml)).getDefiningOp<func::CallOp>();
       auto entryFn =

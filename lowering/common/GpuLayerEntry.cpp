@@ -203,7 +203,7 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
           stream[t] = 1;
         break; // one side stream
       }
-    // The overlap schedule (progressSchedule): the state pass alone on the
+    // The overlap schedule (threadProgress): the state pass alone on the
     // side stream, the window after its progress.
     if (progressState >= 0) {
       llvm::fill(stream, 0);
@@ -257,13 +257,9 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
     Builder b(f.getContext());
     auto abiIndex = [](func::FuncOp fn, StringRef name) -> int {
       auto abi = fn ? fn->getAttrOfType<ArrayAttr>("kda.abi") : nullptr;
-      if (!abi)
-        return -1;
-      for (auto [i, a] : llvm::enumerate(abi))
-        if (cast<StringAttr>(cast<DictionaryAttr>(a).get("name")).getValue() ==
-            name)
-          return int(i);
-      return -1;
+      std::optional<unsigned> i =
+          abi ? kda::abiArgumentIndex(abi, name) : std::nullopt;
+      return i ? int(*i) : -1;
     };
     auto through = [](Value v) {
       while (auto cast = v.getDefiningOp<tensor::CastOp>())
@@ -843,10 +839,9 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
         if (fn->hasAttr(kda::kWaitProgressAttr)) {
           progressWindow = int(l);
           auto abi = fn->getAttrOfType<ArrayAttr>("kda.abi");
-          for (auto [i, a] : llvm::enumerate(abi))
-            if (cast<StringAttr>(cast<DictionaryAttr>(a).get("name"))
-                    .getValue() == "progress")
-              counter = cast<StringAttr>(p.args[i]).str();
+          if (std::optional<unsigned> i =
+                  abi ? kda::abiArgumentIndex(abi, "progress") : std::nullopt)
+            counter = cast<StringAttr>(p.args[*i]).str();
         }
       }
       if (progressState < 0 || progressWindow < progressState ||

@@ -282,8 +282,8 @@ struct WindowProgram : LaneBuilder {
 
   /// Waits until the state kernel has stored every row of this query
   /// block (q0 .. its last valid query) in every V block of `head`: each
-  /// thread spins on an acquiring atomic read of the counters, a back-off
-  /// between reads. The runtime launches this kernel only once every state
+  /// thread spins on atomic reads of the counters, a back-off between
+  /// reads, then an acquire fence. The runtime launches this kernel only once every state
   /// program has started (or after the state pass), so the wait ends.
   void waitRows(Value q0, Value length, Value row, Value head) {
     if (!progress)

@@ -277,34 +277,42 @@ struct DecomposeMultiScale : OpRewritePattern<MultiScaleOp> {
                         return acc;
                       });
     } else {
-      // One z slice per scale: z[..., i] as a [B, T, HV] tensor.
+      // z [B, T, HV, M] read once per scale at z[..., i]: the same operand
+      // through the map (b, t, h, v) -> (b, t, h, i), so that no slice of z
+      // (a strided view a GPU bundle entry cannot pass) exists.
       operands.pop_back();
       dims.pop_back();
-      auto zType = cast<RankedTensorType>(op.getZ().getType());
+      unsigned rank = oType.getRank();
+      SmallVector<AffineMap> maps;
+      for (int64_t i = 0; i < m; ++i)
+        maps.push_back(AffineMap::getMultiDimIdentityMap(rank, b.getContext()));
       for (int64_t i = 0; i < m; ++i) {
-        SmallVector<OpFoldResult> offsets(4, b.getIndexAttr(0));
-        offsets[3] = b.getIndexAttr(i);
-        SmallVector<OpFoldResult> sizes =
-            tensor::getMixedSizes(b, b.getLoc(), op.getZ());
-        sizes[3] = b.getIndexAttr(1);
-        auto sliceType = RankedTensorType::get(zType.getShape().drop_back(),
-                                               zType.getElementType());
-        operands.push_back(tensor::ExtractSliceOp::create(
-            b, sliceType, op.getZ(), offsets, sizes,
-            SmallVector<OpFoldResult>(4, b.getIndexAttr(1))));
-        dims.push_back({0, 1, 2});
+        operands.push_back(op.getZ());
+        maps.push_back(AffineMap::get(
+            rank, 0,
+            {b.getAffineDimExpr(0), b.getAffineDimExpr(1),
+             b.getAffineDimExpr(2), b.getAffineConstantExpr(i)},
+            b.getContext()));
       }
-      o = elementwise(b, oType, outputs, operands, dims,
-                      [&](ImplicitLocOpBuilder &ib, ArrayRef<Value> s) {
-                        Value acc;
-                        for (int64_t i = 0; i < m; ++i) {
-                          Value term = arith::MulFOp::create(
-                              ib, sigmoid(ib, s[m + i]), s[i]);
-                          acc = acc ? Value(arith::AddFOp::create(ib, acc, term))
-                                    : term;
-                        }
-                        return acc;
-                      });
+      maps.push_back(AffineMap::getMultiDimIdentityMap(rank, b.getContext()));
+      SmallVector<OpFoldResult> sizes =
+          tensor::getMixedSizes(b, b.getLoc(), outputs.front());
+      Value init = tensor::EmptyOp::create(b, sizes, oType.getElementType());
+      auto mix = linalg::GenericOp::create(
+          b, TypeRange{oType}, operands, ValueRange{init}, maps,
+          SmallVector<IteratorType>(rank, IteratorType::parallel),
+          [&](OpBuilder &nested, Location loc, ValueRange args) {
+            ImplicitLocOpBuilder ib(loc, nested);
+            Value acc;
+            for (int64_t i = 0; i < m; ++i) {
+              Value term = arith::MulFOp::create(
+                  ib, sigmoid(ib, toF32(ib, args[m + i])), toF32(ib, args[i]));
+              acc = acc ? Value(arith::AddFOp::create(ib, acc, term)) : term;
+            }
+            linalg::YieldOp::create(
+                ib, ValueRange{fromF32(ib, acc, oType.getElementType())});
+          });
+      o = mix.getResult(0);
     }
     SmallVector<Value> replacements = {o};
     if (statesType) {

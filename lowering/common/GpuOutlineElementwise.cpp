@@ -27,6 +27,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/StringSet.h"
 
 #include "lowering/Passes.h"
@@ -40,15 +41,47 @@ using namespace mlir;
 
 namespace {
 
+/// Each result a distinct loop, or a constant: a fixed index into that
+/// operand dimension (a gated multi-scale mix reads z [B, T, HV, M] at
+/// z[..., m] once per scale, kda-decompose).
+bool isElementwiseMap(AffineMap m) {
+  llvm::SmallBitVector seen(m.getNumDims());
+  for (AffineExpr e : m.getResults()) {
+    if (isa<AffineConstantExpr>(e))
+      continue;
+    auto d = dyn_cast<AffineDimExpr>(e);
+    if (!d || seen.test(d.getPosition()))
+      return false;
+    seen.set(d.getPosition());
+  }
+  return true;
+}
+
+/// A constant index names a static dimension and lies inside it (the
+/// kernel's argument keeps that dimension whole).
+bool constantsInRange(linalg::GenericOp g) {
+  for (OpOperand &operand : g->getOpOperands()) {
+    auto type = cast<RankedTensorType>(operand.get().getType());
+    for (auto [d, e] : llvm::enumerate(
+             g.getMatchingIndexingMap(&operand).getResults()))
+      if (auto c = dyn_cast<AffineConstantExpr>(e))
+        if (type.isDynamicDim(d) || c.getValue() < 0 ||
+            c.getValue() >= type.getDimSize(d))
+          return false;
+  }
+  return true;
+}
+
 bool isElementwise(linalg::GenericOp g) {
   return g.hasPureTensorSemantics() && g.getNumDpsInits() == 1 &&
          llvm::all_of(g.getIteratorTypesArray(),
                       [](utils::IteratorType t) {
                         return t == utils::IteratorType::parallel;
                       }) &&
-         llvm::all_of(g.getIndexingMapsArray(), [](AffineMap m) {
-           return m.isProjectedPermutation();
-         });
+         llvm::all_of(g.getIndexingMapsArray(), [&](AffineMap m) {
+           return isElementwiseMap(m);
+         }) &&
+         constantsInRange(g);
 }
 
 /// The symbol a kernel gives dimension `d` of `v` where `v` is a result of
@@ -85,7 +118,10 @@ ArrayAttr describe(OpBuilder &b, linalg::GenericOp g) {
   llvm::StringSet<> taken;
   for (auto [v, map] : llvm::zip(operands, maps))
     for (auto [d, expr] : llvm::enumerate(map.getResults())) {
-      unsigned loop = cast<AffineDimExpr>(expr).getPosition();
+      auto dim = dyn_cast<AffineDimExpr>(expr);
+      if (!dim)
+        continue; // a constant index: a static dimension
+      unsigned loop = dim.getPosition();
       StringAttr name = producerSymbol(v, d);
       if (!loopNames[loop] && name && !taken.contains(name.getValue())) {
         loopNames[loop] = name;
@@ -100,7 +136,7 @@ ArrayAttr describe(OpBuilder &b, linalg::GenericOp g) {
     auto type = cast<RankedTensorType>(v.getType());
     SmallVector<Attribute> dims;
     for (auto [d, expr] : llvm::enumerate(map.getResults())) {
-      if (!type.isDynamicDim(d))
+      if (!type.isDynamicDim(d) || !isa<AffineDimExpr>(expr))
         dims.push_back(b.getI64IntegerAttr(type.getDimSize(d)));
       else
         dims.push_back(loopNames[cast<AffineDimExpr>(expr).getPosition()]);

@@ -14,7 +14,7 @@ __version__ = "0.1.0"
 
 from .runtime import Bundle, KdaError, load_bundle, load_library
 from .bundles import BundleNotFoundError, CompileError
-from .ops import chunk_kda, fused_recurrent_kda, hybrid_attention, window_attention
+from .ops import chunk_kda, fused_recurrent_kda, hybrid_attention, multi_scale_attention, window_attention
 
 
 def _register_torch_ops():
@@ -43,5 +43,5 @@ def __getattr__(name):
         return importlib.import_module(".layers", __name__)
     raise AttributeError(f"module 'kda' has no attribute {name!r}")
 
-__all__ = ["chunk_kda", "fused_recurrent_kda", "window_attention", "hybrid_attention", "Bundle", "KdaError", "load_bundle",
+__all__ = ["chunk_kda", "fused_recurrent_kda", "window_attention", "hybrid_attention", "multi_scale_attention", "Bundle", "KdaError", "load_bundle",
            "load_library", "BundleNotFoundError", "CompileError"]

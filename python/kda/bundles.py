@@ -318,6 +318,33 @@ def hybrid_config(*, gated_delta: Dict[str, Any], window: int, mix: str,
     return cfg
 
 
+def multi_scale_config(*, gated_delta: Dict[str, Any], scales: int, mix: str,
+                       decay_scales: Optional[List[float]] = None,
+                       z_dtype: Optional[str] = None) -> Dict[str, Any]:
+    """Canonical configuration of one multi-scale layer (``kda.multi_scale``,
+    SPEC.md section 5): ``scales`` recurrences of the gated delta rule
+    ``gated_delta`` (its own configuration: the gate form and dtype, beta,
+    the prologue) over the same q, k, v and beta, each with its own gate:
+    ``decay_scales`` [c_1, .., c_M] (scale m decays with c_m * g, one gate
+    tensor) or, without them, M gate tensors of the gated delta's form.
+    ``mix`` "sum" (o = sum_m o_m) or "gated" (o = sum_m sigmoid(z[..., m])
+    o_m, z [B, T, HV, M] in ``z_dtype``). The bundle holds the recurrence's
+    kernels, the mix's (and the scaled gates') and one entry for the layer
+    (kda-gpu-layer-entry)."""
+    gd = dict(gated_delta)
+    cfg = {
+        "op": "multi_scale",
+        "K": gd["K"], "V": gd["V"], "qk_dtype": gd["qk_dtype"], "v_dtype": gd["v_dtype"],
+        "mix": mix,
+        "gated_delta": gd,
+        "scales": scales,
+        "decay_scales": [float(c) for c in decay_scales] if decay_scales is not None else None,
+        "z_dtype": z_dtype,
+    }
+    validate(cfg)
+    return cfg
+
+
 def _normalise_scale(scale: Optional[float], K: int) -> Optional[float]:
     if scale is None:
         return None
@@ -337,8 +364,42 @@ def validate(cfg: Dict[str, Any]) -> None:
             raise ValueError(f"{name}: expected one of {allowed}, got {value!r}")
 
     if cfg.get("op") not in ("gated_delta", "gated_delta_grad", "decode_step", "window_attention",
-                             "hybrid"):
+                             "hybrid", "multi_scale"):
         raise ValueError(f"op: unknown {cfg.get('op')!r}")
+    if cfg["op"] == "multi_scale":
+        gd = cfg.get("gated_delta")
+        if not isinstance(gd, dict) or gd.get("op") != "gated_delta":
+            raise ValueError("gated_delta: expected a gated_delta configuration")
+        validate(gd)
+        for key in ("K", "V", "qk_dtype", "v_dtype"):
+            if cfg.get(key) != gd[key]:
+                raise ValueError(f"{key}: expected the gated delta's {gd[key]!r}, got {cfg.get(key)!r}")
+        # kda.multi_scale has no gate activation (its gates are log-space decays) and the layer
+        # entry's outputs are o alone.
+        for key in ("initial_state_dtype", "final_state_dtype", "boundary_interval", "A_log_dtype",
+                    "dt_bias_dtype"):
+            if gd.get(key):
+                raise ValueError(f"gated_delta.{key}: a multi-scale layer takes none (its gates are "
+                                 "log-space decays, given as they are; no states in or out yet)")
+        if gd.get("gate_activation", "none") != "none" or gd.get("lower_bound") is not None:
+            raise ValueError("gated_delta.gate_activation: a multi-scale layer's gates are log-space decays "
+                             "(apply the gate's activation first)")
+        if not gd.get("gate"):
+            raise ValueError("gated_delta.gate: a multi-scale layer decays each scale by its gate")
+        m = cfg.get("scales")
+        if not isinstance(m, int) or isinstance(m, bool) or m < 1:
+            raise ValueError(f"scales: expected an integer >= 1, got {m!r}")
+        c = cfg.get("decay_scales")
+        if c is not None and (not isinstance(c, list) or len(c) != m
+                              or not all(isinstance(x, float) and math.isfinite(x) and x >= 0 for x in c)):
+            raise ValueError(f"decay_scales: expected {m} finite non-negative numbers, got {c!r}")
+        if cfg.get("mix") not in ("sum", "gated"):
+            raise ValueError(f"mix: expected sum or gated, got {cfg.get('mix')!r}")
+        if cfg["mix"] == "gated":
+            dtype("z_dtype", optional=False)
+        elif cfg.get("z_dtype") is not None:
+            raise ValueError("z_dtype: the sum mix takes no z")
+        return
     if cfg["op"] == "hybrid":
         gd = cfg.get("gated_delta")
         if not isinstance(gd, dict) or gd.get("op") != "gated_delta":
@@ -532,6 +593,11 @@ def describe(cfg: Dict[str, Any]) -> str:
         scale = f" window_scale={cfg['window_scale']:g}" if cfg["window_scale"] is not None else ""
         sched = " overlap" if cfg.get("schedule") == "overlap" else ""
         return f"hybrid {mix}{sched} window={cfg['window']}{scale} of [{describe(cfg['gated_delta'])}]"
+    if cfg["op"] == "multi_scale":
+        mix = cfg["mix"] + (f":{cfg['z_dtype']}" if cfg["mix"] == "gated" else "")
+        scales = (f"decay_scales={','.join(f'{c:g}' for c in cfg['decay_scales'])}"
+                  if cfg["decay_scales"] is not None else "gates")
+        return f"multi_scale {mix} M={cfg['scales']} {scales} of [{describe(cfg['gated_delta'])}]"
     if cfg["op"] == "window_attention":
         window = (f"window=per-position:{cfg['window_sizes_dtype']}" if "window_sizes_dtype" in cfg
                   else f"window={cfg['window']}")
@@ -645,6 +711,8 @@ def to_mlir(cfg: Dict[str, Any]) -> str:
         return _window_attention_mlir(cfg)
     if cfg["op"] == "hybrid":
         return _hybrid_mlir(cfg)
+    if cfg["op"] == "multi_scale":
+        return _multi_scale_mlir(cfg)
     return _decode_step_mlir(cfg)
 
 
@@ -896,6 +964,50 @@ def _hybrid_mlir(cfg: Dict[str, Any]) -> str:
             "}\n")
 
 
+def _multi_scale_mlir(cfg: Dict[str, Any]) -> str:
+    """One function: kda.multi_scale over q, k, v, its gates (one with
+    decay_scales, else one a scale: g0, g1, ...), beta and z. kda-compile
+    writes the kernels (the gated delta's two, the scaled gates', the mix)
+    and the layer's entry ``kda_multi_scale`` (kda-gpu-layer-entry): its
+    parameters are this function's arguments, in order, then o."""
+    gd = cfg["gated_delta"]
+    K, V = gd["K"], gd["V"]
+    varlen = gd["cu_seqlens_dtype"] is not None
+    B = 1 if varlen else None
+    tq = _tensor([B, None, None, K], gd["qk_dtype"])
+    tv = _tensor([B, None, None, V], gd["v_dtype"])
+    tg = _tensor([B, None, None] + ([K] if gd["gate"]["form"] == "channel" else []), gd["gate"]["dtype"])
+    args = [f"%q: {tq}", f"%k: {tq}", f"%v: {tv}"]
+    m = cfg["scales"]
+    gates = ["g"] if cfg["decay_scales"] is not None else [f"g{i}" for i in range(m)]
+    for g in gates:
+        args.append(f"%{g}: {tg} {{kda.name = \"{g}\"}}")
+    operands = [f"gates({', '.join('%' + g for g in gates)} : {', '.join([tg] * len(gates))})"]
+    if gd["beta_dtype"]:
+        tb = _tensor([B, None, None], gd["beta_dtype"])
+        args.append(f"%beta: {tb}")
+        operands.append(f"beta(%beta : {tb})")
+    if varlen:
+        tc = _tensor([None], gd["cu_seqlens_dtype"])
+        args.append(f"%cu_seqlens: {tc}")
+        operands.append(f"cu_seqlens(%cu_seqlens : {tc})")
+    if cfg["mix"] == "gated":
+        tz = _tensor([B, None, None, m], cfg["z_dtype"])
+        args.append(f"%z: {tz} {{kda.name = \"z\"}}")
+        operands.append(f"z(%z : {tz})")
+    attrs = _prologue_attrs(gd)
+    if cfg["decay_scales"] is not None:
+        attrs.append(f"decay_scales = [{', '.join(_f64(c) for c in cfg['decay_scales'])}]")
+    if gd["chunk"]:
+        attrs.append(f"tile = #kda.tile<chunk = {gd['chunk']}, sub_chunk = {gd['sub_chunk']}>")
+    return (f"// kda configuration: {describe(cfg)}\n"
+            f"func.func @kda_multi_scale({', '.join(args)}) -> {tv} {{\n"
+            f"  %o = kda.multi_scale {gd['update']} {cfg['mix']} %q, %k, %v " + " ".join(operands)
+            + " {" + ", ".join(attrs) + "}" + f" : {tq}, {tq}, {tv} -> {tv}\n"
+            f"  return %o : {tv}\n"
+            "}\n")
+
+
 # ---------------------------------------------------------------------------
 # Cache and compilation
 # ---------------------------------------------------------------------------
@@ -1076,7 +1188,7 @@ def compile_bundle(cfg: Dict[str, Any], chip: str, out_root: Optional[str] = Non
     if compiler is None:
         raise BundleNotFoundError("kda-compile not found (set KDA_COMPILE or put it on PATH)")
     # A hybrid layer's tile is its gated delta part's (the window's tiles are its own strategy's).
-    tiled = cfg["gated_delta"] if cfg.get("op") == "hybrid" else cfg
+    tiled = cfg["gated_delta"] if cfg.get("op") in ("hybrid", "multi_scale") else cfg
     if tile is not None and (tiled.get("op") not in ("gated_delta", "gated_delta_grad") or (
             tiled.get("chunk") and (normalise_tile(tile)["chunk"], normalise_tile(tile)["sub_chunk"])
             != (tiled["chunk"], tiled.get("sub_chunk", tiled["chunk"])))):

@@ -34,8 +34,9 @@ from . import bundles as _bundles
 from . import tune as _tune
 from .runtime import KdaError, _Marshalled, _stream_handle, load_bundle
 
-__all__ = ["chunk_kda", "fused_recurrent_kda", "window_attention", "hybrid_attention", "chunk_kda_config",
-           "fused_recurrent_kda_config", "window_attention_config", "hybrid_attention_config",
+__all__ = ["chunk_kda", "fused_recurrent_kda", "window_attention", "hybrid_attention", "multi_scale_attention",
+           "chunk_kda_config", "fused_recurrent_kda_config", "window_attention_config", "hybrid_attention_config",
+           "multi_scale_attention_config",
            "chip_for_device"]
 
 _DTYPE_NAMES = {
@@ -433,6 +434,53 @@ def hybrid_attention_config(q, k, v, g, beta, z=None, *, window, mix=None, scale
         raise ValueError("z: the sum mix takes no gate (pass mix='gated')")
     return _bundles.hybrid_config(gated_delta=gd, window=operator.index(window), mix=mix,
                                   window_scale=window_scale, z=zdesc)
+
+
+def multi_scale_attention_config(q, k, v, g, beta, z=None, *, decay_scales=None, mix=None, scale=None,
+                                 cu_seqlens=None, use_qk_l2norm_in_kernel=False,
+                                 use_beta_sigmoid_in_kernel=False, allow_neg_eigval=False,
+                                 chunk_size=None) -> Dict[str, Any]:
+    """The multi-scale layer's configuration multi_scale_attention would run:
+    g one gate with decay_scales, or a list of M gates of one shape and dtype;
+    each scale's recurrence is chunk_kda_config's with that gate (its checks
+    and messages). ValueError naming the argument."""
+    gates = [g] if not isinstance(g, (list, tuple)) else list(g)
+    if not gates:
+        raise ValueError("g: expected a gate tensor, or a list of one gate per scale")
+    if decay_scales is not None:
+        if len(gates) != 1:
+            raise ValueError(f"g: decay_scales scale one gate; got {len(gates)} gates")
+        decay_scales = [float(c) for c in decay_scales]
+        if not decay_scales:
+            raise ValueError("decay_scales: expected at least one scale")
+        m = len(decay_scales)
+    else:
+        m = len(gates)
+        first = (_shape(gates[0]), _dt(gates[0]))
+        for i, x in enumerate(gates[1:], 1):
+            if (_shape(x), _dt(x)) != first:
+                raise ValueError(f"g[{i}]: expected the shape and dtype of g[0], {list(first[0])} {first[1]}, "
+                                 f"got {list(_shape(x))} {_dt(x)}")
+    gd = chunk_kda_config(q, k, v, gates[0], beta, scale=scale, use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                          use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+                          allow_neg_eigval=allow_neg_eigval, cu_seqlens=cu_seqlens, chunk_size=chunk_size)
+    B, T, H, K = _shape(q)
+    HV = _shape(v)[2]
+    if mix is None:
+        mix = "gated" if z is not None else "sum"
+    if mix not in ("sum", "gated"):
+        raise ValueError(f"mix: expected 'sum' or 'gated', got {mix!r}")
+    z_dtype = None
+    if mix == "gated":
+        if z is None:
+            raise ValueError(f"z: the gated mix needs z, [B, T, HV, M] = {[B, T, HV, m]}")
+        if _shape(z) != (B, T, HV, m):
+            raise ValueError(f"z: expected [B, T, HV, M] = {[B, T, HV, m]}, got {list(_shape(z))}")
+        z_dtype = _dt(z)
+    elif z is not None:
+        raise ValueError("z: the sum mix takes no z (pass mix='gated')")
+    return _bundles.multi_scale_config(gated_delta=gd, scales=m, mix=mix, decay_scales=decay_scales,
+                                       z_dtype=z_dtype)
 
 
 # ---------------------------------------------------------------------------
@@ -1492,9 +1540,12 @@ class _Fast:
     # runtime library has it) or kda_launch_trusted (bench/host_path.py
     # measures both in one process).
     use_prepared = True
-    # Whether planned pieces calls take a fast path (of_pieces). Off until
-    # test_torch.py's part `pieces`, which turns it on, has passed on a GPU:
-    # written in the forty-eighth session after its device time was spent.
+    # Whether planned pieces calls take a fast path (of_pieces): one
+    # kda_launch_pieces through the handle the planned call prepared. Off
+    # until test_torch.py's part `pieces`, which turns it on, has passed on
+    # a GPU (written in the forty-eighth session after its device time was
+    # spent). KDA_PIECES_FAST=0 keeps them on the planned path (read when a
+    # plan is made; bench_kda.py's variants time both in one process).
     use_pieces = False
 
     @classmethod
@@ -1552,7 +1603,7 @@ class _Fast:
         pointers; an initial state of another dtype than fp32 (converted each
         call) keeps the planned path."""
         run = plan.pieces_run
-        if not cls.use_pieces or run is None or run.run is None or not cls._as_passed(given, named, o):
+        if not cls.use_pieces or os.environ.get("KDA_PIECES_FAST") == "0" or run is None or run.run is None or not cls._as_passed(given, named, o):
             return None
         init = named.get("initial_state")
         if init is not None and init.dtype != _torch().float32:
@@ -1784,7 +1835,8 @@ def _tensor_key(t):
 # The environment variables a plan depends on, read straight from the bytes
 # mapping behind os.environ where CPython has one (a plan key reads them on
 # every call; os.environ.get encodes and decodes each).
-_ENV_NAMES = ("KDA_CHIP", "KDA_BUNDLE_PATH", "KDA_TUNING_DB", "KDA_SEGMENTS", "KDA_PIECES", "KDA_PIECES_GRAPH")
+_ENV_NAMES = ("KDA_CHIP", "KDA_BUNDLE_PATH", "KDA_TUNING_DB", "KDA_SEGMENTS", "KDA_PIECES", "KDA_PIECES_GRAPH",
+              "KDA_PIECES_FAST")
 _env_data = getattr(os, "environ", None)
 _env_data = getattr(_env_data, "_data", None) if os.name == "posix" else None
 _ENV_KEYS = tuple(n.encode() for n in _ENV_NAMES)
@@ -1794,7 +1846,7 @@ def _plan_env():
     if isinstance(_env_data, dict):
         get = _env_data.get
         return (get(_ENV_KEYS[0]), get(_ENV_KEYS[1]), get(_ENV_KEYS[2]), get(_ENV_KEYS[3]),
-                get(_ENV_KEYS[4]), get(_ENV_KEYS[5]))
+                get(_ENV_KEYS[4]), get(_ENV_KEYS[5]), get(_ENV_KEYS[6]))
     return tuple(os.environ.get(n) for n in _ENV_NAMES)
 
 
@@ -1980,6 +2032,88 @@ def hybrid_attention(q, k, v, g, beta, z=None, *, window: int, mix: str | None =
         else:
             bundle.launch(kernel, tensors)
     return o
+
+
+def multi_scale_attention(q, k, v, g, beta, z=None, *, decay_scales=None, mix: str | None = None,
+                          scale: float | None = None, cu_seqlens=None, use_qk_l2norm_in_kernel: bool = False,
+                          use_beta_sigmoid_in_kernel: bool = False, allow_neg_eigval: bool = False,
+                          chunk_size: int | None = None):
+    r"""A multi-scale layer in one call: M gated delta recurrences over the same q, k, v and beta,
+    each decaying with its own gate, combined (SPEC.md section 5, ``kda.multi_scale``).
+
+    ``o = sum_m o_m`` (``mix="sum"``) or ``o = sum_m sigmoid(z[..., m]) * o_m`` (``mix="gated"``,
+    the default when ``z`` is given), where ``o_m`` is ``chunk_kda(q, k, v, g_m, beta, scale, ...)[0]``
+    with the same keyword arguments (l2 norm and beta sigmoid in the kernel; cu_seqlens; GVA).
+
+    The gates are log-space decays as ``chunk_kda`` takes them without ``use_gate_in_kernel``
+    (``[B, T, HV, K]`` per channel or ``[B, T, HV]`` per head): either ``g`` with
+    ``decay_scales=[c_1, .., c_M]`` (scale m decays with ``c_m * g``) or ``g`` a list of M gates.
+    One bundle holds the layer: the recurrence's two kernels (run once a scale), the scaled gates'
+    and the mix's, behind one runtime call (``kda_multi_scale``, kda-gpu-layer-entry) with one
+    workspace; the first scale's state pass runs on a side stream beside the next scale's
+    intra-chunk kernel. No states in or out. Forward only.
+
+    Returns:
+        o ``[B, T, HV, V]`` in v's dtype.
+    """
+    import torch
+    gates = [g] if not isinstance(g, (list, tuple)) else list(g)
+    _check_no_grad(q, k, v, beta, z, *gates)
+    key = (tuple(None if t is None else (tuple(t.shape), t.dtype, t.device)
+                 for t in (q, k, v, beta, z, cu_seqlens, *gates)),
+           None if decay_scales is None else tuple(float(c) for c in decay_scales), mix, scale,
+           use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel, allow_neg_eigval, chunk_size, _plan_env())
+    plan = _multi_scale_plans.get(key)
+    if plan is None:
+        cfg = multi_scale_attention_config(q, k, v, gates if len(gates) > 1 else gates[0], beta, z,
+                                           decay_scales=decay_scales, mix=mix, scale=scale,
+                                           cu_seqlens=cu_seqlens,
+                                           use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
+                                           use_beta_sigmoid_in_kernel=use_beta_sigmoid_in_kernel,
+                                           allow_neg_eigval=allow_neg_eigval, chunk_size=chunk_size)
+    if q.device.type != "cuda":
+        raise ValueError(f"kda: inputs must be CUDA tensors, q is on {q.device}")
+    B, T = q.shape[0], q.shape[1]
+    HV, V = v.shape[2], v.shape[3]
+    if cu_seqlens is not None and cu_seqlens.device != q.device:
+        cu_seqlens = cu_seqlens.to(q.device)
+    named = {"q": _contig(q), "k": _contig(k), "v": _contig(v), "beta": _contig(beta),
+             "cu_seqlens": _contig(cu_seqlens), "z": _contig(z)}
+    if decay_scales is not None:
+        named["g"] = _contig(gates[0])
+    else:
+        named.update({f"g{i}": _contig(x) for i, x in enumerate(gates)})
+    o = _alloc((B, T, HV, V), v.dtype, q.device)
+    named["o"] = o
+    if plan is None:
+        chip = chip_for_device(q.device)
+        # Each scale's recurrence takes the tile chunk_kda's shape policy gives it.
+        N = B if cu_seqlens is None else cu_seqlens.shape[0] - 1
+        T_seq = T if cu_seqlens is None else max(1, (B * T) // max(1, N))
+        tile = _tune.shape_policy_tile(cfg["gated_delta"], chip, N, HV, _multiprocessors(q.device), T=T_seq)
+        if tile is not None and tile.get("segments"):
+            tile = None  # (no segments in the layer: policy_tiles builds none for it)
+        bundle, kernel, used_tile = _bundle_for(cfg, chip, tile)
+        names = [p["name"] for p in bundle.tensor_params(kernel)]
+        missing = [n for n in names if named.get(n) is None]
+        if missing:
+            raise KdaError("KDA_ERROR_CORRUPT_BUNDLE", f"{bundle.path}: entry {kernel} takes {missing}, which "
+                           f"this call does not make (parameters {names})", "kda.multi_scale_attention")
+        plan = _multi_scale_plans[key] = (bundle, kernel, tile, used_tile, names,
+                                          bundle.workspace_bytes(kernel, [named[n] for n in names]))
+    bundle, kernel, tile, used_tile, names, nbytes = plan
+    _record_launch(bundle, kernel, tile, used_tile)
+    tensors = [named[n] for n in names]
+    with torch.cuda.device(q.device):
+        if nbytes:
+            bundle.launch(kernel, tensors, workspace=torch.empty(nbytes, dtype=torch.uint8, device=q.device))
+        else:
+            bundle.launch(kernel, tensors)
+    return o
+
+
+# multi_scale_attention's plans: as hybrid_attention's.
+_multi_scale_plans: Dict[Any, Any] = {}
 
 
 # hybrid_attention's plans: the call's shapes, dtypes, devices and options -> (bundle, entry, tile, the tile

@@ -698,6 +698,10 @@ def policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
         if cfg.get("schedule") == "overlap":
             return [hybrid_overlap_tile()]
         return policy_tiles(cfg["gated_delta"], chip)
+    if cfg.get("op") == "multi_scale":
+        # Its recurrences' tiles: kda.ops.multi_scale_attention asks the policy for them, without
+        # segments (the layer runs its scales one after another on one V block).
+        return [t for t in policy_tiles(cfg["gated_delta"], chip) if not t.get("segments")]
     if _grad_policy_applies(cfg, chip):
         return grad_policy_tiles(cfg, chip)
     cfg, chunk = steps_form(cfg, chip)
@@ -718,6 +722,8 @@ def segment_tiles(cfg: Dict[str, Any], chip: str, counts: Iterable[int]) -> List
     KDA_SEGMENTS may ask for; kda.prebuild --segments builds them)."""
     if cfg.get("op") == "hybrid":
         return segment_tiles(cfg["gated_delta"], chip, counts)
+    if cfg.get("op") == "multi_scale":
+        return []
     cfg, chunk = steps_form(cfg, chip)
     if not _policy_applies(cfg, chip) or cfg.get("boundary_interval"):
         return []

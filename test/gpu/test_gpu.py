@@ -386,6 +386,43 @@ class HybridCase:
         return run_hybrid_case(self, torch, oracle)
 
 
+class MultiScaleCase:
+    """kda.multi_scale_attention(q, k, v, g, beta, z, decay_scales | M gates, mix): the layer entry
+    (each scale's gated delta rule, the scaled gates and the mix in one call) against the oracle's
+    gated_delta per scale, combined in float64 (SPEC.md section 5)."""
+
+    def __init__(self, name, dtype, KV, mix, decay_scales=None, M=2, B=2, T=100, H=2, HV=None, seqlens=None,
+                 l2norm=True, seed=0):
+        self.name, self.dtype, self.K, self.V, self.mix = name, dtype, KV, KV, mix
+        self.decay_scales = decay_scales
+        self.M = len(decay_scales) if decay_scales is not None else M
+        self.B, self.T, self.H, self.HV = B, T, H, HV or H
+        self.seqlens, self.l2norm, self.seed = seqlens, l2norm, seed
+        if seqlens is not None:
+            self.B, self.T = 1, sum(seqlens)
+
+    def shapes(self):
+        B, T, H, HV, K, V = self.B, self.T, self.H, self.HV, self.K, self.V
+        return dict(q=(B, T, H, K), k=(B, T, H, K), v=(B, T, HV, V), g=(B, T, HV, K), beta=(B, T, HV),
+                    z=(B, T, HV, self.M), cu=(len(self.seqlens) + 1,) if self.seqlens is not None else None)
+
+    def kwargs(self):
+        return dict(use_qk_l2norm_in_kernel=self.l2norm, use_beta_sigmoid_in_kernel=True)
+
+    def config(self):
+        s = self.shapes()
+        g = Meta(s["g"], "f32")
+        cu = Meta(s["cu"], "i64") if self.seqlens is not None else None
+        return kops.multi_scale_attention_config(
+            Meta(s["q"], self.dtype), Meta(s["k"], self.dtype), Meta(s["v"], self.dtype),
+            g if self.decay_scales is not None else [g] * self.M, Meta(s["beta"], self.dtype),
+            Meta(s["z"], self.dtype) if self.mix == "gated" else None, decay_scales=self.decay_scales,
+            mix=self.mix, cu_seqlens=cu, **self.kwargs())
+
+    def run(self, torch, oracle):
+        return run_multi_scale_case(self, torch, oracle)
+
+
 class Meta:
     def __init__(self, shape, dtype):
         self.shape, self.dtype = tuple(shape), dtype
@@ -521,7 +558,7 @@ def all_cases():
         Case("f32-k64-pool-f32-boundary16-varlen-5,40,17-vmajor", "f32", 64, seqlens=[5, 40, 17], H=2,
              layout="v_major", boundary=16, pool="f32"),
     ]
-    cases += grad_cases() + decode_cases() + window_cases() + hybrid_cases()
+    cases += grad_cases() + decode_cases() + window_cases() + hybrid_cases() + multi_scale_cases()
     return cases
 
 
@@ -678,6 +715,21 @@ def hybrid_cases():
     ]
 
 
+def multi_scale_cases():
+    """The multi-scale layer entry (kda.multi_scale_attention, issue 23): decay scales of one gate
+    (one of them 0: no decay) summed, M gates mixed by z, varlen and GVA, fp32 and bf16."""
+    return [
+        MultiScaleCase("bf16-k128-multiscale-sum-decays-1,0.25,0-T300", "bf16", 128, "sum",
+                       decay_scales=[1.0, 0.25, 0.0], B=2, T=300),
+        MultiScaleCase("bf16-k128-multiscale-gated-M2-varlen-300,3,70-gva", "bf16", 128, "gated", M=2,
+                       seqlens=[300, 3, 70], H=1, HV=2),
+        MultiScaleCase("f32-k64-multiscale-gated-decays-1,0.5-T100", "f32", 64, "gated", decay_scales=[1.0, 0.5],
+                       B=2, T=100),
+        MultiScaleCase("f16-k64-multiscale-sum-M3-T129-no-l2norm", "f16", 64, "sum", M=3, B=1, T=129,
+                       l2norm=False),
+    ]
+
+
 def sanitize_cases():
     return [
         Case("san-f32-k64-kda-T40-h0-ht", "f32", 64, B=2, T=40, H=1, h0=True, ht=True),
@@ -728,6 +780,8 @@ def sanitize_cases():
                    H=1, HV=2),
         HybridCase("san-bf16-k128-hybrid-gated-W64-T600-overlap", "bf16", 128, 64, "gated", B=1, T=600, H=2,
                    schedule="overlap"),
+        MultiScaleCase("san-bf16-k128-multiscale-gated-M2-varlen-40,3,20-gva", "bf16", 128, "gated", M=2,
+                       seqlens=[40, 3, 20], H=1, HV=2),
     ]
 
 
@@ -1362,6 +1416,58 @@ def run_hybrid_case(case, torch, oracle):
     if kinds != ["lanes"] * 3 or ran not in want.values() or (case.schedule and ran != want[case.schedule]):
         problems.append(f"the layer ran {st}, expected the gated delta's two lane kernels and the window's, "
                         f"the mix in the window or a kernel")
+    _compare(torch, oracle, "o", o, ref_o, bar, problems, metrics)
+    return problems, metrics, bar
+
+
+def run_multi_scale_case(case, torch, oracle):
+    import kda
+    import numpy as np
+    gen = torch.Generator().manual_seed(3000 + case.seed + zlib.crc32(case.name.encode()) % 100000)
+    s = case.shapes()
+    F = torch.nn.functional
+    x = {n: torch.randn(s[n], generator=gen, dtype=torch.float64) for n in ("q", "k", "v", "beta", "z")}
+    if not case.l2norm:
+        # Unit rows without the kernel's l2 norm (rows of norm sqrt(K) make the recurrence
+        # expand and overflow, in the oracle too).
+        x["q"], x["k"] = F.normalize(x["q"], dim=-1), F.normalize(x["k"], dim=-1)
+    ngates = 1 if case.decay_scales is not None else case.M
+    for i in range(ngates):
+        # Log-space decays (SPEC.md's g <= 0), slower for later gates.
+        x[f"g{i}"] = F.logsigmoid(torch.randn(s["g"], generator=gen, dtype=torch.float64) + 2.0 * i)
+    dtypes = {n: case.dtype for n in x}
+    dtypes.update({f"g{i}": "f32" for i in range(ngates)})
+    gpu, ref = _to_torch_inputs(torch, x, dtypes)
+    cu = None
+    if case.seqlens is not None:
+        cu = [0]
+        for L in case.seqlens:
+            cu.append(cu[-1] + L)
+    cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int64).cuda()
+    gates = gpu["g0"] if case.decay_scales is not None else [gpu[f"g{i}"] for i in range(ngates)]
+    with torch.inference_mode():
+        o = kda.multi_scale_attention(gpu["q"], gpu["k"], gpu["v"], gates, gpu["beta"],
+                                      gpu["z"] if case.mix == "gated" else None, decay_scales=case.decay_scales,
+                                      mix=case.mix, cu_seqlens=cu_t, **case.kwargs())
+        torch.cuda.synchronize()
+    ref_o = 0.0
+    for m in range(case.M):
+        g = ref["g0"] * case.decay_scales[m] if case.decay_scales is not None else ref[f"g{m}"]
+        o_m, _ = oracle.gated_delta(ref["q"], ref["k"], ref["v"], g, ref["beta"], cu_seqlens=cu,
+                                    qk_l2norm=case.l2norm, beta_activation="sigmoid")
+        if case.mix == "gated":
+            o_m = o_m / (1.0 + np.exp(-ref["z"][..., m:m + 1]))
+        ref_o = ref_o + o_m
+    problems, metrics = [], []
+    bar = BARS[case.dtype]
+    # The layer's launches: per scale the gated delta's two lane kernels (the scaled gates' and the
+    # mix's elementwise kernels beside them).
+    st = getattr(kops.last_launch, "strategy", {}) or {}
+    ran = [v.get("kernel", "?") for v in st.values()]
+    metrics.append("launches=" + "+".join(ran))
+    lanes = [v.get("kind") for v in st.values() if v.get("kernel") in ("intra", "state")]
+    if lanes != ["lanes", "lanes"]:
+        problems.append(f"the layer ran {st}, expected the gated delta's two lane kernels")
     _compare(torch, oracle, "o", o, ref_o, bar, problems, metrics)
     return problems, metrics, bar
 

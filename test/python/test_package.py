@@ -1075,6 +1075,52 @@ def part_layer(kda_compile, runtime, fake_driver, tmp):
     print("ok   layer's tensors checked like an entry's")
     bundle.close()
 
+    # A multi-scale layer (kda.ops.multi_scale_attention's configuration: two log-space gates,
+    # mixed by z [B, T, HV, 2]): one entry kda_multi_scale whose mix reads z itself (no slice
+    # of it), each scale's gated delta launched in turn, the first state pass beside the second
+    # scale's intra-chunk kernel.
+    g32 = Meta((B, T, HV, K), f32)
+    ms_args = [args["q"], args["k"], args["v"], [g32, g32], args["beta"], Meta((B, T, HV, 2), bf)]
+    cfg = ops.multi_scale_attention_config(*ms_args, use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
+    check(cfg["op"] == "multi_scale" and cfg["mix"] == "gated" and cfg["scales"] == 2 and cfg["z_dtype"] == "bf16",
+          f"config {b.describe(cfg)}")
+    raises(ValueError, ops.multi_scale_attention_config, *ms_args[:5], Meta((B, T, HV, 3), bf),
+           contains="z: expected [B, T, HV, M] = [2, 100, 4, 2]", what="multi-scale z of the wrong scales")
+    raises(ValueError, ops.multi_scale_attention_config, *ms_args[:3], [g32, g32], ms_args[4],
+           decay_scales=[1.0, 0.5], contains="decay_scales scale one gate", what="decay scales of two gates")
+    raises(ValueError, ops.multi_scale_attention_config, *ms_args[:3], [g32, Meta((B, T, HV, K), bf)],
+           ms_args[4], contains="g[1]: expected the shape and dtype of g[0]", what="gates of two dtypes")
+    raises(ValueError, b.multi_scale_config, gated_delta=dict(cfg["gated_delta"], gate_activation="softplus"),
+           scales=2, mix="sum", contains="log-space decays", what="multi-scale with a gate activation")
+    print(f"ok   multi-scale configuration: {b.describe(cfg)}")
+    bundle = Bundle(b.get_bundle_dir(cfg, "sm_90a"))
+    check(sorted(bundle.entries) == ["kda_gated_delta_kernel", "kda_multi_scale"], f"entries {list(bundle.entries)}")
+    names = [p["name"] for p in bundle.tensor_params("kda_multi_scale")]
+    check(names == ["q", "k", "v", "g0", "g1", "beta", "z", "o"], f"multi-scale params {names}")
+    launches = bundle.entries["kda_multi_scale"]["launches"]
+    kernels = [l["kernel"] for l in launches]
+    check(kernels == ["kda_gated_delta_kernel_intra", "kda_gated_delta_kernel_state"] * 2
+          + ["kda_elementwise_kernel"], f"multi-scale launches {kernels}")
+    check(launches[-1]["args"] == ["c0_o", "c1_o", "z", "z", "o"], f"mix args {launches[-1]['args']}")
+    check([l.get("stream", 0) for l in launches] == [0, 1, 0, 0, 0], f"multi-scale streams {launches}")
+    shapes = dict(q=(B, T, H, K), k=(B, T, H, K), v=(B, T, HV, K), g0=(B, T, HV, K), g1=(B, T, HV, K),
+                  beta=(B, T, HV), z=(B, T, HV, 2), o=(B, T, HV, K))
+    ts = {n: FakeTensor(sh, f32 if n in ("g0", "g1") else bf) for n, sh in shapes.items()}
+    for n, t in ts.items():
+        nbytes = 4 if n in ("g0", "g1") else 2
+        for d in t.shape:
+            nbytes *= d
+        fake.kda_fake_add_allocation(t.data_ptr(), nbytes, 0, 2)
+    bundle.check("kda_multi_scale", ts)
+    bundle.launch("kda_multi_scale", ts, stream=0x5700)
+    ev = fake.kda_fake_events().decode()
+    ran = [e for e in ev.split() if e.startswith("launch:")][-5:]
+    check(ran == ["launch:" + k for k in kernels], f"events {ev!r}")
+    raises(KdaError, bundle.check, "kda_multi_scale", dict(ts, z=FakeTensor((B, T, HV, 3), bf)),
+           contains="('z') dimension 3", what="multi-scale z of three scales")
+    print(f"ok   multi-scale layer launched in one call: {' '.join(ran)}")
+    bundle.close()
+
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

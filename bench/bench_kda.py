@@ -103,6 +103,12 @@ def prologue(case):
     return dict(PROLOGUE, safe_gate=True)
 
 
+# The multi-scale cases' decays: scale m decays with MULTISCALE_DECAYS[m] * g.
+MULTISCALE_DECAYS = (1.0, 0.25)
+MULTISCALE_M = len(MULTISCALE_DECAYS)
+MULTISCALE_PROLOGUE = dict(use_qk_l2norm_in_kernel=True, use_beta_sigmoid_in_kernel=True)
+
+
 def hybrid_prologue():
     """kda.hybrid_attention's keyword arguments for BENCH.md's prologue (no states: no layout)."""
     return {k: v for k, v in PROLOGUE.items() if k != "state_v_first"}
@@ -142,7 +148,7 @@ class Case:
         self.boundary = boundary
         if seqlens is not None:
             self.B, self.T = 1, sum(seqlens)
-        if kind not in ("fwd", "window", "fwdbwd", "hybrid"):
+        if kind not in ("fwd", "window", "fwdbwd", "hybrid", "multiscale"):
             self.B, self.T = N, tokens
 
     @property
@@ -176,6 +182,16 @@ class Case:
             C, W = FLOOR_CHUNK, self.window
             pairs = sum(min(L, W) * (min(L, W) + 1) // 2 + max(L - W, 0) * W for L in self.lengths())
             flops = 2 * (5 * C * C * K + 3 * C * K * V) * chunks * H + 2 * pairs * (K + V) * H
+            return max(nbytes / HBM_BYTES_PER_S, flops / PEAK_FLOPS) * 1e3, nbytes, flops
+        if self.kind == "multiscale":
+            # Each scale's prefill (its own fp32 log-space gate read; q, k, v and beta once per
+            # scale), z read, o written once.
+            tokens = sum(self.lengths())
+            nbytes = tokens * H * MULTISCALE_M * ((2 * K + V) * BF16 + K * 4 + BF16 + BF16) \
+                + tokens * H * V * BF16
+            chunks = sum(-(-L // FLOOR_CHUNK) for L in self.lengths())
+            C = FLOOR_CHUNK
+            flops = MULTISCALE_M * 2 * (5 * C * C * K + 3 * C * K * V) * chunks * H
             return max(nbytes / HBM_BYTES_PER_S, flops / PEAK_FLOPS) * 1e3, nbytes, flops
         if self.kind == "fwdbwd":
             # forward: q, k, v, gate, beta read, o written; backward: those and d_o read, their
@@ -283,6 +299,11 @@ def all_cases():
         # kda's and FLA's (ratio_fused_over_separate).
         Case("hybrid gated T=8192 H=32 W=512", "hybrid", 32, B=1, T=8192, window=512),
         Case("hybrid sum T=8192 H=32 W=512", "hybrid", 32, B=1, T=8192, window=512, variant="sum"),
+        # The multi-scale layer (issue 23): kda.multi_scale_attention (one call: the layer entry, two
+        # scales of one log-space gate, MULTISCALE_DECAYS, mixed by z) against FLA's chunk_kda per
+        # scale + the mix in torch, and against kda's own separate calls.
+        Case("multiscale gated T=8192 H=32 M=2", "multiscale", 32, B=1, T=8192),
+        Case("multiscale gated 8x4096 H=32 M=2", "multiscale", 32, B=8, T=4096),
     ]
     return cases
 
@@ -325,6 +346,12 @@ def kda_config(case, chunk=None):
         part = kops.chunk_kda_config(q, q, v, g, beta, A_log=A_log, dt_bias=dt_bias, **PROLOGUE)
         # Both schedules (kda.tune.hybrid_schedule picks one per shape; KDA_HYBRID_SCHEDULE forces it).
         return [layer, dict(layer, schedule="overlap"), part, kops.window_attention_config(q, q, v, case.window)]
+    if case.kind == "multiscale":
+        gl = Meta((B, T, H, K), "f32")
+        layer = kops.multi_scale_attention_config(q, q, v, gl, beta, Meta((B, T, H, MULTISCALE_M), dt),
+                                                  decay_scales=list(MULTISCALE_DECAYS), **MULTISCALE_PROLOGUE)
+        part = kops.chunk_kda_config(q, q, v, gl, beta, **MULTISCALE_PROLOGUE)
+        return [layer, part]
     if case.kind == "fwdbwd":
         kw = prologue(case)
         opts = dict(scale=None, output_final_state=False, allow_neg_eigval=False,
@@ -492,6 +519,9 @@ def make_set(case, torch, seed):
     x["dt_bias"] = randn((H * K,), 0.5, torch.float32)
     if case.kind == "hybrid":
         x["z"] = randn((B, T, H))
+    if case.kind == "multiscale":
+        x["g"] = torch.nn.functional.logsigmoid(randn((B, T, H, K), 1.0, torch.float32))
+        x["z"] = randn((B, T, H, MULTISCALE_M))
     if case.kind == "fwdbwd":
         x["do"] = randn((B, T, H, V))
         for n in grad_leaves(case):
@@ -511,7 +541,7 @@ def make_set(case, torch, seed):
         # distinct slots for every (sequence, token); each sequence starts from its token-0 slot
         P = case.pool_slots
         x["idx"] = torch.randperm(P, generator=gen, device=dev)[:case.N * T].to(torch.int32).view(case.N, T)
-    elif case.kind not in ("fwdbwd", "hybrid"):  # (training calls and the layer start from no state)
+    elif case.kind not in ("fwdbwd", "hybrid", "multiscale"):  # (training calls and layers: no state)
         x["h0"] = randn((case.N, H, V, K), 0.5, torch.float32)
     return x
 
@@ -569,6 +599,9 @@ class Runner:
             return self._grads(o, x)
         if c.kind == "hybrid":
             return self.mix(self.part_fla_kda(i), self.part_fla_window(i), i)
+        if c.kind == "multiscale":
+            return self.multi_mix([chunk_kda(x["q"], x["k"], x["v"], x["g"] * m if m != 1.0 else x["g"], x["beta"],
+                                             **MULTISCALE_PROLOGUE)[0] for m in MULTISCALE_DECAYS], i)
         if c.kind == "fwd":
             extra = {"return_intermediate_states": True} if c.boundary else {}
             if c.variant != "logspace":
@@ -618,7 +651,24 @@ class Runner:
             outs[i] = (self.part_kda_kda(i), self.part_kda_window(i))
         return self.mix(*outs[i], i)
 
+    def multi_mix(self, outs, i):
+        """The multi-scale mix in torch: sum_m sigmoid(z[..., m]) o_m."""
+        s = self.torch.sigmoid(self.sets[i]["z"].float())
+        o = outs[0].float() * s[..., 0:1]
+        for m in range(1, len(outs)):
+            o = o + outs[m].float() * s[..., m:m + 1]
+        return o.to(outs[0].dtype)
+
     def kda_separate(self, i):
+        if self.case.kind == "multiscale":
+            # kda's own calls, one a scale (the scaled gate in torch), then the torch mix.
+            x = self.sets[i]
+            return self.multi_mix([self.kda.chunk_kda(x["q"], x["k"], x["v"], x["g"] * m if m != 1.0 else x["g"],
+                                                      x["beta"], **MULTISCALE_PROLOGUE)[0]
+                                   for m in MULTISCALE_DECAYS], i)
+        return self._kda_separate_hybrid(i)
+
+    def _kda_separate_hybrid(self, i):
         """kda's own parts, one after another: chunk_kda, window_attention, the torch mix."""
         return self.mix(self.part_kda_kda(i), self.part_kda_window(i), i)
 
@@ -647,6 +697,9 @@ class Runner:
             return self._grads(o, x)
         if c.kind == "window":
             return self.kda.window_attention(x["q"], x["k"], x["v"], c.window, cu_seqlens=x.get("cu"))
+        if c.kind == "multiscale":
+            return self.kda.multi_scale_attention(x["q"], x["k"], x["v"], x["g"], x["beta"], x["z"],
+                                                  decay_scales=list(MULTISCALE_DECAYS), **MULTISCALE_PROLOGUE)
         if c.kind == "hybrid":
             return self.kda.hybrid_attention(x["q"], x["k"], x["v"], x["g"], x["beta"],
                                              None if c.variant == "sum" else x["z"], window=c.window,
@@ -690,7 +743,7 @@ class Runner:
         try:
             h_f = h_k = None
             s_f = s_k = None
-            if c.kind in ("window", "hybrid"):
+            if c.kind in ("window", "hybrid", "multiscale"):
                 o_f, o_k = self.fla_call(0), self.kda_call(0)
             elif c.kind == "fwdbwd":
                 r_f, r_k = self.fla_call(0), self.kda_call(0)
@@ -734,7 +787,7 @@ class Runner:
             del pf, pk
         elif c.kind == "window":
             res["state_nonfinite"] = 0
-        elif c.kind == "hybrid":
+        elif c.kind in ("hybrid", "multiscale"):
             res["state_nonfinite"] = 0
             # kda's separate parts too: the fused layer and they compute the same.
             res["kda_separate_o_rel_rmse"] = rel_rmse(torch, self.kda_separate(0), o_f)
@@ -920,6 +973,8 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
         if use_fla:
             sides.append(("part_fla_kda", r.part_fla_kda))
             sides.append(("part_fla_window", r.part_fla_window))
+    if case.kind == "multiscale" and use_kda:
+        sides.append(("kda_separate", r.kda_separate))
     passes = {name: [] for name, _ in sides}
     host = {}
     failed = {}
@@ -958,6 +1013,13 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
         row["ratio_kda_over_fla"] = row["kda"]["median_ms"] / row["fla"]["median_ms"]
     if "flashkda" in row and "kda" in row:
         row["ratio_kda_over_flashkda"] = row["kda"]["median_ms"] / row["flashkda"]["median_ms"]
+    if case.kind == "multiscale" and "kda" in row and "kda_separate" in row:
+        # The layer against the scales run as separate calls (the faster of kda's and FLA's,
+        # each with the scaled gates and the mix in torch).
+        sep = min(row[n]["median_ms"] for n in ("kda_separate", "fla") if n in row)
+        row["separate_ms"] = sep
+        row["ratio_fused_over_separate"] = row["kda"]["median_ms"] / sep
+        print(f"  fused / separate: {row['ratio_fused_over_separate']:.3f} (separate {sep:.4f} ms)", flush=True)
     if case.kind == "hybrid" and "kda" in row:
         # Issue 23's bar: the fused layer against the separate parts, each the faster of kda's and
         # FLA's (FLA's where it was timed), the mix as torch runs it.
@@ -1109,7 +1171,7 @@ def table(rows):
                      + (" (!)" if "problem" in r.get(f"{v}_check", {}) else "")
                      if v in r else "-" for v in variants]
             lines.append(f"| {r['case']} | " + " | ".join(cells) + " |")
-    hybrids = [r for r in rows if "ratio_fused_over_separate" in r]
+    hybrids = [r for r in rows if "separate_parts_ms" in r]
     if hybrids:
         # Issue 23: the fused layer against the separate parts, each the faster of kda's and FLA's.
         lines += ["", "| case | kda fused ms | separate ms (KDA part, window, mix) | fused / separate | "
@@ -1119,6 +1181,13 @@ def table(rows):
             own = f"{r['kda_separate']['median_ms']:.3f}" if "kda_separate" in r else "-"
             lines.append(f"| {r['case']} | {r['kda']['median_ms']:.3f} | {r['separate_ms']:.3f} ({p['kda']:.3f}, "
                          f"{p['window']:.3f}, {p['mix']:.3f}) | {r['ratio_fused_over_separate']:.2f} | {own} |")
+    multi = [r for r in rows if "ratio_fused_over_separate" in r and "separate_parts_ms" not in r]
+    if multi:
+        lines += ["", "| case | kda layer ms | kda separate calls ms | FLA ms | layer / faster separate |",
+                  "|---|---|---|---|---|"]
+        for r in multi:
+            lines.append(f"| {r['case']} | {ms(r, 'kda')} | {ms(r, 'kda_separate')} | {ms(r, 'fla')} | "
+                         f"{r['ratio_fused_over_separate']:.2f} |")
     return "\n".join(lines)
 
 

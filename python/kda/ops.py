@@ -1541,12 +1541,13 @@ class _Fast:
     # measures both in one process).
     use_prepared = True
     # Whether planned pieces calls take a fast path (of_pieces): one
-    # kda_launch_pieces through the handle the planned call prepared. Off
-    # until test_torch.py's part `pieces`, which turns it on, has passed on
-    # a GPU (written in the forty-eighth session after its device time was
-    # spent). KDA_PIECES_FAST=0 keeps them on the planned path (read when a
-    # plan is made; bench_kda.py's variants time both in one process).
-    use_pieces = False
+    # kda_launch_pieces through the handle the planned call prepared
+    # (test_torch.py's part `pieces` checks every planned pieces call takes
+    # it, bit-exact; H100, forty-ninth session: host time a call 0.039 ms at
+    # T = 8192 H = 32 against the planned path's 0.098). KDA_PIECES_FAST=0
+    # keeps them on the planned path (read when a plan is made; bench_kda.py's
+    # variants time both in one process).
+    use_pieces = True
 
     @classmethod
     def of(cls, plan, given, named, o, final_state):

@@ -196,6 +196,12 @@ def part_unit(tmp):
     check(TU.policy_tiles(hyb, "sm_90a") == TU.policy_tiles(kimi, "sm_90a"), "hybrid: the part's tiles")
     check(TU.policy_tiles(dict(hyb, schedule="overlap"), "sm_90a") == [TU.hybrid_overlap_tile()],
           "overlap: V blocks of 64")
+    # A multi-scale layer: its recurrence's tiles without segments (the layer runs its scales on one
+    # V block each, no segmented state pass), and no segment tiles of its own.
+    ms = {"op": "multi_scale", "gated_delta": kimi}
+    check(TU.policy_tiles(ms, "sm_90a") == [vb32, vb128], f"multi-scale: the part's tiles, no segments "
+          f"{TU.policy_tiles(ms, 'sm_90a')}")
+    check(TU.segment_tiles(ms, "sm_90a", [4, 8]) == [], "multi-scale: no segment tiles")
     saved = os.environ.pop("KDA_HYBRID_SCHEDULE", None)
     try:
         check(TU.hybrid_schedule("sm_90a", 1, 32, 128, 132) == "fused", "fused by default")

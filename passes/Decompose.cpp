@@ -47,17 +47,11 @@ Value fromF32(ImplicitLocOpBuilder &b, Value x, Type t) {
 /// [B, T, HV, V] result). Scalars reach the body in f32.
 Value elementwise(ImplicitLocOpBuilder &b, RankedTensorType resultType,
                   ValueRange like, ArrayRef<Value> operands,
-                  ArrayRef<SmallVector<unsigned>> dims,
+                  ArrayRef<AffineMap> operandMaps,
                   function_ref<Value(ImplicitLocOpBuilder &, ArrayRef<Value>)>
                       body) {
   unsigned rank = resultType.getRank();
-  SmallVector<AffineMap> maps;
-  for (auto &d : dims) {
-    SmallVector<AffineExpr> exprs;
-    for (unsigned x : d)
-      exprs.push_back(b.getAffineDimExpr(x));
-    maps.push_back(AffineMap::get(rank, 0, exprs, b.getContext()));
-  }
+  SmallVector<AffineMap> maps(operandMaps);
   maps.push_back(AffineMap::getMultiDimIdentityMap(rank, b.getContext()));
   SmallVector<OpFoldResult> sizes =
       tensor::getMixedSizes(b, b.getLoc(), like.front());
@@ -75,6 +69,23 @@ Value elementwise(ImplicitLocOpBuilder &b, RankedTensorType resultType,
             ib, ValueRange{fromF32(ib, r, resultType.getElementType())});
       });
   return op.getResult(0);
+}
+
+/// The same, operand i read through the dims `dims[i]` of the result.
+Value elementwise(ImplicitLocOpBuilder &b, RankedTensorType resultType,
+                  ValueRange like, ArrayRef<Value> operands,
+                  ArrayRef<SmallVector<unsigned>> dims,
+                  function_ref<Value(ImplicitLocOpBuilder &, ArrayRef<Value>)>
+                      body) {
+  SmallVector<AffineMap> maps;
+  for (auto &d : dims) {
+    SmallVector<AffineExpr> exprs;
+    for (unsigned x : d)
+      exprs.push_back(b.getAffineDimExpr(x));
+    maps.push_back(AffineMap::get(resultType.getRank(), 0, exprs,
+                                  b.getContext()));
+  }
+  return elementwise(b, resultType, like, operands, maps, body);
 }
 
 SmallVector<unsigned> iota(unsigned n) {
@@ -294,25 +305,17 @@ struct DecomposeMultiScale : OpRewritePattern<MultiScaleOp> {
              b.getAffineDimExpr(2), b.getAffineConstantExpr(i)},
             b.getContext()));
       }
-      maps.push_back(AffineMap::getMultiDimIdentityMap(rank, b.getContext()));
-      SmallVector<OpFoldResult> sizes =
-          tensor::getMixedSizes(b, b.getLoc(), outputs.front());
-      Value init = tensor::EmptyOp::create(b, sizes, oType.getElementType());
-      auto mix = linalg::GenericOp::create(
-          b, TypeRange{oType}, operands, ValueRange{init}, maps,
-          SmallVector<IteratorType>(rank, IteratorType::parallel),
-          [&](OpBuilder &nested, Location loc, ValueRange args) {
-            ImplicitLocOpBuilder ib(loc, nested);
-            Value acc;
-            for (int64_t i = 0; i < m; ++i) {
-              Value term = arith::MulFOp::create(
-                  ib, sigmoid(ib, toF32(ib, args[m + i])), toF32(ib, args[i]));
-              acc = acc ? Value(arith::AddFOp::create(ib, acc, term)) : term;
-            }
-            linalg::YieldOp::create(
-                ib, ValueRange{fromF32(ib, acc, oType.getElementType())});
-          });
-      o = mix.getResult(0);
+      o = elementwise(b, oType, outputs, operands, maps,
+                      [&](ImplicitLocOpBuilder &ib, ArrayRef<Value> s) {
+                        Value acc;
+                        for (int64_t i = 0; i < m; ++i) {
+                          Value term = arith::MulFOp::create(
+                              ib, sigmoid(ib, s[m + i]), s[i]);
+                          acc = acc ? Value(arith::AddFOp::create(ib, acc, term))
+                                    : term;
+                        }
+                        return acc;
+                      });
     }
     SmallVector<Value> replacements = {o};
     if (statesType) {

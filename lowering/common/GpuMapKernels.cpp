@@ -39,6 +39,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Interfaces/ValueBoundsOpInterface.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
@@ -219,13 +220,38 @@ void distribute(scf::ParallelOp par, Value tid, Value threads) {
     counts.push_back(count);
     total = arith::MulIOp::create(b, loc, total, count);
   }
+  // Leading dimensions of one index (a tile of [1, 1, heads, V] rows: an
+  // elementwise program's) take their lower bound: the first dimension of
+  // more than one index is the flat index divided by the inner counts, with
+  // no remainder, so that a dynamic count (the heads of a partial tile) costs
+  // no division an element.
+  auto constant = [](Value v) -> std::optional<int64_t> {
+    APInt c;
+    if (matchPattern(v, m_ConstantInt(&c)))
+      return c.getSExtValue();
+    return std::nullopt;
+  };
+  int64_t first = 0;
+  while (first + 1 < int64_t(counts.size())) {
+    std::optional<int64_t> lb = constant(par.getLowerBound()[first]);
+    std::optional<int64_t> ub = constant(par.getUpperBound()[first]);
+    std::optional<int64_t> step = constant(par.getStep()[first]);
+    if (!lb || !ub || !step || *step <= 0 || *ub - *lb > *step)
+      break;
+    ++first;
+  }
   auto loop = scf::ForOp::create(b, loc, tid, total, threads);
   OpBuilder ib = OpBuilder::atBlockBegin(loop.getBody());
   Value rest = loop.getInductionVar();
   SmallVector<Value> ivs(counts.size());
   for (int64_t d = counts.size() - 1; d >= 0; --d) {
-    Value local = d == 0 ? rest : arith::RemUIOp::create(ib, loc, rest, counts[d]);
-    if (d > 0)
+    if (d < first) {
+      ivs[d] = par.getLowerBound()[d];
+      continue;
+    }
+    Value local =
+        d == first ? rest : arith::RemUIOp::create(ib, loc, rest, counts[d]);
+    if (d > first)
       rest = arith::DivUIOp::create(ib, loc, rest, counts[d]);
     Value scaled = arith::MulIOp::create(ib, loc, local, par.getStep()[d]);
     ivs[d] = arith::AddIOp::create(ib, loc, par.getLowerBound()[d], scaled);

@@ -354,6 +354,19 @@ def _normalise_scale(scale: Optional[float], K: int) -> Optional[float]:
     return scale
 
 
+def _validate_layer_part(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """A layer's (hybrid, multi_scale) gated delta part, validated, with the
+    layer's K, V and dtypes its own; returns it."""
+    gd = cfg.get("gated_delta")
+    if not isinstance(gd, dict) or gd.get("op") != "gated_delta":
+        raise ValueError("gated_delta: expected a gated_delta configuration")
+    validate(gd)
+    for key in ("K", "V", "qk_dtype", "v_dtype"):
+        if cfg.get(key) != gd[key]:
+            raise ValueError(f"{key}: expected the gated delta's {gd[key]!r}, got {cfg.get(key)!r}")
+    return gd
+
+
 def validate(cfg: Dict[str, Any]) -> None:
     """Raises ValueError for a configuration the kda ops cannot express."""
     def dtype(name, allowed=("f32", "f16", "bf16"), optional=True):
@@ -367,13 +380,7 @@ def validate(cfg: Dict[str, Any]) -> None:
                              "hybrid", "multi_scale"):
         raise ValueError(f"op: unknown {cfg.get('op')!r}")
     if cfg["op"] == "multi_scale":
-        gd = cfg.get("gated_delta")
-        if not isinstance(gd, dict) or gd.get("op") != "gated_delta":
-            raise ValueError("gated_delta: expected a gated_delta configuration")
-        validate(gd)
-        for key in ("K", "V", "qk_dtype", "v_dtype"):
-            if cfg.get(key) != gd[key]:
-                raise ValueError(f"{key}: expected the gated delta's {gd[key]!r}, got {cfg.get(key)!r}")
+        gd = _validate_layer_part(cfg)
         # kda.multi_scale has no gate activation (its gates are log-space decays) and the layer
         # entry's outputs are o alone.
         for key in ("initial_state_dtype", "final_state_dtype", "boundary_interval", "A_log_dtype",
@@ -401,13 +408,7 @@ def validate(cfg: Dict[str, Any]) -> None:
             raise ValueError("z_dtype: the sum mix takes no z")
         return
     if cfg["op"] == "hybrid":
-        gd = cfg.get("gated_delta")
-        if not isinstance(gd, dict) or gd.get("op") != "gated_delta":
-            raise ValueError("gated_delta: expected a gated_delta configuration")
-        validate(gd)
-        for key in ("K", "V", "qk_dtype", "v_dtype"):
-            if cfg.get(key) != gd[key]:
-                raise ValueError(f"{key}: expected the gated delta's {gd[key]!r}, got {cfg.get(key)!r}")
+        gd = _validate_layer_part(cfg)
         # The layer entry's outputs are o alone; a state in or out would be a
         # second entry parameter layout (not described yet).
         for key in ("initial_state_dtype", "final_state_dtype", "boundary_interval"):

@@ -2024,15 +2024,21 @@ def hybrid_attention(q, k, v, g, beta, z=None, *, window: int, mix: str | None =
         names = [p["name"] for p in bundle.tensor_params(kernel)]
         plan = _hybrid_plans[key] = (bundle, kernel, tile, used_tile, names,
                                      bundle.workspace_bytes(kernel, [named[n] for n in names]))
+    _launch_layer(torch, plan, named, q.device)
+    return o
+
+
+def _launch_layer(torch, plan, named, device):
+    """A layer entry's launch (hybrid_attention's, multi_scale_attention's): its parameters by name from
+    `named`, a fresh workspace of the plan's size (the caching allocator keeps it between calls)."""
     bundle, kernel, tile, used_tile, names, nbytes = plan
     _record_launch(bundle, kernel, tile, used_tile)
     tensors = [named[n] for n in names]
-    with torch.cuda.device(q.device):
+    with torch.cuda.device(device):
         if nbytes:
-            bundle.launch(kernel, tensors, workspace=torch.empty(nbytes, dtype=torch.uint8, device=q.device))
+            bundle.launch(kernel, tensors, workspace=torch.empty(nbytes, dtype=torch.uint8, device=device))
         else:
             bundle.launch(kernel, tensors)
-    return o
 
 
 def multi_scale_attention(q, k, v, g, beta, z=None, *, decay_scales=None, mix: str | None = None,
@@ -2102,14 +2108,7 @@ def multi_scale_attention(q, k, v, g, beta, z=None, *, decay_scales=None, mix: s
                            f"this call does not make (parameters {names})", "kda.multi_scale_attention")
         plan = _multi_scale_plans[key] = (bundle, kernel, tile, used_tile, names,
                                           bundle.workspace_bytes(kernel, [named[n] for n in names]))
-    bundle, kernel, tile, used_tile, names, nbytes = plan
-    _record_launch(bundle, kernel, tile, used_tile)
-    tensors = [named[n] for n in names]
-    with torch.cuda.device(q.device):
-        if nbytes:
-            bundle.launch(kernel, tensors, workspace=torch.empty(nbytes, dtype=torch.uint8, device=q.device))
-        else:
-            bundle.launch(kernel, tensors)
+    _launch_layer(torch, plan, named, q.device)
     return o
 
 

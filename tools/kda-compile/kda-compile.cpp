@@ -183,6 +183,13 @@ static cl::opt<int64_t> intraBlocks(
              "(threads x blocks), in ptxas's granule of 8; 0, the default: "
              "four blocks of 128 threads for 16-bit kernels, three for fp32)"),
     cl::init(0), cl::cat(compileCategory));
+static cl::opt<int64_t> elementwiseTileElements(
+    "elementwise-tile-elements",
+    cl::desc("elementwise kernels (a multi-scale layer's scaled gates and "
+             "mix, a mix of three branches): up to this many elements a "
+             "program, a power of two from 128 to 8192 (0, the default: one "
+             "row of the trailing dimension a program)"),
+    cl::init(0), cl::cat(compileCategory));
 static cl::opt<int64_t> stateCopyRuns(
     "state-copy-runs",
     cl::desc("the state program's whole-chunk copies (cp.async; AMD: 16-byte "
@@ -691,6 +698,12 @@ int main(int argc, char **argv) {
   if (intraBlocks < 0 || intraBlocks > 8)
     return fail("--intra-blocks must be 0 (the default rule) to 8, found " +
                 std::to_string(static_cast<int64_t>(intraBlocks)));
+  if (elementwiseTileElements != 0 &&
+      (elementwiseTileElements < 128 || elementwiseTileElements > 8192 ||
+       (elementwiseTileElements & (elementwiseTileElements - 1)) != 0))
+    return fail("--elementwise-tile-elements must be 0 or a power of two "
+                "from 128 to 8192, found " +
+                std::to_string(static_cast<int64_t>(elementwiseTileElements)));
   if (stateCopyRuns < 1 || stateCopyRuns > 16)
     return fail("--state-copy-runs must be 1 to 16, found " +
                 std::to_string(static_cast<int64_t>(stateCopyRuns)));
@@ -854,6 +867,7 @@ int main(int argc, char **argv) {
     options.reversePrefetch = reversePrefetch;
     options.stateCopyRuns = stateCopyRuns;
     options.intraBlocks = intraBlocks;
+    options.elementwiseTileElements = elementwiseTileElements;
     options.stateStagedOutput = stateStagedOutput;
     options.stateRotateStages = stateRotateStages;
     options.reverseThreads = reverseThreads;

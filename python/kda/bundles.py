@@ -285,6 +285,15 @@ def window_attention_config(*, K: int, V: int, qk_dtype: str, v_dtype: str, wind
     return cfg
 
 
+def _layer_head(op: str, gated_delta: Dict[str, Any], mix: str) -> Dict[str, Any]:
+    """The fields every layer configuration (hybrid, multi_scale) starts
+    with: its op, its gated delta part's head dims and dtypes, the mix and
+    the part itself (a copy)."""
+    gd = dict(gated_delta)
+    return {"op": op, "K": gd["K"], "V": gd["V"], "qk_dtype": gd["qk_dtype"], "v_dtype": gd["v_dtype"],
+            "mix": mix, "gated_delta": gd}
+
+
 def hybrid_config(*, gated_delta: Dict[str, Any], window: int, mix: str,
                   window_scale: Optional[float] = None,
                   z: Optional[Dict[str, str]] = None,
@@ -302,14 +311,10 @@ def hybrid_config(*, gated_delta: Dict[str, Any], window: int, mix: str,
     (the state pass on the side stream, a multiprocessor a block, publishing
     its progress, which the window waits for on NVIDIA; the configuration
     says so only for "overlap")."""
-    gd = dict(gated_delta)
     cfg = {
-        "op": "hybrid",
-        "K": gd["K"], "V": gd["V"], "qk_dtype": gd["qk_dtype"], "v_dtype": gd["v_dtype"],
-        "mix": mix,
-        "gated_delta": gd,
+        **_layer_head("hybrid", gated_delta, mix),
         "window": window,
-        "window_scale": _normalise_scale(window_scale, gd["K"]),
+        "window_scale": _normalise_scale(window_scale, gated_delta["K"]),
         "z": dict(z) if z is not None else None,
     }
     if schedule != "fused":
@@ -331,12 +336,8 @@ def multi_scale_config(*, gated_delta: Dict[str, Any], scales: int, mix: str,
     o_m, z [B, T, HV, M] in ``z_dtype``). The bundle holds the recurrence's
     kernels, the mix's (and the scaled gates') and one entry for the layer
     (kda-gpu-layer-entry)."""
-    gd = dict(gated_delta)
     cfg = {
-        "op": "multi_scale",
-        "K": gd["K"], "V": gd["V"], "qk_dtype": gd["qk_dtype"], "v_dtype": gd["v_dtype"],
-        "mix": mix,
-        "gated_delta": gd,
+        **_layer_head("multi_scale", gated_delta, mix),
         "scales": scales,
         "decay_scales": [float(c) for c in decay_scales] if decay_scales is not None else None,
         "z_dtype": z_dtype,

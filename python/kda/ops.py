@@ -397,6 +397,20 @@ def window_attention_config(q, k, v, window, scale=None, cu_seqlens=None,
         window_sizes_dtype=_dt(window_sizes) if window_sizes is not None else None)
 
 
+def _layer_mix(mix, z, z_shape: str) -> str:
+    """A layer's mix (hybrid, multi-scale): "gated" where z is given and mix
+    is not, else "sum"; a gated mix needs z (of `z_shape`), a sum takes none."""
+    if mix is None:
+        mix = "gated" if z is not None else "sum"
+    if mix not in ("sum", "gated"):
+        raise ValueError(f"mix: expected 'sum' or 'gated', got {mix!r}")
+    if mix == "gated" and z is None:
+        raise ValueError(f"z: the gated mix needs z, {z_shape}")
+    if mix == "sum" and z is not None:
+        raise ValueError("z: the sum mix takes no z (pass mix='gated')")
+    return mix
+
+
 def hybrid_attention_config(q, k, v, g, beta, z=None, *, window, mix=None, scale=None,
                             window_scale=None, A_log=None, dt_bias=None, cu_seqlens=None,
                             use_qk_l2norm_in_kernel=False, use_gate_in_kernel=False,
@@ -414,14 +428,9 @@ def hybrid_attention_config(q, k, v, g, beta, z=None, *, window, mix=None, scale
     window_attention_config(q, k, v, window, scale=window_scale, cu_seqlens=cu_seqlens)
     B, T, H, K = _shape(q)
     HV, V = _shape(v)[2], _shape(v)[3]
-    if mix is None:
-        mix = "gated" if z is not None else "sum"
-    if mix not in ("sum", "gated"):
-        raise ValueError(f"mix: expected 'sum' or 'gated', got {mix!r}")
+    mix = _layer_mix(mix, z, "[B, T, HV] or [B, T, HV, V]")
     zdesc = None
     if mix == "gated":
-        if z is None:
-            raise ValueError("z: the gated mix needs z, [B, T, HV] or [B, T, HV, V]")
         if _shape(z) == (B, T, HV):
             form = "head"
         elif _shape(z) == (B, T, HV, V):
@@ -430,8 +439,6 @@ def hybrid_attention_config(q, k, v, g, beta, z=None, *, window, mix=None, scale
             raise ValueError(f"z: expected [B, T, HV] = {[B, T, HV]} or [B, T, HV, V] = {[B, T, HV, V]}, "
                              f"got {list(_shape(z))}")
         zdesc = {"form": form, "dtype": _dt(z)}
-    elif z is not None:
-        raise ValueError("z: the sum mix takes no gate (pass mix='gated')")
     return _bundles.hybrid_config(gated_delta=gd, window=operator.index(window), mix=mix,
                                   window_scale=window_scale, z=zdesc)
 
@@ -466,19 +473,12 @@ def multi_scale_attention_config(q, k, v, g, beta, z=None, *, decay_scales=None,
                           allow_neg_eigval=allow_neg_eigval, cu_seqlens=cu_seqlens, chunk_size=chunk_size)
     B, T, H, K = _shape(q)
     HV = _shape(v)[2]
-    if mix is None:
-        mix = "gated" if z is not None else "sum"
-    if mix not in ("sum", "gated"):
-        raise ValueError(f"mix: expected 'sum' or 'gated', got {mix!r}")
+    mix = _layer_mix(mix, z, f"[B, T, HV, M] = {[B, T, HV, m]}")
     z_dtype = None
     if mix == "gated":
-        if z is None:
-            raise ValueError(f"z: the gated mix needs z, [B, T, HV, M] = {[B, T, HV, m]}")
         if _shape(z) != (B, T, HV, m):
             raise ValueError(f"z: expected [B, T, HV, M] = {[B, T, HV, m]}, got {list(_shape(z))}")
         z_dtype = _dt(z)
-    elif z is not None:
-        raise ValueError("z: the sum mix takes no z (pass mix='gated')")
     return _bundles.multi_scale_config(gated_delta=gd, scales=m, mix=mix, decay_scales=decay_scales,
                                        z_dtype=z_dtype)
 

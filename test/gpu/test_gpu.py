@@ -800,6 +800,14 @@ def unique_configs(cases):
 # Running (torch from here on)
 # ---------------------------------------------------------------------------
 
+def offsets(seqlens):
+    """cu_seqlens of a varlen batch: [0, L0, L0 + L1, ...]."""
+    cu = [0]
+    for L in seqlens:
+        cu.append(cu[-1] + L)
+    return cu
+
+
 def make_inputs(case, torch):
     """Inputs on the GPU in the case's dtypes, and their float64 values."""
     gen = torch.Generator().manual_seed(1000 + case.seed + zlib.crc32(case.name.encode()) % 100000)
@@ -839,9 +847,7 @@ def make_inputs(case, torch):
         gpu[n] = r.cuda()
         ref[n] = r.to(torch.float64).numpy()
     if case.seqlens is not None:
-        cu = [0]
-        for L in case.seqlens:
-            cu.append(cu[-1] + L)
+        cu = offsets(case.seqlens)
         cu_t = torch.tensor(cu, dtype=torch.int64 if case.cu_dtype == "i64" else torch.int32)
         gpu["cu"], ref["cu"] = cu_t.cuda(), cu
     if case.pool:
@@ -1314,11 +1320,7 @@ def run_window_case(case, torch, oracle):
     s = case.shapes()
     x = {n: torch.randn(s[n], generator=gen, dtype=torch.float64) for n in ("q", "k", "v")}
     gpu, ref = _to_torch_inputs(torch, x, {n: case.dtype for n in x})
-    cu = None
-    if case.seqlens is not None:
-        cu = [0]
-        for L in case.seqlens:
-            cu.append(cu[-1] + L)
+    cu = offsets(case.seqlens) if case.seqlens is not None else None
     cu_t = None if cu is None else torch.tensor(
         cu, dtype=torch.int64 if case.cu_dtype == "i64" else torch.int32).cuda()
     sizes = sizes_t = None
@@ -1371,11 +1373,7 @@ def run_hybrid_case(case, torch, oracle):
         x["beta"] = torch.sigmoid(x["beta"])
         dtypes["g"] = "f32"
     gpu, ref = _to_torch_inputs(torch, x, dtypes)
-    cu = None
-    if case.seqlens is not None:
-        cu = [0]
-        for L in case.seqlens:
-            cu.append(cu[-1] + L)
+    cu = offsets(case.seqlens) if case.seqlens is not None else None
     cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int64).cuda()
     extra = dict(A_log=gpu["A_log"], dt_bias=gpu["dt_bias"]) if case.kimi else {}
     saved = os.environ.get("KDA_HYBRID_SCHEDULE")
@@ -1438,11 +1436,7 @@ def run_multi_scale_case(case, torch, oracle):
     dtypes = {n: case.dtype for n in x}
     dtypes.update({f"g{i}": "f32" for i in range(ngates)})
     gpu, ref = _to_torch_inputs(torch, x, dtypes)
-    cu = None
-    if case.seqlens is not None:
-        cu = [0]
-        for L in case.seqlens:
-            cu.append(cu[-1] + L)
+    cu = offsets(case.seqlens) if case.seqlens is not None else None
     cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int64).cuda()
     gates = gpu["g0"] if case.decay_scales is not None else [gpu[f"g{i}"] for i in range(ngates)]
     with torch.inference_mode():

@@ -987,6 +987,19 @@ def part_installed():
 # Part "layer"
 # ---------------------------------------------------------------------------
 
+def device_tensors(fake, shapes, fp32=()):
+    """FakeTensors of these shapes (bf16, fp32 where named in `fp32`), each
+    registered with the fake driver as device memory of its size."""
+    ts = {}
+    for n, shape in shapes.items():
+        t = ts[n] = FakeTensor(shape, "float32" if n in fp32 else "bfloat16")
+        nbytes = 4 if n in fp32 else 2
+        for d in shape:
+            nbytes *= d
+        fake.kda_fake_add_allocation(t.data_ptr(), nbytes, 0, 2)
+    return ts
+
+
 def part_layer(kda_compile, runtime, fake_driver, tmp):
     """A hybrid layer (kda.ops.hybrid_attention's configuration: the Kimi
     prologue, GVA, a gated per-head mix) compiled by kda-compile through the
@@ -1044,12 +1057,7 @@ def part_layer(kda_compile, runtime, fake_driver, tmp):
 
     shapes = dict(q=(B, T, H, K), k=(B, T, H, K), v=(B, T, HV, K), gate=(B, T, HV, K), beta=(B, T, HV),
                   A_log=(HV,), dt_bias=(HV, K), z=(B, T, HV), o=(B, T, HV, K))
-    ts = {n: FakeTensor(sh, f32 if n in ("A_log", "dt_bias") else bf) for n, sh in shapes.items()}
-    for n, t in ts.items():
-        nbytes = 4 if n in ("A_log", "dt_bias") else 2
-        for d in t.shape:
-            nbytes *= d
-        fake.kda_fake_add_allocation(t.data_ptr(), nbytes, 0, 2)
+    ts = device_tensors(fake, shapes, ("A_log", "dt_bias"))
     bundle.check("kda_hybrid", ts)
     ws = bundle.workspace_bytes("kda_hybrid", ts)
     gd_ws = bundle.workspace_bytes("kda_gated_delta_kernel", {n: ts[n] for n in names if n != "z"})
@@ -1105,12 +1113,7 @@ def part_layer(kda_compile, runtime, fake_driver, tmp):
     check([l.get("stream", 0) for l in launches] == [0, 1, 0, 0, 0], f"multi-scale streams {launches}")
     shapes = dict(q=(B, T, H, K), k=(B, T, H, K), v=(B, T, HV, K), g0=(B, T, HV, K), g1=(B, T, HV, K),
                   beta=(B, T, HV), z=(B, T, HV, 2), o=(B, T, HV, K))
-    ts = {n: FakeTensor(sh, f32 if n in ("g0", "g1") else bf) for n, sh in shapes.items()}
-    for n, t in ts.items():
-        nbytes = 4 if n in ("g0", "g1") else 2
-        for d in t.shape:
-            nbytes *= d
-        fake.kda_fake_add_allocation(t.data_ptr(), nbytes, 0, 2)
+    ts = device_tensors(fake, shapes, ("g0", "g1"))
     bundle.check("kda_multi_scale", ts)
     bundle.launch("kda_multi_scale", ts, stream=0x5700)
     ev = fake.kda_fake_events().decode()

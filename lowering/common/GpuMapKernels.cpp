@@ -753,9 +753,18 @@ struct MapKernelsPass : kda::impl::KdaGpuMapKernelsBase<MapKernelsPass> {
           primitives.push_back(p);
       });
       OpBuilder bb(ctx);
+      // Barriers order one primitive's tiles before the next one's reads. A
+      // program of one primitive and no tiles (an elementwise kernel whose
+      // generic writes its destination, kda-gpu-prepare-tiles) has nothing
+      // to order: each thread loads, computes and stores its own elements.
+      bool anyTile = false;
+      guard.walk([&](memref::AllocOp) { anyTile = true; });
+      const bool alone = primitives.size() == 1 && !anyTile;
       for (scf::ParallelOp p : primitives) {
-        barrierBefore(bb, p);
-        barrierAfter(bb, p);
+        if (!alone) {
+          barrierBefore(bb, p);
+          barrierAfter(bb, p);
+        }
         distribute(p, tid, numThreads);
       }
       guard.walk([&](scf::ForOp loop) {

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
+#include "lowering/Strategy.h"
 
 #include "dialect/KdaAttrs.h"
 #include "passes/Passes.h"
@@ -44,6 +45,81 @@ namespace {
 // kda-gpu-prepare-tiles: every tile primitive a loop nest of one shape
 //===----------------------------------------------------------------------===//
 
+/// In an elementwise kernel (kda-gpu-outline-elementwise), a generic that
+/// writes a fresh buffer which is then only copied into the destination
+/// writes the destination instead. Bufferization leaves the program's tile
+/// as such a buffer (shared memory on the GPU): staged, every program pays a
+/// store to shared memory, a barrier and a copy out with barriers around it,
+/// for work that is a load, a few operations and a store a thread. Only
+/// where the generic is all-parallel, the buffer is a memref.alloc of the
+/// program's block, the generic does not read its output, and the copy is
+/// the next operation that touches memory (so nothing in between sees the
+/// destination early).
+void forwardElementwiseDestinations(func::FuncOp f) {
+  auto strategy = f->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr);
+  if (!strategy || strategy.getKernel() != "elementwise")
+    return;
+  SmallVector<linalg::GenericOp> generics;
+  f.walk([&](linalg::GenericOp g) { generics.push_back(g); });
+  for (linalg::GenericOp g : generics) {
+    if (g.getNumDpsInits() != 1 || g.getNumReductionLoops() != 0 ||
+        !g.hasPureBufferSemantics())
+      continue;
+    OpOperand *init = g.getDpsInitOperand(0);
+    if (g.payloadUsesValueFromOperand(init))
+      continue;
+    auto alloc = init->get().getDefiningOp<memref::AllocOp>();
+    if (!alloc || alloc->getBlock() != g->getBlock())
+      continue;
+    memref::CopyOp copy;
+    bool other = false;
+    for (Operation *user : alloc->getUsers()) {
+      if (user == g.getOperation())
+        continue;
+      auto c = dyn_cast<memref::CopyOp>(user);
+      if (!c || c.getSource() != alloc.getResult() || copy)
+        other = true;
+      else
+        copy = c;
+    }
+    if (other || !copy || copy->getBlock() != g->getBlock())
+      continue;
+    // Nothing between the generic and the copy reads or writes memory (a
+    // subview of the destination is only an address).
+    bool clear = !copy->isBeforeInBlock(g);
+    for (Operation *op = g->getNextNode(); clear && op != copy.getOperation();
+         op = op->getNextNode())
+      clear = isa<memref::SubViewOp>(op) || isPure(op);
+    if (!clear)
+      continue;
+    Value target = copy.getTarget();
+    if (auto sv = target.getDefiningOp<memref::SubViewOp>()) {
+      if (sv->getBlock() == g->getBlock() && g->isBeforeInBlock(sv)) {
+        // Its operands are the program's ids and constants: defined above.
+        bool above = llvm::all_of(sv->getOperands(), [&](Value v) {
+          Operation *d = v.getDefiningOp();
+          return !d || d->getBlock() != g->getBlock() ||
+                 d->isBeforeInBlock(g);
+        });
+        if (!above)
+          continue;
+        sv->moveBefore(g);
+      }
+    } else if (Operation *d = target.getDefiningOp()) {
+      if (d->getBlock() == g->getBlock() && g->isBeforeInBlock(d))
+        continue;
+    }
+    if (target.getType() != alloc.getType() &&
+        cast<MemRefType>(target.getType()).getShape() !=
+            alloc.getType().getShape())
+      continue;
+    init->set(target);
+    copy->erase();
+    if (alloc->use_empty())
+      alloc->erase();
+  }
+}
+
 /// memref.copy becomes linalg.copy (a loop nest like every other primitive),
 /// and reductions move innermost, so that each primitive lowers to one
 /// scf.parallel over its output elements with a sequential reduction inside:
@@ -55,6 +131,7 @@ struct PrepareTilesPass : kda::impl::KdaGpuPrepareTilesBase<PrepareTilesPass> {
   }
 
   void runOnOperation() override {
+    forwardElementwiseDestinations(getOperation());
     IRRewriter rewriter(&getContext());
     SmallVector<memref::CopyOp> copies;
     getOperation().walk([&](memref::CopyOp c) { copies.push_back(c); });

@@ -696,7 +696,9 @@ def policy_tiles(cfg: Dict[str, Any], chip: str) -> List[Dict[str, int]]:
         # The overlap schedule takes V blocks of 64 (hybrid_overlap_tile); the fused one the
         # gated delta's own policy.
         if cfg.get("schedule") == "overlap":
-            return [hybrid_overlap_tile()]
+            # (and KDA_HYBRID_V_BLOCK's, where it is set: built to measure)
+            extra = hybrid_tile_override()
+            return [hybrid_overlap_tile()] + ([extra] if extra and extra != hybrid_overlap_tile() else [])
         return policy_tiles(cfg["gated_delta"], chip)
     if cfg.get("op") == "multi_scale":
         # Its recurrences' tiles: kda.ops.multi_scale_attention asks the policy for them, without

@@ -21,6 +21,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "lowering/GpuPipeline.h"
+#include "lowering/Strategy.h"
 
 #include "dialect/KdaAttrs.h"
 #include "passes/Passes.h"
@@ -206,9 +207,22 @@ void barrierAfter(OpBuilder &b, Operation *op) {
   gpu::BarrierOp::create(b, op->getLoc());
 }
 
+/// The indices a thread of an elementwise kernel takes an iteration
+/// (distribute's `unroll`).
+constexpr int64_t kElementwiseUnroll = 4;
+
 /// Spreads one primitive's iteration space over the block's threads:
 /// for (i = tid; i < count; i += threads) body(delinearize(i)).
-void distribute(scf::ParallelOp par, Value tid, Value threads) {
+///
+/// With `unroll` > 1 (a program's only primitive whose body loads, computes
+/// and stores: an elementwise kernel's) a thread takes `unroll` indices an
+/// iteration, i + u * threads, and issues every load of all of them before
+/// its first store, so that each thread has `unroll` times the loads in
+/// flight (one a thread leaves the memory system idle: an elementwise
+/// kernel is all latency). Indices past the end load at the last index and
+/// store nothing.
+void distribute(scf::ParallelOp par, Value tid, Value threads,
+                int64_t unroll = 1) {
   OpBuilder b(par);
   Location loc = par.getLoc();
   SmallVector<Value> counts;
@@ -240,26 +254,85 @@ void distribute(scf::ParallelOp par, Value tid, Value threads) {
       break;
     ++first;
   }
-  auto loop = scf::ForOp::create(b, loc, tid, total, threads);
+  auto delinearize = [&](OpBuilder &ib, Value rest) {
+    SmallVector<Value> ivs(counts.size());
+    for (int64_t d = counts.size() - 1; d >= 0; --d) {
+      if (d < first) {
+        ivs[d] = par.getLowerBound()[d];
+        continue;
+      }
+      Value local =
+          d == first ? rest : arith::RemUIOp::create(ib, loc, rest, counts[d]);
+      if (d > first)
+        rest = arith::DivUIOp::create(ib, loc, rest, counts[d]);
+      Value scaled = arith::MulIOp::create(ib, loc, local, par.getStep()[d]);
+      ivs[d] = arith::AddIOp::create(ib, loc, par.getLowerBound()[d], scaled);
+    }
+    return ivs;
+  };
+  Block *body = par.getBody();
+  // Unrolled, a body of loads, pure operations and stores only, and more
+  // indices than threads (one row of a program each thread takes once).
+  std::optional<int64_t> knownTotal = constant(total),
+                         knownThreads = constant(threads);
+  if (unroll > 1 &&
+      (llvm::any_of(body->without_terminator(),
+                    [](Operation &op) {
+                      return !isa<memref::LoadOp, memref::StoreOp>(op) &&
+                             !isPure(&op);
+                    }) ||
+       (knownTotal && knownThreads && *knownTotal <= *knownThreads)))
+    unroll = 1;
+  if (unroll == 1) {
+    auto loop = scf::ForOp::create(b, loc, tid, total, threads);
+    OpBuilder ib = OpBuilder::atBlockBegin(loop.getBody());
+    IRMapping map;
+    map.map(par.getInductionVars(), delinearize(ib, loop.getInductionVar()));
+    for (Operation &op : body->without_terminator())
+      ib.clone(op, map);
+    par.erase();
+    return;
+  }
+  Value stride = arith::MulIOp::create(
+      b, loc, threads, arith::ConstantIndexOp::create(b, loc, unroll));
+  Value last = arith::SubIOp::create(b, loc, total,
+                                     arith::ConstantIndexOp::create(b, loc, 1));
+  auto loop = scf::ForOp::create(b, loc, tid, total, stride);
   OpBuilder ib = OpBuilder::atBlockBegin(loop.getBody());
-  Value rest = loop.getInductionVar();
-  SmallVector<Value> ivs(counts.size());
-  for (int64_t d = counts.size() - 1; d >= 0; --d) {
-    if (d < first) {
-      ivs[d] = par.getLowerBound()[d];
+  SmallVector<IRMapping> maps(unroll);
+  SmallVector<Value> inside(unroll);
+  for (int64_t u = 0; u < unroll; ++u) {
+    Value index = arith::AddIOp::create(
+        ib, loc, loop.getInductionVar(),
+        arith::MulIOp::create(ib, loc, threads,
+                              arith::ConstantIndexOp::create(ib, loc, u)));
+    if (u == 0) {
+      maps[u].map(par.getInductionVars(), delinearize(ib, index));
       continue;
     }
-    Value local =
-        d == first ? rest : arith::RemUIOp::create(ib, loc, rest, counts[d]);
-    if (d > first)
-      rest = arith::DivUIOp::create(ib, loc, rest, counts[d]);
-    Value scaled = arith::MulIOp::create(ib, loc, local, par.getStep()[d]);
-    ivs[d] = arith::AddIOp::create(ib, loc, par.getLowerBound()[d], scaled);
+    inside[u] = arith::CmpIOp::create(ib, loc, arith::CmpIPredicate::ult,
+                                      index, total);
+    Value clamped = arith::SelectOp::create(ib, loc, inside[u], index, last);
+    maps[u].map(par.getInductionVars(), delinearize(ib, clamped));
   }
-  IRMapping map;
-  map.map(par.getInductionVars(), ivs);
-  for (Operation &op : par.getBody()->without_terminator())
-    ib.clone(op, map);
+  // Every index's loads and arithmetic, then every index's stores.
+  for (int64_t u = 0; u < unroll; ++u)
+    for (Operation &op : body->without_terminator())
+      if (!isa<memref::StoreOp>(op))
+        ib.clone(op, maps[u]);
+  // (The first index is inside by the loop's bound: no guard, which would
+  // let LLVM sink its loads past the others' into the guarded block.)
+  for (Operation &op : body->without_terminator())
+    if (isa<memref::StoreOp>(op))
+      ib.clone(op, maps[0]);
+  for (int64_t u = 1; u < unroll; ++u) {
+    auto guard = scf::IfOp::create(ib, loc, inside[u], false);
+    OpBuilder gb = OpBuilder::atBlockBegin(guard.thenBlock());
+    gb.setInsertionPoint(guard.thenBlock()->getTerminator());
+    for (Operation &op : body->without_terminator())
+      if (isa<memref::StoreOp>(op))
+        gb.clone(op, maps[u]);
+  }
   par.erase();
 }
 
@@ -753,19 +826,24 @@ struct MapKernelsPass : kda::impl::KdaGpuMapKernelsBase<MapKernelsPass> {
           primitives.push_back(p);
       });
       OpBuilder bb(ctx);
-      // Barriers order one primitive's tiles before the next one's reads. A
-      // program of one primitive and no tiles (an elementwise kernel whose
-      // generic writes its destination, kda-gpu-prepare-tiles) has nothing
+      // Barriers order one primitive's tiles before the next one's reads. An
+      // elementwise kernel's program of one primitive and no tiles (its
+      // generic writes the destination, kda-gpu-prepare-tiles) has nothing
       // to order: each thread loads, computes and stores its own elements.
-      bool anyTile = false;
-      guard.walk([&](memref::AllocOp) { anyTile = true; });
-      const bool alone = primitives.size() == 1 && !anyTile;
+      auto strategy = f->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr);
+      bool alone = strategy && strategy.getKernel() == "elementwise" &&
+                   primitives.size() == 1;
+      guard.walk([&](Operation *op) {
+        if (isa<memref::AllocOp>(op) ||
+            (isa<memref::StoreOp>(op) && !isInsideParallel(op, guard)))
+          alone = false;
+      });
       for (scf::ParallelOp p : primitives) {
         if (!alone) {
           barrierBefore(bb, p);
           barrierAfter(bb, p);
         }
-        distribute(p, tid, numThreads);
+        distribute(p, tid, numThreads, alone ? kElementwiseUnroll : 1);
       }
       guard.walk([&](scf::ForOp loop) {
         if (loop->hasAttr(kda::kWarpDistributedAttr)) {

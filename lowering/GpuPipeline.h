@@ -305,8 +305,10 @@ struct GpuPipelineOptions : public PassPipelineOptions<GpuPipelineOptions> {
       *this, "elementwise-tile-elements",
       llvm::cl::desc("kda-gpu-outline-elementwise's tile-elements: up to "
                      "this many elements a program of an elementwise kernel "
-                     "(0: a dynamic trailing dimension one index a program)"),
-      llvm::cl::init(0)};
+                     "(0: a dynamic trailing dimension one index a program; "
+                     "4096, the default, measured best on the H100: "
+                     "bench/RESULTS.md, fiftieth session)"),
+      llvm::cl::init(4096)};
   PassOptions::Option<int64_t> stateCopyRuns{
       *this, "state-copy-runs",
       llvm::cl::desc("the state program's whole-chunk copies in runs "

@@ -46,7 +46,7 @@ def KdaGpuOutlineElementwise
   let options = [
     Option<"tileElements", "tile-elements", "int64_t", /*default=*/"0",
            "Elements a program may take: 0 keeps a dynamic trailing "
-           "dimension one index a program (the measured default); N > 0 "
+           "dimension one index a program (the GPU pipelines take 4096); N > 0 "
            "blocks the first trailing dimension (a power of two of its "
            "indices, the last block partial) up to N elements a program">
   ];

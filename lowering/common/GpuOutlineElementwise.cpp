@@ -215,9 +215,14 @@ struct OutlineElementwisePass : kda::impl::KdaGpuOutlineElementwiseBase<OutlineE
       // tile-elements = N, the first trailing dimension goes in blocks of as
       // many indices as N elements hold, a power of two (8 heads of
       // V = 128 for 1024), the last block partial: 32768 programs of 1024
-      // elements at T = 8192, HV = 32 instead of 262144 of 128. Not the
-      // default: the H100 took longer with blocks of 8 heads (a hybrid's mix
-      // kernel, bench/RESULTS.md, forty-seventh session).
+      // elements at T = 8192, HV = 32 instead of 262144 of 128. The GPU
+      // pipelines take 4096 (kda-compile's default): with the destination
+      // written directly and four indices a thread an iteration
+      // (kda-gpu-prepare-tiles, kda-gpu-map-kernels) the multi-scale layer
+      // took 1.235 ms against one row a program's 1.356 at T = 8192 (H100,
+      // bench/RESULTS.md, fiftieth session; staged through shared memory,
+      // blocks of 8 heads had lost, forty-seventh session). The pass's own
+      // default stays one row.
       int64_t rank = clone.getNumLoops();
       SmallVector<int64_t> ranges = clone.getStaticLoopRanges();
       SmallVector<OpFoldResult> tileSizes(rank, b.getIndexAttr(0));

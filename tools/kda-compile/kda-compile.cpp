@@ -187,9 +187,9 @@ static cl::opt<int64_t> elementwiseTileElements(
     "elementwise-tile-elements",
     cl::desc("elementwise kernels (a multi-scale layer's scaled gates and "
              "mix, a mix of three branches): up to this many elements a "
-             "program, a power of two from 128 to 8192 (0, the default: one "
-             "row of the trailing dimension a program)"),
-    cl::init(0), cl::cat(compileCategory));
+             "program, a power of two from 128 to 8192 (4096, the default; "
+             "0: one row of the trailing dimension a program)"),
+    cl::init(4096), cl::cat(compileCategory));
 static cl::opt<int64_t> stateCopyRuns(
     "state-copy-runs",
     cl::desc("the state program's whole-chunk copies (cp.async; AMD: 16-byte "

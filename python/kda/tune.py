@@ -539,8 +539,10 @@ def hybrid_schedule(chip: str, N: int, HV: int, V: int, multiprocessors: int) ->
     publish their progress, which the window waits for before it reads the rows it mixes;
     runtime/BUNDLE.md, "Progress"). Measured on the H100 (bench/RESULTS.md, forty-seventh
     session, hybrid gated T=8192 H=32 W=512): fused 0.86 ms; the overlap's earlier form (a mix
-    kernel after the window) 0.87 to 0.91 ms. The progress form is not yet measured: fused,
-    everywhere, until it is; KDA_HYBRID_SCHEDULE=fused|overlap decides instead."""
+    kernel after the window) 0.87 to 0.91 ms; the progress form 1.73 ms (forty-ninth session)
+    and 1.11 with the window's programs in the order the state pass's rows come (fiftieth: the
+    window on the multiprocessors the state pass leaves outlasts it, and the state pass slows
+    beside it). So fused, everywhere; KDA_HYBRID_SCHEDULE=fused|overlap decides instead."""
     forced = os.environ.get("KDA_HYBRID_SCHEDULE")
     if forced:
         if forced not in ("fused", "overlap"):

@@ -39,6 +39,13 @@ namespace mlir::kda {
 /// `kind` (lanes or tiles) and, for tiles, `reason`.
 inline constexpr llvm::StringLiteral kStrategyAttr = "kda.strategy";
 
+/// Whether `f` is elementwise work between kda ops made a kernel
+/// (kda-gpu-outline-elementwise; its kda.strategy's kernel "elementwise").
+inline bool isElementwiseKernel(func::FuncOp f) {
+  auto s = f->getAttrOfType<StrategyAttr>(kStrategyAttr);
+  return s && s.getKernel() == "elementwise";
+}
+
 /// What the selection pass knows of the pipeline it runs in.
 struct StrategyOptions {
   bool nvidia = true;      // the target's vendor

@@ -830,9 +830,7 @@ struct MapKernelsPass : kda::impl::KdaGpuMapKernelsBase<MapKernelsPass> {
       // elementwise kernel's program of one primitive and no tiles (its
       // generic writes the destination, kda-gpu-prepare-tiles) has nothing
       // to order: each thread loads, computes and stores its own elements.
-      auto strategy = f->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr);
-      bool alone = strategy && strategy.getKernel() == "elementwise" &&
-                   primitives.size() == 1;
+      bool alone = kda::isElementwiseKernel(f) && primitives.size() == 1;
       guard.walk([&](Operation *op) {
         if (isa<memref::AllocOp>(op) ||
             (isa<memref::StoreOp>(op) && !isInsideParallel(op, guard)))

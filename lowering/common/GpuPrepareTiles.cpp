@@ -56,8 +56,7 @@ namespace {
 /// the next operation that touches memory (so nothing in between sees the
 /// destination early).
 void forwardElementwiseDestinations(func::FuncOp f) {
-  auto strategy = f->getAttrOfType<kda::StrategyAttr>(kda::kStrategyAttr);
-  if (!strategy || strategy.getKernel() != "elementwise")
+  if (!kda::isElementwiseKernel(f))
     return;
   SmallVector<linalg::GenericOp> generics;
   f.walk([&](linalg::GenericOp g) { generics.push_back(g); });
@@ -93,6 +92,9 @@ void forwardElementwiseDestinations(func::FuncOp f) {
     if (!clear)
       continue;
     Value target = copy.getTarget();
+    if (cast<MemRefType>(target.getType()).getShape() !=
+        alloc.getType().getShape())
+      continue;
     if (auto sv = target.getDefiningOp<memref::SubViewOp>()) {
       if (sv->getBlock() == g->getBlock() && g->isBeforeInBlock(sv)) {
         // Its operands are the program's ids and constants: defined above.
@@ -109,10 +111,6 @@ void forwardElementwiseDestinations(func::FuncOp f) {
       if (d->getBlock() == g->getBlock() && g->isBeforeInBlock(d))
         continue;
     }
-    if (target.getType() != alloc.getType() &&
-        cast<MemRefType>(target.getType()).getShape() !=
-            alloc.getType().getShape())
-      continue;
     init->set(target);
     copy->erase();
     if (alloc->use_empty())

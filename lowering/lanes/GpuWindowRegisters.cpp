@@ -969,12 +969,16 @@ struct WindowRegistersPass
         std::nullopt);
     grid->forall.erase();
     b.setInsertionPoint(forall.getBody()->getTerminator());
-    Value qb = arith::SubIOp::create(
-        b,
-        arith::SubIOp::create(b, blocks, arith::ConstantIndexOp::create(b, 1)),
-        forall.getInductionVar(0));
-    Value head = forall.getInductionVar(1);
-    if (waits) {
+    Value qb, head;
+    if (!waits) {
+      // The last query block first (the causal case's longest rows).
+      qb = arith::SubIOp::create(
+          b,
+          arith::SubIOp::create(b, blocks,
+                                arith::ConstantIndexOp::create(b, 1)),
+          forall.getInductionVar(0));
+      head = forall.getInductionVar(1);
+    } else {
       // Waiting for a state pass: query blocks first to last, the order its
       // rows come, and every head's block i before any head's block i + 1.
       // The launch runs programs in the grid's linear order (x, the query

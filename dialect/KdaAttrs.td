@@ -256,14 +256,17 @@ def Kda_WindowPassAttr : AttrDef<Kda_Dialect, "WindowPass"> {
     attention (emitWindowAttention) with K = `key_dim`, V = `value_dim`,
     scores scaled by `scale`, over a window of `window` positions (0: the
     per-position sizes of the `window_sizes` argument); `varlen`: sequences
-    are the `cu_seqlens` offsets of one batch row.
+    are the `cu_seqlens` offsets of one batch row; `earlier_keys` (absent:
+    false): k and v hold S >= T rows, query row t at key row t + S - T
+    (kda.window_attention's `earlier_keys`).
   }];
   let parameters = (ins
     "int64_t":$key_dim,
     "int64_t":$value_dim,
     "int64_t":$window,
     "::mlir::FloatAttr":$scale,
-    "::mlir::BoolAttr":$varlen
+    "::mlir::BoolAttr":$varlen,
+    OptionalParameter<"::mlir::BoolAttr">:$earlier_keys
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;

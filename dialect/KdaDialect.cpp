@@ -141,7 +141,7 @@ LogicalResult StatePassAttr::verify(function_ref<InFlightDiagnostic()> emitError
 LogicalResult WindowPassAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                      int64_t keyDim, int64_t valueDim,
                                      int64_t window, FloatAttr scale,
-                                     BoolAttr varlen) {
+                                     BoolAttr varlen, BoolAttr earlierKeys) {
   if (keyDim <= 0 || valueDim <= 0)
     return emitError() << "#kda.window_pass: 'key_dim' and 'value_dim' must "
                           "be positive, found "
@@ -155,6 +155,9 @@ LogicalResult WindowPassAttr::verify(function_ref<InFlightDiagnostic()> emitErro
     return emitError() << "#kda.window_pass: 'scale' must be finite and "
                           "positive, found "
                        << s;
+  if (earlierKeys && earlierKeys.getValue() && varlen && varlen.getValue())
+    return emitError() << "#kda.window_pass: 'earlier_keys' takes dense "
+                          "sequences, not 'varlen'";
   return success();
 }
 

@@ -897,9 +897,25 @@ static LogicalResult verifyMixGate(Operation *op, ShapeChecker &shapes,
 LogicalResult WindowAttentionOp::verify() {
   Operation *op = getOperation();
   ShapeChecker shapes(op);
+  // Earlier keys: the key rows are a dimension S of their own (the ABI's
+  // symbol too), at least the T query rows, of dense sequences.
+  const bool earlier = getEarlierKeys();
+  const StringRef keyRows = earlier ? "S" : "T";
   if (failed(verifyQueryKeyValue(op, shapes, getQ(), getK(), getV(), {"B", "T", "HQ", "K"},
-                                 {"B", "T", "HK", "K"}, {"B", "T", "HV", "V"})))
+                                 {"B", keyRows, "HK", "K"}, {"B", keyRows, "HV", "V"})))
     return failure();
+  if (earlier) {
+    if (getCuSeqlens())
+      return emitOpError()
+             << "attribute 'earlier_keys' takes dense sequences: no "
+                "'cu_seqlens' operand (the keys before a packed sequence's "
+                "queries would be another sequence's)";
+    auto t = shapes.get("T"), rows = shapes.get("S");
+    if (t && rows && *rows < *t)
+      return emitOpError() << "operand 'k': dimension 1 (S, the key rows): "
+                              "expected at least T = "
+                           << *t << " (the query rows), found " << *rows;
+  }
   if (failed(shapes.checkNonEmpty({"HQ", "HK", "HV", "K", "V"})))
     return failure();
   // Output heads: HO = max(HQ, HV); each head count must divide it.

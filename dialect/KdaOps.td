@@ -419,6 +419,21 @@ def Kda_WindowAttentionOp : Kda_Op<"window_attention",
     `o = sigmoid(z) * x + (1 - sigmoid(z)) * window` (gated, `mix_gate` z
     `[B, T, HO]` or `[B, T, HO, V]`).
 
+    `earlier_keys`: k and v hold S >= T rows, `[B, S, HK, K]` and
+    `[B, S, HV, V]`, of which the queries are the last T (query row t sits
+    at key row t + S - T and attends to key rows
+    `max(0, t + S - T - W + 1) .. t + S - T`): a chunk of a sequence whose
+    earlier keys are kept, as a layer run in pieces or a chunked prefill
+    reads them. Dense sequences only (no `cu_seqlens`); per-position
+    windows are per query row, `[T]`. The kernel's ABI then names the key
+    rows `S`, a symbol of their own.
+
+    ```mlir
+    %o = kda.window_attention %q, %k, %v {window = 512 : i64, earlier_keys}
+        : tensor<1x1024x32x128xbf16>, tensor<1x4096x32x128xbf16>,
+          tensor<1x4096x32x128xbf16> -> tensor<1x1024x32x128xbf16>
+    ```
+
     ```mlir
     %o = kda.window_attention %q, %k, %v mix_linear(%x : tensor<1x64x4x32xbf16>)
         mix_gate(%z : tensor<1x64x4xf32>) {window = 16 : i64, mix = #kda<combine gated>}
@@ -437,7 +452,8 @@ def Kda_WindowAttentionOp : Kda_Op<"window_attention",
     OptionalAttr<I64Attr>:$window,
     OptionalAttr<F64Attr>:$scale,
     OptionalAttr<Kda_TileAttr>:$tile,
-    OptionalAttr<Kda_CombineModeAttr>:$mix
+    OptionalAttr<Kda_CombineModeAttr>:$mix,
+    UnitAttr:$earlier_keys
   );
   let results = (outs AnyRankedTensor:$o);
   let assemblyFormat = [{

@@ -1569,7 +1569,8 @@ struct TileWindowAttention : OpRewritePattern<WindowAttentionOp> {
                      b.getContext(), kd,
                      cast<RankedTensorType>(v.getType()).getDimSize(3), window,
                      b.getF64FloatAttr(scale),
-                     b.getBoolAttr(static_cast<bool>(op.getCuSeqlens()))));
+                     b.getBoolAttr(static_cast<bool>(op.getCuSeqlens())),
+                     op.getEarlierKeys() ? b.getBoolAttr(true) : BoolAttr()));
     }
     rewriter.replaceOp(op, emitWindowAttention(b, op, c));
     return success();

@@ -64,7 +64,7 @@ struct FoldMixIntoWindow : OpRewritePattern<HybridOp> {
         window.getK(), window.getV(), window.getWindowSizes(),
         window.getCuSeqlens(), linear, gated ? op.getZ() : Value(),
         window.getWindowAttr(), window.getScaleAttr(), window.getTileAttr(),
-        op.getModeAttr());
+        op.getModeAttr(), window.getEarlierKeysAttr());
     // The overlap schedule (kda-gpu-layer-entry): the window beside the
     // state pass, waiting for its progress.
     if (op.getOverlap())

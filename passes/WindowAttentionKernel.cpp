@@ -179,6 +179,18 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
 
   Value zero = tb.index(0), one = tb.index(1), cIdx = tb.index(c);
   SequenceLayout sequences(b, q, op.getCuSeqlens());
+  // Earlier keys (dense): k and v hold S >= T rows, query row t at key row
+  // t + shift, shift = S - T; every key position below is the key rows'.
+  Value keyRows, shift;
+  if (op.getEarlierKeys()) {
+    auto rows = [&](Value t) -> Value {
+      if (!ShapedType::isDynamic(dimOf(t, 1)))
+        return tb.index(dimOf(t, 1));
+      return tensor::DimOp::create(b, t, 1);
+    };
+    keyRows = rows(k);
+    shift = arith::SubIOp::create(b, keyRows, rows(q));
+  }
   Value out = tb.emptyOfType(oType, {sequences.batch(), sequences.tokens(),
                                      ho, b.getIndexAttr(vd)});
 
@@ -219,6 +231,8 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
         // Window per query row (f32 holds the integer sizes exactly).
         Value windows;
         Value firstBlock = z;
+        // The block's first query's key row.
+        Value qk0 = shift ? Value(arith::AddIOp::create(b1, q0, shift)) : q0;
         if (perPosition) {
           windows = tb1.load(op.getWindowSizes(),
                              {qAbs}, {0}, {c},
@@ -241,20 +255,37 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
           Value reach = tb1.index(w - 1);
           Value lowest = arith::SelectOp::create(
               b1,
-              arith::CmpIOp::create(b1, arith::CmpIPredicate::ugt, q0, reach),
-              arith::SubIOp::create(b1, q0, reach), z);
+              arith::CmpIOp::create(b1, arith::CmpIPredicate::ugt, qk0, reach),
+              arith::SubIOp::create(b1, qk0, reach), z);
           firstBlock = arith::DivUIOp::create(b1, lowest, cIdx);
+        }
+        // One past the key block of the block's last valid query: qb + 1
+        // where keys and queries are the same rows.
+        Value endBlock = arith::AddIOp::create(b1, qb, tb1.index(1));
+        if (shift) {
+          Value qEnd = arith::MinUIOp::create(
+              b1, arith::AddIOp::create(b1, q0, cIdx), length);
+          endBlock = arith::AddIOp::create(
+              b1,
+              arith::DivUIOp::create(
+                  b1,
+                  arith::SubIOp::create(
+                      b1, arith::AddIOp::create(b1, qEnd, shift),
+                      tb1.index(1)),
+                  cIdx),
+              tb1.index(1));
         }
         SoftmaxState start0 = windowStart(tb1, c, vd);
         auto keyLoop = scf::ForOp::create(
-            b1, firstBlock, arith::AddIOp::create(b1, qb, tb1.index(1)),
+            b1, firstBlock, endBlock,
             tb1.index(1), ValueRange{start0.m, start0.l, start0.acc},
             [&](OpBuilder &n2, Location l2, Value kb, ValueRange it) {
               ImplicitLocOpBuilder b2(l2, n2);
               TensorTileBuilder tb2(b2);
               Value z2 = tb2.index(0);
               Value k0 = arith::MulIOp::create(b2, kb, cIdx);
-              Value validK = validRows(b2, cIdx, length, k0);
+              Value validK =
+                  validRows(b2, cIdx, keyRows ? keyRows : length, k0);
               Value kAbs = arith::AddIOp::create(b2, start, k0);
               Value kTile = tb2.load(k, {row, kAbs, kHead, z2}, {1, 3},
                                      {c, kd}, validK);
@@ -262,7 +293,7 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
                                      {c, vd}, validK);
               auto keep = [&](ImplicitLocOpBuilder &bb, Value r, Value col,
                               ValueRange rowScalars) -> Value {
-                return windowKeeps(bb, arith::AddIOp::create(bb, q0, r),
+                return windowKeeps(bb, arith::AddIOp::create(bb, qk0, r),
                                    arith::AddIOp::create(bb, k0, col),
                                    windowFromF32(bb, rowScalars[0]));
               };

@@ -330,7 +330,7 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
   if (Status s = r.object(v, path,
                           {"name", "binary", "entry", "params", "grid", "block",
                            "dynamic_shared_memory", "tile", "resources",
-                           "strategy"}))
+                           "strategy", "at_least"}))
     return s;
   if (Status s = r.string(v, path, "name", k.name))
     return s;
@@ -503,6 +503,36 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
       return r.error(grid->array[i], gPath,
                      "grid size " + std::to_string(k.grid[i].value) +
                          " does not fit in 32 bits");
+  }
+  // [[A, B], ...]: symbol A's value at least symbol B's at every launch.
+  if (const Value *atLeast = v.find("at_least")) {
+    std::string alPath = Reader::join(path, "at_least");
+    if (!atLeast->isArray())
+      return r.error(*atLeast, alPath,
+                     "expected an array of [A, B] symbol pairs, found " +
+                         json::aKind(atLeast->kind));
+    for (size_t i = 0; i < atLeast->array.size(); ++i) {
+      const Value &pair = atLeast->array[i];
+      std::string pairPath = Reader::index(alPath, i);
+      if (!pair.isArray() || pair.array.size() != 2)
+        return r.error(pair, pairPath, "expected an array of 2 symbol names");
+      size_t index[2];
+      for (size_t j = 0; j < 2; ++j) {
+        const Value &name = pair.array[j];
+        std::string namePath = Reader::index(pairPath, j);
+        if (!name.isString())
+          return r.error(name, namePath,
+                         "expected a symbol name, found " +
+                             json::aKind(name.kind));
+        auto it = symbolIndex.find(name.string);
+        if (it == symbolIndex.end())
+          return r.error(name, namePath,
+                         "symbol " + quote(name.string) +
+                             " does not appear in any tensor's shape");
+        index[j] = it->second;
+      }
+      k.atLeast.emplace_back(index[0], index[1]);
+    }
   }
   if (Status s = r.field(v, path, "block", block))
     return s;

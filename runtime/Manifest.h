@@ -86,6 +86,10 @@ struct Kernel {
   std::vector<std::string>
       symbols; // every shape symbol, in order of first appearance
   Extent grid[3];
+  // "at_least": pairs of symbol indices (a, b) whose values must satisfy
+  // symbols[a] >= symbols[b] at launch (a window's key rows S and its query
+  // rows T with earlier keys).
+  std::vector<std::pair<size_t, size_t>> atLeast;
   uint32_t block[3] = {1, 1, 1};
   uint32_t dynamicSharedMemory = 0;                  // bytes
   std::vector<std::pair<std::string, int64_t>> tile; // informational

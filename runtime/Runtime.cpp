@@ -180,6 +180,23 @@ Status bindTensors(const Kernel &kernel, const kda_tensor *tensors,
     }
   }
 
+  // The manifest's "at_least" pairs (every symbol in them is bound: each
+  // occurs in some tensor's shape).
+  for (auto [a, b] : kernel.atLeast)
+    if (out.symbols[a] < out.symbols[b]) {
+      auto [ta, da] = out.boundAt[a];
+      auto [tb, db] = out.boundAt[b];
+      return Status(KDA_ERROR_BAD_TENSOR,
+                    label(kernel) + ": " + tensorName(kernel, ta) +
+                        " dimension " + std::to_string(da) + " (symbol " +
+                        kernel.symbols[a] + ") is " +
+                        std::to_string(out.symbols[a]) +
+                        ", expected at least " + kernel.symbols[b] + " = " +
+                        std::to_string(out.symbols[b]) + " (" +
+                        tensorName(kernel, tb) + " dimension " +
+                        std::to_string(db) + ")");
+    }
+
   static const char axes[] = "xyz";
   // What a launch may ask for on both vendors: CUDA's grid limits (2^31 - 1
   // blocks in x, 65535 in y and z; HIP's are no smaller). Checked here, so a
@@ -1097,6 +1114,10 @@ struct kda_pieces {
   std::vector<std::unique_ptr<kda_prepared>> pieces;
   std::vector<int64_t> starts, ends; // each piece's tokens
   std::vector<uint64_t> tokenBytes;  // per tensor: bytes a token (0: not per token)
+  // Per tensor: passed from row 0 through the piece's last token (a
+  // follower's earlier keys: their rows are a symbol the follower's kernel
+  // needs at least T), not offset.
+  std::vector<char> prefix;
   std::vector<uint64_t> bytes, alignment; // per tensor, the whole call's
   int32_t initialState = -1, finalState = -1; // tensor positions
   std::vector<uint64_t> regions;      // each piece's workspace offset
@@ -1142,11 +1163,19 @@ Status preparePieces(kda_bundle *bundle, const char *name,
                   "then the state pass), not " +
                       label(signature));
   const Entry &entry = *callable.entry;
-  if (entry.launches.size() != 2)
+  // Two launches (the chunk-parallel kernel, the state pass), or a third
+  // that follows the state pass (a layer's window with earlier keys: its
+  // kernel checks key rows at least T, "at_least").
+  const auto &kernels = bundle->manifest.kernels;
+  const bool follower = entry.launches.size() == 3 &&
+                        !kernels[entry.launches[2].kernel].atLeast.empty();
+  if (entry.launches.size() != 2 && !follower)
     return Status(KDA_ERROR_INVALID_ARGUMENT,
                   out.label + ": the entry must launch two kernels (the "
-                              "chunk-parallel one, then the state pass), it "
-                              "launches " +
+                              "chunk-parallel one, then the state pass), or "
+                              "three where the third follows the state pass "
+                              "over earlier keys (a window's \"at_least\"); "
+                              "it launches " +
                       std::to_string(entry.launches.size()));
   const size_t n = signature.tensorParams.size();
   for (size_t i = 0; i < n; ++i) {
@@ -1172,6 +1201,36 @@ Status preparePieces(kda_bundle *bundle, const char *name,
     return Status(KDA_ERROR_INVALID_ARGUMENT,
                   out.label + ": the entry has no token dimension T to split");
   const int64_t T = binding.symbols[static_cast<size_t>(tSymbol)];
+  // The follower's earlier keys: the entry symbols of its kernel's key rows
+  // (each pair's first where its second is the entry's T). A tensor with
+  // such a dimension is passed from row 0 through the piece's end.
+  std::vector<int> keyRows;
+  if (follower) {
+    const EntryLaunch &fl = entry.launches[2];
+    const Kernel &fk = kernels[fl.kernel];
+    // The entry symbol a kernel symbol takes: that of the entry parameter
+    // (not a workspace) bound to the first kernel tensor naming it.
+    auto entrySymbol = [&](size_t kernelSymbol) -> int {
+      for (size_t a = 0; a < fl.args.size(); ++a) {
+        const Param &kp = fk.params[fk.tensorParams[a]];
+        for (size_t d = 0; d < kp.shape.size(); ++d)
+          if (kp.shape[d].isSymbol() &&
+              kp.shape[d].symbolIndex == static_cast<int>(kernelSymbol)) {
+            if (fl.args[a].isWorkspace)
+              return -1;
+            const Param &ep =
+                signature.params[signature.tensorParams[fl.args[a].index]];
+            return ep.shape[d].isSymbol() ? ep.shape[d].symbolIndex : -1;
+          }
+      }
+      return -1;
+    };
+    for (auto [a, b] : fk.atLeast) {
+      int rows = entrySymbol(a);
+      if (entrySymbol(b) == tSymbol && rows >= 0 && rows != tSymbol)
+        keyRows.push_back(rows);
+    }
+  }
   const size_t is = static_cast<size_t>(out.initialState),
                fs = static_cast<size_t>(out.finalState);
   if (tensors[is].dtype != tensors[fs].dtype ||
@@ -1187,11 +1246,28 @@ Status preparePieces(kda_bundle *bundle, const char *name,
   // (one sequence), each piece a view of its tokens.
   std::vector<int> tDim(n, -1);
   out.tokenBytes.assign(n, 0);
+  out.prefix.assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
     const Param &param = signature.params[signature.tensorParams[i]];
     for (size_t d = 0; d < param.shape.size(); ++d) {
-      if (param.shape[d].symbolIndex != tSymbol)
+      const int sym = param.shape[d].symbolIndex;
+      const bool rows = param.shape[d].isSymbol() &&
+                        std::find(keyRows.begin(), keyRows.end(), sym) !=
+                            keyRows.end();
+      if (sym != tSymbol && !rows)
         continue;
+      if (rows) {
+        // Earlier keys: at least T rows (the follower reads them up to
+        // each piece's end).
+        if (tensors[i].shape[d] < T)
+          return Status(KDA_ERROR_BAD_TENSOR,
+                        out.label + ": " + tensorName(signature, i) +
+                            " dimension " + std::to_string(d) + " (" +
+                            param.shape[d].symbol + ", earlier keys) is " +
+                            std::to_string(tensors[i].shape[d]) +
+                            ", expected at least T = " + std::to_string(T));
+        out.prefix[i] = 1;
+      }
       if (tDim[i] >= 0)
         return Status(KDA_ERROR_INVALID_ARGUMENT,
                       out.label + ": " + tensorName(signature, i) +
@@ -1261,6 +1337,10 @@ Status preparePieces(kda_bundle *bundle, const char *name,
       view[i].shape = pieceShapes.data() + shapeAt[i];
       if (tDim[i] < 0)
         continue;
+      if (out.prefix[i]) { // earlier keys: rows 0 .. the piece's end
+        pieceShapes[shapeAt[i] + static_cast<size_t>(tDim[i])] = out.ends[pi];
+        continue;
+      }
       pieceShapes[shapeAt[i] + static_cast<size_t>(tDim[i])] =
           out.ends[pi] - out.starts[pi];
       if (view[i].data)
@@ -1338,26 +1418,36 @@ Status launchPiecesGraph(kda_pieces *p, void *const *data, void *workspace,
     void *lastChunk = nullptr, *lastState = nullptr;
     for (size_t pi = 0; pi < p->pieces.size(); ++pi) {
       kda_prepared &piece = *p->pieces[pi];
-      void *chunk = nullptr;
+      void *chunk = nullptr, *state = nullptr;
       for (size_t l = 0; l < piece.launches.size(); ++l) {
         kda_prepared::Launch &launch = piece.launches[l];
-        bool state = launch.index != 0;
+        // 0: the chunk-parallel launch, after the last piece's; 1: the
+        // state pass, after its piece's chunk launch and the last piece's
+        // state pass (the chain, at the greatest priority); 2: the
+        // follower (a window over earlier keys), after its piece's state
+        // pass only, so that it runs beside the next pieces' state passes.
+        const size_t kind = std::min<size_t>(launch.index, 2);
         void *deps[2];
         size_t numDeps = 0;
-        if (!state && lastChunk)
+        if (kind == 0 && lastChunk)
           deps[numDeps++] = lastChunk;
-        if (state && chunk)
+        if (kind == 1 && chunk)
           deps[numDeps++] = chunk;
-        if (state && lastState)
+        if (kind == 1 && lastState)
           deps[numDeps++] = lastState;
+        if (kind == 2 && (state || chunk))
+          deps[numDeps++] = state ? state : chunk;
         void *node = nullptr;
         if (Status s = driver.graphAddKernel(p->graph, *launch.kernel,
                                              launch.function, launch.config,
-                                             deps, numDeps, state, node))
+                                             deps, numDeps, kind == 1, node))
           return s;
         p->nodes.push_back(node);
         p->nodeLaunch.emplace_back(pi, l);
-        (state ? lastState : chunk) = node;
+        if (kind == 0)
+          chunk = node;
+        else if (kind == 1)
+          state = lastState = node;
       }
       if (chunk)
         lastChunk = chunk;
@@ -1401,7 +1491,7 @@ Status launchPieces(kda_pieces *p, void *const *data, int32_t count,
   for (size_t pi = 0; pi < P; ++pi) {
     void **d = p->data.data() + pi * n;
     for (size_t i = 0; i < n; ++i)
-      d[i] = p->tokenBytes[i] && data[i]
+      d[i] = p->tokenBytes[i] && data[i] && !p->prefix[i]
                  ? static_cast<char *>(data[i]) +
                        p->tokenBytes[i] * static_cast<uint64_t>(p->starts[pi])
                  : data[i];

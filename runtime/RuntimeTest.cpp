@@ -215,6 +215,7 @@ struct BundleDir {
     // The kernels of entriesManifest().
     dir.write("intra.sm_90a.cubin", cubin(90, {"intra_entry"}));
     dir.write("state.sm_90a.cubin", cubin(90, {"state_entry"}));
+    dir.write("window.sm_90a.cubin", cubin(90, {"window_entry"}));
   }
   const std::string &path() const { return dir.path(); }
 };
@@ -2678,6 +2679,57 @@ TEST_F(Fake, ZeroIfEqualGrid) {
   kda_bundle_free(bundle);
 }
 
+// "at_least": [[N, M]]: a launch with N >= M runs; one with N < M is
+// refused before the driver, naming both symbols and where they were bound
+// (a window's key rows S must be at least its query rows T); malformed
+// pairs are corrupt bundles.
+TEST_F(Fake, AtLeastSymbols) {
+  std::string m = replaced(
+      replaced(nvidiaManifest(), "\"grid\": [\"N\", 1, 1]",
+               "\"grid\": [\"N\", 1, 1], \"at_least\": [[\"N\", \"M\"]]"),
+      "\"shape\": [\"N\"]}", "\"shape\": [\"N\", \"M\"]}");
+  BundleDir b(m);
+  kda_bundle *bundle;
+  ASSERT_EQ(load(b, &bundle), KDA_OK) << kda_last_error();
+  for (auto [n, mm] : {std::pair<int64_t, int64_t>{6, 3}, {6, 6}, {4, 5}}) {
+    Tensor x(KDA_F32, {n, mm});
+    onDevice(x);
+    kda_tensor xv = x.view();
+    const int before = state().launches;
+    kda_status st = kda_launch(bundle, "kda_small", &xv, 1, nullptr);
+    if (n >= mm) {
+      EXPECT_EQ(st, KDA_OK) << kda_last_error();
+      EXPECT_EQ(state().launches, before + 1);
+    } else {
+      EXPECT_EQ(st, KDA_ERROR_BAD_TENSOR);
+      EXPECT_EQ(state().launches, before);
+      EXPECT_NE(std::string(kda_last_error())
+                    .find("dimension 0 (symbol N) is 4, expected at least M = "
+                          "5 (tensor 0 ('x') dimension 1)"),
+                std::string::npos)
+          << kda_last_error();
+    }
+  }
+  kda_bundle_free(bundle);
+  for (auto [field, message] :
+       {std::pair<std::string, std::string>{
+            "\"at_least\": [\"N\", \"M\"]",
+            "kernels[1].at_least[0]: expected an array of 2 symbol names"},
+        {"\"at_least\": [[\"N\", \"Q\"]]",
+         "kernels[1].at_least[0][1]: symbol \"Q\" does not appear in any "
+         "tensor's shape"},
+        {"\"at_least\": 3", "kernels[1].at_least: expected an array"}}) {
+    BundleDir bad(replaced(
+        replaced(nvidiaManifest(), "\"grid\": [\"N\", 1, 1]",
+                 "\"grid\": [\"N\", 1, 1], " + field),
+        "\"shape\": [\"N\"]}", "\"shape\": [\"N\", \"M\"]}"));
+    kda_bundle *out = nullptr;
+    EXPECT_EQ(load(bad, &out), KDA_ERROR_CORRUPT_BUNDLE) << field;
+    EXPECT_NE(std::string(kda_last_error()).find(message), std::string::npos)
+        << kda_last_error();
+  }
+}
+
 // A grid of ceil(N / d) programs (one per chunk of d tokens), and of
 // ceil(N / d) + N (the flat varlen grid's form: the chunks of packed
 // sequences, plus one program per sequence): the launch rounds up and adds,
@@ -2966,6 +3018,160 @@ TEST_F(FakePieces, LaunchesPiecesOnTwoStreams) {
   kda_pieces_free(nullptr);
   EXPECT_EQ(liveEvents(), 0);
   std::free(ws);
+}
+
+// A layer's entry in pieces: the chunk pair, then a window over earlier keys
+// (its kernel's key rows S at least T: "at_least") reading the layer's
+// `keys` [B, S, H, 128] from row 0 through each piece's end.
+std::string followerManifest() {
+  std::string m = piecesManifest();
+  std::string kernel = R"(
+    {
+      "name": "kda_p_window",
+      "binary": "window.sm_90a.cubin",
+      "entry": "window_entry",
+      "params": [
+        {"name": "q", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16},
+        {"name": "k", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "S", "H", 128], "alignment": 16},
+        {"name": "out", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16},
+        {"name": "T", "kind": "dim"},
+        {"name": "S", "kind": "dim"}
+      ],
+      "grid": [{"symbol": "T", "ceil_div": 64}, "H", 1],
+      "at_least": [["S", "T"]],
+      "block": [128, 1, 1]
+    },)";
+  std::string entry = R"(
+    {
+      "name": "kda_pw",
+      "params": [
+        {"name": "q", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16},
+        {"name": "initial_state", "kind": "tensor", "dtype": "f32",
+         "shape": ["H", 4, 4]},
+        {"name": "o", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16},
+        {"name": "final_state", "kind": "tensor", "dtype": "f32",
+         "shape": ["H", 4, 4]},
+        {"name": "keys", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "S", "H", 128], "alignment": 16},
+        {"name": "out", "kind": "tensor", "dtype": "bf16",
+         "shape": ["B", "T", "H", 128], "alignment": 16}
+      ],
+      "workspaces": [{"name": "ws0", "dtype": "f32", "shape": ["B", "T", "H", 8]}],
+      "launches": [
+        {"kernel": "kda_p_intra", "args": ["q", "initial_state", "ws0"]},
+        {"kernel": "kda_p_state",
+         "args": ["q", "initial_state", "ws0", "o", "final_state"]},
+        {"kernel": "kda_p_window", "args": ["q", "keys", "out"]}
+      ]
+    },)";
+  m = replaced(m, "\"kernels\": [", "\"kernels\": [" + kernel);
+  return replaced(m, "\"entries\": [", "\"entries\": [" + entry);
+}
+
+// The window follows its piece's state pass: eagerly on the side stream
+// behind it; as one graph after its piece's state node only (not in the
+// chain), at the default priority. Its q and out are the piece's rows, its
+// keys from row 0 (S = the piece's end). A keys tensor shorter than T, and
+// an entry whose third launch is no follower, are refused.
+class FakeFollower : public FakePieces {
+protected:
+  void run(bool graph) {
+    ScopedEnv mode{"KDA_PIECES_GRAPH", graph ? "1" : "0"};
+    ASSERT_EQ(load(fdir, &fb), KDA_OK) << kda_last_error();
+    onDevice(keys);
+    onDevice(out);
+    std::vector<kda_tensor> v = {q.view(),    h0.view(),   o.view(),
+                                 ht.view(),   keys.view(), out.view()};
+    kda_pieces *pieces = nullptr;
+    uint64_t bytes = 0;
+    ASSERT_EQ(kda_prepare_pieces(fb, "kda_pw", v.data(), 6, starts, 3, &pieces,
+                                 &bytes),
+              KDA_OK)
+        << kda_last_error();
+    EXPECT_EQ(bytes, 3072u); // the workspace as without the window
+    void *data[6] = {q.data, h0.data, o.data, ht.data, keys.data, out.data};
+    char *ws = static_cast<char *>(std::aligned_alloc(256, 4096));
+    ASSERT_EQ(kda_launch_pieces(pieces, data, 6, ws, bytes, kStream), KDA_OK)
+        << kda_last_error();
+    const std::string events = state().events;
+    if (graph)
+      EXPECT_NE(events.find("node:intra_entry/0 node:state_entry/1 "
+                            "priority:-5@2 node:window_entry/1 "
+                            "node:intra_entry/1 node:state_entry/2 "
+                            "priority:-5@5 node:window_entry/1 "
+                            "node:intra_entry/1 node:state_entry/2 "
+                            "priority:-5@8 node:window_entry/1 "),
+                std::string::npos)
+          << events;
+    else
+      EXPECT_NE(events.find("launch:intra_entry record:e1@caller wait:s1@e1 "
+                            "launch:state_entry launch:window_entry "
+                            "launch:intra_entry"),
+                std::string::npos)
+          << events;
+    const FakeState &s = state();
+    ASSERT_EQ(s.historyCount, 9);
+    for (int p = 0; p < 3; ++p) {
+      const int w = 3 * p + 2;
+      const uint64_t off = 16 * 512 * static_cast<uint64_t>(p);
+      EXPECT_STREQ(s.history[w].entry, "window_entry");
+      EXPECT_EQ(arg(w, 0), reinterpret_cast<uintptr_t>(q.data) + off);
+      EXPECT_EQ(arg(w, 1), reinterpret_cast<uintptr_t>(keys.data));
+      EXPECT_EQ(arg(w, 2), reinterpret_cast<uintptr_t>(out.data) + off);
+      EXPECT_EQ(arg(w, 3), p < 2 ? 16u : 8u);      // T: the piece's rows
+      EXPECT_EQ(arg(w, 4), p < 2 ? 16u * (p + 1) : 40u); // S: its end
+    }
+    kda_pieces_free(pieces);
+    std::free(ws);
+    kda_bundle_free(fb);
+  }
+  BundleDir fdir{followerManifest()};
+  kda_bundle *fb = nullptr;
+  Tensor keys{KDA_BF16, {1, 40, 2, 128}}, out{KDA_BF16, {1, 40, 2, 128}};
+  const int64_t starts[3] = {0, 16, 32};
+};
+
+TEST_F(FakeFollower, Eager) { run(false); }
+
+TEST_F(FakeFollower, OneGraph) { run(true); }
+
+TEST_F(FakeFollower, Errors) {
+  ASSERT_EQ(load(fdir, &fb), KDA_OK) << kda_last_error();
+  Tensor shortKeys{KDA_BF16, {1, 39, 2, 128}};
+  onDevice(shortKeys);
+  onDevice(out);
+  std::vector<kda_tensor> v = {q.view(),  h0.view(),        o.view(),
+                               ht.view(), shortKeys.view(), out.view()};
+  kda_pieces *bad = nullptr;
+  uint64_t bytes = 0;
+  EXPECT_EQ(kda_prepare_pieces(fb, "kda_pw", v.data(), 6, starts, 3, &bad,
+                               &bytes),
+            KDA_ERROR_BAD_TENSOR);
+  EXPECT_NE(std::string(kda_last_error())
+                .find("tensor 4 ('keys') dimension 1 (S, earlier keys) is 39, "
+                      "expected at least T = 40"),
+            std::string::npos)
+      << kda_last_error();
+  kda_bundle_free(fb);
+  // A third launch without "at_least" is no follower.
+  BundleDir plain{replaced(followerManifest(),
+                           "\"at_least\": [[\"S\", \"T\"]],", "")};
+  ASSERT_EQ(load(plain, &fb), KDA_OK) << kda_last_error();
+  onDevice(keys);
+  v[4] = keys.view();
+  EXPECT_EQ(kda_prepare_pieces(fb, "kda_pw", v.data(), 6, starts, 3, &bad,
+                               &bytes),
+            KDA_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(kda_last_error()).find("or three where the third"),
+            std::string::npos)
+      << kda_last_error();
+  kda_bundle_free(fb);
+  fb = nullptr;
 }
 
 // An entry whose launches name a stream and the launches they follow (a

@@ -198,11 +198,17 @@ KDA_API void kda_prepared_free(kda_prepared *prepared);
  * of its tokens, so that the state pass of piece i runs beside the
  * chunk-parallel launch of piece i + 1. The entry must launch two kernels (a
  * chunk-parallel one that does not read the initial state, then the state
- * pass) and take tensors named initial_state and final_state of one dtype and
- * size; every tensor with the token dimension T has extent 1 before it (one
- * sequence). Piece i covers tokens [starts[i], starts[i + 1]) (the last up to
- * T); starts[0] = 0 and they strictly increase below T. The state pass is
- * exact across any split: outputs equal the one-piece launch's bit for bit.
+ * pass), or three where the third follows the state pass over earlier keys
+ * (a layer's window: its kernel's manifest says "at_least" [S, T]), and take
+ * tensors named initial_state and final_state of one dtype and size; every
+ * tensor with the token dimension T has extent 1 before it (one sequence).
+ * Piece i covers tokens [starts[i], starts[i + 1]) (the last up to T);
+ * starts[0] = 0 and they strictly increase below T; a tensor whose rows are
+ * the follower's key rows S (at least T of them) is passed from row 0 through
+ * the piece's last token. The state pass is exact across any split: outputs
+ * equal the one-piece launch's bit for bit. The follower of piece i runs
+ * after that piece's state pass: eagerly on the side stream behind it; as one
+ * graph (below) beside the later pieces' state passes.
  *
  * kda_prepare_pieces prepares every piece as kda_prepare would its view of
  * the tensors (each per-token tensor offset by the piece's first token, the

@@ -13,7 +13,8 @@
 //     their `kda.name` argument attribute, else after the kernel parameter
 //     that first receives them (q, k, v, gate, ...);
 //     each result is a parameter after them (`o`, the buffer the last
-//     kernel writes in place of the function's fresh tensor);
+//     kernel writes in place of the function's fresh tensor; o0, o1, ...
+//     for several, or the result's `kda.name`);
 //   * every other destination (a `tensor.empty` a call writes: the gated
 //     delta's output, the window's) is a workspace `cI_NAME` (call I, the
 //     callee's parameter name), and a called entry's own workspaces are
@@ -609,9 +610,14 @@ struct LayerEntryPass : kda::impl::KdaGpuLayerEntryBase<LayerEntryPass> {
       buffers[it->second].param = true;
       outputs.push_back(it->second);
     }
-    for (auto [i, o] : llvm::enumerate(outputs))
-      buffers[o].name =
-          unique(outputs.size() == 1 ? "o" : "o" + std::to_string(i));
+    // A result the function names ({kda.name = "final_state"}: the state a
+    // layer in pieces passes on) keeps its name; the others are o, o0, o1..
+    for (auto [i, o] : llvm::enumerate(outputs)) {
+      std::string name = outputs.size() == 1 ? "o" : "o" + std::to_string(i);
+      if (auto given = f.getResultAttrOfType<StringAttr>(i, "kda.name"))
+        name = given.str();
+      buffers[o].name = unique(name);
+    }
     // Workspace names (identifiers, unique among parameters and workspaces).
     for (Buffer &buffer : buffers)
       if (!buffer.param)

@@ -874,6 +874,27 @@ struct MapKernelsPass : kda::impl::KdaGpuMapKernelsBase<MapKernelsPass> {
       return failure();
     Attribute opTile = f->getAttr("kda.tile");
     Attribute strategy = f->getAttr("kda.strategy");
+    // A window with earlier keys reads k's rows S as at least q's rows T:
+    // the runtime checks it at launch ("at_least").
+    Attribute atLeast;
+    if (auto w = f->getAttrOfType<kda::WindowPassAttr>(kda::kWindowPassAttr);
+        w && w.getEarlierKeys() && w.getEarlierKeys().getValue()) {
+      auto rows = [&](StringRef name) -> Attribute {
+        std::optional<unsigned> i = kda::abiArgumentIndex(abi, name);
+        if (!i)
+          return {};
+        auto dims = cast<DictionaryAttr>(abi[*i]).getAs<ArrayAttr>("dims");
+        auto d = dims && dims.size() > 1 ? dyn_cast<StringAttr>(dims[1])
+                                         : StringAttr();
+        return d ? builder.getStringAttr(symbolName(d.getValue()))
+                 : Attribute();
+      };
+      Attribute keys = rows("k"), queries = rows("q");
+      if (!keys || !queries)
+        return f.emitError("kda-gpu-map-kernels: a window kernel with "
+                           "earlier keys needs k's and q's rows as symbols");
+      atLeast = builder.getArrayAttr({builder.getArrayAttr({keys, queries})});
+    }
     f.erase();
 
     SmallVector<NamedAttribute> launch = {
@@ -887,6 +908,8 @@ struct MapKernelsPass : kda::impl::KdaGpuMapKernelsBase<MapKernelsPass> {
                              builder.getI64IntegerAttr(*arena))};
     if (strategy) // lanes or tiles (kda-gpu-select-strategy)
       launch.push_back(builder.getNamedAttr("strategy", strategy));
+    if (atLeast)
+      launch.push_back(builder.getNamedAttr("at_least", atLeast));
     if (auto tile = dyn_cast_or_null<kda::TileAttr>(opTile)) {
       // What the op asked for (#kda.tile); the driver adds the defaults.
       // Segments only where there are some (manifests before them match).

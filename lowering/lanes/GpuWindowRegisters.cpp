@@ -143,6 +143,11 @@ struct WindowProgram : LaneBuilder {
   /// before it reads them (mixLinear). Null without.
   Value progress;
   int64_t progressChunk = 16;
+  /// Earlier keys (WindowPassAttr's earlier_keys): the key rows S (k's and
+  /// v's dimension 1) and the query rows' shift into them, S - T (null
+  /// without: keys and queries are the same rows). Set per program (emit).
+  bool earlierKeys = false;
+  Value keyLength, shift;
   Value lane, warp, tid;
   std::string failure;
 
@@ -161,6 +166,8 @@ struct WindowProgram : LaneBuilder {
   Value cmp(arith::CmpIPredicate p, Value x, Value y) {
     return arith::CmpIOp::create(b, p, x, y);
   }
+  /// Query position `x`'s key row (earlier keys: x + S - T).
+  Value toKey(Value x) { return shift ? add(x, shift) : x; }
   void when(Value cond, llvm::function_ref<void()> body) {
     auto op = scf::IfOp::create(b, cond, false);
     OpBuilder::InsertionGuard guard(b);
@@ -270,6 +277,12 @@ struct WindowProgram : LaneBuilder {
       start = asIndex(load(cu, ValueRange{n}));
       length = arith::SubIOp::create(b, asIndex(load(cu, ValueRange{add(n, 1)})),
                                      start);
+    }
+    keyLength = length;
+    shift = Value();
+    if (earlierKeys) {
+      keyLength = memref::DimOp::create(b, k, 1);
+      shift = arith::SubIOp::create(b, keyLength, length);
     }
     Value q0 = mul(qb, kRows);
     when(ult(q0, length), [&] {
@@ -458,8 +471,9 @@ struct WindowProgram : LaneBuilder {
     KeyBlocks blocks = keyBlocks(tb, rowL, qw, q0, qLast, start, last);
     Value windows = blocks.windows, kbFirst = blocks.first,
           kbLast = blocks.last;
+    Value qwKey = toKey(qw);
     auto issueBlock = [&](Value stage, Value kb) {
-      issueUnit(ks, vs, stage, kb, length, row, start, kHead, vHead);
+      issueUnit(ks, vs, stage, kb, keyLength, row, start, kHead, vHead);
     };
     if (unitStages == 2)
       issueBlock(idx(0), kbFirst);
@@ -493,14 +507,14 @@ struct WindowProgram : LaneBuilder {
       // One step, its mask kept everywhere but the interior (a branch per
       // case, as on NVIDIA, had the compiler hoist both cases' shared
       // fragment reads above it: WMMA's kernel spilled).
-      Value interior = interiorOf(k0, q0, qLast);
+      Value interior = interiorOf(k0, toKey(q0), toKey(qLast));
       SoftmaxState s = fromCarried(tb, it, rowL, accL);
       Value kTile = tb.makeShared(ks, ValueRange{stage}, {keys, K});
       Value vTile =
           tb.makeSharedTransposed(vs, ValueRange{stage}, {keys, V});
       auto keep = [&](ImplicitLocOpBuilder &bb, Value r, Value col,
                       ValueRange rowScalars) {
-        return keeps(bb, qw, k0, interior, r, col, rowScalars);
+        return keeps(bb, qwKey, k0, interior, r, col, rowScalars);
       };
       SmallVector<Value> rowData;
       if (windows)
@@ -551,7 +565,7 @@ struct WindowProgram : LaneBuilder {
     KeyBlocks out;
     Value firstKey;
     if (window > 0) {
-      firstKey = windowFirstKey(b, q0, idx(window));
+      firstKey = windowFirstKey(b, toKey(q0), idx(window));
     } else {
       SmallVector<Value> w;
       Value cap = f32(double(int64_t(1) << 62));
@@ -571,14 +585,14 @@ struct WindowProgram : LaneBuilder {
         b.setInsertionPointToStart(loop.getBody());
         Value qi = loop.getInductionVar();
         Value size = asIndex(load(sizes, ValueRange{add(start, qi)}));
-        Value first = windowFirstKey(b, qi, size);
+        Value first = windowFirstKey(b, toKey(qi), size);
         scf::YieldOp::create(b, ValueRange{minu(first,
                                                 loop.getRegionIterArgs()[0])});
       }
       firstKey = loop.getResult(0);
     }
     out.first = arith::DivUIOp::create(b, firstKey, idx(keys));
-    out.last = arith::DivUIOp::create(b, qLast, idx(keys));
+    out.last = arith::DivUIOp::create(b, toKey(qLast), idx(keys));
     return out;
   }
 
@@ -758,13 +772,14 @@ struct WindowProgram : LaneBuilder {
     }
     for (int64_t i = 0; i + 1 < stages; ++i) {
       when(cmp(arith::CmpIPredicate::ule, add(kbFirst, i), kbLast), [&] {
-        issue(ks, vs, idx(i), add(kbFirst, i), length, plans);
+        issue(ks, vs, idx(i), add(kbFirst, i), keyLength, plans);
       });
       NVVM::CpAsyncCommitGroupOp::create(b);
     }
 
     SmallVector<Value> init =
         carried(tb, windowStart(tb, kRows, V), rowL, accL);
+    Value qk0 = toKey(q0); // the block's first query's key row
 
     auto loop = scf::ForOp::create(b, kbFirst, add(kbLast, 1), idx(1), init);
     {
@@ -792,7 +807,7 @@ struct WindowProgram : LaneBuilder {
         issue(ks, vs,
               arith::RemUIOp::create(b, add(visited, stages - 1),
                                      idx(stages)),
-              ahead, length, plans);
+              ahead, keyLength, plans);
       });
       NVVM::CpAsyncCommitGroupOp::create(b);
 
@@ -814,7 +829,7 @@ struct WindowProgram : LaneBuilder {
         }
         auto keep = [&](ImplicitLocOpBuilder &bb, Value r, Value col,
                         ValueRange rowScalars) {
-          return keeps(bb, q0, k0, Value(), r, col, rowScalars);
+          return keeps(bb, qk0, k0, Value(), r, col, rowScalars);
         };
         SmallVector<Value> rowData;
         if (windows)
@@ -829,7 +844,7 @@ struct WindowProgram : LaneBuilder {
         return carried(tb, next, rowL, accL);
       };
       // The interior runs without the mask.
-      Value interior = interiorOf(k0, q0, qLast);
+      Value interior = interiorOf(k0, qk0, toKey(qLast));
       auto branch = scf::IfOp::create(b, TypeRange(ValueRange(init)),
                                       interior, /*withElse=*/true);
       {
@@ -930,6 +945,8 @@ struct WindowRegistersPass
     prog.cu = byName("cu_seqlens");
     prog.sizes = byName("window_sizes");
     prog.mixLinear = byName("mix_linear");
+    prog.earlierKeys =
+        desc.getEarlierKeys() && desc.getEarlierKeys().getValue();
     prog.mixGate = byName("mix_gate");
     const bool waits = func->hasAttr(kda::kWaitProgressAttr);
     if (waits) {

@@ -262,14 +262,17 @@ def decode_step_config(*, K: int, V: int, qk_dtype: str, v_dtype: str,
 def window_attention_config(*, K: int, V: int, qk_dtype: str, v_dtype: str, window: int,
                             scale: Optional[float] = None,
                             cu_seqlens_dtype: Optional[str] = None,
-                            window_sizes_dtype: Optional[str] = None) -> Dict[str, Any]:
+                            window_sizes_dtype: Optional[str] = None,
+                            earlier_keys: bool = False) -> Dict[str, Any]:
     """Canonical configuration of one ``kda.window_attention`` kernel.
 
     The window W is the op's attribute, so it is part of the configuration;
     B, T and the head counts HQ, HK, HV, HO are dynamic. Per-position
     windows (the op's ``window_sizes`` tensor [T], int32 / int64) are
     ``window = 0`` with ``window_sizes_dtype`` (a key only such
-    configurations have, so that the others hash as before).
+    configurations have, so that the others hash as before). ``earlier_keys``
+    (the op's attribute, a key only where true): k and v hold S >= T rows of
+    which the queries are the last T (dense sequences only).
     """
     cfg = {
         "op": "window_attention",
@@ -281,6 +284,8 @@ def window_attention_config(*, K: int, V: int, qk_dtype: str, v_dtype: str, wind
     }
     if window_sizes_dtype is not None:
         cfg["window_sizes_dtype"] = window_sizes_dtype
+    if earlier_keys:
+        cfg["earlier_keys"] = True
     validate(cfg)
     return cfg
 
@@ -309,8 +314,13 @@ def hybrid_config(*, gated_delta: Dict[str, Any], window: int, mix: str,
     "fused": the mix in the window kernel's epilogue, after the state pass
     (kda-fuse-window-mix); "overlap": the same window beside the state pass
     (the state pass on the side stream, a multiprocessor a block, publishing
-    its progress, which the window waits for on NVIDIA; the configuration
-    says so only for "overlap")."""
+    its progress, which the window waits for on NVIDIA; "pieces": the
+    layer as pipelined pieces of one sequence (kda_prepare_pieces): the
+    gated delta part with fp32 states between pieces (``gated_delta`` takes
+    them: kda.tune.pieces_config) and the window over earlier keys, its k
+    and v the layer's ``window_k`` and ``window_v`` (the caller's k and v
+    again), each piece's window after its state pass. The configuration
+    says so only for "overlap" and "pieces")."""
     cfg = {
         **_layer_head("hybrid", gated_delta, mix),
         "window": window,
@@ -410,19 +420,25 @@ def validate(cfg: Dict[str, Any]) -> None:
         return
     if cfg["op"] == "hybrid":
         gd = _validate_layer_part(cfg)
-        # The layer entry's outputs are o alone; a state in or out would be a
-        # second entry parameter layout (not described yet).
+        # The layer entry's outputs are o alone, but for the pieces schedule's
+        # fp32 states passed between pieces.
+        pieces = cfg.get("schedule") == "pieces"
         for key in ("initial_state_dtype", "final_state_dtype", "boundary_interval"):
-            if gd.get(key):
+            if gd.get(key) and not (pieces and key != "boundary_interval" and gd[key] == "f32"):
                 raise ValueError(f"gated_delta.{key}: a hybrid layer takes no states yet "
                                  "(run chunk_kda and window_attention for states)")
+        if pieces and (gd.get("initial_state_dtype") != "f32" or gd.get("final_state_dtype") != "f32"
+                       or gd.get("cu_seqlens_dtype") is not None):
+            raise ValueError("schedule 'pieces': the gated delta part passes fp32 states between the pieces "
+                             "of one dense sequence (kda.tune.pieces_config)")
         w = cfg.get("window")
         if not isinstance(w, int) or isinstance(w, bool) or w < 1:
             raise ValueError(f"window: expected an integer >= 1, got {w!r}")
         if cfg.get("mix") not in ("sum", "gated"):
             raise ValueError(f"mix: expected sum or gated, got {cfg.get('mix')!r}")
-        if cfg.get("schedule", "overlap") != "overlap":
-            raise ValueError(f"schedule: expected 'overlap' or no key (fused), got {cfg.get('schedule')!r}")
+        if cfg.get("schedule", "overlap") not in ("overlap", "pieces"):
+            raise ValueError(f"schedule: expected 'overlap', 'pieces' or no key (fused), "
+                             f"got {cfg.get('schedule')!r}")
         z = cfg.get("z")
         if cfg["mix"] == "gated":
             if not isinstance(z, dict) or z.get("form") not in ("head", "channel") or \
@@ -445,6 +461,11 @@ def validate(cfg: Dict[str, Any]) -> None:
         elif not isinstance(w, int) or isinstance(w, bool) or w < 1:
             raise ValueError(f"window: expected an integer >= 1, got {w!r}")
         dtype("cu_seqlens_dtype", allowed=("i32", "i64"))
+        if "earlier_keys" in cfg:
+            if cfg["earlier_keys"] is not True:
+                raise ValueError(f"earlier_keys: expected true (or no key), got {cfg['earlier_keys']!r}")
+            if cfg["cu_seqlens_dtype"] is not None:
+                raise ValueError("earlier_keys: takes dense sequences, not cu_seqlens")
         return
     if cfg["update"] not in ("delta", "additive"):
         raise ValueError(f"update: expected delta or additive, got {cfg['update']!r}")
@@ -593,7 +614,7 @@ def describe(cfg: Dict[str, Any]) -> str:
     if cfg["op"] == "hybrid":
         mix = cfg["mix"] + (f":{cfg['z']['form']}:{cfg['z']['dtype']}" if cfg["z"] else "")
         scale = f" window_scale={cfg['window_scale']:g}" if cfg["window_scale"] is not None else ""
-        sched = " overlap" if cfg.get("schedule") == "overlap" else ""
+        sched = f" {cfg['schedule']}" if cfg.get("schedule") in ("overlap", "pieces") else ""
         return f"hybrid {mix}{sched} window={cfg['window']}{scale} of [{describe(cfg['gated_delta'])}]"
     if cfg["op"] == "multi_scale":
         mix = cfg["mix"] + (f":{cfg['z_dtype']}" if cfg["mix"] == "gated" else "")
@@ -609,6 +630,8 @@ def describe(cfg: Dict[str, Any]) -> str:
             parts.append(f"scale={cfg['scale']:g}")
         if cfg["cu_seqlens_dtype"]:
             parts.append(f"varlen={cfg['cu_seqlens_dtype']}")
+        if cfg.get("earlier_keys"):
+            parts.append("earlier_keys")
         return " ".join(parts)
     parts = [cfg["op"], cfg["update"], f"K={cfg['K']}", f"V={cfg['V']}",
              f"qk={cfg['qk_dtype']}", f"v={cfg['v_dtype']}"]
@@ -915,6 +938,8 @@ def _window_attention_mlir(cfg: Dict[str, Any]) -> str:
         operands.append(f"cu_seqlens(%cu_seqlens : {tcu})")
     if cfg["scale"] is not None:
         attrs.append(f"scale = {_f64(cfg['scale'])} : f64")
+    if cfg.get("earlier_keys"):
+        attrs.append("earlier_keys")
     op = (f"  %o = kda.window_attention %q, %k, %v" + "".join(" " + o for o in operands)
           + (" {" + ", ".join(attrs) + "}" if attrs else "") + f" : {tq}, {tq}, {tv} -> {tv}")
     return (f"// kda configuration: {describe(cfg)}\n"
@@ -954,15 +979,33 @@ def _hybrid_mlir(cfg: Dict[str, Any]) -> str:
         tz = _tensor([B, None, None] + ([V] if cfg["z"]["form"] == "channel" else []), cfg["z"]["dtype"])
         args.append(f"%z: {tz} {{kda.name = \"z\"}}")
         mix = f" gate(%z : {tz})"
+    # The pieces schedule: the window over earlier keys of its own k and v
+    # (the layer's window_k, window_v: each piece's from row 0), the gated
+    # delta part's final state a second result.
+    pieces = cfg.get("schedule") == "pieces"
+    wk, wv = "%k", "%v"
+    if pieces:
+        args += [f"%window_k: {tq} {{kda.name = \"window_k\"}}", f"%window_v: {tv} {{kda.name = \"window_v\"}}"]
+        wk, wv = "%window_k", "%window_v"
+        window_attrs.append("earlier_keys")
+    lin, result, results, returned = "%lin", f"-> {tv}", tv, "%o"
+    if gd["final_state_dtype"]:
+        state_tail = [K, V] if gd["state_layout"] == "k_major" else [V, K]
+        tsf = _tensor([None, None] + state_tail, gd["final_state_dtype"])
+        lin, result = "%lin, %ht", f"-> {tv} final_state {tsf}"
+        results = f"({tv} {{kda.name = \"o\"}}, {tsf} {{kda.name = \"final_state\"}})"
+        returned = f"%o, %ht : {tv}, {tsf}"
+    else:
+        returned = f"%o : {tv}"
     return (f"// kda configuration: {describe(cfg)}\n"
-            f"func.func @kda_hybrid({', '.join(args)}) -> {tv} {{\n"
-            f"  %lin = kda.gated_delta {gd['update']} %q, %k, %v" + "".join(" " + o for o in operands)
-            + " {" + ", ".join(attrs) + "}" + f" : {tq}, {tq}, {tv} -> {tv}\n"
-            f"  %win = kda.window_attention %q, %k, %v" + "".join(" " + o for o in window_operands)
+            f"func.func @kda_hybrid({', '.join(args)}) -> {results} {{\n"
+            f"  {lin} = kda.gated_delta {gd['update']} %q, %k, %v" + "".join(" " + o for o in operands)
+            + " {" + ", ".join(attrs) + "}" + f" : {tq}, {tq}, {tv} {result}\n"
+            f"  %win = kda.window_attention %q, {wk}, {wv}" + "".join(" " + o for o in window_operands)
             + " {" + ", ".join(window_attrs) + "}" + f" : {tq}, {tq}, {tv} -> {tv}\n"
             f"  %o = kda.hybrid {cfg['mix']} %lin, %win{mix}"
             + (" {overlap}" if cfg.get("schedule") == "overlap" else "") + f" : {tv}, {tv} -> {tv}\n"
-            f"  return %o : {tv}\n"
+            f"  return {returned}\n"
             "}\n")
 
 

@@ -352,10 +352,17 @@ def window_attention_config(q, k, v, window, scale=None, cu_seqlens=None,
     if len(_shape(q)) != 4:
         raise ValueError(f"q: expected [B, T, HQ, K], got shape {list(_shape(q))}")
     B, T, HQ, K = _shape(q)
-    if len(_shape(k)) != 4 or _shape(k)[:2] != (B, T) or _shape(k)[3] != K:
-        raise ValueError(f"k: expected [B, T, HK, K] = [{B}, {T}, HK, {K}], got {list(_shape(k))}")
-    if len(_shape(v)) != 4 or _shape(v)[:2] != (B, T):
-        raise ValueError(f"v: expected [B, T, HV, V] = [{B}, {T}, HV, V], got {list(_shape(v))}")
+    # Earlier keys: k and v may hold S > T rows, the queries being the last
+    # T of them (dense sequences only).
+    S = _shape(k)[1] if len(_shape(k)) == 4 else T
+    if S != T and cu_seqlens is not None:
+        raise ValueError(f"k: expected [B, T, HK, K] = [{B}, {T}, HK, {K}] with cu_seqlens (earlier keys, "
+                         f"S > T rows, take dense sequences), got {list(_shape(k))}")
+    if len(_shape(k)) != 4 or _shape(k)[0] != B or S < T or _shape(k)[3] != K:
+        raise ValueError(f"k: expected [B, T, HK, K] = [{B}, {T}, HK, {K}] (or S > T rows: the queries the "
+                         f"last T of them), got {list(_shape(k))}")
+    if len(_shape(v)) != 4 or _shape(v)[:2] != (B, S):
+        raise ValueError(f"v: expected [B, S, HV, V] = [{B}, {S}, HV, V] (k's rows), got {list(_shape(v))}")
     HK, HV, V = _shape(k)[2], _shape(v)[2], _shape(v)[3]
     HO = max(HQ, HV)
     for name, h in (("HQ", HQ), ("HK", HK), ("HV", HV)):
@@ -394,7 +401,8 @@ def window_attention_config(q, k, v, window, scale=None, cu_seqlens=None,
     return _bundles.window_attention_config(
         K=K, V=V, qk_dtype=_dt(q), v_dtype=_dt(v), window=int(window), scale=scale,
         cu_seqlens_dtype=_dt(cu_seqlens) if cu_seqlens is not None else None,
-        window_sizes_dtype=_dt(window_sizes) if window_sizes is not None else None)
+        window_sizes_dtype=_dt(window_sizes) if window_sizes is not None else None,
+        earlier_keys=S != T)
 
 
 def _layer_mix(mix, z, z_shape: str) -> str:
@@ -643,9 +651,11 @@ class _Pieces:
     token (whole chunks a piece) and the runtime's handle, prepared at the
     first call."""
 
-    def __init__(self, cfg, chip, named, pieces):
+    def __init__(self, cfg, chip, named, pieces, pcfg=None):
         self.pieces = pieces
-        pcfg = _tune.pieces_config(cfg)
+        # chunk_kda's configuration with fp32 states, or a layer's in pieces
+        # (hybrid_attention: its gated delta part has them).
+        pcfg = pcfg or _tune.pieces_config(cfg)
         self.tile = tile = _tune.pieces_tile()
         self.bundle, self.entry, self.used_tile = bundle, entry, _ = _bundle_for(pcfg, chip, tile)
         self.entry_params = [p["name"] for p in bundle.entries[entry]["params"]]
@@ -653,7 +663,8 @@ class _Pieces:
         B, T, _, K = q.shape
         HV, V = v.shape[2], v.shape[3]
         self.device = q.device
-        tail = (K, V) if pcfg["state_layout"] == "k_major" else (V, K)
+        gd = pcfg.get("gated_delta", pcfg)
+        tail = (K, V) if gd["state_layout"] == "k_major" else (V, K)
         self.state_shape = (B, HV) + tail
         self.zeros = None  # the first piece's state where the call has none (kept: the kernels only read it)
         self.scratch = None  # the last piece's state where the call wants none
@@ -1897,7 +1908,10 @@ def window_attention(q, k, v, window: int | None = None, scale: float | None = N
 
     Args:
         q: ``[B, T, HQ, K]``; k: ``[B, T, HK, K]`` (q's dtype);
-            v: ``[B, T, HV, V]`` (FLA's layout). The output has
+            v: ``[B, T, HV, V]`` (FLA's layout). k and v may hold S > T rows
+            (dense sequences): the queries are then the last T of them, query
+            row ``t`` at key row ``t + S - T`` (a chunk of a sequence whose
+            earlier keys are kept: a chunked prefill). The output has
             ``HO = max(HQ, HV)`` heads; each of HQ, HK, HV must divide HO and
             output head ``h`` reads q head ``h / (HO / HQ)``, k head
             ``h / (HO / HK)``, v head ``h / (HO / HV)`` (GQA: HQ > HK = HV).
@@ -1962,6 +1976,10 @@ def hybrid_attention(q, k, v, g, beta, z=None, *, window: int, mix: str | None =
     (kda-fuse-window-mix), run by the runtime as one entry (``kda_hybrid``,
     kda-gpu-layer-entry) with one workspace (``KDA_HYBRID_SCHEDULE=overlap``:
     the window beside the state pass, waiting for its progress; kda.tune.hybrid_schedule).
+    One long dense sequence runs as pipelined pieces where chunk_kda's would
+    (kda.tune.hybrid_pieces, ``KDA_HYBRID_PIECES=P`` to choose): each piece's
+    window, over the keys before it too, after its piece's state pass and
+    beside the next pieces' (the runtime's kda_prepare_pieces).
     No states in or out (run chunk_kda and window_attention for those).
     Forward only.
 
@@ -1981,7 +1999,8 @@ def hybrid_attention(q, k, v, g, beta, z=None, *, window: int, mix: str | None =
                  for t in (q, k, v, g, beta, z, A_log, dt_bias, cu_seqlens)),
            window, mix, scale, window_scale, use_qk_l2norm_in_kernel, use_gate_in_kernel,
            use_beta_sigmoid_in_kernel, allow_neg_eigval, lower_bound, chunk_size, _plan_env(),
-           os.environ.get("KDA_HYBRID_V_BLOCK"), os.environ.get("KDA_HYBRID_SCHEDULE"))
+           os.environ.get("KDA_HYBRID_V_BLOCK"), os.environ.get("KDA_HYBRID_SCHEDULE"),
+           os.environ.get("KDA_HYBRID_PIECES"))
     plan = _hybrid_plans.get(key)
     if plan is None:
         cfg = hybrid_attention_config(q, k, v, g, beta, z, window=window, mix=mix, scale=scale,
@@ -2013,7 +2032,21 @@ def hybrid_attention(q, k, v, g, beta, z=None, *, window: int, mix: str | None =
         # pass in V blocks of 64 leaves half the chip to it, else the mix in the window's epilogue.
         # (KDA_HYBRID_V_BLOCK: another V block for the layer's state pass, to measure.)
         sms = _multiprocessors(q.device)
-        if _tune.hybrid_schedule(chip, N, HV, V, sms) == "overlap":
+        schedule = _tune.hybrid_schedule(chip, N, HV, V, sms)
+        # Pipelined pieces where chunk_kda would take them for this shape (one dense sequence):
+        # each piece's window after its state pass, beside the next pieces' (tune.hybrid_pieces).
+        pieces = _tune.hybrid_pieces(cfg, chip, N, HV, sms, T_seq, cu_seqlens is None, schedule)
+        if pieces > 1:
+            pcfg = _tune.hybrid_pieces_config(cfg)
+            _bundles.validate(pcfg)
+            plan = _hybrid_plans[key] = _Pieces(cfg, chip, named, pieces, pcfg=pcfg)
+    if isinstance(plan, _Pieces):
+        named["window_k"], named["window_v"] = named["k"], named["v"]
+        with torch.cuda.device(q.device):
+            plan(named)
+        return o
+    if plan is None:
+        if schedule == "overlap":
             cfg = dict(cfg, schedule="overlap")
             _bundles.validate(cfg)
             tile = _tune.hybrid_tile_override() or _tune.hybrid_overlap_tile()

@@ -95,6 +95,13 @@ def build(cfgs: List[Dict[str, Any]], chips: List[str], out_dir: str, jobs: int,
                 task = (_tune.pieces_config(c), chip, _tune.pieces_tile())
                 if task not in tasks:
                     tasks.append(task)
+            # A hybrid layer's in pieces (kda.tune.hybrid_pieces): its gated
+            # delta part so, the window over earlier keys.
+            if (c.get("op") == "hybrid" and not c.get("schedule")
+                    and _tune.pieces_applies(c["gated_delta"], chip)):
+                task = (_tune.hybrid_pieces_config(c), chip, _tune.pieces_tile())
+                if task not in tasks:
+                    tasks.append(task)
     results = []
     # Bundles are named after the compiler that builds them (the cache key).
     compiler = compiler or _b.find_compiler()

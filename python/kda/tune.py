@@ -551,6 +551,24 @@ def hybrid_schedule(chip: str, N: int, HV: int, V: int, multiprocessors: int) ->
     return "fused"
 
 
+def hybrid_pieces(cfg: Dict[str, Any], chip: str, N: int, HV: int, multiprocessors: int,
+                  T: Optional[int], dense: bool, schedule: str) -> int:
+    """How many pipelined pieces a hybrid layer's call takes (1: none): those chunk_kda's
+    gated delta part would take for the shape (shape_policy_pieces: one dense sequence whose
+    state pass leaves half the chip), with the fused schedule; each piece's window (over
+    earlier keys, the mix in its epilogue) then runs after its piece's state pass, beside
+    the later pieces' (kda.bundles.hybrid_config's "pieces", docs/pipelining.md).
+    KDA_HYBRID_PIECES=P takes P pieces (1: none), to measure."""
+    forced = _int_env("KDA_HYBRID_PIECES", "a hybrid layer's pieces (1: none)", lambda p: 1 <= p <= 64,
+                      "1 to 64")
+    if schedule != "fused" or not dense or int(N) != 1 or not T:
+        return 1
+    gd = cfg["gated_delta"]
+    if forced is not None:
+        return min(forced, max(1, -(-int(T) // SUB_CHUNK))) if pieces_applies(gd, chip) else 1
+    return shape_policy_pieces(gd, chip, N, HV, multiprocessors, T, dense)
+
+
 def hybrid_tile_override() -> Optional[Dict[str, int]]:
     vb = _int_env("KDA_HYBRID_V_BLOCK", "a V block for a hybrid layer's state pass",
                   lambda v: v in HYBRID_V_BLOCKS, f"one of {HYBRID_V_BLOCKS}")
@@ -612,6 +630,12 @@ def pieces_config(cfg: Dict[str, Any]) -> Dict[str, Any]:
     """The configuration a pieces schedule launches: cfg with an fp32 initial
     and final state (every piece but the first starts from the one before)."""
     return dict(cfg, initial_state_dtype="f32", final_state_dtype="f32")
+
+
+def hybrid_pieces_config(cfg: Dict[str, Any]) -> Dict[str, Any]:
+    """A hybrid layer's configuration in pieces: its gated delta part with fp32 states between
+    the pieces, the window over earlier keys (kda.bundles.hybrid_config's "pieces")."""
+    return dict(cfg, gated_delta=pieces_config(cfg["gated_delta"]), schedule="pieces")
 
 
 def pieces_tile() -> Dict[str, int]:

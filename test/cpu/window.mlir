@@ -21,6 +21,13 @@
 // RUN: kda-run %s --function=window_per_position_i64 --input=3=%t/huge.npy --seed=5 --chunk=16 --output-dir=%t/huge
 // RUN: kda-run %s --function=window_per_position_i64 --input=3=%t/w200.npy --seed=5 --chunk=16 --output-dir=%t/w200
 // RUN: %python -c "import sys; a, b = (open(p, 'rb').read() for p in sys.argv[1:]); sys.exit(0 if a == b else 'outputs differ')" %t/huge/out0.npy %t/w200/out0.npy
+// Earlier keys: the queries are the last T of S key rows (a chunk of a
+// sequence whose earlier keys are kept), S - T not a multiple of the chunk.
+// RUN: kda-run %s --function=window_earlier_keys --chunk=32 --check | FileCheck %s
+// RUN: kda-run %s --function=window_earlier_keys --chunk=64 --check | FileCheck %s
+// RUN: kda-run %s --function=window_earlier_keys_per_position --chunk=16 --check | FileCheck %s
+// RUN: kda-run %s --function=window_earlier_keys_causal --chunk=16 --check | FileCheck %s
+// RUN: kda-run %s --function=window_earlier_keys_mix --chunk=32 --check | FileCheck %s
 // CHECK: result 0: {{.*}} ok
 // CHECK-NOT: FAIL
 
@@ -62,4 +69,24 @@ func.func @window_unbounded(%q: tensor<1x100x2x32xf32>, %k: tensor<1x100x2x32xf3
 func.func @window_per_position_i64(%q: tensor<1x100x2x32xf32>, %k: tensor<1x100x2x32xf32>, %v: tensor<1x100x2x32xf32>, %w: tensor<100xi64>) -> tensor<1x100x2x32xf32> {
   %o = kda.window_attention %q, %k, %v window_sizes(%w : tensor<100xi64>) : tensor<1x100x2x32xf32>, tensor<1x100x2x32xf32>, tensor<1x100x2x32xf32> -> tensor<1x100x2x32xf32>
   return %o : tensor<1x100x2x32xf32>
+}
+
+func.func @window_earlier_keys(%q: tensor<1x100x2x64xbf16>, %k: tensor<1x300x1x64xbf16>, %v: tensor<1x300x1x64xbf16>) -> tensor<1x100x2x64xbf16> {
+  %o = kda.window_attention %q, %k, %v {window = 70 : i64, earlier_keys} : tensor<1x100x2x64xbf16>, tensor<1x300x1x64xbf16>, tensor<1x300x1x64xbf16> -> tensor<1x100x2x64xbf16>
+  return %o : tensor<1x100x2x64xbf16>
+}
+
+func.func @window_earlier_keys_per_position(%q: tensor<1x90x2x64xbf16>, %k: tensor<1x157x2x64xbf16>, %v: tensor<1x157x2x64xbf16>, %w: tensor<90xi32>) -> tensor<1x90x2x64xbf16> {
+  %o = kda.window_attention %q, %k, %v window_sizes(%w : tensor<90xi32>) {earlier_keys} : tensor<1x90x2x64xbf16>, tensor<1x157x2x64xbf16>, tensor<1x157x2x64xbf16> -> tensor<1x90x2x64xbf16>
+  return %o : tensor<1x90x2x64xbf16>
+}
+
+func.func @window_earlier_keys_causal(%q: tensor<2x50x2x32xf32>, %k: tensor<2x130x2x32xf32>, %v: tensor<2x130x2x16xf32>) -> tensor<2x50x2x16xf32> {
+  %o = kda.window_attention %q, %k, %v {window = 1000 : i64, earlier_keys} : tensor<2x50x2x32xf32>, tensor<2x130x2x32xf32>, tensor<2x130x2x16xf32> -> tensor<2x50x2x16xf32>
+  return %o : tensor<2x50x2x16xf32>
+}
+
+func.func @window_earlier_keys_mix(%q: tensor<1x90x2x64xbf16>, %k: tensor<1x200x2x64xbf16>, %v: tensor<1x200x2x64xbf16>, %x: tensor<1x90x2x64xbf16>, %z: tensor<1x90x2xf32>) -> tensor<1x90x2x64xbf16> {
+  %o = kda.window_attention %q, %k, %v mix_linear(%x : tensor<1x90x2x64xbf16>) mix_gate(%z : tensor<1x90x2xf32>) {window = 64 : i64, mix = #kda<combine gated>, earlier_keys} : tensor<1x90x2x64xbf16>, tensor<1x200x2x64xbf16>, tensor<1x200x2x64xbf16> -> tensor<1x90x2x64xbf16>
+  return %o : tensor<1x90x2x64xbf16>
 }

@@ -1627,6 +1627,38 @@ func.func @decode_tile_v_block(%q: tensor<8x4x32xf32>, %v: tensor<8x4x16xf32>, %
 
 // -----
 
+func.func @win_keys_not_queries(%q: tensor<2x64x4x32xf32>, %k: tensor<2x80x4x32xf32>) {
+  // expected-error @+1 {{operand 'k': dimension 1 (T) is 80, but operand 'q' has T = 64}}
+  %o = kda.window_attention %q, %k, %k {window = 8 : i64} : tensor<2x64x4x32xf32>, tensor<2x80x4x32xf32>, tensor<2x80x4x32xf32> -> tensor<2x64x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @win_earlier_keys_fewer(%q: tensor<2x64x4x32xf32>, %k: tensor<2x48x4x32xf32>) {
+  // expected-error @+1 {{operand 'k': dimension 1 (S, the key rows): expected at least T = 64 (the query rows), found 48}}
+  %o = kda.window_attention %q, %k, %k {window = 8 : i64, earlier_keys} : tensor<2x64x4x32xf32>, tensor<2x48x4x32xf32>, tensor<2x48x4x32xf32> -> tensor<2x64x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @win_earlier_keys_values(%q: tensor<2x64x4x32xf32>, %k: tensor<2x80x4x32xf32>, %v: tensor<2x96x4x32xf32>) {
+  // expected-error @+1 {{operand 'v': dimension 1 (S) is 96, but operand 'k' has S = 80}}
+  %o = kda.window_attention %q, %k, %v {window = 8 : i64, earlier_keys} : tensor<2x64x4x32xf32>, tensor<2x80x4x32xf32>, tensor<2x96x4x32xf32> -> tensor<2x64x4x32xf32>
+  return
+}
+
+// -----
+
+func.func @win_earlier_keys_varlen(%q: tensor<1x64x4x32xf32>, %k: tensor<1x80x4x32xf32>, %cu: tensor<3xi32>) {
+  // expected-error @+1 {{attribute 'earlier_keys' takes dense sequences: no 'cu_seqlens' operand}}
+  %o = kda.window_attention %q, %k, %k cu_seqlens(%cu : tensor<3xi32>) {window = 8 : i64, earlier_keys} : tensor<1x64x4x32xf32>, tensor<1x80x4x32xf32>, tensor<1x80x4x32xf32> -> tensor<1x64x4x32xf32>
+  return
+}
+
+// -----
+
 func.func @win_mix_without_linear(%q: tensor<2x64x4x32xf32>, %x: tensor<2x64x4x32xf32>, %y: tensor<2x64x4x32xbf16>, %z: tensor<2x64x4xf32>, %zw: tensor<2x64x3xf32>, %zr: tensor<2x64xf32>) {
   // expected-error @+1 {{attribute 'mix' needs the 'mix_linear' operand}}
   %o = kda.window_attention %q, %q, %q {window = 8 : i64, mix = #kda<combine sum>} : tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32>, tensor<2x64x4x32xf32> -> tensor<2x64x4x32xf32>

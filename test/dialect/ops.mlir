@@ -571,6 +571,25 @@ func.func @window_per_op(%q: tensor<2x64x4x32xbf16>, %k: tensor<2x64x4x32xbf16>,
   return %o : tensor<2x64x4x16xbf16>
 }
 
+// Earlier keys: the queries are the last 64 of 192 key rows (dynamic too).
+// CHECK-LABEL: func.func @window_earlier_keys
+// CHECK: kda.window_attention %arg0, %arg1, %arg2 {earlier_keys, window = 512 : i64} :
+// CHECK-SAME: tensor<2x64x4x32xbf16>, tensor<2x192x4x32xbf16>, tensor<2x192x4x16xbf16> -> tensor<2x64x4x16xbf16>
+// CHECK: kda.window_attention %arg3, %arg4, %arg5 {earlier_keys, window = 16 : i64} :
+// CHECK-SAME: tensor<?x?x4x32xbf16>, tensor<?x?x4x32xbf16>, tensor<?x?x4x16xbf16> -> tensor<?x?x4x16xbf16>
+func.func @window_earlier_keys(%q: tensor<2x64x4x32xbf16>, %k: tensor<2x192x4x32xbf16>,
+                               %v: tensor<2x192x4x16xbf16>, %dq: tensor<?x?x4x32xbf16>,
+                               %dk: tensor<?x?x4x32xbf16>, %dv: tensor<?x?x4x16xbf16>)
+    -> (tensor<2x64x4x16xbf16>, tensor<?x?x4x16xbf16>) {
+  %o = kda.window_attention %q, %k, %v {window = 512 : i64, earlier_keys}
+      : tensor<2x64x4x32xbf16>, tensor<2x192x4x32xbf16>, tensor<2x192x4x16xbf16>
+      -> tensor<2x64x4x16xbf16>
+  %p = kda.window_attention %dq, %dk, %dv {window = 16 : i64, earlier_keys}
+      : tensor<?x?x4x32xbf16>, tensor<?x?x4x32xbf16>, tensor<?x?x4x16xbf16>
+      -> tensor<?x?x4x16xbf16>
+  return %o, %p : tensor<2x64x4x16xbf16>, tensor<?x?x4x16xbf16>
+}
+
 // A hybrid's mix fused into the window (kda-fuse-window-mix): sum, and gated
 // head-wise and channel-wise.
 // CHECK-LABEL: func.func @window_mix

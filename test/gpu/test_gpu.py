@@ -310,8 +310,10 @@ class WindowCase:
     """kda.window_attention(q, k, v, window, scale, cu_seqlens)."""
 
     def __init__(self, name, dtype, KV, window, B=2, T=100, HQ=4, HK=None, HV=None, V=None, seqlens=None,
-                 cu_dtype="i64", scale=None, seed=0, per_position=None):
+                 cu_dtype="i64", scale=None, seed=0, per_position=None, S=None):
         self.name, self.dtype, self.K, self.V, self.window = name, dtype, KV, V or KV, window
+        # S > T: earlier keys (k and v hold S rows, the queries the last T of them).
+        self.S = S
         # per_position = "i32" / "i64": window_sizes [T] drawn from 1 .. 2 window instead of the one window.
         self.per_position = per_position
         self.B, self.T, self.HQ = B, T, HQ
@@ -322,7 +324,8 @@ class WindowCase:
 
     def shapes(self):
         B, T, K, V = self.B, self.T, self.K, self.V
-        return dict(q=(B, T, self.HQ, K), k=(B, T, self.HK, K), v=(B, T, self.HV, V),
+        S = self.S or T
+        return dict(q=(B, T, self.HQ, K), k=(B, S, self.HK, K), v=(B, S, self.HV, V),
                     cu=(len(self.seqlens) + 1,) if self.seqlens is not None else None)
 
     def config(self):
@@ -343,8 +346,10 @@ class HybridCase:
     window_attention, mixed in float64 (SPEC.md section 5)."""
 
     def __init__(self, name, dtype, KV, window, mix, B=2, T=100, H=2, HV=None, seqlens=None, z_form="head",
-                 kimi=True, seed=0, schedule=None):
+                 kimi=True, seed=0, schedule=None, pieces=None):
         self.name, self.dtype, self.K, self.V, self.window, self.mix = name, dtype, KV, KV, window, mix
+        # The pipelined pieces the policy must choose (kda.tune.hybrid_pieces; None: one piece).
+        self.pieces = pieces
         # None: kda.tune.hybrid_schedule's choice (fused); "fused" or "overlap": forced through
         # KDA_HYBRID_SCHEDULE.
         self.schedule = schedule
@@ -686,6 +691,14 @@ def window_cases():
         WindowCase("f16-k64-window-per-position-W300-varlen-90,500,7", "f16", 64, 300, seqlens=[90, 500, 7],
                    HQ=2, per_position="i64"),
         WindowCase("f32-k64-window-per-position-W20-T130", "f32", 64, 20, B=1, T=130, HQ=2, per_position="i64"),
+        # Earlier keys: the queries the last T of S key rows (a chunk of a sequence whose earlier keys
+        # are kept), S - T no multiple of the 64-key blocks; per position; K = 256 (wgmma's Q in shared
+        # memory on sm_90a); a window past S (causal over every key).
+        WindowCase("bf16-k128-window-W512-T300-S1000-earlier-keys", "bf16", 128, 512, B=2, T=300, HQ=2, S=1000),
+        WindowCase("bf16-k64-window-per-position-W100-T130-S400-earlier-keys-gqa", "bf16", 64, 100, B=1, T=130,
+                   HQ=4, HK=2, S=400, per_position="i32"),
+        WindowCase("bf16-k256-window-W200-T200-S520-earlier-keys", "bf16", 256, 200, B=1, T=200, HQ=2, S=520),
+        WindowCase("f16-k128-window-W4096-T70-S333-earlier-keys", "f16", 128, 4096, B=1, T=70, HQ=2, S=333),
     ]
     return cases
 
@@ -712,6 +725,13 @@ def hybrid_cases():
         # starts once every state program has).
         HybridCase("bf16-k128-hybrid-gated-W256-T2000-B2-overlap", "bf16", 128, 256, "gated", B=2, T=2000,
                    schedule="overlap"),
+        # One long sequence in pipelined pieces (kda.tune.hybrid_pieces: chunk_kda's policy), each
+        # piece's window over earlier keys after its state pass: gated per head (4 pieces, T off
+        # any block), summed with 8 pieces and a window past a piece.
+        HybridCase("bf16-k128-hybrid-gated-W512-T8229-H2-pieces4", "bf16", 128, 512, "gated", B=1, T=8229,
+                   H=2, pieces=4),
+        HybridCase("bf16-k128-hybrid-sum-W4096-T16400-H1-pieces8", "bf16", 128, 4096, "sum", B=1, T=16400,
+                   H=1, pieces=8),
     ]
 
 
@@ -776,10 +796,13 @@ def sanitize_cases():
         # The lane kernel's two shared stages, interior and edge blocks, a partial last block.
         WindowCase("san-bf16-k128-window-W100-T300-gqa", "bf16", 128, 100, B=1, T=300, HQ=2, HK=1),
         WindowCase("san-bf16-k256-window-W100-T200", "bf16", 256, 100, B=1, T=200, HQ=2),
+        WindowCase("san-bf16-k128-window-W100-T150-S410-earlier-keys", "bf16", 128, 100, B=1, T=150, HQ=2, S=410),
         HybridCase("san-bf16-k128-hybrid-gated-W64-varlen-gva", "bf16", 128, 64, "gated", seqlens=[70, 3, 40],
                    H=1, HV=2),
         HybridCase("san-bf16-k128-hybrid-gated-W64-T600-overlap", "bf16", 128, 64, "gated", B=1, T=600, H=2,
                    schedule="overlap"),
+        HybridCase("san-bf16-k128-hybrid-gated-W100-T8200-H1-pieces4", "bf16", 128, 100, "gated", B=1, T=8200,
+                   H=1, pieces=4),
         MultiScaleCase("san-bf16-k128-multiscale-gated-M2-varlen-40,3,20-gva", "bf16", 128, "gated", M=2,
                        seqlens=[40, 3, 20], H=1, HV=2),
     ]
@@ -1414,6 +1437,13 @@ def run_hybrid_case(case, torch, oracle):
     if kinds != ["lanes"] * 3 or ran not in want.values() or (case.schedule and ran != want[case.schedule]):
         problems.append(f"the layer ran {st}, expected the gated delta's two lane kernels and the window's, "
                         f"the mix in the window or a kernel")
+    # Pipelined pieces (each piece's window over earlier keys after its state pass) where the policy
+    # gives them, one piece elsewhere.
+    got = getattr(kops.last_launch, "pieces", 1)
+    if got != (case.pieces or 1):
+        problems.append(f"pieces: {got} ran, {case.pieces or 1} expected")
+    if case.pieces:
+        metrics.append(f"pieces={got}")
     _compare(torch, oracle, "o", o, ref_o, bar, problems, metrics)
     return problems, metrics, bar
 

@@ -1094,9 +1094,21 @@ Status windowAttention(const WindowArgs &a, Tensor &o) {
   KDA_RETURN_IF_ERROR(checkPositive("q", a.q, {{2, "HQ"}, {3, "K"}}));
   const int64_t B = a.q.shape[0], T = a.q.shape[1], HQ = a.q.shape[2],
                 K = a.q.shape[3];
-  KDA_RETURN_IF_ERROR(checkShape("k", a.k, "[B, T, HK, K]", {B, T, -1, K}));
+  // Keys: T rows, or S >= T rows of one dense batch's sequences whose
+  // queries are the last T (earlier keys: query row t sits at key row
+  // t + S - T).
+  const int64_t S = a.k.rank() == 4 ? a.k.shape[1] : T;
+  if (S != T && !a.cuSeqlens.empty())
+    return fail("k", "T = " + std::to_string(T) +
+                         " rows with cuSeqlens (earlier keys need dense "
+                         "sequences)",
+                std::to_string(S) + " rows");
+  if (S < T)
+    return fail("k", "S >= T = " + std::to_string(T) + " rows",
+                std::to_string(S) + " rows");
+  KDA_RETURN_IF_ERROR(checkShape("k", a.k, "[B, S, HK, K]", {B, S, -1, K}));
   KDA_RETURN_IF_ERROR(checkPositive("k", a.k, {{2, "HK"}}));
-  KDA_RETURN_IF_ERROR(checkShape("v", a.v, "[B, T, HV, V]", {B, T, -1, -1}));
+  KDA_RETURN_IF_ERROR(checkShape("v", a.v, "[B, S, HV, V]", {B, S, -1, -1}));
   KDA_RETURN_IF_ERROR(checkPositive("v", a.v, {{2, "HV"}, {3, "V"}}));
   const int64_t HK = a.k.shape[2], HV = a.v.shape[2], V = a.v.shape[3];
   // Output heads HO = max(HQ, HV); every head count must divide HO.
@@ -1140,16 +1152,17 @@ Status windowAttention(const WindowArgs &a, Tensor &o) {
     for (int64_t t = span.begin; t < span.end; ++t) {
       const int64_t W = perPosition ? a.windowPerPosition[t] : a.window;
       // Causal window clipped at the sequence start: never crosses
-      // cuSeqlens boundaries.
-      const int64_t lo = std::max(span.begin, t - W + 1);
+      // cuSeqlens boundaries. The query's key row: t + S - T.
+      const int64_t tk = t + (S - T);
+      const int64_t lo = std::max(span.begin, tk - W + 1);
       for (int64_t ho = 0; ho < HO; ++ho) {
         const double *q =
             &a.q.data[tokenOffset(span.batch, t, ho / (HO / HQ), T, HQ, K)];
-        p.assign(static_cast<size_t>(t - lo + 1), 0.0);
+        p.assign(static_cast<size_t>(tk - lo + 1), 0.0);
         double maxScore = -std::numeric_limits<double>::infinity();
-        for (int64_t s = lo; s <= t; ++s) {
+        for (int64_t s = lo; s <= tk; ++s) {
           const double *k =
-              &a.k.data[tokenOffset(span.batch, s, ho / (HO / HK), T, HK, K)];
+              &a.k.data[tokenOffset(span.batch, s, ho / (HO / HK), S, HK, K)];
           double dot = 0.0;
           for (int64_t i = 0; i < K; ++i)
             dot += q[i] * k[i];
@@ -1163,9 +1176,9 @@ Status windowAttention(const WindowArgs &a, Tensor &o) {
           denom += x;
         }
         double *dst = &out.data[tokenOffset(span.batch, t, ho, T, HO, V)];
-        for (int64_t s = lo; s <= t; ++s) {
+        for (int64_t s = lo; s <= tk; ++s) {
           const double *v =
-              &a.v.data[tokenOffset(span.batch, s, ho / (HO / HV), T, HV, V)];
+              &a.v.data[tokenOffset(span.batch, s, ho / (HO / HV), S, HV, V)];
           for (int64_t j = 0; j < V; ++j)
             dst[j] += p[s - lo] / denom * v[j];
         }

@@ -178,10 +178,13 @@ Status decodeStep(const DecodeArgs &args, DecodeResult &result);
 /// Output heads HO = max(HQ, HV); each of HQ, HK, HV divides HO and output
 /// head o reads q head o / (HO/HQ), k head o / (HO/HK), v head o / (HO/HV).
 /// This covers both GQA (HQ > HK = HV) and the KDA grouping (HQ = HK < HV).
+/// Earlier keys: k and v may hold S > T rows (dense sequences only), the
+/// queries then being the last T of them (query row t meets key rows up to
+/// t + S - T: a chunk of a sequence whose earlier keys are kept).
 struct WindowArgs {
   Tensor q; // [B, T, HQ, K]
-  Tensor k; // [B, T, HK, K]
-  Tensor v; // [B, T, HV, V]
+  Tensor k; // [B, T, HK, K] or [B, S, HK, K] (S >= T, earlier keys)
+  Tensor v; // [B, T, HV, V] or [B, S, HV, V]
   int64_t window = 0;                    // per op, >= 1; or
   std::vector<int64_t> windowPerPosition; // [T], each >= 1
   std::vector<int64_t> cuSeqlens;         // optional, requires B == 1

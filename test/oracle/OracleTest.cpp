@@ -1111,6 +1111,53 @@ TEST(Window, VarlenNeverCrossesSequenceBoundaries) {
   }
 }
 
+TEST(Window, EarlierKeysAreTheTailOfTheWholeSequence) {
+  // Queries of rows t0.. of a sequence with the keys of rows 0..: the same
+  // rows as the whole sequence's window attention, per op and per position,
+  // GQA; the keys may also start later than row 0 where the window allows.
+  Rng rng(106);
+  WindowArgs whole;
+  whole.q = rng.normal({1, 23, 4, 3});
+  whole.k = rng.normal({1, 23, 2, 3});
+  whole.v = rng.normal({1, 23, 2, 2});
+  for (int perPosition = 0; perPosition < 2; ++perPosition) {
+    whole.window = perPosition ? 0 : 5;
+    if (perPosition)
+      for (int64_t t = 0; t < 23; ++t)
+        whole.windowPerPosition.push_back(1 + (t * 7) % 9);
+    const Tensor ref = window(whole);
+    for (int64_t t0 : {0, 1, 9, 22}) {
+      for (int64_t k0 : {int64_t(0), std::max<int64_t>(0, t0 - 8)}) {
+        WindowArgs part = whole;
+        part.q = tokens(whole.q, t0, 23);
+        part.k = tokens(whole.k, k0, 23);
+        part.v = tokens(whole.v, k0, 23);
+        if (perPosition)
+          part.windowPerPosition.assign(whole.windowPerPosition.begin() + t0,
+                                        whole.windowPerPosition.end());
+        EXPECT_TRUE(near(window(part), tokens(ref, t0, 23), 1e-15))
+            << "queries from " << t0 << ", keys from " << k0
+            << " perPosition " << perPosition;
+      }
+    }
+  }
+  // Fewer keys than queries, and earlier keys with cuSeqlens: errors.
+  WindowArgs bad = whole;
+  bad.window = 5;
+  bad.windowPerPosition.clear();
+  bad.k = tokens(whole.k, 1, 23);
+  bad.v = tokens(whole.v, 1, 23);
+  Tensor o;
+  Status s = windowAttention(bad, o);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message.find("S >= T = 23 rows"), std::string::npos) << s.message;
+  bad.q = tokens(whole.q, 2, 23);
+  bad.cuSeqlens = {0, 10, 21};
+  s = windowAttention(bad, o);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message.find("dense"), std::string::npos) << s.message;
+}
+
 TEST(Window, HeadGroupingEqualsExplicitRepetition) {
   Rng rng(105);
   // GQA: HQ = 4, HK = HV = 2.

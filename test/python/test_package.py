@@ -187,6 +187,11 @@ def configs():
                                          window_sizes_dtype="i32"))
     out.append(b.window_attention_config(K=128, V=128, qk_dtype="f16", v_dtype="f16", window=0,
                                          window_sizes_dtype="i64", cu_seqlens_dtype="i64"))
+    # Earlier keys (k and v longer than q), per op and per position.
+    out.append(b.window_attention_config(K=128, V=128, qk_dtype="bf16", v_dtype="bf16", window=512,
+                                         earlier_keys=True))
+    out.append(b.window_attention_config(K=64, V=64, qk_dtype="bf16", v_dtype="bf16", window=0,
+                                         window_sizes_dtype="i32", earlier_keys=True))
     return out
 
 
@@ -505,7 +510,7 @@ def part_pure(kda_opt, tmp):
            what="window 0")
     raises(ValueError, kda.window_attention, wq, wk, wk, 2.5, contains="window: expected an integer >= 1",
            what="window 2.5")
-    raises(ValueError, kda.window_attention, wq, Meta((B, T + 1, 2, K)), wk, 4, contains="k: expected [B, T, HK, K]",
+    raises(ValueError, kda.window_attention, wq, Meta((B, T - 1, 2, K)), wk, 4, contains="k: expected [B, T, HK, K]",
            what="window k length")
     raises(ValueError, kda.window_attention, wq, Meta((B, T, 2, K), "float32"), wk, 4,
            contains="q and k must have the same dtype", what="window q/k dtype")
@@ -525,6 +530,25 @@ def part_pure(kda_opt, tmp):
     check("window_sizes_dtype" not in ops.window_attention_config(wq, wk, wk, 4),
           "a per-op window's configuration has no window_sizes_dtype (its hash is unchanged)")
     print("ok   per-position windows: configuration and argument checks")
+
+    # Earlier keys: k and v with S > T rows (the queries the last T of them).
+    ek = ops.window_attention_config(Meta((2, 9, 4, 64)), Meta((2, 40, 2, 64)), Meta((2, 40, 2, 64)), 16)
+    check(ek.get("earlier_keys") is True and "earlier_keys" in b.describe(ek)
+          and "earlier_keys}" in b.to_mlir(ek) and "tensor<?x?x?x64xbf16>" in b.to_mlir(ek),
+          f"earlier keys configuration: {ek}")
+    check("earlier_keys" not in ops.window_attention_config(wq, wk, wk, 4),
+          "k as long as q: no earlier_keys key (its hash is unchanged)")
+    raises(ValueError, ops.window_attention_config, Meta((2, 9, 4, 64)), Meta((2, 8, 2, 64)),
+           Meta((2, 8, 2, 64)), 16, contains="or S > T rows", what="fewer keys than queries")
+    raises(ValueError, ops.window_attention_config, Meta((2, 9, 4, 64)), Meta((2, 40, 2, 64)),
+           Meta((2, 39, 2, 64)), 16, contains="v: expected [B, S, HV, V] = [2, 40, HV, V]", what="v rows")
+    raises(ValueError, ops.window_attention_config, Meta((1, 9, 4, 64)), Meta((1, 40, 2, 64)),
+           Meta((1, 40, 2, 64)), 16, cu_seqlens=Meta((3,), "int64"), contains="take dense sequences",
+           what="earlier keys with cu_seqlens")
+    raises(ValueError, b.window_attention_config, K=64, V=64, qk_dtype="bf16", v_dtype="bf16", window=8,
+           cu_seqlens_dtype="i64", earlier_keys=True, contains="takes dense sequences",
+           what="earlier keys config with cu_seqlens")
+    print("ok   earlier keys: configuration and argument checks")
 
     # Configuration validation (kda.bundles).
     raises(ValueError, b.decode_step_config, K=64, V=64, qk_dtype="bf16", v_dtype="bf16", gate_activation="softplus",
@@ -1039,6 +1063,18 @@ def part_layer(kda_compile, runtime, fake_driver, tmp):
            contains="window: expected an integer >= 1", what="window 0")
     raises(ValueError, b.hybrid_config, gated_delta=dict(cfg["gated_delta"], final_state_dtype="f32"),
            window=64, mix="sum", contains="a hybrid layer takes no states", what="hybrid with a state")
+    # The layer in pipelined pieces (kda.tune.hybrid_pieces): fp32 states, the window over earlier keys.
+    from kda import tune as _tune
+    pc = _tune.hybrid_pieces_config(cfg)
+    text = b.to_mlir(pc)
+    check(pc["schedule"] == "pieces" and " pieces " in b.describe(pc) and "earlier_keys" in text
+          and 'kda.name = "final_state"' in text and "%window_k" in text, f"pieces config {b.describe(pc)}")
+    raises(ValueError, b.hybrid_config, gated_delta=dict(cfg["gated_delta"], initial_state_dtype="bf16",
+                                                          final_state_dtype="f32"),
+           window=64, mix="sum", schedule="pieces", contains="a hybrid layer takes no states",
+           what="hybrid pieces with bf16 states")
+    raises(ValueError, b.hybrid_config, gated_delta=cfg["gated_delta"], window=64, mix="sum", schedule="pieces",
+           contains="passes fp32 states between the pieces", what="hybrid pieces without states")
     print(f"ok   hybrid configuration: {b.describe(cfg)}")
 
     path = b.get_bundle_dir(cfg, "sm_90a")

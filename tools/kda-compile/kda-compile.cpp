@@ -1060,6 +1060,10 @@ int main(int argc, char **argv) {
     // How it is written (kda-gpu-select-strategy): lanes, or tiles and why.
     if (auto strategy = launch.get("strategy"))
       kernel["strategy"] = toJson(strategy);
+    // Symbol pairs the runtime checks at launch (a window's key rows at
+    // least its query rows).
+    if (auto atLeast = launch.get("at_least"))
+      kernel["at_least"] = toJson(atLeast);
     // The tiles the kernel was built with: the op's #kda.tile where it has
     // one (a v_block of 0 there means the default), else the defaults.
     llvm::json::Object tile;

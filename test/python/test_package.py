@@ -1119,6 +1119,45 @@ def part_layer(kda_compile, runtime, fake_driver, tmp):
     print("ok   layer's tensors checked like an entry's")
     bundle.close()
 
+    # The layer in pipelined pieces (its bundle at the pieces' tile, as kda.ops takes it for one long
+    # sequence): kda_prepare_pieces over kda_hybrid accepts the three launches, and one call runs
+    # each piece's chunk pair, then its window (over earlier keys: S = the piece's end), as one graph
+    # whose window nodes follow their piece's state node only.
+    from kda.runtime import _Marshalled
+    pb = Bundle(b.get_bundle_dir(pc, "sm_90a", tile=_tune.pieces_tile()))
+    pnames = [p["name"] for p in pb.tensor_params("kda_hybrid")]
+    check(pnames == ["q", "k", "v", "gate", "beta", "initial_state", "A_log", "dt_bias", "z", "window_k",
+                     "window_v", "o", "final_state"], f"pieces layer params {pnames}")
+    T1 = 100
+    shapes = dict(q=(1, T1, H, K), k=(1, T1, H, K), v=(1, T1, HV, K), gate=(1, T1, HV, K), beta=(1, T1, HV),
+                  initial_state=(1, HV, K, K), A_log=(HV,), dt_bias=(HV, K), z=(1, T1, HV),
+                  window_k=(1, T1, H, K), window_v=(1, T1, HV, K), o=(1, T1, HV, K), final_state=(1, HV, K, K))
+    ts = device_tensors(fake, shapes, ("initial_state", "A_log", "dt_bias", "final_state"))
+    run = pb.prepare_pieces(b"kda_hybrid", _Marshalled([ts[n] for n in pnames]), [0, 48, 80])
+    check(run is not None and run.pieces == 3, "kda_prepare_pieces over the layer entry")
+    for j, n in enumerate(pnames):
+        run.data[j] = ts[n].data_ptr()
+    mem = FakeTensor((run.workspace_bytes,), "int32")
+    fake.kda_fake_add_allocation(mem.data_ptr(), run.workspace_bytes, 0, 2)
+    before = fake.kda_fake_events().decode()
+    run.launch(mem.data_ptr(), run.workspace_bytes, 0x5700)
+    ev = fake.kda_fake_events().decode()[len(before):]
+    nodes = [e for e in ev.split() if e.startswith("node:")]
+    want = ["node:kda_gated_delta_kernel_intra/0", "node:kda_gated_delta_kernel_state/1",
+            "node:kda_window_attention_kernel/1"] + ["node:kda_gated_delta_kernel_intra/1",
+                                                     "node:kda_gated_delta_kernel_state/2",
+                                                     "node:kda_window_attention_kernel/1"] * 2
+    check(nodes == want and ev.count("launch:kda_window_attention_kernel") == 3, f"pieces events {ev!r}")
+    short = dict(ts, window_k=FakeTensor((1, T1 - 1, H, K), bf), window_v=FakeTensor((1, T1 - 1, HV, K), bf))
+    for n, h in (("window_k", H), ("window_v", HV)):
+        fake.kda_fake_add_allocation(short[n].data_ptr(), (T1 - 1) * h * K * 2, 0, 2)
+    raises(KdaError, pb.prepare_pieces, b"kda_hybrid", _Marshalled([short[n] for n in pnames]), [0, 48, 80],
+           contains="(S, earlier keys) is 99, expected at least T = 100", what="pieces keys shorter than T")
+    del run
+    pb.close()
+    print("ok   layer in pipelined pieces: each piece's window after its state pass (one graph)")
+    fake.kda_fake_reset()  # its event log is full
+
     # A multi-scale layer (kda.ops.multi_scale_attention's configuration: two log-space gates,
     # mixed by z [B, T, HV, 2]): one entry kda_multi_scale whose mix reads z itself (no slice
     # of it), each scale's gated delta launched in turn, the first state pass beside the second

@@ -666,6 +666,59 @@ def part_hybrid(torch, kda):
     return problems, f"{'+'.join(kinds)}; bit-exact against one stream, CUDA graph replayed"
 
 
+def part_hybrid_pieces(torch, kda):
+    """The hybrid layer in pipelined pieces (kda.tune.hybrid_pieces; here KDA_HYBRID_PIECES=3 on
+    T = 1000: pieces of 336, 336 and 328 tokens), each piece's window over earlier keys after its
+    state pass: the runtime's graph gives its eager schedule's output (KDA_PIECES_GRAPH=0) bit for
+    bit, a caller's CUDA graph replayed on new inputs gives an eager call's, and one piece (its
+    state pass in other V blocks) agrees within SPEC's bf16 bar."""
+    problems = []
+
+    def call(x):
+        return kda.hybrid_attention(x["q"], x["k"], x["v"], x["g"], x["beta"], x["z"], window=64,
+                                    A_log=x["A_log"], dt_bias=x["dt_bias"], **HYBRID_GATE)
+
+    def pieces(fn):
+        return with_env("KDA_HYBRID_PIECES", "3", fn)
+
+    def hybrid_inputs(seed):
+        x = inputs(torch, 1, 1000, seed)
+        x["z"] = torch.randn(1, 1000, HEADS, generator=torch.Generator(device="cuda").manual_seed(seed),
+                             device="cuda").bfloat16()
+        return x
+
+    with torch.no_grad():
+        x = hybrid_inputs(910)
+        got = pieces(lambda: call(x))
+        ran = getattr(kda.ops.last_launch, "pieces", 1)
+        if ran != 3:
+            problems.append(f"pieces: {ran} ran, 3 asked for")
+        eager = with_env("KDA_PIECES_GRAPH", "0", lambda: pieces(lambda: call(x)))
+        one = with_env("KDA_HYBRID_PIECES", "1", lambda: call(x))
+        torch.cuda.synchronize()
+        if not torch.equal(got, eager):
+            problems.append(f"the pieces as one graph differ from their eager schedule (max |diff| "
+                            f"{(got.float() - eager.float()).abs().max().item()})")
+        rmse = ((got.float() - one.float()).norm() / one.float().norm()).item()
+        if not rmse <= 5e-3:
+            problems.append(f"pieces against one piece: relative RMSE {rmse:.3e} (bar 5e-3)")
+        g = torch.cuda.CUDAGraph()
+        pieces(lambda: call(x))
+        torch.cuda.synchronize()
+        with torch.cuda.graph(g):
+            out = pieces(lambda: call(x))
+        fresh = hybrid_inputs(911)
+        for n in x:
+            x[n].copy_(fresh[n])
+        g.replay()
+        torch.cuda.synchronize()
+        ref = pieces(lambda: call(x))
+        torch.cuda.synchronize()
+        if not torch.equal(ref, out):
+            problems.append("CUDA graph of the layer in pieces, replayed on new inputs: differs from an eager call")
+    return problems, f"3 pieces; graph = eager bit for bit; against one piece {rmse:.2e}; CUDA graph replayed"
+
+
 def part_planned(torch, kda):
     """kda.ops' host path for repeated shapes (issue 22): the second call of a
     shape makes the plan's fast path, later calls take it. Their results must
@@ -1080,7 +1133,7 @@ def main():
           f"{kda.ops._traced is not None}", flush=True)
     parts = [("opcheck", part_opcheck), ("compile", part_compile), ("graph-decode", part_graph_decode),
              ("graph-prefill", part_graph_prefill), ("planned", part_planned), ("pieces", part_pieces),
-             ("hybrid", part_hybrid),
+             ("hybrid", part_hybrid), ("hybrid-pieces", part_hybrid_pieces),
              ("compile-model", part_compile_model), ("cp", part_cp),
              ("grad", lambda torch, kda: part_grad(torch, kda, args.fla))]
     layer_parts = [("layer-state-dict", part_layer_state_dict), ("layer-varlen-decode", part_layer_varlen_decode),

@@ -350,6 +350,28 @@ def part_unit(tmp):
     check(pp(1, 32, 32768) == 1, "PIECES_POLICY off: one piece")
     TU.PIECES_POLICY = True
     ok("pipelined pieces: one dense sequence, 4 or 8 pieces by length, KDA_PIECES")
+    # A hybrid layer's pieces (fifty-first session): chunk_kda's for its gated delta part, with the
+    # fused schedule; KDA_HYBRID_PIECES to choose.
+    layer = B.hybrid_config(gated_delta=dict(kimi, initial_state_dtype=None, final_state_dtype=None), window=512,
+                            mix="sum")
+    hp = lambda n, hv, t, dense=True, sched="fused": TU.hybrid_pieces(  # noqa: E731
+        layer, "sm_90a", n, hv, 132, t, dense, sched)
+    check(hp(1, 32, 8192) == 4 and hp(1, 32, 32768) == 8, (hp(1, 32, 8192), hp(1, 32, 32768)))
+    check(hp(1, 32, 4096) == 1 and hp(2, 32, 8192) == 1 and hp(1, 32, 8192, dense=False) == 1
+          and hp(1, 64, 8192) == 1, "short, batched, varlen or wide layers: one piece")
+    check(hp(1, 32, 8192, sched="overlap") == 1, "the overlap schedule: one piece")
+    pc = TU.hybrid_pieces_config(layer)
+    check(pc["schedule"] == "pieces" and pc["gated_delta"]["initial_state_dtype"] == "f32"
+          and pc["gated_delta"]["final_state_dtype"] == "f32" and "schedule" not in layer, pc)
+    B.validate(pc)
+    with restoring_env("KDA_HYBRID_PIECES"):
+        os.environ["KDA_HYBRID_PIECES"] = "3"
+        check(hp(1, 64, 1000) == 3 and hp(1, 32, 16) == 1, "KDA_HYBRID_PIECES=3 (never more than chunks)")
+        check(hp(1, 32, 8192, dense=False) == 1, "not for varlen")
+        os.environ["KDA_HYBRID_PIECES"] = "1"
+        check(hp(1, 32, 32768) == 1, "KDA_HYBRID_PIECES=1: none")
+        check_refused("KDA_HYBRID_PIECES", ("0", "65", "x"), lambda: hp(1, 32, 8192))
+    ok("hybrid pieces: chunk_kda's for the layer's gated delta part, KDA_HYBRID_PIECES")
 
     # --- the database --------------------------------------------------------
     fa, fb = "kda-aaaaaaaaaaaaaaaa-llvm22.1.0", "kda-bbbbbbbbbbbbbbbb-llvm22.1.0"

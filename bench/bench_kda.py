@@ -921,13 +921,15 @@ def run_case(case, torch, fla, kda_mod, args, l2_bytes):
             _sync(torch, row)
     else:
         row["check"] = {"problem": "not checked (only one side available)"}
-    if use_kda and case.kind == "fwd":
+    if use_kda and case.kind in ("fwd", "hybrid"):
         # The tile kda's bundle was built with: None is the compiled default
-        # (kda.tune.shape_policy_tile, or a tuning database, chose no other).
+        # (kda.tune.shape_policy_tile, or a tuning database, chose no other);
+        # and the pipelined pieces it ran (1: none).
         try:
             r.kda_call(0)
             _sync(torch, row)
             row["kda_tile"] = getattr(kops.last_launch, "bundle_tile", None)
+            row["kda_pieces"] = getattr(kops.last_launch, "pieces", 1)
         except Exception as e:  # noqa: BLE001 (reported by the timing below)
             row["kda_tile_error"] = f"{type(e).__name__}: {e}"
     chk = row["check"]

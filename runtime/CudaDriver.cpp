@@ -291,7 +291,7 @@ public:
     return Status::ok();
   }
 
-  Status createSideStream(void *&out) override {
+  Status createSideStream(void *&out, bool greatestPriority) override {
     out = nullptr;
     if (Status s = needPieces())
       return s;
@@ -301,7 +301,8 @@ public:
                     api_.describe("cuCtxGetStreamPriorityRange", r));
     CUstream stream = nullptr;
     if (CUresult r = api_.streamCreateWithPriority(
-            &stream, CU_STREAM_NON_BLOCKING, greatest))
+            &stream, CU_STREAM_NON_BLOCKING,
+            greatestPriority ? greatest : 0))
       return Status(KDA_ERROR_LAUNCH_FAILED,
                     api_.describe("cuStreamCreateWithPriority", r));
     out = stream;

@@ -81,18 +81,14 @@ public:
   // a capturing stream and waiting on it from the side stream brings the side
   // stream into the capture. KDA_ERROR_NO_DRIVER when the library lacks them.
   Status sideStream(int device, void *&out) {
-    std::lock_guard<std::mutex> lock(sideMutex_);
-    auto it = sideStreams_.find(device);
-    if (it == sideStreams_.end()) {
-      void *stream = nullptr;
-      if (Status s = createSideStream(stream)) {
-        out = nullptr;
-        return s;
-      }
-      it = sideStreams_.emplace(device, stream).first;
-    }
-    out = it->second;
-    return Status::ok();
+    return keptStream(device, true, out);
+  }
+  // A layer's pieces scheduled eagerly (kda_launch_pieces without a graph):
+  // the stream their followers (a window after each piece's state pass) run
+  // on, non-blocking at the device's default priority, so that they run
+  // beside the state passes instead of between them; kept like sideStream.
+  Status followerStream(int device, void *&out) {
+    return keptStream(device, false, out);
   }
   virtual Status createEvent(void *&out) = 0;
   virtual void destroyEvent(void *event) = 0; // best effort
@@ -158,12 +154,28 @@ public:
   }
 
 protected:
-  // A new stream of the current device for sideStream (never destroyed, like
-  // the modules).
-  virtual Status createSideStream(void *&out) = 0;
+  // A new non-blocking stream of the current device for sideStream (the
+  // greatest priority) or followerStream (the default one); never destroyed,
+  // like the modules.
+  virtual Status createSideStream(void *&out, bool greatest) = 0;
 private:
+  Status keptStream(int device, bool greatest, void *&out) {
+    std::lock_guard<std::mutex> lock(sideMutex_);
+    auto key = std::make_pair(device, greatest);
+    auto it = sideStreams_.find(key);
+    if (it == sideStreams_.end()) {
+      void *stream = nullptr;
+      if (Status s = createSideStream(stream, greatest)) {
+        out = nullptr;
+        return s;
+      }
+      it = sideStreams_.emplace(key, stream).first;
+    }
+    out = it->second;
+    return Status::ok();
+  }
   std::mutex sideMutex_;
-  std::map<int, void *> sideStreams_;
+  std::map<std::pair<int, bool>, void *> sideStreams_;
 
   Status noGraphs() const {
     return Status(KDA_ERROR_NO_DRIVER,

@@ -165,7 +165,7 @@ public:
     (void)api_.moduleUnload(static_cast<hipModule_t>(module));
   }
 
-  Status createSideStream(void *&out) override {
+  Status createSideStream(void *&out, bool greatestPriority) override {
     out = nullptr;
     if (Status s = needPieces())
       return s;
@@ -175,7 +175,7 @@ public:
                     api_.describe("hipDeviceGetStreamPriorityRange", e));
     hipStream_t stream = nullptr;
     if (hipError_t e = api_.streamCreateWithPriority(
-            &stream, hipStreamNonBlocking, greatest))
+            &stream, hipStreamNonBlocking, greatestPriority ? greatest : 0))
       return Status(KDA_ERROR_LAUNCH_FAILED,
                     api_.describe("hipStreamCreateWithPriority", e));
     out = stream;

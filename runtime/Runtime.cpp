@@ -1126,6 +1126,12 @@ struct kda_pieces {
   std::vector<void *> data; // per piece, its pointers (reused every call)
   void *side = nullptr;     // the driver's side stream (not owned)
   std::vector<void *> events; // one a piece, then the join
+  // A layer's pieces (a third launch, the follower): the driver's follower
+  // stream (not owned) and its events, one a piece, then the join; the eager
+  // schedule runs each piece's follower there after its state pass.
+  bool follower = false;
+  void *follow = nullptr;
+  std::vector<void *> followEvents;
   // Unless KDA_PIECES_GRAPH=0 (read by kda_prepare_pieces), where the driver
   // has graphs: the schedule as one graph, built at the first launch that is
   // not being captured; nodes[i] runs launches of piece nodePiece[i].
@@ -1137,6 +1143,9 @@ struct kda_pieces {
 
   ~kda_pieces() {
     for (void *e : events)
+      if (e)
+        driver->destroyEvent(e);
+    for (void *e : followEvents)
       if (e)
         driver->destroyEvent(e);
     if (graph || exec)
@@ -1157,6 +1166,7 @@ Status preparePieces(kda_bundle *bundle, const char *name,
   const Kernel &signature = callable.signature();
   out.signature = &signature;
   out.label = "pipelined pieces of " + label(signature);
+  out.follower = false;
   if (!callable.entry)
     return Status(KDA_ERROR_INVALID_ARGUMENT,
                   "pipelined pieces take an entry (a chunk-parallel launch, "
@@ -1169,6 +1179,7 @@ Status preparePieces(kda_bundle *bundle, const char *name,
   const auto &kernels = bundle->manifest.kernels;
   const bool follower = entry.launches.size() == 3 &&
                         !kernels[entry.launches[2].kernel].atLeast.empty();
+  out.follower = follower;
   if (entry.launches.size() != 2 && !follower)
     return Status(KDA_ERROR_INVALID_ARGUMENT,
                   out.label + ": the entry must launch two kernels (the "
@@ -1388,6 +1399,16 @@ Status preparePieces(kda_bundle *bundle, const char *name,
       return s.prefix(out.label + ": ");
     out.events.push_back(event);
   }
+  if (out.follower) {
+    if (Status s = out.driver->followerStream(out.device, out.follow))
+      return s.prefix(out.label + ": ");
+    for (size_t e = 0; e <= P; ++e) {
+      void *event = nullptr;
+      if (Status s = out.driver->createEvent(event))
+        return s.prefix(out.label + ": ");
+      out.followEvents.push_back(event);
+    }
+  }
   // The graph form is the default where the driver has graphs: eager
   // launches reach the GPU too late for the pieces to overlap (T = 32768,
   // H = 32 on the H100: eight pieces 2.102 ms eagerly, 1.866 as one graph,
@@ -1563,15 +1584,36 @@ Status launchPieces(kda_pieces *p, void *const *data, int32_t count,
       break;
     }
     for (size_t l = 0; l < piece.launches.size() && failed.isOk(); ++l)
-      if (piece.launches[l].index != 0)
+      if (piece.launches[l].index == 1)
         if (Status s = launchOne(&piece, l, p->side))
           failed = s.prefix(where());
+    // The follower (a layer's window) after this piece's state pass, on
+    // the follower stream: beside the next pieces' state passes.
+    if (!failed.isOk() || !p->follower)
+      continue;
+    if (Status s = driver.recordEvent(p->followEvents[pi], p->side)) {
+      failed = s.prefix(where());
+      break;
+    }
+    if (Status s = driver.waitEvent(p->follow, p->followEvents[pi])) {
+      failed = s.prefix(where());
+      break;
+    }
+    for (size_t l = 0; l < piece.launches.size() && failed.isOk(); ++l)
+      if (piece.launches[l].index >= 2)
+        if (Status s = launchOne(&piece, l, p->follow))
+          failed = s.prefix(where());
   }
-  // The join, also after a failure: the caller's stream then orders after
-  // whatever reached the side stream.
+  // The joins, also after a failure: the caller's stream then orders after
+  // whatever reached the side (and follower) stream.
   Status join = driver.recordEvent(p->events[P], p->side);
   if (join.isOk())
     join = driver.waitEvent(stream, p->events[P]);
+  if (join.isOk() && p->follower) {
+    join = driver.recordEvent(p->followEvents[P], p->follow);
+    if (join.isOk())
+      join = driver.waitEvent(stream, p->followEvents[P]);
+  }
   if (!failed.isOk())
     return failed;
   return join.isOk() ? join : join.prefix(p->label + ", the join: ");

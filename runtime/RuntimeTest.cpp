@@ -3073,9 +3073,9 @@ std::string followerManifest() {
   return replaced(m, "\"entries\": [", "\"entries\": [" + entry);
 }
 
-// The window follows its piece's state pass: eagerly on the side stream
-// behind it; as one graph after its piece's state node only (not in the
-// chain), at the default priority. Its q and out are the piece's rows, its
+// The window follows its piece's state pass: eagerly on the follower stream
+// (the default priority) through an event after it; as one graph after its
+// piece's state node only (not in the chain), at the default priority. Its q and out are the piece's rows, its
 // keys from row 0 (S = the piece's end). A keys tensor shorter than T, and
 // an entry whose third launch is no follower, are refused.
 class FakeFollower : public FakePieces {
@@ -3108,11 +3108,18 @@ protected:
                             "priority:-5@8 node:window_entry/1 "),
                 std::string::npos)
           << events;
-    else
-      EXPECT_NE(events.find("launch:intra_entry record:e1@caller wait:s1@e1 "
-                            "launch:state_entry launch:window_entry "
-                            "launch:intra_entry"),
-                std::string::npos)
+    else // the windows on the follower stream (s2, the default priority)
+      EXPECT_NE(
+          events.find(
+              "stream:s1/-5 stream:s2/0 launch:intra_entry record:e1@caller "
+              "wait:s1@e1 launch:state_entry record:e5@s1 wait:s2@e5 "
+              "launch:window_entry launch:intra_entry record:e2@caller "
+              "wait:s1@e2 launch:state_entry record:e6@s1 wait:s2@e6 "
+              "launch:window_entry launch:intra_entry record:e3@caller "
+              "wait:s1@e3 launch:state_entry record:e7@s1 wait:s2@e7 "
+              "launch:window_entry record:e4@s1 wait:caller@e4 record:e8@s2 "
+              "wait:caller@e8"),
+          std::string::npos)
           << events;
     const FakeState &s = state();
     ASSERT_EQ(s.historyCount, 9);
@@ -3120,6 +3127,8 @@ protected:
       const int w = 3 * p + 2;
       const uint64_t off = 16 * 512 * static_cast<uint64_t>(p);
       EXPECT_STREQ(s.history[w].entry, "window_entry");
+      if (!graph) // beside the next state pass, not behind it
+        EXPECT_NE(s.history[w].stream, s.history[w - 1].stream);
       EXPECT_EQ(arg(w, 0), reinterpret_cast<uintptr_t>(q.data) + off);
       EXPECT_EQ(arg(w, 1), reinterpret_cast<uintptr_t>(keys.data));
       EXPECT_EQ(arg(w, 2), reinterpret_cast<uintptr_t>(out.data) + off);

@@ -207,8 +207,10 @@ KDA_API void kda_prepared_free(kda_prepared *prepared);
  * the follower's key rows S (at least T of them) is passed from row 0 through
  * the piece's last token. The state pass is exact across any split: outputs
  * equal the one-piece launch's bit for bit. The follower of piece i runs
- * after that piece's state pass: eagerly on the side stream behind it; as one
- * graph (below) beside the later pieces' state passes.
+ * after that piece's state pass, beside the later pieces' state passes:
+ * eagerly on a second kept stream of the device's default priority (waiting
+ * for an event after the state pass; `stream` joins it too), as one graph
+ * (below) after that state node only.
  *
  * kda_prepare_pieces prepares every piece as kda_prepare would its view of
  * the tensors (each per-token tensor offset by the piece's first token, the

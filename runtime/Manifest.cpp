@@ -325,6 +325,30 @@ Status parseParam(const Reader &r, const Value &v, const std::string &path,
                      " (expected tensor, dim, f32 or i64)");
 }
 
+// [A, B]: two symbol names, each in some tensor's shape (`symbolIndex`):
+// their indices (zero_if_equal, at_least).
+Status parseSymbolPair(const Reader &r, const Value &v, const std::string &path,
+                       const std::map<std::string, int> &symbolIndex,
+                       std::string names[2], int indices[2]) {
+  if (!v.isArray() || v.array.size() != 2)
+    return r.error(v, path, "expected an array of 2 symbol names");
+  for (size_t j = 0; j < 2; ++j) {
+    const Value &name = v.array[j];
+    std::string namePath = Reader::index(path, j);
+    if (!name.isString())
+      return r.error(name, namePath,
+                     "expected a symbol name, found " + json::aKind(name.kind));
+    auto it = symbolIndex.find(name.string);
+    if (it == symbolIndex.end())
+      return r.error(name, namePath,
+                     "symbol " + quote(name.string) +
+                         " does not appear in any tensor's shape");
+    names[j] = name.string;
+    indices[j] = it->second;
+  }
+  return Status::ok();
+}
+
 Status parseKernel(const Reader &r, const Value &v, const std::string &path,
                    Vendor vendor, Kernel &k) {
   if (Status s = r.object(v, path,
@@ -468,26 +492,12 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
         k.grid[i].plus = plus->string;
         k.grid[i].plusIndex = it->second;
       }
-      if (const Value *eq = g.find("zero_if_equal")) {
-        std::string eqPath = Reader::join(gPath, "zero_if_equal");
-        if (!eq->isArray() || eq->array.size() != 2)
-          return r.error(*eq, eqPath, "expected an array of 2 symbol names");
-        for (size_t j = 0; j < 2; ++j) {
-          const Value &name = eq->array[j];
-          std::string namePath = Reader::index(eqPath, j);
-          if (!name.isString())
-            return r.error(name, namePath,
-                           "expected a symbol name, found " +
-                               json::aKind(name.kind));
-          auto it = symbolIndex.find(name.string);
-          if (it == symbolIndex.end())
-            return r.error(name, namePath,
-                           "symbol " + quote(name.string) +
-                               " does not appear in any tensor's shape");
-          k.grid[i].zeroIfEqual[j] = name.string;
-          k.grid[i].zeroIfEqualIndex[j] = it->second;
-        }
-      }
+      if (const Value *eq = g.find("zero_if_equal"))
+        if (Status s = parseSymbolPair(r, *eq,
+                                       Reader::join(gPath, "zero_if_equal"),
+                                       symbolIndex, k.grid[i].zeroIfEqual,
+                                       k.grid[i].zeroIfEqualIndex))
+          return s;
     } else if (Status s = parseExtent(r, g, gPath, 1, k.grid[i])) {
       return s;
     }
@@ -512,26 +522,14 @@ Status parseKernel(const Reader &r, const Value &v, const std::string &path,
                      "expected an array of [A, B] symbol pairs, found " +
                          json::aKind(atLeast->kind));
     for (size_t i = 0; i < atLeast->array.size(); ++i) {
-      const Value &pair = atLeast->array[i];
-      std::string pairPath = Reader::index(alPath, i);
-      if (!pair.isArray() || pair.array.size() != 2)
-        return r.error(pair, pairPath, "expected an array of 2 symbol names");
-      size_t index[2];
-      for (size_t j = 0; j < 2; ++j) {
-        const Value &name = pair.array[j];
-        std::string namePath = Reader::index(pairPath, j);
-        if (!name.isString())
-          return r.error(name, namePath,
-                         "expected a symbol name, found " +
-                             json::aKind(name.kind));
-        auto it = symbolIndex.find(name.string);
-        if (it == symbolIndex.end())
-          return r.error(name, namePath,
-                         "symbol " + quote(name.string) +
-                             " does not appear in any tensor's shape");
-        index[j] = it->second;
-      }
-      k.atLeast.emplace_back(index[0], index[1]);
+      std::string names[2];
+      int index[2];
+      if (Status s = parseSymbolPair(r, atLeast->array[i],
+                                     Reader::index(alPath, i), symbolIndex,
+                                     names, index))
+        return s;
+      k.atLeast.emplace_back(static_cast<size_t>(index[0]),
+                             static_cast<size_t>(index[1]));
     }
   }
   if (Status s = r.field(v, path, "block", block))

@@ -3020,9 +3020,10 @@ TEST_F(FakePieces, LaunchesPiecesOnTwoStreams) {
   std::free(ws);
 }
 
-// A layer's entry in pieces: the chunk pair, then a window over earlier keys
-// (its kernel's key rows S at least T: "at_least") reading the layer's
-// `keys` [B, S, H, 128] from row 0 through each piece's end.
+// A layer's entry in pieces (kda_p with a third launch): the chunk pair,
+// then a window over earlier keys (its kernel's key rows S at least T:
+// "at_least") reading the layer's `keys` [B, S, H, 128] from row 0 through
+// each piece's end.
 std::string followerManifest() {
   std::string m = piecesManifest();
   std::string kernel = R"(
@@ -3044,33 +3045,22 @@ std::string followerManifest() {
       "at_least": [["S", "T"]],
       "block": [128, 1, 1]
     },)";
-  std::string entry = R"(
-    {
-      "name": "kda_pw",
-      "params": [
-        {"name": "q", "kind": "tensor", "dtype": "bf16",
-         "shape": ["B", "T", "H", 128], "alignment": 16},
-        {"name": "initial_state", "kind": "tensor", "dtype": "f32",
-         "shape": ["H", 4, 4]},
-        {"name": "o", "kind": "tensor", "dtype": "bf16",
-         "shape": ["B", "T", "H", 128], "alignment": 16},
-        {"name": "final_state", "kind": "tensor", "dtype": "f32",
-         "shape": ["H", 4, 4]},
-        {"name": "keys", "kind": "tensor", "dtype": "bf16",
-         "shape": ["B", "S", "H", 128], "alignment": 16},
-        {"name": "out", "kind": "tensor", "dtype": "bf16",
-         "shape": ["B", "T", "H", 128], "alignment": 16}
-      ],
-      "workspaces": [{"name": "ws0", "dtype": "f32", "shape": ["B", "T", "H", 8]}],
-      "launches": [
-        {"kernel": "kda_p_intra", "args": ["q", "initial_state", "ws0"]},
-        {"kernel": "kda_p_state",
-         "args": ["q", "initial_state", "ws0", "o", "final_state"]},
-        {"kernel": "kda_p_window", "args": ["q", "keys", "out"]}
-      ]
-    },)";
+  // kda_p with the window's tensors and its launch.
   m = replaced(m, "\"kernels\": [", "\"kernels\": [" + kernel);
-  return replaced(m, "\"entries\": [", "\"entries\": [" + entry);
+  m = replaced(m,
+               "\"shape\": [\"H\", 4, 4]}\n      ],\n      \"workspaces\"",
+               "\"shape\": [\"H\", 4, 4]},\n"
+               "        {\"name\": \"keys\", \"kind\": \"tensor\", \"dtype\": \"bf16\",\n"
+               "         \"shape\": [\"B\", \"S\", \"H\", 128], \"alignment\": 16},\n"
+               "        {\"name\": \"out\", \"kind\": \"tensor\", \"dtype\": \"bf16\",\n"
+               "         \"shape\": [\"B\", \"T\", \"H\", 128], \"alignment\": 16}\n"
+               "      ],\n      \"workspaces\"");
+  return replaced(m,
+                  "\"args\": [\"q\", \"initial_state\", \"ws0\", \"o\", \"final_state\"]}\n"
+                  "      ]",
+                  "\"args\": [\"q\", \"initial_state\", \"ws0\", \"o\", \"final_state\"]},\n"
+                  "        {\"kernel\": \"kda_p_window\", \"args\": [\"q\", \"keys\", \"out\"]}\n"
+                  "      ]");
 }
 
 // The window follows its piece's state pass: eagerly on the follower stream
@@ -3089,7 +3079,7 @@ protected:
                                  ht.view(),   keys.view(), out.view()};
     kda_pieces *pieces = nullptr;
     uint64_t bytes = 0;
-    ASSERT_EQ(kda_prepare_pieces(fb, "kda_pw", v.data(), 6, starts, 3, &pieces,
+    ASSERT_EQ(kda_prepare_pieces(fb, "kda_p", v.data(), 6, starts, 3, &pieces,
                                  &bytes),
               KDA_OK)
         << kda_last_error();
@@ -3158,7 +3148,7 @@ TEST_F(FakeFollower, Errors) {
                                ht.view(), shortKeys.view(), out.view()};
   kda_pieces *bad = nullptr;
   uint64_t bytes = 0;
-  EXPECT_EQ(kda_prepare_pieces(fb, "kda_pw", v.data(), 6, starts, 3, &bad,
+  EXPECT_EQ(kda_prepare_pieces(fb, "kda_p", v.data(), 6, starts, 3, &bad,
                                &bytes),
             KDA_ERROR_BAD_TENSOR);
   EXPECT_NE(std::string(kda_last_error())
@@ -3173,7 +3163,7 @@ TEST_F(FakeFollower, Errors) {
   ASSERT_EQ(load(plain, &fb), KDA_OK) << kda_last_error();
   onDevice(keys);
   v[4] = keys.view();
-  EXPECT_EQ(kda_prepare_pieces(fb, "kda_pw", v.data(), 6, starts, 3, &bad,
+  EXPECT_EQ(kda_prepare_pieces(fb, "kda_p", v.data(), 6, starts, 3, &bad,
                                &bytes),
             KDA_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(kda_last_error()).find("or three where the third"),

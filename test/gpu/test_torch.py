@@ -614,6 +614,20 @@ def _pieces_checks(torch, kda, problems, seen, call, with_pieces, same):
     return problems, f"pieces {seen}, bit-exact against one piece (eager and as one graph), CUDA graph replayed"
 
 
+def hybrid_call(kda, x):
+    """The test hybrid layer (gated per head, the Kimi prologue, W = 64) on inputs x."""
+    return kda.hybrid_attention(x["q"], x["k"], x["v"], x["g"], x["beta"], x["z"], window=64,
+                                A_log=x["A_log"], dt_bias=x["dt_bias"], **HYBRID_GATE)
+
+
+def hybrid_inputs(torch, seed):
+    """One sequence of 1000 tokens of the hybrid layer's inputs, z per head."""
+    x = inputs(torch, 1, 1000, seed)
+    x["z"] = torch.randn(1, 1000, HEADS, generator=torch.Generator(device="cuda").manual_seed(seed),
+                         device="cuda").bfloat16()
+    return x
+
+
 def part_hybrid(torch, kda):
     """The hybrid layer's entry (kda.hybrid_attention) in the schedule kda.tune.hybrid_schedule gives
     this shape (the mix in the window's epilogue; KDA_HYBRID_SCHEDULE=overlap: the window beside the
@@ -623,21 +637,14 @@ def part_hybrid(torch, kda):
     problems = []
 
     def call(x):
-        return kda.hybrid_attention(x["q"], x["k"], x["v"], x["g"], x["beta"], x["z"], window=64,
-                                    A_log=x["A_log"], dt_bias=x["dt_bias"], **HYBRID_GATE)
+        return hybrid_call(kda, x)
 
     def one_stream(fn):
         return with_env("KDA_ENTRY_STREAMS", "0", fn)
 
-    def hybrid_inputs(seed):
-        x = inputs(torch, 1, 1000, seed)
-        x["z"] = torch.randn(1, 1000, HEADS, generator=torch.Generator(device="cuda").manual_seed(seed),
-                             device="cuda").bfloat16()
-        return x
-
     with torch.no_grad():
         for seed in (900, 901):
-            x = hybrid_inputs(seed)
+            x = hybrid_inputs(torch, seed)
             ref = one_stream(lambda: call(x))
             got = call(x)
             torch.cuda.synchronize()
@@ -648,13 +655,13 @@ def part_hybrid(torch, kda):
         if kinds not in (["intra", "state", "window"], ["intra", "state", "window", "elementwise"]):
             problems.append(f"the layer's launches: {kinds}, expected intra, state, the window (with the mix, "
                             "or a mix kernel after)")
-        x = hybrid_inputs(902)
+        x = hybrid_inputs(torch, 902)
         call(x)
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
             out = call(x)
-        fresh = hybrid_inputs(903)
+        fresh = hybrid_inputs(torch, 903)
         for n in x:
             x[n].copy_(fresh[n])
         g.replay()
@@ -675,20 +682,13 @@ def part_hybrid_pieces(torch, kda):
     problems = []
 
     def call(x):
-        return kda.hybrid_attention(x["q"], x["k"], x["v"], x["g"], x["beta"], x["z"], window=64,
-                                    A_log=x["A_log"], dt_bias=x["dt_bias"], **HYBRID_GATE)
+        return hybrid_call(kda, x)
 
     def pieces(fn):
         return with_env("KDA_HYBRID_PIECES", "3", fn)
 
-    def hybrid_inputs(seed):
-        x = inputs(torch, 1, 1000, seed)
-        x["z"] = torch.randn(1, 1000, HEADS, generator=torch.Generator(device="cuda").manual_seed(seed),
-                             device="cuda").bfloat16()
-        return x
-
     with torch.no_grad():
-        x = hybrid_inputs(910)
+        x = hybrid_inputs(torch, 910)
         got = pieces(lambda: call(x))
         ran = getattr(kda.ops.last_launch, "pieces", 1)
         if ran != 3:
@@ -707,7 +707,7 @@ def part_hybrid_pieces(torch, kda):
         torch.cuda.synchronize()
         with torch.cuda.graph(g):
             out = pieces(lambda: call(x))
-        fresh = hybrid_inputs(911)
+        fresh = hybrid_inputs(torch, 911)
         for n in x:
             x[n].copy_(fresh[n])
         g.replay()

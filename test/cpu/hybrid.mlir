@@ -12,6 +12,10 @@
 // RUN: kda-run %s --function=gate_then_recurrence --chunk=32 --check | FileCheck %s
 // RUN: kda-run %s --function=gate_alone --check | FileCheck %s
 // RUN: kda-run %s --function=gated_overlap --chunk=16 --check | FileCheck %s
+// A layer's piece (kda.tune.hybrid_pieces_config's form): the gated delta part from a state to
+// a state, the window over earlier keys of its own k and v (S = 200 rows for T = 130).
+// RUN: kda-run %s --function=gated_pieces_form --chunk=16 --check | FileCheck %s --check-prefixes=CHECK,STATE
+// STATE: result 1: {{.*}} ok
 // CHECK: result 0: {{.*}} ok
 // CHECK-NOT: FAIL
 
@@ -94,4 +98,11 @@ func.func @gated_overlap(%q: tensor<1x300x2x64xbf16>, %k: tensor<1x300x2x64xbf16
   %win = kda.window_attention %q, %k, %v {window = 40 : i64} : tensor<1x300x2x64xbf16>, tensor<1x300x2x64xbf16>, tensor<1x300x2x64xbf16> -> tensor<1x300x2x64xbf16>
   %o = kda.hybrid gated %lin, %win gate(%z : tensor<1x300x2xf32>) {overlap} : tensor<1x300x2x64xbf16>, tensor<1x300x2x64xbf16> -> tensor<1x300x2x64xbf16>
   return %o : tensor<1x300x2x64xbf16>
+}
+
+func.func @gated_pieces_form(%q: tensor<1x130x2x64xbf16>, %k: tensor<1x130x2x64xbf16>, %v: tensor<1x130x2x64xbf16>, %g: tensor<1x130x2x64xbf16>, %b: tensor<1x130x2xbf16>, %h0: tensor<1x2x64x64xf32>, %z: tensor<1x130x2xbf16>, %wk: tensor<1x200x2x64xbf16>, %wv: tensor<1x200x2x64xbf16>) -> (tensor<1x130x2x64xbf16>, tensor<1x2x64x64xf32>) {
+  %lin, %ht = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x130x2x64xbf16>) beta(%b : tensor<1x130x2xbf16>) initial_state(%h0 : tensor<1x2x64x64xf32>) : tensor<1x130x2x64xbf16>, tensor<1x130x2x64xbf16>, tensor<1x130x2x64xbf16> -> tensor<1x130x2x64xbf16> final_state tensor<1x2x64x64xf32>
+  %win = kda.window_attention %q, %wk, %wv {window = 64 : i64, earlier_keys} : tensor<1x130x2x64xbf16>, tensor<1x200x2x64xbf16>, tensor<1x200x2x64xbf16> -> tensor<1x130x2x64xbf16>
+  %o = kda.hybrid gated %lin, %win gate(%z : tensor<1x130x2xbf16>) : tensor<1x130x2x64xbf16>, tensor<1x130x2x64xbf16> -> tensor<1x130x2x64xbf16>
+  return %o, %ht : tensor<1x130x2x64xbf16>, tensor<1x2x64x64xf32>
 }

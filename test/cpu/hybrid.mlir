@@ -15,9 +15,9 @@
 // A layer's piece (kda.tune.hybrid_pieces_config's form): the gated delta part from a state to
 // a state, the window over earlier keys of its own k and v (S = 200 rows for T = 130).
 // RUN: kda-run %s --function=gated_pieces_form --chunk=16 --check | FileCheck %s --check-prefixes=CHECK,STATE
-// STATE: result 1: {{.*}} ok
 // CHECK: result 0: {{.*}} ok
 // CHECK-NOT: FAIL
+// STATE: result 1: {{.*}} ok
 
 func.func @sum_linear_window(%q: tensor<1x90x2x32xf32>, %k: tensor<1x90x2x32xf32>, %v: tensor<1x90x2x16xf32>, %g: tensor<1x90x2x32xf32>, %b: tensor<1x90x2xf32>) -> tensor<1x90x2x16xf32> {
   %lin = kda.gated_delta delta %q, %k, %v gate(%g : tensor<1x90x2x32xf32>) beta(%b : tensor<1x90x2xf32>) : tensor<1x90x2x32xf32>, tensor<1x90x2x32xf32>, tensor<1x90x2x16xf32> -> tensor<1x90x2x16xf32>

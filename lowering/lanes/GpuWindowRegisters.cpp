@@ -554,7 +554,8 @@ struct WindowProgram : LaneBuilder {
   /// Each row's window as f32 (per-position sizes: `windows`, in `rowL`,
   /// row i the query rowBase + i; null for one window per op), and the key
   /// blocks the block of queries q0 .. qLast reaches: from the one of its
-  /// least first key to the one of its last query.
+  /// least first key to the one of its last query (the queries' key rows:
+  /// toKey, with earlier keys).
   struct KeyBlocks {
     Value windows, first, last;
   };
@@ -597,8 +598,9 @@ struct WindowProgram : LaneBuilder {
   }
 
   /// Whether the key block from k0 is interior to the block of queries
-  /// q0 .. qLast: every key at or before its first query and inside its last
-  /// valid query's window (false for per-position windows).
+  /// whose key rows are q0 .. qLast: every key at or before its first query
+  /// and inside its last valid query's window (false for per-position
+  /// windows).
   Value interiorOf(Value k0, Value q0, Value qLast) {
     const int64_t window = desc.getWindow();
     Value interior = arith::ConstantOp::create(b, b.getBoolAttr(false));
@@ -610,9 +612,9 @@ struct WindowProgram : LaneBuilder {
     return interior;
   }
 
-  /// Whether row rowBase + r keeps key k0 + col: causal and inside the
-  /// row's window (per-position windows: rowScalars[0]); every key where
-  /// `interior` (when given) holds.
+  /// Whether the query at key row rowBase + r keeps key k0 + col: causal
+  /// and inside the row's window (per-position windows: rowScalars[0]);
+  /// every key where `interior` (when given) holds.
   Value keeps(ImplicitLocOpBuilder &bb, Value rowBase, Value k0, Value interior,
               Value r, Value col, ValueRange rowScalars) {
     const int64_t window = desc.getWindow();

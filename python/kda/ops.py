@@ -1976,10 +1976,10 @@ def hybrid_attention(q, k, v, g, beta, z=None, *, window: int, mix: str | None =
     (kda-fuse-window-mix), run by the runtime as one entry (``kda_hybrid``,
     kda-gpu-layer-entry) with one workspace (``KDA_HYBRID_SCHEDULE=overlap``:
     the window beside the state pass, waiting for its progress; kda.tune.hybrid_schedule).
-    One long dense sequence runs as pipelined pieces where chunk_kda's would
-    (kda.tune.hybrid_pieces, ``KDA_HYBRID_PIECES=P`` to choose): each piece's
-    window, over the keys before it too, after its piece's state pass and
-    beside the next pieces' (the runtime's kda_prepare_pieces).
+    One long dense sequence can run as pipelined pieces (``KDA_HYBRID_PIECES=P``;
+    kda.tune.hybrid_pieces, whose shape policy stays off until measured on a
+    GPU): each piece's window, over the keys before it too, after its piece's
+    state pass and beside the next pieces' (the runtime's kda_prepare_pieces).
     No states in or out (run chunk_kda and window_attention for those).
     Forward only.
 

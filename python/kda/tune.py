@@ -551,14 +551,21 @@ def hybrid_schedule(chip: str, N: int, HV: int, V: int, multiprocessors: int) ->
     return "fused"
 
 
+# Whether hybrid layers take pipelined pieces by the shape (hybrid_pieces). Off until the
+# GPU has run them: written in the fifty-first session, when no GPU was lent (the
+# kernels emulated against the oracle, the runtime's schedule against its fake driver;
+# bench/RESULTS.md). KDA_HYBRID_PIECES=P asks for them meanwhile.
+HYBRID_PIECES_POLICY = False
+
+
 def hybrid_pieces(cfg: Dict[str, Any], chip: str, N: int, HV: int, multiprocessors: int,
                   T: Optional[int], dense: bool, schedule: str) -> int:
-    """How many pipelined pieces a hybrid layer's call takes (1: none): those chunk_kda's
-    gated delta part would take for the shape (shape_policy_pieces: one dense sequence whose
-    state pass leaves half the chip), with the fused schedule; each piece's window (over
-    earlier keys, the mix in its epilogue) then runs after its piece's state pass, beside
-    the later pieces' (kda.bundles.hybrid_config's "pieces", docs/pipelining.md).
-    KDA_HYBRID_PIECES=P takes P pieces (1: none), to measure."""
+    """How many pipelined pieces a hybrid layer's call takes (1: none): with
+    HYBRID_PIECES_POLICY, those chunk_kda's gated delta part would take for the shape
+    (shape_policy_pieces: one dense sequence whose state pass leaves half the chip), with the
+    fused schedule; each piece's window (over earlier keys, the mix in its epilogue) then runs
+    after its piece's state pass, beside the later pieces' (kda.bundles.hybrid_config's
+    "pieces", docs/pipelining.md). KDA_HYBRID_PIECES=P takes P pieces (1: none)."""
     forced = _int_env("KDA_HYBRID_PIECES", "a hybrid layer's pieces (1: none)", lambda p: 1 <= p <= 64,
                       "1 to 64")
     if schedule != "fused" or not dense or int(N) != 1 or not T:
@@ -566,6 +573,8 @@ def hybrid_pieces(cfg: Dict[str, Any], chip: str, N: int, HV: int, multiprocesso
     gd = cfg["gated_delta"]
     if forced is not None:
         return min(forced, max(1, -(-int(T) // SUB_CHUNK))) if pieces_applies(gd, chip) else 1
+    if not HYBRID_PIECES_POLICY:
+        return 1
     return shape_policy_pieces(gd, chip, N, HV, multiprocessors, T, dense)
 
 

@@ -348,7 +348,8 @@ class HybridCase:
     def __init__(self, name, dtype, KV, window, mix, B=2, T=100, H=2, HV=None, seqlens=None, z_form="head",
                  kimi=True, seed=0, schedule=None, pieces=None):
         self.name, self.dtype, self.K, self.V, self.window, self.mix = name, dtype, KV, KV, window, mix
-        # The pipelined pieces the policy must choose (kda.tune.hybrid_pieces; None: one piece).
+        # Pipelined pieces (KDA_HYBRID_PIECES; None: kda.tune.hybrid_pieces' choice, which must
+        # then be one piece while HYBRID_PIECES_POLICY is off).
         self.pieces = pieces
         # None: kda.tune.hybrid_schedule's choice (fused); "fused" or "overlap": forced through
         # KDA_HYBRID_SCHEDULE.
@@ -725,7 +726,7 @@ def hybrid_cases():
         # starts once every state program has).
         HybridCase("bf16-k128-hybrid-gated-W256-T2000-B2-overlap", "bf16", 128, 256, "gated", B=2, T=2000,
                    schedule="overlap"),
-        # One long sequence in pipelined pieces (kda.tune.hybrid_pieces: chunk_kda's policy), each
+        # One long sequence in pipelined pieces (KDA_HYBRID_PIECES: the counts chunk_kda's policy gives), each
         # piece's window over earlier keys after its state pass: gated per head (4 pieces, T off
         # any block), summed with 8 pieces and a window past a piece.
         HybridCase("bf16-k128-hybrid-gated-W512-T8229-H2-pieces4", "bf16", 128, 512, "gated", B=1, T=8229,
@@ -1400,8 +1401,11 @@ def run_hybrid_case(case, torch, oracle):
     cu_t = None if cu is None else torch.tensor(cu, dtype=torch.int64).cuda()
     extra = dict(A_log=gpu["A_log"], dt_bias=gpu["dt_bias"]) if case.kimi else {}
     saved = os.environ.get("KDA_HYBRID_SCHEDULE")
+    saved_pieces = os.environ.get("KDA_HYBRID_PIECES")
     if case.schedule:
         os.environ["KDA_HYBRID_SCHEDULE"] = case.schedule
+    if case.pieces:
+        os.environ["KDA_HYBRID_PIECES"] = str(case.pieces)
     try:
         with torch.inference_mode():
             o = kda.hybrid_attention(gpu["q"], gpu["k"], gpu["v"], gpu["g"], gpu["beta"],
@@ -1413,6 +1417,10 @@ def run_hybrid_case(case, torch, oracle):
             os.environ.pop("KDA_HYBRID_SCHEDULE", None)
         else:
             os.environ["KDA_HYBRID_SCHEDULE"] = saved
+        if saved_pieces is None:
+            os.environ.pop("KDA_HYBRID_PIECES", None)
+        else:
+            os.environ["KDA_HYBRID_PIECES"] = saved_pieces
     lin, _ = oracle.gated_delta(ref["q"], ref["k"], ref["v"], ref["g"], ref["beta"], cu_seqlens=cu,
                                 A_log=ref.get("A_log"), dt_bias=ref.get("dt_bias"), qk_l2norm=case.kimi,
                                 beta_activation="sigmoid" if case.kimi else "none",

@@ -164,13 +164,14 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
   TensorTileBuilder tb(b);
   Value q = op.getQ(), k = op.getK(), v = op.getV();
   const int64_t kd = dimOf(q, 3), vd = dimOf(v, 3);
-  // Head counts may be dynamic (one GPU kernel serves any head count).
-  auto heads = [&](Value t) -> Value {
-    if (!ShapedType::isDynamic(dimOf(t, 2)))
-      return tb.index(dimOf(t, 2));
-    return tensor::DimOp::create(b, t, 2);
+  // Head counts (dimension 2) and token rows (1) may be dynamic (one GPU
+  // kernel serves any).
+  auto size = [&](Value t, unsigned d) -> Value {
+    if (!ShapedType::isDynamic(dimOf(t, d)))
+      return tb.index(dimOf(t, d));
+    return tensor::DimOp::create(b, t, d);
   };
-  Value hq = heads(q), hk = heads(k), hvIn = heads(v);
+  Value hq = size(q, 2), hk = size(k, 2), hvIn = size(v, 2);
   Value ho = arith::MaxUIOp::create(b, hq, hvIn);
   const bool perPosition = static_cast<bool>(op.getWindowSizes());
   const double scale =
@@ -183,13 +184,8 @@ Value mlir::kda::emitWindowAttention(ImplicitLocOpBuilder &b,
   // t + shift, shift = S - T; every key position below is the key rows'.
   Value keyRows, shift;
   if (op.getEarlierKeys()) {
-    auto rows = [&](Value t) -> Value {
-      if (!ShapedType::isDynamic(dimOf(t, 1)))
-        return tb.index(dimOf(t, 1));
-      return tensor::DimOp::create(b, t, 1);
-    };
-    keyRows = rows(k);
-    shift = arith::SubIOp::create(b, keyRows, rows(q));
+    keyRows = size(k, 1);
+    shift = arith::SubIOp::create(b, keyRows, size(q, 1));
   }
   Value out = tb.emptyOfType(oType, {sequences.batch(), sequences.tokens(),
                                      ho, b.getIndexAttr(vd)});

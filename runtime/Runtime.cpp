@@ -1155,6 +1155,11 @@ struct kda_pieces {
 
 namespace {
 
+// What a piece's launch is, by its index in the entry: 0 the chunk-parallel
+// launch, 1 the state pass, 2 a follower (a layer's window over earlier
+// keys, after its piece's state pass).
+size_t pieceLaunchKind(size_t index) { return std::min<size_t>(index, 2); }
+
 // kda_prepare_pieces' work.
 Status preparePieces(kda_bundle *bundle, const char *name,
                      const kda_tensor *tensors, int32_t count,
@@ -1447,7 +1452,7 @@ Status launchPiecesGraph(kda_pieces *p, void *const *data, void *workspace,
         // state pass (the chain, at the greatest priority); 2: the
         // follower (a window over earlier keys), after its piece's state
         // pass only, so that it runs beside the next pieces' state passes.
-        const size_t kind = std::min<size_t>(launch.index, 2);
+        const size_t kind = pieceLaunchKind(launch.index);
         void *deps[2];
         size_t numDeps = 0;
         if (kind == 0 && lastChunk)
@@ -1562,58 +1567,46 @@ Status launchPieces(kda_pieces *p, void *const *data, int32_t count,
   // the chunk-parallel launch of piece i + 1. The chunk-parallel kernel does
   // not read the initial state, which the previous piece's state pass may
   // still be writing.
+  // The launches of `piece` of one kind (pieceLaunchKind), on `on`.
+  auto launchKind = [&](kda_prepared &piece, size_t kind, void *on) {
+    for (size_t l = 0; l < piece.launches.size(); ++l)
+      if (pieceLaunchKind(piece.launches[l].index) == kind)
+        if (Status s = launchOne(&piece, l, on))
+          return s;
+    return Status::ok();
+  };
+  // `to` waits for what reached `from` so far, through `event`.
+  auto order = [&](void *event, void *from, void *to) {
+    if (Status s = driver.recordEvent(event, from))
+      return s;
+    return driver.waitEvent(to, event);
+  };
   Status failed = Status::ok();
-  for (size_t pi = 0; pi < P && failed.isOk(); ++pi) {
+  for (size_t pi = 0; pi < P; ++pi) {
     kda_prepared &piece = *p->pieces[pi];
-    auto where = [&] {
-      return p->label + ", piece " + std::to_string(pi) + " of " +
-             std::to_string(P) + ": ";
-    };
-    for (size_t l = 0; l < piece.launches.size() && failed.isOk(); ++l)
-      if (piece.launches[l].index == 0)
-        if (Status s = launchOne(&piece, l, stream))
-          failed = s.prefix(where());
-    if (!failed.isOk())
-      break;
-    if (Status s = driver.recordEvent(p->events[pi], stream)) {
-      failed = s.prefix(where());
-      break;
-    }
-    if (Status s = driver.waitEvent(p->side, p->events[pi])) {
-      failed = s.prefix(where());
-      break;
-    }
-    for (size_t l = 0; l < piece.launches.size() && failed.isOk(); ++l)
-      if (piece.launches[l].index == 1)
-        if (Status s = launchOne(&piece, l, p->side))
-          failed = s.prefix(where());
+    Status s = launchKind(piece, 0, stream);
+    if (s.isOk())
+      s = order(p->events[pi], stream, p->side);
+    if (s.isOk())
+      s = launchKind(piece, 1, p->side);
     // The follower (a layer's window) after this piece's state pass, on
     // the follower stream: beside the next pieces' state passes.
-    if (!failed.isOk() || !p->follower)
-      continue;
-    if (Status s = driver.recordEvent(p->followEvents[pi], p->side)) {
-      failed = s.prefix(where());
+    if (s.isOk() && p->follower) {
+      s = order(p->followEvents[pi], p->side, p->follow);
+      if (s.isOk())
+        s = launchKind(piece, 2, p->follow);
+    }
+    if (!s.isOk()) {
+      failed = s.prefix(p->label + ", piece " + std::to_string(pi) + " of " +
+                        std::to_string(P) + ": ");
       break;
     }
-    if (Status s = driver.waitEvent(p->follow, p->followEvents[pi])) {
-      failed = s.prefix(where());
-      break;
-    }
-    for (size_t l = 0; l < piece.launches.size() && failed.isOk(); ++l)
-      if (piece.launches[l].index >= 2)
-        if (Status s = launchOne(&piece, l, p->follow))
-          failed = s.prefix(where());
   }
   // The joins, also after a failure: the caller's stream then orders after
   // whatever reached the side (and follower) stream.
-  Status join = driver.recordEvent(p->events[P], p->side);
-  if (join.isOk())
-    join = driver.waitEvent(stream, p->events[P]);
-  if (join.isOk() && p->follower) {
-    join = driver.recordEvent(p->followEvents[P], p->follow);
-    if (join.isOk())
-      join = driver.waitEvent(stream, p->followEvents[P]);
-  }
+  Status join = order(p->events[P], p->side, stream);
+  if (join.isOk() && p->follower)
+    join = order(p->followEvents[P], p->follow, stream);
   if (!failed.isOk())
     return failed;
   return join.isOk() ? join : join.prefix(p->label + ", the join: ");

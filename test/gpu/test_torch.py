@@ -628,6 +628,25 @@ def hybrid_inputs(torch, seed):
     return x
 
 
+def hybrid_graph_replays(torch, call, reference, seed):
+    """Captures call(x) on the hybrid inputs of `seed` in a CUDA graph (after a warm call), replays it
+    on the inputs of seed + 1 copied into x, and says whether its output is reference(x) bit for bit."""
+    x = hybrid_inputs(torch, seed)
+    call(x)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = call(x)
+    fresh = hybrid_inputs(torch, seed + 1)
+    for n in x:
+        x[n].copy_(fresh[n])
+    g.replay()
+    torch.cuda.synchronize()
+    ref = reference(x)
+    torch.cuda.synchronize()
+    return torch.equal(ref, out)
+
+
 def part_hybrid(torch, kda):
     """The hybrid layer's entry (kda.hybrid_attention) in the schedule kda.tune.hybrid_schedule gives
     this shape (the mix in the window's epilogue; KDA_HYBRID_SCHEDULE=overlap: the window beside the
@@ -655,20 +674,7 @@ def part_hybrid(torch, kda):
         if kinds not in (["intra", "state", "window"], ["intra", "state", "window", "elementwise"]):
             problems.append(f"the layer's launches: {kinds}, expected intra, state, the window (with the mix, "
                             "or a mix kernel after)")
-        x = hybrid_inputs(torch, 902)
-        call(x)
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            out = call(x)
-        fresh = hybrid_inputs(torch, 903)
-        for n in x:
-            x[n].copy_(fresh[n])
-        g.replay()
-        torch.cuda.synchronize()
-        ref = one_stream(lambda: call(x))
-        torch.cuda.synchronize()
-        if not torch.equal(ref, out):
+        if not hybrid_graph_replays(torch, call, lambda x: one_stream(lambda: call(x)), 902):
             problems.append("CUDA graph of the layer, replayed on new inputs: differs from an eager call")
     return problems, f"{'+'.join(kinds)}; bit-exact against one stream, CUDA graph replayed"
 
@@ -702,19 +708,8 @@ def part_hybrid_pieces(torch, kda):
         rmse = ((got.float() - one.float()).norm() / one.float().norm()).item()
         if not rmse <= 5e-3:
             problems.append(f"pieces against one piece: relative RMSE {rmse:.3e} (bar 5e-3)")
-        g = torch.cuda.CUDAGraph()
-        pieces(lambda: call(x))
-        torch.cuda.synchronize()
-        with torch.cuda.graph(g):
-            out = pieces(lambda: call(x))
-        fresh = hybrid_inputs(torch, 911)
-        for n in x:
-            x[n].copy_(fresh[n])
-        g.replay()
-        torch.cuda.synchronize()
-        ref = pieces(lambda: call(x))
-        torch.cuda.synchronize()
-        if not torch.equal(ref, out):
+        in_pieces = lambda x: pieces(lambda: call(x))  # noqa: E731
+        if not hybrid_graph_replays(torch, in_pieces, in_pieces, 910):
             problems.append("CUDA graph of the layer in pieces, replayed on new inputs: differs from an eager call")
     return problems, f"3 pieces; graph = eager bit for bit; against one piece {rmse:.2e}; CUDA graph replayed"
 

@@ -28,6 +28,8 @@
 // RUN: kda-run %s --function=window_earlier_keys_per_position --chunk=16 --check | FileCheck %s
 // RUN: kda-run %s --function=window_earlier_keys_causal --chunk=16 --check | FileCheck %s
 // RUN: kda-run %s --function=window_earlier_keys_mix --chunk=32 --check | FileCheck %s
+// RUN: kda-run %s --function=window_head_128 --chunk=64 --check | FileCheck %s
+// RUN: kda-run %s --function=window_head_256 --chunk=32 --check | FileCheck %s
 // CHECK: result 0: {{.*}} ok
 // CHECK-NOT: FAIL
 
@@ -89,4 +91,16 @@ func.func @window_earlier_keys_causal(%q: tensor<2x50x2x32xf32>, %k: tensor<2x13
 func.func @window_earlier_keys_mix(%q: tensor<1x90x2x64xbf16>, %k: tensor<1x200x2x64xbf16>, %v: tensor<1x200x2x64xbf16>, %x: tensor<1x90x2x64xbf16>, %z: tensor<1x90x2xf32>) -> tensor<1x90x2x64xbf16> {
   %o = kda.window_attention %q, %k, %v mix_linear(%x : tensor<1x90x2x64xbf16>) mix_gate(%z : tensor<1x90x2xf32>) {window = 64 : i64, mix = #kda<combine gated>, earlier_keys} : tensor<1x90x2x64xbf16>, tensor<1x200x2x64xbf16>, tensor<1x200x2x64xbf16> -> tensor<1x90x2x64xbf16>
   return %o : tensor<1x90x2x64xbf16>
+}
+
+// Heads of 128 (the bench's) and 256 (sm_90a's wgmma keeps Q in the shared
+// swizzle and reads A through a descriptor), over earlier keys.
+func.func @window_head_128(%q: tensor<1x80x2x128xbf16>, %k: tensor<1x150x2x128xbf16>, %v: tensor<1x150x2x128xbf16>) -> tensor<1x80x2x128xbf16> {
+  %o = kda.window_attention %q, %k, %v {window = 90 : i64, earlier_keys} : tensor<1x80x2x128xbf16>, tensor<1x150x2x128xbf16>, tensor<1x150x2x128xbf16> -> tensor<1x80x2x128xbf16>
+  return %o : tensor<1x80x2x128xbf16>
+}
+
+func.func @window_head_256(%q: tensor<1x70x2x256xbf16>, %k: tensor<1x110x1x256xbf16>, %v: tensor<1x110x1x256xbf16>) -> tensor<1x70x2x256xbf16> {
+  %o = kda.window_attention %q, %k, %v {window = 50 : i64, earlier_keys} : tensor<1x70x2x256xbf16>, tensor<1x110x1x256xbf16>, tensor<1x110x1x256xbf16> -> tensor<1x70x2x256xbf16>
+  return %o : tensor<1x70x2x256xbf16>
 }

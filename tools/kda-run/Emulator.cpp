@@ -446,6 +446,23 @@ private:
   void runArith(Frame &f, Operation &op, const std::vector<int64_t> &active);
   void runMma(Frame &f, nvgpu::MmaSyncOp op, const std::vector<int64_t> &active);
   void runAmdUnit(Frame &f, Operation &op, const std::vector<int64_t> &active);
+  void runWgmma(Frame &f, LLVM::InlineAsmOp op,
+                const std::vector<int64_t> &active);
+  std::optional<uint64_t> exactBits(Frame &f, int64_t lane, Value v,
+                                    int depth = 0);
+
+  /// The block's shared window: each workgroup allocation at a fixed byte
+  /// address (its op's, as a static shared allocation has), the memory of
+  /// its latest run there. The first starts at 256, so that a kernel that
+  /// aligns a buffer to 1024 itself (wgmma's swizzle) has to.
+  struct SharedRange {
+    Operation *op;
+    int64_t address, bytes;
+    Memory *memory;
+  };
+  std::vector<SharedRange> sharedWindow;
+  int64_t sharedTop = 256;
+  static constexpr int64_t kSharedWindow = int64_t(1) << 18;
   void runGeneric(Frame &f, linalg::GenericOp op, int64_t lane);
   void applyCopies(size_t keep);
 };
@@ -524,6 +541,224 @@ static bool wholeWarps(const std::vector<int64_t> &active, int64_t size = 32) {
 /// B[4 (l / 16) + e][l % 16]; both D[4 (l / 16) + e][l % 16], e < 4. WMMA
 /// 16x16x16 (gfx11, wave32) A[l % 16][e], B[e][l % 16] (lanes 16..31 hold
 /// copies), D[2 e + l / 16][l % 16], e < 8.
+/// An integer value's bits exactly. The frame holds integers as doubles,
+/// exact below 2^53; a wgmma descriptor sets bit 62, so it is evaluated
+/// again from its definition: integer ops over constants and values that
+/// are exact.
+std::optional<uint64_t> Interpreter::exactBits(Frame &f, int64_t lane, Value v,
+                                               int depth) {
+  const unsigned w = bitsOf(v.getType());
+  const uint64_t mask = w >= 64 ? ~uint64_t(0) : (uint64_t(1) << w) - 1;
+  Operation *def = v.getDefiningOp();
+  if (def && depth < 16) {
+    if (auto c = dyn_cast<arith::ConstantOp>(def))
+      if (auto i = dyn_cast<IntegerAttr>(c.getValue()))
+        return i.getValue().getZExtValue() & mask;
+    auto get = [&](unsigned i) {
+      return exactBits(f, lane, def->getOperand(i), depth + 1);
+    };
+    if (isa<arith::ExtUIOp, arith::IndexCastUIOp, arith::TruncIOp>(def)) {
+      if (auto x = get(0))
+        return *x & mask;
+      return std::nullopt;
+    }
+    if (isa<arith::ExtSIOp, arith::IndexCastOp>(def)) {
+      auto x = get(0);
+      if (!x)
+        return std::nullopt;
+      const unsigned from = bitsOf(def->getOperand(0).getType());
+      int64_t s = from >= 64 ? int64_t(*x)
+                             : int64_t(*x << (64 - from)) >> (64 - from);
+      return uint64_t(s) & mask;
+    }
+    if (isa<arith::AddIOp, arith::SubIOp, arith::MulIOp, arith::OrIOp,
+            arith::AndIOp, arith::XOrIOp, arith::ShLIOp, arith::ShRUIOp>(def)) {
+      auto x = get(0), y = get(1);
+      if (!x || !y)
+        return std::nullopt;
+      uint64_t r = 0;
+      if (isa<arith::AddIOp>(def))
+        r = *x + *y;
+      else if (isa<arith::SubIOp>(def))
+        r = *x - *y;
+      else if (isa<arith::MulIOp>(def))
+        r = *x * *y;
+      else if (isa<arith::OrIOp>(def))
+        r = *x | *y;
+      else if (isa<arith::AndIOp>(def))
+        r = *x & *y;
+      else if (isa<arith::XOrIOp>(def))
+        r = *x ^ *y;
+      else if (isa<arith::ShLIOp>(def))
+        r = *y >= w ? 0 : *x << *y;
+      else
+        r = *y >= w ? 0 : *x >> *y;
+      return r & mask;
+    }
+  }
+  const double x = scalar(f, lane, v);
+  if (std::fabs(x) >= 9007199254740992.0) // 2^53
+    return std::nullopt;
+  return asUnsigned(x, w) & mask;
+}
+
+/// Hopper's wgmma.mma_async m64nNk16 with f32 accumulators on bf16 / f16,
+/// as LaneTileBuilder::wgmmaProduct writes it: D (+)= A B per warpgroup,
+/// A from registers (mma.sync's m16k16 fragment for each warp's 16 rows) or
+/// from shared memory, B from shared memory, both through matrix
+/// descriptors in the 128-byte swizzle (PTX ISA: the matrix descriptor and
+/// its K-major and MN-major canonical layouts); D in mma.sync's accumulator
+/// fragments, n8 block after n8 block. Shared reads are checked by the race
+/// check as the warpgroup's first thread's.
+void Interpreter::runWgmma(Frame &f, LLVM::InlineAsmOp op,
+                           const std::vector<int64_t> &active) {
+  StringRef text = op.getAsmString();
+  int64_t N = 0;
+  const bool bf16 = text.contains(".f32.bf16.bf16 ");
+  {
+    StringRef rest = text.drop_front(text.find(".m64n") + 5);
+    if (rest.consumeInteger(10, N) || !rest.starts_with("k16.f32.") ||
+        !(bf16 || text.contains(".f32.f16.f16 ")))
+      return (void)fail(op, "a wgmma other than m64nNk16 into f32 on bf16 / "
+                            "f16");
+  }
+  const int64_t regsOut = N / 2;
+  auto st = dyn_cast<LLVM::LLVMStructType>(op.getResult(0).getType());
+  const int64_t nOps = int64_t(op.getOperands().size());
+  const bool aShared = nOps == regsOut + 2;
+  if (N % 8 != 0 || N > 256 || !st || int64_t(st.getBody().size()) != regsOut ||
+      !(aShared || nOps == regsOut + 5))
+    return (void)fail(op, "a wgmma whose operands are not A (four registers "
+                          "or a descriptor), B's descriptor and N / 2 "
+                          "accumulators");
+  // The immediates after the operands: scale-d, scale-a, scale-b,
+  // (trans-a), trans-b.
+  SmallVector<StringRef> parts;
+  text.drop_front(text.rfind('}') + 1).split(parts, ',');
+  SmallVector<int64_t> imm;
+  for (StringRef p : parts) {
+    p = p.trim().rtrim(';').trim();
+    int64_t x;
+    if (!p.empty() && !p.starts_with("$") && !p.getAsInteger(10, x))
+      imm.push_back(x);
+  }
+  if (int64_t(imm.size()) != (aShared ? 5 : 4) || (imm[0] != 0 && imm[0] != 1) ||
+      std::abs(imm[1]) != 1 || std::abs(imm[2]) != 1 ||
+      (aShared && imm[3] != 0))
+    return (void)fail(op, "a wgmma whose immediates are not scale-d 0 / 1, "
+                          "scales +-1 and a K-major shared A");
+  const bool accumulate = imm[0] == 1, bMajorN = imm.back() == 1;
+  const double sign = double(imm[1] * imm[2]);
+  if (!wholeWarps(active, 128))
+    return (void)fail(op, "a wgmma without whole warpgroups");
+
+  struct Desc {
+    int64_t start, lbo, sbo;
+  };
+  auto descriptor = [&](int64_t base, Value v, Desc &d) {
+    std::optional<uint64_t> bits = exactBits(f, base, v);
+    for (int64_t l = base + 1; bits && l < base + 128; ++l)
+      if (exactBits(f, l, v) != bits)
+        return fail(op, "a wgmma descriptor that differs across its "
+                        "warpgroup"),
+               false;
+    if (!bits)
+      return fail(op, "a wgmma descriptor the emulator cannot evaluate "
+                      "exactly (not integer ops over exact values)"),
+             false;
+    if ((*bits >> 62) != 1 || ((*bits >> 49) & 7) != 0)
+      return fail(op, "a wgmma descriptor other than the 128-byte swizzle "
+                      "with base offset 0"),
+             false;
+    d.start = int64_t(*bits & 0x3FFF) << 4;
+    d.lbo = int64_t((*bits >> 16) & 0x3FFF) << 4;
+    d.sbo = int64_t((*bits >> 32) & 0x3FFF) << 4;
+    return true;
+  };
+  // A 16-bit element at a descriptor's logical byte address: the swizzle
+  // moves its 16-byte piece (address bits 4..6) by the 128-byte row
+  // within the 1024-byte pattern (bits 7..9).
+  auto shared = [&](int64_t thread, int64_t logical, double &x) {
+    const int64_t at = logical ^ (((logical >> 7) & 7) << 4);
+    for (const SharedRange &r : sharedWindow) {
+      if (at < r.address || at >= r.address + r.bytes)
+        continue;
+      Memory *m = r.memory;
+      if (!(m->element.isBF16() || m->element.isF16()) ||
+          m->element.isBF16() != bf16)
+        return fail(op, "a wgmma operand in a shared buffer of another "
+                        "element type"),
+               false;
+      if ((at - r.address) % 2 != 0)
+        return fail(op, "a wgmma operand address not 2-byte aligned"), false;
+      const int64_t idx = (at - r.address) / 2;
+      if (!touch(op, m, idx, thread, false))
+        return false;
+      x = m->data[idx];
+      return true;
+    }
+    return fail(op, "a wgmma descriptor addressing no shared allocation "
+                    "(byte " +
+                        llvm::Twine(at) + ")"),
+           false;
+  };
+  auto half = [&](int64_t lane, Value reg, int64_t h) {
+    uint32_t bits =
+        uint32_t(asUnsigned(scalar(f, lane, reg), 32)) >> (16 * h) & 0xffffu;
+    return bf16 ? double(bitsToFloat(bits << 16))
+                : ::kda::npy::halfBitsToDouble(uint16_t(bits));
+  };
+  ValueRange ops = op.getOperands();
+  Value bDesc = ops[aShared ? 1 : 4];
+  ValueRange accIn = ops.drop_front(aShared ? 2 : 5);
+  std::vector<double> a(64 * 16), bm(16 * size_t(N)), out(128 * size_t(regsOut));
+  for (size_t i = 0; i < active.size(); i += 128) {
+    const int64_t base = active[i];
+    Desc bd, ad;
+    if (!descriptor(base, bDesc, bd) ||
+        (aShared && !descriptor(base, ops[0], ad)))
+      return;
+    for (int64_t k = 0; k < 16; ++k)
+      for (int64_t n = 0; n < N; ++n) {
+        const int64_t at =
+            bMajorN ? bd.start + (n / 64) * bd.lbo + (k / 8) * bd.sbo +
+                          (k % 8) * 128 + (n % 64) * 2
+                    : bd.start + (n / 8) * bd.sbo + (n % 8) * 128 + k * 2;
+        if (!shared(base, at, bm[k * N + n]))
+          return;
+      }
+    for (int64_t m = 0; m < 64; ++m)
+      for (int64_t k = 0; k < 16; ++k) {
+        double &x = a[m * 16 + k];
+        if (aShared) {
+          if (!shared(base, ad.start + (m / 8) * ad.sbo + (m % 8) * 128 + k * 2,
+                      x))
+            return;
+          continue;
+        }
+        // mma.sync's A fragment of warp m / 16: lane 4 (r % 8) + (k % 8) / 2,
+        // register r / 8 + 2 (k / 8), half k % 2.
+        const int64_t r = m % 16;
+        x = half(base + 32 * (m / 16) + 4 * (r % 8) + (k % 8) / 2,
+                 ops[r / 8 + 2 * (k / 8)], k % 2);
+      }
+    for (int64_t m = 0; m < 64; ++m)
+      for (int64_t n = 0; n < N; ++n) {
+        const int64_t r = m % 16, c = n % 8;
+        const int64_t lane = 32 * (m / 16) + 4 * (r % 8) + c / 2;
+        const int64_t reg = 4 * (n / 8) + 2 * (r / 8) + c % 2;
+        double acc = accumulate ? scalar(f, base + lane, accIn[reg]) : 0.0;
+        double sum = 0.0;
+        for (int64_t k = 0; k < 16; ++k)
+          sum += a[m * 16 + k] * bm[k * N + n];
+        out[size_t(lane) * regsOut + reg] = double(float(acc + sign * sum));
+      }
+    for (int64_t lane = 0; lane < 128; ++lane)
+      std::memcpy(valueOf(f, base + lane, op.getResult(0)),
+                  &out[size_t(lane) * regsOut], regsOut * sizeof(double));
+  }
+}
+
 void Interpreter::runAmdUnit(Frame &f, Operation &op,
                              const std::vector<int64_t> &active) {
   const bool wmma = isa<amdgpu::WMMAOp>(op);
@@ -919,6 +1154,28 @@ void Interpreter::runOp(Frame &f, Operation &op,
       m->log->writeOp.assign(size_t(count), nullptr);
       m->log->readOp.assign(size_t(count), nullptr);
     }
+    if (auto space =
+            dyn_cast_or_null<gpu::AddressSpaceAttr>(type.getMemorySpace());
+        space && space.getValue() == gpu::AddressSpace::Workgroup) {
+      auto it = llvm::find_if(sharedWindow,
+                              [&](const SharedRange &r) { return r.op == &op; });
+      const Type e = type.getElementType();
+      const int64_t bytes =
+          count * (e.isIndex() ? 8 : std::max<int64_t>(1, e.getIntOrFloatBitWidth() / 8));
+      if (it == sharedWindow.end()) {
+        const int64_t at = (sharedTop + 255) / 256 * 256;
+        if (at + bytes > kSharedWindow)
+          return (void)fail(op, "shared allocations past the emulator's 256 "
+                                "KiB shared window");
+        sharedTop = at + bytes;
+        it = sharedWindow.insert(sharedWindow.end(), {&op, at, bytes, m});
+      } else if (it->bytes != bytes) {
+        return (void)fail(op, "a shared allocation whose size changes from "
+                              "one run to the next");
+      }
+      it->memory = m;
+      m->sharedAddress = it->address;
+    }
     LaneView v = contiguous(m, sizes);
     for (int64_t l : active)
       viewOf(f, l, op.getResult(0)) = v;
@@ -1176,11 +1433,16 @@ void Interpreter::runOp(Frame &f, Operation &op,
     return;
   }
   if (auto ptr = dyn_cast<memref::ExtractAlignedPointerAsIndexOp>(op)) {
-    // An address for alignment checks: every memory starts 256-aligned.
+    // Shared memory: its address in the block's shared window (wgmma's
+    // descriptors are computed from it). Others: an address for alignment
+    // checks; every memory starts 256-aligned.
     for (int64_t l : active) {
       const LaneView &v = viewOf(f, l, ptr.getSource());
-      *valueOf(f, l, ptr.getResult()) = double(
-          (reinterpret_cast<uintptr_t>(v.memory) & 0xffffffu) * 256);
+      *valueOf(f, l, ptr.getResult()) =
+          v.memory && v.memory->sharedAddress >= 0
+              ? double(v.memory->sharedAddress)
+              : double((reinterpret_cast<uintptr_t>(v.memory) & 0xffffffu) *
+                       256);
     }
     return;
   }
@@ -1222,11 +1484,21 @@ void Interpreter::runOp(Frame &f, Operation &op,
       }
     return;
   }
-  if (isa<LLVM::InlineAsmOp>(op) ||
-      op.getName().getStringRef().starts_with("nvvm.wgmma") ||
-      isa<NVVM::FenceProxyOp>(op))
-    return (void)fail(op, "inline assembly (sm_90a's wgmma: emulate sm_80, "
-                          "whose kernels take mma.sync)");
+  if (auto asmOp = dyn_cast<LLVM::InlineAsmOp>(op)) {
+    if (asmOp.getAsmString().starts_with("wgmma.mma_async."))
+      return runWgmma(f, asmOp, active);
+    return (void)fail(op, "inline assembly other than wgmma.mma_async");
+  }
+  // wgmma's fence, commit and wait, and the proxy fence before it: the
+  // emulator runs each wgmma.mma_async to its end when it is issued, after
+  // the cp.async groups its barrier waited for, so they order nothing more.
+  if (op.getName().getStringRef().starts_with("nvvm.wgmma") ||
+      isa<NVVM::FenceProxyOp>(op)) {
+    if (!wholeWarps(active, 128))
+      return (void)fail(op, "a wgmma fence, commit or wait without whole "
+                            "warpgroups");
+    return;
+  }
   if (auto call = dyn_cast<LLVM::CallIntrinsicOp>(op)) {
     StringRef name = call.getIntrin();
     double (*fn)(double) = nullptr;

@@ -45,11 +45,13 @@ struct AccessLog {
 };
 
 /// Memory: values as doubles, rounded to `element` when stored. A block's
-/// shared memory has an access log.
+/// shared memory has an access log and a byte address in the block's shared
+/// window (what a kernel computes addresses from: wgmma's descriptors).
 struct Memory {
   mlir::Type element;
   std::vector<double> data;
   std::unique_ptr<AccessLog> log;
+  int64_t sharedAddress = -1;
 };
 
 /// A memref value: a strided view of a Memory.

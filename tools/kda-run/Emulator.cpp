@@ -342,6 +342,11 @@ private:
                    " with no barrier between" + where);
       return false;
     };
+    if (write && !wgmmaReads.empty() && wgmmaReads.count({m, flat}))
+      return fail(op, "a write to shared memory a wgmma still reads (element " +
+                          llvm::Twine(flat) +
+                          ", before the wgmma.wait_group that retires it)"),
+             false;
     if (!synced(log->writer[flat], log->writeBlock[flat], log->writeWarp[flat]))
       return hazard(write ? "write after write" : "read after write",
                     log->writer[flat], log->writeOp[flat]);
@@ -462,6 +467,19 @@ private:
   };
   std::vector<SharedRange> sharedWindow;
   int64_t sharedTop = 256;
+
+  /// wgmma's asynchrony. Each wgmma.mma_async runs when it is issued, but
+  /// its result and its reads of shared memory belong to the open group
+  /// until a commit, and stay in flight until a wgmma.wait_group retires
+  /// that group. Using a result before then (other than extracting its
+  /// registers or accumulating into another wgmma), or writing an element a
+  /// wgmma reads, is what the hardware leaves undefined: an error here.
+  int64_t wgmmaOpen = 0;               // the open group
+  std::vector<int64_t> wgmmaCommitted; // committed, not yet retired
+  llvm::DenseMap<Value, int64_t> wgmmaPending;
+  llvm::DenseMap<std::pair<Memory *, int64_t>, int64_t> wgmmaReads;
+  bool wgmmaOperandsReady(Operation &op);
+  void retireWgmma(uint64_t keep);
   static constexpr int64_t kSharedWindow = int64_t(1) << 18;
   void runGeneric(Frame &f, linalg::GenericOp op, int64_t lane);
   void applyCopies(size_t keep);
@@ -694,6 +712,7 @@ void Interpreter::runWgmma(Frame &f, LLVM::InlineAsmOp op,
       const int64_t idx = (at - r.address) / 2;
       if (!touch(op, m, idx, thread, false))
         return false;
+      wgmmaReads[{m, idx}] = wgmmaOpen;
       x = m->data[idx];
       return true;
     }
@@ -756,6 +775,49 @@ void Interpreter::runWgmma(Frame &f, LLVM::InlineAsmOp op,
     for (int64_t lane = 0; lane < 128; ++lane)
       std::memcpy(valueOf(f, base + lane, op.getResult(0)),
                   &out[size_t(lane) * regsOut], regsOut * sizeof(double));
+  }
+  wgmmaPending[op.getResult(0)] = wgmmaOpen;
+}
+
+bool Interpreter::wgmmaOperandsReady(Operation &op) {
+  for (auto [i, v] : llvm::enumerate(op.getOperands())) {
+    auto it = wgmmaPending.find(v);
+    if (it == wgmmaPending.end())
+      continue;
+    if (isa<LLVM::ExtractValueOp>(op))
+      continue; // its result is in flight too
+    if (auto asmOp = dyn_cast<LLVM::InlineAsmOp>(op);
+        asmOp && asmOp.getAsmString().starts_with("wgmma.mma_async.")) {
+      // Accumulators (the operands after A and B) chain within a group.
+      const int64_t regsOut =
+          int64_t(cast<LLVM::LLVMStructType>(asmOp.getResult(0).getType())
+                      .getBody()
+                      .size());
+      const int64_t first = int64_t(op.getNumOperands()) - regsOut;
+      if (int64_t(i) >= first)
+        continue;
+    }
+    fail(op, "a wgmma result used before the wgmma.wait_group that retires "
+             "its group");
+    return false;
+  }
+  return true;
+}
+
+void Interpreter::retireWgmma(uint64_t keep) {
+  while (wgmmaCommitted.size() > keep) {
+    const int64_t g = wgmmaCommitted.front();
+    wgmmaCommitted.erase(wgmmaCommitted.begin());
+    for (auto it = wgmmaPending.begin(); it != wgmmaPending.end();) {
+      auto cur = it++;
+      if (cur->second == g)
+        wgmmaPending.erase(cur);
+    }
+    for (auto it = wgmmaReads.begin(); it != wgmmaReads.end();) {
+      auto cur = it++;
+      if (cur->second == g)
+        wgmmaReads.erase(cur);
+    }
   }
 }
 
@@ -943,6 +1005,8 @@ void Interpreter::runGeneric(Frame &f, linalg::GenericOp op, int64_t lane) {
 void Interpreter::runOp(Frame &f, Operation &op,
                         const std::vector<int64_t> &active) {
   stats.laneInstructions += int64_t(active.size());
+  if (!wgmmaPending.empty() && !wgmmaOperandsReady(op))
+    return;
   for (Type t : op.getResultTypes())
     if (auto m = dyn_cast<MemRefType>(t); m && m.getRank() > kMaxRank)
       return (void)fail(op, "a memref of rank over " + llvm::Twine(kMaxRank));
@@ -1490,13 +1554,18 @@ void Interpreter::runOp(Frame &f, Operation &op,
     return (void)fail(op, "inline assembly other than wgmma.mma_async");
   }
   // wgmma's fence, commit and wait, and the proxy fence before it: the
-  // emulator runs each wgmma.mma_async to its end when it is issued, after
-  // the cp.async groups its barrier waited for, so they order nothing more.
+  // emulator runs each wgmma.mma_async to its end when it is issued (after
+  // the cp.async groups its barrier waited for); commits and waits keep the
+  // groups' results and reads in flight for the checks (wgmmaPending).
   if (op.getName().getStringRef().starts_with("nvvm.wgmma") ||
       isa<NVVM::FenceProxyOp>(op)) {
     if (!wholeWarps(active, 128))
       return (void)fail(op, "a wgmma fence, commit or wait without whole "
                             "warpgroups");
+    if (isa<NVVM::WgmmaGroupSyncAlignedOp>(op))
+      wgmmaCommitted.push_back(wgmmaOpen++);
+    else if (auto wait = dyn_cast<NVVM::WgmmaWaitGroupSyncOp>(op))
+      retireWgmma(wait.getGroup());
     return;
   }
   if (auto call = dyn_cast<LLVM::CallIntrinsicOp>(op)) {
@@ -1636,6 +1705,8 @@ void Interpreter::runOp(Frame &f, Operation &op,
     const int64_t at = ev.getPosition()[0];
     for (int64_t l : active)
       *valueOf(f, l, ev.getResult()) = valueOf(f, l, ev.getContainer())[at];
+    if (auto it = wgmmaPending.find(ev.getContainer()); it != wgmmaPending.end())
+      wgmmaPending[ev.getResult()] = it->second;
     return;
   }
   if (auto ld = dyn_cast<nvgpu::LdMatrixOp>(op)) {

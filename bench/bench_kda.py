@@ -299,6 +299,11 @@ def all_cases():
         # kda's and FLA's (ratio_fused_over_separate).
         Case("hybrid gated T=8192 H=32 W=512", "hybrid", 32, B=1, T=8192, window=512),
         Case("hybrid sum T=8192 H=32 W=512", "hybrid", 32, B=1, T=8192, window=512, variant="sum"),
+        # Its neighbours (the layer in pipelined pieces, kda.tune.hybrid_pieces): a longer sequence,
+        # a wider window, fewer heads (a state pass of a quarter of the chip).
+        Case("hybrid gated T=32768 H=32 W=512", "hybrid", 32, B=1, T=32768, window=512),
+        Case("hybrid gated T=8192 H=32 W=4096", "hybrid", 32, B=1, T=8192, window=4096),
+        Case("hybrid gated T=16384 H=16 W=512", "hybrid", 16, B=1, T=16384, window=512),
         # The multi-scale layer (issue 23): kda.multi_scale_attention (one call: the layer entry, two
         # scales of one log-space gate, MULTISCALE_DECAYS, mixed by z) against FLA's chunk_kda per
         # scale + the mix in torch, and against kda's own separate calls.

@@ -348,8 +348,8 @@ class HybridCase:
     def __init__(self, name, dtype, KV, window, mix, B=2, T=100, H=2, HV=None, seqlens=None, z_form="head",
                  kimi=True, seed=0, schedule=None, pieces=None):
         self.name, self.dtype, self.K, self.V, self.window, self.mix = name, dtype, KV, KV, window, mix
-        # Pipelined pieces (KDA_HYBRID_PIECES; None: kda.tune.hybrid_pieces' choice, which must
-        # then be one piece while HYBRID_PIECES_POLICY is off).
+        # Pipelined pieces (KDA_HYBRID_PIECES; None: kda.tune.hybrid_pieces' choice, one piece
+        # for every such case here: none is one dense sequence of 8192 tokens or more).
         self.pieces = pieces
         # None: kda.tune.hybrid_schedule's choice (fused); "fused" or "overlap": forced through
         # KDA_HYBRID_SCHEDULE.

@@ -356,7 +356,9 @@ def part_unit(tmp):
                             mix="sum")
     hp = lambda n, hv, t, dense=True, sched="fused": TU.hybrid_pieces(  # noqa: E731
         layer, "sm_90a", n, hv, 132, t, dense, sched)
-    check(not TU.HYBRID_PIECES_POLICY and hp(1, 32, 8192) == 1, "off until the GPU has run them")
+    check(TU.HYBRID_PIECES_POLICY, "on (fifty-second session: 0.91 of one piece on the H100)")
+    TU.HYBRID_PIECES_POLICY = False
+    check(hp(1, 32, 8192) == 1 and hp(1, 32, 32768) == 1, "HYBRID_PIECES_POLICY off: one piece")
     TU.HYBRID_PIECES_POLICY = True
     check(hp(1, 32, 8192) == 4 and hp(1, 32, 32768) == 8, (hp(1, 32, 8192), hp(1, 32, 32768)))
     check(hp(1, 32, 4096) == 1 and hp(2, 32, 8192) == 1 and hp(1, 32, 8192, dense=False) == 1
@@ -373,7 +375,6 @@ def part_unit(tmp):
         os.environ["KDA_HYBRID_PIECES"] = "1"
         check(hp(1, 32, 32768) == 1, "KDA_HYBRID_PIECES=1: none")
         check_refused("KDA_HYBRID_PIECES", ("0", "65", "x"), lambda: hp(1, 32, 8192))
-    TU.HYBRID_PIECES_POLICY = False
     ok("hybrid pieces: chunk_kda's for the layer's gated delta part, KDA_HYBRID_PIECES")
 
     # --- the database --------------------------------------------------------

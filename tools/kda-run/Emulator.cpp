@@ -36,6 +36,7 @@ using namespace mlir;
 
 namespace kda::emu {
 bool ignoreWarpSyncs = false;
+bool shortWgmmaWaits = false;
 namespace {
 
 constexpr int kMaxRank = 8;
@@ -1569,7 +1570,7 @@ void Interpreter::runOp(Frame &f, Operation &op,
     if (isa<NVVM::WgmmaGroupSyncAlignedOp>(op))
       wgmmaCommitted.push_back(wgmmaOpen++);
     else if (auto wait = dyn_cast<NVVM::WgmmaWaitGroupSyncOp>(op))
-      retireWgmma(wait.getGroup());
+      retireWgmma(wait.getGroup() + (shortWgmmaWaits ? 1 : 0));
     return;
   }
   if (auto call = dyn_cast<LLVM::CallIntrinsicOp>(op)) {

@@ -65,6 +65,10 @@ struct View {
 /// syncs and wavefront fences order nothing, so kernels that rely on them
 /// must report a race.
 extern bool ignoreWarpSyncs;
+/// For the wgmma check's own test (kda-run --inject-fault=wgmma-wait): each
+/// wgmma.wait_group leaves one more committed group in flight, so kernels
+/// that read their products after it must report it.
+extern bool shortWgmmaWaits;
 
 /// What ran: kernels, programs and lane instructions.
 struct Stats {

@@ -88,7 +88,9 @@ static cl::opt<std::string> injectFault(
     cl::desc("test only: 'result' scales result 0 by 1 + 3 x its bar; "
              "'pool-slot' changes a byte of the first slot no sequence "
              "names in each checked pool; 'warp-sync' makes --emulate's warp "
-             "syncs order nothing (its race check must then fail)"),
+             "syncs order nothing (its race check must then fail); "
+             "'wgmma-wait' leaves one more wgmma group in flight at each "
+             "wait (its in-flight check must then fail)"),
     cl::init(""), cl::cat(runCategory));
 static cl::opt<int64_t> chunk("chunk",
                               cl::desc("chunk size for ops without #kda.tile "
@@ -442,10 +444,12 @@ int main(int argc, char **argv) {
   if (!invalid.empty())
     return fail(invalid);
   if (!injectFault.empty() && injectFault != "result" &&
-      injectFault != "pool-slot" && injectFault != "warp-sync")
-    return fail("--inject-fault must be 'result', 'pool-slot' or "
-                "'warp-sync', found '" + injectFault + "'");
+      injectFault != "pool-slot" && injectFault != "warp-sync" &&
+      injectFault != "wgmma-wait")
+    return fail("--inject-fault must be 'result', 'pool-slot', 'warp-sync' "
+                "or 'wgmma-wait', found '" + injectFault + "'");
   ::kda::emu::ignoreWarpSyncs = injectFault == "warp-sync";
+  ::kda::emu::shortWgmmaWaits = injectFault == "wgmma-wait";
   if (schedule != "sequential" && schedule != "chunk-parallel")
     return fail("--schedule must be 'sequential' or 'chunk-parallel', "
                 "found '" + schedule + "'");

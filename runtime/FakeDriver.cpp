@@ -119,6 +119,7 @@ struct kda_fake_state {
     char entry[64];
     void *stream;
     unsigned long long args[8];
+    unsigned shared;
   } history[16];
   // "alloc launch:ENTRY free ..." in call order, for ordering checks.
   char events[1024];
@@ -216,6 +217,7 @@ static void recordLaunch(const Function *f, const unsigned grid[3],
     auto &h = state.history[state.historyCount];
     std::snprintf(h.entry, sizeof h.entry, "%s", f->entry.c_str());
     h.stream = stream;
+    h.shared = shared;
     std::memset(h.args, 0, sizeof h.args);
     for (size_t i = 0; i < argSizes.size() && i < 8; ++i)
       std::memcpy(&h.args[i], args[i], static_cast<size_t>(argSizes[i]));

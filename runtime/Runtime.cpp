@@ -1398,6 +1398,27 @@ Status preparePieces(kda_bundle *bundle, const char *name,
     return s;
   if (Status s = out.driver->sideStream(out.device, out.side))
     return s.prefix(out.label + ": ");
+  // KDA_PIECES_ALONE=1 (an experiment, read here): each state pass holds a
+  // multiprocessor a block, as an entry's `alone` launch, where its grid
+  // leaves half the device. Beside the intra-chunk and window pieces the
+  // state pieces run at half their speed alone (H100, bench/RESULTS.md,
+  // fifty-second session): co-resident blocks taking their issue slots, or
+  // the memory system; this tells the two apart.
+  if (const char *alone = std::getenv("KDA_PIECES_ALONE");
+      alone && std::strcmp(alone, "1") == 0)
+    for (auto &piece : out.pieces)
+      for (kda_prepared::Launch &launch : piece->launches) {
+        unsigned bytes = 0;
+        int sms = 0;
+        const uint64_t blocks = uint64_t(launch.config.grid[0]) *
+                                launch.config.grid[1] * launch.config.grid[2];
+        if (pieceLaunchKind(launch.index) == 1 &&
+            out.driver->aloneSharedBytes(launch.function, out.device, bytes, sms)
+                .isOk() &&
+            bytes > launch.config.sharedBytes && sms > 0 &&
+            blocks * 2 <= uint64_t(sms))
+          launch.config.sharedBytes = bytes;
+      }
   for (size_t e = 0; e <= P; ++e) {
     void *event = nullptr;
     if (Status s = out.driver->createEvent(event))

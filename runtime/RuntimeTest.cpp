@@ -1062,6 +1062,7 @@ struct FakeState {
     char entry[64];
     void *stream;
     unsigned long long args[8];
+    unsigned shared;
   } history[16];
   char events[1024];
 };
@@ -2925,6 +2926,43 @@ protected:
       o{KDA_BF16, {1, 40, 2, 128}}, ht{KDA_F32, {2, 4, 4}};
   int (*liveEvents)() = nullptr;
 };
+
+// KDA_PIECES_ALONE=1: the state passes (grids of H = 2 blocks, at most half
+// of 132 multiprocessors) take seven eighths of the opt-in shared memory, so
+// that each holds a multiprocessor; the chunk-parallel launches keep theirs.
+// Without the multiprocessors' count (a driver that will not say), or a grid
+// over half of them, nothing changes.
+TEST_F(FakePieces, StatePassesAlone) {
+  ScopedEnv alone{"KDA_PIECES_ALONE", "1"};
+  auto run = [&](const char *sms) {
+    ScopedEnv count{"KDA_FAKE_SMS", sms};
+    std::vector<kda_tensor> v = views();
+    const int64_t starts[] = {0, 16, 32};
+    kda_pieces *pieces = nullptr;
+    uint64_t bytes = 0;
+    EXPECT_EQ(kda_prepare_pieces(bundle, "kda_p", v.data(), 4, starts, 3,
+                                 &pieces, &bytes),
+              KDA_OK)
+        << kda_last_error();
+    char *ws = static_cast<char *>(std::aligned_alloc(256, 4096));
+    void *data[4] = {q.data, h0.data, o.data, ht.data};
+    const int before = state().historyCount;
+    EXPECT_EQ(kda_launch_pieces(pieces, data, 4, ws, bytes, kStream), KDA_OK)
+        << kda_last_error();
+    std::vector<unsigned> shared;
+    for (int i = before; i < state().historyCount && i < 16; ++i)
+      shared.push_back(state().history[i].shared);
+    kda_pieces_free(pieces);
+    std::free(ws);
+    return shared;
+  };
+  const unsigned want = 232448 - 232448 / 8;
+  EXPECT_EQ(run("132"),
+            (std::vector<unsigned>{0, want, 0, want, 0, want}));
+  // (The fake keeps the first 16 launches: the third run's first four.)
+  EXPECT_EQ(run("3"), (std::vector<unsigned>(6, 0u))); // 2 blocks > 3 / 2
+  EXPECT_EQ(run("0"), (std::vector<unsigned>(4, 0u)));
+}
 
 TEST_F(FakePieces, LaunchesPiecesOnTwoStreams) {
   ctxSetCurrent(kForeignContext);

@@ -234,7 +234,11 @@ KDA_API void kda_prepared_free(kda_prepared *prepared);
  * sets the nodes' arguments anew where the pointers changed and launches the
  * graph on `stream` (a capturing stream still gets the launches above).
  * Environment: KDA_PIECES_GRAPH=0 (read by kda_prepare_pieces) launches the
- * pieces eagerly, as above, everywhere. */
+ * pieces eagerly, as above, everywhere. KDA_PIECES_ALONE=1 (an experiment,
+ * read there too) gives each state pass whose grid is at most half the
+ * device's multiprocessors the dynamic shared memory an `alone` launch takes
+ * (runtime/BUNDLE.md), so that no other block shares a multiprocessor with
+ * its blocks. */
 typedef struct kda_pieces kda_pieces;
 KDA_API kda_status kda_prepare_pieces(kda_bundle *bundle, const char *entry,
                                       const kda_tensor *tensors,

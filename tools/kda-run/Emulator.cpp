@@ -543,6 +543,14 @@ static void warpProduct(int64_t k, A a, B b, C c, D d) {
       d(lane, e, out[lane][e]);
 }
 
+/// Half `h` of an i32 register holding two bf16 / f16 values (element 0 in
+/// the low half): the operand registers of mma.sync and wgmma.
+static double halfOfPair(double reg, int64_t h, bool bf16) {
+  uint32_t bits = uint32_t(asUnsigned(reg, 32)) >> (16 * h) & 0xffffu;
+  return bf16 ? double(bitsToFloat(bits << 16))
+              : ::kda::npy::halfBitsToDouble(uint16_t(bits));
+}
+
 /// Whether `active` is whole warps of `size` lanes (a warp-wide
 /// instruction's lanes).
 static bool wholeWarps(const std::vector<int64_t> &active, int64_t size = 32) {
@@ -723,10 +731,7 @@ void Interpreter::runWgmma(Frame &f, LLVM::InlineAsmOp op,
            false;
   };
   auto half = [&](int64_t lane, Value reg, int64_t h) {
-    uint32_t bits =
-        uint32_t(asUnsigned(scalar(f, lane, reg), 32)) >> (16 * h) & 0xffffu;
-    return bf16 ? double(bitsToFloat(bits << 16))
-                : ::kda::npy::halfBitsToDouble(uint16_t(bits));
+    return halfOfPair(scalar(f, lane, reg), h, bf16);
   };
   ValueRange ops = op.getOperands();
   Value bDesc = ops[aShared ? 1 : 4];
@@ -1678,10 +1683,7 @@ void Interpreter::runOp(Frame &f, Operation &op,
     auto half = [&](int64_t lane, Value reg, int64_t h) {
       if (isa<VectorType>(reg.getType()))
         return valueOf(f, lane, reg)[h];
-      uint32_t bits =
-          uint32_t(asUnsigned(scalar(f, lane, reg), 32)) >> (16 * h) & 0xffffu;
-      return bf16 ? double(bitsToFloat(bits << 16))
-                  : ::kda::npy::halfBitsToDouble(uint16_t(bits));
+      return halfOfPair(scalar(f, lane, reg), h, bf16);
     };
     for (size_t i = 0; i < active.size(); i += 32) {
       const int64_t base = active[i];

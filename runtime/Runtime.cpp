@@ -478,6 +478,24 @@ bool entryStreams() {
   return !(v && v[0] == '0' && v[1] == 0);
 }
 
+// A launch that holds a multiprocessor a block (an entry's `alone` launch,
+// pipelined pieces' state passes under KDA_PIECES_ALONE): the dynamic shared
+// memory that leaves no room for another block, where the driver can say
+// and the grid leaves at least half the device to the other stream's work.
+// Whether `config` took it.
+bool placeAlone(Driver &driver, void *function, int device,
+                LaunchConfig &config) {
+  unsigned bytes = 0;
+  int sms = 0;
+  const uint64_t blocks =
+      uint64_t(config.grid[0]) * config.grid[1] * config.grid[2];
+  if (!driver.aloneSharedBytes(function, device, bytes, sms).isOk() ||
+      bytes <= config.sharedBytes || sms <= 0 || blocks * 2 > uint64_t(sms))
+    return false;
+  config.sharedBytes = bytes;
+  return true;
+}
+
 // An entry: check the caller's tensors, lay out the workspaces, allocate them
 // on `stream` (unless the caller passes `workspace`), launch every kernel in
 // order on `stream`, free on `stream`.
@@ -710,21 +728,12 @@ Status launchEntry(kda_bundle *bundle, const Entry &entry,
                           kernel.dynamicSharedMemory,
                           target,
                           args.data()};
-      // A multiprocessor a block beside the other stream's work, where the
-      // grid leaves at least half the device to it.
       gridBlocks[l] =
           uint64_t(config.grid[0]) * config.grid[1] * config.grid[2];
-      if (side && launch.alone) {
-        unsigned bytes = 0;
-        int sms = 0;
-        if (driver->aloneSharedBytes(functions[l], device, bytes, sms)
-                .isOk() &&
-            bytes > config.sharedBytes && sms > 0 &&
-            gridBlocks[l] * 2 <= uint64_t(sms)) {
-          config.sharedBytes = bytes;
-          alonePlaced[l] = 1;
-        }
-      }
+      // A multiprocessor a block beside the other stream's work.
+      if (side && launch.alone &&
+          placeAlone(*driver, functions[l], device, config))
+        alonePlaced[l] = 1;
       if (Status s = driver->launch(kernel, functions[l], config)) {
         result = Status(s.code(),
                         where() + s.message() +
@@ -1407,18 +1416,9 @@ Status preparePieces(kda_bundle *bundle, const char *name,
   if (const char *alone = std::getenv("KDA_PIECES_ALONE");
       alone && std::strcmp(alone, "1") == 0)
     for (auto &piece : out.pieces)
-      for (kda_prepared::Launch &launch : piece->launches) {
-        unsigned bytes = 0;
-        int sms = 0;
-        const uint64_t blocks = uint64_t(launch.config.grid[0]) *
-                                launch.config.grid[1] * launch.config.grid[2];
-        if (pieceLaunchKind(launch.index) == 1 &&
-            out.driver->aloneSharedBytes(launch.function, out.device, bytes, sms)
-                .isOk() &&
-            bytes > launch.config.sharedBytes && sms > 0 &&
-            blocks * 2 <= uint64_t(sms))
-          launch.config.sharedBytes = bytes;
-      }
+      for (kda_prepared::Launch &launch : piece->launches)
+        if (pieceLaunchKind(launch.index) == 1)
+          placeAlone(*out.driver, launch.function, out.device, launch.config);
   for (size_t e = 0; e <= P; ++e) {
     void *event = nullptr;
     if (Status s = out.driver->createEvent(event))
